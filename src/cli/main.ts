@@ -1,0 +1,60 @@
+import { readFileSync } from 'node:fs';
+import { basename } from 'node:path';
+import { Command, CommanderError } from 'commander';
+import { EXIT, type ExitCode, isKrError, messageOf } from '../errors.js';
+import { redactText } from '../engine/logger.js';
+import { out } from './output.js';
+import type { Register } from './types.js';
+
+/** Command modules, sorted; each adds one subcommand. */
+const commands: Record<string, () => Promise<{ register: Register }>> = {
+  audit: () => import('./audit.js'),
+  demo: () => import('./demo.js'),
+  docs: () => import('./docs.js'),
+  lab: () => import('./lab.js'),
+  plan: () => import('./plan.js'),
+  recover: () => import('./recover.js'),
+  run: () => import('./run.js'),
+  schema: () => import('./schema.js'),
+  validate: () => import('./validate.js'),
+};
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+/** Runs the CLI and sets process.exitCode: the only place in the project that does. */
+export async function main(argv: string[]): Promise<void> {
+  process.exitCode = await runCli(argv);
+}
+
+export async function runCli(argv: string[]): Promise<ExitCode> {
+  let code: ExitCode = EXIT.ok;
+  const invokedAs = basename(argv[1] ?? 'kube-runbook').replace(/\.js$/, '');
+  const program = new Command(invokedAs === 'kubectl-runbook' ? 'kubectl runbook' : 'kube-runbook')
+    .description('Chaos-engineering runbooks for real Kubernetes clusters: faults, guards that stop eviction cascades, rollback always.')
+    .version(version(), '-V, --version')
+    .showHelpAfterError()
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => out.stdout(s), writeErr: (s) => out.stderr(s) });
+  for (const load of Object.values(commands)) (await load()).register(program, (c) => (code = c));
+  for (const cmd of program.commands) cmd.exitOverride();
+  try {
+    await program.parseAsync(argv);
+    return code;
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      if (e.exitCode === 0 || e.code === 'commander.helpDisplayed' || e.code === 'commander.version') return EXIT.ok;
+      return EXIT.invalid;
+    }
+    if (isKrError(e)) {
+      out.stderr(`kube-runbook: ${redactText(e.message)}${e.code ? ` [${e.code}]` : ''}`);
+      for (const d of e.details) out.stderr(redactText(d));
+      return e.exit;
+    }
+    out.stderr(`kube-runbook: unexpected error: ${redactText(messageOf(e))}`);
+    if (process.env.KUBE_RUNBOOK_DEBUG && e instanceof Error && e.stack) out.stderr(redactText(e.stack));
+    return EXIT.failed;
+  }
+}

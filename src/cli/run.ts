@@ -1,0 +1,3 @@
+import type { Register } from './types.js';
+
+export const register: Register = (_program, _done) => {};

@@ -1,0 +1,60 @@
+/**
+ * Errors with stable codes. Every error the tool reports on purpose is a KrError; its `exit` says which
+ * exit code it leads to, and only `src/cli/main.ts` turns that into `process.exitCode`.
+ */
+export const EXIT = {
+  ok: 0,
+  failed: 1,
+  invalid: 2,
+  refused: 3,
+  rollbackIncomplete: 4,
+  interrupted: 130,
+} as const;
+
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+export interface KrErrorOptions {
+  exit?: ExitCode;
+  cause?: unknown;
+  /** Extra lines printed under the message (e.g. one per validation problem). */
+  details?: string[];
+}
+
+export class KrError extends Error {
+  readonly code: string;
+  readonly exit: ExitCode;
+  readonly details: string[];
+
+  constructor(code: string, message: string, options: KrErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'KrError';
+    this.code = code;
+    this.exit = options.exit ?? EXIT.failed;
+    this.details = options.details ?? [];
+  }
+}
+
+export function isKrError(e: unknown): e is KrError {
+  return e instanceof KrError;
+}
+
+/** Shortens any value for quoting in an error message: `(got VALUE)`. */
+export function quote(value: unknown, max = 60): string {
+  let text: string;
+  if (typeof value === 'string') text = JSON.stringify(value);
+  else if (value === undefined) text = 'nothing';
+  else {
+    try {
+      text = JSON.stringify(value) ?? String(value);
+    } catch {
+      text = String(value);
+    }
+  }
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** The message of anything thrown, without a stack. */
+export function messageOf(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}

@@ -1,0 +1,12 @@
+import { z } from 'zod';
+import { parseDuration } from './duration.js';
+
+/** A duration string (`500ms`, `10s`, `5m`); parsed value is milliseconds. JSON Schema shows it as a string. */
+export const duration = () =>
+  z
+    .string()
+    .regex(/^(?:\d+(?:\.\d+)?(?:ms|s|m|h))+$/, { message: 'expected a duration such as 500ms, 10s, 5m or 1h' })
+    .transform((s) => parseDuration(s)!)
+    .meta({ description: 'duration: 500ms, 10s, 5m, 1h, 1m30s' });
+
+export type DurationMs = number;
