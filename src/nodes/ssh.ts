@@ -1,0 +1,110 @@
+import type { z } from 'zod';
+import { redactText } from '../engine/logger.js';
+import { EXIT, KrError, quote } from '../errors.js';
+import type { InventoryNode, SshTransport } from '../inventory/schema.js';
+import { runProcess, type TransportDeps } from './exec-process.js';
+import type { ExecOptions, ExecResult, Transport } from './types.js';
+import { wireScript } from './wire.js';
+
+export type SshConfig = z.output<typeof SshTransport>;
+
+/** Seconds the remote `timeout` waits after SIGTERM before SIGKILL. */
+const REMOTE_KILL_AFTER_S = 5;
+
+const USER = /^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/;
+const HOST = /^[A-Za-z0-9_:][A-Za-z0-9_.:%-]*$/;
+const JUMP = /^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*@)?[A-Za-z0-9_:][A-Za-z0-9_.:%-]*(?::\d{1,5})?$/;
+// eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/**
+ * The ssh client's argv for one call: options that make it fail instead of prompting or trusting an
+ * unknown host, then `--`, the destination and a remote command made only of constants and numbers.
+ */
+export function sshArgv(config: SshConfig, node: InventoryNode, timeoutMs?: number): string[] {
+  const host = node.address ?? node.name;
+  check(node, 'address', host, HOST.test(host) && host.length <= 253);
+  if (config.user !== undefined) check(node, 'ssh user', config.user, USER.test(config.user) && config.user.length <= 64);
+  const argv = [
+    '-T',
+    '-o', 'BatchMode=yes',
+    '-o', `ConnectTimeout=${Math.max(1, Math.ceil(config.connectTimeout / 1000))}`,
+    '-o', 'ServerAliveInterval=5',
+    '-o', 'ServerAliveCountMax=3',
+    '-o', `StrictHostKeyChecking=${config.strictHostKeyChecking}`,
+    '-o', 'LogLevel=ERROR',
+    '-o', 'ClearAllForwardings=yes',
+  ];
+  if (config.knownHostsFile !== undefined) {
+    const f = config.knownHostsFile;
+    check(node, 'knownHostsFile', f, !f.startsWith('-') && !CONTROL.test(f) && !/[\s"'\\]/.test(f));
+    argv.push('-o', `UserKnownHostsFile=${f}`);
+  }
+  if (config.identityFile !== undefined) {
+    const f = config.identityFile;
+    check(node, 'identityFile', f, !f.startsWith('-') && !CONTROL.test(f));
+    argv.push('-i', f, '-o', 'IdentitiesOnly=yes');
+  }
+  if (config.port !== undefined) argv.push('-p', String(config.port));
+  if (config.jumpHost !== undefined) {
+    const j = config.jumpHost;
+    check(node, 'jumpHost', j, j.split(',').every((hop) => JUMP.test(hop)));
+    argv.push('-J', j);
+  }
+  argv.push('--', config.user === undefined ? host : `${config.user}@${host}`, remoteCommand(config, timeoutMs));
+  return argv;
+}
+
+/** What the node's login shell runs: `[sudo -n] [timeout -k 5 <s>] sh -s`. Only constants and numbers. */
+export function remoteCommand(config: Pick<SshConfig, 'sudo'>, timeoutMs?: number): string {
+  const words: string[] = [];
+  if (config.sudo) words.push('sudo', '-n');
+  if (timeoutMs !== undefined) words.push('timeout', '-k', String(REMOTE_KILL_AFTER_S), String(Math.max(1, Math.ceil(timeoutMs / 1000))));
+  words.push('sh', '-s');
+  return words.join(' ');
+}
+
+/**
+ * OpenSSH. The script goes on stdin to a fixed remote command; host keys are checked (`yes` by default);
+ * a timeout kills the ssh client here and, through `timeout`, the script on the node. ssh's own exit
+ * code 255 (cannot connect, host key refused, authentication failed, connection lost) throws
+ * KrError `NODE_UNREACHABLE`; so a script should not exit 255 itself over ssh.
+ */
+export function sshTransport(config: SshConfig, deps: TransportDeps = {}): Transport {
+  return {
+    kind: 'ssh',
+    async exec(node: InventoryNode, script: string, options: ExecOptions = {}): Promise<ExecResult> {
+      const argv = sshArgv(config, node, options.timeoutMs);
+      const r = await runProcess(
+        {
+          argv: ['ssh', ...argv],
+          stdin: wireScript(script, options.input),
+          node: node.name,
+          transport: 'ssh',
+          timeoutMs: options.timeoutMs,
+          signal: options.signal,
+        },
+        deps,
+      );
+      if (r.code !== 255) return r;
+      const lines = r.stderr
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l !== '' && !/^@+$/.test(l))
+        .map((l) => redactText(l).slice(0, 300));
+      const last = lines.at(-1) ?? 'ssh exited with 255 and said nothing';
+      const first = lines[0];
+      const where = `${config.user === undefined ? '' : `${config.user}@`}${node.address ?? node.name}${config.port ? `:${config.port}` : ''}`;
+      throw new KrError('NODE_UNREACHABLE', `cannot reach node ${quote(node.name)} over ssh (${where}): ${last}`, {
+        details: first !== undefined && first !== last ? [first] : [],
+      });
+    },
+  };
+}
+
+function check(node: InventoryNode, what: string, value: string, ok: boolean): void {
+  if (!ok)
+    throw new KrError('BAD_SSH_TARGET', `node ${quote(node.name)}: the ${what} is not usable with ssh (got ${quote(value)})`, {
+      exit: EXIT.invalid,
+    });
+}
