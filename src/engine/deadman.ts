@@ -1,0 +1,114 @@
+import { randomBytes } from 'node:crypto';
+import { shq } from '../nodes/shell.js';
+
+/**
+ * The node-side dead-man: before a fault is applied, its node gets the fault's revert script and a watcher
+ * that runs it when the executor's keepalive is older than `faultTtl`. The executor touches the keepalive
+ * while it runs and removes the whole directory on an explicit revert (disarm). Everything here is POSIX sh
+ * (dash), and every value is quoted.
+ *
+ * Layout on the node: /var/lib/kube-runbook/deadman/<runId>/<faultId>/{revert.sh, keepalive, watch.sh, watcher.pid}
+ * When it fires, the directory is renamed to <faultId>.fired (with revert.log and exit) so a later disarm or
+ * keepalive cannot race with it.
+ */
+export const DEADMAN_ROOT = '/var/lib/kube-runbook/deadman';
+
+const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+function checkId(what: string, id: string): string {
+  if (!ID.test(id)) throw new Error(`invalid ${what} for the dead-man: ${JSON.stringify(id)}`);
+  return id;
+}
+
+export const deadmanDir = (runId: string, faultId: string, root = DEADMAN_ROOT): string =>
+  `${root}/${checkId('run id', runId)}/${checkId('fault id', faultId)}`;
+
+export interface ArmOptions {
+  runId: string;
+  faultId: string;
+  ttlMs: number;
+  /** The action's nodeSideRevert text. */
+  revert: string;
+  /** Use a transient systemd service where systemd runs (not inside a netns: systemd-run would leave it). */
+  allowSystemd: boolean;
+  root?: string;
+}
+
+/** The watcher: polls the keepalive's age each second, fires once, exits when disarmed. */
+const WATCH = `d=$1; ttl=$2
+while [ -d "$d" ]; do
+  now=$(date +%s)
+  last=$(stat -c %Y "$d/keepalive" 2>/dev/null || echo 0)
+  if [ $((now - last)) -ge "$ttl" ]; then
+    if mv "$d" "$d.fired" 2>/dev/null; then
+      sh "$d.fired/revert.sh" >"$d.fired/revert.log" 2>&1
+      echo $? >"$d.fired/exit"
+    fi
+    exit 0
+  fi
+  sleep 1
+done
+`;
+
+function heredoc(body: string): { open: string; close: string } {
+  let tag: string;
+  do tag = `KR_${randomBytes(8).toString('hex')}`;
+  while (body.includes(tag));
+  return { open: `<<'${tag}'`, close: tag };
+}
+
+export function armScript(o: ArmOptions): string {
+  const dir = deadmanDir(o.runId, o.faultId, o.root);
+  const ttl = Math.max(1, Math.ceil(o.ttlMs / 1000));
+  const rv = heredoc(o.revert);
+  const w = heredoc(WATCH);
+  const unit = `kube-runbook-deadman-${o.runId}-${o.faultId}`.replace(/[^A-Za-z0-9:_.-]/g, '-');
+  const systemd = o.allowSystemd
+    ? `if command -v systemd-run >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+  systemd-run --quiet --collect --unit=${shq(unit)} sh "$d/watch.sh" "$d" ${ttl} && echo systemd >"$d/watcher" && exit 0
+fi
+`
+    : '';
+  return `set -eu
+umask 077
+d=${shq(dir)}
+mkdir -p "$d"
+cat >"$d/revert.sh" ${rv.open}
+${o.revert}
+${rv.close}
+cat >"$d/watch.sh" ${w.open}
+${WATCH}${w.close}
+touch "$d/keepalive"
+${systemd}setsid sh "$d/watch.sh" "$d" ${ttl} </dev/null >/dev/null 2>&1 &
+echo $! >"$d/watcher.pid"
+echo detached >"$d/watcher"
+`;
+}
+
+/** Touches the keepalive of every fault of the run armed on this node. */
+export function keepaliveScript(runId: string, root = DEADMAN_ROOT): string {
+  const runDir = `${root}/${checkId('run id', runId)}`;
+  return `for k in ${shq(runDir)}/*/keepalive; do [ -e "$k" ] && touch "$k"; done; exit 0
+`;
+}
+
+/** Removes a fault's dead-man; the watcher sees its directory gone and exits. Idempotent. */
+export function disarmScript(runId: string, faultId: string, root = DEADMAN_ROOT): string {
+  const dir = deadmanDir(runId, faultId, root);
+  const unit = `kube-runbook-deadman-${runId}-${faultId}`.replace(/[^A-Za-z0-9:_.-]/g, '-');
+  return `d=${shq(dir)}
+if [ -f "$d/watcher.pid" ]; then kill "$(cat "$d/watcher.pid")" 2>/dev/null || true; fi
+if [ "$(cat "$d/watcher" 2>/dev/null)" = systemd ]; then systemctl stop ${shq(`${unit}.service`)} 2>/dev/null || true; fi
+rm -rf "$d"
+rmdir "$(dirname "$d")" 2>/dev/null || true
+exit 0
+`;
+}
+
+/** Lists what the dead-man of a fault did: `armed`, `fired <exit>` or `absent`. */
+export function statusScript(runId: string, faultId: string, root = DEADMAN_ROOT): string {
+  const dir = deadmanDir(runId, faultId, root);
+  return `d=${shq(dir)}
+if [ -d "$d" ]; then echo armed; elif [ -d "$d.fired" ]; then echo "fired $(cat "$d.fired/exit" 2>/dev/null)"; else echo absent; fi
+`;
+}

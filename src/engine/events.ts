@@ -1,0 +1,48 @@
+import type { Reading } from '../probes/types.js';
+
+/** The closed set of outcomes of a run, and the exit code each leads to. */
+export const RUN_STATUS = {
+  passed: 0,
+  failed: 1,
+  aborted: 1,
+  refused: 3,
+  'rollback-incomplete': 4,
+  interrupted: 130,
+} as const;
+export type RunStatus = keyof typeof RUN_STATUS;
+
+export type StepKind = 'action' | 'expect' | 'wait' | 'confirm' | 'parallel';
+export type StepStatus = 'passed' | 'failed' | 'aborted' | 'skipped';
+
+/** A fault (or remediation) the run applied, as reports and `recover` name it. */
+export interface FaultRef {
+  faultId: string;
+  action: string;
+  node?: string;
+  step: string;
+  remediation: boolean;
+  /** Shell text that removes it by hand, when the action can say. */
+  manualRevert?: string;
+}
+
+/** Everything a run reports, in order; renderers (live view, JSON, JUnit) only read these. */
+export type RunEvent =
+  | { type: 'run-start'; at: number; runId: string; runbook: string; context: string; dryRun: boolean; journal: string }
+  | { type: 'preflight'; at: number; check: string; ok: boolean; detail: string }
+  | { type: 'step-start'; at: number; index: string; name: string; kind: StepKind }
+  | { type: 'step-end'; at: number; index: string; name: string; kind: StepKind; status: StepStatus; detail: string }
+  | { type: 'fault-applied'; at: number; fault: FaultRef }
+  | { type: 'fault-apply-failed'; at: number; fault: FaultRef; error: string }
+  | { type: 'fault-reverted'; at: number; fault: FaultRef }
+  | { type: 'fault-revert-failed'; at: number; fault: FaultRef; error: string }
+  | { type: 'guard-reading'; at: number; guard: string; reading: Reading; armed: boolean }
+  | { type: 'guard-fired'; at: number; guard: string; response: 'abort' | 'remediate' | 'warn' | 'hold' | 'resume'; detail: string }
+  | { type: 'remediation'; at: number; phase: 'start' | 'end'; detail: string }
+  | { type: 'confirm'; at: number; message: string; answer: 'yes' | 'no' | 'timeout' }
+  | { type: 'rollback-start'; at: number; reason: string; faults: FaultRef[] }
+  | { type: 'rollback-wait'; at: number; phase: 'start' | 'ok' | 'timeout'; detail: string }
+  | { type: 'rollback-end'; at: number; complete: boolean; remaining: FaultRef[] }
+  | { type: 'log'; at: number; level: 'info' | 'warn' | 'error'; message: string }
+  | { type: 'run-end'; at: number; status: RunStatus; reason: string; remaining: FaultRef[]; recoverCommand?: string };
+
+export type RunEventSink = (event: RunEvent) => void;

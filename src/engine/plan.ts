@@ -1,0 +1,196 @@
+import type { Action } from '../actions/types.js';
+import type { Inventory, InventoryNode } from '../inventory/schema.js';
+import type { NodeSummary } from '../kube/types.js';
+import type { Probe } from '../probes/types.js';
+import { formatDuration } from '../runbook/duration.js';
+import type { Runbook, Step } from '../runbook/schema.js';
+import type { NodeSelector } from '../runbook/selectors.js';
+import type { Registry } from './registry.js';
+import { selectNodes } from './select.js';
+
+export interface PlannedAction {
+  kind: 'action';
+  index: string;
+  name: string;
+  actionId: string;
+  action: Action;
+  params: Record<string, unknown>;
+  /** Nodes it is applied on, or null for a cluster-wide action. */
+  targets: InventoryNode[] | null;
+  selector?: NodeSelector;
+  timeoutMs: number;
+}
+export interface PlannedExpect {
+  kind: 'expect';
+  index: string;
+  name: string;
+  probeId: string;
+  probe: Probe;
+  params: Record<string, unknown>;
+  status: 'ok' | 'violated';
+  withinMs: number;
+}
+export interface PlannedWait {
+  kind: 'wait';
+  index: string;
+  name: string;
+  ms: number;
+}
+export interface PlannedConfirm {
+  kind: 'confirm';
+  index: string;
+  name: string;
+  message: string;
+  timeoutMs: number;
+  onTimeout: 'rollback' | 'continue';
+}
+export interface PlannedParallel {
+  kind: 'parallel';
+  index: string;
+  name: string;
+  children: (PlannedAction | PlannedExpect | PlannedWait)[];
+}
+export type PlannedStep = PlannedAction | PlannedExpect | PlannedWait | PlannedConfirm | PlannedParallel;
+
+export interface PlannedGuard {
+  name: string;
+  probeId: string;
+  probe: Probe;
+  params: Record<string, unknown>;
+  onViolation: 'abort' | 'remediate' | 'warn';
+  onUnknown: 'hold' | 'abort' | 'ignore';
+  unknownForMs: number;
+}
+
+export interface Plan {
+  runbook: Runbook;
+  file: string;
+  inventory: Inventory;
+  steps: PlannedStep[];
+  guards: PlannedGuard[];
+  remediation: PlannedAction[];
+  rollback: { waitFor?: { probeId: string; probe: Probe; params: Record<string, unknown> }; withinMs: number };
+  safety: Runbook['spec']['safety'];
+  /** Whether any step asks for confirmation. */
+  confirms: boolean;
+}
+
+export interface PlanInput {
+  runbook: Runbook;
+  file: string;
+  inventory: Inventory;
+  registry: Registry;
+  /** The cluster's nodes, for label selectors; absent when the cluster is not reachable. */
+  clusterNodes?: NodeSummary[];
+}
+
+const DEFAULT_CONFIRM_TIMEOUT = 5 * 60_000;
+
+/** Turns a validated runbook and an inventory into concrete steps on concrete nodes. Touches nothing. */
+export async function buildPlan(input: PlanInput): Promise<Plan> {
+  const { runbook, registry } = input;
+  const planAction = async (
+    index: string,
+    item: { name?: string; action: string; with: Record<string, unknown>; timeout: number },
+    where: string,
+  ): Promise<PlannedAction> => {
+    const action = await registry.action(item.action);
+    const { nodes, ...params } = item.with as { nodes?: NodeSelector } & Record<string, unknown>;
+    let targets: InventoryNode[] | null = null;
+    let selector: NodeSelector | undefined;
+    if (action.meta.targets === 'nodes') {
+      selector = nodes ?? action.meta.defaultNodes ?? 'all';
+      targets = selectNodes(selector, input.inventory.spec.nodes, input.clusterNodes, `${where}.with.nodes`);
+    }
+    const on = targets ? ` on ${targets.map((t) => t.name).join(', ') || 'no node'}` : '';
+    return {
+      kind: 'action',
+      index,
+      name: item.name ?? `${item.action}${on}`,
+      actionId: item.action,
+      action,
+      params: action.meta.targets === 'nodes' ? params : (item.with as Record<string, unknown>),
+      targets,
+      selector,
+      timeoutMs: item.timeout,
+    };
+  };
+
+  const planStep = async (step: Step, index: string, where: string): Promise<PlannedStep> => {
+    if ('action' in step) return planAction(index, step, where);
+    if ('expect' in step) {
+      const probe = await registry.probe(step.expect.probe);
+      return {
+        kind: 'expect',
+        index,
+        name: step.name ?? `expect ${step.expect.probe} ${step.expect.status} within ${formatDuration(step.within)}`,
+        probeId: step.expect.probe,
+        probe,
+        params: step.expect.with,
+        status: step.expect.status,
+        withinMs: step.within,
+      };
+    }
+    if ('wait' in step) return { kind: 'wait', index, name: step.name ?? `wait ${formatDuration(step.wait)}`, ms: step.wait };
+    if ('confirm' in step) {
+      const c = typeof step.confirm === 'string' ? { message: step.confirm } : step.confirm;
+      return {
+        kind: 'confirm',
+        index,
+        name: step.name ?? 'confirm',
+        message: c.message,
+        timeoutMs: ('timeout' in c ? c.timeout : undefined) ?? step.timeout ?? DEFAULT_CONFIRM_TIMEOUT,
+        onTimeout: ('onTimeout' in c ? c.onTimeout : undefined) ?? step.onTimeout ?? 'rollback',
+      };
+    }
+    const children: PlannedParallel['children'] = [];
+    for (const [i, child] of step.parallel.entries())
+      children.push((await planStep(child, `${index}.${i + 1}`, `${where}.parallel[${i}]`)) as PlannedParallel['children'][number]);
+    return { kind: 'parallel', index, name: step.name ?? `in parallel: ${children.map((c) => c.name).join(' | ')}`, children };
+  };
+
+  const steps: PlannedStep[] = [];
+  for (const [i, step] of runbook.spec.steps.entries()) steps.push(await planStep(step, String(i + 1), `spec.steps[${i}]`));
+
+  const guards: PlannedGuard[] = [];
+  for (const g of runbook.spec.guards)
+    guards.push({
+      name: g.name ?? g.probe,
+      probeId: g.probe,
+      probe: await registry.probe(g.probe),
+      params: g.with,
+      onViolation: g.onViolation,
+      onUnknown: g.onUnknown,
+      unknownForMs: g.unknownFor,
+    });
+
+  const remediation: PlannedAction[] = [];
+  for (const [i, r] of runbook.spec.remediation.entries())
+    remediation.push(await planAction(`R${i + 1}`, r, `spec.remediation[${i}]`));
+
+  const wf = runbook.spec.rollback.waitFor;
+  return {
+    runbook,
+    file: input.file,
+    inventory: input.inventory,
+    steps,
+    guards,
+    remediation,
+    rollback: {
+      waitFor: wf ? { probeId: wf.probe, probe: await registry.probe(wf.probe), params: wf.with } : undefined,
+      withinMs: runbook.spec.rollback.within,
+    },
+    safety: runbook.spec.safety,
+    confirms: steps.some((s) => s.kind === 'confirm'),
+  };
+}
+
+/** Every action the plan may apply, in step order (parallel children in order), then the remediation. */
+export function plannedActions(plan: Plan): PlannedAction[] {
+  const out: PlannedAction[] = [];
+  for (const s of plan.steps) {
+    if (s.kind === 'action') out.push(s);
+    if (s.kind === 'parallel') for (const c of s.children) if (c.kind === 'action') out.push(c);
+  }
+  return [...out, ...plan.remediation];
+}

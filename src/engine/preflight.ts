@@ -1,0 +1,98 @@
+import { messageOf } from '../errors.js';
+import type { AccessCheck } from '../kube/types.js';
+import type { Confirmer } from './confirm.js';
+import type { Ctx } from './context.js';
+import type { RunEventSink } from './events.js';
+import { type Plan, plannedActions } from './plan.js';
+
+export interface PreflightResult {
+  ok: boolean;
+  failures: string[];
+}
+
+/** Globs as in `staging-*`: `*` any run of characters, `?` one. */
+export function contextAllowed(context: string, patterns: string[]): boolean {
+  return patterns.some((p) => new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`).test(context));
+}
+
+/** What any run needs to read: guards and expectations watch these. */
+export const BASE_ACCESS: AccessCheck[] = [
+  { verb: 'list', resource: 'nodes' },
+  { verb: 'watch', resource: 'nodes' },
+  { verb: 'list', resource: 'pods' },
+  { verb: 'watch', resource: 'pods' },
+  { verb: 'list', resource: 'leases', group: 'coordination.k8s.io', namespace: 'kube-node-lease' },
+  { verb: 'watch', resource: 'leases', group: 'coordination.k8s.io', namespace: 'kube-node-lease' },
+];
+
+/**
+ * Everything checked before anything is touched: the context is allowed, RBAC suffices, the nodes the plan acts on
+ * answer through their transport, each action's own preflight passes on each target, and confirm steps can be
+ * answered. All checks run; all failures are reported.
+ */
+export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit: RunEventSink): Promise<PreflightResult> {
+  const failures: string[] = [];
+  const check = (name: string, ok: boolean, detail: string) => {
+    emit({ type: 'preflight', at: ctx.clock.now(), check: name, ok, detail });
+    if (!ok) failures.push(`${name}: ${detail}`);
+  };
+
+  const context = ctx.kube.contextName;
+  const allowed = contextAllowed(context, plan.safety.allowContexts);
+  check(
+    'context',
+    allowed,
+    allowed
+      ? `context "${context}" is allowed`
+      : `context "${context}" is not in spec.safety.allowContexts (${plan.safety.allowContexts.join(', ') || 'none listed'})`,
+  );
+  if (!allowed) return { ok: false, failures };
+
+  if (plan.confirms)
+    check(
+      'confirmations',
+      confirmer.answerable,
+      confirmer.answerable ? 'confirm steps can be answered' : 'the runbook asks for confirmation, but there is no terminal and no --yes',
+    );
+
+  const denied: string[] = [];
+  for (const a of BASE_ACCESS) {
+    try {
+      if (!(await ctx.kube.canI(a))) denied.push(`${a.verb} ${a.group ? `${a.resource}.${a.group}` : a.resource}${a.namespace ? ` in ${a.namespace}` : ''}`);
+    } catch (e) {
+      denied.push(`${a.verb} ${a.resource} (${messageOf(e)})`);
+    }
+  }
+  check('rbac', denied.length === 0, denied.length ? `not allowed: ${denied.join('; ')}` : 'read access to nodes, pods and leases');
+
+  const actions = plannedActions(plan);
+  const nodes = [...new Map(actions.flatMap((a) => a.targets ?? []).map((n) => [n.name, n])).values()];
+  const unreachable: string[] = [];
+  await Promise.all(
+    nodes.map(async (n) => {
+      try {
+        const r = await ctx.nodes.exec(n.name, 'echo kube-runbook-ok', { timeoutMs: 20_000, signal: ctx.signal });
+        if (r.code !== 0 || !r.stdout.includes('kube-runbook-ok')) unreachable.push(`${n.name} (exit ${r.code}: ${r.stderr.trim().slice(0, 200)})`);
+      } catch (e) {
+        unreachable.push(`${n.name} (${messageOf(e)})`);
+      }
+    }),
+  );
+  if (nodes.length)
+    check('nodes', unreachable.length === 0, unreachable.length ? `unreachable: ${unreachable.sort().join('; ')}` : `${nodes.length} node(s) reachable`);
+  if (unreachable.length) return { ok: false, failures };
+
+  for (const a of actions) {
+    if (!a.action.preflight) continue;
+    const problems: string[] = [];
+    for (const node of a.targets ?? [undefined]) {
+      try {
+        await a.action.preflight({ ...ctx, node }, a.params);
+      } catch (e) {
+        problems.push(`${node ? `${node.name}: ` : ''}${messageOf(e)}`);
+      }
+    }
+    check(`action ${a.index} ${a.actionId}`, problems.length === 0, problems.length ? problems.join('; ') : 'ready');
+  }
+  return { ok: failures.length === 0, failures };
+}

@@ -1,0 +1,37 @@
+import type { Ctx } from './context.js';
+import type { Probe, Reading } from '../probes/types.js';
+import { messageOf } from '../errors.js';
+
+/**
+ * Consumes a probe's readings until `signal` aborts or `onReading` returns true. A probe that throws or ends
+ * early is reported as one `unknown` reading (it can no longer see), never as silence.
+ */
+export async function consumeProbe(
+  ctx: Ctx,
+  probe: Probe,
+  params: Record<string, unknown>,
+  signal: AbortSignal,
+  onReading: (r: Reading) => boolean | void,
+): Promise<void> {
+  const probeCtx: Ctx = { ...ctx, signal };
+  let it: AsyncIterator<Reading> | undefined;
+  const aborted = new Promise<IteratorResult<Reading>>((resolve) => {
+    if (signal.aborted) resolve({ done: true, value: undefined });
+    signal.addEventListener('abort', () => resolve({ done: true, value: undefined }), { once: true });
+  });
+  try {
+    it = probe.start(probeCtx, params)[Symbol.asyncIterator]();
+    while (!signal.aborted) {
+      const next = await Promise.race([it.next(), aborted]);
+      if (next.done) break;
+      if (onReading(next.value)) return;
+    }
+    if (!signal.aborted)
+      onReading({ status: 'unknown', at: ctx.clock.now(), value: null, detail: `probe ${probe.meta.id} stopped reporting` });
+  } catch (e) {
+    if (!signal.aborted)
+      onReading({ status: 'unknown', at: ctx.clock.now(), value: null, detail: `probe ${probe.meta.id} failed: ${messageOf(e)}` });
+  } finally {
+    void it?.return?.().catch(() => {});
+  }
+}

@@ -1,0 +1,100 @@
+import { hostname } from 'node:os';
+import { KrError } from '../errors.js';
+import { formatDuration } from '../runbook/duration.js';
+import type { Ctx } from './context.js';
+import type { FaultRef, RunEventSink } from './events.js';
+import { type AppliedFault, FaultLedger } from './faults.js';
+import { Journal, type JournalView, outstanding } from './journal.js';
+import { consumeProbe } from './probe-stream.js';
+import type { Registry } from './registry.js';
+
+export interface RecoverResult {
+  runId: string;
+  reverted: FaultRef[];
+  remaining: FaultRef[];
+  errors: string[];
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Whether the run's own process still runs on this machine (then it should be interrupted, not recovered). */
+export function runStillActive(view: JournalView): boolean {
+  return view.status === undefined && view.run.host === hostname() && view.run.pid !== process.pid && alive(view.run.pid);
+}
+
+/**
+ * Reverts, from the journal alone, every fault of a run that was prepared and not reverted: faults in reverse order,
+ * then remediations — after the run's rollback condition holds, unless `force`. Works in a new process: the state
+ * each action needs is in the journal, and the inventory snapshot says how to reach the nodes.
+ */
+export async function recoverRun(
+  view: JournalView,
+  o: { ctx: Ctx; registry: Registry; emit: RunEventSink; force?: boolean },
+): Promise<RecoverResult> {
+  if (runStillActive(view) && !o.force)
+    throw new KrError(
+      'RUN_STILL_ACTIVE',
+      `run ${view.run.runId} is still in progress (pid ${view.run.pid}); interrupt it (Ctrl-C) to roll back, or pass --force`,
+      { exit: 2 },
+    );
+  const journal = new Journal(view.file);
+  const ledger = new FaultLedger({ ctx: o.ctx, journal, emit: o.emit, faultTtlMs: view.run.faultTtlMs, by: 'recover' });
+  const todo = outstanding(view);
+  const adopted: AppliedFault[] = [];
+  for (const f of todo) {
+    const p = f.prepared;
+    adopted.push({
+      ref: { faultId: p.faultId, action: p.action, node: p.node, step: p.step, remediation: p.remediation },
+      action: await o.registry.action(p.action),
+      node: p.node ? o.ctx.inventory.spec.nodes.find((n) => n.name === p.node) : undefined,
+      state: f.state,
+      deadman: p.deadman,
+      reverted: false,
+    });
+  }
+  ledger.adopt(adopted);
+  const errors: string[] = [];
+  const revertAll = async (faults: AppliedFault[]) => {
+    for (const f of [...faults].reverse()) {
+      if (f.ref.node && !f.node) {
+        errors.push(`${f.ref.faultId}: node ${f.ref.node} is not in the journal's inventory`);
+        continue;
+      }
+      const err = await ledger.revert(f, o.ctx.signal);
+      if (err) errors.push(`${f.ref.faultId}: ${err}`);
+    }
+  };
+  await revertAll(adopted.filter((f) => !f.ref.remediation));
+  const remediations = adopted.filter((f) => f.ref.remediation);
+  if (remediations.length) {
+    const wf = view.run.waitFor;
+    let ok = true;
+    if (wf && !o.force) {
+      ok = false;
+      const probe = await o.registry.probe(wf.probe);
+      const local = new AbortController();
+      const cancel = o.ctx.clock.setTimer(wf.withinMs, () => local.abort());
+      await consumeProbe(o.ctx, probe, wf.with, local.signal, (r) => (ok = r.status === 'ok'));
+      cancel();
+      if (!ok)
+        errors.push(
+          `remediation left in place: ${wf.probe} did not read ok within ${formatDuration(wf.withinMs)} (run recover --force to undo it anyway)`,
+        );
+    }
+    if (ok) await revertAll(remediations);
+  }
+  journal.close();
+  return {
+    runId: view.run.runId,
+    reverted: adopted.filter((f) => f.reverted).map((f) => f.ref),
+    remaining: ledger.outstanding().map((f) => f.ref),
+    errors,
+  };
+}

@@ -1,0 +1,323 @@
+import { describe, expect, it } from 'vitest';
+import type { RunEvent } from './events.js';
+import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
+import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
+import { flush } from '../testing/fake-clock.js';
+
+const ops = (log: ActionRecord[], op: ActionRecord['op']) => log.filter((r) => r.op === op).map((r) => `${r.action}@${r.node ?? 'cluster'}`);
+const stepEnds = (events: RunEvent[]) =>
+  events.filter((e): e is Extract<RunEvent, { type: 'step-end' }> => e.type === 'step-end').map((e) => `${e.index}:${e.status}`);
+
+describe('run: rollback always', () => {
+  it('a passing run reverts every fault in reverse order', async () => {
+    const log: ActionRecord[] = [];
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        steps: [
+          { action: 'fault-a', with: { nodes: 'workers' } },
+          { action: 'fault-b', with: { nodes: { names: ['cp-1'] } } },
+          { wait: '10s' },
+        ],
+      }),
+      actions: [recordingAction('fault-a', log), recordingAction('fault-b', log)],
+      probes: [],
+    });
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r).toMatchObject({ status: 'passed', exitCode: 0, remaining: [] });
+    expect(ops(log, 'apply')).toEqual(['fault-a@node-1', 'fault-a@node-2', 'fault-a@node-3', 'fault-b@cp-1']);
+    expect(ops(log, 'revert')[0]).toBe('fault-b@cp-1');
+    expect(new Set(ops(log, 'revert').slice(1))).toEqual(new Set(['fault-a@node-1', 'fault-a@node-2', 'fault-a@node-3']));
+  });
+
+  it('a guard violation aborts and rolls back in reverse order, skipping the remaining steps', async () => {
+    const log: ActionRecord[] = [];
+    const guard = new ScriptedProbe('pods', { status: 'ok', value: null, detail: 'no deletions' });
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        guards: [{ probe: 'pods', onViolation: 'abort' }],
+        steps: [
+          { action: 'fault-a', with: { nodes: { names: ['node-1'] } } },
+          { action: 'fault-b', with: { nodes: { names: ['node-2'] } } },
+          { wait: '5m' },
+          { action: 'fault-c', with: { nodes: { names: ['node-3'] } } },
+        ],
+      }),
+      actions: [recordingAction('fault-a', log), recordingAction('fault-b', log), recordingAction('fault-c', log)],
+      probes: [guard.probe],
+    });
+    await h.clock.advance(30_000);
+    expect(ops(log, 'apply')).toEqual(['fault-a@node-1', 'fault-b@node-2']);
+    guard.push('violated', '1 pod deleted');
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r.status).toBe('aborted');
+    expect(r.exitCode).toBe(1);
+    expect(r.reason).toContain('guard pods violated: 1 pod deleted');
+    expect(ops(log, 'revert')).toEqual(['fault-b@node-2', 'fault-a@node-1']);
+    expect(ops(log, 'apply')).not.toContain('fault-c@node-3');
+    expect(stepEnds(h.events)).toEqual(['1:passed', '2:passed', '3:aborted']);
+    expect(guard.running).toBe(0);
+  });
+
+  it('an interrupt during a step rolls back; exit code 130', async () => {
+    const log: ActionRecord[] = [];
+    const h = await startTestRun({
+      runbook: baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: { names: ['node-1'] } } }, { wait: '10m' }] }),
+      actions: [recordingAction('fault-a', log)],
+      probes: [],
+    });
+    await h.clock.advance(5_000);
+    expect(ops(log, 'apply')).toEqual(['fault-a@node-1']);
+    h.handle.interrupt('SIGINT');
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r).toMatchObject({ status: 'interrupted', exitCode: 130, remaining: [] });
+    expect(ops(log, 'revert')).toEqual(['fault-a@node-1']);
+  });
+
+  it('a second interrupt stops at once and names what remains and the recover command', async () => {
+    const log: ActionRecord[] = [];
+    const slow = recordingAction('fault-a', log);
+    const revert = slow.revert.bind(slow);
+    slow.revert = async (ctx, state) => {
+      await ctx.clock.sleep(60_000, ctx.signal);
+      await revert(ctx, state);
+    };
+    const h = await startTestRun({
+      runbook: baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: { names: ['node-1'] } } }, { wait: '10m' }] }),
+      actions: [slow],
+      probes: [],
+    });
+    await h.clock.advance(1_000);
+    h.handle.interrupt('SIGINT');
+    await h.clock.advance(1_000);
+    h.handle.interrupt('SIGINT');
+    const r = await h.handle.result;
+    expect(r.status).toBe('rollback-incomplete');
+    expect(r.exitCode).toBe(4);
+    expect(r.remaining.map((f) => `${f.action}@${f.node}`)).toEqual(['fault-a@node-1']);
+    expect(r.recoverCommand).toBe('kube-runbook recover run-test');
+  });
+
+  it('a failing step fails the run and still reverts; a failing revert makes it rollback-incomplete', async () => {
+    const log: ActionRecord[] = [];
+    const probe = new ScriptedProbe('leases', { status: 'ok', value: null, detail: 'fresh' });
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        steps: [
+          { action: 'fault-a', with: { nodes: 'workers' } },
+          { expect: { probe: 'leases', status: 'violated' }, within: '30s' },
+        ],
+      }),
+      actions: [recordingAction('fault-a', log, { failRevert: 'node-2' })],
+      probes: [probe.probe],
+    });
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r.status).toBe('rollback-incomplete');
+    expect(r.exitCode).toBe(4);
+    expect(r.reason).toMatch(/step 2 .* failed: .*did not finish within 30s; last reading ok: fresh/);
+    expect(r.remaining.map((f) => f.node)).toEqual(['node-2']);
+    expect(ops(log, 'revert').sort()).toEqual(['fault-a@node-1', 'fault-a@node-2', 'fault-a@node-3']);
+  });
+
+  it('a failed steady-state check before any fault is a refusal (exit 3) and applies nothing', async () => {
+    const log: ActionRecord[] = [];
+    const ready = new ScriptedProbe('node-ready', { status: 'violated', value: null, detail: 'node-2 NotReady' });
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        steps: [{ expect: { probe: 'node-ready' }, within: '10s' }, { action: 'fault-a' }],
+      }),
+      actions: [recordingAction('fault-a', log)],
+      probes: [ready.probe],
+    });
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r.status).toBe('refused');
+    expect(r.exitCode).toBe(3);
+    expect(log).toEqual([]);
+  });
+});
+
+describe('run: preflight', () => {
+  it('refuses a context the runbook does not allow, touching nothing', async () => {
+    const log: ActionRecord[] = [];
+    const h = await startTestRun({
+      runbook: baseRunbook({ safety: { allowContexts: ['staging-*'] }, steps: [{ action: 'fault-a' }] }),
+      actions: [recordingAction('fault-a', log)],
+      probes: [],
+      context: 'production',
+    });
+    const r = await h.handle.result;
+    expect(r.status).toBe('refused');
+    expect(r.reason).toContain('context "production" is not in spec.safety.allowContexts (staging-*)');
+    expect(log).toEqual([]);
+    expect(h.nodes.calls).toEqual([]);
+  });
+
+  it('refuses when a target node is unreachable, naming it', async () => {
+    const log: ActionRecord[] = [];
+    const h = await startTestRun({
+      runbook: baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: 'workers' } }] }),
+      actions: [recordingAction('fault-a', log)],
+      probes: [],
+    });
+    h.nodes.handler = ({ node }) => (node === 'node-2' ? { code: 255, stdout: '', stderr: 'Connection refused' } : { code: 0, stdout: 'kube-runbook-ok', stderr: '' });
+    const r = await h.handle.result;
+    expect(r.status).toBe('refused');
+    expect(r.reason).toContain('unreachable: node-2 (exit 255: Connection refused)');
+    expect(log).toEqual([]);
+  });
+});
+
+describe('run: remediation', () => {
+  it('applies the remediation on a guard violation and undoes it only after rollback.waitFor reads ok', async () => {
+    const log: ActionRecord[] = [];
+    const forecast = new ScriptedProbe('forecast', { status: 'ok', value: null, detail: 'no eviction before 5m' });
+    const leases = new ScriptedProbe('leases', { status: 'violated', value: null, detail: 'node-1 lease 40s old' });
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        guards: [{ probe: 'forecast', onViolation: 'remediate' }],
+        steps: [{ action: 'partition', with: { nodes: { names: ['node-1'] } } }, { wait: '2m' }],
+        remediation: [{ action: 'freeze', with: { nodes: 'control-plane' } }],
+        rollback: { waitFor: { probe: 'leases' }, within: '5m' },
+      }),
+      actions: [recordingAction('partition', log), recordingAction('freeze', log, { kind: 'remediation' })],
+      probes: [forecast.probe, leases.probe],
+    });
+    await h.clock.advance(10_000);
+    forecast.push('violated', 'first eviction in 20s');
+    await h.clock.advance(1_000);
+    expect(ops(log, 'apply')).toEqual(['partition@node-1', 'freeze@cp-1']);
+    // steps go on after remediation; at the end, the fault is reverted but the remediation waits for fresh leases
+    await h.clock.advance(3 * 60_000);
+    expect(ops(log, 'revert')).toEqual(['partition@node-1']);
+    await h.clock.advance(60_000);
+    expect(ops(log, 'revert')).toEqual(['partition@node-1']);
+    leases.push('ok', 'all leases fresh');
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    expect(ops(log, 'revert')).toEqual(['partition@node-1', 'freeze@cp-1']);
+    const r = await h.handle.result;
+    expect(r.status).toBe('passed');
+    expect(h.events.some((e) => e.type === 'remediation' && e.phase === 'end')).toBe(true);
+  });
+
+  it('leaves the remediation in place, and says so, when waitFor never holds', async () => {
+    const log: ActionRecord[] = [];
+    const forecast = new ScriptedProbe('forecast', { status: 'violated', value: null, detail: 'eviction in 5s' });
+    const leases = new ScriptedProbe('leases', { status: 'violated', value: null, detail: 'stale' });
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        guards: [{ probe: 'forecast', onViolation: 'remediate' }],
+        steps: [{ action: 'partition', with: { nodes: { names: ['node-1'] } } }],
+        remediation: [{ action: 'freeze', with: { nodes: 'control-plane' } }],
+        rollback: { waitFor: { probe: 'leases' }, within: '1m' },
+      }),
+      actions: [recordingAction('partition', log), recordingAction('freeze', log, { kind: 'remediation' })],
+      probes: [forecast.probe, leases.probe],
+    });
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r.status).toBe('rollback-incomplete');
+    expect(r.remaining.map((f) => `${f.action}@${f.node}`)).toEqual(['freeze@cp-1']);
+    expect(ops(log, 'revert')).toEqual(['partition@node-1']);
+  });
+});
+
+describe('run: guards that cannot see', () => {
+  const unknownRun = (onUnknown: string, log: ActionRecord[], guard: ScriptedProbe) =>
+    startTestRun({
+      runbook: baseRunbook({
+        guards: [{ probe: 'api', onUnknown, unknownFor: '20s' }],
+        steps: [
+          { action: 'fault-a', with: { nodes: { names: ['node-1'] } } },
+          { wait: '10s' },
+          { action: 'fault-b', with: { nodes: { names: ['node-2'] } } },
+          { wait: '1m' },
+        ],
+      }),
+      actions: [recordingAction('fault-a', log), recordingAction('fault-b', log)],
+      probes: [guard.probe],
+    });
+
+  it('onUnknown: hold starts no new step while unknown and resumes when the guard sees again', async () => {
+    const log: ActionRecord[] = [];
+    const guard = new ScriptedProbe('api', { status: 'ok', value: null, detail: 'ready' });
+    const h = await unknownRun('hold', log, guard);
+    await h.clock.advance(1_000);
+    guard.push('unknown', 'apiserver unreachable');
+    await h.clock.advance(15_000);
+    expect(ops(log, 'apply')).toEqual(['fault-a@node-1']);
+    guard.push('ok', 'ready');
+    await h.clock.advance(1_000);
+    expect(ops(log, 'apply')).toEqual(['fault-a@node-1', 'fault-b@node-2']);
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    expect((await h.handle.result).status).toBe('passed');
+  });
+
+  it('onUnknown: hold aborts after unknownFor', async () => {
+    const log: ActionRecord[] = [];
+    const guard = new ScriptedProbe('api', { status: 'ok', value: null, detail: 'ready' });
+    const h = await unknownRun('hold', log, guard);
+    await h.clock.advance(1_000);
+    guard.push('unknown', 'watch silent for 30s');
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r.status).toBe('aborted');
+    expect(r.reason).toContain('guard api unknown for 20s: watch silent for 30s');
+    expect(ops(log, 'apply')).toEqual(['fault-a@node-1']);
+    expect(ops(log, 'revert')).toEqual(['fault-a@node-1']);
+  });
+
+  it('onUnknown: abort aborts at once', async () => {
+    const log: ActionRecord[] = [];
+    const guard = new ScriptedProbe('api', { status: 'ok', value: null, detail: 'ready' });
+    const h = await unknownRun('abort', log, guard);
+    await h.clock.advance(1_000);
+    guard.push('unknown', 'apiserver unreachable');
+    await flush();
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r.status).toBe('aborted');
+    expect(r.reason).toContain('cannot see');
+    expect(ops(log, 'revert')).toEqual(['fault-a@node-1']);
+  });
+
+  it('onUnknown: ignore goes on', async () => {
+    const log: ActionRecord[] = [];
+    const guard = new ScriptedProbe('api', { status: 'ok', value: null, detail: 'ready' });
+    const h = await unknownRun('ignore', log, guard);
+    await h.clock.advance(1_000);
+    guard.push('unknown', 'apiserver unreachable');
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r.status).toBe('passed');
+    expect(ops(log, 'apply')).toEqual(['fault-a@node-1', 'fault-b@node-2']);
+  });
+});
+
+describe('run: dead-man', () => {
+  it('arms each fault on its node before applying it, keeps it alive, disarms it after the revert', async () => {
+    const log: ActionRecord[] = [];
+    const h = await startTestRun({
+      runbook: baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: { names: ['node-1'] } } }, { wait: '2m' }] }),
+      actions: [recordingAction('fault-a', log)],
+      probes: [],
+    });
+    const order: string[] = [];
+    h.nodes.handler = ({ script }) => {
+      if (script.includes('watch.sh')) order.push(`arm@${h.clock.now()}`);
+      if (script.includes('/keepalive; do')) order.push('keepalive');
+      if (script.includes('rm -rf "$d"')) order.push('disarm');
+      return { code: 0, stdout: script.includes('kube-runbook-ok') ? 'kube-runbook-ok' : '', stderr: '' };
+    };
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const applyAt = log.find((r) => r.op === 'apply')!.at;
+    expect(order[0]).toBe(`arm@${applyAt}`);
+    expect(order.filter((o) => o === 'keepalive').length).toBeGreaterThanOrEqual(4); // ttl 1m → every 15s over 2m
+    expect(order[order.length - 1]).toBe('disarm');
+    const arm = h.nodes.calls.find((c) => c.script.includes('watch.sh'))!.script;
+    expect(arm).toContain('echo revert node-1');
+  });
+});

@@ -1,0 +1,82 @@
+import { Inventory, type InventoryInput } from '../inventory/schema.js';
+import type { Action } from '../actions/types.js';
+import type { Probe } from '../probes/types.js';
+import { Runbook } from '../runbook/schema.js';
+import { type Confirmer, assumeYes } from '../engine/confirm.js';
+import type { Ctx } from '../engine/context.js';
+import type { RunEvent } from '../engine/events.js';
+import type { Journal } from '../engine/journal.js';
+import { memoryLogger } from '../engine/logger.js';
+import { buildPlan } from '../engine/plan.js';
+import { registryOf } from '../engine/registry.js';
+import { startRun, type RunHandle } from '../engine/run.js';
+import { FakeClock } from './fake-clock.js';
+import { fakeKube } from './fake-kube.js';
+import { FakeNodes } from './fake-nodes.js';
+
+export const testInventory = (nodes = ['cp-1', 'node-1', 'node-2', 'node-3']): InventoryInput => ({
+  apiVersion: 'kube-runbook/v1',
+  kind: 'Inventory',
+  metadata: { name: 'test' },
+  spec: {
+    layout: 'lab',
+    transport: { type: 'netns' },
+    nodes: nodes.map((name) => ({ name, roles: name.startsWith('cp') ? ['control-plane'] : ['worker'] })),
+  },
+});
+
+export interface Harness {
+  clock: FakeClock;
+  nodes: FakeNodes;
+  events: RunEvent[];
+  ctx: Ctx;
+  handle: RunHandle;
+}
+
+/** Plans and starts a run of `runbook` (a plain object, as YAML would give) against fakes. */
+export async function startTestRun(o: {
+  runbook: unknown;
+  actions: Action[];
+  probes: Probe[];
+  journal?: Journal | null;
+  confirmer?: Confirmer;
+  inventory?: InventoryInput;
+  clock?: FakeClock;
+  nodes?: FakeNodes;
+  context?: string;
+  guards?: boolean;
+}): Promise<Harness> {
+  const clock = o.clock ?? new FakeClock();
+  const inventory = Inventory.parse(o.inventory ?? testInventory());
+  const runbook = Runbook.parse(o.runbook);
+  const nodes = o.nodes ?? new FakeNodes(inventory.spec.nodes, ({ script }) => ({ code: 0, stdout: script.includes('kube-runbook-ok') ? 'kube-runbook-ok\n' : '', stderr: '' }));
+  const ctx: Ctx = {
+    runId: 'run-test',
+    clock,
+    log: memoryLogger(),
+    signal: new AbortController().signal,
+    dryRun: false,
+    inventory,
+    kube: fakeKube({ context: o.context ?? 'lab' }),
+    nodes,
+  };
+  const plan = await buildPlan({ runbook, file: 'test.yaml', inventory, registry: registryOf(o.actions, o.probes) });
+  const events: RunEvent[] = [];
+  const handle = startRun({
+    plan,
+    ctx,
+    journal: o.journal ?? null,
+    emit: (e) => events.push(e),
+    confirmer: o.confirmer ?? assumeYes,
+    inventoryFile: 'inventory.yaml',
+    guards: o.guards,
+  });
+  return { clock, nodes, events, ctx, handle };
+}
+
+export const baseRunbook = (spec: Record<string, unknown>) => ({
+  apiVersion: 'kube-runbook/v1',
+  kind: 'Runbook',
+  metadata: { name: 'test' },
+  spec: { safety: { allowContexts: ['lab'], faultTtl: '1m' }, ...spec },
+});
