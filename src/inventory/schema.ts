@@ -12,7 +12,7 @@ export const SshTransport = z
     knownHostsFile: z.string().min(1).optional(),
     /** `yes` (default): unknown or changed host keys are refused. `accept-new`: trust on first use only. */
     strictHostKeyChecking: z.enum(['yes', 'accept-new']).default('yes'),
-    connectTimeout: duration().default(10_000),
+    connectTimeout: duration().prefault('10s'),
     /** Run scripts through `sudo -n` on the node. */
     sudo: z.boolean().default(false),
     jumpHost: z.string().min(1).optional(),

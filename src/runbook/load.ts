@@ -1,0 +1,58 @@
+import { readDocumentFile } from './read-file.js';
+import { applyParams, checkParams } from './params.js';
+import { type Checked, type DocPath, invalidFileError, type Problem, sortProblems } from './problems.js';
+import { Runbook } from './schema.js';
+import { type Expected, parseYamlSource, type YamlSource } from './yaml-source.js';
+import { zodProblems } from './zod-problems.js';
+
+export interface LoadedRunbook {
+  /** As given. */
+  file: string;
+  /** Parsed; every `with:` replaced by its module schema's output (for node-targeted actions, `with.nodes` is a NodeSelector). */
+  runbook: Runbook;
+  /** `FILE:LINE:COL` of a path in the document, for messages. */
+  where(path: DocPath): string;
+}
+
+export const RUNBOOK_EXPECTED: Expected = { what: 'a Runbook', keys: ['apiVersion', 'kind', 'metadata', 'spec'] };
+
+/** Every problem of a runbook at once, or the loaded runbook. */
+export async function checkRunbook(content: string | Uint8Array, file: string): Promise<Checked<LoadedRunbook>> {
+  const { source, problems } = parseYamlSource(content, file, RUNBOOK_EXPECTED);
+  if (!source) return { ok: false, problems: sortProblems(problems) };
+  const parsed = await Runbook.safeParseAsync(source.value);
+  if (!parsed.success) problems.push(...zodProblems(Runbook, source.value, parsed.error.issues, [], source));
+  const params = await checkParams(source, problems);
+  problems.push(...params.problems, ...meaningProblems(source));
+  if (!parsed.success || problems.length > 0) return { ok: false, problems: sortProblems(problems) };
+  applyParams(parsed.data, params.outputs);
+  return { ok: true, value: { file, runbook: parsed.data, where: source.where } };
+}
+
+/** Problems the schema cannot see: parts of the runbook that refer to each other. */
+function meaningProblems(source: YamlSource): Problem[] {
+  const problems: Problem[] = [];
+  const spec = (source.value as { spec?: { guards?: unknown; remediation?: unknown } }).spec;
+  if (!spec || typeof spec !== 'object') return problems;
+  const hasRemediation = Array.isArray(spec.remediation) && spec.remediation.length > 0;
+  if (Array.isArray(spec.guards) && !hasRemediation)
+    spec.guards.forEach((g: unknown, i) => {
+      if (g && typeof g === 'object' && (g as { onViolation?: unknown }).onViolation === 'remediate')
+        problems.push(source.problem(['spec', 'guards', i, 'onViolation'], 'onViolation is "remediate" but spec.remediation is empty (got "remediate")'));
+    });
+  return problems;
+}
+
+/** Parses and checks a runbook given as text; KrError RUNBOOK_INVALID (exit 2) with every problem otherwise. */
+export async function parseRunbookText(text: string, file: string): Promise<LoadedRunbook> {
+  const checked = await checkRunbook(text, file);
+  if (!checked.ok) throw invalidFileError('RUNBOOK_INVALID', file, checked.problems);
+  return checked.value;
+}
+
+/** Reads, parses and checks a runbook file (see parseRunbookText); KrError FILE_UNREADABLE when it cannot be read. */
+export async function loadRunbook(file: string): Promise<LoadedRunbook> {
+  const checked = await checkRunbook(await readDocumentFile(file), file);
+  if (!checked.ok) throw invalidFileError('RUNBOOK_INVALID', file, checked.problems);
+  return checked.value;
+}
