@@ -1,0 +1,77 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, utimesSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { armScript, deadmanDir, disarmScript, keepaliveScript, statusScript } from './deadman.js';
+
+const sh = (script: string) => spawnSync('/bin/sh', ['-s'], { input: script, encoding: 'utf8' });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+async function until(cond: () => boolean, ms: number): Promise<boolean> {
+  for (let waited = 0; waited < ms; waited += 100) {
+    if (cond()) return true;
+    await sleep(100);
+  }
+  return cond();
+}
+
+describe('dead-man scripts (run for real with /bin/sh)', () => {
+  let root: string;
+  afterEach(() => {
+    // stop any watcher left by a failing test
+    spawnSync('/bin/sh', ['-c', `pkill -f ${JSON.stringify(root)} || true`]);
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('fires the revert once the keepalive is older than the ttl, and records it', async () => {
+    root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    const marker = join(root, 'reverted');
+    const r = sh(armScript({ runId: 'run1', faultId: 'f01-x-node-1', ttlMs: 2000, revert: `echo done >'${marker}'`, allowSystemd: false, root }));
+    expect(r.status).toBe(0);
+    const dir = deadmanDir('run1', 'f01-x-node-1', root);
+    expect(sh(statusScript('run1', 'f01-x-node-1', root)).stdout.trim()).toBe('armed');
+    // make the keepalive look old: the watcher fires within about a second
+    utimesSync(join(dir, 'keepalive'), new Date(0), new Date(0));
+    expect(await until(() => existsSync(marker), 5000)).toBe(true);
+    expect(await until(() => existsSync(`${dir}.fired/exit`), 3000)).toBe(true);
+    expect(readFileSync(`${dir}.fired/exit`, 'utf8').trim()).toBe('0');
+    expect(sh(statusScript('run1', 'f01-x-node-1', root)).stdout.trim()).toBe('fired 0');
+  });
+
+  it('does not fire while kept alive, and a disarm stops the watcher', async () => {
+    root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    const marker = join(root, 'reverted');
+    sh(armScript({ runId: 'run2', faultId: 'f01-y', ttlMs: 2000, revert: `touch '${marker}'`, allowSystemd: false, root }));
+    const dir = deadmanDir('run2', 'f01-y', root);
+    const pid = Number(readFileSync(join(dir, 'watcher.pid'), 'utf8'));
+    for (let i = 0; i < 20; i++) {
+      expect(sh(keepaliveScript('run2', root)).status).toBe(0);
+      await sleep(200);
+    }
+    expect(existsSync(marker)).toBe(false);
+    expect(sh(disarmScript('run2', 'f01-y', root)).status).toBe(0);
+    expect(existsSync(dir)).toBe(false);
+    expect(await until(() => spawnSync('kill', ['-0', String(pid)]).status !== 0, 3000)).toBe(true);
+    expect(existsSync(marker)).toBe(false);
+    expect(sh(disarmScript('run2', 'f01-y', root)).status).toBe(0); // idempotent
+  });
+
+  it('carries a hostile revert script verbatim and runs nothing else', async () => {
+    root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    const pwned = join(root, 'pwned');
+    const hostile = `printf '%s\\n' "it's \\$(touch ${pwned})" 'KR_0000' \'\`touch ${pwned}\`\' > '${root}/out'`;
+    sh(armScript({ runId: 'run3', faultId: 'f01-z', ttlMs: 60_000, revert: hostile, allowSystemd: false, root }));
+    const dir = deadmanDir('run3', 'f01-z', root);
+    expect(readFileSync(join(dir, 'revert.sh'), 'utf8')).toBe(`${hostile}\n`);
+    expect(existsSync(pwned)).toBe(false);
+    execFileSync('/bin/sh', [join(dir, 'revert.sh')]);
+    expect(existsSync(pwned)).toBe(false);
+    sh(disarmScript('run3', 'f01-z', root));
+  });
+
+  it('refuses ids that could escape the directory', () => {
+    expect(() => deadmanDir('../etc', 'f1')).toThrow(/invalid run id/);
+    expect(() => deadmanDir('run', 'a b')).toThrow(/invalid fault id/);
+    expect(() => deadmanDir('run', '$(x)')).toThrow(/invalid fault id/);
+  });
+});
