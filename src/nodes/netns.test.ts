@@ -1,0 +1,77 @@
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { InventoryNode } from '../inventory/schema.js';
+import { netnsOf, netnsTransport } from './netns.js';
+import { shq } from './shell.js';
+import { echoScript, hostileValues, markerExists, markerPath } from './testing/hostile.js';
+import { alive, eventually, pidsIn } from './testing/procs.js';
+
+const ns = `krt-${randomBytes(4).toString('hex')}`;
+const node: InventoryNode = { name: 'node-7', netns: ns, roles: ['worker'] };
+const netns = netnsTransport({ killGraceMs: 300 });
+const dir = mkdtempSync(join(tmpdir(), 'krt-netns-'));
+
+beforeAll(() => {
+  if (process.getuid?.() !== 0) throw new Error('the netns transport tests create a network namespace and must run as root');
+  execFileSync('ip', ['netns', 'add', ns]);
+});
+afterAll(() => {
+  execFileSync('ip', ['netns', 'delete', ns]);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const inode = (path: string) => execFileSync('stat', ['-L', '-c', '%i', path], { encoding: 'utf8' }).trim();
+
+describe('netns transport', () => {
+  it("runs the script inside the node's network namespace, as dash", async () => {
+    const r = await netns.exec(node, 'stat -L -c %i /proc/self/ns/net\nreadlink -f /proc/$$/exe\nip -o link show | wc -l');
+    expect(r.code).toBe(0);
+    const [inside, shell, links] = r.stdout.trim().split('\n');
+    expect(inside).toBe(inode(`/run/netns/${ns}`));
+    expect(inside).not.toBe(inode('/proc/self/ns/net'));
+    expect(shell).toBe('/usr/bin/dash');
+    expect(links).toBe('1'); // a fresh namespace has only lo
+  });
+
+  it('uses the node name as the namespace when the node does not name one', async () => {
+    const r = await netns.exec({ name: ns, roles: ['worker'] }, 'stat -L -c %i /proc/self/ns/net');
+    expect(r.stdout.trim()).toBe(inode(`/run/netns/${ns}`));
+  });
+
+  it('passes hostile values and hostile input through byte for byte, running none of them', async () => {
+    const marker = markerPath();
+    const values = hostileValues(marker);
+    const { script, expected } = echoScript(values);
+    const r = await netns.exec(node, script);
+    expect(r).toEqual({ code: 0, stdout: expected, stderr: '' });
+    const input = values.join('\n');
+    const echoed = await netns.exec(node, 'cat; echo "|end"', { input });
+    expect(echoed.stdout).toBe(`${input}|end\n`);
+    expect(markerExists(marker)).toBe(false);
+  });
+
+  it('kills the script and its children on timeout, naming the node and the limit', async () => {
+    const pids = join(dir, 'pids');
+    const run = netns.exec(node, `sleep 60 & echo $! > ${shq(pids)}\necho $$ >> ${shq(pids)}\nwait`, { timeoutMs: 600 });
+    await expect(run).rejects.toMatchObject({ code: 'EXEC_TIMEOUT', message: expect.stringMatching(/"node-7".*netns.*600ms/) });
+    for (const pid of await pidsIn(pids, 2)) expect(await eventually(() => !alive(pid))).toBe(true);
+  });
+
+  it('says a node is unreachable when its namespace does not exist', async () => {
+    const run = netns.exec({ name: 'node-x', netns: `${ns}-missing`, roles: ['worker'] }, 'true');
+    await expect(run).rejects.toMatchObject({ code: 'NODE_UNREACHABLE', message: expect.stringContaining(`${ns}-missing`) });
+  });
+
+  it('refuses namespace names that are not plain names, quoting them', () => {
+    for (const bad of ['-n', '../etc', '.', '..', 'a b', 'a/b', '$(touch x)', 'a\nb', "it's"]) {
+      expect(() => netnsOf({ name: 'n', netns: bad, roles: ['worker'] }), bad).toThrow(
+        expect.objectContaining({ code: 'BAD_NETNS_NAME', message: expect.stringContaining(JSON.stringify(bad)) }),
+      );
+    }
+    expect(netnsOf({ name: 'node-1.zone_a', roles: ['worker'] })).toBe('node-1.zone_a');
+  });
+});

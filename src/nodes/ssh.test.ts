@@ -1,0 +1,161 @@
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Inventory, type InventoryNode, SshTransport } from '../inventory/schema.js';
+import { type SshConfig, remoteCommand, sshArgv, sshTransport } from './ssh.js';
+import { echoScript, hostileValues, markerExists, markerPath } from './testing/hostile.js';
+
+const config = (extra: Partial<SshConfig> = {}): SshConfig => ({ ...SshTransport.parse({ type: 'ssh' }), ...extra });
+const node = (extra: Partial<InventoryNode> = {}): InventoryNode => ({ name: 'node-1', roles: ['worker'], ...extra });
+
+describe('sshArgv', () => {
+  it('fails instead of prompting, checks host keys and ends options before the destination', () => {
+    expect(sshArgv(config({ user: 'ops' }), node({ address: '10.0.0.5' }))).toEqual([
+      '-T',
+      '-o', 'BatchMode=yes',
+      '-o', 'ConnectTimeout=10',
+      '-o', 'ServerAliveInterval=5',
+      '-o', 'ServerAliveCountMax=3',
+      '-o', 'StrictHostKeyChecking=yes',
+      '-o', 'LogLevel=ERROR',
+      '-o', 'ClearAllForwardings=yes',
+      '--', 'ops@10.0.0.5', 'sh -s',
+    ]);
+  });
+
+  it('passes the inventory settings as separate arguments', () => {
+    const argv = sshArgv(
+      config({
+        port: 2222,
+        identityFile: '/keys/id ed25519',
+        knownHostsFile: '/etc/kube-runbook/known_hosts',
+        strictHostKeyChecking: 'accept-new',
+        connectTimeout: 2500,
+        jumpHost: 'bastion@jump.example.com:2200,j2',
+      }),
+      node({ name: 'w1.example.com' }),
+    );
+    expect(argv.join(' ')).toContain('-o ConnectTimeout=3 ');
+    expect(argv.join(' ')).toContain('-o StrictHostKeyChecking=accept-new ');
+    expect(argv).toEqual(expect.arrayContaining(['-o', 'UserKnownHostsFile=/etc/kube-runbook/known_hosts']));
+    expect(argv.slice(argv.indexOf('-i'), argv.indexOf('-i') + 2)).toEqual(['-i', '/keys/id ed25519']);
+    expect(argv.slice(argv.indexOf('-p'), argv.indexOf('-p') + 2)).toEqual(['-p', '2222']);
+    expect(argv.slice(argv.indexOf('-J'), argv.indexOf('-J') + 2)).toEqual(['-J', 'bastion@jump.example.com:2200,j2']);
+    expect(argv.slice(-3)).toEqual(['--', 'w1.example.com', 'sh -s']);
+  });
+
+  it('builds the remote command from constants and numbers only', () => {
+    expect(remoteCommand({ sudo: false })).toBe('sh -s');
+    expect(remoteCommand({ sudo: false }, 2500)).toBe('timeout -k 5 3 sh -s');
+    expect(remoteCommand({ sudo: true }, 120_000)).toBe('sudo -n timeout -k 5 120 sh -s');
+    expect(remoteCommand({ sudo: true }, 1)).toBe('sudo -n timeout -k 5 1 sh -s');
+  });
+
+  it('refuses addresses, users and paths that ssh could take for options or that hold blanks, quoting them', () => {
+    const bad: [Partial<SshConfig>, Partial<InventoryNode>, string][] = [
+      [{}, { address: '-oProxyCommand=touch /tmp/x' }, '-oProxyCommand=touch /tmp/x'],
+      [{}, { address: 'host name' }, 'host name'],
+      [{}, { address: 'host\nname' }, 'host\nname'],
+      [{}, { address: 'evil@host' }, 'evil@host'],
+      [{}, { address: '$(touch /tmp/x)' }, '$(touch /tmp/x)'],
+      [{}, { name: '-F/tmp/cfg' }, '-F/tmp/cfg'],
+      [{ user: '-oProxyCommand=x' }, {}, '-oProxyCommand=x'],
+      [{ user: 'a b' }, {}, 'a b'],
+      [{ user: 'root@other' }, {}, 'root@other'],
+      [{ user: 'ops\t' }, {}, 'ops\t'],
+      [{ knownHostsFile: '/tmp/kh /etc/passwd' }, {}, '/tmp/kh /etc/passwd'],
+      [{ knownHostsFile: '-x' }, {}, '-x'],
+      [{ identityFile: '-oProxyCommand=x' }, {}, '-oProxyCommand=x'],
+      [{ identityFile: 'key\n' }, {}, 'key\n'],
+      [{ jumpHost: '-oProxyCommand=x' }, {}, '-oProxyCommand=x'],
+      [{ jumpHost: 'a b' }, {}, 'a b'],
+      [{ jumpHost: 'ok,-bad' }, {}, 'ok,-bad'],
+    ];
+    for (const [c, n, value] of bad)
+      expect(() => sshArgv(config(c), node(n)), JSON.stringify(value)).toThrow(
+        expect.objectContaining({ code: 'BAD_SSH_TARGET', exit: 2, message: expect.stringContaining(`(got ${JSON.stringify(value)})`) }),
+      );
+    expect(sshArgv(config({ user: 'svc_k8s-1' }), node({ address: 'fe80::1%eth0' })).at(-2)).toBe('svc_k8s-1@fe80::1%eth0');
+  });
+
+  it('takes its settings from an inventory as parsed', () => {
+    const inv = Inventory.parse({
+      apiVersion: 'kube-runbook/v1',
+      kind: 'Inventory',
+      metadata: { name: 'prod' },
+      spec: { layout: 'kubeadm', transport: { type: 'ssh', user: 'ops', connectTimeout: '4s', sudo: true }, nodes: [{ name: 'cp-1' }] },
+    });
+    const t = inv.spec.transport;
+    if (t.type !== 'ssh') throw new Error('expected ssh');
+    const argv = sshArgv(t, inv.spec.nodes[0]!, 30_000);
+    expect(argv).toContain('ConnectTimeout=4');
+    expect(argv.slice(-2)).toEqual(['ops@cp-1', 'sudo -n timeout -k 5 30 sh -s']);
+  });
+});
+
+/**
+ * A stand-in `ssh` on PATH: records its argv and stdin, then does what sshd would do with the remote
+ * command (hand it to the login shell, dash here) or fails like an unreachable host.
+ */
+describe('ssh transport through a stand-in ssh client', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'krt-ssh-'));
+  const path = process.env.PATH;
+  beforeAll(() => {
+    writeFileSync(
+      join(dir, 'ssh'),
+      [
+        '#!/bin/sh',
+        `printf '%s\\0' "$@" > ${dir}/argv`,
+        `cat > ${dir}/stdin`,
+        `if [ -e ${dir}/unreachable ]; then printf 'No ED25519 host key is known for node-1.\\nHost key verification failed.\\n' >&2; exit 255; fi`,
+        'for last; do :; done',
+        `exec /bin/sh -c "$last" < ${dir}/stdin`,
+      ].join('\n'),
+    );
+    chmodSync(join(dir, 'ssh'), 0o755);
+    process.env.PATH = `${dir}:${path}`;
+  });
+  afterAll(() => {
+    process.env.PATH = path;
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const seenArgv = () => readFileSync(join(dir, 'argv'), 'utf8').split('\0').slice(0, -1);
+  const ssh = sshTransport(config({ user: 'ops' }), { killGraceMs: 300 });
+
+  it('sends the script and hostile values on stdin only, and they come back byte for byte', async () => {
+    const marker = markerPath();
+    const values = hostileValues(marker);
+    const { script, expected } = echoScript(values);
+    const input = values.join('\n');
+    const r = await ssh.exec(node(), `${script}\ncat`, { input, timeoutMs: 20_000 });
+    expect(r).toEqual({ code: 0, stdout: expected + input, stderr: '' });
+    expect(seenArgv()).toEqual(sshArgv(config({ user: 'ops' }), node(), 20_000));
+    expect(seenArgv().join('\n')).not.toContain(marker);
+    expect(readFileSync(join(dir, 'stdin'), 'utf8')).toContain(marker);
+    expect(markerExists(marker)).toBe(false);
+  });
+
+  it("returns the script's own exit codes", async () => {
+    expect(await ssh.exec(node(), 'echo no >&2; exit 254')).toEqual({ code: 254, stdout: '', stderr: 'no\n' });
+  });
+
+  it("throws NODE_UNREACHABLE with ssh's reason when ssh itself fails (exit 255)", async () => {
+    writeFileSync(join(dir, 'unreachable'), '');
+    try {
+      await expect(ssh.exec(node(), 'true')).rejects.toMatchObject({
+        code: 'NODE_UNREACHABLE',
+        message: 'cannot reach node "node-1" over ssh (ops@node-1): Host key verification failed.',
+        details: ['No ED25519 host key is known for node-1.'],
+      });
+    } finally {
+      rmSync(join(dir, 'unreachable'));
+    }
+  });
+
+  it('kills the ssh client on timeout', async () => {
+    const run = ssh.exec(node(), 'sleep 60', { timeoutMs: 500 });
+    await expect(run).rejects.toMatchObject({ code: 'EXEC_TIMEOUT', message: expect.stringMatching(/"node-1" \(ssh\).*500ms/) });
+    expect(seenArgv().at(-1)).toBe('timeout -k 5 1 sh -s');
+  });
+});
