@@ -1,0 +1,102 @@
+import type { ActionCtx } from '../../engine/context.js';
+import { KrError, quote } from '../../errors.js';
+import type { Inventory, InventoryNode } from '../../inventory/schema.js';
+import type { ExecResult } from '../types.js';
+import { processManager } from './process.js';
+import { staticPod } from './static-pod.js';
+import { systemd } from './systemd.js';
+import type { ServiceManager, ServiceName, ServiceTarget, StaticPodTarget } from './types.js';
+
+export type { ServiceManager, ServiceName, ServiceTarget } from './types.js';
+
+export const MANIFESTS_DIR = '/etc/kubernetes/manifests';
+/** Where kubeadm manifests are parked while their component is stopped: outside the directory the kubelet reads. */
+export const PARKED_DIR = '/etc/kubernetes/kube-runbook-parked';
+
+const STATIC_POD_HEALTH: Record<Exclude<ServiceName, 'kubelet'>, StaticPodTarget['health']> = {
+  'kube-apiserver': { scheme: 'https', port: 6443, path: '/readyz', portFlag: '--secure-port' },
+  'kube-controller-manager': { scheme: 'https', port: 10257, path: '/healthz', portFlag: '--secure-port' },
+  'kube-scheduler': { scheme: 'https', port: 10259, path: '/healthz', portFlag: '--secure-port' },
+  etcd: { scheme: 'http', port: 2381, path: '/health', portFlag: null },
+};
+
+const KUBELET_HEALTH = 'http://127.0.0.1:10248/healthz';
+
+/**
+ * Where and how `service` runs on `node`, from the inventory's layout:
+ * kubeadm → static pods for the control plane and etcd, the systemd unit `kubelet`;
+ * k3s → the systemd unit `k3s` on servers (apiserver, controller-manager, scheduler, etcd and the kubelet are
+ * one process there) and `k3s-agent` for the kubelet of agents;
+ * lab → `<lab.stateDir>/nodes/<node>/<service>`.
+ */
+export function serviceTarget(inventory: Inventory, node: InventoryNode, service: ServiceName): ServiceTarget {
+  const layout = inventory.spec.layout;
+  switch (layout) {
+    case 'kubeadm':
+      if (service === 'kubelet') return { manager: 'systemd', service, unit: 'kubelet', healthUrl: KUBELET_HEALTH };
+      return {
+        manager: 'static-pod',
+        service,
+        manifest: `${MANIFESTS_DIR}/${service}.yaml`,
+        parked: `${PARKED_DIR}/${service}.yaml`,
+        process: service,
+        health: STATIC_POD_HEALTH[service],
+      };
+    case 'k3s': {
+      const server = node.roles.includes('control-plane') || node.roles.includes('etcd');
+      if (service === 'kubelet' && !server) return { manager: 'systemd', service, unit: 'k3s-agent', healthUrl: KUBELET_HEALTH };
+      return { manager: 'systemd', service, unit: 'k3s', healthUrl: 'https://127.0.0.1:6443/readyz' };
+    }
+    case 'lab': {
+      const stateDir = inventory.spec.lab?.stateDir;
+      if (!stateDir) throw new KrError('LAB_STATE_DIR_MISSING', 'the inventory has layout lab but no spec.lab.stateDir');
+      return { manager: 'process', service, dir: `${stateDir.replace(/\/+$/, '')}/nodes/${node.name}/${service}` };
+    }
+    default:
+      throw new KrError('UNKNOWN_LAYOUT', `no service manager for layout ${quote(layout)}`);
+  }
+}
+
+export function serviceManager(target: ServiceTarget): ServiceManager {
+  switch (target.manager) {
+    case 'systemd':
+      return systemd as ServiceManager;
+    case 'static-pod':
+      return staticPod as ServiceManager;
+    case 'process':
+      return processManager as ServiceManager;
+  }
+}
+
+/** One line naming the target, for logs and errors. */
+export function describeTarget(t: ServiceTarget): string {
+  switch (t.manager) {
+    case 'systemd':
+      return `systemd unit ${t.unit}`;
+    case 'static-pod':
+      return `static pod ${t.manifest}`;
+    case 'process':
+      return `lab process ${t.dir}`;
+  }
+}
+
+/** Runs a node script for an action; a non-zero exit becomes KrError(code) with the script's own words. */
+export async function runOnNode(
+  ctx: ActionCtx,
+  node: string,
+  text: string,
+  what: { code: string; message: string; timeoutMs: number; okCodes?: number[] },
+): Promise<ExecResult> {
+  const r = await ctx.nodes.exec(node, text, { timeoutMs: what.timeoutMs, signal: ctx.signal });
+  if (r.code !== 0 && !(what.okCodes ?? []).includes(r.code)) {
+    const why = (r.stderr.trim() || r.stdout.trim()).split('\n').slice(-5).join('; ').slice(0, 500);
+    throw new KrError(what.code, `${what.message} on ${node} (exit ${r.code})${why ? `: ${why}` : ''}`);
+  }
+  return r;
+}
+
+/** The node an action runs on; node-targeted actions always get one from the engine. */
+export function targetNode(ctx: ActionCtx, actionId: string): InventoryNode {
+  if (!ctx.node) throw new KrError('NO_TARGET_NODE', `${actionId} runs on nodes, and none was given`);
+  return ctx.node;
+}
