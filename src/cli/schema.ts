@@ -1,3 +1,29 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Option } from 'commander';
+import { EXIT } from '../errors.js';
+import { schemaFiles } from '../runbook/json-schema.js';
+import { out } from './output.js';
 import type { Register } from './types.js';
 
-export const register: Register = (_program, _done) => {};
+/** `schema [runbook|inventory] [--write] [--out-dir DIR]`: the JSON Schema editors use for runbooks and inventories. */
+export const register: Register = (program, done) => {
+  program
+    .command('schema')
+    .description('print the JSON Schema (draft-07) of runbooks or inventories, or write both (npm run schema)')
+    .addArgument(program.createArgument('[kind]', 'which schema to print').choices(['runbook', 'inventory']).default('runbook'))
+    .option('--write', 'write runbook.schema.json and inventory.schema.json instead of printing')
+    .addOption(new Option('--out-dir <dir>', 'directory --write writes into').default('schema'))
+    .action(async (kind: 'runbook' | 'inventory', opts: { write?: boolean; outDir: string }) => {
+      const files = schemaFiles();
+      if (opts.write) {
+        await mkdir(opts.outDir, { recursive: true });
+        for (const f of files) {
+          const path = join(opts.outDir, f.name);
+          await writeFile(path, f.text);
+          out.stdout(`wrote ${path}`);
+        }
+      } else out.stdout(files.find((f) => f.name === `${kind}.schema.json`)!.text);
+      done(EXIT.ok);
+    });
+};

@@ -1,3 +1,111 @@
+import { readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Option } from 'commander';
+import { EXIT, isKrError, messageOf, quote } from '../errors.js';
+import { redactText } from '../engine/logger.js';
+import { checkInventory } from '../inventory/load.js';
+import { didYouMean } from '../runbook/did-you-mean.js';
+import { checkRunbook } from '../runbook/load.js';
+import { formatProblem, type Problem } from '../runbook/problems.js';
+import { readDocumentFile } from '../runbook/read-file.js';
+import { parseYamlSource } from '../runbook/yaml-source.js';
+import { out } from './output.js';
 import type { Register } from './types.js';
 
-export const register: Register = (_program, _done) => {};
+const KINDS = ['Runbook', 'Inventory'] as const;
+type Kind = (typeof KINDS)[number];
+
+/** One file's outcome; `--output json` prints these. A file that cannot be read has one problem without a position. */
+export interface FileResult {
+  file: string;
+  ok: boolean;
+  kind: Kind | null;
+  problems: { line: number | null; col: number | null; path: string; message: string }[];
+  /** `Runbook name, N steps, M guards` */
+  summary?: string;
+}
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/** Checks one file as a Runbook or an Inventory, by its `kind`. */
+export async function validateFile(file: string): Promise<FileResult> {
+  let content: Buffer;
+  try {
+    content = await readDocumentFile(file);
+  } catch (e) {
+    if (!isKrError(e)) throw e;
+    return { file, ok: false, kind: null, problems: [{ line: null, col: null, path: '', message: e.message }] };
+  }
+  const failed = (kind: Kind | null, problems: Problem[]): FileResult => ({ file, ok: false, kind, problems });
+  const { source, problems } = parseYamlSource(content, file, { what: 'a Runbook or an Inventory', keys: ['apiVersion', 'kind', 'metadata', 'spec'] });
+  if (!source) return failed(null, problems);
+  const kind = (source.value as { kind?: unknown }).kind;
+  if (kind === 'Runbook') {
+    const c = await checkRunbook(content, file);
+    if (!c.ok) return failed(kind, c.problems);
+    const spec = c.value.runbook.spec;
+    const summary = `Runbook ${c.value.runbook.metadata.name}, ${plural(spec.steps.length, 'step')}, ${plural(spec.guards.length, 'guard')}`;
+    return { file, ok: true, kind, problems: [], summary };
+  }
+  if (kind === 'Inventory') {
+    const c = await checkInventory(content, file);
+    if (!c.ok) return failed(kind, c.problems);
+    const inv = c.value.inventory;
+    return { file, ok: true, kind, problems: [], summary: `Inventory ${inv.metadata.name}, ${plural(inv.spec.nodes.length, 'node')}, layout ${inv.spec.layout}` };
+  }
+  if (kind === undefined) {
+    const at = source.locate([]);
+    return failed(null, [...problems, { ...at, path: '', message: `missing required key "kind" (expected one of ${KINDS.join(', ')})` }]);
+  }
+  const h = typeof kind === 'string' ? didYouMean(kind, KINDS) : undefined;
+  return failed(null, [...problems, source.problem(['kind'], `unknown kind (expected one of ${KINDS.join(', ')}${h ? `; ${h}` : ''}) (got ${quote(kind)})`)]);
+}
+
+/** The files to check: files as given, directories searched for .yaml/.yml files (hidden ones and node_modules skipped). */
+export async function expandPaths(paths: readonly string[]): Promise<string[]> {
+  const files: string[] = [];
+  for (const p of paths) {
+    const isDir = await stat(p).then(
+      (s) => s.isDirectory(),
+      () => false,
+    );
+    if (!isDir) {
+      files.push(p);
+      continue;
+    }
+    const found = (await readdir(p, { recursive: true }))
+      .filter((f) => /\.ya?ml$/i.test(f) && !f.split(/[\\/]/).some((seg) => seg.startsWith('.') || seg === 'node_modules'))
+      .sort()
+      .map((f) => join(p, f));
+    files.push(...(found.length > 0 ? found : [p]));
+  }
+  return files;
+}
+
+export const register: Register = (program, done) => {
+  program
+    .command('validate')
+    .description('check runbooks and inventories without touching a cluster; problems are printed as FILE:LINE:COL, exit code 2')
+    .argument('<files...>', 'runbook and inventory files, or directories to search for .yaml files')
+    .addOption(new Option('-o, --output <format>', 'text, or json: [{file, ok, kind, problems: [{line, col, path, message}]}]').choices(['text', 'json']).default('text'))
+    .action(async (paths: string[], opts: { output: 'text' | 'json' }) => {
+      const results: FileResult[] = [];
+      for (const file of await expandPaths(paths)) {
+        try {
+          results.push(await validateFile(file));
+        } catch (e) {
+          results.push({ file, ok: false, kind: null, problems: [{ line: null, col: null, path: '', message: `unexpected error: ${messageOf(e)}` }] });
+        }
+      }
+      const bad = results.filter((r) => !r.ok);
+      if (opts.output === 'json') out.stdout(redactText(JSON.stringify(results.map(({ summary: _s, ...r }) => r), null, 2)));
+      else {
+        for (const r of results) {
+          if (r.ok) out.stdout(`ok ${r.file} (${r.summary})`);
+          for (const p of r.problems) out.stderr(redactText(p.line === null ? p.message : formatProblem(r.file, p as Problem)));
+        }
+        if (bad.length > 0) out.stderr(`${bad.length} of ${plural(results.length, 'file')} invalid`);
+      }
+      done(bad.length > 0 ? EXIT.invalid : EXIT.ok);
+    });
+};
