@@ -1,4 +1,6 @@
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { RequestOptions } from './http.js';
+import type { WatchHub } from './watch.js';
 
 export interface NodeSummary {
   name: string;
@@ -32,4 +34,13 @@ export interface KubeAccess {
   canI(check: AccessCheck): Promise<boolean>;
   /** GET of a raw path such as /readyz, with a timeout. */
   raw(path: string, options?: { timeoutMs?: number; signal?: AbortSignal }): Promise<RawResponse>;
+  /**
+   * The run's shared list+watch hub (src/kube/watch.ts): one watch per resource, whoever asks. Always set by
+   * createKubeAccess; optional only so that small fakes which never watch need not build one.
+   */
+  readonly watches?: WatchHub;
+  /** JSON of a 2xx answer to `path`; other statuses throw ApiStatusError (src/kube/source.ts). Set by createKubeAccess. */
+  json?<T>(path: string, options?: RequestOptions): Promise<T>;
+  /** Stops every watch and closes connections (end of the run). Set by createKubeAccess. */
+  close?(): void;
 }

@@ -1,0 +1,136 @@
+import http from 'node:http';
+import https from 'node:https';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Clock } from '../engine/clock.js';
+import { KrError } from '../errors.js';
+import { ApiStatusError } from './source.js';
+
+export interface RequestOptions {
+  method?: 'GET' | 'POST';
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface HttpAnswer {
+  status: number;
+  body: string;
+}
+
+/**
+ * Requests to the apiserver with the kubeconfig's credentials (client certificates, tokens, exec plugins, as
+ * client-node applies them), over one keep-alive agent. Streams are used for watches.
+ */
+export class KubeHttp {
+  private agent?: http.Agent;
+
+  constructor(
+    readonly config: KubeConfig,
+    private readonly clock: Clock,
+  ) {}
+
+  get server(): string {
+    const cluster = this.config.getCurrentCluster();
+    if (!cluster) throw new KrError('KUBE_UNAVAILABLE', 'the kubeconfig has no current cluster', { exit: 3 });
+    return cluster.server;
+  }
+
+  url(path: string, query: RequestOptions['query'] = {}): URL {
+    const base = new URL(this.server);
+    const url = new URL(base.pathname.replace(/\/$/, '') + path, base);
+    for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
+    return url;
+  }
+
+  /** A whole answer as text, whatever its status; network failures and timeouts throw. */
+  async request(path: string, o: RequestOptions = {}): Promise<HttpAnswer> {
+    const ac = new AbortController();
+    const signal = o.signal ? AbortSignal.any([o.signal, ac.signal]) : ac.signal;
+    const host = this.url(path).host;
+    const cancel = o.timeoutMs
+      ? this.clock.setTimer(o.timeoutMs, () => ac.abort(new Error(`no answer from ${host} within ${o.timeoutMs} ms`)))
+      : undefined;
+    try {
+      const res = await this.open(path, { ...o, timeoutMs: undefined, signal });
+      res.setEncoding('utf8');
+      let body = '';
+      for await (const chunk of res) body += chunk as string;
+      return { status: res.statusCode ?? 0, body };
+    } catch (e) {
+      throw signal.aborted && signal.reason instanceof Error ? signal.reason : e;
+    } finally {
+      cancel?.();
+    }
+  }
+
+  /** JSON of a 2xx answer; any other status throws ApiStatusError with the Status message. */
+  async json<T>(path: string, o: RequestOptions = {}): Promise<T> {
+    const a = await this.request(path, o);
+    if (a.status < 200 || a.status > 299) throw statusFromBody(a.status, a.body);
+    return JSON.parse(a.body) as T;
+  }
+
+  /** Opens a request and resolves with the response once its headers came (the body is still to be read). */
+  async open(path: string, o: RequestOptions = {}): Promise<http.IncomingMessage> {
+    const url = this.url(path, o.query);
+    const options: https.RequestOptions = { headers: {} };
+    await this.config.applyToHTTPSOptions(options);
+    const headers: Record<string, string> = { Accept: 'application/json' };
+    for (const [k, v] of Object.entries(options.headers ?? {})) if (v !== undefined) headers[k] = String(v);
+    const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
+    if (payload !== undefined) headers['Content-Type'] = 'application/json';
+    const secure = url.protocol === 'https:';
+    this.agent ??= secure
+      ? new https.Agent({
+          keepAlive: true,
+          ca: options.ca,
+          cert: options.cert,
+          key: options.key,
+          pfx: options.pfx,
+          passphrase: options.passphrase,
+          rejectUnauthorized: options.rejectUnauthorized,
+          servername: options.servername,
+        })
+      : new http.Agent({ keepAlive: true });
+    const lib = secure ? https : http;
+    return new Promise<http.IncomingMessage>((resolve, reject) => {
+      const req = lib.request(url, { method: o.method ?? 'GET', headers, agent: this.agent, auth: options.auth });
+      let cancelTimer: (() => void) | undefined;
+      const fail = (e: Error) => {
+        cancelTimer?.();
+        req.destroy(e);
+        reject(e);
+      };
+      if (o.timeoutMs) cancelTimer = this.clock.setTimer(o.timeoutMs, () => fail(new Error(`no answer from ${url.host} within ${o.timeoutMs} ms`)));
+      const onAbort = () => fail(o.signal?.reason instanceof Error ? o.signal.reason : new Error('aborted'));
+      if (o.signal?.aborted) return onAbort();
+      o.signal?.addEventListener('abort', onAbort, { once: true });
+      req.on('error', (e) => {
+        cancelTimer?.();
+        reject(e);
+      });
+      req.on('response', (res) => {
+        cancelTimer?.();
+        res.on('close', () => o.signal?.removeEventListener('abort', onAbort));
+        resolve(res);
+      });
+      req.end(payload);
+    });
+  }
+
+  close(): void {
+    this.agent?.destroy();
+    this.agent = undefined;
+  }
+}
+
+/** The apiserver's Status body as an error. */
+export function statusFromBody(status: number, body: string): ApiStatusError {
+  try {
+    const s = JSON.parse(body) as { message?: string; reason?: string };
+    return new ApiStatusError(status, s.message ?? `HTTP ${status}`, s.reason);
+  } catch {
+    return new ApiStatusError(status, `HTTP ${status}: ${body.slice(0, 200)}`);
+  }
+}
