@@ -26,8 +26,12 @@ function version(): string {
 
 /** Runs the CLI and sets process.exitCode: the only place in the project that does. */
 export async function main(argv: string[]): Promise<void> {
-  process.exitCode = await runCli(argv);
+  const code = await runCli(argv);
+  process.exitCode = code;
+  if (exitNow) process.exit(code);
 }
+
+let exitNow = false;
 
 export async function runCli(argv: string[]): Promise<ExitCode> {
   let code: ExitCode = EXIT.ok;
@@ -38,7 +42,10 @@ export async function runCli(argv: string[]): Promise<ExitCode> {
     .showHelpAfterError()
     .exitOverride()
     .configureOutput({ writeOut: (s) => out.stdout(s), writeErr: (s) => out.stderr(s) });
-  for (const load of Object.values(commands)) (await load()).register(program, (c) => (code = c));
+  for (const load of Object.values(commands)) (await load()).register(program, (c, o) => {
+      code = c;
+      exitNow ||= o?.now === true;
+    });
   for (const cmd of program.commands) cmd.exitOverride();
   try {
     await program.parseAsync(argv);

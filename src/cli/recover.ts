@@ -1,3 +1,83 @@
+import { basename } from 'node:path';
+import { EXIT, type ExitCode, KrError, messageOf } from '../errors.js';
+import { realClock } from '../engine/clock.js';
+import type { RunEvent } from '../engine/events.js';
+import { listJournals, outstanding, readJournal, type JournalView } from '../engine/journal.js';
+import { recoverRun } from '../engine/recover.js';
+import { defaultRegistry } from '../engine/registry.js';
+import type { KubeAccess } from '../kube/types.js';
+import { createKubeAccess } from '../kube/client.js';
+import { plainRenderer } from '../report/plain.js';
+import { out } from './output.js';
+import { makeCtx, stderrLogger } from './setup.js';
 import type { Register } from './types.js';
 
-export const register: Register = (_program, _done) => {};
+/** A stand-in when the cluster cannot be reached: node faults are still reverted; cluster-side checks fail clearly. */
+function offlineKube(context: string, why: string): KubeAccess {
+  const fail = async (): Promise<never> => {
+    throw new KrError('KUBE_UNAVAILABLE', `the cluster is not reachable: ${why}`, { exit: EXIT.refused });
+  };
+  return {
+    contextName: context,
+    server: '',
+    get config(): never {
+      throw new KrError('KUBE_UNAVAILABLE', `the cluster is not reachable: ${why}`, { exit: EXIT.refused });
+    },
+    listNodes: fail,
+    canI: fail,
+    raw: fail,
+  };
+}
+
+function pick(runId: string | undefined, all: boolean): JournalView[] {
+  const files = listJournals();
+  if (runId) {
+    const file = files.find((f) => basename(f, '.jsonl') === runId);
+    if (!file) throw new KrError('RUN_NOT_FOUND', `no journal for run "${runId}" (runs: ${files.slice(0, 10).map((f) => basename(f, '.jsonl')).join(', ') || 'none'})`, { exit: EXIT.invalid });
+    return [readJournal(file)];
+  }
+  const pending = files.map(readJournal).filter((v) => outstanding(v).length > 0);
+  return all ? pending : pending.slice(0, 1);
+}
+
+export const register: Register = (program, done) => {
+  program
+    .command('recover')
+    .description('Revert, from its journal, whatever a run left applied (after a crash, SIGKILL or a second Ctrl-C).')
+    .argument('[run-id]', 'the run (default: the newest run with something still applied)')
+    .option('--all', 'every run with something still applied')
+    .option('--force', 'also when the run still seems alive, and undo remediations without waiting for the rollback condition')
+    .option('--kubeconfig <file>', 'kubeconfig (default: the one the run used)')
+    .option('-v, --verbose', 'debug logging on stderr')
+    .action(async (runId: string | undefined, o: { all?: boolean; force?: boolean; kubeconfig?: string; verbose?: boolean }) => {
+      const log = stderrLogger(Boolean(o.verbose));
+      const views = pick(runId, Boolean(o.all));
+      if (!views.length) {
+        out.stdout('Nothing to recover: no run has a fault still applied.');
+        return done(EXIT.ok);
+      }
+      let code: ExitCode = EXIT.ok;
+      const render = plainRenderer((l) => out.stdout(l));
+      for (const view of views) {
+        const todo = outstanding(view);
+        out.stdout(`Run ${view.run.runId} (${view.run.runbookName}): ${todo.length} fault(s) to revert`);
+        if (!todo.length) continue;
+        let kube: KubeAccess;
+        try {
+          kube = createKubeAccess({ kubeconfig: o.kubeconfig ?? view.run.kubeconfig, context: view.run.context, log });
+        } catch (e) {
+          kube = offlineKube(view.run.context, messageOf(e));
+          out.stderr(`warning: ${messageOf(e)}; reverting node faults without the cluster`);
+        }
+        const ctx = makeCtx({ runId: view.run.runId, clock: realClock, log, signal: new AbortController().signal, inventory: view.run.inventory, kube });
+        const result = await recoverRun(view, { ctx, registry: defaultRegistry, emit: (e: RunEvent) => render(e), force: o.force });
+        kube.close?.();
+        for (const err of result.errors) out.stderr(`  ${err}`);
+        if (result.remaining.length) {
+          code = EXIT.rollbackIncomplete;
+          out.stderr(`  still applied: ${result.remaining.map((f) => `${f.action}${f.node ? ` on ${f.node}` : ''}`).join(', ')}`);
+        } else out.stdout(`  all ${result.reverted.length} reverted`);
+      }
+      done(code);
+    });
+};

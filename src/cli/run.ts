@@ -1,3 +1,108 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { Option } from 'commander';
+import { EXIT, type ExitCode, KrError } from '../errors.js';
+import { realClock } from '../engine/clock.js';
+import { assumeYes, nobody, terminalConfirmer, type Confirmer } from '../engine/confirm.js';
+import type { RunEvent } from '../engine/events.js';
+import { Journal } from '../engine/journal.js';
+import { startRun } from '../engine/run.js';
+import { ReportCollector } from '../report/collect.js';
+import { renderJUnit } from '../report/junit.js';
+import { liveRenderer } from '../report/live.js';
+import { renderPlan } from '../report/plan-text.js';
+import { plainRenderer } from '../report/plain.js';
+import { out } from './output.js';
+import { kubeconfigPath, makeCtx, newRunId, prepare, stderrLogger } from './setup.js';
 import type { Register } from './types.js';
 
-export const register: Register = (_program, _done) => {};
+interface RunFlags {
+  inventory?: string;
+  kubeconfig?: string;
+  context?: string;
+  yes?: boolean;
+  dryRun?: boolean;
+  reportDir?: string;
+  output: 'text' | 'json';
+  guards: boolean;
+  verbose?: boolean;
+}
+
+export const register: Register = (program, done) => {
+  program
+    .command('run')
+    .description('Run a runbook: preflight, steps with guards, remediation, and rollback always.')
+    .argument('<runbook>', 'runbook file')
+    .option('-i, --inventory <file>', 'inventory file (default: $KUBE_RUNBOOK_INVENTORY)')
+    .option('--kubeconfig <file>', "kubeconfig (default: the inventory's, else $KUBECONFIG)")
+    .option('--context <name>', 'kubeconfig context (must be allowed by spec.safety.allowContexts)')
+    .option('-y, --yes', 'answer yes to every confirm step (for CI and scripts)')
+    .option('--dry-run', 'print what would happen and execute nothing')
+    .option('--report-dir <dir>', 'write report.json and junit.xml there')
+    .addOption(new Option('-o, --output <format>', 'text: live view; json: the report on stdout').choices(['text', 'json']).default('text'))
+    .option('--no-guards', 'do not start the guards (to see what happens without the safety net)')
+    .option('-v, --verbose', 'debug logging on stderr')
+    .action(async (file: string, flags: RunFlags) => {
+      const log = stderrLogger(Boolean(flags.verbose));
+      const clock = realClock;
+      const p = await prepare(file, flags, clock, log);
+      if (flags.dryRun) {
+        out.stdout(`DRY RUN: nothing is executed.\n\n${renderPlan(p.plan, p.kube?.contextName)}`);
+        p.kube?.close?.();
+        return done(EXIT.ok);
+      }
+      if (!p.kube) throw p.kubeError ?? new KrError('KUBE_UNAVAILABLE', 'no cluster to run against', { exit: EXIT.refused });
+      const runId = newRunId(p.plan.runbook.metadata.name, clock.now());
+      const journal = Journal.forRun(runId);
+      const confirmer: Confirmer = flags.yes ? assumeYes : process.stdin.isTTY ? terminalConfirmer(process.stdin, process.stderr, clock) : nobody;
+      const collector = new ReportCollector();
+      const tty = flags.output === 'text' && process.stdout.isTTY === true;
+      const write = (line: string) => (flags.output === 'json' ? process.stderr : process.stdout).write(`${line}\n`);
+      const view = tty ? liveRenderer(p.plan) : { onEvent: plainRenderer(write), stop: async () => {} };
+      const emit = (e: RunEvent) => {
+        collector.onEvent(e);
+        view.onEvent(e);
+      };
+      const ctx = makeCtx({ runId, clock, log, signal: new AbortController().signal, inventory: p.inv.inventory, kube: p.kube });
+      const handle = startRun({
+        plan: p.plan,
+        ctx,
+        journal,
+        emit,
+        confirmer,
+        inventoryFile: resolve(p.inv.file),
+        kubeconfig: kubeconfigPath(flags, p.inv),
+        guards: flags.guards,
+      });
+      const onSignal = (sig: NodeJS.Signals) => handle.interrupt(sig);
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
+      const result = await handle.result;
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      await view.stop();
+      p.kube.close?.();
+      if (flags.reportDir) {
+        const dir = resolve(flags.reportDir);
+        mkdirSync(dir, { recursive: true });
+        writeFileSync(join(dir, 'report.json'), `${JSON.stringify(collector.report, null, 2)}\n`);
+        writeFileSync(join(dir, 'junit.xml'), renderJUnit(collector.report));
+      }
+      if (flags.output === 'json') out.stdout(JSON.stringify(collector.report, null, 2));
+      if (result.remaining.length) {
+        out.stderr(`\n${result.remaining.length} fault(s) may still be applied:`);
+        for (const f of result.remaining)
+          out.stderr(`  - ${f.action}${f.node ? ` on ${f.node}` : ''} (${f.faultId})${f.manualRevert ? `\n    by hand on the node:\n${indent(f.manualRevert, '      ')}` : ''}`);
+        out.stderr(`Revert them with: ${result.recoverCommand}`);
+      }
+      // a second Ctrl-C stops at once: do not wait for work still in flight
+      done(result.exitCode as ExitCode, { now: result.forced === true });
+    });
+};
+
+const indent = (text: string, pad: string) =>
+  text
+    .trim()
+    .split('\n')
+    .map((l) => pad + l)
+    .join('\n');

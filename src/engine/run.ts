@@ -33,6 +33,8 @@ export interface RunResult {
   reason: string;
   remaining: FaultRef[];
   recoverCommand?: string;
+  /** Stopped at once by a second interrupt, with work possibly still in flight. */
+  forced?: boolean;
 }
 
 /** A run in progress: `interrupt` once rolls back; twice stops at once, leaving what remains to `recover`. */
@@ -381,7 +383,14 @@ export function startRun(o: RunOptions): RunHandle {
       hardAbort.abort(new Aborted('stopped at once'));
       const remaining = ledger.outstanding().map((f) => f.ref);
       const status: RunStatus = remaining.length ? 'rollback-incomplete' : 'interrupted';
-      const r: RunResult = { status, exitCode: RUN_STATUS[status], reason: `${reason} twice: stopped at once`, remaining, recoverCommand: remaining.length ? recoverCommand : undefined };
+      const r: RunResult = {
+        status,
+        exitCode: RUN_STATUS[status],
+        reason: `${reason} twice: stopped at once`,
+        remaining,
+        recoverCommand: remaining.length ? recoverCommand : undefined,
+        forced: true,
+      };
       emit({ type: 'run-end', at: clock.now(), status, reason: r.reason, remaining, recoverCommand: r.recoverCommand });
       forced?.(r);
     },

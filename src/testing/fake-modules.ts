@@ -81,7 +81,7 @@ export class ScriptedProbe {
     }) as unknown as Probe;
   }
 
-  push(status: Reading['status'], detail = status, at = 0): void {
+  push(status: Reading['status'], detail: string = status, at = 0): void {
     this.last = { status, at, value: null, detail };
     for (const l of this.listeners) l(this.last);
   }

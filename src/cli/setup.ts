@@ -1,0 +1,110 @@
+import { randomBytes } from 'node:crypto';
+import { isAbsolute, resolve } from 'node:path';
+import { EXIT, KrError } from '../errors.js';
+import type { Clock } from '../engine/clock.js';
+import type { Ctx } from '../engine/context.js';
+import { createLogger, type Logger } from '../engine/logger.js';
+import { buildPlan, type Plan } from '../engine/plan.js';
+import { defaultRegistry } from '../engine/registry.js';
+import { loadInventory, type LoadedInventory } from '../inventory/load.js';
+import type { Inventory } from '../inventory/schema.js';
+import { createKubeAccess } from '../kube/client.js';
+import type { KubeAccess, NodeSummary } from '../kube/types.js';
+import { createNodeAccess } from '../nodes/access.js';
+import { loadRunbook, type LoadedRunbook } from '../runbook/load.js';
+
+export interface ClusterOptions {
+  inventory?: string;
+  kubeconfig?: string;
+  context?: string;
+}
+
+/** The inventory named by --inventory or $KUBE_RUNBOOK_INVENTORY. */
+export async function inventoryFrom(o: ClusterOptions): Promise<LoadedInventory> {
+  const file = o.inventory ?? process.env.KUBE_RUNBOOK_INVENTORY;
+  if (!file)
+    throw new KrError('NO_INVENTORY', 'no inventory: pass --inventory FILE or set KUBE_RUNBOOK_INVENTORY (the lab writes one: kube-runbook lab env)', {
+      exit: EXIT.invalid,
+    });
+  return loadInventory(file);
+}
+
+/** --kubeconfig, else the inventory's (relative to the inventory file), else KUBECONFIG / ~/.kube/config. */
+export function kubeconfigPath(o: ClusterOptions, inv?: { inventory: Inventory; dir: string }): string | undefined {
+  if (o.kubeconfig) return resolve(o.kubeconfig);
+  const k = inv?.inventory.spec.kubeconfig;
+  if (k) return isAbsolute(k) ? k : resolve(inv.dir, k);
+  return undefined;
+}
+
+export function connect(o: ClusterOptions, inv: { inventory: Inventory; dir: string } | undefined, clock: Clock, log: Logger): KubeAccess {
+  return createKubeAccess({
+    kubeconfig: kubeconfigPath(o, inv),
+    context: o.context ?? inv?.inventory.spec.context,
+    clock,
+    log,
+  });
+}
+
+/** The cluster's nodes for label selectors; undefined when the cluster does not answer (plan works offline). */
+export async function clusterNodes(kube: KubeAccess | undefined): Promise<NodeSummary[] | undefined> {
+  if (!kube) return undefined;
+  try {
+    return await kube.listNodes();
+  } catch {
+    return undefined;
+  }
+}
+
+export function newRunId(name: string, now: number): string {
+  const t = new Date(now).toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  return `${t}-${name.slice(0, 40)}-${randomBytes(2).toString('hex')}`;
+}
+
+export interface Prepared {
+  loaded: LoadedRunbook;
+  inv: LoadedInventory;
+  plan: Plan;
+  kube?: KubeAccess;
+  kubeError?: KrError;
+}
+
+/** Loads and checks everything a plan needs; the cluster is optional (`plan` must work without it). */
+export async function prepare(runbookFile: string, o: ClusterOptions, clock: Clock, log: Logger): Promise<Prepared> {
+  const [loaded, inv] = await Promise.all([loadRunbook(runbookFile), inventoryFrom(o)]);
+  let kube: KubeAccess | undefined;
+  let kubeError: KrError | undefined;
+  try {
+    kube = connect(o, inv, clock, log);
+  } catch (e) {
+    if (!(e instanceof KrError)) throw e;
+    if (e.exit === EXIT.invalid) throw e;
+    kubeError = e;
+  }
+  const plan = await buildPlan({
+    runbook: loaded.runbook,
+    file: runbookFile,
+    inventory: inv.inventory,
+    registry: defaultRegistry,
+    clusterNodes: await clusterNodes(kube),
+  });
+  return { loaded, inv, plan, kube, kubeError };
+}
+
+export function makeCtx(o: { runId: string; clock: Clock; log: Logger; signal: AbortSignal; inventory: Inventory; kube: KubeAccess; dryRun?: boolean }): Ctx {
+  return {
+    runId: o.runId,
+    clock: o.clock,
+    log: o.log,
+    signal: o.signal,
+    dryRun: o.dryRun ?? false,
+    inventory: o.inventory,
+    kube: o.kube,
+    nodes: createNodeAccess(o.inventory),
+  };
+}
+
+/** Logs go to stderr as plain lines (secrets already redacted by the logger). */
+export function stderrLogger(verbose: boolean): Logger {
+  return createLogger((level, msg) => process.stderr.write(`${level === 'info' ? '' : `${level}: `}${msg}\n`), verbose ? 'debug' : 'warn');
+}

@@ -1,0 +1,120 @@
+import type { FaultRef, RunEvent, RunStatus, StepKind, StepStatus } from '../engine/events.js';
+
+export interface StepRecord {
+  index: string;
+  name: string;
+  kind: StepKind;
+  startedAt: string;
+  endedAt?: string;
+  status?: StepStatus;
+  detail?: string;
+}
+
+export interface FaultRecord extends FaultRef {
+  appliedAt?: string;
+  revertedAt?: string;
+  error?: string;
+  status: 'applied' | 'reverted' | 'apply-failed' | 'revert-failed';
+}
+
+export interface RunReport {
+  runId: string;
+  runbook: string;
+  context: string;
+  status: RunStatus | 'running';
+  reason: string;
+  startedAt: string;
+  endedAt?: string;
+  durationMs?: number;
+  preflight: { check: string; ok: boolean; detail: string }[];
+  steps: StepRecord[];
+  guardFirings: { at: string; guard: string; response: string; detail: string }[];
+  guardTransitions: { at: string; guard: string; status: string; detail: string }[];
+  faults: FaultRecord[];
+  remaining: FaultRef[];
+  recoverCommand?: string;
+  /** Filled by observers of the run (e.g. pods deleted by eviction), keyed by observer. */
+  observations: Record<string, unknown>;
+}
+
+const iso = (at: number) => new Date(at).toISOString();
+
+/** Folds run events into the report (report.json, JUnit, HTML timeline are rendered from it). */
+export class ReportCollector {
+  readonly report: RunReport = {
+    runId: '',
+    runbook: '',
+    context: '',
+    status: 'running',
+    reason: '',
+    startedAt: '',
+    preflight: [],
+    steps: [],
+    guardFirings: [],
+    guardTransitions: [],
+    faults: [],
+    remaining: [],
+    observations: {},
+  };
+  private startedAt = 0;
+  private guardStatus = new Map<string, string>();
+
+  readonly onEvent = (e: RunEvent): void => {
+    const r = this.report;
+    switch (e.type) {
+      case 'run-start':
+        Object.assign(r, { runId: e.runId, runbook: e.runbook, context: e.context, startedAt: iso(e.at) });
+        this.startedAt = e.at;
+        break;
+      case 'preflight':
+        r.preflight.push({ check: e.check, ok: e.ok, detail: e.detail });
+        break;
+      case 'step-start':
+        r.steps.push({ index: e.index, name: e.name, kind: e.kind, startedAt: iso(e.at) });
+        break;
+      case 'step-end': {
+        const s = [...r.steps].reverse().find((x) => x.index === e.index);
+        if (s) Object.assign(s, { endedAt: iso(e.at), status: e.status, detail: e.detail });
+        break;
+      }
+      case 'fault-applied':
+        r.faults.push({ ...e.fault, appliedAt: iso(e.at), status: 'applied' });
+        break;
+      case 'fault-apply-failed':
+        r.faults.push({ ...e.fault, status: 'apply-failed', error: e.error });
+        break;
+      case 'fault-reverted': {
+        const f = r.faults.find((x) => x.faultId === e.fault.faultId);
+        if (f) Object.assign(f, { revertedAt: iso(e.at), status: 'reverted', error: undefined });
+        else r.faults.push({ ...e.fault, revertedAt: iso(e.at), status: 'reverted' });
+        break;
+      }
+      case 'fault-revert-failed': {
+        const f = r.faults.find((x) => x.faultId === e.fault.faultId);
+        if (f) Object.assign(f, { status: 'revert-failed', error: e.error });
+        break;
+      }
+      case 'guard-reading':
+        if (this.guardStatus.get(e.guard) !== e.reading.status) {
+          this.guardStatus.set(e.guard, e.reading.status);
+          r.guardTransitions.push({ at: iso(e.at), guard: e.guard, status: e.reading.status, detail: e.reading.detail });
+        }
+        break;
+      case 'guard-fired':
+        r.guardFirings.push({ at: iso(e.at), guard: e.guard, response: e.response, detail: e.detail });
+        break;
+      case 'run-end':
+        Object.assign(r, {
+          status: e.status,
+          reason: e.reason,
+          endedAt: iso(e.at),
+          durationMs: e.at - this.startedAt,
+          remaining: e.remaining,
+          recoverCommand: e.recoverCommand,
+        });
+        break;
+      default:
+        break;
+    }
+  };
+}

@@ -1,0 +1,34 @@
+import type { RunReport } from './collect.js';
+
+const esc = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c]!).replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f]/g, '');
+
+const seconds = (from?: string, to?: string) => (from && to ? ((Date.parse(to) - Date.parse(from)) / 1000).toFixed(3) : '0');
+
+/** JUnit XML for CI: one test case per step, one for the rollback, one per guard that fired. */
+export function renderJUnit(r: RunReport): string {
+  const cases: string[] = [];
+  for (const s of r.steps) {
+    const attrs = `classname="${esc(r.runbook)}.steps" name="${esc(`${s.index}. ${s.name}`)}" time="${seconds(s.startedAt, s.endedAt)}"`;
+    if (s.status === 'passed') cases.push(`    <testcase ${attrs}/>`);
+    else if (s.status === 'skipped') cases.push(`    <testcase ${attrs}><skipped/></testcase>`);
+    else cases.push(`    <testcase ${attrs}><failure message="${esc(s.status ?? 'unfinished')}">${esc(s.detail ?? '')}</failure></testcase>`);
+  }
+  for (const g of r.guardFirings.filter((x) => x.response === 'abort' || x.response === 'remediate'))
+    cases.push(`    <testcase classname="${esc(r.runbook)}.guards" name="${esc(`${g.guard} at ${g.at}`)}"><failure message="${esc(g.response)}">${esc(g.detail)}</failure></testcase>`);
+  const rb = `classname="${esc(r.runbook)}.rollback" name="every fault reverted"`;
+  cases.push(
+    r.remaining.length
+      ? `    <testcase ${rb}><failure message="rollback incomplete">${esc(r.remaining.map((f) => `${f.action}${f.node ? ` on ${f.node}` : ''}`).join('\n'))}${r.recoverCommand ? esc(`\n${r.recoverCommand}`) : ''}</failure></testcase>`
+      : `    <testcase ${rb}/>`,
+  );
+  const failures = cases.filter((c) => c.includes('<failure')).length;
+  return `<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="kube-runbook" tests="${cases.length}" failures="${failures}">
+  <testsuite name="${esc(r.runbook)}" tests="${cases.length}" failures="${failures}" timestamp="${esc(r.startedAt)}" time="${((r.durationMs ?? 0) / 1000).toFixed(3)}">
+    <properties><property name="runId" value="${esc(r.runId)}"/><property name="status" value="${esc(r.status)}"/><property name="reason" value="${esc(r.reason)}"/></properties>
+${cases.join('\n')}
+  </testsuite>
+</testsuites>
+`;
+}

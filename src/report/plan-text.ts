@@ -1,0 +1,71 @@
+import type { Plan, PlannedAction, PlannedStep } from '../engine/plan.js';
+import { formatDuration } from '../runbook/duration.js';
+
+const params = (p: Record<string, unknown>): string => {
+  const entries = Object.entries(p).filter(([, v]) => v !== undefined);
+  if (!entries.length) return '';
+  const text = entries.map(([k, v]) => `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`).join(', ');
+  return ` {${text.length > 100 ? `${text.slice(0, 99)}…` : text}}`;
+};
+
+const on = (a: PlannedAction): string => (a.targets ? ` on ${a.targets.map((t) => t.name).join(', ') || '(no node matches)'}` : ' (cluster)');
+
+function stepLine(s: PlannedStep): string[] {
+  switch (s.kind) {
+    case 'action':
+      return [`${s.index}. ${s.name} — ${s.actionId}${on(s)}${params(s.params)}${s.action.describe ? `\n       ${s.action.describe(s.params)}` : ''}`];
+    case 'expect':
+      return [`${s.index}. ${s.name} — expect ${s.probeId}${params(s.params)} to read ${s.status} within ${formatDuration(s.withinMs)}`];
+    case 'wait':
+      return [`${s.index}. ${s.name}`];
+    case 'confirm':
+      return [`${s.index}. ${s.name} — ask "${s.message}" (timeout ${formatDuration(s.timeoutMs)}, then ${s.onTimeout})`];
+    case 'parallel':
+      return [`${s.index}. ${s.name} — in parallel:`, ...s.children.flatMap((c) => stepLine(c).map((l) => `   ${l}`))];
+  }
+}
+
+/** The rollback order the engine follows: step faults in reverse, then the wait, then remediations in reverse. */
+export function rollbackOrder(plan: Plan): string[] {
+  const faults: PlannedAction[] = [];
+  for (const s of plan.steps) {
+    if (s.kind === 'action') faults.push(s);
+    if (s.kind === 'parallel') for (const c of s.children) if (c.kind === 'action') faults.push(c);
+  }
+  const lines = faults.reverse().map((a) => `revert step ${a.index}: ${a.actionId}${on(a)}`);
+  if (plan.remediation.length) {
+    const wf = plan.rollback.waitFor;
+    if (wf) lines.push(`wait until ${wf.probeId}${params(wf.params)} reads ok (at most ${formatDuration(plan.rollback.withinMs)}; else the remediation stays)`);
+    lines.push(...[...plan.remediation].reverse().map((a) => `undo remediation ${a.index} if it was applied: ${a.actionId}${on(a)}`));
+  }
+  return lines;
+}
+
+export function renderPlan(plan: Plan, context?: string): string {
+  const rb = plan.runbook;
+  const out: string[] = [];
+  out.push(`Runbook ${rb.metadata.name} (${plan.file})${rb.metadata.description ? `\n  ${rb.metadata.description.trim()}` : ''}`);
+  out.push(
+    `Inventory ${plan.inventory.metadata.name}: layout ${plan.inventory.spec.layout}, ${plan.inventory.spec.nodes.length} nodes (${plan.inventory.spec.nodes.map((n) => n.name).join(', ')})`,
+  );
+  out.push(
+    `Safety: contexts ${plan.safety.allowContexts.join(', ') || '(none allowed)'}${context ? ` — current context "${context}"` : ''}; ` +
+      `max duration ${formatDuration(plan.safety.maxDuration)}; node-side dead-man after ${formatDuration(plan.safety.faultTtl)} without keepalive`,
+  );
+  out.push('', 'Guards (react to every reading from the first fault to the end of rollback):');
+  if (!plan.guards.length) out.push('  (none)');
+  for (const g of plan.guards)
+    out.push(
+      `  - ${g.name}: ${g.probeId}${params(g.params)}; violated → ${g.onViolation}; unknown → ${g.onUnknown}${g.onUnknown === 'hold' ? ` (abort after ${formatDuration(g.unknownForMs)})` : ''}`,
+    );
+  out.push('', 'Steps:');
+  for (const s of plan.steps) out.push(...stepLine(s).map((l) => `  ${l}`));
+  out.push('', 'Remediation (applied once, when a guard says remediate):');
+  if (!plan.remediation.length) out.push('  (none)');
+  for (const r of plan.remediation) out.push(`  ${r.index}. ${r.actionId}${on(r)}${params(r.params)}`);
+  out.push('', 'Rollback (always: on success, failure, abort, Ctrl-C and SIGTERM):');
+  const order = rollbackOrder(plan);
+  if (!order.length) out.push('  (nothing to revert: the runbook only observes)');
+  order.forEach((l, i) => out.push(`  ${i + 1}. ${l}`));
+  return `${out.join('\n')}\n`;
+}
