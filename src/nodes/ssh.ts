@@ -66,7 +66,8 @@ export function remoteCommand(config: Pick<SshConfig, 'sudo'>, timeoutMs?: numbe
 
 /**
  * OpenSSH. The script goes on stdin to a fixed remote command; host keys are checked (`yes` by default);
- * a timeout kills the ssh client here and, through `timeout`, the script on the node. ssh's own exit
+ * a timeout kills the ssh client here and, through `timeout`, the script on the node (an abort kills the
+ * client only; sshd then hangs up the session, which ends scripts that do not ignore SIGHUP). ssh's own exit
  * code 255 (cannot connect, host key refused, authentication failed, connection lost) throws
  * KrError `NODE_UNREACHABLE`; so a script should not exit 255 itself over ssh.
  */

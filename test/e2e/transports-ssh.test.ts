@@ -1,0 +1,239 @@
+/**
+ * The ssh transport against a real OpenSSH server on 127.0.0.1: a throwaway sshd with its own host key, a
+ * dedicated user whose login shell is dash, and a generated client key. Needs root (it adds a user and runs
+ * sshd); installs openssh-server/openssh-client with apt-get when missing. Never skips: missing
+ * prerequisites fail the suite.
+ */
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Inventory, type InventoryNode, SshTransport } from '../../src/inventory/schema.js';
+import { createNodeAccess } from '../../src/nodes/access.js';
+import { shq } from '../../src/nodes/shell.js';
+import { type SshConfig, sshTransport } from '../../src/nodes/ssh.js';
+import { echoScript, hostileValues, markerExists, markerPath } from '../../src/nodes/testing/hostile.js';
+import { eventually } from '../../src/nodes/testing/procs.js';
+
+const user = `krt${randomBytes(4).toString('hex')}`;
+const dir = mkdtempSync(join(tmpdir(), 'krt-sshd-'));
+const node: InventoryNode = { name: 'ssh-node-1', address: '127.0.0.1', roles: ['worker'] };
+let port = 0;
+let sshd: ChildProcess | undefined;
+let sshdLog = '';
+let madePrivsepDir = false;
+const file = (name: string) => join(dir, name);
+
+const run = (cmd: string, args: string[], env?: NodeJS.ProcessEnv) => execFileSync(cmd, args, { encoding: 'utf8', env: { ...process.env, ...env } });
+const has = (cmd: string) => spawnSync('sh', ['-c', `command -v ${shq(cmd)}`]).status === 0;
+
+function ensureOpenssh(): void {
+  if (existsSync('/usr/sbin/sshd') && has('ssh') && has('ssh-keygen')) return;
+  // Keep the package from starting a system-wide sshd: policy-rc.d says "no services" while we install.
+  const policy = '/usr/sbin/policy-rc.d';
+  const madePolicy = !existsSync(policy);
+  if (madePolicy) writeFileSync(policy, '#!/bin/sh\nexit 101\n', { mode: 0o755 });
+  try {
+    const install = () =>
+      spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'openssh-server', 'openssh-client'], {
+        env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+        encoding: 'utf8',
+      });
+    let r = install();
+    if (r.status !== 0) {
+      spawnSync('apt-get', ['update'], { encoding: 'utf8' });
+      r = install();
+    }
+    if (r.status !== 0) throw new Error(`cannot install openssh-server with apt-get: ${r.stderr.slice(-2000)}`);
+  } finally {
+    if (madePolicy) rmSync(policy, { force: true });
+  }
+  if (!existsSync('/usr/sbin/sshd')) throw new Error('apt-get installed openssh-server but /usr/sbin/sshd is missing');
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const address = srv.address();
+      const p = typeof address === 'object' && address ? address.port : 0;
+      srv.close(() => resolve(p));
+    });
+  });
+}
+
+const accepts = (p: number) =>
+  new Promise<boolean>((resolve) => {
+    const s = connect({ host: '127.0.0.1', port: p });
+    s.once('connect', () => (s.destroy(), resolve(true)));
+    s.once('error', () => resolve(false));
+  });
+
+const userPids = () =>
+  (spawnSync('pgrep', ['-u', user], { encoding: 'utf8' }).stdout ?? '').split('\n').filter(Boolean).map(Number);
+
+const keyLine = (pub: string) => `[127.0.0.1]:${port} ${readFileSync(file(pub), 'utf8').trim().split(' ').slice(0, 2).join(' ')}\n`;
+
+const config = (extra: Partial<SshConfig>): SshConfig => ({
+  ...SshTransport.parse({ type: 'ssh' }),
+  user,
+  port,
+  identityFile: file('client_key'),
+  knownHostsFile: file('known_hosts'),
+  connectTimeout: 5000,
+  ...extra,
+});
+
+beforeAll(async () => {
+  if (process.getuid?.() !== 0) throw new Error('the ssh transport tests add a user and run sshd: run them as root');
+  ensureOpenssh();
+  chmodSync(dir, 0o755);
+  for (const key of ['host_key', 'other_host_key', 'client_key']) run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', key, '-f', file(key)]);
+  writeFileSync(file('authorized_keys'), readFileSync(file('client_key.pub')), { mode: 0o644 });
+  chmodSync(file('authorized_keys'), 0o644);
+  run('useradd', ['--create-home', '--shell', '/bin/sh', '--password', '*', user]);
+  if (!existsSync('/run/sshd')) {
+    mkdirSync('/run/sshd', { mode: 0o755 });
+    madePrivsepDir = true;
+  }
+  port = await freePort();
+  writeFileSync(
+    file('sshd_config'),
+    [
+      `Port ${port}`,
+      'ListenAddress 127.0.0.1',
+      `HostKey ${file('host_key')}`,
+      `PidFile ${file('sshd.pid')}`,
+      `AuthorizedKeysFile ${file('authorized_keys')}`,
+      `AllowUsers ${user}`,
+      'StrictModes no',
+      'UsePAM no',
+      'PubkeyAuthentication yes',
+      'PasswordAuthentication no',
+      'KbdInteractiveAuthentication no',
+      'PermitRootLogin no',
+      'AllowTcpForwarding no',
+      'AllowAgentForwarding no',
+      'X11Forwarding no',
+      'PermitTunnel no',
+      'PrintMotd no',
+      'LogLevel ERROR',
+      '',
+    ].join('\n'),
+  );
+  run('/usr/sbin/sshd', ['-t', '-f', file('sshd_config')]);
+  sshd = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', file('sshd_config')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  sshd.stderr?.on('data', (b: Buffer) => (sshdLog += b.toString()));
+  let up = false;
+  for (let i = 0; i < 100 && !up && sshd.exitCode === null; i++) {
+    up = await accepts(port);
+    if (!up) await new Promise((r) => setTimeout(r, 100));
+  }
+  if (!up) throw new Error(`sshd did not listen on 127.0.0.1:${port}: ${sshdLog}`);
+});
+
+afterAll(async () => {
+  if (sshd && sshd.exitCode === null) {
+    const gone = new Promise((r) => sshd?.once('exit', r));
+    sshd.kill('SIGTERM');
+    await gone;
+  }
+  for (const pid of userPids()) process.kill(pid, 'SIGKILL');
+  await eventually(() => userPids().length === 0);
+  spawnSync('userdel', ['--remove', user], { encoding: 'utf8' });
+  if (madePrivsepDir) rmSync('/run/sshd', { recursive: true, force: true });
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('ssh transport against a real sshd on 127.0.0.1', () => {
+  it("runs scripts as the node's user, whose login shell is dash, with hostile values and input intact", async () => {
+    writeFileSync(file('known_hosts'), keyLine('host_key.pub'));
+    const ssh = sshTransport(config({}));
+    const who = await ssh.exec(node, `id -un\ngetent passwd "$(id -un)" | cut -d: -f7\nreadlink -f /bin/sh\nreadlink -f /proc/$$/exe`);
+    expect(who).toEqual({ code: 0, stdout: `${user}\n/bin/sh\n/usr/bin/dash\n/usr/bin/dash\n`, stderr: '' });
+
+    const marker = markerPath();
+    const values = hostileValues(marker);
+    const { script, expected } = echoScript(values);
+    const input = values.join('\n');
+    const r = await ssh.exec(node, `${script}\ncat\necho "|end"`, { input, timeoutMs: 30_000 });
+    expect(r).toEqual({ code: 0, stdout: `${expected}${input}|end\n`, stderr: '' });
+    expect(markerExists(marker)).toBe(false);
+    expect((await ssh.exec(node, 'exit 3')).code).toBe(3);
+  });
+
+  it('is reached through NodeAccess with the inventory settings', async () => {
+    writeFileSync(file('known_hosts'), keyLine('host_key.pub'));
+    const inv = Inventory.parse({
+      apiVersion: 'kube-runbook/v1',
+      kind: 'Inventory',
+      metadata: { name: 'ssh-e2e' },
+      spec: {
+        layout: 'kubeadm',
+        transport: { type: 'ssh', user, port, identityFile: file('client_key'), knownHostsFile: file('known_hosts') },
+        nodes: [{ name: 'w1', address: '127.0.0.1' }],
+      },
+    });
+    const nodes = createNodeAccess(inv);
+    expect(await nodes.exec('w1', 'cat; id -un', { input: 'hello ' })).toEqual({ code: 0, stdout: `hello ${user}\n`, stderr: '' });
+  });
+
+  it('refuses a host whose key is unknown when strictHostKeyChecking is yes', async () => {
+    writeFileSync(file('known_hosts'), '');
+    const marker = markerPath();
+    await expect(sshTransport(config({})).exec(node, `touch ${shq(marker)}`)).rejects.toMatchObject({
+      code: 'NODE_UNREACHABLE',
+      message: expect.stringContaining('Host key verification failed'),
+    });
+    expect(markerExists(marker)).toBe(false);
+    expect(readFileSync(file('known_hosts'), 'utf8')).toBe('');
+  });
+
+  it('trusts an unknown host on first use with accept-new, and remembers its key', async () => {
+    writeFileSync(file('known_hosts'), '');
+    const r = await sshTransport(config({ strictHostKeyChecking: 'accept-new' })).exec(node, 'echo first contact');
+    expect(r).toEqual({ code: 0, stdout: 'first contact\n', stderr: '' });
+    expect(readFileSync(file('known_hosts'), 'utf8')).not.toBe('');
+    expect((await sshTransport(config({})).exec(node, 'echo known now')).stdout).toBe('known now\n');
+  });
+
+  it('refuses a host whose key changed, with yes and with accept-new', async () => {
+    for (const strictHostKeyChecking of ['yes', 'accept-new'] as const) {
+      writeFileSync(file('known_hosts'), keyLine('other_host_key.pub'));
+      const marker = markerPath();
+      await expect(sshTransport(config({ strictHostKeyChecking })).exec(node, `touch ${shq(marker)}`)).rejects.toMatchObject({
+        code: 'NODE_UNREACHABLE',
+        message: expect.stringContaining('Host key verification failed'),
+      });
+      expect(markerExists(marker)).toBe(false);
+    }
+  });
+
+  it('kills the remote script when the timeout runs out, through the remote timeout', async () => {
+    writeFileSync(file('known_hosts'), keyLine('host_key.pub'));
+    const marker = markerPath();
+    // HUP ignored: sshd's hang-up when the client goes away cannot end it, only the remote `timeout` can
+    const script = `trap '' HUP\nsleep 40 & wait\ntouch ${shq(marker)}`;
+    const pending = sshTransport(config({})).exec(node, script, { timeoutMs: 3000 });
+    const outcome = pending.catch((e: unknown) => e);
+    // the remote script is running...
+    expect(await eventually(() => userPids().length > 0)).toBe(true);
+    // ...the call gives up with a clear error...
+    expect(await outcome).toMatchObject({ code: 'EXEC_TIMEOUT', message: expect.stringMatching(/"ssh-node-1" \(ssh\).*3s/) });
+    // ...and nothing of it is left on the node (remote `timeout` + its 5s kill grace), nor did it finish.
+    expect(await eventually(() => userPids().length === 0, 400)).toBe(true);
+    expect(markerExists(marker)).toBe(false);
+  });
+
+  it('says a node is unreachable when nothing listens on its port', async () => {
+    const closed = await freePort();
+    await expect(sshTransport(config({ port: closed })).exec(node, 'true')).rejects.toMatchObject({
+      code: 'NODE_UNREACHABLE',
+      message: expect.stringMatching(/ssh-node-1.*Connection refused/),
+    });
+  });
+});
