@@ -11,7 +11,7 @@ export const RUN_STATUS = {
 } as const;
 export type RunStatus = keyof typeof RUN_STATUS;
 
-export type StepKind = 'action' | 'expect' | 'wait' | 'confirm' | 'parallel';
+export type StepKind = 'action' | 'expect' | 'wait' | 'confirm' | 'revert' | 'parallel';
 export type StepStatus = 'passed' | 'failed' | 'aborted' | 'skipped';
 
 /** A fault (or remediation) the run applied, as reports and `recover` name it. */

@@ -1,4 +1,5 @@
 import type { Action } from '../actions/types.js';
+import { EXIT, KrError, quote } from '../errors.js';
 import type { Inventory, InventoryNode } from '../inventory/schema.js';
 import type { NodeSummary } from '../kube/types.js';
 import type { Probe } from '../probes/types.js';
@@ -44,13 +45,20 @@ export interface PlannedConfirm {
   timeoutMs: number;
   onTimeout: 'rollback' | 'continue';
 }
+export interface PlannedRevert {
+  kind: 'revert';
+  index: string;
+  name: string;
+  /** The action step whose faults are reverted. */
+  target: PlannedAction;
+}
 export interface PlannedParallel {
   kind: 'parallel';
   index: string;
   name: string;
   children: (PlannedAction | PlannedExpect | PlannedWait)[];
 }
-export type PlannedStep = PlannedAction | PlannedExpect | PlannedWait | PlannedConfirm | PlannedParallel;
+export type PlannedStep = PlannedAction | PlannedExpect | PlannedWait | PlannedConfirm | PlannedRevert | PlannedParallel;
 
 export interface PlannedGuard {
   name: string;
@@ -131,6 +139,16 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
         withinMs: step.within,
       };
     }
+    if ('revert' in step) {
+      const target = actionSteps.find((a) => a.name === step.revert);
+      if (!target)
+        throw new KrError(
+          'REVERT_TARGET_UNKNOWN',
+          `${where}.revert: no earlier action step is named ${quote(step.revert)} (earlier action steps: ${actionSteps.map((a) => `"${a.name}"`).join(', ') || 'none'})`,
+          { exit: EXIT.invalid },
+        );
+      return { kind: 'revert', index, name: step.name ?? `revert "${target.name}"`, target };
+    }
     if ('wait' in step) return { kind: 'wait', index, name: step.name ?? `wait ${formatDuration(step.wait)}`, ms: step.wait };
     if ('confirm' in step) {
       const c = typeof step.confirm === 'string' ? { message: step.confirm } : step.confirm;
@@ -150,7 +168,13 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
   };
 
   const steps: PlannedStep[] = [];
-  for (const [i, step] of runbook.spec.steps.entries()) steps.push(await planStep(step, String(i + 1), `spec.steps[${i}]`));
+  const actionSteps: PlannedAction[] = [];
+  for (const [i, step] of runbook.spec.steps.entries()) {
+    const planned = await planStep(step, String(i + 1), `spec.steps[${i}]`);
+    steps.push(planned);
+    if (planned.kind === 'action') actionSteps.push(planned);
+    if (planned.kind === 'parallel') for (const c of planned.children) if (c.kind === 'action') actionSteps.push(c);
+  }
 
   const guards: PlannedGuard[] = [];
   for (const g of runbook.spec.guards)

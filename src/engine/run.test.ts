@@ -321,3 +321,37 @@ describe('run: dead-man', () => {
     expect(arm).toContain('echo revert node-1');
   });
 });
+
+describe('run: revert steps', () => {
+  it('reverts the named step now, and rollback does not revert it twice', async () => {
+    const log: ActionRecord[] = [];
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        steps: [
+          { name: 'outage', action: 'fault-a', with: { nodes: { names: ['cp-1'] } } },
+          { name: 'partition', action: 'fault-b', with: { nodes: { names: ['node-1', 'node-2'] } } },
+          { revert: 'outage' },
+          { wait: '10s' },
+        ],
+      }),
+      actions: [recordingAction('fault-a', log), recordingAction('fault-b', log)],
+      probes: [],
+    });
+    await h.clock.advance(5_000);
+    expect(ops(log, 'revert')).toEqual(['fault-a@cp-1']);
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    expect((await h.handle.result).status).toBe('passed');
+    expect(ops(log, 'revert').filter((x) => x === 'fault-a@cp-1')).toHaveLength(1);
+    expect(ops(log, 'revert').slice(1).sort()).toEqual(['fault-b@node-1', 'fault-b@node-2']);
+  });
+
+  it('refuses a revert step that names no earlier action step', async () => {
+    await expect(
+      startTestRun({
+        runbook: baseRunbook({ steps: [{ revert: 'outage' }, { name: 'outage', action: 'fault-a' }] }),
+        actions: [recordingAction('fault-a', [])],
+        probes: [],
+      }),
+    ).rejects.toThrow(/spec\.steps\[0\]\.revert: no earlier action step is named "outage"/);
+  });
+});

@@ -173,6 +173,14 @@ export function startRun(o: RunOptions): RunHandle {
         abort('aborted', answer === 'no' ? `declined: ${step.message}` : `no answer within ${formatDuration(step.timeoutMs)}: ${step.message}`);
         throw new Aborted('declined');
       }
+      case 'revert': {
+        const label = `${step.target.index} ${step.target.name}`;
+        const faults = ledger.outstanding().filter((f) => f.ref.step === label && !f.ref.remediation);
+        await revertAll(faults);
+        const failed = faults.filter((f) => !f.reverted);
+        if (failed.length) throw new Error(`could not revert ${failed.map((f) => `${f.ref.action}${f.ref.node ? ` on ${f.ref.node}` : ''}`).join(', ')}`);
+        return faults.length ? `reverted ${faults.length} fault(s) of step ${step.target.index}` : `step ${step.target.index} left nothing to revert`;
+      }
       case 'parallel': {
         // the first child to fail stops its siblings (through the run's abort) and fails the group
         await Promise.all(

@@ -20,6 +20,8 @@ function stepLine(s: PlannedStep): string[] {
       return [`${s.index}. ${s.name}`];
     case 'confirm':
       return [`${s.index}. ${s.name} — ask "${s.message}" (timeout ${formatDuration(s.timeoutMs)}, then ${s.onTimeout})`];
+    case 'revert':
+      return [`${s.index}. ${s.name} — revert step ${s.target.index} (${s.target.actionId}${on(s.target)}) now`];
     case 'parallel':
       return [`${s.index}. ${s.name} — in parallel:`, ...s.children.flatMap((c) => stepLine(c).map((l) => `   ${l}`))];
   }
@@ -32,7 +34,8 @@ export function rollbackOrder(plan: Plan): string[] {
     if (s.kind === 'action') faults.push(s);
     if (s.kind === 'parallel') for (const c of s.children) if (c.kind === 'action') faults.push(c);
   }
-  const lines = faults.reverse().map((a) => `revert step ${a.index}: ${a.actionId}${on(a)}`);
+  const early = new Set(plan.steps.filter((s) => s.kind === 'revert').map((s) => s.target));
+  const lines = faults.reverse().map((a) => `revert step ${a.index}: ${a.actionId}${on(a)}${early.has(a) ? ' (if the revert step did not already)' : ''}`);
   if (plan.remediation.length) {
     const wf = plan.rollback.waitFor;
     if (wf) lines.push(`wait until ${wf.probeId}${params(wf.params)} reads ok (at most ${formatDuration(plan.rollback.withinMs)}; else the remediation stays)`);

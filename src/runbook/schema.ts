@@ -1,0 +1,132 @@
+import { z } from 'zod';
+import { duration } from './zod-helpers.js';
+
+/**
+ * The runbook language (DESIGN §4.2). This schema is the truth: `schema/runbook.schema.json` is generated from
+ * it. `with:` blocks are checked here only as mappings; the loader checks each against its action's or probe's
+ * own schema and replaces it with the parsed value.
+ */
+const Params = z.record(z.string(), z.unknown()).meta({ description: "parameters of the action or probe (see docs/actions.md, docs/probes.md)" });
+const Name = z.string().min(1).max(120);
+const ModuleId = z.string().regex(/^[a-z][a-z0-9-]*$/, { message: 'expected an id such as stop-kubelet' });
+
+export const ProbeRef = z.strictObject({
+  probe: ModuleId,
+  with: Params.default({}),
+});
+
+export const ReadingStatus = z.enum(['ok', 'violated']);
+
+export const Guard = z.strictObject({
+  name: Name.optional(),
+  probe: ModuleId,
+  with: Params.default({}),
+  onViolation: z
+    .enum(['abort', 'remediate', 'warn'])
+    .default('abort')
+    .meta({ description: 'abort: roll everything back; remediate: apply spec.remediation; warn: log and go on' }),
+  onUnknown: z
+    .enum(['hold', 'abort', 'ignore'])
+    .default('hold')
+    .meta({ description: 'hold: start no new step while unknown, abort after unknownFor; abort: at once; ignore' }),
+  unknownFor: duration().prefault('60s').meta({ description: 'how long a guard may read unknown before hold turns into abort' }),
+});
+export type Guard = z.output<typeof Guard>;
+
+export const ActionStep = z.strictObject({
+  name: Name.optional(),
+  action: ModuleId,
+  with: Params.default({}),
+  timeout: duration().prefault('5m').meta({ description: 'limit for applying on all targets' }),
+});
+
+export const ExpectStep = z.strictObject({
+  name: Name.optional(),
+  expect: ProbeRef.extend({
+    status: ReadingStatus.default('ok').meta({ description: 'the reading to wait for' }),
+  }),
+  within: duration().prefault('1m').meta({ description: 'the step fails when the reading has not come by then' }),
+});
+
+export const WaitStep = z.strictObject({
+  name: Name.optional(),
+  wait: duration(),
+});
+
+const OnTimeout = z.enum(['rollback', 'continue']).meta({ description: 'what an unanswered confirmation does' });
+
+export const ConfirmStep = z.strictObject({
+  name: Name.optional(),
+  confirm: z.union([
+    z.string().min(1),
+    z.strictObject({ message: z.string().min(1), timeout: duration().optional(), onTimeout: OnTimeout.optional() }),
+  ]),
+  timeout: duration().optional(),
+  onTimeout: OnTimeout.optional(),
+});
+
+export const RevertStep = z.strictObject({
+  name: Name.optional(),
+  revert: Name.meta({ description: 'the name of an earlier action step: its faults are reverted now, in reverse order, instead of at rollback' }),
+});
+
+export const LeafStep = z.union([ActionStep, ExpectStep, WaitStep, ConfirmStep, RevertStep]);
+
+export const ParallelStep = z.strictObject({
+  name: Name.optional(),
+  parallel: z.array(z.union([ActionStep, ExpectStep, WaitStep])).min(1),
+});
+
+export const Step = z.union([ActionStep, ExpectStep, WaitStep, ConfirmStep, RevertStep, ParallelStep]);
+
+export const RemediationItem = z.strictObject({
+  name: Name.optional(),
+  action: ModuleId,
+  with: Params.default({}),
+  timeout: duration().prefault('5m'),
+});
+
+export const Runbook = z.strictObject({
+  apiVersion: z.literal('kube-runbook/v1'),
+  kind: z.literal('Runbook'),
+  metadata: z.strictObject({
+    name: z.string().regex(/^[a-z0-9][a-z0-9.-]*$/, { message: 'expected a lowercase name such as apiserver-outage' }),
+    description: z.string().optional(),
+    tags: z.array(z.string().min(1)).optional(),
+  }),
+  spec: z.strictObject({
+    safety: z
+      .strictObject({
+        allowContexts: z
+          .array(z.string().min(1))
+          .default([])
+          .meta({ description: 'kubeconfig context names (globs: staging-*) the runbook may run against; none = refuse every context' }),
+        maxDuration: duration().prefault('30m').meta({ description: 'the run is aborted and rolled back after this long' }),
+        faultTtl: duration()
+          .prefault('10m')
+          .meta({ description: "a fault's node-side dead-man reverts it this long after the executor's last keepalive" }),
+      })
+      .prefault({}),
+    guards: z.array(Guard).default([]),
+    steps: z.array(Step).min(1),
+    remediation: z.array(RemediationItem).default([]),
+    rollback: z
+      .strictObject({
+        waitFor: ProbeRef.optional().meta({ description: 'must read ok before remediations are undone' }),
+        within: duration().prefault('5m'),
+      })
+      .prefault({}),
+  }),
+});
+
+export type Runbook = z.output<typeof Runbook>;
+export type Step = z.output<typeof Step>;
+export type LeafStep = z.output<typeof LeafStep>;
+export type ActionStep = z.output<typeof ActionStep>;
+export type ExpectStep = z.output<typeof ExpectStep>;
+export type WaitStep = z.output<typeof WaitStep>;
+export type ConfirmStep = z.output<typeof ConfirmStep>;
+export type RevertStep = z.output<typeof RevertStep>;
+export type ParallelStep = z.output<typeof ParallelStep>;
+export type RemediationItem = z.output<typeof RemediationItem>;
+export type ProbeRef = z.output<typeof ProbeRef>;
