@@ -29,6 +29,8 @@ export interface ProcessSpec {
   transport: string;
   timeoutMs?: number;
   signal?: AbortSignal;
+  /** Added to this process's environment. */
+  env?: Record<string, string>;
 }
 
 /** How long to keep reading after the process exited, for output still in the pipes or held by its background children. */
@@ -51,7 +53,12 @@ export function runProcess(spec: ProcessSpec, deps: TransportDeps = {}): Promise
 
   return new Promise<ExecResult>((resolve, reject) => {
     const started = clock.now();
-    const child = spawn(spec.argv[0], spec.argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    const child = spawn(spec.argv[0], spec.argv.slice(1), {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      // a session of its own: the whole tree can be killed as a group, and nothing can prompt on a terminal
+      detached: true,
+      env: spec.env ? { ...process.env, ...spec.env } : process.env,
+    });
     const out = new Capped(cap);
     const err = new Capped(cap);
     let exit: { code: number | null; sig: NodeJS.Signals | null } | undefined;

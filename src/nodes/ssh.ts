@@ -70,6 +70,10 @@ export function remoteCommand(config: Pick<SshConfig, 'sudo'>, timeoutMs?: numbe
  * client only; sshd then hangs up the session, which ends scripts that do not ignore SIGHUP). ssh's own exit
  * code 255 (cannot connect, host key refused, authentication failed, connection lost) throws
  * KrError `NODE_UNREACHABLE`; so a script should not exit 255 itself over ssh.
+ *
+ * A jump host (`-J`) is reached with the user's ssh configuration: OpenSSH passes none of the options above
+ * to the jump connection, so its host key is checked against the user's known_hosts (an unknown one is
+ * refused, since there is no terminal to ask on).
  */
 export function sshTransport(config: SshConfig, deps: TransportDeps = {}): Transport {
   return {
@@ -84,6 +88,8 @@ export function sshTransport(config: SshConfig, deps: TransportDeps = {}): Trans
           transport: 'ssh',
           timeoutMs: options.timeoutMs,
           signal: options.signal,
+          // never a graphical passphrase prompt either (there is no terminal to prompt on)
+          env: { SSH_ASKPASS_REQUIRE: 'never' },
         },
         deps,
       );
