@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'vitest';
@@ -259,8 +259,20 @@ const STUBBED = (
   'sort stat sudo sync systemctl systemd-run tail tee timeout touch tr umount uniq unshare wc xargs'
 ).split(' ');
 
-/** How a stub answers: `{ iptables: { code: 1 } }`. */
-export type StubAnswers = Record<string, { code?: number; stdout?: string }>;
+/** How a stub answers; with `args`, only when its arguments contain that text (the first match wins). */
+export interface StubAnswer {
+  args?: string;
+  code?: number;
+  stdout?: string;
+}
+export type StubAnswers = Record<string, StubAnswer | StubAnswer[]>;
+
+function stubBody(name: string, answer: StubAnswer | StubAnswer[] = []): string {
+  const list = Array.isArray(answer) ? answer : [answer];
+  const reply = (a: StubAnswer) => `${a.stdout === undefined ? '' : `printf '%s\\n' ${shq(a.stdout)}; `}exit ${a.code ?? 0}`;
+  const cases = list.map((a) => `  *${a.args === undefined ? '' : shq(a.args)}*) ${reply(a)} ;;`);
+  return `#!${SHELL}\nprintf '%s\\n' "${name} $*" >>"$KR_STUB_LOG"\ncase "$*" in\n${cases.join('\n')}\nesac\nexit 0\n`;
+}
 
 const SHELL = ['/bin/dash', '/usr/bin/dash', '/bin/sh'].find((p) => existsSync(p)) ?? '/bin/sh';
 
@@ -281,16 +293,14 @@ export function shellSandbox(answers: StubAnswers = {}) {
   mkdirSync(work);
   chmodSync(root, 0o755);
   chmodSync(work, 0o777);
-  for (const name of STUBBED) {
-    const a = answers[name] ?? {};
-    const out = a.stdout === undefined ? '' : `printf '%s\\n' ${shq(a.stdout)}\n`;
-    writeFileSync(join(bin, name), `#!${SHELL}\nprintf '%s\\n' "${name} $*" >>"$KR_STUB_LOG"\n${out}exit ${a.code ?? 0}\n`, { mode: 0o755 });
-  }
+  for (const name of STUBBED) writeFileSync(join(bin, name), stubBody(name, answers[name]), { mode: 0o755 });
   const canary = join(work, 'canary');
   const asNobody = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
   return {
     canary,
     canaryExists: () => existsSync(canary),
+    /** The stubs called so far, one `name arg arg…` line each. */
+    calls: (): string[] => (existsSync(join(work, 'stub.log')) ? readFileSync(join(work, 'stub.log'), 'utf8').split('\n').filter(Boolean) : []),
     run(text: string) {
       const r = spawnSync(SHELL, ['-s'], {
         input: text,
