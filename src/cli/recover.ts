@@ -36,7 +36,14 @@ function pick(runId: string | undefined, all: boolean): JournalView[] {
     if (!file) throw new KrError('RUN_NOT_FOUND', `no journal for run "${runId}" (runs: ${files.slice(0, 10).map((f) => basename(f, '.jsonl')).join(', ') || 'none'})`, { exit: EXIT.invalid });
     return [readJournal(file)];
   }
-  const pending = files.map(readJournal).filter((v) => outstanding(v).length > 0);
+  const pending = files.flatMap((f) => {
+    try {
+      return [readJournal(f)];
+    } catch (e) {
+      out.stderr(`warning: skipping ${f}: ${messageOf(e)}`);
+      return [];
+    }
+  }).filter((v) => outstanding(v).length > 0);
   return all ? pending : pending.slice(0, 1);
 }
 

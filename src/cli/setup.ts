@@ -40,7 +40,8 @@ export function kubeconfigPath(o: ClusterOptions, inv?: { inventory: Inventory; 
 export function connect(o: ClusterOptions, inv: { inventory: Inventory; dir: string } | undefined, clock: Clock, log: Logger): KubeAccess {
   return createKubeAccess({
     kubeconfig: kubeconfigPath(o, inv),
-    context: o.context ?? inv?.inventory.spec.context,
+    // the inventory's context goes with the inventory's kubeconfig, not with one given by --kubeconfig
+    context: o.context ?? (o.kubeconfig ? undefined : inv?.inventory.spec.context),
     clock,
     log,
   });

@@ -57,6 +57,7 @@ export function startRun(o: RunOptions): RunHandle {
   const ledger = new FaultLedger({ ctx, journal: o.journal, emit, faultTtlMs: plan.safety.faultTtl });
   let outcome: Outcome | undefined;
   let anyFaultApplied = false;
+  let journaled = false; // a refused run leaves no journal
   let remediated: Promise<void> | undefined;
   let rollingBack = false;
   let interrupts = 0;
@@ -310,6 +311,7 @@ export function startRun(o: RunOptions): RunHandle {
     });
     const pf = await preflight(plan, ctx, o.confirmer, emit);
     if (!pf.ok) return finish({ status: 'refused', reason: `preflight refused: ${pf.failures.join('; ')}` }, []);
+    journaled = true;
     o.journal?.append({
       type: 'run',
       at: clock.now(),
@@ -354,7 +356,7 @@ export function startRun(o: RunOptions): RunHandle {
 
   function finish(out: Outcome, remaining: FaultRef[]): RunResult {
     const status: RunStatus = remaining.length ? 'rollback-incomplete' : out.status;
-    o.journal?.append({ type: 'end', at: clock.now(), status });
+    if (journaled) o.journal?.append({ type: 'end', at: clock.now(), status });
     const result: RunResult = {
       status,
       exitCode: RUN_STATUS[status],

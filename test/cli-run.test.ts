@@ -1,0 +1,105 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+/** Runs the BUILT cli (`npm test` builds first) as a user would, with no terminal. */
+const root = fileURLToPath(new URL('..', import.meta.url));
+const tmp = mkdtempSync(join(tmpdir(), 'kr-cli-run-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+interface Ran {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: string[], env: Record<string, string> = {}): Promise<Ran> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['bin/kube-runbook.js', ...args],
+      { cwd: root, env: { ...process.env, KUBE_RUNBOOK_STATE_DIR: join(tmp, 'state'), KUBE_RUNBOOK_INVENTORY: '', KUBECONFIG: '', ...env } },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+const noStack = (r: Ran) => expect(`${r.stdout}${r.stderr}`).not.toMatch(/^\s+at /m);
+
+// a cluster that does not answer: the context is allowed, nothing listens
+const kubeconfig = join(tmp, 'kubeconfig');
+writeFileSync(
+  kubeconfig,
+  `apiVersion: v1
+kind: Config
+clusters: [{name: nowhere, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: u, user: {token: not-a-real-token-abcdef}}]
+contexts: [{name: lab, context: {cluster: nowhere, user: u}}, {name: production, context: {cluster: nowhere, user: u}}]
+current-context: lab
+`,
+);
+const inventory = 'examples/inventory-local.yaml';
+
+describe('kube-runbook plan / run / recover (no cluster needed)', () => {
+  it('plan prints steps, guards and the rollback order, and touches nothing', async () => {
+    const r = await cli(['plan', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/Steps:\n {2}1\. steady state/);
+    expect(r.stdout).toContain('Guards (react to every reading');
+    expect(r.stdout).toMatch(/Rollback \(always[^\n]*\n {2}1\. revert step 2: run-command on node-1\n {2}2\. wait until command/);
+    expect(r.stdout).toContain('Nothing was touched.');
+    noStack(r);
+  });
+
+  it('run --dry-run shows the plan and executes nothing', async () => {
+    const r = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--dry-run']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('DRY RUN: nothing is executed.');
+    noStack(r);
+  });
+
+  it('run refuses a context the runbook does not allow: exit 3, nothing applied', async () => {
+    const r = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--context', 'production']);
+    expect(r.code).toBe(3);
+    expect(r.stdout).toContain('context "production" is not in spec.safety.allowContexts (kind-*, lab)');
+    expect(r.stdout).toMatch(/REFUSED/);
+    expect(r.stdout).not.toContain('applied run-command');
+    noStack(r);
+  });
+
+  it('run refuses a runbook with confirm steps when nobody can answer (no terminal, no --yes)', async () => {
+    const r = await cli(['run', 'examples/confirm-step.yaml', '-i', inventory, '--kubeconfig', kubeconfig]);
+    expect(r.code).toBe(3);
+    expect(r.stdout).toContain('the runbook asks for confirmation, but there is no terminal and no --yes');
+    noStack(r);
+  });
+
+  it('run refuses when the cluster does not answer, and never prints the token', async () => {
+    const r = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--yes', '--report-dir', join(tmp, 'rep')]);
+    expect(r.code).toBe(3);
+    expect(r.stdout).toMatch(/preflight FAIL rbac/);
+    expect(`${r.stdout}${r.stderr}`).not.toContain('not-a-real-token');
+    noStack(r);
+  });
+
+  it('run without an inventory is a usage error (exit 2) that says how to give one', async () => {
+    const r = await cli(['run', 'examples/guards-and-remediation.yaml']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('pass --inventory FILE or set KUBE_RUNBOOK_INVENTORY');
+    noStack(r);
+  });
+
+  it('recover with nothing applied says so', async () => {
+    const r = await cli(['recover']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('Nothing to recover');
+  });
+
+  it('an unknown command or flag is a usage error (exit 2)', async () => {
+    expect((await cli(['frobnicate'])).code).toBe(2);
+    expect((await cli(['run', '--bogus'])).code).toBe(2);
+  });
+});
