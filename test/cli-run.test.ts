@@ -80,7 +80,7 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
   it('run refuses when the cluster does not answer, and never prints the token', async () => {
     const r = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--yes', '--report-dir', join(tmp, 'rep')]);
     expect(r.code).toBe(3);
-    expect(r.stdout).toMatch(/preflight FAIL rbac/);
+    expect(r.stdout).toMatch(/preflight FAIL cluster: apiserver https:\/\/127.0.0.1:9 does not answer/);
     expect(`${r.stdout}${r.stderr}`).not.toContain('not-a-real-token');
     noStack(r);
   });

@@ -55,15 +55,24 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
       confirmer.answerable ? 'confirm steps can be answered' : 'the runbook asks for confirmation, but there is no terminal and no --yes',
     );
 
+  let reachable = true;
+  try {
+    const v = await ctx.kube.raw('/version', { timeoutMs: 10_000, signal: ctx.signal });
+    reachable = v.status < 500;
+    check('cluster', reachable, reachable ? `apiserver ${ctx.kube.server} answers` : `apiserver ${ctx.kube.server} answered ${v.status}`);
+  } catch (e) {
+    reachable = false;
+    check('cluster', false, `apiserver ${ctx.kube.server} does not answer: ${messageOf(e)}`);
+  }
   const denied: string[] = [];
-  for (const a of BASE_ACCESS) {
+  for (const a of reachable ? BASE_ACCESS : []) {
     try {
       if (!(await ctx.kube.canI(a))) denied.push(`${a.verb} ${a.group ? `${a.resource}.${a.group}` : a.resource}${a.namespace ? ` in ${a.namespace}` : ''}`);
     } catch (e) {
       denied.push(`${a.verb} ${a.resource} (${messageOf(e)})`);
     }
   }
-  check('rbac', denied.length === 0, denied.length ? `not allowed: ${denied.join('; ')}` : 'read access to nodes, pods and leases');
+  if (reachable) check('rbac', denied.length === 0, denied.length ? `not allowed: ${denied.join('; ')}` : 'read access to nodes, pods and leases');
 
   const actions = plannedActions(plan);
   const nodes = [...new Map(actions.flatMap((a) => a.targets ?? []).map((n) => [n.name, n])).values()];
