@@ -82,7 +82,8 @@ export default defineAction({
       "Finds etcd's process on each selected node (control-plane nodes by default), its data directory (`dataDir`, else its " +
       '`--data-dir` flag or `ETCD_DATA_DIR`), the whole disk that holds it, and the cgroup etcd runs in; then limits that cgroup ' +
       'on that disk with cgroup v2 `io.max` or cgroup v1 `blkio.throttle.*`. Only etcd slows down: WAL fsyncs grow slow, ' +
-      'writes and lease renewals through the apiserver get late. The limits that were there before are recorded and put back.',
+      'writes and lease renewals through the apiserver get late. Give at least one of the four limits. The limits that were there ' +
+      'before are recorded and put back. Preflight refuses when etcd runs in the root cgroup or its data dir is on no block device.',
     params: Params,
     targets: 'nodes',
     defaultNodes: 'control-plane',
