@@ -1,0 +1,169 @@
+import { describe, expect, it } from 'vitest';
+import { type ForecastNode, type ForecastPod, type LifecycleSettings, forecast, zoneStateOf } from './forecast.js';
+import type { SlimToleration } from './resources.js';
+import { NOT_READY, UNREACHABLE } from './tolerations.js';
+
+// The lab's compressed timings: grace 8 s, monitor period 1 s, lease renewed every 2 s.
+const lab: LifecycleSettings = {
+  nodeMonitorGracePeriodMs: 8_000,
+  nodeMonitorPeriodMs: 1_000,
+  nodeStartupGracePeriodMs: 60_000,
+  nodeEvictionRate: 0.1,
+  secondaryNodeEvictionRate: 0.01,
+  unhealthyZoneThreshold: 0.55,
+  largeClusterSizeThreshold: 50,
+  leaseDurationMs: 8_000,
+};
+
+const NOW = Date.UTC(2026, 0, 1, 0, 28, 10);
+const s = (n: number) => n * 1000;
+
+function node(name: string, heartbeatAgo: number, o: Partial<ForecastNode> = {}): ForecastNode {
+  return {
+    name,
+    zone: 'z1',
+    leaseRenew: NOW - heartbeatAgo,
+    ready: { status: 'True', heartbeat: NOW - 60_000, transition: NOW - 3_600_000 },
+    taints: [],
+    ...o,
+  };
+}
+
+const defaultTolerations = (seconds: number): SlimToleration[] => [
+  { key: NOT_READY, operator: 'Exists', effect: 'NoExecute', seconds },
+  { key: UNREACHABLE, operator: 'Exists', effect: 'NoExecute', seconds },
+];
+const pod = (key: string, nodeName: string, tolerations = defaultTolerations(30)): ForecastPod => ({ key, node: nodeName, tolerations });
+
+describe('eviction forecast', () => {
+  it('predicts nothing while every node heartbeats, but says when each would go NotReady if it stopped', () => {
+    const f = forecast({ now: NOW, settings: lab, nodes: [node('node-1', 500), node('node-2', 1500)], pods: [pod('default/a', 'node-1')] });
+    expect(f.earliest).toBeUndefined();
+    expect(f.atRisk).toBe(0);
+    expect(f.nodes.map((n) => [n.name, n.silent, n.notReadyAt! - NOW])).toEqual([
+      ['node-1', false, 7_500],
+      ['node-2', false, 6_500],
+    ]);
+  });
+
+  it('a silent node: NotReady at last heartbeat + grace, taint one monitor period later, eviction after the toleration', () => {
+    // The lab run of DESIGN §3: renewal 00:28:04 → NotReady/taint 00:28:13–14 → pods Terminating 00:28:34 (toleration 20 s).
+    const f = forecast({
+      now: NOW,
+      settings: lab,
+      nodes: [node('node-1', s(6)), node('node-2', 500), node('node-3', 700)],
+      pods: [pod('default/web', 'node-1', defaultTolerations(20)), pod('default/bare', 'node-1', []), pod('kube-system/ds', 'node-1', [{ operator: 'Exists' }])],
+    });
+    const n1 = f.nodes.find((n) => n.name === 'node-1')!;
+    expect(n1).toMatchObject({ silent: true, notReady: false, lastHeartbeat: NOW - s(6) });
+    expect(n1.notReadyAt).toBe(Date.UTC(2026, 0, 1, 0, 28, 12));
+    expect(n1.taintAt).toBe(Date.UTC(2026, 0, 1, 0, 28, 13));
+    const at = Object.fromEntries(f.pods.map((p) => [p.key, p.evictAt]));
+    expect(at['default/bare']).toBe(Date.UTC(2026, 0, 1, 0, 28, 13));
+    expect(at['default/web']).toBe(Date.UTC(2026, 0, 1, 0, 28, 33));
+    expect(at['kube-system/ds']).toBeUndefined();
+    expect(f.earliest).toEqual({ at: Date.UTC(2026, 0, 1, 0, 28, 13), pod: 'default/bare', node: 'node-1' });
+    expect(f.atRisk).toBe(2);
+  });
+
+  it('uses the time a taint was really added, and the node reported NotReady by its kubelet gets the not-ready taint at once', () => {
+    const tainted = node('node-1', s(40), {
+      ready: { status: 'Unknown', transition: NOW - s(30) },
+      taints: [{ key: UNREACHABLE, effect: 'NoExecute', timeAdded: NOW - s(29) }],
+    });
+    const sick = node('node-2', 300, { ready: { status: 'False', heartbeat: NOW - 300, transition: NOW - s(2) } });
+    const onlyUnreachable: SlimToleration[] = [{ key: UNREACHABLE, operator: 'Exists', effect: 'NoExecute', seconds: 300 }];
+    const f = forecast({
+      now: NOW,
+      settings: lab,
+      nodes: [tainted, sick, node('node-3', 100), node('node-4', 100)],
+      pods: [pod('a/one', 'node-1'), pod('a/two', 'node-2', onlyUnreachable)],
+    });
+    expect(f.pods.find((p) => p.key === 'a/one')?.evictAt).toBe(NOW + s(1));
+    expect(f.nodes.find((n) => n.name === 'node-2')?.taintAt).toBe(NOW - s(2));
+    expect(f.pods.find((p) => p.key === 'a/two')).toMatchObject({ evictAt: NOW - s(2), why: 'does not tolerate the taint' });
+  });
+
+  it('taints a fully disrupted zone at the normal rate while another zone is up: one node every 10 s', () => {
+    const f = forecast({
+      now: NOW,
+      settings: lab,
+      nodes: [node('a-1', s(5), { zone: 'a' }), node('a-2', s(5), { zone: 'a' }), node('b-1', 100, { zone: 'b' }), node('b-2', 100, { zone: 'b' })],
+      pods: [pod('x/p1', 'a-1'), pod('x/p2', 'a-2')],
+    });
+    expect(f.masterDisruptionAt).toBeUndefined();
+    expect(f.nodes.filter((n) => n.zone === 'a').map((n) => n.taintAt! - NOW)).toEqual([s(4), s(14)]);
+    expect(f.pods.map((p) => p.evictAt! - NOW)).toEqual([s(34), s(44)]);
+  });
+
+  it('predicts no eviction when every zone loses every node (master disruption mode)', () => {
+    const f = forecast({
+      now: NOW,
+      settings: lab,
+      nodes: [node('a-1', s(5), { zone: 'a' }), node('a-2', s(4.5), { zone: 'a' }), node('b-1', s(6), { zone: 'b' })],
+      pods: [pod('x/p1', 'a-1'), pod('x/p2', 'b-1')],
+    });
+    expect(f.masterDisruptionAt).toBe(NOW - s(4.5) + s(8) + s(3));
+    expect(f.atRisk).toBe(0);
+    expect(f.pods.every((p) => p.why === 'all zones disrupted: evictions stopped')).toBe(true);
+  });
+
+  it('still predicts the evictions that come before the last zone goes down', () => {
+    const f = forecast({
+      now: NOW,
+      settings: lab,
+      nodes: [node('n-1', s(7)), node('n-2', s(4.5))],
+      pods: [pod('x/untolerating', 'n-1', []), pod('x/tolerating', 'n-1')],
+    });
+    expect(f.masterDisruptionAt).toBe(NOW + s(6.5));
+    expect(f.pods.map((p) => [p.key, p.evictAt === undefined ? null : p.evictAt - NOW])).toEqual([
+      ['x/untolerating', s(2)],
+      ['x/tolerating', null],
+    ]);
+  });
+
+  it('stops tainting a small zone that is partially disrupted, at the secondary rate in a large one', () => {
+    const down = { ready: { status: 'Unknown' as const, transition: NOW - s(10) } };
+    const small = [0, 1, 2, 3, 4].map((i) => (i < 3 ? node(`s-${i}`, s(20), down) : node(`s-${i}`, 100)));
+    const f1 = forecast({ now: NOW, settings: lab, nodes: small, pods: [pod('x/p', 's-0')] });
+    expect(f1.zones[0]).toMatchObject({ stateNow: 'PartialDisruption', notReadyNow: 3 });
+    expect(f1.nodes.filter((n) => n.notReady).every((n) => n.taintAt === undefined && n.held?.includes('partially'))).toBe(true);
+    expect(f1.atRisk).toBe(0);
+
+    const big = Array.from({ length: 60 }, (_, i) => node(`b-${String(i).padStart(2, '0')}`, i < 40 ? s(20) : 100, {
+      ready: i < 40 ? { status: 'Unknown', transition: NOW - s(10) } : { status: 'True' },
+    }));
+    const f2 = forecast({ now: NOW, settings: lab, nodes: big, pods: [] });
+    const taints = f2.nodes.filter((n) => n.taintAt !== undefined).map((n) => n.taintAt!);
+    expect(taints).toHaveLength(40);
+    expect(taints[1]! - taints[0]!).toBe(100_000);
+  });
+
+  it('leaves nodes labelled exclude-disruption out of zone states', () => {
+    const nodes = [node('n-1', s(20), { ready: { status: 'Unknown', transition: NOW - s(10) } }), node('n-2', 100, { excluded: true })];
+    const f = forecast({ now: NOW, settings: lab, nodes, pods: [pod('x/p', 'n-1')] });
+    expect(f.zones).toEqual([{ zone: 'z1', size: 1, notReadyNow: 1, stateNow: 'FullDisruption' }]);
+    expect(f.masterDisruptionAt).toBe(NOW);
+    expect(f.atRisk).toBe(0);
+  });
+
+  it('predicts nothing while no controller-manager leads', () => {
+    const f = forecast({ now: NOW, settings: lab, nodes: [node('n-1', s(30)), node('n-2', 100)], pods: [pod('x/p', 'n-1', [])], controllerRunning: false });
+    expect(f).toMatchObject({ frozen: true, atRisk: 0 });
+  });
+
+  it('a node that never posted status gets the startup grace period from its creation', () => {
+    const young = node('n-1', 0, { leaseRenew: undefined, ready: undefined, created: NOW - s(30) });
+    const f = forecast({ now: NOW, settings: lab, nodes: [young, node('n-2', 100)], pods: [] });
+    expect(f.nodes[0]).toMatchObject({ silent: true, notReady: true });
+  });
+});
+
+describe('zone states', () => {
+  it('follows ComputeZoneState: full with no Ready node, partial above the threshold with more than 2 NotReady', () => {
+    expect(zoneStateOf(2, 2, 0.55)).toBe('FullDisruption');
+    expect(zoneStateOf(2, 3, 0.55)).toBe('Normal');
+    expect(zoneStateOf(3, 5, 0.55)).toBe('PartialDisruption');
+    expect(zoneStateOf(3, 6, 0.55)).toBe('Normal');
+  });
+});

@@ -1,0 +1,276 @@
+import type { SlimTaint, SlimToleration } from './resources.js';
+import { NOT_READY, UNREACHABLE, tolerationMs } from './tolerations.js';
+
+/**
+ * The eviction forecast (DESIGN §4.4): a pure model of the node lifecycle controller and the taint manager of
+ * kube-controller-manager (pkg/controller/nodelifecycle). From heartbeats, Ready conditions, taints, pods'
+ * tolerations, zones and the controller's settings it predicts, per node, when it goes NotReady and gets the
+ * NoExecute taint, and per pod the earliest time it can be evicted. Wherever the real controller's timing is
+ * uncertain (it works in monitor-period passes, rate limiters refill, informers lag) the model takes the
+ * earliest possible moment: it may be early, never late.
+ */
+
+export interface LifecycleSettings {
+  nodeMonitorGracePeriodMs: number;
+  nodeMonitorPeriodMs: number;
+  nodeStartupGracePeriodMs: number;
+  /** Nodes per second tainted in a healthy (or fully disrupted) zone. */
+  nodeEvictionRate: number;
+  /** Nodes per second in a partially disrupted zone larger than largeClusterSizeThreshold; 0 otherwise. */
+  secondaryNodeEvictionRate: number;
+  unhealthyZoneThreshold: number;
+  largeClusterSizeThreshold: number;
+  /** The kubelet's lease duration; it renews every quarter of it. */
+  leaseDurationMs: number;
+}
+
+export interface ForecastNode {
+  name: string;
+  zone: string;
+  /** Labelled node.kubernetes.io/exclude-disruption: not counted in zone states. */
+  excluded?: boolean;
+  created?: number;
+  ready?: { status: 'True' | 'False' | 'Unknown'; heartbeat?: number; transition?: number };
+  leaseRenew?: number;
+  taints: SlimTaint[];
+}
+
+export interface ForecastPod {
+  key: string;
+  node: string;
+  tolerations: SlimToleration[];
+}
+
+export interface ForecastInput {
+  now: number;
+  settings: LifecycleSettings;
+  nodes: ForecastNode[];
+  pods: ForecastPod[];
+  /** A node whose last heartbeat is older than this is taken as silent (it will not renew again). */
+  silentAfterMs?: number;
+  /**
+   * false when no kube-controller-manager holds its leader lease: nothing taints or evicts until one comes back
+   * (and a new one starts its grace periods from then). Unknown or running: undefined/true.
+   */
+  controllerRunning?: boolean;
+}
+
+export type ZoneState = 'Normal' | 'PartialDisruption' | 'FullDisruption';
+
+export interface NodeForecast {
+  name: string;
+  zone: string;
+  lastHeartbeat?: number;
+  /** Heartbeats have stopped: older than silentAfter. */
+  silent: boolean;
+  /** Ready is not True now. */
+  notReady: boolean;
+  /** When it went NotReady (observed), or the earliest time it will if no heartbeat comes (predicted). */
+  notReadyAt?: number;
+  /** The NoExecute taint: when it was added, or the earliest time it can be; absent when it will not be. */
+  taintAt?: number;
+  tainted: boolean;
+  /** Why no taint is coming although the node is silent or NotReady. */
+  held?: string;
+}
+
+export interface PodForecast {
+  key: string;
+  node: string;
+  /** Earliest eviction; absent: not predicted (tolerated forever, node not failing, or evictions stopped). */
+  evictAt?: number;
+  why: string;
+}
+
+export interface ZoneForecast {
+  zone: string;
+  size: number;
+  notReadyNow: number;
+  stateNow: ZoneState;
+}
+
+export interface Forecast {
+  at: number;
+  nodes: NodeForecast[];
+  /** Pods on nodes that are silent, NotReady or tainted. */
+  pods: PodForecast[];
+  zones: ZoneForecast[];
+  /** Every zone fully disrupted: the controller removes taints and evicts nothing. `now` when already so. */
+  masterDisruptionAt?: number;
+  earliest?: { at: number; pod: string; node: string };
+  /** Pods with a predicted eviction. */
+  atRisk: number;
+  /** No controller-manager is leading: evictions are frozen. */
+  frozen: boolean;
+}
+
+const NEVER = Infinity;
+
+export function defaultSilentAfter(s: LifecycleSettings): number {
+  const renew = s.leaseDurationMs / 4;
+  return Math.max(renew * 2, renew + 2000);
+}
+
+export function zoneStateOf(notReady: number, size: number, threshold: number): ZoneState {
+  const ready = size - notReady;
+  if (ready === 0 && notReady > 0) return 'FullDisruption';
+  if (notReady > 2 && notReady / size >= threshold) return 'PartialDisruption';
+  return 'Normal';
+}
+
+interface Work {
+  f: NodeForecast;
+  node: ForecastNode;
+  /** Earliest and latest moment the controller can see the node NotReady (NEVER: stays Ready). */
+  downEarly: number;
+  downLate: number;
+  /** When it can be queued for the NoExecute taint. */
+  eligible: number;
+  controllerTaint?: SlimTaint;
+}
+
+export function forecast(input: ForecastInput): Forecast {
+  const { now, settings: s } = input;
+  const silentAfter = input.silentAfterMs ?? defaultSilentAfter(s);
+  const work: Work[] = input.nodes.map((node) => nodeWork(node, now, s, silentAfter));
+
+  // Zones: only nodes not excluded from disruption checks count.
+  const zones = new Map<string, Work[]>();
+  for (const w of work) if (!w.node.excluded) zones.set(w.node.zone, [...(zones.get(w.node.zone) ?? []), w]);
+  const zoneList: ZoneForecast[] = [...zones].map(([zone, ws]) => {
+    const notReadyNow = ws.filter((w) => w.f.notReady).length;
+    return { zone, size: ws.length, notReadyNow, stateNow: zoneStateOf(notReadyNow, ws.length, s.unhealthyZoneThreshold) };
+  });
+
+  // How many of a zone's nodes are NotReady at t: surely (late bound) and possibly (early bound).
+  const count = (ws: Work[], t: number, late: boolean) => ws.filter((w) => (late ? w.downLate : w.downEarly) <= t).length;
+  const masterSureAt = (t: number) => zones.size > 0 && [...zones.values()].every((ws) => count(ws, t, true) === ws.length);
+  const rateFor = (state: ZoneState, size: number) =>
+    state === 'PartialDisruption' ? (size > s.largeClusterSizeThreshold ? s.secondaryNodeEvictionRate : 0) : s.nodeEvictionRate;
+  /** The highest tainting rate the zone can have at t (uncertain states are resolved towards evicting). */
+  const rateAt = (zone: string, t: number): number => {
+    const ws = zones.get(zone);
+    if (!ws) return s.nodeEvictionRate;
+    if (masterSureAt(t)) return 0;
+    let best = 0;
+    for (let k = count(ws, t, true); k <= count(ws, t, false); k++) best = Math.max(best, rateFor(zoneStateOf(k, ws.length, s.unhealthyZoneThreshold), ws.length));
+    return best;
+  };
+  const changes = [...new Set(work.flatMap((w) => [w.downEarly, w.downLate]).filter((t) => Number.isFinite(t)))].sort((a, b) => a - b);
+
+  // Master disruption: when it is sure, taints go and no eviction happens after it.
+  const everyChange = [now, ...changes.filter((t) => t > now)];
+  const masterAt = everyChange.find((t) => masterSureAt(t));
+
+  // Taints, zone by zone, in queue order, through a token bucket (burst 1) at the zone's rate.
+  for (const [zone, ws] of input.controllerRunning === false ? [] : groupByZone(work)) {
+    // The bucket refills from the last taint seen; the fastest rate the zone may have had makes it earliest.
+    const fastest = Math.max(s.nodeEvictionRate, s.secondaryNodeEvictionRate);
+    let nextToken = -NEVER;
+    if (fastest > 0) for (const w of ws) if (w.f.tainted && w.f.taintAt !== undefined) nextToken = Math.max(nextToken, w.f.taintAt + 1000 / fastest);
+    const queue = ws.filter((w) => !w.f.tainted && Number.isFinite(w.eligible)).sort((a, b) => a.eligible - b.eligible || a.f.name.localeCompare(b.f.name));
+    for (const w of queue) {
+      const at = firstTaintTime(Math.max(w.eligible, nextToken), (t) => rateAt(zone, t), changes);
+      if (at === undefined || (masterAt !== undefined && at >= masterAt)) {
+        w.f.held = masterAt !== undefined ? 'all zones disrupted: evictions stopped' : 'zone partially disrupted: tainting stopped';
+        continue;
+      }
+      w.f.taintAt = at;
+      nextToken = at + 1000 / rateAt(zone, at);
+    }
+  }
+
+  // Pods: the taint manager deletes each when its tolerations of the node's NoExecute taints run out.
+  const byNode = new Map(work.map((w) => [w.f.name, w]));
+  const pods: PodForecast[] = [];
+  const cutoff = masterAt ?? NEVER;
+  const frozen = input.controllerRunning === false;
+  for (const pod of input.pods) {
+    const w = byNode.get(pod.node);
+    if (!w || !(w.f.silent || w.f.notReady || w.f.tainted)) continue;
+    if (frozen) {
+      pods.push({ key: pod.key, node: pod.node, why: 'no kube-controller-manager is leading: evictions frozen' });
+      continue;
+    }
+    if (w.f.taintAt === undefined) {
+      pods.push({ key: pod.key, node: pod.node, why: w.f.held ?? 'node not tainted' });
+      continue;
+    }
+    const taints = [...w.node.taints.filter((t) => t.effect === 'NoExecute' && t.key !== UNREACHABLE && t.key !== NOT_READY)];
+    if (w.controllerTaint) taints.push(w.controllerTaint);
+    const tol = tolerationMs(pod.tolerations, taints);
+    if (tol === NEVER) {
+      pods.push({ key: pod.key, node: pod.node, why: 'tolerates the taint forever' });
+      continue;
+    }
+    const evictAt = w.f.taintAt + tol;
+    if (evictAt >= cutoff) {
+      pods.push({ key: pod.key, node: pod.node, why: 'all zones disrupted: evictions stopped' });
+      continue;
+    }
+    pods.push({ key: pod.key, node: pod.node, evictAt, why: tol === 0 ? 'does not tolerate the taint' : `tolerates it for ${tol / 1000}s` });
+  }
+
+  let earliest: Forecast['earliest'];
+  for (const p of pods) if (p.evictAt !== undefined && (!earliest || p.evictAt < earliest.at)) earliest = { at: p.evictAt, pod: p.key, node: p.node };
+  return {
+    at: now,
+    nodes: work.map((w) => w.f).sort((a, b) => a.name.localeCompare(b.name)),
+    pods: pods.sort((a, b) => (a.evictAt ?? NEVER) - (b.evictAt ?? NEVER) || a.key.localeCompare(b.key)),
+    zones: zoneList.sort((a, b) => a.zone.localeCompare(b.zone)),
+    masterDisruptionAt: masterAt,
+    earliest,
+    atRisk: pods.filter((p) => p.evictAt !== undefined).length,
+    frozen,
+  };
+}
+
+function groupByZone(work: Work[]): Map<string, Work[]> {
+  const m = new Map<string, Work[]>();
+  for (const w of work) m.set(w.node.zone, [...(m.get(w.node.zone) ?? []), w]);
+  return m;
+}
+
+/** The first moment ≥ from at which the zone's rate is above 0 (rates only change at `changes`). */
+function firstTaintTime(from: number, rateAt: (t: number) => number, changes: number[]): number | undefined {
+  if (rateAt(from) > 0) return from;
+  for (const t of changes) if (t > from && rateAt(t) > 0) return t;
+  return undefined;
+}
+
+function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentAfter: number): Work {
+  const P = s.nodeMonitorPeriodMs;
+  const hbs = [node.leaseRenew, node.ready?.heartbeat].filter((x): x is number => x !== undefined);
+  const lastHeartbeat = hbs.length ? Math.max(...hbs) : node.created;
+  const grace = node.ready ? s.nodeMonitorGracePeriodMs : s.nodeStartupGracePeriodMs;
+  const silent = lastHeartbeat === undefined || now - lastHeartbeat > silentAfter;
+  const notReady = node.ready?.status !== 'True';
+  const controllerTaintNow = node.taints.find((t) => t.effect === 'NoExecute' && (t.key === UNREACHABLE || t.key === NOT_READY));
+  const f: NodeForecast = {
+    name: node.name,
+    zone: node.zone,
+    lastHeartbeat,
+    silent,
+    notReady,
+    tainted: controllerTaintNow !== undefined,
+    taintAt: controllerTaintNow ? (controllerTaintNow.timeAdded ?? now) : undefined,
+  };
+  const predictedDown = (lastHeartbeat ?? now) + grace;
+  f.notReadyAt = notReady ? (node.ready?.transition ?? now) : predictedDown;
+  let downEarly = NEVER;
+  let downLate = NEVER;
+  let eligible = NEVER;
+  if (notReady) {
+    // Counted NotReady from now on; with heartbeats back (Unknown but renewing) it may turn Ready any moment.
+    downEarly = -NEVER;
+    downLate = silent || node.ready?.status === 'False' ? -NEVER : NEVER;
+    // Ready=False is queued for the taint at the next pass; Unknown one pass after the controller set it.
+    eligible = (node.ready?.transition ?? now) + (node.ready?.status === 'False' ? 0 : P);
+  } else if (silent) {
+    downEarly = Math.max(predictedDown, now);
+    downLate = Math.max(predictedDown + 2 * P + 1000, now);
+    eligible = downEarly + P;
+  }
+  const controllerTaint: SlimTaint | undefined = controllerTaintNow ?? (notReady || silent ? { key: node.ready?.status === 'False' ? NOT_READY : UNREACHABLE, effect: 'NoExecute' } : undefined);
+  return { f, node, downEarly, downLate, eligible, controllerTaint };
+}

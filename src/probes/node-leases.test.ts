@@ -1,0 +1,79 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ProbeTester } from '../testing/probe-tester.js';
+import probe from './node-leases.js';
+
+let t: ProbeTester;
+afterEach(async () => t.close());
+
+function cluster() {
+  t = new ProbeTester();
+  for (const n of ['node-1', 'node-2', 'node-3']) {
+    t.putNode(n);
+    t.renewLease(n);
+  }
+}
+
+describe('node-leases', () => {
+  it('reads unknown at once, then ok when every lease is fresh', async () => {
+    cluster();
+    const run = t.start(probe, { staleAfter: '5s' });
+    await t.advance(0);
+    expect(run.readings[0]).toMatchObject({ status: 'unknown' });
+    const ok = await run.until((r) => r.status === 'ok');
+    expect(ok.detail).toBe('3/3 leases fresh (oldest 0ms)');
+  });
+
+  it('turns violated the moment a lease passes staleAfter, without any event, and ok again on renewal', async () => {
+    cluster();
+    const lastRenewal = t.clock.now();
+    const run = t.start(probe, { staleAfter: '5s', nodes: { names: ['node-1', 'node-2'] } });
+    await run.until((r) => r.status === 'ok');
+    // node-2 keeps renewing, node-1 has stopped
+    for (let i = 1; i <= 3; i++) {
+      await t.advance(2000);
+      t.renewLease('node-2');
+    }
+    const v = await run.until((r) => r.status === 'violated');
+    expect(v.at - lastRenewal).toBe(5001);
+    expect(v.detail).toBe('1/2 leases stale: node-1 5.0s');
+    expect((v.value as { stale: string[] }).stale).toEqual(['node-1']);
+    const renewedAt = t.clock.now();
+    t.renewLease('node-1');
+    const back = await run.until((r) => r.status === 'ok');
+    expect(back.at).toBe(renewedAt);
+  });
+
+  it("uses each lease's own duration when staleAfter is not given, and a node without a lease is stale", async () => {
+    cluster();
+    t.putNode('node-4');
+    const run = t.start(probe, {});
+    const v = await run.until((r) => r.status === 'violated');
+    expect(v.detail).toBe('1/4 leases stale: node-4 (no lease)');
+    const renewed = t.clock.now();
+    for (const n of ['node-1', 'node-2', 'node-3', 'node-4']) t.renewLease(n);
+    await run.until((r) => r.status === 'ok');
+    await t.advance(renewed + 7_900 - t.clock.now());
+    expect(run.last()?.status).toBe('ok');
+    await run.until((r) => r.status === 'violated', 1_000);
+  });
+
+  it('selects workers by inventory role and cluster labels', async () => {
+    cluster();
+    t.putNode('cp-1', { labels: { 'node-role.kubernetes.io/control-plane': '' } });
+    const run = t.start(probe, { nodes: 'workers', staleAfter: '5s' });
+    const ok = await run.until((r) => r.status === 'ok');
+    expect(ok.detail).toBe('3/3 leases fresh (oldest 0ms)');
+  });
+
+  it('goes unknown when the apiserver stops and recovers when it is back', async () => {
+    cluster();
+    const run = t.start(probe, { staleAfter: '30s' });
+    await run.until((r) => r.status === 'ok');
+    t.api.stop();
+    const u = await run.until((r) => r.status === 'unknown', 5_000);
+    expect(u.detail).toMatch(/apiserver unreachable/);
+    await t.advance(10_000);
+    t.api.start();
+    await run.until((r) => r.status === 'ok', 5_000);
+  });
+});

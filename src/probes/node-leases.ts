@@ -1,0 +1,84 @@
+import { z } from 'zod';
+import { resolveNodeSelector } from '../kube/node-selector.js';
+import { cannotSee, hubOf, reactive } from '../kube/readings.js';
+import { type SlimLease, type SlimNode, watchSpecs } from '../kube/resources.js';
+import type { WatchHandle } from '../kube/watch.js';
+import { formatDuration } from '../runbook/duration.js';
+import { NodeSelector } from '../runbook/selectors.js';
+import { duration } from '../runbook/zod-helpers.js';
+import { defineProbe } from './types.js';
+
+const Params = z.strictObject({
+  nodes: NodeSelector.default('all').meta({ description: 'which nodes: all, workers, control-plane or a selector' }),
+  staleAfter: duration()
+    .optional()
+    .meta({ description: "a lease older than this is stale; each lease's own leaseDurationSeconds when absent" }),
+});
+
+export interface LeaseAge {
+  name: string;
+  /** ms since the last renewal; null when the node has no lease. */
+  ageMs: number | null;
+  stale: boolean;
+}
+
+/** Node heartbeats: the age of each selected node's Lease in kube-node-lease. */
+export default defineProbe({
+  meta: {
+    id: 'node-leases',
+    summary: "Each selected node's Lease age; violated when one is older than staleAfter.",
+    description:
+      'Watches the Leases in `kube-node-lease` that kubelets renew (every 10 s by default, a quarter of the lease duration). ' +
+      "A selected node whose lease was last renewed longer than `staleAfter` ago (or its lease's own duration) is stale, " +
+      'and so is a node with no lease: the reading is violated while any is. The reading changes the moment a lease turns ' +
+      'stale (a timer, not a poll) and the moment a renewal arrives. Unknown while the apiserver cannot be watched.',
+    params: Params,
+  },
+  start(ctx, params) {
+    let nodes: WatchHandle<SlimNode>;
+    let leases: WatchHandle<SlimLease>;
+    try {
+      const hub = hubOf(ctx);
+      nodes = hub.watch(watchSpecs.nodes());
+      leases = hub.watch(watchSpecs.nodeLeases());
+    } catch (e) {
+      return cannotSee(ctx, e);
+    }
+    return reactive(ctx, {
+      watches: [nodes, leases],
+      judge(now) {
+        const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
+        const ages: LeaseAge[] = [];
+        let recheckAt = Infinity;
+        for (const name of names) {
+          const lease = leases.store.get(`kube-node-lease/${name}`);
+          if (lease?.renewTime === undefined) {
+            ages.push({ name, ageMs: null, stale: true });
+            continue;
+          }
+          const limit = params.staleAfter ?? (lease.durationSeconds ?? 40) * 1000;
+          const age = now - lease.renewTime;
+          ages.push({ name, ageMs: age, stale: age > limit });
+          if (age <= limit) recheckAt = Math.min(recheckAt, lease.renewTime + limit + 1);
+        }
+        const stale = ages.filter((a) => a.stale);
+        const oldest = Math.max(0, ...ages.map((a) => a.ageMs ?? 0));
+        const detail = !names.length
+          ? 'no node selected'
+          : stale.length
+            ? `${stale.length}/${names.length} leases stale: ${stale
+                .slice(0, 5)
+                .map((a) => (a.ageMs === null ? `${a.name} (no lease)` : `${a.name} ${formatDuration(a.ageMs)}`))
+                .join(', ')}${stale.length > 5 ? ', …' : ''}`
+            : `${names.length}/${names.length} leases fresh (oldest ${formatDuration(oldest)})`;
+        return {
+          status: stale.length || !names.length ? 'violated' : 'ok',
+          value: { nodes: ages, stale: stale.map((a) => a.name) },
+          detail,
+          key: `${stale.map((a) => a.name).join(',')}|${names.length}`,
+          recheckAt,
+        };
+      },
+    });
+  },
+});
