@@ -6,7 +6,7 @@ import { redactText } from '../engine/logger.js';
 import { checkInventory } from '../inventory/load.js';
 import { didYouMean } from '../runbook/did-you-mean.js';
 import { checkRunbook } from '../runbook/load.js';
-import { formatProblem, type Problem } from '../runbook/problems.js';
+import { formatProblem, type Problem, sortProblems } from '../runbook/problems.js';
 import { readDocumentFile } from '../runbook/read-file.js';
 import { parseYamlSource } from '../runbook/yaml-source.js';
 import { out } from './output.js';
@@ -38,7 +38,7 @@ export async function validateFile(file: string): Promise<FileResult> {
   }
   const failed = (kind: Kind | null, problems: Problem[]): FileResult => ({ file, ok: false, kind, problems });
   const { source, problems } = parseYamlSource(content, file, { what: 'a Runbook or an Inventory', keys: ['apiVersion', 'kind', 'metadata', 'spec'] });
-  if (!source) return failed(null, problems);
+  if (!source) return failed(null, sortProblems(problems));
   const kind = (source.value as { kind?: unknown }).kind;
   if (kind === 'Runbook') {
     const c = await checkRunbook(content, file);
@@ -62,8 +62,9 @@ export async function validateFile(file: string): Promise<FileResult> {
 }
 
 /** The files to check: files as given, directories searched for .yaml/.yml files (hidden ones and node_modules skipped). */
-export async function expandPaths(paths: readonly string[]): Promise<string[]> {
+export async function expandPaths(paths: readonly string[]): Promise<{ files: string[]; empty: string[] }> {
   const files: string[] = [];
+  const empty: string[] = [];
   for (const p of paths) {
     const isDir = await stat(p).then(
       (s) => s.isDirectory(),
@@ -77,9 +78,10 @@ export async function expandPaths(paths: readonly string[]): Promise<string[]> {
       .filter((f) => /\.ya?ml$/i.test(f) && !f.split(/[\\/]/).some((seg) => seg.startsWith('.') || seg === 'node_modules'))
       .sort()
       .map((f) => join(p, f));
-    files.push(...(found.length > 0 ? found : [p]));
+    if (found.length === 0) empty.push(p);
+    files.push(...found);
   }
-  return files;
+  return { files, empty };
 }
 
 export const register: Register = (program, done) => {
@@ -89,8 +91,14 @@ export const register: Register = (program, done) => {
     .argument('<files...>', 'runbook and inventory files, or directories to search for .yaml files')
     .addOption(new Option('-o, --output <format>', 'text, or json: [{file, ok, kind, problems: [{line, col, path, message}]}]').choices(['text', 'json']).default('text'))
     .action(async (paths: string[], opts: { output: 'text' | 'json' }) => {
-      const results: FileResult[] = [];
-      for (const file of await expandPaths(paths)) {
+      const { files, empty } = await expandPaths(paths);
+      const results: FileResult[] = empty.map((dir) => ({
+        file: dir,
+        ok: false,
+        kind: null,
+        problems: [{ line: null, col: null, path: '', message: `no .yaml or .yml files in ${dir}` }],
+      }));
+      for (const file of files) {
         try {
           results.push(await validateFile(file));
         } catch (e) {

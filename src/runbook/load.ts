@@ -1,3 +1,4 @@
+import { didYouMean } from './did-you-mean.js';
 import { readDocumentFile } from './read-file.js';
 import { applyParams, checkParams } from './params.js';
 import { type Checked, type DocPath, invalidFileError, type Problem, sortProblems } from './problems.js';
@@ -29,17 +30,46 @@ export async function checkRunbook(content: string | Uint8Array, file: string): 
   return { ok: true, value: { file, runbook: parsed.data, where: source.where } };
 }
 
+type RawSpec = { guards?: unknown; remediation?: unknown; steps?: unknown };
+
 /** Problems the schema cannot see: parts of the runbook that refer to each other. */
 function meaningProblems(source: YamlSource): Problem[] {
+  const spec = (source.value as { spec?: RawSpec }).spec;
+  if (!spec || typeof spec !== 'object') return [];
+  return [...remediationProblems(source, spec), ...revertProblems(source, spec)];
+}
+
+function remediationProblems(source: YamlSource, spec: RawSpec): Problem[] {
   const problems: Problem[] = [];
-  const spec = (source.value as { spec?: { guards?: unknown; remediation?: unknown } }).spec;
-  if (!spec || typeof spec !== 'object') return problems;
   const hasRemediation = Array.isArray(spec.remediation) && spec.remediation.length > 0;
   if (Array.isArray(spec.guards) && !hasRemediation)
     spec.guards.forEach((g: unknown, i) => {
       if (g && typeof g === 'object' && (g as { onViolation?: unknown }).onViolation === 'remediate')
         problems.push(source.problem(['spec', 'guards', i, 'onViolation'], 'onViolation is "remediate" but spec.remediation is empty (got "remediate")'));
     });
+  return problems;
+}
+
+/** `revert: NAME` names an earlier action step. Unnamed action steps get their names at plan time, so then the plan checks. */
+function revertProblems(source: YamlSource, spec: RawSpec): Problem[] {
+  const problems: Problem[] = [];
+  if (!Array.isArray(spec.steps)) return problems;
+  const named: string[] = [];
+  let unnamed = false;
+  spec.steps.forEach((step: unknown, i) => {
+    if (!step || typeof step !== 'object') return;
+    const s = step as { action?: unknown; name?: unknown; revert?: unknown };
+    if (typeof s.revert === 'string' && !('action' in s) && !unnamed && !named.includes(s.revert)) {
+      const earlier = named.map((n) => JSON.stringify(n)).join(', ') || 'none';
+      const h = didYouMean(s.revert, named);
+      const message = `no earlier action step has this name (earlier action steps: ${earlier}${h ? `; ${h}` : ''}) (got ${JSON.stringify(s.revert)})`;
+      problems.push(source.problem(['spec', 'steps', i, 'revert'], message));
+    }
+    if ('action' in s) {
+      if (typeof s.name === 'string') named.push(s.name);
+      else unnamed = true;
+    }
+  });
   return problems;
 }
 

@@ -103,9 +103,8 @@ export function parseYamlSource(content: string | Uint8Array, file: string, expe
  */
 function rootCauses(syntax: Problem[]): Problem[] {
   const tabs = syntax.filter((p) => p.message.startsWith('tab character'));
-  if (tabs.length > 0) return tabs;
   const lines = new Set<number>();
-  return syntax.filter((p) => !lines.has(p.line) && lines.add(p.line));
+  return (tabs.length > 0 ? tabs : syntax).filter((p) => !lines.has(p.line) && lines.add(p.line));
 }
 
 function yamlProblem(e: YAMLError, text: string, doc: Document, pos: (offset: number) => { line: number; col: number }): Problem {
@@ -118,9 +117,10 @@ function yamlProblem(e: YAMLError, text: string, doc: Document, pos: (offset: nu
   const lineText = text.split(/\r?\n/)[where.line - 1] ?? '';
   const indent = /^[ \t]*/.exec(lineText)?.[0] ?? '';
   if (e.code === 'TAB_AS_INDENT' || indent.includes('\t'))
-    return { line: where.line, col: indent.indexOf('\t') + 1, path: '', message: 'tab character used for indentation (YAML allows only spaces)' };
+    return { line: where.line, col: indent.includes('\t') ? indent.indexOf('\t') + 1 : where.col, path: '', message: 'tab character used for indentation (YAML allows only spaces)' };
   if (e.code === 'MULTIPLE_DOCS') return { ...where, path: '', message: 'a second YAML document starts here; a file holds exactly one' };
-  const indentHint = e.code === 'BAD_INDENT' ? ' (check the indentation of this line)' : '';
+  const indented = indent.length > 0 && (e.code === 'BAD_INDENT' || e.code === 'BLOCK_AS_IMPLICIT_KEY');
+  const indentHint = indented ? ' (check the indentation of this line)' : '';
   return { ...where, path: '', message: `YAML syntax error: ${lowerFirst(e.message)}${indentHint}` };
 }
 

@@ -51,6 +51,16 @@ export function zodProblems(schema: Schema, value: unknown, issues: readonly Iss
     const custom = !DEFAULT_MESSAGE.test(issue.message);
     switch (issue.code) {
       case 'invalid_union': {
+        if (issue.errors.length === 0) {
+          // a discriminated union whose key has no known value
+          const known = 'options' in issue && issue.options ? issue.options.map(String) : [];
+          const expected = `expected one of ${known.join(', ')}`;
+          if (v === undefined) {
+            const p = source.problem([...base, ...path], `missing required key ${JSON.stringify(path.at(-1))} (${expected})`);
+            out.push({ ...p, path: pathText([...base, ...path.slice(0, -1)]) });
+          } else at(path, `${known.length > 0 ? expected : 'matches more than one form'}${hint(v, known)}${got(v)}`);
+          return;
+        }
         const here = schemaAt(schema, value, path);
         const options = (here && unionOptions(here)) ?? [];
         const pick = options.length === issue.errors.length ? pickOption(options, v) : { index: bestBranch(issue.errors) };

@@ -1,0 +1,78 @@
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { KrError } from '../errors.js';
+import { loadInventory, parseInventoryText } from './load.js';
+
+const fixtures = fileURLToPath(new URL('../../test/fixtures/', import.meta.url));
+const examples = fileURLToPath(new URL('../../examples/', import.meta.url));
+
+async function failure(p: Promise<unknown>): Promise<KrError> {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  expect(e).toBeInstanceOf(KrError);
+  return e as KrError;
+}
+
+describe('loadInventory', () => {
+  it('loads an inventory, defaults applied, paths as written, dir to resolve them', async () => {
+    const file = join(fixtures, 'valid', 'inventory-lab.yaml');
+    const { inventory, dir, where } = await loadInventory(file);
+    expect(dir).toBe(dirname(file));
+    expect(inventory.spec.kubeconfig).toBe('../kubeconfig');
+    expect(inventory.spec.transport).toEqual({ type: 'netns' });
+    expect(inventory.spec.controller).toEqual({ nodeMonitorGracePeriod: 8000, nodeMonitorPeriod: 1000, defaultTolerationSeconds: 30, leaseDuration: 8000 });
+    expect(inventory.spec.nodes.map((n) => [n.name, n.roles, n.zone])).toEqual([
+      ['cp-1', ['control-plane', 'etcd'], 'zone-a'],
+      ['node-1', ['worker'], 'zone-a'],
+      ['node-2', ['worker'], 'zone-b'],
+    ]);
+    expect(inventory.spec.nodes[2]!.transport).toEqual({ type: 'ssh', user: 'admin', connectTimeout: 5000, strictHostKeyChecking: 'yes', sudo: false });
+    expect(where(['spec', 'nodes', 2, 'transport', 'user'])).toBe(`${file}:17:36`);
+  });
+
+  it('loads the shipped example', async () => {
+    const { inventory } = await loadInventory(join(examples, 'inventory-local.yaml'));
+    expect(inventory.spec.layout).toBe('kubeadm');
+    expect(inventory.spec.transport).toEqual({ type: 'local' });
+  });
+
+  it('reports every problem with its position: enums, discriminated transports, durations, duplicate names, unknown keys', async () => {
+    const file = join(fixtures, 'invalid', 'bad-inventory.yaml');
+    const e = await failure(loadInventory(file));
+    expect(e.code).toBe('INVENTORY_INVALID');
+    expect(e.exit).toBe(2);
+    expect(e.message).toBe(`${file}: 6 problems`);
+    expect(e.details).toEqual([
+      `${file}:6:11: spec.layout: expected one of kubeadm, k3s, lab; did you mean "kubeadm"? (got "kubeadmin")`,
+      `${file}:7:21: spec.transport.type: expected one of ssh, netns, local; did you mean "ssh"? (got "sshh")`,
+      `${file}:9:29: spec.controller.nodeMonitorGracePeriod: expected a duration such as 500ms, 10s, 5m or 1h (got 40)`,
+      `${file}:12:15: spec.nodes[0].roles[0]: expected one of control-plane, worker, etcd (got "master")`,
+      `${file}:13:13: spec.nodes[1].name: duplicate node name (first at 11:13) (got "node-1")`,
+      `${file}:14:7: spec.nodes[1].adress: unknown key "adress" (did you mean "address"?)`,
+    ]);
+  });
+
+  it('a transport without its type', async () => {
+    const e = await failure(
+      parseInventoryText('apiVersion: kube-runbook/v1\nkind: Inventory\nmetadata: {name: x}\nspec:\n  layout: lab\n  transport:\n    user: root\n  nodes: [{name: a}]\n', 'inv.yaml'),
+    );
+    expect(e.details).toEqual(['inv.yaml:6:3: spec.transport: missing required key "type" (expected one of ssh, netns, local)']);
+  });
+
+  it('empty files and files that are not inventories', async () => {
+    expect((await failure(parseInventoryText('', 'e.yaml'))).details).toEqual(['e.yaml:1:1: the file is empty; expected an Inventory']);
+    expect((await failure(parseInventoryText('[1, 2]', 'l.yaml'))).details).toEqual([
+      'l.yaml:1:1: expected a mapping with apiVersion, kind, metadata, spec (got a list)',
+    ]);
+  });
+
+  it('a missing file', async () => {
+    const e = await failure(loadInventory('no/such/inventory.yaml'));
+    expect(e.code).toBe('FILE_UNREADABLE');
+    expect(e.exit).toBe(2);
+    expect(e.message).toBe('cannot read no/such/inventory.yaml: no such file');
+  });
+});

@@ -1,0 +1,184 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/** Runs the BUILT cli (`npm run build` first) from the repository root, as a user would. */
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+interface Ran {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(...args: string[]): Promise<Ran> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['bin/kube-runbook.js', ...args], { cwd: root, env: { ...process.env, KUBE_RUNBOOK_DEBUG: '' } }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const noStack = (r: Ran) => {
+  expect(r.stdout).not.toContain('    at ');
+  expect(r.stderr).not.toContain('    at ');
+};
+
+async function yamlFiles(dir: string): Promise<string[]> {
+  if (!existsSync(join(root, dir))) return [];
+  return (await readdir(join(root, dir), { recursive: true }))
+    .filter((f) => /\.ya?ml$/.test(f))
+    .sort()
+    .map((f) => join(dir, f));
+}
+
+beforeAll(() => {
+  if (!existsSync(join(root, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` first');
+});
+
+describe('kube-runbook validate', () => {
+  it('passes every file in runbooks/ and examples/', async () => {
+    const files = [...(await yamlFiles('runbooks')), ...(await yamlFiles('examples'))];
+    expect(files.length).toBeGreaterThanOrEqual(5);
+    const r = await cli('validate', ...files);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines).toHaveLength(files.length);
+    files.forEach((f, i) => expect(lines[i]).toMatch(new RegExp(`^ok ${f.replace(/[.]/g, '\\.')} \\((Runbook|Inventory) `)));
+    expect(r.stdout).toContain('ok examples/parallel-steps.yaml (Runbook parallel-steps, 2 steps, 0 guards)');
+    expect(r.stdout).toContain('ok examples/inventory-local.yaml (Inventory single-node-local, 1 node, layout kubeadm)');
+  });
+
+  it('searches a directory for YAML files', async () => {
+    const r = await cli('validate', 'test/fixtures/valid');
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim().split('\n')).toEqual([
+      'ok test/fixtures/valid/full.yaml (Runbook full, 8 steps, 2 guards)',
+      'ok test/fixtures/valid/inventory-lab.yaml (Inventory lab, 3 nodes, layout lab)',
+      'ok test/fixtures/valid/json-style.yaml (Runbook json-style, 1 step, 0 guards)',
+      'ok test/fixtures/valid/minimal.yaml (Runbook minimal, 1 step, 0 guards)',
+      'ok test/fixtures/valid/tabs-in-script.yaml (Runbook tabs-in-script, 1 step, 0 guards)',
+    ]);
+  });
+
+  const broken: [string, string][] = [
+    ['typo-key.yaml', '6:3: spec.stepz: unknown key "stepz" (did you mean "steps"?)'],
+    ['wrong-type.yaml', '5:9: metadata.tags: expected a list (got "game-day")'],
+    ['unknown-action.yaml', '10:15: spec.steps[0].action: unknown action "run-comand" (did you mean "run-command"? known: '],
+    ['bad-duration.yaml', '10:15: spec.steps[0].within: expected a duration such as 500ms, 10s, 5m or 1h (got "5 minutes")'],
+    ['yaml-syntax.yaml', '7:16: YAML syntax error: this quoted text has no closing quote'],
+    ['bad-indent.yaml', '8:1: YAML syntax error: '],
+    ['duplicate-key.yaml', '9:7: spec.steps[0].name: duplicate key "name" (first at 7:7)'],
+    ['tabs.yaml', '7:1: tab character used for indentation (YAML allows only spaces)'],
+    ['empty.yaml', '1:1: the file is empty; expected a Runbook or an Inventory'],
+    ['comments-only.yaml', '1:1: the file is empty; expected a Runbook or an Inventory'],
+    ['binary.yaml', '1:1: not a text file'],
+    ['latin1.yaml', '1:1: not a text file'],
+    ['list.yaml', '1:1: expected a mapping with apiVersion, kind, metadata, spec (got a list)'],
+    ['prose.yaml', '1:1: expected a mapping with apiVersion, kind, metadata, spec (got "Stop the apiserver'],
+    ['multi-doc.yaml', '6:1: a second YAML document starts here; a file holds exactly one'],
+    ['bad-with.yaml', '9:9: spec.steps[0].with.aply: unknown key "aply" (did you mean "apply"?)'],
+    ['steps-union.yaml', '7:7: spec.steps[0]: expected one of the keys action, expect, wait, confirm, revert, parallel; did you mean "action"?'],
+    ['bad-selector.yaml', '9:16: spec.steps[0].with.nodes: expected one of all, workers, control-plane; did you mean "workers"? (got "worker")'],
+    ['unknown-kind.yaml', '2:7: kind: unknown kind (expected one of Runbook, Inventory; did you mean "Runbook"?) (got "Runbok")'],
+    ['revert-unknown.yaml', '11:15: spec.steps[2].revert: no earlier action step has this name'],
+    ['bad-inventory.yaml', '7:21: spec.transport.type: expected one of ssh, netns, local; did you mean "ssh"? (got "sshh")'],
+  ];
+
+  it.each(broken)('%s: FILE:LINE:COL problems on stderr, exit 2, no stack trace', async (name, expected) => {
+    const file = `test/fixtures/invalid/${name}`;
+    const r = await cli('validate', file);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    noStack(r);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines.at(-1)).toBe('1 of 1 file invalid');
+    for (const line of lines.slice(0, -1)) expect(line).toMatch(new RegExp(`^${file.replace(/[.]/g, '\\.')}:\\d+:\\d+: `));
+    expect(lines.some((l) => l.startsWith(`${file}:${expected}`))).toBe(true);
+  });
+
+  it('checks every file before failing, and says how many were invalid', async () => {
+    const r = await cli('validate', 'examples/confirm-step.yaml', 'test/fixtures/invalid/typo-key.yaml', 'missing.yaml', 'test/fixtures/valid/minimal.yaml');
+    expect(r.code).toBe(2);
+    noStack(r);
+    expect(r.stdout.trim().split('\n')).toEqual([
+      'ok examples/confirm-step.yaml (Runbook confirm-step, 3 steps, 0 guards)',
+      'ok test/fixtures/valid/minimal.yaml (Runbook minimal, 1 step, 0 guards)',
+    ]);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      'test/fixtures/invalid/typo-key.yaml:5:1: spec: missing required key "steps"',
+      'test/fixtures/invalid/typo-key.yaml:6:3: spec.stepz: unknown key "stepz" (did you mean "steps"?)',
+      'cannot read missing.yaml: no such file',
+      '2 of 4 files invalid',
+    ]);
+  });
+
+  it('--output json: one entry per file with positioned problems', async () => {
+    const r = await cli('validate', '--output', 'json', 'test/fixtures/invalid/bad-duration.yaml', 'test/fixtures/valid/inventory-lab.yaml', 'nope.yaml');
+    expect(r.code).toBe(2);
+    noStack(r);
+    const out = JSON.parse(r.stdout) as unknown;
+    expect(out).toEqual([
+      {
+        file: 'test/fixtures/invalid/bad-duration.yaml',
+        ok: false,
+        kind: 'Runbook',
+        problems: [
+          { line: 7, col: 18, path: 'spec.safety.maxDuration', message: 'expected a duration such as 500ms, 10s, 5m or 1h (got "-5m")' },
+          { line: 10, col: 15, path: 'spec.steps[0].within', message: 'expected a duration such as 500ms, 10s, 5m or 1h (got "5 minutes")' },
+          { line: 11, col: 13, path: 'spec.steps[1].wait', message: 'expected a duration such as 500ms, 10s, 5m or 1h (got 10)' },
+          { line: 13, col: 54, path: 'spec.steps[2].with.timeout', message: 'expected a duration such as 500ms, 10s, 5m or 1h (got "1d")' },
+        ],
+      },
+      { file: 'test/fixtures/valid/inventory-lab.yaml', ok: true, kind: 'Inventory', problems: [] },
+      { file: 'nope.yaml', ok: false, kind: null, problems: [{ line: null, col: null, path: '', message: 'cannot read nope.yaml: no such file' }] },
+    ]);
+  });
+
+  it('a directory without YAML files is a problem, not a silent pass', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'kr-validate-'));
+    try {
+      const r = await cli('validate', dir);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`no .yaml or .yml files in ${dir}`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('no file given: usage, exit 2', async () => {
+    const r = await cli('validate');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("missing required argument 'files'");
+    noStack(r);
+  });
+});
+
+describe('kube-runbook schema', () => {
+  const dirs: string[] = [];
+  afterAll(async () => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
+
+  it('prints the runbook schema, or the inventory one', async () => {
+    const r = await cli('schema');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(await readFile(join(root, 'schema/runbook.schema.json'), 'utf8'));
+    const inv = await cli('schema', 'inventory');
+    expect(JSON.parse(inv.stdout)).toMatchObject({ title: 'kube-runbook Inventory', properties: { kind: { const: 'Inventory' } } });
+  });
+
+  it('--write writes both files, as committed', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'kr-schema-'));
+    dirs.push(dir);
+    const r = await cli('schema', '--write', '--out-dir', dir);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe(`wrote ${join(dir, 'runbook.schema.json')}\nwrote ${join(dir, 'inventory.schema.json')}\n`);
+    for (const name of ['runbook.schema.json', 'inventory.schema.json'])
+      expect(await readFile(join(dir, name), 'utf8')).toBe(await readFile(join(root, 'schema', name), 'utf8'));
+  });
+});
