@@ -1,0 +1,72 @@
+import { z } from 'zod';
+import { resolveNodeSelector } from '../kube/node-selector.js';
+import { cannotSee, hubOf, reactive } from '../kube/readings.js';
+import { type SlimNode, watchSpecs } from '../kube/resources.js';
+import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
+import type { WatchHandle } from '../kube/watch.js';
+import { formatDuration } from '../runbook/duration.js';
+import { NodeSelector } from '../runbook/selectors.js';
+import { defineProbe } from './types.js';
+
+const Params = z.strictObject({
+  nodes: NodeSelector.default('all').meta({ description: 'which nodes: all, workers, control-plane or a selector' }),
+  keys: z
+    .array(z.string().min(1))
+    .min(1)
+    .default([UNREACHABLE, NOT_READY])
+    .meta({ description: 'taint keys that count (NoExecute effect only)' }),
+  max: z.number().int().min(0).default(0).meta({ description: 'violated when more selected nodes than this carry such a taint' }),
+});
+
+export interface TaintedNode {
+  node: string;
+  key: string;
+  /** When the taint was added (clock ms), if the apiserver says. */
+  addedAt: number | null;
+}
+
+/** The NoExecute taints the node lifecycle controller puts on unreachable or not-ready nodes. */
+export default defineProbe({
+  meta: {
+    id: 'noexecute-taints',
+    summary: 'Unreachable/not-ready NoExecute taints on the selected nodes and when they were added.',
+    description:
+      'Watches Nodes for the `node.kubernetes.io/unreachable` and `node.kubernetes.io/not-ready` taints with effect ' +
+      'NoExecute (or the `keys` given). Once such a taint is on a node, the taint manager deletes every pod whose ' +
+      'toleration of it runs out. Violated while more than `max` selected nodes carry one; the value lists each with ' +
+      'the time it was added. Unknown while the apiserver cannot be watched.',
+    params: Params,
+  },
+  start(ctx, params) {
+    let nodes: WatchHandle<SlimNode>;
+    try {
+      nodes = hubOf(ctx).watch(watchSpecs.nodes());
+    } catch (e) {
+      return cannotSee(ctx, e);
+    }
+    const keys = new Set(params.keys);
+    return reactive(ctx, {
+      watches: [nodes],
+      judge(now) {
+        const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
+        const tainted: TaintedNode[] = [];
+        for (const name of names)
+          for (const t of nodes.store.get(name)?.taints ?? [])
+            if (t.effect === 'NoExecute' && keys.has(t.key)) tainted.push({ node: name, key: t.key, addedAt: t.timeAdded ?? null });
+        const count = new Set(tainted.map((t) => t.node)).size;
+        const detail = tainted.length
+          ? tainted
+              .slice(0, 5)
+              .map((t) => `${t.node} ${t.key.replace('node.kubernetes.io/', '')}${t.addedAt === null ? '' : ` since ${formatDuration(now - t.addedAt)}`}`)
+              .join(', ') + (tainted.length > 5 ? ', …' : '')
+          : `no NoExecute taint on ${names.length} nodes`;
+        return {
+          status: count > params.max ? 'violated' : 'ok',
+          value: { tainted, nodes: count },
+          detail,
+          key: `${count > params.max}|${tainted.map((t) => `${t.node}/${t.key}`).join(',')}`,
+        };
+      },
+    });
+  },
+});

@@ -1,0 +1,79 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { paths } from '../kube/resources.js';
+import { ProbeTester, iso } from '../testing/probe-tester.js';
+import probe, { type Deletion } from './pod-deletions.js';
+
+let t: ProbeTester;
+afterEach(async () => t.close());
+
+const deletions = (r: { value: unknown }) => (r.value as { deletions: Deletion[] }).deletions;
+
+function setup() {
+  t = new ProbeTester();
+  for (const n of ['node-1', 'node-2']) t.putNode(n);
+  t.putPod('default', 'web-1', { node: 'node-1' });
+  t.putPod('default', 'web-2', { node: 'node-2' });
+  t.putPod('kube-system', 'dns-1', { node: 'node-1', labels: { app: 'dns' } });
+  t.putPod('default', 'pending-1', {});
+}
+
+describe('pod-deletions', () => {
+  it('counts a pod getting a deletionTimestamp the moment it happens and tells a taint eviction by its timing', async () => {
+    setup();
+    const run = t.start(probe, {});
+    await run.until((r) => r.status === 'ok');
+    const taintedAt = t.clock.now();
+    t.api.update(paths.nodes, 'node-1', (n) => {
+      (n.spec as { taints: unknown[] }).taints.push({ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(taintedAt) });
+    });
+    await t.advance(30_000);
+    const deletedAt = t.clock.now();
+    t.terminatePod('default', 'web-1', 30);
+    const v = await run.until((r) => r.status === 'violated');
+    expect(v.at).toBe(deletedAt);
+    expect(deletions(v)).toEqual([{ pod: 'default/web-1', node: 'node-1', at: deletedAt, how: 'terminating', cause: 'taint-eviction' }]);
+    expect(v.detail).toBe('1 pod deleted (1 taint-eviction): default/web-1 on node-1');
+  });
+
+  it('tells an API eviction and a plain delete apart, counts each pod once, ignores unbound pods', async () => {
+    setup();
+    const run = t.start(probe, { max: 1 });
+    await run.until((r) => r.status === 'ok');
+    t.terminatePod('default', 'web-2', 30, [{ type: 'DisruptionTarget', status: 'True', reason: 'EvictionByEvictionAPI' }]);
+    t.terminatePod('default', 'pending-1', 30);
+    await t.advance(100);
+    expect(run.last()).toMatchObject({ status: 'ok', value: { count: 1 } });
+    t.api.remove(paths.pods, 'default/web-2');
+    t.terminatePod('kube-system', 'dns-1', 0);
+    const v = await run.until((r) => r.status === 'violated');
+    expect(deletions(v).map((d) => [d.pod, d.cause])).toEqual([
+      ['default/web-2', 'api-eviction'],
+      ['kube-system/dns-1', 'delete'],
+    ]);
+  });
+
+  it('filters by namespace, labels and nodes', async () => {
+    setup();
+    const run = t.start(probe, { namespaces: ['default'], labelSelector: 'app=web', nodes: { names: ['node-2'] } });
+    await run.until((r) => r.status === 'ok');
+    t.terminatePod('default', 'web-1');
+    t.terminatePod('kube-system', 'dns-1');
+    await t.advance(100);
+    expect(run.last()?.status).toBe('ok');
+    t.terminatePod('default', 'web-2');
+    await run.until((r) => r.status === 'violated');
+  });
+
+  it('does not count pods already terminating when it starts, and counts pods that vanished while the apiserver was away', async () => {
+    setup();
+    t.terminatePod('default', 'web-2');
+    const run = t.start(probe, {});
+    await run.until((r) => r.status === 'ok');
+    t.api.stop();
+    await run.until((r) => r.status === 'unknown', 10_000);
+    t.api.remove(paths.pods, 'default/web-1');
+    t.api.start();
+    const v = await run.until((r) => r.status === 'violated', 40_000);
+    expect(deletions(v).map((d) => [d.pod, d.how, d.cause])).toEqual([['default/web-1', 'vanished', 'unknown']]);
+  });
+});
