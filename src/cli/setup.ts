@@ -101,7 +101,7 @@ export function makeCtx(o: { runId: string; clock: Clock; log: Logger; signal: A
     dryRun: o.dryRun ?? false,
     inventory: o.inventory,
     kube: o.kube,
-    nodes: createNodeAccess(o.inventory),
+    nodes: createNodeAccess(o.inventory, { log: o.log, clock: o.clock }),
   };
 }
 
