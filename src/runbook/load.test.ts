@@ -271,3 +271,12 @@ describe('valid runbooks', () => {
     expect(where(['spec', 'remediation', 0, 'timeout'])).toBe(`${file}:51:7`);
   });
 });
+
+describe('YAML syntax errors', () => {
+  it('reports the first few and counts the rest, which mostly follow from them', async () => {
+    const broken = Array.from({ length: 9 }, (_, i) => `key${i}: "a\n  - b: c\n`).join('');
+    const e = await failure(parseRunbookText(`apiVersion: kube-runbook/v1\n${broken}`, 'b.yaml'));
+    expect(e.details.length).toBeLessThanOrEqual(6);
+    expect(e.details.at(-1)).toMatch(/^b\.yaml:\d+:\d+: \d+ more YAML syntax errors from here on, likely caused by the ones above$/);
+  });
+});

@@ -97,14 +97,26 @@ export function parseYamlSource(content: string | Uint8Array, file: string, expe
   return { source, problems };
 }
 
+const MAX_SYNTAX_ERRORS = 5;
+
 /**
  * A tab in the indentation upsets everything after it, so only the tabs are reported then; otherwise the first
- * syntax error of each line (the others on it follow from it).
+ * syntax error of each line (the others on it follow from it), and of those the first few: after a syntax
+ * error the parser guesses, and later errors are mostly its wrong guesses.
  */
 function rootCauses(syntax: Problem[]): Problem[] {
   const tabs = syntax.filter((p) => p.message.startsWith('tab character'));
   const lines = new Set<number>();
-  return (tabs.length > 0 ? tabs : syntax).filter((p) => !lines.has(p.line) && lines.add(p.line));
+  const causes = (tabs.length > 0 ? tabs : syntax)
+    .sort((a, b) => a.line - b.line || a.col - b.col)
+    .filter((p) => !lines.has(p.line) && lines.add(p.line));
+  if (causes.length <= MAX_SYNTAX_ERRORS) return causes;
+  const rest = causes.length - MAX_SYNTAX_ERRORS;
+  const next = causes[MAX_SYNTAX_ERRORS]!;
+  return [
+    ...causes.slice(0, MAX_SYNTAX_ERRORS),
+    { line: next.line, col: next.col, path: '', message: `${rest} more YAML syntax ${rest === 1 ? 'error' : 'errors'} from here on, likely caused by the ones above` },
+  ];
 }
 
 function yamlProblem(e: YAMLError, text: string, doc: Document, pos: (offset: number) => { line: number; col: number }): Problem {
