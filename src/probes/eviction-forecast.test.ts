@@ -1,0 +1,103 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { paths } from '../kube/resources.js';
+import { ProbeTester, iso, rawLease } from '../testing/probe-tester.js';
+import probe from './eviction-forecast.js';
+
+let t: ProbeTester;
+afterEach(async () => t.close());
+
+const zones = { 'node-1': 'zone-a', 'node-2': 'zone-a', 'node-3': 'zone-b' } as const;
+
+function setup() {
+  t = new ProbeTester();
+  for (const [n, zone] of Object.entries(zones)) {
+    t.putNode(n, { labels: { 'topology.kubernetes.io/zone': zone } });
+    t.renewLease(n);
+    t.putPod('default', `web-${n}`, { node: n });
+  }
+}
+
+/** From now on, `live` nodes renew their leases every 2 s, as kubelets do (the others have stopped). */
+function kubelets(live: string[]) {
+  const renew = () => {
+    for (const n of live) t.renewLease(n);
+    t.clock.setTimer(2000, renew);
+  };
+  t.clock.setTimer(2000, renew);
+}
+
+interface Value {
+  earliestEviction: { pod: string; node: string; at: number } | null;
+  nodes: { name: string; notReadyAt: number; taintAt?: number }[];
+  masterDisruptionAt: number | null;
+}
+
+describe('eviction-forecast', () => {
+  it('is ok while every node heartbeats', async () => {
+    setup();
+    kubelets(['node-1', 'node-2', 'node-3']);
+    const run = t.start(probe, {});
+    const ok = await run.until((r) => r.status === 'ok');
+    expect(ok.detail).toBe('no eviction predicted: 3 nodes heartbeating');
+    expect(ok.value).toMatchObject({ sources: { nodeMonitorGracePeriodMs: 'inventory' }, settings: { nodeMonitorGracePeriodMs: 8000 } });
+  });
+
+  it('sees a node go silent and predicts its NotReady and first eviction; violated once within margin', async () => {
+    setup();
+    const lastRenewal = t.clock.now();
+    const run = t.start(probe, { margin: '20s' });
+    kubelets(['node-2', 'node-3']);
+    const seen = await run.until((r) => r.detail.startsWith('first eviction'));
+    // silent after 2 × the 2 s renew interval
+    expect(seen.at - lastRenewal).toBe(4001);
+    expect(seen.status).toBe('ok');
+    const v = seen.value as Value;
+    expect(v.nodes.map((n) => [n.name, n.notReadyAt - lastRenewal, n.taintAt! - lastRenewal])).toEqual([['node-1', 8000, 9000]]);
+    expect(v.earliestEviction).toMatchObject({ pod: 'default/web-node-1', node: 'node-1', at: lastRenewal + 39_000 });
+    // the controller acts a little later than the earliest it could: NotReady at +8.6 s, tainted at +9.6 s
+    await t.advance(lastRenewal + 8_600 - t.clock.now());
+    t.api.update(paths.nodes, 'node-1', (n) => {
+      const c = (n.status as { conditions: Record<string, string>[] }).conditions[0]!;
+      Object.assign(c, { status: 'Unknown', lastTransitionTime: iso(t.clock.now()) });
+    });
+    await t.advance(1_000);
+    t.api.update(paths.nodes, 'node-1', (n) => {
+      (n.spec as { taints: unknown[] }).taints.push({ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(t.clock.now()) });
+    });
+    const violated = await run.until((r) => r.status === 'violated', 60_000);
+    expect(violated.at).toBe(lastRenewal + 9_600 + 30_000 - 20_000);
+    expect(violated.detail).toBe('first eviction in 20s: default/web-node-1 on node-1 (1 pod at risk on 1 node)');
+  });
+
+  it('predicts no eviction when every node is silent (master disruption mode)', async () => {
+    setup();
+    const run = t.start(probe, { margin: '5m' });
+    await run.until((r) => r.status === 'ok');
+    const r = await run.until((x) => x.detail.includes('master disruption'));
+    expect(r.status).toBe('ok');
+    expect((r.value as Value).earliestEviction).toBeNull();
+    expect(run.readings.filter((x) => x.status === 'violated')).toEqual([]);
+  });
+
+  it('says evictions are frozen while no controller-manager holds its leader lease', async () => {
+    setup();
+    t.api.put('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', rawLease('kube-system', 'kube-controller-manager', t.clock.now(), 15, 'cp-1_abc'));
+    const run = t.start(probe, { margin: '5m' });
+    kubelets(['node-2', 'node-3']);
+    await run.until((r) => r.status === 'ok');
+    await run.until((r) => r.status === 'violated');
+    const frozen = await run.until((r) => r.detail.startsWith('no eviction: no kube-controller-manager'));
+    expect(frozen.status).toBe('ok');
+  });
+
+  it('is unknown while the apiserver is away', async () => {
+    setup();
+    kubelets(['node-1', 'node-2', 'node-3']);
+    const run = t.start(probe, {});
+    await run.until((r) => r.status === 'ok');
+    t.api.stop();
+    await run.until((r) => r.status === 'unknown', 5_000);
+    t.api.start();
+    await run.until((r) => r.status !== 'unknown', 5_000);
+  });
+});

@@ -1,0 +1,137 @@
+import { z } from 'zod';
+import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
+import { type ForecastNode, type ForecastPod, defaultSilentAfter, forecast } from '../kube/forecast.js';
+import { resolveNodeSelector } from '../kube/node-selector.js';
+import { cannotSee, hubOf, reactive } from '../kube/readings.js';
+import { type SlimLease, type SlimNode, type SlimPod, watchSpecs, zoneOf } from '../kube/resources.js';
+import type { WatchHandle } from '../kube/watch.js';
+import { formatDuration } from '../runbook/duration.js';
+import { NodeSelector } from '../runbook/selectors.js';
+import { duration } from '../runbook/zod-helpers.js';
+import { defineProbe } from './types.js';
+
+const Params = z.strictObject({
+  margin: duration().prefault('60s').meta({ description: 'violated when the earliest predicted eviction is this close' }),
+  nodes: NodeSelector.default('all').meta({ description: 'only pods on these nodes count (zones are always judged on every node)' }),
+  namespaces: z.array(z.string().min(1)).min(1).optional().meta({ description: 'only pods in these namespaces count' }),
+  silentAfter: duration()
+    .optional()
+    .meta({ description: 'a node that has not renewed its lease for this long is taken as silent; twice the renew interval when absent' }),
+  controllerManagerLease: z
+    .string()
+    .regex(/^[a-z0-9.-]+\/[a-z0-9.-]+$/)
+    .default('kube-system/kube-controller-manager')
+    .meta({ description: 'namespace/name of the leader lease: while nobody holds it, evictions are frozen' }),
+});
+
+const LEASE_NS = 'kube-node-lease';
+
+/** The live eviction forecast (DESIGN §4.4): when each failing node goes NotReady and its pods are evicted. */
+export default defineProbe({
+  meta: {
+    id: 'eviction-forecast',
+    summary: 'Predicts per node the NotReady time and per pod the earliest eviction; violated when one is within margin.',
+    description:
+      'A model of the node lifecycle controller and the taint manager, fed by watches of Nodes, node Leases, Pods and ' +
+      "the controller-manager's leader lease. A node that stopped renewing its lease goes NotReady at its last heartbeat " +
+      '+ the grace period, is tainted NoExecute one monitor period later (rate-limited per zone, not at all in a small ' +
+      'partially disrupted zone, and never when every zone is down: master disruption mode), and each of its pods is ' +
+      "evicted when its toleration runs out. The prediction is the earliest the real controller can act: never late. " +
+      'The controller settings come from the inventory, else /configz, else the static-pod manifest, else the defaults ' +
+      "of the server's version. Violated when the earliest eviction is within `margin`; unknown while the apiserver " +
+      'cannot be watched.',
+    params: Params,
+  },
+  async *start(ctx, params) {
+    let nodes: WatchHandle<SlimNode>;
+    let leases: WatchHandle<SlimLease>;
+    let pods: WatchHandle<SlimPod>;
+    let leader: WatchHandle<SlimLease>;
+    try {
+      const hub = hubOf(ctx);
+      nodes = hub.watch(watchSpecs.nodes());
+      leases = hub.watch(watchSpecs.nodeLeases());
+      pods = hub.watch(watchSpecs.pods());
+      const [ns, name] = params.controllerManagerLease.split('/') as [string, string];
+      leader = hub.watch(watchSpecs.lease(ns, name));
+    } catch (e) {
+      yield* cannotSee(ctx, e);
+      return;
+    }
+    const watches = [nodes, leases, pods, leader];
+    yield { status: 'unknown', at: ctx.clock.now(), value: null, detail: 'reading the controller settings' };
+    let resolved: ResolvedSettings;
+    try {
+      resolved = await resolveControllerSettings(ctx);
+    } catch (e) {
+      for (const w of watches) w.release();
+      yield* cannotSee(ctx, e);
+      return;
+    }
+    const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
+    yield* reactive(ctx, {
+      watches,
+      judge(now) {
+        const settings = { ...resolved.settings };
+        if (resolved.sources.leaseDurationMs === 'defaults') {
+          const seen = [...leases.store.values()].map((l) => l.durationSeconds).filter((d): d is number => d !== undefined).sort((a, b) => a - b);
+          if (seen.length) settings.leaseDurationMs = seen[Math.floor(seen.length / 2)]! * 1000;
+        }
+        const silentAfter = params.silentAfter ?? defaultSilentAfter(settings);
+        const fnodes: ForecastNode[] = [...nodes.store.values()].map((n) => ({
+          name: n.name,
+          zone: zoneOf(n.labels),
+          excluded: 'node.kubernetes.io/exclude-disruption' in n.labels,
+          created: n.created,
+          ready: n.ready,
+          leaseRenew: leases.store.get(`${LEASE_NS}/${n.name}`)?.renewTime,
+          taints: n.taints,
+        }));
+        const selected = new Set(resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]));
+        const fpods: ForecastPod[] = [];
+        for (const p of pods.store.values())
+          if (p.nodeName && selected.has(p.nodeName) && p.deletionTimestamp === undefined && (!namespaces || namespaces.has(p.namespace)))
+            fpods.push({ key: `${p.namespace}/${p.name}`, node: p.nodeName, tolerations: p.tolerations });
+        const lease = [...leader.store.values()][0];
+        const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
+        const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
+        const f = forecast({ now, settings, nodes: fnodes, pods: fpods, silentAfterMs: silentAfter, controllerRunning });
+
+        const failing = f.nodes.filter((n) => n.silent || n.notReady || n.tainted);
+        const e = f.earliest;
+        const violated = e !== undefined && e.at - now <= params.margin;
+        let recheckAt = Infinity;
+        if (e && e.at - params.margin > now) recheckAt = e.at - params.margin;
+        for (const n of f.nodes) if (!n.silent && n.lastHeartbeat !== undefined) recheckAt = Math.min(recheckAt, n.lastHeartbeat + silentAfter + 1);
+        if (controllerRunning && leaseEnds !== undefined) recheckAt = Math.min(recheckAt, leaseEnds + 1);
+        const nodesAtRisk = new Set(f.pods.filter((p) => p.evictAt !== undefined).map((p) => p.node)).size;
+        const silentNames = failing.map((n) => n.name).join(', ');
+        const detail = e
+          ? `first eviction ${e.at > now ? `in ${formatDuration(e.at - now)}` : 'due now'}: ${e.pod} on ${e.node} (${f.atRisk} pod${f.atRisk === 1 ? '' : 's'} at risk on ${nodesAtRisk} node${nodesAtRisk === 1 ? '' : 's'})`
+          : f.frozen
+            ? `no eviction: no kube-controller-manager holds ${params.controllerManagerLease}${failing.length ? `; failing: ${silentNames}` : ''}`
+            : failing.length
+              ? `no eviction predicted; failing: ${silentNames}${f.masterDisruptionAt !== undefined ? ' (all zones down: master disruption mode)' : ''}`
+              : `no eviction predicted: ${f.nodes.length} nodes heartbeating`;
+        return {
+          status: violated ? 'violated' : 'ok',
+          detail,
+          key: `${violated}|${e?.pod}|${f.atRisk}|${silentNames}|${f.frozen}|${f.masterDisruptionAt !== undefined}`,
+          recheckAt,
+          value: {
+            earliestEviction: e ? { ...e, inMs: e.at - now } : null,
+            atRisk: f.atRisk,
+            frozen: f.frozen,
+            masterDisruptionAt: f.masterDisruptionAt ?? null,
+            nodes: failing,
+            healthyNodes: f.nodes.length - failing.length,
+            pods: f.pods.filter((p) => p.evictAt !== undefined).slice(0, 20),
+            zones: f.zones,
+            settings: { ...settings, silentAfterMs: silentAfter },
+            sources: resolved.sources,
+          },
+        };
+      },
+    });
+  },
+});
