@@ -1,3 +1,239 @@
-import type { Register } from './types.js';
+import { type Command, InvalidArgumentError } from 'commander';
+import { EXIT, KrError, quote } from '../errors.js';
+import { realClock } from '../engine/clock.js';
+import { createLogger, type Logger } from '../engine/logger.js';
+import { shq } from '../nodes/shell.js';
+import { formatDuration, parseDuration } from '../runbook/duration.js';
+import { labDown, labStatus, labUp, readLabInfo, readRuntime, type LabStatus } from '../lab/index.js';
+import { installLab } from '../lab/install.js';
+import { runFleet, type FleetStats } from '../lab/fleet.js';
+import { describeSettings } from '../lab/settings.js';
+import { checkInstance, DEFAULT_INSTANCE } from '../lab/paths.js';
+import { out } from './output.js';
+import type { Done, Register } from './types.js';
 
-export const register: Register = (_program, _done) => {};
+const num = (v: string) => {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n)) throw new InvalidArgumentError(`expected a number (got ${quote(v)})`);
+  return n;
+};
+const int = (v: string) => {
+  const n = num(v);
+  if (!Number.isInteger(n)) throw new InvalidArgumentError(`expected a whole number (got ${quote(v)})`);
+  return n;
+};
+const dur = (v: string) => {
+  if (parseDuration(v) === undefined) throw new InvalidArgumentError(`expected a duration such as 8s or 1m (got ${quote(v)})`);
+  return v;
+};
+const inst = (v: string) => checkInstance(v);
+
+function progressLogger(verbose = false): Logger {
+  return createLogger((level, msg) => out.stderr(`lab: ${level === 'info' ? '' : `${level}: `}${msg}`), verbose ? 'debug' : 'info');
+}
+
+export const register: Register = (program, done) => {
+  const lab = program
+    .command('lab')
+    .description('A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) and simulated kubelets on this machine.');
+  install(lab, done);
+  up(lab, done);
+  down(lab, done);
+  status(lab, done);
+  env(lab, done);
+  containers(lab, done);
+  fleet(lab, done);
+};
+
+const withInstance = (c: Command) => c.option('--instance <name>', 'lab instance: 1 to 6 characters a-z0-9', inst, DEFAULT_INSTANCE);
+
+function install(lab: Command, done: Done) {
+  lab
+    .command('install')
+    .description('Install what the lab needs (apt-get) and build the Kubernetes binaries once from Debian\'s source package (about 8 minutes).')
+    .option('--bin-dir <dir>', 'use kube-apiserver, kube-controller-manager and kube-scheduler from this directory instead (or KUBEBUILDER_ASSETS)')
+    .option('--force', 'rebuild even when the cache has binaries')
+    .action(async (f: { binDir?: string; force?: boolean }) => {
+      const bin = await installLab({ log: progressLogger(), binDir: f.binDir, force: f.force });
+      out.stdout(`Kubernetes ${bin.version}: ${bin.dir}\netcd: ${bin.etcd}`);
+      done(EXIT.ok);
+    });
+}
+
+interface UpFlags {
+  instance: string;
+  nodes: number;
+  zones: number;
+  grace?: string;
+  monitorPeriod?: string;
+  leaseRenew?: string;
+  toleration?: string;
+  startupGrace?: string;
+  statusFrequency?: string;
+  evictionRate?: number;
+  secondaryEvictionRate?: number;
+  unhealthyZoneThreshold?: number;
+  largeClusterSizeThreshold?: number;
+  replicas?: number;
+  workload: boolean;
+  binDir?: string;
+  keepOnFailure?: boolean;
+  json?: boolean;
+}
+
+function up(lab: Command, done: Done) {
+  withInstance(lab.command('up'))
+    .description('Start a lab; returns when every node is Ready and every pod runs. Needs root and `lab install` once.')
+    .option('--nodes <n>', 'simulated worker nodes node-1..N', int, 3)
+    .option('--zones <n>', 'zones zone-a, zone-b, ... the nodes are spread over', int, 1)
+    .option('--grace <duration>', 'node-monitor-grace-period (default 8s)', dur)
+    .option('--monitor-period <duration>', 'node-monitor-period (default 1s)', dur)
+    .option('--lease-renew <duration>', 'kubelet lease renew interval; lease duration is 4x (default 2s)', dur)
+    .option('--toleration <duration>', 'default tolerationSeconds of the not-ready/unreachable taints (default 30s)', dur)
+    .option('--startup-grace <duration>', 'node-startup-grace-period (default 20s)', dur)
+    .option('--status-frequency <duration>', 'how often a kubelet posts an unchanged NodeStatus (default 1m)', dur)
+    .option('--eviction-rate <rate>', 'node-eviction-rate, nodes per second (default 0.1)', num)
+    .option('--secondary-eviction-rate <rate>', 'secondary-node-eviction-rate (default 0.01)', num)
+    .option('--unhealthy-zone-threshold <fraction>', 'unhealthy-zone-threshold (default 0.55)', num)
+    .option('--large-cluster-size-threshold <n>', 'large-cluster-size-threshold (default 50)', int)
+    .option('--replicas <n>', 'replicas of the sample Deployment (default 2 per node)', int)
+    .option('--no-workload', 'no sample Deployment and Service')
+    .option('--bin-dir <dir>', 'Kubernetes binaries to use (or KUBEBUILDER_ASSETS; default: the cache `lab install` fills)')
+    .option('--keep-on-failure', 'leave what was made when up fails (for debugging)')
+    .option('--json', 'print the LabInfo as JSON')
+    .action(async (f: UpFlags) => {
+      const log = progressLogger();
+      const info = await labUp({ ...f, log, workload: f.workload, keepOnFailure: f.keepOnFailure });
+      if (f.json) out.stdout(JSON.stringify(info, null, 2));
+      else
+        out.stdout(
+          [
+            `lab ${info.instance} is up in ${info.upSeconds}s: ${info.settings.nodes} node(s) Ready, apiserver ${info.apiserverUrl}`,
+            `  ${describeSettings(info.settings)}`,
+            `  kubeconfig ${info.kubeconfig} (context ${info.context})`,
+            `  inventory  ${info.inventoryFile}`,
+            `Use it:  eval "$(kube-runbook lab env${info.instance === DEFAULT_INSTANCE ? '' : ` --instance ${info.instance}`})"`,
+          ].join('\n'),
+        );
+      done(EXIT.ok);
+    });
+}
+
+function down(lab: Command, done: Done) {
+  withInstance(lab.command('down'))
+    .description('Remove every process, namespace, veth, iptables chain and cgroup of the lab (also after a crash).')
+    .option('--keep-state', 'keep the state directory (logs, kill logs)')
+    .option('--json', 'print what was removed as JSON')
+    .action(async (f: { instance: string; keepState?: boolean; json?: boolean }) => {
+      const report = await labDown(f.instance, { log: progressLogger(), keepState: f.keepState });
+      if (f.json) out.stdout(JSON.stringify(report, null, 2));
+      done(EXIT.ok);
+    });
+}
+
+function status(lab: Command, done: Done) {
+  withInstance(lab.command('status'))
+    .description('Components, nodes and pods of the lab; exit 1 when something is not healthy.')
+    .option('--json', 'as JSON')
+    .action(async (f: { instance: string; json?: boolean }) => {
+      const s = await labStatus(f.instance);
+      if (f.json) out.stdout(JSON.stringify(s, null, 2));
+      else out.stdout(renderStatus(s));
+      const healthy = s.components.every((c) => c.healthy) && Boolean(s.cluster?.nodes.every((n) => n.ready));
+      done(healthy ? EXIT.ok : EXIT.failed);
+    });
+}
+
+export function renderStatus(s: LabStatus): string {
+  const lines = [`lab ${s.info.instance} (${s.info.phase}), apiserver ${s.info.apiserverUrl}, ${describeSettings(s.info.settings)}`, '', 'COMPONENTS'];
+  for (const c of s.components) lines.push(`  ${c.node.padEnd(10)} ${c.service.padEnd(24)} ${c.running ? (c.healthy ? 'healthy' : 'running, not healthy') : 'stopped'}`);
+  lines.push('', 'NODES');
+  if (!s.cluster) lines.push(`  (apiserver unreachable: ${s.clusterError ?? 'unknown'})`);
+  for (const n of s.cluster?.nodes ?? [])
+    lines.push(`  ${n.name.padEnd(12)} ${(n.ready ? 'Ready' : 'NotReady').padEnd(9)} ${(n.zone ?? '').padEnd(8)} ${n.taints.join(' ')}`);
+  lines.push('', 'PODS');
+  for (const p of s.cluster?.pods ?? [])
+    lines.push(`  ${`${p.namespace}/${p.name}`.padEnd(36)} ${(p.node ?? '-').padEnd(10)} ${p.terminating ? 'Terminating' : p.phase}`);
+  lines.push('', 'SIMULATED CONTAINERS');
+  for (const r of s.runtimes) lines.push(`  ${r.node.padEnd(10)} ${r.containers.length} running, ${r.kills.length} killed`);
+  return lines.join('\n');
+}
+
+function env(lab: Command, done: Done) {
+  withInstance(lab.command('env'))
+    .description('Print `export KUBECONFIG=...` and `export KUBE_RUNBOOK_INVENTORY=...` for `eval`.')
+    .action(async (f: { instance: string }) => {
+      const info = await readLabInfo(f.instance);
+      out.stdout(`export KUBECONFIG=${shq(info.kubeconfig)}\nexport KUBE_RUNBOOK_INVENTORY=${shq(info.inventoryFile)}`);
+      done(EXIT.ok);
+    });
+}
+
+function containers(lab: Command, done: Done) {
+  withInstance(lab.command('containers'))
+    .description("The simulated runtime's running containers and its kill log, per node.")
+    .argument('[node]', 'one node (default: every worker)')
+    .option('--json', 'as JSON')
+    .action(async (node: string | undefined, f: { instance: string; json?: boolean }) => {
+      const info = await readLabInfo(f.instance);
+      const workers = info.nodes.filter((n) => n.roles.includes('worker')).map((n) => n.name);
+      if (node && !workers.includes(node))
+        throw new KrError('LAB_BAD_NODE', `no worker node ${quote(node)} in lab ${info.instance} (nodes: ${workers.join(', ')})`, { exit: EXIT.invalid });
+      const states = await Promise.all((node ? [node] : workers).map((n) => readRuntime(info.stateDir, n)));
+      if (f.json) out.stdout(JSON.stringify(states, null, 2));
+      else {
+        const lines: string[] = [];
+        for (const s of states) {
+          lines.push(`${s.node}: ${s.containers.length} running, ${s.kills.length} killed`);
+          for (const c of s.containers) lines.push(`  running  ${c.namespace}/${c.pod} ${c.container} ${c.podIp} since ${c.startedAt}`);
+          for (const k of s.kills) lines.push(`  killed   ${k.at} ${k.namespace}/${k.pod} ${k.container}: ${k.reason}`);
+        }
+        out.stdout(lines.join('\n'));
+      }
+      done(EXIT.ok);
+    });
+}
+
+function fleet(lab: Command, done: Done) {
+  withInstance(lab.command('fleet'))
+    .description('Simulate many nodes in one process (no namespaces) against a running lab, for scale work; Ctrl-C stops.')
+    .requiredOption('--count <n>', 'simulated nodes', int)
+    .option('--zones <n>', 'zones the fleet is spread over', int, 1)
+    .option('--lease-renew <duration>', 'lease renew interval', dur, '10s')
+    .option('--duration <duration>', 'stop after this long (default: until Ctrl-C)', dur)
+    .option('--keep-nodes', 'leave the fleet nodes in the cluster when it stops')
+    .option('--json', 'print the final figures as JSON')
+    .action(async (f: { instance: string; count: number; zones: number; leaseRenew: string; duration?: string; keepNodes?: boolean; json?: boolean }) => {
+      const stop = new AbortController();
+      const onSig = () => stop.abort();
+      process.once('SIGINT', onSig);
+      process.once('SIGTERM', onSig);
+      const cancelTimer = f.duration ? realClock.setTimer(parseDuration(f.duration) ?? 0, () => stop.abort()) : undefined;
+      const log = progressLogger();
+      try {
+        const final = await runFleet(
+          {
+            instance: f.instance,
+            count: f.count,
+            zones: f.zones,
+            leaseRenewMs: parseDuration(f.leaseRenew),
+            log,
+            cleanup: !f.keepNodes,
+            onProgress: (s) => log.info(fleetLine(s)),
+          },
+          stop.signal,
+        );
+        if (f.json) out.stdout(JSON.stringify(final));
+        else out.stdout(fleetLine(final));
+      } finally {
+        cancelTimer?.();
+        process.off('SIGINT', onSig);
+        process.off('SIGTERM', onSig);
+      }
+      done(EXIT.ok);
+    });
+}
+
+function fleetLine(s: FleetStats): string {
+  return `fleet ${formatDuration(s.elapsedMs)}: ${s.count} nodes, ${s.registered} registered, ${s.renewing} renewing, ${s.ready} Ready, ${s.flaps} flap(s), ${s.renewals} renewals`;
+}

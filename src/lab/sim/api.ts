@@ -1,0 +1,118 @@
+import {
+  ApiException,
+  CoordinationV1Api,
+  CoreV1Api,
+  Observable,
+  PatchStrategy,
+  Watch,
+  type ConfigurationOptions,
+  type KubeConfig,
+  type ObservableMiddleware,
+  type RequestContext,
+} from '@kubernetes/client-node';
+import type { NodeLite, PodLite } from './types.js';
+
+/**
+ * The calls a kubelet makes, through client-node, each with a timeout (a cut-off apiserver must not leave
+ * requests hanging). Objects are handed back as plain JSON, as watch events are.
+ */
+export class SimApi {
+  readonly core: CoreV1Api;
+  readonly coord: CoordinationV1Api;
+  readonly watcher: Watch;
+
+  constructor(
+    readonly kc: KubeConfig,
+    readonly timeoutMs = 10_000,
+  ) {
+    this.core = kc.makeApiClient(CoreV1Api);
+    this.coord = kc.makeApiClient(CoordinationV1Api);
+    this.watcher = new Watch(kc);
+  }
+
+  async readLease(name: string): Promise<{ resourceVersion?: string } | undefined> {
+    return orNotFound(async () => plain(await this.coord.readNamespacedLease({ name, namespace: 'kube-node-lease' }, this.opts())));
+  }
+
+  async createLease(body: object): Promise<{ metadata?: { resourceVersion?: string } }> {
+    return plain(await this.coord.createNamespacedLease({ namespace: 'kube-node-lease', body }, this.opts()));
+  }
+
+  async replaceLease(name: string, body: object): Promise<{ metadata?: { resourceVersion?: string } }> {
+    return plain(await this.coord.replaceNamespacedLease({ name, namespace: 'kube-node-lease', body }, this.opts()));
+  }
+
+  async readNode(name: string): Promise<(NodeLite & { metadata: { uid?: string } }) | undefined> {
+    return orNotFound(async () => plain(await this.core.readNode({ name }, this.opts())));
+  }
+
+  async createNode(body: object): Promise<NodeLite> {
+    return plain(await this.core.createNode({ body }, this.opts()));
+  }
+
+  async patchNodeStatus(name: string, body: object): Promise<NodeLite> {
+    return plain(await this.core.patchNodeStatus({ name, body }, this.opts(PatchStrategy.MergePatch)));
+  }
+
+  async listPods(fieldSelector: string): Promise<{ items: PodLite[]; resourceVersion: string }> {
+    const list = plain<{ items: PodLite[]; metadata?: { resourceVersion?: string } }>(
+      await this.core.listPodForAllNamespaces({ fieldSelector }, this.opts(undefined, this.timeoutMs * 3)),
+    );
+    return { items: list.items, resourceVersion: list.metadata?.resourceVersion ?? '' };
+  }
+
+  async listNodes(labelSelector: string): Promise<{ items: NodeLite[]; resourceVersion: string }> {
+    const list = plain<{ items: NodeLite[]; metadata?: { resourceVersion?: string } }>(
+      await this.core.listNode({ labelSelector }, this.opts(undefined, this.timeoutMs * 3)),
+    );
+    return { items: list.items, resourceVersion: list.metadata?.resourceVersion ?? '' };
+  }
+
+  async patchPodStatus(namespace: string, name: string, body: object): Promise<void> {
+    await this.core.patchNamespacedPodStatus({ name, namespace, body }, this.opts(PatchStrategy.MergePatch));
+  }
+
+  /** Deletes a pod at once (grace 0), only if it is still the same pod (uid precondition). Quiet when it is gone. */
+  async finalizePod(namespace: string, name: string, uid: string): Promise<void> {
+    try {
+      await this.core.deleteNamespacedPod({ name, namespace, body: { gracePeriodSeconds: 0, preconditions: { uid } } }, this.opts());
+    } catch (e) {
+      if (statusOf(e) === 404 || statusOf(e) === 409) return;
+      throw e;
+    }
+  }
+
+  /** Per-call options: a timeout (and a patch content type). */
+  opts(contentType?: string, timeoutMs = this.timeoutMs): ConfigurationOptions {
+    const m: ObservableMiddleware = {
+      pre: (ctx: RequestContext) => {
+        ctx.setSignal(AbortSignal.timeout(timeoutMs));
+        if (contentType) ctx.setHeaderParam('Content-Type', contentType);
+        return new Observable(Promise.resolve(ctx));
+      },
+      post: (r) => new Observable(Promise.resolve(r)),
+    };
+    return { middleware: [m], middlewareMergeStrategy: 'append' };
+  }
+}
+
+/** The HTTP status of a failed call, if it got that far. */
+export function statusOf(e: unknown): number | undefined {
+  if (e instanceof ApiException) return e.code;
+  const code = (e as { statusCode?: unknown; code?: unknown } | null)?.statusCode;
+  return typeof code === 'number' ? code : undefined;
+}
+
+async function orNotFound<T>(fn: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (statusOf(e) === 404) return undefined;
+    throw e;
+  }
+}
+
+/** The object as JSON has it (dates as strings), whatever client-node deserialised it into. */
+export function plain<T>(o: unknown): T {
+  return JSON.parse(JSON.stringify(o)) as T;
+}

@@ -1,0 +1,261 @@
+import { randomBytes } from 'node:crypto';
+import type { Clock } from '../../engine/clock.js';
+import type { Logger } from '../../engine/logger.js';
+import { messageOf } from '../../errors.js';
+import type { RuntimeStore, SimContainer } from '../runtime.js';
+import { nextRenewDelay, retryDelay, statusDue } from '../timing.js';
+import { statusOf, type SimApi } from './api.js';
+import { conditionsChanged, freePodIp, leaseObject, nodeObject, nodeStatus, podStatusCurrent, podStatusPatch, wholeTime } from './objects.js';
+import { decidePod, orphanedPods, REASON_DELETED, REASON_GONE } from './reconcile.js';
+import type { NodeLite, PodLite, SimNodeConfig, WatchEventType } from './types.js';
+
+export interface NodeSimDeps {
+  api: SimApi;
+  clock: Clock;
+  log: Logger;
+  runtime: RuntimeStore;
+  random: () => number;
+  /** Called after each successful lease renewal. */
+  onRenewed?: (atMs: number) => void;
+  /** Called when the apiserver answers again after failures (the caller relists pods). */
+  onReconnect?: () => void;
+  /** The Node as a shared watch sees it (fleet mode); when absent the simulator GETs its Node. */
+  cachedNode?: () => NodeLite | undefined;
+  /** Delay before the first renewal (fleet mode spreads nodes over the interval). */
+  firstRenewDelayMs?: number;
+}
+
+/**
+ * One simulated kubelet: registers its Node, renews its Lease, posts NodeStatus on change and periodically,
+ * and runs the pods bound to it as simulated containers. Cut off from the apiserver it keeps its containers;
+ * back in contact it kills those of pods deleted or marked for deletion meanwhile and finalizes the deletions.
+ */
+export class NodeSim {
+  private nodeUid: string | undefined;
+  private leaseRv: string | undefined;
+  private lastStatusPost: number | undefined;
+  private failures = 0;
+  private queue: Promise<void> = Promise.resolve();
+  /** Latest version of each pod bound here, by uid (for retries). */
+  private readonly pods = new Map<string, PodLite>();
+  private readonly retrying = new Set<string>();
+  renewals = 0;
+  lastRenewAt: number | undefined;
+
+  constructor(
+    readonly cfg: SimNodeConfig,
+    private readonly d: NodeSimDeps,
+  ) {}
+
+  /** Registers, then renews the lease and checks the status until `signal` aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    const { clock } = this.d;
+    try {
+      if (this.d.firstRenewDelayMs) await clock.sleep(this.d.firstRenewDelayMs, signal);
+      await this.register(signal);
+      await Promise.all([this.leaseLoop(signal), this.statusLoop(signal)]);
+    } catch (e) {
+      if (!signal.aborted) throw e;
+    }
+  }
+
+  private async register(signal: AbortSignal): Promise<void> {
+    for (let attempt = 1; !signal.aborted; attempt++) {
+      try {
+        const existing = await this.d.api.readNode(this.cfg.name);
+        if (existing) {
+          this.nodeUid = existing.metadata.uid;
+          await this.postStatus(existing);
+        } else {
+          const created = await this.d.api.createNode(nodeObject(this.cfg, this.d.clock.now()));
+          this.nodeUid = created.metadata.uid;
+          this.lastStatusPost = this.d.clock.now();
+        }
+        this.d.log.info(`registered node ${this.cfg.name}`);
+        return;
+      } catch (e) {
+        if (attempt === 1 || attempt % 10 === 0) this.d.log.warn(`registering node ${this.cfg.name}: ${messageOf(e)}`);
+        await this.d.clock.sleep(retryDelay(attempt, this.cfg.leaseDurationMs), signal);
+      }
+    }
+  }
+
+  private async leaseLoop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      let delay: number;
+      try {
+        await this.renew();
+        const now = this.d.clock.now();
+        this.renewals++;
+        this.lastRenewAt = now;
+        this.d.onRenewed?.(now);
+        if (this.failures) {
+          this.d.log.info(`lease of ${this.cfg.name} renewed again after ${this.failures} failure(s)`);
+          this.failures = 0;
+          this.d.onReconnect?.();
+          void this.checkStatus().catch(() => {});
+        }
+        delay = nextRenewDelay(this.cfg.leaseDurationMs, this.d.random());
+      } catch (e) {
+        this.failures++;
+        if (this.failures === 1 || this.failures % 20 === 0)
+          this.d.log.warn(`renewing the lease of ${this.cfg.name}: ${messageOf(e)}`, { failures: this.failures });
+        delay = retryDelay(this.failures, this.cfg.leaseDurationMs);
+      }
+      await this.d.clock.sleep(delay, signal);
+    }
+  }
+
+  /** One renewal: update with the last resourceVersion seen; on conflict or absence read or create it. */
+  async renew(): Promise<void> {
+    const api = this.d.api;
+    if (this.leaseRv === undefined) {
+      const current = await api.readLease(this.cfg.name);
+      if (!current) {
+        const made = await api.createLease(leaseObject(this.cfg, this.d.clock.now(), { nodeUid: this.nodeUid }));
+        this.leaseRv = made.metadata?.resourceVersion;
+        return;
+      }
+      this.leaseRv = (current as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
+    }
+    try {
+      const body = leaseObject(this.cfg, this.d.clock.now(), { resourceVersion: this.leaseRv, nodeUid: this.nodeUid });
+      const updated = await api.replaceLease(this.cfg.name, body);
+      this.leaseRv = updated.metadata?.resourceVersion;
+    } catch (e) {
+      const code = statusOf(e);
+      if (code === 409 || code === 404) this.leaseRv = undefined;
+      throw e;
+    }
+  }
+
+  private async statusLoop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await this.d.clock.sleep(this.cfg.statusCheckMs, signal);
+      try {
+        await this.checkStatus();
+      } catch (e) {
+        this.d.log.debug(`status of ${this.cfg.name}: ${messageOf(e)}`);
+      }
+    }
+  }
+
+  /** Posts NodeStatus when the Node's conditions differ from ours or the report frequency has passed. */
+  async checkStatus(): Promise<void> {
+    const node = this.d.cachedNode ? this.d.cachedNode() : await this.d.api.readNode(this.cfg.name);
+    if (!node && !this.d.cachedNode) {
+      this.d.log.warn(`node ${this.cfg.name} is gone from the apiserver; registering it again`);
+      const created = await this.d.api.createNode(nodeObject(this.cfg, this.d.clock.now()));
+      this.nodeUid = created.metadata.uid;
+      this.leaseRv = undefined;
+      return;
+    }
+    const changed = conditionsChanged(node);
+    if (statusDue({ lastPostMs: this.lastStatusPost, nowMs: this.d.clock.now(), reportFrequencyMs: this.cfg.statusReportFrequencyMs, changed }))
+      await this.postStatus(node);
+  }
+
+  private async postStatus(node: NodeLite | undefined): Promise<void> {
+    const now = this.d.clock.now();
+    await this.d.api.patchNodeStatus(this.cfg.name, { status: nodeStatus(this.cfg, node, now) });
+    this.lastStatusPost = now;
+  }
+
+  /** The full set of pods bound here (after a list): kill containers of pods that are gone, sync the rest. */
+  onPods(pods: PodLite[]): Promise<void> {
+    this.pods.clear();
+    for (const pod of pods) this.pods.set(pod.metadata.uid ?? '', pod);
+    return this.enqueue(async () => {
+      for (const gone of orphanedPods(this.d.runtime.list(), pods)) await this.kill(gone.podUid, `${gone.namespace}/${gone.pod}`, REASON_GONE);
+      for (const pod of pods) await this.trySync(pod);
+    });
+  }
+
+  onPodEvent(type: WatchEventType, pod: PodLite): Promise<void> {
+    const uid = pod.metadata.uid ?? '';
+    if (type === 'DELETED') this.pods.delete(uid);
+    else this.pods.set(uid, pod);
+    return this.enqueue(async () => {
+      if (type === 'DELETED') await this.kill(uid, podKey(pod), REASON_DELETED);
+      else await this.trySync(pod);
+    });
+  }
+
+  /** Syncs a pod; when the apiserver refuses or is unreachable, tries the pod's latest version again shortly. */
+  private async trySync(pod: PodLite): Promise<void> {
+    try {
+      await this.syncPod(pod);
+    } catch (e) {
+      const uid = pod.metadata.uid ?? '';
+      this.d.log.debug(`${podKey(pod)}: ${messageOf(e)}`);
+      if (this.retrying.has(uid)) return;
+      this.retrying.add(uid);
+      this.d.clock.setTimer(retryDelay(2, this.cfg.leaseDurationMs) * 2, () => {
+        this.retrying.delete(uid);
+        const latest = this.pods.get(uid);
+        if (latest) void this.enqueue(() => this.trySync(latest));
+      });
+    }
+  }
+
+  private async syncPod(pod: PodLite): Promise<void> {
+    const uid = pod.metadata.uid ?? '';
+    const containers = this.d.runtime.ofPod(uid);
+    const action = decidePod(pod, containers, podStatusCurrent(pod, containers));
+    switch (action.kind) {
+      case 'kill-and-finalize':
+        await this.kill(uid, podKey(pod), action.reason);
+        await this.d.api.finalizePod(pod.metadata.namespace ?? 'default', pod.metadata.name, uid);
+        return;
+      case 'finalize':
+        await this.d.api.finalizePod(pod.metadata.namespace ?? 'default', pod.metadata.name, uid);
+        return;
+      case 'start':
+        await this.d.runtime.start(this.newContainers(pod));
+        await this.report(pod);
+        return;
+      case 'report':
+        await this.report(pod);
+        return;
+      case 'none':
+        return;
+    }
+  }
+
+  private async report(pod: PodLite): Promise<void> {
+    const containers = this.d.runtime.ofPod(pod.metadata.uid ?? '');
+    const patch = podStatusPatch(this.cfg.ip, containers, this.d.clock.now());
+    await this.d.api.patchPodStatus(pod.metadata.namespace ?? 'default', pod.metadata.name, patch);
+  }
+
+  private async kill(podUid: string, key: string, reason: string): Promise<void> {
+    const records = await this.d.runtime.kill(podUid, reason, this.d.clock.now());
+    if (records.length) this.d.log.warn(`killed ${records.length} container(s) of ${key}: ${reason}`);
+  }
+
+  private newContainers(pod: PodLite): SimContainer[] {
+    const podIp = freePodIp(this.cfg.podCidr, this.d.runtime.podIps()) ?? '0.0.0.0';
+    const startedAt = wholeTime(this.d.clock.now());
+    return (pod.spec?.containers ?? [{ name: 'main', image: 'none' }]).map((c) => ({
+      id: randomBytes(12).toString('hex'),
+      namespace: pod.metadata.namespace ?? 'default',
+      pod: pod.metadata.name,
+      podUid: pod.metadata.uid ?? '',
+      container: c.name,
+      image: c.image ?? 'none',
+      podIp,
+      startedAt,
+    }));
+  }
+
+  /** Pod work runs one item at a time, in arrival order; a failure is logged and the pod is retried at the next sync. */
+  private enqueue(fn: () => Promise<void>): Promise<void> {
+    const next = this.queue.then(fn).catch((e: unknown) => this.d.log.warn(`${this.cfg.name}: ${messageOf(e)}`));
+    this.queue = next;
+    return next;
+  }
+}
+
+function podKey(pod: PodLite): string {
+  return `${pod.metadata.namespace ?? 'default'}/${pod.metadata.name}`;
+}

@@ -1,0 +1,60 @@
+/** Running one simulated kubelet from its config file (the body of dist/lab/kubelet-sim.js). */
+import { utimes, writeFile } from 'node:fs/promises';
+import { KubeConfig } from '@kubernetes/client-node';
+import { realClock } from '../../engine/clock.js';
+import { createLogger, type Logger } from '../../engine/logger.js';
+import { RuntimeStore } from '../runtime.js';
+import { SimApi } from './api.js';
+import { ListWatcher } from './list-watch.js';
+import { NodeSim } from './node-sim.js';
+import type { KubeletSimFile, PodLite } from './types.js';
+
+export function lineLogger(name: string): Logger {
+  return createLogger((level, msg, fields) => {
+    const extra = Object.keys(fields).length ? ` ${JSON.stringify(fields)}` : '';
+    process.stdout.write(`${new Date(realClock.now()).toISOString()} ${level} ${name}: ${msg}${extra}\n`);
+  }, process.env.KUBE_RUNBOOK_DEBUG ? 'debug' : 'info');
+}
+
+export async function runKubeletSim(cfg: KubeletSimFile, signal: AbortSignal, log: Logger): Promise<void> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(cfg.kubeconfig);
+  const api = new SimApi(kc);
+  const runtime = new RuntimeStore(cfg.runtimeDir, cfg.name);
+  await runtime.load();
+  log.info(`starting; ${runtime.list().length} simulated container(s) already running`);
+  let pods: ListWatcher<PodLite> | undefined = undefined;
+  const sim = new NodeSim(cfg, {
+    api,
+    clock: realClock,
+    log,
+    runtime,
+    random: Math.random,
+    onRenewed: (at) => void touch(cfg.heartbeatFile, at),
+    onReconnect: () => pods?.resync(),
+  });
+  const fieldSelector = `spec.nodeName=${cfg.name}`;
+  pods = new ListWatcher<PodLite>({
+    what: 'pods',
+    api,
+    list: () => api.listPods(fieldSelector),
+    path: '/api/v1/pods',
+    query: { fieldSelector },
+    onSync: (items) => sim.onPods(items),
+    onEvent: (type, pod) => sim.onPodEvent(type, pod),
+    clock: realClock,
+    log,
+  });
+  await Promise.all([sim.run(signal), pods.run(signal)]);
+  log.info(`stopped; ${runtime.list().length} simulated container(s) left running`);
+}
+
+async function touch(file: string, atMs: number): Promise<void> {
+  const t = new Date(atMs);
+  try {
+    await utimes(file, t, t);
+  } catch {
+    await writeFile(file, '').catch(() => {});
+  }
+}
+
