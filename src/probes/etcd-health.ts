@@ -1,0 +1,161 @@
+import { z } from 'zod';
+import type { Ctx } from '../engine/context.js';
+import { messageOf } from '../errors.js';
+import { httpGet } from '../kube/http-get.js';
+import { type Buckets, delta, histogram, quantile, sample } from '../kube/prometheus.js';
+import { shq } from '../nodes/shell.js';
+import { formatDuration } from '../runbook/duration.js';
+import { duration } from '../runbook/zod-helpers.js';
+import { defineProbe, type Reading } from './types.js';
+
+const Params = z.strictObject({
+  url: z
+    .string()
+    .regex(/^https?:\/\/[^\s'"]+$/, { message: 'expected an http:// or https:// URL' })
+    .optional()
+    .meta({ description: "etcd's client or metrics URL; http://127.0.0.1:2379 on a lab, :2381 (kubeadm's metrics port) elsewhere" }),
+  node: z
+    .string()
+    .min(1)
+    .optional()
+    .meta({ description: 'inventory node to ask from (curl or wget on it); the first etcd or control-plane node when neither node nor direct is set' }),
+  direct: z.boolean().default(false).meta({ description: 'ask the URL from this machine instead of through a node' }),
+  cacert: z.string().min(1).optional().meta({ description: 'CA certificate file for https (on the node, or here when direct)' }),
+  cert: z.string().min(1).optional().meta({ description: 'client certificate file' }),
+  key: z.string().min(1).optional().meta({ description: 'client key file' }),
+  interval: duration().prefault('5s').meta({ description: 'how often to scrape; percentiles cover the last interval' }),
+  timeout: duration().prefault('3s'),
+  maxWalFsync: duration().prefault('100ms').meta({ description: 'violated when the p99 of etcd_disk_wal_fsync_duration_seconds is above this' }),
+  maxBackendCommit: duration().prefault('250ms').meta({ description: 'violated when the p99 of etcd_disk_backend_commit_duration_seconds is above this' }),
+  unreachable: z.enum(['violated', 'unknown']).default('violated').meta({ description: 'what an etcd that does not answer reads as' }),
+});
+type Params = z.output<typeof Params>;
+
+const WAL = 'etcd_disk_wal_fsync_duration_seconds';
+const COMMIT = 'etcd_disk_backend_commit_duration_seconds';
+
+export interface EtcdValue {
+  healthy: boolean | null;
+  hasLeader: boolean | null;
+  /** p99 over the last interval (the whole life of etcd on the first scrape), ms; null without writes. */
+  walFsyncP99Ms: number | null;
+  backendCommitP99Ms: number | null;
+  error?: string;
+}
+
+interface Scrape {
+  health: string;
+  metrics: string;
+}
+
+class Unreachable extends Error {}
+
+/** etcd's health and its disk latencies (incident 3: writes of 1–10 s made lease renewals late). */
+export default defineProbe({
+  meta: {
+    id: 'etcd-health',
+    summary: 'etcd /health and the p99 of its WAL fsync and backend commit latencies.',
+    description:
+      "Scrapes etcd's `/health` and `/metrics` every `interval`, through a node (curl or wget run there by its " +
+      'transport) or directly from this machine (`direct: true`). Ok when etcd is healthy and the p99 of ' +
+      '`etcd_disk_wal_fsync_duration_seconds` and `etcd_disk_backend_commit_duration_seconds` over the last interval ' +
+      'are within `maxWalFsync` and `maxBackendCommit`. An etcd that does not answer reads violated (or unknown with ' +
+      '`unreachable: unknown`); a node that cannot be reached reads unknown. Polled: metrics have no event stream.',
+    params: Params,
+  },
+  async *start(ctx, params) {
+    const where = target(ctx, params);
+    let before: { wal: Buckets; commit: Buckets } | undefined;
+    let last = '';
+    let lastAt = -Infinity;
+    while (!ctx.signal.aborted) {
+      let r: Reading<EtcdValue>;
+      try {
+        const s = await scrape(ctx, params, where);
+        const wal = histogram(s.metrics, WAL);
+        const commit = histogram(s.metrics, COMMIT);
+        r = judge(ctx, params, s, delta(wal, before?.wal), delta(commit, before?.commit));
+        before = { wal, commit };
+      } catch (e) {
+        const error = messageOf(e);
+        const nobody = { healthy: null, hasLeader: null, walFsyncP99Ms: null, backendCommitP99Ms: null, error };
+        r = e instanceof Unreachable
+          ? { status: params.unreachable, at: ctx.clock.now(), value: nobody, detail: `etcd does not answer at ${where.url}: ${error}` }
+          : { status: 'unknown', at: ctx.clock.now(), value: nobody, detail: `cannot reach ${where.node ?? 'etcd'}: ${error}` };
+      }
+      const key = `${r.status}|${r.value.healthy}|${r.value.error ?? ''}`;
+      if (key !== last || r.at - lastAt >= Math.max(1000, params.interval)) {
+        last = key;
+        lastAt = r.at;
+        yield r;
+      }
+      try {
+        await ctx.clock.sleep(params.interval, ctx.signal);
+      } catch {
+        return;
+      }
+    }
+  },
+});
+
+function target(ctx: Ctx, params: Params): { url: string; node?: string } {
+  const layout = ctx.inventory.spec.layout;
+  const url = (params.url ?? (layout === 'lab' ? 'http://127.0.0.1:2379' : 'http://127.0.0.1:2381')).replace(/\/$/, '');
+  if (params.direct) return { url };
+  const nodes = ctx.inventory.spec.nodes;
+  const node = params.node ?? (nodes.find((n) => n.roles.includes('etcd')) ?? nodes.find((n) => n.roles.includes('control-plane')))?.name;
+  return { url, node };
+}
+
+function judge(ctx: Ctx, params: Params, s: Scrape, wal: Buckets, commit: Buckets): Reading<EtcdValue> {
+  const healthy = /"health"\s*:\s*"?true"?/.test(s.health);
+  const leader = sample(s.metrics, 'etcd_server_has_leader');
+  const ms = (b: Buckets) => {
+    const q = quantile(0.99, b);
+    return q === undefined ? null : Math.round(q * 1000 * 10) / 10;
+  };
+  const value: EtcdValue = { healthy, hasLeader: leader === undefined ? null : leader === 1, walFsyncP99Ms: ms(wal), backendCommitP99Ms: ms(commit) };
+  const problems: string[] = [];
+  if (!healthy) problems.push(`unhealthy (${s.health.trim().slice(0, 80) || 'no answer'})`);
+  if (value.hasLeader === false) problems.push('no leader');
+  if (value.walFsyncP99Ms !== null && value.walFsyncP99Ms > params.maxWalFsync) problems.push(`WAL fsync p99 above ${formatDuration(params.maxWalFsync)}`);
+  if (value.backendCommitP99Ms !== null && value.backendCommitP99Ms > params.maxBackendCommit)
+    problems.push(`backend commit p99 above ${formatDuration(params.maxBackendCommit)}`);
+  const fmt = (v: number | null) => (v === null ? 'n/a' : `${v}ms`);
+  const detail = `${healthy ? 'healthy' : 'unhealthy'}, WAL fsync p99 ${fmt(value.walFsyncP99Ms)}, backend commit p99 ${fmt(value.backendCommitP99Ms)}${problems.length ? `: ${problems.join('; ')}` : ''}`;
+  return { status: problems.length ? 'violated' : 'ok', at: ctx.clock.now(), value, detail };
+}
+
+async function scrape(ctx: Ctx, params: Params, where: { url: string; node?: string }): Promise<Scrape> {
+  if (!where.node) {
+    const get = async (path: string) => {
+      try {
+        return await httpGet(where.url + path, { timeoutMs: params.timeout, signal: ctx.signal, clock: ctx.clock, ca: params.cacert, cert: params.cert, key: params.key });
+      } catch (e) {
+        throw new Unreachable(messageOf(e));
+      }
+    };
+    const [health, metrics] = await Promise.all([get('/health'), get('/metrics')]);
+    return { health: health.body, metrics: metrics.body };
+  }
+  const seconds = Math.max(1, Math.ceil(params.timeout / 1000));
+  const tls = [params.cacert && `--cacert ${shq(params.cacert)}`, params.cert && `--cert ${shq(params.cert)}`, params.key && `--key ${shq(params.key)}`]
+    .filter(Boolean)
+    .join(' ');
+  const script = [
+    'fetch() {',
+    `  if command -v curl >/dev/null 2>&1; then curl -sS --max-time ${seconds} ${tls} "$1";`,
+    `  elif command -v wget >/dev/null 2>&1; then wget -qO- -T ${seconds} "$1";`,
+    "  else echo 'neither curl nor wget on this node' >&2; exit 3; fi",
+    '}',
+    `if ! h=$(fetch ${shq(`${where.url}/health`)} 2>&1); then echo "#unreachable $h"; exit 0; fi`,
+    'echo "#health $h"',
+    `fetch ${shq(`${where.url}/metrics`)} | grep -E '^(etcd_disk_(wal_fsync|backend_commit)_duration_seconds_bucket|etcd_server_has_leader)'`,
+    'exit 0',
+  ].join('\n');
+  const r = await ctx.nodes.exec(where.node, script, { timeoutMs: params.timeout + 5000, signal: ctx.signal });
+  if (r.code !== 0) throw new Error((r.stderr.trim() || `exit ${r.code}`).split('\n').pop()!);
+  const first = r.stdout.split('\n', 1)[0] ?? '';
+  if (first.startsWith('#unreachable')) throw new Unreachable(first.slice('#unreachable'.length).trim() || 'no answer');
+  return { health: first.replace(/^#health /, ''), metrics: r.stdout };
+}

@@ -1,0 +1,68 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { realClock } from '../engine/clock.js';
+import { flush } from '../testing/fake-clock.js';
+import { ProbeTester } from '../testing/probe-tester.js';
+import probe, { type HttpValue } from './http.js';
+
+let t: ProbeTester;
+let server: Server | undefined;
+afterEach(async () => {
+  await t.close();
+  await new Promise((r) => (server ? server.close(r) : r(undefined)));
+  server = undefined;
+});
+
+async function serve(answer: () => { status: number; body: string }): Promise<string> {
+  server = createServer((_, res) => {
+    const a = answer();
+    res.writeHead(a.status).end(a.body);
+  });
+  await new Promise<void>((r) => server!.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/healthz`;
+}
+
+/** Waits (really: the server is real) until the probe yielded a reading matching `pred`. */
+async function until(run: ReturnType<ProbeTester['start']>, pred: (s: string) => boolean) {
+  for (let i = 0; i < 200; i++) {
+    const r = run.readings.find((x) => pred(x.status));
+    if (r) return r;
+    await realClock.sleep(10);
+    await t.advance(50);
+    await flush();
+  }
+  throw new Error('no reading');
+}
+
+describe('http', () => {
+  it('reads ok on a 2xx with a matching body and violated on anything else', async () => {
+    t = new ProbeTester();
+    let answer = { status: 200, body: 'ok' };
+    const url = await serve(() => answer);
+    const run = t.start(probe, { url, interval: '100ms', bodyMatches: '^ok$' });
+    const ok = await until(run, (s) => s === 'ok');
+    expect((ok.value as HttpValue).status).toBe(200);
+    answer = { status: 200, body: 'degraded' };
+    const bad = await until(run, (s) => s === 'violated');
+    expect(bad.detail).toMatch(/^200 in .*: body does not match \/\^ok\$\/$/);
+    answer = { status: 503, body: 'ok' };
+    run.readings.length = 0;
+    const down = await until(run, (s) => s === 'violated');
+    expect(down.detail).toMatch(/^503 in .*: unexpected status$/);
+  });
+
+  it('reads a refused connection as violated, or unknown when asked', async () => {
+    t = new ProbeTester();
+    const url = await serve(() => ({ status: 200, body: '' }));
+    await new Promise((r) => server!.close(r));
+    server = undefined;
+    const run = t.start(probe, { url, unreachable: 'unknown' });
+    const r = await until(run, (s) => s === 'unknown');
+    expect(r.detail).toMatch(/^no answer: .*ECONNREFUSED/);
+  });
+
+  it('refuses a URL that is not http(s)', () => {
+    expect(probe.meta.params.safeParse({ url: 'ftp://example.com/' }).success).toBe(false);
+  });
+});

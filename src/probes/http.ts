@@ -1,0 +1,82 @@
+import { z } from 'zod';
+import type { Ctx } from '../engine/context.js';
+import { messageOf } from '../errors.js';
+import { httpGet } from '../kube/http-get.js';
+import { formatDuration } from '../runbook/duration.js';
+import { duration } from '../runbook/zod-helpers.js';
+import { defineProbe, type Reading } from './types.js';
+
+const Params = z.strictObject({
+  url: z.url({ protocol: /^https?$/ }).meta({ description: 'http:// or https:// URL to GET' }),
+  interval: duration().prefault('5s').meta({ description: 'how often to ask' }),
+  timeout: duration().prefault('3s').meta({ description: 'an answer slower than this counts as none' }),
+  status: z
+    .array(z.number().int().min(100).max(599))
+    .min(1)
+    .optional()
+    .meta({ description: 'status codes that are ok; any 2xx or 3xx when absent' }),
+  bodyMatches: z.string().min(1).optional().meta({ description: 'a regular expression the body must match' }),
+  maxLatency: duration().optional().meta({ description: 'violated when the answer takes longer than this' }),
+  ca: z.string().min(1).optional().meta({ description: 'CA certificate (PEM file) for https' }),
+  insecure: z.boolean().default(false).meta({ description: "do not check the server's certificate" }),
+  unreachable: z.enum(['violated', 'unknown']).default('violated').meta({ description: 'what no answer at all reads as' }),
+});
+type Params = z.output<typeof Params>;
+
+export interface HttpValue {
+  status: number | null;
+  latencyMs: number | null;
+  error?: string;
+}
+
+/** A URL's answer at an interval (a service's health endpoint, a load balancer): status, body, latency. */
+export default defineProbe({
+  meta: {
+    id: 'http',
+    summary: 'GET a URL at an interval: ok on an expected status (and body), violated otherwise.',
+    description:
+      'GETs `url` from the machine the executor runs on every `interval`. Ok when the status is one of `status` (any ' +
+      '2xx or 3xx by default), the body matches `bodyMatches` if given, and the answer came within `maxLatency` if given. ' +
+      'No answer within `timeout` or a refused connection reads violated (or unknown with `unreachable: unknown`). ' +
+      'Polled: an HTTP endpoint has no event stream. Readings are repeated only on change, at most once a second otherwise.',
+    params: Params,
+  },
+  async *start(ctx, params) {
+    const body = params.bodyMatches ? new RegExp(params.bodyMatches) : undefined;
+    let last = '';
+    let lastAt = -Infinity;
+    while (!ctx.signal.aborted) {
+      const r = await check(ctx, params, body);
+      const key = `${r.status}|${r.value.status}|${r.value.error ?? ''}`;
+      if (key !== last || r.at - lastAt >= Math.max(1000, params.interval)) {
+        last = key;
+        lastAt = r.at;
+        yield r;
+      }
+      try {
+        await ctx.clock.sleep(params.interval, ctx.signal);
+      } catch {
+        return;
+      }
+    }
+  },
+});
+
+async function check(ctx: Ctx, params: Params, body?: RegExp): Promise<Reading<HttpValue>> {
+  try {
+    const a = await httpGet(params.url, { timeoutMs: params.timeout, signal: ctx.signal, clock: ctx.clock, ca: params.ca, insecure: params.insecure });
+    const statusOk = params.status ? params.status.includes(a.status) : a.status >= 200 && a.status < 400;
+    const bodyOk = !body || body.test(a.body);
+    const fast = params.maxLatency === undefined || a.ms <= params.maxLatency;
+    const problems = [!statusOk && 'unexpected status', !bodyOk && `body does not match /${body?.source}/`, !fast && 'too slow'].filter(Boolean);
+    return {
+      status: problems.length ? 'violated' : 'ok',
+      at: ctx.clock.now(),
+      value: { status: a.status, latencyMs: a.ms },
+      detail: `${a.status} in ${formatDuration(a.ms)}${problems.length ? `: ${problems.join(', ')}` : ''}`,
+    };
+  } catch (e) {
+    const error = messageOf(e);
+    return { status: params.unreachable, at: ctx.clock.now(), value: { status: null, latencyMs: null, error }, detail: `no answer: ${error}` };
+  }
+}
