@@ -12,6 +12,12 @@ import {
 } from '@kubernetes/client-node';
 import type { NodeLite, PodLite } from './types.js';
 
+/** What a simulated kubelet calls (SimApi; a fake in tests). */
+export type KubeletCalls = Pick<
+  SimApi,
+  'readLease' | 'createLease' | 'replaceLease' | 'readNode' | 'createNode' | 'patchNodeStatus' | 'patchPodStatus' | 'finalizePod'
+>;
+
 /**
  * The calls a kubelet makes, through client-node, each with a timeout (a cut-off apiserver must not leave
  * requests hanging). Objects are handed back as plain JSON, as watch events are.

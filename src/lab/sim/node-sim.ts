@@ -4,13 +4,13 @@ import type { Logger } from '../../engine/logger.js';
 import { messageOf } from '../../errors.js';
 import type { RuntimeStore, SimContainer } from '../runtime.js';
 import { nextRenewDelay, retryDelay, statusDue } from '../timing.js';
-import { statusOf, type SimApi } from './api.js';
+import { statusOf, type KubeletCalls } from './api.js';
 import { conditionsChanged, freePodIp, leaseObject, nodeObject, nodeStatus, podStatusCurrent, podStatusPatch, wholeTime } from './objects.js';
 import { decidePod, orphanedPods, REASON_DELETED, REASON_GONE } from './reconcile.js';
 import type { NodeLite, PodLite, SimNodeConfig, WatchEventType } from './types.js';
 
 export interface NodeSimDeps {
-  api: SimApi;
+  api: KubeletCalls;
   clock: Clock;
   log: Logger;
   runtime: RuntimeStore;

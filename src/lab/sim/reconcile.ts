@@ -14,7 +14,7 @@ export type PodAction =
 
 export function decidePod(pod: PodLite, containers: SimContainer[], statusCurrent: boolean): PodAction {
   if (pod.metadata.deletionTimestamp) {
-    if (containers.length) return { kind: 'kill-and-finalize', reason: `pod marked for deletion at ${pod.metadata.deletionTimestamp}` };
+    if (containers.length) return { kind: 'kill-and-finalize', reason: `pod marked for deletion (deletionTimestamp ${pod.metadata.deletionTimestamp})` };
     return { kind: 'finalize' };
   }
   const phase = pod.status?.phase;

@@ -1,0 +1,62 @@
+import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { compareVersions, findLabBinaries, KUBE_BINARIES, sha256, verifyCached } from './binaries.js';
+
+/** A stand-in for a Kubernetes binary: prints a version like the real ones. */
+const fakeBinary = (version: string) => `#!/bin/sh\necho "Kubernetes v${version}"\n`;
+
+async function cacheEntry(root: string, version: string): Promise<string> {
+  const dir = join(root, `kubernetes-${version}`);
+  await mkdir(dir, { recursive: true });
+  const files: Record<string, { sha256: string; size: number }> = {};
+  for (const b of KUBE_BINARIES) {
+    await writeFile(join(dir, b), fakeBinary(version));
+    await chmod(join(dir, b), 0o755);
+    files[b] = { sha256: await sha256(join(dir, b)), size: 1 };
+  }
+  await writeFile(join(dir, 'manifest.json'), JSON.stringify({ kind: 'kube-runbook/lab-binaries', version, source: 'test', builtAt: '', files }));
+  return dir;
+}
+
+describe('lab binaries', () => {
+  let root: string;
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'kr-bin-'));
+  });
+  afterEach(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('orders versions numerically', () => {
+    expect(compareVersions('1.20.10', '1.20.9')).toBeGreaterThan(0);
+    expect(compareVersions('1.9.0', '1.20.0')).toBeLessThan(0);
+    expect(compareVersions('1.20.2', '1.20.2')).toBe(0);
+  });
+
+  it('uses the newest cache entry whose checksums match', async () => {
+    await cacheEntry(root, '1.20.2');
+    const newer = await cacheEntry(root, '1.21.0');
+    await writeFile(join(newer, 'kube-scheduler'), 'tampered');
+    expect(await verifyCached(newer)).toBe('kube-scheduler does not match its checksum');
+    const found = await findLabBinaries({ cacheDir: root, env: { PATH: '/nonexistent' } });
+    expect(found?.version).toBe('1.20.2');
+    expect(found?.kubeApiserver).toBe(join(root, 'kubernetes-1.20.2', 'kube-apiserver'));
+  });
+
+  it('finds nothing in an empty cache', async () => {
+    expect(await findLabBinaries({ cacheDir: join(root, 'none'), env: {} })).toBeUndefined();
+  });
+
+  it('uses a --bin-dir as it is, and names what it lacks', async () => {
+    const dir = await cacheEntry(root, '1.30.1');
+    await writeFile(join(dir, 'etcd'), '#!/bin/sh\n');
+    await chmod(join(dir, 'etcd'), 0o755);
+    const found = await findLabBinaries({ binDir: dir, env: {} });
+    expect(found).toMatchObject({ version: '1.30.1', etcd: join(dir, 'etcd'), kubeScheduler: join(dir, 'kube-scheduler') });
+    await rm(join(dir, 'kube-controller-manager'));
+    await expect(findLabBinaries({ binDir: dir, env: {} })).rejects.toThrow(/--bin-dir ".*" lacks kube-controller-manager/);
+    await expect(findLabBinaries({ env: { KUBEBUILDER_ASSETS: dir } })).rejects.toThrow(/KUBEBUILDER_ASSETS/);
+  });
+});

@@ -1,0 +1,22 @@
+import { describe, expect, it } from 'vitest';
+import { nodeIp, usedThirdOctets } from './net.js';
+
+describe('lab subnets', () => {
+  it('gives the bridge .1, cp-1 .2 and node-i .(2+i)', () => {
+    expect(nodeIp(7, 'cp-1')).toBe('10.213.7.2');
+    expect(nodeIp(7, 'node-1')).toBe('10.213.7.3');
+    expect(nodeIp(7, 'node-200')).toBe('10.213.7.202');
+    expect(() => nodeIp(7, 'node-253')).toThrow(/does not fit/);
+  });
+
+  it('sees which /24s of 10.213.0.0/16 are taken by addresses and routes', () => {
+    const used = usedThirdOctets(
+      '5: kr-lab-br    inet 10.213.0.1/24 brd 10.213.0.255 scope global kr-lab-br\n10.213.4.0/24 dev kr-t1-br proto kernel scope link src 10.213.4.1\n192.168.10.0/24 dev eth0\n',
+    );
+    expect([...used].sort((a, b) => a - b)).toEqual([0, 4]);
+  });
+
+  it('treats a route covering the whole range as taking every /24', () => {
+    expect(usedThirdOctets('10.0.0.0/8 via 192.0.2.1 dev eth0').size).toBe(256);
+  });
+});

@@ -1,0 +1,75 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { run } from './host.js';
+import { serviceScripts, writeService, type ServiceSpec } from './services.js';
+
+const spec = (dir: string): ServiceSpec => ({
+  instance: 't1',
+  node: 'node-1',
+  service: 'kubelet',
+  dir,
+  netns: 'kr-t1-node-1',
+  command: ['/bin/sleep', '300', `--marker=${dir}`],
+  env: { ODD: "it's $HOME" },
+  cgroup: { dir: `/sys/fs/cgroup/blkio/kube-runbook-t1-etcd`, version: 1, name: 'kube-runbook-t1-etcd' },
+  health: 'exit 0',
+  stopTimeoutSec: 2,
+});
+
+describe('lab service scripts', () => {
+  let dir: string;
+  beforeEach(async () => {
+    // a state directory with a space and a quote must survive the shell
+    dir = await mkdtemp(join(tmpdir(), "kr svc 'x' "));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('writes five executable POSIX sh scripts that parse', async () => {
+    await writeService(spec(dir));
+    for (const name of ['run', 'start', 'stop', 'status', 'health']) {
+      const file = join(dir, name);
+      expect((await stat(file)).mode & 0o111).toBe(0o111);
+      const r = await run('/bin/sh', ['-n', file]);
+      expect(r.code, `${name}: ${r.stderr}`).toBe(0);
+    }
+  });
+
+  it('run enters the namespace, joins the cgroup and execs the command with every word quoted', () => {
+    const text = serviceScripts(spec(dir)).run;
+    expect(text).toContain(`exec ip netns exec kr-t1-node-1 '${dir.replace(/'/g, `'\\''`)}'/run`);
+    expect(text).toContain("export ODD='it'\\''s $HOME'");
+    expect(text).toContain('/sys/fs/cgroup/blkio/kube-runbook-t1-etcd/cgroup.procs');
+    expect(text).toMatch(/exec \/bin\/sleep \\\n {2}300/);
+  });
+
+  it('status says 0 while the process named in pid runs, 3 when stopped; stop is TERM then done, and idempotent', async () => {
+    await writeService(spec(dir));
+    const status = async () => (await run(join(dir, 'status'), [])).code;
+    expect(await status()).toBe(3);
+    const child = spawn('/bin/sleep', ['300'], { stdio: 'ignore' });
+    // a process whose command line does not name the service directory is not the service
+    await writeFile(join(dir, 'pid'), String(child.pid));
+    expect(await status()).toBe(3);
+    child.kill('SIGKILL');
+    const svc = spawn('/bin/sh', ['-c', 'sleep 300 & wait', join(dir, 'marker')], { stdio: 'ignore', detached: true });
+    await writeFile(join(dir, 'pid'), String(svc.pid));
+    expect(await status()).toBe(0);
+    const exited = new Promise<string | null>((r) => svc.on('exit', (_c, sig) => r(sig)));
+    expect((await run(join(dir, 'stop'), [])).code).toBe(0);
+    expect(await exited).toBe('SIGTERM');
+    expect(await status()).toBe(3);
+    expect(await readFile(join(dir, 'pid'), 'utf8').catch(() => 'gone')).toBe('gone');
+    expect((await run(join(dir, 'stop'), [])).code).toBe(0);
+    process.kill(-svc.pid!, 'SIGKILL');
+  });
+
+  it('health fails when the process does not run, whatever the check says', async () => {
+    await writeService(spec(dir));
+    expect((await run(join(dir, 'health'), [])).code).toBe(1);
+  });
+});
