@@ -82,7 +82,7 @@ function value(key: Key, raw: string | number): number | undefined {
 export function settingsFromFlags(text: string): Partial<LifecycleSettings> {
   const out: Partial<LifecycleSettings> = {};
   for (const key of Object.keys(FLAGS) as Key[]) {
-    const re = new RegExp(`(?:^|[\\s"'\\[,-])${FLAGS[key].flag}(?:=|\\s+)([^\\s"',\\]]+)`, 'm');
+    const re = new RegExp(`(?:^|[\\s"'\\[,]|--)${FLAGS[key].flag}(?:=|\\s+)([^\\s"',\\]]+)`, 'm');
     const m = re.exec(text);
     const v = m ? value(key, m[1]!) : undefined;
     if (v !== undefined) out[key] = v;

@@ -1,9 +1,8 @@
 import { z } from 'zod';
 import type { Ctx } from '../engine/context.js';
 import { messageOf } from '../errors.js';
-import { httpGet } from '../kube/http-get.js';
+import { EtcdUnreachable, type EtcdScrape, etcdTarget, scrapeEtcd } from '../kube/etcd-metrics.js';
 import { type Buckets, delta, histogram, quantile, sample } from '../kube/prometheus.js';
-import { shq } from '../nodes/shell.js';
 import { formatDuration } from '../runbook/duration.js';
 import { duration } from '../runbook/zod-helpers.js';
 import { defineProbe, type Reading } from './types.js';
@@ -43,13 +42,6 @@ export interface EtcdValue {
   error?: string;
 }
 
-interface Scrape {
-  health: string;
-  metrics: string;
-}
-
-class Unreachable extends Error {}
-
 /** etcd's health and its disk latencies (incident 3: writes of 1–10 s made lease renewals late). */
 export default defineProbe({
   meta: {
@@ -64,14 +56,14 @@ export default defineProbe({
     params: Params,
   },
   async *start(ctx, params) {
-    const where = target(ctx, params);
+    const where = etcdTarget(ctx, params);
     let before: { wal: Buckets; commit: Buckets } | undefined;
     let last = '';
     let lastAt = -Infinity;
     while (!ctx.signal.aborted) {
       let r: Reading<EtcdValue>;
       try {
-        const s = await scrape(ctx, params, where);
+        const s = await scrapeEtcd(ctx, where, params);
         const wal = histogram(s.metrics, WAL);
         const commit = histogram(s.metrics, COMMIT);
         r = judge(ctx, params, s, delta(wal, before?.wal), delta(commit, before?.commit));
@@ -79,7 +71,7 @@ export default defineProbe({
       } catch (e) {
         const error = messageOf(e);
         const nobody = { healthy: null, hasLeader: null, walFsyncP99Ms: null, backendCommitP99Ms: null, error };
-        r = e instanceof Unreachable
+        r = e instanceof EtcdUnreachable
           ? { status: params.unreachable, at: ctx.clock.now(), value: nobody, detail: `etcd does not answer at ${where.url}: ${error}` }
           : { status: 'unknown', at: ctx.clock.now(), value: nobody, detail: `cannot reach ${where.node ?? 'etcd'}: ${error}` };
       }
@@ -98,16 +90,7 @@ export default defineProbe({
   },
 });
 
-function target(ctx: Ctx, params: Params): { url: string; node?: string } {
-  const layout = ctx.inventory.spec.layout;
-  const url = (params.url ?? (layout === 'lab' ? 'http://127.0.0.1:2379' : 'http://127.0.0.1:2381')).replace(/\/$/, '');
-  if (params.direct) return { url };
-  const nodes = ctx.inventory.spec.nodes;
-  const node = params.node ?? (nodes.find((n) => n.roles.includes('etcd')) ?? nodes.find((n) => n.roles.includes('control-plane')))?.name;
-  return { url, node };
-}
-
-function judge(ctx: Ctx, params: Params, s: Scrape, wal: Buckets, commit: Buckets): Reading<EtcdValue> {
+function judge(ctx: Ctx, params: Params, s: EtcdScrape, wal: Buckets, commit: Buckets): Reading<EtcdValue> {
   const healthy = /"health"\s*:\s*"?true"?/.test(s.health);
   const leader = sample(s.metrics, 'etcd_server_has_leader');
   const ms = (b: Buckets) => {
@@ -124,38 +107,4 @@ function judge(ctx: Ctx, params: Params, s: Scrape, wal: Buckets, commit: Bucket
   const fmt = (v: number | null) => (v === null ? 'n/a' : `${v}ms`);
   const detail = `${healthy ? 'healthy' : 'unhealthy'}, WAL fsync p99 ${fmt(value.walFsyncP99Ms)}, backend commit p99 ${fmt(value.backendCommitP99Ms)}${problems.length ? `: ${problems.join('; ')}` : ''}`;
   return { status: problems.length ? 'violated' : 'ok', at: ctx.clock.now(), value, detail };
-}
-
-async function scrape(ctx: Ctx, params: Params, where: { url: string; node?: string }): Promise<Scrape> {
-  if (!where.node) {
-    const get = async (path: string) => {
-      try {
-        return await httpGet(where.url + path, { timeoutMs: params.timeout, signal: ctx.signal, clock: ctx.clock, ca: params.cacert, cert: params.cert, key: params.key });
-      } catch (e) {
-        throw new Unreachable(messageOf(e));
-      }
-    };
-    const [health, metrics] = await Promise.all([get('/health'), get('/metrics')]);
-    return { health: health.body, metrics: metrics.body };
-  }
-  const seconds = Math.max(1, Math.ceil(params.timeout / 1000));
-  const tls = [params.cacert && `--cacert ${shq(params.cacert)}`, params.cert && `--cert ${shq(params.cert)}`, params.key && `--key ${shq(params.key)}`]
-    .filter(Boolean)
-    .join(' ');
-  const script = [
-    'fetch() {',
-    `  if command -v curl >/dev/null 2>&1; then curl -sS --max-time ${seconds} ${tls} "$1";`,
-    `  elif command -v wget >/dev/null 2>&1; then wget -qO- -T ${seconds} "$1";`,
-    "  else echo 'neither curl nor wget on this node' >&2; exit 3; fi",
-    '}',
-    `if ! h=$(fetch ${shq(`${where.url}/health`)} 2>&1); then echo "#unreachable $h"; exit 0; fi`,
-    'echo "#health $h"',
-    `fetch ${shq(`${where.url}/metrics`)} | grep -E '^(etcd_disk_(wal_fsync|backend_commit)_duration_seconds_bucket|etcd_server_has_leader)'`,
-    'exit 0',
-  ].join('\n');
-  const r = await ctx.nodes.exec(where.node, script, { timeoutMs: params.timeout + 5000, signal: ctx.signal });
-  if (r.code !== 0) throw new Error((r.stderr.trim() || `exit ${r.code}`).split('\n').pop()!);
-  const first = r.stdout.split('\n', 1)[0] ?? '';
-  if (first.startsWith('#unreachable')) throw new Unreachable(first.slice('#unreachable'.length).trim() || 'no answer');
-  return { health: first.replace(/^#health /, ''), metrics: r.stdout };
 }
