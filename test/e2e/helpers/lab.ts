@@ -1,0 +1,110 @@
+/**
+ * Labs for end-to-end tests: `startLab` installs the binaries when they are missing (cached: instant; fresh:
+ * about 8 minutes of build), removes whatever an earlier run of the same instance left, and starts the lab;
+ * `stopLab` removes everything. `leftovers` says, the way a person would look, what of an instance remains.
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { realClock } from '../../../src/engine/clock.js';
+import { createLogger } from '../../../src/engine/logger.js';
+import { ensureLabBinaries, labDown, labNames, labPaths, labUp, type LabInfo, type LabUpOptions } from '../../../src/lab/index.js';
+
+export type { LabInfo };
+
+export interface StartLabOptions extends LabUpOptions {
+  instance: string;
+}
+
+const log = createLogger((level, msg) => process.stderr.write(`[lab] ${level === 'info' ? '' : `${level}: `}${msg}\n`));
+
+export async function startLab(o: StartLabOptions): Promise<LabInfo> {
+  const binaries = await ensureLabBinaries({ log });
+  await labDown(o.instance);
+  return labUp({ ...o, binaries, log });
+}
+
+export async function stopLab(instance: string): Promise<void> {
+  await labDown(instance);
+}
+
+export const REPO = fileURLToPath(new URL('../../..', import.meta.url));
+
+/** Runs the built CLI (`npm run build` first) with Node 24; resolves with its exit code and output. */
+export function cli(args: string[], o: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), ...args], { env: o.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    const cancel = realClock.setTimer(o.timeoutMs ?? 180_000, () => child.kill('SIGKILL'));
+    child.on('close', (code) => {
+      cancel();
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Waits for `cond`, polling; returns the milliseconds it took. */
+export async function until(what: string, cond: () => Promise<boolean> | boolean, timeoutMs = 60_000, everyMs = 200): Promise<number> {
+  const t0 = realClock.now();
+  for (;;) {
+    if (await Promise.resolve(cond()).catch(() => false)) return realClock.now() - t0;
+    if (realClock.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await realClock.sleep(everyMs);
+  }
+}
+
+/**
+ * What of an instance is still on this machine: network namespaces, links, iptables chains and rules, the
+ * etcd cgroup, processes with the instance's state directory on their command line, and the state directory.
+ */
+export async function leftovers(instance: string): Promise<string[]> {
+  const names = labNames(instance);
+  const paths = labPaths(instance);
+  const out: string[] = [];
+  const sh = (cmd: string, args: string[]) => runText(cmd, args);
+  for (const l of (await sh('ip', ['netns', 'list'])).split('\n')) if (l.startsWith(names.prefix)) out.push(`netns ${l.split(' ')[0]}`);
+  for (const l of (await sh('ip', ['-o', 'link', 'show'])).split('\n')) {
+    const name = /^\d+:\s+([^:@\s]+)/.exec(l)?.[1];
+    if (name?.startsWith(names.prefix)) out.push(`link ${name}`);
+  }
+  for (const l of (await sh('iptables', ['-w', '-S'])).split('\n')) if (l.includes(names.chainPrefix)) out.push(`iptables ${l}`);
+  for (const root of ['/sys/fs/cgroup/blkio', '/sys/fs/cgroup']) if (existsSync(join(root, names.cgroup))) out.push(`cgroup ${join(root, names.cgroup)}`);
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    let cmd = '';
+    try {
+      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    } catch {
+      continue;
+    }
+    if (cmd.includes(`${paths.stateDir}/`) && Number(pid) !== process.pid) out.push(`process ${pid} ${cmd.replace(/\0/g, ' ').slice(0, 120)}`);
+  }
+  if (existsSync(paths.stateDir)) out.push(`state ${paths.stateDir}`);
+  return out;
+}
+
+function runText(cmd: string, args: string[]): Promise<string> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+    let text = '';
+    child.stdout.on('data', (b: Buffer) => (text += b.toString()));
+    child.on('close', () => resolve(text));
+    child.on('error', () => resolve(''));
+  });
+}
+
+/** Runs a POSIX sh script inside a node's network namespace, as the netns transport does (script on stdin). */
+export function inNetns(netns: string, script: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn('ip', ['netns', 'exec', netns, 'sh', '-s'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(script);
+  });
+}
