@@ -74,7 +74,7 @@ export async function leftovers(instance: string): Promise<string[]> {
   for (const l of (await sh('iptables', ['-w', '-S'])).split('\n')) if (l.includes(names.chainPrefix)) out.push(`iptables ${l}`);
   for (const root of ['/sys/fs/cgroup/blkio', '/sys/fs/cgroup']) if (existsSync(join(root, names.cgroup))) out.push(`cgroup ${join(root, names.cgroup)}`);
   for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    let cmd = '';
+    let cmd: string;
     try {
       cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
     } catch {
