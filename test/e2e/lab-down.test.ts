@@ -1,0 +1,65 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ensureLabBinaries } from '../../src/lab/index.js';
+import { cli, leftovers, REPO, stopLab, until } from './helpers/lab.js';
+
+/** `lab down` leaves nothing of an instance: after a normal `up`, and after `up` was killed half-way. */
+const INSTANCE = 'e2edn';
+
+afterAll(async () => {
+  await stopLab(INSTANCE);
+});
+
+/** Starts `lab up` and SIGKILLs it once its progress output shows `step`. */
+async function killUpAt(step: string): Promise<string> {
+  await ensureLabBinaries();
+  const child = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), 'lab', 'up', '--instance', INSTANCE, '--nodes', '2'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+  const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));
+  await until(`lab up to reach "${step}"`, () => stderr.includes(step), 120_000, 20);
+  child.kill('SIGKILL');
+  expect(await exited).toBe('SIGKILL');
+  return stderr;
+}
+
+describe('lab down', () => {
+  it.each([
+    ['the control plane is starting', 'lab: kube-apiserver ('],
+    ['the kubelets run', 'lab: waiting for'],
+  ])('cleans up after lab up was killed while %s', async (_when, step) => {
+    await killUpAt(step);
+    const left = await leftovers(INSTANCE);
+    expect(left.some((l) => l.startsWith('netns '))).toBe(true);
+    expect(left.some((l) => l.startsWith('process '))).toBe(true);
+    expect(left.some((l) => l.startsWith('iptables '))).toBe(true);
+    expect(left.some((l) => l.startsWith('cgroup '))).toBe(true);
+
+    const down = await cli(['lab', 'down', '--instance', INSTANCE]);
+    expect(down.code, down.stderr).toBe(0);
+    expect(await leftovers(INSTANCE)).toEqual([]);
+  });
+
+  it('is idempotent, and an up after a down works', async () => {
+    const again = await cli(['lab', 'down', '--instance', INSTANCE]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(await leftovers(INSTANCE)).toEqual([]);
+    const up = await cli(['lab', 'up', '--instance', INSTANCE, '--nodes', '1']);
+    expect(up.code, up.stderr).toBe(0);
+    expect(up.stdout).toContain(`lab ${INSTANCE} is up`);
+    const refused = await cli(['lab', 'up', '--instance', INSTANCE, '--nodes', '1']);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toContain('LAB_ALREADY_UP');
+    const down = await cli(['lab', 'down', '--instance', INSTANCE, '--json']);
+    expect(down.code, down.stderr).toBe(0);
+    const report = JSON.parse(down.stdout) as { processes: number; netns: string[]; chains: string[]; cgroups: string[] };
+    expect(report.processes).toBe(5);
+    expect(report.netns.sort()).toEqual(['kr-e2edn-cp-1', 'kr-e2edn-node-1']);
+    expect(report.chains).toEqual(['KR-e2edn-FWD']);
+    expect(report.cgroups).toHaveLength(1);
+    expect(await leftovers(INSTANCE)).toEqual([]);
+  });
+});
