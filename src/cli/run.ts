@@ -6,6 +6,7 @@ import { realClock } from '../engine/clock.js';
 import { assumeYes, nobody, terminalConfirmer, type Confirmer } from '../engine/confirm.js';
 import type { RunEvent } from '../engine/events.js';
 import { Journal } from '../engine/journal.js';
+import { defaultRegistry } from '../engine/registry.js';
 import { startRun } from '../engine/run.js';
 import { ReportCollector } from '../report/collect.js';
 import { renderJUnit } from '../report/junit.js';
@@ -15,6 +16,9 @@ import { plainRenderer } from '../report/plain.js';
 import { out } from './output.js';
 import { kubeconfigPath, makeCtx, newRunId, prepare, stderrLogger } from './setup.js';
 import type { Register } from './types.js';
+
+/** The observer every run has: pods deleted during the run, with their causes (report.json: observations). */
+const POD_DELETIONS = 'pods deleted';
 
 interface RunFlags {
   inventory?: string;
@@ -63,6 +67,8 @@ export const register: Register = (program, done) => {
         collector.onEvent(e);
         view.onEvent(e);
       };
+      const deletions = await defaultRegistry.probe('pod-deletions');
+      const observers = [{ name: POD_DELETIONS, probe: deletions, params: deletions.meta.params.parse({}) as Record<string, unknown> }];
       const ctx = makeCtx({ runId, clock, log, signal: new AbortController().signal, inventory: p.inv.inventory, kube: p.kube });
       const handle = startRun({
         plan: p.plan,
@@ -73,6 +79,7 @@ export const register: Register = (program, done) => {
         inventoryFile: resolve(p.inv.file),
         kubeconfig: kubeconfigPath(flags, p.inv),
         guards: flags.guards,
+        observers,
       });
       const onSignal = (sig: NodeJS.Signals) => handle.interrupt(sig);
       process.on('SIGINT', onSignal);
@@ -89,6 +96,10 @@ export const register: Register = (program, done) => {
         writeFileSync(join(dir, 'junit.xml'), renderJUnit(collector.report));
       }
       if (flags.output === 'json') out.stdout(JSON.stringify(collector.report, null, 2));
+      else {
+        const seen = collector.report.observations[POD_DELETIONS] as { detail?: string } | undefined;
+        out.stdout(`Pods deleted during the run: ${seen?.detail ?? 'unknown (the pod watch never synced)'}`);
+      }
       if (result.remaining.length) {
         out.stderr(`\n${result.remaining.length} fault(s) may still be applied:`);
         for (const f of result.remaining)

@@ -37,6 +37,7 @@ export type RunEvent =
   | { type: 'fault-revert-failed'; at: number; fault: FaultRef; error: string }
   | { type: 'guard-reading'; at: number; guard: string; reading: Reading; armed: boolean }
   | { type: 'guard-fired'; at: number; guard: string; response: 'abort' | 'remediate' | 'warn' | 'hold' | 'resume'; detail: string }
+  | { type: 'observation'; at: number; name: string; reading: Reading }
   | { type: 'remediation'; at: number; phase: 'start' | 'end'; detail: string }
   | { type: 'confirm'; at: number; message: string; answer: 'yes' | 'no' | 'timeout' }
   | { type: 'rollback-start'; at: number; reason: string; faults: FaultRef[] }

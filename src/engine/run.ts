@@ -9,6 +9,7 @@ import { GuardSet } from './guards.js';
 import type { Journal } from './journal.js';
 import type { Plan, PlannedAction, PlannedStep } from './plan.js';
 import { preflight } from './preflight.js';
+import type { Probe } from '../probes/types.js';
 import { consumeProbe } from './probe-stream.js';
 
 export interface RunOptions {
@@ -25,6 +26,8 @@ export interface RunOptions {
   guards?: boolean;
   /** How many targets of one step are changed at once. */
   concurrency?: number;
+  /** Probes watched for the report only (never guards), from preflight to the end of rollback, e.g. pod deletions. */
+  observers?: { name: string; probe: Probe; params: Record<string, unknown> }[];
 }
 
 export interface RunResult {
@@ -328,6 +331,12 @@ export function startRun(o: RunOptions): RunHandle {
       host: hostname(),
     });
     guards.start();
+    const stopObservers = new AbortController();
+    const observing = (o.observers ?? []).map((ob) =>
+      consumeProbe(ctx, ob.probe, ob.params, stopObservers.signal, (reading) => {
+        emit({ type: 'observation', at: reading.at, name: ob.name, reading });
+      }),
+    );
     const keepEvery = Math.max(1000, Math.min(plan.safety.faultTtl / 4, 30_000));
     const stopKeepalive = new AbortController();
     hardAbort.signal.addEventListener('abort', () => stopKeepalive.abort(), { once: true });
@@ -349,6 +358,8 @@ export function startRun(o: RunOptions): RunHandle {
     const reason = outcome?.reason ?? 'all steps passed';
     const remaining = await rollback(reason);
     await guards.close();
+    stopObservers.abort();
+    await Promise.all(observing);
     stopKeepalive.abort();
     await keeping;
     return finish(outcome ?? { status: 'passed', reason }, remaining);

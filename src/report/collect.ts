@@ -100,6 +100,10 @@ export class ReportCollector {
           r.guardTransitions.push({ at: iso(e.at), guard: e.guard, status: e.reading.status, detail: e.reading.detail });
         }
         break;
+      case 'observation':
+        if (e.reading.status !== 'unknown' || !(e.name in r.observations))
+          r.observations[e.name] = { status: e.reading.status, detail: e.reading.detail, value: e.reading.value };
+        break;
       case 'guard-fired':
         r.guardFirings.push({ at: iso(e.at), guard: e.guard, response: e.response, detail: e.detail });
         break;

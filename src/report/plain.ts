@@ -35,6 +35,12 @@ export function plainRenderer(write: (line: string) => void): (e: RunEvent) => v
         lastStatus.set(e.guard, e.reading.status);
         return write(`${t}   guard ${e.guard}: ${e.reading.status} — ${e.reading.detail}`);
       }
+      case 'observation': {
+        const key = `observer ${e.name}`;
+        if (lastStatus.get(key) === e.reading.detail || e.reading.status === 'unknown') return;
+        lastStatus.set(key, e.reading.detail);
+        return write(`${t}   ${e.name}: ${e.reading.detail}`);
+      }
       case 'guard-fired':
         return write(`${t} ⚑ guard ${e.guard} → ${e.response}: ${e.detail}`);
       case 'remediation':
