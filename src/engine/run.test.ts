@@ -355,3 +355,23 @@ describe('run: revert steps', () => {
     ).rejects.toThrow(/spec\.steps\[0\]\.revert: no earlier action step is named "outage"/);
   });
 });
+
+describe('run: a runbook that only observes', () => {
+  it('arms its guards at the first step that is not a steady-state check', async () => {
+    const eps = new ScriptedProbe('endpoints', { status: 'ok', value: null, detail: 'stable' });
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        guards: [{ probe: 'endpoints', onViolation: 'abort' }],
+        steps: [{ expect: { probe: 'endpoints' }, within: '10s' }, { wait: '5m' }],
+      }),
+      actions: [],
+      probes: [eps.probe],
+    });
+    await h.clock.advance(60_000);
+    eps.push('violated', 'endpoints demo/web deleted while its Service exists');
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r.status).toBe('aborted');
+    expect(r.reason).toContain('endpoints demo/web deleted while its Service exists');
+  });
+});

@@ -201,6 +201,9 @@ export function startRun(o: RunOptions): RunHandle {
   }
 
   async function runTracked(step: PlannedStep): Promise<void> {
+    // Guards react from the first step that is not a steady-state check: the first fault, or, in a runbook that
+    // only observes, its first wait or confirmation.
+    if (step.kind !== 'expect') guards.arm();
     emit({ type: 'step-start', at: clock.now(), index: step.index, name: step.name, kind: step.kind });
     try {
       const detail = await runStep(step);
