@@ -20,6 +20,7 @@ export interface FaultRef {
   action: string;
   node?: string;
   step: string;
+  /** A remediation, or a protective step (revertLast): reverted last, after rollback.waitFor holds. */
   remediation: boolean;
   /** Shell text that removes it by hand, when the action can say. */
   manualRevert?: string;

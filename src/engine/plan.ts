@@ -20,6 +20,8 @@ export interface PlannedAction {
   targets: InventoryNode[] | null;
   selector?: NodeSelector;
   timeoutMs: number;
+  /** Reverted with the remediations (after rollback.waitFor), not with the faults. */
+  revertLast: boolean;
 }
 export interface PlannedExpect {
   kind: 'expect';
@@ -99,7 +101,7 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
   const { runbook, registry } = input;
   const planAction = async (
     index: string,
-    item: { name?: string; action: string; with: Record<string, unknown>; timeout: number },
+    item: { name?: string; action: string; with: Record<string, unknown>; timeout: number; revertLast?: boolean },
     where: string,
   ): Promise<PlannedAction> => {
     const action = await registry.action(item.action);
@@ -121,6 +123,7 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
       targets,
       selector,
       timeoutMs: item.timeout,
+      revertLast: item.revertLast ?? false,
     };
   };
 

@@ -375,3 +375,28 @@ describe('run: a runbook that only observes', () => {
     expect(r.reason).toContain('endpoints demo/web deleted while its Service exists');
   });
 });
+
+describe('run: protective steps (revertLast)', () => {
+  it('are reverted after the faults and only once rollback.waitFor holds', async () => {
+    const log: ActionRecord[] = [];
+    const leases = new ScriptedProbe('leases', { status: 'violated', value: null, detail: 'node-1 stale' });
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        steps: [
+          { name: 'freeze', action: 'freeze', with: { nodes: 'control-plane' }, revertLast: true },
+          { name: 'stop kubelets', action: 'stop-kubelet', with: { nodes: 'workers' } },
+          { wait: '1m' },
+        ],
+        rollback: { waitFor: { probe: 'leases' }, within: '10m' },
+      }),
+      actions: [recordingAction('freeze', log, { kind: 'remediation' }), recordingAction('stop-kubelet', log)],
+      probes: [leases.probe],
+    });
+    await h.clock.advance(2 * 60_000);
+    expect(ops(log, 'revert').sort()).toEqual(['stop-kubelet@node-1', 'stop-kubelet@node-2', 'stop-kubelet@node-3']);
+    leases.push('ok', 'all fresh');
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    expect(ops(log, 'revert').at(-1)).toBe('freeze@cp-1');
+    expect((await h.handle.result).status).toBe('passed');
+  });
+});

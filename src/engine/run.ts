@@ -158,7 +158,7 @@ export function startRun(o: RunOptions): RunHandle {
   async function runStep(step: PlannedStep): Promise<string> {
     switch (step.kind) {
       case 'action':
-        await withTimeout(step.timeoutMs, `step "${step.name}"`, (signal) => applyAction(step, false, signal));
+        await withTimeout(step.timeoutMs, `step "${step.name}"`, (signal) => applyAction(step, step.revertLast, signal));
         return step.targets ? `applied on ${step.targets.map((t) => t.name).join(', ')}` : 'applied';
       case 'expect':
         return expect(step);
@@ -179,7 +179,7 @@ export function startRun(o: RunOptions): RunHandle {
       }
       case 'revert': {
         const label = `${step.target.index} ${step.target.name}`;
-        const faults = ledger.outstanding().filter((f) => f.ref.step === label && !f.ref.remediation);
+        const faults = ledger.outstanding().filter((f) => f.ref.step === label);
         await revertAll(faults);
         const failed = faults.filter((f) => !f.reverted);
         if (failed.length) throw new Error(`could not revert ${failed.map((f) => `${f.ref.action}${f.ref.node ? ` on ${f.ref.node}` : ''}`).join(', ')}`);

@@ -35,11 +35,17 @@ export function rollbackOrder(plan: Plan): string[] {
     if (s.kind === 'parallel') for (const c of s.children) if (c.kind === 'action') faults.push(c);
   }
   const early = new Set(plan.steps.filter((s) => s.kind === 'revert').map((s) => s.target));
-  const lines = faults.reverse().map((a) => `revert step ${a.index}: ${a.actionId}${on(a)}${early.has(a) ? ' (if the revert step did not already)' : ''}`);
-  if (plan.remediation.length) {
+  const line = (a: PlannedAction) => `revert step ${a.index}: ${a.actionId}${on(a)}${early.has(a) ? ' (if the revert step did not already)' : ''}`;
+  const reversed = faults.reverse();
+  const lines = reversed.filter((a) => !a.revertLast).map(line);
+  const last = [
+    ...reversed.filter((a) => a.revertLast).map(line),
+    ...[...plan.remediation].reverse().map((a) => `undo remediation ${a.index} if it was applied: ${a.actionId}${on(a)}`),
+  ];
+  if (last.length) {
     const wf = plan.rollback.waitFor;
-    if (wf) lines.push(`wait until ${wf.probeId}${params(wf.params)} reads ok (at most ${formatDuration(plan.rollback.withinMs)}; else the remediation stays)`);
-    lines.push(...[...plan.remediation].reverse().map((a) => `undo remediation ${a.index} if it was applied: ${a.actionId}${on(a)}`));
+    if (wf) lines.push(`wait until ${wf.probeId}${params(wf.params)} reads ok (at most ${formatDuration(plan.rollback.withinMs)}; else what follows stays applied)`);
+    lines.push(...last);
   }
   return lines;
 }

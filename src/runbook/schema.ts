@@ -38,6 +38,13 @@ export const ActionStep = z.strictObject({
   action: ModuleId,
   with: Params.default({}),
   timeout: duration().prefault('5m').meta({ description: 'limit for applying on all targets' }),
+  revertLast: z
+    .boolean()
+    .default(false)
+    .meta({
+      description:
+        'revert it with the remediations: last, and only once rollback.waitFor holds (for protective steps such as freezing the controller-manager)',
+    }),
 });
 
 export const ExpectStep = z.strictObject({
