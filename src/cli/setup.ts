@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { isAbsolute, resolve } from 'node:path';
+import { homedir } from 'node:os';
+import { isAbsolute, join, resolve } from 'node:path';
 import { EXIT, KrError } from '../errors.js';
 import type { Clock } from '../engine/clock.js';
 import type { Ctx } from '../engine/context.js';
@@ -31,11 +32,14 @@ export async function inventoryFrom(o: ClusterOptions): Promise<LoadedInventory>
 
 /** --kubeconfig, else the inventory's (relative to the inventory file), else KUBECONFIG / ~/.kube/config. */
 export function kubeconfigPath(o: ClusterOptions, inv?: { inventory: Inventory; dir: string }): string | undefined {
-  if (o.kubeconfig) return resolve(o.kubeconfig);
+  if (o.kubeconfig) return resolve(expandHome(o.kubeconfig));
   const k = inv?.inventory.spec.kubeconfig;
-  if (k) return isAbsolute(k) ? k : resolve(inv.dir, k);
-  return undefined;
+  if (!k) return undefined;
+  const path = expandHome(k);
+  return isAbsolute(path) ? path : resolve(inv.dir, path);
 }
+
+const expandHome = (p: string) => (p === '~' || p.startsWith('~/') ? join(homedir(), p.slice(1)) : p);
 
 export function connect(o: ClusterOptions, inv: { inventory: Inventory; dir: string } | undefined, clock: Clock, log: Logger): KubeAccess {
   return createKubeAccess({
