@@ -1,3 +1,151 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { EXIT } from '../errors.js';
+import { realClock } from '../engine/clock.js';
+import { createLogger } from '../engine/logger.js';
+import { ensureLabBinaries, labDown, labUp, readRuntime, type LabInfo } from '../lab/index.js';
+import { formatDuration } from '../runbook/duration.js';
+import type { Observation, RunReport } from '../report/collect.js';
+import { out } from './output.js';
 import type { Register } from './types.js';
 
-export const register: Register = (_program, _done) => {};
+const BIN = fileURLToPath(new URL('../../bin/kube-runbook.js', import.meta.url));
+const RUNBOOK = fileURLToPath(new URL('../../runbooks/apiserver-outage.yaml', import.meta.url));
+
+export interface Outcome {
+  label: string;
+  exitCode: number;
+  report: RunReport;
+  evicted: { pod: string; node: string; at: string }[];
+  killed: { pod: string; node: string; at: string; reason: string }[];
+  /** The forecast's last prediction of the first eviction made before it happened (or before the run ended). */
+  predicted?: { at: string; madeAt: string; pod: string };
+  readyAtEnd: string;
+}
+
+function runCliChild(args: string[]): Promise<number> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'inherit', 'inherit'] });
+    const forward = (sig: NodeJS.Signals) => child.kill(sig);
+    process.on('SIGINT', forward);
+    child.on('close', (code) => {
+      process.off('SIGINT', forward);
+      resolve(code ?? 1);
+    });
+  });
+}
+
+/** Runs the runbook in the lab and reads what happened: the report, the pods evicted, the containers killed. */
+export async function runAndMeasure(lab: LabInfo, runbook: string, guards: boolean, extra: string[] = []): Promise<Outcome> {
+  const dir = mkdtempSync(join(tmpdir(), 'kube-runbook-demo-'));
+  const started = realClock.now();
+  const exitCode = await runCliChild(['run', runbook, '-i', lab.inventoryFile, '--yes', '--report-dir', dir, ...(guards ? [] : ['--no-guards']), ...extra]);
+  // a kubelet that reconnects kills its containers within a few seconds: give it that long
+  await realClock.sleep(8000);
+  const report = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as RunReport;
+  const deletions = report.observations['pods deleted'] as Observation | undefined;
+  const list = ((deletions?.value as { deletions?: { pod: string; node: string; at: number; cause: string }[] } | undefined)?.deletions ?? []).filter(
+    (d) => d.cause === 'taint-eviction',
+  );
+  const evicted = list.map((d) => ({ pod: d.pod, node: d.node, at: new Date(d.at).toISOString() }));
+  const runtimes = await Promise.all(lab.nodes.map((n) => readRuntime(lab.stateDir, n.name)));
+  const killed = runtimes.flatMap((rt) =>
+    rt.kills.filter((k) => k.atMs >= started).map((k) => ({ pod: `${k.namespace}/${k.pod}`, node: k.node, at: k.at, reason: k.reason })),
+  );
+  const firstEviction = evicted.map((e) => e.at).sort()[0];
+  const forecast = report.observations['eviction forecast'] as Observation | undefined;
+  const predictions = (forecast?.history ?? [])
+    .map((h) => ({ madeAt: h.at, e: (h.value as { earliestEviction?: { at: string; pod: string } | null } | null)?.earliestEviction }))
+    .filter((p): p is { madeAt: string; e: { at: string; pod: string } } => Boolean(p.e) && (!firstEviction || p.madeAt <= firstEviction));
+  const last = predictions.at(-1);
+  const ready = await readyNodes(lab);
+  return {
+    label: guards ? 'with guards' : 'without guards',
+    exitCode,
+    report,
+    evicted,
+    killed,
+    predicted: last ? { at: last.e.at, madeAt: last.madeAt, pod: last.e.pod } : undefined,
+    readyAtEnd: ready,
+  };
+}
+
+async function readyNodes(lab: LabInfo): Promise<string> {
+  const { createKubeAccess } = await import('../kube/client.js');
+  const kube = createKubeAccess({ kubeconfig: lab.kubeconfig, context: lab.context });
+  try {
+    const list = await kube.json!<{ items: { status?: { conditions?: { type: string; status: string }[] } }[] }>('/api/v1/nodes', { timeoutMs: 10_000 });
+    const ready = list.items.filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length;
+    return `${ready}/${list.items.length}`;
+  } catch {
+    return 'unknown';
+  } finally {
+    kube.close?.();
+  }
+}
+
+const time = (iso?: string) => (iso ? iso.slice(11, 23) : '—');
+
+export function renderOutcome(o: Outcome): string {
+  const r = o.report;
+  const faults = r.faults.filter((f) => !f.remediation);
+  const remediations = r.faults.filter((f) => f.remediation);
+  const lines = [
+    `${o.label}: ${r.status.toUpperCase()} (exit ${o.exitCode}) — ${r.reason}`,
+    `  pods evicted:        ${o.evicted.length}${o.evicted.length ? ` (first at ${time(o.evicted.map((e) => e.at).sort()[0])})` : ''}`,
+    `  containers killed:   ${o.killed.length}${o.killed.length ? ` (${o.killed.map((k) => `${k.pod} on ${k.node}`).join(', ')})` : ''}`,
+    `  faults reverted:     ${faults.filter((f) => f.status === 'reverted').length}/${faults.length}` +
+      (remediations.length ? `; remediations applied ${remediations.length}, undone ${remediations.filter((f) => f.status === 'reverted').length}` : ''),
+    `  nodes Ready at end:  ${o.readyAtEnd}`,
+  ];
+  const fired = r.guardFirings.find((g) => g.response === 'remediate' || g.response === 'abort');
+  if (o.predicted) {
+    const first = o.evicted.map((e) => e.at).sort()[0];
+    const diff = first ? Date.parse(first) - Date.parse(o.predicted.at) : undefined;
+    lines.push(
+      `  forecast:            first eviction predicted for ${time(o.predicted.at)} (${o.predicted.pod})` +
+        (first && diff !== undefined
+          ? `; the controller evicted at ${time(first)} (forecast ${formatDuration(Math.abs(diff))} ${diff >= 0 ? 'early' : 'LATE'})`
+          : '; nothing was evicted'),
+    );
+  }
+  if (fired) lines.push(`  guard:               ${fired.guard} → ${fired.response} at ${time(fired.at)}: ${fired.detail}`);
+  return lines.join('\n');
+}
+
+export const register: Register = (program, done) => {
+  program
+    .command('demo')
+    .description(
+      'Prepare the local lab (building Kubernetes once), run runbooks/apiserver-outage.yaml with guards, print the outcome, tear the lab down.',
+    )
+    .option('--compare', 'also run it without guards, to see the cascade the guards prevent')
+    .option('--keep', 'leave the lab running afterwards')
+    .option('--instance <name>', 'lab instance', 'demo')
+    .action(async (o: { compare?: boolean; keep?: boolean; instance: string }) => {
+      const log = createLogger((_level, msg) => out.stderr(`lab: ${msg}`));
+      out.stdout('Preparing the lab (the first time, Kubernetes is built from Debian\'s source package: about 8 minutes)…');
+      const binaries = await ensureLabBinaries({ log });
+      await labDown(o.instance);
+      const outcomes: Outcome[] = [];
+      try {
+        const lab = await labUp({ instance: o.instance, nodes: 3, binaries, log });
+        out.stdout(`\n▶ runbooks/apiserver-outage.yaml, with its guards\n`);
+        outcomes.push(await runAndMeasure(lab, RUNBOOK, true));
+        if (o.compare) {
+          out.stdout(`\n▶ runbooks/apiserver-outage.yaml again, with --no-guards\n`);
+          outcomes.push(await runAndMeasure(lab, RUNBOOK, false));
+        }
+      } finally {
+        if (!o.keep) await labDown(o.instance);
+      }
+      out.stdout(`\nOutcome\n${outcomes.map(renderOutcome).join('\n\n')}`);
+      if (o.keep) out.stdout(`\nThe lab is still running: eval "$(kube-runbook lab env --instance ${o.instance})"; remove it with kube-runbook lab down --instance ${o.instance}`);
+      const guarded = outcomes[0]!;
+      const safe = guarded.evicted.length === 0 && guarded.killed.length === 0 && guarded.report.remaining.length === 0;
+      done(safe ? EXIT.ok : EXIT.failed);
+    });
+};

@@ -17,8 +17,23 @@ import { out } from './output.js';
 import { kubeconfigPath, makeCtx, newRunId, prepare, stderrLogger } from './setup.js';
 import type { Register } from './types.js';
 
-/** The observer every run has: pods deleted during the run, with their causes (report.json: observations). */
+/**
+ * What every run watches for its report (report.json: observations), guards or not: the pods deleted during the
+ * run with their causes, and the eviction forecast's prediction, to compare with what happened.
+ */
 const POD_DELETIONS = 'pods deleted';
+const FORECAST = 'eviction forecast';
+const OBSERVERS: Record<string, { probe: string; with: Record<string, unknown>; summarize: (v: unknown) => unknown }> = {
+  [POD_DELETIONS]: { probe: 'pod-deletions', with: {}, summarize: (v) => v },
+  [FORECAST]: {
+    probe: 'eviction-forecast',
+    with: { margin: '0s' },
+    summarize: (v) => {
+      const f = v as { earliestEviction?: { at: number; pod: string; node: string } | null; atRisk?: number; frozen?: boolean } | null;
+      return f ? { earliestEviction: f.earliestEviction ? { at: new Date(f.earliestEviction.at).toISOString(), pod: f.earliestEviction.pod, node: f.earliestEviction.node } : null, atRisk: f.atRisk, frozen: f.frozen } : null;
+    },
+  },
+};
 
 interface RunFlags {
   inventory?: string;
@@ -59,7 +74,7 @@ export const register: Register = (program, done) => {
       const runId = newRunId(p.plan.runbook.metadata.name, clock.now());
       const journal = Journal.forRun(runId);
       const confirmer: Confirmer = flags.yes ? assumeYes : process.stdin.isTTY ? terminalConfirmer(process.stdin, process.stderr, clock) : nobody;
-      const collector = new ReportCollector();
+      const collector = new ReportCollector(Object.fromEntries(Object.entries(OBSERVERS).map(([k, o]) => [k, o.summarize])));
       const tty = flags.output === 'text' && process.stdout.isTTY === true;
       const write = (line: string) => (flags.output === 'json' ? process.stderr : process.stdout).write(`${line}\n`);
       const view = tty ? liveRenderer(p.plan) : { onEvent: plainRenderer(write), stop: async () => {} };
@@ -67,8 +82,12 @@ export const register: Register = (program, done) => {
         collector.onEvent(e);
         view.onEvent(e);
       };
-      const deletions = await defaultRegistry.probe('pod-deletions');
-      const observers = [{ name: POD_DELETIONS, probe: deletions, params: deletions.meta.params.parse({}) as Record<string, unknown> }];
+      const observers = await Promise.all(
+        Object.entries(OBSERVERS).map(async ([name, o]) => {
+          const probe = await defaultRegistry.probe(o.probe);
+          return { name, probe, params: probe.meta.params.parse(o.with) as Record<string, unknown> };
+        }),
+      );
       const ctx = makeCtx({ runId, clock, log, signal: new AbortController().signal, inventory: p.inv.inventory, kube: p.kube });
       const handle = startRun({
         plan: p.plan,

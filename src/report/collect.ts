@@ -39,6 +39,15 @@ export interface RunReport {
 
 const iso = (at: number) => new Date(at).toISOString();
 
+/** The latest reading of an observer, and the history of its changes (values as the summarizer keeps them). */
+export interface Observation {
+  at: string;
+  status: string;
+  detail: string;
+  value: unknown;
+  history: { at: string; status: string; detail: string; value: unknown }[];
+}
+
 /** Folds run events into the report (report.json, JUnit, HTML timeline are rendered from it). */
 export class ReportCollector {
   readonly report: RunReport = {
@@ -58,6 +67,9 @@ export class ReportCollector {
   };
   private startedAt = 0;
   private guardStatus = new Map<string, string>();
+
+  /** `summarizers` keep, per observer, only what the report needs of a reading's value. */
+  constructor(private readonly summarizers: Record<string, (value: unknown) => unknown> = {}) {}
 
   readonly onEvent = (e: RunEvent): void => {
     const r = this.report;
@@ -100,10 +112,17 @@ export class ReportCollector {
           r.guardTransitions.push({ at: iso(e.at), guard: e.guard, status: e.reading.status, detail: e.reading.detail });
         }
         break;
-      case 'observation':
-        if (e.reading.status !== 'unknown' || !(e.name in r.observations))
-          r.observations[e.name] = { status: e.reading.status, detail: e.reading.detail, value: e.reading.value };
+      case 'observation': {
+        const summarize = this.summarizers[e.name] ?? ((v: unknown) => v);
+        const prev = r.observations[e.name] as Observation | undefined;
+        const value = summarize(e.reading.value);
+        const entry = { at: iso(e.at), status: e.reading.status, detail: e.reading.detail, value };
+        if (e.reading.status === 'unknown' && prev) break;
+        const history = prev?.history ?? [];
+        if (prev?.detail !== e.reading.detail && history.length < 500) history.push(entry);
+        r.observations[e.name] = { ...entry, history };
         break;
+      }
       case 'guard-fired':
         r.guardFirings.push({ at: iso(e.at), guard: e.guard, response: e.response, detail: e.detail });
         break;
