@@ -88,12 +88,23 @@ describe('eviction forecast', () => {
     const f = forecast({
       now: NOW,
       settings: lab,
-      nodes: [node('a-1', s(5), { zone: 'a' }), node('a-2', s(5), { zone: 'a' }), node('b-1', 100, { zone: 'b' }), node('b-2', 100, { zone: 'b' })],
+      // a-1 went silent 3.5 s before a-2: surely queued first
+      nodes: [node('a-1', s(8), { zone: 'a' }), node('a-2', s(4.5), { zone: 'a' }), node('b-1', 100, { zone: 'b' }), node('b-2', 100, { zone: 'b' })],
       pods: [pod('x/p1', 'a-1'), pod('x/p2', 'a-2')],
     });
     expect(f.masterDisruptionAt).toBeUndefined();
-    expect(f.nodes.filter((n) => n.zone === 'a').map((n) => n.taintAt! - NOW)).toEqual([s(4), s(14)]);
-    expect(f.pods.map((p) => p.evictAt! - NOW)).toEqual([s(34), s(44)]);
+    expect(f.nodes.filter((n) => n.zone === 'a').map((n) => n.taintAt! - NOW)).toEqual([s(1), s(11)]);
+    expect(f.pods.map((p) => p.evictAt! - NOW)).toEqual([s(31), s(41)]);
+  });
+
+  it('gives nodes that go silent together the earliest place each can have in the queue', () => {
+    const f = forecast({
+      now: NOW,
+      settings: lab,
+      nodes: [node('a-1', s(5), { zone: 'a' }), node('a-2', s(5), { zone: 'a' }), node('a-3', s(1), { zone: 'a' }), node('b-1', 100, { zone: 'b' })],
+      pods: [],
+    });
+    expect(f.nodes.filter((n) => n.silent).map((n) => n.taintAt! - NOW)).toEqual([s(4), s(4)]);
   });
 
   it('predicts no eviction when every zone loses every node (master disruption mode)', () => {
@@ -130,8 +141,9 @@ describe('eviction forecast', () => {
     expect(f1.nodes.filter((n) => n.notReady).every((n) => n.taintAt === undefined && n.held?.includes('partially'))).toBe(true);
     expect(f1.atRisk).toBe(0);
 
-    const big = Array.from({ length: 60 }, (_, i) => node(`b-${String(i).padStart(2, '0')}`, i < 40 ? s(20) : 100, {
-      ready: i < 40 ? { status: 'Unknown', transition: NOW - s(10) } : { status: 'True' },
+    // 40 of 60 nodes went NotReady one second apart: their queue order is known
+    const big = Array.from({ length: 60 }, (_, i) => node(`b-${String(i).padStart(2, '0')}`, i < 40 ? s(60) : 100, {
+      ready: i < 40 ? { status: 'Unknown', transition: NOW - s(50) + s(i) } : { status: 'True' },
     }));
     const f2 = forecast({ now: NOW, settings: lab, nodes: big, pods: [] });
     const taints = f2.nodes.filter((n) => n.taintAt !== undefined).map((n) => n.taintAt!);

@@ -33,6 +33,11 @@ export interface ForecastNode {
   ready?: { status: 'True' | 'False' | 'Unknown'; heartbeat?: number; transition?: number };
   leaseRenew?: number;
   taints: SlimTaint[];
+  /**
+   * Since when its NoExecute taint has been on without a break. The controller re-adds the taint with a new
+   * timeAdded while the node stays down, but the taint manager keeps the eviction time it scheduled first.
+   */
+  taintedSince?: number;
 }
 
 export interface ForecastPod {
@@ -124,8 +129,9 @@ interface Work {
   /** Earliest and latest moment the controller can see the node NotReady (NEVER: stays Ready). */
   downEarly: number;
   downLate: number;
-  /** When it can be queued for the NoExecute taint. */
+  /** The earliest and the latest moment it can be queued for the NoExecute taint. */
   eligible: number;
+  eligibleLate: number;
   controllerTaint?: SlimTaint;
 }
 
@@ -162,21 +168,24 @@ export function forecast(input: ForecastInput): Forecast {
   const everyChange = [now, ...changes.filter((t) => t > now)];
   const masterAt = everyChange.find((t) => masterSureAt(t));
 
-  // Taints, zone by zone, in queue order, through a token bucket (burst 1) at the zone's rate.
+  // Taints, zone by zone, through a token bucket (burst 1) at the zone's rate. The controller queues nodes in the
+  // order it sees them NotReady; only a node surely queued before another delays it (nodes seen in the same
+  // window may go in any order, so each is given the earliest place it can have).
   for (const [zone, ws] of input.controllerRunning === false ? [] : groupByZone(work)) {
-    // The bucket refills from the last taint seen; the fastest rate the zone may have had makes it earliest.
+    // The bucket refills from each taint seen; the fastest rate the zone may have had makes it earliest.
     const fastest = Math.max(s.nodeEvictionRate, s.secondaryNodeEvictionRate);
-    let nextToken = -NEVER;
-    if (fastest > 0) for (const w of ws) if (w.f.tainted && w.f.taintAt !== undefined) nextToken = Math.max(nextToken, w.f.taintAt + 1000 / fastest);
+    const ahead: { late: number; next: number }[] = [];
+    if (fastest > 0) for (const w of ws) if (w.f.tainted && w.f.taintAt !== undefined) ahead.push({ late: -NEVER, next: w.f.taintAt + 1000 / fastest });
     const queue = ws.filter((w) => !w.f.tainted && Number.isFinite(w.eligible)).sort((a, b) => a.eligible - b.eligible || a.f.name.localeCompare(b.f.name));
     for (const w of queue) {
+      const nextToken = Math.max(-NEVER, ...ahead.filter((a) => a.late < w.eligible).map((a) => a.next));
       const at = firstTaintTime(Math.max(w.eligible, nextToken), (t) => rateAt(zone, t), changes);
       if (at === undefined || (masterAt !== undefined && at >= masterAt)) {
         w.f.held = masterAt !== undefined ? 'all zones disrupted: evictions stopped' : 'zone partially disrupted: tainting stopped';
         continue;
       }
       w.f.taintAt = at;
-      nextToken = at + 1000 / rateAt(zone, at);
+      ahead.push({ late: w.eligibleLate, next: at + 1000 / rateAt(zone, at) });
     }
   }
 
@@ -253,7 +262,7 @@ function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentA
     silent,
     notReady,
     tainted: controllerTaintNow !== undefined,
-    taintAt: controllerTaintNow ? (controllerTaintNow.timeAdded ?? now) : undefined,
+    taintAt: controllerTaintNow ? (node.taintedSince ?? controllerTaintNow.timeAdded ?? now) : undefined,
   };
   const predictedDown = (lastHeartbeat ?? now) + grace;
   f.notReadyAt = notReady ? (node.ready?.transition ?? now) : predictedDown;
@@ -272,5 +281,6 @@ function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentA
     eligible = downEarly + P;
   }
   const controllerTaint: SlimTaint | undefined = controllerTaintNow ?? (notReady || silent ? { key: node.ready?.status === 'False' ? NOT_READY : UNREACHABLE, effect: 'NoExecute' } : undefined);
-  return { f, node, downEarly, downLate, eligible, controllerTaint };
+  const eligibleLate = Number.isFinite(downLate) && !notReady ? downLate + P : eligible;
+  return { f, node, downEarly, downLate, eligible, eligibleLate, controllerTaint };
 }

@@ -69,6 +69,26 @@ describe('eviction-forecast', () => {
     expect(violated.detail).toBe('first eviction in 20s: default/web-node-1 on node-1 (1 pod at risk on 1 node)');
   });
 
+  it('keeps the first taint time while the controller refreshes the taint of a node that stays down', async () => {
+    setup();
+    const run = t.start(probe, { margin: '5m' });
+    kubelets(['node-2', 'node-3']);
+    await run.until((r) => r.status === 'ok');
+    const setTaint = () =>
+      t.api.update(paths.nodes, 'node-1', (n) => {
+        const c = (n.status as { conditions: Record<string, string>[] }).conditions[0]!;
+        Object.assign(c, { status: 'Unknown' });
+        (n.spec as { taints: unknown[] }).taints = [{ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(t.clock.now()) }];
+      });
+    setTaint();
+    const taintedAt = t.clock.now();
+    await t.advance(10_000);
+    setTaint(); // the controller re-adds it with a new timeAdded; the taint manager keeps its first schedule
+    await t.advance(1_000);
+    const v = run.last()!.value as Value;
+    expect(v.earliestEviction?.at).toBe(taintedAt + 30_000);
+  });
+
   it('predicts no eviction when every node is silent (master disruption mode)', async () => {
     setup();
     const run = t.start(probe, { margin: '5m' });

@@ -4,6 +4,7 @@ import { type ForecastNode, type ForecastPod, defaultSilentAfter, forecast } fro
 import { resolveNodeSelector } from '../kube/node-selector.js';
 import { cannotSee, hubOf, reactive } from '../kube/readings.js';
 import { type SlimLease, type SlimNode, type SlimPod, watchSpecs, zoneOf } from '../kube/resources.js';
+import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
 import type { WatchHandle } from '../kube/watch.js';
 import { formatDuration } from '../runbook/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
@@ -69,6 +70,25 @@ export default defineProbe({
       return;
     }
     const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
+    // When each node's NoExecute taint came (the controller refreshes its timeAdded every eviction period while
+    // the node stays down; the taint manager keeps its first schedule). For taints already there when the probe
+    // started, the NotReady transition is the earliest they can have come.
+    const taintedSince = new Map<string, number>();
+    const track = (n: SlimNode, first: boolean) => {
+      const t = n.taints.find((x) => x.effect === 'NoExecute' && (x.key === UNREACHABLE || x.key === NOT_READY));
+      if (!t) taintedSince.delete(n.name);
+      else if (!taintedSince.has(n.name))
+        taintedSince.set(n.name, Math.min(t.timeAdded ?? ctx.clock.now(), first ? (n.ready?.transition ?? Infinity) : Infinity));
+    };
+    for (const n of nodes.store.values()) track(n, true);
+    let nodesSynced = nodes.freshness().synced;
+    nodes.subscribe((c) => {
+      if (c.type === 'synced') {
+        nodesSynced = true;
+        for (const n of nodes.store.values()) track(n, !taintedSince.has(n.name));
+      } else if ((c.type === 'added' || c.type === 'modified') && nodesSynced) track(c.object, c.relist);
+      else if (c.type === 'deleted') taintedSince.delete(c.object.name);
+    });
     yield* reactive(ctx, {
       watches,
       judge(now) {
@@ -86,6 +106,7 @@ export default defineProbe({
           ready: n.ready,
           leaseRenew: leases.store.get(`${LEASE_NS}/${n.name}`)?.renewTime,
           taints: n.taints,
+          taintedSince: taintedSince.get(n.name),
         }));
         const selected = new Set(resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]));
         const fpods: ForecastPod[] = [];
