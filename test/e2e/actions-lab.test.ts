@@ -1,0 +1,198 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadAction } from '../../src/actions/index.js';
+import type { Action, RevertState } from '../../src/actions/types.js';
+import { realClock } from '../../src/engine/clock.js';
+import type { ActionCtx } from '../../src/engine/context.js';
+import { memoryLogger } from '../../src/engine/logger.js';
+import { loadInventory } from '../../src/inventory/load.js';
+import { createKubeAccess } from '../../src/kube/client.js';
+import type { KubeAccess } from '../../src/kube/types.js';
+import { createNodeAccess } from '../../src/nodes/access.js';
+import { startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+
+/**
+ * Every action against the lab's real control plane: the effect is visible, the revert removes it completely,
+ * and the node-side revert script alone (what the dead-man runs) undoes it too.
+ */
+const INSTANCE = 'act';
+let lab: LabInfo;
+let ctx: ActionCtx;
+let kube: KubeAccess;
+
+beforeAll(async () => {
+  lab = await startLab({ instance: INSTANCE, nodes: 2, workload: false });
+  const { inventory } = await loadInventory(lab.inventoryFile);
+  kube = createKubeAccess({ kubeconfig: lab.kubeconfig, context: lab.context });
+  ctx = {
+    runId: `e2e-actions-${process.pid}`,
+    clock: realClock,
+    log: memoryLogger(),
+    signal: new AbortController().signal,
+    dryRun: false,
+    inventory,
+    kube,
+    nodes: createNodeAccess(inventory),
+  };
+});
+
+afterAll(async () => {
+  (kube as { close?: () => void } | undefined)?.close?.();
+  await stopLab(INSTANCE);
+});
+
+const sleep = (ms: number) => realClock.sleep(ms);
+
+/** preflight, prepare, apply on one node; returns the state and the action. */
+async function applyOn(id: string, node: string, params: Record<string, unknown> = {}) {
+  const action = (await loadAction(id)) as Action;
+  const p = action.meta.params.parse(params);
+  const actx = { ...ctx, node: ctx.nodes.get(node) };
+  await action.preflight?.(actx, p);
+  const state = await action.prepare(actx, p);
+  expect(JSON.parse(JSON.stringify(state))).toEqual(state);
+  const applied = await action.apply(actx, state);
+  return { action, actx, state: applied as RevertState };
+}
+
+const sh = async (node: string, script: string) => ctx.nodes.exec(node, script, { timeoutMs: 30_000 });
+const labStatus = async (node: string, service: string) => (await sh(node, `${lab.stateDir}/nodes/${node}/${service}/status`)).code;
+const readyz = async () => (await kube.raw('/readyz', { timeoutMs: 3000 }).catch(() => ({ status: 0, body: '' }))).status;
+
+async function leaseRenewTime(node: string): Promise<string> {
+  const r = await kube.raw(`/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${node}`, { timeoutMs: 5000 });
+  return (JSON.parse(r.body) as { spec: { renewTime: string } }).spec.renewTime;
+}
+
+describe('stop-* actions on the lab', () => {
+  it('stop-controller-manager and stop-scheduler: the process is gone, and back healthy after the revert', async () => {
+    for (const [id, service] of [
+      ['stop-controller-manager', 'kube-controller-manager'],
+      ['stop-scheduler', 'kube-scheduler'],
+    ] as const) {
+      const { action, actx, state } = await applyOn(id, 'cp-1');
+      expect(await labStatus('cp-1', service), `${service} stopped`).toBe(3);
+      await action.revert(actx, state);
+      expect((await sh('cp-1', `${lab.stateDir}/nodes/cp-1/${service}/health`)).code, `${service} healthy`).toBe(0);
+    }
+  });
+
+  it("stop-kubelet: the simulator stops, node-1's lease goes stale while node-2's renews; the revert resumes renewals", async () => {
+    const { action, actx, state } = await applyOn('stop-kubelet', 'node-1');
+    expect(await labStatus('node-1', 'kubelet')).toBe(3);
+    const before = await leaseRenewTime('node-1');
+    const other = await leaseRenewTime('node-2');
+    await sleep(5000);
+    expect(await leaseRenewTime('node-1')).toBe(before);
+    expect(await leaseRenewTime('node-2')).not.toBe(other);
+    await action.revert(actx, state);
+    await until('node-1 renews its lease again', async () => (await leaseRenewTime('node-1')) !== before, 30_000);
+  });
+});
+
+describe('block-kubelet-egress on the lab', () => {
+  const chainCounters = async (node: string, chain: string) => {
+    const r = await sh(node, `iptables -w -L ${chain} -v -x -n`);
+    if (r.code !== 0) return -1;
+    return r.stdout
+      .split('\n')
+      .filter((l) => /\bDROP\b/.test(l))
+      .reduce((sum, l) => sum + Number(l.trim().split(/\s+/)[0]), 0);
+  };
+
+  it("node-1's lease renewals stop while the chain's counters rise; the revert removes every rule", async () => {
+    const { action, actx, state } = await applyOn('block-kubelet-egress', 'node-1');
+    const chain = String(state.chain);
+    expect((await sh('node-1', 'iptables -w -S OUTPUT')).stdout).toContain(`-j ${chain}`);
+    const renew = await leaseRenewTime('node-1');
+    const other = await leaseRenewTime('node-2');
+    const c0 = await chainCounters('node-1', chain);
+    await sleep(6000);
+    const c1 = await chainCounters('node-1', chain);
+    expect(await leaseRenewTime('node-1')).toBe(renew);
+    expect(await leaseRenewTime('node-2')).not.toBe(other);
+    expect(c1).toBeGreaterThan(c0);
+    await action.revert(actx, state);
+    const rules = (await sh('node-1', 'iptables -w -S')).stdout;
+    expect(rules).not.toContain('KR-EGRESS');
+    await until('node-1 renews its lease again', async () => (await leaseRenewTime('node-1')) !== renew, 60_000);
+    await action.revert(actx, state); // idempotent
+  });
+
+  it('the node-side revert alone removes the chain', async () => {
+    const { action, state } = await applyOn('block-kubelet-egress', 'node-2');
+    expect((await sh('node-2', 'iptables -w -S')).stdout).toContain(String(state.chain));
+    const r = await sh('node-2', action.nodeSideRevert(state)!);
+    expect(r.code, r.stderr).toBe(0);
+    expect((await sh('node-2', 'iptables -w -S')).stdout).not.toContain('KR-EGRESS');
+  });
+});
+
+describe('throttle-etcd-disk on the lab', () => {
+  const metrics = async () => (await fetch(`${lab.etcdUrl}/metrics`)).text();
+  function fsyncHistogram(text: string): { le: number; count: number }[] {
+    const out: { le: number; count: number }[] = [];
+    for (const m of text.matchAll(/^etcd_disk_wal_fsync_duration_seconds_bucket\{le="([^"]+)"\} (\d+)/gm))
+      out.push({ le: m[1] === '+Inf' ? Infinity : Number(m[1]), count: Number(m[2]) });
+    return out;
+  }
+  /** p99 (bucket upper bound) of the fsyncs between two scrapes. */
+  function p99(before: string, after: string): { p99: number; fsyncs: number } {
+    const a = fsyncHistogram(before);
+    const b = fsyncHistogram(after);
+    const delta = b.map((x, i) => ({ le: x.le, count: x.count - (a[i]?.count ?? 0) }));
+    const total = delta.at(-1)?.count ?? 0;
+    return { p99: delta.find((x) => x.count >= 0.99 * total)?.le ?? Infinity, fsyncs: total };
+  }
+  async function writeThroughApiserver(n: number, tag: string) {
+    const core = kube.config.makeApiClient(CoreV1Api);
+    for (let i = 0; i < n; i++) {
+      const name = `kr-e2e-${tag}-${i}`;
+      await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name }, data: { i: String(i) } } });
+      await core.deleteNamespacedConfigMap({ namespace: 'default', name });
+    }
+  }
+  async function measure(tag: string) {
+    const before = await metrics();
+    await writeThroughApiserver(tag === 'throttled' ? 10 : 40, tag);
+    return p99(before, await metrics());
+  }
+
+  it("etcd's WAL fsync p99 rises at least tenfold; the revert removes the limit", async () => {
+    const base = await measure('base');
+    const { action, actx, state } = await applyOn('throttle-etcd-disk', 'cp-1', { writeIops: 10 });
+    expect(state.cgroup, 'the lab etcd cgroup').toBe(lab.etcdCgroup.replace(/^\/sys\/fs\/cgroup(\/blkio)?/, ''));
+    const throttled = await measure('throttled');
+    await action.revert(actx, state);
+    const after = await measure('after');
+    console.log(`etcd WAL fsync p99: ${base.p99 * 1000} ms before (${base.fsyncs} fsyncs), ${throttled.p99 * 1000} ms throttled (${throttled.fsyncs}), ${after.p99 * 1000} ms after the revert`);
+    expect(base.fsyncs).toBeGreaterThan(20);
+    expect(throttled.fsyncs).toBeGreaterThan(10);
+    expect(throttled.p99).toBeGreaterThanOrEqual(10 * base.p99);
+    expect(after.p99).toBeLessThan(throttled.p99);
+    const files = state.version === 2 ? ['io.max'] : ['blkio.throttle.write_iops_device', 'blkio.throttle.read_iops_device'];
+    for (const f of files) expect(readFileSync(join(lab.etcdCgroup, f), 'utf8'), `${f} after the revert`).not.toMatch(new RegExp(`^${String(state.device)} .*\\d`, 'm'));
+  });
+});
+
+// Last: without an apiserver the lab's controller-manager and scheduler lose their leader lease and exit, and
+// the lab, unlike a kubelet or systemd, does not restart them.
+describe('stop-apiserver on the lab', () => {
+  it('stop-apiserver: /readyz fails while applied; the revert brings it back; so does the node-side revert alone', async () => {
+    expect(await readyz()).toBe(200);
+    const { action, actx, state } = await applyOn('stop-apiserver', 'cp-1');
+    expect(await labStatus('cp-1', 'kube-apiserver')).toBe(3);
+    expect(await readyz()).toBe(0);
+    await action.revert(actx, state);
+    expect(await readyz()).toBe(200);
+    await action.revert(actx, state); // idempotent
+
+    const again = await applyOn('stop-apiserver', 'cp-1');
+    expect(await readyz()).toBe(0);
+    const r = await sh('cp-1', action.nodeSideRevert(again.state)!);
+    expect(r.code, r.stderr).toBe(0);
+    expect(await readyz()).toBe(200);
+  });
+});
