@@ -235,5 +235,5 @@ function fleet(lab: Command, done: Done) {
 }
 
 function fleetLine(s: FleetStats): string {
-  return `fleet ${formatDuration(s.elapsedMs)}: ${s.count} nodes, ${s.registered} registered, ${s.renewing} renewing, ${s.ready} Ready, ${s.flaps} flap(s), ${s.renewals} renewals`;
+  return `fleet ${formatDuration(s.elapsedMs)}: ${s.count} nodes, ${s.registered} registered, ${s.renewing} renewing, ${s.ready} Ready, ${s.flaps} flap(s), ${s.renewals} renewals${s.steadyRenewalsPerSecond !== undefined ? ` (${s.steadyRenewalsPerSecond}/s steady, longest gap ${formatDuration(s.maxRenewGapMs ?? 0)})` : ''}, ${s.cpuSeconds} CPU s, ${s.rssMiB} MiB`;
 }

@@ -45,7 +45,13 @@ export interface FleetStats {
   /** Ready→not-Ready transitions seen since all nodes were first Ready. */
   flaps: number;
   renewals: number;
+  /** Since every node was first Ready (steady state): renewals per second, and the longest gap between two renewals of a node. */
+  steadyRenewalsPerSecond?: number;
+  maxRenewGapMs?: number;
   elapsedMs: number;
+  /** CPU seconds this process used since the fleet started, and its resident memory (MiB). */
+  cpuSeconds: number;
+  rssMiB: number;
 }
 
 export function fleetNodeName(i: number): string {
@@ -70,7 +76,9 @@ export async function runFleet(o: FleetOptions, signal: AbortSignal): Promise<Fl
   const everReady = new Set<string>();
   let flaps = 0;
   let allReadyOnce = false;
+  let steady: { at: number; renewals: number } | undefined;
   const started = clock.now();
+  const cpu0 = process.cpuUsage();
 
   const onNode = (type: string, n: NodeLite) => {
     const name = n.metadata.name;
@@ -95,6 +103,8 @@ export async function runFleet(o: FleetOptions, signal: AbortSignal): Promise<Fl
     log,
   });
 
+  // per-node chatter (registrations) would drown the fleet's progress; warnings still show
+  const quiet: Logger = { debug: () => {}, info: () => {}, warn: (m, f) => log.warn(m, f), error: (m, f) => log.error(m, f) };
   const stateDirs = Array.from({ length: o.count }, (_, i) => runtimeDirOf(info.stateDir, fleetNodeName(i + 1)));
   for (const d of stateDirs) await mkdir(d, { recursive: true });
   for (let i = 1; i <= o.count; i++) {
@@ -114,7 +124,7 @@ export async function runFleet(o: FleetOptions, signal: AbortSignal): Promise<Fl
         kubeletVersion: `v${info.binaries?.version ?? '0.0.0'}`,
         labels: { [FLEET_LABEL]: info.instance },
       },
-      { api, clock, log, runtime, random: Math.random, cachedNode: () => nodes.get(name), firstRenewDelayMs: firstRenewOffset(i - 1, o.count, leaseDurationMs) },
+      { api, clock, log: quiet, runtime, random: Math.random, cachedNode: () => nodes.get(name), firstRenewDelayMs: firstRenewOffset(i - 1, o.count, leaseDurationMs) },
     );
     sims.set(name, sim);
   }
@@ -149,15 +159,26 @@ export async function runFleet(o: FleetOptions, signal: AbortSignal): Promise<Fl
     const list = [...sims.values()];
     let ready = 0;
     for (const n of nodes.values()) if (isReady(n)) ready++;
-    if (!allReadyOnce && ready === o.count) allReadyOnce = true;
+    const renewals = list.reduce((a, s) => a + s.renewals, 0);
+    if (!allReadyOnce && ready === o.count) {
+      allReadyOnce = true;
+      steady = { at: now, renewals };
+      for (const s of list) s.maxRenewGapMs = 0;
+    }
+    const window = steady ? (now - steady.at) / 1000 : 0;
     return {
       count: o.count,
       registered: nodes.size,
       renewing: list.filter((s) => s.lastRenewAt !== undefined && now - s.lastRenewAt <= leaseDurationMs).length,
       ready,
       flaps,
-      renewals: list.reduce((a, s) => a + s.renewals, 0),
+      renewals,
+      ...(steady && window > 0
+        ? { steadyRenewalsPerSecond: Math.round(((renewals - steady.renewals) / window) * 10) / 10, maxRenewGapMs: Math.max(...list.map((s) => s.maxRenewGapMs)) }
+        : {}),
       elapsedMs: now - started,
+      cpuSeconds: Math.round(Object.values(process.cpuUsage(cpu0)).reduce((a, b) => a + b, 0) / 10_000) / 100,
+      rssMiB: Math.round(process.memoryUsage().rss / 1_048_576),
     };
   };
   const progress = async () => {

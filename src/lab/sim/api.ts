@@ -27,9 +27,18 @@ export class SimApi {
   readonly coord: CoordinationV1Api;
   readonly watcher: Watch;
 
+  private inFlight = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  /**
+   * `maxInFlight` bounds concurrent requests: a fleet of thousands of nodes must not open thousands of
+   * connections at once (each timed-out request costs a new TLS handshake, and an overloaded apiserver melts).
+   * A request's timeout starts when it is sent, not while it waits for a slot.
+   */
   constructor(
     readonly kc: KubeConfig,
     readonly timeoutMs = 10_000,
+    readonly maxInFlight = 64,
   ) {
     this.core = kc.makeApiClient(CoreV1Api);
     this.coord = kc.makeApiClient(CoordinationV1Api);
@@ -37,54 +46,66 @@ export class SimApi {
   }
 
   async readLease(name: string): Promise<{ resourceVersion?: string } | undefined> {
-    return orNotFound(async () => plain(await this.coord.readNamespacedLease({ name, namespace: 'kube-node-lease' }, this.opts())));
+    return orNotFound(async () => plain(await this.limited(() => this.coord.readNamespacedLease({ name, namespace: 'kube-node-lease' }, this.opts()))));
   }
 
   async createLease(body: object): Promise<{ metadata?: { resourceVersion?: string } }> {
-    return plain(await this.coord.createNamespacedLease({ namespace: 'kube-node-lease', body }, this.opts()));
+    return plain(await this.limited(() => this.coord.createNamespacedLease({ namespace: 'kube-node-lease', body }, this.opts())));
   }
 
   async replaceLease(name: string, body: object): Promise<{ metadata?: { resourceVersion?: string } }> {
-    return plain(await this.coord.replaceNamespacedLease({ name, namespace: 'kube-node-lease', body }, this.opts()));
+    return plain(await this.limited(() => this.coord.replaceNamespacedLease({ name, namespace: 'kube-node-lease', body }, this.opts())));
   }
 
   async readNode(name: string): Promise<(NodeLite & { metadata: { uid?: string } }) | undefined> {
-    return orNotFound(async () => plain(await this.core.readNode({ name }, this.opts())));
+    return orNotFound(async () => plain(await this.limited(() => this.core.readNode({ name }, this.opts()))));
   }
 
   async createNode(body: object): Promise<NodeLite> {
-    return plain(await this.core.createNode({ body }, this.opts()));
+    return plain(await this.limited(() => this.core.createNode({ body }, this.opts())));
   }
 
-  async patchNodeStatus(name: string, body: object): Promise<NodeLite> {
-    return plain(await this.core.patchNodeStatus({ name, body }, this.opts(PatchStrategy.MergePatch)));
+  async patchNodeStatus(name: string, body: object): Promise<void> {
+    await this.limited(() => this.core.patchNodeStatus({ name, body }, this.opts(PatchStrategy.MergePatch)));
   }
 
   async listPods(fieldSelector: string): Promise<{ items: PodLite[]; resourceVersion: string }> {
     const list = plain<{ items: PodLite[]; metadata?: { resourceVersion?: string } }>(
-      await this.core.listPodForAllNamespaces({ fieldSelector }, this.opts(undefined, this.timeoutMs * 3)),
+      await this.limited(() => this.core.listPodForAllNamespaces({ fieldSelector }, this.opts(undefined, this.timeoutMs * 3))),
     );
     return { items: list.items, resourceVersion: list.metadata?.resourceVersion ?? '' };
   }
 
   async listNodes(labelSelector: string): Promise<{ items: NodeLite[]; resourceVersion: string }> {
     const list = plain<{ items: NodeLite[]; metadata?: { resourceVersion?: string } }>(
-      await this.core.listNode({ labelSelector }, this.opts(undefined, this.timeoutMs * 3)),
+      await this.limited(() => this.core.listNode({ labelSelector }, this.opts(undefined, this.timeoutMs * 3))),
     );
     return { items: list.items, resourceVersion: list.metadata?.resourceVersion ?? '' };
   }
 
   async patchPodStatus(namespace: string, name: string, body: object): Promise<void> {
-    await this.core.patchNamespacedPodStatus({ name, namespace, body }, this.opts(PatchStrategy.MergePatch));
+    await this.limited(() => this.core.patchNamespacedPodStatus({ name, namespace, body }, this.opts(PatchStrategy.MergePatch)));
   }
 
   /** Deletes a pod at once (grace 0), only if it is still the same pod (uid precondition). Quiet when it is gone. */
   async finalizePod(namespace: string, name: string, uid: string): Promise<void> {
     try {
-      await this.core.deleteNamespacedPod({ name, namespace, body: { gracePeriodSeconds: 0, preconditions: { uid } } }, this.opts());
+      await this.limited(() => this.core.deleteNamespacedPod({ name, namespace, body: { gracePeriodSeconds: 0, preconditions: { uid } } }, this.opts()));
     } catch (e) {
       if (statusOf(e) === 404 || statusOf(e) === 409) return;
       throw e;
+    }
+  }
+
+  /** Runs `fn` once fewer than `maxInFlight` requests are under way. */
+  async limited<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.inFlight >= this.maxInFlight) await new Promise<void>((r) => this.waiting.push(r));
+    this.inFlight++;
+    try {
+      return await fn();
+    } finally {
+      this.inFlight--;
+      this.waiting.shift()?.();
     }
   }
 

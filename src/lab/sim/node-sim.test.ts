@@ -55,7 +55,6 @@ class FakeApiserver implements KubeletCalls {
     this.check();
     this.statusPosts++;
     this.node = { ...this.node!, status: (body as { status: NodeLite['status'] }).status };
-    return this.node;
   }
   async patchPodStatus(_ns: string, name: string, body: object) {
     this.check();

@@ -41,6 +41,8 @@ export class NodeSim {
   private readonly retrying = new Set<string>();
   renewals = 0;
   lastRenewAt: number | undefined;
+  /** Longest time between two successful renewals (reset by whoever measures). */
+  maxRenewGapMs = 0;
 
   constructor(
     readonly cfg: SimNodeConfig,
@@ -86,6 +88,7 @@ export class NodeSim {
       try {
         await this.renew();
         const now = this.d.clock.now();
+        if (this.lastRenewAt !== undefined) this.maxRenewGapMs = Math.max(this.maxRenewGapMs, now - this.lastRenewAt);
         this.renewals++;
         this.lastRenewAt = now;
         this.d.onRenewed?.(now);
@@ -143,7 +146,9 @@ export class NodeSim {
   /** Posts NodeStatus when the Node's conditions differ from ours or the report frequency has passed. */
   async checkStatus(): Promise<void> {
     const node = this.d.cachedNode ? this.d.cachedNode() : await this.d.api.readNode(this.cfg.name);
-    if (!node && !this.d.cachedNode) {
+    // a shared watch that has not seen the node yet is no reason to post (it would flood a lagging apiserver)
+    if (!node && this.d.cachedNode) return;
+    if (!node) {
       this.d.log.warn(`node ${this.cfg.name} is gone from the apiserver; registering it again`);
       const created = await this.d.api.createNode(nodeObject(this.cfg, this.d.clock.now()));
       this.nodeUid = created.metadata.uid;
