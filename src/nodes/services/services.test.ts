@@ -1,0 +1,166 @@
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Inventory } from '../../inventory/schema.js';
+import { serviceManager, serviceTarget } from './index.js';
+import type { ProcessTarget, StaticPodTarget, SystemdTarget } from './types.js';
+
+/**
+ * The managers' scripts run for real with dash, against a temp directory standing in for the node: the tools
+ * they call (systemctl, pgrep, crictl, curl) are stubs that act on files there, so stopping and starting has an
+ * effect the tests can see.
+ */
+let dir: string;
+let bin: string;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'kr-services-'));
+  bin = join(dir, 'bin');
+  mkdirSync(bin);
+  stub('id', 'echo 0');
+  stub('sleep', ':');
+  stub('curl', 'echo "$*" >>"$KR_NODE/curl.log"; printf 200');
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+function stub(name: string, body: string) {
+  writeFileSync(join(bin, name), `#!/bin/sh\n${body}\n`);
+  chmodSync(join(bin, name), 0o755);
+}
+
+function run(script: string) {
+  const r = spawnSync('/bin/sh', ['-s'], { input: script, encoding: 'utf8', env: { PATH: `${bin}:/usr/bin:/bin`, KR_NODE: dir }, timeout: 10_000 });
+  return { code: r.status, out: `${r.stdout}${r.stderr}` };
+}
+
+describe('static-pod manager', () => {
+  let t: StaticPodTarget;
+  beforeEach(() => {
+    mkdirSync(join(dir, 'manifests'));
+    t = {
+      manager: 'static-pod',
+      service: 'kube-apiserver',
+      manifest: join(dir, 'manifests', 'kube-apiserver.yaml'),
+      parked: join(dir, 'kube-runbook-parked', 'kube-apiserver.yaml'),
+      process: 'kube-apiserver',
+      health: { scheme: 'https', port: 6443, path: '/readyz', portFlag: '--secure-port' },
+    };
+    writeFileSync(t.manifest, 'spec:\n  containers:\n  - command:\n    - kube-apiserver\n    - --secure-port=7443\n');
+    // the kubelet: the component runs exactly while its manifest is in the manifests directory
+    stub('pgrep', `[ -f ${JSON.stringify(t.manifest)} ]`);
+  });
+
+  it('stop parks the manifest outside the manifests directory and waits until the process is gone; idempotent', () => {
+    const m = serviceManager(t);
+    expect(run(m.preflight(t)).code).toBe(0);
+    expect(run(m.status(t)).code).toBe(0);
+    expect(run(m.stop(t, 5))).toMatchObject({ code: 0 });
+    expect(existsSync(t.manifest)).toBe(false);
+    expect(readFileSync(t.parked, 'utf8')).toContain('--secure-port=7443');
+    expect(run(m.status(t)).code).toBe(3);
+    expect(run(m.stop(t, 5)).code).toBe(0);
+    expect(run(m.preflight(t)).out).toMatch(/parked in .* by an earlier run: run kube-runbook recover/);
+  });
+
+  it('start puts the manifest back and checks health on the port the manifest sets; idempotent', () => {
+    const m = serviceManager(t);
+    run(m.stop(t, 5));
+    expect(run(m.start(t, 5))).toMatchObject({ code: 0 });
+    expect(existsSync(t.manifest)).toBe(true);
+    expect(existsSync(t.parked)).toBe(false);
+    expect(readFileSync(join(dir, 'curl.log'), 'utf8')).toContain('https://127.0.0.1:7443/readyz');
+    expect(run(m.start(t, 5)).code).toBe(0);
+  });
+
+  it('stop fails, saying so, when the process outlives its manifest', () => {
+    stub('pgrep', 'exit 0');
+    const r = run(serviceManager(t).stop(t, 2));
+    expect(r.code).toBe(1);
+    expect(r.out).toContain('kube-apiserver still running 2 s after its manifest was parked');
+  });
+
+  it('start fails when there is no manifest anywhere', () => {
+    rmSync(t.manifest);
+    expect(run(serviceManager(t).start(t, 2)).out).toMatch(/no manifest .* to start kube-apiserver from/);
+  });
+});
+
+describe('systemd manager', () => {
+  const t: SystemdTarget = { manager: 'systemd', service: 'kubelet', unit: 'kubelet', healthUrl: 'http://127.0.0.1:10248/healthz' };
+  beforeEach(() => {
+    writeFileSync(join(dir, 'active'), '');
+    stub(
+      'systemctl',
+      `case "$1" in
+  cat) [ "$2" = kubelet ] ;;
+  is-active) [ -f "$KR_NODE/active" ] ;;
+  stop) rm -f "$KR_NODE/active" ;;
+  start) touch "$KR_NODE/active" ;;
+  show) [ -f "$KR_NODE/active" ] && echo MainPID=4321 || echo MainPID=0 ;;
+esac`,
+    );
+  });
+
+  it('stops, reports the pid and status, starts again and waits for healthz', () => {
+    const m = serviceManager(t);
+    expect(run(m.preflight(t)).code).toBe(0);
+    expect(run(m.pid(t)).out.trim()).toBe('4321');
+    expect(run(m.stop(t, 3)).code).toBe(0);
+    expect(run(m.status(t))).toMatchObject({ code: 3, out: 'stopped\n' });
+    expect(run(m.pid(t)).code).toBe(3);
+    expect(run(m.start(t, 3)).code).toBe(0);
+    expect(readFileSync(join(dir, 'curl.log'), 'utf8')).toContain('http://127.0.0.1:10248/healthz');
+    expect(run(m.status(t)).code).toBe(0);
+  });
+
+  it('preflight refuses a missing unit and a user that is not root', () => {
+    const m = serviceManager(t);
+    expect(run(m.preflight({ ...t, unit: 'k3s-agent' })).out).toContain('systemd unit k3s-agent not found');
+    stub('id', 'echo 1000');
+    expect(run(m.preflight(t)).out).toContain('needs root');
+  });
+});
+
+describe('process manager (the lab)', () => {
+  it("drives the lab's own scripts and waits for health", () => {
+    const t: ProcessTarget = { manager: 'process', service: 'kubelet', dir: join(dir, 'nodes', 'node 1', 'kubelet') };
+    mkdirSync(t.dir, { recursive: true });
+    const lab = (name: string, body: string) => {
+      writeFileSync(join(t.dir, name), `#!/bin/sh\nd=$(dirname "$0")\n${body}\n`);
+      chmodSync(join(t.dir, name), 0o755);
+    };
+    lab('start', 'echo 777 >"$d/pid"; touch "$d/up"');
+    lab('stop', 'rm -f "$d/up" "$d/pid"');
+    lab('status', '[ -f "$d/up" ] || exit 3');
+    lab('health', '[ -f "$d/up" ]');
+    const m = serviceManager(t);
+    expect(run(m.preflight(t)).code).toBe(0);
+    expect(run(m.status(t)).code).toBe(3);
+    expect(run(m.start(t, 3)).code).toBe(0);
+    expect(run(m.pid(t)).out.trim()).toBe('777');
+    expect(run(m.stop(t, 3)).code).toBe(0);
+    expect(run(m.status(t))).toMatchObject({ code: 3, out: 'stopped\n' });
+    rmSync(join(t.dir, 'health'));
+    expect(run(m.preflight(t)).out).toContain('has no executable health script');
+  });
+});
+
+describe('serviceTarget', () => {
+  const inv = (layout: 'kubeadm' | 'k3s' | 'lab') =>
+    Inventory.parse({
+      apiVersion: 'kube-runbook/v1',
+      kind: 'Inventory',
+      metadata: { name: 'x' },
+      spec: { layout, lab: { stateDir: '/var/lib/lab/' }, nodes: [{ name: 'cp-1', roles: ['control-plane'] }, { name: 'w-1' }] },
+    });
+  it('picks the manager by layout', () => {
+    const [cp, w] = inv('kubeadm').spec.nodes as [never, never];
+    expect(serviceTarget(inv('kubeadm'), cp, 'etcd')).toMatchObject({ manager: 'static-pod', manifest: '/etc/kubernetes/manifests/etcd.yaml' });
+    expect(serviceTarget(inv('kubeadm'), w, 'kubelet')).toMatchObject({ manager: 'systemd', unit: 'kubelet' });
+    expect(serviceTarget(inv('k3s'), cp, 'kube-scheduler')).toMatchObject({ manager: 'systemd', unit: 'k3s' });
+    expect(serviceTarget(inv('k3s'), w, 'kubelet')).toMatchObject({ manager: 'systemd', unit: 'k3s-agent' });
+    expect(serviceTarget(inv('lab'), w, 'kubelet')).toEqual({ manager: 'process', service: 'kubelet', dir: '/var/lib/lab/nodes/w-1/kubelet' });
+  });
+});
