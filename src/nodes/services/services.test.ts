@@ -56,6 +56,9 @@ describe('static-pod manager', () => {
     const m = serviceManager(t);
     expect(run(m.preflight(t)).code).toBe(0);
     expect(run(m.status(t)).code).toBe(0);
+    stub('pgrep', 'exit 1'); // crash-looping: no process right now, but the kubelet will start it again
+    expect(run(m.status(t)).code, 'a manifest in place counts as running').toBe(0);
+    stub('pgrep', `[ -f ${JSON.stringify(t.manifest)} ]`);
     expect(run(m.stop(t, 5))).toMatchObject({ code: 0 });
     expect(existsSync(t.manifest)).toBe(false);
     expect(readFileSync(t.parked, 'utf8')).toContain('--secure-port=7443');
@@ -90,14 +93,17 @@ describe('static-pod manager', () => {
 describe('systemd manager', () => {
   const t: SystemdTarget = { manager: 'systemd', service: 'kubelet', unit: 'kubelet', healthUrl: 'http://127.0.0.1:10248/healthz' };
   beforeEach(() => {
-    writeFileSync(join(dir, 'active'), '');
+    writeFileSync(join(dir, 'active'), 'active');
     stub(
       'systemctl',
       `case "$1" in
   cat) [ "$2" = kubelet ] ;;
-  is-active) [ -f "$KR_NODE/active" ] ;;
+  is-active)
+    s=$(cat "$KR_NODE/active" 2>/dev/null || echo inactive)
+    [ "$2" = --quiet ] || echo "$s"
+    [ "$s" = active ] ;;
   stop) rm -f "$KR_NODE/active" ;;
-  start) touch "$KR_NODE/active" ;;
+  start) echo active >"$KR_NODE/active" ;;
   show) [ -f "$KR_NODE/active" ] && echo MainPID=4321 || echo MainPID=0 ;;
 esac`,
     );
@@ -113,6 +119,13 @@ esac`,
     expect(run(m.start(t, 3)).code).toBe(0);
     expect(readFileSync(join(dir, 'curl.log'), 'utf8')).toContain('http://127.0.0.1:10248/healthz');
     expect(run(m.status(t)).code).toBe(0);
+  });
+
+  it('a unit restarting after a crash counts as running, so the revert starts it again', () => {
+    writeFileSync(join(dir, 'active'), 'activating');
+    expect(run(serviceManager(t).status(t))).toMatchObject({ code: 0, out: 'running\n' });
+    writeFileSync(join(dir, 'active'), 'failed');
+    expect(run(serviceManager(t).status(t)).code).toBe(3);
   });
 
   it('preflight refuses a missing unit and a user that is not root', () => {

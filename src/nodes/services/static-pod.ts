@@ -57,7 +57,8 @@ export const staticPod: ServiceManager<StaticPodTarget> = {
     ),
 
   status: (t) =>
-    script(`static-pod status ${t.service}`, vars(t), KR_RUNNING, 'if kr_running; then echo running; exit 0; fi', 'echo stopped', 'exit 3'),
+    // the kubelet runs whatever manifest is in place, also while the container is between restarts
+    script(`static-pod status ${t.service}`, vars(t), 'if [ -f "$manifest" ]; then echo running; exit 0; fi', 'echo stopped', 'exit 3'),
 
   pid: (t) =>
     script(

@@ -22,7 +22,9 @@ export const systemd: ServiceManager<SystemdTarget> = {
     script(
       `systemd status ${t.service}`,
       vars(t),
-      'if systemctl is-active --quiet "$unit"; then echo running; exit 0; fi',
+      'case $(systemctl is-active "$unit" 2>/dev/null) in',
+      '  active | activating | reloading) echo running; exit 0 ;;',
+      'esac',
       'echo stopped',
       'exit 3',
     ),

@@ -50,7 +50,11 @@ export interface ServiceManager<T extends ServiceTarget = ServiceTarget> {
   readonly kind: T['manager'];
   /** Read-only: tools present, permissions enough, the service found. Exit 0 ok; otherwise the reason on stdout/stderr. */
   preflight(target: T): string;
-  /** Read-only: prints `running` (exit 0) or `stopped` (exit 3). */
+  /**
+   * Read-only: prints `running` (exit 0) when the service runs or is set to run by its supervisor (a static pod's
+   * manifest in place, a unit active or activating, e.g. restarting after a crash), else `stopped` (exit 3). A
+   * revert starts again only what was `running` here, and a crash-looping component counts as running.
+   */
   status(target: T): string;
   /** Prints the main process id of the running service (exit 0), or exits 3 when it is not running. */
   pid(target: T): string;
