@@ -75,7 +75,8 @@ export const register: Register = (program, done) => {
       const journal = Journal.forRun(runId);
       const confirmer: Confirmer = flags.yes ? assumeYes : process.stdin.isTTY ? terminalConfirmer(process.stdin, process.stderr, clock) : nobody;
       const collector = new ReportCollector(Object.fromEntries(Object.entries(OBSERVERS).map(([k, o]) => [k, o.summarize])));
-      const tty = flags.output === 'text' && process.stdout.isTTY === true;
+      // the live task list redraws the screen: with confirmations to answer, a line per event reads better
+      const tty = flags.output === 'text' && process.stdout.isTTY === true && !(p.plan.confirms && !flags.yes);
       const write = (line: string) => (flags.output === 'json' ? process.stderr : process.stdout).write(`${line}\n`);
       const view = tty ? liveRenderer(p.plan) : { onEvent: plainRenderer(write), stop: async () => {} };
       const emit = (e: RunEvent) => {

@@ -119,7 +119,8 @@ export class ReportCollector {
         const entry = { at: iso(e.at), status: e.reading.status, detail: e.reading.detail, value };
         if (e.reading.status === 'unknown' && prev) break;
         const history = prev?.history ?? [];
-        if (prev?.detail !== e.reading.detail && history.length < 500) history.push(entry);
+        const changed = !prev || prev.status !== entry.status || JSON.stringify(prev.value) !== JSON.stringify(value);
+        if (changed && history.length < 500) history.push(entry);
         r.observations[e.name] = { ...entry, history };
         break;
       }

@@ -36,9 +36,11 @@ export function plainRenderer(write: (line: string) => void): (e: RunEvent) => v
         return write(`${t}   guard ${e.guard}: ${e.reading.status} — ${e.reading.detail}`);
       }
       case 'observation': {
+        // a countdown ("first eviction in 27.6s") is not news: numbers aside, has anything changed?
         const key = `observer ${e.name}`;
-        if (lastStatus.get(key) === e.reading.detail || e.reading.status === 'unknown') return;
-        lastStatus.set(key, e.reading.detail);
+        const gist = `${e.reading.status}|${e.reading.detail.replace(/\d+(?:\.\d+)?/g, '#')}`;
+        if (lastStatus.get(key) === gist || e.reading.status === 'unknown') return;
+        lastStatus.set(key, gist);
         return write(`${t}   ${e.name}: ${e.reading.detail}`);
       }
       case 'guard-fired':

@@ -1,0 +1,140 @@
+/**
+ * The shipped runbooks against the lab's real control plane: with their guards no pod is evicted and no container
+ * is killed; without them the node controller evicts (which proves these tests can fail).
+ */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
+import { REPO, cli, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+
+const INSTANCE = 'rbk';
+let lab: LabInfo;
+const runbook = (name: string) => join(REPO, 'runbooks', name);
+
+/** Every node Ready and every pod Running again (the Deployment replaces evicted pods). */
+const settled = () => until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
+
+function expectSafe(o: Outcome) {
+  expect(o.evicted, 'pods deleted by eviction').toEqual([]);
+  expect(o.killed, 'containers killed').toEqual([]);
+  expect(o.report.remaining, 'faults left applied').toEqual([]);
+  expect(o.report.faults.every((f) => f.status === 'reverted')).toBe(true);
+}
+
+beforeAll(async () => {
+  lab = await startLab({ instance: INSTANCE, nodes: 3 });
+}, 1_200_000);
+
+afterAll(async () => {
+  await stopLab(INSTANCE);
+});
+
+describe('kubelet-partition', () => {
+  it('with guards: aborts before the first eviction; nothing evicted, nothing killed, every node Ready', async () => {
+    await settled();
+    const o = await runAndMeasure(lab, runbook('kubelet-partition.yaml'), true);
+    expect(o.report.guardFirings.some((g) => g.guard === 'eviction forecast' && g.response === 'abort')).toBe(true);
+    expectSafe(o);
+    await settled();
+  });
+
+  it('without guards: the controller evicts the cut-off node\'s pods and the kubelet kills them on reconnect', async () => {
+    const o = await runAndMeasure(lab, runbook('kubelet-partition.yaml'), false);
+    expect(o.evicted.length).toBeGreaterThan(0);
+    expect(o.killed.length).toBeGreaterThan(0);
+    // the forecast is never late: its prediction is at or before the real first eviction
+    expect(o.predicted).toBeDefined();
+    expect(Date.parse(o.predicted!.at)).toBeLessThanOrEqual(Date.parse(o.evicted.map((e) => e.at).sort()[0]!));
+    await settled();
+  });
+});
+
+describe('apiserver-outage', () => {
+  it('with guards: freezes the controller-manager before the first eviction and restores it last', async () => {
+    const o = await runAndMeasure(lab, runbook('apiserver-outage.yaml'), true);
+    expect(o.report.guardFirings.some((g) => g.response === 'remediate')).toBe(true);
+    const remediation = o.report.faults.filter((f) => f.remediation);
+    expect(remediation.map((f) => f.action)).toEqual(['stop-controller-manager']);
+    // the controller-manager comes back only after every other fault is reverted
+    const lastFault = o.report.faults.filter((f) => !f.remediation).map((f) => f.revertedAt!).sort().at(-1)!;
+    expect(remediation[0]!.revertedAt! > lastFault).toBe(true);
+    expectSafe(o);
+    await settled();
+  });
+
+  it('without guards: the cascade happens', async () => {
+    const o = await runAndMeasure(lab, runbook('apiserver-outage.yaml'), false);
+    expect(o.evicted.length).toBeGreaterThan(0);
+    expect(o.killed.length).toBeGreaterThan(0);
+    await settled();
+  });
+});
+
+describe('etcd-slow-disk', () => {
+  it('lease renewals lag under the throttle, the guard fires, and no node goes NotReady', async () => {
+    const o = await runAndMeasure(lab, runbook('etcd-slow-disk.yaml'), true);
+    const leases = o.report.guardTransitions.filter((t) => t.guard === 'leases renew in time' && t.status === 'violated');
+    expect(leases.length, 'lease renewals lagged').toBeGreaterThan(0);
+    expect(o.report.guardFirings.some((g) => g.guard === 'leases renew in time' && g.response === 'abort')).toBe(true);
+    expect(o.report.guardTransitions.filter((t) => t.guard === 'no node NotReady' && t.status === 'violated')).toEqual([]);
+    expectSafe(o);
+    await settled();
+  });
+});
+
+describe('emergency runbooks', () => {
+  it('freeze-evictions runs with --yes and restores kubelets, then the controller-manager', async () => {
+    const o = await runAndMeasure(lab, runbook('emergency/freeze-evictions.yaml'), true);
+    expect(o.exitCode).toBe(0);
+    expect(o.report.steps.filter((s) => s.kind === 'confirm').every((s) => s.status === 'passed')).toBe(true);
+    const cm = o.report.faults.find((f) => f.action === 'stop-controller-manager')!;
+    const kubelets = o.report.faults.filter((f) => f.action === 'stop-kubelet');
+    expect(kubelets.length).toBe(3);
+    expect(kubelets.every((k) => k.revertedAt! < cm.revertedAt!)).toBe(true);
+    expectSafe(o);
+    await settled();
+  });
+
+  it('control-plane-failover asks at each dangerous step in a terminal, and "no" rolls back', async () => {
+    // `script` gives the CLI a pseudo-terminal; we answer its prompts as a person would
+    const transcript = await inTerminal(
+      ['run', runbook('emergency/control-plane-failover.yaml'), '-i', lab.inventoryFile],
+      [
+        ['Stop kube-controller-manager on the control-plane nodes', 'y'],
+        ['Stop the kubelets on the worker nodes', 'y'],
+        ['Bring up the new control plane', 'n'],
+      ],
+    );
+    expect(transcript.code).toBe(1);
+    expect(transcript.output).toMatch(/guard eviction forecast: [^\n]*\n[\s\S]{0,400}\? Stop kube-controller-manager/);
+    expect(transcript.output).toContain('declined: Bring up the new control plane');
+    expect(transcript.output).toMatch(/reverted stop-kubelet on node-1[\s\S]*reverted stop-controller-manager on cp-1/);
+    expect(transcript.output).toContain('rollback complete');
+    await settled();
+  });
+});
+
+/** Runs the CLI in a pseudo-terminal (util-linux `script`), answering each prompt when its text appears. */
+function inTerminal(args: string[], answers: [string, string][]): Promise<{ code: number | null; output: string }> {
+  const command = [process.execPath, join(REPO, 'bin', 'kube-runbook.js'), ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+  return new Promise((resolve) => {
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, TERM: 'dumb' } });
+    let output = '';
+    let from = 0;
+    const pending = [...answers];
+    const onData = (b: Buffer) => {
+      output += b.toString().replace(/\r/g, '');
+      const next = pending[0];
+      const at = next ? output.indexOf(next[0], from) : -1;
+      if (next && at >= 0 && output.indexOf('[y/N]', at) >= 0) {
+        from = output.indexOf('[y/N]', at);
+        pending.shift();
+        child.stdin.write(`${next[1]}\n`);
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.on('close', (code) => resolve({ code, output }));
+  });
+}
