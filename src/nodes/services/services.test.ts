@@ -169,7 +169,8 @@ describe('serviceTarget', () => {
       spec: { layout, lab: { stateDir: '/var/lib/lab/' }, nodes: [{ name: 'cp-1', roles: ['control-plane'] }, { name: 'w-1' }] },
     });
   it('picks the manager by layout', () => {
-    const [cp, w] = inv('kubeadm').spec.nodes as [never, never];
+    const [cp, w] = inv('kubeadm').spec.nodes;
+    if (!cp || !w) throw new Error('two nodes expected');
     expect(serviceTarget(inv('kubeadm'), cp, 'etcd')).toMatchObject({ manager: 'static-pod', manifest: '/etc/kubernetes/manifests/etcd.yaml' });
     expect(serviceTarget(inv('kubeadm'), w, 'kubelet')).toMatchObject({ manager: 'systemd', unit: 'kubelet' });
     expect(serviceTarget(inv('k3s'), cp, 'kube-scheduler')).toMatchObject({ manager: 'systemd', unit: 'k3s' });
