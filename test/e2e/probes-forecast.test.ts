@@ -1,0 +1,204 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { realClock } from '../../src/engine/clock.js';
+import type { Ctx } from '../../src/engine/context.js';
+import { memoryLogger } from '../../src/engine/logger.js';
+import { loadInventory } from '../../src/inventory/load.js';
+import { createKubeAccess } from '../../src/kube/client.js';
+import { type SlimNode, type SlimPod, watchSpecs } from '../../src/kube/resources.js';
+import { UNREACHABLE } from '../../src/kube/tolerations.js';
+import { ensureLabBinaries, labDown, labUp, type LabInfo } from '../../src/lab/index.js';
+import { createNodeAccess } from '../../src/nodes/access.js';
+import probe from '../../src/probes/eviction-forecast.js';
+import type { Reading } from '../../src/probes/types.js';
+
+/**
+ * The forecast against the real node lifecycle controller of the lab (Kubernetes 1.20): kubelet simulators are
+ * stopped and the predicted NotReady and eviction times are compared with what the controller then does.
+ * Never late; early by at most one monitor period + 2 s.
+ */
+const run = promisify(execFile);
+const INSTANCE = 'prb';
+let lab: LabInfo | undefined;
+
+afterAll(async () => {
+  await labDown(INSTANCE);
+}, 120_000);
+
+async function up(o: { nodes: number; zones: number }): Promise<LabInfo> {
+  await labDown(INSTANCE);
+  await ensureLabBinaries();
+  lab = await labUp({ instance: INSTANCE, nodes: o.nodes, zones: o.zones, grace: '8s', monitorPeriod: '1s', leaseRenew: '2s', toleration: '20s' });
+  return lab;
+}
+
+const stopKubelet = (l: LabInfo, node: string) => run('sh', [join(l.stateDir, 'nodes', node, 'kubelet', 'stop')]);
+
+interface Value {
+  earliestEviction: { at: number; pod: string; node: string } | null;
+  nodes: { name: string; silent: boolean; notReadyAt?: number; taintAt?: number }[];
+  pods: { key: string; node: string; evictAt: number }[];
+  masterDisruptionAt: number | null;
+  settings: { nodeMonitorPeriodMs: number };
+}
+
+/** What the real controller did, as seen on the watches (the times things were observed). */
+class Observed {
+  notReady = new Map<string, number>();
+  tainted = new Map<string, number>();
+  deleted = new Map<string, { node: string; at: number }>();
+  readings: Reading[] = [];
+
+  constructor(ctx: Ctx) {
+    const hub = ctx.kube.watches!;
+    const nodes = hub.watch(watchSpecs.nodes());
+    const pods = hub.watch(watchSpecs.pods());
+    nodes.subscribe((c) => {
+      if (c.type !== 'added' && c.type !== 'modified') return;
+      const n: SlimNode = c.object;
+      const now = realClock.now();
+      if (n.ready?.status !== 'True' && !this.notReady.has(n.name)) this.notReady.set(n.name, now);
+      if (n.taints.some((t) => t.key === UNREACHABLE && t.effect === 'NoExecute') && !this.tainted.has(n.name)) this.tainted.set(n.name, now);
+    });
+    pods.subscribe((c) => {
+      if (c.type !== 'modified') return;
+      const p: SlimPod = c.object;
+      const key = `${p.namespace}/${p.name}`;
+      if (p.deletionTimestamp !== undefined && c.previous?.deletionTimestamp === undefined && p.nodeName && !this.deleted.has(key))
+        this.deleted.set(key, { node: p.nodeName, at: realClock.now() });
+    });
+  }
+
+  firstEviction(node: string): number | undefined {
+    const times = [...this.deleted.values()].filter((d) => d.node === node).map((d) => d.at);
+    return times.length ? Math.min(...times) : undefined;
+  }
+}
+
+async function start(l: LabInfo) {
+  const inv = await loadInventory(l.inventoryFile);
+  const log = memoryLogger();
+  const kube = createKubeAccess({ kubeconfig: l.kubeconfig, context: l.context, clock: realClock, log });
+  const ac = new AbortController();
+  const ctx: Ctx = {
+    runId: 'e2e',
+    clock: realClock,
+    log,
+    signal: ac.signal,
+    dryRun: false,
+    inventory: inv.inventory,
+    kube,
+    nodes: createNodeAccess(inv.inventory, { log, clock: realClock }),
+  };
+  const observed = new Observed(ctx);
+  const params = probe.meta.params.parse({ margin: '5m' });
+  const pump = (async () => {
+    for await (const r of probe.start(ctx, params)) observed.readings.push(r);
+  })();
+  const stop = async () => {
+    ac.abort();
+    await pump.catch(() => {});
+    kube.close?.();
+  };
+  return { ctx, observed, stop };
+}
+
+async function waitFor(cond: () => boolean, ms: number, what: string): Promise<void> {
+  const end = realClock.now() + ms;
+  while (!cond()) {
+    if (realClock.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await realClock.sleep(100);
+  }
+}
+
+/** Every forecast made before the event must not be later than it, and the first must be within the bound. */
+function compare(readings: Reading[], pick: (v: Value) => number | undefined, actual: number, bound: number, what: string) {
+  const predictions = readings
+    .filter((r) => r.value && r.at < actual)
+    .map((r) => ({ at: r.at, predicted: pick(r.value as Value) }))
+    .filter((p): p is { at: number; predicted: number } => p.predicted !== undefined);
+  expect(predictions.length, `a forecast of ${what} before it happened`).toBeGreaterThan(0);
+  const late = predictions.filter((p) => p.predicted > actual);
+  expect(late, `forecasts of ${what} later than the controller`).toEqual([]);
+  const first = predictions[0]!;
+  expect(actual - first.predicted, `${what}: how early the first forecast was`).toBeLessThanOrEqual(bound);
+  return { predicted: first.predicted, actual, early: actual - first.predicted, madeBefore: actual - first.at };
+}
+
+describe('eviction-forecast against the real controller', () => {
+  it('one silent node: NotReady and first eviction never late, early by at most a monitor period + 2 s', async () => {
+    const l = await up({ nodes: 3, zones: 1 });
+    const { observed, stop } = await start(l);
+    try {
+      await waitFor(() => observed.readings.some((r) => r.status === 'ok'), 30_000, 'a first ok forecast');
+      await stopKubelet(l, 'node-1');
+      await waitFor(() => observed.firstEviction('node-1') !== undefined, 90_000, 'the first eviction on node-1');
+      const bound = 1000 + 2000;
+      const nodeOf = (v: Value) => v.nodes.find((n) => n.name === 'node-1');
+      const nr = compare(observed.readings, (v) => nodeOf(v)?.notReadyAt, observed.notReady.get('node-1')!, bound, 'NotReady of node-1');
+      const ev = compare(observed.readings, (v) => (v.earliestEviction?.node === 'node-1' ? v.earliestEviction.at : undefined), observed.firstEviction('node-1')!, bound, 'first eviction on node-1');
+      console.log(`one node: NotReady early by ${nr.early} ms (forecast ${nr.madeBefore} ms ahead), first eviction early by ${ev.early} ms (forecast ${ev.madeBefore} ms ahead)`);
+    } finally {
+      await stop();
+    }
+  });
+
+  it('two zones, one of them silent: its nodes tainted one after the other at the eviction rate, never late', async () => {
+    const l = await up({ nodes: 4, zones: 2 });
+    const zoneA = l.nodes.filter((n) => n.zone === 'zone-a').map((n) => n.name);
+    expect(zoneA).toHaveLength(2);
+    const { observed, stop } = await start(l);
+    try {
+      await waitFor(() => observed.readings.some((r) => r.status === 'ok'), 30_000, 'a first ok forecast');
+      // one after the other, 6 s apart, so that the controller's queue order is known (nodes that fall silent
+      // together may be tainted in any order: each is then forecast at the earliest place it can have)
+      await stopKubelet(l, zoneA[0]!);
+      await realClock.sleep(6_000);
+      await stopKubelet(l, zoneA[1]!);
+      await waitFor(() => zoneA.every((n) => observed.firstEviction(n) !== undefined), 120_000, 'evictions on both nodes of zone-a');
+      const bound = 1000 + 2000;
+      for (const name of zoneA) {
+        const nodeOf = (v: Value) => v.nodes.find((n) => n.name === name);
+        const nr = compare(observed.readings, (v) => nodeOf(v)?.notReadyAt, observed.notReady.get(name)!, bound, `NotReady of ${name}`);
+        const podEviction = (v: Value) => {
+          const times = v.pods.filter((p) => p.node === name).map((p) => p.evictAt);
+          return times.length ? Math.min(...times) : undefined;
+        };
+        const ev = compare(observed.readings, podEviction, observed.firstEviction(name)!, bound, `first eviction on ${name}`);
+        console.log(`zone-a ${name}: NotReady early by ${nr.early} ms, first eviction early by ${ev.early} ms`);
+      }
+      // the zone is tainted one node at a time: 10 s apart at 0.1 nodes/s
+      const [t1, t2] = zoneA.map((n) => observed.tainted.get(n)!).sort((a, b) => a - b);
+      expect(t2! - t1!).toBeGreaterThanOrEqual(9_000);
+    } finally {
+      await stop();
+    }
+  });
+
+  it('every node silent (master disruption mode): the forecast predicts no eviction and the controller evicts none', async () => {
+    const l = await up({ nodes: 3, zones: 2 });
+    const workers = l.nodes.filter((n) => n.roles.includes('worker')).map((n) => n.name);
+    const { observed, stop } = await start(l);
+    try {
+      await waitFor(() => observed.readings.some((r) => r.status === 'ok'), 30_000, 'a first ok forecast');
+      const stoppedAt = realClock.now();
+      await Promise.all(workers.map((n) => stopKubelet(l, n)));
+      await waitFor(() => workers.every((n) => observed.notReady.has(n)), 60_000, 'every node NotReady');
+      // grace + monitor period + toleration, and 10 s more: any eviction would have come by now
+      await realClock.sleep(Math.max(0, stoppedAt + 8_000 + 1_000 + 20_000 + 10_000 - realClock.now()));
+      expect([...observed.deleted.keys()], 'pods the controller deleted').toEqual([]);
+      // from the first forecast that sees every node silent on, none predicts an eviction
+      const allSilent = (r: Reading) => workers.every((w) => (r.value as Value | null)?.nodes.some((n) => n.name === w && n.silent));
+      const from = observed.readings.findIndex(allSilent);
+      expect(from, 'a forecast that sees every node silent').toBeGreaterThanOrEqual(0);
+      const after = observed.readings.slice(from).filter((r) => r.value);
+      expect(after.filter((r) => (r.value as Value).earliestEviction), 'forecasts with an eviction').toEqual([]);
+      expect(after.every((r) => (r.value as Value).masterDisruptionAt !== null)).toBe(true);
+      console.log(`all silent: seen ${observed.readings[from]!.at - stoppedAt} ms after the stop; ${after.length} forecasts since, none with an eviction`);
+    } finally {
+      await stop();
+    }
+  });
+});
