@@ -16,6 +16,8 @@ interface GuardState {
   unknownSince?: number;
   cancelUnknownTimer?: () => void;
   holding: boolean;
+  /** This violation has been acted on; cleared when the guard reads anything else. */
+  fired: boolean;
 }
 
 /**
@@ -36,7 +38,7 @@ export class GuardSet {
     private readonly emit: RunEventSink,
     private readonly on: GuardHandlers,
   ) {
-    this.states = guards.map((guard) => ({ guard, holding: false }));
+    this.states = guards.map((guard) => ({ guard, holding: false, fired: false }));
   }
 
   start(): void {
@@ -92,10 +94,10 @@ export class GuardSet {
   }
 
   private onReading(s: GuardState, r: Reading, fresh = true): void {
-    const prev = s.last?.status;
     s.last = r;
     const g = s.guard;
     if (fresh) this.emit({ type: 'guard-reading', at: r.at, guard: g.name, reading: r, armed: this.armed });
+    if (r.status !== 'violated') s.fired = false;
     if (r.status !== 'unknown') {
       s.unknownSince = undefined;
       s.cancelUnknownTimer?.();
@@ -108,12 +110,12 @@ export class GuardSet {
     }
     if (!this.armed) return;
     if (r.status === 'violated') {
+      // one response per violation: a guard that stays violated does not fire again on every reading
+      if (s.fired) return;
+      s.fired = true;
       const reason = `guard ${g.name} violated: ${r.detail}`;
-      if (g.onViolation === 'warn') {
-        if (prev !== 'violated') this.emit({ type: 'guard-fired', at: r.at, guard: g.name, response: 'warn', detail: r.detail });
-        return;
-      }
       this.emit({ type: 'guard-fired', at: r.at, guard: g.name, response: g.onViolation, detail: r.detail });
+      if (g.onViolation === 'warn') return;
       if (g.onViolation === 'abort') this.on.abort(reason);
       else this.on.remediate(reason);
       return;

@@ -189,7 +189,10 @@ describe('run: remediation', () => {
     await h.clock.advance(10_000);
     forecast.push('violated', 'first eviction in 20s');
     await h.clock.advance(1_000);
+    forecast.push('violated', 'first eviction in 19s');
+    await h.clock.advance(1_000);
     expect(ops(log, 'apply')).toEqual(['partition@node-1', 'freeze@cp-1']);
+    expect(h.events.filter((e) => e.type === 'guard-fired' && e.response === 'remediate')).toHaveLength(1);
     // steps go on after remediation; at the end, the fault is reverted but the remediation waits for fresh leases
     await h.clock.advance(3 * 60_000);
     expect(ops(log, 'revert')).toEqual(['partition@node-1']);

@@ -117,6 +117,7 @@ export function controllerManagerService(c: ComponentContext): ServiceSpec {
     ],
     health: `${httpGet(`https://${c.cpIp}:10257/healthz`, { insecure: true })} | grep -qx ok`,
     stopTimeoutSec: 10,
+    restart: true,
   };
 }
 
@@ -137,6 +138,7 @@ export function schedulerService(c: ComponentContext): ServiceSpec {
     ],
     health: `${httpGet(`https://${c.cpIp}:10259/healthz`, { insecure: true })} | grep -qx ok`,
     stopTimeoutSec: 10,
+    restart: true,
   };
 }
 

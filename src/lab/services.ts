@@ -22,6 +22,12 @@ export interface ServiceSpec {
   health: string;
   /** Seconds `stop` waits after TERM before KILL. */
   stopTimeoutSec: number;
+  /**
+   * Restart the component when it exits by itself, a second later, as a kubelet restarts a static pod or systemd a
+   * unit with Restart=always (the controller-manager and scheduler exit when they lose their leader lease, e.g.
+   * during an apiserver outage). `pid` is then the supervising shell; `stop` ends both.
+   */
+  restart?: boolean;
 }
 
 export const SERVICE_SCRIPTS = ['run', 'start', 'stop', 'status', 'health'] as const;
@@ -44,7 +50,7 @@ export function serviceScripts(spec: ServiceSpec): Record<(typeof SERVICE_SCRIPT
     Object.entries(spec.env ?? {})
       .map(([k, v]) => `export ${k}=${shq(v)}\n`)
       .join('') +
-    `exec ${spec.command.map(shq).join(' \\\n  ')}\n`;
+    (spec.restart ? supervise(spec.command) : `exec ${spec.command.map(shq).join(' \\\n  ')}\n`);
   const status =
     head('Exit 0 when it runs, 3 when it is stopped.') +
     `pid=$(cat ${d}/pid 2>/dev/null) || exit 3\n` +
@@ -76,6 +82,22 @@ export function serviceScripts(spec: ServiceSpec): Record<(typeof SERVICE_SCRIPT
     `exit 0\n`;
   const health = head('Exit 0 when it runs and is healthy.') + `${d}/status >/dev/null 2>&1 || exit 1\n` + `${spec.health.trim()}\n`;
   return { run, start, stop, status, health };
+}
+
+/** sh text: run the command, and run it again a second after it exits, until this shell gets TERM or INT. */
+function supervise(command: string[]): string {
+  return (
+    `child=\n` +
+    `trap 'trap - TERM INT; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait; exit 0' TERM INT\n` +
+    `while :; do\n` +
+    `  ${command.map(shq).join(' \\\n    ')} &\n` +
+    `  child=$!\n` +
+    `  wait "$child"\n` +
+    `  rc=$?\n` +
+    `  echo "$(date -u +%FT%TZ) exited with $rc; restarting in 1s" >&2\n` +
+    `  sleep 1\n` +
+    `done\n`
+  );
 }
 
 /**
