@@ -48,6 +48,8 @@ export interface FleetStats {
   /** Since every node was first Ready (steady state): renewals per second, and the longest gap between two renewals of a node. */
   steadyRenewalsPerSecond?: number;
   maxRenewGapMs?: number;
+  /** Time from the start until every node was Ready. */
+  allReadyAfterMs?: number;
   elapsedMs: number;
   /** CPU seconds this process used since the fleet started, and its resident memory (MiB). */
   cpuSeconds: number;
@@ -174,7 +176,7 @@ export async function runFleet(o: FleetOptions, signal: AbortSignal): Promise<Fl
       flaps,
       renewals,
       ...(steady && window > 0
-        ? { steadyRenewalsPerSecond: Math.round(((renewals - steady.renewals) / window) * 10) / 10, maxRenewGapMs: Math.max(...list.map((s) => s.maxRenewGapMs)) }
+        ? { allReadyAfterMs: steady.at - started, steadyRenewalsPerSecond: Math.round(((renewals - steady.renewals) / window) * 10) / 10, maxRenewGapMs: Math.max(...list.map((s) => s.maxRenewGapMs)) }
         : {}),
       elapsedMs: now - started,
       cpuSeconds: Math.round(Object.values(process.cpuUsage(cpu0)).reduce((a, b) => a + b, 0) / 10_000) / 100,
@@ -191,6 +193,7 @@ export async function runFleet(o: FleetOptions, signal: AbortSignal): Promise<Fl
   await Promise.all([nodeWatch.run(signal), podWatch.run(signal), progress(), ...[...sims.values()].map((s) => s.run(signal))]);
   const final = stats();
   if (o.cleanup ?? true) await deleteFleet(api, info.instance, log);
+  await api.close();
   return final;
 }
 

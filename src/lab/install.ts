@@ -8,6 +8,7 @@ import { deriveSourceEntries, hasDistroSource, parseDeb822, parseOneLine, parseO
 import { binaryVersion, findLabBinaries, KUBE_BINARIES, sha256, type BinaryManifest } from './binaries.js';
 import { have, must, run } from './host.js';
 import type { LabBinariesInfo } from './info.js';
+import { withLock } from './lock.js';
 import { cacheDir as defaultCacheDir } from './paths.js';
 
 /** Debian packages the lab and its build need. */
@@ -57,6 +58,11 @@ export const MANUAL_STEPS = [
 export async function installLab(o: InstallOptions): Promise<LabBinariesInfo> {
   const env = o.env ?? process.env;
   const root = o.cacheDir ?? defaultCacheDir(env);
+  // one installer at a time (apt and the build directory are shared); a second one finds the first one's result
+  return withLock(join(root, 'install.lock'), () => install(o, env, root), { timeoutMs: 3_600_000, clock: o.clock });
+}
+
+async function install(o: InstallOptions, env: NodeJS.ProcessEnv, root: string): Promise<LabBinariesInfo> {
   await ensurePackages(o);
   if (!o.force) {
     const found = await findLabBinaries({ binDir: o.binDir, cacheDir: root, env, log: o.log });

@@ -68,6 +68,14 @@ export interface ClusterSummary {
 
 export async function clusterSummary(kc: KubeConfig, timeoutMs = 5000): Promise<ClusterSummary> {
   const api = new SimApi(kc, timeoutMs);
+  try {
+    return await summarize(api);
+  } finally {
+    await api.close();
+  }
+}
+
+async function summarize(api: SimApi): Promise<ClusterSummary> {
   const [nodes, pods] = await Promise.all([api.core.listNode({}, api.opts()), api.core.listPodForAllNamespaces({}, api.opts())]);
   return {
     nodes: nodes.items.map((n) => ({
@@ -95,27 +103,32 @@ export async function waitReady(
   const deadline = o.clock.now() + o.timeoutMs;
   let last: ClusterSummary | undefined;
   let lastError = '';
-  for (;;) {
-    try {
-      last = await clusterSummary(kc);
-      const ready = new Set(last.nodes.filter((n) => n.ready).map((n) => n.name));
-      const nodesOk = o.nodes.every((n) => ready.has(n));
-      const podsOk = last.pods.length >= o.pods && last.pods.every((p) => p.phase === 'Running' && p.ready && !p.terminating);
-      if (nodesOk && podsOk) return last;
-    } catch (e) {
-      lastError = messageOf(e);
+  const api = new SimApi(kc, 5000);
+  try {
+    for (;;) {
+      try {
+        last = await summarize(api);
+        const ready = new Set(last.nodes.filter((n) => n.ready).map((n) => n.name));
+        const nodesOk = o.nodes.every((n) => ready.has(n));
+        const podsOk = last.pods.length >= o.pods && last.pods.every((p) => p.phase === 'Running' && p.ready && !p.terminating);
+        if (nodesOk && podsOk) return last;
+      } catch (e) {
+        lastError = messageOf(e);
+      }
+      if (o.clock.now() > deadline) {
+        const notReady = o.nodes.filter((n) => !last?.nodes.some((x) => x.name === n && x.ready));
+        const pending = (last?.pods ?? []).filter((p) => p.phase !== 'Running' || !p.ready).map((p) => `${p.namespace}/${p.name} ${p.phase}`);
+        throw new KrError('LAB_NOT_READY', `the lab did not become ready within ${Math.round(o.timeoutMs / 1000)}s`, {
+          details: [
+            `nodes not Ready: ${notReady.join(', ') || 'none'}`,
+            `pods not running: ${pending.slice(0, 10).join(', ') || (last && last.pods.length < o.pods ? `${last.pods.length} of ${o.pods} created` : 'none')}`,
+            ...(lastError ? [`last error: ${lastError}`] : []),
+          ],
+        });
+      }
+      await o.clock.sleep(300, o.signal);
     }
-    if (o.clock.now() > deadline) {
-      const notReady = o.nodes.filter((n) => !last?.nodes.some((x) => x.name === n && x.ready));
-      const pending = (last?.pods ?? []).filter((p) => p.phase !== 'Running' || !p.ready).map((p) => `${p.namespace}/${p.name} ${p.phase}`);
-      throw new KrError('LAB_NOT_READY', `the lab did not become ready within ${Math.round(o.timeoutMs / 1000)}s`, {
-        details: [
-          `nodes not Ready: ${notReady.join(', ') || 'none'}`,
-          `pods not running: ${pending.slice(0, 10).join(', ') || (last && last.pods.length < o.pods ? `${last.pods.length} of ${o.pods} created` : 'none')}`,
-          ...(lastError ? [`last error: ${lastError}`] : []),
-        ],
-      });
-    }
-    await o.clock.sleep(300, o.signal);
+  } finally {
+    await api.close();
   }
 }

@@ -10,6 +10,8 @@ import {
   type ObservableMiddleware,
   type RequestContext,
 } from '@kubernetes/client-node';
+import type { RequestOptions } from 'node:https';
+import { Agent } from 'undici';
 import type { NodeLite, PodLite } from './types.js';
 
 /** What a simulated kubelet calls (SimApi; a fake in tests). */
@@ -27,6 +29,7 @@ export class SimApi {
   readonly coord: CoordinationV1Api;
   readonly watcher: Watch;
 
+  private pool: Promise<Agent> | undefined;
   private inFlight = 0;
   private readonly waiting: (() => void)[] = [];
 
@@ -109,14 +112,41 @@ export class SimApi {
     }
   }
 
-  /** Per-call options: a timeout (and a patch content type). */
+  /**
+   * One keep-alive connection pool for every call. client-node 2.0 builds a new undici Agent, hence a new TLS
+   * connection, for each request; a fleet renewing hundreds of leases a second spent its CPU (and the
+   * apiserver's) on handshakes.
+   */
+  private dispatcher(): Promise<Agent> {
+    this.pool ??= (async () => {
+      const o: RequestOptions = {};
+      await this.kc.applyToHTTPSOptions(o);
+      return new Agent({
+        connect: { ca: o.ca, cert: o.cert, key: o.key, rejectUnauthorized: o.rejectUnauthorized, servername: o.servername },
+        connections: this.maxInFlight,
+        keepAliveTimeout: 30_000,
+      });
+    })();
+    return this.pool;
+  }
+
+  /** Closes the connection pool. */
+  async close(): Promise<void> {
+    if (this.pool) await (await this.pool).close();
+  }
+
+  /** Per-call options: a timeout (and a patch content type), and the shared connection pool. */
   opts(contentType?: string, timeoutMs = this.timeoutMs): ConfigurationOptions {
     const m: ObservableMiddleware = {
-      pre: (ctx: RequestContext) => {
-        ctx.setSignal(AbortSignal.timeout(timeoutMs));
-        if (contentType) ctx.setHeaderParam('Content-Type', contentType);
-        return new Observable(Promise.resolve(ctx));
-      },
+      pre: (ctx: RequestContext) =>
+        new Observable(
+          this.dispatcher().then((pool) => {
+            ctx.setDispatcher(pool);
+            ctx.setSignal(AbortSignal.timeout(timeoutMs));
+            if (contentType) ctx.setHeaderParam('Content-Type', contentType);
+            return ctx;
+          }),
+        ),
       post: (r) => new Observable(Promise.resolve(r)),
     };
     return { middleware: [m], middlewareMergeStrategy: 'append' };

@@ -46,6 +46,7 @@ export async function runKubeletSim(cfg: KubeletSimFile, signal: AbortSignal, lo
     log,
   });
   await Promise.all([sim.run(signal), pods.run(signal)]);
+  await api.close();
   log.info(`stopped; ${runtime.list().length} simulated container(s) left running`);
 }
 
