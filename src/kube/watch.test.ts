@@ -88,6 +88,17 @@ describe('the shared watch helper, on recorded streams', () => {
     expect(log.lines.some((l) => l.level === 'warn' && l.msg.includes('older than 70'))).toBe(true);
   });
 
+  it('takes a bookmark at the resourceVersion already seen as "nothing new", not as a replay', async () => {
+    const { clock, w, log } = setup([
+      { list: { items: [obj('a', 10)], resourceVersion: '10' } },
+      { watch: [bookmark(10), ev('MODIFIED', 'a', 11, 2), bookmark(11)] },
+    ]);
+    await clock.advance(10);
+    expect(w.stats.replaysDropped).toBe(0);
+    expect(w.resourceVersion).toBe('11');
+    expect(log.lines.filter((l) => l.level === 'warn')).toEqual([]);
+  });
+
   it('refuses a relist older than what it has already seen and tries again', async () => {
     const { clock, source, w } = setup([
       { list: { items: [obj('a', 50)], resourceVersion: '50' } },

@@ -322,7 +322,8 @@ class SharedWatch<T> {
     const rv = ev.object.metadata?.resourceVersion ?? '';
     if (this.resourceVersion !== undefined && rv) {
       const order = compareResourceVersions(rv, this.resourceVersion);
-      if (order !== undefined && order <= 0) {
+      // a bookmark at the resourceVersion already seen only says "nothing new": not a replay
+      if (order !== undefined && (order < 0 || (order === 0 && ev.type !== 'BOOKMARK'))) {
         // A replay from the past (incident 2): applying it would resurrect or delete objects wrongly.
         this.stats.replaysDropped++;
         this.hub.log.warn(`watch ${this.spec.key}: dropped a ${ev.type} at resourceVersion ${rv}, older than ${this.resourceVersion}`);
