@@ -35,6 +35,23 @@ describe('pod-deletions', () => {
     expect(v.detail).toBe('1 pod deleted (1 taint-eviction): default/web-1 on node-1');
   });
 
+  it('tells a taint eviction that comes late (a restarted controller-manager starts its timers afresh) from a delete that comes too early', async () => {
+    setup();
+    const run = t.start(probe, {});
+    await run.until((r) => r.status === 'ok');
+    const taintedAt = t.clock.now();
+    for (const n of ['node-1', 'node-2'])
+      t.api.update(paths.nodes, n, (o) => {
+        (o.spec as { taints: unknown[] }).taints.push({ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(taintedAt) });
+      });
+    await t.advance(10_000);
+    t.terminatePod('default', 'web-2', 30); // 10 s after the taint, 300 s toleration: not the taint manager
+    await t.advance(400_000);
+    t.terminatePod('default', 'web-1', 30); // long after the toleration ran out
+    const v = await run.until((r) => deletions(r).length === 2);
+    expect(deletions(v).map((d) => `${d.pod} ${d.cause}`)).toEqual(['default/web-2 delete', 'default/web-1 taint-eviction']);
+  });
+
   it('tells an API eviction and a plain delete apart, counts each pod once, ignores unbound pods', async () => {
     setup();
     const run = t.start(probe, { max: 1 });

@@ -51,7 +51,9 @@ export function deletionCause(pod: SlimPod, node: SlimNode | undefined, deletedA
     const tol = tolerationMs(pod.tolerations, noExecute);
     if (tol === 0) return 'taint-eviction';
     const added = Math.max(...noExecute.map((t) => t.timeAdded ?? -Infinity));
-    if (Number.isFinite(tol) && Number.isFinite(added) && Math.abs(deletedAt - (added + tol)) <= 5_000) return 'taint-eviction';
+    // never before the toleration runs out; later when the taint manager started after the taint (a restarted
+    // controller-manager starts its timers afresh), so only "not too early" can be told
+    if (Number.isFinite(tol) && Number.isFinite(added) && deletedAt >= added + tol - 5_000) return 'taint-eviction';
   }
   return 'delete';
 }
