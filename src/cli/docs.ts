@@ -26,7 +26,7 @@ function typeOf(p: JsonSchemaProp): string {
   if (alts) return alts.map(typeOf).join(' \\| ');
   if (p.type === 'array') return `${p.items ? typeOf(p.items) : 'any'}[]`;
   if (Array.isArray(p.type)) return p.type.join(' \\| ');
-  if (p.description?.startsWith('duration')) return 'duration';
+  if (p.pattern?.includes('(?:ms|s|m|h)')) return 'duration';
   return p.type ?? 'object';
 }
 

@@ -213,6 +213,7 @@ describe('valid runbooks', () => {
       action: 'run-command',
       with: { nodes: { role: 'worker', zone: 'zone-a', percent: 50 }, apply: 'touch /tmp/kr-full', revert: 'rm -f /tmp/kr-full', check: 'command -v touch', timeout: 10_000 },
       timeout: 120_000,
+      revertLast: false,
     });
     expect(seen).toMatchObject({ expect: { status: 'violated' }, within: 30_000 });
     expect(revert).toEqual({ name: 'the fault is undone early', revert: 'the fault' });
