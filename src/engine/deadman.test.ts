@@ -59,7 +59,7 @@ describe('dead-man scripts (run for real with /bin/sh)', () => {
   it('carries a hostile revert script verbatim and runs nothing else', async () => {
     root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const pwned = join(root, 'pwned');
-    const hostile = `printf '%s\\n' "it's \\$(touch ${pwned})" 'KR_0000' \'\`touch ${pwned}\`\' > '${root}/out'`;
+    const hostile = `printf '%s\\n' "it's \\$(touch ${pwned})" 'KR_0000' '\`touch ${pwned}\`' > '${root}/out'`;
     sh(armScript({ runId: 'run3', faultId: 'f01-z', ttlMs: 60_000, revert: hostile, allowSystemd: false, root }));
     const dir = deadmanDir('run3', 'f01-z', root);
     expect(readFileSync(join(dir, 'revert.sh'), 'utf8')).toBe(`${hostile}\n`);

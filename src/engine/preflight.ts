@@ -55,7 +55,7 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
       confirmer.answerable ? 'confirm steps can be answered' : 'the runbook asks for confirmation, but there is no terminal and no --yes',
     );
 
-  let reachable = true;
+  let reachable: boolean;
   try {
     const v = await ctx.kube.raw('/version', { timeoutMs: 10_000, signal: ctx.signal });
     reachable = v.status < 500;

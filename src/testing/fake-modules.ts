@@ -50,19 +50,21 @@ export class ScriptedProbe {
   readonly probe: Probe;
 
   constructor(id: string, initial?: Omit<Reading, 'at'>) {
-    const self = this;
+    const listeners = this.listeners;
+    const state = { starts: () => this.starts++, last: () => this.last };
     this.probe = defineProbe({
       meta: { id, summary: `scripted probe ${id}`, description: 'test', params: z.object({}).passthrough() },
       async *start(ctx) {
-        self.starts++;
+        state.starts();
         const queue: Reading[] = [];
         let wake: (() => void) | undefined;
         const listener = (r: Reading) => {
           queue.push(r);
           wake?.();
         };
-        self.listeners.add(listener);
-        if (self.last) queue.push(self.last);
+        listeners.add(listener);
+        const last = state.last();
+        if (last) queue.push(last);
         else if (initial) queue.push({ ...initial, at: ctx.clock.now() });
         try {
           while (!ctx.signal.aborted) {
@@ -75,7 +77,7 @@ export class ScriptedProbe {
             while (queue.length) yield queue.shift()!;
           }
         } finally {
-          self.listeners.delete(listener);
+          listeners.delete(listener);
         }
       },
     }) as unknown as Probe;
