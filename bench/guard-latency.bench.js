@@ -1,0 +1,291 @@
+// Guard latency: the time from a change written to the apiserver to the probe's reading that reflects it, against
+// a 1 s polling baseline (the default cadence of the best-known chaos tools), side by side in one run on the lab.
+//
+//   npm run build && node bench/guard-latency.bench.js        (root on Linux: it starts lab instance `prb`)
+//   KUBE_RUNBOOK_BENCH_INVENTORY=path/to/inventory.yaml ...   (use that cluster instead of a lab)
+//   KUBE_RUNBOOK_BENCH_SAMPLES=100                            (changes of each kind)
+//
+// Two kinds of change: a pod bound to a node getting a deletionTimestamp (DELETE with a grace period; probe
+// pod-deletions) and a node's Ready condition flipping (status patch; probe node-ready). Each change is timed from
+// just before its write request is sent. The probes run on the shared watches; the baseline GETs the same object
+// every second. Prints its section of BENCHMARKS.md.
+/* global AbortController */
+import { cpus, loadavg, release, totalmem } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as delay } from 'node:timers/promises';
+import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { realClock } from '../dist/engine/clock.js';
+import { silentLogger } from '../dist/engine/logger.js';
+import { loadInventory } from '../dist/inventory/load.js';
+import { createKubeAccess } from '../dist/kube/client.js';
+import { ensureLabBinaries, labDown, labUp } from '../dist/lab/index.js';
+import { watchSpecs } from '../dist/kube/resources.js';
+import { createNodeAccess } from '../dist/nodes/access.js';
+import nodeReady from '../dist/probes/node-ready.js';
+import podDeletions from '../dist/probes/pod-deletions.js';
+
+const SAMPLES = Number(process.env.KUBE_RUNBOOK_BENCH_SAMPLES ?? 100);
+const INSTANCE = 'prb2';
+const NS = 'kr-bench';
+const NODE = 'kr-bench-node';
+const now = () => performance.now();
+const sleep = (ms) => delay(ms);
+const gap = () => 250 + Math.random() * 250;
+
+function quantile(xs, q) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)];
+}
+
+/** Runs a probe and calls `on` with each reading the moment the guard would get it. */
+function consume(ctx, probe, params, on) {
+  const it = probe.start(ctx, probe.meta.params.parse(params))[Symbol.asyncIterator]();
+  return (async () => {
+    for (;;) {
+      const n = await it.next();
+      if (n.done) return;
+      on(n.value, now());
+    }
+  })();
+}
+
+/** Polls `read` every second (like a 1 s probe interval) and calls `on` with each answer and when it came. */
+function poll(signal, read, on) {
+  return (async () => {
+    while (!signal.aborted) {
+      const started = now();
+      try {
+        on(await read(), now());
+      } catch {
+        // a missed poll is just late
+      }
+      await sleep(Math.max(0, 1000 - (now() - started)));
+    }
+  })();
+}
+
+async function waitUntil(cond, ms, what) {
+  const end = now() + ms;
+  while (!cond()) {
+    if (now() > end) throw new Error(`timed out: ${what}`);
+    await sleep(20);
+  }
+}
+
+async function main() {
+  let inventoryFile = process.env.KUBE_RUNBOOK_BENCH_INVENTORY;
+  let kubeconfig;
+  let context;
+  let ownLab = false;
+  if (!inventoryFile) {
+    await ensureLabBinaries();
+    const lab = await labUp({ instance: INSTANCE, nodes: 2, workload: false });
+    ownLab = true;
+    ({ inventoryFile, kubeconfig, context } = lab);
+  }
+  const inv = await loadInventory(inventoryFile);
+  const kube = createKubeAccess({ kubeconfig, context, clock: realClock, log: silentLogger });
+  const core = kube.config.makeApiClient(CoreV1Api);
+  const ac = new AbortController();
+  const ctx = {
+    runId: 'bench',
+    clock: realClock,
+    log: silentLogger,
+    signal: ac.signal,
+    dryRun: false,
+    inventory: inv.inventory,
+    kube,
+    nodes: createNodeAccess(inv.inventory, { log: silentLogger, clock: realClock }),
+  };
+  const strategic = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
+  const readyPatch = (status) => {
+    const t = new Date().toISOString();
+    return { status: { conditions: [{ type: 'Ready', status, reason: 'Bench', message: 'flipped by the guard-latency benchmark', lastHeartbeatTime: t, lastTransitionTime: t }] } };
+  };
+  const version = JSON.parse((await kube.raw('/version')).body).gitVersion;
+  try {
+    await core.deleteNamespace({ name: NS }).catch(() => {});
+    for (let i = 0; i < 100; i++) {
+      try {
+        await core.createNamespace({ body: { metadata: { name: NS } } });
+        break;
+      } catch {
+        await sleep(500); // the previous run's namespace is still terminating
+      }
+    }
+    await core.deleteNode({ name: NODE }).catch(() => {});
+    await core.createNode({ body: { metadata: { name: NODE, labels: { 'kube-runbook/bench': 'true' } } } });
+    await core.patchNodeStatus({ name: NODE, body: readyPatch('True') }, strategic);
+    // the namespace's default ServiceAccount comes a moment after the namespace
+    await core.createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: 'default' } } }).catch(() => {});
+    for (let i = 0; i < SAMPLES; i++)
+      await core.createNamespacedPod({
+        namespace: NS,
+        body: {
+          metadata: { name: `p-${i}` },
+          spec: { nodeName: NODE, automountServiceAccountToken: false, containers: [{ name: 'c', image: 'bench.invalid/none' }] },
+        },
+      });
+
+    // When each change arrives on the shared watch (what the probes then judge): splits the latency into the
+    // apiserver's part (write, etcd, watch cache) and ours (judging, yielding the reading).
+    const podEventAt = new Map();
+    const nodeEvents = [];
+    const podsWatch = kube.watches.watch(watchSpecs.pods());
+    const nodesWatch = kube.watches.watch(watchSpecs.nodes());
+    podsWatch.subscribe((c) => {
+      if (c.type === 'modified' && c.object.namespace === NS && c.object.deletionTimestamp !== undefined && !podEventAt.has(c.object.name))
+        podEventAt.set(c.object.name, now());
+    });
+    nodesWatch.subscribe((c) => {
+      if (c.type === 'modified' && c.key === NODE && c.object.ready?.status !== c.previous?.ready?.status)
+        nodeEvents.push({ ready: c.object.ready?.status === 'True', t: now() });
+    });
+
+    // --- the probes on the shared watches, and the 1 s pollers, all started before any change
+    let deletions = 0;
+    let deletionsAt = [];
+    let ready = undefined;
+    const readyAt = [];
+    const pumps = [
+      consume(ctx, podDeletions, { namespaces: [NS], max: 1_000_000 }, (r, t) => {
+        const n = r.value?.count ?? 0;
+        for (; deletions < n; deletions++) deletionsAt[deletions] = t;
+      }),
+      consume(ctx, nodeReady, { nodes: { names: [NODE] }, flapping: { transitions: 1_000_000, window: '1s' } }, (r, t) => {
+        if (r.status === 'unknown') return;
+        const s = r.status === 'ok';
+        if (s !== ready) readyAt.push({ ready: s, t });
+        ready = s;
+      }),
+    ];
+    const polledDeleted = new Map();
+    const polledReady = [];
+    let lastPolledReady;
+    pumps.push(
+      poll(ac.signal, () => core.listNamespacedPod({ namespace: NS }), (list, t) => {
+        for (const p of list.items) if (p.metadata.deletionTimestamp && !polledDeleted.has(p.metadata.name)) polledDeleted.set(p.metadata.name, t);
+      }),
+      poll(ac.signal, () => core.readNode({ name: NODE }), (n, t) => {
+        const s = n.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+        if (s !== lastPolledReady) polledReady.push({ ready: s, t });
+        lastPolledReady = s;
+      }),
+    );
+    // The bench node has no kubelet: heartbeat its status so that the node lifecycle controller leaves it (and its
+    // pods) alone; the status itself only changes when a flip below changes it.
+    const heartbeat = (async () => {
+      while (!ac.signal.aborted) {
+        await sleep(2000);
+        const t = new Date().toISOString();
+        await core.patchNodeStatus({ name: NODE, body: { status: { conditions: [{ type: 'Ready', lastHeartbeatTime: t }] } } }, strategic).catch(() => {});
+      }
+    })();
+    pumps.push(heartbeat);
+    await waitUntil(() => ready === true && lastPolledReady === true, 60_000, 'probes and pollers see the bench node Ready');
+    await sleep(1500);
+
+    // --- pods getting a deletionTimestamp
+    const podWatch = [];
+    const podPoll = [];
+    const podApi = [];
+    const podOurs = [];
+    const load0 = loadavg()[0];
+    for (let i = 0; i < SAMPLES; i++) {
+      const t0 = now();
+      await core.deleteNamespacedPod({ name: `p-${i}`, namespace: NS, gracePeriodSeconds: 30 });
+      await waitUntil(() => deletions > i, 10_000, `the probe's reading of deletion ${i}`);
+      podWatch.push(deletionsAt[i] - t0);
+      const name = `p-${i}`;
+      podApi.push(podEventAt.get(name) - t0);
+      podOurs.push(deletionsAt[i] - podEventAt.get(name));
+      void waitUntil(() => polledDeleted.has(name), 10_000, 'poll').then(() => podPoll.push(polledDeleted.get(name) - t0), () => {});
+      await sleep(gap());
+    }
+
+    // --- a node's Ready condition flipping
+    const nodeWatch = [];
+    const nodePoll = [];
+    const nodeApi = [];
+    const nodeOurs = [];
+    let want = true;
+    for (let i = 0; i < SAMPLES; i++) {
+      want = !want;
+      const seenWatch = readyAt.length;
+      const seenPoll = polledReady.length;
+      const seenEvents = nodeEvents.length;
+      const t0 = now();
+      await core.patchNodeStatus({ name: NODE, body: readyPatch(want ? 'True' : 'False') }, strategic);
+      await waitUntil(() => readyAt.slice(seenWatch).some((x) => x.ready === want), 10_000, `the probe's reading of flip ${i}`);
+      const reading = readyAt.slice(seenWatch).find((x) => x.ready === want).t;
+      const event = nodeEvents.slice(seenEvents).find((x) => x.ready === want).t;
+      nodeWatch.push(reading - t0);
+      nodeApi.push(event - t0);
+      nodeOurs.push(reading - event);
+      const target = want;
+      void waitUntil(() => polledReady.slice(seenPoll).some((x) => x.ready === target), 10_000, 'poll').then(
+        () => nodePoll.push(polledReady.slice(seenPoll).find((x) => x.ready === target).t - t0),
+        () => {},
+      );
+      // hold each state long enough for a 1 s poller to see it, at a random phase
+      await sleep(1100 + Math.random() * 400);
+    }
+    await sleep(1500);
+    const load1 = loadavg()[0];
+    ac.abort();
+    podsWatch.release();
+    nodesWatch.release();
+    await Promise.allSettled(pumps);
+
+    const f = (x) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
+    const row = (what, w, p) => {
+      const [w50, w99, p50, p99] = [quantile(w, 0.5), quantile(w, 0.99), quantile(p, 0.5), quantile(p, 0.99)];
+      return `| ${what} | ${w.length} / ${p.length} | ${f(w50)} ms | ${f(w99)} ms | ${f(p50)} ms | ${f(p99)} ms | ${(p50 / w50).toFixed(0)}× | ${(p99 / w99).toFixed(0)}× |`;
+    };
+    const cpu = cpus();
+    console.log(
+      [
+        '## Guard latency: watch-driven probes vs 1 s polling',
+        '',
+        `Command: \`npm run build && node bench/guard-latency.bench.js\` (bench/guard-latency.bench.js). Machine: ${cpu[0]?.model.trim()} × ${cpu.length}, ` +
+          `${Math.round(totalmem() / 2 ** 30)} GiB, Linux ${release()}, Node ${process.version}. Date: ${new Date().toISOString().slice(0, 10)}. ` +
+          `Cluster: ${ownLab ? `lab instance ${INSTANCE} (2 simulated nodes, no workload)` : inventoryFile}, Kubernetes ${version}.`,
+        '',
+        'Time from just before the write request is sent to the moment the probe yields the reading that reflects it',
+        '(`pod-deletions` for a pod getting a deletionTimestamp, `node-ready` for a node\'s Ready flipping), and to the',
+        'moment a poller that GETs the same object every second sees it. Both run at once, on the same changes.',
+        '',
+        '| change | samples (watch / poll) | watch p50 | watch p99 | 1 s poll p50 | 1 s poll p99 | ratio p50 | ratio p99 |',
+        '|---|---|---|---|---|---|---|---|',
+        row('pod gets a deletionTimestamp', podWatch, podPoll),
+        row("node's Ready flips", nodeWatch, nodePoll),
+        '',
+        'Where the watch path spends it (p50 / p99): from the write to the event on the shared watch (apiserver, etcd,',
+        'watch cache), and from the event to the reading (the probe judging and yielding):',
+        '',
+        '| change | write → watch event | watch event → reading |',
+        '|---|---|---|',
+        `| pod gets a deletionTimestamp | ${f(quantile(podApi, 0.5))} / ${f(quantile(podApi, 0.99))} ms | ${f(quantile(podOurs, 0.5))} / ${f(quantile(podOurs, 0.99))} ms |`,
+        `| node's Ready flips | ${f(quantile(nodeApi, 0.5))} / ${f(quantile(nodeApi, 0.99))} ms | ${f(quantile(nodeOurs, 0.5))} / ${f(quantile(nodeOurs, 0.99))} ms |`,
+        '',
+        `Load average (1 min) at the start and end of the measurements: ${load0.toFixed(2)} and ${load1.toFixed(2)} on ${cpu.length} cores.`,
+        '',
+        `Target: watch p99 under 100 ms — ${Math.max(quantile(podWatch, 0.99), quantile(nodeWatch, 0.99)) < 100 ? 'met' : 'NOT met'}.`,
+      ].join('\n'),
+    );
+  } finally {
+    ac.abort();
+    await core.deleteNamespace({ name: NS }).catch(() => {});
+    await core.deleteNode({ name: NODE }).catch(() => {});
+    kube.close();
+    if (ownLab) await labDown(INSTANCE);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(`guard-latency: ${e?.message ?? e}`);
+    process.exit(1);
+  },
+);
