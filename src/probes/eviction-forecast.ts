@@ -27,6 +27,13 @@ const Params = z.strictObject({
 
 const LEASE_NS = 'kube-node-lease';
 
+/** Whether the model can predict an eviction on this node: silent, not Ready, or tainted (see forecast.ts). */
+function isFailing(n: ForecastNode, now: number, silentAfter: number): boolean {
+  const beats = [n.leaseRenew, n.ready?.heartbeat].filter((x): x is number => x !== undefined);
+  const last = beats.length ? Math.max(...beats) : n.created;
+  return n.ready?.status !== 'True' || last === undefined || now - last > silentAfter || n.taints.some((t) => t.effect === 'NoExecute' && (t.key === UNREACHABLE || t.key === NOT_READY));
+}
+
 /** The live eviction forecast (DESIGN §4.4): when each failing node goes NotReady and its pods are evicted. */
 export default defineProbe({
   meta: {
@@ -89,6 +96,17 @@ export default defineProbe({
       } else if ((c.type === 'added' || c.type === 'modified') && nodesSynced) track(c.object, c.relist);
       else if (c.type === 'deleted') taintedSince.delete(c.object.name);
     });
+    // Pods by node, kept up to date from the pods watch.
+    const podsOn = new Map<string, Map<string, SlimPod>>();
+    const index = (key: string, p: SlimPod | undefined, before: SlimPod | undefined) => {
+      if (before?.nodeName) podsOn.get(before.nodeName)?.delete(key);
+      if (p?.nodeName) podsOn.set(p.nodeName, (podsOn.get(p.nodeName) ?? new Map<string, SlimPod>()).set(key, p));
+    };
+    for (const [key, p] of pods.store) index(key, p, undefined);
+    pods.subscribe((c) => {
+      if (c.type === 'added' || c.type === 'modified') index(c.key, c.object, c.previous);
+      else if (c.type === 'deleted') index(c.key, undefined, c.object);
+    });
     yield* reactive(ctx, {
       watches,
       judge(now) {
@@ -109,10 +127,14 @@ export default defineProbe({
           taintedSince: taintedSince.get(n.name),
         }));
         const selected = new Set(resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]));
+        // Only pods on failing nodes can be evicted: take them from the per-node index, not from every pod.
         const fpods: ForecastPod[] = [];
-        for (const p of pods.store.values())
-          if (p.nodeName && selected.has(p.nodeName) && p.deletionTimestamp === undefined && (!namespaces || namespaces.has(p.namespace)))
-            fpods.push({ key: `${p.namespace}/${p.name}`, node: p.nodeName, tolerations: p.tolerations });
+        for (const n of fnodes) {
+          if (!selected.has(n.name) || !isFailing(n, now, silentAfter)) continue;
+          for (const p of podsOn.get(n.name)?.values() ?? [])
+            if (p.deletionTimestamp === undefined && (!namespaces || namespaces.has(p.namespace)))
+              fpods.push({ key: `${p.namespace}/${p.name}`, node: n.name, tolerations: p.tolerations });
+        }
         const lease = [...leader.store.values()][0];
         const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
         const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
