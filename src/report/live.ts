@@ -53,8 +53,13 @@ export function liveRenderer(plan: Plan): { onEvent(e: RunEvent): void; stop(): 
       current = task;
       lines.length = 0;
       show();
-      await d.promise;
-      if (d.skip) task.skip(d.skip);
+      try {
+        await d.promise;
+      } catch (e) {
+        // listr2 shows the error in place of the title: keep the title in it
+        throw new Error(`${title} — ${(e as Error).message}`);
+      }
+      if (d.skip) task.skip(`${title} — ${d.skip}`);
     },
   });
   const list = new Listr(
