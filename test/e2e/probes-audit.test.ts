@@ -1,0 +1,71 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
+import { ensureLabBinaries, labDown, labUp, type LabInfo } from '../../src/lab/index.js';
+
+/** `kube-runbook audit` (the built CLI) against the lab: its real flags pass; incident 3's grace fails. */
+const run = promisify(execFile);
+const INSTANCE = 'prb';
+let lab: LabInfo;
+let dir: string;
+
+beforeAll(async () => {
+  await labDown(INSTANCE);
+  await ensureLabBinaries();
+  lab = await labUp({ instance: INSTANCE, nodes: 2, zones: 1, workload: false });
+  dir = mkdtempSync(join(tmpdir(), 'kr-audit-'));
+}, 600_000);
+
+afterAll(async () => {
+  await labDown(INSTANCE);
+}, 120_000);
+
+/** A copy of the lab's inventory with its controller settings changed (or left out: found on the cluster). */
+function inventory(name: string, controller: Record<string, unknown> | undefined): string {
+  const doc = parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: Record<string, unknown> };
+  doc.spec.kubeconfig = lab.kubeconfig;
+  if (controller) doc.spec.controller = controller;
+  else delete doc.spec.controller;
+  const file = join(dir, `${name}.yaml`);
+  writeFileSync(file, stringify(doc));
+  return file;
+}
+
+async function audit(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env = { ...process.env, KUBE_RUNBOOK_INVENTORY: '' };
+  try {
+    const r = await run(process.execPath, ['bin/kube-runbook.js', 'audit', ...args], { env, timeout: 60_000 });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (e) {
+    const x = e as { code?: number; stdout?: string; stderr?: string };
+    return { code: x.code ?? -1, stdout: x.stdout ?? '', stderr: x.stderr ?? '' };
+  }
+}
+
+describe('kube-runbook audit on the lab', () => {
+  it("reads the controller-manager's settings from the cluster and passes the lab timings", async () => {
+    const r = await audit('-i', inventory('from-cluster', undefined), '-o', 'json');
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout) as { sources: Record<string, string>; settings: Record<string, number>; checks: { id: string; verdict: string }[] };
+    // /configz of the controller-manager (client-certificate credentials), else its command line on cp-1
+    expect(['configz', 'manifest']).toContain(out.sources.nodeMonitorGracePeriodMs);
+    expect(out.sources.nodeMonitorPeriodMs).toBe(out.sources.nodeMonitorGracePeriodMs);
+    console.log(`settings found in: ${out.sources.nodeMonitorGracePeriodMs}`);
+    expect(out.settings).toMatchObject({ nodeMonitorGracePeriodMs: 8000, nodeMonitorPeriodMs: 1000 });
+    const verdicts = Object.fromEntries(out.checks.map((c) => [c.id, c.verdict]));
+    expect(verdicts).toMatchObject({ 'heartbeat-grace': 'pass', 'monitor-period': 'pass', 'lease-ages': 'pass' });
+    expect(['pass', 'warn']).toContain(verdicts['etcd-fsync']);
+  });
+
+  it("fails incident 3's configuration: a grace period no longer than the lease renew interval", async () => {
+    const r = await audit('-i', inventory('incident-3', { nodeMonitorGracePeriod: '2s', leaseDuration: '8s' }));
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^FAIL\s+heartbeat-grace\s+node-monitor-grace-period 2s is 1× the lease renew interval 2s/m);
+    expect(r.stdout).toMatch(/^verdict: FAIL/m);
+  });
+});
