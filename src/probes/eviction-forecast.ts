@@ -4,7 +4,7 @@ import { type ForecastNode, type ForecastPod, defaultSilentAfter, forecast } fro
 import { resolveNodeSelector } from '../kube/node-selector.js';
 import { cannotSee, hubOf, reactive } from '../kube/readings.js';
 import { type SlimLease, type SlimNode, type SlimPod, watchSpecs, zoneOf } from '../kube/resources.js';
-import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
+import { controllerTaint, trackTaintedSince } from '../kube/taint-since.js';
 import type { WatchHandle } from '../kube/watch.js';
 import { formatDuration } from '../runbook/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
@@ -31,7 +31,7 @@ const LEASE_NS = 'kube-node-lease';
 function isFailing(n: ForecastNode, now: number, silentAfter: number): boolean {
   const beats = [n.leaseRenew, n.ready?.heartbeat].filter((x): x is number => x !== undefined);
   const last = beats.length ? Math.max(...beats) : n.created;
-  return n.ready?.status !== 'True' || last === undefined || now - last > silentAfter || n.taints.some((t) => t.effect === 'NoExecute' && (t.key === UNREACHABLE || t.key === NOT_READY));
+  return n.ready?.status !== 'True' || last === undefined || now - last > silentAfter || controllerTaint(n) !== undefined;
 }
 
 /** The live eviction forecast (DESIGN §4.4): when each failing node goes NotReady and its pods are evicted. */
@@ -77,25 +77,7 @@ export default defineProbe({
       return;
     }
     const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
-    // When each node's NoExecute taint came (the controller refreshes its timeAdded every eviction period while
-    // the node stays down; the taint manager keeps its first schedule). For taints already there when the probe
-    // started, the NotReady transition is the earliest they can have come.
-    const taintedSince = new Map<string, number>();
-    const track = (n: SlimNode, first: boolean) => {
-      const t = n.taints.find((x) => x.effect === 'NoExecute' && (x.key === UNREACHABLE || x.key === NOT_READY));
-      if (!t) taintedSince.delete(n.name);
-      else if (!taintedSince.has(n.name))
-        taintedSince.set(n.name, Math.min(t.timeAdded ?? ctx.clock.now(), first ? (n.ready?.transition ?? Infinity) : Infinity));
-    };
-    for (const n of nodes.store.values()) track(n, true);
-    let nodesSynced = nodes.freshness().synced;
-    nodes.subscribe((c) => {
-      if (c.type === 'synced') {
-        nodesSynced = true;
-        for (const n of nodes.store.values()) track(n, !taintedSince.has(n.name));
-      } else if ((c.type === 'added' || c.type === 'modified') && nodesSynced) track(c.object, c.relist);
-      else if (c.type === 'deleted') taintedSince.delete(c.object.name);
-    });
+    const taintedSince = trackTaintedSince(nodes, ctx.clock);
     // Pods by node, kept up to date from the pods watch.
     const podsOn = new Map<string, Map<string, SlimPod>>();
     const index = (key: string, p: SlimPod | undefined, before: SlimPod | undefined) => {
@@ -124,7 +106,7 @@ export default defineProbe({
           ready: n.ready,
           leaseRenew: leases.store.get(`${LEASE_NS}/${n.name}`)?.renewTime,
           taints: n.taints,
-          taintedSince: taintedSince.get(n.name),
+          taintedSince: taintedSince(n.name),
         }));
         const selected = new Set(resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]));
         // Only pods on failing nodes can be evicted: take them from the per-node index, not from every pod.

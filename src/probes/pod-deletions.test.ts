@@ -52,6 +52,24 @@ describe('pod-deletions', () => {
     expect(deletions(v).map((d) => `${d.pod} ${d.cause}`)).toEqual(['default/web-2 delete', 'default/web-1 taint-eviction']);
   });
 
+  it('still tells a taint eviction when the controller has refreshed the taint since (it re-adds it while the node stays down)', async () => {
+    setup();
+    const run = t.start(probe, {});
+    await run.until((r) => r.status === 'ok');
+    const taint = () =>
+      t.api.update(paths.nodes, 'node-1', (o) => {
+        (o.spec as { taints: unknown[] }).taints = [{ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(t.clock.now()) }];
+      });
+    taint();
+    for (let i = 0; i < 3; i++) {
+      await t.advance(10_000);
+      taint();
+    }
+    t.terminatePod('default', 'web-1', 30); // 30 s after the first taint: its toleration ran out
+    const v = await run.until((r) => r.status === 'violated');
+    expect(deletions(v).map((d) => d.cause)).toEqual(['taint-eviction']);
+  });
+
   it('tells an API eviction and a plain delete apart, counts each pod once, ignores unbound pods', async () => {
     setup();
     const run = t.start(probe, { max: 1 });

@@ -4,6 +4,7 @@ import { parseLabelSelector } from '../kube/labels.js';
 import { resolveNodeSelector } from '../kube/node-selector.js';
 import { cannotSee, hubOf, reactive } from '../kube/readings.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../kube/resources.js';
+import { trackTaintedSince } from '../kube/taint-since.js';
 import { tolerationMs } from '../kube/tolerations.js';
 import type { WatchHandle } from '../kube/watch.js';
 import { NodeSelector } from '../runbook/selectors.js';
@@ -43,14 +44,15 @@ const BY_CONDITION: Record<string, DeletionCause> = {
  * `Evicted` reason, or the taint manager's timing (its node carries a NoExecute taint and the deletion came when
  * the pod's toleration of it ran out). Otherwise a plain delete (by a user or a controller).
  */
-export function deletionCause(pod: SlimPod, node: SlimNode | undefined, deletedAt: number): DeletionCause {
+export function deletionCause(pod: SlimPod, node: SlimNode | undefined, deletedAt: number, taintedSince?: number): DeletionCause {
   if (pod.disruption) return BY_CONDITION[pod.disruption] ?? 'unknown';
   if (pod.reason === 'Evicted') return 'kubelet-eviction';
   const noExecute = (node?.taints ?? []).filter((t) => t.effect === 'NoExecute');
   if (noExecute.length) {
     const tol = tolerationMs(pod.tolerations, noExecute);
     if (tol === 0) return 'taint-eviction';
-    const added = Math.max(...noExecute.map((t) => t.timeAdded ?? -Infinity));
+    // the controller refreshes its taint's timeAdded while the node stays down: the first sighting counts
+    const added = taintedSince ?? Math.max(...noExecute.map((t) => t.timeAdded ?? -Infinity));
     // never before the toleration runs out; later when the taint manager started after the taint (a restarted
     // controller-manager starts its timers afresh), so only "not too early" can be told
     if (Number.isFinite(tol) && Number.isFinite(added) && deletedAt >= added + tol - 5_000) return 'taint-eviction';
@@ -95,6 +97,7 @@ export default defineProbe({
       return cannotSee(ctx, e);
     }
     const counts = podFilter(ctx, params, nodes);
+    const taintedSince = trackTaintedSince(nodes, ctx.clock);
     const deletions: Deletion[] = [];
     const seen = new Set<string>();
     let synced = pods.freshness().synced;
@@ -103,7 +106,8 @@ export default defineProbe({
       seen.add(p.uid);
       const now = ctx.clock.now();
       const deletedAt = p.deletionTimestamp !== undefined ? p.deletionTimestamp - (p.deletionGraceSeconds ?? 0) * 1000 : now;
-      const cause = how === 'vanished' && !p.disruption ? 'unknown' : deletionCause(p, nodes.store.get(p.nodeName ?? ''), deletedAt);
+      const node = p.nodeName ?? '';
+      const cause = how === 'vanished' && !p.disruption ? 'unknown' : deletionCause(p, nodes.store.get(node), deletedAt, taintedSince(node));
       deletions.push({ pod: `${p.namespace}/${p.name}`, node: p.nodeName ?? '', at: now, how, cause });
     };
     pods.subscribe((c) => {
