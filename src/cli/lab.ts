@@ -3,10 +3,11 @@ import { EXIT, KrError, quote } from '../errors.js';
 import { realClock } from '../engine/clock.js';
 import { createLogger, type Logger } from '../engine/logger.js';
 import { shq } from '../nodes/shell.js';
-import { formatDuration, parseDuration } from '../runbook/duration.js';
-import { labDown, labStatus, labUp, readLabInfo, readRuntime, type LabStatus } from '../lab/index.js';
+import { parseDuration } from '../runbook/duration.js';
+import { labDown, labStatus, labUp, readLabInfo, readRuntime } from '../lab/index.js';
 import { installLab } from '../lab/install.js';
-import { runFleet, type FleetStats } from '../lab/fleet.js';
+import { runFleet } from '../lab/fleet.js';
+import { fleetLine, renderStatus } from '../lab/render.js';
 import { describeSettings } from '../lab/settings.js';
 import { checkInstance, DEFAULT_INSTANCE } from '../lab/paths.js';
 import { out } from './output.js';
@@ -144,21 +145,6 @@ function status(lab: Command, done: Done) {
     });
 }
 
-export function renderStatus(s: LabStatus): string {
-  const lines = [`lab ${s.info.instance} (${s.info.phase}), apiserver ${s.info.apiserverUrl}, ${describeSettings(s.info.settings)}`, '', 'COMPONENTS'];
-  for (const c of s.components) lines.push(`  ${c.node.padEnd(10)} ${c.service.padEnd(24)} ${c.running ? (c.healthy ? 'healthy' : 'running, not healthy') : 'stopped'}`);
-  lines.push('', 'NODES');
-  if (!s.cluster) lines.push(`  (apiserver unreachable: ${s.clusterError ?? 'unknown'})`);
-  for (const n of s.cluster?.nodes ?? [])
-    lines.push(`  ${n.name.padEnd(12)} ${(n.ready ? 'Ready' : 'NotReady').padEnd(9)} ${(n.zone ?? '').padEnd(8)} ${n.taints.join(' ')}`);
-  lines.push('', 'PODS');
-  for (const p of s.cluster?.pods ?? [])
-    lines.push(`  ${`${p.namespace}/${p.name}`.padEnd(36)} ${(p.node ?? '-').padEnd(10)} ${p.terminating ? 'Terminating' : p.phase}`);
-  lines.push('', 'SIMULATED CONTAINERS');
-  for (const r of s.runtimes) lines.push(`  ${r.node.padEnd(10)} ${r.containers.length} running, ${r.kills.length} killed`);
-  return lines.join('\n');
-}
-
 function env(lab: Command, done: Done) {
   withInstance(lab.command('env'))
     .description('Print `export KUBECONFIG=...` and `export KUBE_RUNBOOK_INVENTORY=...` for `eval`.')
@@ -232,8 +218,4 @@ function fleet(lab: Command, done: Done) {
       }
       done(EXIT.ok);
     });
-}
-
-function fleetLine(s: FleetStats): string {
-  return `fleet ${formatDuration(s.elapsedMs)}: ${s.count} nodes, ${s.registered} registered, ${s.renewing} renewing, ${s.ready} Ready, ${s.flaps} flap(s), ${s.renewals} renewals${s.steadyRenewalsPerSecond !== undefined ? ` (${s.steadyRenewalsPerSecond}/s steady, longest gap ${formatDuration(s.maxRenewGapMs ?? 0)})` : ''}, ${s.cpuSeconds} CPU s, ${s.rssMiB} MiB`;
 }

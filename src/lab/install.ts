@@ -1,35 +1,17 @@
-import { mkdir, readdir, readFile, rename, rm, writeFile, copyFile, chmod, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { platform } from 'node:os';
 import { join } from 'node:path';
 import { EXIT, KrError } from '../errors.js';
-import { realClock, type Clock } from '../engine/clock.js';
+import type { Clock } from '../engine/clock.js';
 import type { Logger } from '../engine/logger.js';
-import { deriveSourceEntries, hasDistroSource, parseDeb822, parseOneLine, parseOsRelease, type AptEntry } from './apt-sources.js';
-import { binaryVersion, findLabBinaries, KUBE_BINARIES, sha256, type BinaryManifest } from './binaries.js';
-import { have, must, run } from './host.js';
+import { APT_PACKAGES, missingPackages } from './apt.js';
+import { parseOsRelease } from './apt-sources.js';
+import { findLabBinaries } from './binaries.js';
+import { buildFromSource } from './build.js';
+import { have, must } from './host.js';
 import type { LabBinariesInfo } from './info.js';
 import { withLock } from './lock.js';
 import { cacheDir as defaultCacheDir } from './paths.js';
-
-/** Debian packages the lab and its build need. */
-export const APT_PACKAGES = [
-  'etcd-server',
-  'iproute2',
-  'iptables',
-  'nftables',
-  'conntrack',
-  'openssl',
-  'curl',
-  'ca-certificates',
-  'golang-go',
-  'make',
-  'rsync',
-  'jq',
-  'dpkg-dev',
-  'xz-utils',
-];
-
-export const SOURCE_LIST_FILE = '/etc/apt/sources.list.d/kube-runbook-src.sources';
 
 export interface InstallOptions {
   log: Logger;
@@ -111,140 +93,6 @@ async function ensurePackages(o: InstallOptions): Promise<void> {
     timeoutMs: 1_800_000,
     signal: o.signal,
   });
-}
-
-export async function missingPackages(names: string[]): Promise<string[]> {
-  const r = await run('dpkg-query', ['-W', '-f', '${Package} ${db:Status-Abbrev}\n', ...names]);
-  const installed = new Set(
-    r.stdout
-      .split('\n')
-      .filter((l) => /^\S+ ii/.test(l))
-      .map((l) => l.split(' ')[0]!.split(':')[0]!),
-  );
-  return names.filter((n) => !installed.has(n));
-}
-
-/** Reads every enabled apt source of the machine. */
-export async function readAptSources(): Promise<AptEntry[]> {
-  const entries: AptEntry[] = [];
-  const list = await readFile('/etc/apt/sources.list', 'utf8').catch(() => '');
-  entries.push(...parseOneLine(list, '/etc/apt/sources.list'));
-  const dir = '/etc/apt/sources.list.d';
-  for (const name of (await readdir(dir).catch(() => [] as string[])).sort()) {
-    const text = await readFile(join(dir, name), 'utf8').catch(() => '');
-    if (name.endsWith('.sources')) entries.push(...parseDeb822(text, join(dir, name)));
-    else if (name.endsWith('.list')) entries.push(...parseOneLine(text, join(dir, name)));
-  }
-  return entries;
-}
-
-/** Adds a deb-src entry derived from the distribution's own entries when there is none; returns whether it wrote one. */
-export async function ensureSourceEntry(log: Logger, signal?: AbortSignal): Promise<boolean> {
-  const os = parseOsRelease(await readFile('/etc/os-release', 'utf8'));
-  if (!os.codename) throw new KrError('LAB_APT_SOURCES', '/etc/os-release names no VERSION_CODENAME');
-  const entries = await readAptSources();
-  if (hasDistroSource(entries, os.codename)) return false;
-  const text = deriveSourceEntries(entries, os.codename);
-  if (!text)
-    throw new KrError('LAB_APT_SOURCES', `no apt entry of ${os.codename} itself to derive a deb-src entry from`, {
-      details: ['Add a deb-src line for your distribution (same mirror as its deb line) and run `apt-get update`.'],
-    });
-  await writeFile(SOURCE_LIST_FILE, text, { mode: 0o644 });
-  log.info(`added ${SOURCE_LIST_FILE} (deb-src of this machine's ${os.codename} sources)`);
-  await must('LAB_APT_FAILED', 'apt-get', ['update'], { timeoutMs: 600_000, signal });
-  return true;
-}
-
-async function buildFromSource(o: InstallOptions, root: string): Promise<void> {
-  const clock = o.clock ?? realClock;
-  const log = o.log;
-  await ensureSourceEntry(log, o.signal);
-  const work = join(root, 'build');
-  await rm(work, { recursive: true, force: true });
-  await mkdir(work, { recursive: true });
-  log.info('downloading the kubernetes source package (apt-get source)');
-  await must('LAB_SOURCE_FAILED', 'apt-get', ['source', '--download-only', 'kubernetes'], {
-    cwd: work,
-    timeoutMs: 900_000,
-    signal: o.signal,
-  });
-  const dsc = (await readdir(work)).find((n) => n.endsWith('.dsc'));
-  if (!dsc) throw new KrError('LAB_SOURCE_FAILED', `apt-get source left no .dsc file in ${work}`);
-  const sourceVersion = /^Version:\s*(\S+)/m.exec(await readFile(join(work, dsc), 'utf8'))?.[1] ?? 'unknown';
-  await must('LAB_SOURCE_FAILED', 'dpkg-source', ['-x', dsc, 'src'], { cwd: work, timeoutMs: 600_000, signal: o.signal });
-  const src = join(work, 'src');
-  await mkdir(join(src, '.go', 'src', 'k8s.io'), { recursive: true });
-  await must('LAB_SOURCE_FAILED', 'ln', ['-sfn', '../../..', join(src, '.go', 'src', 'k8s.io', 'kubernetes')]);
-
-  const started = clock.now();
-  let phase = 'preparing';
-  let lastLines: string[] = [];
-  log.info(`building ${KUBE_BINARIES.join(', ')} from kubernetes ${sourceVersion} (about 8 minutes on 2 cores)`);
-  const tick = every(clock, 15_000, () => log.info(`build: ${Math.round((clock.now() - started) / 1000)}s, ${phase}`));
-  let r;
-  try {
-    r = await run('make', [`WHAT=${KUBE_BINARIES.map((b) => `cmd/${b}`).join(' ')}`], {
-      cwd: src,
-      env: {
-        ...(o.env ?? process.env),
-        GOPATH: join(src, '.go'),
-        CGO_ENABLED: '0',
-        GO111MODULE: 'off',
-        GOFLAGS: '',
-        PATH: `/usr/lib/go/bin:${process.env.PATH ?? '/usr/bin:/bin'}`,
-      },
-      timeoutMs: 3_600_000,
-      signal: o.signal,
-      onLine: (line) => {
-        lastLines = [...lastLines.slice(-19), line];
-        const m = /^\+\+\+ \[[^\]]*\] (.*)$/.exec(line);
-        if (m) {
-          phase = m[1]!.replace(/:$/, '').toLowerCase();
-          log.info(`build: ${Math.round((clock.now() - started) / 1000)}s, ${phase}`);
-        }
-      },
-    });
-  } finally {
-    tick();
-  }
-  if (r.code !== 0)
-    throw new KrError('LAB_BUILD_FAILED', `make failed (exit ${r.code}) in ${src}`, { details: lastLines.slice(-12) });
-  log.info(`build finished in ${Math.round((clock.now() - started) / 1000)}s`);
-  await cacheBinaries(join(src, '_output', 'bin'), root, `Debian kubernetes ${sourceVersion}`, clock);
-  await rm(work, { recursive: true, force: true });
-}
-
-/** Copies built binaries into `<root>/kubernetes-<version>/` with a manifest of checksums (atomically). */
-export async function cacheBinaries(fromDir: string, root: string, source: string, clock: Clock = realClock): Promise<string> {
-  const version = await binaryVersion(join(fromDir, 'kube-apiserver'));
-  const final = join(root, `kubernetes-${version}`);
-  const tmp = `${final}.tmp`;
-  await rm(tmp, { recursive: true, force: true });
-  await mkdir(tmp, { recursive: true });
-  const files = {} as BinaryManifest['files'];
-  for (const name of KUBE_BINARIES) {
-    await copyFile(join(fromDir, name), join(tmp, name));
-    await chmod(join(tmp, name), 0o755);
-    files[name] = { sha256: await sha256(join(tmp, name)), size: (await stat(join(tmp, name))).size };
-  }
-  const manifest: BinaryManifest = { kind: 'kube-runbook/lab-binaries', version, source, builtAt: new Date(clock.now()).toISOString(), files };
-  await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-  await rm(final, { recursive: true, force: true });
-  await rename(tmp, final);
-  return final;
-}
-
-/** Calls `fn` every `ms` until the returned function is called. */
-function every(clock: Clock, ms: number, fn: () => void): () => void {
-  let cancel = () => {};
-  const arm = () => {
-    cancel = clock.setTimer(ms, () => {
-      fn();
-      arm();
-    });
-  };
-  arm();
-  return () => cancel();
 }
 
 function missingEtcd(): KrError {

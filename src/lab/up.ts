@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -7,6 +7,7 @@ import { realClock, type Clock } from '../engine/clock.js';
 import { silentLogger, type Logger } from '../engine/logger.js';
 import { EXIT, KrError, messageOf } from '../errors.js';
 import { shq } from '../nodes/shell.js';
+import { logTails, start, startAndWait } from './control.js';
 import { findLabBinaries } from './binaries.js';
 import { cgroupLayout, makeCgroup } from './cgroup.js';
 import * as comp from './components.js';
@@ -23,7 +24,7 @@ import { writeService } from './services.js';
 import { resolveSettings, zoneOf, type LabSettings, type LabUpOptions } from './settings.js';
 import { podCidrOf } from './sim/objects.js';
 import type { KubeletSimFile } from './sim/types.js';
-import { createWorkload, waitReady } from './workload.js';
+import { createWorkload, waitReady, waitServiceAccount } from './workload.js';
 
 export interface LabUpRunOptions extends LabUpOptions {
   log?: Logger;
@@ -177,6 +178,7 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
     await createWorkload(admin, settings.replicas, clock, o.signal);
   }
   step(`waiting for ${workers.length} node(s) Ready and every pod running`);
+  await waitServiceAccount(admin, 'default', clock, o.signal);
   await waitReady(admin, {
     nodes: workers,
     pods: settings.workload ? settings.replicas : 0,
@@ -189,39 +191,4 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   await writeLabInfo(info);
   step(`lab ${instance} is up`);
   return info;
-}
-
-async function start(dir: string): Promise<void> {
-  const r = await sh(shq(join(dir, 'start')));
-  if (r.code !== 0) throw new KrError('LAB_START_FAILED', `${join(dir, 'start')} failed (exit ${r.code}): ${r.stderr.trim()}`);
-}
-
-async function startAndWait(dir: string, timeoutMs: number, clock: Clock, signal?: AbortSignal): Promise<void> {
-  await start(dir);
-  const deadline = clock.now() + timeoutMs;
-  for (;;) {
-    if ((await sh(shq(join(dir, 'health')))).code === 0) return;
-    if ((await sh(shq(join(dir, 'status')))).code !== 0) throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} exited at start`);
-    if (clock.now() > deadline) throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} was not healthy within ${timeoutMs / 1000}s`);
-    await clock.sleep(200, signal);
-  }
-}
-
-/** The last lines of each component's log, for an error report. */
-async function logTails(instance: string, settings: LabSettings): Promise<string[]> {
-  const paths = labPaths(instance);
-  const out: string[] = [];
-  const svcs: [string, string][] = [
-    ['cp-1', 'etcd'],
-    ['cp-1', 'kube-apiserver'],
-    ['cp-1', 'kube-controller-manager'],
-    ['cp-1', 'kube-scheduler'],
-    ...Array.from({ length: Math.min(settings.nodes, 3) }, (_, i): [string, string] => [`node-${i + 1}`, 'kubelet']),
-  ];
-  for (const [node, svc] of svcs) {
-    const text = await readFile(join(paths.serviceDir(node, svc), 'log'), 'utf8').catch(() => '');
-    const lines = text.trim().split('\n').filter(Boolean).slice(-4);
-    if (lines.length) out.push(`${node}/${svc} log:`, ...lines.map((l) => `  ${l.slice(0, 300)}`));
-  }
-  return out;
 }

@@ -12,17 +12,7 @@ export async function createWorkload(kc: KubeConfig, replicas: number, clock: Cl
   const apps = kc.makeApiClient(AppsV1Api);
   const labels = { app: WORKLOAD_NAME };
   await ignoreExists(() => core.createNamespace({ body: { metadata: { name: WORKLOAD_NAMESPACE } } }));
-  // pods are refused until the namespace's default ServiceAccount exists
-  const deadline = clock.now() + 60_000;
-  for (;;) {
-    try {
-      await core.readNamespacedServiceAccount({ name: 'default', namespace: WORKLOAD_NAMESPACE });
-      break;
-    } catch (e) {
-      if (clock.now() > deadline) throw new KrError('LAB_WORKLOAD_FAILED', `no default ServiceAccount in ${WORKLOAD_NAMESPACE}: ${messageOf(e)}`);
-      await clock.sleep(200, signal);
-    }
-  }
+  await waitServiceAccount(kc, WORKLOAD_NAMESPACE, clock, signal);
   await ignoreExists(() =>
     apps.createNamespacedDeployment({
       namespace: WORKLOAD_NAMESPACE,
@@ -51,6 +41,21 @@ export async function createWorkload(kc: KubeConfig, replicas: number, clock: Cl
       body: { metadata: { name: WORKLOAD_NAME, labels }, spec: { selector: labels, ports: [{ port: 80, targetPort: 8080 }] } },
     }),
   );
+}
+
+/** Waits for a namespace's `default` ServiceAccount (the controller-manager makes it; pods are refused until then). */
+export async function waitServiceAccount(kc: KubeConfig, namespace: string, clock: Clock, signal?: AbortSignal): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const deadline = clock.now() + 60_000;
+  for (;;) {
+    try {
+      await core.readNamespacedServiceAccount({ name: 'default', namespace });
+      return;
+    } catch (e) {
+      if (clock.now() > deadline) throw new KrError('LAB_NOT_READY', `no default ServiceAccount in namespace ${namespace}: ${messageOf(e)}`);
+      await clock.sleep(200, signal);
+    }
+  }
 }
 
 async function ignoreExists(fn: () => Promise<unknown>): Promise<void> {

@@ -1,12 +1,11 @@
-import { randomBytes } from 'node:crypto';
 import type { Clock } from '../../engine/clock.js';
 import type { Logger } from '../../engine/logger.js';
 import { messageOf } from '../../errors.js';
-import type { RuntimeStore, SimContainer } from '../runtime.js';
+import type { RuntimeStore } from '../runtime.js';
 import { nextRenewDelay, retryDelay, statusDue } from '../timing.js';
 import { statusOf, type KubeletCalls } from './api.js';
-import { conditionsChanged, freePodIp, leaseObject, nodeObject, nodeStatus, podStatusCurrent, podStatusPatch, wholeTime } from './objects.js';
-import { decidePod, orphanedPods, REASON_DELETED, REASON_GONE } from './reconcile.js';
+import { conditionsChanged, leaseObject, nodeObject, nodeStatus } from './objects.js';
+import { PodWorker } from './pods.js';
 import type { NodeLite, PodLite, SimNodeConfig, WatchEventType } from './types.js';
 
 export interface NodeSimDeps {
@@ -35,10 +34,7 @@ export class NodeSim {
   private leaseRv: string | undefined;
   private lastStatusPost: number | undefined;
   private failures = 0;
-  private queue: Promise<void> = Promise.resolve();
-  /** Latest version of each pod bound here, by uid (for retries). */
-  private readonly pods = new Map<string, PodLite>();
-  private readonly retrying = new Set<string>();
+  private readonly podWorker: PodWorker;
   renewals = 0;
   lastRenewAt: number | undefined;
   /** Longest time between two successful renewals (reset by whoever measures). */
@@ -47,7 +43,9 @@ export class NodeSim {
   constructor(
     readonly cfg: SimNodeConfig,
     private readonly d: NodeSimDeps,
-  ) {}
+  ) {
+    this.podWorker = new PodWorker(cfg, d);
+  }
 
   /** Registers, then renews the lease and checks the status until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
@@ -166,101 +164,12 @@ export class NodeSim {
     this.lastStatusPost = now;
   }
 
-  /** The full set of pods bound here (after a list): kill containers of pods that are gone, sync the rest. */
+  /** The full set of pods bound here (after a list). */
   onPods(pods: PodLite[]): Promise<void> {
-    this.pods.clear();
-    for (const pod of pods) this.pods.set(pod.metadata.uid ?? '', pod);
-    return this.enqueue(async () => {
-      for (const gone of orphanedPods(this.d.runtime.list(), pods)) await this.kill(gone.podUid, `${gone.namespace}/${gone.pod}`, REASON_GONE);
-      for (const pod of pods) await this.trySync(pod);
-    });
+    return this.podWorker.onPods(pods);
   }
 
   onPodEvent(type: WatchEventType, pod: PodLite): Promise<void> {
-    const uid = pod.metadata.uid ?? '';
-    if (type === 'DELETED') this.pods.delete(uid);
-    else this.pods.set(uid, pod);
-    return this.enqueue(async () => {
-      if (type === 'DELETED') await this.kill(uid, podKey(pod), REASON_DELETED);
-      else await this.trySync(pod);
-    });
+    return this.podWorker.onPodEvent(type, pod);
   }
-
-  /** Syncs a pod; when the apiserver refuses or is unreachable, tries the pod's latest version again shortly. */
-  private async trySync(pod: PodLite): Promise<void> {
-    try {
-      await this.syncPod(pod);
-    } catch (e) {
-      const uid = pod.metadata.uid ?? '';
-      this.d.log.debug(`${podKey(pod)}: ${messageOf(e)}`);
-      if (this.retrying.has(uid)) return;
-      this.retrying.add(uid);
-      this.d.clock.setTimer(retryDelay(2, this.cfg.leaseDurationMs) * 2, () => {
-        this.retrying.delete(uid);
-        const latest = this.pods.get(uid);
-        if (latest) void this.enqueue(() => this.trySync(latest));
-      });
-    }
-  }
-
-  private async syncPod(pod: PodLite): Promise<void> {
-    const uid = pod.metadata.uid ?? '';
-    const containers = this.d.runtime.ofPod(uid);
-    const action = decidePod(pod, containers, podStatusCurrent(pod, containers));
-    switch (action.kind) {
-      case 'kill-and-finalize':
-        await this.kill(uid, podKey(pod), action.reason);
-        await this.d.api.finalizePod(pod.metadata.namespace ?? 'default', pod.metadata.name, uid);
-        return;
-      case 'finalize':
-        await this.d.api.finalizePod(pod.metadata.namespace ?? 'default', pod.metadata.name, uid);
-        return;
-      case 'start':
-        await this.d.runtime.start(this.newContainers(pod));
-        await this.report(pod);
-        return;
-      case 'report':
-        await this.report(pod);
-        return;
-      case 'none':
-        return;
-    }
-  }
-
-  private async report(pod: PodLite): Promise<void> {
-    const containers = this.d.runtime.ofPod(pod.metadata.uid ?? '');
-    const patch = podStatusPatch(this.cfg.ip, containers, this.d.clock.now());
-    await this.d.api.patchPodStatus(pod.metadata.namespace ?? 'default', pod.metadata.name, patch);
-  }
-
-  private async kill(podUid: string, key: string, reason: string): Promise<void> {
-    const records = await this.d.runtime.kill(podUid, reason, this.d.clock.now());
-    if (records.length) this.d.log.warn(`killed ${records.length} container(s) of ${key}: ${reason}`);
-  }
-
-  private newContainers(pod: PodLite): SimContainer[] {
-    const podIp = freePodIp(this.cfg.podCidr, this.d.runtime.podIps()) ?? '0.0.0.0';
-    const startedAt = wholeTime(this.d.clock.now());
-    return (pod.spec?.containers ?? [{ name: 'main', image: 'none' }]).map((c) => ({
-      id: randomBytes(12).toString('hex'),
-      namespace: pod.metadata.namespace ?? 'default',
-      pod: pod.metadata.name,
-      podUid: pod.metadata.uid ?? '',
-      container: c.name,
-      image: c.image ?? 'none',
-      podIp,
-      startedAt,
-    }));
-  }
-
-  /** Pod work runs one item at a time, in arrival order; a failure is logged and the pod is retried at the next sync. */
-  private enqueue(fn: () => Promise<void>): Promise<void> {
-    const next = this.queue.then(fn).catch((e: unknown) => this.d.log.warn(`${this.cfg.name}: ${messageOf(e)}`));
-    this.queue = next;
-    return next;
-  }
-}
-
-function podKey(pod: PodLite): string {
-  return `${pod.metadata.namespace ?? 'default'}/${pod.metadata.name}`;
 }
