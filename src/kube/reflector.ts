@@ -1,0 +1,261 @@
+import { messageOf } from '../errors.js';
+import { formatDuration } from '../runbook/duration.js';
+import { Backoff } from './backoff.js';
+import { compareResourceVersions, isGone, objectKey, statusError, type WatchEvent } from './source.js';
+import type { Change, Freshness, WatchHub, WatchSpec, WatchState, WatchStats } from './watch.js';
+
+/**
+ * One shared watch of one resource, as client-go's reflector does it: list, then watch from the list's
+ * resourceVersion; relist on 410 Gone; back off on failures; restart a silent stream; and never move the
+ * resourceVersion backwards (a list or an event older than what was seen is refused: incident 2).
+ */
+class StaleListError extends Error {}
+
+export const INACTIVE = 'inactive';
+export const UNREACHABLE = 'unreachable';
+
+export class SharedWatch<T> {
+  readonly store = new Map<string, T>();
+  resourceVersion: string | undefined;
+  readonly stats: WatchStats = {
+    lists: 0,
+    watches: 0,
+    events: 0,
+    gone: 0,
+    failures: 0,
+    inactivityRestarts: 0,
+    replaysDropped: 0,
+    staleListsRefused: 0,
+  };
+  refs = 0;
+  private synced = false;
+  private state: WatchState = 'listing';
+  private lastError = '';
+  private readonly listeners = new Set<(c: Change<T>) => void>();
+  private readonly stop = new AbortController();
+  private current?: AbortController;
+  private cancelWatchdog?: () => void;
+  private wake?: AbortController;
+  private lastFresh = false;
+  private readonly backoff: Backoff;
+
+  constructor(
+    readonly spec: WatchSpec<T>,
+    private readonly hub: WatchHub,
+  ) {
+    this.backoff = new Backoff(hub.options.backoff);
+    void this.loop();
+  }
+
+  subscribe(fn: (c: Change<T>) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  freshness(): Freshness {
+    const now = this.hub.clock.now();
+    const base = { synced: this.synced, state: this.state, lastContactAt: this.hub.lastContactAt };
+    if (this.state === 'stopped') return { ...base, fresh: false, reason: 'watch stopped' };
+    if (!this.synced)
+      return { ...base, fresh: false, reason: this.lastError ? `not synced: ${this.lastError}` : `listing ${this.spec.path}` };
+    if (this.state === 'failing') return { ...base, fresh: false, reason: `apiserver unreachable: ${this.lastError}` };
+    if (this.hub.unreachable) return { ...base, fresh: false, reason: `apiserver unreachable: ${this.hub.unreachable}` };
+    const silence = this.hub.lastContactAt === undefined ? Infinity : now - this.hub.lastContactAt;
+    if (silence > this.hub.options.staleAfterMs)
+      return { ...base, fresh: false, reason: `nothing from the apiserver for ${formatDuration(silence)}` };
+    return { ...base, fresh: true, reason: this.state };
+  }
+
+  /** Emits a freshness change when the verdict flipped. */
+  checkFreshness(): void {
+    const f = this.freshness();
+    if (f.fresh === this.lastFresh) return;
+    this.lastFresh = f.fresh;
+    this.emit({ type: 'freshness', fresh: f.fresh, reason: f.reason });
+  }
+
+  /** Ends the current stream; `why` decides whether that counts as a failure. */
+  interrupt(why: typeof INACTIVE | typeof UNREACHABLE): void {
+    this.current?.abort(why);
+  }
+
+  /** Cuts a back-off wait short (the apiserver answers again). */
+  retryNow(): void {
+    this.wake?.abort();
+  }
+
+  close(): void {
+    this.setState('stopped');
+    this.stop.abort();
+    this.cancelWatchdog?.();
+    this.listeners.clear();
+  }
+
+  private emit(c: Change<T>): void {
+    for (const fn of [...this.listeners]) {
+      try {
+        fn(c);
+      } catch (e) {
+        this.hub.log.warn(`watch ${this.spec.key}: a subscriber failed: ${messageOf(e)}`);
+      }
+    }
+  }
+
+  private setState(s: WatchState, error = ''): void {
+    this.state = s;
+    if (error) this.lastError = error;
+    this.checkFreshness();
+  }
+
+  private async loop(): Promise<void> {
+    let needList = true;
+    let goneInARow = 0;
+    while (!this.stop.signal.aborted) {
+      try {
+        if (needList) {
+          this.setState('listing');
+          await this.relist();
+          needList = false;
+        }
+        await this.watchOnce();
+        goneInARow = 0;
+      } catch (e) {
+        if (this.stop.signal.aborted) return;
+        if (isGone(e)) {
+          this.stats.gone++;
+          needList = true;
+          this.hub.log.debug(`watch ${this.spec.key}: resourceVersion ${this.resourceVersion} expired (410 Gone), relisting`);
+          if (++goneInARow <= 2) continue;
+        }
+        if (e instanceof StaleListError) this.stats.staleListsRefused++;
+        this.stats.failures++;
+        this.setState('failing', messageOf(e));
+        this.hub.log.debug(`watch ${this.spec.key}: ${messageOf(e)}`);
+        await this.pause(this.backoff.next());
+      }
+    }
+  }
+
+  private async pause(ms: number): Promise<void> {
+    this.wake = new AbortController();
+    const signal = AbortSignal.any([this.stop.signal, this.wake.signal]);
+    try {
+      await this.hub.clock.sleep(ms, signal);
+    } catch {
+      // woken early or stopped
+    } finally {
+      this.wake = undefined;
+    }
+  }
+
+  private async relist(): Promise<void> {
+    const fresh = new Map<string, T>();
+    let cont: string | undefined;
+    let listRv: string | undefined;
+    this.stats.lists++;
+    do {
+      const page = await this.hub.source.list({ ...this.selection(), limit: this.hub.options.pageSize, continue: cont, signal: this.stop.signal });
+      this.hub.contact();
+      listRv ??= page.resourceVersion;
+      for (const item of page.items) fresh.set(objectKey(item), this.spec.slim(item));
+      cont = page.continue || undefined;
+    } while (cont);
+    if (this.resourceVersion !== undefined && compareResourceVersions(listRv, this.resourceVersion) === -1)
+      throw new StaleListError(`refused a list at resourceVersion ${listRv}, older than ${this.resourceVersion} already seen`);
+    const relist = this.synced;
+    for (const [key, old] of this.store)
+      if (!fresh.has(key)) {
+        this.store.delete(key);
+        this.emit({ type: 'deleted', key, object: old, relist });
+      }
+    for (const [key, obj] of fresh) {
+      const old = this.store.get(key);
+      this.store.set(key, obj);
+      if (old === undefined) this.emit({ type: 'added', key, object: obj, relist });
+      else if (JSON.stringify(old) !== JSON.stringify(obj)) this.emit({ type: 'modified', key, object: obj, previous: old, relist });
+    }
+    this.resourceVersion = listRv;
+    if (!this.synced) {
+      this.synced = true;
+      this.emit({ type: 'synced' });
+    }
+  }
+
+  private selection(): { path: string; labelSelector?: string; fieldSelector?: string } {
+    const { path, labelSelector, fieldSelector } = this.spec;
+    return { path, labelSelector, fieldSelector };
+  }
+
+  private armWatchdog(ac: AbortController): void {
+    this.cancelWatchdog?.();
+    this.cancelWatchdog = this.hub.clock.setTimer(this.hub.options.inactivityMs, () => {
+      this.stats.inactivityRestarts++;
+      this.hub.log.debug(`watch ${this.spec.key}: silent for ${formatDuration(this.hub.options.inactivityMs)}, restarting it`);
+      ac.abort(INACTIVE);
+    });
+  }
+
+  private async watchOnce(): Promise<void> {
+    const ac = new AbortController();
+    this.current = ac;
+    const signal = AbortSignal.any([this.stop.signal, ac.signal]);
+    const { minTimeoutSeconds, random } = this.hub.options;
+    const opened = this.hub.clock.now();
+    try {
+      this.stats.watches++;
+      const stream = await this.hub.source.watch({
+        ...this.selection(),
+        resourceVersion: this.resourceVersion ?? '',
+        timeoutSeconds: Math.floor(minTimeoutSeconds * (1 + random())),
+        allowWatchBookmarks: true,
+        signal,
+      });
+      this.hub.contact();
+      this.setState('watching');
+      this.armWatchdog(ac);
+      for await (const ev of stream) {
+        if (signal.aborted) break;
+        this.hub.contact();
+        this.armWatchdog(ac);
+        this.apply(ev);
+      }
+    } catch (e) {
+      if (ac.signal.reason !== INACTIVE || this.stop.signal.aborted) throw e;
+    } finally {
+      this.cancelWatchdog?.();
+      this.current = undefined;
+    }
+    if (ac.signal.reason === UNREACHABLE) throw new Error(this.hub.unreachable || 'apiserver unreachable');
+    this.backoff.healthyFor(this.hub.clock.now() - opened);
+    if (!this.stop.signal.aborted) this.setState('reconnecting');
+  }
+
+  private apply(ev: WatchEvent): void {
+    if (ev.type === 'ERROR') throw statusError(ev.object);
+    const rv = ev.object.metadata?.resourceVersion ?? '';
+    if (this.resourceVersion !== undefined && rv) {
+      const order = compareResourceVersions(rv, this.resourceVersion);
+      // a bookmark at the resourceVersion already seen only says "nothing new": not a replay
+      if (order !== undefined && (order < 0 || (order === 0 && ev.type !== 'BOOKMARK'))) {
+        // A replay from the past (incident 2): applying it would resurrect or delete objects wrongly.
+        this.stats.replaysDropped++;
+        this.hub.log.warn(`watch ${this.spec.key}: dropped a ${ev.type} at resourceVersion ${rv}, older than ${this.resourceVersion}`);
+        return;
+      }
+    }
+    if (rv) this.resourceVersion = rv;
+    if (ev.type === 'BOOKMARK') return;
+    this.stats.events++;
+    const key = objectKey(ev.object);
+    const old = this.store.get(key);
+    if (ev.type === 'DELETED') {
+      this.store.delete(key);
+      this.emit({ type: 'deleted', key, object: old ?? this.spec.slim(ev.object), relist: false });
+      return;
+    }
+    const obj = this.spec.slim(ev.object);
+    this.store.set(key, obj);
+    this.emit({ type: old === undefined ? 'added' : 'modified', key, object: obj, previous: old, relist: false });
+  }
+}
+
