@@ -61,8 +61,9 @@ export async function buildFromSource(o: BuildOptions, root: string): Promise<vo
       onLine: (line) => {
         lastLines = [...lastLines.slice(-19), line];
         const m = /^\+\+\+ \[[^\]]*\] (.*)$/.exec(line);
-        if (m) {
-          phase = m[1]!.replace(/:$/, '').toLowerCase();
+        const next = m?.[1]?.replace(/:$/, '').toLowerCase();
+        if (next && next !== phase) {
+          phase = next;
           log.info(`build: ${Math.round((clock.now() - started) / 1000)}s, ${phase}`);
         }
       },
