@@ -106,3 +106,31 @@ function judgeNow<V>(o: ReactiveOptions<V>, now: number): Judgement<V | null> & 
     return { status: 'unknown', value: null, detail, key: `unknown|${detail}` };
   }
 }
+
+/**
+ * For what has no event stream (health endpoints, metrics): calls `check` every `intervalMs` and yields its
+ * reading when `key(reading)` changes, and otherwise at most once per max(1 s, interval), until ctx.signal aborts.
+ */
+export async function* polled<V>(
+  ctx: Ctx,
+  intervalMs: number,
+  check: () => Promise<Reading<V>>,
+  key: (r: Reading<V>) => string,
+): AsyncGenerator<Reading<V>> {
+  let last = '';
+  let lastAt = -Infinity;
+  while (!ctx.signal.aborted) {
+    const r = await check();
+    const k = key(r);
+    if (k !== last || r.at - lastAt >= Math.max(1000, intervalMs)) {
+      last = k;
+      lastAt = r.at;
+      yield r;
+    }
+    try {
+      await ctx.clock.sleep(intervalMs, ctx.signal);
+    } catch {
+      return;
+    }
+  }
+}

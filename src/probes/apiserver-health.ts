@@ -4,6 +4,7 @@ import { messageOf } from '../errors.js';
 import { formatDuration } from '../runbook/duration.js';
 import { duration } from '../runbook/zod-helpers.js';
 import { defineProbe, type Reading } from './types.js';
+import { polled } from '../kube/readings.js';
 
 const Params = z.strictObject({
   interval: duration().prefault('2s').meta({ description: 'how often to ask' }),
@@ -35,24 +36,8 @@ export default defineProbe({
       'Readings are repeated only when something changes, at most once a second otherwise.',
     params: Params,
   },
-  async *start(ctx, params) {
-    let last = '';
-    let lastAt = -Infinity;
-    while (!ctx.signal.aborted) {
-      const r = await check(ctx, params);
-      const key = `${r.status}|${r.detail.replace(/\d+ms|\d+(\.\d+)?s/g, '')}`;
-      if (key !== last || r.at - lastAt >= Math.max(1000, params.interval)) {
-        last = key;
-        lastAt = r.at;
-        yield r;
-      }
-      try {
-        await ctx.clock.sleep(params.interval, ctx.signal);
-      } catch {
-        return;
-      }
-    }
-  },
+  start: (ctx, params) =>
+    polled(ctx, params.interval, () => check(ctx, params), (r) => `${r.status}|${r.detail.replace(/\d+ms|\d+(\.\d+)?s/g, '')}`),
 });
 
 async function get(ctx: Ctx, path: string, timeoutMs: number): Promise<{ status: number; ms: number }> {

@@ -6,6 +6,7 @@ import { type Buckets, delta, histogram, quantile, sample } from '../kube/promet
 import { formatDuration } from '../runbook/duration.js';
 import { duration } from '../runbook/zod-helpers.js';
 import { defineProbe, type Reading } from './types.js';
+import { polled } from '../kube/readings.js';
 
 const Params = z.strictObject({
   url: z
@@ -55,38 +56,26 @@ export default defineProbe({
       '`unreachable: unknown`); a node that cannot be reached reads unknown. Polled: metrics have no event stream.',
     params: Params,
   },
-  async *start(ctx, params) {
+  start(ctx, params) {
     const where = etcdTarget(ctx, params);
     let before: { wal: Buckets; commit: Buckets } | undefined;
-    let last = '';
-    let lastAt = -Infinity;
-    while (!ctx.signal.aborted) {
-      let r: Reading<EtcdValue>;
+    const check = async (): Promise<Reading<EtcdValue>> => {
       try {
         const s = await scrapeEtcd(ctx, where, params);
         const wal = histogram(s.metrics, WAL);
         const commit = histogram(s.metrics, COMMIT);
-        r = judge(ctx, params, s, delta(wal, before?.wal), delta(commit, before?.commit));
+        const r = judge(ctx, params, s, delta(wal, before?.wal), delta(commit, before?.commit));
         before = { wal, commit };
+        return r;
       } catch (e) {
         const error = messageOf(e);
         const nobody = { healthy: null, hasLeader: null, walFsyncP99Ms: null, backendCommitP99Ms: null, error };
-        r = e instanceof EtcdUnreachable
+        return e instanceof EtcdUnreachable
           ? { status: params.unreachable, at: ctx.clock.now(), value: nobody, detail: `etcd does not answer at ${where.url}: ${error}` }
           : { status: 'unknown', at: ctx.clock.now(), value: nobody, detail: `cannot reach ${where.node ?? 'etcd'}: ${error}` };
       }
-      const key = `${r.status}|${r.value.healthy}|${r.value.error ?? ''}`;
-      if (key !== last || r.at - lastAt >= Math.max(1000, params.interval)) {
-        last = key;
-        lastAt = r.at;
-        yield r;
-      }
-      try {
-        await ctx.clock.sleep(params.interval, ctx.signal);
-      } catch {
-        return;
-      }
-    }
+    };
+    return polled(ctx, params.interval, check, (r) => `${r.status}|${r.value.healthy}|${r.value.error ?? ''}`);
   },
 });
 

@@ -5,6 +5,7 @@ import { httpGet } from '../kube/http-get.js';
 import { formatDuration } from '../runbook/duration.js';
 import { duration } from '../runbook/zod-helpers.js';
 import { defineProbe, type Reading } from './types.js';
+import { polled } from '../kube/readings.js';
 
 const Params = z.strictObject({
   url: z.url({ protocol: /^https?$/ }).meta({ description: 'http:// or https:// URL to GET' }),
@@ -43,22 +44,7 @@ export default defineProbe({
   },
   async *start(ctx, params) {
     const body = params.bodyMatches ? new RegExp(params.bodyMatches) : undefined;
-    let last = '';
-    let lastAt = -Infinity;
-    while (!ctx.signal.aborted) {
-      const r = await check(ctx, params, body);
-      const key = `${r.status}|${r.value.status}|${r.value.error ?? ''}`;
-      if (key !== last || r.at - lastAt >= Math.max(1000, params.interval)) {
-        last = key;
-        lastAt = r.at;
-        yield r;
-      }
-      try {
-        await ctx.clock.sleep(params.interval, ctx.signal);
-      } catch {
-        return;
-      }
-    }
+    yield* polled(ctx, params.interval, () => check(ctx, params, body), (r) => `${r.status}|${r.value.status}|${r.value.error ?? ''}`);
   },
 });
 
