@@ -57,7 +57,7 @@ export function liveRenderer(plan: Plan): { onEvent(e: RunEvent): void; stop(): 
         await d.promise;
       } catch (e) {
         // listr2 shows the error in place of the title: keep the title in it
-        throw new Error(`${title} — ${(e as Error).message}`);
+        throw new Error(`${title} — ${(e as Error).message}`, { cause: e });
       }
       if (d.skip) task.skip(`${title} — ${d.skip}`);
     },
