@@ -123,6 +123,25 @@ export class FaultLedger {
     return undefined;
   }
 
+  /** Reverts faults in the reverse order of application, the targets of one step together, `limit` at once; returns the failures. */
+  async revertInOrder(faults: AppliedFault[], signal: AbortSignal, limit: number): Promise<string[]> {
+    const errors: string[] = [];
+    const groups: AppliedFault[][] = [];
+    for (const f of faults) {
+      const g = groups[groups.length - 1];
+      if (g && g[0]!.ref.step === f.ref.step) g.push(f);
+      else groups.push([f]);
+    }
+    for (const g of groups.reverse())
+      await this.serial(() =>
+        eachLimited(g, limit, async (f) => {
+          const error = await this.revert(f, signal);
+          if (error) errors.push(`${f.ref.faultId}: ${error}`);
+        }),
+      );
+    return errors;
+  }
+
   /** Touches the keepalive on every node with an armed dead-man. */
   async keepalive(signal: AbortSignal): Promise<void> {
     const nodes = new Set(this.faults.filter((f) => f.deadman && !f.reverted && f.node).map((f) => f.node!.name));

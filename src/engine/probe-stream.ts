@@ -35,3 +35,43 @@ export async function consumeProbe(
     void it?.return?.().catch(() => {});
   }
 }
+
+export interface WaitResult {
+  /** The wanted status was read. */
+  met: boolean;
+  /** `status: detail` of the last reading. */
+  last: string;
+  timedOut: boolean;
+}
+
+/** Watches a probe until it reads `want`, `withinMs` passes, or `signal` aborts. */
+export async function waitForReading(
+  ctx: Ctx,
+  probe: Probe,
+  params: Record<string, unknown>,
+  want: Reading['status'],
+  withinMs: number,
+  signal: AbortSignal,
+): Promise<WaitResult> {
+  const local = new AbortController();
+  const onAbort = () => local.abort();
+  signal.addEventListener('abort', onAbort, { once: true });
+  let timedOut = false;
+  const cancel = ctx.clock.setTimer(withinMs, () => {
+    timedOut = true;
+    local.abort();
+  });
+  let last = 'no reading';
+  let met = false;
+  try {
+    await consumeProbe(ctx, probe, params, local.signal, (r) => {
+      last = `${r.status}: ${r.detail}`;
+      met = r.status === want;
+      return met;
+    });
+  } finally {
+    cancel();
+    signal.removeEventListener('abort', onAbort);
+  }
+  return { met, last, timedOut };
+}

@@ -5,7 +5,7 @@ import type { Ctx } from './context.js';
 import type { FaultRef, RunEventSink } from './events.js';
 import { type AppliedFault, FaultLedger } from './faults.js';
 import { Journal, type JournalView, outstanding } from './journal.js';
-import { consumeProbe } from './probe-stream.js';
+import { waitForReading } from './probe-stream.js';
 import type { Registry } from './registry.js';
 
 export interface RecoverResult {
@@ -61,15 +61,10 @@ export async function recoverRun(
   }
   ledger.adopt(adopted);
   const errors: string[] = [];
+  const missing = adopted.filter((f) => f.ref.node && !f.node);
+  for (const f of missing) errors.push(`${f.ref.faultId}: node ${f.ref.node} is not in the journal's inventory`);
   const revertAll = async (faults: AppliedFault[]) => {
-    for (const f of [...faults].reverse()) {
-      if (f.ref.node && !f.node) {
-        errors.push(`${f.ref.faultId}: node ${f.ref.node} is not in the journal's inventory`);
-        continue;
-      }
-      const err = await ledger.revert(f, o.ctx.signal);
-      if (err) errors.push(`${f.ref.faultId}: ${err}`);
-    }
+    errors.push(...(await ledger.revertInOrder(faults.filter((f) => !missing.includes(f)), o.ctx.signal, 16)));
   };
   await revertAll(adopted.filter((f) => !f.ref.remediation));
   const remediations = adopted.filter((f) => f.ref.remediation);
@@ -77,12 +72,8 @@ export async function recoverRun(
     const wf = view.run.waitFor;
     let ok = true;
     if (wf && !o.force) {
-      ok = false;
       const probe = await o.registry.probe(wf.probe);
-      const local = new AbortController();
-      const cancel = o.ctx.clock.setTimer(wf.withinMs, () => local.abort());
-      await consumeProbe(o.ctx, probe, wf.with, local.signal, (r) => (ok = r.status === 'ok'));
-      cancel();
+      ok = (await waitForReading(o.ctx, probe, wf.with, 'ok', wf.withinMs, o.ctx.signal)).met;
       if (!ok)
         errors.push(
           `remediation left in place: ${wf.probe} did not read ok within ${formatDuration(wf.withinMs)} (run recover --force to undo it anyway)`,

@@ -117,7 +117,7 @@ describe('run: rollback always', () => {
     const r = await h.handle.result;
     expect(r.status).toBe('rollback-incomplete');
     expect(r.exitCode).toBe(4);
-    expect(r.reason).toMatch(/step 2 .* failed: .*did not finish within 30s; last reading ok: fresh/);
+    expect(r.reason).toMatch(/step 2 .* failed: .*did not read violated within 30s; last reading ok: fresh/);
     expect(r.remaining.map((f) => f.node)).toEqual(['node-2']);
     expect(ops(log, 'revert').sort()).toEqual(['fault-a@node-1', 'fault-a@node-2', 'fault-a@node-3']);
   });

@@ -10,7 +10,7 @@ import type { Journal } from './journal.js';
 import type { Plan, PlannedAction, PlannedStep } from './plan.js';
 import { preflight } from './preflight.js';
 import type { Probe } from '../probes/types.js';
-import { consumeProbe } from './probe-stream.js';
+import { consumeProbe, waitForReading } from './probe-stream.js';
 
 export interface RunOptions {
   plan: Plan;
@@ -137,22 +137,14 @@ export function startRun(o: RunOptions): RunHandle {
   }
 
   async function expect(step: Extract<PlannedStep, { kind: 'expect' }>): Promise<string> {
-    let last = 'no reading';
-    let met = false;
-    await withTimeout(step.withinMs, `expectation "${step.name}"`, async (signal) => {
-      const local = new AbortController();
-      signal.addEventListener('abort', () => local.abort(), { once: true });
-      await consumeProbe(ctx, step.probe, step.params, local.signal, (r) => {
-        last = `${r.status}: ${r.detail}`;
-        if (r.status === step.status) met = true;
-        return met;
-      });
-    }).catch((e: unknown) => {
-      if (stepsAbort.signal.aborted) throw e;
-      throw new Error(`${messageOf(e)}; last reading ${last}`);
-    });
-    if (!met) throw new Error(`probe stopped before reading ${step.status}; last reading ${last}`);
-    return last;
+    const r = await waitForReading(ctx, step.probe, step.params, step.status, step.withinMs, stepsAbort.signal);
+    if (r.met) return r.last;
+    if (stepsAbort.signal.aborted) throw new Aborted(outcome?.reason ?? 'aborted');
+    throw new Error(
+      r.timedOut
+        ? `did not read ${step.status} within ${formatDuration(step.withinMs)}; last reading ${r.last}`
+        : `the probe stopped before reading ${step.status}; last reading ${r.last}`,
+    );
   }
 
   async function runStep(step: PlannedStep): Promise<string> {
@@ -243,39 +235,15 @@ export function startRun(o: RunOptions): RunHandle {
     }
   }
 
-  async function revertAll(faults: AppliedFault[]): Promise<void> {
-    // reverse order of application; faults of one step (several nodes) together
-    const groups: AppliedFault[][] = [];
-    for (const f of faults) {
-      const g = groups[groups.length - 1];
-      if (g && g[0]!.ref.step === f.ref.step) g.push(f);
-      else groups.push([f]);
-    }
-    for (const g of groups.reverse())
-      await ledger.serial(() =>
-        eachLimited(g, o.concurrency ?? 16, async (f) => {
-          await ledger.revert(f, hardAbort.signal);
-        }),
-      );
-  }
+  const revertAll = async (faults: AppliedFault[]) => {
+    await ledger.revertInOrder(faults, hardAbort.signal, o.concurrency ?? 16);
+  };
 
   async function waitForRollbackCondition(): Promise<boolean> {
     const wf = plan.rollback.waitFor;
     if (!wf) return true;
     emit({ type: 'rollback-wait', at: clock.now(), phase: 'start', detail: `waiting for ${wf.probeId} to read ok before undoing remediation` });
-    let last = 'no reading';
-    let ok = false;
-    const local = new AbortController();
-    const onHard = () => local.abort();
-    hardAbort.signal.addEventListener('abort', onHard, { once: true });
-    const cancel = clock.setTimer(plan.rollback.withinMs, () => local.abort());
-    await consumeProbe(ctx, wf.probe, wf.params, local.signal, (r) => {
-      last = `${r.status}: ${r.detail}`;
-      ok = r.status === 'ok';
-      return ok;
-    });
-    cancel();
-    hardAbort.signal.removeEventListener('abort', onHard);
+    const { met: ok, last } = await waitForReading(ctx, wf.probe, wf.params, 'ok', plan.rollback.withinMs, hardAbort.signal);
     emit({
       type: 'rollback-wait',
       at: clock.now(),
