@@ -36,6 +36,9 @@ describe('dead-man scripts (run for real with /bin/sh)', () => {
     expect(await until(() => existsSync(`${dir}.fired/exit`), 3000)).toBe(true);
     expect(readFileSync(`${dir}.fired/exit`, 'utf8').trim()).toBe('0');
     expect(sh(statusScript('run1', 'f01-x-node-1', root)).stdout.trim()).toBe('fired 0');
+    // an explicit revert later (recover) disarms: it says the dead-man fired and clears the record
+    expect(sh(disarmScript('run1', 'f01-x-node-1', root)).stdout.trim()).toBe('fired 0');
+    expect(sh(statusScript('run1', 'f01-x-node-1', root)).stdout.trim()).toBe('absent');
   });
 
   it('does not fire while kept alive, and a disarm stops the watcher', async () => {

@@ -92,14 +92,18 @@ export function keepaliveScript(runId: string, root = DEADMAN_ROOT): string {
 `;
 }
 
-/** Removes a fault's dead-man; the watcher sees its directory gone and exits. Idempotent. */
+/**
+ * Removes a fault's dead-man; the watcher sees its directory gone and exits. When the dead-man had already fired,
+ * prints `fired <exit code of the revert>` and removes that record too. Idempotent.
+ */
 export function disarmScript(runId: string, faultId: string, root = DEADMAN_ROOT): string {
   const dir = deadmanDir(runId, faultId, root);
   const unit = `kube-runbook-deadman-${runId}-${faultId}`.replace(/[^A-Za-z0-9:_.-]/g, '-');
   return `d=${shq(dir)}
 if [ -f "$d/watcher.pid" ]; then kill "$(cat "$d/watcher.pid")" 2>/dev/null || true; fi
 if [ "$(cat "$d/watcher" 2>/dev/null)" = systemd ]; then systemctl stop ${shq(`${unit}.service`)} 2>/dev/null || true; fi
-rm -rf "$d"
+if [ -d "$d.fired" ]; then echo "fired $(cat "$d.fired/exit" 2>/dev/null)"; fi
+rm -rf "$d" "$d.fired"
 rmdir "$(dirname "$d")" 2>/dev/null || true
 exit 0
 `;

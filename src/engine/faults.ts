@@ -119,6 +119,8 @@ export class FaultLedger {
         .catch((e: unknown) => ({ code: -1, stdout: '', stderr: messageOf(e) }));
       if (r.code !== 0)
         this.o.ctx.log.warn(`dead-man of ${fault.ref.faultId} on ${fault.node.name} not disarmed (it finds the fault reverted and does nothing harmful): ${r.stderr.trim()}`);
+      const fired = /^fired (\S*)/m.exec(r.stdout);
+      if (fired) this.o.ctx.log.warn(`the node-side dead-man on ${fault.node.name} had already reverted ${fault.ref.faultId} (exit ${fired[1] || '?'})`);
     }
     return undefined;
   }

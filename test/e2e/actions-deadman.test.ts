@@ -91,13 +91,19 @@ async function bothReverted(timeoutMs: number): Promise<number> {
 describe('executor killed with SIGKILL right after apply', () => {
   it('the node-side dead-man reverts every fault within faultTtl + 5 s', async () => {
     const ttlMs = 10_000;
-    await startRun(runbook('act-deadman', '10s'));
+    const runId = await startRun(runbook('act-deadman', '10s'));
     expect(await chainGone()).toBe(false);
     expect(await kubeletStopped()).toBe(true);
     child!.kill('SIGKILL');
     const took = await bothReverted(ttlMs + 5000);
     console.log(`dead-man: both faults reverted ${(took / 1000).toFixed(1)} s after SIGKILL (faultTtl 10 s)`);
     expect(took).toBeLessThanOrEqual(ttlMs + 5000);
+    // the journal still lists both faults: recover finds them reverted, says the dead-man did it, and clears its records
+    const r = spawnSync(process.execPath, [BIN, 'recover', runId], { env: env(), encoding: 'utf8', timeout: 120_000 });
+    expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
+    expect(r.stderr).toContain('had already reverted');
+    const left = await sh('node-1', `ls -d /var/lib/kube-runbook/deadman/${runId}/* 2>/dev/null || true`);
+    expect(left.stdout.trim(), 'dead-man records left').toBe('');
   });
 
   it('`kube-runbook recover` reverts them at once and disarms the dead-men', async () => {
