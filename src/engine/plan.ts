@@ -143,6 +143,8 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
       };
     }
     if ('revert' in step) {
+      // only earlier steps are planned yet: a revert cannot name a later one
+      const actionSteps = stepActions(steps);
       const target = actionSteps.find((a) => a.name === step.revert);
       if (!target)
         throw new KrError(
@@ -171,13 +173,7 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
   };
 
   const steps: PlannedStep[] = [];
-  const actionSteps: PlannedAction[] = [];
-  for (const [i, step] of runbook.spec.steps.entries()) {
-    const planned = await planStep(step, String(i + 1), `spec.steps[${i}]`);
-    steps.push(planned);
-    if (planned.kind === 'action') actionSteps.push(planned);
-    if (planned.kind === 'parallel') for (const c of planned.children) if (c.kind === 'action') actionSteps.push(c);
-  }
+  for (const [i, step] of runbook.spec.steps.entries()) steps.push(await planStep(step, String(i + 1), `spec.steps[${i}]`));
 
   const guards: PlannedGuard[] = [];
   for (const g of runbook.spec.guards)
@@ -212,12 +208,12 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
   };
 }
 
-/** Every action the plan may apply, in step order (parallel children in order), then the remediation. */
+/** The action steps, in step order (parallel children in order). */
+export function stepActions(steps: PlannedStep[]): PlannedAction[] {
+  return steps.flatMap((s) => (s.kind === 'action' ? [s] : s.kind === 'parallel' ? s.children.filter((c) => c.kind === 'action') : []));
+}
+
+/** Every action the plan may apply: the action steps, then the remediation. */
 export function plannedActions(plan: Plan): PlannedAction[] {
-  const out: PlannedAction[] = [];
-  for (const s of plan.steps) {
-    if (s.kind === 'action') out.push(s);
-    if (s.kind === 'parallel') for (const c of s.children) if (c.kind === 'action') out.push(c);
-  }
-  return [...out, ...plan.remediation];
+  return [...stepActions(plan.steps), ...plan.remediation];
 }

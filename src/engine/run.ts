@@ -7,7 +7,7 @@ import { type FaultRef, RUN_STATUS, type RunEvent, type RunEventSink, type RunSt
 import { type AppliedFault, eachLimited, FaultLedger } from './faults.js';
 import { GuardSet } from './guards.js';
 import type { Journal } from './journal.js';
-import type { Plan, PlannedAction, PlannedStep } from './plan.js';
+import { type Plan, type PlannedAction, type PlannedStep, stepActions } from './plan.js';
 import { preflight } from './preflight.js';
 import type { Probe } from '../probes/types.js';
 import { consumeProbe, waitForReading } from './probe-stream.js';
@@ -228,7 +228,7 @@ export function startRun(o: RunOptions): RunHandle {
         await runTracked(step);
       } catch (e) {
         if (stepsAbort.signal.aborted) break;
-        const noFault = !anyFaultApplied && !plannedHasNoActions(plan);
+        const noFault = !anyFaultApplied && stepActions(plan.steps).length > 0;
         abort(noFault ? 'refused' : 'failed', noFault ? `nothing applied: step ${step.index} "${step.name}" failed: ${messageOf(e)}` : `step ${step.index} "${step.name}" failed: ${messageOf(e)}`);
         break;
       }
@@ -387,10 +387,6 @@ export function startRun(o: RunOptions): RunHandle {
       forced?.(r);
     },
   };
-}
-
-function plannedHasNoActions(plan: Plan): boolean {
-  return !plan.steps.some((s) => s.kind === 'action' || (s.kind === 'parallel' && s.children.some((c) => c.kind === 'action')));
 }
 
 function guardSummary(latest: { name: string; reading?: { status: string; detail: string } }[]): string {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Ctx } from '../engine/context.js';
 import { messageOf } from '../errors.js';
 import { duration } from '../runbook/zod-helpers.js';
+import { polled } from '../kube/readings.js';
 import { defineProbe, type Reading } from './types.js';
 
 const Params = z.strictObject({
@@ -25,16 +26,7 @@ export default defineProbe({
       "The last line the script prints is the reading's detail.",
     params: Params,
   },
-  async *start(ctx, params) {
-    while (!ctx.signal.aborted) {
-      yield await runOnce(ctx, params);
-      try {
-        await ctx.clock.sleep(params.interval, ctx.signal);
-      } catch {
-        return;
-      }
-    }
-  },
+  start: (ctx, params) => polled(ctx, params.interval, () => runOnce(ctx, params), (r) => `${r.status}|${r.detail}`),
 });
 
 async function runOnce(ctx: Ctx, params: Params): Promise<Reading<{ code: number | null }>> {

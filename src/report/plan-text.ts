@@ -1,4 +1,4 @@
-import type { Plan, PlannedAction, PlannedStep } from '../engine/plan.js';
+import { type Plan, type PlannedAction, type PlannedStep, stepActions } from '../engine/plan.js';
 import { formatDuration } from '../runbook/duration.js';
 
 const params = (p: Record<string, unknown>): string => {
@@ -29,11 +29,7 @@ function stepLine(s: PlannedStep): string[] {
 
 /** The rollback order the engine follows: step faults in reverse, then the wait, then remediations in reverse. */
 export function rollbackOrder(plan: Plan): string[] {
-  const faults: PlannedAction[] = [];
-  for (const s of plan.steps) {
-    if (s.kind === 'action') faults.push(s);
-    if (s.kind === 'parallel') for (const c of s.children) if (c.kind === 'action') faults.push(c);
-  }
+  const faults = stepActions(plan.steps);
   const early = new Set(plan.steps.filter((s) => s.kind === 'revert').map((s) => s.target));
   const line = (a: PlannedAction) => `revert step ${a.index}: ${a.actionId}${on(a)}${early.has(a) ? ' (if the revert step did not already)' : ''}`;
   const reversed = faults.reverse();
