@@ -1,7 +1,7 @@
 import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { KrError } from '../errors.js';
-import type { Json, RevertState } from '../actions/types.js';
+import type { RevertState } from '../actions/types.js';
 import type { Inventory } from '../inventory/schema.js';
 import type { ProbeRef } from '../runbook/schema.js';
 import type { RunStatus } from './events.js';
@@ -150,5 +150,3 @@ export function listJournals(dir = runsDir()): string[] {
   }
   return names.sort().reverse().map((n) => join(dir, n));
 }
-
-export type { Json };

@@ -3,7 +3,7 @@ import { messageOf } from '../errors.js';
 import { formatDuration } from '../runbook/duration.js';
 import type { Confirmer } from './confirm.js';
 import type { Ctx } from './context.js';
-import { type FaultRef, RUN_STATUS, type RunEvent, type RunEventSink, type RunStatus, type StepStatus } from './events.js';
+import { type FaultRef, RUN_STATUS, type RunEventSink, type RunStatus, type StepStatus } from './events.js';
 import { type AppliedFault, eachLimited, FaultLedger } from './faults.js';
 import { GuardSet } from './guards.js';
 import type { Journal } from './journal.js';
@@ -392,5 +392,3 @@ export function startRun(o: RunOptions): RunHandle {
 function guardSummary(latest: { name: string; reading?: { status: string; detail: string } }[]): string {
   return latest.map((g) => `  guard ${g.name}: ${g.reading ? `${g.reading.status} — ${g.reading.detail}` : 'no reading yet'}`).join('\n');
 }
-
-export type { RunEvent };
