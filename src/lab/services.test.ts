@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -66,6 +66,22 @@ describe('lab service scripts', () => {
     expect(await readFile(join(dir, 'pid'), 'utf8').catch(() => 'gone')).toBe('gone');
     expect((await run(join(dir, 'stop'), [])).code).toBe(0);
     process.kill(-svc.pid!, 'SIGKILL');
+  });
+
+  it('start and run replace pid by rename, so status never reads it empty while the component starts', async () => {
+    for (const text of Object.values(serviceScripts(spec(dir)))) expect(text).not.toMatch(/> [^\n&]*\/pid\n/);
+    // no namespace and no cgroup: `run` runs here as it is
+    const plain: ServiceSpec = { ...spec(dir), netns: '', cgroup: undefined, command: ['/bin/sh', '-c', 'while :; do sleep 0.1; done', join(dir, 'marker')] };
+    await writeService(plain);
+    expect((await run(join(dir, 'start'), [])).code).toBe(0);
+    const codes: number[] = [];
+    for (let i = 0; i < 20; i++) codes.push((await run(join(dir, 'status'), [])).code);
+    expect(codes, await readFile(join(dir, 'log'), 'utf8')).toEqual(codes.map(() => 0));
+    const pid = Number(await readFile(join(dir, 'pid'), 'utf8'));
+    expect((await run(join(dir, 'stop'), [])).code).toBe(0);
+    expect((await run(join(dir, 'status'), [])).code).toBe(3);
+    expect(await readFile(`/proc/${pid}/status`, 'utf8').then((t) => /^State:\s*Z/m.test(t)).catch(() => true)).toBe(true);
+    expect((await readdir(dir)).filter((f) => f.startsWith('pid'))).toEqual([]);
   });
 
   it('health fails when the process does not run, whatever the check says', async () => {

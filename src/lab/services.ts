@@ -46,7 +46,7 @@ export function serviceScripts(spec: ServiceSpec): Record<(typeof SERVICE_SCRIPT
     head('Runs the component in the foreground, inside the node network namespace.') +
     (spec.cgroup ? joinCgroup(spec.cgroup) : '') +
     `if [ "$(ip netns identify $$ 2>/dev/null)" != ${shq(spec.netns)} ]; then exec ip netns exec ${shq(spec.netns)} ${d}/run "$@"; fi\n` +
-    `echo $$ > ${d}/pid\n` +
+    writePid(d, '$$') +
     Object.entries(spec.env ?? {})
       .map(([k, v]) => `export ${k}=${shq(v)}\n`)
       .join('') +
@@ -63,7 +63,7 @@ export function serviceScripts(spec: ServiceSpec): Record<(typeof SERVICE_SCRIPT
     head('Starts `run` detached unless it already runs; output goes to `log`.') +
     `${d}/status >/dev/null 2>&1 && exit 0\n` +
     `setsid ${d}/run >>${d}/log 2>&1 </dev/null &\n` +
-    `echo $! > ${d}/pid\n` +
+    writePid(d, '$!') +
     `exit 0\n`;
   const stop =
     head(`Stops it: TERM, then KILL after ${spec.stopTimeoutSec}s. Exit 0 also when it was not running.`) +
@@ -82,6 +82,14 @@ export function serviceScripts(spec: ServiceSpec): Record<(typeof SERVICE_SCRIPT
     `exit 0\n`;
   const health = head('Exit 0 when it runs and is healthy.') + `${d}/status >/dev/null 2>&1 || exit 1\n` + `${spec.health.trim()}\n`;
   return { run, start, stop, status, health };
+}
+
+/**
+ * sh text that writes `pid` by rename: `start` and the `run` it launched both write it, and `status` may read it
+ * at any moment; a file truncated in place would read empty and a running component would look stopped.
+ */
+function writePid(d: string, pid: string): string {
+  return `echo ${pid} > ${d}/pid.${pid} && mv -f ${d}/pid.${pid} ${d}/pid\n`;
 }
 
 /** sh text: run the command, and run it again a second after it exits, until this shell gets TERM or INT. */
