@@ -24,6 +24,8 @@ export interface Outcome {
   /** The forecast's last prediction of the first eviction made before it happened (or before the run ended). */
   predicted?: { at: string; madeAt: string; pod: string };
   readyAtEnd: string;
+  /** Where report.json, junit.xml and timeline.html are. */
+  reportDir: string;
 }
 
 function runCliChild(args: string[]): Promise<number> {
@@ -70,6 +72,7 @@ export async function runAndMeasure(lab: LabInfo, runbook: string, guards: boole
     killed,
     predicted: last ? { at: last.e.at, madeAt: last.madeAt, pod: last.e.pod } : undefined,
     readyAtEnd: ready,
+    reportDir: dir,
   };
 }
 
@@ -113,6 +116,7 @@ export function renderOutcome(o: Outcome): string {
     );
   }
   if (fired) lines.push(`  guard:               ${fired.guard} → ${fired.response} at ${time(fired.at)}: ${fired.detail}`);
+  lines.push(`  timeline:            ${join(o.reportDir, 'timeline.html')} (report.json, junit.xml beside it)`);
   return lines.join('\n');
 }
 

@@ -13,6 +13,7 @@ import { renderJUnit } from '../report/junit.js';
 import { liveRenderer } from '../report/live.js';
 import { renderPlan } from '../report/plan-text.js';
 import { plainRenderer } from '../report/plain.js';
+import { renderTimeline } from '../report/timeline.js';
 import { out } from './output.js';
 import { kubeconfigPath, makeCtx, newRunId, prepare, stderrLogger } from './setup.js';
 import type { Register } from './types.js';
@@ -57,7 +58,7 @@ export const register: Register = (program, done) => {
     .option('--context <name>', 'kubeconfig context (must be allowed by spec.safety.allowContexts)')
     .option('-y, --yes', 'answer yes to every confirm step (for CI and scripts)')
     .option('--dry-run', 'print what would happen and execute nothing')
-    .option('--report-dir <dir>', 'write report.json and junit.xml there')
+    .option('--report-dir <dir>', 'write report.json, junit.xml and timeline.html there')
     .addOption(new Option('-o, --output <format>', 'text: live view; json: the report on stdout').choices(['text', 'json']).default('text'))
     .option('--no-guards', 'do not start the guards (to see what happens without the safety net)')
     .option('-v, --verbose', 'debug logging on stderr')
@@ -114,6 +115,7 @@ export const register: Register = (program, done) => {
         mkdirSync(dir, { recursive: true });
         writeFileSync(join(dir, 'report.json'), `${JSON.stringify(collector.report, null, 2)}\n`);
         writeFileSync(join(dir, 'junit.xml'), renderJUnit(collector.report));
+        writeFileSync(join(dir, 'timeline.html'), renderTimeline(collector.report));
       }
       if (flags.output === 'json') out.stdout(JSON.stringify(collector.report, null, 2));
       else {

@@ -31,6 +31,8 @@ export interface RunReport {
   guardFirings: { at: string; guard: string; response: string; detail: string }[];
   guardTransitions: { at: string; guard: string; status: string; detail: string }[];
   faults: FaultRecord[];
+  /** When the rollback ran, why, and whether it reverted everything. */
+  rollback?: { startedAt: string; endedAt?: string; reason: string; complete?: boolean };
   remaining: FaultRef[];
   recoverCommand?: string;
   /** Filled by observers of the run (e.g. pods deleted by eviction), keyed by observer. */
@@ -124,6 +126,12 @@ export class ReportCollector {
         r.observations[e.name] = { ...entry, history };
         break;
       }
+      case 'rollback-start':
+        r.rollback = { startedAt: iso(e.at), reason: e.reason };
+        break;
+      case 'rollback-end':
+        if (r.rollback) Object.assign(r.rollback, { endedAt: iso(e.at), complete: e.complete });
+        break;
       case 'guard-fired':
         r.guardFirings.push({ at: iso(e.at), guard: e.guard, response: e.response, detail: e.detail });
         break;

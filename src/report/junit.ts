@@ -1,11 +1,5 @@
 import type { RunReport } from './collect.js';
-
-/** XML 1.0 has no place for most control characters: they are dropped. */
-const esc = (s: string) =>
-  [...s]
-    .filter((c) => c >= ' ' || c === '\t' || c === '\n' || c === '\r')
-    .join('')
-    .replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&apos;' })[c]!);
+import { escapeMarkup as esc } from './markup.js';
 
 const seconds = (from?: string, to?: string) => (from && to ? ((Date.parse(to) - Date.parse(from)) / 1000).toFixed(3) : '0');
 

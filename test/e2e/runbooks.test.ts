@@ -3,6 +3,7 @@
  * is killed; without them the node controller evicts (which proves these tests can fail).
  */
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
@@ -20,7 +21,10 @@ function expectSafe(o: Outcome) {
   expect(o.killed, 'containers killed').toEqual([]);
   expect(o.report.remaining, 'faults left applied').toEqual([]);
   expect(o.report.faults.every((f) => f.status === 'reverted')).toBe(true);
+  expect(o.report.rollback?.complete).toBe(true);
 }
+
+const timeline = (o: Outcome) => readFileSync(join(o.reportDir, 'timeline.html'), 'utf8');
 
 beforeAll(async () => {
   lab = await startLab({ instance: INSTANCE, nodes: 3 });
@@ -36,6 +40,7 @@ describe('kubelet-partition', () => {
     const o = await runAndMeasure(lab, runbook('kubelet-partition.yaml'), true);
     expect(o.report.guardFirings.some((g) => g.guard === 'eviction forecast' && g.response === 'abort')).toBe(true);
     expectSafe(o);
+    expect(timeline(o)).toMatch(/fired → abort: first eviction in/);
     await settled();
   });
 
@@ -46,6 +51,8 @@ describe('kubelet-partition', () => {
     // the forecast is never late: its prediction is at or before the real first eviction
     expect(o.predicted).toBeDefined();
     expect(Date.parse(o.predicted!.at)).toBeLessThanOrEqual(Date.parse(o.evicted.map((e) => e.at).sort()[0]!));
+    // the timeline marks every eviction with its cause
+    for (const e of o.evicted) expect(timeline(o)).toContain(`${e.pod} on ${e.node} deleted (taint-eviction)`);
     await settled();
   });
 });

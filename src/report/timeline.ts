@@ -1,0 +1,199 @@
+import { formatDuration } from '../runbook/duration.js';
+import type { FaultRef } from '../engine/events.js';
+import type { FaultRecord, Observation, RunReport } from './collect.js';
+import { escapeMarkup as esc } from './markup.js';
+
+/** A bar on a lane, from one time to another; `cls` picks its colour. */
+interface Span {
+  from: number;
+  to: number;
+  cls: string;
+  title: string;
+}
+/** A point in time on a lane: a guard firing, a pod deleted, a predicted eviction. */
+interface Mark {
+  at: number;
+  cls: string;
+  title: string;
+}
+interface Lane {
+  label: string;
+  spans: Span[];
+  marks: Mark[];
+}
+interface Group {
+  title: string;
+  lanes: Lane[];
+}
+
+const LABEL_W = 320;
+const PLOT_W = 860;
+const ROW_H = 22;
+const AXIS_H = 24;
+const TICK_STEPS_S = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200];
+
+/** Report times are ISO strings; values kept from probes may hold epoch milliseconds. */
+const ms = (t: string | number | undefined) => (typeof t === 'number' ? t : t ? Date.parse(t) : NaN);
+const clock = (at: number) => (Number.isFinite(at) ? new Date(at).toISOString().slice(11, 23) : '—');
+
+/**
+ * The run as a self-contained HTML page (no scripts, nothing fetched): one lane per step, fault, guard and
+ * observer on a common time axis, then the tables a game-day review reads — what remains applied first.
+ */
+export function renderTimeline(r: RunReport): string {
+  const start = ms(r.startedAt);
+  const end = Number.isFinite(ms(r.endedAt)) ? ms(r.endedAt) : lastTime(r, start);
+  const groups = lanes(r, end);
+  // predictions past the end stay visible (what the guard prevented), within twice the run's length
+  const cap = start + Math.max(2 * (end - start), 1000);
+  const latest = Math.max(end, ...groups.flatMap((g) => g.lanes.flatMap((l) => l.marks.map((m) => m.at))).filter((t) => t <= cap));
+  const axis = { start, span: Math.max(latest - start, 1) };
+  return page(r, svg(groups, axis, end), tables(r));
+}
+
+function lastTime(r: RunReport, start: number): number {
+  const times = [...r.steps.flatMap((s) => [s.startedAt, s.endedAt]), ...r.faults.flatMap((f) => [f.appliedAt, f.revertedAt]), ...r.guardTransitions.map((g) => g.at)]
+    .map(ms)
+    .filter(Number.isFinite);
+  return Math.max(start + 1, ...times);
+}
+
+function lanes(r: RunReport, end: number): Group[] {
+  const steps: Lane[] = r.steps.map((s) => ({
+    label: `${s.index}. ${s.name}`,
+    spans: [{ from: ms(s.startedAt), to: Number.isFinite(ms(s.endedAt)) ? ms(s.endedAt) : end, cls: `step-${s.status ?? 'running'}`, title: `${s.kind}: ${s.status ?? 'unfinished'}${s.detail ? ` — ${s.detail}` : ''}` }],
+    marks: [],
+  }));
+  if (r.rollback) {
+    const rb = r.rollback;
+    const cls = rb.complete === false ? 'rollback-incomplete' : 'rollback';
+    steps.push({ label: 'rollback', spans: [{ from: ms(rb.startedAt), to: Number.isFinite(ms(rb.endedAt)) ? ms(rb.endedAt) : end, cls, title: `rollback: ${rb.reason}` }], marks: [] });
+  }
+  const faults: Lane[] = r.faults.map((f) => ({ label: faultLabel(f), ...faultBar(f, end) }));
+  const guardNames = [...new Set([...r.guardTransitions.map((g) => g.guard), ...r.guardFirings.map((g) => g.guard)])];
+  const guards: Lane[] = guardNames.map((name) => ({
+    label: name,
+    spans: readingSpans(r.guardTransitions.filter((g) => g.guard === name), end),
+    marks: r.guardFirings.filter((g) => g.guard === name).map((g) => ({ at: ms(g.at), cls: `fired-${g.response}`, title: `${clock(ms(g.at))} fired → ${g.response}: ${g.detail}` })),
+  }));
+  const observers: Lane[] = Object.entries(r.observations).map(([name, o]) => {
+    const obs = o as Observation;
+    return { label: name, spans: readingSpans(obs.history, end), marks: observationMarks(obs) };
+  });
+  return [
+    { title: 'Steps', lanes: steps },
+    { title: 'Faults and remediations', lanes: faults },
+    { title: 'Guards', lanes: guards },
+    { title: 'Observed', lanes: observers },
+  ].filter((g) => g.lanes.length > 0);
+}
+
+const faultLabel = (f: FaultRef) => `${f.action}${f.node ? ` on ${f.node}` : ''}${f.remediation ? ' (remediation)' : ''}`;
+
+function faultBar(f: FaultRecord, end: number): Pick<Lane, 'spans' | 'marks'> {
+  const applied = ms(f.appliedAt);
+  if (!Number.isFinite(applied)) return { spans: [], marks: [{ at: Number.isFinite(ms(f.revertedAt)) ? ms(f.revertedAt) : end, cls: 'fault-failed', title: `${f.status}: ${f.error ?? ''}` }] };
+  const reverted = f.status === 'reverted' && Number.isFinite(ms(f.revertedAt));
+  const cls = reverted ? (f.remediation ? 'remediation' : 'fault') : 'remaining';
+  const title = reverted ? `applied ${clock(applied)}, reverted ${clock(ms(f.revertedAt))} (${formatDuration(ms(f.revertedAt) - applied)})` : `STILL APPLIED (${f.status})${f.error ? `: ${f.error}` : ''}`;
+  return { spans: [{ from: applied, to: reverted ? ms(f.revertedAt) : end, cls, title }], marks: [] };
+}
+
+/** Bars from each reading's status change to the next. */
+function readingSpans(changes: { at: string; status: string; detail: string }[], end: number): Span[] {
+  return changes.map((c, i) => ({ from: ms(c.at), to: i + 1 < changes.length ? ms(changes[i + 1]!.at) : end, cls: `reading-${c.status}`, title: `${c.status}: ${c.detail}` }));
+}
+
+/** The points an observer's values name: pods deleted (with their cause), and the forecast's predicted evictions. */
+function observationMarks(o: Observation): Mark[] {
+  const marks: Mark[] = [];
+  const deletions = (o.value as { deletions?: { pod: string; node: string; at: number; cause: string }[] } | null)?.deletions ?? [];
+  for (const d of deletions) marks.push({ at: d.at, cls: 'deleted', title: `${clock(d.at)} ${d.pod} on ${d.node} deleted (${d.cause})` });
+  const predicted = new Map<number, string>();
+  for (const h of o.history) {
+    const e = (h.value as { earliestEviction?: { at: string | number; pod: string; node: string } | null } | null)?.earliestEviction;
+    if (e) predicted.set(ms(e.at), `predicted at ${clock(ms(h.at))}: ${e.pod} on ${e.node} evicted at ${clock(ms(e.at))}`);
+  }
+  for (const [at, title] of predicted) marks.push({ at, cls: 'predicted', title });
+  return marks.filter((m) => Number.isFinite(m.at));
+}
+
+function svg(groups: Group[], axis: { start: number; span: number }, end: number): string {
+  const x = (t: number) => LABEL_W + (Math.min(Math.max(t - axis.start, 0), axis.span) / axis.span) * PLOT_W;
+  const rows = groups.reduce((n, g) => n + 1 + g.lanes.length, 0);
+  const height = AXIS_H + rows * ROW_H + 4;
+  const out: string[] = [];
+  const step = TICK_STEPS_S.find((s) => axis.span / 1000 / s <= 10) ?? 3600;
+  for (let s = 0; s * 1000 <= axis.span; s += step) {
+    const tx = x(axis.start + s * 1000);
+    out.push(`<line class="grid" x1="${tx}" y1="${AXIS_H - 4}" x2="${tx}" y2="${height}"/><text class="tick" x="${tx}" y="${AXIS_H - 8}">${s === 0 ? '0s' : esc(formatDuration(Math.round(s * 1000)))}</text>`);
+  }
+  out.push(`<line class="end" x1="${x(end)}" y1="${AXIS_H - 4}" x2="${x(end)}" y2="${height}"><title>run ended ${clock(end)}</title></line>`);
+  let y = AXIS_H;
+  for (const g of groups) {
+    out.push(`<text class="group" x="4" y="${y + ROW_H - 7}">${esc(g.title)}</text>`);
+    y += ROW_H;
+    for (const lane of g.lanes) {
+      out.push(`<text class="label" x="14" y="${y + ROW_H - 7}">${esc(truncate(lane.label, 48))}<title>${esc(lane.label)}</title></text>`);
+      for (const s of lane.spans) {
+        const w = Math.max(x(s.to) - x(s.from), 2);
+        out.push(`<rect class="${esc(s.cls)}" x="${x(s.from).toFixed(1)}" y="${y + 4}" width="${w.toFixed(1)}" height="${ROW_H - 8}"><title>${esc(s.title)}</title></rect>`);
+      }
+      for (const m of lane.marks) {
+        const mx = x(m.at).toFixed(1);
+        out.push(`<path class="${esc(m.cls)}" d="M${mx} ${y + 2} l5 ${ROW_H / 2 - 2} l-5 ${ROW_H / 2 - 2} l-5 -${ROW_H / 2 - 2} z"><title>${esc(m.title)}</title></path>`);
+      }
+      y += ROW_H;
+    }
+  }
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${LABEL_W + PLOT_W + 16}" height="${height}" role="img" aria-label="run timeline">\n${out.join('\n')}\n</svg>`;
+}
+
+const truncate = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+
+function table(headers: string[], rows: string[][]): string {
+  if (rows.length === 0) return '<p class="none">none</p>';
+  return `<table><tr>${headers.map((h) => `<th>${esc(h)}</th>`).join('')}</tr>\n${rows.map((row) => `<tr>${row.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('\n')}</table>`;
+}
+
+function tables(r: RunReport): string {
+  const t = (iso?: string) => (iso ? esc(clock(ms(iso))) : '—');
+  const parts: string[] = [];
+  if (r.remaining.length) {
+    const items = r.remaining.map((f) => `<li><b>${esc(faultLabel(f))}</b> (${esc(f.faultId)})${f.manualRevert ? `<pre>${esc(f.manualRevert)}</pre>` : ''}</li>`);
+    parts.push(`<section class="still-applied"><h2>Still applied</h2><ul>${items.join('')}</ul>${r.recoverCommand ? `<p>Revert them with <code>${esc(r.recoverCommand)}</code></p>` : ''}</section>`);
+  }
+  parts.push('<h2>Steps</h2>', table(['step', 'kind', 'started', 'ended', 'status', 'detail'], r.steps.map((s) => [esc(`${s.index}. ${s.name}`), esc(s.kind), t(s.startedAt), t(s.endedAt), esc(s.status ?? 'unfinished'), esc(s.detail ?? '')])));
+  parts.push('<h2>Faults</h2>', table(['fault', 'step', 'applied', 'reverted', 'status'], r.faults.map((f) => [esc(faultLabel(f)), esc(f.step), t(f.appliedAt), t(f.revertedAt), esc(f.error ? `${f.status}: ${f.error}` : f.status)])));
+  parts.push('<h2>Guard firings</h2>', table(['at', 'guard', 'response', 'detail'], r.guardFirings.map((g) => [t(g.at), esc(g.guard), esc(g.response), esc(g.detail)])));
+  for (const [name, o] of Object.entries(r.observations)) {
+    const deletions = ((o as Observation).value as { deletions?: { pod: string; node: string; at: number; cause: string }[] } | null)?.deletions;
+    if (deletions) parts.push(`<h2>${esc(name)}</h2>`, table(['at', 'pod', 'node', 'cause'], deletions.map((d) => [esc(clock(d.at)), esc(d.pod), esc(d.node), esc(d.cause)])));
+  }
+  parts.push('<h2>Preflight</h2>', table(['check', 'result', 'detail'], r.preflight.map((p) => [esc(p.check), p.ok ? 'ok' : '<b>FAIL</b>', esc(p.detail)])));
+  return parts.join('\n');
+}
+
+function page(r: RunReport, chart: string, body: string): string {
+  const duration = r.durationMs !== undefined ? formatDuration(r.durationMs) : 'unfinished';
+  return `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>${esc(`${r.runbook} ${r.runId}: ${r.status}`)}</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 6px}
+.status-passed{color:#1a7f37}.status-failed,.status-aborted,.status-rollback-incomplete{color:#b42318}.status-interrupted,.status-running{color:#b54708}
+table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f4f4f4}
+pre{background:#f7f7f7;padding:6px;overflow:auto;max-width:1100px}.still-applied{border:2px solid #b42318;padding:0 12px;margin:16px 0}.none{color:#777}
+svg text{font:12px system-ui,sans-serif}.group{font-weight:bold}.tick{fill:#666;text-anchor:middle}.grid{stroke:#eee}.end{stroke:#222;stroke-dasharray:4 3}
+.step-passed{fill:#2da44e}.step-failed,.step-aborted{fill:#cf222e}.step-skipped{fill:#aaa}.step-running{fill:#d4a72c}.rollback{fill:#6e7781}.rollback-incomplete{fill:#cf222e}
+.fault{fill:#fb8f44}.remediation{fill:#0969da}.remaining{fill:#cf222e}.fault-failed{fill:#cf222e}
+.reading-ok{fill:#b4e5c0}.reading-violated{fill:#f5a3a3}.reading-unknown{fill:#d0d7de}
+.fired-abort,.fired-remediate{fill:#cf222e}.fired-warn,.fired-hold{fill:#d4a72c}.fired-resume{fill:#2da44e}.deleted{fill:#8250df}.predicted{fill:none;stroke:#8250df;stroke-width:1.5}
+</style></head><body>
+<h1>${esc(r.runbook)} — <span class="status-${esc(r.status)}">${esc(r.status.toUpperCase())}</span></h1>
+<p>${esc(r.reason)}<br>run <code>${esc(r.runId)}</code> on context <code>${esc(r.context)}</code>, started ${esc(r.startedAt)}, ${esc(duration)}</p>
+<p class="none">Hover a bar or a mark for its detail. Filled diamonds on an observer: pods deleted; hollow diamonds: the forecast's predicted first eviction. The dashed line is the end of the run.</p>
+${chart}
+${body}
+</body></html>
+`;
+}
