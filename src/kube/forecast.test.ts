@@ -119,6 +119,29 @@ describe('eviction forecast', () => {
     expect(f.pods.every((p) => p.why === 'all zones disrupted: evictions stopped')).toBe(true);
   });
 
+  it('predicts the eviction on a taint the controller kept as it entered master disruption mode', () => {
+    // a-1 went down a pass before the others and was tainted in the pass where every zone went down: the
+    // controller removes only the taints of the nodes as it had listed them, so a-1's taint stays
+    const down = (since: number) => ({ ready: { status: 'Unknown' as const, transition: NOW - since } });
+    const taint = { key: UNREACHABLE, effect: 'NoExecute' as const, timeAdded: NOW - s(4) };
+    const nodes = (since: number) => [
+      node('a-1', s(15), { zone: 'a', ...down(since + s(1)), taints: [taint], taintedSince: NOW - s(4) }),
+      node('a-2', s(14), { zone: 'a', ...down(since) }),
+      node('b-1', s(14), { zone: 'b', ...down(since) }),
+    ];
+    const pods = [pod('x/on-a-1', 'a-1'), pod('x/on-b-1', 'b-1')];
+    const kept = forecast({ now: NOW, settings: lab, nodes: nodes(s(4)), pods });
+    expect(kept.masterDisruptionAt).toBe(NOW);
+    expect(kept.nodes.find((n) => n.name === 'a-1')?.keepsTaint).toBe(true);
+    expect(kept.earliest).toEqual({ at: NOW - s(4) + s(30), pod: 'x/on-a-1', node: 'a-1' });
+    expect(kept.pods.find((p) => p.key === 'x/on-b-1')).toEqual({ key: 'x/on-b-1', node: 'b-1', why: 'all zones disrupted: evictions stopped' });
+
+    // every zone went down a moment ago: the controller is still removing taints; nothing is predicted yet
+    const removing = forecast({ now: NOW, settings: lab, nodes: nodes(500), pods });
+    expect(removing.nodes.find((n) => n.name === 'a-1')?.keepsTaint).toBeUndefined();
+    expect(removing.atRisk).toBe(0);
+  });
+
   it('still predicts the evictions that come before the last zone goes down', () => {
     const f = forecast({
       now: NOW,

@@ -77,6 +77,8 @@ export interface NodeForecast {
   tainted: boolean;
   /** Why no taint is coming although the node is silent or NotReady. */
   held?: string;
+  /** Tainted although every zone is down: the controller did not remove this taint and will not. */
+  keepsTaint?: boolean;
 }
 
 export interface PodForecast {
@@ -168,6 +170,14 @@ export function forecast(input: ForecastInput): Forecast {
   const everyChange = [now, ...changes.filter((t) => t > now)];
   const masterAt = everyChange.find((t) => masterSureAt(t));
 
+  // Entering master disruption mode, the controller removes the taints of the nodes as it listed them at the start
+  // of that pass (RemoveTaintOffNode skips a node whose listed copy has no taint): a taint added during that very
+  // pass stays, and the taint manager evicts on it. So a taint still on a node a while after every zone went down
+  // stays. The while: Ready transition times are stored to the second, and the pass itself takes time.
+  const masterSince = masterAt !== undefined && masterAt <= now ? Math.max(-NEVER, ...[...zones.values()].flat().map((w) => w.node.ready?.transition ?? -NEVER)) : undefined;
+  const keptAfter = masterSince === undefined ? NEVER : masterSince + 1000 + s.nodeMonitorPeriodMs;
+  for (const w of work) if (w.f.tainted && masterSince !== undefined && now >= keptAfter) w.f.keepsTaint = true;
+
   // Taints, zone by zone, through a token bucket (burst 1) at the zone's rate. The controller queues nodes in the
   // order it sees them NotReady; only a node surely queued before another delays it (nodes seen in the same
   // window may go in any order, so each is given the earliest place it can have).
@@ -213,6 +223,10 @@ export function forecast(input: ForecastInput): Forecast {
       continue;
     }
     const evictAt = w.f.taintAt + tol;
+    if (w.f.keepsTaint) {
+      pods.push({ key: pod.key, node: pod.node, evictAt, why: 'every zone is down, but the controller kept this taint (added as it entered master disruption mode)' });
+      continue;
+    }
     if (evictAt >= cutoff) {
       pods.push({ key: pod.key, node: pod.node, why: 'all zones disrupted: evictions stopped' });
       continue;

@@ -44,7 +44,9 @@ export default defineProbe({
       "the controller-manager's leader lease. A node that stopped renewing its lease goes NotReady at its last heartbeat " +
       '+ the grace period, is tainted NoExecute one monitor period later (rate-limited per zone, not at all in a small ' +
       'partially disrupted zone, and never when every zone is down: master disruption mode), and each of its pods is ' +
-      "evicted when its toleration runs out. The prediction is the earliest the real controller can act: never late. " +
+      'evicted when its toleration runs out. In master disruption mode the controller removes the taints, except one ' +
+      'it added in the very pass it entered that mode; a taint still there after that pass is kept, and its pods are ' +
+      "predicted evicted. The prediction is the earliest the real controller can act: never late. " +
       'The controller settings come from the inventory, else /configz, else the static-pod manifest, else the defaults ' +
       "of the server's version. Violated when the earliest eviction is within `margin`; unknown while the apiserver " +
       'cannot be watched.',
