@@ -140,6 +140,9 @@ describe('eviction forecast', () => {
     const removing = forecast({ now: NOW, settings: lab, nodes: nodes(500), pods });
     expect(removing.nodes.find((n) => n.name === 'a-1')?.keepsTaint).toBeUndefined();
     expect(removing.atRisk).toBe(0);
+    // to be judged again once the taint has outlived the pass (transition times are rounded to the second)
+    expect(removing.keepsTaintsFrom).toBe(NOW - 500 + s(1) + s(1));
+    expect(kept.keepsTaintsFrom).toBeUndefined();
   });
 
   it('still predicts the evictions that come before the last zone goes down', () => {

@@ -109,6 +109,8 @@ export interface Forecast {
   atRisk: number;
   /** No controller-manager is leading: evictions are frozen. */
   frozen: boolean;
+  /** When a taint still on a node is to be taken as kept (every zone down), if that is still to come: judge again then. */
+  keepsTaintsFrom?: number;
 }
 
 const NEVER = Infinity;
@@ -177,6 +179,7 @@ export function forecast(input: ForecastInput): Forecast {
   const masterSince = masterAt !== undefined && masterAt <= now ? Math.max(-NEVER, ...[...zones.values()].flat().map((w) => w.node.ready?.transition ?? -NEVER)) : undefined;
   const keptAfter = masterSince === undefined ? NEVER : masterSince + 1000 + s.nodeMonitorPeriodMs;
   for (const w of work) if (w.f.tainted && masterSince !== undefined && now >= keptAfter) w.f.keepsTaint = true;
+  const keepsTaintsFrom = masterSince !== undefined && now < keptAfter && work.some((w) => w.f.tainted) ? keptAfter : undefined;
 
   // Taints, zone by zone, through a token bucket (burst 1) at the zone's rate. The controller queues nodes in the
   // order it sees them NotReady; only a node surely queued before another delays it (nodes seen in the same
@@ -245,6 +248,7 @@ export function forecast(input: ForecastInput): Forecast {
     earliest,
     atRisk: pods.filter((p) => p.evictAt !== undefined).length,
     frozen,
+    keepsTaintsFrom,
   };
 }
 

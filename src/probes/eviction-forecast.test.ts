@@ -99,6 +99,27 @@ describe('eviction-forecast', () => {
     expect(run.readings.filter((x) => x.status === 'violated')).toEqual([]);
   });
 
+  it('predicts the evictions on a taint the controller kept as every zone went down, with no further event', async () => {
+    setup();
+    const run = t.start(probe, { margin: '5m' });
+    await run.until((r) => r.status === 'ok');
+    await t.advance(9_000);
+    // every node NotReady in one pass; node-1 was tainted in that pass and the controller left its taint on
+    const down = t.clock.now();
+    for (const n of Object.keys(zones))
+      t.api.update(paths.nodes, n, (node) => {
+        const c = (node.status as { conditions: Record<string, string>[] }).conditions[0]!;
+        Object.assign(c, { status: 'Unknown', lastTransitionTime: iso(down) });
+        if (n === 'node-1') (node.spec as { taints: unknown[] }).taints.push({ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(down) });
+      });
+    await t.advance(500);
+    expect((run.last()!.value as Value).earliestEviction).toBeNull();
+    const kept = await run.until((r) => (r.value as Value | null)?.earliestEviction !== null, 5_000);
+    // judged again on its own once the taint outlived the pass: a second (rounding) and a monitor period
+    expect(kept.at).toBe(down + 2_000);
+    expect((kept.value as Value).earliestEviction).toMatchObject({ node: 'node-1', pod: 'default/web-node-1', at: down + 30_000 });
+  });
+
   it('says evictions are frozen while no controller-manager holds its leader lease', async () => {
     setup();
     t.api.put('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', rawLease('kube-system', 'kube-controller-manager', t.clock.now(), 15, 'cp-1_abc'));

@@ -131,6 +131,7 @@ export default defineProbe({
         if (e && e.at - params.margin > now) recheckAt = e.at - params.margin;
         for (const n of f.nodes) if (!n.silent && n.lastHeartbeat !== undefined) recheckAt = Math.min(recheckAt, n.lastHeartbeat + silentAfter + 1);
         if (controllerRunning && leaseEnds !== undefined) recheckAt = Math.min(recheckAt, leaseEnds + 1);
+        if (f.keepsTaintsFrom !== undefined) recheckAt = Math.min(recheckAt, f.keepsTaintsFrom);
         const nodesAtRisk = new Set(f.pods.filter((p) => p.evictAt !== undefined).map((p) => p.node)).size;
         const silentNames = failing.map((n) => n.name).join(', ');
         const detail = e
