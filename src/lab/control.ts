@@ -18,12 +18,7 @@ export async function startAndWait(dir: string, timeoutMs: number, clock: Clock,
   const deadline = clock.now() + timeoutMs;
   for (;;) {
     if ((await sh(shq(join(dir, 'health')))).code === 0) return;
-    // seen stopped twice in a row: a process in the middle of an exec can read as gone for an instant
-    if ((await sh(shq(join(dir, 'status')))).code !== 0) {
-      await clock.sleep(200, signal);
-      if ((await sh(shq(join(dir, 'status')))).code !== 0) throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} exited at start`);
-      continue;
-    }
+    if ((await sh(shq(join(dir, 'status')))).code !== 0) throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} exited at start`);
     if (clock.now() > deadline) throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} was not healthy within ${timeoutMs / 1000}s`);
     await clock.sleep(200, signal);
   }

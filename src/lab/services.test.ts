@@ -55,6 +55,9 @@ describe('lab service scripts', () => {
     // a process whose command line does not name the service directory is not the service
     await writeFile(join(dir, 'pid'), String(child.pid));
     expect(await status()).toBe(3);
+    // nor is a running process whose command line stays empty (a kernel thread: kthreadd)
+    await writeFile(join(dir, 'pid'), '2');
+    expect(await status()).toBe(3);
     child.kill('SIGKILL');
     const svc = spawn('/bin/sh', ['-c', 'sleep 300 & wait', join(dir, 'marker')], { stdio: 'ignore', detached: true });
     await writeFile(join(dir, 'pid'), String(svc.pid));

@@ -57,7 +57,10 @@ export function serviceScripts(spec: ServiceSpec): Record<(typeof SERVICE_SCRIPT
     `case "$pid" in ''|*[!0-9]*) exit 3;; esac\n` +
     `state=$(sed -n 's/^State:[[:space:]]*\\([A-Z]\\).*/\\1/p' /proc/"$pid"/status 2>/dev/null)\n` +
     `[ -n "$state" ] && [ "$state" != Z ] || exit 3\n` +
-    `tr '\\000' '\\n' < /proc/"$pid"/cmdline 2>/dev/null | grep -qF -- ${shq(spec.dir)} || exit 3\n` +
+    `cmd=$(tr '\\000' '\\n' < /proc/"$pid"/cmdline 2>/dev/null)\n` +
+    // empty for an instant while the process execs (ip netns exec → run → the component): look once more
+    `[ -n "$cmd" ] || { sleep 0.05; cmd=$(tr '\\000' '\\n' < /proc/"$pid"/cmdline 2>/dev/null); }\n` +
+    `printf '%s\\n' "$cmd" | grep -qF -- ${shq(spec.dir)} || exit 3\n` +
     `exit 0\n`;
   const start =
     head('Starts `run` detached unless it already runs; output goes to `log`.') +
