@@ -176,10 +176,13 @@ export function forecast(input: ForecastInput): Forecast {
   // of that pass (RemoveTaintOffNode skips a node whose listed copy has no taint): a taint added during that very
   // pass stays, and the taint manager evicts on it. So a taint still on a node a while after every zone went down
   // stays. The while: Ready transition times are stored to the second, and the pass itself takes time.
-  const masterSince = masterAt !== undefined && masterAt <= now ? Math.max(-NEVER, ...[...zones.values()].flat().map((w) => w.node.ready?.transition ?? -NEVER)) : undefined;
-  const keptAfter = masterSince === undefined ? NEVER : masterSince + 1000 + s.nodeMonitorPeriodMs;
-  for (const w of work) if (w.f.tainted && masterSince !== undefined && now >= keptAfter) w.f.keepsTaint = true;
-  const keepsTaintsFrom = masterSince !== undefined && now < keptAfter && work.some((w) => w.f.tainted) ? keptAfter : undefined;
+  let keepsTaintsFrom: number | undefined;
+  if (masterAt !== undefined && masterAt <= now && work.some((w) => w.f.tainted)) {
+    const masterSince = Math.max(-NEVER, ...[...zones.values()].flat().map((w) => w.node.ready?.transition ?? -NEVER));
+    const keptAfter = masterSince + 1000 + s.nodeMonitorPeriodMs;
+    if (now < keptAfter) keepsTaintsFrom = keptAfter;
+    else for (const w of work) if (w.f.tainted) w.f.keepsTaint = true;
+  }
 
   // Taints, zone by zone, through a token bucket (burst 1) at the zone's rate. The controller queues nodes in the
   // order it sees them NotReady; only a node surely queued before another delays it (nodes seen in the same

@@ -42,9 +42,9 @@ export default defineProbe({
       'Polled: an HTTP endpoint has no event stream. Readings are repeated only on change, at most once a second otherwise.',
     params: Params,
   },
-  async *start(ctx, params) {
+  start(ctx, params) {
     const body = params.bodyMatches ? new RegExp(params.bodyMatches) : undefined;
-    yield* polled(ctx, params.interval, () => check(ctx, params, body), (r) => `${r.status}|${r.value.status}|${r.value.error ?? ''}`);
+    return polled(ctx, params.interval, () => check(ctx, params, body), (r) => `${r.status}|${r.value.status}|${r.value.error ?? ''}`);
   },
 });
 

@@ -1,3 +1,4 @@
+import type { Deletion } from '../probes/pod-deletions.js';
 import { formatDuration } from '../runbook/duration.js';
 import type { FaultRef } from '../engine/events.js';
 import type { FaultRecord, Observation, RunReport } from './collect.js';
@@ -35,6 +36,10 @@ const TICK_STEPS_S = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900
 /** Report times are ISO strings; values kept from probes may hold epoch milliseconds. */
 const ms = (t: string | number | undefined) => (typeof t === 'number' ? t : t ? Date.parse(t) : NaN);
 const clock = (at: number) => (Number.isFinite(at) ? new Date(at).toISOString().slice(11, 23) : '—');
+/** When something ended, or the end of the run while it had not. */
+const endOr = (iso: string | undefined, end: number) => (Number.isFinite(ms(iso)) ? ms(iso) : end);
+/** The pods an observer saw deleted (the pod-deletions probe's value), if it is such an observer. */
+const deletionsOf = (o: Observation) => (o.value as { deletions?: Deletion[] } | null)?.deletions;
 
 /**
  * The run as a self-contained HTML page (no scripts, nothing fetched): one lane per step, fault, guard and
@@ -42,7 +47,7 @@ const clock = (at: number) => (Number.isFinite(at) ? new Date(at).toISOString().
  */
 export function renderTimeline(r: RunReport): string {
   const start = ms(r.startedAt);
-  const end = Number.isFinite(ms(r.endedAt)) ? ms(r.endedAt) : lastTime(r, start);
+  const end = endOr(r.endedAt, lastTime(r, start));
   const groups = lanes(r, end);
   // predictions past the end stay visible (what the guard prevented), within twice the run's length
   const cap = start + Math.max(2 * (end - start), 1000);
@@ -61,13 +66,13 @@ function lastTime(r: RunReport, start: number): number {
 function lanes(r: RunReport, end: number): Group[] {
   const steps: Lane[] = r.steps.map((s) => ({
     label: `${s.index}. ${s.name}`,
-    spans: [{ from: ms(s.startedAt), to: Number.isFinite(ms(s.endedAt)) ? ms(s.endedAt) : end, cls: `step-${s.status ?? 'running'}`, title: `${s.kind}: ${s.status ?? 'unfinished'}${s.detail ? ` — ${s.detail}` : ''}` }],
+    spans: [{ from: ms(s.startedAt), to: endOr(s.endedAt, end), cls: `step-${s.status ?? 'running'}`, title: `${s.kind}: ${s.status ?? 'unfinished'}${s.detail ? ` — ${s.detail}` : ''}` }],
     marks: [],
   }));
   if (r.rollback) {
     const rb = r.rollback;
     const cls = rb.complete === false ? 'rollback-incomplete' : 'rollback';
-    steps.push({ label: 'rollback', spans: [{ from: ms(rb.startedAt), to: Number.isFinite(ms(rb.endedAt)) ? ms(rb.endedAt) : end, cls, title: `rollback: ${rb.reason}` }], marks: [] });
+    steps.push({ label: 'rollback', spans: [{ from: ms(rb.startedAt), to: endOr(rb.endedAt, end), cls, title: `rollback: ${rb.reason}` }], marks: [] });
   }
   const faults: Lane[] = r.faults.map((f) => ({ label: faultLabel(f), ...faultBar(f, end) }));
   const guardNames = [...new Set([...r.guardTransitions.map((g) => g.guard), ...r.guardFirings.map((g) => g.guard)])];
@@ -92,7 +97,7 @@ const faultLabel = (f: FaultRef) => `${f.action}${f.node ? ` on ${f.node}` : ''}
 
 function faultBar(f: FaultRecord, end: number): Pick<Lane, 'spans' | 'marks'> {
   const applied = ms(f.appliedAt);
-  if (!Number.isFinite(applied)) return { spans: [], marks: [{ at: Number.isFinite(ms(f.revertedAt)) ? ms(f.revertedAt) : end, cls: 'fault-failed', title: `${f.status}: ${f.error ?? ''}` }] };
+  if (!Number.isFinite(applied)) return { spans: [], marks: [{ at: endOr(f.revertedAt, end), cls: 'fault-failed', title: `${f.status}: ${f.error ?? ''}` }] };
   const reverted = f.status === 'reverted' && Number.isFinite(ms(f.revertedAt));
   const cls = reverted ? (f.remediation ? 'remediation' : 'fault') : 'remaining';
   const title = reverted ? `applied ${clock(applied)}, reverted ${clock(ms(f.revertedAt))} (${formatDuration(ms(f.revertedAt) - applied)})` : `STILL APPLIED (${f.status})${f.error ? `: ${f.error}` : ''}`;
@@ -107,8 +112,7 @@ function readingSpans(changes: { at: string; status: string; detail: string }[],
 /** The points an observer's values name: pods deleted (with their cause), and the forecast's predicted evictions. */
 function observationMarks(o: Observation): Mark[] {
   const marks: Mark[] = [];
-  const deletions = (o.value as { deletions?: { pod: string; node: string; at: number; cause: string }[] } | null)?.deletions ?? [];
-  for (const d of deletions) marks.push({ at: d.at, cls: 'deleted', title: `${clock(d.at)} ${d.pod} on ${d.node} deleted (${d.cause})` });
+  for (const d of deletionsOf(o) ?? []) marks.push({ at: d.at, cls: 'deleted', title: `${clock(d.at)} ${d.pod} on ${d.node} deleted (${d.cause})` });
   const predicted = new Map<number, string>();
   for (const h of o.history) {
     const e = (h.value as { earliestEviction?: { at: string | number; pod: string; node: string } | null } | null)?.earliestEviction;
@@ -167,7 +171,7 @@ function tables(r: RunReport): string {
   parts.push('<h2>Faults</h2>', table(['fault', 'step', 'applied', 'reverted', 'status'], r.faults.map((f) => [esc(faultLabel(f)), esc(f.step), t(f.appliedAt), t(f.revertedAt), esc(f.error ? `${f.status}: ${f.error}` : f.status)])));
   parts.push('<h2>Guard firings</h2>', table(['at', 'guard', 'response', 'detail'], r.guardFirings.map((g) => [t(g.at), esc(g.guard), esc(g.response), esc(g.detail)])));
   for (const [name, o] of Object.entries(r.observations)) {
-    const deletions = ((o as Observation).value as { deletions?: { pod: string; node: string; at: number; cause: string }[] } | null)?.deletions;
+    const deletions = deletionsOf(o as Observation);
     if (deletions) parts.push(`<h2>${esc(name)}</h2>`, table(['at', 'pod', 'node', 'cause'], deletions.map((d) => [esc(clock(d.at)), esc(d.pod), esc(d.node), esc(d.cause)])));
   }
   parts.push('<h2>Preflight</h2>', table(['check', 'result', 'detail'], r.preflight.map((p) => [esc(p.check), p.ok ? 'ok' : '<b>FAIL</b>', esc(p.detail)])));
