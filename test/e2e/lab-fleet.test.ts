@@ -1,10 +1,10 @@
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import type { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/engine/clock.js';
 import { memoryLogger } from '../../src/engine/logger.js';
 import { FLEET_LABEL, runFleet, type FleetStats } from '../../src/lab/fleet.js';
 import { readRuntime } from '../../src/lab/index.js';
-import { leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { coreApi, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /** Fleet mode: many simulated kubelets in this process, against the lab's real control plane. */
 const INSTANCE = 'e2efl';
@@ -14,9 +14,7 @@ let core: CoreV1Api;
 
 beforeAll(async () => {
   lab = await startLab({ instance: INSTANCE, nodes: 1, workload: false, grace: '8s', leaseRenew: '2s' });
-  const kc = new KubeConfig();
-  kc.loadFromFile(lab.kubeconfig);
-  core = kc.makeApiClient(CoreV1Api);
+  core = coreApi(lab);
 });
 
 afterAll(async () => {

@@ -1,12 +1,12 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CoordinationV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api, type CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/engine/clock.js';
 import { Inventory } from '../../src/inventory/schema.js';
 import { readLabInfo, readRuntime } from '../../src/lab/index.js';
-import { cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { coreApi, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /** `lab up` on the real binaries: nodes, pods, files, services and reachability as a user checks them. */
 const INSTANCE = 'e2eup';
@@ -18,9 +18,7 @@ beforeAll(async () => {
   const t0 = realClock.now();
   lab = await startLab({ instance: INSTANCE, nodes: 3, zones: 3 });
   upMs = realClock.now() - t0;
-  const kc = new KubeConfig();
-  kc.loadFromFile(lab.kubeconfig);
-  core = kc.makeApiClient(CoreV1Api);
+  core = coreApi(lab);
 });
 
 afterAll(async () => {

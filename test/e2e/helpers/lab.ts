@@ -7,6 +7,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { realClock } from '../../../src/engine/clock.js';
 import { createLogger } from '../../../src/engine/logger.js';
 import { ensureLabBinaries, labDown, labNames, labPaths, labUp, type LabInfo, type LabUpOptions } from '../../../src/lab/index.js';
@@ -27,6 +28,13 @@ export async function startLab(o: StartLabOptions): Promise<LabInfo> {
 
 export async function stopLab(instance: string): Promise<void> {
   await labDown(instance);
+}
+
+/** The core API of a lab, as its admin. */
+export function coreApi(lab: LabInfo): CoreV1Api {
+  const kc = new KubeConfig();
+  kc.loadFromFile(lab.kubeconfig);
+  return kc.makeApiClient(CoreV1Api);
 }
 
 export const REPO = fileURLToPath(new URL('../../..', import.meta.url));
