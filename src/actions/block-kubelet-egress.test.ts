@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, expect, it } from 'vitest';
 import type { InventoryInput } from '../inventory/schema.js';
-import { applyRules, egressRevert, nftRuleset, type EgressState } from '../nodes/services/egress-rules.js';
-import { parseEndpoint } from '../nodes/services/endpoints.js';
+import { applyRules, egressRevert, nftRuleset, type EgressState } from './parts/egress-rules.js';
+import { parseEndpoint } from './parts/egress-endpoints.js';
 import { actionTester, shellSandbox } from '../testing/action-tester.js';
 import type { FakeHandler } from '../testing/fake-nodes.js';
 import action from './block-kubelet-egress.js';

@@ -1,15 +1,15 @@
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import type { ActionCtx } from '../engine/context.js';
-import { KrError, quote } from '../errors.js';
+import type { ActionCtx } from '../contract/context.js';
+import { KrError, quote } from '../core/errors.js';
 import { describeTarget, runOnNode, serviceManager, serviceTarget, targetNode } from '../nodes/services/index.js';
 import { script } from '../nodes/services/script.js';
 import { STATUS_STOPPED } from '../nodes/services/types.js';
-import { shq } from '../nodes/shell.js';
-import { applyRules, egressRevert, type EgressRule, type EgressState } from '../nodes/services/egress-rules.js';
-import { apiserverEndpoints } from '../nodes/services/endpoints.js';
-import { defineAction } from './types.js';
+import { shq } from '../core/shell.js';
+import { applyRules, egressRevert, type EgressRule, type EgressState } from './parts/egress-rules.js';
+import { apiserverEndpoints } from './parts/egress-endpoints.js';
+import { defineAction } from '../contract/action.js';
 
 const Params = z.strictObject({
   endpoints: z

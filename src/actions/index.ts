@@ -1,4 +1,4 @@
-import type { Action } from './types.js';
+import type { Action } from '../contract/action.js';
 
 /** Every action, sorted by id, loaded on first use. The parity test checks this list against the folder. */
 export const actions: Record<string, () => Promise<Action>> = {

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { KrError } from '../errors.js';
-import type { ActionCtx } from '../engine/context.js';
-import { duration } from '../runbook/zod-helpers.js';
-import { defineAction } from './types.js';
+import { KrError } from '../core/errors.js';
+import type { ActionCtx } from '../contract/context.js';
+import { duration } from '../core/zod-helpers.js';
+import { defineAction } from '../contract/action.js';
 
 const Params = z.strictObject({
   apply: z.string().min(1).meta({ description: 'POSIX sh script that applies the change' }),

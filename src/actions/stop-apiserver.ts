@@ -1,4 +1,4 @@
-import { serviceStopAction } from '../nodes/services/stop-action.js';
+import { serviceStopAction } from './parts/stop-service.js';
 
 /** Stops kube-apiserver on the selected control-plane nodes: the outage of incident 1. */
 export default serviceStopAction({

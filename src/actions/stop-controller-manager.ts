@@ -1,4 +1,4 @@
-import { serviceStopAction } from '../nodes/services/stop-action.js';
+import { serviceStopAction } from './parts/stop-service.js';
 
 /** Stops kube-controller-manager: no node lifecycle controller, so no NotReady taints and no evictions. */
 export default serviceStopAction({

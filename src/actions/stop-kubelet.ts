@@ -1,4 +1,4 @@
-import { serviceStopAction } from '../nodes/services/stop-action.js';
+import { serviceStopAction } from './parts/stop-service.js';
 
 /** Stops the kubelet: containers keep running, nobody kills them when the node reconnects later. */
 export default serviceStopAction({

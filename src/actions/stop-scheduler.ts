@@ -1,4 +1,4 @@
-import { serviceStopAction } from '../nodes/services/stop-action.js';
+import { serviceStopAction } from './parts/stop-service.js';
 
 /** Stops kube-scheduler: new pods stay Pending, running ones are untouched. */
 export default serviceStopAction({

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { KrError, quote } from '../errors.js';
-import { IO_KEYS, readLimitsScript, writeLimitsScript, type IoKey, type IoLimits, type IoTarget } from '../nodes/services/cgroup-io.js';
+import { KrError, quote } from '../core/errors.js';
+import { IO_KEYS, readLimitsScript, writeLimitsScript, type IoKey, type IoLimits, type IoTarget } from './parts/cgroup-io.js';
 import { describeTarget, runOnNode, serviceManager, serviceTarget, targetNode } from '../nodes/services/index.js';
 import { KR_FAIL, script } from '../nodes/services/script.js';
-import { defineAction } from './types.js';
+import { defineAction } from '../contract/action.js';
 
 const UNIT: Record<string, number> = { '': 1, k: 1e3, M: 1e6, G: 1e9, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 };
 const bytes = () =>

@@ -1,13 +1,13 @@
 import { Option } from 'commander';
-import { realClock } from '../engine/clock.js';
-import { EXIT, KrError, isKrError, messageOf } from '../errors.js';
+import { realClock } from '../core/clock.js';
+import { EXIT, KrError, isKrError, messageOf } from '../core/errors.js';
 import type { Inventory } from '../inventory/schema.js';
 import { resolveControllerSettings } from '../kube/controller-settings.js';
 import { etcdTarget, scrapeEtcd } from '../kube/etcd-metrics.js';
 import { type AuditFacts, audit } from '../kube/heartbeat-audit.js';
 import { histogram, quantile } from '../kube/prometheus.js';
 import { paths, zoneOf } from '../kube/resources.js';
-import { formatDuration } from '../runbook/duration.js';
+import { formatDuration } from '../core/duration.js';
 import { out } from './output.js';
 import { connect, inventoryFrom, makeCtx, stderrLogger } from './setup.js';
 import type { Register } from './types.js';

@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
-import { EXIT, KrError } from '../errors.js';
+import { EXIT, KrError } from '../core/errors.js';
 import { actionIds, loadAction } from '../actions/index.js';
 import { loadProbe, probeIds } from '../probes/index.js';
 import { out } from './output.js';

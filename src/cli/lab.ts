@@ -1,15 +1,15 @@
 import { type Command, InvalidArgumentError } from 'commander';
-import { EXIT, KrError, quote } from '../errors.js';
-import { realClock } from '../engine/clock.js';
-import { createLogger, type Logger } from '../engine/logger.js';
-import { shq } from '../nodes/shell.js';
-import { parseDuration } from '../runbook/duration.js';
+import { EXIT, KrError, quote } from '../core/errors.js';
+import { realClock } from '../core/clock.js';
+import { createLogger, type Logger } from '../core/logger.js';
+import { shq } from '../core/shell.js';
+import { parseDuration } from '../core/duration.js';
 import { labDown, labStatus, labUp, readLabInfo, readRuntime } from '../lab/index.js';
-import { installLab } from '../lab/install.js';
-import { runFleet } from '../lab/fleet.js';
-import { fleetLine, renderStatus } from '../lab/render.js';
-import { describeSettings } from '../lab/settings.js';
-import { checkInstance, DEFAULT_INSTANCE } from '../lab/paths.js';
+import { installLab } from '../lab/install/install.js';
+import { runFleet } from '../lab/sim/fleet.js';
+import { fleetLine, renderStatus } from '../lab/lifecycle/render.js';
+import { describeSettings } from '../lab/host/settings.js';
+import { checkInstance, DEFAULT_INSTANCE } from '../lab/host/paths.js';
 import { out } from './output.js';
 import type { Done, Register } from './types.js';
 

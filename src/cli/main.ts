@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { Command, CommanderError } from 'commander';
-import { EXIT, type ExitCode, isKrError, messageOf } from '../errors.js';
-import { redactText } from '../engine/logger.js';
+import { EXIT, type ExitCode, isKrError, messageOf } from '../core/errors.js';
+import { redactText } from '../core/logger.js';
 import { out } from './output.js';
 import type { Register } from './types.js';
 

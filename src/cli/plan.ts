@@ -1,6 +1,6 @@
 import { Option } from 'commander';
-import { EXIT } from '../errors.js';
-import { realClock } from '../engine/clock.js';
+import { EXIT } from '../core/errors.js';
+import { realClock } from '../core/clock.js';
 import { renderPlan } from '../report/plan-text.js';
 import { out } from './output.js';
 import { prepare, stderrLogger } from './setup.js';

@@ -1,6 +1,6 @@
 import { basename } from 'node:path';
-import { EXIT, type ExitCode, KrError, messageOf } from '../errors.js';
-import { realClock } from '../engine/clock.js';
+import { EXIT, type ExitCode, KrError, messageOf } from '../core/errors.js';
+import { realClock } from '../core/clock.js';
 import type { RunEvent } from '../engine/events.js';
 import { listJournals, outstanding, readJournal, type JournalView } from '../engine/journal.js';
 import { recoverRun } from '../engine/recover.js';

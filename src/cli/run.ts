@@ -1,8 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Option } from 'commander';
-import { EXIT, type ExitCode, KrError } from '../errors.js';
-import { realClock } from '../engine/clock.js';
+import { EXIT, type ExitCode, KrError } from '../core/errors.js';
+import { realClock } from '../core/clock.js';
 import { assumeYes, nobody, terminalConfirmer, type Confirmer } from '../engine/confirm.js';
 import type { RunEvent } from '../engine/events.js';
 import { Journal } from '../engine/journal.js';

@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Option } from 'commander';
-import { EXIT } from '../errors.js';
+import { EXIT } from '../core/errors.js';
 import { schemaFiles } from '../runbook/json-schema.js';
 import { out } from './output.js';
 import type { Register } from './types.js';

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
-import { EXIT, KrError } from '../errors.js';
-import type { Clock } from '../engine/clock.js';
-import type { Ctx } from '../engine/context.js';
-import { createLogger, type Logger } from '../engine/logger.js';
+import { EXIT, KrError } from '../core/errors.js';
+import type { Clock } from '../core/clock.js';
+import type { Ctx } from '../contract/context.js';
+import { createLogger, type Logger } from '../core/logger.js';
 import { buildPlan, type Plan } from '../engine/plan.js';
 import { defaultRegistry } from '../engine/registry.js';
 import { loadInventory, type LoadedInventory } from '../inventory/load.js';

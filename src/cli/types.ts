@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { ExitCode } from '../errors.js';
+import type { ExitCode } from '../core/errors.js';
 
 /** What a command reports back to main, the one place that sets the exit code. */
 export type Done = (code: ExitCode, options?: { now?: boolean }) => void;

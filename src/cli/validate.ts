@@ -1,14 +1,14 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Option } from 'commander';
-import { EXIT, isKrError, messageOf, quote } from '../errors.js';
-import { redactText } from '../engine/logger.js';
+import { EXIT, isKrError, messageOf, quote } from '../core/errors.js';
+import { redactText } from '../core/logger.js';
 import { checkInventory } from '../inventory/load.js';
-import { didYouMean } from '../runbook/did-you-mean.js';
+import { didYouMean } from '../document/did-you-mean.js';
 import { checkRunbook } from '../runbook/load.js';
-import { formatProblem, type Problem, sortProblems } from '../runbook/problems.js';
-import { readDocumentFile } from '../runbook/read-file.js';
-import { parseYamlSource } from '../runbook/yaml-source.js';
+import { formatProblem, type Problem, sortProblems } from '../document/problems.js';
+import { readDocumentFile } from '../document/read-file.js';
+import { parseYamlSource } from '../document/yaml-source.js';
 import { out } from './output.js';
 import type { Register } from './types.js';
 

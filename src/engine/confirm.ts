@@ -1,5 +1,5 @@
 import { createInterface } from 'node:readline';
-import type { Clock } from './clock.js';
+import type { Clock } from '../core/clock.js';
 
 export type Answer = 'yes' | 'no' | 'timeout';
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { shq } from '../nodes/shell.js';
+import { shq } from '../core/shell.js';
 
 /**
  * The node-side dead-man: before a fault is applied, its node gets the fault's revert script and a watcher

@@ -1,4 +1,4 @@
-import type { Reading } from '../probes/types.js';
+import type { Reading } from '../contract/probe.js';
 
 /** The closed set of outcomes of a run, and the exit code each leads to. */
 export const RUN_STATUS = {

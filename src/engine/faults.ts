@@ -1,7 +1,7 @@
-import type { Action, RevertState } from '../actions/types.js';
-import { messageOf } from '../errors.js';
+import type { Action, RevertState } from '../contract/action.js';
+import { messageOf } from '../core/errors.js';
 import type { InventoryNode } from '../inventory/schema.js';
-import type { ActionCtx, Ctx } from './context.js';
+import type { ActionCtx, Ctx } from '../contract/context.js';
 import { armScript, disarmScript, keepaliveScript } from './deadman.js';
 import type { FaultRef, RunEventSink } from './events.js';
 import type { Journal } from './journal.js';

@@ -1,6 +1,6 @@
-import type { Reading } from '../probes/types.js';
-import { formatDuration } from '../runbook/duration.js';
-import type { Ctx } from './context.js';
+import type { Reading } from '../contract/probe.js';
+import { formatDuration } from '../core/duration.js';
+import type { Ctx } from '../contract/context.js';
 import type { RunEventSink } from './events.js';
 import type { PlannedGuard } from './plan.js';
 import { consumeProbe } from './probe-stream.js';

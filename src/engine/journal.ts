@@ -1,7 +1,7 @@
 import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { KrError } from '../errors.js';
-import type { RevertState } from '../actions/types.js';
+import { KrError } from '../core/errors.js';
+import type { RevertState } from '../contract/action.js';
 import type { Inventory } from '../inventory/schema.js';
 import type { ProbeRef } from '../runbook/schema.js';
 import type { RunStatus } from './events.js';

@@ -1,9 +1,9 @@
-import type { Action } from '../actions/types.js';
-import { EXIT, KrError, quote } from '../errors.js';
+import type { Action } from '../contract/action.js';
+import { EXIT, KrError, quote } from '../core/errors.js';
 import type { Inventory, InventoryNode } from '../inventory/schema.js';
 import type { NodeSummary } from '../kube/types.js';
-import type { Probe } from '../probes/types.js';
-import { formatDuration } from '../runbook/duration.js';
+import type { Probe } from '../contract/probe.js';
+import { formatDuration } from '../core/duration.js';
 import type { Runbook, Step } from '../runbook/schema.js';
 import type { NodeSelector } from '../runbook/selectors.js';
 import type { Registry } from './registry.js';

@@ -1,7 +1,7 @@
-import { messageOf } from '../errors.js';
+import { messageOf } from '../core/errors.js';
 import type { AccessCheck } from '../kube/types.js';
 import type { Confirmer } from './confirm.js';
-import type { Ctx } from './context.js';
+import type { Ctx } from '../contract/context.js';
 import type { RunEventSink } from './events.js';
 import { type Plan, plannedActions } from './plan.js';
 

@@ -1,6 +1,6 @@
-import type { Ctx } from './context.js';
-import type { Probe, Reading } from '../probes/types.js';
-import { messageOf } from '../errors.js';
+import type { Ctx } from '../contract/context.js';
+import type { Probe, Reading } from '../contract/probe.js';
+import { messageOf } from '../core/errors.js';
 
 /**
  * Consumes a probe's readings until `signal` aborts or `onReading` returns true. A probe that throws or ends

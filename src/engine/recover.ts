@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
-import { KrError } from '../errors.js';
-import { formatDuration } from '../runbook/duration.js';
-import type { Ctx } from './context.js';
+import { KrError } from '../core/errors.js';
+import { formatDuration } from '../core/duration.js';
+import type { Ctx } from '../contract/context.js';
 import type { FaultRef, RunEventSink } from './events.js';
 import { type AppliedFault, FaultLedger } from './faults.js';
 import { Journal, type JournalView, outstanding } from './journal.js';

@@ -1,8 +1,8 @@
-import { KrError } from '../errors.js';
+import { KrError } from '../core/errors.js';
 import { actionIds, loadAction } from '../actions/index.js';
-import type { Action } from '../actions/types.js';
+import type { Action } from '../contract/action.js';
 import { loadProbe, probeIds } from '../probes/index.js';
-import type { Probe } from '../probes/types.js';
+import type { Probe } from '../contract/probe.js';
 
 /** Where the engine gets its modules; tests hand it fakes. */
 export interface Registry {

@@ -1,15 +1,15 @@
 import { hostname } from 'node:os';
-import { messageOf } from '../errors.js';
-import { formatDuration } from '../runbook/duration.js';
+import { messageOf } from '../core/errors.js';
+import { formatDuration } from '../core/duration.js';
 import type { Confirmer } from './confirm.js';
-import type { Ctx } from './context.js';
+import type { Ctx } from '../contract/context.js';
 import { type FaultRef, RUN_STATUS, type RunEventSink, type RunStatus, type StepStatus } from './events.js';
 import { type AppliedFault, eachLimited, FaultLedger } from './faults.js';
 import { GuardSet } from './guards.js';
 import type { Journal } from './journal.js';
 import { type Plan, type PlannedAction, type PlannedStep, stepActions } from './plan.js';
 import { preflight } from './preflight.js';
-import type { Probe } from '../probes/types.js';
+import type { Probe } from '../contract/probe.js';
 import { consumeProbe, waitForReading } from './probe-stream.js';
 
 export interface RunOptions {

@@ -1,4 +1,4 @@
-import { KrError, quote } from '../errors.js';
+import { KrError, quote } from '../core/errors.js';
 import type { InventoryNode } from '../inventory/schema.js';
 import type { NodeSummary } from '../kube/types.js';
 import type { NodeSelector } from '../runbook/selectors.js';

@@ -1,7 +1,7 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { KrError } from '../errors.js';
+import { KrError } from '../core/errors.js';
 import { loadInventory, parseInventoryText } from './load.js';
 
 const fixtures = fileURLToPath(new URL('../../test/fixtures/', import.meta.url));

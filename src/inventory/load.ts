@@ -1,8 +1,8 @@
 import { dirname } from 'node:path';
-import { readDocumentFile } from '../runbook/read-file.js';
-import { type Checked, type DocPath, invalidFileError, type Problem, sortProblems } from '../runbook/problems.js';
-import { type Expected, parseYamlSource, type YamlSource } from '../runbook/yaml-source.js';
-import { zodProblems } from '../runbook/zod-problems.js';
+import { readDocumentFile } from '../document/read-file.js';
+import { type Checked, type DocPath, invalidFileError, type Problem, sortProblems } from '../document/problems.js';
+import { type Expected, parseYamlSource, type YamlSource } from '../document/yaml-source.js';
+import { zodProblems } from '../document/zod-problems.js';
 import { Inventory } from './schema.js';
 
 export interface LoadedInventory {

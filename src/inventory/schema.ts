@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { duration } from '../runbook/zod-helpers.js';
+import { duration } from '../core/zod-helpers.js';
 
 /** How the executor reaches a node's shell. */
 export const SshTransport = z

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { memoryLogger } from '../engine/logger.js';
+import { memoryLogger } from '../core/logger.js';
 import { Inventory } from '../inventory/schema.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
 import { resolveControllerSettings, settingsFromConfigz, settingsFromFlags, versionDefaults } from './controller-settings.js';
-import { fakeKubeAccess } from './fake-access.js';
+import { fakeKubeAccess } from '../testing/fake-access.js';
 
 const kubeadmManifest = `apiVersion: v1
 kind: Pod

@@ -1,8 +1,8 @@
-import type { Ctx } from '../engine/context.js';
-import { messageOf } from '../errors.js';
+import type { Ctx } from '../contract/context.js';
+import { messageOf } from '../core/errors.js';
 import type { ControllerSettings } from '../inventory/schema.js';
-import { shq } from '../nodes/shell.js';
-import { parseDuration } from '../runbook/duration.js';
+import { shq } from '../core/shell.js';
+import { parseDuration } from '../core/duration.js';
 import type { LifecycleSettings } from './forecast.js';
 import { httpGet } from './http-get.js';
 

@@ -1,6 +1,6 @@
-import type { Ctx } from '../engine/context.js';
-import { messageOf } from '../errors.js';
-import { shq } from '../nodes/shell.js';
+import type { Ctx } from '../contract/context.js';
+import { messageOf } from '../core/errors.js';
+import { shq } from '../core/shell.js';
 import { httpGet } from './http-get.js';
 
 /**

@@ -1,4 +1,4 @@
-import { formatDuration } from '../runbook/duration.js';
+import { formatDuration } from '../core/duration.js';
 import type { SettingSource } from './controller-settings.js';
 import type { LifecycleSettings } from './forecast.js';
 

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import type { Clock } from '../engine/clock.js';
-import { KrError, quote } from '../errors.js';
+import type { Clock } from '../core/clock.js';
+import { KrError, quote } from '../core/errors.js';
 
 export interface GetOptions {
   timeoutMs: number;

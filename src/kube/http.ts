@@ -1,8 +1,8 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { Clock } from '../engine/clock.js';
-import { KrError } from '../errors.js';
+import type { Clock } from '../core/clock.js';
+import { KrError } from '../core/errors.js';
 import { ApiStatusError } from './source.js';
 
 export interface RequestOptions {

@@ -1,4 +1,4 @@
-import { KrError, quote } from '../errors.js';
+import { KrError, quote } from '../core/errors.js';
 
 /**
  * Kubernetes label selectors: `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`; a comma means and.

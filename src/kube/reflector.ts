@@ -1,5 +1,5 @@
-import { messageOf } from '../errors.js';
-import { formatDuration } from '../runbook/duration.js';
+import { messageOf } from '../core/errors.js';
+import { formatDuration } from '../core/duration.js';
 import { Backoff } from './backoff.js';
 import { compareResourceVersions, isGone, objectKey, statusError, type WatchEvent } from './source.js';
 import type { Change, Freshness, WatchHub, WatchSpec, WatchState, WatchStats } from './watch.js';

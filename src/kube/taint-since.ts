@@ -1,4 +1,4 @@
-import type { Clock } from '../engine/clock.js';
+import type { Clock } from '../core/clock.js';
 import type { SlimNode, SlimTaint } from './resources.js';
 import { NOT_READY, UNREACHABLE } from './tolerations.js';
 import type { WatchHandle } from './watch.js';

@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { memoryLogger } from '../engine/logger.js';
+import { memoryLogger } from '../core/logger.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { Backoff } from './backoff.js';
-import { FakeApiServer, type ScriptStep, ScriptedSource } from './fake-source.js';
+import { FakeApiServer, type ScriptStep, ScriptedSource } from '../testing/fake-source.js';
 import type { RawObject, WatchEvent } from './source.js';
 import { type Change, WatchHub, type WatchOptions, type WatchSpec } from './watch.js';
 

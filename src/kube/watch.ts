@@ -1,7 +1,7 @@
-import type { Clock } from '../engine/clock.js';
-import type { Logger } from '../engine/logger.js';
-import { messageOf } from '../errors.js';
-import { formatDuration } from '../runbook/duration.js';
+import type { Clock } from '../core/clock.js';
+import type { Logger } from '../core/logger.js';
+import { messageOf } from '../core/errors.js';
+import { formatDuration } from '../core/duration.js';
 import { type BackoffOptions, defaultBackoff } from './backoff.js';
 import { SharedWatch, UNREACHABLE } from './reflector.js';
 import type { ListWatchSource, RawObject, Selection } from './source.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { memoryLogger } from '../engine/logger.js';
+import { memoryLogger } from '../core/logger.js';
 import { Inventory, type InventoryInput } from '../inventory/schema.js';
 import { createNodeAccess } from './access.js';
 

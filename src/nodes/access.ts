@@ -1,4 +1,4 @@
-import { EXIT, KrError, quote } from '../errors.js';
+import { EXIT, KrError, quote } from '../core/errors.js';
 import type { Inventory, InventoryNode, Transport as TransportConfig } from '../inventory/schema.js';
 import type { TransportDeps } from './exec-process.js';
 import { localTransport } from './local.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { memoryLogger } from '../engine/logger.js';
+import { memoryLogger } from '../core/logger.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { runProcess } from './exec-process.js';
 

@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import type { Readable } from 'node:stream';
-import { realClock, type Clock } from '../engine/clock.js';
-import { silentLogger, type Logger } from '../engine/logger.js';
-import { EXIT, KrError, messageOf, quote } from '../errors.js';
-import { formatDuration } from '../runbook/duration.js';
+import { realClock, type Clock } from '../core/clock.js';
+import { silentLogger, type Logger } from '../core/logger.js';
+import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
+import { formatDuration } from '../core/duration.js';
 import type { ExecResult } from './types.js';
 
 /** What every transport is built with. */

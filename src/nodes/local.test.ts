@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { InventoryNode } from '../inventory/schema.js';
 import { localTransport } from './local.js';
-import { shq } from './shell.js';
-import { echoScript, hostileValues, markerExists, markerPath } from './testing/hostile.js';
-import { alive, eventually, pidsIn } from './testing/procs.js';
+import { shq } from '../core/shell.js';
+import { echoScript, hostileValues, markerExists, markerPath } from '../testing/hostile.js';
+import { alive, eventually, pidsIn } from '../testing/procs.js';
 
 const node: InventoryNode = { name: 'here-1', roles: ['worker'] };
 const local = localTransport({ killGraceMs: 300 });

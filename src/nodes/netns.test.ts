@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { InventoryNode } from '../inventory/schema.js';
 import { netnsOf, netnsTransport } from './netns.js';
-import { shq } from './shell.js';
-import { echoScript, hostileValues, markerExists, markerPath } from './testing/hostile.js';
-import { alive, eventually, pidsIn } from './testing/procs.js';
+import { shq } from '../core/shell.js';
+import { echoScript, hostileValues, markerExists, markerPath } from '../testing/hostile.js';
+import { alive, eventually, pidsIn } from '../testing/procs.js';
 
 const ns = `krt-${randomBytes(4).toString('hex')}`;
 const node: InventoryNode = { name: 'node-7', netns: ns, roles: ['worker'] };

@@ -1,6 +1,6 @@
 import { access } from 'node:fs/promises';
 import type { InventoryNode } from '../inventory/schema.js';
-import { EXIT, KrError, quote } from '../errors.js';
+import { EXIT, KrError, quote } from '../core/errors.js';
 import { runProcess, type TransportDeps } from './exec-process.js';
 import type { ExecOptions, ExecResult, Transport } from './types.js';
 import { wireScript } from './wire.js';

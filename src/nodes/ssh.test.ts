@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Inventory, type InventoryNode, SshTransport } from '../inventory/schema.js';
 import { type SshConfig, remoteCommand, sshArgv, sshTransport } from './ssh.js';
-import { echoScript, hostileValues, markerExists, markerPath } from './testing/hostile.js';
+import { echoScript, hostileValues, markerExists, markerPath } from '../testing/hostile.js';
 
 const config = (extra: Partial<SshConfig> = {}): SshConfig => ({ ...SshTransport.parse({ type: 'ssh' }), ...extra });
 const node = (extra: Partial<InventoryNode> = {}): InventoryNode => ({ name: 'node-1', roles: ['worker'], ...extra });

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
-import { redactText } from '../engine/logger.js';
-import { EXIT, KrError, quote } from '../errors.js';
+import { redactText } from '../core/logger.js';
+import { EXIT, KrError, quote } from '../core/errors.js';
 import type { InventoryNode, SshTransport } from '../inventory/schema.js';
 import { runProcess, type TransportDeps } from './exec-process.js';
 import type { ExecOptions, ExecResult, Transport } from './types.js';

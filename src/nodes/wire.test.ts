@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isKrError } from '../errors.js';
-import { shq } from './shell.js';
-import { markerExists, markerPath } from './testing/hostile.js';
+import { isKrError } from '../core/errors.js';
+import { shq } from '../core/shell.js';
+import { markerExists, markerPath } from '../testing/hostile.js';
 import { wireScript } from './wire.js';
 
 /** What `sh -s` (dash on Debian) does with these bytes on its stdin. */

@@ -1,5 +1,5 @@
-import { KrError, quote } from '../errors.js';
-import { shq } from './shell.js';
+import { KrError, quote } from '../core/errors.js';
+import { shq } from '../core/shell.js';
 
 /**
  * What a transport writes to `sh -s` on a node. The script is wrapped in one compound command so the shell

@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import type { Ctx } from '../engine/context.js';
-import { messageOf } from '../errors.js';
-import { formatDuration } from '../runbook/duration.js';
-import { duration } from '../runbook/zod-helpers.js';
-import { defineProbe, type Reading } from './types.js';
-import { polled } from '../kube/readings.js';
+import type { Ctx } from '../contract/context.js';
+import { messageOf } from '../core/errors.js';
+import { formatDuration } from '../core/duration.js';
+import { duration } from '../core/zod-helpers.js';
+import { defineProbe, type Reading } from '../contract/probe.js';
+import { polled } from '../contract/readings.js';
 
 const Params = z.strictObject({
   interval: duration().prefault('2s').meta({ description: 'how often to ask' }),

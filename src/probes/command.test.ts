@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { Inventory } from '../inventory/schema.js';
-import type { Ctx } from '../engine/context.js';
-import { silentLogger } from '../engine/logger.js';
+import type { Ctx } from '../contract/context.js';
+import { silentLogger } from '../core/logger.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { fakeKube } from '../testing/fake-kube.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
 import { testInventory } from '../testing/engine-harness.js';
-import type { Reading } from './types.js';
+import type { Reading } from '../contract/probe.js';
 import command from './command.js';
 
 function setup(handler: ConstructorParameters<typeof FakeNodes>[1]) {

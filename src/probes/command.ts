@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import type { Ctx } from '../engine/context.js';
-import { messageOf } from '../errors.js';
-import { duration } from '../runbook/zod-helpers.js';
-import { polled } from '../kube/readings.js';
-import { defineProbe, type Reading } from './types.js';
+import type { Ctx } from '../contract/context.js';
+import { messageOf } from '../core/errors.js';
+import { duration } from '../core/zod-helpers.js';
+import { polled } from '../contract/readings.js';
+import { defineProbe, type Reading } from '../contract/probe.js';
 
 const Params = z.strictObject({
   node: z.string().min(1).optional().meta({ description: 'inventory node to run on; this machine when absent' }),

@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { cannotSee, hubOf, reactive } from '../kube/readings.js';
+import { cannotSee, hubOf, reactive } from '../contract/readings.js';
 import { type SlimLease, watchSpecs } from '../kube/resources.js';
 import type { WatchHandle } from '../kube/watch.js';
-import { formatDuration } from '../runbook/duration.js';
-import { defineProbe } from './types.js';
+import { formatDuration } from '../core/duration.js';
+import { defineProbe } from '../contract/probe.js';
 
 const Params = z.strictObject({
   lease: z

@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import type { Ctx } from '../engine/context.js';
-import { cannotSee, hubOf, reactive } from '../kube/readings.js';
+import type { Ctx } from '../contract/context.js';
+import { cannotSee, hubOf, reactive } from '../contract/readings.js';
 import { type SlimEndpoints, type SlimPod, type SlimService, watchSpecs } from '../kube/resources.js';
 import type { WatchHandle } from '../kube/watch.js';
-import { formatDuration } from '../runbook/duration.js';
-import { duration } from '../runbook/zod-helpers.js';
-import { defineProbe } from './types.js';
+import { formatDuration } from '../core/duration.js';
+import { duration } from '../core/zod-helpers.js';
+import { defineProbe } from '../contract/probe.js';
 
 const Params = z.strictObject({
   kind: z.enum(['endpoints', 'endpointslices']).default('endpoints').meta({ description: 'watch Endpoints or EndpointSlices' }),

@@ -2,14 +2,14 @@ import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
 import { type ForecastNode, type ForecastPod, defaultSilentAfter, forecast } from '../kube/forecast.js';
 import { resolveNodeSelector } from '../kube/node-selector.js';
-import { cannotSee, hubOf, reactive } from '../kube/readings.js';
+import { cannotSee, hubOf, reactive } from '../contract/readings.js';
 import { type SlimLease, type SlimNode, type SlimPod, watchSpecs, zoneOf } from '../kube/resources.js';
 import { controllerTaint, trackTaintedSince } from '../kube/taint-since.js';
 import type { WatchHandle } from '../kube/watch.js';
-import { formatDuration } from '../runbook/duration.js';
+import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
-import { duration } from '../runbook/zod-helpers.js';
-import { defineProbe } from './types.js';
+import { duration } from '../core/zod-helpers.js';
+import { defineProbe } from '../contract/probe.js';
 
 const Params = z.strictObject({
   margin: duration().prefault('60s').meta({ description: 'violated when the earliest predicted eviction is this close' }),

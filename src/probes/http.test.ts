@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { realClock } from '../engine/clock.js';
+import { realClock } from '../core/clock.js';
 import { flush } from '../testing/fake-clock.js';
 import { ProbeTester } from '../testing/probe-tester.js';
 import probe, { type HttpValue } from './http.js';

@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import type { Ctx } from '../engine/context.js';
-import { messageOf } from '../errors.js';
+import type { Ctx } from '../contract/context.js';
+import { messageOf } from '../core/errors.js';
 import { httpGet } from '../kube/http-get.js';
-import { formatDuration } from '../runbook/duration.js';
-import { duration } from '../runbook/zod-helpers.js';
-import { defineProbe, type Reading } from './types.js';
-import { polled } from '../kube/readings.js';
+import { formatDuration } from '../core/duration.js';
+import { duration } from '../core/zod-helpers.js';
+import { defineProbe, type Reading } from '../contract/probe.js';
+import { polled } from '../contract/readings.js';
 
 const Params = z.strictObject({
   url: z.url({ protocol: /^https?$/ }).meta({ description: 'http:// or https:// URL to GET' }),

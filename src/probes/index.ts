@@ -1,4 +1,4 @@
-import type { Probe } from './types.js';
+import type { Probe } from '../contract/probe.js';
 
 /** Every probe, sorted by id, loaded on first use. The parity test checks this list against the folder. */
 export const probes: Record<string, () => Promise<Probe>> = {

@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import { resolveNodeSelector } from '../kube/node-selector.js';
-import { cannotSee, hubOf, reactive } from '../kube/readings.js';
+import { cannotSee, hubOf, reactive } from '../contract/readings.js';
 import { type SlimLease, type SlimNode, watchSpecs } from '../kube/resources.js';
 import type { WatchHandle } from '../kube/watch.js';
-import { formatDuration } from '../runbook/duration.js';
+import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
-import { duration } from '../runbook/zod-helpers.js';
-import { defineProbe } from './types.js';
+import { duration } from '../core/zod-helpers.js';
+import { defineProbe } from '../contract/probe.js';
 
 const Params = z.strictObject({
   nodes: NodeSelector.default('all').meta({ description: 'which nodes: all, workers, control-plane or a selector' }),

@@ -1,14 +1,14 @@
 import { z } from 'zod';
-import type { Ctx } from '../engine/context.js';
+import type { Ctx } from '../contract/context.js';
 import { parseLabelSelector } from '../kube/labels.js';
 import { resolveNodeSelector } from '../kube/node-selector.js';
-import { cannotSee, hubOf, reactive } from '../kube/readings.js';
+import { cannotSee, hubOf, reactive } from '../contract/readings.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../kube/resources.js';
 import { trackTaintedSince } from '../kube/taint-since.js';
 import { tolerationMs } from '../kube/tolerations.js';
 import type { WatchHandle } from '../kube/watch.js';
 import { NodeSelector } from '../runbook/selectors.js';
-import { defineProbe } from './types.js';
+import { defineProbe } from '../contract/probe.js';
 
 const Params = z.strictObject({
   namespaces: z.array(z.string().min(1)).min(1).optional().meta({ description: 'only pods in these namespaces (all when absent)' }),

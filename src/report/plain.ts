@@ -1,5 +1,5 @@
 import type { RunEvent } from '../engine/events.js';
-import { formatDuration } from '../runbook/duration.js';
+import { formatDuration } from '../core/duration.js';
 
 const time = (at: number) => new Date(at).toISOString().slice(11, 23);
 

@@ -1,5 +1,5 @@
 import { type Plan, type PlannedAction, type PlannedStep, stepActions } from '../engine/plan.js';
-import { formatDuration } from '../runbook/duration.js';
+import { formatDuration } from '../core/duration.js';
 
 const params = (p: Record<string, unknown>): string => {
   const entries = Object.entries(p).filter(([, v]) => v !== undefined);

@@ -1,5 +1,5 @@
 import type { Deletion } from '../probes/pod-deletions.js';
-import { formatDuration } from '../runbook/duration.js';
+import { formatDuration } from '../core/duration.js';
 import type { FaultRef } from '../engine/events.js';
 import type { FaultRecord, Observation, RunReport } from './collect.js';
 import { escapeMarkup as esc } from './markup.js';

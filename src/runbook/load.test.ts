@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { actionIds } from '../actions/index.js';
-import { KrError } from '../errors.js';
+import { KrError } from '../core/errors.js';
 import { probeIds } from '../probes/index.js';
 import { loadRunbook, parseRunbookText } from './load.js';
 

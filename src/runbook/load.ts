@@ -1,10 +1,10 @@
-import { didYouMean } from './did-you-mean.js';
-import { readDocumentFile } from './read-file.js';
+import { didYouMean } from '../document/did-you-mean.js';
+import { readDocumentFile } from '../document/read-file.js';
 import { applyParams, checkParams } from './params.js';
-import { type Checked, type DocPath, invalidFileError, type Problem, sortProblems } from './problems.js';
+import { type Checked, type DocPath, invalidFileError, type Problem, sortProblems } from '../document/problems.js';
 import { Runbook } from './schema.js';
-import { type Expected, parseYamlSource, type YamlSource } from './yaml-source.js';
-import { zodProblems } from './zod-problems.js';
+import { type Expected, parseYamlSource, type YamlSource } from '../document/yaml-source.js';
+import { zodProblems } from '../document/zod-problems.js';
 
 export interface LoadedRunbook {
   /** As given. */

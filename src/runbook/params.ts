@@ -1,12 +1,12 @@
 import type { z } from 'zod';
 import { actionIds, loadAction } from '../actions/index.js';
-import { messageOf } from '../errors.js';
+import { messageOf } from '../core/errors.js';
 import { loadProbe, probeIds } from '../probes/index.js';
-import { didYouMean } from './did-you-mean.js';
-import { type DocPath, type Problem, pathText } from './problems.js';
+import { didYouMean } from '../document/did-you-mean.js';
+import { type DocPath, type Problem, pathText } from '../document/problems.js';
 import { NodeSelector } from './selectors.js';
-import type { YamlSource } from './yaml-source.js';
-import { zodProblems } from './zod-problems.js';
+import type { YamlSource } from '../document/yaml-source.js';
+import { zodProblems } from '../document/zod-problems.js';
 
 /** A mapping in a runbook that names an action or a probe and gives it `with:` parameters. */
 export interface ParamSite {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { duration } from './zod-helpers.js';
+import { duration } from '../core/zod-helpers.js';
 
 /**
  * The runbook language (DESIGN §4.2). This schema is the truth: `schema/runbook.schema.json` is generated from

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineAction, type RevertState } from '../actions/types.js';
+import { defineAction, type RevertState } from '../contract/action.js';
 import type { InventoryInput } from '../inventory/schema.js';
-import { shq } from '../nodes/shell.js';
+import { shq } from '../core/shell.js';
 import { checkHostile, HOSTILE_VALUES, runLifecycle, shellSandbox } from './action-tester.js';
 
 const inventory: InventoryInput = {

@@ -5,13 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'vitest';
 import { z } from 'zod';
-import type { Action, RevertState } from '../actions/types.js';
-import type { ActionCtx } from '../engine/context.js';
-import { memoryLogger } from '../engine/logger.js';
-import { isKrError, KrError } from '../errors.js';
+import type { Action, RevertState } from '../contract/action.js';
+import type { ActionCtx } from '../contract/context.js';
+import { memoryLogger } from '../core/logger.js';
+import { isKrError, KrError } from '../core/errors.js';
 import { Inventory, type InventoryInput } from '../inventory/schema.js';
 import type { KubeAccess } from '../kube/types.js';
-import { shq } from '../nodes/shell.js';
+import { shq } from '../core/shell.js';
 import { FakeClock } from './fake-clock.js';
 import { FakeNodes, type ExecCall, type FakeHandler } from './fake-nodes.js';
 

@@ -1,12 +1,12 @@
 import { Inventory, type InventoryInput } from '../inventory/schema.js';
-import type { Action } from '../actions/types.js';
-import type { Probe } from '../probes/types.js';
+import type { Action } from '../contract/action.js';
+import type { Probe } from '../contract/probe.js';
 import { Runbook } from '../runbook/schema.js';
 import { type Confirmer, assumeYes } from '../engine/confirm.js';
-import type { Ctx } from '../engine/context.js';
+import type { Ctx } from '../contract/context.js';
 import type { RunEvent } from '../engine/events.js';
 import type { Journal } from '../engine/journal.js';
-import { memoryLogger } from '../engine/logger.js';
+import { memoryLogger } from '../core/logger.js';
 import { buildPlan } from '../engine/plan.js';
 import { registryOf } from '../engine/registry.js';
 import { startRun, type RunHandle } from '../engine/run.js';

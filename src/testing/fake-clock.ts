@@ -1,4 +1,4 @@
-import type { Clock } from '../engine/clock.js';
+import type { Clock } from '../core/clock.js';
 
 interface Timer {
   at: number;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { defineAction, type Action } from '../actions/types.js';
-import { defineProbe, type Probe, type Reading } from '../probes/types.js';
+import { defineAction, type Action } from '../contract/action.js';
+import { defineProbe, type Probe, type Reading } from '../contract/probe.js';
 
 export interface ActionRecord {
   op: 'prepare' | 'apply' | 'revert';

@@ -1,13 +1,13 @@
 import type { z } from 'zod';
-import type { Ctx } from '../engine/context.js';
-import { memoryLogger } from '../engine/logger.js';
+import type { Ctx } from '../contract/context.js';
+import { memoryLogger } from '../core/logger.js';
 import { Inventory, type InventoryInput, type InventoryNode } from '../inventory/schema.js';
-import { type FakeKubeAccess, fakeKubeAccess } from '../kube/fake-access.js';
-import type { FakeApiServer } from '../kube/fake-source.js';
+import { type FakeKubeAccess, fakeKubeAccess } from './fake-access.js';
+import type { FakeApiServer } from './fake-source.js';
 import { NODE_LEASE_NAMESPACE, paths } from '../kube/resources.js';
 import type { RawObject } from '../kube/source.js';
 import type { WatchOptions } from '../kube/watch.js';
-import type { Probe, Reading } from '../probes/types.js';
+import type { Probe, Reading } from '../contract/probe.js';
 import { FakeClock } from './fake-clock.js';
 import { FakeNodes } from './fake-nodes.js';
 

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { realClock } from '../../src/engine/clock.js';
+import { realClock } from '../../src/core/clock.js';
 import { loadInventory } from '../../src/inventory/load.js';
 import { createNodeAccess } from '../../src/nodes/access.js';
 import type { NodeAccess } from '../../src/nodes/types.js';

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { CoordinationV1Api, CoreV1Api, KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { realClock } from '../../src/engine/clock.js';
+import { realClock } from '../../src/core/clock.js';
 import { readRuntime } from '../../src/lab/index.js';
 import { inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 

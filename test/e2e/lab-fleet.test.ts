@@ -1,8 +1,8 @@
 import type { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { realClock } from '../../src/engine/clock.js';
-import { memoryLogger } from '../../src/engine/logger.js';
-import { FLEET_LABEL, runFleet, type FleetStats } from '../../src/lab/fleet.js';
+import { realClock } from '../../src/core/clock.js';
+import { memoryLogger } from '../../src/core/logger.js';
+import { FLEET_LABEL, runFleet, type FleetStats } from '../../src/lab/sim/fleet.js';
 import { readRuntime } from '../../src/lab/index.js';
 import { coreApi, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { CoordinationV1Api, type CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { realClock } from '../../src/engine/clock.js';
+import { realClock } from '../../src/core/clock.js';
 import { Inventory } from '../../src/inventory/schema.js';
 import { readLabInfo, readRuntime } from '../../src/lab/index.js';
 import { coreApi, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';

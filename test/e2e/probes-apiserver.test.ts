@@ -3,15 +3,15 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { realClock } from '../../src/engine/clock.js';
-import type { Ctx } from '../../src/engine/context.js';
-import { memoryLogger } from '../../src/engine/logger.js';
+import { realClock } from '../../src/core/clock.js';
+import type { Ctx } from '../../src/contract/context.js';
+import { memoryLogger } from '../../src/core/logger.js';
 import { loadInventory } from '../../src/inventory/load.js';
 import { createKubeAccess } from '../../src/kube/client.js';
 import { ensureLabBinaries, labDown, labUp } from '../../src/lab/index.js';
 import { createNodeAccess } from '../../src/nodes/access.js';
 import { loadProbe } from '../../src/probes/index.js';
-import type { Reading } from '../../src/probes/types.js';
+import type { Reading } from '../../src/contract/probe.js';
 
 /**
  * Stop the lab's apiserver while every cluster probe runs: each reads unknown within its bound (nothing from the

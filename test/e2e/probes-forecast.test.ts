@@ -3,9 +3,9 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { realClock } from '../../src/engine/clock.js';
-import type { Ctx } from '../../src/engine/context.js';
-import { memoryLogger } from '../../src/engine/logger.js';
+import { realClock } from '../../src/core/clock.js';
+import type { Ctx } from '../../src/contract/context.js';
+import { memoryLogger } from '../../src/core/logger.js';
 import { loadInventory } from '../../src/inventory/load.js';
 import { createKubeAccess } from '../../src/kube/client.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../../src/kube/resources.js';
@@ -13,7 +13,7 @@ import { UNREACHABLE } from '../../src/kube/tolerations.js';
 import { ensureLabBinaries, labDown, labUp, type LabInfo } from '../../src/lab/index.js';
 import { createNodeAccess } from '../../src/nodes/access.js';
 import probe from '../../src/probes/eviction-forecast.js';
-import type { Reading } from '../../src/probes/types.js';
+import type { Reading } from '../../src/contract/probe.js';
 
 /**
  * The forecast against the real node lifecycle controller of the lab (Kubernetes 1.20): kubelet simulators are

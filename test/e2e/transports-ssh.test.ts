@@ -13,10 +13,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Inventory, type InventoryNode, SshTransport } from '../../src/inventory/schema.js';
 import { createNodeAccess } from '../../src/nodes/access.js';
-import { shq } from '../../src/nodes/shell.js';
+import { shq } from '../../src/core/shell.js';
 import { type SshConfig, sshTransport } from '../../src/nodes/ssh.js';
-import { echoScript, hostileValues, markerExists, markerPath } from '../../src/nodes/testing/hostile.js';
-import { eventually } from '../../src/nodes/testing/procs.js';
+import { echoScript, hostileValues, markerExists, markerPath } from '../../src/testing/hostile.js';
+import { eventually } from '../../src/testing/procs.js';
 
 const user = `krt${randomBytes(4).toString('hex')}`;
 const dir = mkdtempSync(join(tmpdir(), 'krt-sshd-'));

@@ -1,7 +1,7 @@
-import type { Clock } from '../../engine/clock.js';
-import type { Logger } from '../../engine/logger.js';
-import { messageOf } from '../../errors.js';
-import { watchBackoff } from '../timing.js';
+import type { Clock } from '../../core/clock.js';
+import type { Logger } from '../../core/logger.js';
+import { messageOf } from '../../core/errors.js';
+import { watchBackoff } from './timing.js';
 import type { SimApi } from './api.js';
 import type { WatchEventType } from './types.js';
 

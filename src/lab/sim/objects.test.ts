@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SimContainer } from '../runtime.js';
+import type { SimContainer } from './runtime.js';
 import { newer } from './list-watch.js';
 import { conditionsChanged, freePodIp, kubeletConditions, leaseObject, microTime, podCidrOf, podStatusCurrent, podStatusPatch } from './objects.js';
 import { decidePod, orphanedPods } from './reconcile.js';

@@ -1,4 +1,4 @@
-import type { SimContainer } from '../runtime.js';
+import type { SimContainer } from './runtime.js';
 import type { ConditionLite, NodeLite, PodLite, SimNodeConfig } from './types.js';
 
 /**

@@ -1,9 +1,9 @@
 /** Running one simulated kubelet from its config file (the body of dist/lab/kubelet-sim.js). */
 import { utimes, writeFile } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
-import { realClock } from '../../engine/clock.js';
-import { createLogger, type Logger } from '../../engine/logger.js';
-import { RuntimeStore } from '../runtime.js';
+import { realClock } from '../../core/clock.js';
+import { createLogger, type Logger } from '../../core/logger.js';
+import { RuntimeStore } from './runtime.js';
 import { SimApi } from './api.js';
 import { ListWatcher } from './list-watch.js';
 import { NodeSim } from './node-sim.js';

@@ -1,5 +1,5 @@
-import type { ActionCtx } from '../../engine/context.js';
-import { KrError, quote } from '../../errors.js';
+import type { ActionCtx } from '../../contract/context.js';
+import { KrError, quote } from '../../core/errors.js';
 import type { Inventory, InventoryNode } from '../../inventory/schema.js';
 import type { ExecResult } from '../types.js';
 import { processManager } from './process.js';

@@ -1,4 +1,4 @@
-import { shq } from '../shell.js';
+import { shq } from '../../core/shell.js';
 
 /**
  * Building blocks of the scripts actions send to nodes. Every script starts with a `# kube-runbook: <purpose>`

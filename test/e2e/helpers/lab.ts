@@ -8,8 +8,8 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { realClock } from '../../../src/engine/clock.js';
-import { createLogger } from '../../../src/engine/logger.js';
+import { realClock } from '../../../src/core/clock.js';
+import { createLogger } from '../../../src/core/logger.js';
 import { ensureLabBinaries, labDown, labNames, labPaths, labUp, type LabInfo, type LabUpOptions } from '../../../src/lab/index.js';
 
 export type { LabInfo };

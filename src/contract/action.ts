@@ -1,0 +1,49 @@
+import type { z } from 'zod';
+import type { Layout } from '../inventory/schema.js';
+import type { NodeSelector } from '../runbook/selectors.js';
+import type { ActionCtx } from './context.js';
+
+/** Plain JSON, so a revert can be rebuilt from the journal in a new process. */
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+export type RevertState = { [key: string]: Json };
+
+export interface ActionMeta<P extends z.ZodType = z.ZodType> {
+  id: string;
+  summary: string;
+  /** Longer text for docs/actions.md. */
+  description: string;
+  /** Schema of `with:` (for node-targeted actions, without `nodes`, which the engine adds). */
+  params: P;
+  /** `nodes`: applied once per selected node, each with its own revert and dead-man. `cluster`: applied once. */
+  targets: 'nodes' | 'cluster';
+  /** Node selector used when `with.nodes` is absent. */
+  defaultNodes?: NodeSelector;
+  /** `fault` breaks something; `remediation` protects the cluster; `neutral` (run-command) can be either. */
+  kind: 'fault' | 'remediation' | 'neutral';
+  /** What it does on each layout (docs). */
+  layouts?: Partial<Record<Layout, string>>;
+  /** How it is undone (docs). */
+  undo: string;
+}
+
+/**
+ * An action. The engine calls, per target: `prepare` (read-only: everything the revert needs), journals that
+ * state and arms the node-side dead-man with `nodeSideRevert(state)`, then `apply`. `revert` is idempotent and
+ * works from the prepared state alone, so it is safe after a crash half-way through `apply`.
+ */
+export interface Action<P extends z.ZodType = z.ZodType, S extends RevertState = RevertState> {
+  meta: ActionMeta<P>;
+  /** Read-only checks on the target before any fault of the run is applied (tools present, service found). */
+  preflight?(ctx: ActionCtx, params: z.output<P>): Promise<void>;
+  prepare(ctx: ActionCtx, params: z.output<P>): Promise<S>;
+  apply(ctx: ActionCtx, state: S): Promise<S>;
+  revert(ctx: ActionCtx, state: S): Promise<void>;
+  /** POSIX sh run on the node by the dead-man when the executor's keepalive stops; undefined when nothing runs on a node. */
+  nodeSideRevert(state: S): string | undefined;
+  /** One line for plans and reports: what apply does with these params. */
+  describe?(params: z.output<P>): string;
+}
+
+export function defineAction<P extends z.ZodType, S extends RevertState>(action: Action<P, S>): Action<P, S> {
+  return action;
+}

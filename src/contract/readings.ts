@@ -1,0 +1,136 @@
+import type { Ctx } from './context.js';
+import { KrError, messageOf } from '../core/errors.js';
+import type { Reading, ReadingStatus } from './probe.js';
+import type { WatchHandle, WatchHub } from '../kube/watch.js';
+
+/** What the reading loop needs of a watch: its freshness, a wake-up on change, and letting go. */
+export type Watched = Pick<WatchHandle<unknown>, 'key' | 'freshness' | 'release'> & { subscribe(fn: () => void): () => void };
+
+/** A probe's verdict on the current state. */
+export interface Judgement<V> {
+  status: ReadingStatus;
+  value: V;
+  detail: string;
+  /** Readings whose key changed are yielded at once; same-key refreshes at most every `refreshMs`. Default: status + detail. */
+  key?: string;
+  /** Judge again at this clock time even if nothing changes (a lease turning stale, a forecast coming due). */
+  recheckAt?: number;
+}
+
+export interface ReactiveOptions<V> {
+  /** Watches the judgement depends on; readings are unknown while any of them is not fresh. */
+  watches: Watched[];
+  judge(now: number): Judgement<V>;
+  /** Same-key readings are not repeated more often than this (ms); default 1000. */
+  refreshMs?: number;
+  /** Releases extra resources when the probe stops. */
+  onStop?(): void;
+}
+
+/** The run's watch hub, or a KrError saying why there is none. */
+export function hubOf(ctx: Ctx): WatchHub {
+  const hub = ctx.kube.watches;
+  if (!hub) throw new KrError('KUBE_NO_WATCHES', 'this cluster access has no watch hub', { exit: 3 });
+  return hub;
+}
+
+/** One unknown reading, then silence until the run stops (the probe cannot see; it does not end). */
+export async function* cannotSee(ctx: Ctx, e: unknown): AsyncGenerator<Reading> {
+  yield { status: 'unknown', at: ctx.clock.now(), value: null, detail: messageOf(e) };
+  await new Promise<void>((resolve) => {
+    if (ctx.signal.aborted) return resolve();
+    ctx.signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+}
+
+/**
+ * Readings driven by watch events (and by timers the judgement asks for), never by polling: every change wakes
+ * the probe, which judges the shared stores and yields when the verdict changed. The first reading comes at
+ * once (unknown until the watches are synced); while any watch is stale the reading is unknown.
+ */
+export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenerator<Reading> {
+  const refreshMs = o.refreshMs ?? 1000;
+  let dirty = true;
+  let wake: (() => void) | undefined;
+  const poke = () => {
+    dirty = true;
+    wake?.();
+  };
+  const offs = o.watches.map((w) => w.subscribe(poke));
+  let cancelTimer: (() => void) | undefined;
+  const onAbort = () => wake?.();
+  ctx.signal.addEventListener('abort', onAbort, { once: true });
+  let lastKey: string | undefined;
+  let lastAt = -Infinity;
+  try {
+    while (!ctx.signal.aborted) {
+      if (!dirty) await new Promise<void>((r) => (wake = r));
+      wake = undefined;
+      if (ctx.signal.aborted) break;
+      dirty = false;
+      const now = ctx.clock.now();
+      const reading = judgeNow(o, now);
+      cancelTimer?.();
+      cancelTimer = undefined;
+      const due = lastKey === reading.key ? lastAt + refreshMs : now;
+      if (due <= now) {
+        lastKey = reading.key;
+        lastAt = now;
+        yield { status: reading.status, at: now, value: reading.value, detail: reading.detail };
+      }
+      const next = Math.min(due > now ? due : Infinity, reading.recheckAt ?? Infinity);
+      if (Number.isFinite(next)) cancelTimer = ctx.clock.setTimer(Math.max(0, next - ctx.clock.now()), poke);
+    }
+  } finally {
+    cancelTimer?.();
+    ctx.signal.removeEventListener('abort', onAbort);
+    for (const off of offs) off();
+    for (const w of o.watches) w.release();
+    o.onStop?.();
+  }
+}
+
+function judgeNow<V>(o: ReactiveOptions<V>, now: number): Judgement<V | null> & { key: string } {
+  for (const w of o.watches) {
+    const f = w.freshness();
+    if (!f.fresh) {
+      const detail = f.synced ? `cannot see ${w.key}: ${f.reason}` : `waiting for ${w.key}: ${f.reason}`;
+      return { status: 'unknown', value: null, detail, key: `unknown|${w.key}|${f.synced}|${f.state}` };
+    }
+  }
+  try {
+    const j = o.judge(now);
+    return { ...j, key: j.key ?? `${j.status}|${j.detail}` };
+  } catch (e) {
+    const detail = `cannot judge: ${messageOf(e)}`;
+    return { status: 'unknown', value: null, detail, key: `unknown|${detail}` };
+  }
+}
+
+/**
+ * For what has no event stream (health endpoints, metrics): calls `check` every `intervalMs` and yields its
+ * reading when `key(reading)` changes, and otherwise at most once per max(1 s, interval), until ctx.signal aborts.
+ */
+export async function* polled<V>(
+  ctx: Ctx,
+  intervalMs: number,
+  check: () => Promise<Reading<V>>,
+  key: (r: Reading<V>) => string,
+): AsyncGenerator<Reading<V>> {
+  let last = '';
+  let lastAt = -Infinity;
+  while (!ctx.signal.aborted) {
+    const r = await check();
+    const k = key(r);
+    if (k !== last || r.at - lastAt >= Math.max(1000, intervalMs)) {
+      last = k;
+      lastAt = r.at;
+      yield r;
+    }
+    try {
+      await ctx.clock.sleep(intervalMs, ctx.signal);
+    } catch {
+      return;
+    }
+  }
+}

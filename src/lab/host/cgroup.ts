@@ -1,0 +1,56 @@
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { realClock, type Clock } from '../../core/clock.js';
+
+/** Where the lab's etcd cgroup goes: the blkio hierarchy on cgroup v1, the unified one (io controller) on v2. */
+export interface CgroupLayout {
+  version: 1 | 2;
+  /** The hierarchy root the lab's cgroups are made in. */
+  root: string;
+}
+
+export function cgroupLayout(base = '/sys/fs/cgroup'): CgroupLayout | undefined {
+  if (existsSync(join(base, 'cgroup.controllers'))) return { version: 2, root: base };
+  if (existsSync(join(base, 'blkio'))) return { version: 1, root: join(base, 'blkio') };
+  return undefined;
+}
+
+/** Makes the cgroup (and, on v2, enables the io controller for it); returns its directory. */
+export async function makeCgroup(layout: CgroupLayout, name: string): Promise<string> {
+  if (layout.version === 2) await writeFile(join(layout.root, 'cgroup.subtree_control'), '+io').catch(() => {});
+  const dir = join(layout.root, name);
+  await mkdir(dir, { recursive: true });
+  return dir;
+}
+
+/** Kills whatever still runs in the cgroup and removes it; quiet when it is not there. */
+export async function removeCgroup(dir: string, clock: Clock = realClock): Promise<void> {
+  if (!existsSync(dir)) return;
+  for (let i = 0; i < 50; i++) {
+    const pids = await cgroupPids(dir);
+    if (!pids.length) break;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    await clock.sleep(100);
+  }
+  try {
+    await rmdir(dir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+}
+
+export async function cgroupPids(dir: string): Promise<number[]> {
+  const text = await readFile(join(dir, 'cgroup.procs'), 'utf8').catch(() => '');
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map(Number)
+    .filter((n) => Number.isInteger(n) && n > 0);
+}

@@ -1,0 +1,82 @@
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import { EXIT, KrError, quote } from '../../core/errors.js';
+import { labPaths, runtimePathsOf } from './paths.js';
+import type { LabSettings } from './settings.js';
+
+export interface LabNodeInfo {
+  /** Kubernetes Node name (cp-1, node-1, ...). */
+  name: string;
+  /** Network namespace on this machine. */
+  netns: string;
+  /** Zone label; cp-1 has none. */
+  zone?: string;
+  ip: string;
+  roles: ('control-plane' | 'etcd' | 'worker')[];
+}
+
+export interface LabBinariesInfo {
+  dir: string;
+  version: string;
+  kubeApiserver: string;
+  kubeControllerManager: string;
+  kubeScheduler: string;
+  etcd: string;
+}
+
+/** What a running lab is; `lab.json` in the state directory. */
+export interface LabInfo {
+  instance: string;
+  stateDir: string;
+  /** Admin kubeconfig. */
+  kubeconfig: string;
+  context: string;
+  inventoryFile: string;
+  apiserverUrl: string;
+  etcdUrl: string;
+  /** cp-1 and node-1..N. */
+  nodes: LabNodeInfo[];
+  settings: LabSettings;
+  /** `starting` until `up` returned; `up` afterwards. */
+  phase: 'starting' | 'up';
+  subnet: string;
+  bridge: string;
+  chain: string;
+  /** Absolute cgroup directory etcd runs in (blkio on cgroup v1, the unified hierarchy on v2). */
+  etcdCgroup: string;
+  etcdDataDir: string;
+  binaries?: LabBinariesInfo;
+  /** Seconds `up` took. */
+  upSeconds?: number;
+  createdAt: string;
+}
+
+export async function writeLabInfo(info: LabInfo): Promise<void> {
+  const file = runtimePathsOf(info.instance, info.stateDir).infoFile;
+  const tmp = `${file}.tmp`;
+  await writeFile(tmp, `${JSON.stringify(info, null, 2)}\n`, { mode: 0o644 });
+  await rename(tmp, file);
+}
+
+/** The LabInfo of a running (or starting) instance; KrError LAB_NOT_FOUND when there is none. */
+export async function readLabInfo(instance = 'lab'): Promise<LabInfo> {
+  const file = labPaths(instance).infoFile;
+  return readLabInfoFile(file, instance);
+}
+
+export async function readLabInfoFile(file: string, instance: string): Promise<LabInfo> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch {
+    throw new KrError('LAB_NOT_FOUND', `no lab instance ${quote(instance)} on this machine; start one with \`kube-runbook lab up\``, {
+      exit: EXIT.refused,
+    });
+  }
+  try {
+    return JSON.parse(text) as LabInfo;
+  } catch (e) {
+    throw new KrError('LAB_STATE_BROKEN', `${file} is not valid JSON; \`kube-runbook lab down --instance ${instance}\` cleans up`, {
+      cause: e,
+    });
+  }
+}

@@ -1,0 +1,112 @@
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { EXIT, KrError, quote } from '../../core/errors.js';
+
+/**
+ * Names and paths of a lab instance. Everything an instance makes on this machine is named after it, so
+ * several instances live side by side and `lab down` finds what an instance made even without its state.
+ */
+export const DEFAULT_INSTANCE = 'lab';
+const INSTANCE = /^[a-z0-9]{1,6}$/;
+
+export function checkInstance(instance: string): string {
+  if (!INSTANCE.test(instance))
+    throw new KrError('LAB_BAD_INSTANCE', `a lab instance name is 1 to 6 characters a-z or 0-9 (got ${quote(instance)})`, {
+      exit: EXIT.invalid,
+    });
+  return instance;
+}
+
+/** `$KUBE_RUNBOOK_LAB_HOME`, else `${XDG_STATE_HOME:-~/.local/state}/kube-runbook/lab`. */
+export function labHome(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.KUBE_RUNBOOK_LAB_HOME) return resolve(env.KUBE_RUNBOOK_LAB_HOME);
+  const state = env.XDG_STATE_HOME || join(homedir(), '.local', 'state');
+  return join(resolve(state), 'kube-runbook', 'lab');
+}
+
+/** Names on this machine (network namespaces, links, chains, cgroups); Kubernetes Node names stay `cp-1`, `node-N`. */
+export interface LabNames {
+  /** Prefix of every network namespace and link of the instance. */
+  prefix: string;
+  bridge: string;
+  netns(node: string): string;
+  /** Host side of a node's veth: `kr-<inst>-c1` for cp-1, `kr-<inst>-n<N>` for node-N (at most 15 characters). */
+  veth(node: string): string;
+  /** Filter chain that keeps the lab's traffic on its bridge. */
+  chain: string;
+  /** Prefix of every iptables chain of the instance. */
+  chainPrefix: string;
+  /** Name of the etcd cgroup (a directory under the blkio/io hierarchy). */
+  cgroup: string;
+  /** Context name in the kubeconfig: `lab` for instance `lab`, `lab-<inst>` otherwise. */
+  context: string;
+}
+
+export function labNames(instance: string): LabNames {
+  checkInstance(instance);
+  const prefix = `kr-${instance}-`;
+  return {
+    prefix,
+    bridge: `${prefix}br`,
+    netns: (node) => `${prefix}${node}`,
+    veth(node) {
+      const m = /^(cp|node)-(\d{1,5})$/.exec(node);
+      if (!m) throw new KrError('LAB_BAD_NODE', `lab nodes are cp-N or node-N (got ${quote(node)})`, { exit: EXIT.invalid });
+      const name = `${prefix}${m[1] === 'cp' ? 'c' : 'n'}${m[2]}`;
+      if (name.length > 15) throw new KrError('LAB_BAD_NODE', `interface name too long for node ${quote(node)}`);
+      return name;
+    },
+    chain: `KR-${instance}-FWD`,
+    chainPrefix: `KR-${instance}-`,
+    cgroup: `kube-runbook-${instance}-etcd`,
+    context: instance === DEFAULT_INSTANCE ? 'lab' : `lab-${instance}`,
+  };
+}
+
+/** Files of an instance's state directory. */
+export interface LabPaths {
+  instance: string;
+  stateDir: string;
+  /** LabInfo as JSON, written before anything is made and updated as `up` goes. */
+  infoFile: string;
+  kubeconfig: string;
+  inventoryFile: string;
+  pkiDir: string;
+  nodesDir: string;
+  /** `<stateDir>/nodes/<node>/<service>/` with run, start, stop, status, health, log, pid. */
+  serviceDir(node: string, service: string): string;
+  /** `<stateDir>/nodes/<node>/runtime/`: the simulated containers and kill log of a node. */
+  runtimeDir(node: string): string;
+}
+
+export function labPaths(instance: string = DEFAULT_INSTANCE, env: NodeJS.ProcessEnv = process.env): LabPaths {
+  checkInstance(instance);
+  const stateDir = join(labHome(env), instance);
+  return runtimePathsOf(instance, stateDir);
+}
+
+export function runtimePathsOf(instance: string, stateDir: string): LabPaths {
+  const nodesDir = join(stateDir, 'nodes');
+  return {
+    instance,
+    stateDir,
+    infoFile: join(stateDir, 'lab.json'),
+    kubeconfig: join(stateDir, 'kubeconfig'),
+    inventoryFile: join(stateDir, 'inventory.yaml'),
+    pkiDir: join(stateDir, 'pki'),
+    nodesDir,
+    serviceDir: (node, service) => join(nodesDir, node, service),
+    runtimeDir: (node) => join(nodesDir, node, 'runtime'),
+  };
+}
+
+/** Locks and other machine-wide files shared by all instances (instances are machine-wide: netns names are global). */
+export function machineRunDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.KUBE_RUNBOOK_RUN_DIR || '/run/kube-runbook';
+}
+
+/** `${KUBE_RUNBOOK_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kube-runbook}`: built Kubernetes binaries. */
+export function cacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.KUBE_RUNBOOK_CACHE_DIR) return resolve(env.KUBE_RUNBOOK_CACHE_DIR);
+  return join(resolve(env.XDG_CACHE_HOME || join(homedir(), '.cache')), 'kube-runbook');
+}

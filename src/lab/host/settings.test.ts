@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest';
+import { isKrError } from '../../core/errors.js';
+import { goDuration, resolveSettings, zoneOf } from './settings.js';
+
+describe('lab settings', () => {
+  it('defaults to compressed timings: grace 8s, monitor 1s, renew 2s, toleration 30s', () => {
+    const s = resolveSettings({});
+    expect(s).toMatchObject({
+      nodes: 3,
+      zones: 1,
+      nodeMonitorGracePeriod: 8000,
+      nodeMonitorPeriod: 1000,
+      leaseRenewInterval: 2000,
+      leaseDuration: 8000,
+      defaultTolerationSeconds: 30,
+      nodeEvictionRate: 0.1,
+      secondaryNodeEvictionRate: 0.01,
+      unhealthyZoneThreshold: 0.55,
+      largeClusterSizeThreshold: 50,
+      workload: true,
+      replicas: 6,
+    });
+  });
+
+  it('takes durations as text or milliseconds', () => {
+    const s = resolveSettings({ grace: '40s', leaseRenew: 10_000, toleration: '5m', monitorPeriod: '500ms' });
+    expect(s).toMatchObject({ nodeMonitorGracePeriod: 40_000, leaseDuration: 40_000, defaultTolerationSeconds: 300, nodeMonitorPeriod: 500 });
+  });
+
+  it.each([
+    [{ nodes: -1 }, '--nodes'],
+    [{ nodes: 2.5 }, '--nodes'],
+    [{ grace: '8' }, '--grace'],
+    [{ toleration: 30 }, '--toleration'],
+    [{ unhealthyZoneThreshold: 1.5 }, '--unhealthy-zone-threshold'],
+    [{ evictionRate: -0.1 }, '--eviction-rate'],
+  ])('refuses %j, naming the flag and quoting the value', (o, flag) => {
+    try {
+      resolveSettings(o);
+      expect.unreachable();
+    } catch (e) {
+      expect(isKrError(e) && e.code).toBe('LAB_BAD_OPTION');
+      expect((e as Error).message).toContain(flag);
+      expect((e as Error).message).toMatch(/\(got .+\)/);
+    }
+  });
+
+  it('has no workload without nodes', () => {
+    expect(resolveSettings({ nodes: 0 }).workload).toBe(false);
+  });
+
+  it('spreads nodes over zones round-robin and writes Go durations', () => {
+    expect([1, 2, 3, 4].map((i) => zoneOf(i, 3))).toEqual(['zone-a', 'zone-b', 'zone-c', 'zone-a']);
+    expect(goDuration(8000)).toBe('8s');
+    expect(goDuration(1500)).toBe('1500ms');
+  });
+});

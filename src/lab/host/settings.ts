@@ -1,0 +1,125 @@
+import { EXIT, KrError, quote } from '../../core/errors.js';
+import { formatDuration, parseDuration } from '../../core/duration.js';
+
+/** A duration as a string (`8s`) or milliseconds. */
+export type DurationInput = string | number;
+
+/** What `lab up` can be told; every node-lifecycle setting is a flag of the real controller-manager. */
+export interface LabUpOptions {
+  instance?: string;
+  /** Simulated worker nodes node-1..N (0 is allowed: a control plane only, e.g. for fleet mode). */
+  nodes?: number;
+  /** Zones zone-a, zone-b, ... the nodes are spread over round-robin. */
+  zones?: number;
+  /** --node-monitor-grace-period (default 8s). */
+  grace?: DurationInput;
+  /** --node-monitor-period (default 1s). */
+  monitorPeriod?: DurationInput;
+  /** Kubelet lease renew interval (default 2s); the lease duration is four times it. */
+  leaseRenew?: DurationInput;
+  /** Default tolerationSeconds for the not-ready and unreachable taints (default 30s; whole seconds). */
+  toleration?: DurationInput;
+  /** --node-startup-grace-period (default 20s). */
+  startupGrace?: DurationInput;
+  /** How often a kubelet posts its NodeStatus when nothing changed (default 1m). */
+  statusFrequency?: DurationInput;
+  evictionRate?: number;
+  secondaryEvictionRate?: number;
+  unhealthyZoneThreshold?: number;
+  largeClusterSizeThreshold?: number;
+  /** Create the sample Deployment and Service (default true). */
+  workload?: boolean;
+  /** Replicas of the sample Deployment (default 2 per node). */
+  replicas?: number;
+}
+
+/** The settings a lab runs with (durations in milliseconds, like the parsed inventory's controller settings). */
+export interface LabSettings {
+  nodes: number;
+  zones: number;
+  nodeMonitorGracePeriod: number;
+  nodeMonitorPeriod: number;
+  nodeStartupGracePeriod: number;
+  nodeEvictionRate: number;
+  secondaryNodeEvictionRate: number;
+  unhealthyZoneThreshold: number;
+  largeClusterSizeThreshold: number;
+  defaultTolerationSeconds: number;
+  leaseDuration: number;
+  leaseRenewInterval: number;
+  nodeStatusReportFrequency: number;
+  workload: boolean;
+  replicas: number;
+}
+
+export const MAX_LAB_NODES = 200;
+
+export function resolveSettings(o: LabUpOptions): LabSettings {
+  const nodes = int('nodes', o.nodes ?? 3, 0, MAX_LAB_NODES);
+  const zones = int('zones', o.zones ?? 1, 1, 26);
+  const leaseRenew = ms('lease-renew', o.leaseRenew ?? '2s', 100);
+  const toleration = ms('toleration', o.toleration ?? '30s', 0);
+  if (toleration % 1000 !== 0)
+    throw bad('toleration', o.toleration, 'a whole number of seconds, e.g. 30s (a number is milliseconds)');
+  const s: LabSettings = {
+    nodes,
+    zones,
+    nodeMonitorGracePeriod: ms('grace', o.grace ?? '8s', 1000),
+    nodeMonitorPeriod: ms('monitor-period', o.monitorPeriod ?? '1s', 100),
+    nodeStartupGracePeriod: ms('startup-grace', o.startupGrace ?? '20s', 1000),
+    nodeEvictionRate: rate('eviction-rate', o.evictionRate ?? 0.1),
+    secondaryNodeEvictionRate: rate('secondary-eviction-rate', o.secondaryEvictionRate ?? 0.01),
+    unhealthyZoneThreshold: fraction('unhealthy-zone-threshold', o.unhealthyZoneThreshold ?? 0.55),
+    largeClusterSizeThreshold: int('large-cluster-size-threshold', o.largeClusterSizeThreshold ?? 50, 0, 1_000_000),
+    defaultTolerationSeconds: toleration / 1000,
+    leaseDuration: leaseRenew * 4,
+    leaseRenewInterval: leaseRenew,
+    nodeStatusReportFrequency: ms('status-frequency', o.statusFrequency ?? '1m', 1000),
+    workload: o.workload ?? true,
+    replicas: int('replicas', o.replicas ?? Math.max(2, 2 * nodes), 0, 10_000),
+  };
+  if (s.workload && nodes === 0) s.workload = false;
+  return s;
+}
+
+/** Zone of node-i (1-based): zone-a, zone-b, ... round-robin. */
+export function zoneOf(index: number, zones: number): string {
+  return `zone-${String.fromCharCode(97 + ((index - 1) % zones))}`;
+}
+
+/** Go duration text for a component flag: whole seconds as `8s`, else milliseconds. */
+export function goDuration(msValue: number): string {
+  return msValue % 1000 === 0 ? `${msValue / 1000}s` : `${msValue}ms`;
+}
+
+export function describeSettings(s: LabSettings): string {
+  return (
+    `grace ${formatDuration(s.nodeMonitorGracePeriod)}, monitor period ${formatDuration(s.nodeMonitorPeriod)}, ` +
+    `lease renew ${formatDuration(s.leaseRenewInterval)}, toleration ${s.defaultTolerationSeconds}s`
+  );
+}
+
+function ms(flag: string, v: DurationInput, min: number): number {
+  const n = typeof v === 'number' ? v : parseDuration(v);
+  if (n === undefined || !Number.isFinite(n) || n < min) throw bad(flag, v, `a duration of at least ${formatDuration(min)}, e.g. 8s`);
+  return Math.round(n);
+}
+
+function int(flag: string, v: number, min: number, max: number): number {
+  if (!Number.isInteger(v) || v < min || v > max) throw bad(flag, v, `a whole number from ${min} to ${max}`);
+  return v;
+}
+
+function rate(flag: string, v: number): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw bad(flag, v, 'a rate in nodes per second, 0 or more');
+  return v;
+}
+
+function fraction(flag: string, v: number): number {
+  if (typeof v !== 'number' || !(v >= 0 && v <= 1)) throw bad(flag, v, 'a fraction from 0 to 1');
+  return v;
+}
+
+function bad(flag: string, v: unknown, expected: string): KrError {
+  return new KrError('LAB_BAD_OPTION', `--${flag} must be ${expected} (got ${quote(v)})`, { exit: EXIT.invalid });
+}

@@ -1,0 +1,103 @@
+import { readFile } from 'node:fs/promises';
+import { platform } from 'node:os';
+import { join } from 'node:path';
+import { EXIT, KrError } from '../../core/errors.js';
+import type { Clock } from '../../core/clock.js';
+import type { Logger } from '../../core/logger.js';
+import { APT_PACKAGES, missingPackages } from './apt.js';
+import { parseOsRelease } from './apt-sources.js';
+import { findLabBinaries } from './binaries.js';
+import { buildFromSource } from './build.js';
+import { have, must } from '../host/host.js';
+import type { LabBinariesInfo } from '../host/info.js';
+import { withLock } from '../host/lock.js';
+import { cacheDir as defaultCacheDir } from '../host/paths.js';
+
+export interface InstallOptions {
+  log: Logger;
+  binDir?: string;
+  cacheDir?: string;
+  /** Rebuild even when the cache has binaries. */
+  force?: boolean;
+  signal?: AbortSignal;
+  clock?: Clock;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** What is needed when this machine cannot be set up automatically. */
+export const MANUAL_STEPS = [
+  'The lab needs Linux and root (it makes network namespaces, veths, an iptables chain and a cgroup).',
+  'Packages: etcd (3.4 or newer, e.g. Debian etcd-server), iproute2, iptables, openssl, curl.',
+  'Kubernetes control-plane binaries kube-apiserver, kube-controller-manager and kube-scheduler: pass their directory',
+  '  with --bin-dir DIR or KUBEBUILDER_ASSETS=DIR (etcd may sit there too), or run `kube-runbook lab install` as root',
+  '  on Debian or Ubuntu, which builds them from the distribution kubernetes source package (about 8 minutes on 2 cores).',
+];
+
+/**
+ * Makes the lab runnable: installs missing packages with apt-get, then finds binaries (`--bin-dir`,
+ * `KUBEBUILDER_ASSETS`, the cache) or builds them from Debian's `kubernetes` source package into the cache.
+ */
+export async function installLab(o: InstallOptions): Promise<LabBinariesInfo> {
+  const env = o.env ?? process.env;
+  const root = o.cacheDir ?? defaultCacheDir(env);
+  // one installer at a time (apt and the build directory are shared); a second one finds the first one's result
+  return withLock(join(root, 'install.lock'), () => install(o, env, root), { timeoutMs: 3_600_000, clock: o.clock });
+}
+
+async function install(o: InstallOptions, env: NodeJS.ProcessEnv, root: string): Promise<LabBinariesInfo> {
+  await ensurePackages(o);
+  if (!o.force) {
+    const found = await findLabBinaries({ binDir: o.binDir, cacheDir: root, env, log: o.log });
+    if (found) {
+      if (!found.etcd) throw missingEtcd();
+      o.log.info(`binaries: Kubernetes ${found.version} in ${found.dir}; etcd ${found.etcd}`);
+      return found;
+    }
+  }
+  await buildFromSource(o, root);
+  const built = await findLabBinaries({ cacheDir: root, env, log: o.log });
+  if (!built) throw new KrError('LAB_BUILD_FAILED', `the build finished but ${root} holds no usable binaries`);
+  if (!built.etcd) throw missingEtcd();
+  return built;
+}
+
+/** Whether this machine can be set up automatically (Linux, root, apt-get on Debian or Ubuntu). */
+export async function canAutoInstall(): Promise<{ ok: boolean; why?: string }> {
+  if (platform() !== 'linux') return { ok: false, why: `this is ${platform()}, not Linux` };
+  if (process.getuid?.() !== 0) return { ok: false, why: 'not running as root' };
+  if (!(await have('apt-get'))) return { ok: false, why: 'apt-get is not available' };
+  const os = parseOsRelease(await readFile('/etc/os-release', 'utf8').catch(() => ''));
+  if (![os.id, ...os.like].some((x) => x === 'debian' || x === 'ubuntu'))
+    return { ok: false, why: `${os.id || 'this system'} is neither Debian nor Ubuntu` };
+  return { ok: true };
+}
+
+async function ensurePackages(o: InstallOptions): Promise<void> {
+  const can = await canAutoInstall();
+  if (!can.ok) {
+    const found = await findLabBinaries({ binDir: o.binDir, cacheDir: o.cacheDir, env: o.env, log: o.log }).catch(() => undefined);
+    const tools = await Promise.all(['ip', 'iptables', 'openssl'].map(async (t) => ((await have(t)) ? '' : t)));
+    if (found?.etcd && process.getuid?.() === 0 && !tools.some(Boolean)) return;
+    throw new KrError('LAB_INSTALL_UNSUPPORTED', `cannot set up the lab automatically here: ${can.why}`, {
+      exit: EXIT.refused,
+      details: MANUAL_STEPS,
+    });
+  }
+  const missing = await missingPackages(APT_PACKAGES);
+  if (!missing.length) return;
+  o.log.info(`installing ${missing.join(' ')} with apt-get`);
+  const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  await must('LAB_APT_FAILED', 'apt-get', ['update'], { env: aptEnv, timeoutMs: 600_000, signal: o.signal });
+  await must('LAB_APT_FAILED', 'apt-get', ['install', '-y', '--no-install-recommends', ...missing], {
+    env: aptEnv,
+    timeoutMs: 1_800_000,
+    signal: o.signal,
+  });
+}
+
+function missingEtcd(): KrError {
+  return new KrError('LAB_BINARIES_MISSING', 'etcd was not found (not in --bin-dir or KUBEBUILDER_ASSETS, not on PATH)', {
+    exit: EXIT.refused,
+    details: MANUAL_STEPS,
+  });
+}

@@ -1,0 +1,161 @@
+import { join } from 'node:path';
+import { shq } from '../../core/shell.js';
+import type { LabBinariesInfo } from '../host/info.js';
+import type { LabPki } from '../host/pki.js';
+import { SERVICE_CIDR } from '../host/pki.js';
+import { httpGet, type ServiceSpec } from './services.js';
+import { goDuration, type LabSettings } from '../host/settings.js';
+
+/** What the component command lines are made from. */
+export interface ComponentContext {
+  instance: string;
+  cpNode: string;
+  cpNetns: string;
+  cpIp: string;
+  serviceDir(node: string, service: string): string;
+  pki: LabPki;
+  bin: LabBinariesInfo;
+  settings: LabSettings;
+  etcdCgroup: { dir: string; version: 1 | 2; name: string };
+}
+
+export const APISERVER_PORT = 6443;
+export const ETCD_PORT = 2379;
+
+export function etcdDataDir(c: ComponentContext): string {
+  return join(c.serviceDir(c.cpNode, 'etcd'), 'data');
+}
+
+export function etcdService(c: ComponentContext): ServiceSpec {
+  const dir = c.serviceDir(c.cpNode, 'etcd');
+  return {
+    ...base(c, c.cpNode, 'etcd', c.cpNetns, dir),
+    command: [
+      c.bin.etcd,
+      `--name=${c.cpNode}`,
+      `--data-dir=${etcdDataDir(c)}`,
+      `--listen-client-urls=http://127.0.0.1:${ETCD_PORT},http://${c.cpIp}:${ETCD_PORT}`,
+      `--advertise-client-urls=http://${c.cpIp}:${ETCD_PORT}`,
+      '--listen-peer-urls=http://127.0.0.1:2380',
+      '--initial-advertise-peer-urls=http://127.0.0.1:2380',
+      `--initial-cluster=${c.cpNode}=http://127.0.0.1:2380`,
+      '--initial-cluster-state=new',
+      // small and light, but with fsync: throttling its disk must be felt
+      `--quota-backend-bytes=${512 * 1024 * 1024}`,
+      '--snapshot-count=10000',
+      '--auto-compaction-mode=periodic',
+      '--auto-compaction-retention=5m',
+      '--logger=zap',
+      '--log-level=warn',
+    ],
+    cgroup: c.etcdCgroup,
+    health: `${httpGet(`http://${c.cpIp}:${ETCD_PORT}/health`)} | grep -q '"health":"true"'`,
+    stopTimeoutSec: 10,
+  };
+}
+
+export function apiserverService(c: ComponentContext): ServiceSpec {
+  const dir = c.serviceDir(c.cpNode, 'kube-apiserver');
+  const tol = String(c.settings.defaultTolerationSeconds);
+  return {
+    ...base(c, c.cpNode, 'kube-apiserver', c.cpNetns, dir),
+    command: [
+      c.bin.kubeApiserver,
+      `--advertise-address=${c.cpIp}`,
+      '--bind-address=0.0.0.0',
+      `--secure-port=${APISERVER_PORT}`,
+      `--cert-dir=${dir}`,
+      `--etcd-servers=http://127.0.0.1:${ETCD_PORT}`,
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      `--client-ca-file=${c.pki.caCert}`,
+      `--tls-cert-file=${c.pki.cert('apiserver')}`,
+      `--tls-private-key-file=${c.pki.key('apiserver')}`,
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      `--service-account-key-file=${c.pki.saPub}`,
+      `--service-account-signing-key-file=${c.pki.saKey}`,
+      `--token-auth-file=${c.pki.tokenFile}`,
+      '--authorization-mode=Node,RBAC',
+      '--enable-admission-plugins=NodeRestriction',
+      `--default-not-ready-toleration-seconds=${tol}`,
+      `--default-unreachable-toleration-seconds=${tol}`,
+      '--allow-privileged=true',
+      '--profiling=false',
+      '--v=1',
+    ],
+    health: `${httpGet(`https://${c.cpIp}:${APISERVER_PORT}/readyz`, { caFile: c.pki.caCert })} | grep -qx ok`,
+    // 1.20's graceful shutdown waits on long-running requests for as long as it is let: the lab does not
+    stopTimeoutSec: 3,
+  };
+}
+
+export function controllerManagerService(c: ComponentContext): ServiceSpec {
+  const dir = c.serviceDir(c.cpNode, 'kube-controller-manager');
+  const s = c.settings;
+  const kubeconfig = join(dir, 'kubeconfig');
+  return {
+    ...base(c, c.cpNode, 'kube-controller-manager', c.cpNetns, dir),
+    command: [
+      c.bin.kubeControllerManager,
+      `--kubeconfig=${kubeconfig}`,
+      `--authentication-kubeconfig=${kubeconfig}`,
+      `--authorization-kubeconfig=${kubeconfig}`,
+      '--bind-address=0.0.0.0',
+      '--leader-elect=true',
+      '--use-service-account-credentials=true',
+      `--service-account-private-key-file=${c.pki.saKey}`,
+      `--root-ca-file=${c.pki.caCert}`,
+      `--cluster-signing-cert-file=${c.pki.caCert}`,
+      `--cluster-signing-key-file=${c.pki.caKey}`,
+      `--node-monitor-grace-period=${goDuration(s.nodeMonitorGracePeriod)}`,
+      `--node-monitor-period=${goDuration(s.nodeMonitorPeriod)}`,
+      `--node-startup-grace-period=${goDuration(s.nodeStartupGracePeriod)}`,
+      `--node-eviction-rate=${s.nodeEvictionRate}`,
+      `--secondary-node-eviction-rate=${s.secondaryNodeEvictionRate}`,
+      `--unhealthy-zone-threshold=${s.unhealthyZoneThreshold}`,
+      `--large-cluster-size-threshold=${s.largeClusterSizeThreshold}`,
+      '--profiling=false',
+      '--v=2',
+    ],
+    health: `${httpGet(`https://${c.cpIp}:10257/healthz`, { insecure: true })} | grep -qx ok`,
+    stopTimeoutSec: 10,
+    restart: true,
+  };
+}
+
+export function schedulerService(c: ComponentContext): ServiceSpec {
+  const dir = c.serviceDir(c.cpNode, 'kube-scheduler');
+  const kubeconfig = join(dir, 'kubeconfig');
+  return {
+    ...base(c, c.cpNode, 'kube-scheduler', c.cpNetns, dir),
+    command: [
+      c.bin.kubeScheduler,
+      `--kubeconfig=${kubeconfig}`,
+      `--authentication-kubeconfig=${kubeconfig}`,
+      `--authorization-kubeconfig=${kubeconfig}`,
+      '--bind-address=0.0.0.0',
+      '--leader-elect=true',
+      '--profiling=false',
+      '--v=1',
+    ],
+    health: `${httpGet(`https://${c.cpIp}:10259/healthz`, { insecure: true })} | grep -qx ok`,
+    stopTimeoutSec: 10,
+    restart: true,
+  };
+}
+
+/** The kubelet simulator of a worker node: `<node> dist/lab/kubelet-sim.js --config=<dir>/config.json`. */
+export function kubeletService(c: ComponentContext, node: string, netns: string, nodeBinary: string, simScript: string): ServiceSpec {
+  const dir = c.serviceDir(node, 'kubelet');
+  const stale = Math.ceil(c.settings.leaseDuration / 1000);
+  return {
+    ...base(c, node, 'kubelet', netns, dir),
+    command: [nodeBinary, simScript, `--config=${join(dir, 'config.json')}`],
+    // healthy: the process runs and it renewed its lease within one lease duration
+    health: `[ -n "$(find ${shq(join(dir, 'heartbeat'))} -newermt '${stale} seconds ago' 2>/dev/null)" ]`,
+    stopTimeoutSec: 5,
+  };
+}
+
+function base(c: ComponentContext, node: string, service: string, netns: string, dir: string) {
+  return { instance: c.instance, node, service, netns, dir };
+}

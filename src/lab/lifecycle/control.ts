@@ -1,0 +1,44 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Clock } from '../../core/clock.js';
+import { KrError } from '../../core/errors.js';
+import { shq } from '../../core/shell.js';
+import { sh } from '../host/host.js';
+import { labPaths } from '../host/paths.js';
+import type { LabSettings } from '../host/settings.js';
+
+/** Runs a service's `start` script. */
+export async function start(dir: string): Promise<void> {
+  const r = await sh(shq(join(dir, 'start')));
+  if (r.code !== 0) throw new KrError('LAB_START_FAILED', `${join(dir, 'start')} failed (exit ${r.code}): ${r.stderr.trim()}`);
+}
+
+export async function startAndWait(dir: string, timeoutMs: number, clock: Clock, signal?: AbortSignal): Promise<void> {
+  await start(dir);
+  const deadline = clock.now() + timeoutMs;
+  for (;;) {
+    if ((await sh(shq(join(dir, 'health')))).code === 0) return;
+    if ((await sh(shq(join(dir, 'status')))).code !== 0) throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} exited at start`);
+    if (clock.now() > deadline) throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} was not healthy within ${timeoutMs / 1000}s`);
+    await clock.sleep(200, signal);
+  }
+}
+
+/** The last lines of each component's log, for an error report. */
+export async function logTails(instance: string, settings: LabSettings): Promise<string[]> {
+  const paths = labPaths(instance);
+  const out: string[] = [];
+  const svcs: [string, string][] = [
+    ['cp-1', 'etcd'],
+    ['cp-1', 'kube-apiserver'],
+    ['cp-1', 'kube-controller-manager'],
+    ['cp-1', 'kube-scheduler'],
+    ...Array.from({ length: Math.min(settings.nodes, 3) }, (_, i): [string, string] => [`node-${i + 1}`, 'kubelet']),
+  ];
+  for (const [node, svc] of svcs) {
+    const text = await readFile(join(paths.serviceDir(node, svc), 'log'), 'utf8').catch(() => '');
+    const lines = text.trim().split('\n').filter(Boolean).slice(-4);
+    if (lines.length) out.push(`${node}/${svc} log:`, ...lines.map((l) => `  ${l.slice(0, 300)}`));
+  }
+  return out;
+}

@@ -1,0 +1,132 @@
+import { existsSync } from 'node:fs';
+import { readdir, readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { realClock, type Clock } from '../../core/clock.js';
+import { silentLogger, type Logger } from '../../core/logger.js';
+import { cgroupLayout, cgroupPids, removeCgroup } from '../host/cgroup.js';
+import { readLabInfoFile } from '../host/info.js';
+import { alive, withLock } from '../host/lock.js';
+import { listChains, listLinks, listNetns, netnsPids, removeNet } from '../host/net.js';
+import { labNames, labPaths, machineRunDir } from '../host/paths.js';
+
+export interface DownOptions {
+  log?: Logger;
+  /** Keep the state directory (logs, kill logs) instead of removing it. */
+  keepState?: boolean;
+  clock?: Clock;
+  /** Already holding the instance lock (labUp cleaning before it starts). */
+  locked?: boolean;
+}
+
+export interface DownReport {
+  instance: string;
+  processes: number;
+  netns: string[];
+  links: string[];
+  chains: string[];
+  cgroups: string[];
+  stateDir?: string;
+}
+
+/**
+ * Removes everything an instance made: its processes (found by network namespace, by cgroup and by their
+ * command lines naming the state directory), cgroup, namespaces, veths, bridge, iptables chains and state.
+ * Idempotent, and it works from names alone, so it also cleans after a crash or a half-finished `up`.
+ */
+export async function labDown(instance = 'lab', o: DownOptions = {}): Promise<DownReport> {
+  if (o.locked) return down(instance, o);
+  return withLock(join(machineRunDir(), `lab-${instance}.lock`), () => down(instance, o));
+}
+
+async function down(instance: string, o: DownOptions): Promise<DownReport> {
+  const log = o.log ?? silentLogger;
+  const clock = o.clock ?? realClock;
+  const names = labNames(instance);
+  const paths = labPaths(instance);
+  const info = existsSync(paths.infoFile) ? await readLabInfoFile(paths.infoFile, instance).catch(() => undefined) : undefined;
+  const stateDirs = [...new Set([paths.stateDir, info?.stateDir].filter((x): x is string => Boolean(x)))];
+  const layout = cgroupLayout();
+  const cgroups = [...new Set([info?.etcdCgroup, layout ? join(layout.root, names.cgroup) : undefined].filter((x): x is string => Boolean(x)))].filter(
+    (d) => existsSync(d),
+  );
+  const report: DownReport = {
+    instance,
+    processes: 0,
+    netns: await listNetns(names.prefix),
+    links: await listLinks(names.prefix),
+    chains: await listChains(names.chainPrefix),
+    cgroups,
+  };
+
+  const find = async () => {
+    const pids = new Set<number>();
+    for (const ns of await listNetns(names.prefix)) for (const p of await netnsPids(ns)) pids.add(p);
+    for (const cg of cgroups) for (const p of await cgroupPids(cg)) pids.add(p);
+    for (const p of await pidsNaming(stateDirs.map((d) => `${d}/`))) pids.add(p);
+    for (const a of await ancestors()) pids.delete(a);
+    return [...pids].filter(alive);
+  };
+  const first = await find();
+  report.processes = first.length;
+  if (first.length) log.info(`stopping ${first.length} process(es) of lab ${instance}`);
+  signalAll(first, 'SIGTERM');
+  for (let i = 0; i < 50; i++) {
+    if (!(await find()).length) break;
+    await clock.sleep(100);
+  }
+  for (let i = 0; i < 50; i++) {
+    const left = await find();
+    if (!left.length) break;
+    signalAll(left, 'SIGKILL');
+    await clock.sleep(100);
+  }
+
+  for (const cg of cgroups) await removeCgroup(cg, clock);
+  await removeNet(names);
+  if (!o.keepState) {
+    for (const d of stateDirs) {
+      if (existsSync(d)) report.stateDir = d;
+      await rm(d, { recursive: true, force: true });
+    }
+  }
+  log.info(
+    `lab ${instance} is down: ${report.processes} process(es), ${report.netns.length} namespace(s), ${report.links.length} link(s), ` +
+      `${report.chains.length} chain(s), ${report.cgroups.length} cgroup(s) removed`,
+  );
+  return report;
+}
+
+function signalAll(pids: number[], sig: NodeJS.Signals): void {
+  for (const pid of pids) {
+    try {
+      process.kill(pid, sig);
+    } catch {
+      // gone meanwhile
+    }
+  }
+}
+
+/** This process and its ancestors (never stopped, even when their command line names the state directory). */
+async function ancestors(): Promise<number[]> {
+  const out = [process.pid];
+  let pid = process.pid;
+  for (let i = 0; i < 64 && pid > 1; i++) {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+    pid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (!Number.isInteger(pid) || pid <= 0) break;
+    out.push(pid);
+  }
+  return out;
+}
+
+/** Pids whose command line contains one of `needles` (the lab's components all name files in its state directory). */
+export async function pidsNaming(needles: string[]): Promise<number[]> {
+  if (!needles.length) return [];
+  const out: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmd = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (cmd && needles.some((n) => cmd.includes(n))) out.push(Number(entry));
+  }
+  return out;
+}

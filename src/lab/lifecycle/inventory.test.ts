@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest';
+import { Inventory } from '../../inventory/schema.js';
+import type { LabInfo } from '../host/info.js';
+import { labInventory } from './inventory.js';
+import { resolveSettings } from '../host/settings.js';
+
+const info = (): LabInfo => ({
+  instance: 't1',
+  stateDir: '/h/t1',
+  kubeconfig: '/h/t1/kubeconfig',
+  context: 'lab-t1',
+  inventoryFile: '/h/t1/inventory.yaml',
+  apiserverUrl: 'https://10.213.3.2:6443',
+  etcdUrl: 'http://10.213.3.2:2379',
+  nodes: [
+    { name: 'cp-1', netns: 'kr-t1-cp-1', ip: '10.213.3.2', roles: ['control-plane', 'etcd'] },
+    { name: 'node-1', netns: 'kr-t1-node-1', ip: '10.213.3.3', zone: 'zone-a', roles: ['worker'] },
+    { name: 'node-2', netns: 'kr-t1-node-2', ip: '10.213.3.4', zone: 'zone-b', roles: ['worker'] },
+  ],
+  settings: resolveSettings({ nodes: 2, zones: 2, grace: '10s', toleration: '20s', evictionRate: 0.5 }),
+  phase: 'up',
+  subnet: '10.213.3.0/24',
+  bridge: 'kr-t1-br',
+  chain: 'KR-t1-FWD',
+  etcdCgroup: '/sys/fs/cgroup/blkio/kube-runbook-t1-etcd',
+  etcdDataDir: '/h/t1/nodes/cp-1/etcd/data',
+  createdAt: '2026-01-01T00:00:00Z',
+});
+
+describe('lab inventory', () => {
+  it('is a valid lab inventory with netns transport, relative kubeconfig and the state dir', () => {
+    const inv = Inventory.parse(labInventory(info()));
+    expect(inv.spec).toMatchObject({ layout: 'lab', transport: { type: 'netns' }, kubeconfig: 'kubeconfig', context: 'lab-t1', lab: { stateDir: '/h/t1' } });
+    expect(inv.spec.apiserver?.endpoints).toEqual(['10.213.3.2:6443']);
+  });
+
+  it('carries every controller setting the lab runs with', () => {
+    const inv = Inventory.parse(labInventory(info()));
+    expect(inv.spec.controller).toEqual({
+      nodeMonitorGracePeriod: 10_000,
+      nodeMonitorPeriod: 1000,
+      nodeStartupGracePeriod: 20_000,
+      nodeEvictionRate: 0.5,
+      secondaryNodeEvictionRate: 0.01,
+      unhealthyZoneThreshold: 0.55,
+      largeClusterSizeThreshold: 50,
+      defaultTolerationSeconds: 20,
+      leaseDuration: 8000,
+    });
+  });
+
+  it('lists cp-1 as control-plane and etcd, workers with zone and netns', () => {
+    const nodes = Inventory.parse(labInventory(info())).spec.nodes;
+    expect(nodes.map((n) => [n.name, n.roles.join('+'), n.zone ?? '-', n.netns])).toEqual([
+      ['cp-1', 'control-plane+etcd', '-', 'kr-t1-cp-1'],
+      ['node-1', 'worker', 'zone-a', 'kr-t1-node-1'],
+      ['node-2', 'worker', 'zone-b', 'kr-t1-node-2'],
+    ]);
+  });
+});

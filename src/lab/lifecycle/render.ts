@@ -1,0 +1,25 @@
+import { formatDuration } from '../../core/duration.js';
+import type { FleetStats } from '../sim/fleet.js';
+import { describeSettings } from '../host/settings.js';
+import type { LabStatus } from './status.js';
+
+/** Text of `lab status`. */
+export function renderStatus(s: LabStatus): string {
+  const lines = [`lab ${s.info.instance} (${s.info.phase}), apiserver ${s.info.apiserverUrl}, ${describeSettings(s.info.settings)}`, '', 'COMPONENTS'];
+  for (const c of s.components) lines.push(`  ${c.node.padEnd(10)} ${c.service.padEnd(24)} ${c.running ? (c.healthy ? 'healthy' : 'running, not healthy') : 'stopped'}`);
+  lines.push('', 'NODES');
+  if (!s.cluster) lines.push(`  (apiserver unreachable: ${s.clusterError ?? 'unknown'})`);
+  for (const n of s.cluster?.nodes ?? [])
+    lines.push(`  ${n.name.padEnd(12)} ${(n.ready ? 'Ready' : 'NotReady').padEnd(9)} ${(n.zone ?? '').padEnd(8)} ${n.taints.join(' ')}`);
+  lines.push('', 'PODS');
+  for (const p of s.cluster?.pods ?? [])
+    lines.push(`  ${`${p.namespace}/${p.name}`.padEnd(36)} ${(p.node ?? '-').padEnd(10)} ${p.terminating ? 'Terminating' : p.phase}`);
+  lines.push('', 'SIMULATED CONTAINERS');
+  for (const r of s.runtimes) lines.push(`  ${r.node.padEnd(10)} ${r.containers.length} running, ${r.kills.length} killed`);
+  return lines.join('\n');
+}
+
+/** One line of `lab fleet` progress. */
+export function fleetLine(s: FleetStats): string {
+  return `fleet ${formatDuration(s.elapsedMs)}: ${s.count} nodes, ${s.registered} registered, ${s.renewing} renewing, ${s.ready} Ready, ${s.flaps} flap(s), ${s.renewals} renewals${s.steadyRenewalsPerSecond !== undefined ? ` (${s.steadyRenewalsPerSecond}/s steady, longest gap ${formatDuration(s.maxRenewGapMs ?? 0)})` : ''}, ${s.cpuSeconds} CPU s, ${s.rssMiB} MiB`;
+}

@@ -1,0 +1,94 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { run } from '../host/host.js';
+import { serviceScripts, writeService, type ServiceSpec } from './services.js';
+
+const spec = (dir: string): ServiceSpec => ({
+  instance: 't1',
+  node: 'node-1',
+  service: 'kubelet',
+  dir,
+  netns: 'kr-t1-node-1',
+  command: ['/bin/sleep', '300', `--marker=${dir}`],
+  env: { ODD: "it's $HOME" },
+  cgroup: { dir: `/sys/fs/cgroup/blkio/kube-runbook-t1-etcd`, version: 1, name: 'kube-runbook-t1-etcd' },
+  health: 'exit 0',
+  stopTimeoutSec: 2,
+});
+
+describe('lab service scripts', () => {
+  let dir: string;
+  beforeEach(async () => {
+    // a state directory with a space and a quote must survive the shell
+    dir = await mkdtemp(join(tmpdir(), "kr svc 'x' "));
+  });
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('writes five executable POSIX sh scripts that parse', async () => {
+    await writeService(spec(dir));
+    for (const name of ['run', 'start', 'stop', 'status', 'health']) {
+      const file = join(dir, name);
+      expect((await stat(file)).mode & 0o111).toBe(0o111);
+      const r = await run('/bin/sh', ['-n', file]);
+      expect(r.code, `${name}: ${r.stderr}`).toBe(0);
+    }
+  });
+
+  it('run enters the namespace, joins the cgroup and execs the command with every word quoted', () => {
+    const text = serviceScripts(spec(dir)).run;
+    expect(text).toContain(`exec ip netns exec kr-t1-node-1 '${dir.replace(/'/g, `'\\''`)}'/run`);
+    expect(text).toContain("export ODD='it'\\''s $HOME'");
+    expect(text).toContain('/sys/fs/cgroup/blkio/kube-runbook-t1-etcd/cgroup.procs');
+    expect(text).toMatch(/exec \/bin\/sleep \\\n {2}300/);
+  });
+
+  it('status says 0 while the process named in pid runs, 3 when stopped; stop is TERM then done, and idempotent', async () => {
+    await writeService(spec(dir));
+    const status = async () => (await run(join(dir, 'status'), [])).code;
+    expect(await status()).toBe(3);
+    const child = spawn('/bin/sleep', ['300'], { stdio: 'ignore' });
+    // a process whose command line does not name the service directory is not the service
+    await writeFile(join(dir, 'pid'), String(child.pid));
+    expect(await status()).toBe(3);
+    // nor is a running process whose command line stays empty (a kernel thread: kthreadd)
+    await writeFile(join(dir, 'pid'), '2');
+    expect(await status()).toBe(3);
+    child.kill('SIGKILL');
+    const svc = spawn('/bin/sh', ['-c', 'sleep 300 & wait', join(dir, 'marker')], { stdio: 'ignore', detached: true });
+    await writeFile(join(dir, 'pid'), String(svc.pid));
+    expect(await status()).toBe(0);
+    const exited = new Promise<string | null>((r) => svc.on('exit', (_c, sig) => r(sig)));
+    expect((await run(join(dir, 'stop'), [])).code).toBe(0);
+    expect(await exited).toBe('SIGTERM');
+    expect(await status()).toBe(3);
+    expect(await readFile(join(dir, 'pid'), 'utf8').catch(() => 'gone')).toBe('gone');
+    expect((await run(join(dir, 'stop'), [])).code).toBe(0);
+    process.kill(-svc.pid!, 'SIGKILL');
+  });
+
+  it('start and run replace pid by rename, so status never reads it empty while the component starts', async () => {
+    for (const text of Object.values(serviceScripts(spec(dir)))) expect(text).not.toMatch(/> [^\n&]*\/pid\n/);
+    // no namespace and no cgroup: `run` runs here as it is
+    const plain: ServiceSpec = { ...spec(dir), netns: '', cgroup: undefined, command: ['/bin/sh', '-c', 'while :; do sleep 0.1; done', join(dir, 'marker')] };
+    await writeService(plain);
+    expect((await run(join(dir, 'start'), [])).code).toBe(0);
+    const codes: number[] = [];
+    for (let i = 0; i < 20; i++) codes.push((await run(join(dir, 'status'), [])).code);
+    expect(codes, await readFile(join(dir, 'log'), 'utf8')).toEqual(codes.map(() => 0));
+    const pid = Number(await readFile(join(dir, 'pid'), 'utf8'));
+    expect((await run(join(dir, 'stop'), [])).code).toBe(0);
+    expect((await run(join(dir, 'status'), [])).code).toBe(3);
+    expect(await readFile(`/proc/${pid}/status`, 'utf8').then((t) => /^State:\s*Z/m.test(t)).catch(() => true)).toBe(true);
+    expect((await readdir(dir)).filter((f) => f.startsWith('pid'))).toEqual([]);
+  });
+
+  it('health fails when the process does not run, whatever the check says', async () => {
+    await writeService(spec(dir));
+    expect((await run(join(dir, 'health'), [])).code).toBe(1);
+  });
+});

@@ -1,0 +1,52 @@
+import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { messageOf } from '../../core/errors.js';
+import { shq } from '../../core/shell.js';
+import { sh } from '../host/host.js';
+import { readLabInfo, type LabInfo } from '../host/info.js';
+import { readRuntime, type RuntimeState } from '../sim/runtime.js';
+import { clusterSummary, type ClusterSummary } from './workload.js';
+
+export interface ComponentStatus {
+  node: string;
+  service: string;
+  running: boolean;
+  healthy: boolean;
+}
+
+export interface LabStatus {
+  info: LabInfo;
+  components: ComponentStatus[];
+  cluster?: ClusterSummary;
+  clusterError?: string;
+  runtimes: RuntimeState[];
+}
+
+export const CONTROL_PLANE_SERVICES = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const;
+
+/** Every service of the lab (its `status` and `health` scripts), the cluster's nodes and pods, each node's runtime. */
+export async function labStatus(instance = 'lab'): Promise<LabStatus> {
+  const info = await readLabInfo(instance);
+  const services: [string, string][] = [
+    ...CONTROL_PLANE_SERVICES.map((s): [string, string] => ['cp-1', s]),
+    ...info.nodes.filter((n) => n.roles.includes('worker')).map((n): [string, string] => [n.name, 'kubelet']),
+  ];
+  const components = await Promise.all(
+    services.map(async ([node, service]) => {
+      const dir = join(info.stateDir, 'nodes', node, service);
+      const running = (await sh(shq(join(dir, 'status')))).code === 0;
+      const healthy = running && (await sh(shq(join(dir, 'health')))).code === 0;
+      return { node, service, running, healthy };
+    }),
+  );
+  const status: LabStatus = { info, components, runtimes: [] };
+  try {
+    const kc = new KubeConfig();
+    kc.loadFromFile(info.kubeconfig);
+    status.cluster = await clusterSummary(kc);
+  } catch (e) {
+    status.clusterError = messageOf(e);
+  }
+  for (const n of info.nodes.filter((x) => x.roles.includes('worker'))) status.runtimes.push(await readRuntime(info.stateDir, n.name));
+  return status;
+}

@@ -1,0 +1,194 @@
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { KubeConfig } from '@kubernetes/client-node';
+import { realClock, type Clock } from '../../core/clock.js';
+import { silentLogger, type Logger } from '../../core/logger.js';
+import { EXIT, KrError, messageOf } from '../../core/errors.js';
+import { shq } from '../../core/shell.js';
+import { logTails, start, startAndWait } from './control.js';
+import { findLabBinaries } from '../install/binaries.js';
+import { cgroupLayout, makeCgroup } from '../host/cgroup.js';
+import * as comp from './components.js';
+import { labDown } from './down.js';
+import { sh } from '../host/host.js';
+import { writeLabInfo, type LabBinariesInfo, type LabInfo, type LabNodeInfo } from '../host/info.js';
+import { writeInventory } from './inventory.js';
+import { writeKubeconfig } from '../host/kubeconfig.js';
+import { withLock } from '../host/lock.js';
+import { makeBridge, makeNodesNet, nodeIp, SUBNET_BASE } from '../host/net.js';
+import { labNames, labPaths, machineRunDir, DEFAULT_INSTANCE } from '../host/paths.js';
+import { makePki } from '../host/pki.js';
+import { writeService } from './services.js';
+import { resolveSettings, zoneOf, type LabSettings, type LabUpOptions } from '../host/settings.js';
+import { podCidrOf } from '../sim/objects.js';
+import type { KubeletSimFile } from '../sim/types.js';
+import { createWorkload, waitReady, waitServiceAccount } from './workload.js';
+
+export interface LabUpRunOptions extends LabUpOptions {
+  log?: Logger;
+  clock?: Clock;
+  signal?: AbortSignal;
+  /** Binaries to use (else `--bin-dir`, KUBEBUILDER_ASSETS or the cache). */
+  binaries?: LabBinariesInfo;
+  binDir?: string;
+  /** Leave what was made when `up` fails (default: clean it up, after quoting the components' logs). */
+  keepOnFailure?: boolean;
+  /** How long to wait for nodes and pods (default 120s). */
+  readyTimeoutMs?: number;
+}
+
+/** The simulator's entry point in the build (`npm run build`); the CLI builds nothing at run time. */
+export function simulatorScript(): string {
+  return fileURLToPath(new URL('../../../dist/lab/sim/kubelet-sim.js', import.meta.url));
+}
+
+/**
+ * Starts a lab: namespaces and network, certificates, etcd in its own cgroup, the real apiserver,
+ * controller-manager and scheduler, a kubelet simulator per node and the sample workload. Returns when every
+ * node is Ready and every pod runs.
+ */
+export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
+  const instance = o.instance ?? DEFAULT_INSTANCE;
+  const settings = resolveSettings(o);
+  labNames(instance);
+  if (process.platform !== 'linux' || process.getuid?.() !== 0)
+    throw new KrError('LAB_NEEDS_ROOT', 'the lab runs as root on Linux (it makes network namespaces, veths, an iptables chain and a cgroup)', {
+      exit: EXIT.refused,
+    });
+  const sim = simulatorScript();
+  if (!existsSync(sim)) throw new KrError('LAB_NOT_BUILT', `${sim} is missing; run \`npm run build\` first`, { exit: EXIT.refused });
+  const bin = o.binaries ?? (await findLabBinaries({ binDir: o.binDir, log: o.log }));
+  if (!bin) throw new KrError('LAB_BINARIES_MISSING', 'no Kubernetes binaries; run `kube-runbook lab install` first (about 8 minutes once)', { exit: EXIT.refused });
+  if (!bin.etcd) throw new KrError('LAB_BINARIES_MISSING', 'etcd is not installed; run `kube-runbook lab install`', { exit: EXIT.refused });
+  return withLock(join(machineRunDir(), `lab-${instance}.lock`), async () => {
+    const paths = labPaths(instance);
+    if (existsSync(paths.infoFile) && (await sh(shq(join(paths.serviceDir('cp-1', 'kube-apiserver'), 'health')))).code === 0)
+      throw new KrError('LAB_ALREADY_UP', `lab ${instance} is already up; \`kube-runbook lab down --instance ${instance}\` first`, {
+        exit: EXIT.refused,
+      });
+    await labDown(instance, { locked: true, log: silentLogger });
+    try {
+      return await up(instance, settings, bin, sim, o);
+    } catch (e) {
+      const details = await logTails(instance, settings);
+      if (!o.keepOnFailure) await labDown(instance, { locked: true, log: silentLogger }).catch(() => {});
+      if (e instanceof KrError) throw new KrError(e.code, e.message, { exit: e.exit, details: [...e.details, ...details], cause: e });
+      throw new KrError('LAB_UP_FAILED', `lab up failed: ${messageOf(e)}`, { details, cause: e });
+    }
+  });
+}
+
+async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo, simScript: string, o: LabUpRunOptions): Promise<LabInfo> {
+  const clock = o.clock ?? realClock;
+  const log = o.log ?? silentLogger;
+  const started = clock.now();
+  const names = labNames(instance);
+  const paths = labPaths(instance);
+  const step = (what: string) => log.info(`${what} (${((clock.now() - started) / 1000).toFixed(1)}s)`);
+  const layout = cgroupLayout();
+  if (!layout) throw new KrError('LAB_NO_CGROUP', 'no blkio (cgroup v1) or unified (cgroup v2) hierarchy under /sys/fs/cgroup');
+  await mkdir(paths.stateDir, { recursive: true, mode: 0o755 });
+
+  step('network');
+  const third = await makeBridge(names);
+  const workers = Array.from({ length: settings.nodes }, (_, i) => `node-${i + 1}`);
+  const nodes: LabNodeInfo[] = [
+    { name: 'cp-1', netns: names.netns('cp-1'), ip: nodeIp(third, 'cp-1'), roles: ['control-plane', 'etcd'] },
+    ...workers.map((n, i) => ({ name: n, netns: names.netns(n), ip: nodeIp(third, n), zone: zoneOf(i + 1, settings.zones), roles: ['worker' as const] })),
+  ];
+  const cp = nodes[0]!;
+  const info: LabInfo = {
+    instance,
+    stateDir: paths.stateDir,
+    kubeconfig: paths.kubeconfig,
+    context: names.context,
+    inventoryFile: paths.inventoryFile,
+    apiserverUrl: `https://${cp.ip}:${comp.APISERVER_PORT}`,
+    etcdUrl: `http://${cp.ip}:${comp.ETCD_PORT}`,
+    nodes,
+    settings,
+    phase: 'starting',
+    subnet: `${SUBNET_BASE}.${third}.0/24`,
+    bridge: names.bridge,
+    chain: names.chain,
+    etcdCgroup: join(layout.root, names.cgroup),
+    etcdDataDir: join(paths.serviceDir('cp-1', 'etcd'), 'data'),
+    binaries: bin,
+    createdAt: new Date(clock.now()).toISOString(),
+  };
+  await writeLabInfo(info);
+  await makeNodesNet(names, { subnet: info.subnet, gateway: `${SUBNET_BASE}.${third}.1`, nodes: nodes.map((n) => ({ ...n, veth: names.veth(n.name) })) });
+  await makeCgroup(layout, names.cgroup);
+
+  step('certificates, tokens and service-account keys');
+  const pki = await makePki(paths.pkiDir, { instance, apiserverIp: cp.ip, nodes: workers });
+  const c: comp.ComponentContext = {
+    instance,
+    cpNode: cp.name,
+    cpNetns: cp.netns,
+    cpIp: cp.ip,
+    serviceDir: paths.serviceDir,
+    pki,
+    bin,
+    settings,
+    etcdCgroup: { dir: info.etcdCgroup, version: layout.version, name: names.cgroup },
+  };
+  const kc = (name: string, user: { certFile: string; keyFile: string } | { token: string }, file: string) =>
+    writeKubeconfig(file, { context: names.context, server: info.apiserverUrl, caFile: pki.caCert, userName: `${names.context}-${name}`, user });
+  await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, paths.kubeconfig);
+  const services = [comp.etcdService(c), comp.apiserverService(c), comp.controllerManagerService(c), comp.schedulerService(c)];
+  for (const s of services) await writeService(s);
+  await kc('controller-manager', { certFile: pki.cert('controller-manager'), keyFile: pki.key('controller-manager') }, join(services[2]!.dir, 'kubeconfig'));
+  await kc('scheduler', { certFile: pki.cert('scheduler'), keyFile: pki.key('scheduler') }, join(services[3]!.dir, 'kubeconfig'));
+  for (const [i, n] of nodes.slice(1).entries()) {
+    const svc = comp.kubeletService(c, n.name, n.netns, process.execPath, simScript);
+    await writeService(svc);
+    await kc(n.name, { token: pki.tokens[`system:node:${n.name}`]! }, join(svc.dir, 'kubeconfig'));
+    const cfg: KubeletSimFile = {
+      name: n.name,
+      zone: n.zone,
+      region: 'lab',
+      ip: n.ip,
+      podCidr: podCidrOf(i + 1),
+      leaseDurationMs: settings.leaseDuration,
+      statusReportFrequencyMs: settings.nodeStatusReportFrequency,
+      statusCheckMs: Math.min(settings.leaseRenewInterval, 10_000),
+      kubeletVersion: `v${bin.version}`,
+      kubeconfig: join(svc.dir, 'kubeconfig'),
+      runtimeDir: paths.runtimeDir(n.name),
+      heartbeatFile: join(svc.dir, 'heartbeat'),
+    };
+    await writeFile(join(svc.dir, 'config.json'), `${JSON.stringify(cfg, null, 2)}\n`);
+  }
+  await writeInventory(paths.inventoryFile, info);
+
+  step('etcd');
+  await startAndWait(services[0]!.dir, 30_000, clock, o.signal);
+  step('kube-apiserver');
+  await startAndWait(services[1]!.dir, 120_000, clock, o.signal);
+  step('kube-controller-manager, kube-scheduler and kubelet simulators');
+  for (const s of services.slice(2)) await start(s.dir);
+  for (const n of nodes.slice(1)) await start(paths.serviceDir(n.name, 'kubelet'));
+  const admin = new KubeConfig();
+  admin.loadFromFile(paths.kubeconfig);
+  if (settings.workload) {
+    step(`sample workload (${settings.replicas} replicas in namespace demo)`);
+    await createWorkload(admin, settings.replicas, clock, o.signal);
+  }
+  step(`waiting for ${workers.length} node(s) Ready and every pod running`);
+  await waitServiceAccount(admin, 'default', clock, o.signal);
+  await waitReady(admin, {
+    nodes: workers,
+    pods: settings.workload ? settings.replicas : 0,
+    timeoutMs: o.readyTimeoutMs ?? 120_000,
+    clock,
+    signal: o.signal,
+  });
+  info.phase = 'up';
+  info.upSeconds = Math.round((clock.now() - started) / 100) / 10;
+  await writeLabInfo(info);
+  step(`lab ${instance} is up`);
+  return info;
+}

@@ -1,0 +1,60 @@
+import { KubeConfig } from '@kubernetes/client-node';
+import type { Clock } from '../core/clock.js';
+import { type Logger, silentLogger } from '../core/logger.js';
+import { FakeApiServer } from './fake-source.js';
+import { paths } from '../kube/resources.js';
+import { ApiStatusError } from '../kube/source.js';
+import type { KubeAccess, RawResponse } from '../kube/types.js';
+import { WatchHub, type WatchOptions } from '../kube/watch.js';
+
+export type RawHandler = (path: string) => RawResponse | Promise<RawResponse>;
+
+export interface FakeKubeAccess extends KubeAccess {
+  readonly server: string;
+  readonly apiserver: FakeApiServer;
+  readonly watches: WatchHub;
+  /** Answers raw GETs (/readyz, /version…); 404 by default; throws while the fake apiserver is down. */
+  rawHandler: RawHandler;
+  rawCalls: string[];
+  close(): void;
+}
+
+/** A KubeAccess over an in-memory apiserver, for unit tests of probes. */
+export function fakeKubeAccess(clock: Clock, o: { log?: Logger; watch?: Partial<WatchOptions>; context?: string } = {}): FakeKubeAccess {
+  const apiserver = new FakeApiServer(clock);
+  const watches = new WatchHub(apiserver, clock, o.log ?? silentLogger, { random: () => 0.5, ...o.watch });
+  const config = new KubeConfig();
+  config.loadFromOptions({
+    clusters: [{ name: 'fake', server: 'https://fake.invalid:6443', skipTLSVerify: true }],
+    users: [{ name: 'fake' }],
+    contexts: [{ name: o.context ?? 'fake', cluster: 'fake', user: 'fake' }],
+    currentContext: o.context ?? 'fake',
+  });
+  const access: FakeKubeAccess = {
+    contextName: o.context ?? 'fake',
+    server: 'https://fake.invalid:6443',
+    config,
+    apiserver,
+    watches,
+    rawCalls: [],
+    rawHandler: (path) => (path === '/version' ? { status: 200, body: '{"gitVersion":"v1.20.2"}' } : { status: 404, body: 'not found' }),
+    async raw(path) {
+      access.rawCalls.push(path);
+      if (apiserver.mode !== 'up') throw new Error('connect ECONNREFUSED');
+      return access.rawHandler(path);
+    },
+    async json<T>(path: string): Promise<T> {
+      const r = await access.raw(path);
+      if (r.status < 200 || r.status > 299) throw new ApiStatusError(r.status, r.body);
+      return JSON.parse(r.body) as T;
+    },
+    async listNodes() {
+      const ac = new AbortController();
+      const page = await apiserver.list({ path: paths.nodes, limit: 0, signal: ac.signal });
+      return page.items.map((n) => ({ name: n.metadata?.name ?? '', labels: (n.metadata?.labels ?? {}) as Record<string, string> }));
+    },
+    canI: async () => true,
+    close: () => watches.close(),
+  };
+  return access;
+}
