@@ -1,3 +1,4 @@
+import type { ActionCtx } from '../contract/context.js';
 import { z } from 'zod';
 import { KrError, quote } from '../core/errors.js';
 import { IO_KEYS, readLimitsScript, writeLimitsScript, type IoKey, type IoLimits, type IoTarget } from './parts/cgroup-io.js';
@@ -134,7 +135,7 @@ export default defineAction({
 
 const revertScript = (s: State) => writeLimitsScript('revert', s, s.previous, true);
 
-async function inspect(ctx: Parameters<typeof targetNode>[0], dataDir: string | undefined) {
+async function inspect(ctx: ActionCtx, dataDir: string | undefined) {
   const node = targetNode(ctx, 'throttle-etcd-disk');
   const etcd = serviceTarget(ctx.inventory, node, 'etcd');
   const p = await runOnNode(ctx, node.name, serviceManager(etcd).pid(etcd), {

@@ -2,8 +2,7 @@ import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { z } from 'zod';
 import { EXIT, KrError } from '../core/errors.js';
-import { actionIds, loadAction } from '../actions/index.js';
-import { loadProbe, probeIds } from '../probes/index.js';
+import { defaultRegistry as registry } from '../engine/registry.js';
 import { out } from './output.js';
 import type { Register } from './types.js';
 
@@ -52,12 +51,12 @@ const HEADER = (what: string) =>
 export async function renderActions(): Promise<string> {
   const parts = [`${HEADER('action')}# Actions\n\nEvery action is applied per target node (or once for the cluster), journaled before it is applied, armed with a node-side dead-man, and reverted on rollback, by \`kube-runbook recover\`, or by the node itself after \`spec.safety.faultTtl\` without the executor's keepalive.\n`];
   parts.push(`| action | kind | targets | summary |\n|---|---|---|---|`);
-  for (const id of actionIds()) {
-    const a = (await loadAction(id))!;
+  for (const id of registry.ids('action')) {
+    const a = (await registry.action(id));
     parts.push(`| [\`${id}\`](#${id}) | ${a.meta.kind} | ${a.meta.targets} | ${cell(a.meta.summary)} |`);
   }
-  for (const id of actionIds()) {
-    const m = (await loadAction(id))!.meta;
+  for (const id of registry.ids('action')) {
+    const m = (await registry.action(id)).meta;
     const nodes: [string, string, string, string][] =
       m.targets === 'nodes'
         ? [['`nodes`', 'node selector', `default \`${JSON.stringify(m.defaultNodes ?? 'all')}\``, 'which nodes: all, workers, control-plane, or {role, names, zone, selector, count, percent}']]
@@ -75,9 +74,9 @@ export async function renderActions(): Promise<string> {
 export async function renderProbes(): Promise<string> {
   const parts = [`${HEADER('probe')}# Probes\n\nProbes only read. Each reading is \`ok\`, \`violated\` or \`unknown\`; a probe never says \`ok\` from stale data. Use them as \`guards\`, in \`expect\` steps and in \`rollback.waitFor\`.\n`];
   parts.push(`| probe | summary |\n|---|---|`);
-  for (const id of probeIds()) parts.push(`| [\`${id}\`](#${id}) | ${cell((await loadProbe(id))!.meta.summary)} |`);
-  for (const id of probeIds()) {
-    const m = (await loadProbe(id))!.meta;
+  for (const id of registry.ids('probe')) parts.push(`| [\`${id}\`](#${id}) | ${cell((await registry.probe(id)).meta.summary)} |`);
+  for (const id of registry.ids('probe')) {
+    const m = (await registry.probe(id)).meta;
     parts.push(`\n## ${id}\n\n${m.summary}\n\n${m.description}\n\n### Parameters (\`with:\`)\n\n${paramsTable(m.params)}`);
   }
   return `${parts.join('\n')}`;

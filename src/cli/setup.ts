@@ -76,7 +76,7 @@ export interface Prepared {
 
 /** Loads and checks everything a plan needs; the cluster is optional (`plan` must work without it). */
 export async function prepare(runbookFile: string, o: ClusterOptions, clock: Clock, log: Logger): Promise<Prepared> {
-  const [loaded, inv] = await Promise.all([loadRunbook(runbookFile), inventoryFrom(o)]);
+  const [loaded, inv] = await Promise.all([loadRunbook(runbookFile, defaultRegistry), inventoryFrom(o)]);
   let kube: KubeAccess | undefined;
   let kubeError: KrError | undefined;
   try {

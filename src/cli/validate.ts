@@ -5,6 +5,7 @@ import { EXIT, isKrError, messageOf, quote } from '../core/errors.js';
 import { redactText } from '../core/logger.js';
 import { checkInventory } from '../inventory/load.js';
 import { didYouMean } from '../document/did-you-mean.js';
+import { defaultRegistry } from '../engine/registry.js';
 import { checkRunbook } from '../runbook/load.js';
 import { formatProblem, type Problem, sortProblems } from '../document/problems.js';
 import { readDocumentFile } from '../document/read-file.js';
@@ -41,7 +42,7 @@ export async function validateFile(file: string): Promise<FileResult> {
   if (!source) return failed(null, sortProblems(problems));
   const kind = (source.value as { kind?: unknown }).kind;
   if (kind === 'Runbook') {
-    const c = await checkRunbook(content, file);
+    const c = await checkRunbook(content, file, defaultRegistry);
     if (!c.ok) return failed(kind, c.problems);
     const spec = c.value.runbook.spec;
     const summary = `Runbook ${c.value.runbook.metadata.name}, ${plural(spec.steps.length, 'step')}, ${plural(spec.guards.length, 'guard')}`;

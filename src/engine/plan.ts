@@ -6,7 +6,7 @@ import type { Probe } from '../contract/probe.js';
 import { formatDuration } from '../core/duration.js';
 import type { Runbook, Step } from '../runbook/schema.js';
 import type { NodeSelector } from '../runbook/selectors.js';
-import type { Registry } from './registry.js';
+import type { Registry } from '../contract/registry.js';
 import { selectNodes } from './select.js';
 
 export interface PlannedAction {

@@ -6,7 +6,7 @@ import type { FaultRef, RunEventSink } from './events.js';
 import { type AppliedFault, FaultLedger } from './faults.js';
 import { Journal, type JournalView, outstanding } from './journal.js';
 import { waitForReading } from './probe-stream.js';
-import type { Registry } from './registry.js';
+import type { Registry } from '../contract/registry.js';
 
 export interface RecoverResult {
   runId: string;

@@ -8,7 +8,8 @@ import { KrError, messageOf, quote } from '../core/errors.js';
 import { httpSource } from './http-source.js';
 import { KubeHttp } from './http.js';
 import type { AccessCheck, KubeAccess, NodeSummary, RawResponse } from './types.js';
-import { WatchHub, type WatchOptions } from './watch.js';
+import { WatchHub } from './watch.js';
+import type { WatchOptions } from './watch-types.js';
 
 export interface KubeAccessOptions {
   /** A kubeconfig file; KUBECONFIG, ~/.kube/config or the in-cluster service account when absent. */

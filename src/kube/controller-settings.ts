@@ -1,6 +1,9 @@
-import type { Ctx } from '../contract/context.js';
 import { messageOf } from '../core/errors.js';
-import type { ControllerSettings } from '../inventory/schema.js';
+import type { Clock } from '../core/clock.js';
+import type { Logger } from '../core/logger.js';
+import type { ControllerSettings, Inventory } from '../inventory/schema.js';
+import type { NodeAccess } from '../nodes/types.js';
+import type { KubeAccess } from './types.js';
 import { shq } from '../core/shell.js';
 import { parseDuration } from '../core/duration.js';
 import type { LifecycleSettings } from './forecast.js';
@@ -110,7 +113,14 @@ export function settingsFromConfigz(body: unknown): Partial<LifecycleSettings> {
   return out;
 }
 
-type SettingsCtx = Pick<Ctx, 'inventory' | 'nodes' | 'clock' | 'log'> & { readonly kube: Ctx['kube'] };
+/** What resolving the settings reads: the inventory, the cluster, and the control-plane nodes. */
+export interface SettingsCtx {
+  inventory: Inventory;
+  nodes: NodeAccess;
+  clock: Clock;
+  log: Logger;
+  readonly kube: KubeAccess;
+}
 
 async function fromConfigz(ctx: SettingsCtx, notes: string[]): Promise<Partial<LifecycleSettings>> {
   const cps = ctx.inventory.spec.nodes.filter((n) => n.roles.includes('control-plane'));

@@ -1,4 +1,6 @@
-import type { Ctx } from '../contract/context.js';
+import type { Clock } from '../core/clock.js';
+import type { Inventory } from '../inventory/schema.js';
+import type { NodeAccess } from '../nodes/types.js';
 import { messageOf } from '../core/errors.js';
 import { shq } from '../core/shell.js';
 import { httpGet } from './http-get.js';
@@ -33,7 +35,7 @@ export interface EtcdAccess {
 export class EtcdUnreachable extends Error {}
 
 /** Where etcd is: the URL given, else the layout's usual one, through the first etcd (or control-plane) node. */
-export function etcdTarget(ctx: Pick<Ctx, 'inventory'>, o: Omit<EtcdAccess, 'timeout'>): EtcdTarget {
+export function etcdTarget(ctx: { inventory: Inventory }, o: Omit<EtcdAccess, 'timeout'>): EtcdTarget {
   const layout = ctx.inventory.spec.layout;
   const url = (o.url ?? (layout === 'lab' ? 'http://127.0.0.1:2379' : 'http://127.0.0.1:2381')).replace(/\/$/, '');
   if (o.direct) return { url };
@@ -44,7 +46,7 @@ export function etcdTarget(ctx: Pick<Ctx, 'inventory'>, o: Omit<EtcdAccess, 'tim
 
 const METRICS = "'^(etcd_disk_(wal_fsync|backend_commit)_duration_seconds_bucket|etcd_server_has_leader)'";
 
-export async function scrapeEtcd(ctx: Pick<Ctx, 'nodes' | 'clock' | 'signal'>, where: EtcdTarget, params: EtcdAccess): Promise<EtcdScrape> {
+export async function scrapeEtcd(ctx: { nodes: NodeAccess; clock: Clock; signal: AbortSignal }, where: EtcdTarget, params: EtcdAccess): Promise<EtcdScrape> {
   if (!where.node) {
     const get = async (path: string) => {
       try {

@@ -15,7 +15,7 @@ export function parseLabelSelector(selector: string): LabelMatcher {
     if (!p) continue;
     let m = /^(\S+)\s+(in|notin)\s+\(([^)]*)\)$/.exec(p);
     if (m) {
-      const [, key, op, list] = m as unknown as [string, string, string, string];
+      const [, key = '', op, list = ''] = m;
       const values = new Set(list.split(',').map((v) => v.trim()));
       checkKey(key, selector);
       terms.push(op === 'in' ? (l) => key in l && values.has(l[key]!) : (l) => !(key in l && values.has(l[key]!)));
@@ -23,7 +23,7 @@ export function parseLabelSelector(selector: string): LabelMatcher {
     }
     m = /^([^=!\s]+)\s*(==|=|!=)\s*([^=!\s]*)$/.exec(p);
     if (m) {
-      const [, key, op, value] = m as unknown as [string, string, string, string];
+      const [, key = '', op, value = ''] = m;
       checkKey(key, selector);
       terms.push(op === '!=' ? (l) => l[key] !== value : (l) => l[key] === value);
       continue;

@@ -2,7 +2,10 @@ import { messageOf } from '../core/errors.js';
 import { formatDuration } from '../core/duration.js';
 import { Backoff } from './backoff.js';
 import { compareResourceVersions, isGone, objectKey, statusError, type WatchEvent } from './source.js';
-import type { Change, Freshness, WatchHub, WatchSpec, WatchState, WatchStats } from './watch.js';
+import type { Clock } from '../core/clock.js';
+import type { Logger } from '../core/logger.js';
+import type { ListWatchSource } from './source.js';
+import type { Change, Freshness, WatchOptions, WatchSpec, WatchState, WatchStats } from './watch-types.js';
 
 /**
  * One shared watch of one resource, as client-go's reflector does it: list, then watch from the list's
@@ -13,6 +16,25 @@ class StaleListError extends Error {}
 
 export const INACTIVE = 'inactive';
 export const UNREACHABLE = 'unreachable';
+
+/** Whether the apiserver answers, shared by every watch of a run: each contact is reported, each watch reads it. */
+export interface Liveness {
+  readonly lastContactAt: number | undefined;
+  /** Why the apiserver is believed unreachable, or '' when it answers. */
+  readonly unreachable: string;
+  /** Something came from the apiserver. */
+  contact(): void;
+}
+
+/** What one reflector is handed, as client-go's reflector gets a ListerWatcher, a store, a clock and a backoff. */
+export interface ReflectorDeps<T> {
+  spec: WatchSpec<T>;
+  source: ListWatchSource;
+  clock: Clock;
+  log: Logger;
+  options: WatchOptions;
+  liveness: Liveness;
+}
 
 export class SharedWatch<T> {
   readonly store = new Map<string, T>();
@@ -39,11 +61,16 @@ export class SharedWatch<T> {
   private lastFresh = false;
   private readonly backoff: Backoff;
 
-  constructor(
-    readonly spec: WatchSpec<T>,
-    private readonly hub: WatchHub,
-  ) {
-    this.backoff = new Backoff(hub.options.backoff);
+  readonly spec: WatchSpec<T>;
+  private readonly d: Omit<ReflectorDeps<T>, 'spec' | 'liveness'>;
+  private readonly live: Liveness;
+
+  constructor(deps: ReflectorDeps<T>) {
+    const { spec, liveness, ...rest } = deps;
+    this.spec = spec;
+    this.d = rest;
+    this.live = liveness;
+    this.backoff = new Backoff(deps.options.backoff);
     void this.loop();
   }
 
@@ -53,15 +80,15 @@ export class SharedWatch<T> {
   }
 
   freshness(): Freshness {
-    const now = this.hub.clock.now();
-    const base = { synced: this.synced, state: this.state, lastContactAt: this.hub.lastContactAt };
+    const now = this.d.clock.now();
+    const base = { synced: this.synced, state: this.state, lastContactAt: this.live.lastContactAt };
     if (this.state === 'stopped') return { ...base, fresh: false, reason: 'watch stopped' };
     if (!this.synced)
       return { ...base, fresh: false, reason: this.lastError ? `not synced: ${this.lastError}` : `listing ${this.spec.path}` };
     if (this.state === 'failing') return { ...base, fresh: false, reason: `apiserver unreachable: ${this.lastError}` };
-    if (this.hub.unreachable) return { ...base, fresh: false, reason: `apiserver unreachable: ${this.hub.unreachable}` };
-    const silence = this.hub.lastContactAt === undefined ? Infinity : now - this.hub.lastContactAt;
-    if (silence > this.hub.options.staleAfterMs)
+    if (this.live.unreachable) return { ...base, fresh: false, reason: `apiserver unreachable: ${this.live.unreachable}` };
+    const silence = this.live.lastContactAt === undefined ? Infinity : now - this.live.lastContactAt;
+    if (silence > this.d.options.staleAfterMs)
       return { ...base, fresh: false, reason: `nothing from the apiserver for ${formatDuration(silence)}` };
     return { ...base, fresh: true, reason: this.state };
   }
@@ -96,7 +123,7 @@ export class SharedWatch<T> {
       try {
         fn(c);
       } catch (e) {
-        this.hub.log.warn(`watch ${this.spec.key}: a subscriber failed: ${messageOf(e)}`);
+        this.d.log.warn(`watch ${this.spec.key}: a subscriber failed: ${messageOf(e)}`);
       }
     }
   }
@@ -124,13 +151,13 @@ export class SharedWatch<T> {
         if (isGone(e)) {
           this.stats.gone++;
           needList = true;
-          this.hub.log.debug(`watch ${this.spec.key}: resourceVersion ${this.resourceVersion} expired (410 Gone), relisting`);
+          this.d.log.debug(`watch ${this.spec.key}: resourceVersion ${this.resourceVersion} expired (410 Gone), relisting`);
           if (++goneInARow <= 2) continue;
         }
         if (e instanceof StaleListError) this.stats.staleListsRefused++;
         this.stats.failures++;
         this.setState('failing', messageOf(e));
-        this.hub.log.debug(`watch ${this.spec.key}: ${messageOf(e)}`);
+        this.d.log.debug(`watch ${this.spec.key}: ${messageOf(e)}`);
         await this.pause(this.backoff.next());
       }
     }
@@ -140,7 +167,7 @@ export class SharedWatch<T> {
     this.wake = new AbortController();
     const signal = AbortSignal.any([this.stop.signal, this.wake.signal]);
     try {
-      await this.hub.clock.sleep(ms, signal);
+      await this.d.clock.sleep(ms, signal);
     } catch {
       // woken early or stopped
     } finally {
@@ -154,8 +181,8 @@ export class SharedWatch<T> {
     let listRv: string | undefined;
     this.stats.lists++;
     do {
-      const page = await this.hub.source.list({ ...this.selection(), limit: this.hub.options.pageSize, continue: cont, signal: this.stop.signal });
-      this.hub.contact();
+      const page = await this.d.source.list({ ...this.selection(), limit: this.d.options.pageSize, continue: cont, signal: this.stop.signal });
+      this.live.contact();
       listRv ??= page.resourceVersion;
       for (const item of page.items) fresh.set(objectKey(item), this.spec.slim(item));
       cont = page.continue || undefined;
@@ -188,9 +215,9 @@ export class SharedWatch<T> {
 
   private armWatchdog(ac: AbortController): void {
     this.cancelWatchdog?.();
-    this.cancelWatchdog = this.hub.clock.setTimer(this.hub.options.inactivityMs, () => {
+    this.cancelWatchdog = this.d.clock.setTimer(this.d.options.inactivityMs, () => {
       this.stats.inactivityRestarts++;
-      this.hub.log.debug(`watch ${this.spec.key}: silent for ${formatDuration(this.hub.options.inactivityMs)}, restarting it`);
+      this.d.log.debug(`watch ${this.spec.key}: silent for ${formatDuration(this.d.options.inactivityMs)}, restarting it`);
       ac.abort(INACTIVE);
     });
   }
@@ -199,23 +226,23 @@ export class SharedWatch<T> {
     const ac = new AbortController();
     this.current = ac;
     const signal = AbortSignal.any([this.stop.signal, ac.signal]);
-    const { minTimeoutSeconds, random } = this.hub.options;
-    const opened = this.hub.clock.now();
+    const { minTimeoutSeconds, random } = this.d.options;
+    const opened = this.d.clock.now();
     try {
       this.stats.watches++;
-      const stream = await this.hub.source.watch({
+      const stream = await this.d.source.watch({
         ...this.selection(),
         resourceVersion: this.resourceVersion ?? '',
         timeoutSeconds: Math.floor(minTimeoutSeconds * (1 + random())),
         allowWatchBookmarks: true,
         signal,
       });
-      this.hub.contact();
+      this.live.contact();
       this.setState('watching');
       this.armWatchdog(ac);
       for await (const ev of stream) {
         if (signal.aborted) break;
-        this.hub.contact();
+        this.live.contact();
         this.armWatchdog(ac);
         this.apply(ev);
       }
@@ -225,8 +252,8 @@ export class SharedWatch<T> {
       this.cancelWatchdog?.();
       this.current = undefined;
     }
-    if (ac.signal.reason === UNREACHABLE) throw new Error(this.hub.unreachable || 'apiserver unreachable');
-    this.backoff.healthyFor(this.hub.clock.now() - opened);
+    if (ac.signal.reason === UNREACHABLE) throw new Error(this.live.unreachable || 'apiserver unreachable');
+    this.backoff.healthyFor(this.d.clock.now() - opened);
     if (!this.stop.signal.aborted) this.setState('reconnecting');
   }
 
@@ -239,7 +266,7 @@ export class SharedWatch<T> {
       if (order !== undefined && (order < 0 || (order === 0 && ev.type !== 'BOOKMARK'))) {
         // A replay from the past (incident 2): applying it would resurrect or delete objects wrongly.
         this.stats.replaysDropped++;
-        this.hub.log.warn(`watch ${this.spec.key}: dropped a ${ev.type} at resourceVersion ${rv}, older than ${this.resourceVersion}`);
+        this.d.log.warn(`watch ${this.spec.key}: dropped a ${ev.type} at resourceVersion ${rv}, older than ${this.resourceVersion}`);
         return;
       }
     }

@@ -1,5 +1,5 @@
 import type { RawObject } from './source.js';
-import type { WatchSpec } from './watch.js';
+import type { WatchSpec } from './watch-types.js';
 
 /**
  * The resources probes watch and the few fields kept of each (memory stays bounded at thousands of nodes and

@@ -4,7 +4,8 @@ import { FakeClock } from '../testing/fake-clock.js';
 import { Backoff } from './backoff.js';
 import { FakeApiServer, type ScriptStep, ScriptedSource } from '../testing/fake-source.js';
 import type { RawObject, WatchEvent } from './source.js';
-import { type Change, WatchHub, type WatchOptions, type WatchSpec } from './watch.js';
+import { WatchHub } from './watch.js';
+import type { Change, WatchOptions, WatchSpec } from './watch-types.js';
 
 const PATH = '/api/v1/namespaces/default/endpoints';
 

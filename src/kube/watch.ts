@@ -2,9 +2,9 @@ import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/logger.js';
 import { messageOf } from '../core/errors.js';
 import { formatDuration } from '../core/duration.js';
-import { type BackoffOptions, defaultBackoff } from './backoff.js';
-import { SharedWatch, UNREACHABLE } from './reflector.js';
-import type { ListWatchSource, RawObject, Selection } from './source.js';
+import { type Liveness, SharedWatch, UNREACHABLE } from './reflector.js';
+import type { ListWatchSource } from './source.js';
+import { type Change, defaultWatchOptions, type Freshness, type WatchOptions, type WatchSpec, type WatchStats } from './watch-types.js';
 
 /**
  * The one list+watch helper (DESIGN §4.3). Each resource is listed once and then watched, shared by every probe
@@ -13,41 +13,6 @@ import type { ListWatchSource, RawObject, Selection } from './source.js';
  * a list or an event older than what was already seen is refused (incident 2). Freshness is explicit so that
  * probes read `unknown`, never `ok`, when the apiserver is unreachable or silent past its bound.
  */
-
-export interface WatchSpec<T> extends Selection {
-  /** Probes asking for the same key share one watch. */
-  key: string;
-  /** Keeps only what probes need of each object. */
-  slim(object: RawObject): T;
-}
-
-export type Change<T> =
-  | { type: 'added' | 'modified' | 'deleted'; key: string; object: T; previous?: T; relist: boolean }
-  | { type: 'synced' }
-  | { type: 'freshness'; fresh: boolean; reason: string };
-
-export type WatchState = 'listing' | 'watching' | 'reconnecting' | 'failing' | 'stopped';
-
-export interface Freshness {
-  fresh: boolean;
-  synced: boolean;
-  state: WatchState;
-  /** Why it is not fresh, or what it is doing. */
-  reason: string;
-  /** Last time anything came from the apiserver (clock ms). */
-  lastContactAt?: number;
-}
-
-export interface WatchStats {
-  lists: number;
-  watches: number;
-  events: number;
-  gone: number;
-  failures: number;
-  inactivityRestarts: number;
-  replaysDropped: number;
-  staleListsRefused: number;
-}
 
 export interface WatchHandle<T> {
   readonly key: string;
@@ -62,37 +27,12 @@ export interface WatchHandle<T> {
   release(): void;
 }
 
-export interface WatchOptions {
-  pageSize: number;
-  /** The watch request's timeoutSeconds is drawn in [min, 2·min). */
-  minTimeoutSeconds: number;
-  backoff: BackoffOptions;
-  /** A watch stream without any event (bookmarks included) for this long is restarted. */
-  inactivityMs: number;
-  /** When nothing came from the apiserver for this long, it is pinged. */
-  pingAfterMs: number;
-  pingTimeoutMs: number;
-  /** Data older than this (no contact with the apiserver) is stale: probes read unknown. */
-  staleAfterMs: number;
-  random: () => number;
-}
-
-export const defaultWatchOptions: WatchOptions = {
-  pageSize: 500,
-  minTimeoutSeconds: 300,
-  backoff: defaultBackoff,
-  inactivityMs: 90_000,
-  pingAfterMs: 2_000,
-  pingTimeoutMs: 2_000,
-  staleAfterMs: 5_000,
-  random: Math.random,
-};
 
 /**
  * Every watch of one run, by key, sharing one liveness check of the apiserver. Created once per run by
  * createKubeAccess (ctx.kube.watches).
  */
-export class WatchHub {
+export class WatchHub implements Liveness {
   readonly options: WatchOptions;
   lastContactAt: number | undefined;
   /** Why the apiserver is believed unreachable, or '' when it answers. */
@@ -114,7 +54,7 @@ export class WatchHub {
   watch<T>(spec: WatchSpec<T>): WatchHandle<T> {
     let w = this.watches.get(spec.key) as SharedWatch<T> | undefined;
     if (!w) {
-      w = new SharedWatch<T>(spec, this);
+      w = new SharedWatch<T>({ spec, source: this.source, clock: this.clock, log: this.log, options: this.options, liveness: this });
       this.watches.set(spec.key, w as SharedWatch<unknown>);
       this.scheduleTick();
     }

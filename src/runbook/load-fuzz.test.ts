@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
+import { defaultRegistry } from '../engine/registry.js';
 import { checkRunbook } from './load.js';
 
 /** A small seeded generator, so a failure can be replayed. */
@@ -43,7 +44,7 @@ describe('checkRunbook on damaged runbooks', () => {
     for (let i = 0; i < 400; i++) {
       const text = mutate(original, random);
       const lines = text.split('\n').length;
-      const checked = await checkRunbook(text, 'fuzz.yaml').catch((e: unknown) => expect.fail(`case ${i} threw ${String(e)}:\n${text}`));
+      const checked = await checkRunbook(text, 'fuzz.yaml', defaultRegistry).catch((e: unknown) => expect.fail(`case ${i} threw ${String(e)}:\n${text}`));
       if (checked.ok) continue;
       invalid++;
       expect(checked.problems.length).toBeGreaterThan(0);

@@ -3,9 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { actionIds } from '../actions/index.js';
+import { defaultRegistry } from '../engine/registry.js';
 import { KrError } from '../core/errors.js';
-import { probeIds } from '../probes/index.js';
 import { loadRunbook, parseRunbookText } from './load.js';
 
 const fixtures = fileURLToPath(new URL('../../test/fixtures/', import.meta.url));
@@ -24,7 +23,7 @@ async function failure(p: Promise<unknown>): Promise<KrError> {
 /** Problems as the CLI prints them, without the file prefix. */
 async function problems(name: string): Promise<string[]> {
   const file = invalid(name);
-  const e = await failure(loadRunbook(file));
+  const e = await failure(loadRunbook(file, defaultRegistry));
   expect(e.code).toBe('RUNBOOK_INVALID');
   expect(e.exit).toBe(2);
   expect(e.message).toBe(`${file}: ${e.details.length} ${e.details.length === 1 ? 'problem' : 'problems'}`);
@@ -51,9 +50,9 @@ describe('loadRunbook reports every problem as LINE:COL: PATH: message (got VALU
   });
 
   it('unknown action and probe ids, with the known ones', async () => {
-    const actions = actionIds().join(', ');
+    const actions = defaultRegistry.ids('action').join(', ');
     expect(await problems('unknown-action.yaml')).toEqual([
-      `7:14: spec.guards[0].probe: unknown probe "comand" (did you mean "command"? known: ${probeIds().join(', ')})`,
+      `7:14: spec.guards[0].probe: unknown probe "comand" (did you mean "command"? known: ${defaultRegistry.ids('probe').join(', ')})`,
       `10:15: spec.steps[0].action: unknown action "run-comand" (did you mean "run-command"? known: ${actions})`,
       `12:15: spec.steps[1].action: unknown action "make-coffee" (known: ${actions})`,
     ]);
@@ -161,13 +160,13 @@ describe('loadRunbook reports every problem as LINE:COL: PATH: message (got VALU
   });
 
   it('an Inventory given as a runbook', async () => {
-    const e = await failure(parseRunbookText('apiVersion: kube-runbook/v1\nkind: Inventory\nmetadata: {name: x}\nspec: {}\n', 'inv.yaml'));
+    const e = await failure(parseRunbookText('apiVersion: kube-runbook/v1\nkind: Inventory\nmetadata: {name: x}\nspec: {}\n', 'inv.yaml', defaultRegistry));
     expect(e.details).toContain('inv.yaml:2:7: kind: expected "Runbook" (got "Inventory")');
   });
 
   it('quotes long values shortened', async () => {
     const long = 'x'.repeat(500);
-    const e = await failure(parseRunbookText(`apiVersion: kube-runbook/v1\nkind: Runbook\nmetadata: {name: a}\nspec:\n  steps: [{wait: ${long}}]\n`, 'long.yaml'));
+    const e = await failure(parseRunbookText(`apiVersion: kube-runbook/v1\nkind: Runbook\nmetadata: {name: a}\nspec:\n  steps: [{wait: ${long}}]\n`, 'long.yaml', defaultRegistry));
     expect(e.details).toHaveLength(1);
     expect(e.details[0]!.length).toBeLessThan(200);
     expect(e.details[0]).toMatch(/^long\.yaml:5:18: spec\.steps\[0\]\.wait: expected a duration .*\(got "x+…\)$/);
@@ -179,14 +178,14 @@ describe('files that cannot be read', () => {
   afterAll(async () => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
 
   it('a missing file', async () => {
-    const e = await failure(loadRunbook(invalid('no-such-file.yaml')));
+    const e = await failure(loadRunbook(invalid('no-such-file.yaml'), defaultRegistry));
     expect(e.code).toBe('FILE_UNREADABLE');
     expect(e.exit).toBe(2);
     expect(e.message).toBe(`cannot read ${invalid('no-such-file.yaml')}: no such file`);
   });
 
   it('a directory', async () => {
-    const e = await failure(loadRunbook(fixtures));
+    const e = await failure(loadRunbook(fixtures, defaultRegistry));
     expect(e.code).toBe('FILE_UNREADABLE');
     expect(e.message).toBe(`cannot read ${fixtures}: it is a directory`);
   });
@@ -196,7 +195,7 @@ describe('files that cannot be read', () => {
     dirs.push(dir);
     const file = join(dir, 'huge.yaml');
     await writeFile(file, `# ${'x'.repeat(5 * 1024 * 1024)}\n`);
-    const e = await failure(loadRunbook(file));
+    const e = await failure(loadRunbook(file, defaultRegistry));
     expect(e.code).toBe('FILE_UNREADABLE');
     expect(e.message).toMatch(/too large/);
   });
@@ -204,7 +203,7 @@ describe('files that cannot be read', () => {
 
 describe('valid runbooks', () => {
   it('with: replaced by the module output, defaults applied; nodes a parsed selector', async () => {
-    const { runbook, file } = await loadRunbook(valid('full.yaml'));
+    const { runbook, file } = await loadRunbook(valid('full.yaml'), defaultRegistry);
     expect(file).toBe(valid('full.yaml'));
     const [steady, fault, seen, revert, wait, confirm, confirmLong, parallel] = runbook.spec.steps;
     expect(steady).toEqual({ name: 'steady state', expect: { probe: 'command', with: { run: 'true', interval: 5000, timeout: 10_000 }, status: 'ok' }, within: 60_000 });
@@ -241,12 +240,13 @@ describe('valid runbooks', () => {
     const { runbook } = await parseRunbookText(
       'apiVersion: kube-runbook/v1\nkind: Runbook\nmetadata: {name: a}\nspec:\n  steps: [{action: run-command, with: {apply: x, revert: y}}]\n',
       'a.yaml',
+      defaultRegistry,
     );
     expect(runbook.spec.steps[0]).toMatchObject({ with: { nodes: 'all', apply: 'x', revert: 'y' } });
   });
 
   it('minimal: defaults of the runbook itself', async () => {
-    const { runbook } = await loadRunbook(valid('minimal.yaml'));
+    const { runbook } = await loadRunbook(valid('minimal.yaml'), defaultRegistry);
     expect(runbook.spec).toEqual({
       safety: { allowContexts: [], maxDuration: 1_800_000, faultTtl: 600_000 },
       guards: [],
@@ -257,14 +257,14 @@ describe('valid runbooks', () => {
   });
 
   it('JSON is YAML too; tabs inside a block scalar are text, not indentation', async () => {
-    expect((await loadRunbook(valid('json-style.yaml'))).runbook.spec.steps[0]).toMatchObject({ with: { nodes: { count: 1 } } });
-    const script = (await loadRunbook(valid('tabs-in-script.yaml'))).runbook.spec.steps[0];
+    expect((await loadRunbook(valid('json-style.yaml'), defaultRegistry)).runbook.spec.steps[0]).toMatchObject({ with: { nodes: { count: 1 } } });
+    const script = (await loadRunbook(valid('tabs-in-script.yaml'), defaultRegistry)).runbook.spec.steps[0];
     expect(script).toMatchObject({ with: { apply: 'if true; then\n\techo tab-indented shell is fine inside a block scalar\nfi\n' } });
   });
 
   it('where() gives FILE:LINE:COL of a path, for later messages', async () => {
     const file = valid('full.yaml');
-    const { where } = await loadRunbook(file);
+    const { where } = await loadRunbook(file, defaultRegistry);
     expect(where(['spec', 'steps', 1])).toBe(`${file}:25:7`);
     expect(where(['spec', 'steps', 1, 'with', 'timeout'])).toBe(`${file}:32:18`);
     expect(where(['spec', 'guards', 0, 'with', 'run'])).toBe(`${file}:13:19`);
@@ -276,7 +276,7 @@ describe('valid runbooks', () => {
 describe('YAML syntax errors', () => {
   it('reports the first few and counts the rest, which mostly follow from them', async () => {
     const broken = Array.from({ length: 9 }, (_, i) => `key${i}: "a\n  - b: c\n`).join('');
-    const e = await failure(parseRunbookText(`apiVersion: kube-runbook/v1\n${broken}`, 'b.yaml'));
+    const e = await failure(parseRunbookText(`apiVersion: kube-runbook/v1\n${broken}`, 'b.yaml', defaultRegistry));
     expect(e.details.length).toBeLessThanOrEqual(6);
     expect(e.details.at(-1)).toMatch(/^b\.yaml:\d+:\d+: \d+ more YAML syntax errors from here on, likely caused by the ones above$/);
   });

@@ -1,5 +1,6 @@
 import { didYouMean } from '../document/did-you-mean.js';
 import { readDocumentFile } from '../document/read-file.js';
+import type { ModuleCatalog } from './catalog.js';
 import { applyParams, checkParams } from './params.js';
 import { type Checked, type DocPath, invalidFileError, type Problem, sortProblems } from '../document/problems.js';
 import { Runbook } from './schema.js';
@@ -17,13 +18,13 @@ export interface LoadedRunbook {
 
 export const RUNBOOK_EXPECTED: Expected = { what: 'a Runbook', keys: ['apiVersion', 'kind', 'metadata', 'spec'] };
 
-/** Every problem of a runbook at once, or the loaded runbook. */
-export async function checkRunbook(content: string | Uint8Array, file: string): Promise<Checked<LoadedRunbook>> {
+/** Every problem of a runbook at once, or the loaded runbook; each `with:` is checked against its module in `catalog`. */
+export async function checkRunbook(content: string | Uint8Array, file: string, catalog: ModuleCatalog): Promise<Checked<LoadedRunbook>> {
   const { source, problems } = parseYamlSource(content, file, RUNBOOK_EXPECTED);
   if (!source) return { ok: false, problems: sortProblems(problems) };
   const parsed = await Runbook.safeParseAsync(source.value);
   if (!parsed.success) problems.push(...zodProblems(Runbook, source.value, parsed.error.issues, [], source));
-  const params = await checkParams(source, problems);
+  const params = await checkParams(source, problems, catalog);
   problems.push(...params.problems, ...meaningProblems(source));
   if (!parsed.success || problems.length > 0) return { ok: false, problems: sortProblems(problems) };
   applyParams(parsed.data, params.outputs);
@@ -74,15 +75,15 @@ function revertProblems(source: YamlSource, spec: RawSpec): Problem[] {
 }
 
 /** Parses and checks a runbook given as text; KrError RUNBOOK_INVALID (exit 2) with every problem otherwise. */
-export async function parseRunbookText(text: string, file: string): Promise<LoadedRunbook> {
-  const checked = await checkRunbook(text, file);
+export async function parseRunbookText(text: string, file: string, catalog: ModuleCatalog): Promise<LoadedRunbook> {
+  const checked = await checkRunbook(text, file, catalog);
   if (!checked.ok) throw invalidFileError('RUNBOOK_INVALID', file, checked.problems);
   return checked.value;
 }
 
 /** Reads, parses and checks a runbook file (see parseRunbookText); KrError FILE_UNREADABLE when it cannot be read. */
-export async function loadRunbook(file: string): Promise<LoadedRunbook> {
-  const checked = await checkRunbook(await readDocumentFile(file), file);
+export async function loadRunbook(file: string, catalog: ModuleCatalog): Promise<LoadedRunbook> {
+  const checked = await checkRunbook(await readDocumentFile(file), file, catalog);
   if (!checked.ok) throw invalidFileError('RUNBOOK_INVALID', file, checked.problems);
   return checked.value;
 }

@@ -1,7 +1,5 @@
-import type { z } from 'zod';
-import { actionIds, loadAction } from '../actions/index.js';
 import { messageOf } from '../core/errors.js';
-import { loadProbe, probeIds } from '../probes/index.js';
+import type { ModuleCatalog, ModuleKind, ParamsMeta } from './catalog.js';
 import { didYouMean } from '../document/did-you-mean.js';
 import { type DocPath, type Problem, pathText } from '../document/problems.js';
 import { NodeSelector } from './selectors.js';
@@ -11,7 +9,7 @@ import { zodProblems } from '../document/zod-problems.js';
 /** A mapping in a runbook that names an action or a probe and gives it `with:` parameters. */
 export interface ParamSite {
   path: DocPath;
-  kind: 'action' | 'probe';
+  kind: ModuleKind;
 }
 
 type Obj = Record<string, unknown>;
@@ -54,7 +52,7 @@ export interface ParamsChecked {
  * (the module's defaultNodes, else `all`, when absent) and the module schema checks the rest.
  * Sites whose id already has a problem are left alone.
  */
-export async function checkParams(source: YamlSource, known: readonly Problem[]): Promise<ParamsChecked> {
+export async function checkParams(source: YamlSource, known: readonly Problem[], catalog: ModuleCatalog): Promise<ParamsChecked> {
   const problems: Problem[] = [];
   const outputs = new Map<string, unknown>();
   const flagged = new Set(known.map((p) => p.path));
@@ -63,17 +61,17 @@ export async function checkParams(source: YamlSource, known: readonly Problem[])
     const id = obj[site.kind];
     const idPath = [...site.path, site.kind];
     if (typeof id !== 'string' || flagged.has(pathText(idPath))) continue;
-    const ids = site.kind === 'action' ? actionIds() : probeIds();
+    const ids = catalog.ids(site.kind);
     if (!ids.includes(id)) {
       const h = didYouMean(id, ids);
       problems.push(source.problem(idPath, `unknown ${site.kind} ${JSON.stringify(id)} (${h ? `${h} ` : ''}known: ${ids.join(', ')})`));
       continue;
     }
-    let meta: { params: z.ZodType; targets?: 'nodes' | 'cluster'; defaultNodes?: unknown };
+    let meta: ParamsMeta;
     try {
-      const mod = site.kind === 'action' ? await loadAction(id) : await loadProbe(id);
-      if (!mod) continue;
-      meta = mod.meta;
+      const found = await catalog.meta(site.kind, id);
+      if (!found) continue;
+      meta = found;
     } catch (e) {
       problems.push(source.problem(idPath, `${site.kind} ${JSON.stringify(id)} could not be loaded: ${messageOf(e)}`));
       continue;

@@ -162,7 +162,7 @@ export function checkMeta(action: Action): void {
 /** Registers the tests of one action, in the spirit of eslint's RuleTester. */
 export function actionTester<S extends RevertState>(action: Action<z.ZodType, S>, options: ActionTesterOptions<S>): void {
   describe(`action ${action.meta.id}`, () => {
-    it('has the metadata its docs are generated from', () => checkMeta(action as unknown as Action));
+    it('has the metadata its docs are generated from', () => checkMeta(action));
 
     for (const c of options.valid)
       it(`valid: ${c.name}`, async () => {

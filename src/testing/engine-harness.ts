@@ -8,7 +8,7 @@ import type { RunEvent } from '../engine/events.js';
 import type { Journal } from '../engine/journal.js';
 import { memoryLogger } from '../core/logger.js';
 import { buildPlan } from '../engine/plan.js';
-import { registryOf } from '../engine/registry.js';
+import { registryOf } from '../contract/registry.js';
 import { startRun, type RunHandle } from '../engine/run.js';
 import { FakeClock } from './fake-clock.js';
 import { fakeKube } from './fake-kube.js';

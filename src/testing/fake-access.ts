@@ -5,7 +5,8 @@ import { FakeApiServer } from './fake-source.js';
 import { paths } from '../kube/resources.js';
 import { ApiStatusError } from '../kube/source.js';
 import type { KubeAccess, RawResponse } from '../kube/types.js';
-import { WatchHub, type WatchOptions } from '../kube/watch.js';
+import { WatchHub } from '../kube/watch.js';
+import type { WatchOptions } from '../kube/watch-types.js';
 
 export type RawHandler = (path: string) => RawResponse | Promise<RawResponse>;
 

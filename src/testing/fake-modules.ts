@@ -39,7 +39,7 @@ export function recordingAction(
       if (o.failRevert && o.failRevert === state.node) throw new Error(`revert failed on ${String(state.node)}`);
     },
     nodeSideRevert: (state) => (o.nodeSide === false ? undefined : `echo revert ${String(state.node)}`),
-  }) as unknown as Action;
+  });
 }
 
 /** A probe the test drives: every `push` is one reading to every running instance. */
@@ -80,7 +80,7 @@ export class ScriptedProbe {
           listeners.delete(listener);
         }
       },
-    }) as unknown as Probe;
+    });
   }
 
   push(status: Reading['status'], detail: string = status, at = 0): void {

@@ -6,7 +6,7 @@ import { type FakeKubeAccess, fakeKubeAccess } from './fake-access.js';
 import type { FakeApiServer } from './fake-source.js';
 import { NODE_LEASE_NAMESPACE, paths } from '../kube/resources.js';
 import type { RawObject } from '../kube/source.js';
-import type { WatchOptions } from '../kube/watch.js';
+import type { WatchOptions } from '../kube/watch-types.js';
 import type { Probe, Reading } from '../contract/probe.js';
 import { FakeClock } from './fake-clock.js';
 import { FakeNodes } from './fake-nodes.js';

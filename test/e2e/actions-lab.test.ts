@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadAction } from '../../src/actions/index.js';
+import { defaultRegistry } from '../../src/engine/registry.js';
 import type { Action, RevertState } from '../../src/contract/action.js';
 import { realClock } from '../../src/core/clock.js';
 import type { ActionCtx } from '../../src/contract/context.js';
@@ -47,7 +47,7 @@ const sleep = (ms: number) => realClock.sleep(ms);
 
 /** preflight, prepare, apply on one node; returns the state and the action. */
 async function applyOn(id: string, node: string, params: Record<string, unknown> = {}) {
-  const action = (await loadAction(id)) as Action;
+  const action = await defaultRegistry.action(id);
   const p = action.meta.params.parse(params);
   const actx = { ...ctx, node: ctx.nodes.get(node) };
   await action.preflight?.(actx, p);

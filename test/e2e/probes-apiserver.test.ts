@@ -10,7 +10,7 @@ import { loadInventory } from '../../src/inventory/load.js';
 import { createKubeAccess } from '../../src/kube/client.js';
 import { ensureLabBinaries, labDown, labUp } from '../../src/lab/index.js';
 import { createNodeAccess } from '../../src/nodes/access.js';
-import { loadProbe } from '../../src/probes/index.js';
+import { defaultRegistry } from '../../src/engine/registry.js';
 import type { Reading } from '../../src/contract/probe.js';
 
 /**
@@ -74,7 +74,7 @@ describe('cluster probes when the apiserver stops and starts', () => {
     const pumps: Promise<void>[] = [];
     // one after the other: concurrent first imports of modules that share dependencies can deadlock the test runner
     for (const [id, params] of PROBES) {
-      const probe = (await loadProbe(id))!;
+      const probe = await defaultRegistry.probe(id);
       const list: Reading[] = [];
       readings.set(id, list);
       pumps.push(

@@ -6,23 +6,11 @@ import { nextRenewDelay, retryDelay, statusDue } from './timing.js';
 import { statusOf, type KubeletCalls } from './api.js';
 import { conditionsChanged, leaseObject, nodeObject, nodeStatus } from './objects.js';
 import { PodWorker } from './pods.js';
+import type { NodeSimDeps } from './deps.js';
 import type { NodeLite, PodLite, SimNodeConfig, WatchEventType } from './types.js';
 
-export interface NodeSimDeps {
-  api: KubeletCalls;
-  clock: Clock;
-  log: Logger;
-  runtime: RuntimeStore;
-  random: () => number;
-  /** Called after each successful lease renewal. */
-  onRenewed?: (atMs: number) => void;
-  /** Called when the apiserver answers again after failures (the caller relists pods). */
-  onReconnect?: () => void;
-  /** The Node as a shared watch sees it (fleet mode); when absent the simulator GETs its Node. */
-  cachedNode?: () => NodeLite | undefined;
-  /** Delay before the first renewal (fleet mode spreads nodes over the interval). */
-  firstRenewDelayMs?: number;
-}
+export type { NodeSimDeps } from './deps.js';
+
 
 /**
  * One simulated kubelet: registers its Node, renews its Lease, posts NodeStatus on change and periodically,

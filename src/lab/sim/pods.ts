@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { messageOf } from '../../core/errors.js';
 import type { SimContainer } from './runtime.js';
 import { retryDelay } from './timing.js';
-import type { NodeSimDeps } from './node-sim.js';
+import type { NodeSimDeps } from './deps.js';
 import { freePodIp, podStatusCurrent, podStatusPatch, wholeTime } from './objects.js';
 import { decidePod, orphanedPods, REASON_DELETED, REASON_GONE } from './reconcile.js';
 import type { PodLite, SimNodeConfig, WatchEventType } from './types.js';

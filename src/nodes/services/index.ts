@@ -1,13 +1,19 @@
-import type { ActionCtx } from '../../contract/context.js';
 import { KrError, quote } from '../../core/errors.js';
 import type { Inventory, InventoryNode } from '../../inventory/schema.js';
-import type { ExecResult } from '../types.js';
+import type { ExecResult, NodeAccess } from '../types.js';
 import { processManager } from './process.js';
 import { staticPod } from './static-pod.js';
 import { systemd } from './systemd.js';
 import type { ServiceManager, ServiceName, ServiceTarget, StaticPodTarget } from './types.js';
 
 export type { ServiceManager, ServiceName, ServiceTarget } from './types.js';
+
+/** What a node script needs of an action's context. */
+export interface OnNodeCtx {
+  nodes: NodeAccess;
+  signal: AbortSignal;
+  node?: InventoryNode;
+}
 
 export const MANIFESTS_DIR = '/etc/kubernetes/manifests';
 /** Where kubeadm manifests are parked while their component is stopped: outside the directory the kubelet reads. */
@@ -82,7 +88,7 @@ export function describeTarget(t: ServiceTarget): string {
 
 /** Runs a node script for an action; a non-zero exit becomes KrError(code) with the script's own words. */
 export async function runOnNode(
-  ctx: ActionCtx,
+  ctx: OnNodeCtx,
   node: string,
   text: string,
   what: { code: string; message: string; timeoutMs: number; okCodes?: number[] },
@@ -96,7 +102,7 @@ export async function runOnNode(
 }
 
 /** The node an action runs on; node-targeted actions always get one from the engine. */
-export function targetNode(ctx: ActionCtx, actionId: string): InventoryNode {
+export function targetNode(ctx: OnNodeCtx, actionId: string): InventoryNode {
   if (!ctx.node) throw new KrError('NO_TARGET_NODE', `${actionId} runs on nodes, and none was given`);
   return ctx.node;
 }

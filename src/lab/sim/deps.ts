@@ -1,0 +1,22 @@
+import type { Clock } from '../../core/clock.js';
+import type { Logger } from '../../core/logger.js';
+import type { KubeletCalls } from './api.js';
+import type { RuntimeStore } from './runtime.js';
+import type { NodeLite } from './types.js';
+
+/** What one simulated kubelet is given: the apiserver calls, a clock, a log, its runtime store. */
+export interface NodeSimDeps {
+  api: KubeletCalls;
+  clock: Clock;
+  log: Logger;
+  runtime: RuntimeStore;
+  random: () => number;
+  /** Called after each successful lease renewal. */
+  onRenewed?: (atMs: number) => void;
+  /** Called when the apiserver answers again after failures (the caller relists pods). */
+  onReconnect?: () => void;
+  /** The Node as a shared watch sees it (fleet mode); when absent the simulator GETs its Node. */
+  cachedNode?: () => NodeLite | undefined;
+  /** Delay before the first renewal (fleet mode spreads nodes over the interval). */
+  firstRenewDelayMs?: number;
+}
