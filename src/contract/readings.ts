@@ -2,6 +2,7 @@ import type { Ctx } from './context.js';
 import { KrError, messageOf } from '../core/errors.js';
 import type { Reading, ReadingStatus } from './probe.js';
 import type { WatchHandle, WatchHub } from '../kube/watch.js';
+import type { WatchSpec } from '../kube/watch-types.js';
 
 /** What the reading loop needs of a watch: its freshness, a wake-up on change, and letting go. */
 export type Watched = Pick<WatchHandle<unknown>, 'key' | 'freshness' | 'release'> & { subscribe(fn: () => void): () => void };
@@ -41,6 +42,42 @@ export async function* cannotSee(ctx: Ctx, e: unknown): AsyncGenerator<Reading> 
     if (ctx.signal.aborted) return resolve();
     ctx.signal.addEventListener('abort', () => resolve(), { once: true });
   });
+}
+
+/** The watches a probe reads, by the names it gives them. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each spec keeps its own object type
+type Specs = Record<string, WatchSpec<any>>;
+export type Handles<S extends Specs> = { [K in keyof S]: S[K] extends WatchSpec<infer T> ? WatchHandle<T> : never };
+
+/**
+ * Opens the shared watches a probe reads (`specs` by name, or a function that works them out first) and yields
+ * what `body` yields over them, releasing them when the probe stops. A probe that cannot watch (no hub, a spec
+ * that cannot be worked out) reads unknown and stays so: it cannot see, it does not end.
+ */
+export async function* watching<S extends Specs>(
+  ctx: Ctx,
+  specs: S | (() => Promise<S>),
+  body: (handles: Handles<S>, watches: Watched[]) => AsyncIterable<Reading>,
+): AsyncGenerator<Reading> {
+  const opened: WatchHandle<unknown>[] = [];
+  const handles: Record<string, WatchHandle<unknown>> = {};
+  try {
+    const hub = hubOf(ctx);
+    for (const [name, spec] of Object.entries(typeof specs === 'function' ? await specs() : specs)) {
+      const h = hub.watch(spec);
+      opened.push(h);
+      handles[name] = h;
+    }
+  } catch (e) {
+    for (const h of opened) h.release();
+    yield* cannotSee(ctx, e);
+    return;
+  }
+  try {
+    yield* body(handles as Handles<S>, opened);
+  } finally {
+    for (const h of opened) h.release();
+  }
 }
 
 /**

@@ -7,7 +7,7 @@ import { formatDuration } from '../core/duration.js';
 import type { Runbook, Step } from '../runbook/schema.js';
 import type { NodeSelector } from '../runbook/selectors.js';
 import type { Registry } from '../contract/registry.js';
-import { selectNodes } from './select.js';
+import { selectNodes } from '../kube/node-selection.js';
 
 export interface PlannedAction {
   kind: 'action';

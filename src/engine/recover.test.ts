@@ -10,7 +10,7 @@ import { silentLogger } from '../core/logger.js';
 import { recoverRun } from './recover.js';
 import { defaultRegistry } from './registry.js';
 import { createNodeAccess } from '../nodes/access.js';
-import { fakeKube } from '../testing/fake-kube.js';
+import { fakeKubeAccess } from '../testing/fake-access.js';
 
 // The child imports the built engine (dist/): `npm test` builds first.
 const dir = mkdtempSync(join(tmpdir(), 'kr-recover-'));
@@ -60,7 +60,7 @@ describe('recover in a fresh process', () => {
         signal: new AbortController().signal,
         dryRun: false,
         inventory,
-        kube: fakeKube(),
+        kube: fakeKubeAccess(realClock),
         nodes: createNodeAccess(inventory),
       },
       registry: defaultRegistry,

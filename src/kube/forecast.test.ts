@@ -47,7 +47,7 @@ describe('eviction forecast', () => {
   });
 
   it('a silent node: NotReady at last heartbeat + grace, taint one monitor period later, eviction after the toleration', () => {
-    // The lab run of DESIGN §3: renewal 00:28:04 → NotReady/taint 00:28:13–14 → pods Terminating 00:28:34 (toleration 20 s).
+    // A lab run of the real 1.20 controller: renewal 00:28:04 → NotReady/taint 00:28:13–14 → pods Terminating 00:28:34 (toleration 20 s).
     const f = forecast({
       now: NOW,
       settings: lab,

@@ -2,7 +2,7 @@ import type { SlimTaint, SlimToleration } from './resources.js';
 import { NOT_READY, UNREACHABLE, tolerationMs } from './tolerations.js';
 
 /**
- * The eviction forecast (DESIGN §4.4): a pure model of the node lifecycle controller and the taint manager of
+ * The eviction forecast: a pure model of the node lifecycle controller and the taint manager of
  * kube-controller-manager (pkg/controller/nodelifecycle). From heartbeats, Ready conditions, taints, pods'
  * tolerations, zones and the controller's settings it predicts, per node, when it goes NotReady and gets the
  * NoExecute taint, and per pod the earliest time it can be evicted. Wherever the real controller's timing is

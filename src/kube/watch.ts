@@ -7,7 +7,7 @@ import type { ListWatchSource } from './source.js';
 import { type Change, defaultWatchOptions, type Freshness, type WatchOptions, type WatchSpec, type WatchStats } from './watch-types.js';
 
 /**
- * The one list+watch helper (DESIGN §4.3). Each resource is listed once and then watched, shared by every probe
+ * The one list+watch helper. Each resource is listed once and then watched, shared by every probe
  * that asks for it. Bookmarks are requested, `timeoutSeconds` is jittered, a 410 Gone relists, failures back off
  * (0.8 s → 30 s), a silent stream is restarted by a watchdog, and the resourceVersion only ever moves forward:
  * a list or an event older than what was already seen is refused (incident 2). Freshness is explicit so that

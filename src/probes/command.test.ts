@@ -3,7 +3,7 @@ import { Inventory } from '../inventory/schema.js';
 import type { Ctx } from '../contract/context.js';
 import { silentLogger } from '../core/logger.js';
 import { FakeClock } from '../testing/fake-clock.js';
-import { fakeKube } from '../testing/fake-kube.js';
+import { fakeKubeAccess } from '../testing/fake-access.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
 import { testInventory } from '../testing/engine-harness.js';
 import type { Reading } from '../contract/probe.js';
@@ -14,7 +14,7 @@ function setup(handler: ConstructorParameters<typeof FakeNodes>[1]) {
   const inventory = Inventory.parse(testInventory());
   const nodes = new FakeNodes(inventory.spec.nodes, handler);
   const abort = new AbortController();
-  const ctx: Ctx = { runId: 't', clock, log: silentLogger, signal: abort.signal, dryRun: false, inventory, kube: fakeKube(), nodes };
+  const ctx: Ctx = { runId: 't', clock, log: silentLogger, signal: abort.signal, dryRun: false, inventory, kube: fakeKubeAccess(clock), nodes };
   return { clock, nodes, abort, ctx };
 }
 

@@ -1,7 +1,6 @@
 import { z } from 'zod';
-import { cannotSee, hubOf, reactive } from '../contract/readings.js';
-import { type SlimLease, watchSpecs } from '../kube/resources.js';
-import type { WatchHandle } from '../kube/watch.js';
+import { reactive, watching } from '../contract/readings.js';
+import { watchSpecs } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
 import { defineProbe } from '../contract/probe.js';
 
@@ -43,47 +42,43 @@ export default defineProbe({
   },
   start(ctx, params) {
     const [ns, name] = params.lease.split('/') as [string, string];
-    let lease: WatchHandle<SlimLease>;
-    try {
-      lease = hubOf(ctx).watch(watchSpecs.lease(ns, name));
-    } catch (e) {
-      return cannotSee(ctx, e);
-    }
-    let renewals = 0;
-    let transitions = 0;
-    let synced = lease.freshness().synced;
-    lease.subscribe((c) => {
-      if (c.type === 'synced') synced = true;
-      if (!synced || (c.type !== 'modified' && c.type !== 'added')) return;
-      if (c.object.renewTime !== c.previous?.renewTime) renewals++;
-      if (c.previous && c.object.holder !== c.previous.holder) transitions++;
-    });
-    return reactive(ctx, {
-      watches: [lease],
-      judge(now) {
-        const l = lease.store.get(`${ns}/${name}`);
-        if (!l)
+    return watching(ctx, { lease: watchSpecs.lease(ns, name) }, ({ lease }, watches) => {
+      let renewals = 0;
+      let transitions = 0;
+      let synced = lease.freshness().synced;
+      lease.subscribe((c) => {
+        if (c.type === 'synced') synced = true;
+        if (!synced || (c.type !== 'modified' && c.type !== 'added')) return;
+        if (c.object.renewTime !== c.previous?.renewTime) renewals++;
+        if (c.previous && c.object.holder !== c.previous.holder) transitions++;
+      });
+      return reactive(ctx, {
+        watches,
+        judge(now) {
+          const l = lease.store.get(`${ns}/${name}`);
+          if (!l)
+            return {
+              status: 'violated',
+              value: { holder: null, renewAgeMs: null, leaseDurationSeconds: null, renewals, transitions } satisfies LeaderValue,
+              detail: `no Lease ${params.lease}: no controller-manager has led`,
+            };
+          const age = l.renewTime === undefined ? null : now - l.renewTime;
+          const limit = (l.durationSeconds ?? 15) * 1000;
+          const expired = age === null || age > limit || !l.holder;
+          const flapping = params.maxTransitions !== undefined && transitions > params.maxTransitions;
+          const value: LeaderValue = { holder: l.holder ?? null, renewAgeMs: age, leaseDurationSeconds: l.durationSeconds ?? null, renewals, transitions };
+          const who = l.holder ?? 'nobody';
+          const detail = expired
+            ? `no leader: ${who} last renewed ${age === null ? 'never' : `${formatDuration(age)} ago`} (lease ${formatDuration(limit)})`
+            : `${who} leads${transitions ? `, ${transitions} leader change${transitions === 1 ? '' : 's'}` : ''}${flapping ? ` (more than ${params.maxTransitions})` : ''}`;
           return {
-            status: 'violated',
-            value: { holder: null, renewAgeMs: null, leaseDurationSeconds: null, renewals, transitions } satisfies LeaderValue,
-            detail: `no Lease ${params.lease}: no controller-manager has led`,
+            status: expired || flapping ? 'violated' : 'ok',
+            value,
+            detail,
+            recheckAt: !expired && l.renewTime !== undefined ? l.renewTime + limit + 1 : undefined,
           };
-        const age = l.renewTime === undefined ? null : now - l.renewTime;
-        const limit = (l.durationSeconds ?? 15) * 1000;
-        const expired = age === null || age > limit || !l.holder;
-        const flapping = params.maxTransitions !== undefined && transitions > params.maxTransitions;
-        const value: LeaderValue = { holder: l.holder ?? null, renewAgeMs: age, leaseDurationSeconds: l.durationSeconds ?? null, renewals, transitions };
-        const who = l.holder ?? 'nobody';
-        const detail = expired
-          ? `no leader: ${who} last renewed ${age === null ? 'never' : `${formatDuration(age)} ago`} (lease ${formatDuration(limit)})`
-          : `${who} leads${transitions ? `, ${transitions} leader change${transitions === 1 ? '' : 's'}` : ''}${flapping ? ` (more than ${params.maxTransitions})` : ''}`;
-        return {
-          status: expired || flapping ? 'violated' : 'ok',
-          value,
-          detail,
-          recheckAt: !expired && l.renewTime !== undefined ? l.renewTime + limit + 1 : undefined,
-        };
-      },
+        },
+      });
     });
   },
 });

@@ -1,8 +1,7 @@
 import { z } from 'zod';
 import type { Ctx } from '../contract/context.js';
-import { cannotSee, hubOf, reactive } from '../contract/readings.js';
-import { type SlimEndpoints, type SlimPod, type SlimService, watchSpecs } from '../kube/resources.js';
-import type { WatchHandle } from '../kube/watch.js';
+import { reactive, watching } from '../contract/readings.js';
+import { type SlimPod, type SlimService, watchSpecs } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
 import { duration } from '../core/zod-helpers.js';
 import { defineProbe } from '../contract/probe.js';
@@ -54,119 +53,113 @@ export default defineProbe({
       'incidents were seen. Services without a selector are left out. Unknown while the apiserver cannot be watched.',
     params: Params,
   },
-  async *start(ctx, params) {
-    let services: WatchHandle<SlimService>;
-    let endpoints: WatchHandle<SlimEndpoints>;
-    let pods: WatchHandle<SlimPod>;
-    try {
-      const hub = hubOf(ctx);
-      const spec = params.kind === 'endpoints' ? watchSpecs.endpoints() : watchSpecs.endpointSlices(await slicesVersion(ctx));
-      services = hub.watch(watchSpecs.services());
-      endpoints = hub.watch(spec);
-      pods = hub.watch(watchSpecs.pods());
-    } catch (e) {
-      yield* cannotSee(ctx, e);
-      return;
-    }
-    const inScope = (ns: string) => !params.namespaces || params.namespaces.includes(ns);
-    // Ready endpoints per Service (Endpoints: one object; slices: the sum of its slices).
-    const readyOf = new Map<string, number>();
-    const recount = (svc: string) => {
-      if (params.kind === 'endpoints') {
-        const e = endpoints.store.get(svc);
-        return { n: e?.ready ?? 0, any: e !== undefined };
-      }
-      let n = 0;
-      let any = false;
-      for (const e of endpoints.store.values())
-        if (`${e.namespace}/${e.service}` === svc) {
-          any = true;
-          n += e.ready;
-        }
-      return { n, any };
-    };
-    const countAll = () => {
-      for (const e of endpoints.store.values()) readyOf.set(`${e.namespace}/${e.service}`, recount(`${e.namespace}/${e.service}`).n);
-    };
-    let synced = endpoints.freshness().synced;
-    if (synced) countAll();
-    const candidates = new Map<string, Candidate>();
-    endpoints.subscribe((c) => {
-      if (c.type === 'synced') {
-        synced = true;
-        countAll();
-        return;
-      }
-      if (c.type === 'freshness') return;
-      const svc = `${c.object.namespace}/${c.object.service}`;
-      const before = readyOf.get(svc) ?? 0;
-      const now = recount(svc);
-      if (now.any) readyOf.set(svc, now.n);
-      else readyOf.delete(svc);
-      if (!synced || !inScope(c.object.namespace) || !services.store.has(svc)) return;
-      if (!now.any && c.type === 'deleted') candidates.set(svc, { at: ctx.clock.now(), what: 'deleted' });
-      else if (before > 0 && now.n === 0) candidates.set(svc, { at: ctx.clock.now(), what: 'emptied' });
+  start(ctx, params) {
+    const specs = async () => ({
+      services: watchSpecs.services(),
+      endpoints: params.kind === 'endpoints' ? watchSpecs.endpoints() : watchSpecs.endpointSlices(await slicesVersion(ctx)),
+      pods: watchSpecs.pods(),
     });
-    const podsByNs = new Map<string, Map<string, SlimPod>>();
-    for (const p of pods.store.values()) podsByNs.set(p.namespace, (podsByNs.get(p.namespace) ?? new Map()).set(`${p.namespace}/${p.name}`, p));
-    pods.subscribe((c) => {
-      if (c.type !== 'added' && c.type !== 'modified' && c.type !== 'deleted') return;
-      const ns = podsByNs.get(c.object.namespace) ?? new Map<string, SlimPod>();
-      podsByNs.set(c.object.namespace, ns);
-      if (c.type === 'deleted') ns.delete(c.key);
-      else ns.set(c.key, c.object);
-    });
-    const readyPods = (s: SlimService) => {
-      let n = 0;
-      const sel = Object.entries(s.selector ?? {});
-      for (const p of podsByNs.get(s.namespace)?.values() ?? [])
-        if (p.ready && p.deletionTimestamp === undefined && sel.every(([k, v]) => p.labels[k] === v)) n++;
-      return n;
-    };
-    const incidents: EndpointsIncident[] = [];
-    const missingSince = new Map<string, number>();
-    yield* reactive(ctx, {
-      watches: [services, endpoints, pods],
-      judge(now) {
-        let recheckAt = Infinity;
-        for (const [svc, cand] of candidates) {
-          if (now < cand.at + params.settle) {
-            recheckAt = Math.min(recheckAt, cand.at + params.settle);
-            continue;
-          }
-          candidates.delete(svc);
-          const s = services.store.get(svc);
-          const ready = s?.selector ? readyPods(s) : 0;
-          if (s && ready > 0) incidents.push({ service: svc, at: cand.at, what: cand.what, readyPods: ready });
+    return watching(ctx, specs, async function* ({ services, endpoints, pods }, watches) {
+      const inScope = (ns: string) => !params.namespaces || params.namespaces.includes(ns);
+      // Ready endpoints per Service (Endpoints: one object; slices: the sum of its slices).
+      const readyOf = new Map<string, number>();
+      const recount = (svc: string) => {
+        if (params.kind === 'endpoints') {
+          const e = endpoints.store.get(svc);
+          return { n: e?.ready ?? 0, any: e !== undefined };
         }
-        const missing: { service: string; since: number; readyPods: number }[] = [];
-        for (const [key, s] of services.store) {
-          if (!s.selector || !inScope(s.namespace) || (readyOf.get(key) ?? 0) > 0) {
-            missingSince.delete(key);
-            continue;
+        let n = 0;
+        let any = false;
+        for (const e of endpoints.store.values())
+          if (`${e.namespace}/${e.service}` === svc) {
+            any = true;
+            n += e.ready;
           }
-          const ready = readyPods(s);
-          if (ready === 0) {
-            missingSince.delete(key);
-            continue;
-          }
-          const since = missingSince.get(key) ?? now;
-          missingSince.set(key, since);
-          if (now - since >= params.settle) missing.push({ service: key, since, readyPods: ready });
-          else recheckAt = Math.min(recheckAt, since + params.settle);
+        return { n, any };
+      };
+      const countAll = () => {
+        for (const e of endpoints.store.values()) readyOf.set(`${e.namespace}/${e.service}`, recount(`${e.namespace}/${e.service}`).n);
+      };
+      let synced = endpoints.freshness().synced;
+      if (synced) countAll();
+      const candidates = new Map<string, Candidate>();
+      endpoints.subscribe((c) => {
+        if (c.type === 'synced') {
+          synced = true;
+          countAll();
+          return;
         }
-        const parts: string[] = [];
-        if (incidents.length)
-          parts.push(`${incidents.length} incident${incidents.length === 1 ? '' : 's'}: ${incidents.slice(-3).map((i) => `${i.service} ${i.what} with ${i.readyPods} ready pods`).join(', ')}`);
-        if (missing.length) parts.push(`no ready endpoints: ${missing.slice(0, 3).map((m) => `${m.service} for ${formatDuration(now - m.since)}`).join(', ')}`);
-        return {
-          status: incidents.length > params.max || missing.length ? 'violated' : 'ok',
-          value: { incidents: incidents.slice(-50), missing },
-          detail: parts.length ? parts.join('; ') : `endpoints of ${services.store.size} Services stable`,
-          key: `${incidents.length}|${missing.map((m) => m.service).join(',')}|${services.store.size}`,
-          recheckAt,
-        };
-      },
+        if (c.type === 'freshness') return;
+        const svc = `${c.object.namespace}/${c.object.service}`;
+        const before = readyOf.get(svc) ?? 0;
+        const now = recount(svc);
+        if (now.any) readyOf.set(svc, now.n);
+        else readyOf.delete(svc);
+        if (!synced || !inScope(c.object.namespace) || !services.store.has(svc)) return;
+        if (!now.any && c.type === 'deleted') candidates.set(svc, { at: ctx.clock.now(), what: 'deleted' });
+        else if (before > 0 && now.n === 0) candidates.set(svc, { at: ctx.clock.now(), what: 'emptied' });
+      });
+      const podsByNs = new Map<string, Map<string, SlimPod>>();
+      for (const p of pods.store.values()) podsByNs.set(p.namespace, (podsByNs.get(p.namespace) ?? new Map()).set(`${p.namespace}/${p.name}`, p));
+      pods.subscribe((c) => {
+        if (c.type !== 'added' && c.type !== 'modified' && c.type !== 'deleted') return;
+        const ns = podsByNs.get(c.object.namespace) ?? new Map<string, SlimPod>();
+        podsByNs.set(c.object.namespace, ns);
+        if (c.type === 'deleted') ns.delete(c.key);
+        else ns.set(c.key, c.object);
+      });
+      const readyPods = (s: SlimService) => {
+        let n = 0;
+        const sel = Object.entries(s.selector ?? {});
+        for (const p of podsByNs.get(s.namespace)?.values() ?? [])
+          if (p.ready && p.deletionTimestamp === undefined && sel.every(([k, v]) => p.labels[k] === v)) n++;
+        return n;
+      };
+      const incidents: EndpointsIncident[] = [];
+      const missingSince = new Map<string, number>();
+      yield* reactive(ctx, {
+        watches,
+        judge(now) {
+          let recheckAt = Infinity;
+          for (const [svc, cand] of candidates) {
+            if (now < cand.at + params.settle) {
+              recheckAt = Math.min(recheckAt, cand.at + params.settle);
+              continue;
+            }
+            candidates.delete(svc);
+            const s = services.store.get(svc);
+            const ready = s?.selector ? readyPods(s) : 0;
+            if (s && ready > 0) incidents.push({ service: svc, at: cand.at, what: cand.what, readyPods: ready });
+          }
+          const missing: { service: string; since: number; readyPods: number }[] = [];
+          for (const [key, s] of services.store) {
+            if (!s.selector || !inScope(s.namespace) || (readyOf.get(key) ?? 0) > 0) {
+              missingSince.delete(key);
+              continue;
+            }
+            const ready = readyPods(s);
+            if (ready === 0) {
+              missingSince.delete(key);
+              continue;
+            }
+            const since = missingSince.get(key) ?? now;
+            missingSince.set(key, since);
+            if (now - since >= params.settle) missing.push({ service: key, since, readyPods: ready });
+            else recheckAt = Math.min(recheckAt, since + params.settle);
+          }
+          const parts: string[] = [];
+          if (incidents.length)
+            parts.push(`${incidents.length} incident${incidents.length === 1 ? '' : 's'}: ${incidents.slice(-3).map((i) => `${i.service} ${i.what} with ${i.readyPods} ready pods`).join(', ')}`);
+          if (missing.length) parts.push(`no ready endpoints: ${missing.slice(0, 3).map((m) => `${m.service} for ${formatDuration(now - m.since)}`).join(', ')}`);
+          return {
+            status: incidents.length > params.max || missing.length ? 'violated' : 'ok',
+            value: { incidents: incidents.slice(-50), missing },
+            detail: parts.length ? parts.join('; ') : `endpoints of ${services.store.size} Services stable`,
+            key: `${incidents.length}|${missing.map((m) => m.service).join(',')}|${services.store.size}`,
+            recheckAt,
+          };
+        },
+      });
     });
   },
 });

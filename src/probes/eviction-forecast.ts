@@ -1,11 +1,10 @@
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
 import { type ForecastNode, type ForecastPod, defaultSilentAfter, forecast } from '../kube/forecast.js';
-import { resolveNodeSelector } from '../kube/node-selector.js';
-import { cannotSee, hubOf, reactive } from '../contract/readings.js';
-import { type SlimLease, type SlimNode, type SlimPod, watchSpecs, zoneOf } from '../kube/resources.js';
+import { resolveNodeSelector } from '../kube/node-selection.js';
+import { cannotSee, reactive, watching } from '../contract/readings.js';
+import { type SlimPod, watchSpecs, zoneOf } from '../kube/resources.js';
 import { controllerTaint, trackTaintedSince } from '../kube/taint-since.js';
-import type { WatchHandle } from '../kube/watch.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { duration } from '../core/zod-helpers.js';
@@ -34,7 +33,7 @@ function isFailing(n: ForecastNode, now: number, silentAfter: number): boolean {
   return n.ready?.status !== 'True' || last === undefined || now - last > silentAfter || controllerTaint(n) !== undefined;
 }
 
-/** The live eviction forecast (DESIGN §4.4): when each failing node goes NotReady and its pods are evicted. */
+/** The live eviction forecast: when each failing node goes NotReady and its pods are evicted. */
 export default defineProbe({
   meta: {
     id: 'eviction-forecast',
@@ -52,114 +51,102 @@ export default defineProbe({
       'cannot be watched.',
     params: Params,
   },
-  async *start(ctx, params) {
-    let nodes: WatchHandle<SlimNode>;
-    let leases: WatchHandle<SlimLease>;
-    let pods: WatchHandle<SlimPod>;
-    let leader: WatchHandle<SlimLease>;
-    try {
-      const hub = hubOf(ctx);
-      nodes = hub.watch(watchSpecs.nodes());
-      leases = hub.watch(watchSpecs.nodeLeases());
-      pods = hub.watch(watchSpecs.pods());
-      const [ns, name] = params.controllerManagerLease.split('/') as [string, string];
-      leader = hub.watch(watchSpecs.lease(ns, name));
-    } catch (e) {
-      yield* cannotSee(ctx, e);
-      return;
-    }
-    const watches = [nodes, leases, pods, leader];
-    yield { status: 'unknown', at: ctx.clock.now(), value: null, detail: 'reading the controller settings' };
-    let resolved: ResolvedSettings;
-    try {
-      resolved = await resolveControllerSettings(ctx);
-    } catch (e) {
-      for (const w of watches) w.release();
-      yield* cannotSee(ctx, e);
-      return;
-    }
-    const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
-    const taintedSince = trackTaintedSince(nodes, ctx.clock);
-    // Pods by node, kept up to date from the pods watch.
-    const podsOn = new Map<string, Map<string, SlimPod>>();
-    const index = (key: string, p: SlimPod | undefined, before: SlimPod | undefined) => {
-      if (before?.nodeName) podsOn.get(before.nodeName)?.delete(key);
-      if (p?.nodeName) podsOn.set(p.nodeName, (podsOn.get(p.nodeName) ?? new Map<string, SlimPod>()).set(key, p));
-    };
-    for (const [key, p] of pods.store) index(key, p, undefined);
-    pods.subscribe((c) => {
-      if (c.type === 'added' || c.type === 'modified') index(c.key, c.object, c.previous);
-      else if (c.type === 'deleted') index(c.key, undefined, c.object);
-    });
-    yield* reactive(ctx, {
-      watches,
-      judge(now) {
-        const settings = { ...resolved.settings };
-        if (resolved.sources.leaseDurationMs === 'defaults') {
-          const seen = [...leases.store.values()].map((l) => l.durationSeconds).filter((d): d is number => d !== undefined).sort((a, b) => a - b);
-          if (seen.length) settings.leaseDurationMs = seen[Math.floor(seen.length / 2)]! * 1000;
-        }
-        const silentAfter = params.silentAfter ?? defaultSilentAfter(settings);
-        const fnodes: ForecastNode[] = [...nodes.store.values()].map((n) => ({
-          name: n.name,
-          zone: zoneOf(n.labels),
-          excluded: 'node.kubernetes.io/exclude-disruption' in n.labels,
-          created: n.created,
-          ready: n.ready,
-          leaseRenew: leases.store.get(`${LEASE_NS}/${n.name}`)?.renewTime,
-          taints: n.taints,
-          taintedSince: taintedSince(n.name),
-        }));
-        const selected = new Set(resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]));
-        // Only pods on failing nodes can be evicted: take them from the per-node index, not from every pod.
-        const fpods: ForecastPod[] = [];
-        for (const n of fnodes) {
-          if (!selected.has(n.name) || !isFailing(n, now, silentAfter)) continue;
-          for (const p of podsOn.get(n.name)?.values() ?? [])
-            if (p.deletionTimestamp === undefined && (!namespaces || namespaces.has(p.namespace)))
-              fpods.push({ key: `${p.namespace}/${p.name}`, node: n.name, tolerations: p.tolerations });
-        }
-        const lease = [...leader.store.values()][0];
-        const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
-        const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
-        const f = forecast({ now, settings, nodes: fnodes, pods: fpods, silentAfterMs: silentAfter, controllerRunning });
+  start(ctx, params) {
+    const [ns, name] = params.controllerManagerLease.split('/') as [string, string];
+    const specs = { nodes: watchSpecs.nodes(), leases: watchSpecs.nodeLeases(), pods: watchSpecs.pods(), leader: watchSpecs.lease(ns, name) };
+    return watching(ctx, specs, async function* ({ nodes, leases, pods, leader }, watches) {
+      yield { status: 'unknown', at: ctx.clock.now(), value: null, detail: 'reading the controller settings' };
+      let resolved: ResolvedSettings;
+      try {
+        resolved = await resolveControllerSettings(ctx);
+      } catch (e) {
+        for (const w of watches) w.release();
+        yield* cannotSee(ctx, e);
+        return;
+      }
+      const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
+      const taintedSince = trackTaintedSince(nodes, ctx.clock);
+      // Pods by node, kept up to date from the pods watch.
+      const podsOn = new Map<string, Map<string, SlimPod>>();
+      const index = (key: string, p: SlimPod | undefined, before: SlimPod | undefined) => {
+        if (before?.nodeName) podsOn.get(before.nodeName)?.delete(key);
+        if (p?.nodeName) podsOn.set(p.nodeName, (podsOn.get(p.nodeName) ?? new Map<string, SlimPod>()).set(key, p));
+      };
+      for (const [key, p] of pods.store) index(key, p, undefined);
+      pods.subscribe((c) => {
+        if (c.type === 'added' || c.type === 'modified') index(c.key, c.object, c.previous);
+        else if (c.type === 'deleted') index(c.key, undefined, c.object);
+      });
+      yield* reactive(ctx, {
+        watches,
+        judge(now) {
+          const settings = { ...resolved.settings };
+          if (resolved.sources.leaseDurationMs === 'defaults') {
+            const seen = [...leases.store.values()].map((l) => l.durationSeconds).filter((d): d is number => d !== undefined).sort((a, b) => a - b);
+            if (seen.length) settings.leaseDurationMs = seen[Math.floor(seen.length / 2)]! * 1000;
+          }
+          const silentAfter = params.silentAfter ?? defaultSilentAfter(settings);
+          const fnodes: ForecastNode[] = [...nodes.store.values()].map((n) => ({
+            name: n.name,
+            zone: zoneOf(n.labels),
+            excluded: 'node.kubernetes.io/exclude-disruption' in n.labels,
+            created: n.created,
+            ready: n.ready,
+            leaseRenew: leases.store.get(`${LEASE_NS}/${n.name}`)?.renewTime,
+            taints: n.taints,
+            taintedSince: taintedSince(n.name),
+          }));
+          const selected = new Set(resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]));
+          // Only pods on failing nodes can be evicted: take them from the per-node index, not from every pod.
+          const fpods: ForecastPod[] = [];
+          for (const n of fnodes) {
+            if (!selected.has(n.name) || !isFailing(n, now, silentAfter)) continue;
+            for (const p of podsOn.get(n.name)?.values() ?? [])
+              if (p.deletionTimestamp === undefined && (!namespaces || namespaces.has(p.namespace)))
+                fpods.push({ key: `${p.namespace}/${p.name}`, node: n.name, tolerations: p.tolerations });
+          }
+          const lease = [...leader.store.values()][0];
+          const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
+          const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
+          const f = forecast({ now, settings, nodes: fnodes, pods: fpods, silentAfterMs: silentAfter, controllerRunning });
 
-        const failing = f.nodes.filter((n) => n.silent || n.notReady || n.tainted);
-        const e = f.earliest;
-        const violated = e !== undefined && e.at - now <= params.margin;
-        let recheckAt = Infinity;
-        if (e && e.at - params.margin > now) recheckAt = e.at - params.margin;
-        for (const n of f.nodes) if (!n.silent && n.lastHeartbeat !== undefined) recheckAt = Math.min(recheckAt, n.lastHeartbeat + silentAfter + 1);
-        if (controllerRunning && leaseEnds !== undefined) recheckAt = Math.min(recheckAt, leaseEnds + 1);
-        if (f.keepsTaintsFrom !== undefined) recheckAt = Math.min(recheckAt, f.keepsTaintsFrom);
-        const nodesAtRisk = new Set(f.pods.filter((p) => p.evictAt !== undefined).map((p) => p.node)).size;
-        const silentNames = failing.map((n) => n.name).join(', ');
-        const detail = e
-          ? `first eviction ${e.at > now ? `in ${formatDuration(e.at - now)}` : 'due now'}: ${e.pod} on ${e.node} (${f.atRisk} pod${f.atRisk === 1 ? '' : 's'} at risk on ${nodesAtRisk} node${nodesAtRisk === 1 ? '' : 's'})`
-          : f.frozen
-            ? `no eviction: no kube-controller-manager holds ${params.controllerManagerLease}${failing.length ? `; failing: ${silentNames}` : ''}`
-            : failing.length
-              ? `no eviction predicted; failing: ${silentNames}${f.masterDisruptionAt !== undefined ? ' (all zones down: master disruption mode)' : ''}`
-              : `no eviction predicted: ${f.nodes.length} nodes heartbeating`;
-        return {
-          status: violated ? 'violated' : 'ok',
-          detail,
-          key: `${violated}|${e?.pod}|${f.atRisk}|${silentNames}|${f.frozen}|${f.masterDisruptionAt !== undefined}`,
-          recheckAt,
-          value: {
-            earliestEviction: e ? { ...e, inMs: e.at - now } : null,
-            atRisk: f.atRisk,
-            frozen: f.frozen,
-            masterDisruptionAt: f.masterDisruptionAt ?? null,
-            nodes: failing,
-            healthyNodes: f.nodes.length - failing.length,
-            pods: f.pods.filter((p) => p.evictAt !== undefined).slice(0, 20),
-            zones: f.zones,
-            settings: { ...settings, silentAfterMs: silentAfter },
-            sources: resolved.sources,
-          },
-        };
-      },
+          const failing = f.nodes.filter((n) => n.silent || n.notReady || n.tainted);
+          const e = f.earliest;
+          const violated = e !== undefined && e.at - now <= params.margin;
+          let recheckAt = Infinity;
+          if (e && e.at - params.margin > now) recheckAt = e.at - params.margin;
+          for (const n of f.nodes) if (!n.silent && n.lastHeartbeat !== undefined) recheckAt = Math.min(recheckAt, n.lastHeartbeat + silentAfter + 1);
+          if (controllerRunning && leaseEnds !== undefined) recheckAt = Math.min(recheckAt, leaseEnds + 1);
+          if (f.keepsTaintsFrom !== undefined) recheckAt = Math.min(recheckAt, f.keepsTaintsFrom);
+          const nodesAtRisk = new Set(f.pods.filter((p) => p.evictAt !== undefined).map((p) => p.node)).size;
+          const silentNames = failing.map((n) => n.name).join(', ');
+          const detail = e
+            ? `first eviction ${e.at > now ? `in ${formatDuration(e.at - now)}` : 'due now'}: ${e.pod} on ${e.node} (${f.atRisk} pod${f.atRisk === 1 ? '' : 's'} at risk on ${nodesAtRisk} node${nodesAtRisk === 1 ? '' : 's'})`
+            : f.frozen
+              ? `no eviction: no kube-controller-manager holds ${params.controllerManagerLease}${failing.length ? `; failing: ${silentNames}` : ''}`
+              : failing.length
+                ? `no eviction predicted; failing: ${silentNames}${f.masterDisruptionAt !== undefined ? ' (all zones down: master disruption mode)' : ''}`
+                : `no eviction predicted: ${f.nodes.length} nodes heartbeating`;
+          return {
+            status: violated ? 'violated' : 'ok',
+            detail,
+            key: `${violated}|${e?.pod}|${f.atRisk}|${silentNames}|${f.frozen}|${f.masterDisruptionAt !== undefined}`,
+            recheckAt,
+            value: {
+              earliestEviction: e ? { ...e, inMs: e.at - now } : null,
+              atRisk: f.atRisk,
+              frozen: f.frozen,
+              masterDisruptionAt: f.masterDisruptionAt ?? null,
+              nodes: failing,
+              healthyNodes: f.nodes.length - failing.length,
+              pods: f.pods.filter((p) => p.evictAt !== undefined).slice(0, 20),
+              zones: f.zones,
+              settings: { ...settings, silentAfterMs: silentAfter },
+              sources: resolved.sources,
+            },
+          };
+        },
+      });
     });
   },
 });

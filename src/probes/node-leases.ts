@@ -1,8 +1,7 @@
 import { z } from 'zod';
-import { resolveNodeSelector } from '../kube/node-selector.js';
-import { cannotSee, hubOf, reactive } from '../contract/readings.js';
-import { type SlimLease, type SlimNode, watchSpecs } from '../kube/resources.js';
-import type { WatchHandle } from '../kube/watch.js';
+import { resolveNodeSelector } from '../kube/node-selection.js';
+import { reactive, watching } from '../contract/readings.js';
+import { watchSpecs } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { duration } from '../core/zod-helpers.js';
@@ -35,50 +34,43 @@ export default defineProbe({
     params: Params,
   },
   start(ctx, params) {
-    let nodes: WatchHandle<SlimNode>;
-    let leases: WatchHandle<SlimLease>;
-    try {
-      const hub = hubOf(ctx);
-      nodes = hub.watch(watchSpecs.nodes());
-      leases = hub.watch(watchSpecs.nodeLeases());
-    } catch (e) {
-      return cannotSee(ctx, e);
-    }
-    return reactive(ctx, {
-      watches: [nodes, leases],
-      judge(now) {
-        const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
-        const ages: LeaseAge[] = [];
-        let recheckAt = Infinity;
-        for (const name of names) {
-          const lease = leases.store.get(`kube-node-lease/${name}`);
-          if (lease?.renewTime === undefined) {
-            ages.push({ name, ageMs: null, stale: true });
-            continue;
+    return watching(ctx, { nodes: watchSpecs.nodes(), leases: watchSpecs.nodeLeases() }, ({ nodes, leases }, watches) => {
+      return reactive(ctx, {
+        watches,
+        judge(now) {
+          const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
+          const ages: LeaseAge[] = [];
+          let recheckAt = Infinity;
+          for (const name of names) {
+            const lease = leases.store.get(`kube-node-lease/${name}`);
+            if (lease?.renewTime === undefined) {
+              ages.push({ name, ageMs: null, stale: true });
+              continue;
+            }
+            const limit = params.staleAfter ?? (lease.durationSeconds ?? 40) * 1000;
+            const age = now - lease.renewTime;
+            ages.push({ name, ageMs: age, stale: age > limit });
+            if (age <= limit) recheckAt = Math.min(recheckAt, lease.renewTime + limit + 1);
           }
-          const limit = params.staleAfter ?? (lease.durationSeconds ?? 40) * 1000;
-          const age = now - lease.renewTime;
-          ages.push({ name, ageMs: age, stale: age > limit });
-          if (age <= limit) recheckAt = Math.min(recheckAt, lease.renewTime + limit + 1);
-        }
-        const stale = ages.filter((a) => a.stale);
-        const oldest = Math.max(0, ...ages.map((a) => a.ageMs ?? 0));
-        const detail = !names.length
-          ? 'no node selected'
-          : stale.length
-            ? `${stale.length}/${names.length} leases stale: ${stale
-                .slice(0, 5)
-                .map((a) => (a.ageMs === null ? `${a.name} (no lease)` : `${a.name} ${formatDuration(a.ageMs)}`))
-                .join(', ')}${stale.length > 5 ? ', …' : ''}`
-            : `${names.length}/${names.length} leases fresh (oldest ${formatDuration(oldest)})`;
-        return {
-          status: stale.length || !names.length ? 'violated' : 'ok',
-          value: { nodes: ages, stale: stale.map((a) => a.name) },
-          detail,
-          key: `${stale.map((a) => a.name).join(',')}|${names.length}`,
-          recheckAt,
-        };
-      },
+          const stale = ages.filter((a) => a.stale);
+          const oldest = Math.max(0, ...ages.map((a) => a.ageMs ?? 0));
+          const detail = !names.length
+            ? 'no node selected'
+            : stale.length
+              ? `${stale.length}/${names.length} leases stale: ${stale
+                  .slice(0, 5)
+                  .map((a) => (a.ageMs === null ? `${a.name} (no lease)` : `${a.name} ${formatDuration(a.ageMs)}`))
+                  .join(', ')}${stale.length > 5 ? ', …' : ''}`
+              : `${names.length}/${names.length} leases fresh (oldest ${formatDuration(oldest)})`;
+          return {
+            status: stale.length || !names.length ? 'violated' : 'ok',
+            value: { nodes: ages, stale: stale.map((a) => a.name) },
+            detail,
+            key: `${stale.map((a) => a.name).join(',')}|${names.length}`,
+            recheckAt,
+          };
+        },
+      });
     });
   },
 });

@@ -1,8 +1,7 @@
 import { z } from 'zod';
-import { resolveNodeSelector } from '../kube/node-selector.js';
-import { cannotSee, hubOf, reactive } from '../contract/readings.js';
-import { type SlimNode, watchSpecs } from '../kube/resources.js';
-import type { WatchHandle } from '../kube/watch.js';
+import { resolveNodeSelector } from '../kube/node-selection.js';
+import { reactive, watching } from '../contract/readings.js';
+import { watchSpecs } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { duration } from '../core/zod-helpers.js';
@@ -42,43 +41,39 @@ export default defineProbe({
     params: Params,
   },
   start(ctx, params) {
-    let nodes: WatchHandle<SlimNode>;
-    try {
-      nodes = hubOf(ctx).watch(watchSpecs.nodes());
-    } catch (e) {
-      return cannotSee(ctx, e);
-    }
-    const transitions = new Map<string, number[]>();
-    let synced = nodes.freshness().synced;
-    nodes.subscribe((c) => {
-      if (c.type === 'synced') synced = true;
-      if (c.type !== 'modified' || !synced) return;
-      const before = c.previous?.ready;
-      const after = c.object.ready;
-      if (before?.status === after?.status && before?.transition === after?.transition) return;
-      transitions.set(c.key, [...(transitions.get(c.key) ?? []), ctx.clock.now()]);
-    });
-    const { window } = params.flapping;
-    return reactive(ctx, {
-      watches: [nodes],
-      judge(now) {
-        const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
-        let recheckAt = Infinity;
-        const rows = names.map((name) => {
-          const recent = (transitions.get(name) ?? []).filter((t) => t > now - window);
-          transitions.set(name, recent);
-          if (recent.length) recheckAt = Math.min(recheckAt, recent[0]! + window + 1);
-          return { name, status: nodes.store.get(name)?.ready?.status ?? (nodes.store.has(name) ? 'none' : 'missing'), transitions: recent.length };
-        });
-        const notReady = rows.filter((r) => r.status !== 'True');
-        const flapping = rows.filter((r) => r.transitions >= params.flapping.transitions).map((r) => r.name);
-        const value: NodeReadyValue = { ready: rows.length - notReady.length, notReady: notReady.length, total: rows.length, nodes: rows, flapping };
-        const bad = notReady.length > params.allowNotReady || flapping.length > 0 || rows.length === 0;
-        const parts = [`${value.ready}/${value.total} Ready`];
-        if (notReady.length) parts.push(`not Ready: ${notReady.slice(0, 5).map((r) => `${r.name} (${r.status})`).join(', ')}${notReady.length > 5 ? ', …' : ''}`);
-        if (flapping.length) parts.push(`flapping (≥${params.flapping.transitions} transitions in ${formatDuration(window)}): ${flapping.join(', ')}`);
-        return { status: bad ? 'violated' : 'ok', value, detail: parts.join('; '), recheckAt };
-      },
+    return watching(ctx, { nodes: watchSpecs.nodes() }, ({ nodes }, watches) => {
+      const transitions = new Map<string, number[]>();
+      let synced = nodes.freshness().synced;
+      nodes.subscribe((c) => {
+        if (c.type === 'synced') synced = true;
+        if (c.type !== 'modified' || !synced) return;
+        const before = c.previous?.ready;
+        const after = c.object.ready;
+        if (before?.status === after?.status && before?.transition === after?.transition) return;
+        transitions.set(c.key, [...(transitions.get(c.key) ?? []), ctx.clock.now()]);
+      });
+      const { window } = params.flapping;
+      return reactive(ctx, {
+        watches,
+        judge(now) {
+          const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
+          let recheckAt = Infinity;
+          const rows = names.map((name) => {
+            const recent = (transitions.get(name) ?? []).filter((t) => t > now - window);
+            transitions.set(name, recent);
+            if (recent.length) recheckAt = Math.min(recheckAt, recent[0]! + window + 1);
+            return { name, status: nodes.store.get(name)?.ready?.status ?? (nodes.store.has(name) ? 'none' : 'missing'), transitions: recent.length };
+          });
+          const notReady = rows.filter((r) => r.status !== 'True');
+          const flapping = rows.filter((r) => r.transitions >= params.flapping.transitions).map((r) => r.name);
+          const value: NodeReadyValue = { ready: rows.length - notReady.length, notReady: notReady.length, total: rows.length, nodes: rows, flapping };
+          const bad = notReady.length > params.allowNotReady || flapping.length > 0 || rows.length === 0;
+          const parts = [`${value.ready}/${value.total} Ready`];
+          if (notReady.length) parts.push(`not Ready: ${notReady.slice(0, 5).map((r) => `${r.name} (${r.status})`).join(', ')}${notReady.length > 5 ? ', …' : ''}`);
+          if (flapping.length) parts.push(`flapping (≥${params.flapping.transitions} transitions in ${formatDuration(window)}): ${flapping.join(', ')}`);
+          return { status: bad ? 'violated' : 'ok', value, detail: parts.join('; '), recheckAt };
+        },
+      });
     });
   },
 });

@@ -1,9 +1,8 @@
 import { z } from 'zod';
-import { resolveNodeSelector } from '../kube/node-selector.js';
-import { cannotSee, hubOf, reactive } from '../contract/readings.js';
-import { type SlimNode, watchSpecs } from '../kube/resources.js';
+import { resolveNodeSelector } from '../kube/node-selection.js';
+import { reactive, watching } from '../contract/readings.js';
+import { watchSpecs } from '../kube/resources.js';
 import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
-import type { WatchHandle } from '../kube/watch.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { defineProbe } from '../contract/probe.js';
@@ -38,35 +37,31 @@ export default defineProbe({
     params: Params,
   },
   start(ctx, params) {
-    let nodes: WatchHandle<SlimNode>;
-    try {
-      nodes = hubOf(ctx).watch(watchSpecs.nodes());
-    } catch (e) {
-      return cannotSee(ctx, e);
-    }
-    const keys = new Set(params.keys);
-    return reactive(ctx, {
-      watches: [nodes],
-      judge(now) {
-        const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
-        const tainted: TaintedNode[] = [];
-        for (const name of names)
-          for (const t of nodes.store.get(name)?.taints ?? [])
-            if (t.effect === 'NoExecute' && keys.has(t.key)) tainted.push({ node: name, key: t.key, addedAt: t.timeAdded ?? null });
-        const count = new Set(tainted.map((t) => t.node)).size;
-        const detail = tainted.length
-          ? tainted
-              .slice(0, 5)
-              .map((t) => `${t.node} ${t.key.replace('node.kubernetes.io/', '')}${t.addedAt === null ? '' : ` since ${formatDuration(now - t.addedAt)}`}`)
-              .join(', ') + (tainted.length > 5 ? ', …' : '')
-          : `no NoExecute taint on ${names.length} nodes`;
-        return {
-          status: count > params.max ? 'violated' : 'ok',
-          value: { tainted, nodes: count },
-          detail,
-          key: `${count > params.max}|${tainted.map((t) => `${t.node}/${t.key}`).join(',')}`,
-        };
-      },
+    return watching(ctx, { nodes: watchSpecs.nodes() }, ({ nodes }, watches) => {
+      const keys = new Set(params.keys);
+      return reactive(ctx, {
+        watches,
+        judge(now) {
+          const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
+          const tainted: TaintedNode[] = [];
+          for (const name of names)
+            for (const t of nodes.store.get(name)?.taints ?? [])
+              if (t.effect === 'NoExecute' && keys.has(t.key)) tainted.push({ node: name, key: t.key, addedAt: t.timeAdded ?? null });
+          const count = new Set(tainted.map((t) => t.node)).size;
+          const detail = tainted.length
+            ? tainted
+                .slice(0, 5)
+                .map((t) => `${t.node} ${t.key.replace('node.kubernetes.io/', '')}${t.addedAt === null ? '' : ` since ${formatDuration(now - t.addedAt)}`}`)
+                .join(', ') + (tainted.length > 5 ? ', …' : '')
+            : `no NoExecute taint on ${names.length} nodes`;
+          return {
+            status: count > params.max ? 'violated' : 'ok',
+            value: { tainted, nodes: count },
+            detail,
+            key: `${count > params.max}|${tainted.map((t) => `${t.node}/${t.key}`).join(',')}`,
+          };
+        },
+      });
     });
   },
 });

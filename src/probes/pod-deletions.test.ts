@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { paths } from '../kube/resources.js';
 import { ProbeTester, iso } from '../testing/probe-tester.js';
-import probe, { type Deletion } from './pod-deletions.js';
+import type { Deletion } from '../kube/deletions.js';
+import probe from './pod-deletions.js';
 
 let t: ProbeTester;
 afterEach(async () => t.close());

@@ -1,4 +1,4 @@
-import type { Deletion } from '../probes/pod-deletions.js';
+import type { Deletion } from '../kube/deletions.js';
 import { formatDuration } from '../core/duration.js';
 import type { FaultRef } from '../engine/events.js';
 import type { FaultRecord, Observation, RunReport } from './collect.js';

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { duration } from '../core/zod-helpers.js';
 
 /**
- * The runbook language (DESIGN §4.2). This schema is the truth: `schema/runbook.schema.json` is generated from
+ * The runbook language. This schema is the truth: `schema/runbook.schema.json` is generated from
  * it. `with:` blocks are checked here only as mappings; the loader checks each against its action's or probe's
  * own schema and replaces it with the parsed value.
  */

@@ -11,7 +11,7 @@ import { buildPlan } from '../engine/plan.js';
 import { registryOf } from '../contract/registry.js';
 import { startRun, type RunHandle } from '../engine/run.js';
 import { FakeClock } from './fake-clock.js';
-import { fakeKube } from './fake-kube.js';
+import { fakeKubeAccess } from './fake-access.js';
 import { FakeNodes } from './fake-nodes.js';
 
 export const testInventory = (nodes = ['cp-1', 'node-1', 'node-2', 'node-3']): InventoryInput => ({
@@ -57,7 +57,7 @@ export async function startTestRun(o: {
     signal: new AbortController().signal,
     dryRun: false,
     inventory,
-    kube: fakeKube({ context: o.context ?? 'lab' }),
+    kube: fakeKubeAccess(clock, { context: o.context ?? 'lab' }),
     nodes,
   };
   const plan = await buildPlan({ runbook, file: 'test.yaml', inventory, registry: registryOf(o.actions, o.probes) });

@@ -4,7 +4,7 @@ import { type Logger, silentLogger } from '../core/logger.js';
 import { FakeApiServer } from './fake-source.js';
 import { paths } from '../kube/resources.js';
 import { ApiStatusError } from '../kube/source.js';
-import type { KubeAccess, RawResponse } from '../kube/types.js';
+import type { AccessCheck, KubeAccess, RawResponse } from '../kube/types.js';
 import { WatchHub } from '../kube/watch.js';
 import type { WatchOptions } from '../kube/watch-types.js';
 
@@ -17,10 +17,12 @@ export interface FakeKubeAccess extends KubeAccess {
   /** Answers raw GETs (/readyz, /version…); 404 by default; throws while the fake apiserver is down. */
   rawHandler: RawHandler;
   rawCalls: string[];
+  /** RBAC answers: true denies the check (default: everything allowed). */
+  deny: (check: AccessCheck) => boolean;
   close(): void;
 }
 
-/** A KubeAccess over an in-memory apiserver, for unit tests of probes. */
+/** A KubeAccess over an in-memory apiserver, for unit tests of probes, actions and the engine. */
 export function fakeKubeAccess(clock: Clock, o: { log?: Logger; watch?: Partial<WatchOptions>; context?: string } = {}): FakeKubeAccess {
   const apiserver = new FakeApiServer(clock);
   const watches = new WatchHub(apiserver, clock, o.log ?? silentLogger, { random: () => 0.5, ...o.watch });
@@ -54,7 +56,8 @@ export function fakeKubeAccess(clock: Clock, o: { log?: Logger; watch?: Partial<
       const page = await apiserver.list({ path: paths.nodes, limit: 0, signal: ac.signal });
       return page.items.map((n) => ({ name: n.metadata?.name ?? '', labels: (n.metadata?.labels ?? {}) as Record<string, string> }));
     },
-    canI: async () => true,
+    deny: () => false,
+    canI: async (check) => !access.deny(check),
     close: () => watches.close(),
   };
   return access;

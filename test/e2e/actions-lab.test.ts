@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultRegistry } from '../../src/engine/registry.js';
-import type { Action, RevertState } from '../../src/contract/action.js';
+import type { RevertState } from '../../src/contract/action.js';
 import { realClock } from '../../src/core/clock.js';
 import type { ActionCtx } from '../../src/contract/context.js';
 import { memoryLogger } from '../../src/core/logger.js';

@@ -1,9 +1,6 @@
-import type { Clock } from '../../core/clock.js';
-import type { Logger } from '../../core/logger.js';
 import { messageOf } from '../../core/errors.js';
-import type { RuntimeStore } from './runtime.js';
 import { nextRenewDelay, retryDelay, statusDue } from './timing.js';
-import { statusOf, type KubeletCalls } from './api.js';
+import { statusOf } from './api.js';
 import { conditionsChanged, leaseObject, nodeObject, nodeStatus } from './objects.js';
 import { PodWorker } from './pods.js';
 import type { NodeSimDeps } from './deps.js';
