@@ -5,7 +5,7 @@ import type { Ctx } from '../contract/context.js';
 import type { FaultRef, RunEventSink } from './events.js';
 import { type AppliedFault, FaultLedger } from './faults.js';
 import { Journal, type JournalView, outstanding } from './journal.js';
-import { waitForReading } from './probe-stream.js';
+import { rollBack, rollbackConditionHolds } from './rollback.js';
 import type { Registry } from '../contract/registry.js';
 
 export interface RecoverResult {
@@ -63,24 +63,21 @@ export async function recoverRun(
   const errors: string[] = [];
   const missing = adopted.filter((f) => f.ref.node && !f.node);
   for (const f of missing) errors.push(`${f.ref.faultId}: node ${f.ref.node} is not in the journal's inventory`);
-  const revertAll = async (faults: AppliedFault[]) => {
-    errors.push(...(await ledger.revertInOrder(faults.filter((f) => !missing.includes(f)), o.ctx.signal, 16)));
-  };
-  await revertAll(adopted.filter((f) => !f.ref.remediation));
-  const remediations = adopted.filter((f) => f.ref.remediation);
-  if (remediations.length) {
-    const wf = view.run.waitFor;
-    let ok = true;
-    if (wf && !o.force) {
-      const probe = await o.registry.probe(wf.probe);
-      ok = (await waitForReading(o.ctx, probe, wf.with, 'ok', wf.withinMs, o.ctx.signal)).met;
-      if (!ok)
-        errors.push(
-          `remediation left in place: ${wf.probe} did not read ok within ${formatDuration(wf.withinMs)} (run recover --force to undo it anyway)`,
-        );
-    }
-    if (ok) await revertAll(remediations);
-  }
+  const wf = view.run.waitFor;
+  errors.push(
+    ...(await rollBack(ledger, {
+      signal: o.ctx.signal,
+      concurrency: 16,
+      skip: (f) => missing.includes(f),
+      async safeToUndoRemediations() {
+        if (!wf || o.force) return true;
+        const probe = await o.registry.probe(wf.probe);
+        if (await rollbackConditionHolds(o.ctx, { probeId: wf.probe, probe, params: wf.with, withinMs: wf.withinMs }, o.ctx.signal, o.emit)) return true;
+        errors.push(`remediation left in place: ${wf.probe} did not read ok within ${formatDuration(wf.withinMs)} (run recover --force to undo it anyway)`);
+        return false;
+      },
+    })),
+  );
   journal.close();
   return {
     runId: view.run.runId,
