@@ -16,6 +16,10 @@ export default tseslint.config(
     },
   },
   {
+    files: ['**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { module: 'writable', require: 'readonly' } },
+  },
+  {
     files: ['bin/**/*.js', 'bench/**/*.js'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
   },
