@@ -3,6 +3,7 @@ import type { Action } from '../contract/action.js';
 /** Every action, sorted by id, loaded on first use. The parity test checks this list against the folder. */
 export const actions: Readonly<Record<string, () => Promise<Action>>> = {
   'block-kubelet-egress': async () => (await import('./block-kubelet-egress.js')).default,
+  'disable-taint-eviction': async () => (await import('./disable-taint-eviction.js')).default,
   'run-command': async () => (await import('./run-command.js')).default,
   'stop-apiserver': async () => (await import('./stop-apiserver.js')).default,
   'stop-controller-manager': async () => (await import('./stop-controller-manager.js')).default,

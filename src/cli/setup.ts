@@ -13,6 +13,7 @@ import { createKubeAccess } from '../kube/client.js';
 import type { KubeAccess, NodeSummary } from '../kube/types.js';
 import { createNodeAccess } from '../nodes/access.js';
 import { loadRunbook, type LoadedRunbook } from '../runbook/load.js';
+import { serverVersion } from '../kube/versions.js';
 
 export interface ClusterOptions {
   inventory?: string;
@@ -92,6 +93,7 @@ export async function prepare(runbookFile: string, o: ClusterOptions, clock: Clo
     inventory: inv.inventory,
     registry: defaultRegistry,
     clusterNodes: await clusterNodes(kube),
+    serverVersion: kube ? await serverVersion(kube) : undefined,
   });
   return { loaded, inv, plan, kube, kubeError };
 }

@@ -24,6 +24,8 @@ export interface ActionMeta<P extends z.ZodType = z.ZodType> {
   layouts?: Partial<Record<Layout, string>>;
   /** How it is undone (docs). */
   undo: string;
+  /** The oldest Kubernetes minor version (1.x) it works on; preflight refuses it on an older server, a plan takes `orElse`. */
+  minKubernetesMinor?: number;
 }
 
 /**

@@ -4,7 +4,8 @@ import type { Inventory, InventoryNode } from '../inventory/schema.js';
 import type { NodeSummary } from '../kube/types.js';
 import type { Probe } from '../contract/probe.js';
 import { formatDuration } from '../core/duration.js';
-import type { Runbook, Step } from '../runbook/schema.js';
+import type { Fallback, Runbook, Step } from '../runbook/schema.js';
+import { atLeast, type KubeVersion } from '../kube/versions.js';
 import type { NodeSelector } from '../runbook/selectors.js';
 import type { Registry } from '../contract/registry.js';
 import { selectNodes } from '../kube/node-selection.js';
@@ -22,6 +23,10 @@ export interface PlannedAction {
   timeoutMs: number;
   /** Reverted with the remediations (after rollback.waitFor), not with the faults. */
   revertLast: boolean;
+  /** Why the runbook's `orElse` is used instead of the action it names (the server is too old for that one). */
+  substituted?: string;
+  /** The `orElse` still to choose from: the plan was made without knowing the server's version. */
+  orElse?: string;
 }
 export interface PlannedExpect {
   kind: 'expect';
@@ -92,6 +97,8 @@ export interface PlanInput {
   registry: Registry;
   /** The cluster's nodes, for label selectors; absent when the cluster is not reachable. */
   clusterNodes?: NodeSummary[];
+  /** The server's version, to choose between an action and its `orElse`; absent when it is not known. */
+  serverVersion?: KubeVersion;
 }
 
 const DEFAULT_CONFIRM_TIMEOUT = 5 * 60_000;
@@ -101,10 +108,20 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
   const { runbook, registry } = input;
   const planAction = async (
     index: string,
-    item: { name?: string; action: string; with: Record<string, unknown>; timeout: number; revertLast?: boolean },
+    given: { name?: string; action: string; with: Record<string, unknown>; timeout: number; revertLast?: boolean; orElse?: Fallback },
     where: string,
   ): Promise<PlannedAction> => {
-    const action = await registry.action(item.action);
+    let item = given;
+    let action = await registry.action(given.action);
+    let substituted: string | undefined;
+    const min = action.meta.minKubernetesMinor;
+    const version = input.serverVersion;
+    if (given.orElse && min !== undefined && version && !atLeast(version, min)) {
+      substituted = `${given.action} needs Kubernetes 1.${min} or newer and the server is ${version.gitVersion}: using ${given.orElse.action}`;
+      item = { ...given, ...given.orElse };
+      action = await registry.action(given.orElse.action);
+      where = `${where}.orElse`;
+    }
     const { nodes, ...params } = item.with as { nodes?: NodeSelector } & Record<string, unknown>;
     let targets: InventoryNode[] | null = null;
     let selector: NodeSelector | undefined;
@@ -124,6 +141,8 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
       selector,
       timeoutMs: item.timeout,
       revertLast: item.revertLast ?? false,
+      substituted,
+      orElse: !substituted && given.orElse && min !== undefined && !version ? given.orElse.action : undefined,
     };
   };
 

@@ -3,7 +3,8 @@ import { memoryLogger } from '../core/logger.js';
 import { Inventory } from '../inventory/schema.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
-import { resolveControllerSettings, settingsFromConfigz, settingsFromFlags, versionDefaults } from './controller-settings.js';
+import { resolveControllerSettings, settingsFromConfigz, settingsFromFlags } from './controller-settings.js';
+import { parseKubeVersion, versionDefaults } from './versions.js';
 import { fakeKubeAccess } from '../testing/fake-access.js';
 
 const kubeadmManifest = `apiVersion: v1
@@ -38,12 +39,12 @@ describe('controller settings', () => {
         NodeLifecycleController: { NodeEvictionRate: 0.1, SecondaryNodeEvictionRate: 0.01, NodeStartupGracePeriod: '1m0s', NodeMonitorGracePeriod: '40s', LargeClusterSizeThreshold: 50, UnhealthyZoneThreshold: 0.55 },
       },
     };
-    expect(settingsFromConfigz(configz)).toEqual({ ...versionDefaults(20), leaseDurationMs: undefined });
+    expect(settingsFromConfigz(configz)).toEqual({ ...versionDefaults(parseKubeVersion('v1.20.0')), leaseDurationMs: undefined });
   });
 
   it('takes the grace of 50 s from Kubernetes 1.32 on', () => {
-    expect(versionDefaults(31).nodeMonitorGracePeriodMs).toBe(40_000);
-    expect(versionDefaults(32).nodeMonitorGracePeriodMs).toBe(50_000);
+    expect(versionDefaults(parseKubeVersion('v1.31.0')).nodeMonitorGracePeriodMs).toBe(40_000);
+    expect(versionDefaults(parseKubeVersion('v1.32.0')).nodeMonitorGracePeriodMs).toBe(50_000);
   });
 
   it('resolves inventory first, then the manifest on a control-plane node, then the version defaults', async () => {

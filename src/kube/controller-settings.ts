@@ -8,6 +8,7 @@ import { shq } from '../core/shell.js';
 import { parseDuration } from '../core/duration.js';
 import type { LifecycleSettings } from './forecast.js';
 import { httpGet } from './http-get.js';
+import { parseKubeVersion, versionDefaults } from './versions.js';
 
 /**
  * Where the node lifecycle controller's settings come from, in order: the inventory's `spec.controller`, the
@@ -37,25 +38,6 @@ const FLAGS: Record<Key, { flag: string; configz: string; kind: 'duration' | 'nu
   largeClusterSizeThreshold: { flag: 'large-cluster-size-threshold', configz: 'largeclustersizethreshold', kind: 'number' },
   leaseDurationMs: { flag: 'node-lease-duration-seconds', configz: 'nodeleasedurationseconds', kind: 'number' },
 };
-
-/** Defaults of kube-controller-manager and the kubelet for a Kubernetes minor version. */
-export function versionDefaults(minor: number | undefined): LifecycleSettings {
-  return {
-    nodeMonitorGracePeriodMs: minor !== undefined && minor >= 32 ? 50_000 : 40_000,
-    nodeMonitorPeriodMs: 5_000,
-    nodeStartupGracePeriodMs: 60_000,
-    nodeEvictionRate: 0.1,
-    secondaryNodeEvictionRate: 0.01,
-    unhealthyZoneThreshold: 0.55,
-    largeClusterSizeThreshold: 50,
-    leaseDurationMs: 40_000,
-  };
-}
-
-export function minorOf(gitVersion: string | undefined): number | undefined {
-  const m = /^v?(\d+)\.(\d+)/.exec(gitVersion ?? '');
-  return m ? Number(m[2]) : undefined;
-}
 
 function fromInventory(c: ControllerSettings | undefined): Partial<LifecycleSettings> {
   if (!c) return {};
@@ -183,7 +165,7 @@ export async function resolveControllerSettings(ctx: SettingsCtx, o: ResolveOpti
   } catch (e) {
     notes.push(`version: ${messageOf(e)}`);
   }
-  layers.push(['defaults', versionDefaults(minorOf(version))]);
+  layers.push(['defaults', versionDefaults(parseKubeVersion(version))]);
   const settings = {} as LifecycleSettings;
   const sources = {} as Record<Key, SettingSource>;
   for (const key of Object.keys(FLAGS) as Key[]) {

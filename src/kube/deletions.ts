@@ -23,13 +23,22 @@ const BY_CONDITION: Record<string, DeletionCause> = {
 };
 
 /**
- * Why a pod was deleted, when it can be told: the DisruptionTarget condition (Kubernetes ≥ 1.26), the kubelet's
- * `Evicted` reason, or the taint manager's timing (its node carries a NoExecute taint and the deletion came when
- * the pod's toleration of it ran out). Otherwise a plain delete (by a user or a controller).
+ * Why a pod was deleted, when it can be told: the DisruptionTarget condition, the kubelet's `Evicted` reason, or
+ * — on servers that do not write the condition (before 1.26, see versions.ts) — the taint manager's timing (its
+ * node carries a NoExecute taint and the deletion came when the pod's toleration of it ran out). Otherwise a
+ * plain delete (by a user or a controller). `writesDisruptionTarget` false or unknown means: infer.
  */
-export function deletionCause(pod: SlimPod, node: SlimNode | undefined, deletedAt: number, taintedSince?: number): DeletionCause {
+export function deletionCause(
+  pod: SlimPod,
+  node: SlimNode | undefined,
+  deletedAt: number,
+  taintedSince?: number,
+  writesDisruptionTarget = false,
+): DeletionCause {
   if (pod.disruption) return BY_CONDITION[pod.disruption] ?? 'unknown';
   if (pod.reason === 'Evicted') return 'kubelet-eviction';
+  // the taint manager of such a server marks every pod it deletes: without the mark, it was not the taint manager
+  if (writesDisruptionTarget) return 'delete';
   const noExecute = (node?.taints ?? []).filter((t) => t.effect === 'NoExecute');
   if (noExecute.length) {
     const tol = tolerationMs(pod.tolerations, noExecute);

@@ -36,6 +36,24 @@ describe('pod-deletions', () => {
     expect(v.detail).toBe('1 pod deleted (1 taint-eviction): default/web-1 on node-1');
   });
 
+  it('on a server that writes DisruptionTarget (1.26+), reads the cause from the condition and never infers it from timing', async () => {
+    setup();
+    t.kube.rawHandler = (path) => (path === '/version' ? { status: 200, body: '{"gitVersion":"v1.37.2"}' } : { status: 404, body: '' });
+    const run = t.start(probe, { max: 5 });
+    await run.until((r) => r.status === 'ok');
+    for (const n of ['node-1', 'node-2'])
+      t.api.update(paths.nodes, n, (o) => {
+        (o.spec as { taints: unknown[] }).taints.push({ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(t.clock.now()) });
+      });
+    await t.advance(400_000);
+    // both come after the toleration ran out: only the one the taint-eviction controller marked is its eviction
+    t.terminatePod('default', 'web-1', 30, [{ type: 'DisruptionTarget', status: 'True', reason: 'DeletionByTaintManager' }]);
+    t.terminatePod('default', 'web-2', 30);
+    const v = await run.until((r) => deletions(r).length === 2);
+    expect(deletions(v).map((d) => `${d.pod} ${d.cause}`)).toEqual(['default/web-1 taint-eviction', 'default/web-2 delete']);
+    expect(t.kube.rawCalls).toContain('/version');
+  });
+
   it('tells a taint eviction that comes late (a restarted controller-manager starts its timers afresh) from a delete that comes too early', async () => {
     setup();
     const run = t.start(probe, {});

@@ -6,6 +6,7 @@ import { reactive, watching } from '../contract/readings.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../kube/resources.js';
 import { trackTaintedSince } from '../kube/taint-since.js';
 import { type Deletion, deletionCause } from '../kube/deletions.js';
+import { serverVersion, traitsOf } from '../kube/versions.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import type { WatchHandle } from '../kube/watch.js';
 import { defineProbe } from '../contract/probe.js';
@@ -37,8 +38,8 @@ export default defineProbe({
     description:
       'Watches Pods from the moment the probe starts and records each pod bound to a node that gets a deletionTimestamp ' +
       '(it is terminating: its containers will be killed when its node syncs) or disappears without one. The cause is ' +
-      'given when it can be told: `taint-eviction` (the taint manager, by the DisruptionTarget condition or by the timing ' +
-      "of the node's NoExecute taint and the pod's toleration), `api-eviction`, `kubelet-eviction`, `preemption`, " +
+      'given when it can be told: `taint-eviction` (the taint manager: by its DisruptionTarget condition on servers that ' +
+      "write it, 1.26 and newer; on older ones by the timing of the node's NoExecute taint and the pod's toleration), `api-eviction`, `kubelet-eviction`, `preemption`, " +
       '`garbage-collection`, else `delete`. Namespace, label and node filters narrow what counts; violated when more ' +
       'than `max` were seen. Unknown while the apiserver cannot be watched (a pod that vanished meanwhile is counted ' +
       'when the watch relists).',
@@ -50,6 +51,9 @@ export default defineProbe({
       const taintedSince = trackTaintedSince(nodes, ctx.clock);
       const deletions: Deletion[] = [];
       const seen = new Set<string>();
+      // which server writes DisruptionTarget decides how causes are told; until /version answers, they are inferred
+      let writesDisruptionTarget = false;
+      void serverVersion(ctx.kube).then((v) => (writesDisruptionTarget = traitsOf(v).writesDisruptionTarget));
       let synced = pods.freshness().synced;
       const record = (p: SlimPod, how: Deletion['how']) => {
         if (seen.has(p.uid) || !counts(p)) return;
@@ -57,7 +61,7 @@ export default defineProbe({
         const now = ctx.clock.now();
         const deletedAt = p.deletionTimestamp !== undefined ? p.deletionTimestamp - (p.deletionGraceSeconds ?? 0) * 1000 : now;
         const node = p.nodeName ?? '';
-        const cause = how === 'vanished' && !p.disruption ? 'unknown' : deletionCause(p, nodes.store.get(node), deletedAt, taintedSince(node));
+        const cause = how === 'vanished' && !p.disruption ? 'unknown' : deletionCause(p, nodes.store.get(node), deletedAt, taintedSince(node), writesDisruptionTarget);
         deletions.push({ pod: `${p.namespace}/${p.name}`, node: p.nodeName ?? '', at: now, how, cause });
       };
       pods.subscribe((c) => {

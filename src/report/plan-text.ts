@@ -10,10 +10,14 @@ const params = (p: Record<string, unknown>): string => {
 
 const on = (a: PlannedAction): string => (a.targets ? ` on ${a.targets.map((t) => t.name).join(', ') || '(no node matches)'}` : ' (cluster)');
 
+/** Which of an action and its `orElse` the plan took, and why. */
+const choice = (a: PlannedAction, indent: string): string =>
+  a.substituted ? `\n${indent}(${a.substituted})` : a.orElse ? `\n${indent}(or ${a.orElse}, where the server is too old for ${a.actionId}: decided at run time)` : '';
+
 function stepLine(s: PlannedStep): string[] {
   switch (s.kind) {
     case 'action':
-      return [`${s.index}. ${s.name} — ${s.actionId}${on(s)}${params(s.params)}${s.action.describe ? `\n       ${s.action.describe(s.params)}` : ''}`];
+      return [`${s.index}. ${s.name} — ${s.actionId}${on(s)}${params(s.params)}${s.action.describe ? `\n       ${s.action.describe(s.params)}` : ''}${choice(s, '       ')}`];
     case 'expect':
       return [`${s.index}. ${s.name} — expect ${s.probeId}${params(s.params)} to read ${s.status} within ${formatDuration(s.withinMs)}`];
     case 'wait':
@@ -67,7 +71,7 @@ export function renderPlan(plan: Plan, context?: string): string {
   for (const s of plan.steps) out.push(...stepLine(s).map((l) => `  ${l}`));
   out.push('', 'Remediation (applied once, when a guard says remediate):');
   if (!plan.remediation.length) out.push('  (none)');
-  for (const r of plan.remediation) out.push(`  ${r.index}. ${r.actionId}${on(r)}${params(r.params)}`);
+  for (const r of plan.remediation) out.push(`  ${r.index}. ${r.actionId}${on(r)}${params(r.params)}${choice(r, '      ')}`);
   out.push('', 'Rollback (always: on success, failure, abort, Ctrl-C and SIGTERM):');
   const order = rollbackOrder(plan);
   if (!order.length) out.push('  (nothing to revert: the runbook only observes)');

@@ -16,19 +16,24 @@ type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
-/** Every place with a `with:` block: guards, steps (also inside parallel), remediation, rollback.waitFor. */
+/** Every place with a `with:` block: guards, steps (also inside parallel), remediation, `orElse`, rollback.waitFor. */
 export function paramSites(runbook: unknown): ParamSite[] {
   const sites: ParamSite[] = [];
   const spec = isObj(runbook) && isObj(runbook.spec) ? runbook.spec : {};
+  const action = (a: unknown, path: DocPath) => {
+    if (!isObj(a)) return;
+    sites.push({ path, kind: 'action' });
+    if (isObj(a.orElse)) sites.push({ path: [...path, 'orElse'], kind: 'action' });
+  };
   const step = (s: unknown, path: DocPath) => {
     if (!isObj(s)) return;
-    if ('action' in s) sites.push({ path, kind: 'action' });
+    if ('action' in s) action(s, path);
     if (isObj(s.expect)) sites.push({ path: [...path, 'expect'], kind: 'probe' });
     list(s.parallel).forEach((child, j) => step(child, [...path, 'parallel', j]));
   };
   list(spec.guards).forEach((g, i) => isObj(g) && sites.push({ path: ['spec', 'guards', i], kind: 'probe' }));
   list(spec.steps).forEach((s, i) => step(s, ['spec', 'steps', i]));
-  list(spec.remediation).forEach((r, i) => isObj(r) && sites.push({ path: ['spec', 'remediation', i], kind: 'action' }));
+  list(spec.remediation).forEach((r, i) => action(r, ['spec', 'remediation', i]));
   if (isObj(spec.rollback) && isObj(spec.rollback.waitFor)) sites.push({ path: ['spec', 'rollback', 'waitFor'], kind: 'probe' });
   return sites;
 }

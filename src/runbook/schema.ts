@@ -33,10 +33,22 @@ export const Guard = z.strictObject({
 });
 export type Guard = z.output<typeof Guard>;
 
+/** The action used instead where the first one does not work on this cluster (its Kubernetes version is too old). */
+export const Fallback = z
+  .strictObject({
+    action: ModuleId,
+    with: Params.default({}),
+  })
+  .meta({
+    description:
+      "used instead of the action where the cluster cannot run it (the action's minimum Kubernetes version, e.g. disable-taint-eviction needs 1.29); plan and report say which was used",
+  });
+
 export const ActionStep = z.strictObject({
   name: Name.optional(),
   action: ModuleId,
   with: Params.default({}),
+  orElse: Fallback.optional(),
   timeout: duration().prefault('5m').meta({ description: 'limit for applying on all targets' }),
   revertLast: z
     .boolean()
@@ -90,6 +102,7 @@ export const RemediationItem = z.strictObject({
   name: Name.optional(),
   action: ModuleId,
   with: Params.default({}),
+  orElse: Fallback.optional(),
   timeout: duration().prefault('5m'),
 });
 
@@ -137,3 +150,4 @@ export type RevertStep = z.output<typeof RevertStep>;
 export type ParallelStep = z.output<typeof ParallelStep>;
 export type RemediationItem = z.output<typeof RemediationItem>;
 export type ProbeRef = z.output<typeof ProbeRef>;
+export type Fallback = z.output<typeof Fallback>;

@@ -1,8 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ensureLabBinaries } from '../../src/lab/index.js';
-import { cli, leftovers, REPO, stopLab, until } from './helpers/lab.js';
+import { cli, LAB_VERSION, labBinaries, leftovers, REPO, stopLab, until } from './helpers/lab.js';
 
 /** `lab down` leaves nothing of an instance: after a normal `up`, and after `up` was killed half-way. */
 const INSTANCE = 'e2edn';
@@ -13,8 +12,8 @@ afterAll(async () => {
 
 /** Starts `lab up` and SIGKILLs it once its progress output shows `step`. */
 async function killUpAt(step: string): Promise<string> {
-  await ensureLabBinaries();
-  const child = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), 'lab', 'up', '--instance', INSTANCE, '--nodes', '2'], {
+  await labBinaries();
+  const child = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), 'lab', 'up', '--instance', INSTANCE, '--nodes', '2', '--kubernetes-version', LAB_VERSION], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -47,10 +46,10 @@ describe('lab down', () => {
     const again = await cli(['lab', 'down', '--instance', INSTANCE]);
     expect(again.code, again.stderr).toBe(0);
     expect(await leftovers(INSTANCE)).toEqual([]);
-    const up = await cli(['lab', 'up', '--instance', INSTANCE, '--nodes', '1']);
+    const up = await cli(['lab', 'up', '--instance', INSTANCE, '--nodes', '1', '--kubernetes-version', LAB_VERSION]);
     expect(up.code, up.stderr).toBe(0);
     expect(up.stdout).toContain(`lab ${INSTANCE} is up`);
-    const refused = await cli(['lab', 'up', '--instance', INSTANCE, '--nodes', '1']);
+    const refused = await cli(['lab', 'up', '--instance', INSTANCE, '--nodes', '1', '--kubernetes-version', LAB_VERSION]);
     expect(refused.code).toBe(3);
     expect(refused.stderr).toContain('LAB_ALREADY_UP');
     const down = await cli(['lab', 'down', '--instance', INSTANCE, '--json']);

@@ -8,7 +8,8 @@ import type { Ctx } from '../../src/contract/context.js';
 import { memoryLogger } from '../../src/core/logger.js';
 import { loadInventory } from '../../src/inventory/load.js';
 import { createKubeAccess } from '../../src/kube/client.js';
-import { ensureLabBinaries, labDown, labUp } from '../../src/lab/index.js';
+import { labBinaries, LAB_VERSION } from './helpers/lab.js';
+import { labDown, labUp } from '../../src/lab/index.js';
 import { createNodeAccess } from '../../src/nodes/access.js';
 import { defaultRegistry } from '../../src/engine/registry.js';
 import type { Reading } from '../../src/contract/probe.js';
@@ -51,11 +52,11 @@ const PROBES: [string, Record<string, unknown>][] = [
   ['apiserver-health', { unreachable: 'unknown', interval: '1s', timeout: '1s' }],
 ];
 
-describe('cluster probes when the apiserver stops and starts', () => {
+describe(`cluster probes when the apiserver stops and starts (Kubernetes ${LAB_VERSION})`, () => {
   it('every probe goes unknown within its bound and recovers without restarting the run', async () => {
     await labDown(INSTANCE);
-    await ensureLabBinaries();
-    const lab = await labUp({ instance: INSTANCE, nodes: 2, zones: 1 });
+    const binaries = await labBinaries();
+    const lab = await labUp({ binaries, instance: INSTANCE, nodes: 2, zones: 1 });
     const inv = await loadInventory(lab.inventoryFile);
     const log = memoryLogger();
     const kube = createKubeAccess({ kubeconfig: lab.kubeconfig, context: lab.context, clock: realClock, log });

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { ensureLabBinaries, labDown, labUp, type LabInfo } from '../../src/lab/index.js';
+import { labBinaries, LAB_VERSION } from './helpers/lab.js';
+import { labDown, labUp, type LabInfo } from '../../src/lab/index.js';
 
 /** `kube-runbook audit` (the built CLI) against the lab: its real flags pass; incident 3's grace fails. */
 const run = promisify(execFile);
@@ -15,8 +16,8 @@ let dir: string;
 
 beforeAll(async () => {
   await labDown(INSTANCE);
-  await ensureLabBinaries();
-  lab = await labUp({ instance: INSTANCE, nodes: 2, zones: 1, workload: false });
+  const binaries = await labBinaries();
+  lab = await labUp({ binaries, instance: INSTANCE, nodes: 2, zones: 1, workload: false });
   dir = mkdtempSync(join(tmpdir(), 'kr-audit-'));
 }, 600_000);
 
@@ -46,7 +47,7 @@ async function audit(...args: string[]): Promise<{ code: number; stdout: string;
   }
 }
 
-describe('kube-runbook audit on the lab', () => {
+describe(`kube-runbook audit on the lab (Kubernetes ${LAB_VERSION})`, () => {
   it("reads the controller-manager's settings from the cluster and passes the lab timings", async () => {
     const r = await audit('-i', inventory('from-cluster', undefined), '-o', 'json');
     expect(r.stderr).not.toMatch(/\n\s+at /);

@@ -10,13 +10,14 @@ import { loadInventory } from '../../src/inventory/load.js';
 import { createKubeAccess } from '../../src/kube/client.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../../src/kube/resources.js';
 import { UNREACHABLE } from '../../src/kube/tolerations.js';
-import { ensureLabBinaries, labDown, labUp, type LabInfo } from '../../src/lab/index.js';
+import { labBinaries, LAB_VERSION } from './helpers/lab.js';
+import { labDown, labUp, type LabInfo } from '../../src/lab/index.js';
 import { createNodeAccess } from '../../src/nodes/access.js';
 import probe from '../../src/probes/eviction-forecast.js';
 import type { Reading } from '../../src/contract/probe.js';
 
 /**
- * The forecast against the real node lifecycle controller of the lab (Kubernetes 1.20): kubelet simulators are
+ * The forecast against the real node lifecycle controller of the lab (LAB_VERSION): kubelet simulators are
  * stopped and the predicted NotReady and eviction times are compared with what the controller then does.
  * Never late; early by at most one monitor period + 2 s.
  */
@@ -30,8 +31,8 @@ afterAll(async () => {
 
 async function up(o: { nodes: number; zones: number }): Promise<LabInfo> {
   await labDown(INSTANCE);
-  await ensureLabBinaries();
-  lab = await labUp({ instance: INSTANCE, nodes: o.nodes, zones: o.zones, grace: '8s', monitorPeriod: '1s', leaseRenew: '2s', toleration: '20s' });
+  const binaries = await labBinaries();
+  lab = await labUp({ binaries, instance: INSTANCE, nodes: o.nodes, zones: o.zones, grace: '8s', monitorPeriod: '1s', leaseRenew: '2s', toleration: '20s' });
   return lab;
 }
 
@@ -155,7 +156,7 @@ const podsEvictAt = (v: Value, node: string) => {
   return times.length ? Math.min(...times) : undefined;
 };
 
-describe('eviction-forecast against the real controller', () => {
+describe(`eviction-forecast against the real controller (Kubernetes ${LAB_VERSION})`, () => {
   it('one silent node: NotReady and first eviction never late, early by at most a monitor period + 2 s', async () => {
     const l = await up({ nodes: 3, zones: 1 });
     const { observed, stop } = await start(l);

@@ -2,7 +2,8 @@ import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { compareVersions, findLabBinaries, KUBE_BINARIES, sha256, verifyCached } from './binaries.js';
+import { compareVersions, findLabBinaries, KUBE_BINARIES, parseLabVersion, sha256, verifyCached } from './binaries.js';
+import { debianGoEnv } from './build.js';
 
 /** A stand-in for a Kubernetes binary: prints a version like the real ones. */
 const fakeBinary = (version: string) => `#!/bin/sh\necho "Kubernetes v${version}"\n`;
@@ -58,5 +59,21 @@ describe('lab binaries', () => {
     await rm(join(dir, 'kube-controller-manager'));
     await expect(findLabBinaries({ binDir: dir, env: {} })).rejects.toThrow(/--bin-dir ".*" lacks kube-controller-manager/);
     await expect(findLabBinaries({ env: { KUBEBUILDER_ASSETS: dir } })).rejects.toThrow(/KUBEBUILDER_ASSETS/);
+  });
+});
+
+describe('lab Kubernetes versions', () => {
+  it('1.37 by default; 1.34 and 1.20 by minor; an exact patch for the Go-module route only', () => {
+    expect(parseLabVersion(undefined)).toEqual({ minor: 37 });
+    expect(parseLabVersion('v1.34')).toEqual({ minor: 34, version: undefined });
+    expect(parseLabVersion('1.37.2')).toEqual({ minor: 37, version: '1.37.2' });
+    expect(() => parseLabVersion('1.20.2')).toThrow(/give 1.20/);
+    expect(() => parseLabVersion('1.30')).toThrow(expect.objectContaining({ code: 'LAB_VERSION_UNSUPPORTED', exit: 2 }));
+  });
+
+  it("the Debian build gets Debian's Go and none of this machine's GO variables", () => {
+    const env = debianGoEnv('/src', { PATH: '/usr/local/go/bin:/usr/bin', GOROOT: '/usr/local/go', GOTOOLCHAIN: 'go1.26.8', GOFLAGS: '-mod=mod', GOPATH: '/root/go' });
+    expect(env).toMatchObject({ GOROOT: '/usr/lib/go', GOPATH: '/src/.go', GOFLAGS: '', GO111MODULE: 'off', GOENV: 'off' });
+    expect(env.PATH!.startsWith('/usr/lib/go/bin:')).toBe(true);
   });
 });

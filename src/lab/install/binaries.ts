@@ -11,18 +11,51 @@ import { cacheDir as defaultCacheDir } from '../host/paths.js';
 export const KUBE_BINARIES = ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const;
 export type KubeBinary = (typeof KUBE_BINARIES)[number];
 
+/**
+ * The Kubernetes versions the lab supports: 1.37 (the default) and 1.34 are built with the machine's Go from the
+ * Go module proxy, with the etcd each is tested with; 1.20 from Debian's `kubernetes` source package, with Debian's
+ * etcd 3.4.
+ */
+export const SUPPORTED_MINORS = [37, 34, 20] as const;
+export const DEFAULT_MINOR = 37;
+
+/** The route that builds a minor version. */
+export const routeOf = (minor: number): 'debian' | 'go-modules' => (minor === 20 ? 'debian' : 'go-modules');
+
+/** `1.37`, `v1.37`, `1.37.2` → the minor and, when given, the exact patch release; KrError (exit 2) otherwise. */
+export function parseLabVersion(text: string | undefined): { minor: number; version?: string } {
+  if (text === undefined) return { minor: DEFAULT_MINOR };
+  const m = /^v?1\.(\d+)(?:\.(\d+))?$/.exec(text.trim());
+  const minor = m ? Number(m[1]) : NaN;
+  if (!m || !(SUPPORTED_MINORS as readonly number[]).includes(minor))
+    throw new KrError('LAB_VERSION_UNSUPPORTED', `--kubernetes-version ${quote(text)}: the lab supports ${SUPPORTED_MINORS.map((v) => `1.${v}`).join(', ')}`, {
+      exit: EXIT.invalid,
+    });
+  if (m[2] !== undefined && routeOf(minor) === 'debian')
+    throw new KrError('LAB_VERSION_UNSUPPORTED', `--kubernetes-version ${quote(text)}: 1.20 comes from Debian's source package, whatever patch it holds: give 1.20`, {
+      exit: EXIT.invalid,
+    });
+  return { minor, version: m[2] !== undefined ? `1.${minor}.${m[2]}` : undefined };
+}
+
 /** `manifest.json` of a cache directory `kubernetes-<version>/`. */
 export interface BinaryManifest {
   kind: 'kube-runbook/lab-binaries';
   version: string;
   source: string;
   builtAt: string;
-  files: Record<KubeBinary, { sha256: string; size: number }>;
+  /** How long the download and the build took (seconds), and with which Go. */
+  build?: { downloadSeconds: number; buildSeconds: number; go: string };
+  /** etcd built beside the Kubernetes binaries (the Go-module route); absent when the machine's etcd is used. */
+  etcd?: { version: string };
+  files: Partial<Record<KubeBinary | 'etcd' | 'etcdctl', { sha256: string; size: number }>>;
 }
 
 export interface FindOptions {
   /** Binaries the user already has (kube-apiserver, kube-controller-manager, kube-scheduler, optionally etcd). */
   binDir?: string;
+  /** Only a cached build of this minor version (and patch, when given); any version when absent. */
+  release?: { minor: number; version?: string };
   cacheDir?: string;
   env?: NodeJS.ProcessEnv;
   log?: Logger;
@@ -35,6 +68,8 @@ export async function findLabBinaries(o: FindOptions = {}): Promise<LabBinariesI
   if (userDir) return fromUserDir(resolve(userDir), o.binDir ? '--bin-dir' : 'KUBEBUILDER_ASSETS', env);
   const root = o.cacheDir ?? defaultCacheDir(env);
   for (const dir of await cachedDirs(root)) {
+    const v = dir.slice(dir.lastIndexOf('kubernetes-') + 'kubernetes-'.length);
+    if (o.release && (!v.startsWith(`1.${o.release.minor}.`) || (o.release.version && v !== o.release.version))) continue;
     const problem = await verifyCached(dir);
     if (problem) {
       o.log?.warn(`ignoring ${dir}: ${problem}`);
@@ -42,7 +77,7 @@ export async function findLabBinaries(o: FindOptions = {}): Promise<LabBinariesI
     }
     const manifest = await readManifest(dir);
     if (!manifest) continue;
-    return { dir, version: manifest.version, ...paths(dir), etcd: await findEtcd(undefined, env) };
+    return { dir, version: manifest.version, ...paths(dir), etcd: manifest.files.etcd ? join(dir, 'etcd') : await findEtcd(undefined, env) };
   }
   return undefined;
 }
@@ -84,9 +119,8 @@ export async function readManifest(dir: string): Promise<BinaryManifest | undefi
 export async function verifyCached(dir: string): Promise<string | undefined> {
   const m = await readManifest(dir);
   if (!m) return 'no manifest.json';
-  for (const name of KUBE_BINARIES) {
-    const want = m.files[name];
-    if (!want) return `the manifest lists no ${name}`;
+  for (const name of KUBE_BINARIES) if (!m.files[name]) return `the manifest lists no ${name}`;
+  for (const [name, want] of Object.entries(m.files)) {
     const file = join(dir, name);
     let got: string;
     try {

@@ -48,14 +48,7 @@ export async function buildFromSource(o: BuildOptions, root: string): Promise<vo
   try {
     r = await run('make', [`WHAT=${KUBE_BINARIES.map((b) => `cmd/${b}`).join(' ')}`], {
       cwd: src,
-      env: {
-        ...(o.env ?? process.env),
-        GOPATH: join(src, '.go'),
-        CGO_ENABLED: '0',
-        GO111MODULE: 'off',
-        GOFLAGS: '',
-        PATH: `/usr/lib/go/bin:${process.env.PATH ?? '/usr/bin:/bin'}`,
-      },
+      env: debianGoEnv(src, o.env ?? process.env),
       timeoutMs: 3_600_000,
       signal: o.signal,
       onLine: (line) => {
@@ -78,24 +71,51 @@ export async function buildFromSource(o: BuildOptions, root: string): Promise<vo
   await rm(work, { recursive: true, force: true });
 }
 
-/** Copies built binaries into `<root>/kubernetes-<version>/` with a manifest of checksums (atomically). */
-export async function cacheBinaries(fromDir: string, root: string, source: string, clock: Clock = realClock): Promise<string> {
+/** Copies built binaries (and etcd, when built beside them) into `<root>/kubernetes-<version>/` with a manifest of checksums (atomically). */
+export async function cacheBinaries(
+  fromDir: string,
+  root: string,
+  source: string,
+  clock: Clock = realClock,
+  extra: Pick<BinaryManifest, 'build' | 'etcd'> = {},
+): Promise<string> {
   const version = await binaryVersion(join(fromDir, 'kube-apiserver'));
   const final = join(root, `kubernetes-${version}`);
   const tmp = `${final}.tmp`;
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp, { recursive: true });
-  const files = {} as BinaryManifest['files'];
-  for (const name of KUBE_BINARIES) {
+  const files: BinaryManifest['files'] = {};
+  for (const name of [...KUBE_BINARIES, ...(extra.etcd ? (['etcd', 'etcdctl'] as const) : [])]) {
     await copyFile(join(fromDir, name), join(tmp, name));
     await chmod(join(tmp, name), 0o755);
     files[name] = { sha256: await sha256(join(tmp, name)), size: (await stat(join(tmp, name))).size };
   }
-  const manifest: BinaryManifest = { kind: 'kube-runbook/lab-binaries', version, source, builtAt: new Date(clock.now()).toISOString(), files };
+  const manifest: BinaryManifest = { kind: 'kube-runbook/lab-binaries', version, source, builtAt: new Date(clock.now()).toISOString(), ...extra, files };
   await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   await rm(final, { recursive: true, force: true });
   await rename(tmp, final);
   return final;
+}
+
+/**
+ * The environment of the Debian build: Debian's Go (/usr/lib/go) first on PATH, and none of this machine's GO*
+ * variables (a newer Go's GOROOT, GOTOOLCHAIN, GOFLAGS or go env file would break Go 1.19 or switch toolchains).
+ */
+export function debianGoEnv(src: string, base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(base)) if (!k.startsWith('GO') && !k.startsWith('CGO_')) env[k] = v;
+  return {
+    ...env,
+    GOENV: 'off',
+    GOROOT: '/usr/lib/go',
+    GOPATH: join(src, '.go'),
+    GOCACHE: join(src, '.go', 'cache'),
+    CGO_ENABLED: '0',
+    GO111MODULE: 'off',
+    GOFLAGS: '',
+    GOTOOLCHAIN: 'local',
+    PATH: `/usr/lib/go/bin:${base.PATH ?? '/usr/bin:/bin'}`,
+  };
 }
 
 /** Calls `fn` every `ms` until the returned function is called. */

@@ -1,5 +1,5 @@
 import { silentLogger, type Logger } from '../../core/logger.js';
-import { findLabBinaries } from './binaries.js';
+import { findLabBinaries, parseLabVersion } from './binaries.js';
 import { have } from '../host/host.js';
 import type { LabBinariesInfo } from '../host/info.js';
 import { installLab } from './install.js';
@@ -9,19 +9,22 @@ export const LAB_TOOLS = ['ip', 'iptables', 'openssl', 'curl', 'setsid'];
 
 export interface EnsureOptions {
   log?: Logger;
+  /** 1.37 (default), 1.34, 1.20, or an exact patch of the first two. */
+  kubernetesVersion?: string;
   binDir?: string;
   cacheDir?: string;
   signal?: AbortSignal;
 }
 
 /**
- * The lab's binaries, installing what is missing: instant when `--bin-dir`, KUBEBUILDER_ASSETS or the cache
- * has them (and etcd is installed); otherwise apt-get and a build from source (about 8 minutes on 2 cores).
+ * The lab's binaries for a Kubernetes version, installing what is missing: instant when `--bin-dir`,
+ * KUBEBUILDER_ASSETS or the cache has them (and etcd); otherwise apt-get and a build (see installLab).
  */
 export async function ensureLabBinaries(o: EnsureOptions = {}): Promise<LabBinariesInfo> {
   const log = o.log ?? silentLogger;
-  const found = await findLabBinaries({ binDir: o.binDir, cacheDir: o.cacheDir, log });
+  const release = o.binDir ? undefined : parseLabVersion(o.kubernetesVersion);
+  const found = await findLabBinaries({ binDir: o.binDir, cacheDir: o.cacheDir, log, release });
   const tools = await Promise.all(LAB_TOOLS.map(have));
   if (found?.etcd && tools.every(Boolean)) return found;
-  return installLab({ log, binDir: o.binDir, cacheDir: o.cacheDir, signal: o.signal });
+  return installLab({ log, binDir: o.binDir, cacheDir: o.cacheDir, signal: o.signal, kubernetesVersion: o.kubernetesVersion });
 }

@@ -44,7 +44,19 @@ describe('lab service scripts', () => {
     expect(text).toContain(`exec ip netns exec kr-t1-node-1 '${dir.replace(/'/g, `'\\''`)}'/run`);
     expect(text).toContain("export ODD='it'\\''s $HOME'");
     expect(text).toContain('/sys/fs/cgroup/blkio/kube-runbook-t1-etcd/cgroup.procs');
-    expect(text).toMatch(/exec \/bin\/sleep \\\n {2}300/);
+    expect(text).toMatch(/set -- \/bin\/sleep \\\n {4}300/);
+    expect(text).toContain('exec "$@"');
+  });
+
+  it('run appends one argument per line of extra-args, read at each start and never split or globbed', async () => {
+    const text = serviceScripts({ ...spec(dir), command: ['/usr/bin/printf', '[%s]', 'a b'] }).run;
+    const fn = text.slice(text.indexOf('kr_exec() {'), text.indexOf('\n}\n', text.indexOf('kr_exec() {')) + 3);
+    const once = async () => (await run('/bin/sh', ['-c', `${fn}kr_exec`])).stdout;
+    expect(await once()).toBe('[a b]');
+    await writeFile(join(dir, 'extra-args'), '--controllers=*,-taint-eviction-controller\nc d\n$HOME');
+    expect(await once()).toBe('[a b][--controllers=*,-taint-eviction-controller][c d][$HOME]');
+    await rm(join(dir, 'extra-args'));
+    expect(await once()).toBe('[a b]');
   });
 
   it('status says 0 while the process named in pid runs, 3 when stopped; stop is TERM then done, and idempotent', async () => {

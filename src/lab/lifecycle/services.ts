@@ -50,7 +50,8 @@ export function serviceScripts(spec: ServiceSpec): Record<(typeof SERVICE_SCRIPT
     Object.entries(spec.env ?? {})
       .map(([k, v]) => `export ${k}=${shq(v)}\n`)
       .join('') +
-    (spec.restart ? supervise(spec.command) : `exec ${spec.command.map(shq).join(' \\\n  ')}\n`);
+    commandFunction(spec) +
+    (spec.restart ? supervise() : `kr_exec\n`);
   const status =
     head('Exit 0 when it runs, 3 when it is stopped.') +
     `pid=$(cat ${d}/pid 2>/dev/null) || exit 3\n` +
@@ -95,13 +96,31 @@ function writePid(d: string, pid: string): string {
   return `echo ${pid} > ${d}/pid.${pid} && mv -f ${d}/pid.${pid} ${d}/pid\n`;
 }
 
+/**
+ * sh text defining `kr_exec`: execs the component with its arguments, then one more argument per line of
+ * `extra-args` when that file exists (read at every start, so an action can change flags and restart it, as an
+ * edited static-pod manifest restarts a kubeadm component).
+ */
+function commandFunction(spec: ServiceSpec): string {
+  const d = shq(spec.dir);
+  return (
+    `kr_exec() {\n` +
+    `  set -- ${spec.command.map(shq).join(' \\\n    ')}\n` +
+    `  if [ -f ${d}/extra-args ]; then\n` +
+    `    while IFS= read -r kr_arg || [ -n "$kr_arg" ]; do [ -n "$kr_arg" ] && set -- "$@" "$kr_arg"; done < ${d}/extra-args\n` +
+    `  fi\n` +
+    `  exec "$@"\n` +
+    `}\n`
+  );
+}
+
 /** sh text: run the command, and run it again a second after it exits, until this shell gets TERM or INT. */
-function supervise(command: string[]): string {
+function supervise(): string {
   return (
     `child=\n` +
     `trap 'trap - TERM INT; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait; exit 0' TERM INT\n` +
     `while :; do\n` +
-    `  ${command.map(shq).join(' \\\n    ')} &\n` +
+    `  kr_exec &\n` +
     `  child=$!\n` +
     `  wait "$child"\n` +
     `  rc=$?\n` +

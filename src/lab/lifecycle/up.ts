@@ -8,7 +8,7 @@ import { silentLogger, type Logger } from '../../core/logger.js';
 import { EXIT, KrError, messageOf } from '../../core/errors.js';
 import { shq } from '../../core/shell.js';
 import { logTails, start, startAndWait } from './control.js';
-import { findLabBinaries } from '../install/binaries.js';
+import { findLabBinaries, parseLabVersion } from '../install/binaries.js';
 import { cgroupLayout, makeCgroup } from '../host/cgroup.js';
 import * as comp from './components.js';
 import { labDown } from './down.js';
@@ -33,6 +33,8 @@ export interface LabUpRunOptions extends LabUpOptions {
   /** Binaries to use (else `--bin-dir`, KUBEBUILDER_ASSETS or the cache). */
   binaries?: LabBinariesInfo;
   binDir?: string;
+  /** 1.37 (default), 1.34, 1.20, or an exact patch release of the first two; from the cache `lab install` fills. */
+  kubernetesVersion?: string;
   /** Leave what was made when `up` fails (default: clean it up, after quoting the components' logs). */
   keepOnFailure?: boolean;
   /** How long to wait for nodes and pods (default 120s). */
@@ -59,8 +61,14 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
     });
   const sim = simulatorScript();
   if (!existsSync(sim)) throw new KrError('LAB_NOT_BUILT', `${sim} is missing; run \`npm run build\` first`, { exit: EXIT.refused });
-  const bin = o.binaries ?? (await findLabBinaries({ binDir: o.binDir, log: o.log }));
-  if (!bin) throw new KrError('LAB_BINARIES_MISSING', 'no Kubernetes binaries; run `kube-runbook lab install` first (about 8 minutes once)', { exit: EXIT.refused });
+  const release = parseLabVersion(o.kubernetesVersion);
+  const bin = o.binaries ?? (await findLabBinaries({ binDir: o.binDir, log: o.log, release: o.binDir ? undefined : release }));
+  if (!bin) {
+    const v = o.kubernetesVersion ?? `1.${release.minor}`;
+    throw new KrError('LAB_BINARIES_MISSING', `no Kubernetes ${v} binaries; run \`kube-runbook lab install --kubernetes-version ${v}\` first (about 10 minutes once)`, {
+      exit: EXIT.refused,
+    });
+  }
   if (!bin.etcd) throw new KrError('LAB_BINARIES_MISSING', 'etcd is not installed; run `kube-runbook lab install`', { exit: EXIT.refused });
   return withLock(join(machineRunDir(), `lab-${instance}.lock`), async () => {
     const paths = labPaths(instance);

@@ -20,8 +20,17 @@ export interface StartLabOptions extends LabUpOptions {
 
 const log = createLogger((level, msg) => process.stderr.write(`[lab] ${level === 'info' ? '' : `${level}: `}${msg}\n`));
 
+/**
+ * The Kubernetes release these tests run against: `KUBE_RUNBOOK_LAB_VERSION` (each e2e project of
+ * vitest.config.ts sets it and names itself after it), else the lab's default.
+ */
+export const LAB_VERSION = process.env.KUBE_RUNBOOK_LAB_VERSION ?? '1.37';
+
+/** The binaries of LAB_VERSION, built into the cache when missing. */
+export const labBinaries = () => ensureLabBinaries({ log, kubernetesVersion: LAB_VERSION });
+
 export async function startLab(o: StartLabOptions): Promise<LabInfo> {
-  const binaries = await ensureLabBinaries({ log });
+  const binaries = await labBinaries();
   await labDown(o.instance);
   return labUp({ ...o, binaries, log });
 }

@@ -1,0 +1,136 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { InventoryInput } from '../inventory/schema.js';
+import type { KubeAccess } from '../kube/types.js';
+import { actionTester } from '../testing/action-tester.js';
+import action from './disable-taint-eviction.js';
+import { applyScript, revertScript } from './parts/taint-eviction.js';
+
+const inventory = (layout: 'kubeadm' | 'k3s' | 'lab', node = 'cp-1', stateDir = '/var/lib/kr-lab'): InventoryInput => ({
+  apiVersion: 'kube-runbook/v1',
+  kind: 'Inventory',
+  metadata: { name: 'test' },
+  spec: { layout, ...(layout === 'lab' ? { lab: { stateDir } } : {}), nodes: [{ name: node, roles: ['control-plane'] }] },
+});
+
+const server = (gitVersion: string): Partial<KubeAccess> => ({
+  raw: async (path) => (path === '/version' ? { status: 200, body: JSON.stringify({ gitVersion }) } : { status: 404, body: '' }),
+});
+
+actionTester(action, {
+  inventory: inventory('kubeadm'),
+  valid: [
+    {
+      name: 'kubeadm on 1.37: keeps the manifest outside the manifests directory and edits it there',
+      kube: server('v1.37.2'),
+      check(r) {
+        assert.equal(action.meta.kind, 'remediation');
+        assert.equal(action.meta.minKubernetesMinor, 29);
+        assert.deepEqual(r.prepared.target, {
+          layout: 'kubeadm',
+          manifest: '/etc/kubernetes/manifests/kube-controller-manager.yaml',
+          backup: '/etc/kubernetes/kube-runbook-parked/kube-controller-manager.yaml.before-disable-taint-eviction',
+        });
+        assert.equal(r.prepared.changed, true);
+        assert.deepEqual(r.scripts.map((s) => s.script.split('\n')[0]), [
+          '# kube-runbook: disable-taint-eviction preflight (kubeadm)',
+          '# kube-runbook: disable-taint-eviction state (kubeadm)',
+          '# kube-runbook: disable-taint-eviction apply (kubeadm)',
+          '# kube-runbook: disable-taint-eviction revert (kubeadm)',
+          '# kube-runbook: disable-taint-eviction revert (kubeadm)',
+        ]);
+        assert.match(r.nodeSideRevert!, /^# kube-runbook: disable-taint-eviction revert \(kubeadm\)/);
+      },
+    },
+    {
+      name: 'k3s: a config drop-in and a restart of the k3s unit',
+      kube: server('v1.34.4+k3s1'),
+      inventory: inventory('k3s'),
+      check(r) {
+        assert.equal(r.prepared.target.layout, 'k3s');
+        assert.match(r.scripts.find((s) => s.phase === 'apply')!.script, /systemctl restart "\$unit"/);
+      },
+    },
+    {
+      name: 'lab: extra-args of the controller-manager service, only this lab instance',
+      kube: server('v1.37.2'),
+      inventory: inventory('lab'),
+      check(r) {
+        assert.deepEqual(r.prepared.target, { layout: 'lab', dir: '/var/lib/kr-lab/nodes/cp-1/kube-controller-manager' });
+        assert.match(r.scripts[0]!.script, /^match=\/var\/lib\/kr-lab\/nodes\/cp-1\/kube-controller-manager$/m);
+      },
+    },
+    {
+      name: 'already disabled: apply and revert leave it as it was',
+      kube: server('v1.37.2'),
+      handler: ({ script }) => ({ code: 0, stdout: script.includes('disable-taint-eviction state') ? 'disabled\n' : '', stderr: '' }),
+      check(r) {
+        assert.equal(r.prepared.changed, false);
+        assert.deepEqual(r.scripts.map((s) => s.phase), ['preflight', 'prepare']);
+        assert.equal(r.nodeSideRevert, undefined);
+      },
+    },
+  ],
+  invalid: [
+    { name: 'a server older than 1.29 is refused, naming stop-controller-manager', kube: server('v1.20.2'), phase: 'preflight', code: 'ACTION_UNSUPPORTED' },
+    { name: "a server whose version cannot be read", kube: { raw: async () => ({ status: 503, body: '' }) }, phase: 'preflight', code: 'PREFLIGHT_FAILED' },
+    {
+      name: 'the controller-manager does not come back healthy',
+      kube: server('v1.37.2'),
+      handler: ({ script }) => ({ code: script.includes('disable-taint-eviction apply') ? 1 : 0, stdout: '', stderr: 'not healthy 120 s later' }),
+      phase: 'apply',
+      code: 'SERVICE_RESTART_FAILED',
+    },
+  ],
+  hostile: (value) => ({ name: 'hostile lab paths', kube: server('v1.37.2'), inventory: inventory('lab', value, `/x/${value}`), node: value }),
+});
+
+describe('disable-taint-eviction on a kubeadm manifest (the scripts run for real on a copy)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kr-dte-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const manifest = (extra: string) =>
+    [
+      'apiVersion: v1',
+      'kind: Pod',
+      'spec:',
+      '  containers:',
+      '  - command:',
+      '    - kube-controller-manager',
+      '    - --bind-address=127.0.0.1',
+      extra,
+      '    - --leader-elect=true',
+      '    image: registry.k8s.io/kube-controller-manager:v1.37.2',
+      '',
+    ]
+      .filter((l) => l !== '')
+      .join('\n') + '\n';
+  // no controller-manager runs here: the scripts edit the file, then wait 0 s for it and fail; the edit is what counts
+  const sh = (text: string) => spawnSync('/bin/sh', ['-c', text], { encoding: 'utf8' });
+  const target = (name: string) => ({ layout: 'kubeadm' as const, manifest: join(dir, `${name}.yaml`), backup: join(dir, 'parked', `${name}.yaml.orig`) });
+
+  it('adds --controllers right after the command, and the revert puts the original back byte for byte', () => {
+    const t = target('plain');
+    const original = manifest('');
+    writeFileSync(t.manifest, original);
+    expect(sh(applyScript(t, 0)).status).toBe(1);
+    expect(readFileSync(t.manifest, 'utf8')).toBe(original.replace('    - kube-controller-manager\n', '    - kube-controller-manager\n    - --controllers=*,-taint-eviction-controller\n'));
+    expect(readFileSync(t.backup, 'utf8')).toBe(original);
+    expect(sh(revertScript(t, 0)).status).toBe(1);
+    expect(readFileSync(t.manifest, 'utf8')).toBe(original);
+  });
+
+  it('appends the exclusion to an existing --controllers list; without the original, the revert removes just that', () => {
+    const t = target('listed');
+    const original = manifest('    - --controllers=*,bootstrapsigner,tokencleaner');
+    writeFileSync(t.manifest, original);
+    sh(applyScript(t, 0));
+    expect(readFileSync(t.manifest, 'utf8')).toContain('    - --controllers=*,bootstrapsigner,tokencleaner,-taint-eviction-controller\n');
+    rmSync(t.backup);
+    sh(revertScript(t, 0));
+    expect(readFileSync(t.manifest, 'utf8')).toBe(original);
+  });
+});

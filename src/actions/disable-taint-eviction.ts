@@ -1,0 +1,140 @@
+import { z } from 'zod';
+import { defineAction } from '../contract/action.js';
+import { formatDuration } from '../core/duration.js';
+import { KrError } from '../core/errors.js';
+import { duration } from '../core/zod-helpers.js';
+import type { Inventory, InventoryNode } from '../inventory/schema.js';
+import { serverVersion, traitsOf } from '../kube/versions.js';
+import { runOnNode, serviceTarget, targetNode } from '../nodes/services/index.js';
+import { execTimeoutMs, seconds } from '../nodes/services/script.js';
+import {
+  applyScript,
+  FLAG,
+  K3S_CONTROLLERS,
+  k3sTarget,
+  kubeadmTarget,
+  preflightScript,
+  revertScript,
+  stateScript,
+  type TaintEvictionTarget,
+} from './parts/taint-eviction.js';
+
+const Params = z.strictObject({
+  timeout: duration()
+    .prefault('2m')
+    .meta({ description: 'how long to wait for the controller-manager to run healthy with the new flags (and, after the revert, with the old ones)' }),
+});
+
+type State = {
+  node: string;
+  target: TaintEvictionTarget;
+  timeoutS: number;
+  /** false when it already ran without the taint-eviction controller: then apply and revert leave it as it was. */
+  changed: boolean;
+};
+
+const MIN_MINOR = 29;
+
+/** Evictions frozen while every other controller keeps running (Kubernetes 1.29+). */
+export default defineAction<typeof Params, State>({
+  meta: {
+    id: 'disable-taint-eviction',
+    summary: 'Restart kube-controller-manager without the taint-eviction controller (1.29+): no pod is evicted, every other controller runs.',
+    description:
+      'Since Kubernetes 1.29 the pods of a node with a NoExecute taint are deleted by the `taint-eviction-controller`, ' +
+      'a controller of its own inside kube-controller-manager. This remediation restarts the controller-manager with ' +
+      `\`--controllers=...,${FLAG}\`: nodes are still marked NotReady and tainted, endpoints, ReplicaSets, Deployments and ` +
+      'every other controller keep working, but no pod is evicted. Gentler than `stop-controller-manager`, which stops all ' +
+      'of them. Preflight refuses it on a server older than 1.29 (use `stop-controller-manager` there, or give the step ' +
+      '`orElse: {action: stop-controller-manager}`, which a plan takes on such servers). The revert puts the original flags ' +
+      'back; undo it only once the Leases are fresh again (`rollback.waitFor`).',
+    params: Params,
+    targets: 'nodes',
+    defaultNodes: 'control-plane',
+    kind: 'remediation',
+    minKubernetesMinor: MIN_MINOR,
+    layouts: {
+      kubeadm:
+        'keeps `/etc/kubernetes/manifests/kube-controller-manager.yaml` in `/etc/kubernetes/kube-runbook-parked/`, writes it back with ' +
+        '`--controllers=*,-taint-eviction-controller` added (or the exclusion appended to an existing `--controllers`), and waits until ' +
+        'the kubelet has restarted the static pod with it and `/healthz` answers',
+      k3s:
+        `writes \`/etc/rancher/k3s/config.yaml.d/90-kube-runbook-disable-taint-eviction.yaml\` (\`kube-controller-manager-arg: controllers=${K3S_CONTROLLERS}\`) ` +
+        'and restarts the `k3s` unit: k3s runs the controller-manager in its server process, so the apiserver restarts too',
+      lab: 'writes `--controllers=*,-taint-eviction-controller` to the service\'s `extra-args` and restarts the lab\'s kube-controller-manager process',
+    },
+    undo:
+      'the revert puts the original manifest back (kubeadm), removes the drop-in and restarts k3s (k3s) or removes `extra-args` and restarts ' +
+      '(lab), then waits until the controller-manager runs healthy with the taint-eviction controller; the node-side dead-man runs the same script',
+  },
+
+  async preflight(ctx) {
+    const node = targetNode(ctx, 'disable-taint-eviction');
+    const version = await serverVersion(ctx.kube);
+    if (!version) throw new KrError('PREFLIGHT_FAILED', "disable-taint-eviction: cannot read the server's version (GET /version)");
+    if (!traitsOf(version).canDisableTaintEviction)
+      throw new KrError(
+        'ACTION_UNSUPPORTED',
+        `disable-taint-eviction needs Kubernetes 1.${MIN_MINOR} or newer (the taint-eviction controller is part of the node lifecycle ` +
+          `controller before that); the server is ${version.gitVersion}: use stop-controller-manager, or add orElse: {action: stop-controller-manager}`,
+      );
+    await runOnNode(ctx, node.name, preflightScript(targetOf(ctx.inventory, node)), {
+      code: 'PREFLIGHT_FAILED',
+      message: 'disable-taint-eviction: the controller-manager cannot be restarted here',
+      timeoutMs: 30_000,
+    });
+  },
+
+  async prepare(ctx, params) {
+    const node = targetNode(ctx, 'disable-taint-eviction');
+    const target = targetOf(ctx.inventory, node);
+    const r = await runOnNode(ctx, node.name, stateScript(target), {
+      code: 'SERVICE_STATUS_FAILED',
+      message: 'disable-taint-eviction: cannot tell how kube-controller-manager runs',
+      timeoutMs: 30_000,
+    });
+    return { node: node.name, target, timeoutS: seconds(params.timeout), changed: r.stdout.trim() !== 'disabled' };
+  },
+
+  async apply(ctx, state) {
+    if (!state.changed) {
+      ctx.log.warn(`disable-taint-eviction: kube-controller-manager on ${state.node} already runs without the taint-eviction controller; left as it is`);
+      return state;
+    }
+    await runOnNode(ctx, state.node, applyScript(state.target, state.timeoutS), {
+      code: 'SERVICE_RESTART_FAILED',
+      message: 'disable-taint-eviction: could not restart kube-controller-manager without the taint-eviction controller',
+      timeoutMs: execTimeoutMs(state.timeoutS),
+    });
+    ctx.log.info(`disable-taint-eviction: kube-controller-manager on ${state.node} runs without the taint-eviction controller`, { node: state.node });
+    return state;
+  },
+
+  async revert(ctx, state) {
+    if (!state.changed) return;
+    await runOnNode(ctx, state.node, revertScript(state.target, state.timeoutS), {
+      code: 'SERVICE_RESTART_FAILED',
+      message: 'disable-taint-eviction: could not restart kube-controller-manager with its original flags',
+      timeoutMs: execTimeoutMs(state.timeoutS),
+    });
+    ctx.log.info(`disable-taint-eviction: kube-controller-manager on ${state.node} evicts again`, { node: state.node });
+  },
+
+  nodeSideRevert: (state) => (state.changed ? revertScript(state.target, state.timeoutS) : undefined),
+
+  describe: (p) => `restart kube-controller-manager with --controllers=...,${FLAG} (waits up to ${formatDuration(p.timeout)})`,
+});
+
+function targetOf(inventory: Inventory, node: InventoryNode): TaintEvictionTarget {
+  switch (inventory.spec.layout) {
+    case 'kubeadm':
+      return kubeadmTarget();
+    case 'k3s':
+      return k3sTarget();
+    case 'lab': {
+      const t = serviceTarget(inventory, node, 'kube-controller-manager');
+      if (t.manager !== 'process') throw new KrError('PREFLIGHT_FAILED', `disable-taint-eviction: the lab's controller-manager on ${node.name} is not a lab process`);
+      return { layout: 'lab', dir: t.dir };
+    }
+  }
+}

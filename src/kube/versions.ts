@@ -1,0 +1,95 @@
+import type { LifecycleSettings } from './forecast.js';
+
+/**
+ * Everything that differs between the Kubernetes versions kube-runbook supports, keyed by the server's
+ * `/version`. Each fact names the release it changed in; `docs/kubernetes-versions.md` lists what the lab's
+ * real controllers did on each version.
+ */
+export interface KubeVersion {
+  major: number;
+  minor: number;
+  patch: number;
+  /** As the server says it, e.g. `v1.37.2`. */
+  gitVersion: string;
+}
+
+/** `v1.37.2`, `1.20.2`, `v1.34.0-rc.1+abc` → the version; undefined for anything else. */
+export function parseKubeVersion(text: string | undefined): KubeVersion | undefined {
+  const m = /^v?(\d+)\.(\d+)\.(\d+)/.exec(text?.trim() ?? '');
+  if (!m) return undefined;
+  return { major: Number(m[1]), minor: Number(m[2]), patch: Number(m[3]), gitVersion: text!.trim() };
+}
+
+/** The controller that deletes the pods of a node with a NoExecute taint. */
+export type TaintEvictor = 'node-lifecycle-controller' | 'taint-eviction-controller';
+
+export interface VersionTraits {
+  version: KubeVersion | undefined;
+  /**
+   * Since 1.29 (KEP-3902) taint-based eviction runs in its own `taint-eviction-controller` inside the
+   * controller-manager; before, the node lifecycle controller's taint manager did it.
+   */
+  taintEvictor: TaintEvictor;
+  /** `--controllers=*,-taint-eviction-controller` stops evictions alone (1.29+), everything else keeps running. */
+  canDisableTaintEviction: boolean;
+  /**
+   * Pods deleted by the taint manager get a `DisruptionTarget` condition with reason `DeletionByTaintManager`
+   * (PodDisruptionConditions: on by default since 1.26, GA in 1.31). On such servers a deletion without that
+   * condition is not a taint eviction; on older ones the cause can only be inferred from timing.
+   */
+  writesDisruptionTarget: boolean;
+  /** The controller-manager's `--pod-eviction-timeout` was removed in 1.27 (unused since taint-based eviction). */
+  hasPodEvictionTimeoutFlag: boolean;
+}
+
+/**
+ * `atLeast(v, 29)`: 1.29 or newer. An unknown version counts as old, the safe side of every trait: the shorter
+ * grace period (forecasts early, never late), timing inference of deletion causes, no taint-eviction switch.
+ */
+export const atLeast = (v: KubeVersion | undefined, minor: number): boolean => v !== undefined && (v.major > 1 || v.minor >= minor);
+
+export function traitsOf(version: KubeVersion | undefined): VersionTraits {
+  return {
+    version,
+    taintEvictor: atLeast(version, 29) ? 'taint-eviction-controller' : 'node-lifecycle-controller',
+    canDisableTaintEviction: atLeast(version, 29),
+    writesDisruptionTarget: atLeast(version, 26),
+    hasPodEvictionTimeoutFlag: !atLeast(version, 27),
+  };
+}
+
+/**
+ * Defaults of kube-controller-manager and the kubelet: `--node-monitor-grace-period` is 50 s since 1.32 (40 s
+ * before); the rest has not changed since 1.20. An unknown version gets 40 s: a forecast is then early, never late.
+ */
+export function versionDefaults(version: KubeVersion | undefined): LifecycleSettings {
+  return {
+    nodeMonitorGracePeriodMs: atLeast(version, 32) ? 50_000 : 40_000,
+    nodeMonitorPeriodMs: 5_000,
+    nodeStartupGracePeriodMs: 60_000,
+    nodeEvictionRate: 0.1,
+    secondaryNodeEvictionRate: 0.01,
+    unhealthyZoneThreshold: 0.55,
+    largeClusterSizeThreshold: 50,
+    leaseDurationMs: 40_000,
+  };
+}
+
+const known = new WeakMap<object, Promise<KubeVersion | undefined>>();
+
+/**
+ * The server's version from `/version`, asked once per cluster access (a failed answer is asked again next time);
+ * undefined when it cannot be read.
+ */
+export function serverVersion(kube: { raw(path: string, o?: { timeoutMs?: number }): Promise<{ status: number; body: string }> }): Promise<KubeVersion | undefined> {
+  let p = known.get(kube);
+  if (!p) {
+    p = kube
+      .raw('/version', { timeoutMs: 5000 })
+      .then((r) => (r.status === 200 ? parseKubeVersion((JSON.parse(r.body) as { gitVersion?: string }).gitVersion) : undefined))
+      .catch(() => undefined);
+    known.set(kube, p);
+    void p.then((v) => v === undefined && known.delete(kube));
+  }
+  return p;
+}

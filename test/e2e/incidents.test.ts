@@ -1,0 +1,95 @@
+/**
+ * The incident runbooks against the lab's real control plane, on every Kubernetes version the lab supports (the
+ * e2e projects of vitest.config.ts): with their guards no pod is evicted and no container is killed; without them
+ * the controller evicts (which proves these tests can fail).
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
+import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
+import { LAB_VERSION, REPO, cli, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+
+const INSTANCE = 'inc';
+let lab: LabInfo;
+const runbook = (name: string) => join(REPO, 'runbooks', name);
+
+/** Every node Ready and every pod Running again (the Deployment replaces evicted pods). */
+const settled = () => until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
+
+function expectSafe(o: Outcome) {
+  expect(o.evicted, 'pods deleted by eviction').toEqual([]);
+  expect(o.killed, 'containers killed').toEqual([]);
+  expect(o.report.remaining, 'faults left applied').toEqual([]);
+  expect(o.report.faults.every((f) => f.status === 'reverted')).toBe(true);
+  expect(o.report.rollback?.complete).toBe(true);
+}
+
+const timeline = (o: Outcome) => readFileSync(join(o.reportDir, 'timeline.html'), 'utf8');
+
+beforeAll(async () => {
+  lab = await startLab({ instance: INSTANCE, nodes: 3 });
+}, 1_200_000);
+
+afterAll(async () => {
+  await stopLab(INSTANCE);
+});
+
+describe(`kubelet-partition (Kubernetes ${LAB_VERSION})`, () => {
+  it('with guards: aborts before the first eviction; nothing evicted, nothing killed, every node Ready', async () => {
+    await settled();
+    const o = await runAndMeasure(lab, runbook('kubelet-partition.yaml'), true);
+    expect(o.report.guardFirings.some((g) => g.guard === 'eviction forecast' && g.response === 'abort')).toBe(true);
+    expectSafe(o);
+    expect(timeline(o)).toMatch(/fired → abort: first eviction in/);
+    await settled();
+  });
+
+  it('without guards: the controller evicts the cut-off node\'s pods and the kubelet kills them on reconnect', async () => {
+    const o = await runAndMeasure(lab, runbook('kubelet-partition.yaml'), false);
+    expect(o.evicted.length).toBeGreaterThan(0);
+    expect(o.killed.length).toBeGreaterThan(0);
+    // the forecast is never late: its prediction is at or before the real first eviction
+    expect(o.predicted).toBeDefined();
+    expect(Date.parse(o.predicted!.at)).toBeLessThanOrEqual(Date.parse(o.evicted.map((e) => e.at).sort()[0]!));
+    // the timeline marks every eviction with its cause
+    for (const e of o.evicted) expect(timeline(o)).toContain(`${e.pod} on ${e.node} deleted (taint-eviction)`);
+    await settled();
+  });
+});
+
+describe(`apiserver-outage (Kubernetes ${LAB_VERSION})`, () => {
+  it('with guards: freezes evictions before the first one (taint eviction off on 1.29+, else the controller-manager stopped) and restores it last', async () => {
+    const o = await runAndMeasure(lab, runbook('apiserver-outage.yaml'), true);
+    expect(o.report.guardFirings.some((g) => g.response === 'remediate')).toBe(true);
+    const remediation = o.report.faults.filter((f) => f.remediation);
+    const version = parseKubeVersion(lab.binaries?.version);
+    expect(version?.minor, `the lab runs ${LAB_VERSION}`).toBe(Number(LAB_VERSION.split('.')[1]));
+    const freeze = traitsOf(version).canDisableTaintEviction ? 'disable-taint-eviction' : 'stop-controller-manager';
+    expect(remediation.map((f) => f.action)).toEqual([freeze]);
+    // the controller-manager comes back only after every other fault is reverted
+    const lastFault = o.report.faults.filter((f) => !f.remediation).map((f) => f.revertedAt!).sort().at(-1)!;
+    expect(remediation[0]!.revertedAt! > lastFault).toBe(true);
+    expectSafe(o);
+    await settled();
+  });
+
+  it('without guards: the cascade happens', async () => {
+    const o = await runAndMeasure(lab, runbook('apiserver-outage.yaml'), false);
+    expect(o.evicted.length).toBeGreaterThan(0);
+    expect(o.killed.length).toBeGreaterThan(0);
+    await settled();
+  });
+});
+
+describe(`etcd-slow-disk (Kubernetes ${LAB_VERSION})`, () => {
+  it('lease renewals lag under the throttle, the guard fires, and no node goes NotReady', async () => {
+    const o = await runAndMeasure(lab, runbook('etcd-slow-disk.yaml'), true);
+    const leases = o.report.guardTransitions.filter((t) => t.guard === 'leases renew in time' && t.status === 'violated');
+    expect(leases.length, 'lease renewals lagged').toBeGreaterThan(0);
+    expect(o.report.guardFirings.some((g) => g.guard === 'leases renew in time' && g.response === 'abort')).toBe(true);
+    expect(o.report.guardTransitions.filter((t) => t.guard === 'no node NotReady' && t.status === 'violated')).toEqual([]);
+    expectSafe(o);
+    await settled();
+  });
+});
