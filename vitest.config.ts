@@ -2,7 +2,8 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Unit tests, then the lab end-to-end tests on each Kubernetes version the lab supports: every e2e file on the
- * default (1.37); the incident runbooks on 1.34 and 1.20 too, and the eviction forecast on 1.20. A project's name
+ * default (1.37); the incident runbooks and the controller's eviction timing on 1.34 and 1.20 too, and the eviction
+ * forecast on 1.20. A project's name
  * says the version, and KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts).
  */
 const e2e = (version: string, include: string[]) => ({
@@ -28,8 +29,8 @@ export default defineConfig({
         },
       },
       e2e('1.37', ['test/e2e/**/*.test.ts']),
-      e2e('1.34', ['test/e2e/incidents.test.ts']),
-      e2e('1.20', ['test/e2e/incidents.test.ts', 'test/e2e/probes-forecast.test.ts']),
+      e2e('1.34', ['test/e2e/incidents.test.ts', 'test/e2e/lab-eviction.test.ts']),
+      e2e('1.20', ['test/e2e/incidents.test.ts', 'test/e2e/probes-forecast.test.ts', 'test/e2e/lab-eviction.test.ts']),
     ],
   },
 });

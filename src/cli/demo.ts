@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { EXIT } from '../core/errors.js';
 import { realClock } from '../core/clock.js';
 import { createLogger } from '../core/logger.js';
-import { ensureLabBinaries, labDown, labUp, readRuntime, type LabInfo } from '../lab/index.js';
+import { DEFAULT_MINOR, ensureLabBinaries, labDown, labUp, readRuntime, SUPPORTED_MINORS, type LabInfo } from '../lab/index.js';
 import { formatDuration } from '../core/duration.js';
 import type { Observation, RunReport } from '../report/collect.js';
 import { out } from './output.js';
@@ -129,14 +129,16 @@ export const register: Register = (program, done) => {
     .option('--compare', 'also run it without guards, to see the cascade the guards prevent')
     .option('--keep', 'leave the lab running afterwards')
     .option('--instance <name>', 'lab instance', 'demo')
-    .action(async (o: { compare?: boolean; keep?: boolean; instance: string }) => {
+    .option('--kubernetes-version <version>', `the lab's Kubernetes: ${SUPPORTED_MINORS.map((m) => `1.${m}`).join(', ')} (default 1.${DEFAULT_MINOR})`)
+    .action(async (o: { compare?: boolean; keep?: boolean; instance: string; kubernetesVersion?: string }) => {
       const log = createLogger((_level, msg) => out.stderr(`lab: ${msg}`));
-      out.stdout('Preparing the lab (the first time, Kubernetes is built from Debian\'s source package: about 8 minutes)…');
-      const binaries = await ensureLabBinaries({ log });
+      out.stdout('Preparing the lab (the first time, Kubernetes is built once into the cache: about 10 minutes)…');
+      const binaries = await ensureLabBinaries({ log, kubernetesVersion: o.kubernetesVersion });
       await labDown(o.instance);
       const outcomes: Outcome[] = [];
       try {
         const lab = await labUp({ instance: o.instance, nodes: 3, binaries, log });
+        out.stdout(`\nKubernetes ${binaries.version}`);
         out.stdout(`\n▶ runbooks/apiserver-outage.yaml, with its guards\n`);
         outcomes.push(await runAndMeasure(lab, RUNBOOK, true));
         if (o.compare) {

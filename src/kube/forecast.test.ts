@@ -16,6 +16,8 @@ const lab: LifecycleSettings = {
 };
 
 const NOW = Date.UTC(2026, 0, 1, 0, 28, 10);
+/** 1.20's controller queues a node for the NoExecute taint one monitor period after marking it Unknown. */
+const on120 = { taintsInTheSamePass: false };
 const s = (n: number) => n * 1000;
 
 function node(name: string, heartbeatAgo: number, o: Partial<ForecastNode> = {}): ForecastNode {
@@ -48,7 +50,7 @@ describe('eviction forecast', () => {
 
   it('a silent node: NotReady at last heartbeat + grace, taint one monitor period later, eviction after the toleration', () => {
     // A lab run of the real 1.20 controller: renewal 00:28:04 → NotReady/taint 00:28:13–14 → pods Terminating 00:28:34 (toleration 20 s).
-    const f = forecast({
+    const f = forecast({ ...on120,
       now: NOW,
       settings: lab,
       nodes: [node('node-1', s(6)), node('node-2', 500), node('node-3', 700)],
@@ -64,6 +66,19 @@ describe('eviction forecast', () => {
     expect(at['kube-system/ds']).toBeUndefined();
     expect(f.earliest).toEqual({ at: Date.UTC(2026, 0, 1, 0, 28, 13), pod: 'default/bare', node: 'node-1' });
     expect(f.atRisk).toBe(2);
+  });
+
+  it('1.21 and newer (kubernetes#120816): the taint comes in the pass that marks the node Unknown, and so the eviction', () => {
+    // the lab's 1.37 controller: NotReady at 09:19:29.2, NoExecute taint 66 ms later, pods evicted 20 s after that
+    const f = forecast({ now: NOW, settings: lab, nodes: [node('node-1', s(6)), node('node-2', 500)], pods: [pod('default/web', 'node-1', defaultTolerations(20))] });
+    const n1 = f.nodes.find((n) => n.name === 'node-1')!;
+    expect(n1.notReadyAt).toBe(Date.UTC(2026, 0, 1, 0, 28, 12));
+    expect(n1.taintAt).toBe(Date.UTC(2026, 0, 1, 0, 28, 12));
+    expect(f.earliest).toEqual({ at: Date.UTC(2026, 0, 1, 0, 28, 32), pod: 'default/web', node: 'node-1' });
+    // once marked Unknown (stored to the second), it is queued at that second, not a monitor period later
+    const unknown = node('node-1', s(9), { ready: { status: 'Unknown', transition: NOW - 400 } });
+    expect(forecast({ now: NOW, settings: lab, nodes: [unknown, node('node-2', 500)], pods: [] }).nodes[0]!.taintAt).toBe(NOW - 400);
+    expect(forecast({ ...on120, now: NOW, settings: lab, nodes: [unknown, node('node-2', 500)], pods: [] }).nodes[0]!.taintAt).toBe(NOW + 600);
   });
 
   it('uses the time a taint was really added, and the node reported NotReady by its kubelet gets the not-ready taint at once', () => {
@@ -85,7 +100,7 @@ describe('eviction forecast', () => {
   });
 
   it('taints a fully disrupted zone at the normal rate while another zone is up: one node every 10 s', () => {
-    const f = forecast({
+    const f = forecast({ ...on120,
       now: NOW,
       settings: lab,
       // a-1 went silent 3.5 s before a-2: surely queued first
@@ -98,7 +113,7 @@ describe('eviction forecast', () => {
   });
 
   it('gives nodes that go silent together the earliest place each can have in the queue', () => {
-    const f = forecast({
+    const f = forecast({ ...on120,
       now: NOW,
       settings: lab,
       nodes: [node('a-1', s(5), { zone: 'a' }), node('a-2', s(5), { zone: 'a' }), node('a-3', s(1), { zone: 'a' }), node('b-1', 100, { zone: 'b' })],
@@ -146,7 +161,7 @@ describe('eviction forecast', () => {
   });
 
   it('still predicts the evictions that come before the last zone goes down', () => {
-    const f = forecast({
+    const f = forecast({ ...on120,
       now: NOW,
       settings: lab,
       nodes: [node('n-1', s(7)), node('n-2', s(4.5))],

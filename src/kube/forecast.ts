@@ -58,6 +58,12 @@ export interface ForecastInput {
    * (and a new one starts its grace periods from then). Unknown or running: undefined/true.
    */
   controllerRunning?: boolean;
+  /**
+   * The controller queues a node for the NoExecute taint in the very pass it marks the node Unknown (true: fixed
+   * upstream by kubernetes#120816, seen on 1.34 and 1.37), or one monitor period later, when it reads the Ready
+   * condition it wrote (false: seen on 1.20). See versions.ts; undefined is taken as true, the earlier of the two.
+   */
+  taintsInTheSamePass?: boolean;
 }
 
 export type ZoneState = 'Normal' | 'PartialDisruption' | 'FullDisruption';
@@ -142,7 +148,8 @@ interface Work {
 export function forecast(input: ForecastInput): Forecast {
   const { now, settings: s } = input;
   const silentAfter = input.silentAfterMs ?? defaultSilentAfter(s);
-  const work: Work[] = input.nodes.map((node) => nodeWork(node, now, s, silentAfter));
+  const taintDelay = input.taintsInTheSamePass === false ? s.nodeMonitorPeriodMs : 0;
+  const work: Work[] = input.nodes.map((node) => nodeWork(node, now, s, silentAfter, taintDelay));
 
   // Zones: only nodes not excluded from disruption checks count.
   const zones = new Map<string, Work[]>();
@@ -268,7 +275,7 @@ function firstTaintTime(from: number, rateAt: (t: number) => number, changes: nu
   return undefined;
 }
 
-function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentAfter: number): Work {
+function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentAfter: number, taintDelay: number): Work {
   const P = s.nodeMonitorPeriodMs;
   const hbs = [node.leaseRenew, node.ready?.heartbeat].filter((x): x is number => x !== undefined);
   const lastHeartbeat = hbs.length ? Math.max(...hbs) : node.created;
@@ -294,14 +301,15 @@ function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentA
     // Counted NotReady from now on; with heartbeats back (Unknown but renewing) it may turn Ready any moment.
     downEarly = -NEVER;
     downLate = silent || node.ready?.status === 'False' ? -NEVER : NEVER;
-    // Ready=False is queued for the taint at the next pass; Unknown one pass after the controller set it.
-    eligible = (node.ready?.transition ?? now) + (node.ready?.status === 'False' ? 0 : P);
+    // Ready=False is queued for the taint at once; Unknown at once too, or one pass after the controller set it on
+    // versions that read back the condition they wrote (taintDelay)
+    eligible = (node.ready?.transition ?? now) + (node.ready?.status === 'False' ? 0 : taintDelay);
   } else if (silent) {
     downEarly = Math.max(predictedDown, now);
     downLate = Math.max(predictedDown + 2 * P + 1000, now);
-    eligible = downEarly + P;
+    eligible = downEarly + taintDelay;
   }
   const controllerTaint: SlimTaint | undefined = controllerTaintNow ?? (notReady || silent ? { key: node.ready?.status === 'False' ? NOT_READY : UNREACHABLE, effect: 'NoExecute' } : undefined);
-  const eligibleLate = Number.isFinite(downLate) && !notReady ? downLate + P : eligible;
+  const eligibleLate = Number.isFinite(downLate) && !notReady ? downLate + taintDelay : eligible;
   return { f, node, downEarly, downLate, eligible, eligibleLate, controllerTaint };
 }

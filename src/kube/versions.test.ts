@@ -16,7 +16,9 @@ describe('Kubernetes versions', () => {
     expect(traitsOf(v('v1.28.9'))).toMatchObject({ taintEvictor: 'node-lifecycle-controller', canDisableTaintEviction: false, writesDisruptionTarget: true });
     expect(traitsOf(v('v1.29.0'))).toMatchObject({ taintEvictor: 'taint-eviction-controller', canDisableTaintEviction: true });
     expect(traitsOf(v('v1.20.2'))).toMatchObject({ writesDisruptionTarget: false, hasPodEvictionTimeoutFlag: true });
-    expect(traitsOf(v('v1.37.2'))).toMatchObject({ writesDisruptionTarget: true, hasPodEvictionTimeoutFlag: false });
+    expect(traitsOf(v('v1.37.2'))).toMatchObject({ writesDisruptionTarget: true, hasPodEvictionTimeoutFlag: false, taintsInTheSamePass: true });
+    expect(traitsOf(v('v1.20.2')).taintsInTheSamePass).toBe(false);
+    expect(traitsOf(undefined).taintsInTheSamePass).toBe(true);
   });
 
   it('an unknown version takes the safe side: 40 s grace, inferred causes, no taint-eviction switch', () => {

@@ -40,6 +40,13 @@ export interface VersionTraits {
   writesDisruptionTarget: boolean;
   /** The controller-manager's `--pod-eviction-timeout` was removed in 1.27 (unused since taint-based eviction). */
   hasPodEvictionTimeoutFlag: boolean;
+  /**
+   * A node marked Unknown is queued for its NoExecute taint in the same monitor pass (kubernetes#120816; seen on
+   * the lab's 1.34 and 1.37, tainted ~70 ms after NotReady), not one pass later (seen on 1.20, where the
+   * controller read back the Ready condition it wrote). Only 1.20 is known to wait: every other version is taken
+   * to taint at once, which can only make a forecast early, never late.
+   */
+  taintsInTheSamePass: boolean;
 }
 
 /**
@@ -55,6 +62,7 @@ export function traitsOf(version: KubeVersion | undefined): VersionTraits {
     canDisableTaintEviction: atLeast(version, 29),
     writesDisruptionTarget: atLeast(version, 26),
     hasPodEvictionTimeoutFlag: !atLeast(version, 27),
+    taintsInTheSamePass: atLeast(version, 21) || version === undefined,
   };
 }
 

@@ -1,5 +1,6 @@
 /** The lab: a real control plane and simulated kubelets on this machine (see `kube-runbook lab --help`). */
 export { ensureLabBinaries } from './install/ensure.js';
+export { DEFAULT_MINOR, SUPPORTED_MINORS } from './install/binaries.js';
 export { labDown, type DownOptions, type DownReport } from './lifecycle/down.js';
 export { readLabInfo, type LabInfo, type LabNodeInfo, type LabBinariesInfo } from './host/info.js';
 export { installLab, canAutoInstall, MANUAL_STEPS } from './install/install.js';

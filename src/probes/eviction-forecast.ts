@@ -8,6 +8,7 @@ import { controllerTaint, trackTaintedSince } from '../kube/taint-since.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { duration } from '../core/zod-helpers.js';
+import { parseKubeVersion, traitsOf } from '../kube/versions.js';
 import { defineProbe } from '../contract/probe.js';
 
 const Params = z.strictObject({
@@ -64,6 +65,7 @@ export default defineProbe({
         yield* cannotSee(ctx, e);
         return;
       }
+      const { taintsInTheSamePass } = traitsOf(parseKubeVersion(resolved.version));
       const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
       const taintedSince = trackTaintedSince(nodes, ctx.clock);
       // Pods by node, kept up to date from the pods watch.
@@ -108,7 +110,7 @@ export default defineProbe({
           const lease = [...leader.store.values()][0];
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
           const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
-          const f = forecast({ now, settings, nodes: fnodes, pods: fpods, silentAfterMs: silentAfter, controllerRunning });
+          const f = forecast({ now, settings, nodes: fnodes, pods: fpods, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass });
 
           const failing = f.nodes.filter((n) => n.silent || n.notReady || n.tainted);
           const e = f.earliest;

@@ -2,8 +2,9 @@ import { join } from 'node:path';
 import { CoordinationV1Api, CoreV1Api, KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
+import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
 import { readRuntime } from '../../src/lab/index.js';
-import { inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { inNetns, LAB_VERSION, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**
  * Incident 1's mechanism on the real controller-manager: a kubelet goes silent, the node lifecycle controller
@@ -35,7 +36,7 @@ const kubelet = (script: string) => inNetns('kr-e2eev-node-1', `'${join(lab.stat
 const podsOn = async (node: string): Promise<V1Pod[]> => (await core.listNamespacedPod({ namespace: 'demo', fieldSelector: `spec.nodeName=${node}` })).items;
 const noExecute = (n: V1Node) => n.spec?.taints?.find((t) => t.key === 'node.kubernetes.io/unreachable' && t.effect === 'NoExecute');
 
-describe('a silent kubelet on the real controller-manager (incident 1)', () => {
+describe(`a silent kubelet on the real controller-manager (incident 1, Kubernetes ${LAB_VERSION})`, () => {
   it('NotReady and NoExecute within grace + monitor period + 2 s, pods marked after the toleration, containers killed on return', async () => {
     const victims = (await podsOn('node-1')).map((p) => p.metadata!.uid!).sort();
     expect(victims.length).toBeGreaterThan(0);
@@ -65,10 +66,11 @@ describe('a silent kubelet on the real controller-manager (incident 1)', () => {
     expect(await podsOn('node-2').then((ps) => ps.every((p) => !p.metadata?.deletionTimestamp))).toBe(true);
 
     let markedAt = 0;
+    let marked: V1Pod[] = [];
     await until(
       "node-1's pods marked for deletion",
       async () => {
-        const marked = (await podsOn('node-1')).filter((p) => victims.includes(p.metadata!.uid!) && p.metadata?.deletionTimestamp);
+        marked = (await podsOn('node-1')).filter((p) => victims.includes(p.metadata!.uid!) && p.metadata?.deletionTimestamp);
         if (marked.length === victims.length) markedAt = realClock.now();
         return markedAt > 0;
       },
@@ -77,6 +79,11 @@ describe('a silent kubelet on the real controller-manager (incident 1)', () => {
     );
     process.stderr.write(`[lab] NoExecute taint → pods marked for deletion: ${markedAt - taintAt} ms\n`);
     expect(markedAt - taintAt).toBeGreaterThanOrEqual(TOLERATION - 1_000);
+    // which controller evicted, as the server says it: DisruptionTarget/DeletionByTaintManager since 1.26, nothing before
+    const traits = traitsOf(parseKubeVersion(lab.binaries?.version));
+    const reasons = marked.map((p) => p.status?.conditions?.find((c) => c.type === 'DisruptionTarget')?.reason ?? 'none');
+    process.stderr.write(`[lab] Kubernetes ${lab.binaries?.version}: evicted by ${traits.taintEvictor}; DisruptionTarget: ${[...new Set(reasons)].join(', ')}\n`);
+    expect(reasons).toEqual(marked.map(() => (traits.writesDisruptionTarget ? 'DeletionByTaintManager' : 'none')));
 
     // the kubelet is away: its containers keep running, nobody kills them
     const away = await readRuntime(lab.stateDir, 'node-1');

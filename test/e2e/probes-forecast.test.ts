@@ -73,8 +73,10 @@ class Observed {
       if (c.type !== 'modified') return;
       const p: SlimPod = c.object;
       const key = `${p.namespace}/${p.name}`;
-      if (p.deletionTimestamp !== undefined && c.previous?.deletionTimestamp === undefined && p.nodeName && !this.deleted.has(key))
+      if (p.deletionTimestamp !== undefined && c.previous?.deletionTimestamp === undefined && p.nodeName && !this.deleted.has(key)) {
         this.deleted.set(key, { node: p.nodeName, at: realClock.now() });
+        console.log(`deleted ${key} on ${p.nodeName} at ${new Date().toISOString()} (${p.disruption ?? 'no DisruptionTarget'})`);
+      }
     });
   }
 
@@ -128,7 +130,7 @@ function compare(readings: Reading[], pick: (v: Value) => number | undefined, ac
     .filter((p): p is { at: number; predicted: number } => p.predicted !== undefined);
   expect(predictions.length, `a forecast of ${what} before it happened`).toBeGreaterThan(0);
   const late = predictions.filter((p) => p.predicted > actual);
-  expect(late, `forecasts of ${what} later than the controller`).toEqual([]);
+  expect(late, `forecasts of ${what} later than the controller (at ${new Date(actual).toISOString()})`).toEqual([]);
   const first = predictions[0]!;
   expect(actual - first.predicted, `${what}: how early the first forecast was`).toBeLessThanOrEqual(bound);
   return { predicted: first.predicted, actual, early: actual - first.predicted, madeBefore: actual - first.at };
