@@ -68,7 +68,7 @@ describe('eviction forecast', () => {
     expect(f.atRisk).toBe(2);
   });
 
-  it('1.21 and newer (kubernetes#120816): the taint comes in the pass that marks the node Unknown, and so the eviction', () => {
+  it('newer controllers (kubernetes#120816, seen on 1.34 and 1.37): the taint comes in the pass that marks the node Unknown, and so the eviction', () => {
     // the lab's 1.37 controller: NotReady at 09:19:29.2, NoExecute taint 66 ms later, pods evicted 20 s after that
     const f = forecast({ now: NOW, settings: lab, nodes: [node('node-1', s(6)), node('node-2', 500)], pods: [pod('default/web', 'node-1', defaultTolerations(20))] });
     const n1 = f.nodes.find((n) => n.name === 'node-1')!;

@@ -45,13 +45,15 @@ export const MANUAL_STEPS = [
 export async function installLab(o: InstallOptions): Promise<LabBinariesInfo> {
   const env = o.env ?? process.env;
   const root = o.cacheDir ?? defaultCacheDir(env);
-  // one installer at a time (apt and the build directory are shared); a second one finds the first one's result
-  return withLock(join(root, 'install.lock'), () => install(o, env, root), { timeoutMs: 3_600_000, clock: o.clock });
+  const release = parseLabVersion(o.kubernetesVersion);
+  // one installer per release at a time (a second one finds the first one's result); releases build side by side
+  return withLock(join(root, `install-1.${release.minor}.lock`), () => install(o, env, root), { timeoutMs: 3_600_000, clock: o.clock });
 }
 
 async function install(o: InstallOptions, env: NodeJS.ProcessEnv, root: string): Promise<LabBinariesInfo> {
   const release = parseLabVersion(o.kubernetesVersion);
-  await ensurePackages(o);
+  // apt-get runs one at a time
+  await withLock(join(root, 'apt.lock'), () => ensurePackages(o), { timeoutMs: 1_800_000, clock: o.clock });
   if (!o.force) {
     const found = await findLabBinaries({ binDir: o.binDir, cacheDir: root, env, log: o.log, release: o.binDir ? undefined : release });
     if (found) {
