@@ -5,7 +5,7 @@ import type { Ctx } from '../contract/context.js';
 import type { FaultRef, RunEventSink } from './events.js';
 import { type AppliedFault, FaultLedger } from './faults.js';
 import { Journal, type JournalView, outstanding } from './journal.js';
-import { rollBack, rollbackConditionHolds } from './rollback.js';
+import { rollBack, rollbackConditionHolds, rollbackDeadline } from './rollback.js';
 import type { Registry } from '../contract/registry.js';
 
 export interface RecoverResult {
@@ -67,6 +67,7 @@ export async function recoverRun(
   errors.push(
     ...(await rollBack(ledger, {
       signal: o.ctx.signal,
+      deadline: rollbackDeadline(o.ctx.clock.now(), view.run.faultTtlMs),
       concurrency: 16,
       skip: (f) => missing.includes(f),
       async safeToUndoRemediations() {
