@@ -20,12 +20,12 @@ export interface PreflightResult {
 }
 
 /** Globs as in `staging-*`: `*` any run of characters, `?` one. */
-export function contextAllowed(context: string, patterns: string[]): boolean {
+function contextAllowed(context: string, patterns: string[]): boolean {
   return patterns.some((p) => new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`).test(context));
 }
 
 /** What any run needs to read: guards and expectations watch these. */
-export const BASE_ACCESS: AccessCheck[] = [
+const BASE_ACCESS: AccessCheck[] = [
   { verb: 'list', resource: 'nodes' },
   { verb: 'watch', resource: 'nodes' },
   { verb: 'list', resource: 'pods' },

@@ -25,7 +25,7 @@ function alive(pid: number): boolean {
 }
 
 /** Whether the run's own process still runs on this machine (then it should be interrupted, not recovered). */
-export function runStillActive(view: JournalView): boolean {
+function runStillActive(view: JournalView): boolean {
   return view.status === undefined && view.run.host === hostname() && view.run.pid !== process.pid && alive(view.run.pid);
 }
 

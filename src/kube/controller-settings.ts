@@ -52,7 +52,7 @@ export function versionDefaults(minor: number | undefined): LifecycleSettings {
   };
 }
 
-export function minorOf(gitVersion: string | undefined): number | undefined {
+function minorOf(gitVersion: string | undefined): number | undefined {
   const m = /^v?(\d+)\.(\d+)/.exec(gitVersion ?? '');
   return m ? Number(m[2]) : undefined;
 }

@@ -15,9 +15,9 @@ export const ProbeRef = z.strictObject({
   with: Params.default({}),
 });
 
-export const ReadingStatus = z.enum(['ok', 'violated']);
+const ReadingStatus = z.enum(['ok', 'violated']);
 
-export const Guard = z.strictObject({
+const Guard = z.strictObject({
   name: Name.optional(),
   probe: ModuleId,
   with: Params.default({}),
@@ -33,7 +33,7 @@ export const Guard = z.strictObject({
 });
 export type Guard = z.output<typeof Guard>;
 
-export const ActionStep = z.strictObject({
+const ActionStep = z.strictObject({
   name: Name.optional(),
   action: ModuleId,
   with: Params.default({}),
@@ -47,7 +47,7 @@ export const ActionStep = z.strictObject({
     }),
 });
 
-export const ExpectStep = z.strictObject({
+const ExpectStep = z.strictObject({
   name: Name.optional(),
   expect: ProbeRef.extend({
     status: ReadingStatus.default('ok').meta({ description: 'the reading to wait for' }),
@@ -55,14 +55,14 @@ export const ExpectStep = z.strictObject({
   within: duration().prefault('1m').meta({ description: 'the step fails when the reading has not come by then' }),
 });
 
-export const WaitStep = z.strictObject({
+const WaitStep = z.strictObject({
   name: Name.optional(),
   wait: duration(),
 });
 
 const OnTimeout = z.enum(['rollback', 'continue']).meta({ description: 'what an unanswered confirmation does' });
 
-export const ConfirmStep = z.strictObject({
+const ConfirmStep = z.strictObject({
   name: Name.optional(),
   confirm: z.union([
     z.string().min(1),
@@ -72,21 +72,19 @@ export const ConfirmStep = z.strictObject({
   onTimeout: OnTimeout.optional(),
 });
 
-export const RevertStep = z.strictObject({
+const RevertStep = z.strictObject({
   name: Name.optional(),
   revert: Name.meta({ description: 'the name of an earlier action step: its faults are reverted now, in reverse order, instead of at rollback' }),
 });
 
-export const LeafStep = z.union([ActionStep, ExpectStep, WaitStep, ConfirmStep, RevertStep]);
-
-export const ParallelStep = z.strictObject({
+const ParallelStep = z.strictObject({
   name: Name.optional(),
   parallel: z.array(z.union([ActionStep, ExpectStep, WaitStep])).min(1),
 });
 
 export const Step = z.union([ActionStep, ExpectStep, WaitStep, ConfirmStep, RevertStep, ParallelStep]);
 
-export const RemediationItem = z.strictObject({
+const RemediationItem = z.strictObject({
   name: Name.optional(),
   action: ModuleId,
   with: Params.default({}),
@@ -128,7 +126,6 @@ export const Runbook = z.strictObject({
 
 export type Runbook = z.output<typeof Runbook>;
 export type Step = z.output<typeof Step>;
-export type LeafStep = z.output<typeof LeafStep>;
 export type ActionStep = z.output<typeof ActionStep>;
 export type ExpectStep = z.output<typeof ExpectStep>;
 export type WaitStep = z.output<typeof WaitStep>;

@@ -52,7 +52,7 @@ export class FakeNodes implements NodeAccess {
 }
 
 /** What ssh says when sshd resets the connection (it restarts, or the network drops it). */
-export const SSH_RESET = 'kex_exchange_identification: read: Connection reset by peer';
+const SSH_RESET = 'kex_exchange_identification: read: Connection reset by peer';
 
 /**
  * A test transport's behaviour: the first `n` calls on each node that `match` fail as the ssh transport fails when

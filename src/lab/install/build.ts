@@ -79,7 +79,7 @@ export async function buildFromSource(o: BuildOptions, root: string): Promise<vo
 }
 
 /** Copies built binaries into `<root>/kubernetes-<version>/` with a manifest of checksums (atomically). */
-export async function cacheBinaries(fromDir: string, root: string, source: string, clock: Clock = realClock): Promise<string> {
+async function cacheBinaries(fromDir: string, root: string, source: string, clock: Clock = realClock): Promise<string> {
   const version = await binaryVersion(join(fromDir, 'kube-apiserver'));
   const final = join(root, `kubernetes-${version}`);
   const tmp = `${final}.tmp`;
