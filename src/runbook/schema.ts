@@ -109,7 +109,10 @@ export const Runbook = z.strictObject({
         maxDuration: duration().prefault('30m').meta({ description: 'the run is aborted and rolled back after this long' }),
         faultTtl: duration()
           .prefault('10m')
-          .meta({ description: "a fault's node-side dead-man reverts it this long after the executor's last keepalive" }),
+          .meta({
+            description:
+              "a fault's node-side dead-man reverts it this long after the executor's last keepalive; a revert failing for a transient reason (a reset connection, an apiserver 503) is tried again for up to this long after the rollback starts",
+          }),
       })
       .prefault({}),
     guards: z.array(Guard).default([]),
