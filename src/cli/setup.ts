@@ -53,7 +53,7 @@ export function connect(o: ClusterOptions, inv: { inventory: Inventory; dir: str
 }
 
 /** The cluster's nodes for label selectors; undefined when the cluster does not answer (plan works offline). */
-export async function clusterNodes(kube: KubeAccess | undefined): Promise<NodeSummary[] | undefined> {
+async function clusterNodes(kube: KubeAccess | undefined): Promise<NodeSummary[] | undefined> {
   if (!kube) return undefined;
   try {
     return await kube.listNodes();

@@ -29,7 +29,7 @@ export interface ReactiveOptions<V> {
 }
 
 /** The run's watch hub, or a KrError saying why there is none. */
-export function hubOf(ctx: Ctx): WatchHub {
+function hubOf(ctx: Ctx): WatchHub {
   const hub = ctx.kube.watches;
   if (!hub) throw new KrError('KUBE_NO_WATCHES', 'this cluster access has no watch hub', { exit: 3 });
   return hub;

@@ -18,12 +18,18 @@ export interface KrErrorOptions {
   cause?: unknown;
   /** Extra lines printed under the message (e.g. one per validation problem). */
   details?: string[];
+  /**
+   * Set by the transport that threw when trying again can help (the connection, not the script, failed): a count
+   * noun naming the failure, as reports say it ("reverted on attempt 3 after 2 connection resets").
+   */
+  transient?: string;
 }
 
 export class KrError extends Error {
   readonly code: string;
   readonly exit: ExitCode;
   readonly details: string[];
+  readonly transient: string | undefined;
 
   constructor(code: string, message: string, options: KrErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -31,6 +37,7 @@ export class KrError extends Error {
     this.code = code;
     this.exit = options.exit ?? EXIT.failed;
     this.details = options.details ?? [];
+    this.transient = options.transient;
   }
 }
 

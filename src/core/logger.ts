@@ -20,7 +20,7 @@ export function redactText(text: string): string {
 }
 
 /** Deep copy with values under secret-looking keys and token-looking strings removed. */
-export function redact(value: unknown, depth = 0): unknown {
+function redact(value: unknown, depth = 0): unknown {
   if (depth > 8) return '[…]';
   if (typeof value === 'string') return redactText(value);
   if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));

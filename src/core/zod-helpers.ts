@@ -10,5 +10,3 @@ export const duration = () =>
     .regex(/^(?:\d+(?:\.\d+)?(?:ms|s|m|h))+$/, { message: DURATION_MESSAGE })
     .transform((s) => parseDuration(s)!)
     .meta({ description: 'duration: 500ms, 10s, 5m, 1h, 1m30s' });
-
-export type DurationMs = number;

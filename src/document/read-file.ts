@@ -2,7 +2,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { EXIT, KrError } from '../core/errors.js';
 
 /** Larger than any runbook or inventory a person writes; refusing it keeps a wrong path from filling memory. */
-export const MAX_DOCUMENT_BYTES = 4 * 1024 * 1024;
+const MAX_DOCUMENT_BYTES = 4 * 1024 * 1024;
 
 const REASONS: Record<string, string> = {
   ENOENT: 'no such file',

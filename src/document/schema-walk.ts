@@ -15,7 +15,7 @@ const def = (s: Schema) => s._zod.def as unknown as Def;
 const WRAPPERS = new Set(['optional', 'nullable', 'default', 'prefault', 'readonly', 'catch', 'nonoptional', 'success']);
 
 /** The schema that checks the input, without optional/default/pipe wrappers. */
-export function unwrap(schema: Schema): Schema {
+function unwrap(schema: Schema): Schema {
   let s = schema;
   for (let i = 0; i < 32; i++) {
     const d = def(s);
@@ -28,8 +28,6 @@ export function unwrap(schema: Schema): Schema {
   }
   return s;
 }
-
-export const typeOf = (s: Schema) => def(unwrap(s)).type;
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -45,13 +43,13 @@ export function objectShape(schema: Schema): Record<string, Schema> | undefined 
 }
 
 /** Keys of an object schema that a value must have. */
-export function requiredKeys(schema: Schema): string[] {
+function requiredKeys(schema: Schema): string[] {
   const shape = objectShape(schema) ?? {};
   return Object.keys(shape).filter((k) => shape[k]!._zod.optin === undefined);
 }
 
 /** Whether a value is of the JSON type the schema takes (its content may still be wrong). */
-export function acceptsType(schema: Schema, v: unknown): boolean {
+function acceptsType(schema: Schema, v: unknown): boolean {
   const s = unwrap(schema);
   const d = def(s);
   switch (d.type) {
@@ -83,7 +81,7 @@ export function acceptsType(schema: Schema, v: unknown): boolean {
 }
 
 /** How a message names what a schema takes: `a string`, `a mapping`, `one of a, b`. */
-export function describeType(schema: Schema): string {
+function describeType(schema: Schema): string {
   const d = def(unwrap(schema));
   switch (d.type) {
     case 'string':

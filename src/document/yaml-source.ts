@@ -32,7 +32,7 @@ export interface Parsed {
 const at11 = (message: string): Problem => ({ line: 1, col: 1, path: '', message });
 
 /** Text from file content; undefined for binary content (NUL bytes, invalid UTF-8). */
-export function decodeText(content: string | Uint8Array): string | undefined {
+function decodeText(content: string | Uint8Array): string | undefined {
   let text: string;
   if (typeof content === 'string') text = content;
   else {

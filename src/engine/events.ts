@@ -26,6 +26,19 @@ export interface FaultRef {
   manualRevert?: string;
 }
 
+/** What the engine tries again when it fails for a transient reason (src/engine/retry.ts). */
+export type RetriedOp = 'revert' | 'disarm' | 'keepalive' | 'arm' | 'prepare' | 'preflight';
+
+/** One failed attempt: another follows after `retryInMs`, or, without it, the failure is final. */
+export interface Attempt {
+  op: RetriedOp;
+  attempt: number;
+  error: string;
+  /** The failure's kind when it can pass ("connection reset"); absent when permanent. */
+  transient?: string;
+  retryInMs?: number;
+}
+
 /** Everything a run reports, in order; renderers (live view, JSON, JUnit) only read these. */
 export type RunEvent =
   | { type: 'run-start'; at: number; runId: string; runbook: string; context: string; dryRun: boolean; journal: string }
@@ -34,8 +47,11 @@ export type RunEvent =
   | { type: 'step-end'; at: number; index: string; name: string; kind: StepKind; status: StepStatus; detail: string }
   | { type: 'fault-applied'; at: number; fault: FaultRef }
   | { type: 'fault-apply-failed'; at: number; fault: FaultRef; error: string }
-  | { type: 'fault-reverted'; at: number; fault: FaultRef }
-  | { type: 'fault-revert-failed'; at: number; fault: FaultRef; error: string }
+  /** `attempts` made in all; `retried`: the kinds of the transient failures before the last attempt. */
+  | { type: 'fault-reverted'; at: number; fault: FaultRef; attempts: number; retried: string[] }
+  | { type: 'fault-revert-failed'; at: number; fault: FaultRef; error: string; attempts: number; retried: string[] }
+  /** A failed attempt at something retried: of a fault's revert, disarm, arm; a keepalive or prepare on a node; a preflight check (`what`). */
+  | ({ type: 'attempt'; at: number; fault?: FaultRef; node?: string; what?: string } & Attempt)
   | { type: 'guard-reading'; at: number; guard: string; reading: Reading; armed: boolean }
   | { type: 'guard-fired'; at: number; guard: string; response: 'abort' | 'remediate' | 'warn' | 'hold' | 'resume'; detail: string }
   | { type: 'observation'; at: number; name: string; reading: Reading }

@@ -1,10 +1,13 @@
 import type { Action, RevertState } from '../contract/action.js';
 import { messageOf } from '../core/errors.js';
+import type { Backoff, FailedAttempt } from '../core/retry.js';
 import type { InventoryNode } from '../inventory/schema.js';
 import type { ActionCtx, Ctx } from '../contract/context.js';
 import { armScript, disarmScript, keepaliveScript } from './deadman.js';
-import type { FaultRef, RunEventSink } from './events.js';
+import type { Attempt, FaultRef, RunEventSink } from './events.js';
 import type { Journal } from './journal.js';
+import { eachLimited } from './each-limited.js';
+import { type EngineRetry, retriedKinds, withRetries } from './retry.js';
 
 export interface AppliedFault {
   ref: FaultRef;
@@ -22,12 +25,33 @@ export interface FaultLedgerOptions {
   faultTtlMs: number;
   /** Who reverts, for the journal. */
   by?: 'executor' | 'recover';
+  /** The back-off between attempts (tests pass a constant `random`). */
+  backoff?: Partial<Backoff>;
+}
+
+/** Where an apply happens: its step, whether it is a remediation, and the step's signal and deadline (its timeout). */
+export interface ApplyOn {
+  step: string;
+  remediation: boolean;
+  signal: AbortSignal;
+  deadline: number;
+}
+
+/** Whose attempts: a fault's, or, before there is one, a node's (prepare, keepalive) with what it was doing. */
+interface Who {
+  fault?: AppliedFault;
+  node?: string;
+  what?: string;
 }
 
 /**
  * Applies and reverts faults, in that order of record: journal (fsynced) → dead-man armed on the node → apply.
  * Revert: revert → journal → dead-man disarmed. Everything changing the cluster runs through one queue, so a
  * remediation a guard asks for never interleaves with a step's apply or a revert.
+ *
+ * What is safe to repeat is retried on transient failures (src/engine/retry.ts), each failed attempt journaled and
+ * reported: prepare (read-only), arming the dead-man, the revert (idempotent by contract), the disarm, the
+ * keepalive. The apply is not: an action's apply need not be idempotent.
  */
 export class FaultLedger {
   readonly faults: AppliedFault[] = [];
@@ -44,16 +68,11 @@ export class FaultLedger {
   }
 
   /** prepare → journal → arm → apply, on one target. The fault is recorded (and so rolled back) even if apply fails. */
-  async apply(
-    action: Action,
-    params: Record<string, unknown>,
-    node: InventoryNode | undefined,
-    step: string,
-    remediation: boolean,
-    signal: AbortSignal,
-  ): Promise<AppliedFault> {
+  async apply(action: Action, params: Record<string, unknown>, node: InventoryNode | undefined, on: ApplyOn): Promise<AppliedFault> {
+    const { step, remediation, signal } = on;
     const ctx: ActionCtx = { ...this.o.ctx, signal, node };
-    const state = await action.prepare(ctx, params);
+    const retry = (who: Who) => this.retrying(who, signal, on.deadline);
+    const state = await withRetries('prepare', () => action.prepare(ctx, params), retry({ node: node?.name, what: action.meta.id }));
     const faultId = `f${String(++this.seq).padStart(2, '0')}-${action.meta.id}${node ? `-${node.name}` : ''}`.replace(/[^A-Za-z0-9._-]/g, '_');
     const nodeSide = node ? action.nodeSideRevert(state) : undefined;
     const ref: FaultRef = { faultId, action: action.meta.id, node: node?.name, step, remediation, manualRevert: nodeSide };
@@ -72,17 +91,14 @@ export class FaultLedger {
     this.faults.push(fault);
     try {
       if (node && nodeSide) {
-        const r = await this.o.ctx.nodes.exec(
-          node.name,
-          armScript({
-            runId: this.o.ctx.runId,
-            faultId,
-            ttlMs: this.o.faultTtlMs,
-            revert: nodeSide,
-            allowSystemd: (node.transport ?? this.o.ctx.inventory.spec.transport).type !== 'netns',
-          }),
-          { timeoutMs: 30_000, signal },
-        );
+        const arm = armScript({
+          runId: this.o.ctx.runId,
+          faultId,
+          ttlMs: this.o.faultTtlMs,
+          revert: nodeSide,
+          allowSystemd: (node.transport ?? this.o.ctx.inventory.spec.transport).type !== 'netns',
+        });
+        const r = await withRetries('arm', () => this.o.ctx.nodes.exec(node.name, arm, { timeoutMs: 30_000, signal }), retry({ fault }));
         if (r.code !== 0) throw new Error(`could not arm the dead-man on ${node.name}: ${r.stderr.trim() || `exit ${r.code}`}`);
         fault.deadman = true;
       }
@@ -98,35 +114,45 @@ export class FaultLedger {
     }
   }
 
-  /** Reverts one fault (idempotent); disarms its dead-man once reverted. Returns the error text on failure. */
-  async revert(fault: AppliedFault, signal: AbortSignal): Promise<string | undefined> {
+  /**
+   * Reverts one fault (idempotent), trying again on transient failures until `deadline`; disarms its dead-man once
+   * reverted. Returns the error text on failure.
+   */
+  async revert(fault: AppliedFault, signal: AbortSignal, deadline: number): Promise<string | undefined> {
     if (fault.reverted) return undefined;
+    const { clock } = this.o.ctx;
     const ctx: ActionCtx = { ...this.o.ctx, signal, node: fault.node };
+    const failures: FailedAttempt[] = [];
+    const retry = this.retrying({ fault }, signal, deadline);
     try {
-      await fault.action.revert(ctx, fault.state);
+      await withRetries('revert', () => fault.action.revert(ctx, fault.state), retry, failures);
     } catch (e) {
       const error = messageOf(e);
-      this.o.journal?.append({ type: 'revert-failed', at: this.o.ctx.clock.now(), faultId: fault.ref.faultId, error });
-      this.o.emit({ type: 'fault-revert-failed', at: this.o.ctx.clock.now(), fault: fault.ref, error });
+      this.o.journal?.append({ type: 'revert-failed', at: clock.now(), faultId: fault.ref.faultId, error, attempts: failures.length });
+      this.o.emit({ type: 'fault-revert-failed', at: clock.now(), fault: fault.ref, error, attempts: failures.length, retried: retriedKinds(failures) });
       return error;
     }
     fault.reverted = true;
-    this.o.journal?.append({ type: 'reverted', at: this.o.ctx.clock.now(), faultId: fault.ref.faultId, by: this.o.by ?? 'executor' });
-    this.o.emit({ type: 'fault-reverted', at: this.o.ctx.clock.now(), fault: fault.ref });
+    const attempts = failures.length + 1;
+    this.o.journal?.append({ type: 'reverted', at: clock.now(), faultId: fault.ref.faultId, by: this.o.by ?? 'executor', attempts });
+    this.o.emit({ type: 'fault-reverted', at: clock.now(), fault: fault.ref, attempts, retried: retriedKinds(failures) });
     if (fault.deadman && fault.node) {
-      const r = await this.o.ctx.nodes
-        .exec(fault.node.name, disarmScript(this.o.ctx.runId, fault.ref.faultId), { timeoutMs: 30_000, signal })
-        .catch((e: unknown) => ({ code: -1, stdout: '', stderr: messageOf(e) }));
-      if (r.code !== 0)
-        this.o.ctx.log.warn(`dead-man of ${fault.ref.faultId} on ${fault.node.name} not disarmed (it finds the fault reverted and does nothing harmful): ${r.stderr.trim()}`);
+      const node = fault.node.name;
+      const disarm = disarmScript(this.o.ctx.runId, fault.ref.faultId);
+      const r = await withRetries('disarm', () => this.o.ctx.nodes.exec(node, disarm, { timeoutMs: 30_000, signal }), retry).catch((e: unknown) => ({
+        code: -1,
+        stdout: '',
+        stderr: messageOf(e),
+      }));
+      if (r.code !== 0) this.o.ctx.log.warn(`dead-man of ${fault.ref.faultId} on ${node} not disarmed (it finds the fault reverted and does nothing harmful): ${r.stderr.trim()}`);
       const fired = /^fired (\S*)/m.exec(r.stdout);
-      if (fired) this.o.ctx.log.warn(`the node-side dead-man on ${fault.node.name} had already reverted ${fault.ref.faultId} (exit ${fired[1] || '?'})`);
+      if (fired) this.o.ctx.log.warn(`the node-side dead-man on ${node} had already reverted ${fault.ref.faultId} (exit ${fired[1] || '?'})`);
     }
     return undefined;
   }
 
   /** Reverts faults in the reverse order of application, the targets of one step together, `limit` at once; returns the failures. */
-  async revertInOrder(faults: AppliedFault[], signal: AbortSignal, limit: number): Promise<string[]> {
+  async revertInOrder(faults: AppliedFault[], signal: AbortSignal, limit: number, deadline: number): Promise<string[]> {
     const errors: string[] = [];
     const groups: AppliedFault[][] = [];
     for (const f of faults) {
@@ -137,26 +163,45 @@ export class FaultLedger {
     for (const g of groups.reverse())
       await this.serial(() =>
         eachLimited(g, limit, async (f) => {
-          const error = await this.revert(f, signal);
+          const error = await this.revert(f, signal, deadline);
           if (error) errors.push(`${f.ref.faultId}: ${error}`);
         }),
       );
     return errors;
   }
 
-  /** Touches the keepalive on every node with an armed dead-man. */
-  async keepalive(signal: AbortSignal): Promise<void> {
+  /** Touches the keepalive on every node with an armed dead-man, trying again on transient failures until `deadline` (the next touch). */
+  async keepalive(signal: AbortSignal, deadline: number): Promise<void> {
     const nodes = new Set(this.faults.filter((f) => f.deadman && !f.reverted && f.node).map((f) => f.node!.name));
+    const script = keepaliveScript(this.o.ctx.runId);
     await Promise.all(
       [...nodes].map(async (n) => {
         try {
-          const r = await this.o.ctx.nodes.exec(n, keepaliveScript(this.o.ctx.runId), { timeoutMs: 15_000, signal });
+          const r = await withRetries('keepalive', () => this.o.ctx.nodes.exec(n, script, { timeoutMs: 15_000, signal }), this.retrying({ node: n }, signal, deadline));
           if (r.code !== 0) this.o.ctx.log.warn(`keepalive on ${n} failed: ${r.stderr.trim()}`);
         } catch (e) {
           this.o.ctx.log.warn(`keepalive on ${n} failed: ${messageOf(e)}`);
         }
       }),
     );
+  }
+
+  /** How this ledger retries: on its clock and back-off, each failed attempt journaled and reported. */
+  private retrying(who: Who, signal: AbortSignal, deadline: number): EngineRetry {
+    const { clock } = this.o.ctx;
+    const faultId = who.fault?.ref.faultId;
+    const node = who.node ?? who.fault?.node?.name;
+    return {
+      clock,
+      signal,
+      deadline,
+      backoff: this.o.backoff,
+      record: (a: Attempt) => {
+        const at = clock.now();
+        this.o.journal?.append({ type: 'attempt', at, ...a, ...(faultId === undefined ? {} : { faultId }), ...(node === undefined ? {} : { node }) });
+        this.o.emit({ type: 'attempt', at, ...a, fault: who.fault?.ref, node, what: who.what });
+      },
+    };
   }
 
   /** Adopts faults applied by an earlier process (recover). */
@@ -167,22 +212,4 @@ export class FaultLedger {
   outstanding(): AppliedFault[] {
     return this.faults.filter((f) => !f.reverted);
   }
-}
-
-/** Runs `fn` over items with at most `limit` at once. */
-export async function eachLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  const queue = [...items];
-  const errors: unknown[] = [];
-  await Promise.all(
-    Array.from({ length: Math.min(limit, queue.length) }, async () => {
-      for (let item = queue.shift(); item !== undefined; item = queue.shift()) {
-        try {
-          await fn(item);
-        } catch (e) {
-          errors.push(e);
-        }
-      }
-    }),
-  );
-  if (errors.length) throw errors[0];
 }

@@ -4,7 +4,7 @@ import { KrError } from '../core/errors.js';
 import type { RevertState } from '../contract/action.js';
 import type { Inventory } from '../inventory/schema.js';
 import type { ProbeRef } from '../runbook/schema.js';
-import type { RunStatus } from './events.js';
+import type { Attempt, RunStatus } from './events.js';
 import { runsDir } from './state-dir.js';
 
 export interface RunRecord {
@@ -36,13 +36,23 @@ export interface PreparedRecord {
   deadman: boolean;
 }
 
+/** A failed attempt at something retried (src/engine/retry.ts); journals written before retries have none. */
+export interface AttemptRecord extends Attempt {
+  type: 'attempt';
+  at: number;
+  faultId?: string;
+  node?: string;
+}
+
 export type JournalRecord =
   | RunRecord
   | PreparedRecord
   | { type: 'applied'; at: number; faultId: string; state: RevertState }
   | { type: 'apply-failed'; at: number; faultId: string; error: string }
-  | { type: 'reverted'; at: number; faultId: string; by: 'executor' | 'recover' }
-  | { type: 'revert-failed'; at: number; faultId: string; error: string }
+  | AttemptRecord
+  /** `attempts`: made in all (absent in journals written before retries: one). */
+  | { type: 'reverted'; at: number; faultId: string; by: 'executor' | 'recover'; attempts?: number }
+  | { type: 'revert-failed'; at: number; faultId: string; error: string; attempts?: number }
   | { type: 'end'; at: number; status: RunStatus };
 
 /**
@@ -91,6 +101,8 @@ export interface FaultEntry {
   applied: boolean;
   reverted: boolean;
   error?: string;
+  /** Failed attempts at its arm, revert or disarm, in order. */
+  attempts: AttemptRecord[];
 }
 
 export interface JournalView {
@@ -122,11 +134,12 @@ export function readJournal(file: string): JournalView {
   const faults = new Map<string, FaultEntry>();
   let status: RunStatus | undefined;
   for (const r of records) {
-    if (r.type === 'prepared') faults.set(r.faultId, { prepared: r, state: r.state, applied: false, reverted: false });
+    if (r.type === 'prepared') faults.set(r.faultId, { prepared: r, state: r.state, applied: false, reverted: false, attempts: [] });
     else if (r.type === 'applied') update(faults, r.faultId, (f) => ((f.applied = true), (f.state = r.state)));
     else if (r.type === 'apply-failed') update(faults, r.faultId, (f) => (f.error = r.error));
     else if (r.type === 'reverted') update(faults, r.faultId, (f) => (f.reverted = true));
     else if (r.type === 'revert-failed') update(faults, r.faultId, (f) => (f.error = r.error));
+    else if (r.type === 'attempt' && r.faultId !== undefined) update(faults, r.faultId, (f) => f.attempts.push(r));
     else if (r.type === 'end') status = r.status;
   }
   return { file, run, faults: [...faults.values()], status };

@@ -1,9 +1,18 @@
 import { messageOf } from '../core/errors.js';
+import { statusFromBody } from '../kube/http.js';
+import { ApiStatusError } from '../kube/source.js';
 import type { AccessCheck } from '../kube/types.js';
 import type { Confirmer } from './confirm.js';
 import type { Ctx } from '../contract/context.js';
 import type { RunEventSink } from './events.js';
 import { type Plan, plannedActions } from './plan.js';
+import { type EngineRetry, withRetries } from './retry.js';
+
+/**
+ * How one preflight read is tried again on transient failures (a node's sshd restarting, an apiserver 503): a few
+ * times within a few seconds, so a cluster or node that is really not there is still refused quickly.
+ */
+const PREFLIGHT_RETRY = { withinMs: 10_000, maxAttempts: 4 };
 
 export interface PreflightResult {
   ok: boolean;
@@ -11,12 +20,12 @@ export interface PreflightResult {
 }
 
 /** Globs as in `staging-*`: `*` any run of characters, `?` one. */
-export function contextAllowed(context: string, patterns: string[]): boolean {
+function contextAllowed(context: string, patterns: string[]): boolean {
   return patterns.some((p) => new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`).test(context));
 }
 
 /** What any run needs to read: guards and expectations watch these. */
-export const BASE_ACCESS: AccessCheck[] = [
+const BASE_ACCESS: AccessCheck[] = [
   { verb: 'list', resource: 'nodes' },
   { verb: 'watch', resource: 'nodes' },
   { verb: 'list', resource: 'pods' },
@@ -28,7 +37,8 @@ export const BASE_ACCESS: AccessCheck[] = [
 /**
  * Everything checked before anything is touched: the context is allowed, RBAC suffices, the nodes the plan acts on
  * answer through their transport, each action's own preflight passes on each target, and confirm steps can be
- * answered. All checks run; all failures are reported.
+ * answered. All checks run; all failures are reported. Reads failing for a transient reason are tried again for up
+ * to PREFLIGHT_RETRY each, every failed attempt reported (not journaled: a refused run leaves no journal).
  */
 export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit: RunEventSink): Promise<PreflightResult> {
   const failures: string[] = [];
@@ -55,19 +65,36 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
       confirmer.answerable ? 'confirm steps can be answered' : 'the runbook asks for confirmation, but there is no terminal and no --yes',
     );
 
+  const retry = (what: string, node?: string, idempotentWrite?: boolean): EngineRetry => ({
+    clock: ctx.clock,
+    signal: ctx.signal,
+    deadline: ctx.clock.now() + PREFLIGHT_RETRY.withinMs,
+    maxAttempts: PREFLIGHT_RETRY.maxAttempts,
+    idempotentWrite,
+    record: (a) => emit({ type: 'attempt', at: ctx.clock.now(), ...a, what, ...(node === undefined ? {} : { node }) }),
+  });
+
   let reachable: boolean;
   try {
-    const v = await ctx.kube.raw('/version', { timeoutMs: 10_000, signal: ctx.signal });
-    reachable = v.status < 500;
-    check('cluster', reachable, reachable ? `apiserver ${ctx.kube.server} answers` : `apiserver ${ctx.kube.server} answered ${v.status}`);
+    await withRetries(
+      'preflight',
+      async () => {
+        const v = await ctx.kube.raw('/version', { timeoutMs: 10_000, signal: ctx.signal });
+        if (v.status >= 500) throw statusFromBody(v.status, v.body);
+      },
+      retry('cluster'),
+    );
+    reachable = true;
+    check('cluster', true, `apiserver ${ctx.kube.server} answers`);
   } catch (e) {
     reachable = false;
-    check('cluster', false, `apiserver ${ctx.kube.server} does not answer: ${messageOf(e)}`);
+    check('cluster', false, e instanceof ApiStatusError ? `apiserver ${ctx.kube.server} answered ${e.status}` : `apiserver ${ctx.kube.server} does not answer: ${messageOf(e)}`);
   }
   const denied: string[] = [];
   for (const a of reachable ? BASE_ACCESS : []) {
     try {
-      if (!(await ctx.kube.canI(a))) denied.push(`${a.verb} ${a.group ? `${a.resource}.${a.group}` : a.resource}${a.namespace ? ` in ${a.namespace}` : ''}`);
+      // a SelfSubjectAccessReview stores nothing: repeating it is harmless
+      if (!(await withRetries('preflight', () => ctx.kube.canI(a), retry('rbac', undefined, true)))) denied.push(`${a.verb} ${a.group ? `${a.resource}.${a.group}` : a.resource}${a.namespace ? ` in ${a.namespace}` : ''}`);
     } catch (e) {
       denied.push(`${a.verb} ${a.resource} (${messageOf(e)})`);
     }
@@ -80,7 +107,7 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
   await Promise.all(
     nodes.map(async (n) => {
       try {
-        const r = await ctx.nodes.exec(n.name, 'echo kube-runbook-ok', { timeoutMs: 20_000, signal: ctx.signal });
+        const r = await withRetries('preflight', () => ctx.nodes.exec(n.name, 'echo kube-runbook-ok', { timeoutMs: 20_000, signal: ctx.signal }), retry('nodes', n.name));
         if (r.code !== 0 || !r.stdout.includes('kube-runbook-ok')) unreachable.push(`${n.name} (exit ${r.code}: ${r.stderr.trim().slice(0, 200)})`);
       } catch (e) {
         unreachable.push(`${n.name} (${messageOf(e)})`);
@@ -96,7 +123,8 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
     const problems: string[] = [];
     for (const node of a.targets ?? [undefined]) {
       try {
-        await a.action.preflight({ ...ctx, node }, a.params);
+        const ready = a.action.preflight.bind(a.action);
+        await withRetries('preflight', () => ready({ ...ctx, node }, a.params), retry(`action ${a.index} ${a.actionId}`, node?.name));
       } catch (e) {
         problems.push(`${node ? `${node.name}: ` : ''}${messageOf(e)}`);
       }

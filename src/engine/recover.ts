@@ -5,7 +5,7 @@ import type { Ctx } from '../contract/context.js';
 import type { FaultRef, RunEventSink } from './events.js';
 import { type AppliedFault, FaultLedger } from './faults.js';
 import { Journal, type JournalView, outstanding } from './journal.js';
-import { rollBack, rollbackConditionHolds } from './rollback.js';
+import { rollBack, rollbackConditionHolds, rollbackDeadline } from './rollback.js';
 import type { Registry } from '../contract/registry.js';
 
 export interface RecoverResult {
@@ -25,7 +25,7 @@ function alive(pid: number): boolean {
 }
 
 /** Whether the run's own process still runs on this machine (then it should be interrupted, not recovered). */
-export function runStillActive(view: JournalView): boolean {
+function runStillActive(view: JournalView): boolean {
   return view.status === undefined && view.run.host === hostname() && view.run.pid !== process.pid && alive(view.run.pid);
 }
 
@@ -67,6 +67,7 @@ export async function recoverRun(
   errors.push(
     ...(await rollBack(ledger, {
       signal: o.ctx.signal,
+      deadline: rollbackDeadline(o.ctx.clock.now(), view.run.faultTtlMs),
       concurrency: 16,
       skip: (f) => missing.includes(f),
       async safeToUndoRemediations() {

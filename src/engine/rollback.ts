@@ -7,6 +7,8 @@ import { waitForReading } from './probe-stream.js';
 
 export interface RollbackOptions {
   signal: AbortSignal;
+  /** The rollback deadline: a revert failing for a transient reason is tried again until then (on the ledger's clock). */
+  deadline: number;
   concurrency: number;
   /** Waits for a remediation a guard may still be applying (a run); recover has none. */
   settle?: () => Promise<void>;
@@ -24,15 +26,22 @@ export interface RollbackOptions {
  */
 export async function rollBack(ledger: FaultLedger, o: RollbackOptions): Promise<string[]> {
   const todo = (remediation: boolean) => ledger.outstanding().filter((f) => f.ref.remediation === remediation && !o.skip?.(f));
-  const errors = await ledger.revertInOrder(todo(false), o.signal, o.concurrency);
+  const errors = await ledger.revertInOrder(todo(false), o.signal, o.concurrency, o.deadline);
   for (let round = 0; round < 2; round++) {
     await o.settle?.();
     const remediations = todo(true);
     if (!remediations.length || !(await o.safeToUndoRemediations())) break;
-    errors.push(...(await ledger.revertInOrder(remediations, o.signal, o.concurrency)));
+    errors.push(...(await ledger.revertInOrder(remediations, o.signal, o.concurrency, o.deadline)));
   }
   return errors;
 }
+
+/**
+ * Until when reverts are tried again: `faultTtl` after the rollback starts. By then a node that could not be reached
+ * has reverted its faults by itself (its dead-man fires `faultTtl` after the last keepalive that reached it), and a
+ * node that can be reached has answered; a second interrupt stops at once as before.
+ */
+export const rollbackDeadline = (start: number, faultTtlMs: number): number => start + faultTtlMs;
 
 export interface WaitFor {
   probeId: string;

@@ -13,7 +13,7 @@ import type { Plan } from './plan.js';
 import { preflight } from './preflight.js';
 import { consumeProbe } from './probe-stream.js';
 import { Remediation } from './remediation.js';
-import { rollBack, rollbackConditionHolds } from './rollback.js';
+import { rollBack, rollbackConditionHolds, rollbackDeadline } from './rollback.js';
 import { StepRunner } from './steps.js';
 
 export interface RunOptions {
@@ -84,6 +84,7 @@ export function startRun(o: RunOptions): RunHandle {
     const wf = plan.rollback.waitFor;
     await rollBack(ledger, {
       signal: control.hard.signal,
+      deadline: rollbackDeadline(clock.now(), plan.safety.faultTtl),
       concurrency,
       settle: () => remediation.settled(),
       safeToUndoRemediations: async () =>
@@ -123,7 +124,7 @@ export function startRun(o: RunOptions): RunHandle {
         } catch {
           return;
         }
-        await ledger.keepalive(signal);
+        await ledger.keepalive(signal, clock.now() + every);
       }
     })();
   }

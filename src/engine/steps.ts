@@ -4,7 +4,8 @@ import type { Ctx } from '../contract/context.js';
 import type { Confirmer } from './confirm.js';
 import { Aborted, type RunControl } from './control.js';
 import type { RunEventSink, StepStatus } from './events.js';
-import { type AppliedFault, eachLimited, type FaultLedger } from './faults.js';
+import { eachLimited } from './each-limited.js';
+import type { AppliedFault, FaultLedger } from './faults.js';
 import type { GuardSet } from './guards.js';
 import { type Plan, type PlannedAction, type PlannedStep, stepActions } from './plan.js';
 import { waitForReading } from './probe-stream.js';
@@ -32,8 +33,9 @@ export class StepRunner {
       if (signal.aborted) throw new Aborted('stopped before applying');
       guards.arm();
       control.applied = true;
+      const on = { step: `${a.index} ${a.name}`, remediation, signal, deadline: this.d.ctx.clock.now() + a.timeoutMs };
       await eachLimited(a.targets ?? [undefined], this.d.concurrency, async (node) => {
-        await ledger.apply(a.action, a.params, node, `${a.index} ${a.name}`, remediation, signal);
+        await ledger.apply(a.action, a.params, node, on);
       });
     });
   }
@@ -143,12 +145,12 @@ export class StepRunner {
     throw new Aborted('declined');
   }
 
-  /** `revert: <step>`: undoes an earlier step's faults now, in the rollback order. */
+  /** `revert: <step>`: undoes an earlier step's faults now, in the rollback order, retrying within that step's timeout. */
   private async revertStep(step: Extract<PlannedStep, { kind: 'revert' }>): Promise<string> {
-    const { ledger, control } = this.d;
+    const { ledger, control, ctx } = this.d;
     const label = `${step.target.index} ${step.target.name}`;
     const faults: AppliedFault[] = ledger.outstanding().filter((f) => f.ref.step === label);
-    await ledger.revertInOrder(faults, control.hard.signal, this.d.concurrency);
+    await ledger.revertInOrder(faults, control.hard.signal, this.d.concurrency, ctx.clock.now() + step.target.timeoutMs);
     const failed = faults.filter((f) => !f.reverted);
     if (failed.length) throw new Error(`could not revert ${failed.map((f) => `${f.ref.action}${f.ref.node ? ` on ${f.ref.node}` : ''}`).join(', ')}`);
     return faults.length ? `reverted ${faults.length} fault(s) of step ${step.target.index}` : `step ${step.target.index} left nothing to revert`;

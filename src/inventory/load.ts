@@ -16,7 +16,7 @@ export interface LoadedInventory {
   where(path: DocPath): string;
 }
 
-export const INVENTORY_EXPECTED: Expected = { what: 'an Inventory', keys: ['apiVersion', 'kind', 'metadata', 'spec'] };
+const INVENTORY_EXPECTED: Expected = { what: 'an Inventory', keys: ['apiVersion', 'kind', 'metadata', 'spec'] };
 
 /** Every problem of an inventory at once, or the loaded inventory. */
 export async function checkInventory(content: string | Uint8Array, file: string): Promise<Checked<LoadedInventory>> {

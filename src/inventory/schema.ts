@@ -19,11 +19,11 @@ export const SshTransport = z
   })
   .meta({ description: 'OpenSSH; the script goes on stdin, host keys are checked' });
 
-export const NetnsTransport = z
+const NetnsTransport = z
   .strictObject({ type: z.literal('netns') })
   .meta({ description: 'ip netns exec on this machine (the lab); the namespace is the node name unless the node sets netns' });
 
-export const LocalTransport = z.strictObject({ type: z.literal('local') }).meta({ description: 'this machine' });
+const LocalTransport = z.strictObject({ type: z.literal('local') }).meta({ description: 'this machine' });
 
 export const Transport = z.discriminatedUnion('type', [SshTransport, NetnsTransport, LocalTransport]);
 export type Transport = z.infer<typeof Transport>;

@@ -40,7 +40,7 @@ export function createKubeAccess(options: KubeAccessOptions = {}): KubeAccess {
 }
 
 /** A KubeAccess over an HTTP client and a hub (tests give a hub fed by a fake source). */
-export function kubeAccessOver(config: KubeConfig, http: KubeHttp, watches: WatchHub): KubeAccess {
+function kubeAccessOver(config: KubeConfig, http: KubeHttp, watches: WatchHub): KubeAccess {
   return {
     contextName: config.getCurrentContext(),
     server: config.getCurrentCluster()?.server ?? '',

@@ -26,7 +26,7 @@ export interface AuditFacts {
 const f = formatDuration;
 const times = (x: number) => `${Math.round(x * 10) / 10}×`;
 
-export function heartbeatGrace(facts: AuditFacts): AuditCheck {
+function heartbeatGrace(facts: AuditFacts): AuditCheck {
   const { nodeMonitorGracePeriodMs: grace } = facts.settings;
   const durations = [...new Set(facts.nodes.map((n) => n.leaseDurationSeconds).filter((d): d is number => d !== undefined))].sort((a, b) => b - a);
   // The slowest renewing kubelet is the one that flaps first.
@@ -38,7 +38,7 @@ export function heartbeatGrace(facts: AuditFacts): AuditCheck {
   return { id: 'heartbeat-grace', verdict: 'pass', detail: `${what} (rule: ≥ 3×)` };
 }
 
-export function monitorPeriod(facts: AuditFacts): AuditCheck {
+function monitorPeriod(facts: AuditFacts): AuditCheck {
   const { nodeMonitorPeriodMs: p, nodeMonitorGracePeriodMs: grace } = facts.settings;
   const what = `node-monitor-period ${f(p)} against a grace of ${f(grace)}`;
   if (p >= grace) return { id: 'monitor-period', verdict: 'fail', detail: `${what}: the controller looks less often than nodes may be silent` };
@@ -46,7 +46,7 @@ export function monitorPeriod(facts: AuditFacts): AuditCheck {
   return { id: 'monitor-period', verdict: 'pass', detail: what };
 }
 
-export function evictionRates(facts: AuditFacts): AuditCheck {
+function evictionRates(facts: AuditFacts): AuditCheck {
   const s = facts.settings;
   const zones = new Map<string, number>();
   for (const n of facts.nodes) zones.set(n.zone, (zones.get(n.zone) ?? 0) + 1);
@@ -67,7 +67,7 @@ export function evictionRates(facts: AuditFacts): AuditCheck {
   return { id: 'eviction-rate', verdict: serious.length ? 'warn' : 'pass', detail: `${facts_}${problems.length ? `; ${problems.join('; ')}` : ''}` };
 }
 
-export function etcdLatency(facts: AuditFacts): AuditCheck {
+function etcdLatency(facts: AuditFacts): AuditCheck {
   if ('error' in facts.etcd) return { id: 'etcd-fsync', verdict: 'unknown', detail: `cannot read etcd's metrics: ${facts.etcd.error}` };
   const { walFsyncP99Ms: wal, backendCommitP99Ms: commit } = facts.etcd;
   if (wal === null && commit === null) return { id: 'etcd-fsync', verdict: 'unknown', detail: 'etcd has recorded no disk writes yet' };
@@ -78,7 +78,7 @@ export function etcdLatency(facts: AuditFacts): AuditCheck {
   return { id: 'etcd-fsync', verdict: 'pass', detail: what };
 }
 
-export function leaseAges(facts: AuditFacts): AuditCheck {
+function leaseAges(facts: AuditFacts): AuditCheck {
   const aged = facts.nodes.filter((n) => n.leaseAgeMs !== undefined);
   if (!aged.length) return { id: 'lease-ages', verdict: 'unknown', detail: 'no node Lease found in kube-node-lease' };
   const worst = aged.reduce((a, b) => ((b.leaseAgeMs ?? 0) > (a.leaseAgeMs ?? 0) ? b : a));

@@ -27,7 +27,7 @@ export interface GetAnswer {
 }
 
 /** PEM given inline or read from a file. */
-export function pem(value: string | Buffer | undefined): string | Buffer | undefined {
+function pem(value: string | Buffer | undefined): string | Buffer | undefined {
   if (value === undefined || Buffer.isBuffer(value)) return value;
   if (value.includes('-----BEGIN')) return value;
   try {

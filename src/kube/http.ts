@@ -49,7 +49,7 @@ export class KubeHttp {
     const signal = o.signal ? AbortSignal.any([o.signal, ac.signal]) : ac.signal;
     const host = this.url(path).host;
     const cancel = o.timeoutMs
-      ? this.clock.setTimer(o.timeoutMs, () => ac.abort(new Error(`no answer from ${host} within ${o.timeoutMs} ms`)))
+      ? this.clock.setTimer(o.timeoutMs, () => ac.abort(noAnswer(host, o.timeoutMs ?? 0)))
       : undefined;
     try {
       const res = await this.open(path, { ...o, timeoutMs: undefined, signal });
@@ -102,7 +102,7 @@ export class KubeHttp {
         req.destroy(e);
         reject(e);
       };
-      if (o.timeoutMs) cancelTimer = this.clock.setTimer(o.timeoutMs, () => fail(new Error(`no answer from ${url.host} within ${o.timeoutMs} ms`)));
+      if (o.timeoutMs) cancelTimer = this.clock.setTimer(o.timeoutMs, () => fail(noAnswer(url.host, o.timeoutMs ?? 0)));
       const onAbort = () => fail(o.signal?.reason instanceof Error ? o.signal.reason : new Error('aborted'));
       if (o.signal?.aborted) return onAbort();
       o.signal?.addEventListener('abort', onAbort, { once: true });
@@ -125,11 +125,17 @@ export class KubeHttp {
   }
 }
 
+/** A request the apiserver did not answer in time: transient, like a connection timeout. */
+function noAnswer(host: string, ms: number): KrError {
+  return new KrError('KUBE_NO_ANSWER', `no answer from ${host} within ${ms} ms`, { transient: 'connection timeout' });
+}
+
 /** The apiserver's Status body as an error. */
 export function statusFromBody(status: number, body: string): ApiStatusError {
   try {
-    const s = JSON.parse(body) as { message?: string; reason?: string };
-    return new ApiStatusError(status, s.message ?? `HTTP ${status}`, s.reason);
+    const s = JSON.parse(body) as { message?: string; reason?: string; details?: { retryAfterSeconds?: unknown } };
+    const retryAfter = s.details?.retryAfterSeconds;
+    return new ApiStatusError(status, s.message ?? `HTTP ${status}`, s.reason, typeof retryAfter === 'number' ? retryAfter : undefined);
   } catch {
     return new ApiStatusError(status, `HTTP ${status}: ${body.slice(0, 200)}`);
   }

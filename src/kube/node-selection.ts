@@ -62,7 +62,7 @@ export function selectNodes(sel: NodeSelector, inventory: InventoryNode[], clust
 }
 
 /** Roles of a cluster node: the inventory's when it lists the node, else from the node-role labels. */
-export function rolesOf(node: NodeSummary, inventory: InventoryNode[]): NodeRole[] {
+function rolesOf(node: NodeSummary, inventory: InventoryNode[]): NodeRole[] {
   const listed = inventory.find((n) => n.name === node.name);
   if (listed) return listed.roles;
   const roles: NodeRole[] = [];

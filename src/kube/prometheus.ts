@@ -43,7 +43,7 @@ export function delta(now: Buckets, before: Buckets | undefined): Buckets {
   return out;
 }
 
-export function total(b: Buckets): number {
+function total(b: Buckets): number {
   return b.get(Infinity) ?? Math.max(0, ...b.values());
 }
 

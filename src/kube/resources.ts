@@ -83,7 +83,7 @@ const strMap = (v: unknown): Record<string, string> =>
   Object.fromEntries(Object.entries(obj(v)).filter((e): e is [string, string] => typeof e[1] === 'string'));
 
 /** Milliseconds of a Kubernetes timestamp (RFC 3339, seconds or microseconds). */
-export function time(v: unknown): number | undefined {
+function time(v: unknown): number | undefined {
   if (typeof v !== 'string' || !v) return undefined;
   const t = Date.parse(v);
   return Number.isNaN(t) ? undefined : t;
@@ -91,7 +91,7 @@ export function time(v: unknown): number | undefined {
 
 const meta = (o: RawObject) => obj(o.metadata);
 
-export function slimNode(o: RawObject): SlimNode {
+function slimNode(o: RawObject): SlimNode {
   const m = meta(o);
   const spec = obj(o.spec);
   const ready = arr(obj(o.status).conditions).find((c) => c.type === 'Ready');
@@ -112,7 +112,7 @@ export function slimNode(o: RawObject): SlimNode {
   };
 }
 
-export function slimLease(o: RawObject): SlimLease {
+function slimLease(o: RawObject): SlimLease {
   const m = meta(o);
   const s = obj(o.spec);
   return {
@@ -126,7 +126,7 @@ export function slimLease(o: RawObject): SlimLease {
   };
 }
 
-export function slimPod(o: RawObject): SlimPod {
+function slimPod(o: RawObject): SlimPod {
   const m = meta(o);
   const spec = obj(o.spec);
   const status = obj(o.status);
@@ -154,13 +154,13 @@ export function slimPod(o: RawObject): SlimPod {
   };
 }
 
-export function slimService(o: RawObject): SlimService {
+function slimService(o: RawObject): SlimService {
   const m = meta(o);
   const selector = strMap(obj(o.spec).selector);
   return { namespace: str(m.namespace) ?? '', name: str(m.name) ?? '', selector: Object.keys(selector).length ? selector : undefined };
 }
 
-export function slimEndpoints(o: RawObject): SlimEndpoints {
+function slimEndpoints(o: RawObject): SlimEndpoints {
   const m = meta(o);
   let ready = 0;
   let notReady = 0;
@@ -171,7 +171,7 @@ export function slimEndpoints(o: RawObject): SlimEndpoints {
   return { namespace: str(m.namespace) ?? '', name: str(m.name) ?? '', service: str(m.name) ?? '', ready, notReady };
 }
 
-export function slimEndpointSlice(o: RawObject): SlimEndpoints {
+function slimEndpointSlice(o: RawObject): SlimEndpoints {
   const m = meta(o);
   let ready = 0;
   let notReady = 0;

@@ -66,6 +66,8 @@ export class ApiStatusError extends Error {
     readonly status: number,
     message: string,
     readonly reason?: string,
+    /** The Status's `details.retryAfterSeconds`: the apiserver says to try again (429, or a 5xx it expects to pass). */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
     this.name = 'ApiStatusError';

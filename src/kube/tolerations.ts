@@ -5,7 +5,7 @@ export const UNREACHABLE = 'node.kubernetes.io/unreachable';
 export const NOT_READY = 'node.kubernetes.io/not-ready';
 
 /** Whether one toleration tolerates one taint (k8s.io/api/core/v1 Toleration.ToleratesTaint). */
-export function tolerates(t: SlimToleration, taint: SlimTaint): boolean {
+function tolerates(t: SlimToleration, taint: SlimTaint): boolean {
   if (t.effect && t.effect !== taint.effect) return false;
   if (t.key && t.key !== taint.key) return false;
   switch (t.operator ?? 'Equal') {

@@ -55,8 +55,3 @@ export function createNodeAccess(inventory: Inventory, deps: TransportDeps = {})
     },
   };
 }
-
-/** Which transport a node is reached through. */
-export function transportKind(inventory: Inventory, node: InventoryNode): TransportConfig['type'] {
-  return (node.transport ?? inventory.spec.transport).type;
-}

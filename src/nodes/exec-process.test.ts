@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { memoryLogger } from '../core/logger.js';
 import { FakeClock } from '../testing/fake-clock.js';
-import { runProcess } from './exec-process.js';
+import { markerExists, markerPath, hostileValues } from '../testing/hostile.js';
+import { runProcess, spawnTransient } from './exec-process.js';
 
 const spec = { node: 'n1', transport: 'local' };
 
@@ -37,5 +38,27 @@ describe('runProcess', () => {
   it('is not bothered by a program that exits without reading its stdin', async () => {
     const r = await runProcess({ ...spec, argv: ['true'], stdin: 'x'.repeat(4 * 1024 * 1024) });
     expect(r).toEqual({ code: 0, stdout: '', stderr: '' });
+  });
+
+  it('hands every word of the argv to the program as it is, running none of it', async () => {
+    const marker = markerPath();
+    const words = hostileValues(marker);
+    const r = await runProcess({ ...spec, argv: ['printf', '%s\\0', ...words], stdin: '' });
+    expect(r.code).toBe(0);
+    expect(r.stdout.split('\0').slice(0, -1)).toEqual(words);
+    expect(markerExists(marker)).toBe(false);
+  });
+
+  it('runs the program itself in the end, not a shell around it', async () => {
+    const r = await runProcess({ ...spec, argv: ['sh', '-c', 'cat /proc/$PPID/comm; echo $0', 'named'], stdin: '' });
+    expect(r.stdout.split('\n')[1]).toBe('named');
+    expect(r.stdout.split('\n')[0]).not.toBe('sh');
+  });
+});
+
+describe('spawnTransient', () => {
+  it('calls a machine short of processes or files for a moment transient, anything else permanent', () => {
+    for (const errno of ['EAGAIN', 'ENOMEM', 'EMFILE', 'ENFILE']) expect(spawnTransient(errno)).toBe('process start failure');
+    for (const errno of ['ENOENT', 'EACCES', 'EPERM', undefined]) expect(spawnTransient(errno)).toBeUndefined();
   });
 });

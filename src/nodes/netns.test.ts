@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { InventoryNode } from '../inventory/schema.js';
-import { netnsOf, netnsTransport } from './netns.js';
+import { netnsOf, netnsTransient, netnsTransport } from './netns.js';
+import { spawnSync } from 'node:child_process';
 import { shq } from '../core/shell.js';
 import { echoScript, hostileValues, markerExists, markerPath } from '../testing/hostile.js';
 import { alive, eventually, pidsIn } from '../testing/procs.js';
@@ -63,7 +64,16 @@ describe('netns transport', () => {
 
   it('says a node is unreachable when its namespace does not exist', async () => {
     const run = netns.exec({ name: 'node-x', netns: `${ns}-missing`, roles: ['worker'] }, 'true');
-    await expect(run).rejects.toMatchObject({ code: 'NODE_UNREACHABLE', message: expect.stringContaining(`${ns}-missing`) });
+    await expect(run).rejects.toMatchObject({ code: 'NODE_UNREACHABLE', message: expect.stringContaining(`${ns}-missing`), transient: undefined });
+  });
+
+  it("calls ip's failure to enter a namespace transient, and the script's own exit codes permanent", () => {
+    const ip = spawnSync('ip', ['netns', 'exec', `${ns}-missing`, 'true'], { encoding: 'utf8' });
+    expect(ip.status).toBe(255);
+    expect(netnsTransient({ code: 255, stdout: '', stderr: ip.stderr })).toBe('namespace entry failure');
+    expect(netnsTransient({ code: 255, stdout: '', stderr: 'setting the network namespace "n1" failed: Invalid argument\n' })).toBe('namespace entry failure');
+    expect(netnsTransient({ code: 255, stdout: '', stderr: 'the script said so\n' })).toBeUndefined();
+    expect(netnsTransient({ code: 1, stdout: '', stderr: ip.stderr })).toBeUndefined();
   });
 
   it('refuses namespace names that are not plain names, quoting them', () => {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Inventory, type InventoryNode, SshTransport } from '../inventory/schema.js';
-import { type SshConfig, remoteCommand, sshArgv, sshTransport } from './ssh.js';
+import { type SshConfig, remoteCommand, sshArgv, sshTransient, sshTransport } from './ssh.js';
 import { echoScript, hostileValues, markerExists, markerPath } from '../testing/hostile.js';
 
 const config = (extra: Partial<SshConfig> = {}): SshConfig => ({ ...SshTransport.parse({ type: 'ssh' }), ...extra });
@@ -94,6 +94,36 @@ describe('sshArgv', () => {
   });
 });
 
+describe('sshTransient', () => {
+  it('calls refused, reset, timed-out and lost connections transient, naming each', () => {
+    const cases: [string, string][] = [
+      ['kex_exchange_identification: read: Connection reset by peer\r\nConnection reset by 127.0.0.1 port 2222', 'connection reset'],
+      ['ssh: connect to host 10.0.0.7 port 22: Connection refused', 'connection refusal'],
+      ['ssh: connect to host 10.0.0.7 port 22: Connection timed out', 'connection timeout'],
+      ['Timeout, server 10.0.0.7 not responding.', 'connection timeout'],
+      ['ssh: Could not resolve hostname node-1: Temporary failure in name resolution', 'name resolution failure'],
+      ['ssh: connect to host 10.0.0.7 port 22: No route to host', 'unreachable network'],
+      ['Connection closed by 10.0.0.7 port 22', 'lost connection'],
+      ['client_loop: send disconnect: Broken pipe', 'lost connection'],
+      ['', 'lost connection'],
+    ];
+    for (const [stderr, kind] of cases) expect(sshTransient(stderr), stderr).toBe(kind);
+  });
+
+  it('calls host key, authentication and configuration failures permanent', () => {
+    for (const stderr of [
+      'No ED25519 host key is known for node-1.\nHost key verification failed.',
+      '@@@@@@@@@@\n@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @\nHost key verification failed.',
+      'ops@10.0.0.7: Permission denied (publickey).',
+      'Received disconnect from 10.0.0.7 port 22:2: Too many authentication failures',
+      'Warning: Identity file /k not accessible: No such file or directory.\nno such identity: /k: No such file or directory\nops@10.0.0.7: Permission denied (publickey).',
+      'command-line line 0: Bad configuration option: foo',
+      'ssh: Could not resolve hostname nodee-1: Name or service not known',
+    ])
+      expect(sshTransient(stderr), stderr).toBeUndefined();
+  });
+});
+
 /**
  * A stand-in `ssh` on PATH: records its argv and stdin, then does what sshd would do with the remote
  * command (hand it to the login shell, dash here) or fails like an unreachable host.
@@ -109,6 +139,7 @@ describe('ssh transport through a stand-in ssh client', () => {
         `printf '%s\\0' "$@" > ${dir}/argv`,
         `cat > ${dir}/stdin`,
         `if [ -e ${dir}/unreachable ]; then printf 'No ED25519 host key is known for node-1.\\nHost key verification failed.\\n' >&2; exit 255; fi`,
+        `if [ -e ${dir}/restarting ]; then echo 'ssh: connect to host node-1 port 22: Connection refused' >&2; exit 255; fi`,
         'for last; do :; done',
         `exec /bin/sh -c "$last" < ${dir}/stdin`,
       ].join('\n'),
@@ -147,9 +178,23 @@ describe('ssh transport through a stand-in ssh client', () => {
         code: 'NODE_UNREACHABLE',
         message: 'cannot reach node "node-1" over ssh (ops@node-1): Host key verification failed.',
         details: ['No ED25519 host key is known for node-1.'],
+        transient: undefined,
       });
     } finally {
       rmSync(join(dir, 'unreachable'));
+    }
+  });
+
+  it('throws NODE_UNREACHABLE as transient when the connection is refused', async () => {
+    writeFileSync(join(dir, 'restarting'), '');
+    try {
+      await expect(ssh.exec(node(), 'true')).rejects.toMatchObject({
+        code: 'NODE_UNREACHABLE',
+        message: 'cannot reach node "node-1" over ssh (ops@node-1): ssh: connect to host node-1 port 22: Connection refused',
+        transient: 'connection refusal',
+      });
+    } finally {
+      rmSync(join(dir, 'restarting'));
     }
   });
 

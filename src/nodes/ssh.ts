@@ -69,7 +69,7 @@ export function remoteCommand(config: Pick<SshConfig, 'sudo'>, timeoutMs?: numbe
  * a timeout kills the ssh client here and, through `timeout`, the script on the node (an abort kills the
  * client only; sshd then hangs up the session, which ends scripts that do not ignore SIGHUP). ssh's own exit
  * code 255 (cannot connect, host key refused, authentication failed, connection lost) throws
- * KrError `NODE_UNREACHABLE`; so a script should not exit 255 itself over ssh.
+ * KrError `NODE_UNREACHABLE`, transient or not as `sshTransient` says; so a script should not exit 255 itself over ssh.
  *
  * A jump host (`-J`) is reached with the user's ssh configuration: OpenSSH passes none of the options above
  * to the jump connection, so its host key is checked against the user's known_hosts (an unknown one is
@@ -94,19 +94,48 @@ export function sshTransport(config: SshConfig, deps: TransportDeps = {}): Trans
         deps,
       );
       if (r.code !== 255) return r;
-      const lines = r.stderr
-        .split('\n')
-        .map((l) => l.trim())
-        .filter((l) => l !== '' && !/^@+$/.test(l))
-        .map((l) => redactText(l).slice(0, 300));
-      const last = lines.at(-1) ?? 'ssh exited with 255 and said nothing';
-      const first = lines[0];
       const where = `${config.user === undefined ? '' : `${config.user}@`}${node.address ?? node.name}${config.port ? `:${config.port}` : ''}`;
-      throw new KrError('NODE_UNREACHABLE', `cannot reach node ${quote(node.name)} over ssh (${where}): ${last}`, {
-        details: first !== undefined && first !== last ? [first] : [],
-      });
+      throw sshError(node.name, where, r.stderr);
     },
   };
+}
+
+/** What ssh says when the cause is settled (keys, names, configuration): trying again cannot help. */
+const SSH_PERMANENT =
+  /Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|Permission denied|Too many authentication failures|no such identity|Bad configuration option|Bad owner or permissions|Could not resolve hostname .*(?:Name or service not known|No address associated)|Load key .*: invalid format/i;
+
+/** ssh's own failures (exit 255) that can pass, most telling first. */
+const SSH_TRANSIENT: [RegExp, string][] = [
+  [/Connection reset/i, 'connection reset'],
+  [/Connection refused/i, 'connection refusal'],
+  [/timed out|Timeout, server .* not responding/i, 'connection timeout'],
+  [/Temporary failure in name resolution/i, 'name resolution failure'],
+  [/No route to host|Network is unreachable/i, 'unreachable network'],
+];
+
+/**
+ * Whether ssh's own failure (exit 255), from what it said on stderr, can pass: a refused, reset, timed-out or lost
+ * connection can (sshd restarting, a network blip); a host key, authentication or configuration failure cannot.
+ * The one place that decides it for the ssh transport. Returns the failure's kind, or undefined when permanent.
+ */
+export function sshTransient(stderr: string): string | undefined {
+  if (SSH_PERMANENT.test(stderr)) return undefined;
+  return SSH_TRANSIENT.find(([re]) => re.test(stderr))?.[1] ?? 'lost connection';
+}
+
+/** ssh's own failure (exit 255) as an error: the last and first things ssh said, and whether trying again can help. */
+export function sshError(nodeName: string, where: string, stderr: string): KrError {
+  const lines = stderr
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !/^@+$/.test(l))
+    .map((l) => redactText(l).slice(0, 300));
+  const last = lines.at(-1) ?? 'ssh exited with 255 and said nothing';
+  const first = lines[0];
+  return new KrError('NODE_UNREACHABLE', `cannot reach node ${quote(nodeName)} over ssh (${where}): ${last}`, {
+    details: first !== undefined && first !== last ? [first] : [],
+    transient: sshTransient(stderr),
+  });
 }
 
 function check(node: InventoryNode, what: string, value: string, ok: boolean): void {

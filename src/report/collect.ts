@@ -1,4 +1,4 @@
-import type { FaultRef, RunEvent, RunStatus, StepKind, StepStatus } from '../engine/events.js';
+import type { Attempt, FaultRef, RunEvent, RunStatus, StepKind, StepStatus } from '../engine/events.js';
 
 export interface StepRecord {
   index: string;
@@ -15,7 +15,22 @@ export interface FaultRecord extends FaultRef {
   revertedAt?: string;
   error?: string;
   status: 'applied' | 'reverted' | 'apply-failed' | 'revert-failed';
+  /** Attempts at its revert, and the kinds of the transient failures before the last ("reverted on attempt 3 after 2 connection resets"). */
+  attempts?: number;
+  retried?: string[];
 }
+
+/** A failed attempt at something retried: a fault's revert, arm or disarm, a keepalive, a preflight check. */
+export interface AttemptEntry extends Attempt {
+  at: string;
+  faultId?: string;
+  fault?: FaultRef;
+  node?: string;
+  what?: string;
+}
+
+/** Attempts kept in a report; past that they are counted in `attemptsDropped`. */
+const MAX_ATTEMPTS = 1000;
 
 export interface RunReport {
   runId: string;
@@ -31,6 +46,9 @@ export interface RunReport {
   guardFirings: { at: string; guard: string; response: string; detail: string }[];
   guardTransitions: { at: string; guard: string; status: string; detail: string }[];
   faults: FaultRecord[];
+  /** Every failed attempt at something retried, in order. */
+  attempts: AttemptEntry[];
+  attemptsDropped?: number;
   /** When the rollback ran, why, and whether it reverted everything. */
   rollback?: { startedAt: string; endedAt?: string; reason: string; complete?: boolean };
   remaining: FaultRef[];
@@ -64,6 +82,7 @@ export class ReportCollector {
     guardFirings: [],
     guardTransitions: [],
     faults: [],
+    attempts: [],
     remaining: [],
     observations: {},
   };
@@ -99,13 +118,23 @@ export class ReportCollector {
         break;
       case 'fault-reverted': {
         const f = r.faults.find((x) => x.faultId === e.fault.faultId);
-        if (f) Object.assign(f, { revertedAt: iso(e.at), status: 'reverted', error: undefined });
-        else r.faults.push({ ...e.fault, revertedAt: iso(e.at), status: 'reverted' });
+        const done = { revertedAt: iso(e.at), status: 'reverted' as const, attempts: e.attempts, retried: e.retried };
+        if (f) Object.assign(f, done, { error: undefined });
+        else r.faults.push({ ...e.fault, ...done });
         break;
       }
       case 'fault-revert-failed': {
         const f = r.faults.find((x) => x.faultId === e.fault.faultId);
-        if (f) Object.assign(f, { status: 'revert-failed', error: e.error });
+        if (f) Object.assign(f, { status: 'revert-failed', error: e.error, attempts: e.attempts, retried: e.retried });
+        break;
+      }
+      case 'attempt': {
+        if (r.attempts.length >= MAX_ATTEMPTS) {
+          r.attemptsDropped = (r.attemptsDropped ?? 0) + 1;
+          break;
+        }
+        const { type: _type, at, fault, ...rest } = e;
+        r.attempts.push({ at: iso(at), ...(fault ? { faultId: fault.faultId, fault } : {}), ...rest });
         break;
       }
       case 'guard-reading':

@@ -1,4 +1,5 @@
 import type { RunReport } from './collect.js';
+import { onAttempt } from './attempts.js';
 import { escapeMarkup as esc } from './markup.js';
 
 const seconds = (from?: string, to?: string) => (from && to ? ((Date.parse(to) - Date.parse(from)) / 1000).toFixed(3) : '0');
@@ -15,10 +16,17 @@ export function renderJUnit(r: RunReport): string {
   for (const g of r.guardFirings.filter((x) => x.response === 'abort' || x.response === 'remediate'))
     cases.push(`    <testcase classname="${esc(r.runbook)}.guards" name="${esc(`${g.guard} at ${g.at}`)}"><failure message="${esc(g.response)}">${esc(g.detail)}</failure></testcase>`);
   const rb = `classname="${esc(r.runbook)}.rollback" name="every fault reverted"`;
+  // reverts that needed more than one attempt, and failed ones with their attempts, as CI shows them
+  const tries = r.faults
+    .filter((f) => (f.attempts ?? 1) > 1)
+    .map((f) => `${f.action}${f.node ? ` on ${f.node}` : ''} ${f.status === 'reverted' ? 'reverted' : 'not reverted'} ${onAttempt(f.attempts, f.retried)}`);
+  const out = tries.length ? `<system-out>${esc(tries.join('\n'))}</system-out>` : '';
   cases.push(
     r.remaining.length
-      ? `    <testcase ${rb}><failure message="rollback incomplete">${esc(r.remaining.map((f) => `${f.action}${f.node ? ` on ${f.node}` : ''}`).join('\n'))}${r.recoverCommand ? esc(`\n${r.recoverCommand}`) : ''}</failure></testcase>`
-      : `    <testcase ${rb}/>`,
+      ? `    <testcase ${rb}><failure message="rollback incomplete">${esc(r.remaining.map((f) => `${f.action}${f.node ? ` on ${f.node}` : ''}`).join('\n'))}${r.recoverCommand ? esc(`\n${r.recoverCommand}`) : ''}</failure>${out}</testcase>`
+      : out
+        ? `    <testcase ${rb}>${out}</testcase>`
+        : `    <testcase ${rb}/>`,
   );
   const failures = cases.filter((c) => c.includes('<failure')).length;
   return `<?xml version="1.0" encoding="UTF-8"?>

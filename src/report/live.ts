@@ -1,6 +1,7 @@
 import { Listr, type ListrTaskWrapper } from 'listr2';
 import type { RunEvent } from '../engine/events.js';
 import type { Plan } from '../engine/plan.js';
+import { attemptLine, onAttempt } from './attempts.js';
 
 interface Deferred {
   promise: Promise<void>;
@@ -102,13 +103,22 @@ export function liveRenderer(plan: Plan): { onEvent(e: RunEvent): void; stop(): 
           break;
         }
         case 'fault-applied':
-        case 'fault-reverted':
-          lines.push(`${e.type === 'fault-applied' ? 'applied' : 'reverted'} ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}`);
+        case 'fault-reverted': {
+          const tries = e.type === 'fault-reverted' ? onAttempt(e.attempts, e.retried) : '';
+          lines.push(`${e.type === 'fault-applied' ? 'applied' : 'reverted'} ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}`);
           show();
           break;
+        }
         case 'fault-apply-failed':
-        case 'fault-revert-failed':
-          lines.push(`FAILED ${e.type === 'fault-apply-failed' ? 'apply' : 'revert'} ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}: ${e.error}`);
+        case 'fault-revert-failed': {
+          const tries = e.type === 'fault-revert-failed' ? onAttempt(e.attempts, e.retried) : '';
+          lines.push(`FAILED ${e.type === 'fault-apply-failed' ? 'apply' : 'revert'} ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}: ${e.error}`);
+          show();
+          break;
+        }
+        case 'attempt':
+          if (e.retryInMs === undefined && e.op === 'revert') break;
+          lines.push(attemptLine(e));
           show();
           break;
         case 'guard-reading':

@@ -1,5 +1,6 @@
 import type { RunEvent } from '../engine/events.js';
 import { formatDuration } from '../core/duration.js';
+import { attemptLine, onAttempt } from './attempts.js';
 
 const time = (at: number) => new Date(at).toISOString().slice(11, 23);
 
@@ -26,10 +27,18 @@ export function plainRenderer(write: (line: string) => void): (e: RunEvent) => v
         return write(`${t}   applied ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${e.fault.remediation ? ' (remediation)' : ''}`);
       case 'fault-apply-failed':
         return write(`${t}   FAILED to apply ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}: ${e.error}`);
-      case 'fault-reverted':
-        return write(`${t}   reverted ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}`);
-      case 'fault-revert-failed':
-        return write(`${t}   FAILED to revert ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}: ${e.error}`);
+      case 'fault-reverted': {
+        const tries = onAttempt(e.attempts, e.retried);
+        return write(`${t}   reverted ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}`);
+      }
+      case 'fault-revert-failed': {
+        const tries = onAttempt(e.attempts, e.retried);
+        return write(`${t}   FAILED to revert ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}: ${e.error}`);
+      }
+      case 'attempt':
+        // a final failure of a revert is said by its FAILED line; every other failed attempt is said here
+        if (e.retryInMs === undefined && e.op === 'revert') return;
+        return write(`${t}   ${attemptLine(e)}`);
       case 'guard-reading': {
         if (lastStatus.get(e.guard) === e.reading.status) return;
         lastStatus.set(e.guard, e.reading.status);

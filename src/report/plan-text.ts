@@ -32,7 +32,7 @@ function stepLine(s: PlannedStep): string[] {
 }
 
 /** The rollback order the engine follows: step faults in reverse, then the wait, then remediations in reverse. */
-export function rollbackOrder(plan: Plan): string[] {
+function rollbackOrder(plan: Plan): string[] {
   const faults = stepActions(plan.steps);
   const early = new Set(plan.steps.filter((s) => s.kind === 'revert').map((s) => s.target));
   const line = (a: PlannedAction) => `revert step ${a.index}: ${a.actionId}${on(a)}${early.has(a) ? ' (if the revert step did not already)' : ''}`;

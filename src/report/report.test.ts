@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { FaultRef, RunEvent } from '../engine/events.js';
 import { ReportCollector, type Observation } from './collect.js';
 import { renderJUnit } from './junit.js';
+import { plainRenderer } from './plain.js';
 import { renderTimeline } from './timeline.js';
 
 const T0 = Date.parse('2026-11-22T10:00:00.000Z');
@@ -10,7 +11,10 @@ const partition: FaultRef = { faultId: 'f01-block-node-1', action: 'block-kubele
 const freeze: FaultRef = { faultId: 'f02-freeze-cp-1', action: 'stop-controller-manager', node: 'cp-1', step: 'remediation', remediation: true, manualRevert: "start it: '$dir'/start" };
 const reading = (status: 'ok' | 'violated' | 'unknown', at: number, detail: string, value: unknown = null) => ({ status, at, detail, value });
 
-/** A run of 10 s: node-1 cut off at 2 s, the forecast guard fires at 5 s, the partition is reverted at 6 s. */
+/**
+ * A run of 10 s: node-1 cut off at 2 s, the forecast guard fires at 5 s, the partition is reverted at 6 s on the
+ * third attempt, after two connection resets.
+ */
 function events(o: { freezeReverted: boolean }): RunEvent[] {
   const at = (s: number) => T0 + s * 1000;
   const predicted = { earliestEviction: { at: new Date(at(14)).toISOString(), pod: 'demo/web-1', node: 'node-1' }, atRisk: 2, frozen: false };
@@ -31,9 +35,22 @@ function events(o: { freezeReverted: boolean }): RunEvent[] {
     { type: 'fault-applied', at: at(5.1), fault: freeze },
     { type: 'step-end', at: at(5.1), index: '2', name: 'hold', kind: 'wait', status: 'aborted', detail: 'guard eviction forecast violated' },
     { type: 'rollback-start', at: at(5.2), reason: 'guard eviction forecast violated', faults: [partition, freeze] },
-    { type: 'fault-reverted', at: at(6), fault: partition },
+    ...[1, 2].map((attempt) => ({
+      type: 'attempt' as const,
+      at: at(5.2 + attempt * 0.3),
+      op: 'revert' as const,
+      fault: partition,
+      node: 'node-1',
+      attempt,
+      error: 'cannot reach node "node-1" over ssh (10.0.0.1): Connection reset by peer',
+      transient: 'connection reset',
+      retryInMs: 250 * attempt,
+    })),
+    { type: 'fault-reverted', at: at(6), fault: partition, attempts: 3, retried: ['connection reset', 'connection reset'] },
     { type: 'observation', at: at(7), name: 'pods deleted', reading: reading('violated', at(7), '1 pod deleted', { count: 1, deletions: [{ pod: 'demo/web-2', node: 'node-1', at: at(7), how: 'terminating', cause: 'taint-eviction' }] }) },
-    ...(o.freezeReverted ? [{ type: 'fault-reverted' as const, at: at(9), fault: freeze }] : [{ type: 'fault-revert-failed' as const, at: at(9), fault: freeze, error: 'start failed' }]),
+    ...(o.freezeReverted
+      ? [{ type: 'fault-reverted' as const, at: at(9), fault: freeze, attempts: 1, retried: [] }]
+      : [{ type: 'fault-revert-failed' as const, at: at(9), fault: freeze, error: 'start failed', attempts: 1, retried: [] }]),
     { type: 'rollback-end', at: at(9.5), complete: o.freezeReverted, remaining: o.freezeReverted ? [] : [freeze] },
     {
       type: 'run-end',
@@ -68,6 +85,11 @@ describe('report collector', () => {
     expect(r.guardTransitions.map((g) => g.status)).toEqual(['ok', 'violated']);
     expect(r.guardFirings).toEqual([{ at: '2026-11-22T10:00:05.000Z', guard: 'eviction forecast', response: 'abort', detail: 'first eviction in 9s' }]);
     expect(r.rollback).toEqual({ startedAt: '2026-11-22T10:00:05.200Z', endedAt: '2026-11-22T10:00:09.500Z', reason: 'guard eviction forecast violated', complete: true });
+    expect(r.faults[0]).toMatchObject({ attempts: 3, retried: ['connection reset', 'connection reset'] });
+    expect(r.attempts.map((a) => [a.at, a.faultId, a.attempt, a.transient, a.retryInMs])).toEqual([
+      ['2026-11-22T10:00:05.500Z', 'f01-block-node-1', 1, 'connection reset', 250],
+      ['2026-11-22T10:00:05.800Z', 'f01-block-node-1', 2, 'connection reset', 500],
+    ]);
     const pods = r.observations['pods deleted'] as Observation;
     expect(pods.history.map((h) => h.status)).toEqual(['unknown', 'ok', 'violated']);
     expect(pods.detail).toBe('1 pod deleted');
@@ -81,12 +103,25 @@ describe('report collector', () => {
   });
 });
 
+describe('plain log', () => {
+  it('says each retried attempt, and on which attempt a revert went through', () => {
+    const lines: string[] = [];
+    const render = plainRenderer((l) => lines.push(l));
+    for (const e of events({ freezeReverted: true })) render(e);
+    expect(lines).toContain(
+      '10:00:05.500   attempt 1 to revert block-kubelet-egress on node-1 failed (connection reset): cannot reach node "node-1" over ssh (10.0.0.1): Connection reset by peer; retrying in 250ms',
+    );
+    expect(lines).toContain('10:00:06.000   reverted block-kubelet-egress on node-1 on attempt 3 after 2 connection resets');
+    expect(lines).toContain('10:00:09.000   reverted stop-controller-manager on cp-1');
+  });
+});
+
 describe('JUnit', () => {
   it('fails the aborted step, the guard that aborted, and the rollback only when something remains', () => {
     const ok = renderJUnit(collect({ freezeReverted: true }));
     expect(ok).toContain('tests="4" failures="2"');
     expect(ok).toContain('name="2. hold" time="3.100"><failure message="aborted">guard eviction forecast violated</failure>');
-    expect(ok).toContain('name="every fault reverted"/>');
+    expect(ok).toContain('name="every fault reverted"><system-out>block-kubelet-egress on node-1 reverted on attempt 3 after 2 connection resets</system-out></testcase>');
     expect(ok).not.toContain('<script>');
     expect(ok).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;co&#39;');
     const left = renderJUnit(collect({ freezeReverted: false }));
@@ -114,7 +149,7 @@ describe('HTML timeline', () => {
   it('places bars on one time axis: the partition from 2 s to 6 s of a run whose axis reaches the predicted eviction at 14 s', () => {
     const html = renderTimeline(collect({ freezeReverted: true }));
     // the forecast predicted the first eviction at 14 s, after the run's end: the axis runs to it
-    const bar = rect(html, /^applied 10:00:02.000, reverted 10:00:06.000/);
+    const bar = rect(html, /^applied 10:00:02.000, reverted 10:00:06.000 \(4s\) on attempt 3 after 2 connection resets$/);
     expect(bar?.cls).toBe('fault');
     expect(bar?.x).toBeCloseTo(320 + (2 / 14) * 860, 0);
     expect(bar?.width).toBeCloseTo((4 / 14) * 860, 0);
@@ -125,6 +160,10 @@ describe('HTML timeline', () => {
     expect(violated?.cls).toBe('reading-violated');
     // from the guard's violation to the end of the run
     expect(violated?.width).toBeCloseTo((5 / 14) * 860, 0);
+    // each failed attempt is a mark on its fault's lane, and a row of the retries table
+    expect(html).toContain('<title>10:00:05.800 attempt 2 to revert block-kubelet-egress on node-1 failed (connection reset): cannot reach node &quot;node-1&quot; over ssh (10.0.0.1): Connection reset by peer; retrying in 500ms</title>');
+    expect(html).toContain('<td>reverted on attempt 3 after 2 connection resets</td>');
+    expect(html).toContain('<h2>Retried after failures</h2>');
     // the pods table names the deletion and its cause
     expect(html).toMatch(/<td>demo\/web-2<\/td><td>node-1<\/td><td>taint-eviction<\/td>/);
   });

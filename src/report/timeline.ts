@@ -2,6 +2,7 @@ import type { Deletion } from '../kube/deletions.js';
 import { formatDuration } from '../core/duration.js';
 import type { FaultRef } from '../engine/events.js';
 import type { FaultRecord, Observation, RunReport } from './collect.js';
+import { attemptLine, onAttempt } from './attempts.js';
 import { escapeMarkup as esc } from './markup.js';
 
 /** A bar on a lane, from one time to another; `cls` picks its colour. */
@@ -74,7 +75,11 @@ function lanes(r: RunReport, end: number): Group[] {
     const cls = rb.complete === false ? 'rollback-incomplete' : 'rollback';
     steps.push({ label: 'rollback', spans: [{ from: ms(rb.startedAt), to: endOr(rb.endedAt, end), cls, title: `rollback: ${rb.reason}` }], marks: [] });
   }
-  const faults: Lane[] = r.faults.map((f) => ({ label: faultLabel(f), ...faultBar(f, end) }));
+  const faults: Lane[] = r.faults.map((f) => {
+    const bar = faultBar(f, end);
+    const tries = r.attempts.filter((a) => a.faultId === f.faultId).map((a) => ({ at: ms(a.at), cls: 'attempt', title: `${clock(ms(a.at))} ${attemptLine(a)}` }));
+    return { label: faultLabel(f), spans: bar.spans, marks: [...bar.marks, ...tries] };
+  });
   const guardNames = [...new Set([...r.guardTransitions.map((g) => g.guard), ...r.guardFirings.map((g) => g.guard)])];
   const guards: Lane[] = guardNames.map((name) => ({
     label: name,
@@ -100,7 +105,10 @@ function faultBar(f: FaultRecord, end: number): Pick<Lane, 'spans' | 'marks'> {
   if (!Number.isFinite(applied)) return { spans: [], marks: [{ at: endOr(f.revertedAt, end), cls: 'fault-failed', title: `${f.status}: ${f.error ?? ''}` }] };
   const reverted = f.status === 'reverted' && Number.isFinite(ms(f.revertedAt));
   const cls = reverted ? (f.remediation ? 'remediation' : 'fault') : 'remaining';
-  const title = reverted ? `applied ${clock(applied)}, reverted ${clock(ms(f.revertedAt))} (${formatDuration(ms(f.revertedAt) - applied)})` : `STILL APPLIED (${f.status})${f.error ? `: ${f.error}` : ''}`;
+  const tries = onAttempt(f.attempts, f.retried);
+  const title = reverted
+    ? `applied ${clock(applied)}, reverted ${clock(ms(f.revertedAt))} (${formatDuration(ms(f.revertedAt) - applied)})${tries ? ` ${tries}` : ''}`
+    : `STILL APPLIED (${f.status}${tries ? ` ${tries}` : ''})${f.error ? `: ${f.error}` : ''}`;
   return { spans: [{ from: applied, to: reverted ? ms(f.revertedAt) : end, cls, title }], marks: [] };
 }
 
@@ -168,7 +176,12 @@ function tables(r: RunReport): string {
     parts.push(`<section class="still-applied"><h2>Still applied</h2><ul>${items.join('')}</ul>${r.recoverCommand ? `<p>Revert them with <code>${esc(r.recoverCommand)}</code></p>` : ''}</section>`);
   }
   parts.push('<h2>Steps</h2>', table(['step', 'kind', 'started', 'ended', 'status', 'detail'], r.steps.map((s) => [esc(`${s.index}. ${s.name}`), esc(s.kind), t(s.startedAt), t(s.endedAt), esc(s.status ?? 'unfinished'), esc(s.detail ?? '')])));
-  parts.push('<h2>Faults</h2>', table(['fault', 'step', 'applied', 'reverted', 'status'], r.faults.map((f) => [esc(faultLabel(f)), esc(f.step), t(f.appliedAt), t(f.revertedAt), esc(f.error ? `${f.status}: ${f.error}` : f.status)])));
+  const status = (f: FaultRecord) => [f.status, onAttempt(f.attempts, f.retried)].filter(Boolean).join(' ') + (f.error ? `: ${f.error}` : '');
+  parts.push('<h2>Faults</h2>', table(['fault', 'step', 'applied', 'reverted', 'status'], r.faults.map((f) => [esc(faultLabel(f)), esc(f.step), t(f.appliedAt), t(f.revertedAt), esc(status(f))])));
+  if (r.attempts.length) {
+    const dropped = r.attemptsDropped ? `<p class="none">${r.attemptsDropped} more not kept</p>` : '';
+    parts.push('<h2>Retried after failures</h2>', table(['at', 'attempt'], r.attempts.map((a) => [t(a.at), esc(attemptLine(a))])) + dropped);
+  }
   parts.push('<h2>Guard firings</h2>', table(['at', 'guard', 'response', 'detail'], r.guardFirings.map((g) => [t(g.at), esc(g.guard), esc(g.response), esc(g.detail)])));
   for (const [name, o] of Object.entries(r.observations)) {
     const deletions = deletionsOf(o as Observation);
@@ -189,7 +202,7 @@ table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;text-
 pre{background:#f7f7f7;padding:6px;overflow:auto;max-width:1100px}.still-applied{border:2px solid #b42318;padding:0 12px;margin:16px 0}.none{color:#777}
 svg text{font:12px system-ui,sans-serif}.group{font-weight:bold}.tick{fill:#666;text-anchor:middle}.grid{stroke:#eee}.end{stroke:#222;stroke-dasharray:4 3}
 .step-passed{fill:#2da44e}.step-failed,.step-aborted{fill:#cf222e}.step-skipped{fill:#aaa}.step-running{fill:#d4a72c}.rollback{fill:#6e7781}.rollback-incomplete{fill:#cf222e}
-.fault{fill:#fb8f44}.remediation{fill:#0969da}.remaining{fill:#cf222e}.fault-failed{fill:#cf222e}
+.attempt{fill:#d4a72c}.fault{fill:#fb8f44}.remediation{fill:#0969da}.remaining{fill:#cf222e}.fault-failed{fill:#cf222e}
 .reading-ok{fill:#b4e5c0}.reading-violated{fill:#f5a3a3}.reading-unknown{fill:#d0d7de}
 .fired-abort,.fired-remediate{fill:#cf222e}.fired-warn,.fired-hold{fill:#d4a72c}.fired-resume{fill:#2da44e}.deleted{fill:#8250df}.predicted{fill:none;stroke:#8250df;stroke-width:1.5}
 </style></head><body>

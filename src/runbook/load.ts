@@ -16,7 +16,7 @@ export interface LoadedRunbook {
   where(path: DocPath): string;
 }
 
-export const RUNBOOK_EXPECTED: Expected = { what: 'a Runbook', keys: ['apiVersion', 'kind', 'metadata', 'spec'] };
+const RUNBOOK_EXPECTED: Expected = { what: 'a Runbook', keys: ['apiVersion', 'kind', 'metadata', 'spec'] };
 
 /** Every problem of a runbook at once, or the loaded runbook; each `with:` is checked against its module in `catalog`. */
 export async function checkRunbook(content: string | Uint8Array, file: string, catalog: ModuleCatalog): Promise<Checked<LoadedRunbook>> {

@@ -17,7 +17,7 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
 /** Every place with a `with:` block: guards, steps (also inside parallel), remediation, `orElse`, rollback.waitFor. */
-export function paramSites(runbook: unknown): ParamSite[] {
+function paramSites(runbook: unknown): ParamSite[] {
   const sites: ParamSite[] = [];
   const spec = isObj(runbook) && isObj(runbook.spec) ? runbook.spec : {};
   const action = (a: unknown, path: DocPath) => {

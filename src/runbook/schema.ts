@@ -15,9 +15,9 @@ export const ProbeRef = z.strictObject({
   with: Params.default({}),
 });
 
-export const ReadingStatus = z.enum(['ok', 'violated']);
+const ReadingStatus = z.enum(['ok', 'violated']);
 
-export const Guard = z.strictObject({
+const Guard = z.strictObject({
   name: Name.optional(),
   probe: ModuleId,
   with: Params.default({}),
@@ -34,7 +34,7 @@ export const Guard = z.strictObject({
 export type Guard = z.output<typeof Guard>;
 
 /** The action used instead where the first one does not work on this cluster (its Kubernetes version is too old). */
-export const Fallback = z
+const Fallback = z
   .strictObject({
     action: ModuleId,
     with: Params.default({}),
@@ -44,7 +44,7 @@ export const Fallback = z
       "used instead of the action where the cluster cannot run it (the action's minimum Kubernetes version, e.g. disable-taint-eviction needs 1.29); plan and report say which was used",
   });
 
-export const ActionStep = z.strictObject({
+const ActionStep = z.strictObject({
   name: Name.optional(),
   action: ModuleId,
   with: Params.default({}),
@@ -59,7 +59,7 @@ export const ActionStep = z.strictObject({
     }),
 });
 
-export const ExpectStep = z.strictObject({
+const ExpectStep = z.strictObject({
   name: Name.optional(),
   expect: ProbeRef.extend({
     status: ReadingStatus.default('ok').meta({ description: 'the reading to wait for' }),
@@ -67,14 +67,14 @@ export const ExpectStep = z.strictObject({
   within: duration().prefault('1m').meta({ description: 'the step fails when the reading has not come by then' }),
 });
 
-export const WaitStep = z.strictObject({
+const WaitStep = z.strictObject({
   name: Name.optional(),
   wait: duration(),
 });
 
 const OnTimeout = z.enum(['rollback', 'continue']).meta({ description: 'what an unanswered confirmation does' });
 
-export const ConfirmStep = z.strictObject({
+const ConfirmStep = z.strictObject({
   name: Name.optional(),
   confirm: z.union([
     z.string().min(1),
@@ -84,21 +84,19 @@ export const ConfirmStep = z.strictObject({
   onTimeout: OnTimeout.optional(),
 });
 
-export const RevertStep = z.strictObject({
+const RevertStep = z.strictObject({
   name: Name.optional(),
   revert: Name.meta({ description: 'the name of an earlier action step: its faults are reverted now, in reverse order, instead of at rollback' }),
 });
 
-export const LeafStep = z.union([ActionStep, ExpectStep, WaitStep, ConfirmStep, RevertStep]);
-
-export const ParallelStep = z.strictObject({
+const ParallelStep = z.strictObject({
   name: Name.optional(),
   parallel: z.array(z.union([ActionStep, ExpectStep, WaitStep])).min(1),
 });
 
 export const Step = z.union([ActionStep, ExpectStep, WaitStep, ConfirmStep, RevertStep, ParallelStep]);
 
-export const RemediationItem = z.strictObject({
+const RemediationItem = z.strictObject({
   name: Name.optional(),
   action: ModuleId,
   with: Params.default({}),
@@ -124,7 +122,10 @@ export const Runbook = z.strictObject({
         maxDuration: duration().prefault('30m').meta({ description: 'the run is aborted and rolled back after this long' }),
         faultTtl: duration()
           .prefault('10m')
-          .meta({ description: "a fault's node-side dead-man reverts it this long after the executor's last keepalive" }),
+          .meta({
+            description:
+              "a fault's node-side dead-man reverts it this long after the executor's last keepalive; a revert failing for a transient reason (a reset connection, an apiserver 503) is tried again for up to this long after the rollback starts",
+          }),
       })
       .prefault({}),
     guards: z.array(Guard).default([]),
@@ -141,7 +142,6 @@ export const Runbook = z.strictObject({
 
 export type Runbook = z.output<typeof Runbook>;
 export type Step = z.output<typeof Step>;
-export type LeafStep = z.output<typeof LeafStep>;
 export type ActionStep = z.output<typeof ActionStep>;
 export type ExpectStep = z.output<typeof ExpectStep>;
 export type WaitStep = z.output<typeof WaitStep>;

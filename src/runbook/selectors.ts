@@ -6,7 +6,7 @@ import { NodeRole } from '../inventory/schema.js';
  * `role`, `names`, `zone` and a Kubernetes label `selector` (all must match), then `count` or `percent`
  * pick that many of the matches, in name order (so a plan is repeatable).
  */
-export const NodeSelectorObject = z
+const NodeSelectorObject = z
   .strictObject({
     role: NodeRole.optional(),
     names: z.array(z.string().min(1)).min(1).optional(),

@@ -66,7 +66,7 @@ export interface ActionTesterOptions<S extends RevertState = RevertState> {
 }
 
 /** A failure of one lifecycle phase. */
-export class PhaseError extends Error {
+class PhaseError extends Error {
   constructor(
     readonly phase: Phase,
     readonly error: unknown,
@@ -75,7 +75,7 @@ export class PhaseError extends Error {
   }
 }
 
-export function testCtx(inventory: InventoryInput, nodes: FakeNodes, scenario: Scenario): LifecycleResult['ctx'] {
+function testCtx(inventory: InventoryInput, nodes: FakeNodes, scenario: Scenario): LifecycleResult['ctx'] {
   const inv = Inventory.parse(inventory);
   const nodeName = scenario.node ?? inv.spec.nodes[0]?.name;
   const node = inv.spec.nodes.find((n) => n.name === nodeName);
@@ -146,7 +146,7 @@ function assertPlainJson(state: unknown, what: string): void {
 }
 
 /** Asserts the metadata docs/actions.md is generated from. */
-export function checkMeta(action: Action): void {
+function checkMeta(action: Action): void {
   const m = action.meta;
   assert.match(m.id, /^[a-z][a-z0-9-]*$/);
   for (const k of ['summary', 'description', 'undo'] as const) assert.ok(m[k].trim().length > 0, `${m.id}: meta.${k} is empty`);
@@ -276,7 +276,7 @@ function stubBody(name: string, answer: StubAnswer | StubAnswer[] = []): string 
 
 const SHELL = ['/bin/dash', '/usr/bin/dash', '/bin/sh'].find((p) => existsSync(p)) ?? '/bin/sh';
 
-export function checkSyntax(text: string): { ok: boolean; error: string } {
+function checkSyntax(text: string): { ok: boolean; error: string } {
   const r = spawnSync(SHELL, ['-n'], { input: text, encoding: 'utf8', timeout: 10_000 });
   return { ok: r.status === 0, error: r.stderr };
 }

@@ -1,4 +1,5 @@
 import type { InventoryNode } from '../inventory/schema.js';
+import { sshError } from '../nodes/ssh.js';
 import type { ExecOptions, ExecResult, NodeAccess } from '../nodes/types.js';
 
 export interface ExecCall {
@@ -48,4 +49,23 @@ export class FakeNodes implements NodeAccess {
   scriptsOn(node: string): string[] {
     return this.calls.filter((c) => c.node === node).map((c) => c.script);
   }
+}
+
+/** What ssh says when sshd resets the connection (it restarts, or the network drops it). */
+const SSH_RESET = 'kex_exchange_identification: read: Connection reset by peer';
+
+/**
+ * A test transport's behaviour: the first `n` calls on each node that `match` fail as the ssh transport fails when
+ * the connection is reset (its own error and verdict, src/nodes/ssh.ts); every other call goes to `then`.
+ */
+export function resetFirst(n: number, match: (call: ExecCall) => boolean, then: FakeHandler): FakeHandler {
+  const failed = new Map<string, number>();
+  return (call) => {
+    const count = failed.get(call.node) ?? 0;
+    if (match(call) && count < n) {
+      failed.set(call.node, count + 1);
+      throw sshError(call.node, `10.0.0.1 (${call.node})`, SSH_RESET);
+    }
+    return then(call);
+  };
 }

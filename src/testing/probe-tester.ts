@@ -26,7 +26,7 @@ export interface ProbeRun {
   stop(): Promise<void>;
 }
 
-export const labInventory: InventoryInput = {
+const labInventory: InventoryInput = {
   apiVersion: 'kube-runbook/v1',
   kind: 'Inventory',
   metadata: { name: 'test' },
@@ -175,7 +175,7 @@ export interface NodeFixture {
   created?: number;
 }
 
-export function rawNode(name: string, o: NodeFixture = {}): RawObject {
+function rawNode(name: string, o: NodeFixture = {}): RawObject {
   const conditions =
     o.ready === 'none'
       ? []
@@ -211,7 +211,7 @@ export interface PodFixture {
 }
 
 /** A pod as the apiserver stores it after admission: default tolerations of 30 s unless given. */
-export function rawPod(namespace: string, name: string, o: PodFixture = {}): RawObject {
+function rawPod(namespace: string, name: string, o: PodFixture = {}): RawObject {
   return {
     metadata: { namespace, name, uid: o.uid ?? `uid-${namespace}-${name}`, labels: o.labels ?? { app: name.replace(/-[^-]+$/, '') } },
     spec: {

@@ -11,8 +11,21 @@ import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineAction } from '../../src/contract/action.js';
+import { registryOf } from '../../src/contract/registry.js';
+import { realClock } from '../../src/core/clock.js';
+import { KrError } from '../../src/core/errors.js';
+import { silentLogger } from '../../src/core/logger.js';
+import { assumeYes } from '../../src/engine/confirm.js';
+import type { RunEvent } from '../../src/engine/events.js';
+import { Journal, readJournal } from '../../src/engine/journal.js';
+import { buildPlan } from '../../src/engine/plan.js';
+import { startRun } from '../../src/engine/run.js';
 import { Inventory, type InventoryNode, SshTransport } from '../../src/inventory/schema.js';
 import { createNodeAccess } from '../../src/nodes/access.js';
+import { Runbook } from '../../src/runbook/schema.js';
+import { fakeKubeAccess } from '../../src/testing/fake-access.js';
 import { shq } from '../../src/core/shell.js';
 import { type SshConfig, sshTransport } from '../../src/nodes/ssh.js';
 import { echoScript, hostileValues, markerExists, markerPath } from '../../src/testing/hostile.js';
@@ -126,22 +139,33 @@ beforeAll(async () => {
     ].join('\n'),
   );
   run('/usr/sbin/sshd', ['-t', '-f', file('sshd_config')]);
-  sshd = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', file('sshd_config')], { stdio: ['ignore', 'ignore', 'pipe'] });
-  sshd.stderr?.on('data', (b: Buffer) => (sshdLog += b.toString()));
+  await startSshd();
+});
+
+/** Starts the throwaway sshd and waits until it listens. */
+async function startSshd(): Promise<void> {
+  const d = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', file('sshd_config')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  sshd = d;
+  d.stderr?.on('data', (b: Buffer) => (sshdLog += b.toString()));
   let up = false;
-  for (let i = 0; i < 100 && !up && sshd.exitCode === null; i++) {
+  for (let i = 0; i < 100 && !up && d.exitCode === null; i++) {
     up = await accepts(port);
     if (!up) await new Promise((r) => setTimeout(r, 100));
   }
   if (!up) throw new Error(`sshd did not listen on 127.0.0.1:${port}: ${sshdLog}`);
-});
+}
+
+/** Stops the listening sshd (sessions already open go on, as with `systemctl restart ssh`). */
+async function stopSshd(): Promise<void> {
+  const d = sshd;
+  if (!d || d.exitCode !== null) return;
+  const gone = new Promise((r) => d.once('exit', r));
+  d.kill('SIGTERM');
+  await gone;
+}
 
 afterAll(async () => {
-  if (sshd && sshd.exitCode === null) {
-    const gone = new Promise((r) => sshd?.once('exit', r));
-    sshd.kill('SIGTERM');
-    await gone;
-  }
+  await stopSshd();
   for (const pid of userPids()) process.kill(pid, 'SIGKILL');
   await eventually(() => userPids().length === 0);
   spawnSync('userdel', ['--remove', user], { encoding: 'utf8' });
@@ -235,5 +259,104 @@ describe('ssh transport against a real sshd on 127.0.0.1', () => {
       code: 'NODE_UNREACHABLE',
       message: expect.stringMatching(/ssh-node-1.*Connection refused/),
     });
+  });
+});
+
+/**
+ * A fault the test user can apply without root: a file in its home on the node, removed by the revert. No node-side
+ * dead-man (it would need /var/lib/kube-runbook on the node), so every ssh call of the run is a preflight, an apply
+ * or a revert.
+ */
+const touchFile = defineAction({
+  meta: { id: 'touch-file', summary: 'a file in the home of the ssh user', description: 'test', params: z.object({ tag: z.string() }), targets: 'nodes', kind: 'fault', undo: 'rm' },
+  async prepare(ctx, params) {
+    return { node: ctx.node!.name, file: `krt-fault-${params.tag}-${ctx.node!.name}` };
+  },
+  async apply(ctx, state) {
+    const r = await ctx.nodes.exec(state.node, `touch "$HOME"/${shq(state.file)}`, { timeoutMs: 20_000, signal: ctx.signal });
+    if (r.code !== 0) throw new KrError('TEST_APPLY_FAILED', `touch failed on ${state.node}: ${r.stderr}`);
+    return state;
+  },
+  async revert(ctx, state) {
+    const r = await ctx.nodes.exec(state.node, `rm -f "$HOME"/${shq(state.file)}`, { timeoutMs: 20_000, signal: ctx.signal });
+    if (r.code !== 0) throw new KrError('TEST_REVERT_FAILED', `rm failed on ${state.node}: ${r.stderr}`);
+  },
+  nodeSideRevert: () => undefined,
+});
+
+describe('a run over ssh while sshd restarts', () => {
+  it('reverts every fault once sshd is back: the reverts that met a stopped sshd are retried, no exit 4', async () => {
+    writeFileSync(file('known_hosts'), keyLine('host_key.pub'));
+    const tag = randomBytes(3).toString('hex');
+    const inventory = Inventory.parse({
+      apiVersion: 'kube-runbook/v1',
+      kind: 'Inventory',
+      metadata: { name: 'ssh-restart' },
+      spec: {
+        layout: 'kubeadm',
+        transport: { type: 'ssh', user, port, identityFile: file('client_key'), knownHostsFile: file('known_hosts'), connectTimeout: '3s' },
+        nodes: [
+          { name: 'n1', address: '127.0.0.1' },
+          { name: 'n2', address: '127.0.0.1' },
+        ],
+      },
+    });
+    const runbook = Runbook.parse({
+      apiVersion: 'kube-runbook/v1',
+      kind: 'Runbook',
+      metadata: { name: 'sshd-restart' },
+      spec: { safety: { allowContexts: ['lab'], faultTtl: '2m' }, steps: [{ action: 'touch-file', with: { tag, nodes: 'all' } }, { wait: '2s' }] },
+    });
+    const plan = await buildPlan({ runbook, file: 'sshd-restart.yaml', inventory, registry: registryOf([touchFile], []) });
+    const faultFile = (n: string) => join('/home', user, `krt-fault-${tag}-${n}`);
+    const journal = new Journal(file(`run-${tag}.jsonl`));
+
+    // sshd goes down once both faults are applied, so the rollback's first attempts meet a closed port; it comes back
+    // 1.5 s after the first failed attempt, while the run is still reverting
+    const events: RunEvent[] = [];
+    let stopping: Promise<void> | undefined;
+    let restarting: Promise<void> | undefined;
+    const emit = (e: RunEvent) => {
+      events.push(e);
+      if (e.type === 'fault-applied' && events.filter((x) => x.type === 'fault-applied').length === 2) stopping = stopSshd();
+      if (e.type === 'attempt' && !restarting)
+        restarting = (async () => {
+          await stopping;
+          await new Promise((r) => setTimeout(r, 1500));
+          await startSshd();
+        })();
+    };
+    const handle = startRun({
+      plan,
+      ctx: {
+        runId: `ssh-restart-${tag}`,
+        clock: realClock,
+        log: silentLogger,
+        signal: new AbortController().signal,
+        dryRun: false,
+        inventory,
+        kube: fakeKubeAccess(realClock, { context: 'lab' }),
+        nodes: createNodeAccess(inventory),
+      },
+      journal,
+      emit,
+      confirmer: assumeYes,
+      inventoryFile: 'inventory.yaml',
+    });
+    const r = await handle.result;
+    await restarting;
+
+    expect(r).toMatchObject({ status: 'passed', exitCode: 0, remaining: [] });
+    for (const n of ['n1', 'n2']) expect(existsSync(faultFile(n)), n).toBe(false);
+    const reverted = events.filter((e): e is Extract<RunEvent, { type: 'fault-reverted' }> => e.type === 'fault-reverted');
+    expect(reverted.map((e) => e.fault.node).sort()).toEqual(['n1', 'n2']);
+    expect(reverted.every((e) => e.attempts > 1 && e.retried.every((k) => k === 'connection refusal'))).toBe(true);
+    const view = readJournal(journal.file);
+    expect(view.status).toBe('passed');
+    for (const f of view.faults) {
+      expect(f.reverted).toBe(true);
+      expect(f.attempts.length).toBeGreaterThan(0);
+      expect(f.attempts[0]).toMatchObject({ op: 'revert', transient: 'connection refusal', error: expect.stringContaining('Connection refused') });
+    }
   });
 });

@@ -30,7 +30,7 @@ export type IoTarget = {
  * remounts /sys and hides it), it mounts it in a private mount namespace of its own (unshare -m), which vanishes
  * with it: nothing on the node's own mounts changes.
  */
-export const KR_CG_DO = `kr_cg_mnt() {
+const KR_CG_DO = `kr_cg_mnt() {
   if [ "$1" = 1 ]; then
     awk '$3 == "cgroup" { n = split($4, o, ","); for (i = 1; i <= n; i++) if (o[i] == "blkio") { print $2; exit } }' /proc/self/mounts
   else

@@ -18,7 +18,7 @@ export function checkInstance(instance: string): string {
 }
 
 /** `$KUBE_RUNBOOK_LAB_HOME`, else `${XDG_STATE_HOME:-~/.local/state}/kube-runbook/lab`. */
-export function labHome(env: NodeJS.ProcessEnv = process.env): string {
+function labHome(env: NodeJS.ProcessEnv = process.env): string {
   if (env.KUBE_RUNBOOK_LAB_HOME) return resolve(env.KUBE_RUNBOOK_LAB_HOME);
   const state = env.XDG_STATE_HOME || join(homedir(), '.local', 'state');
   return join(resolve(state), 'kube-runbook', 'lab');

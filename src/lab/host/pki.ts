@@ -28,7 +28,7 @@ export interface LabPki {
 }
 
 export const SERVICE_CIDR = '10.96.0.0/16';
-export const SERVICE_IP = '10.96.0.1';
+const SERVICE_IP = '10.96.0.1';
 
 /**
  * The lab's certificate authority, serving and client certificates (ECDSA P-256, signed with openssl),
@@ -70,7 +70,7 @@ export async function makePki(dir: string, o: { instance: string; apiserverIp: s
   return pkiOf(dir, tokens);
 }
 
-export function pkiOf(dir: string, tokens: Record<string, string> = {}): LabPki {
+function pkiOf(dir: string, tokens: Record<string, string> = {}): LabPki {
   return {
     dir,
     caCert: join(dir, 'ca.crt'),

@@ -52,7 +52,7 @@ export interface LabSettings {
   replicas: number;
 }
 
-export const MAX_LAB_NODES = 200;
+const MAX_LAB_NODES = 200;
 
 export function resolveSettings(o: LabUpOptions): LabSettings {
   const nodes = int('nodes', o.nodes ?? 3, 0, MAX_LAB_NODES);

@@ -66,7 +66,7 @@ export function parseOneLine(text: string, file: string): AptEntry[] {
 }
 
 /** Suites of the distribution itself: `bookworm`, `bookworm-updates`, `bookworm-security`, ... */
-export function isOwnSuite(suite: string, codename: string): boolean {
+function isOwnSuite(suite: string, codename: string): boolean {
   return suite === codename || (suite.startsWith(`${codename}-`) && /^[a-z]+$/.test(suite.slice(codename.length + 1)));
 }
 

@@ -23,7 +23,7 @@ export const APT_PACKAGES = [
   'xz-utils',
 ];
 
-export const SOURCE_LIST_FILE = '/etc/apt/sources.list.d/kube-runbook-src.sources';
+const SOURCE_LIST_FILE = '/etc/apt/sources.list.d/kube-runbook-src.sources';
 
 export async function missingPackages(names: string[]): Promise<string[]> {
   const r = await run('dpkg-query', ['-W', '-f', '${Package} ${db:Status-Abbrev}\n', ...names]);
@@ -37,7 +37,7 @@ export async function missingPackages(names: string[]): Promise<string[]> {
 }
 
 /** Reads every enabled apt source of the machine. */
-export async function readAptSources(): Promise<AptEntry[]> {
+async function readAptSources(): Promise<AptEntry[]> {
   const entries: AptEntry[] = [];
   const list = await readFile('/etc/apt/sources.list', 'utf8').catch(() => '');
   entries.push(...parseOneLine(list, '/etc/apt/sources.list'));

@@ -106,7 +106,7 @@ export function compareVersions(a: string, b: string): number {
   return 0;
 }
 
-export async function readManifest(dir: string): Promise<BinaryManifest | undefined> {
+async function readManifest(dir: string): Promise<BinaryManifest | undefined> {
   try {
     const m = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8')) as BinaryManifest;
     return m.kind === 'kube-runbook/lab-binaries' ? m : undefined;
@@ -167,7 +167,7 @@ async function fromUserDir(dir: string, from: string, env: NodeJS.ProcessEnv): P
 }
 
 /** etcd from the user's directory, else PATH (Debian's etcd-server puts it in /usr/bin). */
-export async function findEtcd(dir: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<string> {
+async function findEtcd(dir: string | undefined, env: NodeJS.ProcessEnv = process.env): Promise<string> {
   if (dir && (await executable(join(dir, 'etcd')))) return join(dir, 'etcd');
   for (const p of (env.PATH ?? '/usr/bin:/bin').split(':').concat(['/usr/bin', '/usr/local/bin'])) {
     if (p && (await executable(join(p, 'etcd')))) return join(p, 'etcd');

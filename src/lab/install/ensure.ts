@@ -5,7 +5,7 @@ import type { LabBinariesInfo } from '../host/info.js';
 import { installLab } from './install.js';
 
 /** Commands `lab up` and the service scripts use. */
-export const LAB_TOOLS = ['ip', 'iptables', 'openssl', 'curl', 'setsid'];
+const LAB_TOOLS = ['ip', 'iptables', 'openssl', 'curl', 'setsid'];
 
 export interface EnsureOptions {
   log?: Logger;

@@ -11,7 +11,7 @@ import { must, run } from '../host/host.js';
  * (`k8s.io/api` …) by the matching `v0.x.y`, exactly as the release's own go.mod lists them; etcd likewise from
  * `go.etcd.io/etcd` at the version that release is tested with. Nothing of their source is kept in this repository.
  */
-export const KUBE_MODULE = 'k8s.io/kubernetes';
+const KUBE_MODULE = 'k8s.io/kubernetes';
 const KUBE_COMMANDS = ['kube-scheduler', 'kube-controller-manager', 'kube-apiserver'] as const;
 
 /** The Go environment of a build: the machine's own GO* variables never leak in (GOROOT, GOFLAGS, GOTOOLCHAIN...). */
@@ -48,7 +48,7 @@ const older = (a: number[], b: number[]) => {
  * A Go toolchain new enough for `needs` (a go.mod `go` line such as `1.25.0`): `KUBE_RUNBOOK_GO`, then
  * /usr/local/go/bin/go, then `go` on PATH. Debian's golang-go (the 1.20 route) is usually too old.
  */
-export async function findGo(needs: string, env: NodeJS.ProcessEnv = process.env): Promise<{ go: string; version: string }> {
+async function findGo(needs: string, env: NodeJS.ProcessEnv = process.env): Promise<{ go: string; version: string }> {
   const want = parseGoVersion(`go${needs}`) ?? [1, 0, 0];
   const candidates = [env.KUBE_RUNBOOK_GO, '/usr/local/go/bin/go', ...(env.PATH ?? '').split(':').filter(Boolean).map((p) => join(p, 'go'))].filter(
     (c): c is string => Boolean(c),
@@ -68,7 +68,7 @@ export async function findGo(needs: string, env: NodeJS.ProcessEnv = process.env
 }
 
 /** The newest patch release of `1.<minor>` the module proxy serves (no pre-releases). */
-export async function newestPatch(go: string, minor: number, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<string> {
+async function newestPatch(go: string, minor: number, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<string> {
   const out = await must('LAB_SOURCE_FAILED', go, ['list', '-m', '-versions', KUBE_MODULE], { env, timeoutMs: 300_000, signal });
   const patches = out
     .split(/\s+/)

@@ -28,7 +28,7 @@ export interface InstallOptions {
 }
 
 /** What is needed when this machine cannot be set up automatically. */
-export const MANUAL_STEPS = [
+const MANUAL_STEPS = [
   'The lab needs Linux and root (it makes network namespaces, veths, an iptables chain and a cgroup).',
   'Packages: etcd (3.4 or newer, e.g. Debian etcd-server), iproute2, iptables, openssl, curl.',
   'Kubernetes control-plane binaries kube-apiserver, kube-controller-manager and kube-scheduler: pass their directory',
@@ -82,7 +82,7 @@ async function install(o: InstallOptions, env: NodeJS.ProcessEnv, root: string):
 }
 
 /** Whether this machine can be set up automatically (Linux, root, apt-get on Debian or Ubuntu). */
-export async function canAutoInstall(): Promise<{ ok: boolean; why?: string }> {
+async function canAutoInstall(): Promise<{ ok: boolean; why?: string }> {
   if (platform() !== 'linux') return { ok: false, why: `this is ${platform()}, not Linux` };
   if (process.getuid?.() !== 0) return { ok: false, why: 'not running as root' };
   if (!(await have('apt-get'))) return { ok: false, why: 'apt-get is not available' };

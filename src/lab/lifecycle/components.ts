@@ -22,7 +22,7 @@ export interface ComponentContext {
 export const APISERVER_PORT = 6443;
 export const ETCD_PORT = 2379;
 
-export function etcdDataDir(c: ComponentContext): string {
+function etcdDataDir(c: ComponentContext): string {
   return join(c.serviceDir(c.cpNode, 'etcd'), 'data');
 }
 

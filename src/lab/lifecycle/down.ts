@@ -120,7 +120,7 @@ async function ancestors(): Promise<number[]> {
 }
 
 /** Pids whose command line contains one of `needles` (the lab's components all name files in its state directory). */
-export async function pidsNaming(needles: string[]): Promise<number[]> {
+async function pidsNaming(needles: string[]): Promise<number[]> {
   if (!needles.length) return [];
   const out: number[] = [];
   for (const entry of await readdir('/proc')) {

@@ -22,7 +22,7 @@ export interface LabStatus {
   runtimes: RuntimeState[];
 }
 
-export const CONTROL_PLANE_SERVICES = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const;
+const CONTROL_PLANE_SERVICES = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const;
 
 /** Every service of the lab (its `status` and `health` scripts), the cluster's nodes and pods, each node's runtime. */
 export async function labStatus(instance = 'lab'): Promise<LabStatus> {

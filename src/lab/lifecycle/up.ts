@@ -42,7 +42,7 @@ export interface LabUpRunOptions extends LabUpOptions {
 }
 
 /** The simulator's entry point in the build (`npm run build`); the CLI builds nothing at run time. */
-export function simulatorScript(): string {
+function simulatorScript(): string {
   return fileURLToPath(new URL('../../../dist/lab/sim/kubelet-sim.js', import.meta.url));
 }
 

@@ -3,8 +3,8 @@ import type { Clock } from '../../core/clock.js';
 import { KrError, messageOf } from '../../core/errors.js';
 import { SimApi, statusOf } from '../sim/api.js';
 
-export const WORKLOAD_NAMESPACE = 'demo';
-export const WORKLOAD_NAME = 'demo';
+const WORKLOAD_NAMESPACE = 'demo';
+const WORKLOAD_NAME = 'demo';
 
 /** The sample workload: a Deployment spread over the nodes (one topology spread per hostname) and a Service. */
 export async function createWorkload(kc: KubeConfig, replicas: number, clock: Clock, signal?: AbortSignal): Promise<void> {

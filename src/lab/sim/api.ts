@@ -170,6 +170,6 @@ async function orNotFound<T>(fn: () => Promise<T>): Promise<T | undefined> {
 }
 
 /** The object as JSON has it (dates as strings), whatever client-node deserialised it into. */
-export function plain<T>(o: unknown): T {
+function plain<T>(o: unknown): T {
   return JSON.parse(JSON.stringify(o)) as T;
 }

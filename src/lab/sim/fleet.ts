@@ -16,7 +16,7 @@ import { firstRenewOffset } from './timing.js';
 
 /** Label of every fleet node (value: the lab instance). */
 export const FLEET_LABEL = 'lab.kube-runbook.dev/fleet';
-export const MAX_FLEET = 16_000;
+const MAX_FLEET = 16_000;
 
 export interface FleetOptions {
   instance?: string;
@@ -56,7 +56,7 @@ export interface FleetStats {
   rssMiB: number;
 }
 
-export function fleetNodeName(i: number): string {
+function fleetNodeName(i: number): string {
   return `fleet-${String(i).padStart(5, '0')}`;
 }
 
@@ -202,7 +202,7 @@ function isReady(n: NodeLite | undefined): boolean {
 }
 
 /** Deletes the fleet's Nodes (their Leases go with them: they are owned by the Node). */
-export async function deleteFleet(api: SimApi, instance: string, log: Logger): Promise<void> {
+async function deleteFleet(api: SimApi, instance: string, log: Logger): Promise<void> {
   try {
     await api.core.deleteCollectionNode({ labelSelector: `${FLEET_LABEL}=${instance}` }, api.opts(undefined, 60_000));
   } catch (e) {
@@ -211,7 +211,7 @@ export async function deleteFleet(api: SimApi, instance: string, log: Logger): P
 }
 
 /** A client of the lab's fleet identity (a static token of tokens.csv). */
-export async function fleetKubeConfig(info: LabInfo): Promise<KubeConfig> {
+async function fleetKubeConfig(info: LabInfo): Promise<KubeConfig> {
   const tokens = await readTokens(`${info.stateDir}/pki`);
   const token = tokens['kube-runbook-fleet'];
   if (!token) throw new KrError('LAB_STATE_BROKEN', `no fleet token in ${info.stateDir}/pki/tokens.csv`);

@@ -16,7 +16,7 @@ export function wholeTime(ms: number): string {
   return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
-export const KUBELET_CONDITIONS: { type: string; status: string; reason: string; message: string }[] = [
+const KUBELET_CONDITIONS: { type: string; status: string; reason: string; message: string }[] = [
   { type: 'MemoryPressure', status: 'False', reason: 'KubeletHasSufficientMemory', message: 'kubelet has sufficient memory available' },
   { type: 'DiskPressure', status: 'False', reason: 'KubeletHasNoDiskPressure', message: 'kubelet has no disk pressure' },
   { type: 'PIDPressure', status: 'False', reason: 'KubeletHasSufficientPID', message: 'kubelet has sufficient PID available' },
@@ -42,7 +42,7 @@ export function kubeletConditions(node: NodeLite | undefined, nowMs: number): Co
   });
 }
 
-export function nodeLabels(cfg: SimNodeConfig): Record<string, string> {
+function nodeLabels(cfg: SimNodeConfig): Record<string, string> {
   const labels: Record<string, string> = {
     'kubernetes.io/hostname': cfg.name,
     'kubernetes.io/os': 'linux',

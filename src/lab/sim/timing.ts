@@ -6,9 +6,9 @@
  */
 
 /** The kubelet's NodeLeaseRenewIntervalFraction. */
-export const RENEW_FRACTION = 0.25;
+const RENEW_FRACTION = 0.25;
 /** The kubelet's lease controller jitters its period by up to 4 %. */
-export const RENEW_JITTER = 0.04;
+const RENEW_JITTER = 0.04;
 
 export function renewInterval(leaseDurationMs: number): number {
   return Math.round(leaseDurationMs * RENEW_FRACTION);

@@ -15,9 +15,9 @@ export interface OnNodeCtx {
   node?: InventoryNode;
 }
 
-export const MANIFESTS_DIR = '/etc/kubernetes/manifests';
+const MANIFESTS_DIR = '/etc/kubernetes/manifests';
 /** Where kubeadm manifests are parked while their component is stopped: outside the directory the kubelet reads. */
-export const PARKED_DIR = '/etc/kubernetes/kube-runbook-parked';
+const PARKED_DIR = '/etc/kubernetes/kube-runbook-parked';
 
 const STATIC_POD_HEALTH: Record<Exclude<ServiceName, 'kubelet'>, StaticPodTarget['health']> = {
   'kube-apiserver': { scheme: 'https', port: 6443, path: '/readyz', portFlag: '--secure-port' },

@@ -8,8 +8,6 @@
 /** The components actions stop and start. */
 export type ServiceName = 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'etcd' | 'kubelet';
 
-export const SERVICE_NAMES: readonly ServiceName[] = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubelet'];
-
 /** A systemd unit (kubelet on kubeadm; `k3s` / `k3s-agent` on k3s). */
 export type SystemdTarget = {
   manager: 'systemd';
