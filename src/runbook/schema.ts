@@ -31,7 +31,6 @@ const Guard = z.strictObject({
     .meta({ description: 'hold: start no new step while unknown, abort after unknownFor; abort: at once; ignore' }),
   unknownFor: duration().prefault('60s').meta({ description: 'how long a guard may read unknown before hold turns into abort' }),
 });
-export type Guard = z.output<typeof Guard>;
 
 /** The action used instead where the first one does not work on this cluster (its Kubernetes version is too old). */
 const Fallback = z
@@ -142,12 +141,5 @@ export const Runbook = z.strictObject({
 
 export type Runbook = z.output<typeof Runbook>;
 export type Step = z.output<typeof Step>;
-export type ActionStep = z.output<typeof ActionStep>;
-export type ExpectStep = z.output<typeof ExpectStep>;
-export type WaitStep = z.output<typeof WaitStep>;
-export type ConfirmStep = z.output<typeof ConfirmStep>;
-export type RevertStep = z.output<typeof RevertStep>;
-export type ParallelStep = z.output<typeof ParallelStep>;
-export type RemediationItem = z.output<typeof RemediationItem>;
 export type ProbeRef = z.output<typeof ProbeRef>;
 export type Fallback = z.output<typeof Fallback>;
