@@ -6,21 +6,18 @@ import { defineConfig } from 'vitest/config';
  * forecast on 1.20. A project's name
  * says the version, and KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts).
  */
-const e2e = (version: string, include: string[], testNamePattern?: RegExp) => ({
+const e2e = (version: string, include: string[]) => ({
   test: {
     name: `e2e ${version}`,
     include,
-    ...(testNamePattern ? { testNamePattern } : {}),
     env: { KUBE_RUNBOOK_LAB_VERSION: version },
+    globalSetup: ['test/e2e/helpers/global-setup.ts'],
     testTimeout: 600_000,
     hookTimeout: 1_800_000,
     fileParallelism: false,
     pool: 'forks' as const,
   },
 });
-
-/** On the older releases the incident runbooks run with their guards, and apiserver-outage also without them. */
-const OLDER = /^(?!.*kubelet-partition.*without guards)/;
 
 export default defineConfig({
   test: {
@@ -33,8 +30,8 @@ export default defineConfig({
         },
       },
       e2e('1.37', ['test/e2e/**/*.test.ts']),
-      e2e('1.34', ['test/e2e/incidents.test.ts', 'test/e2e/lab-eviction.test.ts'], OLDER),
-      e2e('1.20', ['test/e2e/incidents.test.ts', 'test/e2e/probes-forecast.test.ts', 'test/e2e/lab-eviction.test.ts'], OLDER),
+      e2e('1.34', ['test/e2e/incidents.test.ts', 'test/e2e/lab-eviction.test.ts']),
+      e2e('1.20', ['test/e2e/incidents.test.ts', 'test/e2e/probes-forecast.test.ts', 'test/e2e/lab-eviction.test.ts']),
     ],
   },
 });

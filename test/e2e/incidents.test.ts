@@ -1,7 +1,8 @@
 /**
  * The incident runbooks against the lab's real control plane, on every Kubernetes version the lab supports (the
  * e2e projects of vitest.config.ts): with their guards no pod is evicted and no container is killed; without them
- * the controller evicts (which proves these tests can fail).
+ * the controller evicts (which proves these tests can fail; kubelet-partition's cascade is in
+ * kubelet-partition-cascade.test.ts, on the default release).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -42,18 +43,6 @@ describe(`kubelet-partition (Kubernetes ${LAB_VERSION})`, () => {
     expect(o.report.guardFirings.some((g) => g.guard === 'eviction forecast' && g.response === 'abort')).toBe(true);
     expectSafe(o);
     expect(timeline(o)).toMatch(/fired → abort: first eviction in/);
-    await settled();
-  });
-
-  it('without guards: the controller evicts the cut-off node\'s pods and the kubelet kills them on reconnect', async () => {
-    const o = await runAndMeasure(lab, runbook('kubelet-partition.yaml'), false);
-    expect(o.evicted.length).toBeGreaterThan(0);
-    expect(o.killed.length).toBeGreaterThan(0);
-    // the forecast is never late: its prediction is at or before the real first eviction
-    expect(o.predicted).toBeDefined();
-    expect(Date.parse(o.predicted!.at)).toBeLessThanOrEqual(Date.parse(o.evicted.map((e) => e.at).sort()[0]!));
-    // the timeline marks every eviction with its cause
-    for (const e of o.evicted) expect(timeline(o)).toContain(`${e.pod} on ${e.node} deleted (taint-eviction)`);
     await settled();
   });
 });
