@@ -1,5 +1,17 @@
 #!/usr/bin/env node
 // Entry point of kube-runbook; also works when symlinked as `kubectl-runbook` (kubectl plugin).
-import { main } from '../dist/cli/main.js';
+//
+// Plain JavaScript that any Node.js parses, and nothing imported before the version check: the CLI's dependencies
+// fail at load time on an older Node (undici's first line), with a stack trace instead of a sentence. MIN_NODE is
+// package.json's engines.node; test/node-version.test.ts checks the two agree.
+const MIN_NODE = '22.19';
 
+const [major, minor] = process.versions.node.split('.').map(Number);
+const [needMajor, needMinor] = MIN_NODE.split('.').map(Number);
+if (major < needMajor || (major === needMajor && minor < needMinor)) {
+  process.stderr.write(`kube-runbook needs Node.js ${MIN_NODE} or newer; this is ${process.versions.node}\n`);
+  process.exit(2);
+}
+
+const { main } = await import('../dist/cli/main.js');
 await main(process.argv);
