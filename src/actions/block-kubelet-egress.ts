@@ -97,6 +97,7 @@ async function detect(ctx: ActionCtx, endpoints: { host: string; port: number }[
 /** Drops the kubelet's packets to the apiservers, in a chain (or nft table) of our own; never the ssh connection. */
 export default defineAction({
   meta: {
+    access: [{ apiGroup: '', resource: 'endpoints', verbs: ['get'], namespace: 'default', why: "reads the apiserver's addresses (Endpoints default/kubernetes) when `endpoints` is not given" }],
     id: 'block-kubelet-egress',
     summary: "Drop the kubelet's traffic to the apiservers on nodes, in a firewall chain of our own.",
     description:

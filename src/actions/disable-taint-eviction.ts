@@ -1,3 +1,4 @@
+import { GET_VERSION } from '../contract/access.js';
 import { z } from 'zod';
 import { defineAction } from '../contract/action.js';
 import { formatDuration } from '../core/duration.js';
@@ -38,6 +39,7 @@ const MIN_MINOR = 29;
 /** Evictions frozen while every other controller keeps running (Kubernetes 1.29+). */
 export default defineAction<typeof Params, State>({
   meta: {
+    access: [GET_VERSION],
     id: 'disable-taint-eviction',
     summary: 'Restart kube-controller-manager without the taint-eviction controller (1.29+): no pod is evicted, every other controller runs.',
     description:

@@ -16,6 +16,7 @@ type State = { node: string; apply: string; revert: string; timeoutMs: number };
 /** The generic escape hatch: an apply script and its revert, run on each selected node through its transport. */
 export default defineAction({
   meta: {
+    access: [],
     id: 'run-command',
     summary: 'Run a shell script on nodes, and its revert script when rolling back.',
     description:

@@ -77,6 +77,7 @@ const lines = (out: string) => new Map(out.split('\n').map((l) => [l.slice(0, l.
 /** Throttles the disk IO of etcd's own cgroup on the disk that holds its data dir. */
 export default defineAction({
   meta: {
+    access: [],
     id: 'throttle-etcd-disk',
     summary: "Limit the IOPS and bandwidth of etcd's own cgroup on the disk under its data dir (slow etcd disks, incident 3).",
     description:

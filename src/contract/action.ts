@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { Layout } from '../inventory/schema.js';
 import type { NodeSelector } from '../runbook/selectors.js';
+import type { ApiAccess } from './access.js';
 import type { ActionCtx } from './context.js';
 
 /** Plain JSON, so a revert can be rebuilt from the journal in a new process. */
@@ -26,6 +27,8 @@ export interface ActionMeta<P extends z.ZodType = z.ZodType> {
   undo: string;
   /** The oldest Kubernetes minor version (1.x) it works on; preflight refuses it on an older server, a plan takes `orElse`. */
   minKubernetesMinor?: number;
+  /** The Kubernetes API permissions it needs (empty when it works on nodes only): preflight checks them, `manifests` grants them. */
+  access: readonly ApiAccess[];
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { ApiAccess } from './access.js';
 import type { Ctx } from './context.js';
 
 export type ReadingStatus = 'ok' | 'violated' | 'unknown';
@@ -18,6 +19,8 @@ export interface ProbeMeta<P extends z.ZodType = z.ZodType> {
   summary: string;
   description: string;
   params: P;
+  /** The Kubernetes API permissions it needs (empty when it reads nodes only): preflight checks them, `manifests` grants them. */
+  access: readonly ApiAccess[];
 }
 
 /**

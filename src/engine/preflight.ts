@@ -1,7 +1,8 @@
 import { messageOf } from '../core/errors.js';
 import { statusFromBody } from '../kube/http.js';
 import { ApiStatusError } from '../kube/source.js';
-import type { AccessCheck } from '../kube/types.js';
+import { describeCheck } from '../contract/access.js';
+import { distinctChecks, planAccess } from './access.js';
 import type { Confirmer } from './confirm.js';
 import type { Ctx } from '../contract/context.js';
 import type { RunEventSink } from './events.js';
@@ -23,16 +24,6 @@ export interface PreflightResult {
 function contextAllowed(context: string, patterns: string[]): boolean {
   return patterns.some((p) => new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`).test(context));
 }
-
-/** What any run needs to read: guards and expectations watch these. */
-const BASE_ACCESS: AccessCheck[] = [
-  { verb: 'list', resource: 'nodes' },
-  { verb: 'watch', resource: 'nodes' },
-  { verb: 'list', resource: 'pods' },
-  { verb: 'watch', resource: 'pods' },
-  { verb: 'list', resource: 'leases', group: 'coordination.k8s.io', namespace: 'kube-node-lease' },
-  { verb: 'watch', resource: 'leases', group: 'coordination.k8s.io', namespace: 'kube-node-lease' },
-];
 
 /**
  * Everything checked before anything is touched: the context is allowed, RBAC suffices, the nodes the plan acts on
@@ -90,16 +81,19 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
     reachable = false;
     check('cluster', false, e instanceof ApiStatusError ? `apiserver ${ctx.kube.server} answered ${e.status}` : `apiserver ${ctx.kube.server} does not answer: ${messageOf(e)}`);
   }
+  // the same declarations (each module's meta.access, with its params) that `kube-runbook manifests` grants
+  const checks = reachable ? distinctChecks(planAccess(plan)) : [];
   const denied: string[] = [];
-  for (const a of reachable ? BASE_ACCESS : []) {
+  for (const { check: a, by } of checks) {
     try {
       // a SelfSubjectAccessReview stores nothing: repeating it is harmless
-      if (!(await withRetries('preflight', () => ctx.kube.canI(a), retry('rbac', undefined, true)))) denied.push(`${a.verb} ${a.group ? `${a.resource}.${a.group}` : a.resource}${a.namespace ? ` in ${a.namespace}` : ''}`);
+      if (!(await withRetries('preflight', () => ctx.kube.canI(a), retry('rbac', undefined, true)))) denied.push(`${describeCheck(a)} (for ${by.join(', ')})`);
     } catch (e) {
-      denied.push(`${a.verb} ${a.resource} (${messageOf(e)})`);
+      denied.push(`${describeCheck(a)} (${messageOf(e)})`);
     }
   }
-  if (reachable) check('rbac', denied.length === 0, denied.length ? `not allowed: ${denied.join('; ')}` : 'read access to nodes, pods and leases');
+  if (reachable)
+    check('rbac', denied.length === 0, denied.length ? `not allowed: ${denied.join('; ')}` : `${checks.length} permission(s) the runbook needs are granted`);
 
   const actions = plannedActions(plan);
   const nodes = [...new Map(actions.flatMap((a) => a.targets ?? []).map((n) => [n.name, n])).values()];

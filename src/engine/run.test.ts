@@ -169,6 +169,30 @@ describe('run: preflight', () => {
     expect(r.reason).toContain('unreachable: node-2 (exit 255: Connection refused)');
     expect(log).toEqual([]);
   });
+
+  it("checks the permissions the runbook's modules declare and refuses, naming the missing one and who needs it", async () => {
+    const log: ActionRecord[] = [];
+    const leader = new ScriptedProbe('leader', { status: 'ok', value: null, detail: 'led' });
+    leader.probe.meta = {
+      ...leader.probe.meta,
+      access: [{ apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['list', 'watch'], namespace: { param: 'lease' }, why: 'test' }],
+    };
+    const asked: string[] = [];
+    const h = await startTestRun({
+      runbook: baseRunbook({ guards: [{ probe: 'leader', with: { lease: 'kube-system/kcm' } }], steps: [{ action: 'fault-a' }] }),
+      actions: [recordingAction('fault-a', log)],
+      probes: [leader.probe],
+      deny: (c) => {
+        asked.push(`${c.verb} ${c.resource ?? c.path} ${c.namespace ?? ''}`.trim());
+        return c.verb === 'watch' && c.resource === 'leases';
+      },
+    });
+    const r = await h.handle.result;
+    expect(r.status).toBe('refused');
+    expect(r.reason).toContain('not allowed: watch leases.coordination.k8s.io in kube-system (for probe leader)');
+    expect(asked.sort()).toEqual(['get /version', 'list leases kube-system', 'list nodes', 'watch leases kube-system']);
+    expect(log).toEqual([]);
+  });
 });
 
 describe('run: remediation', () => {

@@ -57,7 +57,11 @@ function kubeAccessOver(config: KubeConfig, http: KubeHttp, watches: WatchHub): 
     async canI(check: AccessCheck): Promise<boolean> {
       const review = await http.json<{ status?: { allowed?: boolean } }>('/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {
         method: 'POST',
-        body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: check } },
+        body: {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SelfSubjectAccessReview',
+          spec: check.path ? { nonResourceAttributes: { path: check.path, verb: check.verb } } : { resourceAttributes: check },
+        },
         timeoutMs: 10_000,
       });
       return review.status?.allowed === true;

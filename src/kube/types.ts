@@ -9,7 +9,9 @@ export interface NodeSummary {
 
 export interface AccessCheck {
   verb: string;
-  resource: string;
+  /** A resource (with group, namespace), or a non-resource `path` such as /readyz. */
+  resource?: string;
+  path?: string;
   group?: string;
   namespace?: string;
   subresource?: string;

@@ -27,6 +27,10 @@ export interface ApiserverHealth {
 /** The apiserver's own health endpoints. Health has no event stream: this probe asks at an interval. */
 export default defineProbe({
   meta: {
+    access: [
+      { nonResourceURL: '/readyz', verbs: ['get'], why: 'asks the apiserver whether it is ready' },
+      { nonResourceURL: '/livez', verbs: ['get'], why: 'asks the apiserver whether it is live' },
+    ],
     id: 'apiserver-health',
     summary: 'GET /readyz and /livez at an interval: status codes and latency.',
     description:

@@ -18,6 +18,7 @@ type Params = z.output<typeof Params>;
  */
 export default defineProbe({
   meta: {
+    access: [],
     id: 'command',
     summary: 'Run a read-only script at an interval: exit 0 ok, 1 violated, anything else unknown.',
     description:

@@ -30,6 +30,7 @@ export interface LeaderValue {
 /** Who leads kube-controller-manager (whose node lifecycle controller evicts) and whether it keeps renewing. */
 export default defineProbe({
   meta: {
+    access: [{ apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['list', 'watch'], namespace: { param: 'lease' }, why: 'watches the leader-election Lease `lease`' }],
     id: 'controller-manager',
     summary: "The controller-manager's leader Lease: holder, renewals, leader changes.",
     description:

@@ -1,3 +1,4 @@
+import { READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
 import type { Ctx } from '../contract/context.js';
 import { reactive, watching } from '../contract/readings.js';
@@ -43,6 +44,12 @@ async function slicesVersion(ctx: Ctx): Promise<'v1' | 'v1beta1'> {
  */
 export default defineProbe({
   meta: {
+    access: [
+      { apiGroup: '', resource: 'services', verbs: ['list', 'watch'], why: 'watches the Services of every namespace' },
+      { apiGroup: '', resource: 'endpoints', verbs: ['list', 'watch'], onlyIf: { param: 'kind', equals: 'endpoints' }, why: 'watches Endpoints (`kind: endpoints`)' },
+      { apiGroup: 'discovery.k8s.io', resource: 'endpointslices', verbs: ['list', 'watch'], onlyIf: { param: 'kind', equals: 'endpointslices' }, why: 'watches EndpointSlices' },
+      READ_PODS,
+    ],
     id: 'endpoints-stability',
     summary: 'Endpoints or EndpointSlices deleted or emptied while their Service exists and has ready pods.',
     description:

@@ -46,6 +46,7 @@ export interface EtcdValue {
 /** etcd's health and its disk latencies (incident 3: writes of 1–10 s made lease renewals late). */
 export default defineProbe({
   meta: {
+    access: [],
     id: 'etcd-health',
     summary: 'etcd /health and the p99 of its WAL fsync and backend commit latencies.',
     description:

@@ -1,3 +1,4 @@
+import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
 import { type ForecastNode, type ForecastPod, defaultSilentAfter, forecast } from '../kube/forecast.js';
@@ -37,6 +38,7 @@ function isFailing(n: ForecastNode, now: number, silentAfter: number): boolean {
 /** The live eviction forecast: when each failing node goes NotReady and its pods are evicted. */
 export default defineProbe({
   meta: {
+    access: [READ_NODES, READ_NODE_LEASES, READ_PODS, { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['list', 'watch'], namespace: { param: 'controllerManagerLease' }, why: 'watches the leader-election Lease `controllerManagerLease`' }, GET_VERSION],
     id: 'eviction-forecast',
     summary: 'Predicts per node the NotReady time and per pod the earliest eviction; violated when one is within margin.',
     description:

@@ -33,6 +33,7 @@ export interface HttpValue {
 /** A URL's answer at an interval (a service's health endpoint, a load balancer): status, body, latency. */
 export default defineProbe({
   meta: {
+    access: [],
     id: 'http',
     summary: 'GET a URL at an interval: ok on an expected status (and body), violated otherwise.',
     description:

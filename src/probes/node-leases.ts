@@ -1,3 +1,4 @@
+import { READ_NODE_LEASES, READ_NODES } from '../contract/access.js';
 import { z } from 'zod';
 import { resolveNodeSelector } from '../kube/node-selection.js';
 import { reactive, watching } from '../contract/readings.js';
@@ -24,6 +25,7 @@ export interface LeaseAge {
 /** Node heartbeats: the age of each selected node's Lease in kube-node-lease. */
 export default defineProbe({
   meta: {
+    access: [READ_NODES, READ_NODE_LEASES],
     id: 'node-leases',
     summary: "Each selected node's Lease age; violated when one is older than staleAfter.",
     description:

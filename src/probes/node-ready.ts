@@ -1,3 +1,4 @@
+import { READ_NODES } from '../contract/access.js';
 import { z } from 'zod';
 import { resolveNodeSelector } from '../kube/node-selection.js';
 import { reactive, watching } from '../contract/readings.js';
@@ -30,6 +31,7 @@ export interface NodeReadyValue {
 /** The Ready condition of nodes: counts, transitions and flapping. */
 export default defineProbe({
   meta: {
+    access: [READ_NODES],
     id: 'node-ready',
     summary: 'Ready condition of the selected nodes: counts, transitions, flapping.',
     description:

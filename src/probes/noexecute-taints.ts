@@ -1,3 +1,4 @@
+import { READ_NODES } from '../contract/access.js';
 import { z } from 'zod';
 import { resolveNodeSelector } from '../kube/node-selection.js';
 import { reactive, watching } from '../contract/readings.js';
@@ -27,6 +28,7 @@ export interface TaintedNode {
 /** The NoExecute taints the node lifecycle controller puts on unreachable or not-ready nodes. */
 export default defineProbe({
   meta: {
+    access: [READ_NODES],
     id: 'noexecute-taints',
     summary: 'Unreachable/not-ready NoExecute taints on the selected nodes and when they were added.',
     description:

@@ -1,3 +1,4 @@
+import { GET_VERSION, READ_NODES, READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
 import type { Ctx } from '../contract/context.js';
 import { parseLabelSelector } from '../kube/labels.js';
@@ -33,6 +34,7 @@ function podFilter(ctx: Ctx, params: z.output<typeof Params>, nodes: WatchHandle
 /** Pods bound to nodes that are deleted (get a deletionTimestamp) or vanish while the probe watches. */
 export default defineProbe({
   meta: {
+    access: [READ_NODES, READ_PODS, GET_VERSION],
     id: 'pod-deletions',
     summary: 'Pods bound to nodes that get a deletionTimestamp or vanish, with the cause when it can be told.',
     description:

@@ -16,6 +16,7 @@ const inventory: InventoryInput = {
 const echoAction = (quoteWith: (s: string) => string, state: (w: string) => RevertState = (w) => ({ word: w })) =>
   defineAction({
     meta: {
+      access: [],
       id: 'echo-word',
       summary: 's',
       description: 'd',

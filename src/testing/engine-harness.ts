@@ -11,7 +11,7 @@ import { buildPlan } from '../engine/plan.js';
 import { registryOf } from '../contract/registry.js';
 import { startRun, type RunHandle } from '../engine/run.js';
 import { FakeClock } from './fake-clock.js';
-import { fakeKubeAccess } from './fake-access.js';
+import { type FakeKubeAccess, fakeKubeAccess } from './fake-access.js';
 import { FakeNodes } from './fake-nodes.js';
 
 export const testInventory = (nodes = ['cp-1', 'node-1', 'node-2', 'node-3']): InventoryInput => ({
@@ -45,11 +45,15 @@ export async function startTestRun(o: {
   nodes?: FakeNodes;
   context?: string;
   guards?: boolean;
+  /** RBAC answers of the fake apiserver: true denies (default: everything allowed). */
+  deny?: FakeKubeAccess['deny'];
 }): Promise<Harness> {
   const clock = o.clock ?? new FakeClock();
   const inventory = Inventory.parse(o.inventory ?? testInventory());
   const runbook = Runbook.parse(o.runbook);
   const nodes = o.nodes ?? new FakeNodes(inventory.spec.nodes, ({ script }) => ({ code: 0, stdout: script.includes('kube-runbook-ok') ? 'kube-runbook-ok\n' : '', stderr: '' }));
+  const kube = fakeKubeAccess(clock, { context: o.context ?? 'lab' });
+  if (o.deny) kube.deny = o.deny;
   const ctx: Ctx = {
     runId: 'run-test',
     clock,
@@ -57,7 +61,7 @@ export async function startTestRun(o: {
     signal: new AbortController().signal,
     dryRun: false,
     inventory,
-    kube: fakeKubeAccess(clock, { context: o.context ?? 'lab' }),
+    kube,
     nodes,
   };
   const plan = await buildPlan({ runbook, file: 'test.yaml', inventory, registry: registryOf(o.actions, o.probes) });

@@ -20,6 +20,7 @@ export function recordingAction(
       id,
       summary: `test action ${id}`,
       description: 'records calls',
+      access: [],
       params: z.object({ tag: z.string().optional() }),
       targets: o.targets ?? 'nodes',
       kind: o.kind ?? 'fault',
@@ -53,7 +54,7 @@ export class ScriptedProbe {
     const listeners = this.listeners;
     const state = { starts: () => this.starts++, last: () => this.last };
     this.probe = defineProbe({
-      meta: { id, summary: `scripted probe ${id}`, description: 'test', params: z.object({}).passthrough() },
+      meta: { id, summary: `scripted probe ${id}`, description: 'test', params: z.object({}).passthrough(), access: [] },
       async *start(ctx) {
         state.starts();
         const queue: Reading[] = [];

@@ -268,7 +268,7 @@ describe('ssh transport against a real sshd on 127.0.0.1', () => {
  * or a revert.
  */
 const touchFile = defineAction({
-  meta: { id: 'touch-file', summary: 'a file in the home of the ssh user', description: 'test', params: z.object({ tag: z.string() }), targets: 'nodes', kind: 'fault', undo: 'rm' },
+  meta: { id: 'touch-file', summary: 'a file in the home of the ssh user', description: 'test', params: z.object({ tag: z.string() }), targets: 'nodes', kind: 'fault', undo: 'rm', access: [] },
   async prepare(ctx, params) {
     return { node: ctx.node!.name, file: `krt-fault-${params.tag}-${ctx.node!.name}` };
   },

@@ -21,7 +21,7 @@ export type StopState = {
   wasRunning: boolean;
 };
 
-export interface ServiceStopSpec extends Omit<ActionMeta<StopParams>, 'params' | 'targets' | 'undo'> {
+export interface ServiceStopSpec extends Omit<ActionMeta<StopParams>, 'params' | 'targets' | 'undo' | 'access'> {
   service: ServiceName;
   /** Said in preflight's log on k3s servers, where one unit runs the whole control plane. */
   k3sWarning?: string;
@@ -36,6 +36,7 @@ export function serviceStopAction(spec: ServiceStopSpec): Action<StopParams, Sto
   return defineAction<StopParams, StopState>({
     meta: {
       ...meta,
+      access: [],
       params: StopParams,
       targets: 'nodes',
       undo:

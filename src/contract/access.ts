@@ -1,0 +1,80 @@
+import type { AccessCheck } from '../kube/types.js';
+
+/** The Kubernetes API verbs a module may declare; never `*`. */
+export type ApiVerb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete';
+
+/**
+ * One API permission a module needs, in its `meta.access`. The same declaration makes the preflight RBAC check
+ * (src/engine/access.ts) and the least-privilege ClusterRole of `kube-runbook manifests`, so the two never disagree.
+ */
+export type ApiAccess = ResourceAccess | NonResourceAccess;
+
+export interface ResourceAccess {
+  /** '' for the core group. */
+  apiGroup: string;
+  resource: string;
+  verbs: readonly ApiVerb[];
+  /**
+   * Absent: cluster-wide (a cluster-scoped resource, or every namespace). A string: that namespace only.
+   * `{ param }`: the namespace part of that `namespace/name` parameter.
+   */
+  namespace?: string | { param: string };
+  /** Needed only when that parameter has that value (e.g. endpoints-stability's `kind`). */
+  onlyIf?: { param: string; equals: string };
+  /** Why, for docs/actions.md and docs/probes.md. */
+  why: string;
+}
+
+export interface NonResourceAccess {
+  /** A path such as /readyz (granted to every client by Kubernetes' default system:public-info-viewer role). */
+  nonResourceURL: string;
+  verbs: readonly ['get'];
+  why: string;
+}
+
+/** A permission with its namespace resolved against a module's params: what is checked and granted. */
+export type ResolvedAccess =
+  | { apiGroup: string; resource: string; verbs: readonly ApiVerb[]; namespace?: string }
+  | { nonResourceURL: string; verbs: readonly ['get'] };
+
+/** The permissions a module needs with these params. */
+export function resolveAccess(declared: readonly ApiAccess[], params: Record<string, unknown>): ResolvedAccess[] {
+  const out: ResolvedAccess[] = [];
+  for (const a of declared) {
+    if ('nonResourceURL' in a) {
+      out.push({ nonResourceURL: a.nonResourceURL, verbs: a.verbs });
+      continue;
+    }
+    if (a.onlyIf && String(params[a.onlyIf.param]) !== a.onlyIf.equals) continue;
+    const namespace = typeof a.namespace === 'object' ? String(params[a.namespace.param] ?? '').split('/')[0] : a.namespace;
+    out.push({ apiGroup: a.apiGroup, resource: a.resource, verbs: a.verbs, ...(namespace ? { namespace } : {}) });
+  }
+  return out;
+}
+
+/** One SelfSubjectAccessReview per verb. */
+export function accessChecks(access: readonly ResolvedAccess[]): AccessCheck[] {
+  return access.flatMap((a): AccessCheck[] =>
+    'nonResourceURL' in a
+      ? a.verbs.map((verb) => ({ verb, path: a.nonResourceURL }))
+      : a.verbs.map((verb) => ({ verb, resource: a.resource, ...(a.apiGroup ? { group: a.apiGroup } : {}), ...(a.namespace ? { namespace: a.namespace } : {}) })),
+  );
+}
+
+/** `list pods`, `watch leases.coordination.k8s.io in kube-node-lease`, `get /readyz`: how a permission is named to a person. */
+export function describeCheck(c: AccessCheck): string {
+  if (c.path) return `${c.verb} ${c.path}`;
+  return `${c.verb} ${c.group ? `${c.resource}.${c.group}` : c.resource}${c.namespace ? ` in ${c.namespace}` : ' (cluster-wide)'}`;
+}
+
+/** Declarations several modules share. */
+export const READ_NODES: ResourceAccess = { apiGroup: '', resource: 'nodes', verbs: ['list', 'watch'], why: "watches the cluster's Nodes" };
+export const READ_PODS: ResourceAccess = { apiGroup: '', resource: 'pods', verbs: ['list', 'watch'], why: 'watches the pods of every namespace' };
+export const READ_NODE_LEASES: ResourceAccess = {
+  apiGroup: 'coordination.k8s.io',
+  resource: 'leases',
+  verbs: ['list', 'watch'],
+  namespace: 'kube-node-lease',
+  why: "watches the nodes' heartbeat Leases",
+};
+export const GET_VERSION: NonResourceAccess = { nonResourceURL: '/version', verbs: ['get'], why: "reads the server's version" };

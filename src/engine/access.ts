@@ -1,0 +1,78 @@
+import { type ApiVerb, type ResolvedAccess, accessChecks, describeCheck, resolveAccess } from '../contract/access.js';
+import type { AccessCheck } from '../kube/types.js';
+import { type Plan, plannedActions } from './plan.js';
+
+/** A permission and who needs it: a module (`probe node-ready`), or the engine itself. */
+export interface NeededAccess {
+  by: string;
+  access: ResolvedAccess;
+}
+
+/** What the engine itself reads, whatever the runbook: Nodes for node selectors, /version for preflight and `orElse`. */
+const ENGINE_ACCESS: NeededAccess[] = [
+  { by: 'engine', access: { apiGroup: '', resource: 'nodes', verbs: ['list'] } },
+  { by: 'engine', access: { nonResourceURL: '/version', verbs: ['get'] } },
+];
+
+/** Every API permission a plan needs: the engine's, and each planned action's and probe's `meta.access` with its params. */
+export function planAccess(plan: Plan): NeededAccess[] {
+  const out = [...ENGINE_ACCESS];
+  const add = (by: string, declared: Parameters<typeof resolveAccess>[0], params: Record<string, unknown>) => {
+    for (const access of resolveAccess(declared, params)) out.push({ by, access });
+  };
+  const probes = [
+    ...plan.guards,
+    ...plan.steps.flatMap((s) => (s.kind === 'parallel' ? s.children : [s])).filter((s) => s.kind === 'expect'),
+    ...(plan.rollback.waitFor ? [plan.rollback.waitFor] : []),
+  ];
+  for (const p of probes) add(`probe ${p.probeId}`, p.probe.meta.access, p.params);
+  for (const a of plannedActions(plan)) add(`action ${a.actionId}`, a.action.meta.access, a.params);
+  return out;
+}
+
+/** One SelfSubjectAccessReview per distinct permission, each with everyone that needs it. */
+export function distinctChecks(needed: readonly NeededAccess[]): { check: AccessCheck; by: string[] }[] {
+  const byKey = new Map<string, { check: AccessCheck; by: string[] }>();
+  for (const n of needed)
+    for (const check of accessChecks([n.access])) {
+      const key = describeCheck(check);
+      const entry = byKey.get(key) ?? { check, by: [] };
+      if (!entry.by.includes(n.by)) entry.by.push(n.by);
+      byKey.set(key, entry);
+    }
+  return [...byKey.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, v]) => v);
+}
+
+export interface PolicyRule {
+  apiGroups?: string[];
+  resources?: string[];
+  nonResourceURLs?: string[];
+  verbs: string[];
+}
+
+/** RBAC rules granting exactly `needed`: cluster-wide ones for a ClusterRole, the others per namespace for a Role. */
+export function rbacRules(needed: readonly NeededAccess[]): { cluster: PolicyRule[]; namespaced: Record<string, PolicyRule[]> } {
+  const verbs = new Map<string, Set<ApiVerb | 'get'>>();
+  for (const { access } of needed) {
+    const key = 'nonResourceURL' in access ? `url|${access.nonResourceURL}` : `res|${access.namespace ?? ''}|${access.apiGroup}|${access.resource}`;
+    const set = verbs.get(key) ?? new Set();
+    for (const v of access.verbs) set.add(v);
+    verbs.set(key, set);
+  }
+  const cluster: PolicyRule[] = [];
+  const namespaced: Record<string, PolicyRule[]> = {};
+  const order: ApiVerb[] = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
+  for (const [key, set] of [...verbs.entries()].sort(([a], [b]) => a.localeCompare(b))) {
+    const vs = order.filter((v) => set.has(v));
+    const [kind, ...rest] = key.split('|');
+    if (kind === 'url') {
+      cluster.push({ nonResourceURLs: [rest[0]!], verbs: vs });
+      continue;
+    }
+    const [namespace, group, resource] = rest as [string, string, string];
+    const rule = { apiGroups: [group], resources: [resource], verbs: vs };
+    if (namespace) (namespaced[namespace] ??= []).push(rule);
+    else cluster.push(rule);
+  }
+  return { cluster, namespaced };
+}
