@@ -12,6 +12,7 @@ const commands: Record<string, () => Promise<{ register: Register }>> = {
   demo: () => import('./demo.js'),
   docs: () => import('./docs.js'),
   lab: () => import('./lab.js'),
+  manifests: () => import('./manifests.js'),
   plan: () => import('./plan.js'),
   recover: () => import('./recover.js'),
   run: () => import('./run.js'),

@@ -4,6 +4,7 @@ import { Option } from 'commander';
 import { EXIT, type ExitCode, KrError } from '../core/errors.js';
 import { realClock } from '../core/clock.js';
 import { assumeYes, nobody, terminalConfirmer, type Confirmer } from '../engine/confirm.js';
+import type { ObserverProbe } from '../engine/access.js';
 import type { RunEvent } from '../engine/events.js';
 import { Journal } from '../engine/journal.js';
 import { defaultRegistry } from '../engine/registry.js';
@@ -36,10 +37,21 @@ const OBSERVERS: Record<string, { probe: string; with: Record<string, unknown>; 
   },
 };
 
+/** The probes every run starts for its report; their permissions are checked at preflight and granted by `manifests`. */
+export function runObservers(): Promise<ObserverProbe[]> {
+  return Promise.all(
+    Object.entries(OBSERVERS).map(async ([name, o]) => {
+      const probe = await defaultRegistry.probe(o.probe);
+      return { name, probe, params: probe.meta.params.parse(o.with) as Record<string, unknown> };
+    }),
+  );
+}
+
 interface RunFlags {
   inventory?: string;
   kubeconfig?: string;
   context?: string;
+  inCluster?: boolean;
   yes?: boolean;
   dryRun?: boolean;
   reportDir?: string;
@@ -56,6 +68,7 @@ export const register: Register = (program, done) => {
     .option('-i, --inventory <file>', 'inventory file (default: $KUBE_RUNBOOK_INVENTORY)')
     .option('--kubeconfig <file>', "kubeconfig (default: the inventory's, else $KUBECONFIG)")
     .option('--context <name>', 'kubeconfig context (must be allowed by spec.safety.allowContexts)')
+    .option('--in-cluster', "use the pod's ServiceAccount, not a kubeconfig; its context is `in-cluster` (see docs/in-cluster.md)")
     .option('-y, --yes', 'answer yes to every confirm step (for CI and scripts)')
     .option('--dry-run', 'print what would happen and execute nothing')
     .option('--report-dir <dir>', 'write report.json, junit.xml and timeline.html there')
@@ -84,12 +97,7 @@ export const register: Register = (program, done) => {
         collector.onEvent(e);
         view.onEvent(e);
       };
-      const observers = await Promise.all(
-        Object.entries(OBSERVERS).map(async ([name, o]) => {
-          const probe = await defaultRegistry.probe(o.probe);
-          return { name, probe, params: probe.meta.params.parse(o.with) as Record<string, unknown> };
-        }),
-      );
+      const observers = await runObservers();
       const ctx = makeCtx({ runId, clock, log, signal: new AbortController().signal, inventory: p.inv.inventory, kube: p.kube });
       const handle = startRun({
         plan: p.plan,

@@ -19,6 +19,8 @@ export interface ClusterOptions {
   inventory?: string;
   kubeconfig?: string;
   context?: string;
+  /** The pod's ServiceAccount instead of any kubeconfig (the Job of `kube-runbook manifests`). */
+  inCluster?: boolean;
 }
 
 /** The inventory named by --inventory or $KUBE_RUNBOOK_INVENTORY. */
@@ -33,6 +35,7 @@ export async function inventoryFrom(o: ClusterOptions): Promise<LoadedInventory>
 
 /** --kubeconfig, else the inventory's (relative to the inventory file), else KUBECONFIG / ~/.kube/config. */
 export function kubeconfigPath(o: ClusterOptions, inv?: { inventory: Inventory; dir: string }): string | undefined {
+  if (o.inCluster) return undefined;
   if (o.kubeconfig) return resolve(expandHome(o.kubeconfig));
   const k = inv?.inventory.spec.kubeconfig;
   if (!k) return undefined;
@@ -47,6 +50,7 @@ export function connect(o: ClusterOptions, inv: { inventory: Inventory; dir: str
     kubeconfig: kubeconfigPath(o, inv),
     // the inventory's context goes with the inventory's kubeconfig, not with one given by --kubeconfig
     context: o.context ?? (o.kubeconfig ? undefined : inv?.inventory.spec.context),
+    inCluster: o.inCluster,
     clock,
     log,
   });

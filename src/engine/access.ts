@@ -1,4 +1,6 @@
 import { type ApiVerb, type ResolvedAccess, accessChecks, describeCheck, resolveAccess } from '../contract/access.js';
+import type { Probe } from '../contract/probe.js';
+import type { Registry } from '../contract/registry.js';
 import type { AccessCheck } from '../kube/types.js';
 import { type Plan, plannedActions } from './plan.js';
 
@@ -14,8 +16,18 @@ const ENGINE_ACCESS: NeededAccess[] = [
   { by: 'engine', access: { nonResourceURL: '/version', verbs: ['get'] } },
 ];
 
-/** Every API permission a plan needs: the engine's, and each planned action's and probe's `meta.access` with its params. */
-export function planAccess(plan: Plan): NeededAccess[] {
+/** A probe started beside the plan: the run's observers (report.json: observations). */
+export interface ObserverProbe {
+  name: string;
+  probe: Probe;
+  params: Record<string, unknown>;
+}
+
+/**
+ * Every API permission a run needs: the engine's, each planned action's and probe's `meta.access` with its
+ * params, and the observers'.
+ */
+export function planAccess(plan: Plan, observers: readonly ObserverProbe[] = []): NeededAccess[] {
   const out = [...ENGINE_ACCESS];
   const add = (by: string, declared: Parameters<typeof resolveAccess>[0], params: Record<string, unknown>) => {
     for (const access of resolveAccess(declared, params)) out.push({ by, access });
@@ -26,7 +38,22 @@ export function planAccess(plan: Plan): NeededAccess[] {
     ...(plan.rollback.waitFor ? [plan.rollback.waitFor] : []),
   ];
   for (const p of probes) add(`probe ${p.probeId}`, p.probe.meta.access, p.params);
+  for (const o of observers) add(`observer ${o.probe.meta.id}`, o.probe.meta.access, o.params);
   for (const a of plannedActions(plan)) add(`action ${a.actionId}`, a.action.meta.access, a.params);
+  return out;
+}
+
+/**
+ * planAccess, and for a plan made without the server's version (`kube-runbook manifests`) also what each `orElse`
+ * still to choose from needs (with the same params), since either may run.
+ */
+export async function planAccessAnyServer(plan: Plan, registry: Registry, observers: readonly ObserverProbe[] = []): Promise<NeededAccess[]> {
+  const out = planAccess(plan, observers);
+  for (const a of plannedActions(plan)) {
+    if (!a.orElse) continue;
+    const fallback = await registry.action(a.orElse);
+    for (const access of resolveAccess(fallback.meta.access, a.params)) out.push({ by: `action ${a.orElse}`, access });
+  }
   return out;
 }
 

@@ -2,7 +2,7 @@ import { messageOf } from '../core/errors.js';
 import { statusFromBody } from '../kube/http.js';
 import { ApiStatusError } from '../kube/source.js';
 import { describeCheck } from '../contract/access.js';
-import { distinctChecks, planAccess } from './access.js';
+import { distinctChecks, type ObserverProbe, planAccess } from './access.js';
 import type { Confirmer } from './confirm.js';
 import type { Ctx } from '../contract/context.js';
 import type { RunEventSink } from './events.js';
@@ -20,9 +20,13 @@ export interface PreflightResult {
   failures: string[];
 }
 
-/** Globs as in `staging-*`: `*` any run of characters, `?` one. */
-function contextAllowed(context: string, patterns: string[]): boolean {
-  return patterns.some((p) => new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`).test(context));
+/**
+ * Globs as in `staging-*`: `*` any run of characters, `?` one. A pattern with `@` (`in-cluster@https://10.96.0.1:443`,
+ * `staging-*@https://api.staging.example:6443`) matches `CONTEXT@SERVER`: the cluster, not only a context's name.
+ */
+export function contextAllowed(context: string, server: string, patterns: string[]): boolean {
+  const glob = (p: string) => new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
+  return patterns.some((p) => glob(p).test(p.includes('@') ? `${context}@${server}` : context));
 }
 
 /**
@@ -31,7 +35,7 @@ function contextAllowed(context: string, patterns: string[]): boolean {
  * answered. All checks run; all failures are reported. Reads failing for a transient reason are tried again for up
  * to PREFLIGHT_RETRY each, every failed attempt reported (not journaled: a refused run leaves no journal).
  */
-export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit: RunEventSink): Promise<PreflightResult> {
+export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit: RunEventSink, observers: readonly ObserverProbe[] = []): Promise<PreflightResult> {
   const failures: string[] = [];
   const check = (name: string, ok: boolean, detail: string) => {
     emit({ type: 'preflight', at: ctx.clock.now(), check: name, ok, detail });
@@ -39,13 +43,13 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
   };
 
   const context = ctx.kube.contextName;
-  const allowed = contextAllowed(context, plan.safety.allowContexts);
+  const allowed = contextAllowed(context, ctx.kube.server, plan.safety.allowContexts);
   check(
     'context',
     allowed,
     allowed
-      ? `context "${context}" is allowed`
-      : `context "${context}" is not in spec.safety.allowContexts (${plan.safety.allowContexts.join(', ') || 'none listed'})`,
+      ? `context "${context}" is allowed (server ${ctx.kube.server})`
+      : `context "${context}" is not in spec.safety.allowContexts (${plan.safety.allowContexts.join(', ') || 'none listed'}); its server is ${ctx.kube.server}`,
   );
   if (!allowed) return { ok: false, failures };
 
@@ -82,7 +86,7 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
     check('cluster', false, e instanceof ApiStatusError ? `apiserver ${ctx.kube.server} answered ${e.status}` : `apiserver ${ctx.kube.server} does not answer: ${messageOf(e)}`);
   }
   // the same declarations (each module's meta.access, with its params) that `kube-runbook manifests` grants
-  const checks = reachable ? distinctChecks(planAccess(plan)) : [];
+  const checks = reachable ? distinctChecks(planAccess(plan, observers)) : [];
   const denied: string[] = [];
   for (const { check: a, by } of checks) {
     try {

@@ -139,7 +139,7 @@ export function startRun(o: RunOptions): RunHandle {
       dryRun: false,
       journal: o.journal?.file ?? '',
     });
-    const pf = await preflight(plan, ctx, o.confirmer, emit);
+    const pf = await preflight(plan, ctx, o.confirmer, emit, o.observers);
     if (!pf.ok) return finish({ status: 'refused', reason: `preflight refused: ${pf.failures.join('; ')}` }, []);
     journalRun();
     guards.start();

@@ -15,6 +15,8 @@ export interface KubeAccessOptions {
   /** A kubeconfig file; KUBECONFIG, ~/.kube/config or the in-cluster service account when absent. */
   kubeconfig?: string;
   context?: string;
+  /** The pod's ServiceAccount (token and CA under /var/run/secrets/kubernetes.io/serviceaccount), whatever kubeconfig exists. */
+  inCluster?: boolean;
   clock?: Clock;
   log?: Logger;
   watch?: Partial<WatchOptions>;
@@ -22,8 +24,8 @@ export interface KubeAccessOptions {
 
 /** Loads the kubeconfig and builds the run's KubeAccess, with its one shared watch hub. */
 export function createKubeAccess(options: KubeAccessOptions = {}): KubeAccess {
-  const config = loadConfig(options.kubeconfig);
-  if (options.context) {
+  const config = options.inCluster ? inClusterConfig() : loadConfig(options.kubeconfig);
+  if (options.context && !options.inCluster) {
     const known = config.getContexts().map((c) => c.name);
     if (!known.includes(options.context))
       throw new KrError('KUBE_CONTEXT_UNKNOWN', `no context ${quote(options.context)} in the kubeconfig (known: ${known.join(', ') || 'none'})`, {
@@ -76,6 +78,35 @@ function kubeAccessOver(config: KubeConfig, http: KubeHttp, watches: WatchHub): 
   };
 }
 
+const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+/** The context name of the pod's own ServiceAccount config, as `spec.safety.allowContexts` matches it. */
+const IN_CLUSTER_CONTEXT = 'in-cluster';
+
+/**
+ * The pod's ServiceAccount: client-node's loadFromCluster (the token file is read again as the kubelet rotates it),
+ * under the context name `in-cluster` (client-node calls it inClusterContext).
+ */
+function inClusterConfig(): KubeConfig {
+  if (!process.env.KUBERNETES_SERVICE_HOST || !process.env.KUBERNETES_SERVICE_PORT)
+    throw new KrError('KUBE_UNAVAILABLE', 'not in a pod: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set', { exit: 3 });
+  for (const f of ['token', 'ca.crt'])
+    if (!existsSync(`${SERVICE_ACCOUNT}/${f}`))
+      throw new KrError('KUBE_UNAVAILABLE', `no ServiceAccount ${f} at ${SERVICE_ACCOUNT}/${f} (automountServiceAccountToken off?)`, { exit: 3 });
+  const loaded = new KubeConfig();
+  loaded.loadFromCluster();
+  const [cluster] = loaded.getClusters();
+  const [user] = loaded.getUsers();
+  const config = new KubeConfig();
+  config.loadFromOptions({
+    clusters: [cluster],
+    users: [user],
+    contexts: [{ name: IN_CLUSTER_CONTEXT, cluster: cluster!.name, user: user!.name }],
+    currentContext: IN_CLUSTER_CONTEXT,
+  });
+  return config;
+}
+
 function loadConfig(file?: string): KubeConfig {
   const config = new KubeConfig();
   try {
@@ -96,10 +127,7 @@ function loadConfig(file?: string): KubeConfig {
       config.loadFromDefault();
       return config;
     }
-    if (process.env.KUBERNETES_SERVICE_HOST && existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token')) {
-      config.loadFromCluster();
-      return config;
-    }
+    if (process.env.KUBERNETES_SERVICE_HOST && existsSync(`${SERVICE_ACCOUNT}/token`)) return inClusterConfig();
   } catch (e) {
     if (e instanceof KrError) throw e;
     throw new KrError('KUBE_UNAVAILABLE', `cannot load the kubeconfig: ${messageOf(e)}`, { exit: 3, cause: e });

@@ -117,7 +117,11 @@ export const Runbook = z.strictObject({
         allowContexts: z
           .array(z.string().min(1))
           .default([])
-          .meta({ description: 'kubeconfig context names (globs: staging-*) the runbook may run against; none = refuse every context' }),
+          .meta({
+            description:
+              'kubeconfig context names (globs: staging-*) the runbook may run against; `CONTEXT@SERVER` also matches the ' +
+              "apiserver URL (lab@https://10.213.0.2:6443; in a pod the context is `in-cluster`: in-cluster@https://10.96.0.1:443); none = refuse every context",
+          }),
         maxDuration: duration().prefault('30m').meta({ description: 'the run is aborted and rolled back after this long' }),
         faultTtl: duration()
           .prefault('10m')

@@ -1,0 +1,21 @@
+import { describe, expect, it } from 'vitest';
+import { contextAllowed } from './preflight.js';
+
+describe('spec.safety.allowContexts', () => {
+  const server = 'https://10.96.0.1:443';
+  it('matches context names by glob', () => {
+    expect(contextAllowed('staging-eu', server, ['staging-*'])).toBe(true);
+    expect(contextAllowed('production', server, ['staging-*', 'lab'])).toBe(false);
+  });
+
+  it('an entry with @ matches the context and the apiserver URL together', () => {
+    expect(contextAllowed('in-cluster', server, ['in-cluster@https://10.96.0.1:443'])).toBe(true);
+    expect(contextAllowed('in-cluster', 'https://10.96.0.2:443', ['in-cluster@https://10.96.0.1:443'])).toBe(false);
+    expect(contextAllowed('in-cluster', 'https://10.96.0.1:443', ['lab@https://10.96.0.1:443', 'lab-*'])).toBe(false);
+    expect(contextAllowed('staging-eu', 'https://api.eu.staging.example:6443', ['staging-*@https://api.*.staging.example:6443'])).toBe(true);
+  });
+
+  it('dots in a server are literal, not any character', () => {
+    expect(contextAllowed('in-cluster', 'https://10x96.0.1:443', ['in-cluster@https://10.96.0.1:443'])).toBe(false);
+  });
+});
