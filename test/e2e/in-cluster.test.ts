@@ -1,0 +1,154 @@
+/**
+ * In-cluster runs: the objects of `kube-runbook manifests` applied to the lab by server-side apply, and the
+ * executor run as the Job runs it — inside a node's network namespace, with nothing but the ServiceAccount's
+ * token and CA mounted where the in-cluster client reads them, no kubeconfig, KUBERNETES_SERVICE_HOST/PORT set.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, PatchStrategy } from '@kubernetes/client-node';
+import { parse, parseAllDocuments, stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { realClock } from '../../src/core/clock.js';
+import { REPO, cli, leftovers, startLab, stopLab, type LabInfo } from './helpers/lab.js';
+
+const INSTANCE = 'ic1';
+const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+let lab: LabInfo;
+let objects: KubernetesObjectApi;
+let work: string;
+let manifests: KubernetesObject[];
+let runbookCopy: string;
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+const apply = (o: KubernetesObject, dryRun?: 'All') => objects.patch(o, undefined, dryRun, 'kube-runbook-e2e', true, PatchStrategy.ServerSideApply);
+
+/**
+ * The executor as the Job's container runs it: in cp-1's network namespace (a pod on the control-plane node), a
+ * mount namespace of its own where only a token and a CA are bound onto the ServiceAccount directory, no
+ * kubeconfig, no HOME with one, and the apiserver as KUBERNETES_SERVICE_HOST/PORT.
+ */
+function runAsJob(saDir: string, args: string[]): Promise<Ran> {
+  const url = new URL(lab.apiserverUrl);
+  const state = mkdtempSync(join(work, 'state-'));
+  const script = [
+    'set -e',
+    `mkdir -p ${SA_DIR}`,
+    `mount --bind "$1" ${SA_DIR}`,
+    'shift',
+    'exec "$@"',
+  ].join('\n');
+  const env = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: mkdtempSync(join(work, 'home-')),
+    KUBERNETES_SERVICE_HOST: url.hostname,
+    KUBERNETES_SERVICE_PORT: url.port || '443',
+    KUBE_RUNBOOK_STATE_DIR: state,
+  };
+  const cp = lab.nodes.find((n) => n.name === 'cp-1')!;
+  return new Promise((resolve) => {
+    const child = spawn(
+      'ip',
+      ['netns', 'exec', cp.netns, 'unshare', '-m', '--propagation', 'private', 'sh', '-c', script, 'sh', saDir, process.execPath, join(REPO, 'bin', 'kube-runbook.js'), ...args],
+      { env, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    const cancel = realClock.setTimer(900_000, () => child.kill('SIGKILL'));
+    child.on('close', (code) => {
+      cancel();
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+beforeAll(async () => {
+  lab = await startLab({ instance: INSTANCE, nodes: 3 });
+  const kc = new KubeConfig();
+  kc.loadFromFile(lab.kubeconfig);
+  objects = KubernetesObjectApi.makeApiClient(kc);
+  work = mkdtempSync(join(tmpdir(), 'kr-ic-'));
+
+  // the shipped runbook, allowed in-cluster on this lab's apiserver (its own allowContexts name kubeconfig contexts)
+  const rb = parse(readFileSync(join(REPO, 'runbooks', 'kubelet-partition.yaml'), 'utf8')) as { spec: { safety: { allowContexts: string[] } } };
+  rb.spec.safety.allowContexts = [`in-cluster@${lab.apiserverUrl}`];
+  runbookCopy = join(work, 'kubelet-partition.yaml');
+  writeFileSync(runbookCopy, stringify(rb));
+
+  const r = await cli(['manifests', join(REPO, 'runbooks', 'kubelet-partition.yaml'), '-i', lab.inventoryFile, '--namespace', 'kr-ic']);
+  expect(r.code, r.stderr).toBe(0);
+  manifests = parseAllDocuments(r.stdout).map((d) => d.toJS() as KubernetesObject);
+}, 1_200_000);
+
+afterAll(async () => {
+  await stopLab(INSTANCE);
+  if (work) rmSync(work, { recursive: true, force: true });
+  expect(await leftovers(INSTANCE)).toEqual([]);
+});
+
+/** A token of the manifests' ServiceAccount and the cluster's CA, in a directory laid out as the kubelet mounts it. */
+async function serviceAccountDir(): Promise<string> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(lab.kubeconfig);
+  const core = kc.makeApiClient(CoreV1Api);
+  const sa = manifests.find((o) => o.kind === 'ServiceAccount')!;
+  const token = await core.createNamespacedServiceAccountToken({
+    name: sa.metadata!.name!,
+    namespace: sa.metadata!.namespace!,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
+  const cluster = kc.getCurrentCluster()!;
+  const ca = cluster.caData ? Buffer.from(cluster.caData, 'base64').toString() : readFileSync(cluster.caFile!, 'utf8');
+  const dir = mkdtempSync(join(work, 'sa-'));
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'token'), token.status!.token!);
+  writeFileSync(join(dir, 'ca.crt'), ca);
+  writeFileSync(join(dir, 'namespace'), sa.metadata!.namespace!);
+  return dir;
+}
+
+describe('in-cluster runs', () => {
+  it('the manifests apply to the cluster by server-side apply (the Job as a server-side dry run: it would run in the lab)', async () => {
+    for (const o of manifests) await apply(o, o.kind === 'Job' ? 'All' : undefined);
+    const kinds = manifests.map((o) => o.kind);
+    expect(kinds).toContain('ClusterRole');
+    expect(kinds.at(-1)).toBe('Job');
+  });
+
+  it('with one rule removed from the ClusterRole, preflight names the missing permission and applies nothing', async () => {
+    const role = manifests.find((o) => o.kind === 'ClusterRole') as KubernetesObject & { rules: { resources?: string[] }[] };
+    const fewer = { ...role, rules: role.rules.filter((r) => !r.resources?.includes('pods')) };
+    expect(fewer.rules.length).toBe(role.rules.length - 1);
+    await apply(fewer);
+    try {
+      const r = await runAsJob(await serviceAccountDir(), ['run', runbookCopy, '-i', lab.inventoryFile, '--in-cluster', '--yes', '--output', 'json']);
+      expect(r.code, r.stderr.slice(-3000)).toBe(3);
+      const report = JSON.parse(r.stdout) as { status: string; faults: unknown[]; preflight: { check: string; ok: boolean; detail: string }[] };
+      expect(report.status).toBe('refused');
+      expect(report.preflight.find((p) => p.check === 'context')).toMatchObject({ ok: true, detail: `context "in-cluster" is allowed (server ${lab.apiserverUrl})` });
+      const rbac = report.preflight.find((p) => p.check === 'rbac')!;
+      expect(rbac.ok).toBe(false);
+      expect(rbac.detail).toMatch(/^not allowed: list pods \(cluster-wide\) \(for [^)]*probe pod-deletions[^)]*\); watch pods \(cluster-wide\) \(for /);
+      expect(report.faults).toEqual([]);
+    } finally {
+      await apply(role);
+    }
+  });
+
+  it('the executor runs kubelet-partition as the Job would, with only the ServiceAccount, and passes', async () => {
+    const r = await runAsJob(await serviceAccountDir(), ['run', runbookCopy, '-i', lab.inventoryFile, '--in-cluster', '--yes', '--output', 'json']);
+    expect(r.code, r.stderr.slice(-3000)).toBe(0);
+    const report = JSON.parse(r.stdout) as { status: string; remaining: unknown[]; faults: { action: string; status: string }[] };
+    expect(report.status).toBe('passed');
+    expect(report.remaining).toEqual([]);
+    expect(report.faults.map((f) => `${f.action} ${f.status}`)).toEqual(['block-kubelet-egress reverted']);
+  });
+});
