@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'schema/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', 'schema/**', 'build/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -22,5 +22,9 @@ export default tseslint.config(
   {
     files: ['bin/**/*.js', 'bench/**/*.js'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
+  },
+  {
+    files: ['scripts/**/*.mjs'],
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },
   },
 );

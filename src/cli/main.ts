@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { EXIT, type ExitCode, isKrError, messageOf } from '../core/errors.js';
 import { redactText } from '../core/logger.js';
 import { out } from './output.js';
 import type { Register } from './types.js';
+import { version } from './version.js';
 
 /** Command modules, sorted; each adds one subcommand. */
 const commands: Record<string, () => Promise<{ register: Register }>> = {
@@ -20,10 +20,6 @@ const commands: Record<string, () => Promise<{ register: Register }>> = {
   validate: () => import('./validate.js'),
 };
 
-function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-  return pkg.version;
-}
 
 /** Runs the CLI and sets process.exitCode: the only place in the project that does. */
 export async function main(argv: string[]): Promise<void> {

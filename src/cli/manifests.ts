@@ -10,6 +10,7 @@ import { out } from './output.js';
 import { runObservers } from './run.js';
 import { inventoryFrom } from './setup.js';
 import type { Register } from './types.js';
+import { version } from './version.js';
 
 interface ManifestFlags {
   inventory?: string;
@@ -28,9 +29,6 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** Five fields, as CronJob takes them (or @hourly and friends); the apiserver checks the rest. */
 const CRON = /^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$/;
 
-function version(): string {
-  return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-}
 
 /**
  * Everything a cluster needs to run a runbook by itself: Namespace, ServiceAccount, the least-privilege ClusterRole

@@ -143,12 +143,25 @@ describe('in-cluster runs', () => {
     }
   });
 
-  it('the executor runs kubelet-partition as the Job would, with only the ServiceAccount, and passes', async () => {
+  it('the executor runs kubelet-partition as the Job would, with only the ServiceAccount: the guard aborts before any eviction, everything reverted', async () => {
     const r = await runAsJob(await serviceAccountDir(), ['run', runbookCopy, '-i', lab.inventoryFile, '--in-cluster', '--yes', '--output', 'json']);
-    expect(r.code, r.stderr.slice(-3000)).toBe(0);
-    const report = JSON.parse(r.stdout) as { status: string; remaining: unknown[]; faults: { action: string; status: string }[] };
-    expect(report.status).toBe('passed');
-    expect(report.remaining).toEqual([]);
+    const report = JSON.parse(r.stdout) as {
+      status: string;
+      remaining: unknown[];
+      faults: { action: string; node?: string; status: string }[];
+      guardFirings: { guard: string; response: string }[];
+      preflight: { check: string; ok: boolean }[];
+      rollback?: { complete?: boolean };
+      observations: Record<string, { status?: string; detail?: string }>;
+    };
+    // what the runbook is for: the partition is rolled back before the first predicted eviction (exit 1: the Job
+    // reports that the guard had to stop the run), with nothing left applied
+    expect(r.code, r.stderr.slice(-3000)).toBe(1);
+    expect(report.preflight.every((p) => p.ok)).toBe(true);
+    expect(report.guardFirings.some((g) => g.guard === 'eviction forecast' && g.response === 'abort')).toBe(true);
     expect(report.faults.map((f) => `${f.action} ${f.status}`)).toEqual(['block-kubelet-egress reverted']);
+    expect(report.remaining).toEqual([]);
+    expect(report.rollback?.complete).toBe(true);
+    expect(report.observations['pods deleted']?.detail).toBe('no pod deleted');
   });
 });

@@ -1,0 +1,89 @@
+/**
+ * The ways kube-runbook installs: the npm tarball installed globally and run on Node 24, and the single executable
+ * (Node SEA, `npm run package`) run with no `node` on PATH. No lab needed; builds take a minute or two each.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPO } from './helpers/lab.js';
+
+const EXE = join(REPO, 'build', 'kube-runbook-linux-x64');
+const NODE24 = join(REPO, 'node_modules', 'node', 'bin', 'node');
+let work: string;
+
+interface Ran {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function run(file: string, args: string[], o: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<Ran> {
+  return new Promise((resolve) => {
+    execFile(file, args, { cwd: o.cwd ?? work, env: o.env ?? process.env, maxBuffer: 64 * 1024 * 1024, timeout: 600_000 }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+/** PATH without any directory that has a `node`. */
+const pathWithoutNode = () =>
+  (process.env.PATH ?? '')
+    .split(':')
+    .filter((d) => d && !existsSync(join(d, 'node')))
+    .join(':');
+
+beforeAll(() => {
+  work = mkdtempSync(join(tmpdir(), 'kr-pkg-'));
+});
+
+afterAll(() => {
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+describe('install anywhere', () => {
+  it('npm pack gives a tarball that npm install -g installs and that runs on Node 24', async () => {
+    const pack = await run('npm', ['pack', '--pack-destination', work], { cwd: REPO });
+    expect(pack.code, pack.stderr).toBe(0);
+    const tgz = readdirSync(work).find((f) => f.endsWith('.tgz'))!;
+    expect(tgz).toMatch(/^kube-runbook-\d+\.\d+\.\d+\.tgz$/);
+    const prefix = join(work, 'prefix');
+    // npm and the installed CLI on Node 24, as on a machine where that is the Node
+    const env = { ...process.env, PATH: `${dirname(NODE24)}:${process.env.PATH}` };
+    const install = await run('npm', ['install', '-g', '--prefix', prefix, '--ignore-scripts', join(work, tgz)], { env });
+    expect(install.code, install.stderr).toBe(0);
+    const bin = join(prefix, 'bin', 'kube-runbook');
+    const help = await run(bin, ['--help'], { env });
+    expect(help.code, help.stderr).toBe(0);
+    expect(help.stdout).toContain('Usage: kube-runbook');
+    const validate = await run(bin, ['validate', join(prefix, 'lib', 'node_modules', 'kube-runbook', 'runbooks', 'kubelet-partition.yaml')], { env });
+    expect(validate.code, validate.stderr).toBe(0);
+    expect(validate.stdout).toContain('ok ');
+    const kubectl = await run(join(prefix, 'bin', 'kubectl-runbook'), ['--help'], { env });
+    expect(kubectl.stdout).toContain('Usage: kubectl runbook');
+  }, 600_000);
+
+  describe('the single executable', () => {
+    beforeAll(async () => {
+      const r = await run('npm', ['run', 'package'], { cwd: REPO });
+      expect(r.code, r.stderr.slice(-3000)).toBe(0);
+    }, 900_000);
+
+    it('runs validate and plan where no node is on PATH', async () => {
+      const env = { PATH: pathWithoutNode(), HOME: work };
+      expect((await run('sh', ['-c', 'command -v node || echo none'], { env })).stdout.trim()).toBe('none');
+      const version = await run(EXE, ['--version'], { env });
+      expect(version.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+      const validate = await run(EXE, ['validate', join(REPO, 'runbooks', 'kubelet-partition.yaml')], { env });
+      expect(validate.code, validate.stderr).toBe(0);
+      expect(validate.stdout).toContain('(Runbook kubelet-partition, 5 steps, 2 guards)');
+      const plan = await run(EXE, ['plan', join(REPO, 'runbooks', 'kubelet-partition.yaml'), '-i', join(REPO, 'examples', 'inventory-lab.yaml')], { env });
+      expect(plan.code, plan.stderr).toBe(0);
+      expect(plan.stdout).toContain('revert step 2: block-kubelet-egress on node-1');
+      const bad = await run(EXE, ['validate', join(REPO, 'test', 'fixtures', 'invalid', readdirSync(join(REPO, 'test', 'fixtures', 'invalid'))[0]!)], { env });
+      expect(bad.code).toBe(2);
+      expect(bad.stderr + bad.stdout).not.toContain('    at ');
+    });
+  });
+});
