@@ -1,11 +1,12 @@
 // `npm run package`: kube-runbook as one executable for linux-x64 that needs no Node.js (Node's single executable
 // applications): dist/ bundled by esbuild into one CommonJS file (what SEA runs), its preparation blob made by the
 // Node 24 of node_modules, and injected into a copy of that Node binary by postject. Writes build/kube-runbook-linux-x64
-// and build/kube-runbook-linux-x64.tar.gz (for the krew manifest, deploy/krew/runbook.yaml).
+// build/kube-runbook-linux-x64.tar.gz and the krew plugin manifest for it, build/krew/runbook.yaml.
 import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createHash } from 'node:crypto';
 import { build } from 'esbuild';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -14,6 +15,8 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const nodeBin = join(root, 'node_modules', 'node', 'bin', 'node');
 const exe = join(out, 'kube-runbook-linux-x64');
 // the fuse postject flips so that the binary runs the injected blob; Node's documented value
+/** Where releases are published (the krew manifest's download URL). */
+const RELEASES = 'https://github.com/kube-runbook/kube-runbook/releases';
 const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 
 if (process.platform !== 'linux' || process.arch !== 'x64') throw new Error(`npm run package builds linux-x64 only (this is ${process.platform}-${process.arch})`);
@@ -48,5 +51,39 @@ execFileSync(process.execPath, [join(root, 'node_modules', 'postject', 'dist', '
   stdio: 'inherit',
 });
 for (const f of ['sea-entry.mjs', 'sea-config.json', 'sea-prep.blob']) rmSync(join(out, f));
-execFileSync('tar', ['-czf', `${exe}.tar.gz`, '-C', out, 'kube-runbook-linux-x64'], { stdio: 'inherit' });
-console.log(`wrote ${exe} and ${exe}.tar.gz`);
+// the archive krew downloads holds the executable as `kube-runbook`; krew links it as kubectl-runbook
+const staging = join(out, 'archive');
+mkdirSync(staging);
+copyFileSync(exe, join(staging, 'kube-runbook'));
+chmodSync(join(staging, 'kube-runbook'), 0o755);
+const archive = `${exe}.tar.gz`;
+execFileSync('tar', ['-czf', archive, '-C', staging, 'kube-runbook'], { stdio: 'inherit' });
+rmSync(staging, { recursive: true });
+const sha256 = createHash('sha256').update(readFileSync(archive)).digest('hex');
+mkdirSync(join(out, 'krew'), { recursive: true });
+writeFileSync(join(out, 'krew', 'runbook.yaml'), krewManifest(pkg.version, sha256));
+console.log(`wrote ${exe}, ${archive} and build/krew/runbook.yaml`);
+
+/** The krew plugin manifest for this archive, to publish with the release (krew-index: plugins/runbook.yaml). */
+function krewManifest(version, sha) {
+  return `apiVersion: krew.googlecontainertools.github.com/v1alpha2
+kind: Plugin
+metadata:
+  name: runbook
+spec:
+  version: v${version}
+  homepage: ${RELEASES.replace(/\/releases$/, '')}
+  shortDescription: Chaos-engineering runbooks with guards that stop eviction cascades
+  description: |
+    kube-runbook runs YAML runbooks of faults and probes against a cluster; guards abort or remediate before the
+    node lifecycle controller evicts pods, and every fault is rolled back. A single executable: no Node.js needed.
+  platforms:
+    - selector:
+        matchLabels:
+          os: linux
+          arch: amd64
+      uri: ${RELEASES}/download/v${version}/kube-runbook-linux-x64.tar.gz
+      sha256: ${sha}
+      bin: kube-runbook
+`;
+}

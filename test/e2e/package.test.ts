@@ -3,9 +3,11 @@
  * (Node SEA, `npm run package`) run with no `node` on PATH. No lab needed; builds take a minute or two each.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO } from './helpers/lab.js';
 
@@ -72,7 +74,7 @@ describe('install anywhere', () => {
 
     it('runs validate and plan where no node is on PATH', async () => {
       const env = { PATH: pathWithoutNode(), HOME: work };
-      expect((await run('sh', ['-c', 'command -v node || echo none'], { env })).stdout.trim()).toBe('none');
+      expect((await run('/bin/sh', ['-c', 'command -v node || echo none'], { env })).stdout.trim()).toBe('none');
       const version = await run(EXE, ['--version'], { env });
       expect(version.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
       const validate = await run(EXE, ['validate', join(REPO, 'runbooks', 'kubelet-partition.yaml')], { env });
@@ -84,6 +86,22 @@ describe('install anywhere', () => {
       const bad = await run(EXE, ['validate', join(REPO, 'test', 'fixtures', 'invalid', readdirSync(join(REPO, 'test', 'fixtures', 'invalid'))[0]!)], { env });
       expect(bad.code).toBe(2);
       expect(bad.stderr + bad.stdout).not.toContain('    at ');
+    });
+
+    it('comes with a krew manifest whose sha256 is the archive’s, which holds the executable as kube-runbook', async () => {
+      const manifest = parse(readFileSync(join(REPO, 'build', 'krew', 'runbook.yaml'), 'utf8')) as {
+        kind: string;
+        metadata: { name: string };
+        spec: { platforms: { sha256: string; bin: string; uri: string; selector: { matchLabels: Record<string, string> } }[] };
+      };
+      expect(manifest.kind).toBe('Plugin');
+      expect(manifest.metadata.name).toBe('runbook');
+      const [linux] = manifest.spec.platforms;
+      expect(linux!.selector.matchLabels).toEqual({ os: 'linux', arch: 'amd64' });
+      expect(linux!.sha256).toBe(createHash('sha256').update(readFileSync(`${EXE}.tar.gz`)).digest('hex'));
+      expect(linux!.uri).toMatch(/\/kube-runbook-linux-x64\.tar\.gz$/);
+      const listed = await run('tar', ['-tzf', `${EXE}.tar.gz`]);
+      expect(listed.stdout.trim()).toBe(linux!.bin);
     });
   });
 });
