@@ -25,7 +25,7 @@ interface Obj {
   spec?: Record<string, unknown>;
 }
 
-async function objects(file: string, o: { schedule?: string } = {}): Promise<Obj[]> {
+async function objects(file: string, o: { schedule?: string; reportConfigmap?: boolean } = {}): Promise<Obj[]> {
   const { yaml } = await renderManifests(`${root}runbooks/${file}`, { inventory, namespace: 'kube-runbook', image: 'example/kube-runbook:test', ...o });
   return parseAllDocuments(yaml).map((d) => d.toJS() as Obj);
 }
@@ -125,6 +125,14 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
     const pod = (cron.spec as { jobTemplate: { spec: { template: { spec: { serviceAccountName: string; containers: { args: string[] }[] } } } } }).jobTemplate.spec.template.spec;
     expect(pod.serviceAccountName).toBe('kube-runbook-kubelet-partition');
     expect(pod.containers[0]!.args).toEqual(['run', '/etc/kube-runbook/runbook.yaml', '--inventory', '/etc/kube-runbook/inventory.yaml', '--in-cluster', '--yes', '--output', 'json']);
+  });
+
+  it('--report-configmap grants create and patch of ConfigMaps in its namespace only, and passes the ConfigMap to run', async () => {
+    const objs = await objects('kubelet-partition.yaml', { reportConfigmap: true });
+    const role = objs.find((o) => o.kind === 'Role' && o.metadata.namespace === 'kube-runbook');
+    expect(role?.rules).toEqual([{ apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'patch'] }]);
+    const job = objs.find((o) => o.kind === 'Job') as unknown as { spec: { template: { spec: { containers: { args: string[] }[] } } } };
+    expect(job.spec.template.spec.containers[0]!.args.slice(-2)).toEqual(['--report-configmap', 'kube-runbook/kube-runbook-kubelet-partition-report']);
   });
 
   it('refuses a bad schedule or namespace with exit 2', async () => {

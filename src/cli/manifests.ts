@@ -18,6 +18,8 @@ interface ManifestFlags {
   namespace: string;
   image: string;
   sshSecret?: string;
+  /** Also write the report to the ConfigMap `<name>-report` in the namespace (and grant exactly that). */
+  reportConfigmap?: boolean;
 }
 
 /** Where the Job mounts the runbook and inventory (ConfigMap), the ssh key (Secret) and its journal (emptyDir). */
@@ -44,10 +46,13 @@ export async function renderManifests(runbookFile: string, flags: ManifestFlags)
   if (flags.sshSecret !== undefined && !DNS_LABEL.test(flags.sshSecret))
     throw new KrError('BAD_SECRET', `--ssh-secret ${quote(flags.sshSecret)} is not a Secret name`, { exit: EXIT.invalid });
   const plan = await buildPlan({ runbook: loaded.runbook, file: runbookFile, inventory: inv.inventory, registry: defaultRegistry });
-  const { cluster, namespaced } = rbacRules(await planAccessAnyServer(plan, defaultRegistry, await runObservers()));
   const runbookName = plan.runbook.metadata.name;
   const name = `kube-runbook-${runbookName}`.slice(0, 52).replace(/-+$/, '');
   const ns = flags.namespace;
+  const needed = await planAccessAnyServer(plan, defaultRegistry, await runObservers());
+  // server-side apply of the report's ConfigMap: patch, and create the first time
+  if (flags.reportConfigmap) needed.push({ by: 'run --report-configmap', access: { apiGroup: '', resource: 'configmaps', verbs: ['create', 'patch'], namespace: ns } });
+  const { cluster, namespaced } = rbacRules(needed);
   const labels = { 'app.kubernetes.io/name': 'kube-runbook', 'app.kubernetes.io/instance': runbookName };
   const meta = (extra: Record<string, unknown> = {}) => ({ name, labels, ...extra });
   const subject = [{ kind: 'ServiceAccount', name, namespace: ns }];
@@ -99,7 +104,17 @@ export async function renderManifests(runbookFile: string, flags: ManifestFlags)
       {
         name: 'kube-runbook',
         image: flags.image,
-        args: ['run', `${CONFIG_DIR}/runbook.yaml`, '--inventory', `${CONFIG_DIR}/inventory.yaml`, '--in-cluster', '--yes', '--output', 'json'],
+        args: [
+          'run',
+          `${CONFIG_DIR}/runbook.yaml`,
+          '--inventory',
+          `${CONFIG_DIR}/inventory.yaml`,
+          '--in-cluster',
+          '--yes',
+          '--output',
+          'json',
+          ...(flags.reportConfigmap ? ['--report-configmap', `${ns}/${name}-report`] : []),
+        ],
         env: [{ name: 'KUBE_RUNBOOK_STATE_DIR', value: STATE_DIR }],
         volumeMounts: mounts,
         securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } },
@@ -138,6 +153,7 @@ export const register: Register = (program, done) => {
     .option('--schedule <cron>', 'a CronJob on this schedule (concurrencyPolicy: Forbid) instead of a Job')
     .option('--namespace <ns>', 'namespace of the ServiceAccount, ConfigMap and Job', 'kube-runbook')
     .option('--image <image>', 'executor image', `ghcr.io/kube-runbook/kube-runbook:${version()}`)
+    .option('--report-configmap', 'the Job also writes its report to the ConfigMap <name>-report (grants create and patch of ConfigMaps in --namespace)')
     .option('--ssh-secret <name>', 'a Secret with the ssh key and known_hosts the inventory names, mounted at ' + SSH_DIR)
     .action(async (file: string, flags: ManifestFlags) => {
       const { yaml, warnings } = await renderManifests(file, flags);

@@ -1,7 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Option } from 'commander';
-import { EXIT, type ExitCode, KrError } from '../core/errors.js';
+import { EXIT, type ExitCode, KrError, messageOf, quote } from '../core/errors.js';
+import type { KubeAccess } from '../kube/types.js';
 import { realClock } from '../core/clock.js';
 import { assumeYes, nobody, terminalConfirmer, type Confirmer } from '../engine/confirm.js';
 import type { ObserverProbe } from '../engine/access.js';
@@ -52,6 +53,7 @@ interface RunFlags {
   kubeconfig?: string;
   context?: string;
   inCluster?: boolean;
+  reportConfigmap?: string;
   yes?: boolean;
   dryRun?: boolean;
   reportDir?: string;
@@ -69,6 +71,7 @@ export const register: Register = (program, done) => {
     .option('--kubeconfig <file>', "kubeconfig (default: the inventory's, else $KUBECONFIG)")
     .option('--context <name>', 'kubeconfig context (must be allowed by spec.safety.allowContexts)')
     .option('--in-cluster', "use the pod's ServiceAccount, not a kubeconfig; its context is `in-cluster` (see docs/in-cluster.md)")
+    .option('--report-configmap <namespace/name>', 'also write report.json to this ConfigMap (server-side apply)')
     .option('-y, --yes', 'answer yes to every confirm step (for CI and scripts)')
     .option('--dry-run', 'print what would happen and execute nothing')
     .option('--report-dir <dir>', 'write report.json, junit.xml and timeline.html there')
@@ -78,6 +81,7 @@ export const register: Register = (program, done) => {
     .action(async (file: string, flags: RunFlags) => {
       const log = stderrLogger(Boolean(flags.verbose));
       const clock = realClock;
+      const reportCm = flags.reportConfigmap === undefined ? undefined : configMapRef(flags.reportConfigmap);
       const p = await prepare(file, flags, clock, log);
       if (flags.dryRun) {
         out.stdout(`DRY RUN: nothing is executed.\n\n${renderPlan(p.plan, p.kube?.contextName)}`);
@@ -117,6 +121,13 @@ export const register: Register = (program, done) => {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
       await view.stop();
+      if (reportCm) {
+        try {
+          await writeReportConfigMap(p.kube, reportCm, collector.report);
+        } catch (e) {
+          out.stderr(`kube-runbook: the report was not written to ConfigMap ${reportCm.namespace}/${reportCm.name}: ${messageOf(e)}`);
+        }
+      }
       p.kube.close?.();
       if (flags.reportDir) {
         const dir = resolve(flags.reportDir);
@@ -140,6 +151,27 @@ export const register: Register = (program, done) => {
       done(result.exitCode as ExitCode, { now: result.forced === true });
     });
 };
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+/** `namespace/name` of --report-configmap, checked before anything runs. */
+function configMapRef(ref: string): { namespace: string; name: string } {
+  const [namespace = '', name = '', ...rest] = ref.split('/');
+  if (rest.length || !DNS_LABEL.test(namespace) || !DNS_LABEL.test(name))
+    throw new KrError('BAD_CONFIGMAP', `--report-configmap ${quote(ref)} is not namespace/name`, { exit: EXIT.invalid });
+  return { namespace, name };
+}
+
+/** The report as `report.json` of a ConfigMap, by server-side apply (created or replaced; needs patch and create). */
+async function writeReportConfigMap(kube: KubeAccess, ref: { namespace: string; name: string }, report: unknown): Promise<void> {
+  await kube.json!(`/api/v1/namespaces/${ref.namespace}/configmaps/${ref.name}`, {
+    method: 'PATCH',
+    contentType: 'application/apply-patch+yaml',
+    query: { fieldManager: 'kube-runbook', force: true },
+    body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: ref.name, namespace: ref.namespace }, data: { 'report.json': JSON.stringify(report, null, 2) } },
+    timeoutMs: 30_000,
+  });
+}
 
 const indent = (text: string, pad: string) =>
   text

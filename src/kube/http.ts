@@ -6,7 +6,9 @@ import { KrError } from '../core/errors.js';
 import { ApiStatusError } from './source.js';
 
 export interface RequestOptions {
-  method?: 'GET' | 'POST';
+  method?: 'GET' | 'POST' | 'PATCH';
+  /** Of the body: JSON unless said (server-side apply: application/apply-patch+yaml, of which JSON is a form). */
+  contentType?: string;
   query?: Record<string, string | number | boolean | undefined>;
   body?: unknown;
   timeoutMs?: number;
@@ -79,7 +81,7 @@ export class KubeHttp {
     const headers: Record<string, string> = { Accept: 'application/json' };
     for (const [k, v] of Object.entries(options.headers ?? {})) if (v !== undefined) headers[k] = String(v);
     const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
-    if (payload !== undefined) headers['Content-Type'] = 'application/json';
+    if (payload !== undefined) headers['Content-Type'] = o.contentType ?? 'application/json';
     const secure = url.protocol === 'https:';
     this.agent ??= secure
       ? new https.Agent({

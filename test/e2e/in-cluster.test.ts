@@ -83,7 +83,7 @@ beforeAll(async () => {
   runbookCopy = join(work, 'kubelet-partition.yaml');
   writeFileSync(runbookCopy, stringify(rb));
 
-  const r = await cli(['manifests', join(REPO, 'runbooks', 'kubelet-partition.yaml'), '-i', lab.inventoryFile, '--namespace', 'kr-ic']);
+  const r = await cli(['manifests', join(REPO, 'runbooks', 'kubelet-partition.yaml'), '-i', lab.inventoryFile, '--namespace', 'kr-ic', '--report-configmap']);
   expect(r.code, r.stderr).toBe(0);
   manifests = parseAllDocuments(r.stdout).map((d) => d.toJS() as KubernetesObject);
 }, 1_200_000);
@@ -144,7 +144,10 @@ describe('in-cluster runs', () => {
   });
 
   it('the executor runs kubelet-partition as the Job would, with only the ServiceAccount: the guard aborts before any eviction, everything reverted', async () => {
-    const r = await runAsJob(await serviceAccountDir(), ['run', runbookCopy, '-i', lab.inventoryFile, '--in-cluster', '--yes', '--output', 'json']);
+    const job = manifests.find((o) => o.kind === 'Job') as KubernetesObject & { spec: { template: { spec: { containers: { args: string[] }[] } } } };
+    const reportCm = job.spec.template.spec.containers[0]!.args.at(-1)!;
+    expect(reportCm).toBe('kr-ic/kube-runbook-kubelet-partition-report');
+    const r = await runAsJob(await serviceAccountDir(), ['run', runbookCopy, '-i', lab.inventoryFile, '--in-cluster', '--yes', '--output', 'json', '--report-configmap', reportCm]);
     const report = JSON.parse(r.stdout) as {
       status: string;
       remaining: unknown[];
@@ -163,5 +166,10 @@ describe('in-cluster runs', () => {
     expect(report.remaining).toEqual([]);
     expect(report.rollback?.complete).toBe(true);
     expect(report.observations['pods deleted']?.detail).toBe('no pod deleted');
+    // the same report, in the ConfigMap the Job's ServiceAccount may write
+    const kc = new KubeConfig();
+    kc.loadFromFile(lab.kubeconfig);
+    const cm = await kc.makeApiClient(CoreV1Api).readNamespacedConfigMap({ namespace: 'kr-ic', name: 'kube-runbook-kubelet-partition-report' });
+    expect(JSON.parse(cm.data!['report.json']!)).toEqual(report);
   });
 });
