@@ -142,7 +142,7 @@ describe('kube-runbook validate', () => {
     ]);
   });
 
-  it('CEL and selector errors point inside the expression, whatever the YAML quoting (plain, double-quoted, folded)', async () => {
+  it('CEL, PromQL and selector errors point inside the expression, whatever the YAML quoting (plain, double-quoted, folded)', async () => {
     const r = await cli('validate', '--output', 'json', 'test/fixtures/invalid/bad-expressions.yaml');
     expect(r.code).toBe(2);
     noStack(r);
@@ -152,6 +152,7 @@ describe('kube-runbook validate', () => {
       { line: 14, col: 54, path: 'spec.guards[1].with.condition', message: 'CEL: Unknown variable: objet' },
       { line: 21, col: 40, path: 'spec.guards[2].with.condition', message: 'CEL: Unexpected character: &' },
       { line: 24, col: 58, path: 'spec.guards[3].with.selector', message: 'bad label selector "tier=frontend, bad key": "bad key" is not a label key' },
+      { line: 28, col: 80, path: 'spec.guards[4].with.query', message: 'PromQL: syntax error at "q"' },
     ]);
   });
 

@@ -14,5 +14,6 @@ export const probes: Readonly<Record<string, () => Promise<Probe>>> = {
   'node-ready': async () => (await import('./node-ready.js')).default,
   'noexecute-taints': async () => (await import('./noexecute-taints.js')).default,
   'pod-deletions': async () => (await import('./pod-deletions.js')).default,
+  promql: async () => (await import('./promql.js')).default,
   'workload-availability': async () => (await import('./workload-availability.js')).default,
 };
