@@ -88,6 +88,7 @@ describe('kube-runbook validate', () => {
     ['bad-selector.yaml', '9:16: spec.steps[0].with.nodes: expected one of all, workers, control-plane; did you mean "workers"? (got "worker")'],
     ['unknown-kind.yaml', '2:7: kind: unknown kind (expected one of Runbook, Inventory; did you mean "Runbook"?) (got "Runbok")'],
     ['revert-unknown.yaml', '11:15: spec.steps[2].revert: no earlier action step has this name'],
+    ['bad-expressions.yaml', '8:98: spec.guards[0].with.condition: CEL: Unexpected token: EOF'],
     ['bad-inventory.yaml', '7:21: spec.transport.type: expected one of ssh, netns, local; did you mean "ssh"? (got "sshh")'],
   ];
 
@@ -138,6 +139,20 @@ describe('kube-runbook validate', () => {
       },
       { file: 'test/fixtures/valid/inventory-lab.yaml', ok: true, kind: 'Inventory', problems: [] },
       { file: 'nope.yaml', ok: false, kind: null, problems: [{ line: null, col: null, path: '', message: 'cannot read nope.yaml: no such file' }] },
+    ]);
+  });
+
+  it('CEL, PromQL and selector errors point inside the expression, whatever the YAML quoting (plain, double-quoted, folded)', async () => {
+    const r = await cli('validate', '--output', 'json', 'test/fixtures/invalid/bad-expressions.yaml');
+    expect(r.code).toBe(2);
+    noStack(r);
+    const [entry] = JSON.parse(r.stdout) as { problems: unknown[] }[];
+    expect(entry?.problems).toEqual([
+      { line: 8, col: 98, path: 'spec.guards[0].with.condition', message: 'CEL: Unexpected token: EOF' },
+      { line: 14, col: 54, path: 'spec.guards[1].with.condition', message: 'CEL: Unknown variable: objet' },
+      { line: 21, col: 40, path: 'spec.guards[2].with.condition', message: 'CEL: Unexpected character: &' },
+      { line: 24, col: 58, path: 'spec.guards[3].with.selector', message: 'bad label selector "tier=frontend, bad key": "bad key" is not a label key' },
+      { line: 28, col: 80, path: 'spec.guards[4].with.query', message: 'PromQL: syntax error at "q"' },
     ]);
   });
 

@@ -21,6 +21,12 @@ export interface ResourceAccess {
   namespace?: string | { param: string };
   /** Needed only when that parameter has that value (e.g. endpoints-stability's `kind`). */
   onlyIf?: { param: string; equals: string };
+  /**
+   * The group and resource come from these `apiVersion` and `kind` parameters (kubernetes-object); `apiGroup` and
+   * `resource` then only describe it in the docs. The resource is named as kubectl guesses a kind's plural
+   * (`guessResource`); a custom resource with an irregular plural needs its rule adjusted by hand.
+   */
+  of?: { apiVersion: string; kind: string };
   /** Why, for docs/actions.md and docs/probes.md. */
   why: string;
 }
@@ -47,9 +53,21 @@ export function resolveAccess(declared: readonly ApiAccess[], params: Record<str
     }
     if (a.onlyIf && String(params[a.onlyIf.param]) !== a.onlyIf.equals) continue;
     const namespace = typeof a.namespace === 'object' ? String(params[a.namespace.param] ?? '').split('/')[0] : a.namespace;
-    out.push({ apiGroup: a.apiGroup, resource: a.resource, verbs: a.verbs, ...(namespace ? { namespace } : {}) });
+    const apiVersion = a.of ? String(params[a.of.apiVersion] ?? '') : '';
+    const apiGroup = a.of ? (apiVersion.includes('/') ? apiVersion.split('/')[0]! : '') : a.apiGroup;
+    const resource = a.of ? guessResource(String(params[a.of.kind] ?? '')) : a.resource;
+    out.push({ apiGroup, resource, verbs: a.verbs, ...(namespace ? { namespace } : {}) });
   }
   return out;
+}
+
+/** A kind's resource name as kubectl guesses it: lower case, plural by English rules (Ingress → ingresses, NetworkPolicy → networkpolicies). */
+function guessResource(kind: string): string {
+  const k = kind.toLowerCase();
+  if (!k) return k;
+  if (/(s|x|z|ch|sh)$/.test(k)) return `${k}es`;
+  if (/[^aeiou]y$/.test(k)) return `${k.slice(0, -1)}ies`;
+  return `${k}s`;
 }
 
 /** One SelfSubjectAccessReview per verb. */

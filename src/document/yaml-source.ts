@@ -1,6 +1,7 @@
 import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, visit, type Document, type Node, type Pair, type YAMLError } from 'yaml';
 import { quote } from '../core/errors.js';
 import { type DocPath, type Problem, pathText } from './problems.js';
+import { scalarSourceOffset } from './scalar-offset.js';
 
 /** What the document should be, for the messages about empty and non-mapping documents. */
 export interface Expected {
@@ -21,6 +22,8 @@ export interface YamlSource {
   /** `FILE:LINE:COL` of a path. */
   where(path: DocPath): string;
   problem(path: DocPath, message: string, at?: 'value' | 'key'): Problem;
+  /** Line and column of character `offset` of the string value at `path` (an error inside an expression). */
+  locateIn(path: DocPath, offset: number): { line: number; col: number };
 }
 
 export interface Parsed {
@@ -93,6 +96,10 @@ export function parseYamlSource(content: string | Uint8Array, file: string, expe
       return `${file}:${p.line}:${p.col}`;
     },
     problem: (path, message, atWhat = 'value') => ({ ...locate(path, atWhat), path: pathText(path), message }),
+    locateIn: (path, offset) => {
+      const node = nodeAt(doc, path);
+      return isScalar(node) ? pos(scalarSourceOffset(text, node, offset)) : locate(path);
+    },
   };
   return { source, problems };
 }
@@ -179,6 +186,18 @@ function findDuplicateKeys(doc: Document, pos: (offset: number) => { line: numbe
 }
 
 /** Offset of the deepest node of `path` found in the document (see YamlSource.locate). */
+/** The node at `path`, or undefined when the path is not in the document. */
+function nodeAt(doc: Document, path: DocPath): unknown {
+  let node: unknown = doc.contents;
+  for (const seg of path) {
+    if (isAlias(node)) node = node.resolve(doc);
+    if (isMap(node)) node = node.items.find((item) => keyText(item.key) === String(seg))?.value;
+    else if (isSeq(node) && typeof seg === 'number') node = node.items[seg];
+    else return undefined;
+  }
+  return isAlias(node) ? node.resolve(doc) : node;
+}
+
 function offsetOf(doc: Document, path: DocPath, atWhat: 'value' | 'key'): number {
   let node: unknown = doc.contents;
   let pair: Pair | undefined;

@@ -106,8 +106,17 @@ export function zodProblems(schema: Schema, value: unknown, issues: readonly Iss
       case 'invalid_element':
         for (const sub of issue.issues) visit(sub, issue.code === 'invalid_element' ? [...path, String(issue.key)] : path);
         return;
+      case 'custom': {
+        // an error inside an expression (CEL, PromQL) says where in it: `params.offset`
+        const offset: unknown = issue.params?.offset;
+        if (typeof offset === 'number') {
+          const full = [...base, ...path];
+          out.push({ ...source.locateIn(full, offset), path: pathText(full), message: issue.message });
+        } else at(path, `${issue.message}${got(v)}`);
+        return;
+      }
       default:
-        at(path, `${issue.message}${got(v)}`);
+        at(path, `${(issue as Issue).message}${got(v)}`);
     }
   };
   for (const issue of issues) visit(issue, []);

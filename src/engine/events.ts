@@ -53,6 +53,7 @@ export type RunEvent =
   /** A failed attempt at something retried: of a fault's revert, disarm, arm; a keepalive or prepare on a node; a preflight check (`what`). */
   | ({ type: 'attempt'; at: number; fault?: FaultRef; node?: string; what?: string } & Attempt)
   | { type: 'guard-reading'; at: number; guard: string; reading: Reading; armed: boolean }
+  | { type: 'step-reading'; at: number; index: string; reading: Reading }
   | { type: 'guard-fired'; at: number; guard: string; response: 'abort' | 'remediate' | 'warn' | 'hold' | 'resume'; detail: string }
   | { type: 'observation'; at: number; name: string; reading: Reading }
   | { type: 'remediation'; at: number; phase: 'start' | 'end'; detail: string }

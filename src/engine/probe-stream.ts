@@ -52,6 +52,7 @@ export async function waitForReading(
   want: Reading['status'],
   withinMs: number,
   signal: AbortSignal,
+  onReading?: (r: Reading) => void,
 ): Promise<WaitResult> {
   const local = new AbortController();
   const onAbort = () => local.abort();
@@ -66,6 +67,7 @@ export async function waitForReading(
   try {
     await consumeProbe(ctx, probe, params, local.signal, (r) => {
       last = `${r.status}: ${r.detail}`;
+      onReading?.(r);
       met = r.status === want;
       return met;
     });

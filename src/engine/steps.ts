@@ -121,7 +121,9 @@ export class StepRunner {
 
   private async expect(step: Extract<PlannedStep, { kind: 'expect' }>): Promise<string> {
     const { ctx, control } = this.d;
-    const r = await waitForReading(ctx, step.probe, step.params, step.status, step.withinMs, control.steps.signal);
+    const r = await waitForReading(ctx, step.probe, step.params, step.status, step.withinMs, control.steps.signal, (reading) =>
+      this.d.emit({ type: 'step-reading', at: reading.at, index: step.index, reading }),
+    );
     if (r.met) return r.last;
     if (control.steps.signal.aborted) throw new Aborted(control.outcome?.reason ?? 'aborted');
     throw new Error(

@@ -74,6 +74,14 @@ export const Inventory = z.strictObject({
       })
       .optional(),
     controller: ControllerSettings.optional(),
+    prometheus: z
+      .strictObject({
+        url: z.url({ protocol: /^https?$/ }).meta({ description: 'the Prometheus the promql probe asks when a runbook gives no url' }),
+        bearerTokenFile: z.string().min(1).optional().meta({ description: 'file holding a bearer token for it' }),
+        ca: z.string().min(1).optional().meta({ description: 'CA certificate (PEM file) for https' }),
+      })
+      .optional()
+      .meta({ description: "the cluster's Prometheus, if it has one" }),
     lab: z
       .strictObject({ stateDir: z.string().min(1).meta({ description: "the lab's state directory (pids, run scripts, logs)" }) })
       .optional(),

@@ -62,6 +62,7 @@ export interface SlimPod {
 export interface SlimService {
   namespace: string;
   name: string;
+  labels: Record<string, string>;
   selector?: Record<string, string>;
 }
 
@@ -157,7 +158,7 @@ function slimPod(o: RawObject): SlimPod {
 function slimService(o: RawObject): SlimService {
   const m = meta(o);
   const selector = strMap(obj(o.spec).selector);
-  return { namespace: str(m.namespace) ?? '', name: str(m.name) ?? '', selector: Object.keys(selector).length ? selector : undefined };
+  return { namespace: str(m.namespace) ?? '', name: str(m.name) ?? '', labels: strMap(m.labels), selector: Object.keys(selector).length ? selector : undefined };
 }
 
 function slimEndpoints(o: RawObject): SlimEndpoints {

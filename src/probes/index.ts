@@ -9,8 +9,11 @@ export const probes: Readonly<Record<string, () => Promise<Probe>>> = {
   'etcd-health': async () => (await import('./etcd-health.js')).default,
   'eviction-forecast': async () => (await import('./eviction-forecast.js')).default,
   http: async () => (await import('./http.js')).default,
+  'kubernetes-object': async () => (await import('./kubernetes-object.js')).default,
   'node-leases': async () => (await import('./node-leases.js')).default,
   'node-ready': async () => (await import('./node-ready.js')).default,
   'noexecute-taints': async () => (await import('./noexecute-taints.js')).default,
   'pod-deletions': async () => (await import('./pod-deletions.js')).default,
+  promql: async () => (await import('./promql.js')).default,
+  'workload-availability': async () => (await import('./workload-availability.js')).default,
 };

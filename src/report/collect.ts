@@ -8,7 +8,20 @@ export interface StepRecord {
   endedAt?: string;
   status?: StepStatus;
   detail?: string;
+  /** An expect step's readings: what its probe read (status, detail, value), at most 200. */
+  readings?: ReadingEntry[];
 }
+
+/** One reading of a probe as a report keeps it. */
+export interface ReadingEntry {
+  at: string;
+  status: string;
+  detail: string;
+  value: unknown;
+}
+
+/** Readings kept per guard and per expect step. */
+const MAX_READINGS = 200;
 
 export interface FaultRecord extends FaultRef {
   appliedAt?: string;
@@ -45,6 +58,8 @@ export interface RunReport {
   steps: StepRecord[];
   guardFirings: { at: string; guard: string; response: string; detail: string }[];
   guardTransitions: { at: string; guard: string; status: string; detail: string }[];
+  /** What each guard's probe read, by guard name: every reading (status, detail, value), at most 200 each. */
+  guardReadings: Record<string, ReadingEntry[]>;
   faults: FaultRecord[];
   /** Every failed attempt at something retried, in order. */
   attempts: AttemptEntry[];
@@ -58,6 +73,7 @@ export interface RunReport {
 }
 
 const iso = (at: number) => new Date(at).toISOString();
+const entryOf = (at: number, r: { status: string; detail: string; value: unknown }): ReadingEntry => ({ at: iso(at), status: r.status, detail: r.detail, value: r.value });
 
 /** The latest reading of an observer, and the history of its changes (values as the summarizer keeps them). */
 export interface Observation {
@@ -81,6 +97,7 @@ export class ReportCollector {
     steps: [],
     guardFirings: [],
     guardTransitions: [],
+    guardReadings: {},
     faults: [],
     attempts: [],
     remaining: [],
@@ -137,12 +154,20 @@ export class ReportCollector {
         r.attempts.push({ at: iso(at), ...(fault ? { faultId: fault.faultId, fault } : {}), ...rest });
         break;
       }
-      case 'guard-reading':
+      case 'step-reading': {
+        const s = [...r.steps].reverse().find((x) => x.index === e.index);
+        if (s && (s.readings ??= []).length < MAX_READINGS) s.readings.push(entryOf(e.at, e.reading));
+        break;
+      }
+      case 'guard-reading': {
+        const list = (r.guardReadings[e.guard] ??= []);
+        if (list.length < MAX_READINGS) list.push(entryOf(e.at, e.reading));
         if (this.guardStatus.get(e.guard) !== e.reading.status) {
           this.guardStatus.set(e.guard, e.reading.status);
           r.guardTransitions.push({ at: iso(e.at), guard: e.guard, status: e.reading.status, detail: e.reading.detail });
         }
         break;
+      }
       case 'observation': {
         const summarize = this.summarizers[e.name] ?? ((v: unknown) => v);
         const prev = r.observations[e.name] as Observation | undefined;

@@ -178,3 +178,25 @@ describe('HTML timeline', () => {
     expect(rect(html, /^STILL APPLIED \(revert-failed\): start failed/)?.cls).toBe('remaining');
   });
 });
+
+describe('report.json: the values probes read', () => {
+  it('keeps every reading of each guard and of each expect step, values included', () => {
+    const c = new ReportCollector();
+    const series = (v: number) => ({ series: [{ labels: {}, value: v }] });
+    const evs: RunEvent[] = [
+      { type: 'run-start', at: T0, runId: 'r-2', runbook: 'rb', context: 'lab', dryRun: false, journal: '/j' },
+      { type: 'guard-reading', at: T0 + 1000, guard: 'fsync p99', reading: reading('ok', T0 + 1000, '0.01 (< 0.5)', series(0.01)), armed: true },
+      { type: 'step-start', at: T0 + 1000, index: '1', name: 'steady state', kind: 'expect' },
+      { type: 'step-reading', at: T0 + 1500, index: '1', reading: reading('unknown', T0 + 1500, 'waiting', null) },
+      { type: 'step-reading', at: T0 + 2000, index: '1', reading: reading('ok', T0 + 2000, '3/3 ready', { ready: 3, wanted: 3 }) },
+      { type: 'step-end', at: T0 + 2000, index: '1', name: 'steady state', kind: 'expect', status: 'passed', detail: 'ok: 3/3 ready' },
+      { type: 'guard-reading', at: T0 + 3000, guard: 'fsync p99', reading: reading('violated', T0 + 3000, '0.8 not < 0.5', series(0.8)), armed: true },
+    ];
+    for (const e of evs) c.onEvent(e);
+    expect(c.report.guardReadings['fsync p99']?.map((r) => r.value)).toEqual([series(0.01), series(0.8)]);
+    expect(c.report.steps[0]?.readings).toEqual([
+      { at: new Date(T0 + 1500).toISOString(), status: 'unknown', detail: 'waiting', value: null },
+      { at: new Date(T0 + 2000).toISOString(), status: 'ok', detail: '3/3 ready', value: { ready: 3, wanted: 3 } },
+    ]);
+  });
+});

@@ -1,0 +1,133 @@
+import { once } from 'node:events';
+import { writeFileSync, mkdtempSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ProbeRun } from '../testing/probe-tester.js';
+import { ProbeTester } from '../testing/probe-tester.js';
+import probe from './promql.js';
+import { promqlProblem } from './parts/promql.js';
+
+/** A stand-in Prometheus on a local port: answers /api/v1/query with whatever `answer` says. */
+class FakePrometheus {
+  readonly server: Server;
+  answer: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => res.end('{}');
+  readonly requests: { query: string | null; auth?: string }[] = [];
+  constructor() {
+    this.server = createServer((req, res) => {
+      const u = new URL(req.url ?? '/', 'http://x');
+      this.requests.push({ query: u.searchParams.get('query'), auth: req.headers.authorization });
+      this.answer(req, res);
+    });
+  }
+  async listen(): Promise<string> {
+    this.server.listen(0, '127.0.0.1');
+    await once(this.server, 'listening');
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+  vector(...values: (number | string)[]) {
+    this.answer = (_req, res) => {
+      const result = values.map((v, i) => ({ metric: { instance: `etcd-${i}` }, value: [1700000000, String(v)] }));
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ status: 'success', data: { resultType: 'vector', result } }));
+    };
+  }
+}
+
+let t: ProbeTester;
+let prom: FakePrometheus;
+afterEach(async () => {
+  await t.close();
+  prom.server.closeAllConnections();
+  prom.server.close();
+});
+
+/** Waits in real time (HTTP is real; the run's clock is not) until the probe has yielded `n` readings. */
+async function readings(run: ProbeRun, n: number) {
+  for (let i = 0; i < 500 && run.readings.length < n; i++) await new Promise((r) => setTimeout(r, 10));
+  expect(run.readings.length).toBeGreaterThanOrEqual(n);
+  return run.readings[n - 1]!;
+}
+
+const query = 'histogram_quantile(0.99, sum by (le) (rate(etcd_disk_wal_fsync_duration_seconds_bucket[1m])))';
+
+describe('promql', () => {
+  it('compares every series with the comparator and is violated only once it failed for `for`', async () => {
+    t = new ProbeTester();
+    prom = new FakePrometheus();
+    const url = await prom.listen();
+    prom.vector(0.01, 0.02);
+    const run = t.start(probe, { url, query, comparator: { op: '<', value: 0.5 }, for: '10s', interval: '5s' });
+    expect(await readings(run, 1)).toMatchObject({ status: 'ok', detail: '{instance="etcd-0"} 0.01, {instance="etcd-1"} 0.02 (< 0.5)' });
+    expect(prom.requests[0]?.query).toBe(query);
+    prom.vector(0.01, 0.8);
+    await t.advance(5000);
+    expect(await readings(run, 2)).toMatchObject({ status: 'ok', detail: '{instance="etcd-1"} 0.8 not < 0.5; pending 0ms of 10s' });
+    await t.advance(5000);
+    expect(await readings(run, 3)).toMatchObject({ status: 'ok', detail: '{instance="etcd-1"} 0.8 not < 0.5; pending 5s of 10s' });
+    await t.advance(5000);
+    const v = await readings(run, 4);
+    expect(v).toMatchObject({ status: 'violated', detail: '{instance="etcd-1"} 0.8 not < 0.5' });
+    expect(v.value).toMatchObject({ series: [{ value: 0.01 }, { value: 0.8 }] });
+    prom.vector(0.1);
+    await t.advance(5000);
+    expect(await readings(run, 5)).toMatchObject({ status: 'ok', detail: '0.1 (< 0.5)' });
+  });
+
+  it('reads unknown, never ok, when Prometheus errs, is unreachable or too slow; an empty result reads as `empty` says', async () => {
+    t = new ProbeTester();
+    prom = new FakePrometheus();
+    const url = await prom.listen();
+    prom.answer = (_req, res) => {
+      res.statusCode = 422;
+      res.end(JSON.stringify({ status: 'error', errorType: 'execution', error: 'query timed out' }));
+    };
+    const run = t.start(probe, { url, query: 'up', comparator: { between: [1, 1] }, interval: '5s', timeout: '2s' });
+    expect(await readings(run, 1)).toMatchObject({ status: 'unknown', detail: `cannot query ${url}: HTTP 422: query timed out` });
+    prom.answer = () => {}; // never answers
+    await t.advance(5000);
+    await new Promise((r) => setTimeout(r, 50));
+    await t.advance(2000);
+    expect(await readings(run, 2)).toMatchObject({ status: 'unknown', detail: `cannot query ${url}: no answer within 2s` });
+    prom.vector();
+    await t.advance(5000);
+    expect(await readings(run, 3)).toMatchObject({ status: 'unknown', detail: 'no series (reads unknown)' });
+    prom.vector('NaN');
+    const empty = t.start(probe, { url, query: 'up', comparator: { op: '==', value: 1 }, empty: 'violated' });
+    expect(await readings(empty, 1)).toMatchObject({ status: 'violated', detail: 'no series (reads violated)' });
+    prom.server.closeAllConnections();
+    prom.server.close();
+    const gone = t.start(probe, { url, query: 'up', comparator: { op: '==', value: 1 } });
+    expect((await readings(gone, 1)).status).toBe('unknown');
+    expect((await readings(gone, 1)).detail).toMatch(/^cannot query .*: (connect )?ECONNREFUSED|fetch failed/);
+  });
+
+  it("sends the bearer token, and takes the inventory's Prometheus when the runbook gives none", async () => {
+    prom = new FakePrometheus();
+    const url = await prom.listen();
+    const dir = mkdtempSync(join(tmpdir(), 'kr-promql-'));
+    writeFileSync(join(dir, 'token'), 'sekrit\n');
+    t = new ProbeTester({
+      inventory: {
+        apiVersion: 'kube-runbook/v1',
+        kind: 'Inventory',
+        metadata: { name: 'x' },
+        spec: { layout: 'lab', prometheus: { url, bearerTokenFile: join(dir, 'token') }, nodes: [{ name: 'n' }] },
+      },
+    });
+    prom.vector(1);
+    const run = t.start(probe, { query: 'up', comparator: { op: '==', value: 1 } });
+    expect(await readings(run, 1)).toMatchObject({ status: 'ok', detail: '1 (== 1)' });
+    expect(prom.requests[0]?.auth).toBe('Bearer sekrit');
+    expect(JSON.stringify(run.readings)).not.toContain('sekrit');
+  });
+
+  it('checks the query with the Prometheus grammar and says where the error is', () => {
+    expect(promqlProblem(query)).toBeUndefined();
+    expect(promqlProblem('rate(x[1m]')).toEqual({ message: 'PromQL: syntax error at the end of the query', offset: 10 });
+    expect(promqlProblem('sum(rate(x[1q]))')).toEqual({ message: 'PromQL: syntax error at "q"', offset: 12 });
+    expect(promqlProblem('histogram_quantil(0.99, x)')).toEqual({ message: 'PromQL: unknown function "histogram_quantil"', offset: 0 });
+  });
+});
