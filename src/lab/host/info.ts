@@ -35,7 +35,13 @@ export interface LabInfo {
   /** cp-1's etcd client URL. */
   etcdUrl: string;
   /** The control-plane members of an HA lab (`--control-planes 3`); `apiserverUrl` is then the VIP. */
-  members?: { name: string; apiserverUrl: string; etcdUrl: string }[];
+  members?: {
+    name: string;
+    apiserverUrl: string;
+    etcdUrl: string;
+    /** Admin kubeconfig that talks to this member's apiserver directly, not through the VIP. */
+    kubeconfig: string;
+  }[];
   /** cp-1..N, node-1..N and, in an HA lab, `lb` (HAProxy). */
   nodes: LabNodeInfo[];
   settings: LabSettings;

@@ -62,7 +62,7 @@ describe('lab inventory', () => {
     const ha: LabInfo = {
       ...info(),
       apiserverUrl: 'https://10.213.3.250:6443',
-      members: ['cp-1', 'cp-2', 'cp-3'].map((name, i) => ({ name, apiserverUrl: `https://10.213.3.${i ? 202 + i : 2}:6443`, etcdUrl: `http://10.213.3.${i ? 202 + i : 2}:2379` })),
+      members: ['cp-1', 'cp-2', 'cp-3'].map((name, i) => ({ name, apiserverUrl: `https://10.213.3.${i ? 202 + i : 2}:6443`, etcdUrl: `http://10.213.3.${i ? 202 + i : 2}:2379`, kubeconfig: `/h/t1/kubeconfig-${name}` })),
       nodes: [
         { name: 'cp-1', netns: 'kr-t1-cp-1', ip: '10.213.3.2', roles: ['control-plane', 'etcd'] },
         { name: 'cp-2', netns: 'kr-t1-cp-2', ip: '10.213.3.203', roles: ['control-plane', 'etcd'] },

@@ -123,7 +123,16 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
     inventoryFile: paths.inventoryFile,
     apiserverUrl: `https://${apiserverHost}:${comp.APISERVER_PORT}`,
     etcdUrl: `http://${cp.ip}:${comp.ETCD_PORT}`,
-    ...(ha ? { members: cps.map((m) => ({ name: m.name, apiserverUrl: `https://${m.ip}:${comp.APISERVER_PORT}`, etcdUrl: `http://${m.ip}:${comp.ETCD_PORT}` })) } : {}),
+    ...(ha
+      ? {
+          members: cps.map((m) => ({
+            name: m.name,
+            apiserverUrl: `https://${m.ip}:${comp.APISERVER_PORT}`,
+            etcdUrl: `http://${m.ip}:${comp.ETCD_PORT}`,
+            kubeconfig: join(paths.stateDir, `kubeconfig-${m.name}`),
+          })),
+        }
+      : {}),
     nodes,
     settings,
     phase: 'starting',
@@ -145,6 +154,8 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   const kc = (name: string, user: { certFile: string; keyFile: string } | { token: string }, file: string, server = info.apiserverUrl) =>
     writeKubeconfig(file, { context: names.context, server, caFile: pki.caCert, userName: `${names.context}-${name}`, user });
   await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, paths.kubeconfig);
+  // an executor that must see the cluster while the VIP is down (load-balancer-outage) talks to one member directly
+  for (const m of info.members ?? []) await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, m.kubeconfig, m.apiserverUrl);
   const perMember: { etcd: ServiceSpec; apiserver: ServiceSpec; controllers: ServiceSpec[] }[] = [];
   for (const m of cps) {
     const c: comp.ComponentContext = {
