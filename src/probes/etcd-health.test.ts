@@ -81,7 +81,7 @@ describe('etcd-health', () => {
       return { code: 0, stdout: `#health {"health":"true"}\n${metrics(100, 0.0015, { leader: node === leader, changes })}\n`, stderr: '' };
     };
     const run = t.start(probe, { members: true, minMembers: 3 });
-    const all = await run.until((r) => r.status === 'ok');
+    const all = (await run.until((r) => r.status === 'ok')) as { value: EtcdValue };
     expect(all.value).toMatchObject({ leader: 'cp-1', leaderChanges: 0, quorum: true, hasLeader: true });
     expect(all.value.members).toEqual([
       { name: 'cp-1', up: true, leader: true },
@@ -93,14 +93,15 @@ describe('etcd-health', () => {
     down.add('cp-1');
     leader = 'cp-2';
     changes = 2;
-    const two = await run.until((r) => r.value.leader === 'cp-2');
+    const value = (r: { value: unknown }) => r.value as EtcdValue;
+    const two = await run.until((r) => value(r).leader === 'cp-2');
     expect(two.status).toBe('violated');
     expect(two.detail).toMatch(/^2 of 3 member\(s\) answer, leader cp-2, 1 leader change\(s\) \(cp-1 does not answer: .*\): 2 member\(s\) answer, fewer than 3$/);
     expect(two.value).toMatchObject({ quorum: true, leaderChanges: 1 });
     // a second member goes: no quorum, no leader
     down.add('cp-2');
     leader = 'none';
-    const lost = await run.until((r) => r.value.quorum === false);
+    const lost = await run.until((r) => value(r).quorum === false);
     expect(lost.status).toBe('violated');
     expect(lost.detail).toContain('no quorum: 1 of 3 member(s) answer, 2 needed');
   });
