@@ -4,6 +4,7 @@
 //
 //   npm run build && node bench/lab-up.bench.js          (root on Linux; `lab install` done once)
 //   KUBE_RUNBOOK_BENCH_RUNS=5                             (runs; default 3)
+//   KUBE_RUNBOOK_BENCH_CONTROL_PLANES="1 3"               (control-plane members to measure; default both)
 //
 // Prints its section of BENCHMARKS.md.
 /* global URL */
@@ -22,28 +23,34 @@ function kr(...args) {
   return r;
 }
 
+const CONTROL_PLANES = (process.env.KUBE_RUNBOOK_BENCH_CONTROL_PLANES ?? '1 3').split(/\s+/).filter(Boolean).map(Number);
 kr('lab', 'down', '--instance', INSTANCE);
-const times = [];
+const rows = [];
 const load = [];
-for (let i = 0; i < RUNS; i++) {
-  load.push(loadavg()[0]);
-  const t0 = performance.now();
-  const r = kr('lab', 'up', '--instance', INSTANCE, '--nodes', '3', '--json');
-  times.push((performance.now() - t0) / 1000);
-  const info = JSON.parse(r.stdout);
-  if (info.nodes.filter((n) => n.roles.includes('worker')).length !== 3) throw new Error('expected 3 worker nodes');
-  kr('lab', 'down', '--instance', INSTANCE);
+for (const cps of CONTROL_PLANES) {
+  const times = [];
+  for (let i = 0; i < RUNS; i++) {
+    load.push(loadavg()[0]);
+    const t0 = performance.now();
+    const r = kr('lab', 'up', '--instance', INSTANCE, '--nodes', '3', '--control-planes', String(cps), '--json');
+    times.push((performance.now() - t0) / 1000);
+    const info = JSON.parse(r.stdout);
+    if (info.nodes.filter((n) => n.roles.includes('worker')).length !== 3) throw new Error('expected 3 worker nodes');
+    if (info.nodes.filter((n) => n.roles.includes('etcd')).length !== cps) throw new Error(`expected ${cps} etcd members`);
+    kr('lab', 'down', '--instance', INSTANCE);
+  }
+  rows.push([cps, [...times].sort((a, b) => a - b)]);
 }
-const sorted = [...times].sort((a, b) => a - b);
 const f = (x) => x.toFixed(1);
-console.log(`## Lab: \`lab up --nodes 3\` (cached binaries)
+console.log(`## Lab: \`lab up --nodes 3\` and \`--control-planes 3\` (cached binaries)
 
-Command: \`npm run build && node bench/lab-up.bench.js\` (${RUNS} runs; each runs \`kube-runbook lab up --instance ${INSTANCE} --nodes 3\`
-as a new process and returns when 3 nodes are Ready and the 6 sample pods Running; \`lab down\` between runs).
+Command: \`npm run build && node bench/lab-up.bench.js\` (${RUNS} runs per row; each runs \`kube-runbook lab up --instance ${INSTANCE} --nodes 3
+--control-planes N\` as a new process and returns when 3 nodes are Ready and the 6 sample pods Running; \`lab down\` between runs).
+With 3 members: a 3-member etcd, 3 apiservers, leader-elected controller-managers and schedulers, HAProxy as the VIP.
 Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}; date ${new Date().toISOString().slice(0, 10)};
 1-minute load average at the start of each run: ${load.map((l) => l.toFixed(1)).join(', ')} (other labs may share the machine).
 
-| runs | min | median | max | target |
-|---:|---:|---:|---:|---:|
-| ${RUNS} | ${f(sorted[0])} s | ${f(sorted[Math.floor(sorted.length / 2)])} s | ${f(sorted[sorted.length - 1])} s | < 60 s |
+| control planes | runs | min | median | max | target |
+|---:|---:|---:|---:|---:|---:|
+${rows.map(([cps, sorted]) => `| ${cps} | ${RUNS} | ${f(sorted[0])} s | ${f(sorted[Math.floor(sorted.length / 2)])} s | ${f(sorted[sorted.length - 1])} s | < 60 s |`).join('\n')}
 `);

@@ -7,7 +7,9 @@ export const actions: Readonly<Record<string, () => Promise<Action>>> = {
   'run-command': async () => (await import('./run-command.js')).default,
   'stop-apiserver': async () => (await import('./stop-apiserver.js')).default,
   'stop-controller-manager': async () => (await import('./stop-controller-manager.js')).default,
+  'stop-etcd': async () => (await import('./stop-etcd.js')).default,
   'stop-kubelet': async () => (await import('./stop-kubelet.js')).default,
+  'stop-load-balancer': async () => (await import('./stop-load-balancer.js')).default,
   'stop-scheduler': async () => (await import('./stop-scheduler.js')).default,
   'throttle-etcd-disk': async () => (await import('./throttle-etcd-disk.js')).default,
 };

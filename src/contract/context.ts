@@ -20,4 +20,6 @@ export interface Ctx {
 /** An action's context: for node-targeted actions, the node it is applied on. */
 export interface ActionCtx extends Ctx {
   node?: InventoryNode;
+  /** In preflight: every node the step applies the action on (a check across the selection, e.g. etcd's quorum). */
+  selection?: readonly string[];
 }

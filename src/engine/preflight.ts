@@ -122,7 +122,8 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
     for (const node of a.targets ?? [undefined]) {
       try {
         const ready = a.action.preflight.bind(a.action);
-        await withRetries('preflight', () => ready({ ...ctx, node }, a.params), retry(`action ${a.index} ${a.actionId}`, node?.name));
+        const selection = a.targets?.map((t) => t.name);
+        await withRetries('preflight', () => ready({ ...ctx, node, ...(selection ? { selection } : {}) }, a.params), retry(`action ${a.index} ${a.actionId}`, node?.name));
       } catch (e) {
         problems.push(`${node ? `${node.name}: ` : ''}${messageOf(e)}`);
       }

@@ -49,7 +49,7 @@ describe('loadInventory', () => {
       `${file}:6:11: spec.layout: expected one of kubeadm, k3s, lab; did you mean "kubeadm"? (got "kubeadmin")`,
       `${file}:7:21: spec.transport.type: expected one of ssh, netns, local; did you mean "ssh"? (got "sshh")`,
       `${file}:9:29: spec.controller.nodeMonitorGracePeriod: expected a duration such as 500ms, 10s, 5m or 1h (got 40)`,
-      `${file}:12:15: spec.nodes[0].roles[0]: expected one of control-plane, worker, etcd (got "master")`,
+      `${file}:12:15: spec.nodes[0].roles[0]: expected one of control-plane, worker, etcd, load-balancer (got "master")`,
       `${file}:13:13: spec.nodes[1].name: duplicate node name (first at 11:13) (got "node-1")`,
       `${file}:14:7: spec.nodes[1].adress: unknown key "adress" (did you mean "address"?)`,
     ]);

@@ -28,7 +28,7 @@ const LocalTransport = z.strictObject({ type: z.literal('local') }).meta({ descr
 export const Transport = z.discriminatedUnion('type', [SshTransport, NetnsTransport, LocalTransport]);
 export type Transport = z.infer<typeof Transport>;
 
-export const NodeRole = z.enum(['control-plane', 'worker', 'etcd']);
+export const NodeRole = z.enum(['control-plane', 'worker', 'etcd', 'load-balancer']);
 export type NodeRole = z.infer<typeof NodeRole>;
 
 export const InventoryNode = z.strictObject({

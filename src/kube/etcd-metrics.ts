@@ -1,5 +1,5 @@
 import type { Clock } from '../core/clock.js';
-import type { Inventory } from '../inventory/schema.js';
+import type { Inventory, InventoryNode } from '../inventory/schema.js';
 import type { NodeAccess } from '../nodes/types.js';
 import { messageOf } from '../core/errors.js';
 import { shq } from '../core/shell.js';
@@ -31,6 +31,15 @@ export interface EtcdAccess {
   timeout: number;
 }
 
+/** The etcd members of an inventory: nodes with the `etcd` role, else (stacked etcd) the control-plane nodes. */
+export function etcdMembers(nodes: readonly InventoryNode[]): InventoryNode[] {
+  const etcd = nodes.filter((n) => n.roles.includes('etcd'));
+  return etcd.length ? etcd : nodes.filter((n) => n.roles.includes('control-plane'));
+}
+
+/** Members that must answer for a cluster of `members` to accept writes. */
+export const quorumOf = (members: number): number => Math.floor(members / 2) + 1;
+
 /** etcd does not answer (its node does). */
 export class EtcdUnreachable extends Error {}
 
@@ -44,7 +53,7 @@ export function etcdTarget(ctx: { inventory: Inventory }, o: Omit<EtcdAccess, 't
   return { url, node };
 }
 
-const METRICS = "'^(etcd_disk_(wal_fsync|backend_commit)_duration_seconds_bucket|etcd_server_has_leader)'";
+const METRICS = "'^(etcd_disk_(wal_fsync|backend_commit)_duration_seconds_bucket|etcd_server_(has_leader|is_leader|leader_changes_seen_total))'";
 
 export async function scrapeEtcd(ctx: { nodes: NodeAccess; clock: Clock; signal: AbortSignal }, where: EtcdTarget, params: EtcdAccess): Promise<EtcdScrape> {
   if (!where.node) {

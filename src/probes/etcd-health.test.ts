@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import type { InventoryInput } from '../inventory/schema.js';
 import { ProbeTester } from '../testing/probe-tester.js';
 import probe, { type EtcdValue } from './etcd-health.js';
 
@@ -8,13 +9,32 @@ afterEach(async () => t.close());
 const LE = ['0.001', '0.002', '0.004', '0.008', '0.016', '0.032', '0.064', '0.128', '0.256', '0.512', '1.024', '2.048', '4.096', '8.192', '+Inf'];
 
 /** etcd's metrics with `n` WAL fsyncs and commits so far, all of them taking about `seconds`. */
-function metrics(n: number, seconds: number): string {
+function metrics(n: number, seconds: number, o: { leader?: boolean; changes?: number } = {}): string {
   const lines: string[] = [];
   for (const name of ['etcd_disk_wal_fsync_duration_seconds', 'etcd_disk_backend_commit_duration_seconds'])
     for (const le of LE) lines.push(`${name}_bucket{le="${le}"} ${le === '+Inf' || Number(le) >= seconds ? n : 0}`);
   lines.push('etcd_server_has_leader 1');
+  if (o.leader !== undefined) lines.push(`etcd_server_is_leader ${o.leader ? 1 : 0}`, `etcd_server_leader_changes_seen_total ${o.changes ?? 1}`);
   return lines.join('\n');
 }
+
+/** An HA lab's inventory: three etcd members. */
+const haInventory: InventoryInput = {
+  apiVersion: 'kube-runbook/v1',
+  kind: 'Inventory',
+  metadata: { name: 'ha' },
+  spec: {
+    layout: 'lab',
+    transport: { type: 'local' },
+    lab: { stateDir: '/nonexistent/lab' },
+    nodes: [
+      { name: 'cp-1', roles: ['control-plane', 'etcd'] },
+      { name: 'cp-2', roles: ['control-plane', 'etcd'] },
+      { name: 'cp-3', roles: ['control-plane', 'etcd'] },
+      { name: 'node-1', zone: 'zone-a' },
+    ],
+  },
+};
 
 describe('etcd-health', () => {
   it('scrapes through the etcd node and judges the p99 of the last interval', async () => {
@@ -49,5 +69,51 @@ describe('etcd-health', () => {
     const r = await run.until((x) => x.status === 'unknown');
     expect(r.detail).toBe('cannot reach cp-1: ssh: connect to host cp-1 port 22: No route to host');
     expect(t.nodes.calls[0]?.script).toContain(`--cacert '/etc/kubernetes/pki/etcd/ca'\\''.crt'`);
+  });
+
+  it('with members: reports each member, the leader, leader changes and quorum; one member down of three is ok', async () => {
+    t = new ProbeTester({ inventory: haInventory });
+    const down = new Set<string>();
+    let leader = 'cp-1';
+    let changes = 1;
+    t.nodes.handler = ({ node }) => {
+      if (down.has(node)) return { code: 0, stdout: '#unreachable curl: (7) Connection refused\n', stderr: '' };
+      return { code: 0, stdout: `#health {"health":"true"}\n${metrics(100, 0.0015, { leader: node === leader, changes })}\n`, stderr: '' };
+    };
+    const run = t.start(probe, { members: true, minMembers: 3 });
+    const all = (await run.until((r) => r.status === 'ok')) as { value: EtcdValue };
+    expect(all.value).toMatchObject({ leader: 'cp-1', leaderChanges: 0, quorum: true, hasLeader: true });
+    expect(all.value.members).toEqual([
+      { name: 'cp-1', up: true, leader: true },
+      { name: 'cp-2', up: true, leader: false },
+      { name: 'cp-3', up: true, leader: false },
+    ]);
+    expect(new Set(t.nodes.calls.map((c) => c.node))).toEqual(new Set(['cp-1', 'cp-2', 'cp-3']));
+    // the leader goes; cp-2 is elected: quorum holds, but minMembers 3 is not met
+    down.add('cp-1');
+    leader = 'cp-2';
+    changes = 2;
+    const value = (r: { value: unknown }) => r.value as EtcdValue;
+    const two = await run.until((r) => value(r).leader === 'cp-2');
+    expect(two.status).toBe('violated');
+    expect(two.detail).toMatch(/^2 of 3 member\(s\) answer, leader cp-2, 1 leader change\(s\) \(cp-1 does not answer: .*\): 2 member\(s\) answer, fewer than 3$/);
+    expect(two.value).toMatchObject({ quorum: true, leaderChanges: 1 });
+    // a second member goes: no quorum, no leader
+    down.add('cp-2');
+    leader = 'none';
+    const lost = await run.until((r) => value(r).quorum === false);
+    expect(lost.status).toBe('violated');
+    expect(lost.detail).toContain('no quorum: 1 of 3 member(s) answer, 2 needed');
+  });
+
+  it('with members and no minimum: one member down of three reads ok', async () => {
+    t = new ProbeTester({ inventory: haInventory });
+    t.nodes.handler = ({ node }) =>
+      node === 'cp-3'
+        ? { code: 0, stdout: '#unreachable refused\n', stderr: '' }
+        : { code: 0, stdout: `#health {"health":"true"}\n${metrics(100, 0.0015, { leader: node === 'cp-2' })}\n`, stderr: '' };
+    const r = await t.start(probe, { members: true }).until((x) => x.status !== 'unknown');
+    expect(r.status).toBe('ok');
+    expect(r.value).toMatchObject({ leader: 'cp-2', quorum: true, healthy: true });
   });
 });

@@ -2,6 +2,7 @@ import type { Probe } from '../contract/probe.js';
 
 /** Every probe, sorted by id, loaded on first use. The parity test checks this list against the folder. */
 export const probes: Readonly<Record<string, () => Promise<Probe>>> = {
+  'apiserver-availability': async () => (await import('./apiserver-availability.js')).default,
   'apiserver-health': async () => (await import('./apiserver-health.js')).default,
   command: async () => (await import('./command.js')).default,
   'controller-manager': async () => (await import('./controller-manager.js')).default,

@@ -129,7 +129,7 @@ describe('loadRunbook reports every problem as LINE:COL: PATH: message (got VALU
   it('node selectors', async () => {
     expect(await problems('bad-selector.yaml')).toEqual([
       '9:16: spec.steps[0].with.nodes: expected one of all, workers, control-plane; did you mean "workers"? (got "worker")',
-      '14:23: spec.steps[1].with.nodes.role: expected one of control-plane, worker, etcd; did you mean "worker"? (got "workr")',
+      '14:23: spec.steps[1].with.nodes.role: expected one of control-plane, worker, etcd, load-balancer; did you mean "worker"? (got "workr")',
       '19:16: spec.steps[2].with.nodes: give count or percent, not both (got {"count":2,"percent":50})',
     ]);
   });

@@ -26,6 +26,8 @@ export interface Scenario {
   inventory?: InventoryInput;
   /** Target node name (node-targeted actions); the inventory's first node when absent. */
   node?: string;
+  /** Every node of the step (ctx.selection in preflight); absent unless given. */
+  selection?: string[];
   /** How the nodes answer each script (exit 0, no output when absent). Scripts start with `# kube-runbook: <purpose>`. */
   handler?: FakeHandler;
   kube?: Partial<KubeAccess>;
@@ -89,6 +91,7 @@ function testCtx(inventory: InventoryInput, nodes: FakeNodes, scenario: Scenario
     inventory: inv,
     nodes,
     node,
+    ...(scenario.selection ? { selection: scenario.selection } : {}),
     get kube(): KubeAccess {
       if (!kube) throw new KrError('KUBE_UNAVAILABLE', 'no cluster in this test');
       return kube as KubeAccess;

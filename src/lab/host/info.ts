@@ -11,7 +11,7 @@ export interface LabNodeInfo {
   /** Zone label; cp-1 has none. */
   zone?: string;
   ip: string;
-  roles: ('control-plane' | 'etcd' | 'worker')[];
+  roles: ('control-plane' | 'etcd' | 'worker' | 'load-balancer')[];
 }
 
 export interface LabBinariesInfo {
@@ -32,8 +32,17 @@ export interface LabInfo {
   context: string;
   inventoryFile: string;
   apiserverUrl: string;
+  /** cp-1's etcd client URL. */
   etcdUrl: string;
-  /** cp-1 and node-1..N. */
+  /** The control-plane members of an HA lab (`--control-planes 3`); `apiserverUrl` is then the VIP. */
+  members?: {
+    name: string;
+    apiserverUrl: string;
+    etcdUrl: string;
+    /** Admin kubeconfig that talks to this member's apiserver directly, not through the VIP. */
+    kubeconfig: string;
+  }[];
+  /** cp-1..N, node-1..N and, in an HA lab, `lb` (HAProxy). */
   nodes: LabNodeInfo[];
   settings: LabSettings;
   /** `starting` until `up` returned; `up` afterwards. */

@@ -7,6 +7,14 @@ describe('lab subnets', () => {
     expect(nodeIp(7, 'node-1')).toBe('10.213.7.3');
     expect(nodeIp(7, 'node-200')).toBe('10.213.7.202');
     expect(() => nodeIp(7, 'node-253')).toThrow(/does not fit/);
+    expect(() => nodeIp(7, 'node-201')).toThrow(/does not fit/);
+  });
+
+  it('puts the other control-plane members above the nodes and the load balancer at .250', () => {
+    expect(nodeIp(7, 'cp-2')).toBe('10.213.7.203');
+    expect(nodeIp(7, 'cp-3')).toBe('10.213.7.204');
+    expect(nodeIp(7, 'lb')).toBe('10.213.7.250');
+    expect(() => nodeIp(7, 'cp-10')).toThrow(/cp-1 to cp-9/);
   });
 
   it('sees which /24s of 10.213.0.0/16 are taken by addresses and routes', () => {

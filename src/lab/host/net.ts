@@ -18,11 +18,22 @@ export interface LabNetPlan {
 
 export const SUBNET_BASE = '10.213';
 
-/** Node addresses: the bridge is .1, cp-1 .2, node-i .(2+i). */
+/** The load balancer's address (the VIP of an HA lab). */
+const LB_HOST = 250;
+
+/**
+ * Node addresses: the bridge is .1, cp-1 .2, node-i .(2+i) (node-200 is .202), the other control-plane members
+ * cp-N .(201+N) (cp-2 .203 ... cp-9 .210), the load balancer `lb` .250. A one-member lab keeps the addresses it
+ * always had.
+ */
 export function nodeIp(third: number, node: string): string {
+  if (node === 'lb') return `${SUBNET_BASE}.${third}.${LB_HOST}`;
   const m = /^(cp|node)-(\d+)$/.exec(node);
   if (!m) throw new KrError('LAB_BAD_NODE', `no address for node ${node}`);
-  const host = m[1] === 'cp' ? 1 + Number(m[2]) : 2 + Number(m[2]);
+  const n = Number(m[2]);
+  if (m[1] === 'cp' && (n < 1 || n > 9)) throw new KrError('LAB_BAD_NODE', `control-plane member ${node} is not cp-1 to cp-9`);
+  const host = m[1] === 'cp' ? (n === 1 ? 2 : 201 + n) : 2 + n;
+  if (m[1] === 'node' && host > 202) throw new KrError('LAB_BAD_NODE', `node ${node} does not fit in a /24`);
   if (host > 254) throw new KrError('LAB_BAD_NODE', `node ${node} does not fit in a /24`);
   return `${SUBNET_BASE}.${third}.${host}`;
 }

@@ -7,6 +7,8 @@ import { EXIT, KrError, quote } from '../../core/errors.js';
  * several instances live side by side and `lab down` finds what an instance made even without its state.
  */
 export const DEFAULT_INSTANCE = 'lab';
+/** The load balancer's namespace of an HA lab (`--control-planes 3`): HAProxy serving the VIP. */
+export const LB_NODE = 'lb';
 const INSTANCE = /^[a-z0-9]{1,6}$/;
 
 export function checkInstance(instance: string): string {
@@ -30,7 +32,7 @@ export interface LabNames {
   prefix: string;
   bridge: string;
   netns(node: string): string;
-  /** Host side of a node's veth: `kr-<inst>-c1` for cp-1, `kr-<inst>-n<N>` for node-N (at most 15 characters). */
+  /** Host side of a node's veth: `kr-<inst>-c1` for cp-1, `kr-<inst>-n<N>` for node-N, `kr-<inst>-lb` for the load balancer (at most 15 characters). */
   veth(node: string): string;
   /** Filter chain that keeps the lab's traffic on its bridge. */
   chain: string;
@@ -50,6 +52,7 @@ export function labNames(instance: string): LabNames {
     bridge: `${prefix}br`,
     netns: (node) => `${prefix}${node}`,
     veth(node) {
+      if (node === LB_NODE) return `${prefix}lb`;
       const m = /^(cp|node)-(\d{1,5})$/.exec(node);
       if (!m) throw new KrError('LAB_BAD_NODE', `lab nodes are cp-N or node-N (got ${quote(node)})`, { exit: EXIT.invalid });
       const name = `${prefix}${m[1] === 'cp' ? 'c' : 'n'}${m[2]}`;

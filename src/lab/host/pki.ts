@@ -34,7 +34,7 @@ const SERVICE_IP = '10.96.0.1';
  * The lab's certificate authority, serving and client certificates (ECDSA P-256, signed with openssl),
  * the service-account signing key pair, and static bearer tokens for the kubelet simulators.
  */
-export async function makePki(dir: string, o: { instance: string; apiserverIp: string; nodes: string[] }): Promise<LabPki> {
+export async function makePki(dir: string, o: { instance: string; apiserverIps: string[]; nodes: string[] }): Promise<LabPki> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const certs: CertSpec[] = [
     {
@@ -42,7 +42,8 @@ export async function makePki(dir: string, o: { instance: string; apiserverIp: s
       cn: 'kube-apiserver',
       usage: 'serverAuth',
       dns: ['kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local', 'localhost'],
-      ips: [o.apiserverIp, SERVICE_IP, '127.0.0.1'],
+      // every member's address and the VIP: one serving certificate for each apiserver of an HA lab
+      ips: [...new Set(o.apiserverIps), SERVICE_IP, '127.0.0.1'],
     },
     { name: 'admin', cn: 'kube-runbook-admin', org: 'system:masters', usage: 'clientAuth' },
     { name: 'controller-manager', cn: 'system:kube-controller-manager', usage: 'clientAuth' },

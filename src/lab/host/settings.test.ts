@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isKrError } from '../../core/errors.js';
-import { goDuration, resolveSettings, zoneOf } from './settings.js';
+import { controlPlaneNodes, goDuration, resolveSettings, zoneOf } from './settings.js';
 
 describe('lab settings', () => {
   it('defaults to compressed timings: grace 8s, monitor 1s, renew 2s, toleration 30s', () => {
@@ -34,6 +34,8 @@ describe('lab settings', () => {
     [{ toleration: 30 }, '--toleration'],
     [{ unhealthyZoneThreshold: 1.5 }, '--unhealthy-zone-threshold'],
     [{ evictionRate: -0.1 }, '--eviction-rate'],
+    [{ controlPlanes: 2 }, '--control-planes'],
+    [{ controlPlanes: 0 }, '--control-planes'],
   ])('refuses %j, naming the flag and quoting the value', (o, flag) => {
     try {
       resolveSettings(o);
@@ -43,6 +45,12 @@ describe('lab settings', () => {
       expect((e as Error).message).toContain(flag);
       expect((e as Error).message).toMatch(/\(got .+\)/);
     }
+  });
+
+  it('has one control-plane member unless told 3 or 5, named cp-1..N', () => {
+    expect(resolveSettings({}).controlPlanes).toBe(1);
+    expect(controlPlaneNodes(resolveSettings({ controlPlanes: 3 }))).toEqual(['cp-1', 'cp-2', 'cp-3']);
+    expect(controlPlaneNodes({})).toEqual(['cp-1']);
   });
 
   it('has no workload without nodes', () => {

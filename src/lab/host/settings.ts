@@ -7,6 +7,8 @@ export type DurationInput = string | number;
 /** What `lab up` can be told; every node-lifecycle setting is a flag of the real controller-manager. */
 export interface LabUpOptions {
   instance?: string;
+  /** Control-plane members cp-1..N: 1 (default), or 3 or 5 for an HA control plane behind HAProxy. */
+  controlPlanes?: number;
   /** Simulated worker nodes node-1..N (0 is allowed: a control plane only, e.g. for fleet mode). */
   nodes?: number;
   /** Zones zone-a, zone-b, ... the nodes are spread over round-robin. */
@@ -35,6 +37,8 @@ export interface LabUpOptions {
 
 /** The settings a lab runs with (durations in milliseconds, like the parsed inventory's controller settings). */
 export interface LabSettings {
+  /** Control-plane members; absent in the state of labs made before HA existed (one member). */
+  controlPlanes?: number;
   nodes: number;
   zones: number;
   nodeMonitorGracePeriod: number;
@@ -61,7 +65,11 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
   const toleration = ms('toleration', o.toleration ?? '30s', 0);
   if (toleration % 1000 !== 0)
     throw bad('toleration', o.toleration, 'a whole number of seconds, e.g. 30s (a number is milliseconds)');
+  const controlPlanes = o.controlPlanes ?? 1;
+  if (![1, 3, 5].includes(controlPlanes))
+    throw bad('control-planes', o.controlPlanes, '1, 3 or 5 (an etcd cluster wants an odd number of members)');
   const s: LabSettings = {
+    controlPlanes,
     nodes,
     zones,
     nodeMonitorGracePeriod: ms('grace', o.grace ?? '8s', 1000),
@@ -80,6 +88,11 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
   };
   if (s.workload && nodes === 0) s.workload = false;
   return s;
+}
+
+/** Control-plane member names cp-1..N. */
+export function controlPlaneNodes(s: Pick<LabSettings, 'controlPlanes'>): string[] {
+  return Array.from({ length: s.controlPlanes ?? 1 }, (_, i) => `cp-${i + 1}`);
 }
 
 /** Zone of node-i (1-based): zone-a, zone-b, ... round-robin. */

@@ -115,6 +115,32 @@ async function ensurePackages(o: InstallOptions): Promise<void> {
   });
 }
 
+/**
+ * Debian packages only some labs need (HAProxy for `--control-planes 3`), installed when first needed with the
+ * same apt-get path and lock as `lab install`, so a fresh machine gets them and two labs never run apt at once.
+ */
+export async function ensureAptPackages(packages: string[], o: { log: Logger; signal?: AbortSignal; clock?: Clock; env?: NodeJS.ProcessEnv }): Promise<void> {
+  const root = defaultCacheDir(o.env ?? process.env);
+  await withLock(
+    join(root, 'apt.lock'),
+    async () => {
+      const missing = await missingPackages(packages);
+      if (!missing.length) return;
+      const can = await canAutoInstall();
+      if (!can.ok)
+        throw new KrError('LAB_INSTALL_UNSUPPORTED', `${missing.join(', ')} missing and cannot be installed here: ${can.why}`, {
+          exit: EXIT.refused,
+          details: [`Install the Debian package(s) ${missing.join(' ')} (or your distribution's equivalent) and try again.`],
+        });
+      o.log.info(`installing ${missing.join(' ')} with apt-get`);
+      const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+      await must('LAB_APT_FAILED', 'apt-get', ['update'], { env: aptEnv, timeoutMs: 600_000, signal: o.signal });
+      await must('LAB_APT_FAILED', 'apt-get', ['install', '-y', '--no-install-recommends', ...missing], { env: aptEnv, timeoutMs: 1_800_000, signal: o.signal });
+    },
+    { timeoutMs: 1_800_000, clock: o.clock },
+  );
+}
+
 function missingEtcd(): KrError {
   return new KrError('LAB_BINARIES_MISSING', 'etcd was not found (not in --bin-dir or KUBEBUILDER_ASSETS, not on PATH)', {
     exit: EXIT.refused,

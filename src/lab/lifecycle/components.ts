@@ -9,9 +9,12 @@ import { goDuration, type LabSettings } from '../host/settings.js';
 /** What the component command lines are made from. */
 export interface ComponentContext {
   instance: string;
+  /** The member being described (cp-1 of a one-member lab). */
   cpNode: string;
   cpNetns: string;
   cpIp: string;
+  /** Every control-plane member (one, or three for an HA lab): the etcd cluster and the apiservers' etcd servers. */
+  members: { name: string; ip: string }[];
   serviceDir(node: string, service: string): string;
   pki: LabPki;
   bin: LabBinariesInfo;
@@ -26,6 +29,36 @@ function etcdDataDir(c: ComponentContext): string {
   return join(c.serviceDir(c.cpNode, 'etcd'), 'data');
 }
 
+const ETCD_PEER_PORT = 2380;
+
+/**
+ * The member's peer URLs: a one-member etcd keeps its peer port on loopback (nobody else joins); the members of
+ * an HA lab talk over the lab's bridge and start as one cluster (`--initial-cluster` names all of them).
+ */
+function etcdPeering(c: ComponentContext): string[] {
+  if (c.members.length <= 1)
+    return [
+      `--listen-peer-urls=http://127.0.0.1:${ETCD_PEER_PORT}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${ETCD_PEER_PORT}`,
+      `--initial-cluster=${c.cpNode}=http://127.0.0.1:${ETCD_PEER_PORT}`,
+    ];
+  const peer = `http://${c.cpIp}:${ETCD_PEER_PORT}`;
+  return [
+    `--listen-peer-urls=${peer}`,
+    `--initial-advertise-peer-urls=${peer}`,
+    `--initial-cluster=${c.members.map((m) => `${m.name}=http://${m.ip}:${ETCD_PEER_PORT}`).join(',')}`,
+    `--initial-cluster-token=kube-runbook-${c.instance}`,
+  ];
+}
+
+/** `--etcd-servers` of a member's apiserver: its own etcd first, then the others (the client fails over). */
+function etcdServers(c: ComponentContext): string {
+  if (c.members.length <= 1) return `http://127.0.0.1:${ETCD_PORT}`;
+  const own = c.members.find((m) => m.name === c.cpNode);
+  const ordered = [...(own ? [own] : []), ...c.members.filter((m) => m.name !== c.cpNode)];
+  return ordered.map((m) => `http://${m.ip}:${ETCD_PORT}`).join(',');
+}
+
 export function etcdService(c: ComponentContext): ServiceSpec {
   const dir = c.serviceDir(c.cpNode, 'etcd');
   return {
@@ -36,9 +69,7 @@ export function etcdService(c: ComponentContext): ServiceSpec {
       `--data-dir=${etcdDataDir(c)}`,
       `--listen-client-urls=http://127.0.0.1:${ETCD_PORT},http://${c.cpIp}:${ETCD_PORT}`,
       `--advertise-client-urls=http://${c.cpIp}:${ETCD_PORT}`,
-      '--listen-peer-urls=http://127.0.0.1:2380',
-      '--initial-advertise-peer-urls=http://127.0.0.1:2380',
-      `--initial-cluster=${c.cpNode}=http://127.0.0.1:2380`,
+      ...etcdPeering(c),
       '--initial-cluster-state=new',
       // small and light, but with fsync: throttling its disk must be felt
       `--quota-backend-bytes=${512 * 1024 * 1024}`,
@@ -65,7 +96,7 @@ export function apiserverService(c: ComponentContext): ServiceSpec {
       '--bind-address=0.0.0.0',
       `--secure-port=${APISERVER_PORT}`,
       `--cert-dir=${dir}`,
-      `--etcd-servers=http://127.0.0.1:${ETCD_PORT}`,
+      `--etcd-servers=${etcdServers(c)}`,
       `--service-cluster-ip-range=${SERVICE_CIDR}`,
       `--client-ca-file=${c.pki.caCert}`,
       `--tls-cert-file=${c.pki.cert('apiserver')}`,

@@ -4,8 +4,8 @@ import type { Clock } from '../../core/clock.js';
 import { KrError } from '../../core/errors.js';
 import { shq } from '../../core/shell.js';
 import { sh } from '../host/host.js';
-import { labPaths } from '../host/paths.js';
-import type { LabSettings } from '../host/settings.js';
+import { labPaths, LB_NODE } from '../host/paths.js';
+import { controlPlaneNodes, type LabSettings } from '../host/settings.js';
 
 /** Runs a service's `start` script. */
 export async function start(dir: string): Promise<void> {
@@ -29,10 +29,13 @@ export async function logTails(instance: string, settings: LabSettings): Promise
   const paths = labPaths(instance);
   const out: string[] = [];
   const svcs: [string, string][] = [
-    ['cp-1', 'etcd'],
-    ['cp-1', 'kube-apiserver'],
-    ['cp-1', 'kube-controller-manager'],
-    ['cp-1', 'kube-scheduler'],
+    ...controlPlaneNodes(settings).flatMap((cp): [string, string][] => [
+      [cp, 'etcd'],
+      [cp, 'kube-apiserver'],
+      [cp, 'kube-controller-manager'],
+      [cp, 'kube-scheduler'],
+    ]),
+    ...((settings.controlPlanes ?? 1) > 1 ? [[LB_NODE, 'haproxy'] as [string, string]] : []),
     ...Array.from({ length: Math.min(settings.nodes, 3) }, (_, i): [string, string] => [`node-${i + 1}`, 'kubelet']),
   ];
   for (const [node, svc] of svcs) {

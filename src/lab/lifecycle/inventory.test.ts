@@ -57,4 +57,24 @@ describe('lab inventory', () => {
       ['node-2', 'worker', 'zone-b', 'kr-t1-node-2'],
     ]);
   });
+
+  it('lists every member of an HA lab, the load balancer, and the VIP as the apiserver endpoint', () => {
+    const ha: LabInfo = {
+      ...info(),
+      apiserverUrl: 'https://10.213.3.250:6443',
+      members: ['cp-1', 'cp-2', 'cp-3'].map((name, i) => ({ name, apiserverUrl: `https://10.213.3.${i ? 202 + i : 2}:6443`, etcdUrl: `http://10.213.3.${i ? 202 + i : 2}:2379`, kubeconfig: `/h/t1/kubeconfig-${name}` })),
+      nodes: [
+        { name: 'cp-1', netns: 'kr-t1-cp-1', ip: '10.213.3.2', roles: ['control-plane', 'etcd'] },
+        { name: 'cp-2', netns: 'kr-t1-cp-2', ip: '10.213.3.203', roles: ['control-plane', 'etcd'] },
+        { name: 'cp-3', netns: 'kr-t1-cp-3', ip: '10.213.3.204', roles: ['control-plane', 'etcd'] },
+        { name: 'node-1', netns: 'kr-t1-node-1', ip: '10.213.3.3', zone: 'zone-a', roles: ['worker'] },
+        { name: 'lb', netns: 'kr-t1-lb', ip: '10.213.3.250', roles: ['load-balancer'] },
+      ],
+    };
+    const inv = Inventory.parse(labInventory(ha));
+    expect(inv.spec.apiserver?.endpoints).toEqual(['10.213.3.250:6443']);
+    expect(inv.spec.nodes.filter((n) => n.roles.includes('etcd')).map((n) => n.address)).toEqual(['10.213.3.2', '10.213.3.203', '10.213.3.204']);
+    expect(inv.spec.nodes.find((n) => n.name === 'lb')?.roles).toEqual(['load-balancer']);
+    expect(inv.metadata.description).toContain('3 members behind HAProxy');
+  });
 });

@@ -10,7 +10,13 @@ export function labInventory(info: LabInfo): InventoryInput {
   return {
     apiVersion: 'kube-runbook/v1',
     kind: 'Inventory',
-    metadata: { name: info.context, description: `kube-runbook lab ${info.instance}: a real control plane and ${s.nodes} simulated kubelets` },
+    metadata: {
+      name: info.context,
+      description:
+        `kube-runbook lab ${info.instance}: a real control plane` +
+        (info.members ? ` of ${info.members.length} members behind HAProxy (the VIP ${new URL(info.apiserverUrl).host})` : '') +
+        ` and ${s.nodes} simulated kubelets`,
+    },
     spec: {
       layout: 'lab',
       kubeconfig: 'kubeconfig',

@@ -2,6 +2,7 @@ import { formatDuration } from '../../core/duration.js';
 import type { FleetStats } from '../sim/fleet.js';
 import { describeSettings } from '../host/settings.js';
 import type { LabStatus } from './status.js';
+import { renderHa } from './ha-status.js';
 
 /** Text of `lab status`. */
 export function renderStatus(s: LabStatus): string {
@@ -15,6 +16,7 @@ export function renderStatus(s: LabStatus): string {
   lines.push('', 'PODS');
   for (const p of s.cluster?.pods ?? [])
     lines.push(`  ${`${p.namespace}/${p.name}`.padEnd(36)} ${(p.node ?? '-').padEnd(10)} ${p.terminating ? 'Terminating' : p.phase}`);
+  if (s.ha) lines.push(...renderHa(s.ha));
   lines.push('', 'SIMULATED CONTAINERS');
   for (const r of s.runtimes) lines.push(`  ${r.node.padEnd(10)} ${r.containers.length} running, ${r.kills.length} killed`);
   return lines.join('\n');

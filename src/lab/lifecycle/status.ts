@@ -5,6 +5,9 @@ import { shq } from '../../core/shell.js';
 import { sh } from '../host/host.js';
 import { readLabInfo, type LabInfo } from '../host/info.js';
 import { readRuntime, type RuntimeState } from '../sim/runtime.js';
+import { controlPlaneNodes } from '../host/settings.js';
+import { LB_NODE } from '../host/paths.js';
+import { haStatus, type HaStatus } from './ha-status.js';
 import { clusterSummary, type ClusterSummary } from './workload.js';
 
 export interface ComponentStatus {
@@ -20,6 +23,8 @@ export interface LabStatus {
   cluster?: ClusterSummary;
   clusterError?: string;
   runtimes: RuntimeState[];
+  /** An HA lab's etcd members and leader, controller leaders and HAProxy's backends. */
+  ha?: HaStatus;
 }
 
 const CONTROL_PLANE_SERVICES = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const;
@@ -28,7 +33,8 @@ const CONTROL_PLANE_SERVICES = ['etcd', 'kube-apiserver', 'kube-controller-manag
 export async function labStatus(instance = 'lab'): Promise<LabStatus> {
   const info = await readLabInfo(instance);
   const services: [string, string][] = [
-    ...CONTROL_PLANE_SERVICES.map((s): [string, string] => ['cp-1', s]),
+    ...controlPlaneNodes(info.settings).flatMap((cp) => CONTROL_PLANE_SERVICES.map((s): [string, string] => [cp, s])),
+    ...(info.members ? [[LB_NODE, 'haproxy'] as [string, string]] : []),
     ...info.nodes.filter((n) => n.roles.includes('worker')).map((n): [string, string] => [n.name, 'kubelet']),
   ];
   const components = await Promise.all(
@@ -44,6 +50,7 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
     const kc = new KubeConfig();
     kc.loadFromFile(info.kubeconfig);
     status.cluster = await clusterSummary(kc);
+    if (info.members) status.ha = await haStatus(info, kc);
   } catch (e) {
     status.clusterError = messageOf(e);
   }

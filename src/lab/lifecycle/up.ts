@@ -12,16 +12,18 @@ import { findLabBinaries, parseLabVersion } from '../install/binaries.js';
 import { cgroupLayout, makeCgroup } from '../host/cgroup.js';
 import * as comp from './components.js';
 import { labDown } from './down.js';
-import { sh } from '../host/host.js';
+import { run, sh } from '../host/host.js';
 import { writeLabInfo, type LabBinariesInfo, type LabInfo, type LabNodeInfo } from '../host/info.js';
 import { writeInventory } from './inventory.js';
 import { writeKubeconfig } from '../host/kubeconfig.js';
 import { withLock } from '../host/lock.js';
 import { makeBridge, makeNodesNet, nodeIp, SUBNET_BASE } from '../host/net.js';
-import { labNames, labPaths, machineRunDir, DEFAULT_INSTANCE } from '../host/paths.js';
+import { labNames, labPaths, machineRunDir, DEFAULT_INSTANCE, LB_NODE } from '../host/paths.js';
 import { makePki } from '../host/pki.js';
-import { writeService } from './services.js';
-import { resolveSettings, zoneOf, type LabSettings, type LabUpOptions } from '../host/settings.js';
+import { writeService, type ServiceSpec } from './services.js';
+import { haproxyService, writeHaproxyConfig } from './haproxy.js';
+import { ensureAptPackages } from '../install/install.js';
+import { controlPlaneNodes, resolveSettings, zoneOf, type LabSettings, type LabUpOptions } from '../host/settings.js';
 import { podCidrOf } from '../sim/objects.js';
 import type { KubeletSimFile } from '../sim/types.js';
 import { createWorkload, waitReady, waitServiceAccount } from './workload.js';
@@ -101,20 +103,36 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
 
   step('network');
   const third = await makeBridge(names);
+  const ha = (settings.controlPlanes ?? 1) > 1;
   const workers = Array.from({ length: settings.nodes }, (_, i) => `node-${i + 1}`);
+  const cps: LabNodeInfo[] = controlPlaneNodes(settings).map((n) => ({ name: n, netns: names.netns(n), ip: nodeIp(third, n), roles: ['control-plane', 'etcd'] }));
+  const lb: LabNodeInfo | undefined = ha ? { name: LB_NODE, netns: names.netns(LB_NODE), ip: nodeIp(third, LB_NODE), roles: ['load-balancer'] } : undefined;
   const nodes: LabNodeInfo[] = [
-    { name: 'cp-1', netns: names.netns('cp-1'), ip: nodeIp(third, 'cp-1'), roles: ['control-plane', 'etcd'] },
+    ...cps,
     ...workers.map((n, i) => ({ name: n, netns: names.netns(n), ip: nodeIp(third, n), zone: zoneOf(i + 1, settings.zones), roles: ['worker' as const] })),
+    ...(lb ? [lb] : []),
   ];
-  const cp = nodes[0]!;
+  const cp = cps[0]!;
+  // the VIP of an HA lab is the load balancer's address: kubelets and the kubeconfig go through it
+  const apiserverHost = lb?.ip ?? cp.ip;
   const info: LabInfo = {
     instance,
     stateDir: paths.stateDir,
     kubeconfig: paths.kubeconfig,
     context: names.context,
     inventoryFile: paths.inventoryFile,
-    apiserverUrl: `https://${cp.ip}:${comp.APISERVER_PORT}`,
+    apiserverUrl: `https://${apiserverHost}:${comp.APISERVER_PORT}`,
     etcdUrl: `http://${cp.ip}:${comp.ETCD_PORT}`,
+    ...(ha
+      ? {
+          members: cps.map((m) => ({
+            name: m.name,
+            apiserverUrl: `https://${m.ip}:${comp.APISERVER_PORT}`,
+            etcdUrl: `http://${m.ip}:${comp.ETCD_PORT}`,
+            kubeconfig: join(paths.stateDir, `kubeconfig-${m.name}`),
+          })),
+        }
+      : {}),
     nodes,
     settings,
     phase: 'starting',
@@ -131,27 +149,46 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   await makeCgroup(layout, names.cgroup);
 
   step('certificates, tokens and service-account keys');
-  const pki = await makePki(paths.pkiDir, { instance, apiserverIp: cp.ip, nodes: workers });
-  const c: comp.ComponentContext = {
-    instance,
-    cpNode: cp.name,
-    cpNetns: cp.netns,
-    cpIp: cp.ip,
-    serviceDir: paths.serviceDir,
-    pki,
-    bin,
-    settings,
-    etcdCgroup: { dir: info.etcdCgroup, version: layout.version, name: names.cgroup },
-  };
-  const kc = (name: string, user: { certFile: string; keyFile: string } | { token: string }, file: string) =>
-    writeKubeconfig(file, { context: names.context, server: info.apiserverUrl, caFile: pki.caCert, userName: `${names.context}-${name}`, user });
+  const pki = await makePki(paths.pkiDir, { instance, apiserverIps: [apiserverHost, ...cps.map((m) => m.ip)], nodes: workers });
+  const members = cps.map((m) => ({ name: m.name, ip: m.ip }));
+  const kc = (name: string, user: { certFile: string; keyFile: string } | { token: string }, file: string, server = info.apiserverUrl) =>
+    writeKubeconfig(file, { context: names.context, server, caFile: pki.caCert, userName: `${names.context}-${name}`, user });
   await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, paths.kubeconfig);
-  const services = [comp.etcdService(c), comp.apiserverService(c), comp.controllerManagerService(c), comp.schedulerService(c)];
-  for (const s of services) await writeService(s);
-  await kc('controller-manager', { certFile: pki.cert('controller-manager'), keyFile: pki.key('controller-manager') }, join(services[2]!.dir, 'kubeconfig'));
-  await kc('scheduler', { certFile: pki.cert('scheduler'), keyFile: pki.key('scheduler') }, join(services[3]!.dir, 'kubeconfig'));
-  for (const [i, n] of nodes.slice(1).entries()) {
-    const svc = comp.kubeletService(c, n.name, n.netns, process.execPath, simScript);
+  // an executor that must see the cluster while the VIP is down (load-balancer-outage) talks to one member directly
+  for (const m of info.members ?? []) await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, m.kubeconfig, m.apiserverUrl);
+  const perMember: { etcd: ServiceSpec; apiserver: ServiceSpec; controllers: ServiceSpec[] }[] = [];
+  for (const m of cps) {
+    const c: comp.ComponentContext = {
+      instance,
+      cpNode: m.name,
+      cpNetns: m.netns,
+      cpIp: m.ip,
+      members,
+      serviceDir: paths.serviceDir,
+      pki,
+      bin,
+      settings,
+      etcdCgroup: { dir: info.etcdCgroup, version: layout.version, name: names.cgroup },
+    };
+    const svc = { etcd: comp.etcdService(c), apiserver: comp.apiserverService(c), controllers: [comp.controllerManagerService(c), comp.schedulerService(c)] };
+    for (const s of [svc.etcd, svc.apiserver, ...svc.controllers]) await writeService(s);
+    // as on kubeadm, a member's controller-manager and scheduler talk to their own apiserver, not through the VIP
+    const local = `https://${m.ip}:${comp.APISERVER_PORT}`;
+    await kc('controller-manager', { certFile: pki.cert('controller-manager'), keyFile: pki.key('controller-manager') }, join(svc.controllers[0]!.dir, 'kubeconfig'), local);
+    await kc('scheduler', { certFile: pki.cert('scheduler'), keyFile: pki.key('scheduler') }, join(svc.controllers[1]!.dir, 'kubeconfig'), local);
+    perMember.push(svc);
+  }
+  const ctx0: comp.ComponentContext = { instance, cpNode: cp.name, cpNetns: cp.netns, cpIp: cp.ip, members, serviceDir: paths.serviceDir, pki, bin, settings, etcdCgroup: { dir: info.etcdCgroup, version: layout.version, name: names.cgroup } };
+  let lbService: ServiceSpec | undefined;
+  if (lb) {
+    const haproxyBinary = await findHaproxy(log, o.signal);
+    const plan = { instance, dir: paths.serviceDir(LB_NODE, 'haproxy'), netns: lb.netns, vip: lb.ip, caFile: pki.caCert, members, haproxyBinary };
+    lbService = haproxyService(plan);
+    await writeService(lbService);
+    await writeHaproxyConfig(plan);
+  }
+  for (const [i, n] of nodes.filter((x) => x.roles.includes('worker')).entries()) {
+    const svc = comp.kubeletService(ctx0, n.name, n.netns, process.execPath, simScript);
     await writeService(svc);
     await kc(n.name, { token: pki.tokens[`system:node:${n.name}`]! }, join(svc.dir, 'kubeconfig'));
     const cfg: KubeletSimFile = {
@@ -172,13 +209,20 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   }
   await writeInventory(paths.inventoryFile, info);
 
-  step('etcd');
-  await startAndWait(services[0]!.dir, 30_000, clock, o.signal);
-  step('kube-apiserver');
-  await startAndWait(services[1]!.dir, 120_000, clock, o.signal);
+  step(ha ? `etcd (${cps.length} members)` : 'etcd');
+  // the members of a new cluster wait for each other: start them all, then wait for each
+  for (const s of perMember) await start(s.etcd.dir);
+  for (const s of perMember) await startAndWait(s.etcd.dir, 30_000, clock, o.signal);
+  step(ha ? `kube-apiserver (${cps.length})` : 'kube-apiserver');
+  for (const s of perMember) await start(s.apiserver.dir);
+  for (const s of perMember) await startAndWait(s.apiserver.dir, 120_000, clock, o.signal);
+  if (lbService) {
+    step(`haproxy: the VIP ${apiserverHost}:${comp.APISERVER_PORT}`);
+    await startAndWait(lbService.dir, 30_000, clock, o.signal);
+  }
   step('kube-controller-manager, kube-scheduler and kubelet simulators');
-  for (const s of services.slice(2)) await start(s.dir);
-  for (const n of nodes.slice(1)) await start(paths.serviceDir(n.name, 'kubelet'));
+  for (const s of perMember) for (const x of s.controllers) await start(x.dir);
+  for (const n of workers) await start(paths.serviceDir(n, 'kubelet'));
   const admin = new KubeConfig();
   admin.loadFromFile(paths.kubeconfig);
   if (settings.workload) {
@@ -199,4 +243,15 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   await writeLabInfo(info);
   step(`lab ${instance} is up`);
   return info;
+}
+
+/** HAProxy's binary; Debian's package is installed (through the lab installer's apt path and lock) when missing. */
+async function findHaproxy(log: Logger, signal?: AbortSignal): Promise<string> {
+  const where = async () => (await run('/bin/sh', ['-c', 'PATH="$PATH:/usr/sbin:/sbin" command -v haproxy'])).stdout.trim();
+  const found = await where();
+  if (found) return found;
+  await ensureAptPackages(['haproxy'], { log, signal });
+  const after = await where();
+  if (!after) throw new KrError('LAB_BINARIES_MISSING', 'haproxy is not on PATH after installing the Debian package haproxy', { exit: EXIT.refused });
+  return after;
 }

@@ -19,7 +19,7 @@ const MANIFESTS_DIR = '/etc/kubernetes/manifests';
 /** Where kubeadm manifests are parked while their component is stopped: outside the directory the kubelet reads. */
 const PARKED_DIR = '/etc/kubernetes/kube-runbook-parked';
 
-const STATIC_POD_HEALTH: Record<Exclude<ServiceName, 'kubelet'>, StaticPodTarget['health']> = {
+const STATIC_POD_HEALTH: Record<Exclude<ServiceName, 'kubelet' | 'haproxy'>, StaticPodTarget['health']> = {
   'kube-apiserver': { scheme: 'https', port: 6443, path: '/readyz', portFlag: '--secure-port' },
   'kube-controller-manager': { scheme: 'https', port: 10257, path: '/healthz', portFlag: '--secure-port' },
   'kube-scheduler': { scheme: 'https', port: 10259, path: '/healthz', portFlag: '--secure-port' },
@@ -34,12 +34,15 @@ const KUBELET_HEALTH = 'http://127.0.0.1:10248/healthz';
  * k3s → the systemd unit `k3s` on servers (apiserver, controller-manager, scheduler, etcd and the kubelet are
  * one process there) and `k3s-agent` for the kubelet of agents;
  * lab → `<lab.stateDir>/nodes/<node>/<service>`.
+ * A load balancer (`haproxy`) is the systemd unit `haproxy` on kubeadm and k3s hosts, and the lab's `lb` process.
  */
 export function serviceTarget(inventory: Inventory, node: InventoryNode, service: ServiceName): ServiceTarget {
   const layout = inventory.spec.layout;
+  if (service === 'haproxy' && layout !== 'lab') return { manager: 'systemd', service, unit: 'haproxy', healthUrl: null };
   switch (layout) {
     case 'kubeadm':
       if (service === 'kubelet') return { manager: 'systemd', service, unit: 'kubelet', healthUrl: KUBELET_HEALTH };
+      if (service === 'haproxy') throw new KrError('UNKNOWN_LAYOUT', 'haproxy is a systemd unit'); // handled above
       return {
         manager: 'static-pod',
         service,

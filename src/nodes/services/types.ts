@@ -5,8 +5,8 @@
  * script on the node without the executor.
  */
 
-/** The components actions stop and start. */
-export type ServiceName = 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'etcd' | 'kubelet';
+/** The components actions stop and start; `haproxy` is the load balancer in front of the apiservers (the VIP). */
+export type ServiceName = 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'etcd' | 'kubelet' | 'haproxy';
 
 /** A systemd unit (kubelet on kubeadm; `k3s` / `k3s-agent` on k3s). */
 export type SystemdTarget = {

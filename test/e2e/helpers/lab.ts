@@ -76,7 +76,8 @@ export async function until(what: string, cond: () => Promise<boolean> | boolean
 
 /**
  * What of an instance is still on this machine: network namespaces, links, iptables chains and rules, the
- * etcd cgroup, processes with the instance's state directory on their command line, and the state directory.
+ * etcd cgroup, processes with the instance's state directory on their command line (every member's etcd and
+ * control plane, HAProxy of an HA lab), HAProxy processes holding the VIP's namespace, and the state directory.
  */
 export async function leftovers(instance: string): Promise<string[]> {
   const names = labNames(instance);
@@ -98,6 +99,19 @@ export async function leftovers(instance: string): Promise<string[]> {
       continue;
     }
     if (cmd.includes(`${paths.stateDir}/`) && Number(pid) !== process.pid) out.push(`process ${pid} ${cmd.replace(/\0/g, ' ').slice(0, 120)}`);
+  }
+  // a process keeps its network namespace alive after `ip netns del`: an HA lab's HAProxy must not survive in one
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    const comm = (() => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+      } catch {
+        return '';
+      }
+    })();
+    if (comm !== 'haproxy') continue;
+    const ns = (await runText('ip', ['netns', 'identify', pid])).trim();
+    if (ns.startsWith(names.prefix)) out.push(`haproxy ${pid} in ${ns}`);
   }
   if (existsSync(paths.stateDir)) out.push(`state ${paths.stateDir}`);
   return out;

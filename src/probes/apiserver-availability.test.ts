@@ -1,0 +1,71 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { realClock } from '../core/clock.js';
+import { flush } from '../testing/fake-clock.js';
+import { ProbeTester } from '../testing/probe-tester.js';
+import probe, { type AvailabilityValue } from './apiserver-availability.js';
+
+let t: ProbeTester;
+let server: Server | undefined;
+afterEach(async () => {
+  await t.close();
+  await new Promise((r) => (server ? server.close(r) : r(undefined)));
+  server = undefined;
+});
+
+/** A VIP whose answer the test changes: 200, 503, or (down) a closed port. */
+async function serve(answer: () => number): Promise<string> {
+  server = createServer((req, res) => res.writeHead(req.url === '/readyz' ? answer() : 404).end('ok'));
+  await new Promise<void>((r) => server!.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function until(run: ReturnType<ProbeTester['start']>, pred: (v: AvailabilityValue, status: string) => boolean) {
+  for (let i = 0; i < 400; i++) {
+    const r = run.readings.find((x) => pred(x.value as AvailabilityValue, x.status));
+    if (r) return r;
+    await realClock.sleep(5);
+    await t.advance(100);
+    await flush();
+  }
+  throw new Error('no reading');
+}
+
+describe('apiserver-availability', () => {
+  it('counts errors and measures the gap from the last answer to the next; violated only past maxGap', async () => {
+    t = new ProbeTester();
+    let status = 200;
+    const url = await serve(() => status);
+    const run = t.start(probe, { url, interval: '500ms', maxGap: '3s' });
+    const up = await until(run, (v) => v.up);
+    expect(up.status).toBe('ok');
+    expect(up.value).toMatchObject({ url: `${url}/readyz`, errors: 0, currentGapMs: 0 });
+    status = 503;
+    const short = await until(run, (v) => !v.up);
+    expect(short.status).toBe('ok');
+    expect(short.detail).toMatch(/^no answer for .* \(HTTP 503\); \d+ request\(s\), 1 error\(s\)/);
+    const long = await until(run, (_, s) => s === 'violated');
+    expect((long.value as AvailabilityValue).currentGapMs).toBeGreaterThan(3000);
+    status = 200;
+    const back = await until(run, (v, s) => v.up && s === 'ok' && v.errors > 0);
+    const v = back.value as AvailabilityValue;
+    expect(v.longestGapMs).toBeGreaterThan(3000);
+    expect(v.currentGapMs).toBe(0);
+  });
+
+  it('defaults to the inventory VIP and reads a closed port as an error', async () => {
+    t = new ProbeTester({
+      inventory: {
+        apiVersion: 'kube-runbook/v1',
+        kind: 'Inventory',
+        metadata: { name: 'ha' },
+        spec: { layout: 'lab', lab: { stateDir: '/x' }, apiserver: { endpoints: ['127.0.0.1:1'] }, nodes: [{ name: 'cp-1', roles: ['control-plane'] }] },
+      },
+    });
+    const run = t.start(probe, { timeout: '500ms' });
+    const r = await until(run, (_, s) => s === 'violated');
+    expect((r.value as AvailabilityValue).url).toBe('https://127.0.0.1:1/readyz');
+    expect((r.value as AvailabilityValue).errors).toBeGreaterThan(0);
+  });
+});

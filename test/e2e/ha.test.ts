@@ -1,0 +1,147 @@
+/**
+ * The HA game days on `lab up --control-planes 3`: a 3-member etcd, an apiserver, controller-manager and scheduler
+ * per member, HAProxy as the VIP. control-plane-member-loss and etcd-member-loss end with exit 0, no node NotReady
+ * and no pod deleted; load-balancer-outage (the VIP dies) ends with nothing evicted and nothing killed. While each
+ * runs, this file measures what a person would look at and prints it: when the etcd, controller-manager and
+ * scheduler leaders changed, the longest gap without an answer through the VIP, and the longest gap between two
+ * renewals of any node Lease.
+ */
+import { readFileSync } from 'node:fs';
+import { Agent, request } from 'node:https';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
+import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
+import { realClock } from '../../src/core/clock.js';
+import { REPO, cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+
+const INSTANCE = 'ha1';
+let lab: LabInfo;
+const runbook = (name: string) => join(REPO, 'runbooks', name);
+
+/** Samples, every 250 ms while a runbook runs: leaders (etcd, Leases), the VIP's /readyz, node Lease renewals. */
+function measure(l: LabInfo) {
+  const members = l.members!;
+  const kc = new KubeConfig();
+  kc.loadFromFile(members[2]!.kubeconfig); // cp-3 stays up in every runbook here
+  const coord = kc.makeApiClient(CoordinationV1Api);
+  const agent = new Agent({ ca: readFileSync(join(l.stateDir, 'pki', 'ca.crt')), keepAlive: false });
+  const leaders: Record<string, { value: string; at: number }[]> = { etcd: [], 'kube-controller-manager': [], 'kube-scheduler': [] };
+  const note = (what: string, value: string | undefined) => {
+    const list = leaders[what]!;
+    if (value && list.at(-1)?.value !== value) list.push({ value, at: realClock.now() });
+  };
+  let lastOk = realClock.now();
+  let longestVipGap = 0;
+  const renewals = new Map<string, number>();
+  let longestRenewGap = 0;
+  let stop = false;
+  const vip = () =>
+    new Promise<boolean>((resolve) => {
+      const req = request(`${l.apiserverUrl}/readyz`, { agent, timeout: 1000 }, (res) => (res.resume(), resolve(res.statusCode === 200)));
+      req.on('error', () => resolve(false));
+      req.on('timeout', () => (req.destroy(), resolve(false)));
+      req.end();
+    });
+  const loop = (async () => {
+    while (!stop) {
+      const now = realClock.now();
+      if (await vip()) {
+        longestVipGap = Math.max(longestVipGap, realClock.now() - lastOk);
+        lastOk = realClock.now();
+      }
+      for (const m of members) {
+        const r = await fetch(`${m.etcdUrl}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(500) }).catch(() => undefined);
+        const body = r?.ok ? ((await r.json()) as { header?: { member_id?: string }; leader?: string }) : undefined;
+        if (body?.leader && body.leader === body.header?.member_id) note('etcd', m.name);
+      }
+      for (const name of ['kube-controller-manager', 'kube-scheduler']) {
+        const lease = await coord.readNamespacedLease({ name, namespace: 'kube-system' }).catch(() => undefined);
+        note(name, lease?.spec?.holderIdentity);
+      }
+      const nodeLeases = await coord.listNamespacedLease({ namespace: 'kube-node-lease' }).catch(() => undefined);
+      for (const lease of nodeLeases?.items ?? []) {
+        const renew = new Date(lease.spec?.renewTime as unknown as string).getTime();
+        const prev = renewals.get(lease.metadata!.name!);
+        if (prev !== undefined && renew > prev) longestRenewGap = Math.max(longestRenewGap, renew - prev);
+        renewals.set(lease.metadata!.name!, renew);
+      }
+      await realClock.sleep(Math.max(0, 250 - (realClock.now() - now)));
+    }
+  })();
+  return async () => {
+    stop = true;
+    await loop;
+    const t0 = (x: { value: string; at: number }[]) => x.map((e) => `${e.value.slice(0, 12)}@${new Date(e.at).toISOString().slice(11, 23)}`).join(' → ');
+    const figures = {
+      etcdLeaders: t0(leaders.etcd!),
+      controllerManagerLeaders: t0(leaders['kube-controller-manager']!),
+      schedulerLeaders: t0(leaders['kube-scheduler']!),
+      longestVipGapMs: longestVipGap,
+      longestLeaseRenewalGapMs: longestRenewGap,
+    };
+    return figures;
+  };
+}
+
+async function game(name: string, extra: string[] = []): Promise<Outcome> {
+  const done = measure(lab);
+  const o = await runAndMeasure(lab, runbook(name), true, extra);
+  const figures = await done();
+  console.log(`${name}: exit ${o.exitCode}; ${JSON.stringify(figures)}`);
+  return o;
+}
+
+const deleted = (o: Outcome) => {
+  const obs = o.report.observations['pods deleted'] as { value?: { deletions?: unknown[] } } | undefined;
+  return obs?.value?.deletions ?? [];
+};
+const notReadyTransitions = (o: Outcome) => o.report.guardTransitions.filter((t) => t.guard === 'every node stays Ready' && t.status === 'violated');
+
+beforeAll(async () => {
+  lab = await startLab({ instance: INSTANCE, nodes: 3, controlPlanes: 3 });
+}, 1_200_000);
+
+afterAll(async () => {
+  await stopLab(INSTANCE);
+  expect(await leftovers(INSTANCE)).toEqual([]);
+});
+
+describe('the HA lab', () => {
+  it('has three members behind the VIP, and lab status shows etcd, the leaders and the backends', async () => {
+    expect(lab.members?.map((m) => m.name)).toEqual(['cp-1', 'cp-2', 'cp-3']);
+    expect(lab.nodes.find((n) => n.name === 'lb')?.roles).toEqual(['load-balancer']);
+    const s = await cli(['lab', 'status', '--instance', INSTANCE]);
+    expect(s.stdout).toMatch(/ETCD MEMBERS[\s\S]*leader/);
+    expect(s.stdout.match(/^ {2}cp-\d +UP +L7OK\/200/gm)).toHaveLength(3);
+  });
+});
+
+describe('control-plane-member-loss', () => {
+  it('exit 0: every node stays Ready and no pod is deleted while cp-1 loses its whole control plane', async () => {
+    const o = await game('control-plane-member-loss.yaml');
+    expect(o.exitCode).toBe(0);
+    expect(notReadyTransitions(o)).toEqual([]);
+    expect(deleted(o)).toEqual([]);
+    expect(o.report.remaining).toEqual([]);
+  });
+});
+
+describe('etcd-member-loss', () => {
+  it('exit 0: writes keep working, every node stays Ready, no pod deleted, the member rejoins', async () => {
+    const o = await game('etcd-member-loss.yaml');
+    expect(o.exitCode).toBe(0);
+    expect(notReadyTransitions(o)).toEqual([]);
+    expect(deleted(o)).toEqual([]);
+    await until('three etcd members healthy', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).stdout.match(/^ {2}cp-\d +http\S+ +(leader|follower)$/gm)?.length === 3, 60_000, 1000);
+  });
+});
+
+describe('load-balancer-outage', () => {
+  it('the VIP dies: evictions are frozen before the first one; nothing evicted, nothing killed', async () => {
+    const o = await game('load-balancer-outage.yaml', ['--kubeconfig', lab.members![1]!.kubeconfig]);
+    expect(o.evicted).toEqual([]);
+    expect(o.killed).toEqual([]);
+    expect(o.report.remaining).toEqual([]);
+  });
+});
