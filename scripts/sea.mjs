@@ -34,7 +34,7 @@ await build({
   format: 'cjs',
   outfile: join(out, 'kube-runbook.cjs'),
   define: {
-    // no package.json beside the executable: the version is written in (src/cli/version.ts)
+    // no package.json beside the executable: the version is written in (src/core/version.ts)
     __KUBE_RUNBOOK_VERSION__: JSON.stringify(pkg.version),
     // files found next to dist/ (the lab's kubelet simulator, the demo's runbook) are not in the executable
     'import.meta.url': JSON.stringify('file:///kube-runbook-sea/dist/cli/main.js'),

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -54,12 +54,19 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
     noStack(r);
   });
 
-  it('run --dry-run shows the plan and executes nothing', async () => {
+  it('run --dry-run shows the plan, runs the read-only preflight and is refused as the run would be (exit 3)', async () => {
     const r = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--dry-run']);
-    expect(r.code).toBe(0);
     expect(r.stdout).toContain('DRY RUN: nothing is executed.');
+    expect(r.stdout).toMatch(/Steps:\n {2}1\. steady state/);
+    expect(r.stdout).toContain('preflight ok   context: context "lab" is allowed');
+    expect(r.stdout).toMatch(/preflight FAIL cluster: apiserver https:\/\/127.0.0.1:9 does not answer/);
+    expect(r.stdout).toContain('REFUSED: a run would be refused');
+    expect(r.code).toBe(3);
+    const other = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--context', 'production', '--dry-run']);
+    expect(other.code).toBe(3);
+    expect(other.stdout).toContain('context "production" is not in spec.safety.allowContexts');
     noStack(r);
-  });
+  }, 60_000);
 
   it('run refuses a context the runbook does not allow: exit 3, nothing applied', async () => {
     const r = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--context', 'production']);
@@ -92,10 +99,37 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
     noStack(r);
   });
 
-  it('recover with nothing applied says so', async () => {
+  it('recover with nothing applied says so, and where it looked', async () => {
     const r = await cli(['recover']);
     expect(r.code).toBe(0);
-    expect(r.stdout).toContain('Nothing to recover');
+    expect(r.stdout).toContain(`Nothing to recover: no run under ${join(tmp, 'state', 'runs')} has a fault still applied.`);
+    const other = await cli(['recover', '--state-dir', join(tmp, 'elsewhere')]);
+    expect(other.stdout).toContain(`no run under ${join(tmp, 'elsewhere', 'runs')}`);
+  });
+
+  it("recover --state-dir finds a run's journal there, and refuses a context its runbook does not allow", async () => {
+    const runs = join(tmp, 'given', 'runs');
+    mkdirSync(runs, { recursive: true });
+    const marker = join(tmp, 'still-applied');
+    writeFileSync(marker, '');
+    const state = { node: 'here', apply: 'true', revert: `rm -f '${marker}'`, timeoutMs: 10_000 };
+    const inv = { apiVersion: 'kube-runbook/v1', kind: 'Inventory', metadata: { name: 'x' }, spec: { layout: 'lab', transport: { type: 'local' }, nodes: [{ name: 'here', roles: ['worker'] }] } };
+    const records = [
+      { type: 'run', at: 1, runId: 'r-ctx', runbookFile: 'rb.yaml', runbookName: 'rb', inventoryFile: 'inv.yaml', inventory: inv, kubeconfig, context: 'lab', allowContexts: ['lab'], faultTtlMs: 60_000, pid: 1, host: 'elsewhere' },
+      { type: 'prepared', at: 2, faultId: 'f01', action: 'run-command', node: 'here', step: '1 x', remediation: false, state, deadman: false },
+      { type: 'applied', at: 3, faultId: 'f01', state },
+    ];
+    writeFileSync(join(runs, 'r-ctx.jsonl'), records.map((x) => JSON.stringify(x)).join('\n') + '\n');
+    const refused = await cli(['recover', '--state-dir', join(tmp, 'given'), '--context', 'production']);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toContain(`context "production" is not in its runbook's spec.safety.allowContexts (lab)`);
+    expect(existsSync(marker)).toBe(true);
+    noStack(refused);
+    const ok = await cli(['recover', '--state-dir', join(tmp, 'given')]);
+    expect(ok.stdout).toContain(`Run r-ctx (rb, journal ${join(runs, 'r-ctx.jsonl')}): 1 fault(s) to revert`);
+    expect(ok.stdout).toContain('all 1 reverted');
+    expect(ok.code).toBe(0);
+    expect(existsSync(marker)).toBe(false);
   });
 
   it('an unknown command or flag is a usage error (exit 2)', async () => {

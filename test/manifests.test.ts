@@ -16,6 +16,7 @@ interface Rule {
   apiGroups?: string[];
   resources?: string[];
   nonResourceURLs?: string[];
+  resourceNames?: string[];
   verbs: string[];
 }
 interface Obj {
@@ -74,7 +75,16 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
       const objs = await objects(file);
       const roles = objs.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role');
       expect(roles.filter((o) => o.kind === 'ClusterRole')).toHaveLength(1);
-      const rules = roles.flatMap((r) => r.rules ?? []);
+      // the run lock: the one write, to one Lease in kube-system (created once, then read and renewed by name)
+      const lockNs = roles.filter((r) => r.kind === 'Role' && r.metadata.namespace === 'kube-system').flatMap((r) => r.rules ?? []);
+      const isLeases = (r: Rule) => r.apiGroups?.[0] === 'coordination.k8s.io' && r.resources?.[0] === 'leases';
+      expect(lockNs.some((r) => isLeases(r) && !r.resourceNames && r.verbs.includes('create'))).toBe(true);
+      expect(lockNs).toContainEqual({ apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['kube-runbook-run-lock'], verbs: ['get', 'update'] });
+      const rules = roles
+        .flatMap((r) => r.rules ?? [])
+        .filter((r) => !r.resourceNames)
+        .map((r) => (lockNs.includes(r) && isLeases(r) ? { ...r, verbs: r.verbs.filter((v) => v !== 'create') } : r))
+        .filter((r) => r.verbs.length);
       expect(rules.length).toBeGreaterThan(0);
       for (const r of rules) for (const list of [r.apiGroups, r.resources, r.nonResourceURLs, r.verbs]) expect(list ?? []).not.toContain('*');
       const allowed = await declared(file);
@@ -97,7 +107,14 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
       },
       { kind: 'Role', namespace: 'default', rules: [{ apiGroups: [''], resources: ['endpoints'], verbs: ['get'] }] },
       { kind: 'Role', namespace: 'kube-node-lease', rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['list', 'watch'] }] },
-      { kind: 'Role', namespace: 'kube-system', rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['list', 'watch'] }] },
+      {
+        kind: 'Role',
+        namespace: 'kube-system',
+        rules: [
+          { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['list', 'watch', 'create'] },
+          { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['kube-runbook-run-lock'], verbs: ['get', 'update'] },
+        ],
+      },
     ]);
     expect(objs.map((o) => o.kind)).toEqual([
       'Namespace',

@@ -2,9 +2,9 @@ import { basename } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { EXIT, type ExitCode, isKrError, messageOf } from '../core/errors.js';
 import { redactText } from '../core/logger.js';
+import { toolVersion } from '../core/version.js';
 import { out } from './output.js';
 import type { Register } from './types.js';
-import { version } from './version.js';
 
 /** Command modules, sorted; each adds one subcommand. */
 const commands: Record<string, () => Promise<{ register: Register }>> = {
@@ -20,7 +20,6 @@ const commands: Record<string, () => Promise<{ register: Register }>> = {
   validate: () => import('./validate.js'),
 };
 
-
 /** Runs the CLI and sets process.exitCode: the only place in the project that does. */
 export async function main(argv: string[]): Promise<void> {
   const code = await runCli(argv);
@@ -35,7 +34,7 @@ export async function runCli(argv: string[]): Promise<ExitCode> {
   const invokedAs = basename(argv[1] ?? 'kube-runbook').replace(/\.js$/, '');
   const program = new Command(invokedAs === 'kubectl-runbook' ? 'kubectl runbook' : 'kube-runbook')
     .description('Chaos-engineering runbooks for real Kubernetes clusters: faults, guards that stop eviction cascades, rollback always.')
-    .version(version(), '-V, --version')
+    .version(toolVersion(), '-V, --version')
     .showHelpAfterError()
     .exitOverride()
     .configureOutput({ writeOut: (s) => out.stdout(s), writeErr: (s) => out.stderr(s) });

@@ -10,7 +10,7 @@ import { out } from './output.js';
 import { runObservers } from './run.js';
 import { inventoryFrom } from './setup.js';
 import type { Register } from './types.js';
-import { version } from './version.js';
+import { toolVersion } from '../core/version.js';
 
 interface ManifestFlags {
   inventory?: string;
@@ -152,7 +152,7 @@ export const register: Register = (program, done) => {
     .option('-i, --inventory <file>', 'inventory file (default: $KUBE_RUNBOOK_INVENTORY)')
     .option('--schedule <cron>', 'a CronJob on this schedule (concurrencyPolicy: Forbid) instead of a Job')
     .option('--namespace <ns>', 'namespace of the ServiceAccount, ConfigMap and Job', 'kube-runbook')
-    .option('--image <image>', 'executor image', `ghcr.io/kube-runbook/kube-runbook:${version()}`)
+    .option('--image <image>', 'executor image', `ghcr.io/kube-runbook/kube-runbook:${toolVersion()}`)
     .option('--report-configmap', 'the Job also writes its report to the ConfigMap <name>-report (grants create and patch of ConfigMaps in --namespace)')
     .option('--ssh-secret <name>', 'a Secret with the ssh key and known_hosts the inventory names, mounted at ' + SSH_DIR)
     .action(async (file: string, flags: ManifestFlags) => {

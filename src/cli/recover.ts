@@ -1,10 +1,11 @@
-import { basename } from 'node:path';
+import { basename, resolve } from 'node:path';
 import { EXIT, type ExitCode, KrError, messageOf } from '../core/errors.js';
 import { realClock } from '../core/clock.js';
 import type { RunEvent } from '../engine/events.js';
 import { listJournals, outstanding, readJournal, type JournalView } from '../engine/journal.js';
 import { recoverRun } from '../engine/recover.js';
 import { defaultRegistry } from '../engine/registry.js';
+import { runsDir } from '../engine/state-dir.js';
 import type { KubeAccess } from '../kube/types.js';
 import { createKubeAccess } from '../kube/client.js';
 import { plainRenderer } from '../report/plain.js';
@@ -29,11 +30,11 @@ function offlineKube(context: string, why: string): KubeAccess {
   };
 }
 
-function pick(runId: string | undefined, all: boolean): JournalView[] {
-  const files = listJournals();
+function pick(dir: string, runId: string | undefined, all: boolean): JournalView[] {
+  const files = listJournals(dir);
   if (runId) {
     const file = files.find((f) => basename(f, '.jsonl') === runId);
-    if (!file) throw new KrError('RUN_NOT_FOUND', `no journal for run "${runId}" (runs: ${files.slice(0, 10).map((f) => basename(f, '.jsonl')).join(', ') || 'none'})`, { exit: EXIT.invalid });
+    if (!file) throw new KrError('RUN_NOT_FOUND', `no journal for run "${runId}" under ${dir}${sudoHint()} (runs: ${files.slice(0, 10).map((f) => basename(f, '.jsonl')).join(', ') || 'none'})`, { exit: EXIT.invalid });
     return [readJournal(file)];
   }
   const pending = files.flatMap((f) => {
@@ -47,6 +48,13 @@ function pick(runId: string | undefined, all: boolean): JournalView[] {
   return all ? pending : pending.slice(0, 1);
 }
 
+/** Under sudo, the state dir is root's: say where the invoking user's runs are. */
+function sudoHint(): string {
+  const user = process.env.SUDO_USER;
+  if (!user || process.getuid?.() !== 0) return '';
+  return ` (running as root through sudo: runs started as ${user} are under ~${user}/.local/state/kube-runbook; pass --state-dir)`;
+}
+
 export const register: Register = (program, done) => {
   program
     .command('recover')
@@ -55,30 +63,32 @@ export const register: Register = (program, done) => {
     .option('--all', 'every run with something still applied')
     .option('--force', 'also when the run still seems alive, and undo remediations without waiting for the rollback condition')
     .option('--kubeconfig <file>', 'kubeconfig (default: the one the run used)')
+    .option('--context <name>', "kubeconfig context (default: the run's; must be allowed by its runbook's spec.safety.allowContexts)")
+    .option('--state-dir <dir>', 'where the runs\' journals are (default: $KUBE_RUNBOOK_STATE_DIR, else $XDG_STATE_HOME/kube-runbook, else ~/.local/state/kube-runbook)')
     .option('-v, --verbose', 'debug logging on stderr')
-    .action(async (runId: string | undefined, o: { all?: boolean; force?: boolean; kubeconfig?: string; verbose?: boolean }) => {
+    .action(async (runId: string | undefined, o: { all?: boolean; force?: boolean; kubeconfig?: string; context?: string; stateDir?: string; verbose?: boolean }) => {
       const log = stderrLogger(Boolean(o.verbose));
-      const views = pick(runId, Boolean(o.all));
+      const dir = runsDir(process.env, o.stateDir === undefined ? undefined : resolve(o.stateDir));
+      const views = pick(dir, runId, Boolean(o.all));
       if (!views.length) {
-        out.stdout('Nothing to recover: no run has a fault still applied.');
+        out.stdout(`Nothing to recover: no run under ${dir} has a fault still applied.${sudoHint()}`);
         return done(EXIT.ok);
       }
       let code: ExitCode = EXIT.ok;
       const render = plainRenderer((l) => out.stdout(l));
       for (const view of views) {
         const todo = outstanding(view);
-        out.stdout(`Run ${view.run.runId} (${view.run.runbookName}): ${todo.length} fault(s) to revert`);
+        out.stdout(`Run ${view.run.runId} (${view.run.runbookName}, journal ${view.file}): ${todo.length} fault(s) to revert`);
         if (!todo.length) continue;
         let kube: KubeAccess;
         try {
-          kube = createKubeAccess({ kubeconfig: o.kubeconfig ?? view.run.kubeconfig, context: view.run.context, log });
+          kube = createKubeAccess({ kubeconfig: o.kubeconfig ?? view.run.kubeconfig, context: o.context ?? view.run.context, log });
         } catch (e) {
-          kube = offlineKube(view.run.context, messageOf(e));
+          kube = offlineKube(o.context ?? view.run.context, messageOf(e));
           out.stderr(`warning: ${messageOf(e)}; reverting node faults without the cluster`);
         }
         const ctx = makeCtx({ runId: view.run.runId, clock: realClock, log, signal: new AbortController().signal, inventory: view.run.inventory, kube });
-        const result = await recoverRun(view, { ctx, registry: defaultRegistry, emit: (e: RunEvent) => render(e), force: o.force });
-        kube.close?.();
+        const result = await recoverRun(view, { ctx, registry: defaultRegistry, emit: (e: RunEvent) => render(e), force: o.force }).finally(() => kube.close?.());
         for (const err of result.errors) out.stderr(`  ${err}`);
         if (result.remaining.length) {
           code = EXIT.rollbackIncomplete;

@@ -1,5 +1,4 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { Option } from 'commander';
 import { EXIT, type ExitCode, KrError, messageOf, quote } from '../core/errors.js';
 import type { KubeAccess } from '../kube/types.js';
@@ -9,14 +8,16 @@ import type { ObserverProbe } from '../engine/access.js';
 import type { RunEvent } from '../engine/events.js';
 import { Journal } from '../engine/journal.js';
 import { defaultRegistry } from '../engine/registry.js';
+import { preflight } from '../engine/preflight.js';
 import { startRun } from '../engine/run.js';
+import { runsDir } from '../engine/state-dir.js';
 import { ReportCollector } from '../report/collect.js';
-import { renderJUnit } from '../report/junit.js';
 import { liveRenderer } from '../report/live.js';
 import { renderPlan } from '../report/plan-text.js';
 import { plainRenderer } from '../report/plain.js';
-import { renderTimeline } from '../report/timeline.js';
 import { out } from './output.js';
+import { redactedReport, writeReports } from './report-files.js';
+import { forwardSignals } from './signals.js';
 import { kubeconfigPath, makeCtx, newRunId, prepare, stderrLogger } from './setup.js';
 import type { Register } from './types.js';
 
@@ -57,6 +58,7 @@ interface RunFlags {
   yes?: boolean;
   dryRun?: boolean;
   reportDir?: string;
+  stateDir?: string;
   output: 'text' | 'json';
   guards: boolean;
   verbose?: boolean;
@@ -74,6 +76,7 @@ export const register: Register = (program, done) => {
     .option('--report-configmap <namespace/name>', 'also write report.json to this ConfigMap (server-side apply)')
     .option('-y, --yes', 'answer yes to every confirm step (for CI and scripts)')
     .option('--dry-run', 'print what would happen and execute nothing')
+    .option('--state-dir <dir>', 'where the journal goes (default: $KUBE_RUNBOOK_STATE_DIR, else $XDG_STATE_HOME/kube-runbook, else ~/.local/state/kube-runbook)')
     .option('--report-dir <dir>', 'write report.json, junit.xml and timeline.html there')
     .addOption(new Option('-o, --output <format>', 'text: live view; json: the report on stdout').choices(['text', 'json']).default('text'))
     .option('--no-guards', 'do not start the guards (to see what happens without the safety net)')
@@ -83,15 +86,23 @@ export const register: Register = (program, done) => {
       const clock = realClock;
       const reportCm = flags.reportConfigmap === undefined ? undefined : configMapRef(flags.reportConfigmap);
       const p = await prepare(file, flags, clock, log);
-      if (flags.dryRun) {
-        out.stdout(`DRY RUN: nothing is executed.\n\n${renderPlan(p.plan, p.kube?.contextName)}`);
-        p.kube?.close?.();
-        return done(EXIT.ok);
-      }
-      if (!p.kube) throw p.kubeError ?? new KrError('KUBE_UNAVAILABLE', 'no cluster to run against', { exit: EXIT.refused });
-      const runId = newRunId(p.plan.runbook.metadata.name, clock.now());
-      const journal = Journal.forRun(runId);
+      if (!p.kube && !flags.dryRun) throw p.kubeError ?? new KrError('KUBE_UNAVAILABLE', 'no cluster to run against', { exit: EXIT.refused });
       const confirmer: Confirmer = flags.yes ? assumeYes : process.stdin.isTTY ? terminalConfirmer(process.stdin, process.stderr, clock) : nobody;
+      const runId = newRunId(p.plan.runbook.metadata.name, clock.now());
+      if (flags.dryRun) {
+        // the whole preflight, which only reads: what a real run would be refused for, the dry run is refused for too
+        out.stdout(`DRY RUN: nothing is executed.\n\n${renderPlan(p.plan, p.kube?.contextName)}\n\nPreflight (read-only):`);
+        if (!p.kube) {
+          out.stdout(`  preflight FAIL cluster: ${p.kubeError?.message ?? 'no cluster to run against'}`);
+          return done(EXIT.refused);
+        }
+        const ctx = makeCtx({ runId, clock, log, signal: new AbortController().signal, inventory: p.inv.inventory, kube: p.kube, dryRun: true });
+        const pf = await preflight(p.plan, ctx, confirmer, plainRenderer((l) => out.stdout(`  ${l}`))).finally(() => p.kube?.close?.());
+        out.stdout(pf.ok ? '\nPreflight passed: a run would start.' : `\nREFUSED: a run would be refused: ${pf.failures.join('; ')}`);
+        return done(pf.ok ? EXIT.ok : EXIT.refused);
+      }
+      const kube = p.kube!;
+      const journal = Journal.forRun(runId, runsDir(process.env, flags.stateDir === undefined ? undefined : resolve(flags.stateDir)));
       const collector = new ReportCollector(Object.fromEntries(Object.entries(OBSERVERS).map(([k, o]) => [k, o.summarize])));
       // the live task list redraws the screen: with confirmations to answer, a line per event reads better
       const tty = flags.output === 'text' && process.stdout.isTTY === true && !(p.plan.confirms && !flags.yes);
@@ -102,7 +113,7 @@ export const register: Register = (program, done) => {
         view.onEvent(e);
       };
       const observers = await runObservers();
-      const ctx = makeCtx({ runId, clock, log, signal: new AbortController().signal, inventory: p.inv.inventory, kube: p.kube });
+      const ctx = makeCtx({ runId, clock, log, signal: new AbortController().signal, inventory: p.inv.inventory, kube });
       const handle = startRun({
         plan: p.plan,
         ctx,
@@ -114,29 +125,20 @@ export const register: Register = (program, done) => {
         guards: flags.guards,
         observers,
       });
-      const onSignal = (sig: NodeJS.Signals) => handle.interrupt(sig);
-      process.on('SIGINT', onSignal);
-      process.on('SIGTERM', onSignal);
+      const stopForwarding = forwardSignals((sig) => handle.interrupt(sig));
       const result = await handle.result;
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      stopForwarding();
       await view.stop();
       if (reportCm) {
         try {
-          await writeReportConfigMap(p.kube, reportCm, collector.report);
+          await writeReportConfigMap(kube, reportCm, redactedReport(collector.report));
         } catch (e) {
           out.stderr(`kube-runbook: the report was not written to ConfigMap ${reportCm.namespace}/${reportCm.name}: ${messageOf(e)}`);
         }
       }
-      p.kube.close?.();
-      if (flags.reportDir) {
-        const dir = resolve(flags.reportDir);
-        mkdirSync(dir, { recursive: true });
-        writeFileSync(join(dir, 'report.json'), `${JSON.stringify(collector.report, null, 2)}\n`);
-        writeFileSync(join(dir, 'junit.xml'), renderJUnit(collector.report));
-        writeFileSync(join(dir, 'timeline.html'), renderTimeline(collector.report));
-      }
-      if (flags.output === 'json') out.stdout(JSON.stringify(collector.report, null, 2));
+      kube.close?.();
+      if (flags.reportDir) writeReports(resolve(flags.reportDir), collector.report);
+      if (flags.output === 'json') out.stdout(JSON.stringify(redactedReport(collector.report), null, 2));
       else {
         const seen = collector.report.observations[POD_DELETIONS] as { detail?: string } | undefined;
         out.stdout(`Pods deleted during the run: ${seen?.detail ?? 'unknown (the pod watch never synced)'}`);

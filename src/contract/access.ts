@@ -40,7 +40,7 @@ export interface NonResourceAccess {
 
 /** A permission with its namespace resolved against a module's params: what is checked and granted. */
 export type ResolvedAccess =
-  | { apiGroup: string; resource: string; verbs: readonly ApiVerb[]; namespace?: string }
+  | { apiGroup: string; resource: string; verbs: readonly ApiVerb[]; namespace?: string; /** one object only (RBAC resourceNames) */ name?: string }
   | { nonResourceURL: string; verbs: readonly ['get'] };
 
 /** The permissions a module needs with these params. */
@@ -75,14 +75,20 @@ export function accessChecks(access: readonly ResolvedAccess[]): AccessCheck[] {
   return access.flatMap((a): AccessCheck[] =>
     'nonResourceURL' in a
       ? a.verbs.map((verb) => ({ verb, path: a.nonResourceURL }))
-      : a.verbs.map((verb) => ({ verb, resource: a.resource, ...(a.apiGroup ? { group: a.apiGroup } : {}), ...(a.namespace ? { namespace: a.namespace } : {}) })),
+      : a.verbs.map((verb) => ({
+          verb,
+          resource: a.resource,
+          ...(a.apiGroup ? { group: a.apiGroup } : {}),
+          ...(a.namespace ? { namespace: a.namespace } : {}),
+          ...(a.name ? { name: a.name } : {}),
+        })),
   );
 }
 
 /** `list pods`, `watch leases.coordination.k8s.io in kube-node-lease`, `get /readyz`: how a permission is named to a person. */
 export function describeCheck(c: AccessCheck): string {
   if (c.path) return `${c.verb} ${c.path}`;
-  return `${c.verb} ${c.group ? `${c.resource}.${c.group}` : c.resource}${c.namespace ? ` in ${c.namespace}` : ' (cluster-wide)'}`;
+  return `${c.verb} ${c.group ? `${c.resource}.${c.group}` : c.resource}${c.name ? ` ${c.name}` : ''}${c.namespace ? ` in ${c.namespace}` : ' (cluster-wide)'}`;
 }
 
 /** Declarations several modules share. */

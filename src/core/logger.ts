@@ -19,14 +19,17 @@ export function redactText(text: string): string {
   return text.replace(BEARER, '$1[redacted]').replace(JWT, '[redacted]');
 }
 
-/** Deep copy with values under secret-looking keys and token-looking strings removed. */
-function redact(value: unknown, depth = 0): unknown {
-  if (depth > 8) return '[…]';
+/**
+ * Deep copy with values under secret-looking keys and token-looking strings removed; deeper than `maxDepth` is cut
+ * (log fields: 8; reports are written whole).
+ */
+export function redact(value: unknown, maxDepth = 8, depth = 0): unknown {
+  if (depth > maxDepth) return '[…]';
   if (typeof value === 'string') return redactText(value);
-  if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
+  if (Array.isArray(value)) return value.map((v) => redact(v, maxDepth, depth + 1));
   if (value && typeof value === 'object') {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) ? '[redacted]' : redact(v, depth + 1);
+    for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) ? '[redacted]' : redact(v, maxDepth, depth + 1);
     return out;
   }
   return value;

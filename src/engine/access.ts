@@ -1,6 +1,7 @@
 import { type ApiVerb, type ResolvedAccess, accessChecks, describeCheck, resolveAccess } from '../contract/access.js';
 import type { Probe } from '../contract/probe.js';
 import type { Registry } from '../contract/registry.js';
+import { RUN_LOCK_NAME } from '../kube/run-lock.js';
 import type { AccessCheck } from '../kube/types.js';
 import { type Plan, plannedActions } from './plan.js';
 
@@ -16,6 +17,12 @@ const ENGINE_ACCESS: NeededAccess[] = [
   { by: 'engine', access: { nonResourceURL: '/version', verbs: ['get'] } },
 ];
 
+/** The cluster-wide run lock: one Lease in spec.safety.lockNamespace, created once, then read and renewed by name. */
+const runLockAccess = (namespace: string): NeededAccess[] => [
+  { by: 'the run lock', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['create'], namespace } },
+  { by: 'the run lock', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['get', 'update'], namespace, name: RUN_LOCK_NAME } },
+];
+
 /** A probe started beside the plan: the run's observers (report.json: observations). */
 export interface ObserverProbe {
   name: string;
@@ -28,7 +35,7 @@ export interface ObserverProbe {
  * params, and the observers'.
  */
 export function planAccess(plan: Plan, observers: readonly ObserverProbe[] = []): NeededAccess[] {
-  const out = [...ENGINE_ACCESS];
+  const out = [...ENGINE_ACCESS, ...runLockAccess(plan.safety.lockNamespace)];
   const add = (by: string, declared: Parameters<typeof resolveAccess>[0], params: Record<string, unknown>) => {
     for (const access of resolveAccess(declared, params)) out.push({ by, access });
   };
@@ -73,6 +80,7 @@ export function distinctChecks(needed: readonly NeededAccess[]): { check: Access
 export interface PolicyRule {
   apiGroups?: string[];
   resources?: string[];
+  resourceNames?: string[];
   nonResourceURLs?: string[];
   verbs: string[];
 }
@@ -81,7 +89,7 @@ export interface PolicyRule {
 export function rbacRules(needed: readonly NeededAccess[]): { cluster: PolicyRule[]; namespaced: Record<string, PolicyRule[]> } {
   const verbs = new Map<string, Set<ApiVerb | 'get'>>();
   for (const { access } of needed) {
-    const key = 'nonResourceURL' in access ? `url|${access.nonResourceURL}` : `res|${access.namespace ?? ''}|${access.apiGroup}|${access.resource}`;
+    const key = 'nonResourceURL' in access ? `url|${access.nonResourceURL}` : `res|${access.namespace ?? ''}|${access.apiGroup}|${access.resource}|${access.name ?? ''}`;
     const set = verbs.get(key) ?? new Set();
     for (const v of access.verbs) set.add(v);
     verbs.set(key, set);
@@ -96,8 +104,8 @@ export function rbacRules(needed: readonly NeededAccess[]): { cluster: PolicyRul
       cluster.push({ nonResourceURLs: [rest[0]!], verbs: vs });
       continue;
     }
-    const [namespace, group, resource] = rest as [string, string, string];
-    const rule = { apiGroups: [group], resources: [resource], verbs: vs };
+    const [namespace, group, resource, name] = rest as [string, string, string, string];
+    const rule = { apiGroups: [group], resources: [resource], ...(name ? { resourceNames: [name] } : {}), verbs: vs };
     if (namespace) (namespaced[namespace] ??= []).push(rule);
     else cluster.push(rule);
   }

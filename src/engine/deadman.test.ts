@@ -1,5 +1,5 @@
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, utimesSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -76,5 +76,43 @@ describe('dead-man scripts (run for real with /bin/sh)', () => {
     expect(() => deadmanDir('../etc', 'f1')).toThrow(/invalid run id/);
     expect(() => deadmanDir('run', 'a b')).toThrow(/invalid fault id/);
     expect(() => deadmanDir('run', '$(x)')).toThrow(/invalid fault id/);
+  });
+});
+
+describe('arming is confirmed', () => {
+  it('fails, leaving nothing armed, when the watcher does not start', () => {
+    const root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    try {
+      // a setsid that exits at once instead of starting the watcher
+      mkdirSync(join(root, 'bin'));
+      writeFileSync(join(root, 'bin', 'setsid'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+      const script = armScript({ runId: 'run9', faultId: 'f01-q', ttlMs: 60_000, revert: 'true', allowSystemd: false, root });
+      const r = spawnSync('/bin/sh', ['-s'], { input: script, encoding: 'utf8', env: { PATH: `${join(root, 'bin')}:${process.env.PATH}` }, timeout: 20_000 });
+      expect(r.stderr).toContain("the dead-man's watcher did not start");
+      expect(r.status).toBe(1);
+      expect(existsSync(deadmanDir('run9', 'f01-q', root))).toBe(false);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it("a disarm kills only the process running this fault's watcher, not whatever has its recorded pid now", async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    const other = spawn('sleep', ['30'], { stdio: 'ignore' });
+    try {
+      expect(sh(armScript({ runId: 'run8', faultId: 'f01-p', ttlMs: 60_000, revert: 'true', allowSystemd: false, root })).status).toBe(0);
+      const dir = deadmanDir('run8', 'f01-p', root);
+      const watcher = Number(readFileSync(join(dir, 'watcher.pid'), 'utf8'));
+      // as after a reboot: the recorded pid now belongs to another process
+      writeFileSync(join(dir, 'watcher.pid'), String(other.pid));
+      expect(sh(disarmScript('run8', 'f01-p', root)).status).toBe(0);
+      expect(other.exitCode).toBeNull();
+      expect(spawnSync('kill', ['-0', String(other.pid)]).status).toBe(0);
+      // the watcher itself sees its directory gone and exits
+      expect(await until(() => spawnSync('kill', ['-0', String(watcher)]).status !== 0, 3000)).toBe(true);
+    } finally {
+      other.kill('SIGKILL');
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });

@@ -9,7 +9,9 @@ import { shq } from '../core/shell.js';
  *
  * Layout on the node: /var/lib/kube-runbook/deadman/<runId>/<faultId>/{revert.sh, keepalive, watch.sh, watcher.pid}
  * When it fires, the directory is renamed to <faultId>.fired (with revert.log and exit) so a later disarm or
- * keepalive cannot race with it.
+ * keepalive cannot race with it; the disarm (explicit revert or `recover`) removes that record.
+ * Arming fails (and the fault is not applied) unless the watcher is confirmed running: the systemd unit active, or
+ * the detached watcher's pid running this fault's watch.sh.
  */
 export const DEADMAN_ROOT = '/var/lib/kube-runbook/deadman';
 
@@ -65,7 +67,11 @@ export function armScript(o: ArmOptions): string {
   const unit = `kube-runbook-deadman-${o.runId}-${o.faultId}`.replace(/[^A-Za-z0-9:_.-]/g, '-');
   const systemd = o.allowSystemd
     ? `if command -v systemd-run >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-  systemd-run --quiet --collect --unit=${shq(unit)} sh "$d/watch.sh" "$d" ${ttl} && echo systemd >"$d/watcher" && exit 0
+  if systemd-run --quiet --collect --unit=${shq(unit)} sh "$d/watch.sh" "$d" ${ttl}; then
+    echo systemd >"$d/watcher"
+    if systemctl is-active --quiet ${shq(`${unit}.service`)}; then exit 0; fi
+    echo "the dead-man's unit ${unit}.service is not active" >&2; rm -rf "$d"; exit 1
+  fi
 fi
 `
     : '';
@@ -82,6 +88,13 @@ touch "$d/keepalive"
 ${systemd}setsid sh "$d/watch.sh" "$d" ${ttl} </dev/null >/dev/null 2>&1 &
 echo $! >"$d/watcher.pid"
 echo detached >"$d/watcher"
+# confirmed alive, and ours: the process of that pid runs this fault's watch.sh (given up to 3 s to start)
+i=0
+until tr '\\000' ' ' <"/proc/$(cat "$d/watcher.pid")/cmdline" 2>/dev/null | grep -qF "$d/watch.sh"; do
+  i=$((i + 1))
+  if [ "$i" -ge 30 ]; then echo "the dead-man's watcher did not start" >&2; rm -rf "$d"; exit 1; fi
+  sleep 0.1
+done
 `;
 }
 
@@ -100,7 +113,11 @@ export function disarmScript(runId: string, faultId: string, root = DEADMAN_ROOT
   const dir = deadmanDir(runId, faultId, root);
   const unit = `kube-runbook-deadman-${runId}-${faultId}`.replace(/[^A-Za-z0-9:_.-]/g, '-');
   return `d=${shq(dir)}
-if [ -f "$d/watcher.pid" ]; then kill "$(cat "$d/watcher.pid")" 2>/dev/null || true; fi
+# only our watcher: after a reboot the pid may be another process's
+if [ -f "$d/watcher.pid" ]; then
+  p=$(cat "$d/watcher.pid")
+  if tr '\\000' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$d/watch.sh"; then kill "$p" 2>/dev/null || true; fi
+fi
 if [ "$(cat "$d/watcher" 2>/dev/null)" = systemd ]; then systemctl stop ${shq(`${unit}.service`)} 2>/dev/null || true; fi
 if [ -d "$d.fired" ]; then echo "fired $(cat "$d.fired/exit" 2>/dev/null)"; fi
 rm -rf "$d" "$d.fired"

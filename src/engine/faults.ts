@@ -3,7 +3,7 @@ import { messageOf } from '../core/errors.js';
 import type { Backoff, FailedAttempt } from '../core/retry.js';
 import type { InventoryNode } from '../inventory/schema.js';
 import type { ActionCtx, Ctx } from '../contract/context.js';
-import { armScript, disarmScript, keepaliveScript } from './deadman.js';
+import { armScript, deadmanDir, disarmScript, keepaliveScript } from './deadman.js';
 import type { Attempt, FaultRef, RunEventSink } from './events.js';
 import type { Journal } from './journal.js';
 import { eachLimited } from './each-limited.js';
@@ -23,6 +23,8 @@ export interface FaultLedgerOptions {
   journal: Journal | null;
   emit: RunEventSink;
   faultTtlMs: number;
+  /** The dead-man's wait for remediations and protective steps (spec.safety.remediationTtl); faultTtlMs when absent. */
+  remediationTtlMs?: number;
   /** Who reverts, for the journal. */
   by?: 'executor' | 'recover';
   /** The back-off between attempts (tests pass a constant `random`). */
@@ -94,7 +96,7 @@ export class FaultLedger {
         const arm = armScript({
           runId: this.o.ctx.runId,
           faultId,
-          ttlMs: this.o.faultTtlMs,
+          ttlMs: remediation ? (this.o.remediationTtlMs ?? this.o.faultTtlMs) : this.o.faultTtlMs,
           revert: nodeSide,
           allowSystemd: (node.transport ?? this.o.ctx.inventory.spec.transport).type !== 'netns',
         });
@@ -144,7 +146,18 @@ export class FaultLedger {
         stdout: '',
         stderr: messageOf(e),
       }));
-      if (r.code !== 0) this.o.ctx.log.warn(`dead-man of ${fault.ref.faultId} on ${node} not disarmed (it finds the fault reverted and does nothing harmful): ${r.stderr.trim()}`);
+      if (r.code !== 0) {
+        const error = r.stderr.trim() || `exit ${r.code}`;
+        this.o.journal?.append({ type: 'disarm-failed', at: clock.now(), faultId: fault.ref.faultId, node, error });
+        this.o.emit({
+          type: 'log',
+          at: clock.now(),
+          level: 'warn',
+          message:
+            `dead-man of ${fault.ref.faultId} on ${node} not disarmed (${error}): without keepalive its watcher runs the fault's revert again ` +
+            `(reverts are idempotent); to stop it, remove ${deadmanDir(this.o.ctx.runId, fault.ref.faultId)} on ${node}`,
+        });
+      }
       const fired = /^fired (\S*)/m.exec(r.stdout);
       if (fired) this.o.ctx.log.warn(`the node-side dead-man on ${node} had already reverted ${fault.ref.faultId} (exit ${fired[1] || '?'})`);
     }

@@ -1,8 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { outstanding, readJournal } from './journal.js';
+import { toolVersion } from '../core/version.js';
+import { Journal, outstanding, readJournal } from './journal.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kr-journal-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -43,5 +44,36 @@ describe('readJournal', () => {
       ['revert', 1, 400],
       ['revert', 2, 900],
     ]);
+  });
+
+  it('ignores a torn last line, and the next append starts a new line after cutting it off', () => {
+    const file = write('torn.jsonl', [run, prepared('f01')]);
+    appendFileSync(file, '{"type":"applied","at":3,"fau');
+    expect(readJournal(file).faults.map((f) => [f.prepared.faultId, f.applied])).toEqual([['f01', false]]);
+    const j = new Journal(file);
+    j.append({ type: 'reverted', at: 4, faultId: 'f01', by: 'recover' });
+    j.close();
+    const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
+    expect(lines).toHaveLength(3);
+    expect(readJournal(file).faults.map((f) => [f.prepared.faultId, f.reverted])).toEqual([['f01', true]]);
+  });
+
+  it('refuses a journal with a bad line that is not the last, naming the line', () => {
+    const file = write('bad.jsonl', [run, prepared('f01')]);
+    appendFileSync(file, 'garbage here\n' + JSON.stringify({ type: 'reverted', at: 4, faultId: 'f01', by: 'executor' }) + '\n');
+    expect(() => readJournal(file)).toThrow(`${file}:3: not a journal record: garbage here`);
+    const file2 = write('bad2.jsonl', [run, prepared('f01'), [1, 2]]);
+    expect(() => readJournal(file2)).toThrow(`${file2}:3: not a journal record`);
+  });
+
+  it('writes the tool version in every record', () => {
+    const file = join(dir, 'version.jsonl');
+    const j = new Journal(file);
+    j.append(run as never);
+    j.append({ type: 'end', at: 9, status: 'passed' });
+    j.close();
+    const records = readFileSync(file, 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as { version?: string });
+    expect(records.map((r) => r.version)).toEqual([toolVersion(), toolVersion()]);
+    expect(toolVersion()).toMatch(/^\d+\.\d+\.\d+/);
   });
 });

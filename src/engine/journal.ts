@@ -1,6 +1,7 @@
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { KrError } from '../core/errors.js';
+import { toolVersion } from '../core/version.js';
 import type { RevertState } from '../contract/action.js';
 import type { Inventory } from '../inventory/schema.js';
 import type { ProbeRef } from '../runbook/schema.js';
@@ -18,7 +19,12 @@ export interface RunRecord {
   inventory: Inventory;
   kubeconfig?: string;
   context: string;
+  /** spec.safety.allowContexts, so `recover` refuses a context the runbook did not allow (absent in older journals). */
+  allowContexts?: string[];
+  /** Where the run's lock is (absent in older journals): `recover` releases it once nothing remains. */
+  lockNamespace?: string;
   faultTtlMs: number;
+  remediationTtlMs?: number;
   waitFor?: ProbeRef & { withinMs: number };
   pid: number;
   host: string;
@@ -53,11 +59,17 @@ export type JournalRecord =
   /** `attempts`: made in all (absent in journals written before retries: one). */
   | { type: 'reverted'; at: number; faultId: string; by: 'executor' | 'recover'; attempts?: number }
   | { type: 'revert-failed'; at: number; faultId: string; error: string; attempts?: number }
+  /** The dead-man of a reverted fault could not be removed: its watcher may run the (idempotent) revert again. */
+  | { type: 'disarm-failed'; at: number; faultId: string; node: string; error: string }
   | { type: 'end'; at: number; status: RunStatus };
+
+/** As written: every record says which version of the tool wrote it (absent in journals of older versions). */
+type Stored = JournalRecord & { version?: string };
 
 /**
  * Append-only JSONL, one file per run. Every record is fsynced before `append` returns, so a fault is on disk
- * before it is applied and `recover` in a new process finds it.
+ * before it is applied and `recover` in a new process finds it. A torn last line (a crash mid-write: never
+ * fsynced, so nothing relied on it) is cut off before the first append, so the next record starts a line.
  */
 export class Journal {
   private fd: number | undefined;
@@ -72,10 +84,11 @@ export class Journal {
     if (this.fd === undefined) {
       const dir = dirname(this.file);
       mkdirSync(dir, { recursive: true, mode: 0o700 });
-      this.fd = openSync(this.file, 'a', 0o600);
+      this.fd = openSync(this.file, 'a+', 0o600);
+      cutTornTail(this.fd);
       syncDir(dir);
     }
-    writeSync(this.fd, `${JSON.stringify(record)}\n`);
+    writeSync(this.fd, `${JSON.stringify({ ...record, version: toolVersion() } satisfies Stored)}\n`);
     fsyncSync(this.fd);
   }
 
@@ -83,6 +96,28 @@ export class Journal {
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;
   }
+}
+
+/** Truncates the file after its last newline when it does not end with one. */
+function cutTornTail(fd: number): void {
+  const size = fstatSync(fd).size;
+  if (size === 0) return;
+  const buf = Buffer.alloc(Math.min(size, 1 << 20));
+  let end = size;
+  while (end > 0) {
+    const n = Math.min(buf.length, end);
+    readSync(fd, buf, 0, n, end - n);
+    const nl = buf.subarray(0, n).lastIndexOf(0x0a);
+    if (nl === n - 1 && end === size) return;
+    if (nl >= 0) {
+      ftruncateSync(fd, end - n + nl + 1);
+      fsyncSync(fd);
+      return;
+    }
+    end -= n;
+  }
+  ftruncateSync(fd, 0);
+  fsyncSync(fd);
 }
 
 function syncDir(dir: string): void {
@@ -112,7 +147,10 @@ export interface JournalView {
   status?: RunStatus;
 }
 
-/** Reads a journal; a torn last line (a crash mid-write) is ignored. */
+/**
+ * Reads a journal. A torn last line (a crash mid-write) is ignored; any other line that is not a record is an
+ * error naming the file and the line: a journal someone edited or that the disk damaged is not guessed at.
+ */
 export function readJournal(file: string): JournalView {
   let text: string;
   try {
@@ -121,13 +159,19 @@ export function readJournal(file: string): JournalView {
     throw new KrError('JOURNAL_UNREADABLE', `cannot read journal ${file}: ${(e as Error).message}`, { exit: 2 });
   }
   const records: JournalRecord[] = [];
-  for (const line of text.split('\n')) {
+  const lines = text.split('\n');
+  for (const [i, line] of lines.entries()) {
     if (!line.trim()) continue;
+    let record: unknown;
     try {
-      records.push(JSON.parse(line) as JournalRecord);
+      record = JSON.parse(line);
     } catch {
-      // torn write at a crash
+      // the last line without its newline is a write torn by a crash; anything else is damage
+      if (i === lines.length - 1) continue;
     }
+    if (!isRecord(record))
+      throw new KrError('JOURNAL_INVALID', `${file}:${i + 1}: not a journal record: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`, { exit: 2 });
+    records.push(record);
   }
   const run = records.find((r): r is RunRecord => r.type === 'run');
   if (!run) throw new KrError('JOURNAL_INVALID', `journal ${file} has no run record`, { exit: 2 });
@@ -144,6 +188,9 @@ export function readJournal(file: string): JournalView {
   }
   return { file, run, faults: [...faults.values()], status };
 }
+
+const isRecord = (r: unknown): r is JournalRecord =>
+  typeof r === 'object' && r !== null && typeof (r as { type?: unknown }).type === 'string' && typeof (r as { at?: unknown }).at === 'number';
 
 function update(faults: Map<string, FaultEntry>, id: string, fn: (f: FaultEntry) => void): void {
   const f = faults.get(id);

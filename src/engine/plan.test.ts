@@ -43,3 +43,43 @@ describe('orElse: an action and the one used where the server is too old for it'
     expect(renderPlan(p)).toContain('or stop-controller-manager, where the server is too old for disable-taint-eviction');
   });
 });
+
+describe('spec.safety.maxUnavailable', () => {
+  const fault = recordingAction('run-command', []);
+  const reg = registryOf([fault], []);
+  const defaults = { safety: { allowContexts: ['lab'] } };
+  const planOf = (spec: Record<string, unknown>) =>
+    buildPlan({ runbook: Runbook.parse(baseRunbook({ ...defaults, ...spec })), file: 't.yaml', inventory: Inventory.parse(testInventory()), registry: reg });
+
+  it('refuses, at plan time, more workers faulted at once than the default (50%, rounded up: 2 of 3)', async () => {
+    await expect(planOf({ steps: [{ action: 'run-command', with: { nodes: 'workers' } }] })).rejects.toMatchObject({
+      code: 'MAX_UNAVAILABLE',
+      exit: 2,
+      message: expect.stringContaining('spec.steps[0] (run-command on node-1, node-2, node-3): 3 of 3 worker nodes would be faulted at once'),
+    });
+    await expect(planOf({ steps: [{ action: 'run-command', with: { nodes: { role: 'worker', count: 2 } } }] })).resolves.toBeDefined();
+  });
+
+  it('counts faults until a revert step takes them back, across steps and parallel children', async () => {
+    const two = (names: string[]) => ({ action: 'run-command', with: { nodes: { names } } });
+    await expect(planOf({ steps: [{ name: 'a', ...two(['node-1', 'node-2']) }, two(['node-3'])] })).rejects.toMatchObject({
+      message: expect.stringContaining('spec.steps[1] (run-command on node-3): 3 of 3 worker nodes'),
+    });
+    await expect(planOf({ steps: [{ name: 'a', ...two(['node-1', 'node-2']) }, { revert: 'a' }, two(['node-3'])] })).resolves.toBeDefined();
+    await expect(planOf({ steps: [{ parallel: [two(['node-1']), two(['node-2', 'node-3'])] }] })).rejects.toMatchObject({
+      message: expect.stringContaining('spec.steps[0].parallel[1]'),
+    });
+  });
+
+  it('one control-plane node by default; limits as counts or percentages; protective steps do not count', async () => {
+    const inv = testInventory(['cp-1', 'cp-2', 'node-1']);
+    const p = (spec: Record<string, unknown>) => buildPlan({ runbook: Runbook.parse(baseRunbook({ ...defaults, ...spec })), file: 't.yaml', inventory: Inventory.parse(inv), registry: reg });
+    await expect(p({ steps: [{ action: 'run-command', with: { nodes: 'control-plane' } }] })).rejects.toMatchObject({
+      message: expect.stringContaining('2 of 2 control-plane nodes would be faulted at once (cp-1, cp-2), more than spec.safety.maxUnavailable.controlPlane allows (1)'),
+    });
+    await expect(p({ safety: { allowContexts: ['lab'], maxUnavailable: { controlPlane: 2 } }, steps: [{ action: 'run-command', with: { nodes: 'control-plane' } }] })).resolves.toBeDefined();
+    await expect(p({ safety: { allowContexts: ['lab'], maxUnavailable: { controlPlane: '100%' } }, steps: [{ action: 'run-command', with: { nodes: 'control-plane' } }] })).resolves.toBeDefined();
+    await expect(p({ steps: [{ action: 'run-command', with: { nodes: 'control-plane' }, revertLast: true }] })).resolves.toBeDefined();
+    expect(() => Runbook.parse(baseRunbook({ safety: { maxUnavailable: { worker: '150%' } }, steps: [{ wait: '1s' }] }))).toThrow();
+  });
+});

@@ -9,6 +9,7 @@ import { atLeast, type KubeVersion } from '../kube/versions.js';
 import type { NodeSelector } from '../runbook/selectors.js';
 import type { Registry } from '../contract/registry.js';
 import { selectNodes } from '../kube/node-selection.js';
+import { checkBlastRadius } from './blast-radius.js';
 
 export interface PlannedAction {
   kind: 'action';
@@ -210,6 +211,7 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
   for (const [i, r] of runbook.spec.remediation.entries())
     remediation.push(await planAction(`R${i + 1}`, r, `spec.remediation[${i}]`));
 
+  checkBlastRadius(steps, input.inventory.spec.nodes, runbook.spec.safety.maxUnavailable);
   const wf = runbook.spec.rollback.waitFor;
   return {
     runbook,

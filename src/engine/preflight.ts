@@ -8,6 +8,7 @@ import type { Ctx } from '../contract/context.js';
 import type { RunEventSink } from './events.js';
 import { type Plan, plannedActions } from './plan.js';
 import { type EngineRetry, withRetries } from './retry.js';
+import { describeHolder, RUN_LOCK_NAME, runLockHolder } from '../kube/run-lock.js';
 
 /**
  * How one preflight read is tried again on transient failures (a node's sshd restarting, an apiserver 503): a few
@@ -88,6 +89,7 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
   // the same declarations (each module's meta.access, with its params) that `kube-runbook manifests` grants
   const checks = reachable ? distinctChecks(planAccess(plan, observers)) : [];
   const denied: string[] = [];
+  const ns = plan.safety.lockNamespace;
   for (const { check: a, by } of checks) {
     try {
       // a SelfSubjectAccessReview stores nothing: repeating it is harmless
@@ -97,7 +99,16 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
     }
   }
   if (reachable)
-    check('rbac', denied.length === 0, denied.length ? `not allowed: ${denied.join('; ')}` : `${checks.length} permission(s) the runbook needs are granted`);
+    check('rbac', denied.length === 0, denied.length ? `not allowed: ${denied.join('; ')}` : `${checks.length} permission(s) the runbook and the run lock need are granted`);
+  if (reachable && !denied.length) {
+    // read-only here (also for --dry-run): the run takes the lock right after a preflight that passed
+    try {
+      const holder = await withRetries('preflight', () => runLockHolder(ctx.kube, { namespace: ns, runId: ctx.runId, now: () => ctx.clock.now() }), retry('run lock'));
+      check('run lock', !holder, holder ? describeHolder(ns, holder) : `no other run holds Lease ${ns}/${RUN_LOCK_NAME}`);
+    } catch (e) {
+      check('run lock', false, `cannot read Lease ${ns}/${RUN_LOCK_NAME}: ${messageOf(e)}`);
+    }
+  }
 
   const actions = plannedActions(plan);
   const nodes = [...new Map(actions.flatMap((a) => a.targets ?? []).map((n) => [n.name, n])).values()];

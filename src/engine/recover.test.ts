@@ -60,7 +60,7 @@ describe('recover in a fresh process', () => {
         signal: new AbortController().signal,
         dryRun: false,
         inventory,
-        kube: fakeKubeAccess(realClock),
+        kube: fakeKubeAccess(realClock, { context: 'lab' }),
         nodes: createNodeAccess(inventory),
       },
       registry: defaultRegistry,

@@ -1,10 +1,12 @@
 import { hostname } from 'node:os';
-import { KrError } from '../core/errors.js';
+import { EXIT, KrError, messageOf } from '../core/errors.js';
+import { releaseRunLock } from '../kube/run-lock.js';
 import { formatDuration } from '../core/duration.js';
 import type { Ctx } from '../contract/context.js';
 import type { FaultRef, RunEventSink } from './events.js';
 import { type AppliedFault, FaultLedger } from './faults.js';
 import { Journal, type JournalView, outstanding } from './journal.js';
+import { contextAllowed } from './preflight.js';
 import { rollBack, rollbackConditionHolds, rollbackDeadline } from './rollback.js';
 import type { Registry } from '../contract/registry.js';
 
@@ -44,8 +46,16 @@ export async function recoverRun(
       `run ${view.run.runId} is still in progress (pid ${view.run.pid}); interrupt it (Ctrl-C) to roll back, or pass --force`,
       { exit: 2 },
     );
+  const allow = view.run.allowContexts;
+  const context = o.ctx.kube.contextName;
+  if (allow && !contextAllowed(context, o.ctx.kube.server, allow))
+    throw new KrError(
+      'CONTEXT_NOT_ALLOWED',
+      `run ${view.run.runId}: context "${context}" is not in its runbook's spec.safety.allowContexts (${allow.join(', ') || 'none listed'}); nothing was touched`,
+      { exit: EXIT.refused },
+    );
   const journal = new Journal(view.file);
-  const ledger = new FaultLedger({ ctx: o.ctx, journal, emit: o.emit, faultTtlMs: view.run.faultTtlMs, by: 'recover' });
+  const ledger = new FaultLedger({ ctx: o.ctx, journal, emit: o.emit, faultTtlMs: view.run.faultTtlMs, remediationTtlMs: view.run.remediationTtlMs, by: 'recover' });
   const todo = outstanding(view);
   const adopted: AppliedFault[] = [];
   for (const f of todo) {
@@ -80,6 +90,11 @@ export async function recoverRun(
     })),
   );
   journal.close();
+  const ns = view.run.lockNamespace;
+  if (ns && !ledger.outstanding().length)
+    await releaseRunLock(o.ctx.kube, { namespace: ns, runId: view.run.runId }).catch((e: unknown) =>
+      o.ctx.log.warn(`could not release the cluster-wide run lock of ${view.run.runId} (it expires by itself): ${messageOf(e)}`),
+    );
   return {
     runId: view.run.runId,
     reverted: adopted.filter((f) => f.reverted).map((f) => f.ref),

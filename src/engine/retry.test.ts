@@ -111,7 +111,7 @@ describe('run: reverts retried on transient failures', () => {
   });
 
   it('retries the disarm and the keepalive too, journaling their attempts', async () => {
-    const isDisarm = (c: ExecCall) => c.script.includes('rm -rf "$d"');
+    const isDisarm = (c: ExecCall) => c.script.includes('rm -rf "$d" "$d.fired"');
     const isKeepalive = (c: ExecCall) => c.script.includes('/keepalive; do');
     const h = await run(resetFirst(1, isDisarm, resetFirst(1, isKeepalive, ok())), { wait: '1m' });
     expect(h.result).toMatchObject({ status: 'passed', exitCode: 0 });

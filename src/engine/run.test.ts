@@ -1,5 +1,10 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { RunEvent } from './events.js';
+import { Journal, readJournal } from './journal.js';
+import { ReportCollector } from '../report/collect.js';
 import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
 import { flush } from '../testing/fake-clock.js';
@@ -144,7 +149,7 @@ describe('run: preflight', () => {
   it('refuses a context the runbook does not allow, touching nothing', async () => {
     const log: ActionRecord[] = [];
     const h = await startTestRun({
-      runbook: baseRunbook({ safety: { allowContexts: ['staging-*'] }, steps: [{ action: 'fault-a' }] }),
+      runbook: baseRunbook({ safety: { allowContexts: ['staging-*'], maxUnavailable: { worker: '100%' } }, steps: [{ action: 'fault-a' }] }),
       actions: [recordingAction('fault-a', log)],
       probes: [],
       context: 'production',
@@ -190,7 +195,15 @@ describe('run: preflight', () => {
     const r = await h.handle.result;
     expect(r.status).toBe('refused');
     expect(r.reason).toContain('not allowed: watch leases.coordination.k8s.io in kube-system (for probe leader)');
-    expect(asked.sort()).toEqual(['get /version', 'list leases kube-system', 'list nodes', 'watch leases kube-system']);
+    expect(asked.sort()).toEqual([
+      'create leases kube-system',
+      'get /version',
+      'get leases kube-system',
+      'list leases kube-system',
+      'list nodes',
+      'update leases kube-system',
+      'watch leases kube-system',
+    ]);
     expect(log).toEqual([]);
   });
 });
@@ -334,9 +347,9 @@ describe('run: dead-man', () => {
     });
     const order: string[] = [];
     h.nodes.handler = ({ script }) => {
-      if (script.includes('watch.sh')) order.push(`arm@${h.clock.now()}`);
+      if (script.includes('cat >"$d/watch.sh"')) order.push(`arm@${h.clock.now()}`);
       if (script.includes('/keepalive; do')) order.push('keepalive');
-      if (script.includes('rm -rf "$d"')) order.push('disarm');
+      if (script.includes('rm -rf "$d" "$d.fired"')) order.push('disarm');
       return { code: 0, stdout: script.includes('kube-runbook-ok') ? 'kube-runbook-ok' : '', stderr: '' };
     };
     await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
@@ -346,6 +359,23 @@ describe('run: dead-man', () => {
     expect(order[order.length - 1]).toBe('disarm');
     const arm = h.nodes.calls.find((c) => c.script.includes('watch.sh'))!.script;
     expect(arm).toContain('echo revert node-1');
+  });
+
+  it("a remediation's or protective step's dead-man waits for remediationTtl (1h by default), a fault's for faultTtl", async () => {
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        steps: [
+          { action: 'protect', with: { nodes: { names: ['cp-1'] } }, revertLast: true },
+          { action: 'fault-a', with: { nodes: { names: ['node-1'] } } },
+        ],
+      }),
+      actions: [recordingAction('protect', []), recordingAction('fault-a', [])],
+      probes: [],
+    });
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const ttlOf = (node: string) => /"\$d\/watch\.sh" "\$d" (\d+)/.exec(h.nodes.calls.find((c) => c.node === node && c.script.includes('cat >"$d/watch.sh"'))!.script)?.[1];
+    expect(ttlOf('cp-1')).toBe('3600');
+    expect(ttlOf('node-1')).toBe('60');
   });
 });
 
@@ -425,5 +455,30 @@ describe('run: protective steps (revertLast)', () => {
     await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
     expect(ops(log, 'revert').at(-1)).toBe('freeze@cp-1');
     expect((await h.handle.result).status).toBe('passed');
+  });
+});
+
+describe('run: a dead-man that cannot be disarmed', () => {
+  it('is journaled and reported as a warning that says its watcher may run the revert again', async () => {
+    const journal = new Journal(join(mkdtempSync(join(tmpdir(), 'kr-disarm-')), 'run.jsonl'));
+    const h = await startTestRun({
+      runbook: baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: { names: ['node-1'] } } }] }),
+      actions: [recordingAction('fault-a', [])],
+      probes: [],
+      journal,
+    });
+    h.nodes.handler = ({ script }) =>
+      script.includes('rm -rf "$d" "$d.fired"')
+        ? { code: 1, stdout: '', stderr: 'rm: cannot remove: read-only file system' }
+        : { code: 0, stdout: script.includes('kube-runbook-ok') ? 'kube-runbook-ok' : '', stderr: '' };
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const report = new ReportCollector();
+    for (const e of h.events) report.onEvent(e);
+    expect(report.report.warnings?.map((w) => w.message)).toEqual([
+      expect.stringMatching(/^dead-man of f01-fault-a-node-1 on node-1 not disarmed \(rm: cannot remove: read-only file system\): without keepalive its watcher runs the fault's revert again/),
+    ]);
+    const lines = readFileSync(journal.file, 'utf8');
+    expect(readJournal(journal.file).faults.map((f) => f.reverted)).toEqual([true]);
+    expect(lines).toContain('"type":"disarm-failed","at"');
   });
 });

@@ -1,4 +1,4 @@
-import { hostname } from 'node:os';
+import { hostname, userInfo } from 'node:os';
 import { messageOf } from '../core/errors.js';
 import { formatDuration } from '../core/duration.js';
 import type { Ctx } from '../contract/context.js';
@@ -15,6 +15,7 @@ import { consumeProbe } from './probe-stream.js';
 import { Remediation } from './remediation.js';
 import { rollBack, rollbackConditionHolds, rollbackDeadline } from './rollback.js';
 import { StepRunner } from './steps.js';
+import { acquireRunLock, releaseRunLock, renewRunLock, type RunLockOptions } from '../kube/run-lock.js';
 
 export interface RunOptions {
   plan: Plan;
@@ -60,12 +61,21 @@ export function startRun(o: RunOptions): RunHandle {
   const concurrency = o.concurrency ?? 16;
   const control = new RunControl();
   const ctx: Ctx = { ...o.ctx, signal: control.hard.signal };
-  const ledger = new FaultLedger({ ctx, journal: o.journal, emit, faultTtlMs: plan.safety.faultTtl });
+  const ledger = new FaultLedger({ ctx, journal: o.journal, emit, faultTtlMs: plan.safety.faultTtl, remediationTtlMs: plan.safety.remediationTtl });
   let journaled = false; // a refused run leaves no journal
   let interrupts = 0;
   let forced: ((r: RunResult) => void) | undefined;
   const forcedResult = new Promise<RunResult>((resolve) => (forced = resolve));
   const recoverCommand = `kube-runbook recover ${ctx.runId}`;
+  // held from preflight to the end while anything is applied; outlives a dead holder by faultTtl, when its dead-men have fired
+  const lock: RunLockOptions = {
+    namespace: plan.safety.lockNamespace,
+    runId: ctx.runId,
+    where: `${safeUser()}@${hostname()} pid ${process.pid}`,
+    durationMs: plan.safety.faultTtl + 60_000,
+    now: () => clock.now(),
+  };
+  let locked = false;
 
   const guards = new GuardSet(o.guards === false ? [] : plan.guards, ctx, emit, {
     abort: (reason) => {
@@ -107,7 +117,10 @@ export function startRun(o: RunOptions): RunHandle {
       inventory: plan.inventory,
       kubeconfig: o.kubeconfig,
       context: ctx.kube.contextName,
+      allowContexts: plan.safety.allowContexts,
+      lockNamespace: plan.safety.lockNamespace,
       faultTtlMs: plan.safety.faultTtl,
+      remediationTtlMs: plan.safety.remediationTtl,
       waitFor: plan.runbook.spec.rollback.waitFor && { ...plan.runbook.spec.rollback.waitFor, withinMs: plan.rollback.withinMs },
       pid: process.pid,
       host: hostname(),
@@ -125,6 +138,11 @@ export function startRun(o: RunOptions): RunHandle {
           return;
         }
         await ledger.keepalive(signal, clock.now() + every);
+        if (locked)
+          await renewRunLock(ctx.kube, lock).then(
+            (held) => held || ctx.log.warn('the cluster-wide run lock expired and another run holds it now'),
+            (e: unknown) => ctx.log.warn(`could not renew the cluster-wide run lock: ${messageOf(e)}`),
+          );
       }
     })();
   }
@@ -141,6 +159,13 @@ export function startRun(o: RunOptions): RunHandle {
     });
     const pf = await preflight(plan, ctx, o.confirmer, emit, o.observers);
     if (!pf.ok) return finish({ status: 'refused', reason: `preflight refused: ${pf.failures.join('; ')}` }, []);
+    try {
+      await acquireRunLock(ctx.kube, lock);
+      locked = true;
+    } catch (e) {
+      emit({ type: 'preflight', at: clock.now(), check: 'run lock', ok: false, detail: messageOf(e) });
+      return finish({ status: 'refused', reason: `preflight refused: run lock: ${messageOf(e)}` }, []);
+    }
     journalRun();
     guards.start();
     const stopObservers = new AbortController();
@@ -167,7 +192,10 @@ export function startRun(o: RunOptions): RunHandle {
     return finish(control.outcome ?? { status: 'passed', reason }, remaining);
   }
 
-  function finish(out: Outcome, remaining: FaultRef[]): RunResult {
+  async function finish(out: Outcome, remaining: FaultRef[]): Promise<RunResult> {
+    // with faults left, the lock stays until it expires (their dead-men have fired by then) or `recover` releases it
+    if (locked && !remaining.length)
+      await releaseRunLock(ctx.kube, lock).catch((e: unknown) => ctx.log.warn(`could not release the cluster-wide run lock (it expires by itself): ${messageOf(e)}`));
     const status: RunStatus = remaining.length ? 'rollback-incomplete' : out.status;
     if (journaled) o.journal?.append({ type: 'end', at: clock.now(), status });
     const result: RunResult = {
@@ -218,4 +246,12 @@ export function startRun(o: RunOptions): RunHandle {
       forced?.(r);
     },
   };
+}
+
+function safeUser(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return 'unknown';
+  }
 }

@@ -8,4 +8,5 @@ function stateDir(env: NodeJS.ProcessEnv = process.env): string {
   return join(base, 'kube-runbook');
 }
 
-export const runsDir = (env: NodeJS.ProcessEnv = process.env): string => join(stateDir(env), 'runs');
+/** Where journals are: under `--state-dir` when given, else under the default state dir. */
+export const runsDir = (env: NodeJS.ProcessEnv = process.env, given?: string): string => join(given ?? stateDir(env), 'runs');

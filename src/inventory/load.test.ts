@@ -29,7 +29,7 @@ describe('loadInventory', () => {
       ['node-1', ['worker'], 'zone-a'],
       ['node-2', ['worker'], 'zone-b'],
     ]);
-    expect(inventory.spec.nodes[2]!.transport).toEqual({ type: 'ssh', user: 'admin', connectTimeout: 5000, strictHostKeyChecking: 'yes', sudo: false });
+    expect(inventory.spec.nodes[2]!.transport).toEqual({ type: 'ssh', user: 'admin', connectTimeout: 5000, strictHostKeyChecking: 'yes', sudo: false, ignoreUserConfig: false });
     expect(where(['spec', 'nodes', 2, 'transport', 'user'])).toBe(`${file}:17:36`);
   });
 
@@ -74,5 +74,30 @@ describe('loadInventory', () => {
     expect(e.code).toBe('FILE_UNREADABLE');
     expect(e.exit).toBe(2);
     expect(e.message).toBe('cannot read no/such/inventory.yaml: no such file');
+  });
+
+  it('node names are RFC 1123 names, addresses host names or IPs, ssh values never options', async () => {
+    const text = `apiVersion: kube-runbook/v1
+kind: Inventory
+metadata: {name: x}
+spec:
+  layout: lab
+  transport: {type: ssh, user: -oProxyCommand=x, jumpHost: "bastion;rm"}
+  nodes:
+    - {name: ../../x, address: 10.0.0.1}
+    - {name: Node_1, address: "-oProxyCommand=sh"}
+    - {name: ok-1, address: "fd00::1", netns: ../etc}
+    - {name: ok-2.example.com, address: host-2.example.com, transport: {type: ssh, jumpHost: "admin@[fd00::9]:2222"}}
+`;
+    const e = await failure(parseInventoryText(text, 'inv.yaml'));
+    expect(e.exit).toBe(2);
+    expect(e.details).toEqual([
+      'inv.yaml:6:32: spec.transport.user: expected a user name (letters, digits, "_", "." and "-", not first) (got "-oProxyCommand=x")',
+      'inv.yaml:6:60: spec.transport.jumpHost: expected [user@]host[:port] (several separated by commas) with host names or IP addresses (got "bastion;rm")',
+      'inv.yaml:8:14: spec.nodes[0].name: expected a Node name: lowercase letters, digits, "-" and "." (RFC 1123), at most 253 characters (got "../../x")',
+      'inv.yaml:9:14: spec.nodes[1].name: expected a Node name: lowercase letters, digits, "-" and "." (RFC 1123), at most 253 characters (got "Node_1")',
+      'inv.yaml:9:31: spec.nodes[1].address: expected a host name (RFC 1123) or an IP address (got "-oProxyCommand=sh")',
+      'inv.yaml:10:47: spec.nodes[2].netns: expected a network namespace name (letters, digits, "_", "." and "-") (got "../etc")',
+    ]);
   });
 });

@@ -1,11 +1,39 @@
 import { z } from 'zod';
 import { duration } from '../core/zod-helpers.js';
 
+/**
+ * A Node name: an RFC 1123 DNS subdomain, as Kubernetes requires. Names end up in paths (the lab's state dir, the
+ * dead-man's directory) and in commands, so `../x` or `-oProxyCommand=…` must never get that far.
+ */
+const DNS_LABEL = '[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?';
+const NODE_NAME = new RegExp(`^(?=.{1,253}$)${DNS_LABEL}(?:\\.${DNS_LABEL})*$`);
+const nodeName = () =>
+  z.string().regex(NODE_NAME, { message: 'expected a Node name: lowercase letters, digits, "-" and "." (RFC 1123), at most 253 characters' });
+
+/** A host name (RFC 1123, any case) or an IPv4 / IPv6 address: what ssh may connect to, never an option. */
+const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*$/;
+// an IPv6 link-local address may name its interface (fe80::1%eth0)
+const isHost = (s: string) => HOST_NAME.test(s) || z.ipv4().safeParse(s).success || z.ipv6().safeParse(s.replace(/%[A-Za-z0-9_.-]+$/, '')).success;
+const host = () => z.string().refine(isHost, { message: 'expected a host name (RFC 1123) or an IP address' });
+
+/** `[user@]host[:port]` for ssh's jump host. */
+const JUMP_HOST = /^(?:([A-Za-z0-9_][A-Za-z0-9_.-]*)@)?(\[[0-9A-Fa-f:.]+\]|[^@:[\]]+)(?::(\d{1,5}))?$/;
+const jumpHop = (s: string) => {
+  const m = JUMP_HOST.exec(s);
+  const h = m?.[2]?.replace(/^\[(.*)\]$/, '$1');
+  return Boolean(h && isHost(h) && (m?.[3] === undefined || (Number(m[3]) >= 1 && Number(m[3]) <= 65535)));
+};
+const jumpHost = () =>
+  z.string().refine((s) => s.split(',').every(jumpHop), { message: 'expected [user@]host[:port] (several separated by commas) with host names or IP addresses' });
+
 /** How the executor reaches a node's shell. */
 export const SshTransport = z
   .strictObject({
     type: z.literal('ssh'),
-    user: z.string().min(1).optional(),
+    user: z
+      .string()
+      .regex(/^[A-Za-z0-9_][A-Za-z0-9_.-]*$/, { message: 'expected a user name (letters, digits, "_", "." and "-", not first)' })
+      .optional(),
     port: z.number().int().min(1).max(65535).optional(),
     identityFile: z.string().min(1).optional(),
     /** known_hosts file to check host keys against; the user's default when absent. */
@@ -15,7 +43,11 @@ export const SshTransport = z
     connectTimeout: duration().prefault('10s'),
     /** Run scripts through `sudo -n` on the node. */
     sudo: z.boolean().default(false),
-    jumpHost: z.string().min(1).optional(),
+    /** `ssh -F none`: the user's ~/.ssh/config (ProxyCommand, ForwardAgent, aliases) is not read, for the jump hosts either. */
+    ignoreUserConfig: z.boolean().default(false),
+    jumpHost: jumpHost()
+      .optional()
+      .meta({ description: '[user@]host[:port], or several separated by commas, reached in order with the same options as the node' }),
   })
   .meta({ description: 'OpenSSH; the script goes on stdin, host keys are checked' });
 
@@ -32,11 +64,15 @@ export const NodeRole = z.enum(['control-plane', 'worker', 'etcd', 'load-balance
 export type NodeRole = z.infer<typeof NodeRole>;
 
 export const InventoryNode = z.strictObject({
-  name: z.string().min(1).meta({ description: 'the Kubernetes Node name' }),
-  address: z.string().min(1).optional().meta({ description: 'host name or IP the transport connects to; the name when absent' }),
+  name: nodeName().meta({ description: 'the Kubernetes Node name (RFC 1123)' }),
+  address: host().optional().meta({ description: 'host name or IP the transport connects to; the name when absent' }),
   roles: z.array(NodeRole).min(1).default(['worker']),
   zone: z.string().min(1).optional(),
-  netns: z.string().min(1).optional().meta({ description: 'network namespace (netns transport); the name when absent' }),
+  netns: z
+    .string()
+    .regex(/^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, { message: 'expected a network namespace name (letters, digits, "_", "." and "-")' })
+    .optional()
+    .meta({ description: 'network namespace (netns transport); the name when absent' }),
   transport: Transport.optional().meta({ description: 'overrides spec.transport for this node' }),
   labels: z.record(z.string(), z.string()).optional(),
 });

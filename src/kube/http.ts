@@ -6,7 +6,7 @@ import { KrError } from '../core/errors.js';
 import { ApiStatusError } from './source.js';
 
 export interface RequestOptions {
-  method?: 'GET' | 'POST' | 'PATCH';
+  method?: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
   /** Of the body: JSON unless said (server-side apply: application/apply-patch+yaml, of which JSON is a form). */
   contentType?: string;
   query?: Record<string, string | number | boolean | undefined>;

@@ -14,6 +14,8 @@ export interface AccessCheck {
   path?: string;
   group?: string;
   namespace?: string;
+  /** One object of the resource (an RBAC rule's resourceNames). */
+  name?: string;
   subresource?: string;
 }
 

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { parseInventoryLoosely } from '../testing/loose-inventory.js';
 import { memoryLogger } from '../core/logger.js';
-import { Inventory, type InventoryInput } from '../inventory/schema.js';
+import type { InventoryInput } from '../inventory/schema.js';
 import { createNodeAccess } from './access.js';
 
 const inventory = (nodes: InventoryInput['spec']['nodes'], transport?: InventoryInput['spec']['transport']) =>
-  Inventory.parse({
+  parseInventoryLoosely({
     apiVersion: 'kube-runbook/v1',
     kind: 'Inventory',
     metadata: { name: 'test-inv' },

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,8 +42,31 @@ describe('sshArgv', () => {
     expect(argv).toEqual(expect.arrayContaining(['-o', 'UserKnownHostsFile=/etc/kube-runbook/known_hosts']));
     expect(argv.slice(argv.indexOf('-i'), argv.indexOf('-i') + 2)).toEqual(['-i', '/keys/id ed25519']);
     expect(argv.slice(argv.indexOf('-p'), argv.indexOf('-p') + 2)).toEqual(['-p', '2222']);
-    expect(argv.slice(argv.indexOf('-J'), argv.indexOf('-J') + 2)).toEqual(['-J', 'bastion@jump.example.com:2200,j2']);
+    expect(argv).not.toContain('-J');
+    expect(argv.find((a) => a.startsWith('ProxyCommand='))).toMatch(/ -W '\[%h\]:%p' -- j2$/);
     expect(argv.slice(-3)).toEqual(['--', 'w1.example.com', 'sh -s']);
+  });
+
+  it('ignores the user ssh config when asked, for the node and the jump hosts, which get the same options', () => {
+    const c = config({ ignoreUserConfig: true, knownHostsFile: '/etc/kr/known_hosts', identityFile: '/keys/id', jumpHost: 'bastion@jump-1:2200,[fd00::9]' });
+    const argv = sshArgv(c, node({ address: '10.0.0.5' }));
+    expect(argv.slice(0, 3)).toEqual(['-T', '-F', 'none']);
+    const proxy = argv.find((a) => a.startsWith('ProxyCommand='))!.slice('ProxyCommand='.length);
+    // what the node's ssh runs for the last hop, as ssh would: tokens expanded, then through the shell
+    const words = (cmd: string, h: string, p: string) => {
+      const expanded = cmd.replace(/%(%|h|p)/g, (_, t: string) => (t === '%' ? '%' : t === 'h' ? h : p));
+      return execFileSync('sh', ['-c', `for w in ${expanded.replace(/^ssh /, '')}; do printf '%s\\0' "$w"; done`], { encoding: 'utf8' }).split('\0').slice(0, -1);
+    };
+    const last = words(proxy, '10.0.0.5', '22');
+    const same = ['-F', 'none', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=yes', '-o', 'UserKnownHostsFile=/etc/kr/known_hosts', '-i', '/keys/id', '-o', 'IdentitiesOnly=yes'];
+    for (const w of same) expect(last).toContain(w);
+    expect(last.slice(-4)).toEqual(['-W', '[10.0.0.5]:22', '--', 'fd00::9']);
+    const inner = last[last.indexOf('-W') - 1]!;
+    expect(inner.startsWith('ProxyCommand=')).toBe(true);
+    const first = words(inner.slice('ProxyCommand='.length), 'fd00::9', '22');
+    for (const w of same) expect(first).toContain(w);
+    expect(first.slice(-6)).toEqual(['-p', '2200', '-W', '[fd00::9]:22', '--', 'bastion@jump-1']);
+    expect(sshArgv(config(), node())).not.toContain('none');
   });
 
   it('builds the remote command from constants and numbers only', () => {

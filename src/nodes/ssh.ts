@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { redactText } from '../core/logger.js';
+import { shCommand } from '../core/shell.js';
 import { EXIT, KrError, quote } from '../core/errors.js';
 import type { InventoryNode, SshTransport } from '../inventory/schema.js';
 import { runProcess, type TransportDeps } from './exec-process.js';
@@ -13,7 +14,7 @@ const REMOTE_KILL_AFTER_S = 5;
 
 const USER = /^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$/;
 const HOST = /^[A-Za-z0-9_:][A-Za-z0-9_.:%-]*$/;
-const JUMP = /^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*@)?[A-Za-z0-9_:][A-Za-z0-9_.:%-]*(?::\d{1,5})?$/;
+const JUMP = /^(?:([A-Za-z0-9_][A-Za-z0-9_.-]*)@)?(\[[0-9A-Fa-f:.%A-Za-z]+\]|[A-Za-z0-9_][A-Za-z0-9_.-]*)(?::(\d{1,5}))?$/;
 // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
@@ -25,8 +26,41 @@ export function sshArgv(config: SshConfig, node: InventoryNode, timeoutMs?: numb
   const host = node.address ?? node.name;
   check(node, 'address', host, HOST.test(host) && host.length <= 253);
   if (config.user !== undefined) check(node, 'ssh user', config.user, USER.test(config.user) && config.user.length <= 64);
+  const argv = ['-T', ...connectionOptions(config, node)];
+  if (config.port !== undefined) argv.push('-p', String(config.port));
+  if (config.jumpHost !== undefined) {
+    const j = config.jumpHost;
+    const hops = j.split(',').map((hop) => JUMP.exec(hop));
+    check(node, 'jumpHost', j, hops.every((m) => m !== null));
+    argv.push('-o', `ProxyCommand=${jumpCommand(config, node, hops as RegExpExecArray[])}`);
+  }
+  argv.push('--', config.user === undefined ? host : `${config.user}@${host}`, remoteCommand(config, timeoutMs));
+  return argv;
+}
+
+/**
+ * The jump hosts, as a ProxyCommand: each hop an ssh client with the same options as the node's connection (host
+ * keys checked against the same known_hosts, BatchMode, the same identity, the user's config ignored when it is for
+ * the node), instead of `-J`, which reaches them with the user's ssh configuration only. Hops nest as OpenSSH's own
+ * ProxyJump does (`-W '[%h]:%p'`), each inner command's `%` doubled so only its own ssh expands it.
+ */
+function jumpCommand(config: SshConfig, node: InventoryNode, hops: RegExpExecArray[]): string {
+  let command: string | undefined;
+  for (const [, user, host, port] of hops) {
+    const words = ['ssh', '-T', ...connectionOptions(config, node)];
+    if (command !== undefined) words.push('-o', `ProxyCommand=${command.replaceAll('%', '%%')}`);
+    if (port !== undefined) words.push('-p', port);
+    const h = host!.replace(/^\[(.*)\]$/, '$1');
+    words.push('-W', '[%h]:%p', '--', user === undefined ? h : `${user}@${h}`);
+    command = shCommand(...words);
+  }
+  return command!;
+}
+
+/** The options of every connection: to the node and to each jump host. */
+function connectionOptions(config: SshConfig, node: InventoryNode): string[] {
   const argv = [
-    '-T',
+    ...(config.ignoreUserConfig ? ['-F', 'none'] : []),
     '-o', 'BatchMode=yes',
     '-o', `ConnectTimeout=${Math.max(1, Math.ceil(config.connectTimeout / 1000))}`,
     '-o', 'ServerAliveInterval=5',
@@ -45,13 +79,6 @@ export function sshArgv(config: SshConfig, node: InventoryNode, timeoutMs?: numb
     check(node, 'identityFile', f, !f.startsWith('-') && !CONTROL.test(f));
     argv.push('-i', f, '-o', 'IdentitiesOnly=yes');
   }
-  if (config.port !== undefined) argv.push('-p', String(config.port));
-  if (config.jumpHost !== undefined) {
-    const j = config.jumpHost;
-    check(node, 'jumpHost', j, j.split(',').every((hop) => JUMP.test(hop)));
-    argv.push('-J', j);
-  }
-  argv.push('--', config.user === undefined ? host : `${config.user}@${host}`, remoteCommand(config, timeoutMs));
   return argv;
 }
 
@@ -71,9 +98,8 @@ export function remoteCommand(config: Pick<SshConfig, 'sudo'>, timeoutMs?: numbe
  * code 255 (cannot connect, host key refused, authentication failed, connection lost) throws
  * KrError `NODE_UNREACHABLE`, transient or not as `sshTransient` says; so a script should not exit 255 itself over ssh.
  *
- * A jump host (`-J`) is reached with the user's ssh configuration: OpenSSH passes none of the options above
- * to the jump connection, so its host key is checked against the user's known_hosts (an unknown one is
- * refused, since there is no terminal to ask on).
+ * Jump hosts are reached with the same options (see jumpCommand); `ignoreUserConfig` (`-F none`) leaves the user's
+ * ~/.ssh/config out of every connection (its ProxyCommand, ForwardAgent, Host aliases).
  */
 export function sshTransport(config: SshConfig, deps: TransportDeps = {}): Transport {
   return {

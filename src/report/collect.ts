@@ -68,6 +68,8 @@ export interface RunReport {
   rollback?: { startedAt: string; endedAt?: string; reason: string; complete?: boolean };
   remaining: FaultRef[];
   recoverCommand?: string;
+  /** Warnings of the run (a dead-man not disarmed, a run lock not renewed), in order. */
+  warnings?: { at: string; message: string }[];
   /** Filled by observers of the run (e.g. pods deleted by eviction), keyed by observer. */
   observations: Record<string, unknown>;
 }
@@ -198,6 +200,9 @@ export class ReportCollector {
           remaining: e.remaining,
           recoverCommand: e.recoverCommand,
         });
+        break;
+      case 'log':
+        if (e.level !== 'info') (r.warnings ??= []).push({ at: iso(e.at), message: e.message });
         break;
       default:
         break;

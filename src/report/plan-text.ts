@@ -72,7 +72,7 @@ export function renderPlan(plan: Plan, context?: string): string {
   out.push('', 'Remediation (applied once, when a guard says remediate):');
   if (!plan.remediation.length) out.push('  (none)');
   for (const r of plan.remediation) out.push(`  ${r.index}. ${r.actionId}${on(r)}${params(r.params)}${choice(r, '      ')}`);
-  out.push('', 'Rollback (always: on success, failure, abort, Ctrl-C and SIGTERM):');
+  out.push('', 'Rollback (always: on success, failure, abort, Ctrl-C, SIGTERM and SIGHUP):');
   const order = rollbackOrder(plan);
   if (!order.length) out.push('  (nothing to revert: the runbook only observes)');
   order.forEach((l, i) => out.push(`  ${i + 1}. ${l}`));

@@ -222,7 +222,7 @@ describe('valid runbooks', () => {
     expect(parallel).toMatchObject({
       parallel: [{ action: 'run-command', with: { nodes: { names: ['node-1'] }, timeout: 60_000 } }, { expect: { with: { interval: 5000 } } }, { wait: 1000 }],
     });
-    expect(runbook.spec.safety).toEqual({ allowContexts: ['lab', 'staging-*'], maxDuration: 900_000, faultTtl: 90_000 });
+    expect(runbook.spec.safety).toEqual({ allowContexts: ['lab', 'staging-*'], maxDuration: 900_000, faultTtl: 90_000, remediationTtl: 3_600_000, lockNamespace: 'kube-system', maxUnavailable: { controlPlane: 1, worker: '50%' } });
     expect(runbook.spec.guards[0]).toEqual({
       name: 'marker absent',
       probe: 'command',
@@ -248,7 +248,7 @@ describe('valid runbooks', () => {
   it('minimal: defaults of the runbook itself', async () => {
     const { runbook } = await loadRunbook(valid('minimal.yaml'), defaultRegistry);
     expect(runbook.spec).toEqual({
-      safety: { allowContexts: [], maxDuration: 1_800_000, faultTtl: 600_000 },
+      safety: { allowContexts: [], maxDuration: 1_800_000, faultTtl: 600_000, remediationTtl: 3_600_000, lockNamespace: 'kube-system', maxUnavailable: { controlPlane: 1, worker: '50%' } },
       guards: [],
       steps: [{ wait: 500 }],
       remediation: [],

@@ -103,6 +103,10 @@ const RemediationItem = z.strictObject({
   timeout: duration().prefault('5m'),
 });
 
+/** A count of nodes or a percentage such as "50%". */
+const unavailableLimit = () =>
+  z.union([z.number().int().min(0), z.string().regex(/^(?:100|[1-9]?[0-9])%$/, { message: 'expected a count or a percentage such as 50%' })]);
+
 export const Runbook = z.strictObject({
   apiVersion: z.literal('kube-runbook/v1'),
   kind: z.literal('Runbook'),
@@ -128,6 +132,27 @@ export const Runbook = z.strictObject({
           .meta({
             description:
               "a fault's node-side dead-man reverts it this long after the executor's last keepalive; a revert failing for a transient reason (a reset connection, an apiserver 503) is tried again for up to this long after the rollback starts",
+          }),
+        remediationTtl: duration()
+          .prefault('1h')
+          .meta({
+            description:
+              "a remediation's (and a protective step's) node-side dead-man undoes it only this long after the executor's last keepalive: longer than faultTtl, because a node cannot tell whether the cluster's leases are fresh again while the apiserver may be unreachable, and undoing a remediation too early is the cascade it prevents",
+          }),
+        lockNamespace: z
+          .string()
+          .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, { message: 'expected a namespace name' })
+          .default('kube-system')
+          .meta({ description: 'namespace of the Lease kube-runbook-run-lock that a run holds while it has anything applied (one run per cluster at a time)' }),
+        maxUnavailable: z
+          .strictObject({
+            controlPlane: unavailableLimit().default(1),
+            worker: unavailableLimit().default('50%'),
+          })
+          .prefault({})
+          .meta({
+            description:
+              'at most this many nodes of each role (a count, or a percentage of the inventory\'s nodes of that role, rounded up) faulted at once by the steps; a plan that would exceed it is refused. Protective steps (revertLast) and remediations do not count',
           }),
       })
       .prefault({}),

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { parseInventoryLoosely } from './loose-inventory.js';
 import { spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +10,7 @@ import type { Action, RevertState } from '../contract/action.js';
 import type { ActionCtx } from '../contract/context.js';
 import { memoryLogger } from '../core/logger.js';
 import { isKrError, KrError } from '../core/errors.js';
-import { Inventory, type InventoryInput } from '../inventory/schema.js';
+import type { InventoryInput } from '../inventory/schema.js';
 import type { KubeAccess } from '../kube/types.js';
 import { shq } from '../core/shell.js';
 import { FakeClock } from './fake-clock.js';
@@ -78,7 +79,7 @@ class PhaseError extends Error {
 }
 
 function testCtx(inventory: InventoryInput, nodes: FakeNodes, scenario: Scenario): LifecycleResult['ctx'] {
-  const inv = Inventory.parse(inventory);
+  const inv = parseInventoryLoosely(inventory);
   const nodeName = scenario.node ?? inv.spec.nodes[0]?.name;
   const node = inv.spec.nodes.find((n) => n.name === nodeName);
   const kube = scenario.kube;
@@ -108,7 +109,7 @@ export async function runLifecycle<S extends RevertState>(
   inventory: InventoryInput,
   scenario: Scenario,
 ): Promise<LifecycleResult<S>> {
-  const nodes = new FakeNodes(Inventory.parse(scenario.inventory ?? inventory).spec.nodes, scenario.handler);
+  const nodes = new FakeNodes(parseInventoryLoosely(scenario.inventory ?? inventory).spec.nodes, scenario.handler);
   const ctx = testCtx(scenario.inventory ?? inventory, nodes, scenario);
   const scripts: LifecycleResult['scripts'] = [];
   let seen = 0;
@@ -226,7 +227,7 @@ export async function checkHostile<S extends RevertState>(
 
 /** The scripts a refused lifecycle had sent before it stopped. */
 async function collectPartial<S extends RevertState>(action: Action<z.ZodType, S>, inventory: InventoryInput, scenario: Scenario) {
-  const nodes = new FakeNodes(Inventory.parse(scenario.inventory ?? inventory).spec.nodes, scenario.handler);
+  const nodes = new FakeNodes(parseInventoryLoosely(scenario.inventory ?? inventory).spec.nodes, scenario.handler);
   const ctx = testCtx(scenario.inventory ?? inventory, nodes, scenario);
   try {
     const params = action.meta.params.parse(scenario.params ?? {});

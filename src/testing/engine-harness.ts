@@ -1,4 +1,6 @@
-import { Inventory, type InventoryInput } from '../inventory/schema.js';
+import type { KubeAccess } from '../kube/types.js';
+import type { InventoryInput } from '../inventory/schema.js';
+import { parseInventoryLoosely } from './loose-inventory.js';
 import type { Action } from '../contract/action.js';
 import type { Probe } from '../contract/probe.js';
 import { Runbook } from '../runbook/schema.js';
@@ -47,15 +49,19 @@ export async function startTestRun(o: {
   guards?: boolean;
   /** RBAC answers of the fake apiserver: true denies (default: everything allowed). */
   deny?: FakeKubeAccess['deny'];
+  /** Another run's cluster (two runs at once); a cluster of its own by default. */
+  kube?: KubeAccess;
+  runId?: string;
 }): Promise<Harness> {
   const clock = o.clock ?? new FakeClock();
-  const inventory = Inventory.parse(o.inventory ?? testInventory());
+  const inventory = parseInventoryLoosely(o.inventory ?? testInventory());
   const runbook = Runbook.parse(o.runbook);
   const nodes = o.nodes ?? new FakeNodes(inventory.spec.nodes, ({ script }) => ({ code: 0, stdout: script.includes('kube-runbook-ok') ? 'kube-runbook-ok\n' : '', stderr: '' }));
-  const kube = fakeKubeAccess(clock, { context: o.context ?? 'lab' });
-  if (o.deny) kube.deny = o.deny;
+  const fake = fakeKubeAccess(clock, { context: o.context ?? 'lab' });
+  if (o.deny) fake.deny = o.deny;
+  const kube = o.kube ?? fake;
   const ctx: Ctx = {
-    runId: 'run-test',
+    runId: o.runId ?? 'run-test',
     clock,
     log: memoryLogger(),
     signal: new AbortController().signal,
@@ -82,5 +88,6 @@ export const baseRunbook = (spec: Record<string, unknown>) => ({
   apiVersion: 'kube-runbook/v1',
   kind: 'Runbook',
   metadata: { name: 'test' },
-  spec: { safety: { allowContexts: ['lab'], faultTtl: '1m' }, ...spec },
+  // the engine's tests fault every node freely; spec.safety.maxUnavailable has tests of its own
+  spec: { safety: { allowContexts: ['lab'], faultTtl: '1m', maxUnavailable: { controlPlane: '100%', worker: '100%' } }, ...spec },
 });

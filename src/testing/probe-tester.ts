@@ -1,7 +1,9 @@
 import type { z } from 'zod';
+import { parseInventoryLoosely } from './loose-inventory.js';
 import type { Ctx } from '../contract/context.js';
 import { memoryLogger } from '../core/logger.js';
-import { Inventory, type InventoryInput, type InventoryNode } from '../inventory/schema.js';
+import type { Inventory} from '../inventory/schema.js';
+import { type InventoryInput, type InventoryNode } from '../inventory/schema.js';
 import { type FakeKubeAccess, fakeKubeAccess } from './fake-access.js';
 import type { FakeApiServer } from './fake-source.js';
 import { NODE_LEASE_NAMESPACE, paths } from '../kube/resources.js';
@@ -67,7 +69,7 @@ export class ProbeTester {
     this.clock = new FakeClock(o.start);
     this.kube = fakeKubeAccess(this.clock, { log: this.log, watch: o.watch });
     this.api = this.kube.apiserver;
-    this.inventory = Inventory.parse(o.inventory ?? labInventory);
+    this.inventory = parseInventoryLoosely(o.inventory ?? labInventory);
     this.nodes = new FakeNodes(this.inventory.spec.nodes as InventoryNode[]);
   }
 

@@ -1,0 +1,53 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { DEADMAN_ROOT } from '../engine/deadman.js';
+import { listJournals, outstanding, readJournal } from '../engine/journal.js';
+
+// The child imports the built engine and this module (dist/): `npm test` builds first.
+const dir = mkdtempSync(join(tmpdir(), 'kr-signals-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('a run in its own process', () => {
+  it.each(['SIGHUP', 'SIGTERM'] as const)('rolls back on %s (the session dropped) and exits with everything reverted', async (signal) => {
+    const marker = join(dir, `applied-${signal}`);
+    const runbookFile = join(dir, `runbook-${signal}.json`);
+    writeFileSync(
+      runbookFile,
+      JSON.stringify({
+        apiVersion: 'kube-runbook/v1',
+        kind: 'Runbook',
+        metadata: { name: 'hangup-test' },
+        spec: {
+          safety: { allowContexts: ['lab'], faultTtl: '10m' },
+          steps: [{ action: 'run-command', with: { nodes: 'all', apply: `touch '${marker}'`, revert: `rm -f '${marker}'` } }, { wait: '10m' }],
+        },
+      }),
+    );
+    const journals = join(dir, `runs-${signal}`);
+    const runId = `hup-${signal.toLowerCase()}`;
+    const child = spawn(process.execPath, ['test/fixtures/engine-child.mjs', runbookFile, journals, runId], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let output = '';
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (d: Buffer) => {
+        output += d.toString();
+        if (output.includes('applied')) resolve();
+      });
+      void exited.then((code) => reject(new Error(`child exited early (${code})`)));
+    });
+    expect(existsSync(marker)).toBe(true);
+    child.kill(signal);
+    expect(await exited).toBe(0);
+    expect(output).toContain('ended interrupted');
+    expect(existsSync(marker)).toBe(false);
+    expect(existsSync(join(DEADMAN_ROOT, runId))).toBe(false);
+    const [file] = listJournals(journals);
+    const view = readJournal(file!);
+    expect(outstanding(view)).toEqual([]);
+    expect(view.status).toBe('interrupted');
+    expect(readFileSync(file!, 'utf8')).toContain('"by":"executor"');
+  });
+});

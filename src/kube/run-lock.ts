@@ -1,0 +1,113 @@
+import { EXIT, KrError, messageOf } from '../core/errors.js';
+import { ApiStatusError } from './source.js';
+import type { KubeAccess } from './types.js';
+
+/** The cluster-wide run lock: one coordination.k8s.io Lease that a run holds while it has anything applied. */
+export const RUN_LOCK_NAME = 'kube-runbook-run-lock';
+
+interface Lease {
+  metadata: { name: string; namespace?: string; resourceVersion?: string; annotations?: Record<string, string> };
+  spec: { holderIdentity?: string; leaseDurationSeconds?: number; acquireTime?: string; renewTime?: string };
+}
+
+export interface RunLockHolder {
+  runId: string;
+  /** Where it runs: user@host pid N. */
+  where: string;
+  since: string;
+  renewed: string;
+  expires: string;
+}
+
+export interface RunLockOptions {
+  namespace: string;
+  runId: string;
+  where: string;
+  /** How long the lock outlives its holder's last renewal (it expires if the holder dies). */
+  durationMs: number;
+  now: () => number;
+}
+
+const path = (ns: string, name?: string) =>
+  `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases${name ? `/${encodeURIComponent(name)}` : ''}`;
+const iso = (ms: number) => new Date(ms).toISOString().replace(/(\.\d{3})Z$/, '$1000Z');
+
+function api(kube: KubeAccess) {
+  if (!kube.json) throw new KrError('KUBE_UNAVAILABLE', 'this cluster client cannot take the run lock', { exit: EXIT.refused });
+  return kube.json.bind(kube);
+}
+
+async function read(kube: KubeAccess, ns: string): Promise<Lease | undefined> {
+  try {
+    return await api(kube)<Lease>(path(ns, RUN_LOCK_NAME), { timeoutMs: 10_000 });
+  } catch (e) {
+    if (e instanceof ApiStatusError && e.status === 404) return undefined;
+    throw e;
+  }
+}
+
+/** Who holds the lock now, when someone does and the lease has not expired. */
+function holderOf(lease: Lease | undefined, now: number): RunLockHolder | undefined {
+  const s = lease?.spec;
+  if (!s?.holderIdentity || !s.renewTime) return undefined;
+  const expires = Date.parse(s.renewTime) + (s.leaseDurationSeconds ?? 0) * 1000;
+  if (!(expires > now)) return undefined;
+  const a = lease!.metadata.annotations ?? {};
+  return { runId: s.holderIdentity, where: a['kube-runbook/where'] ?? 'unknown', since: s.acquireTime ?? s.renewTime, renewed: s.renewTime, expires: new Date(expires).toISOString() };
+}
+
+export const describeHolder = (ns: string, h: RunLockHolder): string =>
+  `another run holds the cluster-wide run lock (Lease ${ns}/${RUN_LOCK_NAME}): run ${h.runId} (${h.where}) since ${h.since}; ` +
+  `it expires at ${h.expires} unless renewed (its holder renews it while it has faults applied)`;
+
+/** Read-only: the holder, if any other run holds the lock (for preflight and --dry-run). */
+export async function runLockHolder(kube: KubeAccess, o: Pick<RunLockOptions, 'namespace' | 'runId' | 'now'>): Promise<RunLockHolder | undefined> {
+  const h = holderOf(await read(kube, o.namespace), o.now());
+  return h && h.runId !== o.runId ? h : undefined;
+}
+
+/**
+ * Takes the lock, or throws RUN_LOCKED (exit 3) naming the run that holds it. A lease whose holder stopped renewing
+ * it is taken over; two runs racing for it are told apart by the apiserver (a create or an update on a stale
+ * resourceVersion fails with 409 for one of them).
+ */
+export async function acquireRunLock(kube: KubeAccess, o: RunLockOptions): Promise<void> {
+  const json = api(kube);
+  const lease = await read(kube, o.namespace);
+  const held = holderOf(lease, o.now());
+  if (held && held.runId !== o.runId) throw new KrError('RUN_LOCKED', describeHolder(o.namespace, held), { exit: EXIT.refused });
+  const now = iso(o.now());
+  const body: Lease = {
+    metadata: { name: RUN_LOCK_NAME, namespace: o.namespace, annotations: { 'kube-runbook/where': o.where }, ...(lease ? { resourceVersion: lease.metadata.resourceVersion } : {}) },
+    spec: { holderIdentity: o.runId, leaseDurationSeconds: Math.ceil(o.durationMs / 1000), acquireTime: now, renewTime: now },
+  };
+  try {
+    if (lease) await json(path(o.namespace, RUN_LOCK_NAME), { method: 'PUT', body, timeoutMs: 10_000 });
+    else await json(path(o.namespace), { method: 'POST', body, timeoutMs: 10_000 });
+  } catch (e) {
+    if (e instanceof ApiStatusError && e.status === 409) {
+      const winner = holderOf(await read(kube, o.namespace), o.now());
+      throw new KrError('RUN_LOCKED', winner ? describeHolder(o.namespace, winner) : 'another run took the cluster-wide run lock at the same moment', { exit: EXIT.refused });
+    }
+    throw new KrError('RUN_LOCK_FAILED', `cannot take the cluster-wide run lock (Lease ${o.namespace}/${RUN_LOCK_NAME}): ${messageOf(e)}`, { exit: EXIT.refused, cause: e });
+  }
+}
+
+/** Renews the lock this run holds; false when another run holds it now (it expired and was taken over). */
+export async function renewRunLock(kube: KubeAccess, o: RunLockOptions): Promise<boolean> {
+  const lease = await read(kube, o.namespace);
+  if (!lease || lease.spec.holderIdentity !== o.runId) return false;
+  lease.spec.renewTime = iso(o.now());
+  lease.spec.leaseDurationSeconds = Math.ceil(o.durationMs / 1000);
+  await api(kube)(path(o.namespace, RUN_LOCK_NAME), { method: 'PUT', body: lease, timeoutMs: 10_000 });
+  return true;
+}
+
+/** Releases the lock if this run holds it (by the run at its end, or by `recover` once nothing remains). */
+export async function releaseRunLock(kube: KubeAccess, o: Pick<RunLockOptions, 'namespace' | 'runId'>): Promise<boolean> {
+  const lease = await read(kube, o.namespace);
+  if (!lease || lease.spec.holderIdentity !== o.runId) return false;
+  const released: Lease = { metadata: lease.metadata, spec: { leaseDurationSeconds: lease.spec.leaseDurationSeconds } };
+  await api(kube)(path(o.namespace, RUN_LOCK_NAME), { method: 'PUT', body: released, timeoutMs: 10_000 });
+  return true;
+}
