@@ -69,8 +69,9 @@ actionTester(action, {
       },
     },
     {
-      name: 'nftables where iptables is absent, IPv6 included',
+      name: 'nftables where iptables is absent, IPv6 included (scope node said explicitly)',
       inventory: inventory({ endpoints: ['[fd00::1]:6443', '10.0.0.1:6443'] }),
+      params: { scope: 'node' },
       handler: node(['tool=nft', 'root=yes']),
       check(r) {
         const s = r.prepared as EgressState;
@@ -82,6 +83,7 @@ actionTester(action, {
     {
       name: 'without endpoints in the inventory: the kubeconfig server and the kubernetes Endpoints',
       inventory: inventory(),
+      params: { scope: 'node' },
       handler: node([...v1, 'addr=vip.example 10.0.0.100']),
       kube: {
         server: 'https://vip.example:6443',
@@ -104,9 +106,16 @@ actionTester(action, {
     { name: 'not root', handler: node(['tool=iptables']), phase: 'preflight', message: /needs root/ },
     { name: 'no kubelet running', handler: node(v1, ''), phase: 'preflight', message: /kubelet is not running/ },
     { name: 'scope process on cgroup v1', params: { scope: 'process' }, handler: node(v1), phase: 'preflight', message: /scope process needs cgroup v2/ },
-    { name: 'a host the node cannot resolve', handler: node(v1), phase: 'prepare', code: 'ENDPOINT_UNRESOLVED' },
+    {
+      name: 'scope auto where it would widen to the whole node (cgroup v1, kubeadm)',
+      handler: node(v1),
+      phase: 'preflight',
+      code: 'PREFLIGHT_FAILED',
+      message: /scope auto would widen to the whole node here .*say `scope: node` to accept that/,
+    },
+    { name: 'a host the node cannot resolve', params: { scope: 'node' }, handler: node(v1), phase: 'prepare', code: 'ENDPOINT_UNRESOLVED' },
     { name: 'an endpoint without a port', params: { endpoints: ['10.0.0.1'] }, handler: node(v1), phase: 'preflight', code: 'BAD_ENDPOINT' },
-    { name: 'IPv6 endpoints without ip6tables', params: { endpoints: ['[fd00::1]:6443'] }, handler: node(v1), phase: 'prepare', code: 'NO_FIREWALL_TOOL' },
+    { name: 'IPv6 endpoints without ip6tables', params: { endpoints: ['[fd00::1]:6443'], scope: 'node' }, handler: node(v1), phase: 'prepare', code: 'NO_FIREWALL_TOOL' },
   ],
   hostile: (value) => ({
     name: 'hostile node name, node answers and endpoint',

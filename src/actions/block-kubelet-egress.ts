@@ -20,7 +20,10 @@ const Params = z.strictObject({
   scope: z
     .enum(['auto', 'process', 'node'])
     .default('auto')
-    .meta({ description: "process: only the kubelet's own traffic (its cgroup v2); node: all of the node's traffic to those endpoints; auto: process where the node allows it, else node" }),
+    .meta({
+      description:
+        "process: only the kubelet's own traffic (its cgroup v2); node: all of the node's traffic to those endpoints; auto: process, and refused at preflight where that would widen to the whole node (on the lab, whose node namespace holds only the kubelet, node)",
+    }),
 });
 
 /** What the node says in prepare (read-only). */
@@ -130,6 +133,12 @@ export default defineAction({
     if (!pid) fail('the kubelet is not running there');
     if (params.scope === 'process' && !(d.cgroup && d.cgroupMatch))
       fail("scope process needs cgroup v2 and the firewall's cgroup match; use scope node or auto");
+    // a lab node's namespace holds only its kubelet: there, the node's traffic is the kubelet's
+    if (params.scope === 'auto' && !(d.cgroup && d.cgroupMatch) && ctx.inventory.spec.layout !== 'lab')
+      fail(
+        "scope auto would widen to the whole node here (no cgroup v2 match for the kubelet): every process's traffic to the apiservers " +
+          'would be dropped, not only the kubelet\'s; say `scope: node` to accept that, or run it where the kubelet has a cgroup v2 of its own',
+      );
   },
 
   async prepare(ctx, params): Promise<EgressState> {
@@ -174,5 +183,8 @@ export default defineAction({
 
   nodeSideRevert: (state) => egressRevert(state),
 
-  describe: (params) => `drop kubelet traffic to ${params.endpoints?.join(', ') ?? 'the apiservers'} (scope ${params.scope})`,
+  describe: (params) =>
+    `drop kubelet traffic to ${params.endpoints?.join(', ') ?? 'the apiservers'} (scope ${params.scope}${
+      params.scope === 'auto' ? ": the kubelet's traffic only; refused at preflight where it would widen to the whole node" : params.scope === 'node' ? ': every process of the node' : ''
+    })`,
 });

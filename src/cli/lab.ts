@@ -4,7 +4,7 @@ import { realClock } from '../core/clock.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { shq } from '../core/shell.js';
 import { parseDuration } from '../core/duration.js';
-import { DEFAULT_MINOR, labDown, labStatus, labUp, readLabInfo, readRuntime, SUPPORTED_MINORS } from '../lab/index.js';
+import { DEFAULT_MINOR, labDown, labStatus, labUp, readLabInfo, readRuntime, rebootLabNode, SUPPORTED_MINORS } from '../lab/index.js';
 import { installLab } from '../lab/install/install.js';
 import { runFleet } from '../lab/sim/fleet.js';
 import { fleetLine, renderStatus } from '../lab/lifecycle/render.js';
@@ -44,6 +44,7 @@ export const register: Register = (program, done) => {
   env(lab, done);
   containers(lab, done);
   fleet(lab, done);
+  reboot(lab, done);
 };
 
 const withInstance = (c: Command) => c.option('--instance <name>', 'lab instance: 1 to 6 characters a-z0-9', inst, DEFAULT_INSTANCE);
@@ -159,6 +160,21 @@ function env(lab: Command, done: Done) {
     .action(async (f: { instance: string }) => {
       const info = await readLabInfo(f.instance);
       out.stdout(`export KUBECONFIG=${shq(info.kubeconfig)}\nexport KUBE_RUNBOOK_INVENTORY=${shq(info.inventoryFile)}`);
+      done(EXIT.ok);
+    });
+}
+
+function reboot(lab: Command, done: Done) {
+  withInstance(lab.command('reboot'))
+    .description(
+      'Reboot one lab node as a power cut would: kill every process in its namespace, then boot it: its services start unless they ' +
+        'were stopped, and the scripts of its boot directory run (the dead-men of faults applied to it).',
+    )
+    .argument('<node>', 'cp-N, node-N or lb')
+    .option('--json', 'print what happened as JSON')
+    .action(async (node: string, f: { instance: string; json?: boolean }) => {
+      const r = await rebootLabNode(f.instance, node, { log: progressLogger() });
+      if (f.json) out.stdout(JSON.stringify(r, null, 2));
       done(EXIT.ok);
     });
 }

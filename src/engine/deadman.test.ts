@@ -3,7 +3,10 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { armScript, deadmanDir, disarmScript, keepaliveScript, statusScript } from './deadman.js';
+import { armScript, bootUnit, deadmanDir, disarmScript, keepaliveScript, settleScript, statusScript } from './deadman.js';
+
+/** A lab node's options: the boot hook in a directory under the test's root. */
+const onNode = (root: string, node = 'node-1') => ({ root, node, onBoot: 'revert' as const, bootHook: 'dir' as const, bootDir: join(root, 'boot.d') });
 
 const sh = (script: string) => spawnSync('/bin/sh', ['-s'], { input: script, encoding: 'utf8' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -26,7 +29,7 @@ describe('dead-man scripts (run for real with /bin/sh)', () => {
   it('fires the revert once the keepalive is older than the ttl, and records it', async () => {
     root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const marker = join(root, 'reverted');
-    const r = sh(armScript({ runId: 'run1', faultId: 'f01-x-node-1', ttlMs: 2000, revert: `echo done >'${marker}'`, allowSystemd: false, root }));
+    const r = sh(armScript({ runId: 'run1', faultId: 'f01-x-node-1', ttlMs: 2000, revert: `echo done >'${marker}'`, allowSystemd: false, ...onNode(root) }));
     expect(r.status).toBe(0);
     const dir = deadmanDir('run1', 'f01-x-node-1', root);
     expect(sh(statusScript('run1', 'f01-x-node-1', root)).stdout.trim()).toBe('armed');
@@ -44,7 +47,7 @@ describe('dead-man scripts (run for real with /bin/sh)', () => {
   it('does not fire while kept alive, and a disarm stops the watcher', async () => {
     root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const marker = join(root, 'reverted');
-    sh(armScript({ runId: 'run2', faultId: 'f01-y', ttlMs: 2000, revert: `touch '${marker}'`, allowSystemd: false, root }));
+    sh(armScript({ runId: 'run2', faultId: 'f01-y', ttlMs: 2000, revert: `touch '${marker}'`, allowSystemd: false, ...onNode(root) }));
     const dir = deadmanDir('run2', 'f01-y', root);
     const pid = Number(readFileSync(join(dir, 'watcher.pid'), 'utf8'));
     for (let i = 0; i < 20; i++) {
@@ -63,7 +66,7 @@ describe('dead-man scripts (run for real with /bin/sh)', () => {
     root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const pwned = join(root, 'pwned');
     const hostile = `printf '%s\\n' "it's \\$(touch ${pwned})" 'KR_0000' '\`touch ${pwned}\`' > '${root}/out'`;
-    sh(armScript({ runId: 'run3', faultId: 'f01-z', ttlMs: 60_000, revert: hostile, allowSystemd: false, root }));
+    sh(armScript({ runId: 'run3', faultId: 'f01-z', ttlMs: 60_000, revert: hostile, allowSystemd: false, ...onNode(root) }));
     const dir = deadmanDir('run3', 'f01-z', root);
     expect(readFileSync(join(dir, 'revert.sh'), 'utf8')).toBe(`${hostile}\n`);
     expect(existsSync(pwned)).toBe(false);
@@ -86,7 +89,7 @@ describe('arming is confirmed', () => {
       // a setsid that exits at once instead of starting the watcher
       mkdirSync(join(root, 'bin'));
       writeFileSync(join(root, 'bin', 'setsid'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
-      const script = armScript({ runId: 'run9', faultId: 'f01-q', ttlMs: 60_000, revert: 'true', allowSystemd: false, root });
+      const script = armScript({ runId: 'run9', faultId: 'f01-q', ttlMs: 60_000, revert: 'true', allowSystemd: false, ...onNode(root) });
       const r = spawnSync('/bin/sh', ['-s'], { input: script, encoding: 'utf8', env: { PATH: `${join(root, 'bin')}:${process.env.PATH}` }, timeout: 20_000 });
       expect(r.stderr).toContain("the dead-man's watcher did not start");
       expect(r.status).toBe(1);
@@ -100,7 +103,7 @@ describe('arming is confirmed', () => {
     const root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const other = spawn('sleep', ['30'], { stdio: 'ignore' });
     try {
-      expect(sh(armScript({ runId: 'run8', faultId: 'f01-p', ttlMs: 60_000, revert: 'true', allowSystemd: false, root })).status).toBe(0);
+      expect(sh(armScript({ runId: 'run8', faultId: 'f01-p', ttlMs: 60_000, revert: 'true', allowSystemd: false, ...onNode(root) })).status).toBe(0);
       const dir = deadmanDir('run8', 'f01-p', root);
       const watcher = Number(readFileSync(join(dir, 'watcher.pid'), 'utf8'));
       // as after a reboot: the recorded pid now belongs to another process
@@ -114,5 +117,113 @@ describe('arming is confirmed', () => {
       other.kill('SIGKILL');
       rmSync(root, { recursive: true, force: true });
     }
+  });
+});
+
+/** Stops a dead-man's watcher as a reboot would: the process is gone, its files stay. */
+function killWatcher(dir: string): void {
+  spawnSync('/bin/sh', ['-c', `pkill -KILL -f ${JSON.stringify(`${dir}/watch.sh`)} || true`]);
+}
+
+describe('after a reboot (the watcher gone, the boot step run)', () => {
+  let root: string;
+  afterEach(() => {
+    spawnSync('/bin/sh', ['-c', `pkill -f ${JSON.stringify(root)} || true`]);
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('a fault is reverted at once by its boot hook, which then removes itself', async () => {
+    root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    const marker = join(root, 'parked');
+    writeFileSync(marker, '');
+    const r = sh(armScript({ runId: 'rb1', faultId: 'f01-stop-x-node-2', ttlMs: 600_000, revert: `rm -f '${marker}'`, allowSystemd: false, ...onNode(root, 'node-2') }));
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('boot-hook dir');
+    const dir = deadmanDir('rb1', 'f01-stop-x-node-2', root);
+    const hook = join(root, 'boot.d', 'node-2', 'rb1--f01-stop-x-node-2');
+    expect(existsSync(hook)).toBe(true);
+    killWatcher(dir);
+    // what the node runs at boot
+    expect(spawnSync('/bin/sh', [hook], { encoding: 'utf8', timeout: 20_000 }).status).toBe(0);
+    expect(existsSync(marker)).toBe(false);
+    expect(readFileSync(`${dir}.fired/exit`, 'utf8').trim()).toBe('0');
+    expect(existsSync(hook)).toBe(false);
+    expect(sh(disarmScript('rb1', 'f01-stop-x-node-2', root)).stdout.trim()).toBe('fired 0');
+  });
+
+  it('a remediation is not undone by a reboot: its watcher starts again and waits for its ttl', async () => {
+    root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    const marker = join(root, 'undone');
+    sh(armScript({ runId: 'rb2', faultId: 'f01-freeze', ttlMs: 3000, revert: `touch '${marker}'`, allowSystemd: false, ...onNode(root), onBoot: 'rewatch' }));
+    const dir = deadmanDir('rb2', 'f01-freeze', root);
+    const hook = join(root, 'boot.d', 'node-1', 'rb2--f01-freeze');
+    killWatcher(dir);
+    const boot = spawn('/bin/sh', [hook], { stdio: 'ignore' });
+    await sleep(1500);
+    expect(existsSync(marker)).toBe(false);
+    expect(sh(statusScript('rb2', 'f01-freeze', root)).stdout.trim()).toBe('armed');
+    // without keepalive it fires once the ttl has passed, and only then
+    expect(await until(() => existsSync(marker), 6000)).toBe(true);
+    boot.kill();
+  });
+
+  it('a disarm removes the boot hook with the dead-man', () => {
+    root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    sh(armScript({ runId: 'rb3', faultId: 'f01-a', ttlMs: 60_000, revert: 'true', allowSystemd: false, ...onNode(root) }));
+    expect(existsSync(join(root, 'boot.d', 'node-1', 'rb3--f01-a'))).toBe(true);
+    expect(sh(disarmScript('rb3', 'f01-a', root)).status).toBe(0);
+    expect(existsSync(join(root, 'boot.d', 'node-1'))).toBe(false);
+    expect(existsSync(join(root, 'rb3'))).toBe(false);
+  });
+
+  it('the systemd unit runs boot.sh of that dead-man only while its directory exists', () => {
+    const unit = bootUnit('rb4', 'f02-stop-kubelet-n1', '/var/lib/kube-runbook/deadman/rb4/f02-stop-kubelet-n1');
+    expect(unit).toContain('ConditionPathIsDirectory=/var/lib/kube-runbook/deadman/rb4/f02-stop-kubelet-n1\n');
+    expect(unit).toContain('ExecStart=/bin/sh /var/lib/kube-runbook/deadman/rb4/f02-stop-kubelet-n1/boot.sh\n');
+    expect(unit).toContain('WantedBy=multi-user.target');
+  });
+});
+
+describe('the executor\'s revert and the dead-man never run at once', () => {
+  let root: string;
+  afterEach(() => {
+    spawnSync('/bin/sh', ['-c', `pkill -f ${JSON.stringify(root)} || true`]);
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  it('settle keeps an armed dead-man from firing: it touches the keepalive', async () => {
+    root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    const marker = join(root, 'fired');
+    sh(armScript({ runId: 'rc1', faultId: 'f01-a', ttlMs: 2000, revert: `touch '${marker}'`, allowSystemd: false, ...onNode(root) }));
+    const dir = deadmanDir('rc1', 'f01-a', root);
+    utimesSync(join(dir, 'keepalive'), new Date(0), new Date(0));
+    expect(sh(settleScript('rc1', 'f01-a', 10, root)).stdout.trim()).toBe('armed');
+    await sleep(1200);
+    expect(existsSync(marker)).toBe(false);
+    sh(disarmScript('rc1', 'f01-a', root));
+  });
+
+  it('settle waits for a dead-man that fired to finish its revert', async () => {
+    root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    const done = join(root, 'done');
+    sh(armScript({ runId: 'rc2', faultId: 'f01-a', ttlMs: 1000, revert: `sleep 2; touch '${done}'`, allowSystemd: false, ...onNode(root) }));
+    const dir = deadmanDir('rc2', 'f01-a', root);
+    utimesSync(join(dir, 'keepalive'), new Date(0), new Date(0));
+    expect(await until(() => existsSync(`${dir}.fired`), 3000)).toBe(true);
+    const r = sh(settleScript('rc2', 'f01-a', 20, root));
+    expect(r.stdout.trim()).toBe('fired 0');
+    expect(existsSync(done)).toBe(true);
+  });
+
+  it('node-side reverts on one node run one after the other', async () => {
+    root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    const log = join(root, 'log');
+    const revert = (id: string) => `echo "start ${id}" >>'${log}'; sleep 1; echo "end ${id}" >>'${log}'`;
+    for (const id of ['f01-a', 'f02-b']) sh(armScript({ runId: 'rc3', faultId: id, ttlMs: 1000, revert: revert(id), allowSystemd: false, ...onNode(root) }));
+    for (const id of ['f01-a', 'f02-b']) utimesSync(join(deadmanDir('rc3', id, root), 'keepalive'), new Date(0), new Date(0));
+    expect(await until(() => existsSync(log) && readFileSync(log, 'utf8').trim().split('\n').length === 4, 8000)).toBe(true);
+    const lines = readFileSync(log, 'utf8').trim().split('\n');
+    // start, end, start, end: never two starts in a row
+    expect(lines.map((l) => l.split(' ')[0])).toEqual(['start', 'end', 'start', 'end']);
   });
 });

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { shq } from '../core/shell.js';
+import { BOOT_ROOT } from '../nodes/boot-dir.js';
 
 /**
  * The node-side dead-man: before a fault is applied, its node gets the fault's revert script and a watcher
@@ -33,19 +34,51 @@ export interface ArmOptions {
   revert: string;
   /** Use a transient systemd service where systemd runs (not inside a netns: systemd-run would leave it). */
   allowSystemd: boolean;
+  /** The node as named on its disk: its name, or for a lab node its network namespace (a lab's nodes share one disk). */
+  node: string;
+  /**
+   * After a reboot the watcher is gone. `revert`: the boot step reverts the fault at once (whatever was parked or
+   * stopped comes back). `rewatch`: it starts the watcher again with the same ttl, for remediations, which must not
+   * be undone just because a node rebooted.
+   */
+  onBoot: 'revert' | 'rewatch';
+  /**
+   * How the boot step is registered. `host`: a systemd unit enabled for multi-user.target, else an @reboot entry in
+   * /etc/cron.d where a cron daemon runs, else none (the arm prints `boot-hook none`). `dir`: a link in the lab's boot
+   * directory, which the lab runs when it boots a node (`kube-runbook lab reboot`).
+   */
+  bootHook: 'host' | 'dir';
   root?: string;
+  /** For tests: where the `dir` hook goes. */
+  bootDir?: string;
 }
 
-/** The watcher: polls the keepalive's age each second, fires once, exits when disarmed. */
-const WATCH = `d=$1; ttl=$2
+
+/**
+ * The watcher: polls the keepalive's age each second and fires once, then exits; exits when disarmed. Whether to
+ * fire is decided again holding the fault's lock (`<dir>.lock`), which the executor's touch before its own revert
+ * takes too, so the two never revert one fault at once; the revert runs holding the node's lock (`$3`), so
+ * node-side reverts on one node run one after the other. Without flock(1) on the node, both locks are skipped.
+ */
+const WATCH = `d=$1; ttl=$2; nodelock=$3
+stale() { [ $(( $(date +%s) - $(stat -c %Y "$d/keepalive" 2>/dev/null || echo 0) )) -ge "$ttl" ]; }
+claim() {
+  if command -v flock >/dev/null 2>&1; then
+    ( flock -w 30 9 || exit 1; stale && mv "$d" "$d.fired" 2>/dev/null ) 9>"$d.lock"
+  else
+    stale && mv "$d" "$d.fired" 2>/dev/null
+  fi
+}
 while [ -d "$d" ]; do
-  now=$(date +%s)
-  last=$(stat -c %Y "$d/keepalive" 2>/dev/null || echo 0)
-  if [ $((now - last)) -ge "$ttl" ]; then
-    if mv "$d" "$d.fired" 2>/dev/null; then
+  if stale && claim; then
+    if command -v flock >/dev/null 2>&1; then
+      ( flock -w 900 8; sh "$d.fired/revert.sh" ) 8>"$nodelock" >"$d.fired/revert.log" 2>&1
+    else
       sh "$d.fired/revert.sh" >"$d.fired/revert.log" 2>&1
-      echo $? >"$d.fired/exit"
     fi
+    echo $? >"$d.fired/exit"
+    if [ -f "$d.fired/unhook.sh" ]; then sh "$d.fired/unhook.sh" >/dev/null 2>&1; fi
+    rm -f "$d.lock"
     exit 0
   fi
   sleep 1
@@ -59,18 +92,78 @@ function heredoc(body: string): { open: string; close: string } {
   return { open: `<<'${tag}'`, close: tag };
 }
 
+const unitName = (runId: string, faultId: string) => `kube-runbook-deadman-${runId}-${faultId}`.replace(/[^A-Za-z0-9:_.-]/g, '-');
+const nodeLock = (root: string, node: string) => `${root}/.node-${checkId('node', node)}.lock`;
+
+/** A file written by the arm script: `cat >FILE <<'TAG'` … `TAG`. */
+function writeFile(file: string, body: string): string {
+  const h = heredoc(body);
+  return `cat >${file} ${h.open}\n${body.endsWith('\n') ? body : `${body}\n`}${h.close}\n`;
+}
+
+/** The systemd unit that runs boot.sh once at boot (the watcher it starts for a remediation is its main process). */
+export function bootUnit(runId: string, faultId: string, dir: string): string {
+  return `[Unit]
+Description=kube-runbook: after a reboot, the dead-man of ${faultId} (run ${runId})
+ConditionPathIsDirectory=${dir}
+After=local-fs.target network.target
+
+[Service]
+Type=simple
+ExecStart=/bin/sh ${dir}/boot.sh
+
+[Install]
+WantedBy=multi-user.target
+`;
+}
+
+/** sh text registering boot.sh to run at boot, writing `$d/unhook.sh` that removes the registration, printing `boot-hook KIND`. */
+function bootHookScript(o: ArmOptions, dir: string): string {
+  if (o.bootHook === 'dir') {
+    const nodeDir = `${o.bootDir ?? BOOT_ROOT}/${checkId('node', o.node)}`;
+    const link = `${nodeDir}/${o.runId}--${o.faultId}`;
+    return `mkdir -p ${shq(nodeDir)}
+ln -sfn "$d/boot.sh" ${shq(link)}
+${writeFile('"$d/unhook.sh"', `rm -f ${shq(link)}\nrmdir ${shq(nodeDir)} 2>/dev/null\nexit 0`)}echo "boot-hook dir"
+`;
+  }
+  const unit = `${unitName(o.runId, o.faultId)}-boot.service`;
+  const unitFile = `/etc/systemd/system/${unit}`;
+  const cronFile = `/etc/cron.d/${unitName(o.runId, o.faultId).replace(/[^A-Za-z0-9_-]/g, '-')}`;
+  return `hook=none
+if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1 && [ -d /etc/systemd/system ] && [ -w /etc/systemd/system ]; then
+  ${writeFile(shq(unitFile), bootUnit(o.runId, o.faultId, dir))}
+  if systemctl daemon-reload && systemctl enable --quiet ${shq(unit)}; then
+    hook=systemd
+    ${writeFile('"$d/unhook.sh"', `systemctl disable --quiet ${shq(unit)} 2>/dev/null\nrm -f ${shq(unitFile)}\nsystemctl daemon-reload 2>/dev/null\nexit 0`)}
+  else
+    rm -f ${shq(unitFile)}
+  fi
+fi
+if [ "$hook" = none ] && [ -d /etc/cron.d ] && [ -w /etc/cron.d ] && { pgrep -x cron || pgrep -x crond; } >/dev/null 2>&1; then
+  printf '@reboot root /bin/sh %s\\n' "$d/boot.sh" >${shq(cronFile)}
+  hook=cron
+  ${writeFile('"$d/unhook.sh"', `rm -f ${shq(cronFile)}\nexit 0`)}
+fi
+echo "boot-hook $hook"
+`;
+}
+
 export function armScript(o: ArmOptions): string {
-  const dir = deadmanDir(o.runId, o.faultId, o.root);
+  const root = o.root ?? DEADMAN_ROOT;
+  const dir = deadmanDir(o.runId, o.faultId, root);
   const ttl = Math.max(1, Math.ceil(o.ttlMs / 1000));
-  const rv = heredoc(o.revert);
-  const w = heredoc(WATCH);
-  const unit = `kube-runbook-deadman-${o.runId}-${o.faultId}`.replace(/[^A-Za-z0-9:_.-]/g, '-');
+  const lock = nodeLock(root, o.node);
+  const unit = unitName(o.runId, o.faultId);
+  const boot = `d=${shq(dir)}
+[ -d "$d" ] || exit 0
+exec sh "$d/watch.sh" "$d" ${o.onBoot === 'revert' ? 0 : ttl} ${shq(lock)}`;
   const systemd = o.allowSystemd
     ? `if command -v systemd-run >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-  if systemd-run --quiet --collect --unit=${shq(unit)} sh "$d/watch.sh" "$d" ${ttl}; then
+  if systemd-run --quiet --collect --unit=${shq(unit)} sh "$d/watch.sh" "$d" ${ttl} ${shq(lock)}; then
     echo systemd >"$d/watcher"
-    if systemctl is-active --quiet ${shq(`${unit}.service`)}; then exit 0; fi
-    echo "the dead-man's unit ${unit}.service is not active" >&2; rm -rf "$d"; exit 1
+    systemctl is-active --quiet ${shq(`${unit}.service`)} || arm_failed "the dead-man's unit ${unit}.service is not active"
+    started=systemd
   fi
 fi
 `
@@ -78,23 +171,49 @@ fi
   return `set -eu
 umask 077
 d=${shq(dir)}
+arm_failed() {
+  echo "$1" >&2
+  if [ -f "$d/unhook.sh" ]; then sh "$d/unhook.sh" >/dev/null 2>&1 || true; fi
+  rm -rf "$d"
+  exit 1
+}
 mkdir -p "$d"
-cat >"$d/revert.sh" ${rv.open}
-${o.revert}
-${rv.close}
-cat >"$d/watch.sh" ${w.open}
-${WATCH}${w.close}
-touch "$d/keepalive"
-${systemd}setsid sh "$d/watch.sh" "$d" ${ttl} </dev/null >/dev/null 2>&1 &
-echo $! >"$d/watcher.pid"
-echo detached >"$d/watcher"
-# confirmed alive, and ours: the process of that pid runs this fault's watch.sh (given up to 3 s to start)
-i=0
-until tr '\\000' ' ' <"/proc/$(cat "$d/watcher.pid")/cmdline" 2>/dev/null | grep -qF "$d/watch.sh"; do
-  i=$((i + 1))
-  if [ "$i" -ge 30 ]; then echo "the dead-man's watcher did not start" >&2; rm -rf "$d"; exit 1; fi
-  sleep 0.1
-done
+${writeFile('"$d/revert.sh"', o.revert)}${writeFile('"$d/watch.sh"', WATCH)}${writeFile('"$d/boot.sh"', boot)}touch "$d/keepalive"
+${bootHookScript(o, dir)}started=
+${systemd}if [ -z "$started" ]; then
+  setsid sh "$d/watch.sh" "$d" ${ttl} ${shq(lock)} </dev/null >/dev/null 2>&1 &
+  echo $! >"$d/watcher.pid"
+  echo detached >"$d/watcher"
+  # confirmed alive, and ours: the process of that pid runs this fault's watch.sh (given up to 3 s to start)
+  i=0
+  until tr '\\000' ' ' <"/proc/$(cat "$d/watcher.pid")/cmdline" 2>/dev/null | grep -qF "$d/watch.sh"; do
+    i=$((i + 1))
+    if [ "$i" -ge 30 ]; then arm_failed "the dead-man's watcher did not start"; fi
+    sleep 0.1
+  done
+fi
+`;
+}
+
+/**
+ * Run before the executor's own revert of a fault: touches its keepalive holding the fault's lock, so the watcher
+ * cannot fire during the revert, and prints `armed`; when the dead-man has fired already, waits (up to `waitS`) for
+ * its revert to finish and prints `fired <exit>`, so the two reverts never run at once; `absent` otherwise.
+ */
+export function settleScript(runId: string, faultId: string, waitS: number, root = DEADMAN_ROOT): string {
+  const dir = deadmanDir(runId, faultId, root);
+  return `d=${shq(dir)}
+touch_locked() {
+  if command -v flock >/dev/null 2>&1; then ( flock -w 30 9 && [ -d "$d" ] && touch "$d/keepalive" ) 9>"$d.lock"; else [ -d "$d" ] && touch "$d/keepalive"; fi
+}
+if [ -d "$d" ] && touch_locked 2>/dev/null; then echo armed; exit 0; fi
+if [ -d "$d.fired" ]; then
+  i=0
+  while [ ! -f "$d.fired/exit" ] && [ "$i" -lt ${Math.max(1, Math.ceil(waitS))} ]; do sleep 1; i=$((i + 1)); done
+  echo "fired $(cat "$d.fired/exit" 2>/dev/null || echo running)"
+  exit 0
+fi
+echo absent
 `;
 }
 
@@ -111,7 +230,7 @@ export function keepaliveScript(runId: string, root = DEADMAN_ROOT): string {
  */
 export function disarmScript(runId: string, faultId: string, root = DEADMAN_ROOT): string {
   const dir = deadmanDir(runId, faultId, root);
-  const unit = `kube-runbook-deadman-${runId}-${faultId}`.replace(/[^A-Za-z0-9:_.-]/g, '-');
+  const unit = unitName(runId, faultId);
   return `d=${shq(dir)}
 # only our watcher: after a reboot the pid may be another process's
 if [ -f "$d/watcher.pid" ]; then
@@ -119,8 +238,9 @@ if [ -f "$d/watcher.pid" ]; then
   if tr '\\000' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$d/watch.sh"; then kill "$p" 2>/dev/null || true; fi
 fi
 if [ "$(cat "$d/watcher" 2>/dev/null)" = systemd ]; then systemctl stop ${shq(`${unit}.service`)} 2>/dev/null || true; fi
+for u in "$d/unhook.sh" "$d.fired/unhook.sh"; do if [ -f "$u" ]; then sh "$u" >/dev/null 2>&1 || true; fi; done
 if [ -d "$d.fired" ]; then echo "fired $(cat "$d.fired/exit" 2>/dev/null)"; fi
-rm -rf "$d" "$d.fired"
+rm -rf "$d" "$d.fired" "$d.lock"
 rmdir "$(dirname "$d")" 2>/dev/null || true
 exit 0
 `;

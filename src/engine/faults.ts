@@ -3,7 +3,7 @@ import { messageOf } from '../core/errors.js';
 import type { Backoff, FailedAttempt } from '../core/retry.js';
 import type { InventoryNode } from '../inventory/schema.js';
 import type { ActionCtx, Ctx } from '../contract/context.js';
-import { armScript, deadmanDir, disarmScript, keepaliveScript } from './deadman.js';
+import { armScript, deadmanDir, disarmScript, keepaliveScript, settleScript } from './deadman.js';
 import type { Attempt, FaultRef, RunEventSink } from './events.js';
 import type { Journal } from './journal.js';
 import { eachLimited } from './each-limited.js';
@@ -93,16 +93,25 @@ export class FaultLedger {
     this.faults.push(fault);
     try {
       if (node && nodeSide) {
+        const lab = (node.transport ?? this.o.ctx.inventory.spec.transport).type === 'netns';
         const arm = armScript({
           runId: this.o.ctx.runId,
           faultId,
           ttlMs: remediation ? (this.o.remediationTtlMs ?? this.o.faultTtlMs) : this.o.faultTtlMs,
           revert: nodeSide,
-          allowSystemd: (node.transport ?? this.o.ctx.inventory.spec.transport).type !== 'netns',
+          allowSystemd: !lab,
+          node: lab ? (node.netns ?? node.name) : node.name,
+          onBoot: remediation ? 'rewatch' : 'revert',
+          bootHook: lab ? 'dir' : 'host',
         });
         const r = await withRetries('arm', () => this.o.ctx.nodes.exec(node.name, arm, { timeoutMs: 30_000, signal }), retry({ fault }));
         if (r.code !== 0) throw new Error(`could not arm the dead-man on ${node.name}: ${r.stderr.trim() || `exit ${r.code}`}`);
         fault.deadman = true;
+        if (/^boot-hook none$/m.test(r.stdout))
+          this.warn(
+            `${faultId} on ${node.name}: no boot hook (neither systemd nor a cron daemon the script may use): if ${node.name} reboots before the revert, ` +
+              `its dead-man is gone and ${remediation ? 'the remediation' : 'the fault'} stays until the executor or \`kube-runbook recover\` reverts it`,
+          );
       }
       fault.state = await action.apply(ctx, state);
       this.o.journal?.append({ type: 'applied', at: this.o.ctx.clock.now(), faultId, state: fault.state });
@@ -126,6 +135,7 @@ export class FaultLedger {
     const ctx: ActionCtx = { ...this.o.ctx, signal, node: fault.node };
     const failures: FailedAttempt[] = [];
     const retry = this.retrying({ fault }, signal, deadline);
+    if (fault.deadman && fault.node) await this.settle(fault, signal, deadline);
     try {
       await withRetries('revert', () => fault.action.revert(ctx, fault.state), retry, failures);
     } catch (e) {
@@ -162,6 +172,49 @@ export class FaultLedger {
       if (fired) this.o.ctx.log.warn(`the node-side dead-man on ${node} had already reverted ${fault.ref.faultId} (exit ${fired[1] || '?'})`);
     }
     return undefined;
+  }
+
+  /**
+   * Before the executor reverts a fault itself: keeps its dead-man from firing during the revert, or, when it has
+   * fired already, waits for the node's own revert to finish, so the two never run at once (both are idempotent,
+   * not both at the same moment: a static pod's manifest moved back twice fails the second move). Best effort: an
+   * unreachable node fails the revert that follows anyway.
+   */
+  private async settle(fault: AppliedFault, signal: AbortSignal, deadline: number): Promise<void> {
+    const node = fault.node!.name;
+    const waitS = Math.max(1, Math.min(600, Math.ceil((deadline - this.o.ctx.clock.now()) / 1000)));
+    const r = await this.o.ctx.nodes
+      .exec(node, settleScript(this.o.ctx.runId, fault.ref.faultId, waitS), { timeoutMs: (waitS + 30) * 1000, signal })
+      .catch(() => undefined);
+    const fired = r && /^fired (\S*)/m.exec(r.stdout);
+    if (fired) this.o.ctx.log.info(`the node-side dead-man on ${node} reverted ${fault.ref.faultId} first (exit ${fired[1]}); reverting it again to confirm`);
+  }
+
+  /**
+   * Remediations the rollback may not undo yet (`rollback.waitFor` did not hold): their dead-men are disarmed so no
+   * timer undoes them either; they stay applied, in the journal, until `kube-runbook recover` finds the condition
+   * holding (or is forced).
+   */
+  async leaveInPlace(faults: AppliedFault[], signal: AbortSignal, reason: string): Promise<void> {
+    const { clock } = this.o.ctx;
+    for (const f of faults) {
+      this.o.journal?.append({ type: 'left-in-place', at: clock.now(), faultId: f.ref.faultId, reason });
+      if (!f.deadman || !f.node) continue;
+      const node = f.node.name;
+      const r = await this.o.ctx.nodes
+        .exec(node, disarmScript(this.o.ctx.runId, f.ref.faultId), { timeoutMs: 30_000, signal })
+        .catch((e: unknown) => ({ code: -1, stdout: '', stderr: messageOf(e) }));
+      if (r.code === 0) f.deadman = false;
+      else
+        this.warn(
+          `${f.ref.faultId} is left in place but its dead-man on ${node} could not be disarmed (${r.stderr.trim() || `exit ${r.code}`}): ` +
+            `it undoes the remediation after spec.safety.remediationTtl without keepalive; to keep it, remove ${deadmanDir(this.o.ctx.runId, f.ref.faultId)} on ${node}`,
+        );
+    }
+  }
+
+  private warn(message: string): void {
+    this.o.emit({ type: 'log', at: this.o.ctx.clock.now(), level: 'warn', message });
   }
 
   /** Reverts faults in the reverse order of application, the targets of one step together, `limit` at once; returns the failures. */

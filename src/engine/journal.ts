@@ -61,6 +61,8 @@ export type JournalRecord =
   | { type: 'revert-failed'; at: number; faultId: string; error: string; attempts?: number }
   /** The dead-man of a reverted fault could not be removed: its watcher may run the (idempotent) revert again. */
   | { type: 'disarm-failed'; at: number; faultId: string; node: string; error: string }
+  /** A remediation the rollback did not undo (its condition did not hold): its dead-man was disarmed; `recover` undoes it. */
+  | { type: 'left-in-place'; at: number; faultId: string; reason: string }
   | { type: 'end'; at: number; status: RunStatus };
 
 /** As written: every record says which version of the tool wrote it (absent in journals of older versions). */

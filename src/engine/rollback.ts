@@ -21,8 +21,9 @@ export interface RollbackOptions {
 /**
  * The one rollback order, for a run and for `recover`: faults in the reverse order of application, then — only
  * once the cluster is healthy again — remediations and protective steps (restarting the controller-manager while
- * leases are still stale is the cascade). A guard may ask for remediation while the faults are reverted: a second
- * round undoes it too. Returns the failures.
+ * leases are still stale is the cascade). When the rollback condition does not hold, remediations are left in place
+ * with their dead-men disarmed, for `recover`. A guard may ask for remediation while the faults are reverted: a
+ * second round undoes it too. Returns the failures.
  */
 export async function rollBack(ledger: FaultLedger, o: RollbackOptions): Promise<string[]> {
   const todo = (remediation: boolean) => ledger.outstanding().filter((f) => f.ref.remediation === remediation && !o.skip?.(f));
@@ -30,7 +31,11 @@ export async function rollBack(ledger: FaultLedger, o: RollbackOptions): Promise
   for (let round = 0; round < 2; round++) {
     await o.settle?.();
     const remediations = todo(true);
-    if (!remediations.length || !(await o.safeToUndoRemediations())) break;
+    if (!remediations.length) break;
+    if (!(await o.safeToUndoRemediations())) {
+      await ledger.leaveInPlace(remediations, o.signal, 'the rollback condition did not hold');
+      break;
+    }
     errors.push(...(await ledger.revertInOrder(remediations, o.signal, o.concurrency, o.deadline)));
   }
   return errors;

@@ -262,6 +262,9 @@ describe('run: remediation', () => {
     expect(r.status).toBe('rollback-incomplete');
     expect(r.remaining.map((f) => `${f.action}@${f.node}`)).toEqual(['freeze@cp-1']);
     expect(ops(log, 'revert')).toEqual(['partition@node-1']);
+    // no timer undoes it either: its dead-man is disarmed (recover undoes it once waitFor holds)
+    expect(h.nodes.calls.filter((c) => c.node === 'cp-1' && c.script.includes('rm -rf "$d" "$d.fired"'))).toHaveLength(1);
+    expect(h.events.find((e) => e.type === 'rollback-wait' && e.phase === 'timeout')).toMatchObject({ detail: expect.stringContaining('remediation left in place') });
   });
 });
 
@@ -373,7 +376,7 @@ describe('run: dead-man', () => {
       probes: [],
     });
     await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
-    const ttlOf = (node: string) => /"\$d\/watch\.sh" "\$d" (\d+)/.exec(h.nodes.calls.find((c) => c.node === node && c.script.includes('cat >"$d/watch.sh"'))!.script)?.[1];
+    const ttlOf = (node: string) => /setsid sh "\$d\/watch\.sh" "\$d" (\d+)/.exec(h.nodes.calls.find((c) => c.node === node && c.script.includes('cat >"$d/watch.sh"'))!.script)?.[1];
     expect(ttlOf('cp-1')).toBe('3600');
     expect(ttlOf('node-1')).toBe('60');
   });

@@ -6,5 +6,6 @@ export { readLabInfo, type LabInfo } from './host/info.js';
 export { labPaths, labNames } from './host/paths.js';
 export { readRuntime } from './sim/runtime.js';
 export { type LabUpOptions } from './host/settings.js';
+export { rebootLabNode } from './lifecycle/reboot.js';
 export { labStatus } from './lifecycle/status.js';
 export { labUp } from './lifecycle/up.js';

@@ -64,13 +64,18 @@ export function serviceScripts(spec: ServiceSpec): Record<(typeof SERVICE_SCRIPT
     `printf '%s\\n' "$cmd" | grep -qF -- ${shq(spec.dir)} || exit 3\n` +
     `exit 0\n`;
   const start =
-    head('Starts `run` detached unless it already runs; output goes to `log`.') +
+    head('Starts `run` detached unless it already runs; output goes to `log`. The node starts it again at boot.') +
+    `rm -f ${d}/down\n` +
     `${d}/status >/dev/null 2>&1 && exit 0\n` +
     `setsid ${d}/run >>${d}/log 2>&1 </dev/null &\n` +
     writePid(d, '$!') +
     `exit 0\n`;
   const stop =
-    head(`Stops it: TERM, then KILL after ${spec.stopTimeoutSec}s. Exit 0 also when it was not running.`) +
+    head(
+      `Stops it: TERM, then KILL after ${spec.stopTimeoutSec}s. Exit 0 also when it was not running. It stays stopped across a ` +
+        'reboot of the node (`down`), as a parked static-pod manifest does, until `start`.',
+    ) +
+    `touch ${d}/down\n` +
     `${d}/status >/dev/null 2>&1 || { rm -f ${d}/pid; exit 0; }\n` +
     `pid=$(cat ${d}/pid)\n` +
     `kill -TERM "$pid" 2>/dev/null\n` +

@@ -77,6 +77,15 @@ describe('static-pod manager', () => {
     expect(run(m.start(t, 5)).code).toBe(0);
   });
 
+  it('start that loses the race to move the manifest back (a dead-man moved it first) still succeeds', () => {
+    const m = serviceManager(t);
+    run(m.stop(t, 5));
+    // the other revert wins between this one's check and its mv: the manifest is back, this mv fails
+    stub('mv', '/bin/mv "$@"; echo "mv: cannot stat" >&2; exit 1');
+    expect(run(m.start(t, 5))).toMatchObject({ code: 0 });
+    expect(existsSync(t.manifest)).toBe(true);
+  });
+
   it('stop fails, saying so, when the process outlives its manifest', () => {
     stub('pgrep', 'exit 0');
     const r = run(serviceManager(t).stop(t, 2));

@@ -98,7 +98,8 @@ export const staticPod: ServiceManager<StaticPodTarget> = {
       '  if [ -f "$manifest" ]; then',
       '    echo "$manifest exists (written since it was parked): kept it, left $parked" >&2',
       '  else',
-      '    mv -f "$parked" "$manifest" || kr_fail "cannot move $parked back to $manifest"',
+      // a dead-man reverting at the same moment may have moved it first: then the manifest is back, which is the point
+      '    mv -f "$parked" "$manifest" 2>/dev/null || [ -f "$manifest" ] || kr_fail "cannot move $parked back to $manifest"',
       '  fi',
       'fi',
       '[ -f "$manifest" ] || kr_fail "no manifest $manifest to start $proc from (and none parked in $parked)"',
