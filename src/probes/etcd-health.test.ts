@@ -106,6 +106,29 @@ describe('etcd-health', () => {
     expect(lost.detail).toContain('no quorum: 1 of 3 member(s) answer, 2 needed');
   });
 
+  it('with members: a quorum without a leader reads unknown while an election may be under way, violated after electionGrace', async () => {
+    t = new ProbeTester({ inventory: haInventory });
+    let leader = 'cp-1';
+    t.nodes.handler = ({ node }) =>
+      node === 'cp-1' && leader !== 'cp-1'
+        ? { code: 0, stdout: '#unreachable curl: (7) Connection refused\n', stderr: '' }
+        : { code: 0, stdout: `#health {"health":"true"}\n${metrics(100, 0.0015, { leader: node === leader })}\n`, stderr: '' };
+    const run = t.start(probe, { members: true, interval: '1s', electionGrace: '5s' });
+    await run.until((r) => r.status === 'ok');
+    // the leader goes; the other two have not elected one yet
+    leader = 'none';
+    const electing = await run.until((r) => r.status !== 'ok');
+    expect(electing.status).toBe('unknown');
+    expect(electing.detail).toMatch(/no leader for .*: an election is under way/);
+    // no leader past the grace: violated
+    const lost = await run.until((r) => r.status === 'violated');
+    expect(lost.detail).toMatch(/: no leader$/);
+    expect(lost.at - electing.at).toBeGreaterThanOrEqual(4000);
+    // a leader again: ok
+    leader = 'cp-2';
+    expect((await run.until((r) => r.status === 'ok')).value).toMatchObject({ leader: 'cp-2', quorum: true });
+  });
+
   it('with members and no minimum: one member down of three reads ok', async () => {
     t = new ProbeTester({ inventory: haInventory });
     t.nodes.handler = ({ node }) =>

@@ -37,6 +37,12 @@ const Params = z.strictObject({
         'a member down reads ok while a quorum answers with a leader',
     }),
   minMembers: z.number().int().min(1).optional().meta({ description: 'with `members`: violated while fewer members answer (e.g. 3: all back)' }),
+  electionGrace: duration()
+    .prefault('5s')
+    .meta({
+      description:
+        'with `members`: a quorum answering without a leader reads unknown this long (an election under way: the leader just went), violated after',
+    }),
 });
 type Params = z.output<typeof Params>;
 
@@ -133,6 +139,7 @@ function startMembers(ctx: Ctx, params: Params) {
   const members = etcdMembers(ctx.inventory.spec.nodes);
   const url = etcdTarget(ctx, { url: params.url, direct: true }).url;
   let lastLeader: string | null | undefined;
+  let leaderlessSince: number | undefined;
   let changes = 0;
   const seen = new Map<string, number>();
   let before: { wal: Buckets; commit: Buckets } | undefined;
@@ -178,7 +185,10 @@ function startMembers(ctx: Ctx, params: Params) {
       quorum,
     };
     const problems: string[] = [];
+    leaderlessSince = leader === null ? (leaderlessSince ?? at) : undefined;
+    const electing = quorum && leader === null && at - leaderlessSince! < params.electionGrace;
     if (!quorum) problems.push(`no quorum: ${up} of ${members.length} member(s) answer, ${quorumOf(members.length)} needed`);
+    else if (electing) problems.push(`no leader for ${formatDuration(at - leaderlessSince!)}: an election is under way (unknown for up to ${formatDuration(params.electionGrace)})`);
     else if (leader === null) problems.push('no leader');
     if (params.minMembers !== undefined && up < params.minMembers) problems.push(`${up} member(s) answer, fewer than ${params.minMembers}`);
     if (base?.status === 'violated') problems.push(base.detail.slice(base.detail.indexOf(': ') + 2));
@@ -189,7 +199,8 @@ function startMembers(ctx: Ctx, params: Params) {
       (problems.length ? `: ${problems.join('; ')}` : '');
     // members whose nodes cannot be reached leave the answer open only when they could make the difference
     const unreachableNodes = views.filter((v) => v.nodeDown).length;
-    const status = problems.length ? (!quorum && up + unreachableNodes >= quorumOf(members.length) ? 'unknown' : 'violated') : 'ok';
+    const open = (!quorum && up + unreachableNodes >= quorumOf(members.length)) || (electing && problems.length === 1);
+    const status = problems.length ? (open ? 'unknown' : 'violated') : 'ok';
     return { status, at, value, detail };
   };
   return polled(ctx, params.interval, check, (r) => `${r.status}|${r.value.leader}|${r.value.leaderChanges}|${r.value.members?.map((m) => Number(m.up)).join('')}`);
