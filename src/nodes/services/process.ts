@@ -78,8 +78,11 @@ export const processManager: ServiceManager<ProcessTarget> = {
       KR_FAIL,
       KR_WAIT,
       KR_STATUS,
+      // a process still exiting (a stop interrupted half-way) reads running to `start`, which then does nothing:
+      // while waiting, start it again whenever it reads stopped
+      'kr_up() { kr_healthy && return 0; kr_status || "$dir/start" >/dev/null 2>&1; return 1; }',
       'if ! kr_healthy; then "$dir/start" || kr_fail "$dir/start failed"; fi',
-      'kr_wait "$wait_s" kr_healthy || kr_fail "$dir not healthy $wait_s s after start"',
+      'kr_wait "$wait_s" kr_up || kr_fail "$dir not healthy $wait_s s after start"',
       'echo "started $dir"',
     ),
 };

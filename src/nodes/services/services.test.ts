@@ -169,6 +169,26 @@ describe('process manager (the lab)', () => {
   });
 });
 
+describe('process manager: a start that meets a process still exiting', () => {
+  it('starts it again once it is gone, instead of waiting for a process that will not come back', () => {
+    const t: ProcessTarget = { manager: 'process', service: 'etcd', dir: join(dir, 'nodes', 'cp-1', 'etcd') };
+    mkdirSync(t.dir, { recursive: true });
+    const lab = (name: string, body: string) => {
+      writeFileSync(join(t.dir, name), `#!/bin/sh\nd=$(dirname "$0")\n${body}\n`);
+      chmodSync(join(t.dir, name), 0o755);
+    };
+    // the old process exits a few status checks after start looked (it said running, so start did nothing)
+    writeFileSync(join(t.dir, 'exiting'), '3');
+    lab('start', '[ -f "$d/exiting" ] && exit 0; touch "$d/up"; echo start >>"$d/starts"');
+    lab('status', 'if [ -f "$d/exiting" ]; then n=$(cat "$d/exiting"); if [ "$n" -le 0 ]; then rm -f "$d/exiting"; exit 3; fi; echo $((n - 1)) >"$d/exiting"; exit 0; fi; [ -f "$d/up" ] || exit 3');
+    lab('health', '[ -f "$d/up" ]');
+    lab('stop', 'rm -f "$d/up"');
+    const r = run(serviceManager(t).start(t, 10));
+    expect(r).toMatchObject({ code: 0 });
+    expect(readFileSync(join(t.dir, 'starts'), 'utf8').trim().split('\n')).toEqual(['start']);
+  });
+});
+
 describe('serviceTarget', () => {
   const inv = (layout: 'kubeadm' | 'k3s' | 'lab') =>
     Inventory.parse({
