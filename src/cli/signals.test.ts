@@ -11,9 +11,13 @@ const dir = mkdtempSync(join(tmpdir(), 'kr-signals-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('a run in its own process', () => {
-  it.each(['SIGHUP', 'SIGTERM'] as const)('rolls back on %s (the session dropped) and exits with everything reverted', async (signal) => {
-    const marker = join(dir, `applied-${signal}`);
-    const runbookFile = join(dir, `runbook-${signal}.json`);
+  it.each([
+    ['SIGHUP', false],
+    ['SIGTERM', false],
+    ['SIGHUP', true],
+  ] as const)('rolls back on %s (the session dropped; its terminal gone: %s) and exits with everything reverted', async (signal, gone) => {
+    const marker = join(dir, `applied-${signal}-${gone}`);
+    const runbookFile = join(dir, `runbook-${signal}-${gone}.json`);
     writeFileSync(
       runbookFile,
       JSON.stringify({
@@ -26,8 +30,8 @@ describe('a run in its own process', () => {
         },
       }),
     );
-    const journals = join(dir, `runs-${signal}`);
-    const runId = `hup-${signal.toLowerCase()}`;
+    const journals = join(dir, `runs-${signal}-${gone}`);
+    const runId = `hup-${signal.toLowerCase()}-${gone}`;
     const child = spawn(process.execPath, ['test/fixtures/engine-child.mjs', runbookFile, journals, runId], { stdio: ['ignore', 'pipe', 'inherit'] });
     let output = '';
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -39,9 +43,11 @@ describe('a run in its own process', () => {
       void exited.then((code) => reject(new Error(`child exited early (${code})`)));
     });
     expect(existsSync(marker)).toBe(true);
+    // the terminal gone: every later write fails (EPIPE), the summary after the rollback too
+    if (gone) child.stdout.destroy();
     child.kill(signal);
     expect(await exited).toBe(0);
-    expect(output).toContain('ended interrupted');
+    if (!gone) expect(output).toContain('ended interrupted');
     expect(existsSync(marker)).toBe(false);
     expect(existsSync(join(DEADMAN_ROOT, runId))).toBe(false);
     const [file] = listJournals(journals);
