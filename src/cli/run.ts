@@ -23,12 +23,29 @@ import type { Register } from './types.js';
 
 /**
  * What every run watches for its report (report.json: observations), guards or not: the pods deleted during the
- * run with their causes, and the eviction forecast's prediction, to compare with what happened.
+ * run with their causes, and the eviction forecast's prediction, to compare with what happened; and every node's
+ * Lease, Ready condition and NoExecute taints, for the timeline's node lanes (report.json: nodes). They share the
+ * forecast's watches.
  */
 const POD_DELETIONS = 'pods deleted';
 const FORECAST = 'eviction forecast';
+const names = <T>(l: T[] | undefined, of: (x: T) => string) => (l ?? []).slice(0, 20).map(of);
 const OBSERVERS: Record<string, { probe: string; with: Record<string, unknown>; summarize: (v: unknown) => unknown }> = {
   [POD_DELETIONS]: { probe: 'pod-deletions', with: {}, summarize: (v) => v },
+  'node leases': { probe: 'node-leases', with: {}, summarize: (v) => (v ? { stale: names((v as { stale?: string[] }).stale, (n) => n) } : null) },
+  'node ready': {
+    probe: 'node-ready',
+    with: {},
+    summarize: (v) => {
+      const r = v as { ready?: number; total?: number; nodes?: { name: string; status: string }[] } | null;
+      return r ? { ready: r.ready, total: r.total, notReady: names(r.nodes?.filter((n) => n.status !== 'True'), (n) => `${n.name} ${n.status}`) } : null;
+    },
+  },
+  'NoExecute taints': {
+    probe: 'noexecute-taints',
+    with: {},
+    summarize: (v) => (v ? { tainted: names((v as { tainted?: { node: string; key: string }[] }).tainted, (t) => `${t.node} ${t.key}`) } : null),
+  },
   [FORECAST]: {
     probe: 'eviction-forecast',
     with: { margin: '0s' },

@@ -1,4 +1,5 @@
 import type { Attempt, FaultRef, RunEvent, RunStatus, StepKind, StepStatus } from '../engine/events.js';
+import { NodeTracker, type NodeSeries } from './nodes.js';
 
 export interface StepRecord {
   index: string;
@@ -72,6 +73,13 @@ export interface RunReport {
   warnings?: { at: string; message: string }[];
   /** Filled by observers of the run (e.g. pods deleted by eviction), keyed by observer. */
   observations: Record<string, unknown>;
+  /**
+   * Per node a fault targeted or a probe reported on (those that were stale, not Ready, tainted or lost pods, and a
+   * few others): Lease age, Ready, NoExecute taints and pods deleted, as guards, expect steps and observers read them.
+   */
+  nodes: NodeSeries[];
+  /** Nodes a probe reported on that `nodes` leaves out, past its cap. */
+  nodesLeftOut?: number;
 }
 
 const iso = (at: number) => new Date(at).toISOString();
@@ -104,9 +112,11 @@ export class ReportCollector {
     attempts: [],
     remaining: [],
     observations: {},
+    nodes: [],
   };
   private startedAt = 0;
   private guardStatus = new Map<string, string>();
+  private readonly tracker = new NodeTracker(this.report);
 
   /** `summarizers` keep, per observer, only what the report needs of a reading's value. */
   constructor(private readonly summarizers: Record<string, (value: unknown) => unknown> = {}) {}
@@ -130,9 +140,11 @@ export class ReportCollector {
         break;
       }
       case 'fault-applied':
+        if (e.fault.node) this.tracker.target(e.fault.node);
         r.faults.push({ ...e.fault, appliedAt: iso(e.at), status: 'applied' });
         break;
       case 'fault-apply-failed':
+        if (e.fault.node) this.tracker.target(e.fault.node);
         r.faults.push({ ...e.fault, status: 'apply-failed', error: e.error });
         break;
       case 'fault-reverted': {
@@ -157,11 +169,13 @@ export class ReportCollector {
         break;
       }
       case 'step-reading': {
+        this.tracker.reading(`step ${e.index}`, 1, e.at, e.reading.value);
         const s = [...r.steps].reverse().find((x) => x.index === e.index);
         if (s && (s.readings ??= []).length < MAX_READINGS) s.readings.push(entryOf(e.at, e.reading));
         break;
       }
       case 'guard-reading': {
+        this.tracker.reading(`guard ${e.guard}`, 1, e.at, e.reading.value);
         const list = (r.guardReadings[e.guard] ??= []);
         if (list.length < MAX_READINGS) list.push(entryOf(e.at, e.reading));
         if (this.guardStatus.get(e.guard) !== e.reading.status) {
@@ -171,6 +185,7 @@ export class ReportCollector {
         break;
       }
       case 'observation': {
+        this.tracker.reading(`observer ${e.name}`, 2, e.at, e.reading.value);
         const summarize = this.summarizers[e.name] ?? ((v: unknown) => v);
         const prev = r.observations[e.name] as Observation | undefined;
         const value = summarize(e.reading.value);

@@ -3,7 +3,10 @@ import { formatDuration } from '../core/duration.js';
 import type { FaultRef } from '../engine/events.js';
 import type { FaultRecord, Observation, RunReport } from './collect.js';
 import { attemptLine, onAttempt } from './attempts.js';
+import { type Axis, clock, grid, ms, SVG_W, xOf } from './axis.js';
+import { renderCurves } from './curves.js';
 import { escapeMarkup as esc } from './markup.js';
+import { renderNodeLanes } from './node-lanes.js';
 
 /** A bar on a lane, from one time to another; `cls` picks its colour. */
 interface Span {
@@ -28,15 +31,9 @@ interface Group {
   lanes: Lane[];
 }
 
-const LABEL_W = 320;
-const PLOT_W = 860;
 const ROW_H = 22;
 const AXIS_H = 24;
-const TICK_STEPS_S = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200];
 
-/** Report times are ISO strings; values kept from probes may hold epoch milliseconds. */
-const ms = (t: string | number | undefined) => (typeof t === 'number' ? t : t ? Date.parse(t) : NaN);
-const clock = (at: number) => (Number.isFinite(at) ? new Date(at).toISOString().slice(11, 23) : '—');
 /** When something ended, or the end of the run while it had not. */
 const endOr = (iso: string | undefined, end: number) => (Number.isFinite(ms(iso)) ? ms(iso) : end);
 /** The pods an observer saw deleted (the pod-deletions probe's value), if it is such an observer. */
@@ -44,7 +41,8 @@ const deletionsOf = (o: Observation) => (o.value as { deletions?: Deletion[] } |
 
 /**
  * The run as a self-contained HTML page (no scripts, nothing fetched): one lane per step, fault, guard and
- * observer on a common time axis, then the tables a game-day review reads — what remains applied first.
+ * observer on a common time axis; on the same axis a lane per node (Lease age, Ready, NoExecute taint, pods
+ * deleted) and the values probes read; then the tables a game-day review reads — what remains applied first.
  */
 export function renderTimeline(r: RunReport): string {
   const start = ms(r.startedAt);
@@ -53,8 +51,8 @@ export function renderTimeline(r: RunReport): string {
   // predictions past the end stay visible (what the guard prevented), within twice the run's length
   const cap = start + Math.max(2 * (end - start), 1000);
   const latest = Math.max(end, ...groups.flatMap((g) => g.lanes.flatMap((l) => l.marks.map((m) => m.at))).filter((t) => t <= cap));
-  const axis = { start, span: Math.max(latest - start, 1) };
-  return page(r, svg(groups, axis, end), tables(r));
+  const axis: Axis = { start, span: Math.max(latest - start, 1), end };
+  return page(r, [svg(groups, axis), renderNodeLanes(r, axis), renderCurves(r, axis)].join('\n'), tables(r));
 }
 
 function lastTime(r: RunReport, start: number): number {
@@ -130,17 +128,11 @@ function observationMarks(o: Observation): Mark[] {
   return marks.filter((m) => Number.isFinite(m.at));
 }
 
-function svg(groups: Group[], axis: { start: number; span: number }, end: number): string {
-  const x = (t: number) => LABEL_W + (Math.min(Math.max(t - axis.start, 0), axis.span) / axis.span) * PLOT_W;
+function svg(groups: Group[], axis: Axis): string {
+  const x = xOf(axis);
   const rows = groups.reduce((n, g) => n + 1 + g.lanes.length, 0);
   const height = AXIS_H + rows * ROW_H + 4;
-  const out: string[] = [];
-  const step = TICK_STEPS_S.find((s) => axis.span / 1000 / s <= 10) ?? 3600;
-  for (let s = 0; s * 1000 <= axis.span; s += step) {
-    const tx = x(axis.start + s * 1000);
-    out.push(`<line class="grid" x1="${tx}" y1="${AXIS_H - 4}" x2="${tx}" y2="${height}"/><text class="tick" x="${tx}" y="${AXIS_H - 8}">${s === 0 ? '0s' : esc(formatDuration(Math.round(s * 1000)))}</text>`);
-  }
-  out.push(`<line class="end" x1="${x(end)}" y1="${AXIS_H - 4}" x2="${x(end)}" y2="${height}"><title>run ended ${clock(end)}</title></line>`);
+  const out = grid(axis, AXIS_H - 4, height, true);
   let y = AXIS_H;
   for (const g of groups) {
     out.push(`<text class="group" x="4" y="${y + ROW_H - 7}">${esc(g.title)}</text>`);
@@ -158,7 +150,7 @@ function svg(groups: Group[], axis: { start: number; span: number }, end: number
       y += ROW_H;
     }
   }
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${LABEL_W + PLOT_W + 16}" height="${height}" role="img" aria-label="run timeline">\n${out.join('\n')}\n</svg>`;
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="run timeline">\n${out.join('\n')}\n</svg>`;
 }
 
 const truncate = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
@@ -205,6 +197,9 @@ svg text{font:12px system-ui,sans-serif}.group{font-weight:bold}.tick{fill:#666;
 .attempt{fill:#d4a72c}.fault{fill:#fb8f44}.remediation{fill:#0969da}.remaining{fill:#cf222e}.fault-failed{fill:#cf222e}
 .reading-ok{fill:#b4e5c0}.reading-violated{fill:#f5a3a3}.reading-unknown{fill:#d0d7de}
 .fired-abort,.fired-remediate{fill:#cf222e}.fired-warn,.fired-hold{fill:#d4a72c}.fired-resume{fill:#2da44e}.deleted{fill:#8250df}.predicted{fill:none;stroke:#8250df;stroke-width:1.5}
+.lane,.values{margin:0;border-top:1px solid #eee}.lane svg,.values svg{display:block}.node{font-weight:bold}.scale{fill:#666;text-anchor:end;font-size:10px}
+.lease-fresh{fill:#dcf2e2}.lease-stale{fill:#f9c7c7}.lease-none{fill:#d0d7de}.lease-curve{fill:none;stroke:#57606a;stroke-width:1.2}
+.ready-True{fill:#2da44e}.ready-False{fill:#cf222e}.ready-Unknown{fill:#d4a72c}.ready-none{fill:#d0d7de}.taint{fill:#bc4c00}.curve{fill:none;stroke-width:1.6}
 </style></head><body>
 <h1>${esc(r.runbook)} — <span class="status-${esc(r.status)}">${esc(r.status.toUpperCase())}</span></h1>
 <p>${esc(r.reason)}<br>run <code>${esc(r.runId)}</code> on context <code>${esc(r.context)}</code>, started ${esc(r.startedAt)}, ${esc(duration)}</p>

@@ -1,0 +1,40 @@
+import { formatDuration } from '../core/duration.js';
+import { escapeMarkup as esc } from './markup.js';
+
+/** The timeline's geometry: labels on the left, the run's time across the plot; every chart of the page shares it. */
+export const LABEL_W = 320;
+const PLOT_W = 860;
+export const SVG_W = LABEL_W + PLOT_W + 16;
+const TICK_STEPS_S = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200];
+
+/** The run's time axis: from its start over `span` ms; `end` is when the run ended (or the last thing seen). */
+export interface Axis {
+  start: number;
+  span: number;
+  end: number;
+}
+
+/** Report times are ISO strings; values kept from probes may hold epoch milliseconds. */
+export const ms = (t: string | number | undefined): number => (typeof t === 'number' ? t : t ? Date.parse(t) : NaN);
+export const clock = (at: number): string => (Number.isFinite(at) ? new Date(at).toISOString().slice(11, 23) : '—');
+export const isoOf = (at: number): string => new Date(at).toISOString();
+
+/** The x of a time, held within the plot. */
+export const xOf =
+  (axis: Axis) =>
+  (t: number): number =>
+    LABEL_W + (Math.min(Math.max(t - axis.start, 0), axis.span) / axis.span) * PLOT_W;
+
+/** Grid lines from `top` to `bottom` (with the tick labels above `top` when `labels`) and the dashed end of the run. */
+export function grid(axis: Axis, top: number, bottom: number, labels: boolean): string[] {
+  const x = xOf(axis);
+  const out: string[] = [];
+  const step = TICK_STEPS_S.find((s) => axis.span / 1000 / s <= 10) ?? 3600;
+  for (let s = 0; s * 1000 <= axis.span; s += step) {
+    const tx = x(axis.start + s * 1000);
+    out.push(`<line class="grid" x1="${tx}" y1="${top}" x2="${tx}" y2="${bottom}"/>`);
+    if (labels) out.push(`<text class="tick" x="${tx}" y="${top - 4}">${s === 0 ? '0s' : esc(formatDuration(Math.round(s * 1000)))}</text>`);
+  }
+  out.push(`<line class="end" x1="${x(axis.end)}" y1="${top}" x2="${x(axis.end)}" y2="${bottom}"><title>run ended ${clock(axis.end)}</title></line>`);
+  return out;
+}

@@ -1,0 +1,113 @@
+import type { ReadingEntry, RunReport } from './collect.js';
+import { type Axis, grid, LABEL_W, ms, SVG_W, xOf } from './axis.js';
+import { escapeMarkup as esc } from './markup.js';
+
+/** Series drawn per guard or step; past that they are counted. */
+const MAX_SERIES = 8;
+const LINE_H = 16;
+const COLOURS = ['#0969da', '#cf222e', '#1a7f37', '#8250df', '#bc4c00', '#1b7c83', '#6e7781', '#bf3989'];
+
+/** The numbers of one reading's value by series name, when the value has any: PromQL series, ready counts, objects met. */
+function numbersOf(value: unknown): Map<string, number> | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as Record<string, unknown>;
+  const out = new Map<string, number>();
+  if (Array.isArray(v.series)) {
+    // promql: each series by its labels
+    for (const s of v.series as { labels?: Record<string, string>; value?: unknown }[]) {
+      if (typeof s.value !== 'number' || !Number.isFinite(s.value)) continue;
+      const labels = Object.entries(s.labels ?? {}).map(([k, l]) => `${k}="${l}"`);
+      out.set(labels.length ? `{${labels.join(',')}}` : 'value', s.value);
+    }
+  } else if (typeof v.ready === 'number' && typeof v.wanted === 'number' && Array.isArray(v.items)) {
+    // workload-availability
+    out.set('ready', v.ready).set('wanted', v.wanted);
+  } else if (typeof v.met === 'number' && typeof v.total === 'number' && Array.isArray(v.objects)) {
+    // kubernetes-object
+    out.set('met', v.met).set('total', v.total);
+  } else return undefined;
+  return out;
+}
+
+interface Curve {
+  name: string;
+  /** Readings in time order; null where the reading had no value for it (a gap). */
+  points: { at: number; value: number | null }[];
+}
+
+/** A chart: the curves of one guard or expect step, drawn to `until`. */
+interface Chart {
+  source: string;
+  until: number;
+  curves: Curve[];
+  more: number;
+}
+
+function chartOf(source: string, readings: ReadingEntry[] | undefined, until: number): Chart | undefined {
+  const curves = new Map<string, Curve>();
+  const more = new Set<string>();
+  let numeric = false;
+  for (const r of readings ?? []) {
+    const at = ms(r.at);
+    const numbers = numbersOf(r.value);
+    if (numbers) numeric = true;
+    for (const [name, value] of numbers ?? []) {
+      if (!curves.has(name)) {
+        if (curves.size >= MAX_SERIES) {
+          more.add(name);
+          continue;
+        }
+        curves.set(name, { name, points: [] });
+      }
+      curves.get(name)!.points.push({ at, value });
+    }
+    for (const c of curves.values()) if (!numbers?.has(c.name) && c.points.at(-1)?.value !== null) c.points.push({ at, value: null });
+  }
+  return numeric ? { source, until, curves: [...curves.values()], more: more.size } : undefined;
+}
+
+/** The charts of a report: each guard's readings to the end of the run, each expect step's to the end of the step. */
+function chartsOf(r: RunReport, end: number): Chart[] {
+  const guards = Object.entries(r.guardReadings).map(([guard, readings]) => chartOf(`guard ${guard}`, readings, end));
+  const steps = r.steps.map((s) => chartOf(`${s.index}. ${s.name}`, s.readings, s.endedAt ? ms(s.endedAt) : end));
+  return [...guards, ...steps].filter((c): c is Chart => c !== undefined);
+}
+
+/** A step line: each value holds until the next reading, a gap where a reading had none. */
+function stepPath(points: Curve['points'], until: number, x: (t: number) => number, y: (v: number) => number): string {
+  const parts: string[] = [];
+  points.forEach((p, i) => {
+    if (p.value === null) return;
+    const to = i + 1 < points.length ? points[i + 1]!.at : Math.max(until, p.at);
+    const move = i > 0 && points[i - 1]!.value !== null ? 'V' : `M${x(p.at).toFixed(1)}`;
+    parts.push(move === 'V' ? `V${y(p.value).toFixed(1)}` : `${move} ${y(p.value).toFixed(1)}`, `H${x(to).toFixed(1)}`);
+  });
+  return parts.join(' ');
+}
+
+function chart(c: Chart, axis: Axis): string {
+  const x = xOf(axis);
+  const values = c.curves.flatMap((k) => k.points.map((p) => p.value)).filter((v): v is number => v !== null);
+  const lo = Math.min(0, ...values);
+  const hi = Math.max(lo + 1, ...values);
+  const height = Math.max(72, LINE_H * (c.curves.length + (c.more ? 1 : 0)) + 28);
+  const y = (v: number) => height - 6 - ((v - lo) / (hi - lo)) * (height - 26);
+  const out = [...grid(axis, 20, height, false), `<text class="node" x="4" y="15">${esc(c.source)}</text>`];
+  out.push(`<text class="scale" x="${LABEL_W - 6}" y="${y(hi) + 4}">${hi}</text>`, `<text class="scale" x="${LABEL_W - 6}" y="${y(lo)}">${lo}</text>`);
+  out.push(`<line class="grid" x1="${LABEL_W}" y1="${y(lo)}" x2="${x(axis.end)}" y2="${y(lo)}"/>`);
+  c.curves.forEach((k, i) => {
+    const colour = COLOURS[i % COLOURS.length]!;
+    const data = k.points.map((p) => `${new Date(p.at).toISOString()}=${p.value ?? ''}`).join(' ');
+    out.push(`<text class="label" x="14" y="${34 + i * LINE_H}" fill="${colour}">${esc(k.name.length > 44 ? `${k.name.slice(0, 43)}…` : k.name)}<title>${esc(k.name)}</title></text>`);
+    out.push(`<path class="curve" data-series="${esc(k.name)}" data-points="${esc(data)}" stroke="${colour}" d="${stepPath(k.points, c.until, x, y)}"><title>${esc(k.name)}</title></path>`);
+  });
+  if (c.more) out.push(`<text class="label none" x="14" y="${34 + c.curves.length * LINE_H}">${c.more} more series not drawn</text>`);
+  return `<section class="values" data-source="${esc(c.source)}"><svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="${esc(`values of ${c.source}`)}">\n${out.join('\n')}\n</svg></section>`;
+}
+
+/** The numbers guards and expect steps read (PromQL series, ready counts, objects meeting a condition), as curves on the run's axis. */
+export function renderCurves(r: RunReport, axis: Axis): string {
+  const charts = chartsOf(r, axis.end);
+  if (!charts.length) return '';
+  return `<h2>Values read</h2>\n<p class="none">What each guard and expect step read, reading by reading: each value holds until the next; a gap where a reading had none.</p>\n${charts.map((c) => chart(c, axis)).join('\n')}`;
+}
