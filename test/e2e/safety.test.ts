@@ -52,6 +52,18 @@ function writeRunbook(name: string, body: string): string {
   return file;
 }
 
+/** Stops node-2's kubelet and holds (faultTtl 10m: only the executor, a reboot or recover reverts it). */
+const stopKubeletRunbook = (name: string) =>
+  writeRunbook(
+    name,
+    `spec:
+  safety: {allowContexts: [${JSON.stringify(lab.context)}], faultTtl: 10m, maxDuration: 10m}
+  steps:
+    - {name: stop node-2's kubelet, action: stop-kubelet, with: {nodes: {names: [node-2]}}}
+    - {name: hold, wait: 5m}
+`,
+  );
+
 /** Starts `kube-runbook run`; resolves with the run id and the output so far once `ready` matches the output. */
 function startRun(file: string, ready: RegExp): Promise<{ runId: string; out: () => string }> {
   return new Promise((resolvePromise, reject) => {
@@ -105,15 +117,7 @@ function watchPods(): { stop: () => Promise<{ deleted: string[]; uidsBefore: str
 
 describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
   it('SIGHUP with the terminal gone: the run rolls back, exits 130, and the fault is reverted', async () => {
-    const file = writeRunbook(
-      'hangup',
-      `spec:
-  safety: {allowContexts: [${JSON.stringify(lab.context)}], faultTtl: 10m, maxDuration: 10m}
-  steps:
-    - {name: stop node-2's kubelet, action: stop-kubelet, with: {nodes: {names: [node-2]}}}
-    - {name: hold, wait: 5m}
-`,
-    );
+    const file = stopKubeletRunbook('hangup');
     const { runId } = await startRun(file, /applied stop-kubelet on node-2/);
     expect(running('node-2', 'kubelet')).toBe(false);
     // the session drops: the terminal is gone (writes fail) and the process gets SIGHUP
@@ -128,15 +132,7 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
   });
 
   it('a node rebooted with its kubelet stopped by a fault: the boot step brings the kubelet back', async () => {
-    const file = writeRunbook(
-      'reboot',
-      `spec:
-  safety: {allowContexts: [${JSON.stringify(lab.context)}], faultTtl: 10m, maxDuration: 10m}
-  steps:
-    - {name: stop node-2's kubelet, action: stop-kubelet, with: {nodes: {names: [node-2]}}}
-    - {name: hold, wait: 5m}
-`,
-    );
+    const file = stopKubeletRunbook('reboot');
     const { out } = await startRun(file, /applied stop-kubelet on node-2/);
     const netns = lab.nodes.find((n) => n.name === 'node-2')!.netns;
     expect(readdirSync(join(BOOT_ROOT, netns))).toHaveLength(1);
