@@ -83,6 +83,7 @@ interface UpFlags {
   largeClusterSizeThreshold?: number;
   replicas?: number;
   workload: boolean;
+  prometheus?: boolean;
   binDir?: string;
   kubernetesVersion?: string;
   keepOnFailure?: boolean;
@@ -107,13 +108,14 @@ function up(lab: Command, done: Done) {
     .option('--large-cluster-size-threshold <n>', 'large-cluster-size-threshold (default 50)', int)
     .option('--replicas <n>', 'replicas of the sample Deployment (default 2 per node)', int)
     .option('--no-workload', 'no sample Deployment and Service')
+    .option('--prometheus', "also run Debian's Prometheus (apt-get installs it on first use) in a namespace of its own, scraping etcd (every 250 ms), the apiservers, controller-managers and schedulers (every second); the inventory's spec.prometheus points promql probes at it")
     .option('--kubernetes-version <version>', `the release to run: ${SUPPORTED_MINORS.map((m) => `1.${m}`).join(', ')} or a cached patch release (default 1.${DEFAULT_MINOR})`)
     .option('--bin-dir <dir>', 'Kubernetes binaries to use (or KUBEBUILDER_ASSETS; default: the cache `lab install` fills)')
     .option('--keep-on-failure', 'leave what was made when up fails (for debugging)')
     .option('--json', 'print the LabInfo as JSON')
     .action(async (f: UpFlags) => {
       const log = progressLogger();
-      const info = await labUp({ ...f, log, workload: f.workload, keepOnFailure: f.keepOnFailure });
+      const info = await labUp({ ...f, log, workload: f.workload, prometheus: f.prometheus ?? false, keepOnFailure: f.keepOnFailure });
       if (f.json) out.stdout(JSON.stringify(info, null, 2));
       else
         out.stdout(
@@ -122,6 +124,7 @@ function up(lab: Command, done: Done) {
             `  ${describeSettings(info.settings)}`,
             `  kubeconfig ${info.kubeconfig} (context ${info.context})`,
             `  inventory  ${info.inventoryFile}`,
+            ...(info.prometheus ? [`  prometheus ${info.prometheus.url} (scrapes etcd every 250 ms, the other components every second)`] : []),
             `Use it:  eval "$(kube-runbook lab env${info.instance === DEFAULT_INSTANCE ? '' : ` --instance ${info.instance}`})"`,
           ].join('\n'),
         );
@@ -156,10 +159,12 @@ function status(lab: Command, done: Done) {
 
 function env(lab: Command, done: Done) {
   withInstance(lab.command('env'))
-    .description('Print `export KUBECONFIG=...` and `export KUBE_RUNBOOK_INVENTORY=...` for `eval`.')
+    .description('Print `export KUBECONFIG=...`, `export KUBE_RUNBOOK_INVENTORY=...` (and `export KUBE_RUNBOOK_PROMETHEUS=...` with --prometheus) for `eval`.')
     .action(async (f: { instance: string }) => {
       const info = await readLabInfo(f.instance);
-      out.stdout(`export KUBECONFIG=${shq(info.kubeconfig)}\nexport KUBE_RUNBOOK_INVENTORY=${shq(info.inventoryFile)}`);
+      const lines = [`export KUBECONFIG=${shq(info.kubeconfig)}`, `export KUBE_RUNBOOK_INVENTORY=${shq(info.inventoryFile)}`];
+      if (info.prometheus) lines.push(`export KUBE_RUNBOOK_PROMETHEUS=${shq(info.prometheus.url)}`);
+      out.stdout(lines.join('\n'));
       done(EXIT.ok);
     });
 }

@@ -23,6 +23,16 @@ export interface LabBinariesInfo {
   etcd: string;
 }
 
+/** The lab's Prometheus: not a Kubernetes node, so not among `nodes` (nor in the inventory's nodes). */
+export interface LabPrometheusInfo {
+  /** Its base URL, `http://<address>:9090`, reached from this machine through the lab's bridge. */
+  url: string;
+  /** `prom`: its service directory is `<stateDir>/nodes/prom/prometheus/`. */
+  node: string;
+  netns: string;
+  ip: string;
+}
+
 /** What a running lab is; `lab.json` in the state directory. */
 export interface LabInfo {
   instance: string;
@@ -42,6 +52,8 @@ export interface LabInfo {
     /** Admin kubeconfig that talks to this member's apiserver directly, not through the VIP. */
     kubeconfig: string;
   }[];
+  /** `lab up --prometheus`: Prometheus in its own namespace, scraping every control-plane component. */
+  prometheus?: LabPrometheusInfo;
   /** cp-1..N, node-1..N and, in an HA lab, `lb` (HAProxy). */
   nodes: LabNodeInfo[];
   settings: LabSettings;

@@ -14,6 +14,7 @@ describe('lab subnets', () => {
     expect(nodeIp(7, 'cp-2')).toBe('10.213.7.203');
     expect(nodeIp(7, 'cp-3')).toBe('10.213.7.204');
     expect(nodeIp(7, 'lb')).toBe('10.213.7.250');
+    expect(nodeIp(7, 'prom')).toBe('10.213.7.251');
     expect(() => nodeIp(7, 'cp-10')).toThrow(/cp-1 to cp-9/);
   });
 

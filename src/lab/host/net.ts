@@ -20,14 +20,17 @@ export const SUBNET_BASE = '10.213';
 
 /** The load balancer's address (the VIP of an HA lab). */
 const LB_HOST = 250;
+/** Prometheus's address (`lab up --prometheus`). */
+const PROMETHEUS_HOST = 251;
 
 /**
  * Node addresses: the bridge is .1, cp-1 .2, node-i .(2+i) (node-200 is .202), the other control-plane members
- * cp-N .(201+N) (cp-2 .203 ... cp-9 .210), the load balancer `lb` .250. A one-member lab keeps the addresses it
- * always had.
+ * cp-N .(201+N) (cp-2 .203 ... cp-9 .210), the load balancer `lb` .250, Prometheus `prom` .251. A one-member
+ * lab keeps the addresses it always had.
  */
 export function nodeIp(third: number, node: string): string {
   if (node === 'lb') return `${SUBNET_BASE}.${third}.${LB_HOST}`;
+  if (node === 'prom') return `${SUBNET_BASE}.${third}.${PROMETHEUS_HOST}`;
   const m = /^(cp|node)-(\d+)$/.exec(node);
   if (!m) throw new KrError('LAB_BAD_NODE', `no address for node ${node}`);
   const n = Number(m[2]);

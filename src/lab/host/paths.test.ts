@@ -13,6 +13,9 @@ describe('lab names and paths', () => {
     expect(n.netns('node-12')).toBe('kr-abcdef-node-12');
     expect(n.veth('cp-1')).toBe('kr-abcdef-c1');
     expect(n.veth('node-9999')).toBe('kr-abcdef-n9999');
+    expect(n.veth('lb')).toBe('kr-abcdef-lb');
+    expect(n.veth('prom')).toBe('kr-abcdef-pm');
+    expect(n.netns('prom')).toBe('kr-abcdef-prom');
     expect(n.veth('node-9999').length).toBeLessThanOrEqual(15);
     expect(n.bridge.length).toBeLessThanOrEqual(15);
     expect(() => n.veth('node-99999')).toThrow(/too long/);

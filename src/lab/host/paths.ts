@@ -9,6 +9,8 @@ import { EXIT, KrError, quote } from '../../core/errors.js';
 export const DEFAULT_INSTANCE = 'lab';
 /** The load balancer's namespace of an HA lab (`--control-planes 3`): HAProxy serving the VIP. */
 export const LB_NODE = 'lb';
+/** The namespace of `lab up --prometheus`: Debian's Prometheus scraping the control plane. */
+export const PROMETHEUS_NODE = 'prom';
 const INSTANCE = /^[a-z0-9]{1,6}$/;
 
 export function checkInstance(instance: string): string {
@@ -32,7 +34,10 @@ export interface LabNames {
   prefix: string;
   bridge: string;
   netns(node: string): string;
-  /** Host side of a node's veth: `kr-<inst>-c1` for cp-1, `kr-<inst>-n<N>` for node-N, `kr-<inst>-lb` for the load balancer (at most 15 characters). */
+  /**
+   * Host side of a node's veth: `kr-<inst>-c1` for cp-1, `kr-<inst>-n<N>` for node-N, `kr-<inst>-lb` for the load
+   * balancer, `kr-<inst>-pm` for Prometheus (at most 15 characters).
+   */
   veth(node: string): string;
   /** Filter chain that keeps the lab's traffic on its bridge. */
   chain: string;
@@ -53,6 +58,7 @@ export function labNames(instance: string): LabNames {
     netns: (node) => `${prefix}${node}`,
     veth(node) {
       if (node === LB_NODE) return `${prefix}lb`;
+      if (node === PROMETHEUS_NODE) return `${prefix}pm`;
       const m = /^(cp|node)-(\d{1,5})$/.exec(node);
       if (!m) throw new KrError('LAB_BAD_NODE', `lab nodes are cp-N or node-N (got ${quote(node)})`, { exit: EXIT.invalid });
       const name = `${prefix}${m[1] === 'cp' ? 'c' : 'n'}${m[2]}`;

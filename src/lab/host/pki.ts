@@ -28,13 +28,16 @@ export interface LabPki {
 }
 
 export const SERVICE_CIDR = '10.96.0.0/16';
+/** The user Prometheus scrapes as (`lab up --prometheus`): its client certificate is `prometheus.crt`. */
+export const PROMETHEUS_USER = 'kube-runbook-prometheus';
 const SERVICE_IP = '10.96.0.1';
 
 /**
  * The lab's certificate authority, serving and client certificates (ECDSA P-256, signed with openssl),
- * the service-account signing key pair, and static bearer tokens for the kubelet simulators.
+ * the service-account signing key pair, and static bearer tokens for the kubelet simulators. With `prometheus`,
+ * also Prometheus's client certificate (user PROMETHEUS_USER, in no group: RBAC lets it read /metrics only).
  */
-export async function makePki(dir: string, o: { instance: string; apiserverIps: string[]; nodes: string[] }): Promise<LabPki> {
+export async function makePki(dir: string, o: { instance: string; apiserverIps: string[]; nodes: string[]; prometheus?: boolean }): Promise<LabPki> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const certs: CertSpec[] = [
     {
@@ -48,6 +51,7 @@ export async function makePki(dir: string, o: { instance: string; apiserverIps: 
     { name: 'admin', cn: 'kube-runbook-admin', org: 'system:masters', usage: 'clientAuth' },
     { name: 'controller-manager', cn: 'system:kube-controller-manager', usage: 'clientAuth' },
     { name: 'scheduler', cn: 'system:kube-scheduler', usage: 'clientAuth' },
+    ...(o.prometheus ? [{ name: 'prometheus', cn: PROMETHEUS_USER, usage: 'clientAuth' as const }] : []),
   ];
   const keyNames = ['ca', 'sa', ...certs.map((c) => c.name)];
   for (const k of keyNames) {

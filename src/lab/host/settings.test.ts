@@ -36,6 +36,7 @@ describe('lab settings', () => {
     [{ evictionRate: -0.1 }, '--eviction-rate'],
     [{ controlPlanes: 2 }, '--control-planes'],
     [{ controlPlanes: 0 }, '--control-planes'],
+    [{ prometheus: 'yes' as unknown as boolean }, '--prometheus'],
   ])('refuses %j, naming the flag and quoting the value', (o, flag) => {
     try {
       resolveSettings(o);
@@ -51,6 +52,12 @@ describe('lab settings', () => {
     expect(resolveSettings({}).controlPlanes).toBe(1);
     expect(controlPlaneNodes(resolveSettings({ controlPlanes: 3 }))).toEqual(['cp-1', 'cp-2', 'cp-3']);
     expect(controlPlaneNodes({})).toEqual(['cp-1']);
+  });
+
+  it('runs Prometheus only when told', () => {
+    expect(resolveSettings({}).prometheus).toBe(false);
+    expect(resolveSettings({ prometheus: true }).prometheus).toBe(true);
+    expect(resolveSettings({ prometheus: true, controlPlanes: 3 })).toMatchObject({ prometheus: true, controlPlanes: 3 });
   });
 
   it('has no workload without nodes', () => {

@@ -33,6 +33,8 @@ export interface LabUpOptions {
   workload?: boolean;
   /** Replicas of the sample Deployment (default 2 per node). */
   replicas?: number;
+  /** Debian's Prometheus in a namespace of its own, scraping every control-plane component (default false). */
+  prometheus?: boolean;
 }
 
 /** The settings a lab runs with (durations in milliseconds, like the parsed inventory's controller settings). */
@@ -54,6 +56,8 @@ export interface LabSettings {
   nodeStatusReportFrequency: number;
   workload: boolean;
   replicas: number;
+  /** Prometheus scrapes the control plane; absent in the state of labs made before it existed (none). */
+  prometheus?: boolean;
 }
 
 const MAX_LAB_NODES = 200;
@@ -85,6 +89,7 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
     nodeStatusReportFrequency: ms('status-frequency', o.statusFrequency ?? '1m', 1000),
     workload: o.workload ?? true,
     replicas: int('replicas', o.replicas ?? Math.max(2, 2 * nodes), 0, 10_000),
+    prometheus: flag('prometheus', o.prometheus ?? false),
   };
   if (s.workload && nodes === 0) s.workload = false;
   return s;
@@ -120,6 +125,11 @@ function ms(flag: string, v: DurationInput, min: number): number {
 
 function int(flag: string, v: number, min: number, max: number): number {
   if (!Number.isInteger(v) || v < min || v > max) throw bad(flag, v, `a whole number from ${min} to ${max}`);
+  return v;
+}
+
+function flag(name: string, v: unknown): boolean {
+  if (typeof v !== 'boolean') throw bad(name, v, 'on or off (true or false)');
   return v;
 }
 

@@ -58,6 +58,15 @@ describe('lab inventory', () => {
     ]);
   });
 
+  it("points promql probes at the lab's Prometheus when it runs one, and has no spec.prometheus otherwise", () => {
+    expect(Inventory.parse(labInventory(info())).spec.prometheus).toBeUndefined();
+    const prometheus = { url: 'http://10.213.3.251:9090', node: 'prom', netns: 'kr-t1-prom', ip: '10.213.3.251' };
+    const inv = Inventory.parse(labInventory({ ...info(), prometheus }));
+    expect(inv.spec.prometheus).toEqual({ url: 'http://10.213.3.251:9090' });
+    // Prometheus is no Kubernetes node
+    expect(inv.spec.nodes.map((n) => n.name)).toEqual(['cp-1', 'node-1', 'node-2']);
+  });
+
   it('lists every member of an HA lab, the load balancer, and the VIP as the apiserver endpoint', () => {
     const ha: LabInfo = {
       ...info(),

@@ -4,7 +4,10 @@ import { Inventory, type InventoryInput } from '../../inventory/schema.js';
 import { goDuration } from '../host/settings.js';
 import type { LabInfo } from '../host/info.js';
 
-/** The inventory runbooks use as it is: layout `lab`, transport `netns`, every controller setting the lab runs with. */
+/**
+ * The inventory runbooks use as it is: layout `lab`, transport `netns`, every controller setting the lab runs with,
+ * and the lab's Prometheus (`spec.prometheus.url`, which promql probes ask when a runbook gives no url).
+ */
 export function labInventory(info: LabInfo): InventoryInput {
   const s = info.settings;
   return {
@@ -34,6 +37,7 @@ export function labInventory(info: LabInfo): InventoryInput {
         defaultTolerationSeconds: s.defaultTolerationSeconds,
         leaseDuration: goDuration(s.leaseDuration),
       },
+      ...(info.prometheus ? { prometheus: { url: info.prometheus.url } } : {}),
       lab: { stateDir: info.stateDir },
       nodes: info.nodes.map((n) => ({
         name: n.name,

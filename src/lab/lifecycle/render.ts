@@ -7,7 +7,8 @@ import { renderHa } from './ha-status.js';
 /** Text of `lab status`. */
 export function renderStatus(s: LabStatus): string {
   const version = s.info.binaries ? `Kubernetes ${s.info.binaries.version}, ` : '';
-  const lines = [`lab ${s.info.instance} (${s.info.phase}), ${version}apiserver ${s.info.apiserverUrl}, ${describeSettings(s.info.settings)}`, '', 'COMPONENTS'];
+  const prometheus = s.info.prometheus ? `, prometheus ${s.info.prometheus.url}` : '';
+  const lines = [`lab ${s.info.instance} (${s.info.phase}), ${version}apiserver ${s.info.apiserverUrl}${prometheus}, ${describeSettings(s.info.settings)}`, '', 'COMPONENTS'];
   for (const c of s.components) lines.push(`  ${c.node.padEnd(10)} ${c.service.padEnd(24)} ${c.running ? (c.healthy ? 'healthy' : 'running, not healthy') : 'stopped'}`);
   lines.push('', 'NODES');
   if (!s.cluster) lines.push(`  (apiserver unreachable: ${s.clusterError ?? 'unknown'})`);

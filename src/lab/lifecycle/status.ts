@@ -6,7 +6,7 @@ import { sh } from '../host/host.js';
 import { readLabInfo, type LabInfo } from '../host/info.js';
 import { readRuntime, type RuntimeState } from '../sim/runtime.js';
 import { controlPlaneNodes } from '../host/settings.js';
-import { LB_NODE } from '../host/paths.js';
+import { LB_NODE, PROMETHEUS_NODE } from '../host/paths.js';
 import { haStatus, type HaStatus } from './ha-status.js';
 import { clusterSummary, type ClusterSummary } from './workload.js';
 
@@ -35,6 +35,7 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
   const services: [string, string][] = [
     ...controlPlaneNodes(info.settings).flatMap((cp) => CONTROL_PLANE_SERVICES.map((s): [string, string] => [cp, s])),
     ...(info.members ? [[LB_NODE, 'haproxy'] as [string, string]] : []),
+    ...(info.prometheus ? [[PROMETHEUS_NODE, 'prometheus'] as [string, string]] : []),
     ...info.nodes.filter((n) => n.roles.includes('worker')).map((n): [string, string] => [n.name, 'kubelet']),
   ];
   const components = await Promise.all(

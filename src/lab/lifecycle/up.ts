@@ -12,17 +12,19 @@ import { findLabBinaries, parseLabVersion } from '../install/binaries.js';
 import { cgroupLayout, makeCgroup } from '../host/cgroup.js';
 import * as comp from './components.js';
 import { labDown } from './down.js';
-import { run, sh } from '../host/host.js';
+import { sh } from '../host/host.js';
 import { writeLabInfo, type LabBinariesInfo, type LabInfo, type LabNodeInfo } from '../host/info.js';
 import { writeInventory } from './inventory.js';
 import { writeKubeconfig } from '../host/kubeconfig.js';
 import { withLock } from '../host/lock.js';
 import { makeBridge, makeNodesNet, nodeIp, SUBNET_BASE } from '../host/net.js';
-import { labNames, labPaths, machineRunDir, DEFAULT_INSTANCE, LB_NODE } from '../host/paths.js';
+import { labNames, labPaths, machineRunDir, DEFAULT_INSTANCE, LB_NODE, PROMETHEUS_NODE } from '../host/paths.js';
 import { makePki } from '../host/pki.js';
 import { writeService, type ServiceSpec } from './services.js';
 import { haproxyService, writeHaproxyConfig } from './haproxy.js';
-import { ensureAptPackages } from '../install/install.js';
+import { findPackagedBinary } from '../install/packaged.js';
+import { prometheusService, prometheusUrl, writePrometheusConfig, type PrometheusPlan } from './prometheus.js';
+import { startPrometheus } from './prometheus-start.js';
 import { controlPlaneNodes, resolveSettings, zoneOf, type LabSettings, type LabUpOptions } from '../host/settings.js';
 import { podCidrOf } from '../sim/objects.js';
 import type { KubeletSimFile } from '../sim/types.js';
@@ -50,8 +52,9 @@ function simulatorScript(): string {
 
 /**
  * Starts a lab: namespaces and network, certificates, etcd in its own cgroup, the real apiserver,
- * controller-manager and scheduler, a kubelet simulator per node and the sample workload. Returns when every
- * node is Ready and every pod runs.
+ * controller-manager and scheduler, a kubelet simulator per node and the sample workload, and with `prometheus`
+ * Prometheus scraping the control plane. Returns when every node is Ready, every pod runs and Prometheus scrapes
+ * every component.
  */
 export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
   const instance = o.instance ?? DEFAULT_INSTANCE;
@@ -107,6 +110,7 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   const workers = Array.from({ length: settings.nodes }, (_, i) => `node-${i + 1}`);
   const cps: LabNodeInfo[] = controlPlaneNodes(settings).map((n) => ({ name: n, netns: names.netns(n), ip: nodeIp(third, n), roles: ['control-plane', 'etcd'] }));
   const lb: LabNodeInfo | undefined = ha ? { name: LB_NODE, netns: names.netns(LB_NODE), ip: nodeIp(third, LB_NODE), roles: ['load-balancer'] } : undefined;
+  const prom = settings.prometheus ? { node: PROMETHEUS_NODE, netns: names.netns(PROMETHEUS_NODE), ip: nodeIp(third, PROMETHEUS_NODE) } : undefined;
   const nodes: LabNodeInfo[] = [
     ...cps,
     ...workers.map((n, i) => ({ name: n, netns: names.netns(n), ip: nodeIp(third, n), zone: zoneOf(i + 1, settings.zones), roles: ['worker' as const] })),
@@ -133,6 +137,7 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
           })),
         }
       : {}),
+    ...(prom ? { prometheus: { url: prometheusUrl(prom.ip), ...prom } } : {}),
     nodes,
     settings,
     phase: 'starting',
@@ -145,11 +150,12 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
     createdAt: new Date(clock.now()).toISOString(),
   };
   await writeLabInfo(info);
-  await makeNodesNet(names, { subnet: info.subnet, gateway: `${SUBNET_BASE}.${third}.1`, nodes: nodes.map((n) => ({ ...n, veth: names.veth(n.name) })) });
+  const netNodes = [...nodes, ...(prom ? [{ name: prom.node, netns: prom.netns, ip: prom.ip }] : [])];
+  await makeNodesNet(names, { subnet: info.subnet, gateway: `${SUBNET_BASE}.${third}.1`, nodes: netNodes.map((n) => ({ ...n, veth: names.veth(n.name) })) });
   await makeCgroup(layout, names.cgroup);
 
   step('certificates, tokens and service-account keys');
-  const pki = await makePki(paths.pkiDir, { instance, apiserverIps: [apiserverHost, ...cps.map((m) => m.ip)], nodes: workers });
+  const pki = await makePki(paths.pkiDir, { instance, apiserverIps: [apiserverHost, ...cps.map((m) => m.ip)], nodes: workers, prometheus: Boolean(prom) });
   const members = cps.map((m) => ({ name: m.name, ip: m.ip }));
   const kc = (name: string, user: { certFile: string; keyFile: string } | { token: string }, file: string, server = info.apiserverUrl) =>
     writeKubeconfig(file, { context: names.context, server, caFile: pki.caCert, userName: `${names.context}-${name}`, user });
@@ -181,11 +187,28 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   const ctx0: comp.ComponentContext = { instance, cpNode: cp.name, cpNetns: cp.netns, cpIp: cp.ip, members, serviceDir: paths.serviceDir, pki, bin, settings, etcdCgroup: { dir: info.etcdCgroup, version: layout.version, name: names.cgroup } };
   let lbService: ServiceSpec | undefined;
   if (lb) {
-    const haproxyBinary = await findHaproxy(log, o.signal);
+    const haproxyBinary = await findPackagedBinary('haproxy', 'haproxy', { log, signal: o.signal });
     const plan = { instance, dir: paths.serviceDir(LB_NODE, 'haproxy'), netns: lb.netns, vip: lb.ip, caFile: pki.caCert, members, haproxyBinary };
     lbService = haproxyService(plan);
     await writeService(lbService);
     await writeHaproxyConfig(plan);
+  }
+  let promPlan: PrometheusPlan | undefined;
+  if (prom) {
+    const binary = await findPackagedBinary('prometheus', 'prometheus', { log, signal: o.signal });
+    promPlan = {
+      instance,
+      dir: paths.serviceDir(prom.node, 'prometheus'),
+      netns: prom.netns,
+      ip: prom.ip,
+      caFile: pki.caCert,
+      certFile: pki.cert('prometheus'),
+      keyFile: pki.key('prometheus'),
+      members,
+      binary,
+    };
+    await writeService(prometheusService(promPlan));
+    await writePrometheusConfig(promPlan);
   }
   for (const [i, n] of nodes.filter((x) => x.roles.includes('worker')).entries()) {
     const svc = comp.kubeletService(ctx0, n.name, n.netns, process.execPath, simScript);
@@ -238,20 +261,14 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
     clock,
     signal: o.signal,
   });
+  if (promPlan && info.prometheus) {
+    step(`prometheus: ${info.prometheus.url}, scraping the control plane`);
+    const targets = await startPrometheus({ dir: promPlan.dir, url: info.prometheus.url, admin, clock, signal: o.signal });
+    step(`prometheus scrapes ${targets} targets`);
+  }
   info.phase = 'up';
   info.upSeconds = Math.round((clock.now() - started) / 100) / 10;
   await writeLabInfo(info);
   step(`lab ${instance} is up`);
   return info;
-}
-
-/** HAProxy's binary; Debian's package is installed (through the lab installer's apt path and lock) when missing. */
-async function findHaproxy(log: Logger, signal?: AbortSignal): Promise<string> {
-  const where = async () => (await run('/bin/sh', ['-c', 'PATH="$PATH:/usr/sbin:/sbin" command -v haproxy'])).stdout.trim();
-  const found = await where();
-  if (found) return found;
-  await ensureAptPackages(['haproxy'], { log, signal });
-  const after = await where();
-  if (!after) throw new KrError('LAB_BINARIES_MISSING', 'haproxy is not on PATH after installing the Debian package haproxy', { exit: EXIT.refused });
-  return after;
 }
