@@ -32,7 +32,9 @@ export class RunControl {
     const local = new AbortController();
     const stepsSignal = this.steps.signal;
     const onAbort = () => local.abort(stepsSignal.reason);
-    stepsSignal.addEventListener('abort', onAbort, { once: true });
+    // stopped already (a guard that fired as this step armed the guards): its listener would never be called
+    if (stepsSignal.aborted) onAbort();
+    else stepsSignal.addEventListener('abort', onAbort, { once: true });
     const cancel = clock.setTimer(ms, () => local.abort(new Error(`${what} did not finish within ${formatDuration(ms)}`)));
     try {
       return await Promise.race([

@@ -1,5 +1,5 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -194,11 +194,13 @@ describe('the executor\'s revert and the dead-man never run at once', () => {
   it('settle keeps an armed dead-man from firing: it touches the keepalive', async () => {
     root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const marker = join(root, 'fired');
-    sh(armScript({ runId: 'rc1', faultId: 'f01-a', ttlMs: 2000, revert: `touch '${marker}'`, allowSystemd: false, ...onNode(root) }));
+    sh(armScript({ runId: 'rc1', faultId: 'f01-a', ttlMs: 5000, revert: `touch '${marker}'`, allowSystemd: false, ...onNode(root) }));
     const dir = deadmanDir('rc1', 'f01-a', root);
-    utimesSync(join(dir, 'keepalive'), new Date(0), new Date(0));
+    // 3 s old of a 5 s ttl: the watcher would fire in 2 s without the touch
+    const old = new Date(statSync(join(dir, 'keepalive')).mtimeMs - 3000);
+    utimesSync(join(dir, 'keepalive'), old, old);
     expect(sh(settleScript('rc1', 'f01-a', 10, root)).stdout.trim()).toBe('armed');
-    await sleep(1200);
+    await sleep(3500);
     expect(existsSync(marker)).toBe(false);
     sh(disarmScript('rc1', 'f01-a', root));
   });
@@ -221,9 +223,9 @@ describe('the executor\'s revert and the dead-man never run at once', () => {
     const revert = (id: string) => `echo "start ${id}" >>'${log}'; sleep 1; echo "end ${id}" >>'${log}'`;
     for (const id of ['f01-a', 'f02-b']) sh(armScript({ runId: 'rc3', faultId: id, ttlMs: 1000, revert: revert(id), allowSystemd: false, ...onNode(root) }));
     for (const id of ['f01-a', 'f02-b']) utimesSync(join(deadmanDir('rc3', id, root), 'keepalive'), new Date(0), new Date(0));
-    expect(await until(() => existsSync(log) && readFileSync(log, 'utf8').trim().split('\n').length === 4, 8000)).toBe(true);
-    const lines = readFileSync(log, 'utf8').trim().split('\n');
+    const lines = () => (existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : []);
+    expect(await until(() => lines().length === 4, 15_000), lines().join(', ')).toBe(true);
     // start, end, start, end: never two starts in a row
-    expect(lines.map((l) => l.split(' ')[0])).toEqual(['start', 'end', 'start', 'end']);
+    expect(lines().map((l) => l.split(' ')[0])).toEqual(['start', 'end', 'start', 'end']);
   });
 });

@@ -65,6 +65,26 @@ describe('run: rollback always', () => {
     expect(guard.running).toBe(0);
   });
 
+  it('a guard that read a violation during the steady-state checks aborts as it is armed: the first fault is not applied', async () => {
+    const log: ActionRecord[] = [];
+    const guard = new ScriptedProbe('fsync', { status: 'violated', value: 0.4, detail: 'p99 0.4 s' });
+    const steady = new ScriptedProbe('ready', { status: 'ok', value: null, detail: '3/3 Ready' });
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        guards: [{ probe: 'fsync', onViolation: 'abort' }],
+        steps: [{ expect: { probe: 'ready' }, within: '1m' }, { action: 'fault-a', with: { nodes: { names: ['node-1'] } } }],
+      }),
+      actions: [recordingAction('fault-a', log)],
+      probes: [guard.probe, steady.probe],
+    });
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r.status).toBe('aborted');
+    expect(r.reason).toContain('guard fsync violated: p99 0.4 s');
+    expect(ops(log, 'apply')).toEqual([]);
+    expect(stepEnds(h.events)).toEqual(['1:passed']);
+  });
+
   it('an interrupt during a step rolls back; exit code 130', async () => {
     const log: ActionRecord[] = [];
     const h = await startTestRun({

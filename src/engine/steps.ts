@@ -75,6 +75,8 @@ export class StepRunner {
     // Guards react from the first step that is not a steady-state check: the first fault, or, in a runbook that
     // only observes, its first wait or confirmation.
     if (step.kind !== 'expect') this.d.guards.arm();
+    // a guard that read a violation before it was armed acts as it is armed: then this step does not start
+    if (control.steps.signal.aborted) throw new Aborted(control.outcome?.reason ?? 'aborted');
     const at = () => ctx.clock.now();
     emit({ type: 'step-start', at: at(), index: step.index, name: step.name, kind: step.kind });
     try {
