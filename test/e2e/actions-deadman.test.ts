@@ -46,7 +46,7 @@ function runbook(name: string, faultTtl: string): string {
 kind: Runbook
 metadata: {name: ${name}}
 spec:
-  safety: {allowContexts: [${JSON.stringify(lab.context)}], faultTtl: ${faultTtl}, maxDuration: 10m}
+  safety: {allowContexts: [${JSON.stringify(lab.context)}], faultTtl: ${faultTtl}, maxDuration: 10m, maxUnavailable: {worker: 2}}
   steps:
     - {name: cut node-1 off, action: block-kubelet-egress, with: {nodes: {names: [node-1]}}}
     - {name: stop node-2's kubelet, action: stop-kubelet, with: {nodes: {names: [node-2]}}}

@@ -305,7 +305,11 @@ describe('a run over ssh while sshd restarts', () => {
       apiVersion: 'kube-runbook/v1',
       kind: 'Runbook',
       metadata: { name: 'sshd-restart' },
-      spec: { safety: { allowContexts: ['lab'], faultTtl: '2m' }, steps: [{ action: 'touch-file', with: { tag, nodes: 'all' } }, { wait: '2s' }] },
+      // both nodes at once: more than the default maxUnavailable of workers (50%), so the runbook says so
+      spec: {
+        safety: { allowContexts: ['lab'], faultTtl: '2m', maxUnavailable: { worker: '100%' } },
+        steps: [{ action: 'touch-file', with: { tag, nodes: 'all' } }, { wait: '2s' }],
+      },
     });
     const plan = await buildPlan({ runbook, file: 'sshd-restart.yaml', inventory, registry: registryOf([touchFile], []) });
     const faultFile = (n: string) => join('/home', user, `krt-fault-${tag}-${n}`);
