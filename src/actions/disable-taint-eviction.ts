@@ -1,4 +1,4 @@
-import { GET_VERSION } from '../contract/access.js';
+import { GET_VERSION, READ_NODES } from '../contract/access.js';
 import { z } from 'zod';
 import { defineAction } from '../contract/action.js';
 import { formatDuration } from '../core/duration.js';
@@ -19,6 +19,7 @@ import {
   stateScript,
   type TaintEvictionTarget,
 } from './parts/taint-eviction.js';
+import { waitForLifecycleTaintsGone } from './parts/stale-taints.js';
 
 const Params = z.strictObject({
   timeout: duration()
@@ -39,7 +40,7 @@ const MIN_MINOR = 29;
 /** Evictions frozen while every other controller keeps running (Kubernetes 1.29+). */
 export default defineAction<typeof Params, State>({
   meta: {
-    access: [GET_VERSION],
+    access: [GET_VERSION, { ...READ_NODES, verbs: ['list'], why: 'the revert waits until no Ready node still carries the NoExecute taint it got while silent' }],
     id: 'disable-taint-eviction',
     summary: 'Restart kube-controller-manager without the taint-eviction controller (1.29+): no pod is evicted, every other controller runs.',
     description:
@@ -66,7 +67,8 @@ export default defineAction<typeof Params, State>({
       lab: 'writes `--controllers=*,-taint-eviction-controller` to the service\'s `extra-args` and restarts the lab\'s kube-controller-manager process',
     },
     undo:
-      'the revert puts the original manifest back (kubeadm), removes the drop-in and restarts k3s (k3s) or removes `extra-args` and restarts ' +
+      'the revert first waits (up to `timeout`) until no Ready node still carries the unreachable/not-ready NoExecute taint it got while ' +
+      'silent (evicting again with such a taint in place could delete its pods at once), then puts the original manifest back (kubeadm), removes the drop-in and restarts k3s (k3s) or removes `extra-args` and restarts ' +
       '(lab), then waits until the controller-manager runs healthy with the taint-eviction controller; the node-side dead-man runs the same script',
   },
 
@@ -114,6 +116,8 @@ export default defineAction<typeof Params, State>({
 
   async revert(ctx, state) {
     if (!state.changed) return;
+    // evictions resume only once no Ready node still carries the taint it got while silent
+    await waitForLifecycleTaintsGone(ctx, state.timeoutS * 1000, 'disable-taint-eviction revert');
     await runOnNode(ctx, state.node, revertScript(state.target, state.timeoutS), {
       code: 'SERVICE_RESTART_FAILED',
       message: 'disable-taint-eviction: could not restart kube-controller-manager with its original flags',

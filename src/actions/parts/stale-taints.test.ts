@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import type { ActionCtx } from '../../contract/context.js';
+import { memoryLogger } from '../../core/logger.js';
+import { FakeClock } from '../../testing/fake-clock.js';
+import { readyButTainted, waitForLifecycleTaintsGone } from './stale-taints.js';
+
+const node = (name: string, ready: 'True' | 'False' | 'Unknown', taint?: string) => ({
+  metadata: { name },
+  spec: taint ? { taints: [{ key: taint, effect: 'NoExecute' }] } : {},
+  status: { conditions: [{ type: 'Ready', status: ready }] },
+});
+
+function ctxWith(nodes: () => unknown[] | undefined): { ctx: ActionCtx; clock: FakeClock } {
+  const clock = new FakeClock();
+  const kube = {
+    raw: async () => {
+      const items = nodes();
+      return items ? { status: 200, body: JSON.stringify({ items }) } : { status: 503, body: 'unavailable' };
+    },
+  };
+  return { clock, ctx: { clock, log: memoryLogger(), signal: new AbortController().signal, kube } as unknown as ActionCtx };
+}
+
+describe('NoExecute taints left on Ready nodes', () => {
+  it('names Ready nodes that still carry the unreachable or not-ready taint, not the ones still down', async () => {
+    const { ctx } = ctxWith(() => [
+      node('node-1', 'True', 'node.kubernetes.io/unreachable'),
+      node('node-2', 'Unknown', 'node.kubernetes.io/unreachable'),
+      node('node-3', 'True', 'node.kubernetes.io/not-ready'),
+      node('node-4', 'True', 'example.com/dedicated'),
+      node('node-5', 'True'),
+    ]);
+    expect(await readyButTainted(ctx)).toEqual(['node-1', 'node-3']);
+  });
+
+  it('waits until the lifecycle controller has taken them off', async () => {
+    let tainted = true;
+    const { ctx, clock } = ctxWith(() => [node('node-1', 'True', tainted ? 'node.kubernetes.io/unreachable' : undefined)]);
+    let done = false;
+    void waitForLifecycleTaintsGone(ctx, 60_000, 'test').then(() => (done = true));
+    await clock.advance(3000);
+    expect(done).toBe(false);
+    tainted = false;
+    expect(await clock.runUntil(() => done, 5000)).toBe(true);
+  });
+
+  it('refuses to go on when they stay past the timeout', async () => {
+    const { ctx, clock } = ctxWith(() => [node('node-1', 'True', 'node.kubernetes.io/unreachable')]);
+    let error: unknown;
+    void waitForLifecycleTaintsGone(ctx, 10_000, 'disable-taint-eviction revert').catch((e: unknown) => (error = e));
+    await clock.runUntil(() => error !== undefined, 30_000);
+    expect(error).toMatchObject({ code: 'TAINTS_REMAIN', message: expect.stringContaining('Ready node(s) node-1 still carry the unreachable/not-ready NoExecute taint after 10s') });
+  });
+
+  it('goes on, saying so, when the nodes cannot be read', async () => {
+    const { ctx } = ctxWith(() => undefined);
+    await expect(waitForLifecycleTaintsGone(ctx, 10_000, 'test')).resolves.toBeUndefined();
+  });
+});
