@@ -120,6 +120,8 @@ export default defineAction({
       lab: "each lab node is a network namespace: the chain goes into that namespace's OUTPUT, so it cuts exactly that node's kubelet simulator",
     },
     undo: 'removes the jump from OUTPUT and deletes the chain (or deletes the nftables table); the node-side dead-man runs the same script',
+    // scope node drops every process's traffic to the apiservers, a node agent's too; auto widens to that on some nodes
+    isolatesNode: (params) => (params.scope === 'node' ? 'yes' : params.scope === 'auto' ? 'maybe' : 'no'),
   },
 
   async preflight(ctx, params) {
