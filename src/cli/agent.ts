@@ -31,7 +31,10 @@ async function runAgent(flags: AgentFlags): Promise<void> {
   if (!NAME.test(flags.node)) throw new KrError('BAD_NODE', `--node ${quote(flags.node)} is not a Node name`, { exit: EXIT.invalid });
   if (!NAME.test(flags.namespace)) throw new KrError('BAD_NAMESPACE', `--namespace ${quote(flags.namespace)} is not a namespace name`, { exit: EXIT.invalid });
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(flags.runId)) throw new KrError('BAD_RUN_ID', `--run-id ${quote(flags.runId)} is not a run id`, { exit: EXIT.invalid });
-  if (flags.enter !== 'host' && flags.enter !== 'pod') throw new KrError('BAD_ENTER', `--enter is host or pod (got ${quote(flags.enter)})`, { exit: EXIT.invalid });
+  if (flags.enter !== 'host' && flags.enter !== 'mount') throw new KrError('BAD_ENTER', `--enter is host or mount (got ${quote(flags.enter)})`, { exit: EXIT.invalid });
+  // the host's first process; the lab names its stand-in (the node's anchor process, as a pod's pause container)
+  const hostPid = Number(process.env.KUBE_RUNBOOK_AGENT_HOST_PID ?? '1');
+  if (!Number.isInteger(hostPid) || hostPid < 1) throw new KrError('BAD_HOST_PID', `KUBE_RUNBOOK_AGENT_HOST_PID is not a pid (got ${quote(process.env.KUBE_RUNBOOK_AGENT_HOST_PID)})`, { exit: EXIT.invalid });
   const log = createLogger((level, msg) => process.stderr.write(`${new Date(realClock.now()).toISOString()} ${level} agent ${flags.node}: ${msg}\n`), 'info');
   const kube = createKubeAccess({ inCluster: true, clock: realClock, log });
   const api = { json: kube.json!.bind(kube) };
@@ -39,8 +42,8 @@ async function runAgent(flags: AgentFlags): Promise<void> {
   await checkAgentAccess(o, api);
   const stop = new AbortController();
   for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => stop.abort());
-  const argv = hostArgv(flags.enter);
-  log.info(`serving run ${flags.runId} from ${flags.namespace}; scripts run ${flags.enter === 'host' ? "in PID 1's namespaces" : "in the agent's own namespaces"}`);
+  const argv = hostArgv(flags.enter, hostPid);
+  log.info(`serving run ${flags.runId} from ${flags.namespace}; scripts run in the namespaces of pid ${hostPid} (${flags.enter === 'host' ? 'all' : 'mount only'})`);
   await serveAgent(o, {
     api,
     clock: realClock,
@@ -118,15 +121,16 @@ export const register: Register = (program, done) => {
     .option('--node <name>', 'the node it runs on')
     .option('--namespace <ns>', 'where the requests and the run Lease are')
     .option('--run-id <id>', 'the run it serves')
-    .option('--enter <where>', "host: scripts run in PID 1's namespaces (nsenter); pod: in the agent's own", 'host')
+    .option('--enter <where>', "host: scripts run in PID 1's namespaces (nsenter); mount: in its mount namespace only (the lab)", 'host')
     .action(async (flags: Partial<AgentFlags>) => {
       for (const f of ['node', 'namespace', 'runId'] as const)
         if (!flags[f]) throw new KrError('MISSING_OPTION', `kube-runbook agent needs --${f === 'runId' ? 'run-id' : f} (the executor starts agents; see kube-runbook agent manifests)`, { exit: EXIT.invalid });
       try {
         await runAgent(flags as AgentFlags);
       } catch (e) {
-        // the pod's status shows why the agent could not serve (the executor's preflight reads it)
-        await writeFile(TERMINATION_LOG, `${isKrError(e) ? `${e.message}${e.details.length ? `; ${e.details.join('; ')}` : ''}` : messageOf(e)}\n`).catch(() => undefined);
+        // the pod's status shows why the agent could not serve (the executor's preflight reads it); the kubelet makes
+        // the file, so nothing is written where there is none (outside a pod)
+        await writeFile(TERMINATION_LOG, `${isKrError(e) ? `${e.message}${e.details.length ? `; ${e.details.join('; ')}` : ''}` : messageOf(e)}\n`, { flag: 'r+' }).catch(() => undefined);
         throw e;
       }
       done(EXIT.ok);

@@ -1,8 +1,7 @@
 import { formatDuration } from '../core/duration.js';
 import { KrError, messageOf } from '../core/errors.js';
-import { toolVersion } from '../core/version.js';
 import type { Ctx } from '../contract/context.js';
-import type { AgentTransport, Inventory, InventoryNode } from '../inventory/schema.js';
+import { type AgentTransport, defaultAgentImage, type Inventory, type InventoryNode } from '../inventory/schema.js';
 import type { Plan, PlannedAction } from './plan.js';
 import {
   AGENT_APP,
@@ -25,7 +24,6 @@ export interface AgentTarget {
   config: AgentTransport;
 }
 
-const defaultAgentImage = () => `ghcr.io/kube-runbook/kube-runbook-agent:${toolVersion()}`;
 
 /** The agent settings of a node, when it is reached through an agent. */
 export function agentConfigOf(inventory: Inventory, node: InventoryNode): AgentTransport | undefined {

@@ -101,7 +101,7 @@ export class FaultLedger {
       if (node && nodeSide) {
         const transport = node.transport ?? this.o.ctx.inventory.spec.transport;
         // the lab's nodes: network namespaces of one machine (reached by netns, or by an agent the lab starts in one)
-        const lab = transport.type === 'netns' || (transport.type === 'agent' && transport.enter === 'pod');
+        const lab = transport.type === 'netns' || (transport.type === 'agent' && transport.enter === 'mount');
         const arm = armScript({
           runId: this.o.ctx.runId,
           faultId,

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { duration } from '../core/zod-helpers.js';
+import { toolVersion } from '../core/version.js';
 
 /**
  * A Node name: an RFC 1123 DNS subdomain, as Kubernetes requires. Names end up in paths (the lab's state dir, the
@@ -60,6 +61,9 @@ const LocalTransport = z.strictObject({ type: z.literal('local') }).meta({ descr
 const K8S_NAME = /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$/;
 const k8sName = (what: string) => z.string().regex(K8S_NAME, { message: `expected a ${what}: lowercase letters, digits and "-" (RFC 1123 label)` });
 
+/** The agent image of this version (deploy/agent/Dockerfile), when an inventory names none. */
+export const defaultAgentImage = () => `ghcr.io/kube-runbook/kube-runbook-agent:${toolVersion()}`;
+
 /** A privileged pod per node running `kube-runbook agent`, reached through the Kubernetes API (no ssh). */
 export const AgentTransport = z
   .strictObject({
@@ -74,10 +78,13 @@ export const AgentTransport = z
     imagePullSecret: k8sName('Secret name').optional().meta({ description: 'a Secret of type kubernetes.io/dockerconfigjson in the namespace, for a private registry' }),
     serviceAccount: k8sName('ServiceAccount name').default('kube-runbook-agent').meta({ description: 'the agents\' ServiceAccount (`kube-runbook agent manifests`)' }),
     /**
-     * `host`: scripts run in PID 1's namespaces (nsenter -t 1 -a), on the host as ssh would. `pod`: in the agent's own
-     * namespaces: the lab, whose simulated kubelet starts the agent in the node's network namespace already.
+     * `host`: scripts run in PID 1's namespaces (nsenter), on the host as ssh would. `mount`: in the host's mount
+     * namespace only: the lab, whose simulated kubelet starts the agent in the node's network namespace already.
      */
-    enter: z.enum(['host', 'pod']).default('host').meta({ description: "host: scripts run in PID 1's namespaces (nsenter); pod: in the agent's own (the lab)" }),
+    enter: z
+      .enum(['host', 'mount'])
+      .default('host')
+      .meta({ description: "host: scripts run in PID 1's namespaces (nsenter); mount: in its mount namespace only (the lab, whose agents run in their node's network namespace)" }),
     startTimeout: duration().prefault('2m').meta({ description: 'how long preflight waits for every agent pod to run and answer' }),
   })
   .meta({ description: 'a privileged pod per node running `kube-runbook agent`, reached through the Kubernetes API' });

@@ -196,7 +196,14 @@ async function followLease(o: AgentServerOptions, d: AgentServerDeps): Promise<v
   }
 }
 
-/** The argv a wired script is run with: in PID 1's namespaces (the host), or in the agent's own. */
-export function hostArgv(enter: 'host' | 'pod'): [string, ...string[]] {
-  return enter === 'host' ? ['nsenter', '--target', '1', '--mount', '--uts', '--ipc', '--net', '--pid', '--', 'sh', '-s'] : ['sh', '-s'];
+/**
+ * The argv a wired script is run with: in the namespaces of the host's first process (`host`), or in its mount
+ * namespace only (`mount`: the lab, whose agent runs in its node's network namespace already, with its group reset to
+ * root's, so what the script starts is not let through as the lab's agents are by block-kubelet-egress).
+ */
+export function hostArgv(enter: 'host' | 'mount', hostPid = 1): [string, ...string[]] {
+  const target: [string, ...string[]] = ['nsenter', '--target', String(hostPid)];
+  return enter === 'host'
+    ? [...target, '--mount', '--uts', '--ipc', '--net', '--pid', '--', 'sh', '-s']
+    : [...target, '--mount', '--', 'setpriv', '--regid=0', '--keep-groups', '--', 'sh', '-s'];
 }
