@@ -169,7 +169,12 @@ export class RunAgents {
     readonly targets: readonly AgentTarget[],
     /** How long a renewal counts (faultTtl): for people reading the Lease; agents follow renewals, not this. */
     private readonly leaseMs: number,
+    /** Called before the first pod is created (the run journals itself then, so `recover` finds pods it leaves). */
+    private readonly beforeStart: () => void = () => {},
   ) {}
+
+  /** Whether `start` was called (pods may exist). */
+  started = false;
 
   get namespaces(): string[] {
     return [...new Set(this.targets.map((t) => t.config.namespace))].sort();
@@ -206,6 +211,8 @@ export class RunAgents {
    * cannot run, or `startTimeout` passes. Returns one problem per node that failed, with its cause and fix.
    */
   async start(signal: AbortSignal): Promise<string[]> {
+    this.beforeStart();
+    this.started = true;
     const json = api(this.ctx);
     const { clock } = this.ctx;
     const problems = new Map<string, string>();

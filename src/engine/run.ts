@@ -83,6 +83,8 @@ export function startRun(o: RunOptions): RunHandle {
     ctx,
     agentTargets(plan.inventory, plannedActions(plan).flatMap((a) => a.targets ?? [])),
     plan.safety.faultTtl,
+    // a run killed while its agents start leaves pods: journaled from then on, so `recover` deletes them
+    () => journaled || journalRun(),
   );
 
   const guards = new GuardSet(o.guards === false ? [] : plan.guards, ctx, emit, {
@@ -176,7 +178,7 @@ export function startRun(o: RunOptions): RunHandle {
       emit({ type: 'preflight', at: clock.now(), check: 'run lock', ok: false, detail: messageOf(e) });
       return finish({ status: 'refused', reason: `preflight refused: run lock: ${messageOf(e)}` }, []);
     }
-    journalRun();
+    if (!journaled) journalRun();
     guards.start();
     const stopObservers = new AbortController();
     const observing = (o.observers ?? []).map((ob) =>
@@ -207,7 +209,7 @@ export function startRun(o: RunOptions): RunHandle {
     if (locked && !remaining.length)
       await releaseRunLock(ctx.kube, lock).catch((e: unknown) => ctx.log.warn(`could not release the cluster-wide run lock (it expires by itself): ${messageOf(e)}`));
     // with faults left, the agents stay for `recover` (their dead-men fire meanwhile: the run Lease is no longer renewed)
-    if (agents.targets.length && !remaining.length)
+    if (agents.started && !remaining.length)
       for (const f of await agents.stop().catch((e: unknown) => [messageOf(e)]))
         emit({ type: 'log', at: clock.now(), level: 'warn', message: `node agents not cleaned up: ${f} (kube-runbook recover ${ctx.runId} deletes them)` });
     const status: RunStatus = remaining.length ? 'rollback-incomplete' : out.status;

@@ -87,7 +87,22 @@ export class AgentProcesses {
       this.watch(uid);
       return;
     }
-    await this.spawn(uid);
+    await this.trySpawn(uid, t);
+  }
+
+  /** Starts the process; a failure to (the token refused, the apiserver away) counts as an exit, tried again later. */
+  private async trySpawn(uid: string, t: Tracked): Promise<void> {
+    try {
+      await this.spawn(uid);
+    } catch (e) {
+      t.restarts++;
+      t.state = { kind: 'exited', exitCode: 128, message: `cannot start the container: ${messageOf(e)}`, restarts: t.restarts };
+      this.o.log.warn(`the agent of ${t.pod.metadata.namespace}/${t.pod.metadata.name} did not start (${messageOf(e)}); trying again in ${RESTART_MS / 1000}s`);
+      this.onChange(uid);
+      t.cancel = this.o.clock.setTimer(RESTART_MS, () => {
+        if (this.tracked.get(uid) === t) void this.trySpawn(uid, t);
+      });
+    }
   }
 
   /** Kills a pod's process group (TERM, KILL after 5 s) and removes its files. */
@@ -184,7 +199,7 @@ export class AgentProcesses {
     this.o.log.warn(`the agent of ${t.pod.metadata.namespace}/${t.pod.metadata.name} exited with ${code}; starting it again in ${RESTART_MS / 1000}s`);
     this.onChange(uid);
     t.cancel = this.o.clock.setTimer(RESTART_MS, () => {
-      if (this.tracked.get(uid) === t) void this.spawn(uid).catch((e: unknown) => this.o.log.warn(`restarting the agent of ${uid}: ${messageOf(e)}`));
+      if (this.tracked.get(uid) === t) void this.trySpawn(uid, t);
     });
   }
 }
