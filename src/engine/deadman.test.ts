@@ -196,6 +196,8 @@ describe('the executor\'s revert and the dead-man never run at once', () => {
     const marker = join(root, 'fired');
     sh(armScript({ runId: 'rc1', faultId: 'f01-a', ttlMs: 2000, revert: `touch '${marker}'`, allowSystemd: false, ...onNode(root) }));
     const dir = deadmanDir('rc1', 'f01-a', root);
+    // past the watcher's first look (it runs as soon as it starts, which on a busy machine is after the arm returns)
+    await sleep(300);
     utimesSync(join(dir, 'keepalive'), new Date(0), new Date(0));
     expect(sh(settleScript('rc1', 'f01-a', 10, root)).stdout.trim()).toBe('armed');
     await sleep(1200);

@@ -96,10 +96,14 @@ export async function recoverRun(
       },
     })),
   );
-  journal.close();
   const all = new RunAgents(o.ctx, agentTargets(inv, inv.spec.nodes), view.run.faultTtlMs);
-  if (all.targets.length && !ledger.outstanding().length)
-    for (const f of await all.stop().catch((e: unknown) => [messageOf(e)])) errors.push(`node agents of ${view.run.runId} not deleted: ${f}`);
+  if (all.targets.length && !ledger.outstanding().length) {
+    const failed = await all.stop().catch((e: unknown) => [messageOf(e)]);
+    for (const f of failed) errors.push(`node agents of ${view.run.runId} not deleted: ${f}`);
+    // a killed run, nothing left of it: ended, so recover does not pick it again
+    if (!failed.length && view.status === undefined) journal.append({ type: 'end', at: o.ctx.clock.now(), status: 'interrupted' });
+  }
+  journal.close();
   const ns = view.run.lockNamespace;
   if (ns && !ledger.outstanding().length)
     await releaseRunLock(o.ctx.kube, { namespace: ns, runId: view.run.runId }).catch((e: unknown) =>
