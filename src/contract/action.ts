@@ -35,6 +35,8 @@ export interface ActionMeta<P extends z.ZodType = z.ZodType> {
    * through its agent is undone by the node's dead-man, not by the executor.
    */
   isolatesNode?(params: z.output<P>): 'yes' | 'maybe' | 'no';
+  /** It stops the apiserver on its targets: on every control-plane node, the Kubernetes API is down while it holds. */
+  stopsApiserver?: boolean;
 }
 
 /**

@@ -7,7 +7,13 @@ import { agentPodName, runLeaseName } from '../nodes/agent-protocol.js';
 import { FakeAgentApi, FakeStatusError } from '../testing/fake-agent-api.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
-import { agentPod, agentTargets, RunAgents } from './agents.js';
+import { agentPod, agentsDuringOutage, agentTargets, RunAgents } from './agents.js';
+import { registryOf } from '../contract/registry.js';
+import { renderPlan } from '../report/plan-text.js';
+import { Runbook } from '../runbook/schema.js';
+import { recordingAction } from '../testing/fake-modules.js';
+import { baseRunbook, testInventory } from '../testing/engine-harness.js';
+import { buildPlan } from './plan.js';
 
 const RUN = '20260101T000000Z-agents-ab12';
 const inventory = Inventory.parse({
@@ -147,5 +153,40 @@ describe('starting and stopping the agents of a run', () => {
     const [p] = await finish(clock, agents.start(new AbortController().signal));
     expect(clock.now() - t0).toBeGreaterThanOrEqual(20_000);
     expect(p).toMatch(/^node-1: its agent pod kr-agents\/kr-agent-node-1-[0-9a-f]{8} did not start within 20s: Pending; is node node-1 Ready\?/);
+  });
+});
+
+describe('nodes reached through agents during an apiserver outage', () => {
+  const outageRegistry = () => {
+    const stop = recordingAction('stop-apiserver', []);
+    stop.meta = { ...stop.meta, stopsApiserver: true };
+    return registryOf([stop, recordingAction('fault-b', [])], []);
+  };
+  const mixed = Inventory.parse({
+    ...testInventory(),
+    spec: { ...testInventory().spec, nodes: [{ name: 'cp-1', roles: ['control-plane'] }, { name: 'node-1', transport: { type: 'agent', enter: 'mount' } }] },
+  });
+  const planOf = (steps: unknown[]) =>
+    buildPlan({ runbook: Runbook.parse(baseRunbook({ steps })), file: 't.yaml', inventory: mixed, registry: outageRegistry() });
+
+  it('a step on them while every apiserver is stopped is named, with the way out', async () => {
+    const p = await planOf([
+      { name: 'down', action: 'stop-apiserver', with: { nodes: 'control-plane' } },
+      { name: 'cut', action: 'fault-b', with: { nodes: { names: ['node-1'] } } },
+    ]);
+    expect(agentsDuringOutage(p)).toEqual([
+      'step 2 (fault-b on node-1) acts through node agents while step 1 (stop-apiserver) keeps every apiserver stopped, and agents are reached through the apiserver: act on those nodes before the outage, or reach them by ssh',
+    ]);
+    expect(renderPlan(p)).toContain('warning: step 2 (fault-b on node-1) acts through node agents while step 1 (stop-apiserver)');
+  });
+
+  it('before the outage, or after its revert step, is fine', async () => {
+    const p = await planOf([
+      { name: 'cut', action: 'fault-b', with: { nodes: { names: ['node-1'] } } },
+      { name: 'down', action: 'stop-apiserver', with: { nodes: 'control-plane' } },
+      { name: 'up', revert: 'down' },
+      { name: 'again', action: 'fault-b', with: { nodes: { names: ['node-1'] } } },
+    ]);
+    expect(agentsDuringOutage(p)).toEqual([]);
   });
 });

@@ -317,3 +317,29 @@ export function undoneThroughAgents(plan: Plan, a: PlannedAction): string | unde
     return `undone${on} by the node's agent; where it cuts the node off from the apiserver, only by the node's dead-man ${ttl} after the last renewal the node saw`;
   return `undone${on} by the node's agent (its dead-man after ${ttl} if the executor or the apiserver is gone)`;
 }
+
+/**
+ * Steps that act on nodes reached through agents while an earlier step keeps every apiserver stopped (and its revert
+ * step has not come yet): no script can reach an agent then. One line per such step, for plan and preflight.
+ */
+export function agentsDuringOutage(plan: Plan): string[] {
+  const controlPlane = plan.inventory.spec.nodes.filter((n) => n.roles.includes('control-plane')).map((n) => n.name);
+  const down = new Set<PlannedAction>();
+  const out: string[] = [];
+  const visit = (s: Plan['steps'][number]) => {
+    if (s.kind === 'parallel') return s.children.forEach(visit);
+    if (s.kind === 'revert') return void down.delete(s.target);
+    if (s.kind !== 'action') return;
+    const via = agentTargets(plan.inventory, s.targets ?? []).map((t) => t.node.name);
+    const outage = [...down][0];
+    if (via.length && outage)
+      out.push(
+        `step ${s.index} (${s.actionId} on ${via.join(', ')}) acts through node agents while step ${outage.index} (${outage.actionId}) keeps every apiserver stopped, ` +
+          'and agents are reached through the apiserver: act on those nodes before the outage, or reach them by ssh',
+      );
+    const targets = new Set((s.targets ?? []).map((n) => n.name));
+    if (s.action.meta.stopsApiserver && controlPlane.length && controlPlane.every((n) => targets.has(n))) down.add(s);
+  };
+  plan.steps.forEach(visit);
+  return out;
+}

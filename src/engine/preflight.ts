@@ -9,7 +9,7 @@ import type { RunEventSink } from './events.js';
 import { type Plan, plannedActions } from './plan.js';
 import { type EngineRetry, withRetries } from './retry.js';
 import { describeHolder, RUN_LOCK_NAME, runLockHolder } from '../kube/run-lock.js';
-import { agentTargets, type RunAgents } from './agents.js';
+import { agentsDuringOutage, agentTargets, type RunAgents } from './agents.js';
 
 /**
  * How one preflight read is tried again on transient failures (a node's sshd restarting, an apiserver 503): a few
@@ -124,7 +124,9 @@ export async function preflight(
   const viaAgent = new Set(agentTargets(plan.inventory, allNodes).map((t) => t.node.name));
   // a dry run creates nothing, nor a run already refused: nodes reached through agents not started are not checked
   let skipped = viaAgent;
-  if (viaAgent.size) {
+  const outage = agentsDuringOutage(plan);
+  if (outage.length) check('agents', false, outage.join('; '));
+  if (viaAgent.size && !outage.length) {
     if (!agents) check('agents', true, `dry run: ${viaAgent.size} agent pod(s) not started; ${[...viaAgent].sort().join(', ')} and their actions' checks are left to the run`);
     else if (failures.length) check('agents', false, 'not started: the checks above failed');
     else {

@@ -1,5 +1,5 @@
 import { type Plan, type PlannedAction, type PlannedStep, stepActions } from '../engine/plan.js';
-import { undoneThroughAgents } from '../engine/agents.js';
+import { agentsDuringOutage, undoneThroughAgents } from '../engine/agents.js';
 import { formatDuration } from '../core/duration.js';
 
 const params = (p: Record<string, unknown>): string => {
@@ -78,6 +78,7 @@ export function renderPlan(plan: Plan, context?: string): string {
     );
   out.push('', 'Steps:');
   for (const s of plan.steps) out.push(...stepLine(s, plan).map((l) => `  ${l}`));
+  for (const w of agentsDuringOutage(plan)) out.push(`  warning: ${w} (preflight refuses this)`);
   out.push('', 'Remediation (applied once, when a guard says remediate):');
   if (!plan.remediation.length) out.push('  (none)');
   for (const r of plan.remediation) out.push(`  ${r.index}. ${r.actionId}${on(r)}${params(r.params)}${choice(r, '      ')}${undo(plan, r, '      ')}`);
