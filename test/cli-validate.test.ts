@@ -89,7 +89,7 @@ describe('kube-runbook validate', () => {
     ['unknown-kind.yaml', '2:7: kind: unknown kind (expected one of Runbook, Inventory; did you mean "Runbook"?) (got "Runbok")'],
     ['revert-unknown.yaml', '11:15: spec.steps[2].revert: no earlier action step has this name'],
     ['bad-expressions.yaml', '8:98: spec.guards[0].with.condition: CEL: Unexpected token: EOF'],
-    ['bad-inventory.yaml', '7:21: spec.transport.type: expected one of ssh, netns, local; did you mean "ssh"? (got "sshh")'],
+    ['bad-inventory.yaml', '7:21: spec.transport.type: expected one of ssh, netns, local, agent; did you mean "ssh"? (got "sshh")'],
   ];
 
   it.each(broken)('%s: FILE:LINE:COL problems on stderr, exit 2, no stack trace', async (name, expected) => {

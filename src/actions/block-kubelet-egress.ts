@@ -10,6 +10,7 @@ import { shq } from '../core/shell.js';
 import { applyRules, egressRevert, type EgressRule, type EgressState } from './parts/egress-rules.js';
 import { apiserverEndpoints } from './parts/egress-endpoints.js';
 import { defineAction } from '../contract/action.js';
+import { LAB_AGENT_GID } from '../nodes/agent-protocol.js';
 
 const Params = z.strictObject({
   endpoints: z
@@ -120,6 +121,9 @@ export default defineAction({
       lab: "each lab node is a network namespace: the chain goes into that namespace's OUTPUT, so it cuts exactly that node's kubelet simulator",
     },
     undo: 'removes the jump from OUTPUT and deletes the chain (or deletes the nftables table); the node-side dead-man runs the same script',
+    // scope node drops every process's traffic to the apiservers, a node agent's too; auto keeps to the kubelet's
+    // cgroup, or, on the lab, where it widens to the node namespace, lets the lab's agents (their group) through
+    isolatesNode: (params) => (params.scope === 'node' ? 'yes' : 'no'),
   },
 
   async preflight(ctx, params) {
@@ -168,6 +172,8 @@ export default defineAction({
       rules,
       cgroup: processScope ? d.cgroup!.replace(/^\/+/, '') : null,
       keepSourcePort: transport.type === 'ssh' ? (transport.port ?? 22) : null,
+      // auto widened to the node (the lab): the node's agent keeps the apiserver, as ssh keeps its connection
+      ...(transport.type === 'agent' && params.scope === 'auto' && !processScope ? { keepGid: LAB_AGENT_GID } : {}),
     };
   },
 

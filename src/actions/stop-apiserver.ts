@@ -12,6 +12,7 @@ export default serviceStopAction({
     'which is the outage behind an eviction cascade. The revert starts it and waits until it is healthy again. ' +
     'Preflight checks that the node has the tools and permissions and that the apiserver is found there.',
   defaultNodes: 'control-plane',
+  stopsApiserver: true,
   layouts: {
     kubeadm:
       'moves `/etc/kubernetes/manifests/kube-apiserver.yaml` to `/etc/kubernetes/kube-runbook-parked/` and waits until the container (crictl) or process (pgrep) is gone',

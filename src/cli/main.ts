@@ -8,6 +8,7 @@ import type { Register } from './types.js';
 
 /** Command modules, sorted; each adds one subcommand. */
 const commands: Record<string, () => Promise<{ register: Register }>> = {
+  agent: () => import('./agent.js'),
   audit: () => import('./audit.js'),
   demo: () => import('./demo.js'),
   docs: () => import('./docs.js'),

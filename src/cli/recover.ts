@@ -1,4 +1,6 @@
+import { hostname } from 'node:os';
 import { basename, resolve } from 'node:path';
+import { agentTargets } from '../engine/agents.js';
 import { EXIT, type ExitCode, KrError, messageOf } from '../core/errors.js';
 import { realClock } from '../core/clock.js';
 import type { RunEvent } from '../engine/events.js';
@@ -44,8 +46,23 @@ function pick(dir: string, runId: string | undefined, all: boolean): JournalView
       out.stderr(`warning: skipping ${f}: ${messageOf(e)}`);
       return [];
     }
-  }).filter((v) => outstanding(v).length > 0);
+  }).filter((v) => outstanding(v).length > 0 || agentsLeft(v));
   return all ? pending : pending.slice(0, 1);
+}
+
+/** A run that never ended (killed) over node agents may have left their pods, even with every fault reverted. */
+function agentsLeft(v: JournalView): boolean {
+  return v.status === undefined && agentTargets(v.run.inventory, v.run.inventory.spec.nodes).length > 0 && !runAlive(v);
+}
+
+function runAlive(v: JournalView): boolean {
+  if (v.run.host !== hostname()) return false;
+  try {
+    process.kill(v.run.pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** Under sudo, the state dir is root's: say where the invoking user's runs are. */
@@ -79,7 +96,7 @@ export const register: Register = (program, done) => {
       for (const view of views) {
         const todo = outstanding(view);
         out.stdout(`Run ${view.run.runId} (${view.run.runbookName}, journal ${view.file}): ${todo.length} fault(s) to revert`);
-        if (!todo.length) continue;
+        if (!todo.length && !agentsLeft(view)) continue;
         let kube: KubeAccess;
         try {
           kube = createKubeAccess({ kubeconfig: o.kubeconfig ?? view.run.kubeconfig, context: o.context ?? view.run.context, log });

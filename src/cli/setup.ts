@@ -111,7 +111,18 @@ export function makeCtx(o: { runId: string; clock: Clock; log: Logger; signal: A
     dryRun: o.dryRun ?? false,
     inventory: o.inventory,
     kube: o.kube,
-    nodes: createNodeAccess(o.inventory, { log: o.log, clock: o.clock }),
+    nodes: createNodeAccess(o.inventory, {
+      log: o.log,
+      clock: o.clock,
+      runId: o.runId,
+      // read when a script goes to an agent, not before: a plan without a cluster never gets there
+      api: {
+        json: (path, options) => {
+          if (!o.kube.json) throw new KrError('KUBE_UNAVAILABLE', 'this cluster client cannot reach the node agents', { exit: EXIT.refused });
+          return o.kube.json(path, options);
+        },
+      },
+    }),
   };
 }
 

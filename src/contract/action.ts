@@ -29,6 +29,14 @@ export interface ActionMeta<P extends z.ZodType = z.ZodType> {
   minKubernetesMinor?: number;
   /** The Kubernetes API permissions it needs (empty when it works on nodes only): preflight checks them, `manifests` grants them. */
   access: readonly ApiAccess[];
+  /**
+   * Whether, with these params, the fault cuts every process of its node off from the apiserver (`yes`), may do so
+   * depending on the node (`maybe`), or not (absent, `no`). A node agent is cut off too: such a fault on a node reached
+   * through its agent is undone by the node's dead-man, not by the executor.
+   */
+  isolatesNode?(params: z.output<P>): 'yes' | 'maybe' | 'no';
+  /** It stops the apiserver on its targets: on every control-plane node, the Kubernetes API is down while it holds. */
+  stopsApiserver?: boolean;
 }
 
 /**

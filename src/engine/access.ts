@@ -4,6 +4,7 @@ import type { Registry } from '../contract/registry.js';
 import { RUN_LOCK_NAME } from '../kube/run-lock.js';
 import type { AccessCheck } from '../kube/types.js';
 import { type Plan, plannedActions } from './plan.js';
+import { agentTargets } from './agents.js';
 
 /** A permission and who needs it: a module (`probe node-ready`), or the engine itself. */
 export interface NeededAccess {
@@ -23,6 +24,19 @@ const runLockAccess = (namespace: string): NeededAccess[] => [
   { by: 'the run lock', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['get', 'update'], namespace, name: RUN_LOCK_NAME } },
 ];
 
+/**
+ * The node agents (spec.transport type agent), per agent namespace: their pods created and deleted, the scripts handed
+ * to them as ConfigMaps and their results read, the run Lease they follow written.
+ */
+function agentAccess(plan: Plan): NeededAccess[] {
+  const namespaces = new Set(agentTargets(plan.inventory, plannedActions(plan).flatMap((a) => a.targets ?? [])).map((t) => t.config.namespace));
+  return [...namespaces].flatMap((namespace): NeededAccess[] => [
+    { by: 'the node agents', access: { apiGroup: '', resource: 'pods', verbs: ['create', 'get', 'delete'], namespace } },
+    { by: 'the node agents', access: { apiGroup: '', resource: 'configmaps', verbs: ['create', 'get', 'list', 'delete'], namespace } },
+    { by: 'the node agents', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['create', 'get', 'update', 'delete'], namespace } },
+  ]);
+}
+
 /** A probe started beside the plan: the run's observers (report.json: observations). */
 export interface ObserverProbe {
   name: string;
@@ -35,7 +49,7 @@ export interface ObserverProbe {
  * params, and the observers'.
  */
 export function planAccess(plan: Plan, observers: readonly ObserverProbe[] = []): NeededAccess[] {
-  const out = [...ENGINE_ACCESS, ...runLockAccess(plan.safety.lockNamespace)];
+  const out = [...ENGINE_ACCESS, ...runLockAccess(plan.safety.lockNamespace), ...agentAccess(plan)];
   const add = (by: string, declared: Parameters<typeof resolveAccess>[0], params: Record<string, unknown>) => {
     for (const access of resolveAccess(declared, params)) out.push({ by, access });
   };

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { shq } from '../core/shell.js';
 import { BOOT_ROOT } from '../nodes/boot-dir.js';
+import { DEADMAN_ROOT, keepaliveScript } from '../nodes/keepalive.js';
 
 /**
  * The node-side dead-man: before a fault is applied, its node gets the fault's revert script and a watcher
@@ -14,7 +15,7 @@ import { BOOT_ROOT } from '../nodes/boot-dir.js';
  * Arming fails (and the fault is not applied) unless the watcher is confirmed running: the systemd unit active, or
  * the detached watcher's pid running this fault's watch.sh.
  */
-export const DEADMAN_ROOT = '/var/lib/kube-runbook/deadman';
+export { DEADMAN_ROOT, keepaliveScript };
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
@@ -214,13 +215,6 @@ if [ -d "$d.fired" ]; then
   exit 0
 fi
 echo absent
-`;
-}
-
-/** Touches the keepalive of every fault of the run armed on this node. */
-export function keepaliveScript(runId: string, root = DEADMAN_ROOT): string {
-  const runDir = `${root}/${checkId('run id', runId)}`;
-  return `for k in ${shq(runDir)}/*/keepalive; do [ -e "$k" ] && touch "$k"; done; exit 0
 `;
 }
 

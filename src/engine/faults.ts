@@ -1,5 +1,6 @@
 import type { Action, RevertState } from '../contract/action.js';
-import { messageOf } from '../core/errors.js';
+import { KrError, messageOf } from '../core/errors.js';
+import { formatDuration } from '../core/duration.js';
 import type { Backoff, FailedAttempt } from '../core/retry.js';
 import type { InventoryNode } from '../inventory/schema.js';
 import type { ActionCtx, Ctx } from '../contract/context.js';
@@ -7,6 +8,8 @@ import { armScript, deadmanDir, disarmScript, keepaliveScript, settleScript } fr
 import type { Attempt, FaultRef, RunEventSink } from './events.js';
 import type { Journal } from './journal.js';
 import { eachLimited } from './each-limited.js';
+import { agentConfigOf } from './agents.js';
+import type { NodeAccess } from '../nodes/types.js';
 import { type EngineRetry, retriedKinds, withRetries } from './retry.js';
 
 export interface AppliedFault {
@@ -72,7 +75,10 @@ export class FaultLedger {
   /** prepare → journal → arm → apply, on one target. The fault is recorded (and so rolled back) even if apply fails. */
   async apply(action: Action, params: Record<string, unknown>, node: InventoryNode | undefined, on: ApplyOn): Promise<AppliedFault> {
     const { step, remediation, signal } = on;
-    const ctx: ActionCtx = { ...this.o.ctx, signal, node };
+    const agent = node ? agentConfigOf(this.o.ctx.inventory, node) : undefined;
+    // a fault that cuts its node off from the apiserver cuts the node's agent off too, before it can answer
+    const isolating = Boolean(agent) && (action.meta.isolatesNode?.(params as never) ?? 'no') !== 'no';
+    const ctx: ActionCtx = { ...this.o.ctx, signal, node, ...(isolating ? { nodes: answeringWithin(this.o.ctx.nodes, ISOLATED_SILENCE_MS) } : {}) };
     const retry = (who: Who) => this.retrying(who, signal, on.deadline);
     const state = await withRetries('prepare', () => action.prepare(ctx, params), retry({ node: node?.name, what: action.meta.id }));
     const faultId = `f${String(++this.seq).padStart(2, '0')}-${action.meta.id}${node ? `-${node.name}` : ''}`.replace(/[^A-Za-z0-9._-]/g, '_');
@@ -93,7 +99,9 @@ export class FaultLedger {
     this.faults.push(fault);
     try {
       if (node && nodeSide) {
-        const lab = (node.transport ?? this.o.ctx.inventory.spec.transport).type === 'netns';
+        const transport = node.transport ?? this.o.ctx.inventory.spec.transport;
+        // the lab's nodes: network namespaces of one machine (reached by netns, or by an agent the lab starts in one)
+        const lab = transport.type === 'netns' || (transport.type === 'agent' && transport.enter === 'mount');
         const arm = armScript({
           runId: this.o.ctx.runId,
           faultId,
@@ -113,7 +121,15 @@ export class FaultLedger {
               `its dead-man is gone and ${remediation ? 'the remediation' : 'the fault'} stays until the executor or \`kube-runbook recover\` reverts it`,
           );
       }
-      fault.state = await action.apply(ctx, state);
+      try {
+        fault.state = await action.apply(ctx, state);
+      } catch (e) {
+        if (!(isolating && fault.deadman && e instanceof KrError && e.transient === 'agent silence')) throw e;
+        this.warn(
+          `${faultId}: the agent on ${node!.name} went silent after taking the apply, as this fault cuts the node off from the apiserver: ` +
+            `counted applied; the node's dead-man reverts it ${formatDuration(remediation ? (this.o.remediationTtlMs ?? this.o.faultTtlMs) : this.o.faultTtlMs)} after the last run Lease renewal the node saw`,
+        );
+      }
       this.o.journal?.append({ type: 'applied', at: this.o.ctx.clock.now(), faultId, state: fault.state });
       this.o.emit({ type: 'fault-applied', at: this.o.ctx.clock.now(), fault: ref });
       return fault;
@@ -183,9 +199,9 @@ export class FaultLedger {
   private async settle(fault: AppliedFault, signal: AbortSignal, deadline: number): Promise<void> {
     const node = fault.node!.name;
     const waitS = Math.max(1, Math.min(600, Math.ceil((deadline - this.o.ctx.clock.now()) / 1000)));
-    const r = await this.o.ctx.nodes
-      .exec(node, settleScript(this.o.ctx.runId, fault.ref.faultId, waitS), { timeoutMs: (waitS + 30) * 1000, signal })
-      .catch(() => undefined);
+    const settle = () => this.o.ctx.nodes.exec(node, settleScript(this.o.ctx.runId, fault.ref.faultId, waitS), { timeoutMs: (waitS + 30) * 1000, signal });
+    // through an agent, a node cut off by the fault answers again once its dead-man has reverted it: wait for that
+    const r = await (agentConfigOf(this.o.ctx.inventory, fault.node!) ? withRetries('settle', settle, this.retrying({ fault }, signal, deadline)) : settle()).catch(() => undefined);
     const fired = r && /^fired (\S*)/m.exec(r.stdout);
     if (fired) this.o.ctx.log.info(`the node-side dead-man on ${node} reverted ${fault.ref.faultId} first (exit ${fired[1]}); reverting it again to confirm`);
   }
@@ -238,7 +254,10 @@ export class FaultLedger {
 
   /** Touches the keepalive on every node with an armed dead-man, trying again on transient failures until `deadline` (the next touch). */
   async keepalive(signal: AbortSignal, deadline: number): Promise<void> {
-    const nodes = new Set(this.faults.filter((f) => f.deadman && !f.reverted && f.node).map((f) => f.node!.name));
+    // nodes reached through agents follow the run Lease instead (src/engine/agents.ts)
+    const nodes = new Set(
+      this.faults.filter((f) => f.deadman && !f.reverted && f.node && !agentConfigOf(this.o.ctx.inventory, f.node)).map((f) => f.node!.name),
+    );
     const script = keepaliveScript(this.o.ctx.runId);
     await Promise.all(
       [...nodes].map(async (n) => {
@@ -278,4 +297,12 @@ export class FaultLedger {
   outstanding(): AppliedFault[] {
     return this.faults.filter((f) => !f.reverted);
   }
+}
+
+/** How long an agent that took the apply of a fault isolating its node may stay silent before the cut counts as made. */
+const ISOLATED_SILENCE_MS = 5000;
+
+/** Node access whose scripts through agents count as cut off after `silenceMs` without an answer once taken. */
+function answeringWithin(nodes: NodeAccess, silenceMs: number): NodeAccess {
+  return { ...nodes, exec: (n, script, options) => nodes.exec(n, script, { ...options, silenceMs }) };
 }

@@ -9,6 +9,7 @@ import type { RunEventSink } from './events.js';
 import { type Plan, plannedActions } from './plan.js';
 import { type EngineRetry, withRetries } from './retry.js';
 import { describeHolder, RUN_LOCK_NAME, runLockHolder } from '../kube/run-lock.js';
+import { agentsDuringOutage, agentTargets, type RunAgents } from './agents.js';
 
 /**
  * How one preflight read is tried again on transient failures (a node's sshd restarting, an apiserver 503): a few
@@ -36,7 +37,15 @@ export function contextAllowed(context: string, server: string, patterns: string
  * answered. All checks run; all failures are reported. Reads failing for a transient reason are tried again for up
  * to PREFLIGHT_RETRY each, every failed attempt reported (not journaled: a refused run leaves no journal).
  */
-export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit: RunEventSink, observers: readonly ObserverProbe[] = []): Promise<PreflightResult> {
+export async function preflight(
+  plan: Plan,
+  ctx: Ctx,
+  confirmer: Confirmer,
+  emit: RunEventSink,
+  observers: readonly ObserverProbe[] = [],
+  /** The run's agents, started here once RBAC and the run lock are checked (a dry run starts none). */
+  agents?: RunAgents,
+): Promise<PreflightResult> {
   const failures: string[] = [];
   const check = (name: string, ok: boolean, detail: string) => {
     emit({ type: 'preflight', at: ctx.clock.now(), check: name, ok, detail });
@@ -111,7 +120,27 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
   }
 
   const actions = plannedActions(plan);
-  const nodes = [...new Map(actions.flatMap((a) => a.targets ?? []).map((n) => [n.name, n])).values()];
+  const allNodes = [...new Map(actions.flatMap((a) => a.targets ?? []).map((n) => [n.name, n])).values()];
+  const viaAgent = new Set(agentTargets(plan.inventory, allNodes).map((t) => t.node.name));
+  // a dry run creates nothing, nor a run already refused: nodes reached through agents not started are not checked
+  let skipped = viaAgent;
+  const outage = agentsDuringOutage(plan);
+  if (outage.length) check('agents', false, outage.join('; '));
+  if (viaAgent.size && !outage.length) {
+    if (!agents) check('agents', true, `dry run: ${viaAgent.size} agent pod(s) not started; ${[...viaAgent].sort().join(', ')} and their actions' checks are left to the run`);
+    else if (failures.length) check('agents', false, 'not started: the checks above failed');
+    else {
+      const problems = await agents.start(ctx.signal);
+      check(
+        'agents',
+        problems.length === 0,
+        problems.length ? `cannot start the node agents: ${problems.join('; ')}` : `${agents.targets.length} agent pod(s) running and answering in ${agents.namespaces.join(', ')}`,
+      );
+      if (problems.length) return { ok: false, failures };
+      skipped = new Set();
+    }
+  }
+  const nodes = allNodes.filter((n) => !skipped.has(n.name));
   const unreachable: string[] = [];
   await Promise.all(
     nodes.map(async (n) => {
@@ -131,6 +160,7 @@ export async function preflight(plan: Plan, ctx: Ctx, confirmer: Confirmer, emit
     if (!a.action.preflight) continue;
     const problems: string[] = [];
     for (const node of a.targets ?? [undefined]) {
+      if (node && skipped.has(node.name)) continue;
       try {
         const ready = a.action.preflight.bind(a.action);
         const selection = a.targets?.map((t) => t.name);

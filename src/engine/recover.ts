@@ -9,6 +9,7 @@ import { Journal, type JournalView, outstanding } from './journal.js';
 import { contextAllowed } from './preflight.js';
 import { rollBack, rollbackConditionHolds, rollbackDeadline } from './rollback.js';
 import type { Registry } from '../contract/registry.js';
+import { agentTargets, RunAgents } from './agents.js';
 
 export interface RecoverResult {
   runId: string;
@@ -73,6 +74,12 @@ export async function recoverRun(
   const errors: string[] = [];
   const missing = adopted.filter((f) => f.ref.node && !f.node);
   for (const f of missing) errors.push(`${f.ref.faultId}: node ${f.ref.node} is not in the journal's inventory`);
+  // the run's agents: taken back (or started again) on the nodes with faults left, deleted on every node at the end
+  const inv = o.ctx.inventory;
+  const pending = new RunAgents(o.ctx, agentTargets(inv, adopted.flatMap((f) => (f.node ? [f.node] : []))), view.run.faultTtlMs);
+  if (pending.targets.length)
+    for (const p of await pending.start(o.ctx.signal).catch((e: unknown) => [messageOf(e)]))
+      o.ctx.log.warn(`node agent: ${p} (reverts there wait for the node's dead-man)`);
   const wf = view.run.waitFor;
   errors.push(
     ...(await rollBack(ledger, {
@@ -89,6 +96,13 @@ export async function recoverRun(
       },
     })),
   );
+  const all = new RunAgents(o.ctx, agentTargets(inv, inv.spec.nodes), view.run.faultTtlMs);
+  if (all.targets.length && !ledger.outstanding().length) {
+    const failed = await all.stop().catch((e: unknown) => [messageOf(e)]);
+    for (const f of failed) errors.push(`node agents of ${view.run.runId} not deleted: ${f}`);
+    // a killed run, nothing left of it: ended, so recover does not pick it again
+    if (!failed.length && view.status === undefined) journal.append({ type: 'end', at: o.ctx.clock.now(), status: 'interrupted' });
+  }
   journal.close();
   const ns = view.run.lockNamespace;
   if (ns && !ledger.outstanding().length)

@@ -15,6 +15,8 @@ import { consumeProbe } from './probe-stream.js';
 import { Remediation } from './remediation.js';
 import { rollBack, rollbackConditionHolds, rollbackDeadline } from './rollback.js';
 import { StepRunner } from './steps.js';
+import { agentTargets, RunAgents } from './agents.js';
+import { plannedActions } from './plan.js';
 import { acquireRunLock, releaseRunLock, renewRunLock, type RunLockOptions } from '../kube/run-lock.js';
 
 export interface RunOptions {
@@ -76,6 +78,14 @@ export function startRun(o: RunOptions): RunHandle {
     now: () => clock.now(),
   };
   let locked = false;
+  // the node agents of the nodes acted on through them: started in preflight, renewed with the keepalive, deleted at the end
+  const agents = new RunAgents(
+    ctx,
+    agentTargets(plan.inventory, plannedActions(plan).flatMap((a) => a.targets ?? [])),
+    plan.safety.faultTtl,
+    // a run killed while its agents start leaves pods: journaled from then on, so `recover` deletes them
+    () => journaled || journalRun(),
+  );
 
   const guards = new GuardSet(o.guards === false ? [] : plan.guards, ctx, emit, {
     abort: (reason) => {
@@ -138,6 +148,8 @@ export function startRun(o: RunOptions): RunHandle {
           return;
         }
         await ledger.keepalive(signal, clock.now() + every);
+        // the agents touch their nodes' keepalives when they see this renewal
+        if (agents.targets.length) await agents.renew(signal).catch((e: unknown) => ctx.log.warn(`could not renew the run Lease of the node agents: ${messageOf(e)}`));
         if (locked)
           await renewRunLock(ctx.kube, lock).then(
             (held) => held || ctx.log.warn('the cluster-wide run lock expired and another run holds it now'),
@@ -157,7 +169,7 @@ export function startRun(o: RunOptions): RunHandle {
       dryRun: false,
       journal: o.journal?.file ?? '',
     });
-    const pf = await preflight(plan, ctx, o.confirmer, emit, o.observers);
+    const pf = await preflight(plan, ctx, o.confirmer, emit, o.observers, agents);
     if (!pf.ok) return finish({ status: 'refused', reason: `preflight refused: ${pf.failures.join('; ')}` }, []);
     try {
       await acquireRunLock(ctx.kube, lock);
@@ -166,7 +178,7 @@ export function startRun(o: RunOptions): RunHandle {
       emit({ type: 'preflight', at: clock.now(), check: 'run lock', ok: false, detail: messageOf(e) });
       return finish({ status: 'refused', reason: `preflight refused: run lock: ${messageOf(e)}` }, []);
     }
-    journalRun();
+    if (!journaled) journalRun();
     guards.start();
     const stopObservers = new AbortController();
     const observing = (o.observers ?? []).map((ob) =>
@@ -196,6 +208,10 @@ export function startRun(o: RunOptions): RunHandle {
     // with faults left, the lock stays until it expires (their dead-men have fired by then) or `recover` releases it
     if (locked && !remaining.length)
       await releaseRunLock(ctx.kube, lock).catch((e: unknown) => ctx.log.warn(`could not release the cluster-wide run lock (it expires by itself): ${messageOf(e)}`));
+    // with faults left, the agents stay for `recover` (their dead-men fire meanwhile: the run Lease is no longer renewed)
+    if (agents.started && !remaining.length)
+      for (const f of await agents.stop().catch((e: unknown) => [messageOf(e)]))
+        emit({ type: 'log', at: clock.now(), level: 'warn', message: `node agents not cleaned up: ${f} (kube-runbook recover ${ctx.runId} deletes them)` });
     const status: RunStatus = remaining.length ? 'rollback-incomplete' : out.status;
     if (journaled) o.journal?.append({ type: 'end', at: clock.now(), status });
     const result: RunResult = {

@@ -47,7 +47,7 @@ describe('loadInventory', () => {
     expect(e.message).toBe(`${file}: 6 problems`);
     expect(e.details).toEqual([
       `${file}:6:11: spec.layout: expected one of kubeadm, k3s, lab; did you mean "kubeadm"? (got "kubeadmin")`,
-      `${file}:7:21: spec.transport.type: expected one of ssh, netns, local; did you mean "ssh"? (got "sshh")`,
+      `${file}:7:21: spec.transport.type: expected one of ssh, netns, local, agent; did you mean "ssh"? (got "sshh")`,
       `${file}:9:29: spec.controller.nodeMonitorGracePeriod: expected a duration such as 500ms, 10s, 5m or 1h (got 40)`,
       `${file}:12:15: spec.nodes[0].roles[0]: expected one of control-plane, worker, etcd, load-balancer (got "master")`,
       `${file}:13:13: spec.nodes[1].name: duplicate node name (first at 11:13) (got "node-1")`,
@@ -59,7 +59,7 @@ describe('loadInventory', () => {
     const e = await failure(
       parseInventoryText('apiVersion: kube-runbook/v1\nkind: Inventory\nmetadata: {name: x}\nspec:\n  layout: lab\n  transport:\n    user: root\n  nodes: [{name: a}]\n', 'inv.yaml'),
     );
-    expect(e.details).toEqual(['inv.yaml:6:3: spec.transport: missing required key "type" (expected one of ssh, netns, local)']);
+    expect(e.details).toEqual(['inv.yaml:6:3: spec.transport: missing required key "type" (expected one of ssh, netns, local, agent)']);
   });
 
   it('empty files and files that are not inventories', async () => {

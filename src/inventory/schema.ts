@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { duration } from '../core/zod-helpers.js';
+import { toolVersion } from '../core/version.js';
 
 /**
  * A Node name: an RFC 1123 DNS subdomain, as Kubernetes requires. Names end up in paths (the lab's state dir, the
@@ -57,7 +58,39 @@ const NetnsTransport = z
 
 const LocalTransport = z.strictObject({ type: z.literal('local') }).meta({ description: 'this machine' });
 
-export const Transport = z.discriminatedUnion('type', [SshTransport, NetnsTransport, LocalTransport]);
+const K8S_NAME = /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$/;
+const k8sName = (what: string) => z.string().regex(K8S_NAME, { message: `expected a ${what}: lowercase letters, digits and "-" (RFC 1123 label)` });
+
+/** The agent image of this version (deploy/agent/Dockerfile), when an inventory names none. */
+export const defaultAgentImage = () => `ghcr.io/kube-runbook/kube-runbook-agent:${toolVersion()}`;
+
+/** A privileged pod per node running `kube-runbook agent`, reached through the Kubernetes API (no ssh). */
+export const AgentTransport = z
+  .strictObject({
+    type: z.literal('agent'),
+    namespace: k8sName('namespace name').default('kube-runbook-agent').meta({ description: 'where the agent pods, their scripts and the run Lease live' }),
+    image: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._/:@-]*$/, { message: 'expected an image reference (registry/name:tag or @sha256:digest)' })
+      .max(512)
+      .optional()
+      .meta({ description: 'the agent image (deploy/agent/Dockerfile); ghcr.io/kube-runbook/kube-runbook-agent:<this version> when absent' }),
+    imagePullSecret: k8sName('Secret name').optional().meta({ description: 'a Secret of type kubernetes.io/dockerconfigjson in the namespace, for a private registry' }),
+    serviceAccount: k8sName('ServiceAccount name').default('kube-runbook-agent').meta({ description: 'the agents\' ServiceAccount (`kube-runbook agent manifests`)' }),
+    /**
+     * `host`: scripts run in PID 1's namespaces (nsenter), on the host as ssh would. `mount`: in the host's mount
+     * namespace only: the lab, whose simulated kubelet starts the agent in the node's network namespace already.
+     */
+    enter: z
+      .enum(['host', 'mount'])
+      .default('host')
+      .meta({ description: "host: scripts run in PID 1's namespaces (nsenter); mount: in its mount namespace only (the lab, whose agents run in their node's network namespace)" }),
+    startTimeout: duration().prefault('2m').meta({ description: 'how long preflight waits for every agent pod to run and answer' }),
+  })
+  .meta({ description: 'a privileged pod per node running `kube-runbook agent`, reached through the Kubernetes API' });
+export type AgentTransport = z.output<typeof AgentTransport>;
+
+export const Transport = z.discriminatedUnion('type', [SshTransport, NetnsTransport, LocalTransport, AgentTransport]);
 export type Transport = z.infer<typeof Transport>;
 
 export const NodeRole = z.enum(['control-plane', 'worker', 'etcd', 'load-balancer']);

@@ -1,6 +1,6 @@
 import { EXIT, KrError, quote } from '../core/errors.js';
 import type { Inventory, InventoryNode, Transport as TransportConfig } from '../inventory/schema.js';
-import type { TransportDeps } from './exec-process.js';
+import { agentTransport, type AgentTransportDeps } from './agent.js';
 import { localTransport } from './local.js';
 import { netnsTransport } from './netns.js';
 import { sshTransport } from './ssh.js';
@@ -11,9 +11,10 @@ const HERE: InventoryNode = { name: 'localhost', roles: ['worker'] };
 
 /**
  * Nodes of an inventory, each reached through its own transport (`node.transport`, else `spec.transport`);
- * `execHere` runs on this machine. Transports are made once per distinct configuration.
+ * `execHere` runs on this machine. Transports are made once per distinct configuration. The agent transport needs
+ * the cluster's client and the run's id in `deps`.
  */
-export function createNodeAccess(inventory: Inventory, deps: TransportDeps = {}): NodeAccess {
+export function createNodeAccess(inventory: Inventory, deps: AgentTransportDeps = {}): NodeAccess {
   const nodes = new Map<string, InventoryNode>();
   for (const n of inventory.spec.nodes) {
     if (nodes.has(n.name))
@@ -27,7 +28,7 @@ export function createNodeAccess(inventory: Inventory, deps: TransportDeps = {})
     const key = JSON.stringify(config);
     let t = made.get(key);
     if (!t) {
-      t = config.type === 'ssh' ? sshTransport(config, deps) : netnsTransport(deps);
+      t = config.type === 'ssh' ? sshTransport(config, deps) : config.type === 'agent' ? agentTransport(config, deps) : netnsTransport(deps);
       made.set(key, t);
     }
     return t;

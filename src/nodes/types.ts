@@ -6,6 +6,11 @@ export interface ExecOptions {
   /** Given to the script on its stdin. */
   input?: string;
   signal?: AbortSignal;
+  /**
+   * Through a node agent: once the agent has taken the script, how long to wait for its answer before the node
+   * counts as cut off (`NODE_UNREACHABLE`), when less than the timeout. For scripts that cut the agent off themselves.
+   */
+  silenceMs?: number;
 }
 
 export interface ExecResult {
@@ -16,7 +21,7 @@ export interface ExecResult {
 
 /** Runs a POSIX sh script on a node. The script travels on stdin; nothing of it is spliced into a command line. */
 export interface Transport {
-  readonly kind: 'ssh' | 'netns' | 'local' | 'fake';
+  readonly kind: 'ssh' | 'netns' | 'local' | 'agent' | 'fake';
   exec(node: InventoryNode, script: string, options?: ExecOptions): Promise<ExecResult>;
 }
 

@@ -14,6 +14,7 @@ const VERB: Record<RetriedOp, string> = {
   arm: 'arm the dead-man of',
   prepare: 'prepare',
   keepalive: 'keep the dead-men alive',
+  settle: 'reach the dead-man of',
   preflight: 'check',
 };
 

@@ -1,4 +1,5 @@
 import { type Plan, type PlannedAction, type PlannedStep, stepActions } from '../engine/plan.js';
+import { agentsDuringOutage, undoneThroughAgents } from '../engine/agents.js';
 import { formatDuration } from '../core/duration.js';
 
 const params = (p: Record<string, unknown>): string => {
@@ -14,10 +15,18 @@ const on = (a: PlannedAction): string => (a.targets ? ` on ${a.targets.map((t) =
 const choice = (a: PlannedAction, indent: string): string =>
   a.substituted ? `\n${indent}(${a.substituted})` : a.orElse ? `\n${indent}(or ${a.orElse}, where the server is too old for ${a.actionId}: decided at run time)` : '';
 
-function stepLine(s: PlannedStep): string[] {
+/** How a fault on nodes reached through agents is undone, as a line under it. */
+const undo = (plan: Plan, a: PlannedAction, indent: string): string => {
+  const how = undoneThroughAgents(plan, a);
+  return how ? `\n${indent}${how}` : '';
+};
+
+function stepLine(s: PlannedStep, plan: Plan): string[] {
   switch (s.kind) {
     case 'action':
-      return [`${s.index}. ${s.name} — ${s.actionId}${on(s)}${params(s.params)}${s.action.describe ? `\n       ${s.action.describe(s.params)}` : ''}${choice(s, '       ')}`];
+      return [
+        `${s.index}. ${s.name} — ${s.actionId}${on(s)}${params(s.params)}${s.action.describe ? `\n       ${s.action.describe(s.params)}` : ''}${choice(s, '       ')}${undo(plan, s, '       ')}`,
+      ];
     case 'expect':
       return [`${s.index}. ${s.name} — expect ${s.probeId}${params(s.params)} to read ${s.status} within ${formatDuration(s.withinMs)}`];
     case 'wait':
@@ -27,7 +36,7 @@ function stepLine(s: PlannedStep): string[] {
     case 'revert':
       return [`${s.index}. ${s.name} — revert step ${s.target.index} (${s.target.actionId}${on(s.target)}) now`];
     case 'parallel':
-      return [`${s.index}. ${s.name} — in parallel:`, ...s.children.flatMap((c) => stepLine(c).map((l) => `   ${l}`))];
+      return [`${s.index}. ${s.name} — in parallel:`, ...s.children.flatMap((c) => stepLine(c, plan).map((l) => `   ${l}`))];
   }
 }
 
@@ -68,10 +77,11 @@ export function renderPlan(plan: Plan, context?: string): string {
       `  - ${g.name}: ${g.probeId}${params(g.params)}; violated → ${g.onViolation}; unknown → ${g.onUnknown}${g.onUnknown === 'hold' ? ` (abort after ${formatDuration(g.unknownForMs)})` : ''}`,
     );
   out.push('', 'Steps:');
-  for (const s of plan.steps) out.push(...stepLine(s).map((l) => `  ${l}`));
+  for (const s of plan.steps) out.push(...stepLine(s, plan).map((l) => `  ${l}`));
+  for (const w of agentsDuringOutage(plan)) out.push(`  warning: ${w} (preflight refuses this)`);
   out.push('', 'Remediation (applied once, when a guard says remediate):');
   if (!plan.remediation.length) out.push('  (none)');
-  for (const r of plan.remediation) out.push(`  ${r.index}. ${r.actionId}${on(r)}${params(r.params)}${choice(r, '      ')}`);
+  for (const r of plan.remediation) out.push(`  ${r.index}. ${r.actionId}${on(r)}${params(r.params)}${choice(r, '      ')}${undo(plan, r, '      ')}`);
   out.push('', 'Rollback (always: on success, failure, abort, Ctrl-C, SIGTERM and SIGHUP):');
   const order = rollbackOrder(plan);
   if (!order.length) out.push('  (nothing to revert: the runbook only observes)');

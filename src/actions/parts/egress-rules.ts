@@ -16,6 +16,8 @@ export type EgressState = {
   cgroup: string | null;
   /** Packets from this source port (the ssh transport's) are let through before any drop. */
   keepSourcePort: number | null;
+  /** Packets of processes of this group (the lab's node agents) are let through before any drop; absent in older journals. */
+  keepGid?: number | null;
 };
 
 const families = (s: EgressState) => (s.rules.some((r) => r.v6) ? ['iptables', 'ip6tables'] : ['iptables']);
@@ -26,6 +28,7 @@ function iptablesApply(s: EgressState): string[] {
     const v6 = t === 'ip6tables';
     lines.push(`${shCommand(t, '-w', '-N', s.chain)} 2>/dev/null || ${shCommand(t, '-w', '-F', s.chain)} || kr_fail "cannot create chain $chain"`);
     if (s.keepSourcePort !== null) lines.push(`${shCommand(t, '-w', '-A', s.chain, '-p', 'tcp', '--sport', s.keepSourcePort, '-j', 'RETURN')} || kr_fail "cannot add rule"`);
+    if (s.keepGid != null) lines.push(`${shCommand(t, '-w', '-A', s.chain, '-p', 'tcp', '-m', 'owner', '--gid-owner', s.keepGid, '-j', 'RETURN')} || kr_fail "cannot add rule"`);
     for (const r of s.rules.filter((x) => x.v6 === v6)) {
       const scope = s.cgroup ? ['-m', 'cgroup', '--path', s.cgroup] : [];
       lines.push(`${shCommand(t, '-w', '-A', s.chain, '-p', 'tcp', '-d', r.ip, '--dport', r.port, ...scope, '-j', 'DROP')} || kr_fail "cannot add rule"`);
@@ -39,7 +42,7 @@ function iptablesApply(s: EgressState): string[] {
 export function nftRuleset(s: EgressState): string {
   const scope = s.cgroup ? ` socket cgroupv2 level ${s.cgroup.split('/').length} ${JSON.stringify(s.cgroup)}` : '';
   const rules = s.rules.map((r) => `    ${r.v6 ? 'ip6' : 'ip'} daddr ${r.ip} tcp dport ${r.port}${scope} counter drop`);
-  const keep = s.keepSourcePort !== null ? [`    tcp sport ${s.keepSourcePort} return`] : [];
+  const keep = [...(s.keepSourcePort !== null ? [`    tcp sport ${s.keepSourcePort} return`] : []), ...(s.keepGid != null ? [`    meta skgid ${s.keepGid} return`] : [])];
   return [`table inet ${s.table} {`, '  chain output {', '    type filter hook output priority 0; policy accept;', ...keep, ...rules, '  }', '}'].join('\n');
 }
 

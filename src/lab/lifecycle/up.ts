@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { defaultAgentImage } from '../../inventory/schema.js';
 import { KubeConfig } from '@kubernetes/client-node';
 import { realClock, type Clock } from '../../core/clock.js';
 import { silentLogger, type Logger } from '../../core/logger.js';
@@ -227,6 +228,8 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
       kubeconfig: join(svc.dir, 'kubeconfig'),
       runtimeDir: paths.runtimeDir(n.name),
       heartbeatFile: join(svc.dir, 'heartbeat'),
+      // pods of the node agent's image run `kube-runbook agent` for real, as this CLI
+      agent: { image: defaultAgentImage(), cli: [process.execPath, fileURLToPath(new URL('../../../bin/kube-runbook.js', import.meta.url))] },
     };
     await writeFile(join(svc.dir, 'config.json'), `${JSON.stringify(cfg, null, 2)}\n`);
   }

@@ -100,6 +100,23 @@ export class SimApi {
     }
   }
 
+  /** A token of the pod's ServiceAccount bound to the pod, as a kubelet asks for one to mount (the Node authorizer allows it for its own pods). */
+  async podToken(namespace: string, serviceAccount: string, pod: { name: string; uid: string }): Promise<string> {
+    const r = await this.limited(() =>
+      this.core.createNamespacedServiceAccountToken(
+        {
+          name: serviceAccount,
+          namespace,
+          body: { spec: { audiences: [], expirationSeconds: 86_400, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.name, uid: pod.uid } } },
+        },
+        this.opts(),
+      ),
+    );
+    const token = r.status?.token;
+    if (!token) throw new Error(`no token for ${namespace}/${serviceAccount}`);
+    return token;
+  }
+
   /** Runs `fn` once fewer than `maxInFlight` requests are under way. */
   async limited<T>(fn: () => Promise<T>): Promise<T> {
     if (this.inFlight >= this.maxInFlight) await new Promise<void>((r) => this.waiting.push(r));

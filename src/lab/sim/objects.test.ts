@@ -86,3 +86,24 @@ describe('what the simulator does with a pod', () => {
     expect(newer('5', '')).toBe(true);
   });
 });
+
+describe('the status of a container whose command runs for real (the node agent)', () => {
+  it('an exit reads as a kubelet shows it: CrashLoopBackOff, the last state with its code and last words, not Ready', () => {
+    const s = podStatusPatch('10.0.0.1', [container('a')], T, { kind: 'exited', exitCode: 3, message: 'may not get leases', restarts: 2 }).status;
+    expect(s.conditions.find((c) => c.type === 'Ready')?.status).toBe('False');
+    expect(s.containerStatuses[0]).toMatchObject({
+      ready: false,
+      restartCount: 2,
+      state: { waiting: { reason: 'CrashLoopBackOff' } },
+      lastState: { terminated: { exitCode: 3, message: 'may not get leases' } },
+    });
+  });
+
+  it('an image the lab does not have reads as ErrImagePull; a running one as running and Ready', () => {
+    const pulled = podStatusPatch('10.0.0.1', [container('a')], T, { kind: 'image', reason: 'ErrImagePull', message: 'manifest unknown' }).status;
+    expect(pulled.containerStatuses[0]).toMatchObject({ ready: false, state: { waiting: { reason: 'ErrImagePull', message: 'manifest unknown' } } });
+    const running = podStatusPatch('10.0.0.1', [container('a')], T, { kind: 'running' }).status;
+    expect(running.containerStatuses[0]).toMatchObject({ ready: true, state: { running: { startedAt: '2026-01-01T00:00:00Z' } } });
+    expect(running.conditions.find((c) => c.type === 'Ready')?.status).toBe('True');
+  });
+});

@@ -1,4 +1,5 @@
 import type { SimContainer } from './runtime.js';
+import type { ProcessState } from './agent-process.js';
 import type { ConditionLite, NodeLite, PodLite, SimNodeConfig } from './types.js';
 
 /**
@@ -125,10 +126,11 @@ export function podStatusCurrent(pod: PodLite, containers: SimContainer[]): bool
 }
 
 /** Merge patch of the pod's status: Running and Ready, with its IP and one running status per container. */
-export function podStatusPatch(hostIp: string, containers: SimContainer[], nowMs: number) {
+export function podStatusPatch(hostIp: string, containers: SimContainer[], nowMs: number, process?: ProcessState) {
   const first = containers[0];
   const started = first?.startedAt ?? wholeTime(nowMs);
-  const cond = (type: string) => ({ type, status: 'True', lastProbeTime: null, lastTransitionTime: started });
+  const ready = process === undefined || process.kind === 'running';
+  const cond = (type: string, ok = true) => ({ type, status: ok ? 'True' : 'False', lastProbeTime: null, lastTransitionTime: started });
   return {
     status: {
       phase: 'Running',
@@ -136,16 +138,16 @@ export function podStatusPatch(hostIp: string, containers: SimContainer[], nowMs
       podIP: first?.podIp,
       podIPs: first ? [{ ip: first.podIp }] : [],
       startTime: started,
-      conditions: [cond('Initialized'), cond('Ready'), cond('ContainersReady'), cond('PodScheduled')],
-      containerStatuses: containers.map((c) => ({
+      conditions: [cond('Initialized'), cond('Ready', ready), cond('ContainersReady', ready), cond('PodScheduled')],
+      containerStatuses: containers.map((c, i) => ({
         name: c.container,
         image: c.image,
         imageID: `${c.image}@sim`,
         containerID: `kr-sim://${c.id}`,
-        ready: true,
-        started: true,
-        restartCount: 0,
-        state: { running: { startedAt: c.startedAt } },
+        ready: i > 0 || ready,
+        started: i > 0 || ready,
+        restartCount: i === 0 && process?.kind === 'exited' ? process.restarts : 0,
+        ...(i === 0 && process ? processStatus(process, c.startedAt) : { state: { running: { startedAt: c.startedAt } } }),
       })),
     },
   };
@@ -161,4 +163,19 @@ export function freePodIp(cidr: string, used: Set<string>): string | undefined {
 /** Pod CIDR of the i-th simulated node (0-based) in 100.64.0.0/10: up to 16,384 nodes. */
 export function podCidrOf(index: number): string {
   return `100.${64 + (index >> 8)}.${index & 255}.0/24`;
+}
+
+/** The state of a container whose command runs for real (the node agent), as a kubelet reports it. */
+function processStatus(p: ProcessState, startedAt: string) {
+  switch (p.kind) {
+    case 'running':
+      return { state: { running: { startedAt } } };
+    case 'image':
+      return { state: { waiting: { reason: p.reason, message: p.message } } };
+    case 'exited':
+      return {
+        state: { waiting: { reason: 'CrashLoopBackOff', message: 'back-off 10s restarting failed container' } },
+        lastState: { terminated: { exitCode: p.exitCode, reason: 'Error', message: p.message } },
+      };
+  }
 }

@@ -20,8 +20,14 @@ export class PodWorker {
 
   constructor(
     readonly cfg: SimNodeConfig,
-    private readonly d: Pick<NodeSimDeps, 'api' | 'clock' | 'log' | 'runtime'>,
-  ) {}
+    private readonly d: Pick<NodeSimDeps, 'api' | 'clock' | 'log' | 'runtime' | 'processes'>,
+  ) {
+    if (d.processes)
+      d.processes.onChange = (uid) => {
+        const latest = this.pods.get(uid);
+        if (latest) void this.enqueue(() => this.report(latest));
+      };
+  }
 
   /** The full set of pods bound here (after a list): kill containers of pods that are gone, sync the rest. */
   onPods(pods: PodLite[]): Promise<void> {
@@ -63,7 +69,11 @@ export class PodWorker {
   private async syncPod(pod: PodLite): Promise<void> {
     const uid = pod.metadata.uid ?? '';
     const containers = this.d.runtime.ofPod(uid);
-    const action = decidePod(pod, containers, podStatusCurrent(pod, containers));
+    const processes = this.d.processes;
+    // a process container this simulator ran before it restarted: adopted (or started again)
+    if (processes?.handles(pod) && containers.length && !processes.state(uid) && !pod.metadata.deletionTimestamp) await processes.start(pod);
+    const state = processes?.state(uid);
+    const action = decidePod(pod, containers, podStatusCurrent(pod, containers) && (state === undefined || state.kind === 'running'));
     switch (action.kind) {
       case 'kill-and-finalize':
         await this.kill(uid, podKey(pod), action.reason);
@@ -74,6 +84,7 @@ export class PodWorker {
         return;
       case 'start':
         await this.d.runtime.start(this.newContainers(pod));
+        if (processes?.handles(pod)) await processes.start(pod);
         await this.report(pod);
         return;
       case 'report':
@@ -86,12 +97,13 @@ export class PodWorker {
 
   private async report(pod: PodLite): Promise<void> {
     const containers = this.d.runtime.ofPod(pod.metadata.uid ?? '');
-    const patch = podStatusPatch(this.cfg.ip, containers, this.d.clock.now());
+    const patch = podStatusPatch(this.cfg.ip, containers, this.d.clock.now(), this.d.processes?.state(pod.metadata.uid ?? ''));
     await this.d.api.patchPodStatus(pod.metadata.namespace ?? 'default', pod.metadata.name, patch);
   }
 
   private async kill(podUid: string, key: string, reason: string): Promise<void> {
     const records = await this.d.runtime.kill(podUid, reason, this.d.clock.now());
+    await this.d.processes?.stop(podUid);
     if (records.length) this.d.log.warn(`killed ${records.length} container(s) of ${key}: ${reason}`);
   }
 

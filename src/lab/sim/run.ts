@@ -1,5 +1,6 @@
 /** Running one simulated kubelet from its config file (the body of dist/lab/kubelet-sim.js). */
-import { utimes, writeFile } from 'node:fs/promises';
+import { readFile, utimes, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { realClock } from '../../core/clock.js';
 import { createLogger, type Logger } from '../../core/logger.js';
@@ -8,6 +9,7 @@ import { SimApi } from './api.js';
 import { ListWatcher } from './list-watch.js';
 import { NodeSim } from './node-sim.js';
 import type { KubeletSimFile, PodLite } from './types.js';
+import { AgentProcesses } from './agent-process.js';
 
 export function lineLogger(name: string): Logger {
   return createLogger((level, msg, fields) => {
@@ -22,6 +24,7 @@ export async function runKubeletSim(cfg: KubeletSimFile, signal: AbortSignal, lo
   const api = new SimApi(kc);
   const runtime = new RuntimeStore(cfg.runtimeDir, cfg.name);
   await runtime.load();
+  const processes = cfg.agent ? await agentProcesses(cfg, kc, api, log) : undefined;
   log.info(`starting; ${runtime.list().length} simulated container(s) already running`);
   let pods: ListWatcher<PodLite> | undefined = undefined;
   const sim = new NodeSim(cfg, {
@@ -29,6 +32,7 @@ export async function runKubeletSim(cfg: KubeletSimFile, signal: AbortSignal, lo
     clock: realClock,
     log,
     runtime,
+    processes,
     random: Math.random,
     onRenewed: (at) => void touch(cfg.heartbeatFile, at),
     onReconnect: () => pods?.resync(),
@@ -59,3 +63,20 @@ async function touch(file: string, atMs: number): Promise<void> {
   }
 }
 
+
+/** The runner of the agent image's pods: their processes get this cluster's address and CA. */
+async function agentProcesses(cfg: KubeletSimFile, kc: KubeConfig, api: SimApi, log: Logger): Promise<AgentProcesses> {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error('the kubelet kubeconfig names no cluster');
+  const ca = cluster.caData ? Buffer.from(cluster.caData, 'base64').toString() : await readFile(cluster.caFile ?? '', 'utf8');
+  return new AgentProcesses({
+    image: cfg.agent!.image,
+    cli: cfg.agent!.cli,
+    dir: join(cfg.runtimeDir, 'processes'),
+    server: new URL(cluster.server),
+    ca,
+    token: (ns, sa, pod) => api.podToken(ns, sa, pod),
+    clock: realClock,
+    log,
+  });
+}

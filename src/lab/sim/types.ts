@@ -20,7 +20,7 @@ export interface ConditionLite {
 
 export interface PodLite {
   metadata: MetaLite;
-  spec?: { nodeName?: string; containers?: { name: string; image?: string }[] };
+  spec?: { nodeName?: string; serviceAccountName?: string; containers?: { name: string; image?: string; command?: string[]; args?: string[] }[] };
   status?: {
     phase?: string;
     podIP?: string;
@@ -56,6 +56,8 @@ export interface KubeletSimFile extends SimNodeConfig {
   kubeconfig: string;
   runtimeDir: string;
   heartbeatFile: string;
+  /** Pods of this image run their command for real (the node agent); `kube-runbook` is this CLI (`cli`: node and its script). */
+  agent?: { image: string; cli: string[] };
 }
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';

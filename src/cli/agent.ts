@@ -1,0 +1,146 @@
+import { writeFile } from 'node:fs/promises';
+import { stringify } from 'yaml';
+import { realClock } from '../core/clock.js';
+import { EXIT, KrError, isKrError, messageOf, quote } from '../core/errors.js';
+import { createLogger } from '../core/logger.js';
+import { agentTargets } from '../engine/agents.js';
+import { createKubeAccess } from '../kube/client.js';
+import { agentNeeds, checkAgentAccess, hostArgv, serveAgent } from '../nodes/agent-server.js';
+import { runProcess } from '../nodes/exec-process.js';
+import { out } from './output.js';
+import { inventoryFrom } from './setup.js';
+import type { Register } from './types.js';
+
+interface AgentFlags {
+  node: string;
+  namespace: string;
+  runId: string;
+  enter: string;
+}
+
+/** Where Kubernetes reads a container's last words (terminationMessagePath's default). */
+const TERMINATION_LOG = '/dev/termination-log';
+
+/** Output kept per script and stream: a result ConfigMap holds both within its 1 MiB. */
+const MAX_OUTPUT_BYTES = 256 * 1024;
+
+const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+
+/** The agent in its pod: the in-cluster client, the scripts run on the host, until SIGTERM (the pod deleted). */
+async function runAgent(flags: AgentFlags): Promise<void> {
+  if (!NAME.test(flags.node)) throw new KrError('BAD_NODE', `--node ${quote(flags.node)} is not a Node name`, { exit: EXIT.invalid });
+  if (!NAME.test(flags.namespace)) throw new KrError('BAD_NAMESPACE', `--namespace ${quote(flags.namespace)} is not a namespace name`, { exit: EXIT.invalid });
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(flags.runId)) throw new KrError('BAD_RUN_ID', `--run-id ${quote(flags.runId)} is not a run id`, { exit: EXIT.invalid });
+  if (flags.enter !== 'host' && flags.enter !== 'mount') throw new KrError('BAD_ENTER', `--enter is host or mount (got ${quote(flags.enter)})`, { exit: EXIT.invalid });
+  // the host's first process; the lab names its stand-in (the node's anchor process, as a pod's pause container)
+  const hostPid = Number(process.env.KUBE_RUNBOOK_AGENT_HOST_PID ?? '1');
+  if (!Number.isInteger(hostPid) || hostPid < 1) throw new KrError('BAD_HOST_PID', `KUBE_RUNBOOK_AGENT_HOST_PID is not a pid (got ${quote(process.env.KUBE_RUNBOOK_AGENT_HOST_PID)})`, { exit: EXIT.invalid });
+  const log = createLogger((level, msg) => process.stderr.write(`${new Date(realClock.now()).toISOString()} ${level} agent ${flags.node}: ${msg}\n`), 'info');
+  const kube = createKubeAccess({ inCluster: true, clock: realClock, log });
+  const api = { json: kube.json!.bind(kube) };
+  const o = { node: flags.node, namespace: flags.namespace, runId: flags.runId, agent: process.env.POD_NAME ?? `agent-${flags.node}` };
+  await checkAgentAccess(o, api);
+  const stop = new AbortController();
+  for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => stop.abort());
+  const argv = hostArgv(flags.enter, hostPid);
+  log.info(`serving run ${flags.runId} from ${flags.namespace}; scripts run in the namespaces of pid ${hostPid} (${flags.enter === 'host' ? 'all' : 'mount only'})`);
+  await serveAgent(o, {
+    api,
+    clock: realClock,
+    log,
+    signal: stop.signal,
+    run: (wired, timeoutMs) =>
+      runProcess({ argv, stdin: wired, node: flags.node, transport: 'agent', timeoutMs }, { clock: realClock, log, maxOutputBytes: MAX_OUTPUT_BYTES }),
+  });
+  kube.close?.();
+  log.info('stopped');
+}
+
+/** The objects the agents of an inventory need: per agent namespace, the Namespace (privileged), ServiceAccount, Role and RoleBinding. */
+export async function agentManifests(flags: { inventory?: string }): Promise<string> {
+  const inv = await inventoryFrom(flags);
+  const targets = agentTargets(inv.inventory, inv.inventory.spec.nodes);
+  if (!targets.length)
+    throw new KrError('NO_AGENT_NODES', `the inventory ${quote(inv.inventory.metadata.name)} reaches no node through an agent (spec.transport type agent)`, {
+      exit: EXIT.invalid,
+    });
+  const accounts = new Map<string, { namespace: string; serviceAccount: string }>();
+  for (const t of targets) accounts.set(`${t.config.namespace}/${t.config.serviceAccount}`, t.config);
+  const labels = { 'app.kubernetes.io/name': 'kube-runbook-agent', 'app.kubernetes.io/managed-by': 'kube-runbook' };
+  const docs: unknown[] = [];
+  for (const ns of [...new Set([...accounts.values()].map((a) => a.namespace))].sort())
+    docs.push({
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: {
+        name: ns,
+        // the agents are privileged pods in the host's PID and network namespaces: only this level admits them
+        labels: {
+          ...labels,
+          'pod-security.kubernetes.io/enforce': 'privileged',
+          'pod-security.kubernetes.io/audit': 'privileged',
+          'pod-security.kubernetes.io/warn': 'privileged',
+        },
+      },
+    });
+  for (const a of [...accounts.values()].sort((x, y) => `${x.namespace}/${x.serviceAccount}`.localeCompare(`${y.namespace}/${y.serviceAccount}`))) {
+    const meta = { name: a.serviceAccount, namespace: a.namespace, labels };
+    // what the agent itself checks when it starts (agentNeeds): read its node's scripts, write their results, read the run Lease
+    const rules = new Map<string, Set<string>>();
+    for (const n of agentNeeds(a.namespace, 'run')) {
+      const key = `${n.group ?? ''}/${n.resource}`;
+      rules.set(key, (rules.get(key) ?? new Set()).add(n.verb));
+    }
+    docs.push(
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'Role',
+        metadata: meta,
+        rules: [...rules.entries()].map(([key, verbs]) => {
+          const [group, resource] = key.split('/');
+          return { apiGroups: [group], resources: [resource], verbs: [...verbs].sort() };
+        }),
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: meta,
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: a.serviceAccount },
+        subjects: [{ kind: 'ServiceAccount', name: a.serviceAccount, namespace: a.namespace }],
+      },
+    );
+  }
+  return docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n');
+}
+
+export const register: Register = (program, done) => {
+  const agent = program
+    .command('agent')
+    .description("The node agent, as its pod runs it: takes the run's scripts for one node through the API and runs them on the host.")
+    .option('--node <name>', 'the node it runs on')
+    .option('--namespace <ns>', 'where the requests and the run Lease are')
+    .option('--run-id <id>', 'the run it serves')
+    .option('--enter <where>', "host: scripts run in PID 1's namespaces (nsenter); mount: in its mount namespace only (the lab)", 'host')
+    .action(async (flags: Partial<AgentFlags>) => {
+      for (const f of ['node', 'namespace', 'runId'] as const)
+        if (!flags[f]) throw new KrError('MISSING_OPTION', `kube-runbook agent needs --${f === 'runId' ? 'run-id' : f} (the executor starts agents; see kube-runbook agent manifests)`, { exit: EXIT.invalid });
+      try {
+        await runAgent(flags as AgentFlags);
+      } catch (e) {
+        // the pod's status shows why the agent could not serve (the executor's preflight reads it); the kubelet makes
+        // the file, so nothing is written where there is none (outside a pod)
+        await writeFile(TERMINATION_LOG, `${isKrError(e) ? `${e.message}${e.details.length ? `; ${e.details.join('; ')}` : ''}` : messageOf(e)}\n`, { flag: 'r+' }).catch(() => undefined);
+        throw e;
+      }
+      done(EXIT.ok);
+    });
+  agent
+    .command('manifests')
+    .description("Print the Namespace (Pod Security level privileged), ServiceAccount and least RBAC of the inventory's node agents.")
+    .option('-i, --inventory <file>', 'inventory file (default: $KUBE_RUNBOOK_INVENTORY)')
+    .action(async (flags: { inventory?: string }) => {
+      out.stdout((await agentManifests(flags)).trimEnd());
+      done(EXIT.ok);
+    });
+};

@@ -1,0 +1,345 @@
+import { formatDuration } from '../core/duration.js';
+import { KrError, messageOf } from '../core/errors.js';
+import type { Ctx } from '../contract/context.js';
+import { type AgentTransport, defaultAgentImage, type Inventory, type InventoryNode } from '../inventory/schema.js';
+import type { Plan, PlannedAction } from './plan.js';
+import {
+  AGENT_APP,
+  ANNOTATION_NODE,
+  ANNOTATION_RUN,
+  LABEL_NODE,
+  LABEL_RUN,
+  agentPodName,
+  configMapsPath,
+  leasePath,
+  nodeLabel,
+  runLabel,
+  runLeaseName,
+  statusOf,
+} from '../nodes/agent-protocol.js';
+
+/** A node reached through an agent, with its transport's settings. */
+export interface AgentTarget {
+  node: InventoryNode;
+  config: AgentTransport;
+}
+
+
+/** The agent settings of a node, when it is reached through an agent. */
+export function agentConfigOf(inventory: Inventory, node: InventoryNode): AgentTransport | undefined {
+  const t = node.transport ?? inventory.spec.transport;
+  return t.type === 'agent' ? t : undefined;
+}
+
+/** The nodes among `nodes` reached through agents, each once. */
+export function agentTargets(inventory: Inventory, nodes: readonly InventoryNode[]): AgentTarget[] {
+  const out = new Map<string, AgentTarget>();
+  for (const node of nodes) {
+    const config = agentConfigOf(inventory, node);
+    if (config && !out.has(node.name)) out.set(node.name, { node, config });
+  }
+  return [...out.values()];
+}
+
+/** The agent pod of a run on a node: privileged, pinned to it, in the host's PID and network namespaces, tolerating every taint. */
+export function agentPod(runId: string, t: AgentTarget): Record<string, unknown> {
+  const c = t.config;
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: agentPodName(runId, t.node.name),
+      namespace: c.namespace,
+      labels: {
+        'app.kubernetes.io/name': AGENT_APP,
+        'app.kubernetes.io/managed-by': 'kube-runbook',
+        [LABEL_RUN]: runLabel(runId),
+        [LABEL_NODE]: nodeLabel(t.node.name),
+      },
+      annotations: { [ANNOTATION_RUN]: runId, [ANNOTATION_NODE]: t.node.name },
+    },
+    spec: {
+      nodeName: t.node.name,
+      hostPID: true,
+      hostNetwork: true,
+      dnsPolicy: 'ClusterFirstWithHostNet',
+      serviceAccountName: c.serviceAccount,
+      automountServiceAccountToken: true,
+      priorityClassName: 'system-node-critical',
+      tolerations: [{ operator: 'Exists' }],
+      // an agent that dies mid-run comes back (its dead-men keep counting meanwhile); one that cannot start shows why
+      restartPolicy: 'Always',
+      terminationGracePeriodSeconds: 5,
+      ...(c.imagePullSecret ? { imagePullSecrets: [{ name: c.imagePullSecret }] } : {}),
+      containers: [
+        {
+          name: 'agent',
+          image: c.image ?? defaultAgentImage(),
+          command: ['kube-runbook'],
+          args: ['agent', '--node', t.node.name, '--namespace', c.namespace, '--run-id', runId, '--enter', c.enter],
+          env: [{ name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
+          securityContext: { privileged: true },
+          resources: { requests: { cpu: '10m', memory: '64Mi' }, limits: { memory: '256Mi' } },
+          terminationMessagePolicy: 'FallbackToLogsOnError',
+        },
+      ],
+    },
+  };
+}
+
+interface Terminated {
+  exitCode?: number;
+  reason?: string;
+  message?: string;
+}
+
+interface PodLite {
+  metadata: { name: string; deletionTimestamp?: string };
+  status?: {
+    phase?: string;
+    reason?: string;
+    message?: string;
+    containerStatuses?: {
+      ready?: boolean;
+      state?: { running?: object; waiting?: { reason?: string; message?: string }; terminated?: Terminated };
+      lastState?: { terminated?: Terminated };
+    }[];
+  };
+}
+
+/** Container states that will not pass by themselves (the image, its registry, the command). */
+const STUCK = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'CrashLoopBackOff', 'CreateContainerConfigError', 'CreateContainerError', 'RunContainerError']);
+
+/** Why an agent pod cannot run, with the fix; undefined while it may still start. */
+function podProblem(pod: PodLite, t: AgentTarget): string | undefined {
+  const image = t.config.image ?? defaultAgentImage();
+  const cs = pod.status?.containerStatuses?.[0];
+  const s = cs?.state;
+  const exited = s?.terminated ?? cs?.lastState?.terminated;
+  if (exited && (s?.terminated || s?.waiting?.reason === 'CrashLoopBackOff')) {
+    const said = (exited.message ?? '').trim().split('\n').slice(-3).join(' ').slice(0, 400);
+    return `the agent exited${exited.exitCode === undefined ? '' : ` with ${exited.exitCode}`}${said ? `: ${said}` : ''}`;
+  }
+  if (s?.waiting?.reason && STUCK.has(s.waiting.reason)) {
+    const said = s.waiting.message ? `: ${s.waiting.message.slice(0, 300)}` : '';
+    return /Image|ImageName/.test(s.waiting.reason)
+      ? `image ${image} cannot be pulled (${s.waiting.reason}${said}); fix spec.transport.image, or give the registry's credentials as spec.transport.imagePullSecret (a Secret in ${t.config.namespace})`
+      : `the agent container cannot start (${s.waiting.reason}${said})`;
+  }
+  if (pod.status?.phase === 'Failed' || pod.status?.phase === 'Succeeded')
+    return `the agent pod ended (${pod.status.phase}${pod.status.message ? `: ${pod.status.message.slice(0, 300)}` : ''})`;
+  return undefined;
+}
+
+/** Why the pod could not be created, with the fix (Pod Security, RBAC, namespace, ServiceAccount, priority class). */
+function createProblem(e: unknown, t: AgentTarget): string {
+  const said = messageOf(e);
+  const ns = t.config.namespace;
+  if (/PodSecurity|pod security/i.test(said))
+    return `the namespace ${ns} refuses privileged pods (Pod Security: ${said.slice(0, 300)}); label it for the privileged level: kubectl label namespace ${ns} pod-security.kubernetes.io/enforce=privileged --overwrite (kube-runbook agent manifests does)`;
+  if (/serviceaccount/i.test(said) && /not found/i.test(said))
+    return `the ServiceAccount ${ns}/${t.config.serviceAccount} does not exist (${said.slice(0, 200)}); create it with kube-runbook agent manifests -i INVENTORY | kubectl apply -f -`;
+  if (statusOf(e) === 404)
+    return `the namespace ${ns} does not exist; create it with kube-runbook agent manifests -i INVENTORY | kubectl apply -f -`;
+  if (statusOf(e) === 403)
+    return `not allowed to create the agent pod in ${ns} (${said.slice(0, 300)}); the executor needs create, get and delete on pods there (kube-runbook manifests grants them)`;
+  return `cannot create the agent pod: ${said.slice(0, 300)}`;
+}
+
+interface LeaseBody {
+  metadata: { name: string; namespace: string; resourceVersion?: string; labels?: Record<string, string> };
+  spec: { holderIdentity: string; leaseDurationSeconds: number; acquireTime?: string; renewTime: string };
+}
+
+const micro = (ms: number) => new Date(ms).toISOString().replace(/(\.\d{3})Z$/, '$1000Z');
+
+function api(ctx: Ctx) {
+  const json = ctx.kube.json;
+  if (!json) throw new KrError('KUBE_UNAVAILABLE', 'this cluster client cannot reach the node agents', { exit: 3 });
+  return json.bind(ctx.kube);
+}
+
+/**
+ * The agents of one run: their pods and the run Lease, in each agent namespace the targets use. `start` creates them
+ * and waits until every agent answers; `renew` is the executor's heartbeat; `stop` deletes everything of the run.
+ */
+export class RunAgents {
+  constructor(
+    private readonly ctx: Ctx,
+    readonly targets: readonly AgentTarget[],
+    /** How long a renewal counts (faultTtl): for people reading the Lease; agents follow renewals, not this. */
+    private readonly leaseMs: number,
+    /** Called before the first pod is created (the run journals itself then, so `recover` finds pods it leaves). */
+    private readonly beforeStart: () => void = () => {},
+  ) {}
+
+  /** Whether `start` was called (pods may exist). */
+  started = false;
+
+  get namespaces(): string[] {
+    return [...new Set(this.targets.map((t) => t.config.namespace))].sort();
+  }
+
+  /** Creates (or takes back, for recover) the run Lease of each namespace with a fresh renewal. */
+  async renew(signal?: AbortSignal): Promise<void> {
+    const json = api(this.ctx);
+    const now = micro(this.ctx.clock.now());
+    for (const ns of this.namespaces) {
+      const path = leasePath(ns, runLeaseName(this.ctx.runId));
+      let lease: LeaseBody | undefined;
+      try {
+        lease = await json<LeaseBody>(path, { timeoutMs: 10_000, signal });
+      } catch (e) {
+        if (statusOf(e) !== 404) throw e;
+      }
+      const body: LeaseBody = {
+        metadata: {
+          name: runLeaseName(this.ctx.runId),
+          namespace: ns,
+          labels: { 'app.kubernetes.io/managed-by': 'kube-runbook', [LABEL_RUN]: runLabel(this.ctx.runId) },
+          ...(lease ? { resourceVersion: lease.metadata.resourceVersion } : {}),
+        },
+        spec: { holderIdentity: this.ctx.runId, leaseDurationSeconds: Math.max(1, Math.ceil(this.leaseMs / 1000)), acquireTime: lease?.spec.acquireTime ?? now, renewTime: now },
+      };
+      if (lease) await json(path, { method: 'PUT', body, timeoutMs: 10_000, signal });
+      else await json(leasePath(ns), { method: 'POST', body, timeoutMs: 10_000, signal });
+    }
+  }
+
+  /**
+   * Creates every agent pod (an existing one of this run is kept) and waits until each agent answers a script, a pod
+   * cannot run, or `startTimeout` passes. Returns one problem per node that failed, with its cause and fix.
+   */
+  async start(signal: AbortSignal): Promise<string[]> {
+    this.beforeStart();
+    this.started = true;
+    const json = api(this.ctx);
+    const { clock } = this.ctx;
+    const problems = new Map<string, string>();
+    try {
+      await this.renew(signal);
+    } catch (e) {
+      return [`cannot write the run Lease ${this.namespaces.join(', ')}/${runLeaseName(this.ctx.runId)}: ${messageOf(e)}`];
+    }
+    await Promise.all(
+      this.targets.map(async (t) => {
+        try {
+          await json(`/api/v1/namespaces/${encodeURIComponent(t.config.namespace)}/pods`, { method: 'POST', body: agentPod(this.ctx.runId, t), timeoutMs: 30_000, signal });
+        } catch (e) {
+          if (statusOf(e) !== 409) problems.set(t.node.name, createProblem(e, t));
+        }
+      }),
+    );
+    await Promise.all(
+      this.targets
+        .filter((t) => !problems.has(t.node.name))
+        .map(async (t) => {
+          const p = await this.waitAnswering(t, clock.now() + t.config.startTimeout, signal);
+          if (p) problems.set(t.node.name, p);
+        }),
+    );
+    return [...problems.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([n, p]) => `${n}: ${p}`);
+  }
+
+  private async waitAnswering(t: AgentTarget, deadline: number, signal: AbortSignal): Promise<string | undefined> {
+    const json = api(this.ctx);
+    const { clock } = this.ctx;
+    const name = agentPodName(this.ctx.runId, t.node.name);
+    const path = `/api/v1/namespaces/${encodeURIComponent(t.config.namespace)}/pods/${encodeURIComponent(name)}`;
+    for (;;) {
+      let last: string;
+      try {
+        const pod = await json<PodLite>(path, { timeoutMs: 10_000, signal });
+        const problem = podProblem(pod, t);
+        if (problem) return problem;
+        const running = pod.status?.containerStatuses?.[0]?.state?.running !== undefined;
+        if (!running) {
+          const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting?.reason;
+          last = `${pod.status?.phase ?? 'Pending'}${waiting ? ` (${waiting})` : ''}`;
+        } else {
+          const r = await this.ctx.nodes.exec(t.node.name, 'echo kube-runbook-agent-ok', { timeoutMs: 10_000, signal }).catch((e: unknown) => ({ code: -1, stdout: '', stderr: messageOf(e) }));
+          if (r.code === 0 && r.stdout.includes('kube-runbook-agent-ok')) return undefined;
+          last = `running, but its agent did not answer (${r.stderr.trim().slice(0, 200) || `exit ${r.code}`})`;
+        }
+      } catch (e) {
+        last = `cannot read pod ${t.config.namespace}/${name}: ${messageOf(e)}`;
+      }
+      if (clock.now() >= deadline)
+        return `its agent pod ${t.config.namespace}/${name} did not start within ${formatDuration(t.config.startTimeout)}: ${last}; is node ${t.node.name} Ready? (kubectl -n ${t.config.namespace} describe pod ${name})`;
+      await clock.sleep(1000, signal);
+    }
+  }
+
+  /** Deletes the run's agent pods, its Lease and any request left behind; returns what could not be deleted. */
+  async stop(): Promise<string[]> {
+    const json = api(this.ctx);
+    const failed: string[] = [];
+    const del = async (path: string, what: string) => {
+      try {
+        await json(path, { method: 'DELETE', timeoutMs: 15_000 });
+      } catch (e) {
+        if (statusOf(e) !== 404) failed.push(`${what}: ${messageOf(e)}`);
+      }
+    };
+    await Promise.all(
+      this.targets.map((t) => {
+        const name = agentPodName(this.ctx.runId, t.node.name);
+        return del(`/api/v1/namespaces/${encodeURIComponent(t.config.namespace)}/pods/${encodeURIComponent(name)}`, `pod ${t.config.namespace}/${name}`);
+      }),
+    );
+    for (const ns of this.namespaces) {
+      await del(leasePath(ns, runLeaseName(this.ctx.runId)), `Lease ${ns}/${runLeaseName(this.ctx.runId)}`);
+      try {
+        const left = await json<{ items: { metadata: { name: string } }[] }>(configMapsPath(ns), { query: { labelSelector: `${LABEL_RUN}=${runLabel(this.ctx.runId)}` }, timeoutMs: 15_000 });
+        for (const cm of left.items) await del(configMapsPath(ns, cm.metadata.name), `ConfigMap ${ns}/${cm.metadata.name}`);
+      } catch (e) {
+        failed.push(`requests in ${ns}: ${messageOf(e)}`);
+      }
+    }
+    return failed;
+  }
+}
+
+/**
+ * How a planned action on nodes reached through agents is undone, for `plan`: by the agent, or, when the fault cuts
+ * the node (and so its agent) off from the apiserver, only by the node's dead-man after faultTtl. Undefined when no
+ * target is reached through an agent.
+ */
+export function undoneThroughAgents(plan: Plan, a: PlannedAction): string | undefined {
+  const via = agentTargets(plan.inventory, a.targets ?? []).map((t) => t.node.name);
+  if (!via.length) return undefined;
+  const ttl = formatDuration(a.revertLast ? (plan.safety.remediationTtl ?? plan.safety.faultTtl) : plan.safety.faultTtl);
+  const on = via.length === (a.targets ?? []).length ? '' : ` on ${via.join(', ')}`;
+  const isolates = a.action.meta.isolatesNode?.(a.params as never) ?? 'no';
+  if (isolates === 'yes')
+    return `undone${on} only by the node's dead-man, ${ttl} after the last run Lease renewal the node saw: it cuts the node's agent off from the apiserver too`;
+  if (isolates === 'maybe')
+    return `undone${on} by the node's agent; where it cuts the node off from the apiserver, only by the node's dead-man ${ttl} after the last renewal the node saw`;
+  return `undone${on} by the node's agent (its dead-man after ${ttl} if the executor or the apiserver is gone)`;
+}
+
+/**
+ * Steps that act on nodes reached through agents while an earlier step keeps every apiserver stopped (and its revert
+ * step has not come yet): no script can reach an agent then. One line per such step, for plan and preflight.
+ */
+export function agentsDuringOutage(plan: Plan): string[] {
+  const controlPlane = plan.inventory.spec.nodes.filter((n) => n.roles.includes('control-plane')).map((n) => n.name);
+  const down = new Set<PlannedAction>();
+  const out: string[] = [];
+  const visit = (s: Plan['steps'][number]) => {
+    if (s.kind === 'parallel') return s.children.forEach(visit);
+    if (s.kind === 'revert') return void down.delete(s.target);
+    if (s.kind !== 'action') return;
+    const via = agentTargets(plan.inventory, s.targets ?? []).map((t) => t.node.name);
+    const outage = [...down][0];
+    if (via.length && outage)
+      out.push(
+        `step ${s.index} (${s.actionId} on ${via.join(', ')}) acts through node agents while step ${outage.index} (${outage.actionId}) keeps every apiserver stopped, ` +
+          'and agents are reached through the apiserver: act on those nodes before the outage, or reach them by ssh',
+      );
+    const targets = new Set((s.targets ?? []).map((n) => n.name));
+    if (s.action.meta.stopsApiserver && controlPlane.length && controlPlane.every((n) => targets.has(n))) down.add(s);
+  };
+  plan.steps.forEach(visit);
+  return out;
+}

@@ -1,0 +1,159 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * What the executor and `kube-runbook agent` exchange through the apiserver, in the agent namespace:
+ *
+ * - a **request** per script: a ConfigMap the executor creates, `immutable`, labelled with the run and the node
+ *   (hashed: label values are short), holding the wired script (src/nodes/wire.ts: the input rides in it), its timeout
+ *   and a deadline after which no agent may start it;
+ * - a **result** per request: a ConfigMap `<request>-result` the agent creates when it takes the request (`state:
+ *   running`, so the executor knows the script started) and replaces with `state: done`, the exit code, stdout and
+ *   stderr. Only the agent that created the result may finish it (the create is the claim).
+ *
+ * ConfigMaps, and not a custom resource: they exist on every cluster (no CRD to install before a game day, none to
+ * leave behind), RBAC scopes them to one namespace, `immutable` keeps a request from being changed once an agent
+ * may read it, and their 1 MiB holds a script and bounded output. Not pod exec or logs: those go through the
+ * kubelet, which the faults stop or cut off.
+ *
+ * The **run Lease** (`kr-run-<run>`) is the executor's heartbeat: it renews it while the run lives; an agent touches
+ * its node's dead-man keepalives only when it sees a new renewal, so an executor gone, or a node cut off from the
+ * apiserver, ends in the dead-men firing `faultTtl` after the last renewal the node saw.
+ */
+
+export const AGENT_APP = 'kube-runbook-agent';
+
+/**
+ * The group the lab runs its node agents as. block-kubelet-egress with scope auto widens to the whole node on the lab
+ * (its kubelet has no cgroup of its own) and lets this group's packets through, so the agent keeps the apiserver as
+ * ssh keeps its connection; scope node lets nothing through.
+ */
+export const LAB_AGENT_GID = 61797;
+export const LABEL_RUN = 'kube-runbook/run';
+export const LABEL_NODE = 'kube-runbook/node';
+export const LABEL_KIND = 'kube-runbook/kind';
+export const ANNOTATION_NODE = 'kube-runbook/node-name';
+export const ANNOTATION_RUN = 'kube-runbook/run-id';
+
+const hash = (s: string, n: number) => createHash('sha256').update(s).digest('hex').slice(0, n);
+
+/** The run as a label value. */
+export const runLabel = (runId: string) => hash(`run/${runId}`, 12);
+/** The node as a label value (Node names can be longer than a label value). */
+export const nodeLabel = (node: string) => hash(`node/${node}`, 12);
+
+/** The agent pod of a run on a node: readable, unique per run and node, a valid pod name. */
+export function agentPodName(runId: string, node: string): string {
+  const readable = node.slice(0, 30).replace(/[^a-z0-9-]/g, '-').replace(/-+$/, '');
+  return `kr-agent-${readable}-${hash(`${runId}/${node}`, 8)}`;
+}
+
+/** The Lease the executor renews while the run lives. */
+export const runLeaseName = (runId: string) => `kr-run-${runLabel(runId)}`;
+
+export const resultName = (request: string) => `${request}-result`;
+
+export interface ConfigMapLite {
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: { apiVersion: string; kind: string; name: string; uid: string }[];
+  };
+  immutable?: boolean;
+  data?: Record<string, string>;
+}
+
+/** What a request carries. */
+export interface AgentRequest {
+  name: string;
+  node: string;
+  /** The wired script (wireScript), fed to `sh -s`. */
+  wired: string;
+  timeoutMs: number;
+  /** Milliseconds since the epoch: an agent that sees the request later does not start it. */
+  deadline: number;
+}
+
+export function requestObject(namespace: string, runId: string, r: AgentRequest): ConfigMapLite {
+  return {
+    metadata: {
+      name: r.name,
+      namespace,
+      labels: { 'app.kubernetes.io/managed-by': 'kube-runbook', [LABEL_KIND]: 'request', [LABEL_RUN]: runLabel(runId), [LABEL_NODE]: nodeLabel(r.node) },
+      annotations: { [ANNOTATION_NODE]: r.node, [ANNOTATION_RUN]: runId },
+    },
+    immutable: true,
+    data: { script: r.wired, timeoutMs: String(r.timeoutMs), deadline: new Date(r.deadline).toISOString() },
+  };
+}
+
+/** A request as an agent reads it; undefined when it is not one for `node`, or malformed. */
+export function parseRequest(cm: ConfigMapLite, node: string): AgentRequest | undefined {
+  const d = cm.data ?? {};
+  if (cm.metadata.annotations?.[ANNOTATION_NODE] !== node || d.script === undefined) return undefined;
+  const timeoutMs = Number(d.timeoutMs);
+  const deadline = Date.parse(d.deadline ?? '');
+  if (!(timeoutMs > 0) || !Number.isFinite(deadline)) return undefined;
+  return { name: cm.metadata.name, node, wired: d.script, timeoutMs, deadline };
+}
+
+export type AgentResult =
+  | { state: 'running'; agent: string }
+  | { state: 'done'; agent: string; code: number; stdout: string; stderr: string; /** the agent killed it at its timeout */ timedOut?: boolean };
+
+export function resultObject(namespace: string, request: ConfigMapLite, r: AgentResult): ConfigMapLite {
+  const data: Record<string, string> = { state: r.state, agent: r.agent };
+  if (r.state === 'done') Object.assign(data, { code: String(r.code), stdout: r.stdout, stderr: r.stderr }, r.timedOut ? { timedOut: 'true' } : {});
+  return {
+    metadata: {
+      name: resultName(request.metadata.name),
+      namespace,
+      labels: { 'app.kubernetes.io/managed-by': 'kube-runbook', [LABEL_KIND]: 'result', ...pick(request.metadata.labels, [LABEL_RUN, LABEL_NODE]) },
+      // deleted with its request by the garbage collector, should the executor not delete both itself
+      ...(request.metadata.uid ? { ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: request.metadata.name, uid: request.metadata.uid }] } : {}),
+    },
+    data,
+  };
+}
+
+export function parseResult(cm: ConfigMapLite): AgentResult | undefined {
+  const d = cm.data ?? {};
+  if (d.state === 'running') return { state: 'running', agent: d.agent ?? '' };
+  if (d.state !== 'done') return undefined;
+  const code = Number(d.code);
+  if (!Number.isInteger(code)) return undefined;
+  return { state: 'done', agent: d.agent ?? '', code, stdout: d.stdout ?? '', stderr: d.stderr ?? '', ...(d.timedOut === 'true' ? { timedOut: true } : {}) };
+}
+
+function pick(from: Record<string, string> | undefined, keys: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of keys) if (from?.[k] !== undefined) out[k] = from[k];
+  return out;
+}
+
+/** The few API calls both sides make; the executor and the agent hand in their client's `json` (src/kube/http.ts). */
+export interface AgentApi {
+  json<T>(
+    path: string,
+    options?: {
+      method?: 'GET' | 'POST' | 'PUT' | 'DELETE';
+      query?: Record<string, string | number | boolean | undefined>;
+      body?: unknown;
+      timeoutMs?: number;
+      signal?: AbortSignal;
+    },
+  ): Promise<T>;
+}
+
+/** The HTTP status of an API error (ApiStatusError of src/kube/source.ts carries it). */
+export const statusOf = (e: unknown): number | undefined => {
+  const s = (e as { status?: unknown } | null)?.status;
+  return typeof s === 'number' ? s : undefined;
+};
+
+export const configMapsPath = (ns: string, name?: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/configmaps${name ? `/${encodeURIComponent(name)}` : ''}`;
+export const leasePath = (ns: string, name?: string) =>
+  `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases${name ? `/${encodeURIComponent(name)}` : ''}`;

@@ -1,0 +1,16 @@
+import { shq } from '../core/shell.js';
+
+/** Where the node-side dead-men live on a node (src/engine/deadman.ts), one directory per run and fault. */
+export const DEADMAN_ROOT = '/var/lib/kube-runbook/deadman';
+
+const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/**
+ * Touches the keepalive of every fault of the run armed on this node. The executor runs it over ssh or netns; a
+ * node agent runs it itself each time it sees the run's Lease renewed.
+ */
+export function keepaliveScript(runId: string, root = DEADMAN_ROOT): string {
+  if (!RUN_ID.test(runId)) throw new Error(`invalid run id for the dead-man: ${JSON.stringify(runId)}`);
+  return `for k in ${shq(`${root}/${runId}`)}/*/keepalive; do [ -e "$k" ] && touch "$k"; done; exit 0
+`;
+}

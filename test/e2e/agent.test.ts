@@ -1,0 +1,292 @@
+/**
+ * Nodes reached without ssh: the lab's workers through node agents (`spec.transport: {type: agent}`), the control
+ * plane over netns. The kubelet simulator runs each agent pod's command for real in its node's network namespace with
+ * the pod's ServiceAccount token, so scripts, results and the run Lease go through the real apiserver.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { KubeConfig, KubernetesObjectApi, type KubernetesObject, PatchStrategy } from '@kubernetes/client-node';
+import { parse, parseAllDocuments, stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
+import { realClock } from '../../src/core/clock.js';
+import { REPO, cli, coreApi, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+
+const INSTANCE = 'ag1';
+const NS = 'kr-agent';
+let lab: LabInfo;
+let work: string;
+let inventory: string;
+let objects: KubernetesObjectApi;
+
+const apply = (o: KubernetesObject) => objects.patch(o, undefined, undefined, 'kube-runbook-e2e', true, PatchStrategy.ServerSideApply);
+
+/** The lab's inventory with its workers reached through agents in `namespace` (and more settings). */
+function agentInventory(name: string, transport: Record<string, unknown> = {}): string {
+  const inv = parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { nodes: { roles: string[]; transport?: unknown }[] } };
+  for (const n of inv.spec.nodes)
+    if (n.roles.includes('worker')) n.transport = { type: 'agent', namespace: NS, enter: 'mount', startTimeout: '45s', ...transport };
+  // beside the lab's own: its kubeconfig is named relative to the file
+  const file = join(lab.stateDir, `${name}.yaml`);
+  writeFileSync(file, stringify(inv));
+  return file;
+}
+
+function runbook(name: string, faultTtl: string, steps: unknown[]): string {
+  const file = join(work, `${name}.yaml`);
+  writeFileSync(
+    file,
+    stringify({ apiVersion: 'kube-runbook/v1', kind: 'Runbook', metadata: { name }, spec: { safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl }, steps } }),
+  );
+  return file;
+}
+
+const netnsOf = (node: string) => lab.nodes.find((n) => n.name === node)!.netns;
+
+async function sh(cmd: string, args: string[]): Promise<string> {
+  return new Promise((resolve) => {
+    const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    c.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    c.on('close', () => resolve(out));
+  });
+}
+
+const egressRules = async (node: string) => (await sh('ip', ['netns', 'exec', netnsOf(node), 'iptables', '-w', '-S'])).split('\n').filter((l) => l.includes('KR-EGRESS'));
+const kubeletPid = (node: string) => readFileSync(join(lab.stateDir, 'nodes', node, 'kubelet', 'pid'), 'utf8').trim();
+const kubeletUp = async (node: string) => {
+  try {
+    process.kill(Number(kubeletPid(node)), 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+async function agentPods(): Promise<string[]> {
+  const pods = await coreApi(lab).listNamespacedPod({ namespace: NS });
+  return pods.items.map((p) => p.metadata!.name!);
+}
+
+/** The run's agent pods are deleted; gone once their kubelets have killed their processes (seconds). */
+const agentPodsGone = (why = '') =>
+  until(`every agent pod gone${why}`, async () => (await agentPods()).length === 0, 30_000, 500);
+
+interface Report {
+  status: string;
+  preflight: { check: string; ok: boolean; detail: string }[];
+  faults: { action: string; node?: string; status: string; appliedAt?: string; revertedAt?: string }[];
+  remaining: unknown[];
+}
+
+async function runJson(file: string, inv: string, args: string[] = []): Promise<{ code: number | null; report: Report; stderr: string }> {
+  const r = await cli(['run', file, '-i', inv, '--yes', '--output', 'json', ...args], { timeoutMs: 600_000 });
+  return { code: r.code, report: JSON.parse(r.stdout) as Report, stderr: r.stderr };
+}
+
+function expectSafe(o: Outcome) {
+  expect(o.evicted, 'pods deleted by eviction').toEqual([]);
+  // the agents' own containers go with their pods at the end of the run: every other container lives on
+  expect(o.killed.filter((k) => !k.pod.startsWith(`${NS}/kr-agent-`)), 'containers killed').toEqual([]);
+  expect(o.killed.every((k) => k.reason.startsWith('pod marked for deletion') || k.reason === 'pod deleted')).toBe(true);
+  expect(o.report.remaining, 'faults left applied').toEqual([]);
+  expect(o.report.faults.every((f) => f.status === 'reverted')).toBe(true);
+  expect(o.report.rollback?.complete).toBe(true);
+}
+
+const settled = () => until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
+
+beforeAll(async () => {
+  lab = await startLab({ instance: INSTANCE, nodes: 3 });
+  work = mkdtempSync(join(tmpdir(), 'kr-agent-'));
+  const kc = new KubeConfig();
+  kc.loadFromFile(lab.kubeconfig);
+  objects = KubernetesObjectApi.makeApiClient(kc);
+  inventory = agentInventory('inventory-agent');
+  const r = await cli(['agent', 'manifests', '-i', inventory]);
+  expect(r.code, r.stderr).toBe(0);
+  for (const d of parseAllDocuments(r.stdout)) await apply(d.toJS() as KubernetesObject);
+}, 1_200_000);
+
+afterAll(async () => {
+  await stopLab(INSTANCE);
+  if (work) rmSync(work, { recursive: true, force: true });
+  expect(await leftovers(INSTANCE)).toEqual([]);
+});
+
+describe('the incident runbooks with workers over agents', () => {
+  it('kubelet-partition: aborts before the first eviction, 0 evicted, 0 killed, everything reverted, no agent pod left', async () => {
+    await settled();
+    const o = await runAndMeasure({ ...lab, inventoryFile: inventory }, join(REPO, 'runbooks', 'kubelet-partition.yaml'), true);
+    expect(o.report.preflight.find((p) => p.check === 'agents')?.detail).toMatch(/^\d agent pod\(s\) running and answering in kr-agent$/);
+    expect(o.report.guardFirings.some((g) => g.guard === 'eviction forecast' && g.response === 'abort')).toBe(true);
+    expect(o.report.faults.map((f) => `${f.action} ${f.node}`)).toEqual([expect.stringMatching(/^block-kubelet-egress node-\d$/)]);
+    expectSafe(o);
+    await agentPodsGone();
+    await settled();
+  });
+
+  it('apiserver-outage (control plane over netns, workers over agents, cut before the outage): evictions frozen, restored last, 0 evicted, 0 killed', async () => {
+    // an agent is reached through the apiserver: the kubelets are cut off before it goes down, not during the outage
+    const rb = parse(readFileSync(join(REPO, 'runbooks', 'apiserver-outage.yaml'), 'utf8')) as { spec: { steps: { name: string }[] } };
+    const steps = rb.spec.steps;
+    expect(steps.slice(1, 3).map((s) => s.name)).toEqual(['the apiserver host dies', 'most kubelets keep pointing at the old host']);
+    [steps[1], steps[2]] = [steps[2]!, steps[1]!];
+    const file = join(work, 'apiserver-outage-agents.yaml');
+    writeFileSync(file, stringify(rb));
+    const o = await runAndMeasure({ ...lab, inventoryFile: inventory }, file, true);
+    expect(o.report.guardFirings.some((g) => g.response === 'remediate')).toBe(true);
+    expect(o.report.faults.some((f) => f.node?.startsWith('node-'))).toBe(true);
+    expectSafe(o);
+    await agentPodsGone();
+    await settled();
+  });
+});
+
+describe('faults through agents', () => {
+  it('stop-kubelet is reverted through the agent while the kubelet is down', async () => {
+    const rb = runbook('agent-stop-kubelet', '30s', [
+      { name: 'stop the kubelet', action: 'stop-kubelet', with: { nodes: { names: ['node-1'] } } },
+      { name: 'down a while', wait: '10s' },
+    ]);
+    const down: boolean[] = [];
+    const watching = (async () => {
+      for (let i = 0; i < 120; i++) {
+        down.push(!(await kubeletUp('node-1')));
+        await realClock.sleep(250);
+      }
+    })();
+    const { code, report, stderr } = await runJson(rb, inventory);
+    await watching;
+    expect(code, stderr.slice(-2000)).toBe(0);
+    expect(report.faults).toEqual([expect.objectContaining({ action: 'stop-kubelet', node: 'node-1', status: 'reverted' })]);
+    expect(down.some(Boolean), 'the kubelet was down during the run').toBe(true);
+    expect(await kubeletUp('node-1')).toBe(true);
+    // reverted by the executor through the agent, not by the node's dead-man (30 s away)
+    expect(stderr).not.toMatch(/dead-man on node-1 had already reverted/);
+    expect(Date.parse(report.faults[0]!.revertedAt!) - Date.parse(report.faults[0]!.appliedAt!)).toBeLessThan(25_000);
+    await agentPodsGone();
+  });
+
+  it('block-kubelet-egress scope node cuts the agent off too: plan says so, and the dead-man reverts it within faultTtl + 5 s', async () => {
+    const rb = runbook('agent-egress-node', '20s', [
+      { name: 'cut node-2 off', action: 'block-kubelet-egress', with: { nodes: { names: ['node-2'] }, scope: 'node' } },
+      { name: 'hold', wait: '40s' },
+    ]);
+    const plan = await cli(['plan', rb, '-i', inventory]);
+    expect(plan.stdout).toContain("undone only by the node's dead-man, 20s after the last run Lease renewal the node saw: it cuts the node's agent off from the apiserver too");
+    let firstSeen: number | undefined;
+    let lastSeen: number | undefined;
+    let stop = false;
+    const watching = (async () => {
+      while (!stop) {
+        if ((await egressRules('node-2')).length) {
+          firstSeen ??= realClock.now();
+          lastSeen = realClock.now();
+        }
+        await realClock.sleep(200);
+      }
+    })();
+    const { code, report, stderr } = await runJson(rb, inventory);
+    stop = true;
+    await watching;
+    expect(code, stderr.slice(-2000)).toBe(0);
+    expect(report.faults).toEqual([expect.objectContaining({ action: 'block-kubelet-egress', node: 'node-2', status: 'reverted' })]);
+    expect(firstSeen, 'the rules were in place').toBeDefined();
+    const heldMs = lastSeen! - firstSeen!;
+    expect(heldMs).toBeLessThan(25_000);
+    expect(heldMs).toBeGreaterThan(10_000);
+    expect(await egressRules('node-2')).toEqual([]);
+    await agentPodsGone();
+    await settled();
+  });
+});
+
+describe('the executor SIGKILLed during a run over agents', () => {
+  const rb = () =>
+    runbook('agent-kill', '20s', [
+      { name: 'stop a kubelet', action: 'stop-kubelet', with: { nodes: { names: ['node-1'] } } },
+      { name: 'cut another off', action: 'block-kubelet-egress', with: { nodes: { names: ['node-3'] } } },
+      { name: 'hold', wait: '60s' },
+    ]);
+
+  for (const killAfterMs of [4000 + Math.floor(Math.random() * 3000), 9000 + Math.floor(Math.random() * 6000)])
+    it(`killed ${killAfterMs} ms in: nothing applied faultTtl + 10 s later, every agent pod gone after recover`, async () => {
+      const state = mkdtempSync(join(work, 'state-'));
+      const child: ChildProcess = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), 'run', rb(), '-i', inventory, '--yes', '--state-dir', state], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+      await realClock.sleep(killAfterMs);
+      child.kill('SIGKILL');
+      await new Promise((r) => child.once('close', r));
+      const killedAt = realClock.now();
+      await realClock.sleep(30_000); // faultTtl + 10 s
+      expect(await kubeletUp('node-1'), `node-1's kubelet runs again\n${out.slice(-1500)}`).toBe(true);
+      expect(await egressRules('node-3'), "node-3's rules are gone").toEqual([]);
+      const r = await cli(['recover', '--state-dir', state, '--all'], { timeoutMs: 300_000 });
+      expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
+      await agentPodsGone(` after recover: ${r.stdout}\n${r.stderr}`);
+      expect(realClock.now() - killedAt).toBeLessThan(300_000);
+      await settled();
+    });
+});
+
+describe('preflight refuses bad agent settings with the cause and the fix, applying nothing', () => {
+  const rb = () => runbook('agent-refused', '30s', [{ name: 'stop a kubelet', action: 'stop-kubelet', with: { nodes: { names: ['node-1'] } } }]);
+
+  it('an image that cannot start', async () => {
+    const inv = agentInventory('inventory-bad-image', { image: 'ghcr.io/kube-runbook/kube-runbook-agent:no-such-tag' });
+    const { code, report } = await runJson(rb(), inv);
+    expect(code).toBe(3);
+    expect(report.status).toBe('refused');
+    expect(report.preflight.find((p) => p.check === 'agents')?.detail).toBe(
+      'cannot start the node agents: node-1: image ghcr.io/kube-runbook/kube-runbook-agent:no-such-tag cannot be pulled (ErrImagePull: manifest unknown: ' +
+        "the lab's registry has ghcr.io/kube-runbook/kube-runbook-agent:" +
+        `${JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')).version as string} only (not ghcr.io/kube-runbook/kube-runbook-agent:no-such-tag)); ` +
+        "fix spec.transport.image, or give the registry's credentials as spec.transport.imagePullSecret (a Secret in kr-agent)",
+    );
+    expect(report.faults).toEqual([]);
+    await agentPodsGone();
+  });
+
+  it('a ServiceAccount that is not there, then a namespace whose Pod Security level refuses privileged pods', async () => {
+    await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kr-agent-psa' } } as KubernetesObject);
+    const inv = agentInventory('inventory-psa', { namespace: 'kr-agent-psa' });
+    const noSa = await runJson(rb(), inv);
+    expect(noSa.code).toBe(3);
+    expect(noSa.report.preflight.find((p) => p.check === 'agents')?.detail).toMatch(
+      /^cannot start the node agents: node-1: the ServiceAccount kr-agent-psa\/kube-runbook-agent does not exist \(.*\); create it with kube-runbook agent manifests -i INVENTORY \| kubectl apply -f -$/,
+    );
+    expect(noSa.report.faults).toEqual([]);
+    const m = await cli(['agent', 'manifests', '-i', inv]);
+    for (const d of parseAllDocuments(m.stdout)) await apply(d.toJS() as KubernetesObject);
+    await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kr-agent-psa', labels: { 'pod-security.kubernetes.io/enforce': 'baseline' } } } as KubernetesObject);
+    const { code, report } = await runJson(rb(), inv);
+    expect(code).toBe(3);
+    const detail = report.preflight.find((p) => p.check === 'agents')?.detail ?? '';
+    expect(detail).toMatch(/^cannot start the node agents: node-1: the namespace kr-agent-psa refuses privileged pods \(Pod Security: .*violates PodSecurity "baseline:latest"/);
+    expect(detail).toContain('kubectl label namespace kr-agent-psa pod-security.kubernetes.io/enforce=privileged --overwrite');
+    expect(report.faults).toEqual([]);
+  });
+
+  it("the agents' RBAC without the run Lease: the agent says which permission, and preflight quotes it", async () => {
+    const manifests = parseAllDocuments((await cli(['agent', 'manifests', '-i', inventory])).stdout).map((d) => d.toJS() as KubernetesObject & { rules?: { resources: string[] }[] });
+    const role = manifests.find((o) => o.kind === 'Role')!;
+    await apply({ ...role, rules: role.rules!.filter((r) => !r.resources.includes('leases')) } as KubernetesObject);
+    try {
+      const { code, report } = await runJson(rb(), inventory);
+      expect(code).toBe(3);
+      expect(report.preflight.find((p) => p.check === 'agents')?.detail).toMatch(
+        /^cannot start the node agents: node-1: the agent exited with 3: .*the agent's ServiceAccount may not get leases\.coordination\.k8s\.io in kr-agent/,
+      );
+      expect(report.faults).toEqual([]);
+      await agentPodsGone();
+    } finally {
+      await apply(role);
+    }
+  });
+});
