@@ -93,6 +93,10 @@ function heredoc(body: string): { open: string; close: string } {
   return { open: `<<'${tag}'`, close: tag };
 }
 
+/** sh: succeeds when process PID runs this fault's watch.sh (after a reboot a recorded pid may be another process's); arm and disarm both ask. */
+const IS_WATCHER = `sh -c 'tr "\\\\000" " " <"/proc/$1/cmdline" 2>/dev/null | grep -qF "$2/watch.sh"' sh`;
+const isWatcher = (pid: string) => `${IS_WATCHER} ${pid} "$d"`;
+
 const unitName = (runId: string, faultId: string) => `kube-runbook-deadman-${runId}-${faultId}`.replace(/[^A-Za-z0-9:_.-]/g, '-');
 const nodeLock = (root: string, node: string) => `${root}/.node-${checkId('node', node)}.lock`;
 
@@ -187,7 +191,7 @@ ${systemd}if [ -z "$started" ]; then
   echo detached >"$d/watcher"
   # confirmed alive, and ours: the process of that pid runs this fault's watch.sh (given up to 3 s to start)
   i=0
-  until tr '\\000' ' ' <"/proc/$(cat "$d/watcher.pid")/cmdline" 2>/dev/null | grep -qF "$d/watch.sh"; do
+  until ${isWatcher('"$(cat "$d/watcher.pid")"')}; do
     i=$((i + 1))
     if [ "$i" -ge 30 ]; then arm_failed "the dead-man's watcher did not start"; fi
     sleep 0.1
@@ -229,7 +233,7 @@ export function disarmScript(runId: string, faultId: string, root = DEADMAN_ROOT
 # only our watcher: after a reboot the pid may be another process's
 if [ -f "$d/watcher.pid" ]; then
   p=$(cat "$d/watcher.pid")
-  if tr '\\000' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$d/watch.sh"; then kill "$p" 2>/dev/null || true; fi
+  if ${isWatcher('"$p"')}; then kill "$p" 2>/dev/null || true; fi
 fi
 if [ "$(cat "$d/watcher" 2>/dev/null)" = systemd ]; then systemctl stop ${shq(`${unit}.service`)} 2>/dev/null || true; fi
 for u in "$d/unhook.sh" "$d.fired/unhook.sh"; do if [ -f "$u" ]; then sh "$u" >/dev/null 2>&1 || true; fi; done
