@@ -1,15 +1,17 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
  * Unit tests, then the lab end-to-end tests on each Kubernetes version the lab supports: every e2e file on the
- * default (1.37); the incident runbooks and the controller's eviction timing on 1.34 and 1.20 too, and the eviction
- * forecast on 1.20. A project's name
- * says the version, and KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts).
+ * default (1.37: projects `e2e 1.37` and `e2e 1.37 beside`); the incident runbooks and the controller's eviction
+ * timing on 1.34 and 1.20 too, and the eviction forecast on 1.20. A project's name says the version, and
+ * KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts). scripts/e2e.mjs runs `e2e 1.37` in the
+ * foreground and the others one after the other beside it.
  */
-const e2e = (version: string, include: string[]) => ({
+const e2e = (version: string, include: string[], o: { name?: string; exclude?: string[] } = {}) => ({
   test: {
-    name: `e2e ${version}`,
+    name: o.name ?? `e2e ${version}`,
     include,
+    exclude: [...configDefaults.exclude, ...(o.exclude ?? [])],
     env: { KUBE_RUNBOOK_LAB_VERSION: version },
     globalSetup: ['test/e2e/helpers/global-setup.ts'],
     testTimeout: 600_000,
@@ -18,6 +20,18 @@ const e2e = (version: string, include: string[]) => ({
     pool: 'forks' as const,
   },
 });
+
+/**
+ * The default release's files that run beside its others: none measures the controller's timing, and none needs
+ * the machine to itself.
+ */
+const BESIDE = [
+  'test/e2e/lab-up.test.ts',
+  'test/e2e/lab-down.test.ts',
+  'test/e2e/transports-ssh.test.ts',
+  'test/e2e/package.test.ts',
+  'test/e2e/timeline-page.test.ts',
+];
 
 export default defineConfig({
   test: {
@@ -29,7 +43,8 @@ export default defineConfig({
           testTimeout: 20_000,
         },
       },
-      e2e('1.37', ['test/e2e/**/*.test.ts']),
+      e2e('1.37', ['test/e2e/**/*.test.ts'], { exclude: BESIDE }),
+      e2e('1.37', BESIDE, { name: 'e2e 1.37 beside' }),
       e2e('1.34', ['test/e2e/incidents.test.ts', 'test/e2e/lab-eviction.test.ts']),
       e2e('1.20', ['test/e2e/incidents.test.ts', 'test/e2e/probes-forecast.test.ts', 'test/e2e/lab-eviction.test.ts']),
     ],

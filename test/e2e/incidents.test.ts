@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
-import { LAB_VERSION, REPO, cli, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { instanceFor, LAB_VERSION, REPO, cli, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
-const INSTANCE = 'inc';
+const INSTANCE = instanceFor('inc');
 let lab: LabInfo;
 const runbook = (name: string) => join(REPO, 'runbooks', name);
 

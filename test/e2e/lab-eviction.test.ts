@@ -4,14 +4,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
 import { readRuntime } from '../../src/lab/index.js';
-import { inNetns, LAB_VERSION, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { inNetns, instanceFor, LAB_VERSION, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**
  * Incident 1's mechanism on the real controller-manager: a kubelet goes silent, the node lifecycle controller
  * marks its node NotReady and taints it NoExecute, the taint manager marks its pods for deletion after their
  * toleration, and when the kubelet comes back it kills the containers that kept running meanwhile.
  */
-const INSTANCE = 'e2eev';
+const INSTANCE = instanceFor('ev');
 const GRACE = 8_000;
 const MONITOR = 1_000;
 const TOLERATION = 10_000;

@@ -10,7 +10,7 @@ import { loadInventory } from '../../src/inventory/load.js';
 import { createKubeAccess } from '../../src/kube/client.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../../src/kube/resources.js';
 import { UNREACHABLE } from '../../src/kube/tolerations.js';
-import { labBinaries, LAB_VERSION } from './helpers/lab.js';
+import { instanceFor, labBinaries, LAB_VERSION } from './helpers/lab.js';
 import { labDown, labUp, type LabInfo } from '../../src/lab/index.js';
 import { createNodeAccess } from '../../src/nodes/access.js';
 import probe from '../../src/probes/eviction-forecast.js';
@@ -22,7 +22,7 @@ import type { Reading } from '../../src/contract/probe.js';
  * Never late; early by at most one monitor period + 2 s.
  */
 const run = promisify(execFile);
-const INSTANCE = 'prb';
+const INSTANCE = instanceFor('prb');
 let lab: LabInfo | undefined;
 
 afterAll(async () => {

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
-import { REPO, cli, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { REPO, cli, startLab, stopLab, until, whyRun, type LabInfo } from './helpers/lab.js';
 
 const INSTANCE = 'rbk';
 let lab: LabInfo;
@@ -35,7 +35,7 @@ afterAll(async () => {
 describe('emergency runbooks', () => {
   it('freeze-evictions runs with --yes and restores kubelets, then the controller-manager', async () => {
     const o = await runAndMeasure(lab, runbook('emergency/freeze-evictions.yaml'), true);
-    expect(o.exitCode).toBe(0);
+    expect(o.exitCode, whyRun(o)).toBe(0);
     expect(o.report.steps.filter((s) => s.kind === 'confirm').every((s) => s.status === 'passed')).toBe(true);
     const cm = o.report.faults.find((f) => f.action === 'stop-controller-manager')!;
     const kubelets = o.report.faults.filter((f) => f.action === 'stop-kubelet');

@@ -27,6 +27,7 @@ import { createNodeAccess } from '../../src/nodes/access.js';
 import { Runbook } from '../../src/runbook/schema.js';
 import { fakeKubeAccess } from '../../src/testing/fake-access.js';
 import { shq } from '../../src/core/shell.js';
+import { APT_WAIT } from '../../src/lab/install/apt.js';
 import { type SshConfig, sshTransport } from '../../src/nodes/ssh.js';
 import { echoScript, hostileValues, markerExists, markerPath } from '../../src/testing/hostile.js';
 import { eventually } from '../../src/testing/procs.js';
@@ -51,13 +52,13 @@ function ensureOpenssh(): void {
   if (madePolicy) writeFileSync(policy, '#!/bin/sh\nexit 101\n', { mode: 0o755 });
   try {
     const install = () =>
-      spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'openssh-server', 'openssh-client'], {
+      spawnSync('apt-get', [...APT_WAIT, 'install', '-y', '--no-install-recommends', 'openssh-server', 'openssh-client'], {
         env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
         encoding: 'utf8',
       });
     let r = install();
     if (r.status !== 0) {
-      spawnSync('apt-get', ['update'], { encoding: 'utf8' });
+      spawnSync('apt-get', [...APT_WAIT, 'update'], { encoding: 'utf8' });
       r = install();
     }
     if (r.status !== 0) throw new Error(`cannot install openssh-server with apt-get: ${r.stderr.slice(-2000)}`);

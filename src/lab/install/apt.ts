@@ -5,6 +5,12 @@ import type { Logger } from '../../core/logger.js';
 import { deriveSourceEntries, hasDistroSource, parseDeb822, parseOneLine, parseOsRelease, type AptEntry } from './apt-sources.js';
 import { must, run } from '../host/host.js';
 
+/**
+ * Options of every apt-get that installs: wait up to 10 minutes for dpkg's and apt's locks instead of failing at
+ * once when another apt-get (a person's, or a test's) holds them.
+ */
+export const APT_WAIT = ['-o', 'DPkg::Lock::Timeout=600'];
+
 /** Debian packages the lab and its build need. */
 export const APT_PACKAGES = [
   'etcd-server',
@@ -63,6 +69,6 @@ export async function ensureSourceEntry(log: Logger, signal?: AbortSignal): Prom
     });
   await writeFile(SOURCE_LIST_FILE, text, { mode: 0o644 });
   log.info(`added ${SOURCE_LIST_FILE} (deb-src of this machine's ${os.codename} sources)`);
-  await must('LAB_APT_FAILED', 'apt-get', ['update'], { timeoutMs: 600_000, signal });
+  await must('LAB_APT_FAILED', 'apt-get', [...APT_WAIT, 'update'], { timeoutMs: 600_000, signal });
   return true;
 }

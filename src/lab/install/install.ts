@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { EXIT, KrError } from '../../core/errors.js';
 import { type Clock, realClock } from '../../core/clock.js';
 import type { Logger } from '../../core/logger.js';
-import { APT_PACKAGES, missingPackages } from './apt.js';
+import { APT_PACKAGES, APT_WAIT, missingPackages } from './apt.js';
 import { parseOsRelease } from './apt-sources.js';
 import { findLabBinaries, parseLabVersion, routeOf } from './binaries.js';
 import { goBuild } from './gobuild.js';
@@ -107,8 +107,8 @@ async function ensurePackages(o: InstallOptions): Promise<void> {
   if (!missing.length) return;
   o.log.info(`installing ${missing.join(' ')} with apt-get`);
   const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  await must('LAB_APT_FAILED', 'apt-get', ['update'], { env: aptEnv, timeoutMs: 600_000, signal: o.signal });
-  await must('LAB_APT_FAILED', 'apt-get', ['install', '-y', '--no-install-recommends', ...missing], {
+  await must('LAB_APT_FAILED', 'apt-get', [...APT_WAIT, 'update'], { env: aptEnv, timeoutMs: 600_000, signal: o.signal });
+  await must('LAB_APT_FAILED', 'apt-get', [...APT_WAIT, 'install', '-y', '--no-install-recommends', ...missing], {
     env: aptEnv,
     timeoutMs: 1_800_000,
     signal: o.signal,
@@ -134,8 +134,8 @@ export async function ensureAptPackages(packages: string[], o: { log: Logger; si
         });
       o.log.info(`installing ${missing.join(' ')} with apt-get`);
       const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-      await must('LAB_APT_FAILED', 'apt-get', ['update'], { env: aptEnv, timeoutMs: 600_000, signal: o.signal });
-      await must('LAB_APT_FAILED', 'apt-get', ['install', '-y', '--no-install-recommends', ...missing], { env: aptEnv, timeoutMs: 1_800_000, signal: o.signal });
+      await must('LAB_APT_FAILED', 'apt-get', [...APT_WAIT, 'update'], { env: aptEnv, timeoutMs: 600_000, signal: o.signal });
+      await must('LAB_APT_FAILED', 'apt-get', [...APT_WAIT, 'install', '-y', '--no-install-recommends', ...missing], { env: aptEnv, timeoutMs: 1_800_000, signal: o.signal });
     },
     { timeoutMs: 1_800_000, clock: o.clock },
   );

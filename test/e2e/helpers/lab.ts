@@ -26,6 +26,13 @@ const log = createLogger((level, msg) => process.stderr.write(`[lab] ${level ===
  */
 export const LAB_VERSION = process.env.KUBE_RUNBOOK_LAB_VERSION ?? '1.37';
 
+/**
+ * A lab instance name for this suite's release: the default release's as given, another release's with its minor
+ * number appended (`inc` → `inc34`), so that the releases' suites can run side by side (scripts/e2e.mjs). Names
+ * given here are at most 4 characters (an instance name has 6).
+ */
+export const instanceFor = (base: string): string => (process.env.KUBE_RUNBOOK_LAB_VERSION && LAB_VERSION !== '1.37' ? `${base}${LAB_VERSION.split('.')[1]}` : base);
+
 /** The binaries of LAB_VERSION, built into the cache when missing. */
 export const labBinaries = () => ensureLabBinaries({ log, kubernetesVersion: LAB_VERSION });
 
@@ -138,4 +145,14 @@ export function inNetns(netns: string, script: string): Promise<{ code: number |
     child.on('close', (code) => resolve({ code, stdout, stderr }));
     child.stdin.end(script);
   });
+}
+
+/** What a person reads first when a run did not end as expected: its reason, the step that failed, the guards that fired. */
+export function whyRun(o: { exitCode: number; report: { reason: string; steps: { index: string; name: string; status?: string; detail?: string }[]; guardFirings: { at: string; guard: string; response: string; detail: string }[] } }): string {
+  const failed = o.report.steps.filter((s) => s.status && s.status !== 'passed' && s.status !== 'skipped');
+  return [
+    `exit ${o.exitCode}: ${o.report.reason}`,
+    ...failed.map((s) => `step ${s.index} ${s.name}: ${s.status} — ${s.detail ?? ''}`),
+    ...o.report.guardFirings.map((g) => `guard ${g.guard} ${g.response} at ${g.at}: ${g.detail}`),
+  ].join('\n');
 }
