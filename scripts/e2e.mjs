@@ -14,6 +14,7 @@
 //   node scripts/e2e.mjs "e2e 1.20"      one project, in the foreground
 import { spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const MAIN = 'e2e 1.37';
@@ -48,10 +49,10 @@ const suite = (project, out, nice) =>
 const seconds = (since) => Number((process.hrtime.bigint() - since) / 1_000_000_000n);
 
 async function sideSuites() {
-  mkdirSync(`${repo}/test-results`, { recursive: true });
+  mkdirSync(join(repo, 'test-results'), { recursive: true });
   const results = [];
   for (const s of SIDE) {
-    const file = `${repo}/test-results/${s.project.replaceAll(' ', '-')}.log`;
+    const file = join(repo, 'test-results', `${s.project.replaceAll(' ', '-')}.log`);
     const out = createWriteStream(file);
     const started = process.hrtime.bigint();
     // `nice` is coreutils'; the installer's own children (go, apt-get) inherit the priority
