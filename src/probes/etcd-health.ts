@@ -38,10 +38,10 @@ const Params = z.strictObject({
     }),
   minMembers: z.number().int().min(1).optional().meta({ description: 'with `members`: violated while fewer members answer (e.g. 3: all back)' }),
   electionGrace: duration()
-    .prefault('5s')
+    .prefault('10s')
     .meta({
       description:
-        'with `members`: a quorum answering without a leader reads unknown this long (an election under way: the leader just went), violated after',
+        'with `members`: a quorum answering without a leader reads unknown this long (an election under way: the leader just went; with etcd\'s default 1 s election timeout, pre-vote and a busy host an election has been seen to take 5 s), violated after',
     }),
 });
 type Params = z.output<typeof Params>;
