@@ -4,8 +4,7 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * Unit tests, then the lab end-to-end tests on each Kubernetes version the lab supports: every e2e file on the
  * default (1.37: projects `e2e 1.37` and `e2e 1.37 beside`); the incident runbooks and the controller's eviction
  * timing on 1.34 and 1.20 too, and the eviction forecast on 1.20. A project's name says the version, and
- * KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts). scripts/e2e.mjs runs `e2e 1.37` in the
- * foreground and the others one after the other beside it.
+ * KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts). `npm run e2e` runs them one after the other.
  */
 const e2e = (version: string, include: string[], o: { name?: string; exclude?: string[] } = {}) => ({
   test: {
@@ -22,8 +21,8 @@ const e2e = (version: string, include: string[], o: { name?: string; exclude?: s
 });
 
 /**
- * The default release's files that run beside its others: none measures the controller's timing, and none needs
- * the machine to itself.
+ * The default release's files that measure none of the controller's timing: a project of their own, so that they can
+ * be run beside the others (`vitest run --project "e2e 1.37 beside"`).
  */
 const BESIDE = [
   'test/e2e/lab-up.test.ts',

@@ -3,7 +3,7 @@ import { CoordinationV1Api, CoreV1Api, KubeConfig, type V1Node, type V1Pod } fro
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
-import { readRuntime } from '../../src/lab/index.js';
+import { labNames, readRuntime } from '../../src/lab/index.js';
 import { inNetns, instanceFor, LAB_VERSION, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**
@@ -32,7 +32,7 @@ afterAll(async () => {
   expect(await leftovers(INSTANCE)).toEqual([]);
 });
 
-const kubelet = (script: string) => inNetns('kr-e2eev-node-1', `'${join(lab.stateDir, 'nodes', 'node-1', 'kubelet', script)}'`);
+const kubelet = (script: string) => inNetns(labNames(INSTANCE).netns('node-1'), `'${join(lab.stateDir, 'nodes', 'node-1', 'kubelet', script)}'`);
 const podsOn = async (node: string): Promise<V1Pod[]> => (await core.listNamespacedPod({ namespace: 'demo', fieldSelector: `spec.nodeName=${node}` })).items;
 const noExecute = (n: V1Node) => n.spec?.taints?.find((t) => t.key === 'node.kubernetes.io/unreachable' && t.effect === 'NoExecute');
 

@@ -28,7 +28,7 @@ export const LAB_VERSION = process.env.KUBE_RUNBOOK_LAB_VERSION ?? '1.37';
 
 /**
  * A lab instance name for this suite's release: the default release's as given, another release's with its minor
- * number appended (`inc` → `inc34`), so that the releases' suites can run side by side (scripts/e2e.mjs). Names
+ * number appended (`inc` → `inc34`), so that the releases' suites can run side by side. Names
  * given here are at most 4 characters (an instance name has 6).
  */
 export const instanceFor = (base: string): string => (process.env.KUBE_RUNBOOK_LAB_VERSION && LAB_VERSION !== '1.37' ? `${base}${LAB_VERSION.split('.')[1]}` : base);
