@@ -133,6 +133,13 @@ export class FakeApiServer implements ListWatchSource {
   /** `up`: answers; `down`: refuses connections; `silent`: accepts and never answers. */
   mode: 'up' | 'down' | 'silent' = 'up';
   readonly calls: RecordedCall[] = [];
+  /** How long each page of a list takes on the clock (a large cluster's initial list). */
+  listPageDelayMs = 0;
+  /** Continue tokens whose page fails once (the connection drops in the middle of a paginated list). */
+  readonly failPages = new Set<number>();
+  /** Paginated lists in progress: a continue token reads the snapshot its first page was taken from, as etcd does. */
+  private readonly snapshots = new Map<string, { items: RawObject[]; rv: string }>();
+  private listSeq = 0;
 
   constructor(private readonly clock: Clock) {}
 
@@ -202,10 +209,24 @@ export class FakeApiServer implements ListWatchSource {
   }
 
   async list(req: ListRequest): Promise<ListPage> {
-    this.calls.push({ kind: 'list', path: req.path, at: this.clock.now() });
+    this.calls.push({ kind: 'list', path: req.path, continue: req.continue, at: this.clock.now() });
     await this.gate(req.signal);
-    const items = [...this.collection(req.path).values()].filter((o) => matchesField(o, req.fieldSelector));
-    return { items: structuredClone(items), resourceVersion: String(this.rv) };
+    if (this.listPageDelayMs) await this.clock.sleep(this.listPageDelayMs, req.signal);
+    const [token, offset] = req.continue ? (req.continue.split(':') as [string, string]) : [`list-${++this.listSeq}`, '0'];
+    let snap = this.snapshots.get(token);
+    if (!snap) {
+      if (req.continue) throw new ApiStatusError(410, 'the continue token has expired');
+      const items = [...this.collection(req.path).values()].filter((o) => matchesField(o, req.fieldSelector));
+      snap = { items: structuredClone(items), rv: String(this.rv) };
+      this.snapshots.set(token, snap);
+    }
+    const from = Number(offset);
+    if (this.failPages.delete(from)) throw new Error('connection reset by peer');
+    const limit = req.limit > 0 ? req.limit : Infinity;
+    const items = snap.items.slice(from, from + limit);
+    const more = from + limit < snap.items.length;
+    if (!more) this.snapshots.delete(token);
+    return { items, resourceVersion: snap.rv, ...(more ? { continue: `${token}:${from + limit}` } : {}) };
   }
 
   async watch(req: WatchRequest): Promise<AsyncIterable<WatchEvent>> {
