@@ -15,6 +15,8 @@ export interface Ctx {
   /** The cluster; throws KrError(`KUBE_UNAVAILABLE`) when no kubeconfig could be loaded. */
   readonly kube: KubeAccess;
   nodes: NodeAccess;
+  /** Benchmarks set it: every judgement a watch-driven probe makes runs through `judge`, which can time it. */
+  profile?: { judge<T>(fn: () => T): T };
 }
 
 /** An action's context: for node-targeted actions, the node it is applied on. */

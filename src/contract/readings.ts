@@ -2,7 +2,7 @@ import type { Ctx } from './context.js';
 import { KrError, messageOf } from '../core/errors.js';
 import type { Reading, ReadingStatus } from './probe.js';
 import type { WatchHandle, WatchHub } from '../kube/watch.js';
-import type { WatchSpec } from '../kube/watch-types.js';
+import type { Change, WatchSpec } from '../kube/watch-types.js';
 
 /** What the reading loop needs of a watch: its freshness, a wake-up on change, and letting go. */
 export type Watched = Pick<WatchHandle<unknown>, 'key' | 'freshness' | 'release'> & { subscribe(fn: () => void): () => void };
@@ -42,6 +42,32 @@ export async function* cannotSee(ctx: Ctx, e: unknown): AsyncGenerator<Reading> 
     if (ctx.signal.aborted) return resolve();
     ctx.signal.addEventListener('abort', () => resolve(), { once: true });
   });
+}
+
+/** One object's change as a watch event brought it (not a relist): `previous` is there when it was modified. */
+export type ObjectChange<T> = { type: 'added' | 'modified' | 'deleted'; key: string; object: T; previous?: T };
+
+/**
+ * A watch as the reading loop sees it, woken by an object's change only when `matters` says it can change the
+ * verdict (relists, sync and freshness always wake it). A large fleet's steady chatter, healthy nodes heartbeating,
+ * then costs no judgement; changes that come with time still come from recheckAt.
+ */
+export function gated<T>(w: WatchHandle<T>, matters: (c: ObjectChange<T>) => boolean): Watched {
+  return {
+    key: w.key,
+    freshness: () => w.freshness(),
+    release: () => w.release(),
+    subscribe: (fn) =>
+      w.subscribe((c: Change<T>) => {
+        if (!('object' in c) || c.relist || matters(c)) fn();
+      }),
+  };
+}
+
+/** Whether two label maps hold the same labels. */
+export function sameLabels(a: Record<string, string>, b: Record<string, string>): boolean {
+  const ka = Object.keys(a);
+  return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
 }
 
 /** The watches a probe reads, by the names it gives them. */
@@ -106,7 +132,7 @@ export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenera
       if (ctx.signal.aborted) break;
       dirty = false;
       const now = ctx.clock.now();
-      const reading = judgeNow(o, now);
+      const reading = judgeNow(o, now, ctx.profile);
       cancelTimer?.();
       cancelTimer = undefined;
       const due = lastKey === reading.key ? lastAt + refreshMs : now;
@@ -127,7 +153,7 @@ export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenera
   }
 }
 
-function judgeNow<V>(o: ReactiveOptions<V>, now: number): Judgement<V | null> & { key: string } {
+function judgeNow<V>(o: ReactiveOptions<V>, now: number, profile: Ctx['profile']): Judgement<V | null> & { key: string } {
   for (const w of o.watches) {
     const f = w.freshness();
     if (!f.fresh) {
@@ -136,7 +162,7 @@ function judgeNow<V>(o: ReactiveOptions<V>, now: number): Judgement<V | null> & 
     }
   }
   try {
-    const j = o.judge(now);
+    const j = profile ? profile.judge(() => o.judge(now)) : o.judge(now);
     return { ...j, key: j.key ?? `${j.status}|${j.detail}` };
   } catch (e) {
     const detail = `cannot judge: ${messageOf(e)}`;

@@ -1,3 +1,4 @@
+import { byCodeUnit } from '../core/order.js';
 import type { SlimTaint, SlimToleration } from './resources.js';
 import { NOT_READY, UNREACHABLE, tolerationMs } from './tolerations.js';
 
@@ -152,16 +153,22 @@ export function forecast(input: ForecastInput): Forecast {
   const work: Work[] = input.nodes.map((node) => nodeWork(node, now, s, silentAfter, taintDelay));
 
   // Zones: only nodes not excluded from disruption checks count.
-  const zones = new Map<string, Work[]>();
-  for (const w of work) if (!w.node.excluded) zones.set(w.node.zone, [...(zones.get(w.node.zone) ?? []), w]);
+  const zones = groupByZone(work.filter((w) => !w.node.excluded));
   const zoneList: ZoneForecast[] = [...zones].map(([zone, ws]) => {
     const notReadyNow = ws.filter((w) => w.f.notReady).length;
     return { zone, size: ws.length, notReadyNow, stateNow: zoneStateOf(notReadyNow, ws.length, s.unhealthyZoneThreshold) };
   });
 
-  // How many of a zone's nodes are NotReady at t: surely (late bound) and possibly (early bound).
-  const count = (ws: Work[], t: number, late: boolean) => ws.filter((w) => (late ? w.downLate : w.downEarly) <= t).length;
-  const masterSureAt = (t: number) => zones.size > 0 && [...zones.values()].every((ws) => count(ws, t, true) === ws.length);
+  // How many of a zone's nodes are NotReady at t: surely (late bound) and possibly (early bound). The moments each
+  // node goes down are sorted once per zone, so a count is a binary search, not a pass over the zone's nodes.
+  const downs = new Map([...zones].map(([zone, ws]) => [zone, { late: sortedNumbers(ws.map((w) => w.downLate)), early: sortedNumbers(ws.map((w) => w.downEarly)) }]));
+  const count = (zone: string, t: number, late: boolean) => {
+    const d = downs.get(zone);
+    return d ? countAtMost(late ? d.late : d.early, t) : 0;
+  };
+  // every zone is surely down from the moment its last node surely is
+  const everyZoneDownAt = zones.size > 0 ? Math.max(...[...downs.values()].map((d) => d.late[d.late.length - 1] ?? -NEVER)) : NEVER;
+  const masterSureAt = (t: number) => t >= everyZoneDownAt;
   const rateFor = (state: ZoneState, size: number) =>
     state === 'PartialDisruption' ? (size > s.largeClusterSizeThreshold ? s.secondaryNodeEvictionRate : 0) : s.nodeEvictionRate;
   /** The highest tainting rate the zone can have at t (uncertain states are resolved towards evicting). */
@@ -170,7 +177,7 @@ export function forecast(input: ForecastInput): Forecast {
     if (!ws) return s.nodeEvictionRate;
     if (masterSureAt(t)) return 0;
     let best = 0;
-    for (let k = count(ws, t, true); k <= count(ws, t, false); k++) best = Math.max(best, rateFor(zoneStateOf(k, ws.length, s.unhealthyZoneThreshold), ws.length));
+    for (let k = count(zone, t, true); k <= count(zone, t, false); k++) best = Math.max(best, rateFor(zoneStateOf(k, ws.length, s.unhealthyZoneThreshold), ws.length));
     return best;
   };
   const changes = [...new Set(work.flatMap((w) => [w.downEarly, w.downLate]).filter((t) => Number.isFinite(t)))].sort((a, b) => a - b);
@@ -199,7 +206,7 @@ export function forecast(input: ForecastInput): Forecast {
     const fastest = Math.max(s.nodeEvictionRate, s.secondaryNodeEvictionRate);
     const ahead: { late: number; next: number }[] = [];
     if (fastest > 0) for (const w of ws) if (w.f.tainted && w.f.taintAt !== undefined) ahead.push({ late: -NEVER, next: w.f.taintAt + 1000 / fastest });
-    const queue = ws.filter((w) => !w.f.tainted && Number.isFinite(w.eligible)).sort((a, b) => a.eligible - b.eligible || a.f.name.localeCompare(b.f.name));
+    const queue = ws.filter((w) => !w.f.tainted && Number.isFinite(w.eligible)).sort((a, b) => a.eligible - b.eligible || byCodeUnit(a.f.name, b.f.name));
     for (const w of queue) {
       const nextToken = Math.max(-NEVER, ...ahead.filter((a) => a.late < w.eligible).map((a) => a.next));
       const at = firstTaintTime(Math.max(w.eligible, nextToken), (t) => rateAt(zone, t), changes);
@@ -251,9 +258,9 @@ export function forecast(input: ForecastInput): Forecast {
   for (const p of pods) if (p.evictAt !== undefined && (!earliest || p.evictAt < earliest.at)) earliest = { at: p.evictAt, pod: p.key, node: p.node };
   return {
     at: now,
-    nodes: work.map((w) => w.f).sort((a, b) => a.name.localeCompare(b.name)),
-    pods: pods.sort((a, b) => (a.evictAt ?? NEVER) - (b.evictAt ?? NEVER) || a.key.localeCompare(b.key)),
-    zones: zoneList.sort((a, b) => a.zone.localeCompare(b.zone)),
+    nodes: work.map((w) => w.f).sort((a, b) => byCodeUnit(a.name, b.name)),
+    pods: pods.sort((a, b) => (a.evictAt ?? NEVER) - (b.evictAt ?? NEVER) || byCodeUnit(a.key, b.key)),
+    zones: zoneList.sort((a, b) => byCodeUnit(a.zone, b.zone)),
     masterDisruptionAt: masterAt,
     earliest,
     atRisk: pods.filter((p) => p.evictAt !== undefined).length,
@@ -264,8 +271,26 @@ export function forecast(input: ForecastInput): Forecast {
 
 function groupByZone(work: Work[]): Map<string, Work[]> {
   const m = new Map<string, Work[]>();
-  for (const w of work) m.set(w.node.zone, [...(m.get(w.node.zone) ?? []), w]);
+  for (const w of work) {
+    const ws = m.get(w.node.zone);
+    if (ws) ws.push(w);
+    else m.set(w.node.zone, [w]);
+  }
   return m;
+}
+
+const sortedNumbers = (xs: number[]) => xs.sort((a, b) => a - b);
+
+/** How many of the sorted `xs` are at most t. */
+function countAtMost(xs: number[], t: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (xs[mid]! <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** The first moment ≥ from at which the zone's rate is above 0 (rates only change at `changes`). */

@@ -1,3 +1,4 @@
+import { byCodeUnit } from '../core/order.js';
 import { KrError, quote } from '../core/errors.js';
 import type { InventoryNode, NodeRole } from '../inventory/schema.js';
 import type { NodeSelector } from '../runbook/selectors.js';
@@ -20,7 +21,7 @@ interface Candidate {
 }
 
 function pick(sel: NodeSelector, candidates: Candidate[], where: string): string[] {
-  const sorted = [...candidates].sort((a, b) => a.name.localeCompare(b.name));
+  const sorted = [...candidates].sort((a, b) => byCodeUnit(a.name, b.name));
   if (sel === 'all') return sorted.map((n) => n.name);
   if (sel === 'workers') return sorted.filter((n) => n.roles.includes('worker')).map((n) => n.name);
   if (sel === 'control-plane') return sorted.filter((n) => n.roles.includes('control-plane')).map((n) => n.name);

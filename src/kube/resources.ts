@@ -127,6 +127,23 @@ function slimLease(o: RawObject): SlimLease {
   };
 }
 
+/**
+ * Pods of one workload carry equal tolerations and labels: one shared copy of each instead of one per pod keeps
+ * the pod store small at 100k+ pods. Bounded: past `max` distinct values, new ones are kept as they are.
+ */
+function interner<T>(max: number): (v: T) => T {
+  const seen = new Map<string, T>();
+  return (v) => {
+    const key = JSON.stringify(v);
+    const had = seen.get(key);
+    if (had !== undefined) return had;
+    if (seen.size < max) seen.set(key, Object.freeze(v));
+    return v;
+  };
+}
+const sharedTolerations = interner<SlimToleration[]>(10_000);
+const sharedLabels = interner<Record<string, string>>(50_000);
+
 function slimPod(o: RawObject): SlimPod {
   const m = meta(o);
   const spec = obj(o.spec);
@@ -138,16 +155,18 @@ function slimPod(o: RawObject): SlimPod {
     name: str(m.name) ?? '',
     uid: str(m.uid) ?? '',
     nodeName: str(spec.nodeName),
-    labels: strMap(m.labels),
+    labels: sharedLabels(strMap(m.labels)),
     deletionTimestamp: time(m.deletionTimestamp),
     deletionGraceSeconds: num(m.deletionGracePeriodSeconds),
-    tolerations: arr(spec.tolerations).map((t) => ({
-      key: str(t.key),
-      operator: str(t.operator),
-      value: str(t.value),
-      effect: str(t.effect),
-      seconds: num(t.tolerationSeconds),
-    })),
+    tolerations: sharedTolerations(
+      arr(spec.tolerations).map((t) => ({
+        key: str(t.key),
+        operator: str(t.operator),
+        value: str(t.value),
+        effect: str(t.effect),
+        seconds: num(t.tolerationSeconds),
+      })),
+    ),
     phase: str(status.phase),
     ready: conditions.some((c) => c.type === 'Ready' && c.status === 'True'),
     reason: str(status.reason),

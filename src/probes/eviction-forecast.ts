@@ -3,8 +3,8 @@ import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
 import { type ForecastNode, type ForecastPod, defaultSilentAfter, forecast } from '../kube/forecast.js';
 import { resolveNodeSelector } from '../kube/node-selection.js';
-import { cannotSee, reactive, watching } from '../contract/readings.js';
-import { type SlimPod, watchSpecs, zoneOf } from '../kube/resources.js';
+import { cannotSee, gated, type ObjectChange, reactive, sameLabels, watching } from '../contract/readings.js';
+import { type SlimLease, type SlimNode, type SlimPod, watchSpecs, zoneOf } from '../kube/resources.js';
 import { controllerTaint, trackTaintedSince } from '../kube/taint-since.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
@@ -81,26 +81,56 @@ export default defineProbe({
         if (c.type === 'added' || c.type === 'modified') index(c.key, c.object, c.previous);
         else if (c.type === 'deleted') index(c.key, undefined, c.object);
       });
+      // What a judgement reads of the whole fleet is worked out again only when the fleet changes (a node or lease
+      // added or gone, labels changed), not on every event: at thousands of nodes that would be most of the cost.
+      let fleetChanged = true;
+      let selected = new Set<string>();
+      let leaseDurationMs: number | undefined;
+      let silentAfter = params.silentAfter ?? defaultSilentAfter(resolved.settings);
+      const forecastNode = (n: SlimNode, renew = leases.store.get(`${LEASE_NS}/${n.name}`)?.renewTime): ForecastNode => ({
+        name: n.name,
+        zone: zoneOf(n.labels),
+        excluded: 'node.kubernetes.io/exclude-disruption' in n.labels,
+        created: n.created,
+        ready: n.ready,
+        leaseRenew: renew,
+        taints: n.taints,
+        taintedSince: taintedSince(n.name),
+      });
+      const failingNode = (name: string | undefined, renew?: number) => {
+        const n = name === undefined ? undefined : nodes.store.get(name);
+        return n !== undefined && isFailing(renew === undefined ? forecastNode(n) : forecastNode(n, renew), ctx.clock.now(), silentAfter);
+      };
+      // Events that cannot change the forecast do not wake it: a healthy node's heartbeat (its lease renewed, its
+      // status posted), and pods coming and going on healthy nodes. Time-driven changes come from recheckAt.
+      const mattersForNode = (c: ObjectChange<SlimNode>) =>
+        c.previous === undefined || failingNode(c.key) || isFailing(forecastNode(c.previous), ctx.clock.now(), silentAfter) || !sameLabels(c.previous.labels, c.object.labels);
+      const mattersForLease = (c: ObjectChange<SlimLease>) =>
+        c.type !== 'modified' || failingNode(c.object.name) || failingNode(c.object.name, c.previous?.renewTime ?? -Infinity) || c.previous?.durationSeconds !== c.object.durationSeconds;
+      const mattersForPod = (c: ObjectChange<SlimPod>) => failingNode(c.object.nodeName) || failingNode(c.previous?.nodeName);
+      nodes.subscribe((c) => {
+        if (c.type === 'synced' || c.type === 'added' || c.type === 'deleted' || (c.type === 'modified' && (c.relist || !c.previous || !sameLabels(c.previous.labels, c.object.labels))))
+          fleetChanged = true;
+      });
+      leases.subscribe((c) => {
+        if (c.type === 'synced' || c.type === 'added' || c.type === 'deleted' || (c.type === 'modified' && (c.relist || c.previous?.durationSeconds !== c.object.durationSeconds)))
+          fleetChanged = true;
+      });
+      const woken = [gated(nodes, mattersForNode), gated(leases, mattersForLease), gated(pods, mattersForPod), leader];
       yield* reactive(ctx, {
-        watches,
+        watches: woken,
         judge(now) {
           const settings = { ...resolved.settings };
-          if (resolved.sources.leaseDurationMs === 'defaults') {
+          if (fleetChanged) {
+            fleetChanged = false;
+            selected = new Set(resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]));
             const seen = [...leases.store.values()].map((l) => l.durationSeconds).filter((d): d is number => d !== undefined).sort((a, b) => a - b);
-            if (seen.length) settings.leaseDurationMs = seen[Math.floor(seen.length / 2)]! * 1000;
+            leaseDurationMs = seen.length ? seen[Math.floor(seen.length / 2)]! * 1000 : undefined;
           }
-          const silentAfter = params.silentAfter ?? defaultSilentAfter(settings);
-          const fnodes: ForecastNode[] = [...nodes.store.values()].map((n) => ({
-            name: n.name,
-            zone: zoneOf(n.labels),
-            excluded: 'node.kubernetes.io/exclude-disruption' in n.labels,
-            created: n.created,
-            ready: n.ready,
-            leaseRenew: leases.store.get(`${LEASE_NS}/${n.name}`)?.renewTime,
-            taints: n.taints,
-            taintedSince: taintedSince(n.name),
-          }));
-          const selected = new Set(resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]));
+          if (resolved.sources.leaseDurationMs === 'defaults' && leaseDurationMs !== undefined) settings.leaseDurationMs = leaseDurationMs;
+          silentAfter = params.silentAfter ?? defaultSilentAfter(settings);
+          const fnodes: ForecastNode[] = [];
+          for (const n of nodes.store.values()) fnodes.push(forecastNode(n));
           // Only pods on failing nodes can be evicted: take them from the per-node index, not from every pod.
           const fpods: ForecastPod[] = [];
           for (const n of fnodes) {

@@ -1,8 +1,8 @@
 import { READ_NODE_LEASES, READ_NODES } from '../contract/access.js';
 import { z } from 'zod';
 import { resolveNodeSelector } from '../kube/node-selection.js';
-import { reactive, watching } from '../contract/readings.js';
-import { watchSpecs } from '../kube/resources.js';
+import { gated, reactive, sameLabels, watching } from '../contract/readings.js';
+import { type SlimLease, watchSpecs } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { duration } from '../core/zod-helpers.js';
@@ -36,9 +36,19 @@ export default defineProbe({
     params: Params,
   },
   start(ctx, params) {
-    return watching(ctx, { nodes: watchSpecs.nodes(), leases: watchSpecs.nodeLeases() }, ({ nodes, leases }, watches) => {
+    return watching(ctx, { nodes: watchSpecs.nodes(), leases: watchSpecs.nodeLeases() }, ({ nodes, leases }) => {
+      const limitOf = (l: SlimLease) => params.staleAfter ?? (l.durationSeconds ?? 40) * 1000;
+      // A renewal of a lease that was fresh changes nothing a reading says (the moment it would turn stale comes
+      // from recheckAt); nor does a node's status update. At thousands of nodes these are nearly every event.
+      const woken = [
+        gated(nodes, (c) => c.type !== 'modified' || c.previous === undefined || !sameLabels(c.previous.labels, c.object.labels)),
+        gated(leases, (c) => {
+          const before = c.previous;
+          return c.type !== 'modified' || before?.renewTime === undefined || ctx.clock.now() - before.renewTime > limitOf(before) || before.durationSeconds !== c.object.durationSeconds;
+        }),
+      ];
       return reactive(ctx, {
-        watches,
+        watches: woken,
         judge(now) {
           const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
           const ages: LeaseAge[] = [];
@@ -49,7 +59,7 @@ export default defineProbe({
               ages.push({ name, ageMs: null, stale: true });
               continue;
             }
-            const limit = params.staleAfter ?? (lease.durationSeconds ?? 40) * 1000;
+            const limit = limitOf(lease);
             const age = now - lease.renewTime;
             ages.push({ name, ageMs: age, stale: age > limit });
             if (age <= limit) recheckAt = Math.min(recheckAt, lease.renewTime + limit + 1);

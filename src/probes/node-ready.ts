@@ -1,7 +1,7 @@
 import { READ_NODES } from '../contract/access.js';
 import { z } from 'zod';
 import { resolveNodeSelector } from '../kube/node-selection.js';
-import { reactive, watching } from '../contract/readings.js';
+import { gated, reactive, sameLabels, watching } from '../contract/readings.js';
 import { watchSpecs } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
@@ -43,7 +43,7 @@ export default defineProbe({
     params: Params,
   },
   start(ctx, params) {
-    return watching(ctx, { nodes: watchSpecs.nodes() }, ({ nodes }, watches) => {
+    return watching(ctx, { nodes: watchSpecs.nodes() }, ({ nodes }) => {
       const transitions = new Map<string, number[]>();
       let synced = nodes.freshness().synced;
       nodes.subscribe((c) => {
@@ -55,8 +55,15 @@ export default defineProbe({
         transitions.set(c.key, [...(transitions.get(c.key) ?? []), ctx.clock.now()]);
       });
       const { window } = params.flapping;
+      // a heartbeat (a status update that leaves Ready as it was) changes nothing a reading says
+      const woken = [
+        gated(nodes, (c) => {
+          const [a, b] = [c.previous, c.object];
+          return a === undefined || a.ready?.status !== b.ready?.status || a.ready?.transition !== b.ready?.transition || !sameLabels(a.labels, b.labels);
+        }),
+      ];
       return reactive(ctx, {
-        watches,
+        watches: woken,
         judge(now) {
           const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
           let recheckAt = Infinity;

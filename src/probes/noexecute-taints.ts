@@ -1,7 +1,7 @@
 import { READ_NODES } from '../contract/access.js';
 import { z } from 'zod';
 import { resolveNodeSelector } from '../kube/node-selection.js';
-import { reactive, watching } from '../contract/readings.js';
+import { gated, reactive, sameLabels, watching } from '../contract/readings.js';
 import { watchSpecs } from '../kube/resources.js';
 import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
 import { formatDuration } from '../core/duration.js';
@@ -39,10 +39,12 @@ export default defineProbe({
     params: Params,
   },
   start(ctx, params) {
-    return watching(ctx, { nodes: watchSpecs.nodes() }, ({ nodes }, watches) => {
+    return watching(ctx, { nodes: watchSpecs.nodes() }, ({ nodes }) => {
       const keys = new Set(params.keys);
+      // only a change of taints or labels can change a reading; heartbeats are most node updates
+      const woken = [gated(nodes, (c) => c.previous === undefined || JSON.stringify(c.previous.taints) !== JSON.stringify(c.object.taints) || !sameLabels(c.previous.labels, c.object.labels))];
       return reactive(ctx, {
-        watches,
+        watches: woken,
         judge(now) {
           const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
           const tainted: TaintedNode[] = [];

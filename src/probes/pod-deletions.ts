@@ -52,6 +52,8 @@ export default defineProbe({
       const counts = podFilter(ctx, params, nodes);
       const taintedSince = trackTaintedSince(nodes, ctx.clock);
       const deletions: Deletion[] = [];
+      // counted as they come: a judgement does not go over every deletion of a long run
+      const byCause = new Map<string, number>();
       const seen = new Set<string>();
       // which server writes DisruptionTarget decides how causes are told; until /version answers, they are inferred
       let writesDisruptionTarget = false;
@@ -65,6 +67,7 @@ export default defineProbe({
         const node = p.nodeName ?? '';
         const cause = how === 'vanished' && !p.disruption ? 'unknown' : deletionCause(p, nodes.store.get(node), deletedAt, taintedSince(node), writesDisruptionTarget);
         deletions.push({ pod: `${p.namespace}/${p.name}`, node: p.nodeName ?? '', at: now, how, cause });
+        byCause.set(cause, (byCause.get(cause) ?? 0) + 1);
       };
       pods.subscribe((c) => {
         if (c.type === 'synced') {
@@ -79,8 +82,6 @@ export default defineProbe({
         watches,
         judge() {
           const n = deletions.length;
-          const byCause = new Map<string, number>();
-          for (const d of deletions) byCause.set(d.cause, (byCause.get(d.cause) ?? 0) + 1);
           const causes = [...byCause].map(([c, k]) => `${k} ${c}`).join(', ');
           const latest = deletions.slice(-3).map((d) => `${d.pod} on ${d.node}`).join(', ');
           return {

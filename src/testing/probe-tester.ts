@@ -64,6 +64,8 @@ export class ProbeTester {
   readonly inventory: Inventory;
   readonly nodes: FakeNodes;
   private readonly runs: ProbeRun[] = [];
+  /** How many judgements the probes started here made (through ctx.profile). */
+  judgements = 0;
 
   constructor(o: { inventory?: InventoryInput; watch?: Partial<WatchOptions>; start?: number } = {}) {
     this.clock = new FakeClock(o.start);
@@ -83,6 +85,12 @@ export class ProbeTester {
       inventory: this.inventory,
       kube: this.kube,
       nodes: this.nodes,
+      profile: {
+        judge: <T>(fn: () => T): T => {
+          this.judgements++;
+          return fn();
+        },
+      },
     };
   }
 
