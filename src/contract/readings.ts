@@ -24,6 +24,11 @@ export interface ReactiveOptions<V> {
   judge(now: number): Judgement<V>;
   /** Same-key readings are not repeated more often than this (ms); default 1000. */
   refreshMs?: number;
+  /**
+   * Judge at most this often (ms; default 0): changes arriving closer together are judged together, the first one
+   * at once. For a costly judgement over the whole fleet while thousands of nodes change at once.
+   */
+  minIntervalMs?: number;
   /** Releases extra resources when the probe stops. */
   onStop?(): void;
 }
@@ -113,6 +118,8 @@ export async function* watching<S extends Specs>(
  */
 export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenerator<Reading> {
   const refreshMs = o.refreshMs ?? 1000;
+  const minIntervalMs = o.minIntervalMs ?? 0;
+  let lastJudgedAt = -Infinity;
   let dirty = true;
   let wake: (() => void) | undefined;
   const poke = () => {
@@ -130,8 +137,15 @@ export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenera
       if (!dirty) await new Promise<void>((r) => (wake = r));
       wake = undefined;
       if (ctx.signal.aborted) break;
+      const early = lastJudgedAt + minIntervalMs - ctx.clock.now();
+      if (early > 0) {
+        // judged a moment ago: what changes meanwhile is judged together when the interval is over
+        await ctx.clock.sleep(early, ctx.signal).catch(() => {});
+        if (ctx.signal.aborted) break;
+      }
       dirty = false;
       const now = ctx.clock.now();
+      lastJudgedAt = now;
       const reading = judgeNow(o, now, ctx.profile);
       cancelTimer?.();
       cancelTimer = undefined;

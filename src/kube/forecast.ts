@@ -171,13 +171,21 @@ export function forecast(input: ForecastInput): Forecast {
   const masterSureAt = (t: number) => t >= everyZoneDownAt;
   const rateFor = (state: ZoneState, size: number) =>
     state === 'PartialDisruption' ? (size > s.largeClusterSizeThreshold ? s.secondaryNodeEvictionRate : 0) : s.nodeEvictionRate;
-  /** The highest tainting rate the zone can have at t (uncertain states are resolved towards evicting). */
+  /**
+   * The highest tainting rate the zone can have at t (uncertain states are resolved towards evicting): between the
+   * nodes surely and possibly NotReady, the zone may be in any state those counts give. Normal counts are the lowest
+   * ones and Full the highest, so the ends of the range and whether it reaches a partial disruption tell them all.
+   */
   const rateAt = (zone: string, t: number): number => {
     const ws = zones.get(zone);
     if (!ws) return s.nodeEvictionRate;
     if (masterSureAt(t)) return 0;
-    let best = 0;
-    for (let k = count(zone, t, true); k <= count(zone, t, false); k++) best = Math.max(best, rateFor(zoneStateOf(k, ws.length, s.unhealthyZoneThreshold), ws.length));
+    const size = ws.length;
+    const lo = count(zone, t, true);
+    const hi = count(zone, t, false);
+    let best = Math.max(rateFor(zoneStateOf(lo, size, s.unhealthyZoneThreshold), size), rateFor(zoneStateOf(hi, size, s.unhealthyZoneThreshold), size));
+    const partialFrom = Math.max(lo, firstPartialCount(size, s.unhealthyZoneThreshold));
+    if (partialFrom <= Math.min(hi, size - 1)) best = Math.max(best, rateFor('PartialDisruption', size));
     return best;
   };
   const changes = [...new Set(work.flatMap((w) => [w.downEarly, w.downLate]).filter((t) => Number.isFinite(t)))].sort((a, b) => a - b);
@@ -204,18 +212,24 @@ export function forecast(input: ForecastInput): Forecast {
   for (const [zone, ws] of input.controllerRunning === false ? [] : groupByZone(work)) {
     // The bucket refills from each taint seen; the fastest rate the zone may have had makes it earliest.
     const fastest = Math.max(s.nodeEvictionRate, s.secondaryNodeEvictionRate);
-    const ahead: { late: number; next: number }[] = [];
-    if (fastest > 0) for (const w of ws) if (w.f.tainted && w.f.taintAt !== undefined) ahead.push({ late: -NEVER, next: w.f.taintAt + 1000 / fastest });
+    // Taints ahead in the queue, by the latest moment each node was queued; a node is delayed by those surely queued
+    // before it. Nodes are taken in the order they become eligible, so once a taint counts it counts for the rest:
+    // a running maximum instead of a pass over every taint for every node (thousands of nodes down at once).
+    const ahead = new SortedByLate();
+    if (fastest > 0) for (const w of ws) if (w.f.tainted && w.f.taintAt !== undefined) ahead.add(-NEVER, w.f.taintAt + 1000 / fastest);
     const queue = ws.filter((w) => !w.f.tainted && Number.isFinite(w.eligible)).sort((a, b) => a.eligible - b.eligible || byCodeUnit(a.f.name, b.f.name));
+    // the moments the zone's rate can change, at which it is above 0
+    const taintable = changes.filter((t) => rateAt(zone, t) > 0);
     for (const w of queue) {
-      const nextToken = Math.max(-NEVER, ...ahead.filter((a) => a.late < w.eligible).map((a) => a.next));
-      const at = firstTaintTime(Math.max(w.eligible, nextToken), (t) => rateAt(zone, t), changes);
+      const nextToken = ahead.latestNextBefore(w.eligible);
+      const from = Math.max(w.eligible, nextToken);
+      const at = rateAt(zone, from) > 0 ? from : firstAfter(taintable, from);
       if (at === undefined || (masterAt !== undefined && at >= masterAt)) {
         w.f.held = masterAt !== undefined ? 'all zones disrupted: evictions stopped' : 'zone partially disrupted: tainting stopped';
         continue;
       }
       w.f.taintAt = at;
-      ahead.push({ late: w.eligibleLate, next: at + 1000 / rateAt(zone, at) });
+      ahead.add(w.eligibleLate, at + 1000 / rateAt(zone, at));
     }
   }
 
@@ -293,11 +307,50 @@ function countAtMost(xs: number[], t: number): number {
   return lo;
 }
 
-/** The first moment ≥ from at which the zone's rate is above 0 (rates only change at `changes`). */
-function firstTaintTime(from: number, rateAt: (t: number) => number, changes: number[]): number | undefined {
-  if (rateAt(from) > 0) return from;
-  for (const t of changes) if (t > from && rateAt(t) > 0) return t;
-  return undefined;
+/** The first of the sorted `ts` after `from`. */
+function firstAfter(ts: number[], from: number): number | undefined {
+  let lo = 0;
+  let hi = ts.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (ts[mid]! <= from) lo = mid + 1;
+    else hi = mid;
+  }
+  return ts[lo];
+}
+
+/** The fewest NotReady nodes that make a zone of `size` partially disrupted (more than 2, and the threshold). */
+function firstPartialCount(size: number, threshold: number): number {
+  let k = Math.max(3, Math.ceil(threshold * size));
+  while (k > 3 && (k - 1) / size >= threshold) k--;
+  while (k / size < threshold) k++;
+  return k;
+}
+
+/** Entries (late, next) taken in order of `late`: the largest `next` of those whose `late` is before a moment. */
+class SortedByLate {
+  private readonly lates: number[] = [];
+  private readonly nexts: number[] = [];
+  private taken = 0;
+  private best = -NEVER;
+
+  add(late: number, next: number): void {
+    if (this.taken > 0 && late < this.lates[this.taken - 1]!) {
+      // before what was already taken: it counts from now on
+      this.best = Math.max(this.best, next);
+      return;
+    }
+    let i = this.lates.length;
+    while (i > this.taken && this.lates[i - 1]! > late) i--;
+    this.lates.splice(i, 0, late);
+    this.nexts.splice(i, 0, next);
+  }
+
+  /** The largest `next` of the entries whose `late` < t; t never decreases from one call to the next. */
+  latestNextBefore(t: number): number {
+    while (this.taken < this.lates.length && this.lates[this.taken]! < t) this.best = Math.max(this.best, this.nexts[this.taken++]!);
+    return this.best;
+  }
 }
 
 function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentAfter: number, taintDelay: number): Work {

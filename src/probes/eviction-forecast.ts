@@ -119,6 +119,8 @@ export default defineProbe({
       const woken = [gated(nodes, mattersForNode), gated(leases, mattersForLease), gated(pods, mattersForPod), leader];
       yield* reactive(ctx, {
         watches: woken,
+        // thousands of nodes failing at once make nearly every event matter: judge them in batches of a quarter second
+        minIntervalMs: 250,
         judge(now) {
           const settings = { ...resolved.settings };
           if (fleetChanged) {
