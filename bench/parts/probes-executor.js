@@ -1,0 +1,137 @@
+// The executor's side of bench/probes-scale.bench.js: the cluster probes a large game day guards with, on the
+// executor's shared watches, in a process of their own so that its memory and CPU are theirs. It speaks the same
+// protocol as bench/baselines/informer (one command per line on stdin, one JSON line per answer on stdout):
+//
+//   stats   memory, CPU, each probe's first reading, lease delays and judgement times since the last stats
+//   quit    stops the probes and exits
+//
+// and prints {"ev":"pod-deleted","name":"ns/name","at":ms} when pod-deletions' reading counts a deletion.
+//
+//   node bench/parts/probes-executor.js INVENTORY KUBECONFIG CONTEXT
+/* global AbortController */
+import { createInterface } from 'node:readline';
+import { performance } from 'node:perf_hooks';
+import { realClock } from '../../dist/core/clock.js';
+import { silentLogger } from '../../dist/core/logger.js';
+import { loadInventory } from '../../dist/inventory/load.js';
+import { createKubeAccess } from '../../dist/kube/client.js';
+import { watchSpecs } from '../../dist/kube/resources.js';
+import { createNodeAccess } from '../../dist/nodes/access.js';
+import endpointsStability from '../../dist/probes/endpoints-stability.js';
+import evictionForecast from '../../dist/probes/eviction-forecast.js';
+import nodeLeases from '../../dist/probes/node-leases.js';
+import nodeReady from '../../dist/probes/node-ready.js';
+import noexecuteTaints from '../../dist/probes/noexecute-taints.js';
+import podDeletions from '../../dist/probes/pod-deletions.js';
+
+const [inventoryFile, kubeconfig, context] = process.argv.slice(2);
+const epochMs = () => performance.timeOrigin + performance.now();
+const print = (v) => process.stdout.write(`${JSON.stringify(v)}\n`);
+
+function quantile(xs, q) {
+  if (!xs.length) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+}
+
+const GUARDS = [
+  { probe: nodeLeases, params: { staleAfter: '60s' } },
+  { probe: nodeReady, params: { allowNotReady: 1_000_000 } },
+  { probe: noexecuteTaints, params: { max: 1_000_000 } },
+  { probe: podDeletions, params: { max: 1_000_000 } },
+  { probe: evictionForecast, params: { margin: '30s' } },
+  { probe: endpointsStability, params: { max: 1_000_000 } },
+];
+
+const started = epochMs();
+const inv = await loadInventory(inventoryFile);
+const kube = createKubeAccess({ kubeconfig, context, clock: realClock, log: silentLogger });
+const ac = new AbortController();
+const base = {
+  runId: 'bench',
+  clock: realClock,
+  log: silentLogger,
+  signal: ac.signal,
+  dryRun: false,
+  inventory: inv.inventory,
+  kube,
+  nodes: createNodeAccess(inv.inventory, { log: silentLogger, clock: realClock }),
+};
+
+const firstReadingMs = {};
+const judgeMs = Object.fromEntries(GUARDS.map((g) => [g.probe.meta.id, []]));
+const last = {};
+let deletionsCounted = 0;
+
+const pumps = GUARDS.map(({ probe, params }) => {
+  const id = probe.meta.id;
+  const profile = {
+    judge(fn) {
+      const t0 = performance.now();
+      try {
+        return fn();
+      } finally {
+        judgeMs[id].push(performance.now() - t0);
+      }
+    },
+  };
+  const it = probe.start({ ...base, profile }, probe.meta.params.parse(params))[Symbol.asyncIterator]();
+  return (async () => {
+    for (;;) {
+      const n = await it.next();
+      if (n.done) return;
+      const r = n.value;
+      last[id] = { status: r.status, detail: r.detail.slice(0, 160) };
+      if (r.status !== 'unknown' && firstReadingMs[id] === undefined) firstReadingMs[id] = epochMs() - started;
+      if (id === 'pod-deletions' && r.value) {
+        const at = epochMs();
+        const { count, deletions } = r.value;
+        const fresh = Math.min(count - deletionsCounted, deletions.length);
+        for (const d of deletions.slice(deletions.length - fresh)) print({ ev: 'pod-deleted', name: d.pod, at });
+        deletionsCounted = count;
+      }
+    }
+  })();
+});
+
+// Lease renewals as the shared watch hands them to the probes: the same point client-go's handlers see them.
+let leaseDelays = [];
+const leases = kube.watches.watch(watchSpecs.nodeLeases());
+const stores = { nodes: kube.watches.watch(watchSpecs.nodes()), leases, pods: kube.watches.watch(watchSpecs.pods()) };
+leases.subscribe((c) => {
+  if (c.type === 'modified' && !c.relist && c.object.renewTime !== undefined) leaseDelays.push(epochMs() - c.object.renewTime);
+});
+
+const cpu0 = process.cpuUsage();
+const lines = createInterface({ input: process.stdin });
+for await (const line of lines) {
+  const cmd = line.trim();
+  if (cmd === 'stats') {
+    const mem = process.memoryUsage();
+    const cpu = process.cpuUsage(cpu0);
+    const judgements = Object.fromEntries(
+      Object.entries(judgeMs).map(([id, xs]) => [id, { n: xs.length, p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), max: xs.length ? Math.max(...xs) : null }]),
+    );
+    for (const id of Object.keys(judgeMs)) judgeMs[id] = [];
+    const d = leaseDelays;
+    leaseDelays = [];
+    print({
+      ev: 'stats',
+      at: epochMs(),
+      rssMiB: mem.rss / 2 ** 20,
+      heapMiB: mem.heapUsed / 2 ** 20,
+      cpuSeconds: (cpu.user + cpu.system) / 1e6,
+      firstReadingMs,
+      readings: last,
+      objects: Object.fromEntries(Object.entries(stores).map(([k, w]) => [k, w.store.size])),
+      watches: kube.watches.keys(),
+      leaseDelayMs: { n: d.length, p50: quantile(d, 0.5), p99: quantile(d, 0.99) },
+      judgeMs: judgements,
+    });
+  } else if (cmd === 'quit') break;
+}
+ac.abort();
+for (const w of Object.values(stores)) w.release();
+await Promise.race([Promise.allSettled(pumps), new Promise((r) => realClock.setTimer(5000, r))]);
+kube.watches?.close();
+process.exit(0);

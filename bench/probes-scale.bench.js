@@ -1,0 +1,341 @@
+// Probes at scale: the executor's cluster probes over a large cluster against client-go informers, side by side in
+// one run. A lab with no worker namespaces, a fleet of simulated nodes (`lab fleet`: kubelets that renew their
+// Leases and post NodeStatus against the real apiserver and controller-manager), and pods bound to them, created
+// through the apiserver and set Running once by the fleet. Then, per size, two processes start at the same moment:
+//
+//   - the executor's side (bench/parts/probes-executor.js): node-leases, node-ready, noexecute-taints,
+//     pod-deletions, eviction-forecast and endpoints-stability as a large game day guards with them;
+//   - client-go shared informers on Nodes, node Leases and Pods (bench/baselines/informer, Go, built here).
+//
+// Each reports its memory after the initial lists and at the end of the hold, its CPU, when it could first read
+// (each probe's first reading; each informer's sync), and, under churn, the delay of each lease renewal (from the
+// renewTime the fleet wrote to the moment it reached the probes' watch / the informer's handler) and of each pod
+// deletion (from the DELETE request to pod-deletions' reading / the informer's delete handler).
+//
+//   npm run build && node bench/probes-scale.bench.js         (root on Linux; `lab install` done once; Go 1.25+)
+//   KUBE_RUNBOOK_BENCH_NODES=5000  KUBE_RUNBOOK_BENCH_PODS="1000 30000 150000"
+//   KUBE_RUNBOOK_BENCH_HOLD=10m  KUBE_RUNBOOK_BENCH_SHORT_HOLD=2m  (the largest size holds HOLD, the others SHORT_HOLD)
+//   KUBE_RUNBOOK_BENCH_CHURN=10                                  (pod deletions per second, each replaced)
+//
+// Prints its section of BENCHMARKS.md.
+/* global URL */
+import { spawn, spawnSync } from 'node:child_process';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { cpus, homedir, loadavg, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { KubeConfig } from '@kubernetes/client-node';
+import { realClock } from '../dist/core/clock.js';
+import { parseDuration } from '../dist/core/duration.js';
+import { KubeHttp } from '../dist/kube/http.js';
+import { readLabInfo } from '../dist/lab/host/info.js';
+
+const env = process.env;
+const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
+const SIZES = (env.KUBE_RUNBOOK_BENCH_PODS ?? '1000 30000 150000').split(/\s+/).filter(Boolean).map(Number).sort((a, b) => a - b);
+const HOLD = env.KUBE_RUNBOOK_BENCH_HOLD ?? '10m';
+const SHORT_HOLD = env.KUBE_RUNBOOK_BENCH_SHORT_HOLD ?? '2m';
+const CHURN = Number(env.KUBE_RUNBOOK_BENCH_CHURN ?? 10);
+const INSTANCE = 'psc';
+const NS = 'kr-scale';
+const CLI = fileURLToPath(new URL('../bin/kube-runbook.js', import.meta.url));
+const EXECUTOR = fileURLToPath(new URL('parts/probes-executor.js', import.meta.url));
+const INFORMER_SRC = fileURLToPath(new URL('baselines/informer', import.meta.url));
+const WORK = join(env.KUBE_RUNBOOK_CACHE_DIR ?? join(homedir(), '.cache', 'kube-runbook'), 'bench', 'probes-scale');
+const epochMs = () => performance.timeOrigin + performance.now();
+const log = (m) => console.error(`[probes-scale ${new Date().toISOString().slice(11, 19)}] ${m}`);
+
+function kr(...args) {
+  const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 1_800_000, maxBuffer: 64 * 2 ** 20 });
+  if (r.status !== 0) throw new Error(`kube-runbook ${args.join(' ')} failed (${r.status}): ${r.stderr.slice(-2000)}`);
+  return r;
+}
+
+/** Builds the client-go informer program with the machine's Go, into the cache (module downloads cached there too). */
+function buildInformer() {
+  mkdirSync(WORK, { recursive: true });
+  const bin = join(WORK, 'informer');
+  const goEnv = { ...env, GOTOOLCHAIN: 'local', GOFLAGS: '-mod=mod', GOMODCACHE: join(WORK, 'go', 'mod'), GOCACHE: join(WORK, 'go', 'build'), CGO_ENABLED: '0' };
+  delete goEnv.GOROOT;
+  delete goEnv.GOPATH;
+  const r = spawnSync('go', ['build', '-trimpath', '-o', bin, '.'], { cwd: INFORMER_SRC, env: goEnv, encoding: 'utf8', timeout: 1_200_000 });
+  if (r.status !== 0) throw new Error(`building the informer baseline failed (${r.status}): ${(r.stderr ?? '').slice(-2000)}`);
+  const v = spawnSync('go', ['version'], { env: goEnv, encoding: 'utf8' }).stdout.trim();
+  return { bin, go: v };
+}
+
+function quantile(xs, q) {
+  if (!xs.length) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+}
+
+/** A measured process: sends commands, collects its `pod-deleted` events and answers to `stats`. */
+function measured(name, cmd, args) {
+  const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
+  const deleted = new Map();
+  const waiting = [];
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    let m;
+    try {
+      m = JSON.parse(line);
+    } catch {
+      return;
+    }
+    if (m.ev === 'pod-deleted') {
+      if (!deleted.has(m.name)) deleted.set(m.name, m.at);
+    } else if (m.ev === 'stats') waiting.shift()?.(m);
+  });
+  const exited = new Promise((r) => child.on('exit', r));
+  return {
+    name,
+    deleted,
+    pid: child.pid,
+    stats: () =>
+      new Promise((resolve, reject) => {
+        waiting.push(resolve);
+        child.stdin.write('stats\n');
+        exited.then(() => reject(new Error(`${name} exited`)));
+      }),
+    async quit() {
+      child.stdin.write('quit\n');
+      await Promise.race([exited, sleep(10_000)]);
+      child.kill('SIGKILL');
+    },
+  };
+}
+
+async function main() {
+  const { bin: informerBin, go } = buildInformer();
+  log(`informer built with ${go}`);
+  kr('lab', 'down', '--instance', INSTANCE);
+  kr('lab', 'up', '--instance', INSTANCE, '--nodes', '0', '--no-workload', '--grace', '40s', '--monitor-period', '5s', '--lease-renew', '10s');
+  const info = await readLabInfo(INSTANCE);
+  const kc = new KubeConfig();
+  kc.loadFromFile(info.kubeconfig);
+  kc.setCurrentContext(info.context);
+  const http = new KubeHttp(kc, realClock);
+  const api = async (path, o = {}) => {
+    const a = await http.request(path, { timeoutMs: 60_000, ...o });
+    if (a.status >= 300 && !(o.okStatus ?? []).includes(a.status)) throw new Error(`${o.method ?? 'GET'} ${path}: ${a.status} ${a.body.slice(0, 300)}`);
+    return a.body ? JSON.parse(a.body) : {};
+  };
+
+  const fleetLog = createWriteStream(join(WORK, 'fleet.log'));
+  const fleet = spawn(process.execPath, [CLI, 'lab', 'fleet', '--instance', INSTANCE, '--count', String(NODES), '--zones', '3', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  fleet.stdout.pipe(fleetLog);
+  fleet.stderr.pipe(fleetLog);
+  let fleetOut = '';
+  fleet.stdout.on('data', (d) => (fleetOut += d));
+  const rows = [];
+  try {
+    // every fleet node Ready
+    const fleetNodes = [];
+    const readyCount = async () => {
+      let n = 0;
+      let cont = '';
+      fleetNodes.length = 0;
+      do {
+        const page = await api(`/api/v1/nodes?labelSelector=lab.kube-runbook.dev%2Ffleet%3D${INSTANCE}&limit=1000${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`);
+        for (const node of page.items) {
+          fleetNodes.push(node.metadata.name);
+          if (node.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True') n++;
+        }
+        cont = page.metadata?.continue ?? '';
+      } while (cont);
+      return n;
+    };
+    const fleetStart = epochMs();
+    for (let ready = 0; ready < NODES; ready = await readyCount()) {
+      if (epochMs() - fleetStart > 900_000) throw new Error(`the fleet did not get ${NODES} nodes Ready in 15 minutes (${ready} Ready)`);
+      await sleep(5000);
+    }
+    fleetNodes.sort();
+    log(`${NODES} fleet nodes Ready after ${((epochMs() - fleetStart) / 1000).toFixed(0)} s`);
+
+    await api(`/api/v1/namespaces/${NS}`, { method: 'DELETE', okStatus: [404] });
+    for (let i = 0; ; i++) {
+      const a = await http.request('/api/v1/namespaces', { method: 'POST', body: { metadata: { name: NS } }, timeoutMs: 30_000 });
+      if (a.status < 300) break;
+      if (i > 120) throw new Error(`cannot create namespace ${NS}: ${a.status}`);
+      await sleep(1000);
+    }
+    for (let i = 0; ; i++) {
+      // pods need the namespace's default ServiceAccount, which its controller makes a moment after the namespace
+      const a = await http.request(`/api/v1/namespaces/${NS}/serviceaccounts`, { method: 'POST', body: { metadata: { name: 'default' } }, timeoutMs: 30_000 });
+      if (a.status < 300 || a.status === 409) break;
+      if (i > 60) throw new Error(`cannot create the default ServiceAccount in ${NS}: ${a.status}`);
+      await sleep(1000);
+    }
+    const podBody = (i) => ({
+      metadata: { name: `p-${i}`, labels: { app: `app-${i % 50}`, 'kube-runbook/bench': 'probes-scale' } },
+      spec: {
+        nodeName: fleetNodes[i % fleetNodes.length],
+        automountServiceAccountToken: false,
+        enableServiceLinks: false,
+        containers: [{ name: 'c', image: 'bench.invalid/none' }],
+        // no taint eviction: the only deletions are the ones measured, whatever the fleet's nodes do meanwhile
+        tolerations: [
+          { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute' },
+          { key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute' },
+        ],
+      },
+    });
+    const createPods = async (from, to, concurrency = 24) => {
+      let next = from;
+      await Promise.all(
+        Array.from({ length: concurrency }, async () => {
+          while (next < to) {
+            const i = next++;
+            for (let attempt = 0; ; attempt++) {
+              const a = await http.request(`/api/v1/namespaces/${NS}/pods`, { method: 'POST', body: podBody(i), timeoutMs: 60_000 }).catch((e) => ({ status: 0, body: String(e) }));
+              if (a.status < 300 || a.status === 409) break;
+              if (attempt > 20) throw new Error(`creating pod p-${i}: ${a.status} ${a.body.slice(0, 200)}`);
+              await sleep(500 * (attempt + 1));
+            }
+          }
+        }),
+      );
+    };
+    const notRunning = async () => {
+      const page = await api(`/api/v1/namespaces/${NS}/pods?fieldSelector=status.phase%21%3DRunning&limit=1`);
+      return page.items.length + (page.metadata?.remainingItemCount ?? 0);
+    };
+
+    // the pods to delete next, oldest first; each one deleted is replaced by a new one at the end
+    const live = [];
+    let nextPod = 0;
+    for (const pods of SIZES) {
+      const t0 = epochMs();
+      const from = nextPod;
+      const to = from + (pods - live.length);
+      await createPods(from, to);
+      for (let i = from; i < to; i++) live.push(`p-${i}`);
+      nextPod = to;
+      const created = epochMs() - t0;
+      for (let left = await notRunning(); left > 0; left = await notRunning()) {
+        if (epochMs() - t0 > 3_600_000) throw new Error(`${left} pods still not Running after an hour`);
+        await sleep(5000);
+      }
+      log(`${pods} pods created in ${(created / 1000).toFixed(0)} s, all Running after ${((epochMs() - t0) / 1000).toFixed(0)} s`);
+
+      const load = loadavg()[0];
+      const ex = measured('executor', process.execPath, [EXECUTOR, info.inventoryFile, info.kubeconfig, info.context]);
+      const inf = measured('informer', informerBin, ['-kubeconfig', info.kubeconfig, '-context', info.context]);
+      // the first readings: every probe read, every informer synced
+      const syncStart = epochMs();
+      let exStart;
+      let infStart;
+      for (;;) {
+        if (epochMs() - syncStart > 900_000) throw new Error('the probes or informers did not read within 15 minutes');
+        await sleep(1000);
+        const [e, i] = await Promise.all([ex.stats(), inf.stats()]);
+        if (!exStart && Object.keys(e.firstReadingMs).length === 6) exStart = e;
+        if (!infStart && Object.keys(i.syncedAfterMs).length === 3) infStart = i;
+        if (exStart && infStart) break;
+      }
+      // settle: the first stats after both have read is "after the initial lists"
+      await sleep(5000);
+      const [exSynced, infSynced] = await Promise.all([ex.stats(), inf.stats()]);
+      log(`${pods} pods: executor ${exSynced.rssMiB.toFixed(0)} MiB, informer ${infSynced.rssMiB.toFixed(0)} MiB after the initial lists`);
+
+      // churn: CHURN deletions per second (grace 0: the pod is gone at once), each pod replaced
+      const holdMs = parseDuration(pods === SIZES[SIZES.length - 1] ? HOLD : SHORT_HOLD);
+      const sent = new Map();
+      const holdStart = epochMs();
+      const churn = (async () => {
+        for (let k = 0; epochMs() - holdStart < holdMs; k++) {
+          const due = holdStart + (k * 1000) / CHURN;
+          if (due > epochMs()) await sleep(due - epochMs());
+          const name = live.shift();
+          sent.set(`${NS}/${name}`, epochMs());
+          await api(`/api/v1/namespaces/${NS}/pods/${name}?gracePeriodSeconds=0`, { method: 'DELETE', okStatus: [404] }).catch((e) => log(`delete ${name}: ${e.message}`));
+          await createPods(nextPod, nextPod + 1, 1);
+          live.push(`p-${nextPod++}`);
+        }
+      })();
+      await churn;
+      await sleep(5000);
+      const [exEnd, infEnd] = await Promise.all([ex.stats(), inf.stats()]);
+      await Promise.all([ex.quit(), inf.quit()]);
+      const delays = (m) => [...sent].filter(([n]) => m.deleted.has(n)).map(([n, t]) => m.deleted.get(n) - t);
+      const exDel = delays(ex);
+      const infDel = delays(inf);
+      rows.push({ pods, load, created, exSynced, infSynced, exEnd, infEnd, exDel, infDel, sent: sent.size, holdMs, exStart, infStart });
+      log(`${pods} pods: done (${sent.size} deletions; executor saw ${exDel.length}, informer ${infDel.length})`);
+    }
+  } finally {
+    fleet.kill('SIGTERM');
+    await Promise.race([new Promise((r) => fleet.on('exit', r)), sleep(120_000)]);
+    kr('lab', 'down', '--instance', INSTANCE);
+  }
+  let fleetFinal;
+  try {
+    fleetFinal = JSON.parse(fleetOut.trim().split('\n').pop());
+  } catch {
+    fleetFinal = undefined;
+  }
+  report(rows, go, fleetFinal);
+}
+
+const f1 = (x) => (x === null || x === undefined ? '–' : x.toFixed(1));
+const ratio = (a, b) => (a && b ? `${(a / b).toFixed(2)}×` : '–');
+
+function report(rows, go, fleet) {
+  const ids = ['node-leases', 'node-ready', 'noexecute-taints', 'pod-deletions', 'eviction-forecast', 'endpoints-stability'];
+  console.log(`## Probes at scale: ${NODES} nodes, ${SIZES.join(' / ')} pods, against client-go informers
+
+Command: \`npm run build && node bench/probes-scale.bench.js\` (bench/probes-scale.bench.js). A lab with no worker namespaces
+(\`lab up --nodes 0 --no-workload --grace 40s --monitor-period 5s --lease-renew 10s\`), \`lab fleet --count ${NODES} --zones 3\`
+(simulated kubelets renewing their Leases every 10 s and posting NodeStatus every minute), and pods bound to the fleet's
+nodes, created through the apiserver and set Running once by the fleet. Per size, at the same moment: the executor's
+cluster probes (node-leases, node-ready, noexecute-taints, pod-deletions, eviction-forecast, endpoints-stability, on the
+shared watches, in a process of their own: bench/parts/probes-executor.js) and client-go shared informers on Nodes,
+node Leases and Pods with default settings (bench/baselines/informer, client-go v0.37.2, ${go}). Churn during the hold:
+the fleet's lease renewals (~${Math.round(NODES / 10)}/s) and ${CHURN} pod deletions/s (grace 0, each replaced by a new pod).
+Lease delay: from the renewTime the fleet wrote to the event reaching the probes' watch / the informer's handler.
+Deletion delay: from the DELETE request to pod-deletions' reading that counts it / the informer's delete handler.
+Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}; the apiserver, etcd,
+controller-manager, the fleet and both measured processes share these cores. Date: ${new Date().toISOString().slice(0, 10)}.
+
+| pods | process | RSS after lists | heap after lists | RSS at end of hold | CPU over the hold | first reading / sync | lease delay p50 / p99 | deletion delay p50 / p99 |
+|---:|---|---:|---:|---:|---:|---:|---:|---:|
+${rows
+  .map((r) => {
+    const cpuEx = r.exEnd.cpuSeconds - r.exSynced.cpuSeconds;
+    const cpuInf = r.infEnd.cpuSeconds - r.infSynced.cpuSeconds;
+    const lastEx = Math.max(...Object.values(r.exStart.firstReadingMs));
+    const lastInf = Math.max(...Object.values(r.infStart.syncedAfterMs));
+    return [
+      `| ${r.pods} | executor | ${f1(r.exSynced.rssMiB)} MiB | ${f1(r.exSynced.heapMiB)} MiB | ${f1(r.exEnd.rssMiB)} MiB | ${f1(cpuEx)} s (${f1((cpuEx / (r.holdMs / 1000)) * 100)} %) | ${f1(lastEx / 1000)} s | ${f1(r.exEnd.leaseDelayMs.p50)} / ${f1(r.exEnd.leaseDelayMs.p99)} ms | ${f1(quantile(r.exDel, 0.5))} / ${f1(quantile(r.exDel, 0.99))} ms |`,
+      `| ${r.pods} | informer | ${f1(r.infSynced.rssMiB)} MiB | ${f1(r.infSynced.heapMiB)} MiB | ${f1(r.infEnd.rssMiB)} MiB | ${f1(cpuInf)} s (${f1((cpuInf / (r.holdMs / 1000)) * 100)} %) | ${f1(lastInf / 1000)} s | ${f1(r.infEnd.leaseDelayMs.p50)} / ${f1(r.infEnd.leaseDelayMs.p99)} ms | ${f1(quantile(r.infDel, 0.5))} / ${f1(quantile(r.infDel, 0.99))} ms |`,
+      `| ${r.pods} | executor ÷ informer | ${ratio(r.exSynced.rssMiB, r.infSynced.rssMiB)} | | ${ratio(r.exEnd.rssMiB, r.infEnd.rssMiB)} | ${ratio(cpuEx, cpuInf)} | | ${ratio(r.exEnd.leaseDelayMs.p99, r.infEnd.leaseDelayMs.p99)} (p99) | ${ratio(quantile(r.exDel, 0.99), quantile(r.infDel, 0.99))} (p99) |`,
+    ].join('\n');
+  })
+  .join('\n')}
+
+Time to each probe's first reading (s from the executor's start), and each informer's sync:
+
+| pods | ${ids.join(' | ')} | informers: nodes / leases / pods |
+|---:|${ids.map(() => '---:').join('|')}|---:|
+${rows.map((r) => `| ${r.pods} | ${ids.map((id) => f1(r.exStart.firstReadingMs[id] / 1000)).join(' | ')} | ${['nodes', 'leases', 'pods'].map((k) => f1(r.infStart.syncedAfterMs[k] / 1000)).join(' / ')} |`).join('\n')}
+
+Judgement time per woken reading over the hold (ms; a judgement runs when an event can change the probe's verdict):
+
+| pods | ${ids.join(' | ')} |
+|---:|${ids.map(() => '---:').join('|')}|
+${rows.map((r) => `| ${r.pods} | ${ids.map((id) => { const j = r.exEnd.judgeMs[id]; return `${j.n}× p50 ${f1(j.p50)} p99 ${f1(j.p99)}`; }).join(' | ')} |`).join('\n')}
+
+Pod deletions sent / seen: ${rows.map((r) => `${r.pods} pods: ${r.sent} sent, executor ${r.exDel.length}, informer ${r.infDel.length}`).join('; ')}.
+Load average at each start: ${rows.map((r) => `${r.pods} pods ${r.load.toFixed(1)}`).join(', ')}.
+The fleet at the end: ${fleet ? `${fleet.ready}/${fleet.count} Ready, ${fleet.flaps} Ready→not-Ready flap(s) after all were first Ready, longest gap between two renewals of a node ${f1((fleet.maxRenewGapMs ?? 0) / 1000)} s, ${fleet.rssMiB} MiB` : 'no figures (it did not print them)'}.
+`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
