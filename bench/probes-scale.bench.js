@@ -16,6 +16,7 @@
 //   KUBE_RUNBOOK_BENCH_NODES=5000  KUBE_RUNBOOK_BENCH_PODS="1000 30000 150000"
 //   KUBE_RUNBOOK_BENCH_HOLD=10m  KUBE_RUNBOOK_BENCH_SHORT_HOLD=2m  (the largest size holds HOLD, the others SHORT_HOLD)
 //   KUBE_RUNBOOK_BENCH_CHURN=10                                  (pod deletions per second, each replaced)
+//   KUBE_RUNBOOK_BENCH_RUNNING_WAIT=10m                          (longest wait for the fleet to set the pods Running)
 //
 // Prints its section of BENCHMARKS.md.
 /* global URL */
@@ -39,6 +40,7 @@ const SIZES = (env.KUBE_RUNBOOK_BENCH_PODS ?? '1000 30000 150000').split(/\s+/).
 const HOLD = env.KUBE_RUNBOOK_BENCH_HOLD ?? '10m';
 const SHORT_HOLD = env.KUBE_RUNBOOK_BENCH_SHORT_HOLD ?? '2m';
 const CHURN = Number(env.KUBE_RUNBOOK_BENCH_CHURN ?? 10);
+const RUNNING_WAIT = env.KUBE_RUNBOOK_BENCH_RUNNING_WAIT ?? '10m';
 const INSTANCE = 'psc';
 const NS = 'kr-scale';
 const CLI = fileURLToPath(new URL('../bin/kube-runbook.js', import.meta.url));
@@ -216,9 +218,9 @@ async function main() {
       for (let i = from; i < to; i++) live.push(`p-${i}`);
       nextPod = to;
       const created = epochMs() - t0;
-      // the fleet sets each pod Running once; the measurement starts when it has, or after 10 minutes in any case
+      // the fleet sets each pod Running once; the measurement starts when it has, or after RUNNING_WAIT in any case
       let left = await notRunning();
-      while (left > 0 && epochMs() - t0 < 600_000) {
+      while (left > 0 && epochMs() - t0 < parseDuration(RUNNING_WAIT)) {
         await sleep(5000);
         left = await notRunning();
       }
@@ -331,7 +333,7 @@ Judgement time per woken reading over the hold (ms; a judgement runs when an eve
 |---:|${ids.map(() => '---:').join('|')}|
 ${rows.map((r) => `| ${r.pods} | ${ids.map((id) => { const j = r.exEnd.judgeMs[id]; return `${j.n}× p50 ${f1(j.p50)} p99 ${f1(j.p99)}`; }).join(' | ')} |`).join('\n')}
 
-Pods Running when measured (set once by the fleet; at most 10 minutes waited): ${rows.map((r) => `${r.running}/${r.pods}`).join(', ')}.
+Pods Running when measured (set once by the fleet; at most ${RUNNING_WAIT} waited): ${rows.map((r) => `${r.running}/${r.pods}`).join(', ')}.
 Pod deletions sent / seen: ${rows.map((r) => `${r.pods} pods: ${r.sent} sent, executor ${r.exDel.length}, informer ${r.infDel.length}`).join('; ')}.
 Load average at each start: ${rows.map((r) => `${r.pods} pods ${r.load.toFixed(1)}`).join(', ')}.
 The fleet at the end: ${fleet ? `${fleet.ready}/${fleet.count} Ready, ${fleet.flaps} Ready→not-Ready flap(s) after all were first Ready, longest gap between two renewals of a node ${f1((fleet.maxRenewGapMs ?? 0) / 1000)} s, ${fleet.rssMiB} MiB` : 'no figures (it did not print them)'}.
