@@ -133,6 +133,7 @@ async function main() {
   let fleetOut = '';
   fleet.stdout.on('data', (d) => (fleetOut += d));
   const rows = [];
+  let failure;
   try {
     // every fleet node Ready
     const fleetNodes = [];
@@ -271,6 +272,10 @@ async function main() {
       rows.push({ pods, running: pods - left, load, created, exSynced, infSynced, exEnd, infEnd, exDel, infDel, sent: sent.size, holdMs, exStart, infStart });
       log(`${pods} pods: done (${sent.size} deletions; executor saw ${exDel.length}, informer ${infDel.length})`);
     }
+  } catch (e) {
+    // a size that fails (the lab's etcd out of space, the fleet not Ready) ends the run; the sizes done are reported
+    log(`stopped: ${e.message}`);
+    failure = e;
   } finally {
     fleet.kill('SIGTERM');
     await Promise.race([new Promise((r) => fleet.on('exit', r)), sleep(120_000)]);
@@ -283,6 +288,7 @@ async function main() {
     fleetFinal = undefined;
   }
   report(rows, go, fleetFinal);
+  if (failure) process.exitCode = 1;
 }
 
 const f1 = (x) => (x === null || x === undefined ? '–' : x.toFixed(1));
