@@ -9,20 +9,15 @@
 // pod-deletions) and a node's Ready condition flipping (status patch; probe node-ready). Each change is timed from
 // just before its write request is sent. The probes run on the shared watches; the baseline GETs the same object
 // every second. Prints its section of BENCHMARKS.md.
-/* global AbortController */
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { realClock } from '../dist/core/clock.js';
-import { silentLogger } from '../dist/core/logger.js';
-import { loadInventory } from '../dist/inventory/load.js';
-import { createKubeAccess } from '../dist/kube/client.js';
 import { ensureLabBinaries, labDown, labUp } from '../dist/lab/index.js';
 import { watchSpecs } from '../dist/kube/resources.js';
-import { createNodeAccess } from '../dist/nodes/access.js';
 import nodeReady from '../dist/probes/node-ready.js';
 import podDeletions from '../dist/probes/pod-deletions.js';
+import { benchCtx } from './parts/bench-ctx.js';
 
 const SAMPLES = Number(process.env.KUBE_RUNBOOK_BENCH_SAMPLES ?? 100);
 const INSTANCE = 'prb2';
@@ -83,20 +78,8 @@ async function main() {
     ownLab = true;
     ({ inventoryFile, kubeconfig, context } = lab);
   }
-  const inv = await loadInventory(inventoryFile);
-  const kube = createKubeAccess({ kubeconfig, context, clock: realClock, log: silentLogger });
+  const { ctx, kube, abort } = await benchCtx({ inventoryFile, kubeconfig, context });
   const core = kube.config.makeApiClient(CoreV1Api);
-  const ac = new AbortController();
-  const ctx = {
-    runId: 'bench',
-    clock: realClock,
-    log: silentLogger,
-    signal: ac.signal,
-    dryRun: false,
-    inventory: inv.inventory,
-    kube,
-    nodes: createNodeAccess(inv.inventory, { log: silentLogger, clock: realClock }),
-  };
   const strategic = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
   const readyPatch = (status) => {
     const t = new Date().toISOString();
@@ -163,10 +146,10 @@ async function main() {
     const polledReady = [];
     let lastPolledReady;
     pumps.push(
-      poll(ac.signal, () => core.listNamespacedPod({ namespace: NS }), (list, t) => {
+      poll(ctx.signal, () => core.listNamespacedPod({ namespace: NS }), (list, t) => {
         for (const p of list.items) if (p.metadata.deletionTimestamp && !polledDeleted.has(p.metadata.name)) polledDeleted.set(p.metadata.name, t);
       }),
-      poll(ac.signal, () => core.readNode({ name: NODE }), (n, t) => {
+      poll(ctx.signal, () => core.readNode({ name: NODE }), (n, t) => {
         const s = n.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
         if (s !== lastPolledReady) polledReady.push({ ready: s, t });
         lastPolledReady = s;
@@ -175,7 +158,7 @@ async function main() {
     // The bench node has no kubelet: heartbeat its status so that the node lifecycle controller leaves it (and its
     // pods) alone; the status itself only changes when a flip below changes it.
     const heartbeat = (async () => {
-      while (!ac.signal.aborted) {
+      while (!ctx.signal.aborted) {
         await sleep(2000);
         const t = new Date().toISOString();
         await core.patchNodeStatus({ name: NODE, body: { status: { conditions: [{ type: 'Ready', lastHeartbeatTime: t }] } } }, strategic).catch(() => {});
@@ -232,7 +215,7 @@ async function main() {
     }
     await sleep(1500);
     const load1 = loadavg()[0];
-    ac.abort();
+    abort();
     podsWatch.release();
     nodesWatch.release();
     await Promise.allSettled(pumps);
@@ -274,7 +257,7 @@ async function main() {
       ].join('\n'),
     );
   } finally {
-    ac.abort();
+    abort();
     await core.deleteNamespace({ name: NS }).catch(() => {});
     await core.deleteNode({ name: NODE }).catch(() => {});
     kube.close();

@@ -8,15 +8,11 @@
 // and prints {"ev":"pod-deleted","name":"ns/name","at":ms} when pod-deletions' reading counts a deletion.
 //
 //   node bench/parts/probes-executor.js INVENTORY KUBECONFIG CONTEXT
-/* global AbortController */
 import { createInterface } from 'node:readline';
 import { performance } from 'node:perf_hooks';
 import { realClock } from '../../dist/core/clock.js';
-import { silentLogger } from '../../dist/core/logger.js';
-import { loadInventory } from '../../dist/inventory/load.js';
-import { createKubeAccess } from '../../dist/kube/client.js';
 import { watchSpecs } from '../../dist/kube/resources.js';
-import { createNodeAccess } from '../../dist/nodes/access.js';
+import { benchCtx } from './bench-ctx.js';
 import endpointsStability from '../../dist/probes/endpoints-stability.js';
 import evictionForecast from '../../dist/probes/eviction-forecast.js';
 import nodeLeases from '../../dist/probes/node-leases.js';
@@ -44,19 +40,7 @@ const GUARDS = [
 ];
 
 const started = epochMs();
-const inv = await loadInventory(inventoryFile);
-const kube = createKubeAccess({ kubeconfig, context, clock: realClock, log: silentLogger });
-const ac = new AbortController();
-const base = {
-  runId: 'bench',
-  clock: realClock,
-  log: silentLogger,
-  signal: ac.signal,
-  dryRun: false,
-  inventory: inv.inventory,
-  kube,
-  nodes: createNodeAccess(inv.inventory, { log: silentLogger, clock: realClock }),
-};
+const { ctx: base, kube, abort } = await benchCtx({ inventoryFile, kubeconfig, context });
 
 const firstReadingMs = {};
 const judgeMs = Object.fromEntries(GUARDS.map((g) => [g.probe.meta.id, []]));
@@ -130,7 +114,7 @@ for await (const line of lines) {
     });
   } else if (cmd === 'quit') break;
 }
-ac.abort();
+abort();
 for (const w of Object.values(stores)) w.release();
 await Promise.race([Promise.allSettled(pumps), new Promise((r) => realClock.setTimer(5000, r))]);
 kube.watches?.close();

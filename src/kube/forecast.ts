@@ -308,16 +308,7 @@ function countAtMost(xs: number[], t: number): number {
 }
 
 /** The first of the sorted `ts` after `from`. */
-function firstAfter(ts: number[], from: number): number | undefined {
-  let lo = 0;
-  let hi = ts.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (ts[mid]! <= from) lo = mid + 1;
-    else hi = mid;
-  }
-  return ts[lo];
-}
+const firstAfter = (ts: number[], from: number): number | undefined => ts[countAtMost(ts, from)];
 
 /** The fewest NotReady nodes that make a zone of `size` partially disrupted (more than 2, and the threshold). */
 function firstPartialCount(size: number, threshold: number): number {
