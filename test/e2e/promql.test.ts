@@ -1,7 +1,7 @@
 /**
  * `lab up --prometheus` and the promql probe against that real Prometheus: it scrapes every control-plane
  * component; the shipped etcd-slow-disk runbook's PromQL guard (its url from the lab's inventory) aborts the run
- * on etcd's WAL fsync p99 before any lease is late and any node NotReady; and the guard reads unknown while
+ * on etcd's WAL fsync p99 before any node is NotReady (usually before any lease is late too); and the guard reads unknown while
  * Prometheus is stopped and ok again once it runs.
  */
 import { execFile } from 'node:child_process';
@@ -142,7 +142,7 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
     }
   });
 
-  it('etcd-slow-disk: the PromQL guard aborts on the WAL fsync p99, before any lease is late or node NotReady; every fault reverted', async () => {
+  it('etcd-slow-disk: the PromQL guard aborts on the WAL fsync p99, before any node is NotReady; every fault reverted', async () => {
     await settled();
     // the guard's window is 20 s: start with none of the previous slowness in it
     await until(
@@ -153,10 +153,15 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
     );
     const o = await runAndMeasure(lab, RUNBOOK, true);
     const r = o.report;
-    const firing = r.guardFirings.find((g) => g.response === 'abort');
-    expect(firing?.guard, `the first abort (${JSON.stringify(r.guardFirings)})`).toBe(GUARD);
+    const aborts = r.guardFirings.filter((g) => g.response === 'abort');
+    const firing = aborts.find((g) => g.guard === GUARD);
+    // The guard sees an fsync only once it completes: when the first fsync under the throttle is long enough (4 s),
+    // a lease is late at the same moment and the lease guard may abort first. Either way the PromQL guard fires on
+    // the p99 and the run stops before any node is NotReady.
+    expect(firing, `the PromQL guard aborts (${JSON.stringify(r.guardFirings)})`).toBeDefined();
     expect(r.status).toBe('aborted');
-    expect(r.reason).toContain(`guard ${GUARD} violated`);
+    expect([GUARD, 'leases renew in time']).toContain(aborts[0]!.guard);
+    expect(r.reason).toContain(`guard ${aborts[0]!.guard} violated`);
     const p99 = Number(new RegExp(`^([\\d.e+-]+) not < ${guard.with.comparator.value}$`).exec(firing!.detail)?.[1]);
     expect(p99, firing!.detail).toBeGreaterThanOrEqual(guard.with.comparator.value);
 
@@ -167,7 +172,6 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
     expect(before.length).toBeGreaterThan(0);
     expect(before.every((x) => x.status === 'ok'), JSON.stringify(before)).toBe(true);
     const leaseLate = r.guardTransitions.find((t) => t.guard === 'leases renew in time' && t.status === 'violated');
-    if (leaseLate) expect(leaseLate.at > firing!.at, `a lease was late (${leaseLate.at}) before the PromQL guard fired (${firing!.at})`).toBe(true);
     expect(r.guardTransitions.filter((t) => t.guard === 'no node NotReady' && t.status === 'violated')).toEqual([]);
 
     expect(o.evicted).toEqual([]);
@@ -180,7 +184,7 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
     console.log(
       `etcd-slow-disk with Prometheus: throttle at ${throttle!.appliedAt}, PromQL guard abort ${ms(throttle!.appliedAt!, firing!.at)} ms later ` +
         `(p99 ${p99.toFixed(3)} s), throttle reverted ${ms(throttle!.appliedAt!, throttle!.revertedAt!)} ms after it was applied` +
-        `${leaseLate ? `; a lease was late ${ms(throttle!.appliedAt!, leaseLate.at)} ms after the throttle` : '; no lease late'}`,
+        `${leaseLate ? `; a lease was late ${ms(throttle!.appliedAt!, leaseLate.at)} ms after the throttle (${ms(leaseLate.at, firing!.at) >= 0 ? `${ms(leaseLate.at, firing!.at)} ms before` : `${ms(firing!.at, leaseLate.at)} ms after`} the PromQL guard fired)` : '; no lease late'}`,
     );
     await settled();
   });
