@@ -109,12 +109,10 @@ async function fromConfigz(ctx: SettingsCtx, notes: string[]): Promise<Partial<L
   for (const n of cps) {
     const url = `https://${n.address ?? n.name}:10257/configz`;
     try {
-      const opts: { headers?: Record<string, string>; cert?: Buffer; key?: Buffer } = { headers: {} };
-      await ctx.kube.config.applyToHTTPSOptions(opts as never);
-      const headers = Object.fromEntries(Object.entries(opts.headers ?? {}).map(([k, v]) => [k, String(v)]));
+      const creds = await ctx.kube.config.credentials();
       // The controller-manager's serving certificate is usually self-signed: without checking it, send only a client certificate.
-      if (headers.Authorization) throw new Error('only client-certificate credentials are sent to an unverified controller-manager');
-      const a = await httpGet(url, { timeoutMs: 3000, clock: ctx.clock, cert: opts.cert, key: opts.key, insecure: true });
+      if (creds.headers.Authorization) throw new Error('only client-certificate credentials are sent to an unverified controller-manager');
+      const a = await httpGet(url, { timeoutMs: 3000, clock: ctx.clock, cert: creds.cert, key: creds.key, insecure: true });
       if (a.status !== 200) throw new Error(`HTTP ${a.status}`);
       return settingsFromConfigz(JSON.parse(a.body));
     } catch (e) {

@@ -1,8 +1,8 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../core/clock.js';
 import { KrError } from '../core/errors.js';
+import type { ClientConfig } from './kubeconfig.js';
 import { ApiStatusError } from './source.js';
 
 export interface RequestOptions {
@@ -21,21 +21,22 @@ export interface HttpAnswer {
 }
 
 /**
- * Requests to the apiserver with the kubeconfig's credentials (client certificates, tokens, exec plugins, as
- * client-node applies them), over one keep-alive agent. Streams are used for watches.
+ * Requests to the apiserver with the kubeconfig's credentials (client certificates, tokens, exec plugins: see
+ * kubeconfig.ts), over one keep-alive agent, made again when an exec plugin hands out a new client certificate.
+ * Streams are used for watches.
  */
 export class KubeHttp {
   private agent?: http.Agent;
+  private agentCert?: Buffer;
+  private readonly retired: http.Agent[] = [];
 
   constructor(
-    readonly config: KubeConfig,
+    readonly config: ClientConfig,
     private readonly clock: Clock,
   ) {}
 
   get server(): string {
-    const cluster = this.config.getCurrentCluster();
-    if (!cluster) throw new KrError('KUBE_UNAVAILABLE', 'the kubeconfig has no current cluster', { exit: 3 });
-    return cluster.server;
+    return this.config.server;
   }
 
   url(path: string, query: RequestOptions['query'] = {}): URL {
@@ -76,28 +77,30 @@ export class KubeHttp {
   /** Opens a request and resolves with the response once its headers came (the body is still to be read). */
   async open(path: string, o: RequestOptions = {}): Promise<http.IncomingMessage> {
     const url = this.url(path, o.query);
-    const options: https.RequestOptions = { headers: {} };
-    await this.config.applyToHTTPSOptions(options);
-    const headers: Record<string, string> = { Accept: 'application/json' };
-    for (const [k, v] of Object.entries(options.headers ?? {})) if (v !== undefined) headers[k] = String(v);
+    const creds = await this.config.credentials();
+    const headers: Record<string, string> = { Accept: 'application/json', ...creds.headers };
     const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
     if (payload !== undefined) headers['Content-Type'] = o.contentType ?? 'application/json';
     const secure = url.protocol === 'https:';
+    if (this.agent && secure && creds.cert !== this.agentCert) {
+      // a new client certificate: new connections use it; the open ones (watches) end in their own time
+      this.retired.push(this.agent);
+      this.agent = undefined;
+    }
+    this.agentCert = creds.cert;
     this.agent ??= secure
       ? new https.Agent({
           keepAlive: true,
-          ca: options.ca,
-          cert: options.cert,
-          key: options.key,
-          pfx: options.pfx,
-          passphrase: options.passphrase,
-          rejectUnauthorized: options.rejectUnauthorized,
-          servername: options.servername,
+          ca: creds.ca,
+          cert: creds.cert,
+          key: creds.key,
+          rejectUnauthorized: !creds.insecure,
+          servername: creds.servername,
         })
       : new http.Agent({ keepAlive: true });
     const lib = secure ? https : http;
     return new Promise<http.IncomingMessage>((resolve, reject) => {
-      const req = lib.request(url, { method: o.method ?? 'GET', headers, agent: this.agent, auth: options.auth });
+      const req = lib.request(url, { method: o.method ?? 'GET', headers, agent: this.agent });
       let cancelTimer: (() => void) | undefined;
       const fail = (e: Error) => {
         cancelTimer?.();
@@ -122,6 +125,7 @@ export class KubeHttp {
   }
 
   close(): void {
+    for (const a of this.retired.splice(0)) a.destroy();
     this.agent?.destroy();
     this.agent = undefined;
   }

@@ -1,5 +1,5 @@
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { RequestOptions } from './http.js';
+import type { ClientConfig } from './kubeconfig.js';
 import type { WatchHub } from './watch.js';
 
 export interface NodeSummary {
@@ -31,8 +31,8 @@ export interface RawResponse {
 export interface KubeAccess {
   readonly contextName: string;
   readonly server: string;
-  /** The client configuration (for the shared watch helper and typed API clients). */
-  readonly config: KubeConfig;
+  /** The kubeconfig's context in use: the server and the credentials to reach it with. */
+  readonly config: ClientConfig;
   listNodes(labelSelector?: string): Promise<NodeSummary[]>;
   /** SelfSubjectAccessReview. */
   canI(check: AccessCheck): Promise<boolean>;

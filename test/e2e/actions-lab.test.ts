@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultRegistry } from '../../src/engine/registry.js';
 import type { RevertState } from '../../src/contract/action.js';
@@ -147,11 +146,10 @@ describe('throttle-etcd-disk on the lab', () => {
     return { p99: delta.find((x) => x.count >= 0.99 * total)?.le ?? Infinity, fsyncs: total };
   }
   async function writeThroughApiserver(n: number, tag: string) {
-    const core = kube.config.makeApiClient(CoreV1Api);
     for (let i = 0; i < n; i++) {
       const name = `kr-e2e-${tag}-${i}`;
-      await core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name }, data: { i: String(i) } } });
-      await core.deleteNamespacedConfigMap({ namespace: 'default', name });
+      await kube.json!('/api/v1/namespaces/default/configmaps', { method: 'POST', body: { metadata: { name }, data: { i: String(i) } }, timeoutMs: 30_000 });
+      await kube.json!(`/api/v1/namespaces/default/configmaps/${name}`, { method: 'DELETE', timeoutMs: 30_000 });
     }
   }
   async function measure(tag: string) {

@@ -1,0 +1,347 @@
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { parse } from 'yaml';
+import { type Clock, realClock } from '../core/clock.js';
+import { KrError, messageOf, quote } from '../core/errors.js';
+
+/**
+ * The kubeconfig, read as kubectl reads it: `--kubeconfig`, else every file of KUBECONFIG merged (the first to name a
+ * cluster, user or context wins; paths are relative to the file that names them), else ~/.kube/config, else the
+ * pod's ServiceAccount. Credentials: client certificates, bearer tokens and token files (read again every minute),
+ * basic auth, and exec plugins (client.authentication.k8s.io v1 and v1beta1, their credential kept until it expires).
+ *
+ * Why not @kubernetes/client-node's KubeConfig: importing it loads the library's whole generated API, some 80 MiB of
+ * resident memory, a quarter of what the executor may use on a cluster of 150,000 pods. The legacy `auth-provider`
+ * users (oidc, gcp, azure, removed from kubectl since 1.26) are still served by it, loaded only for them.
+ */
+
+/** What one request needs: the server's address and trust, and the credentials to send. */
+export interface Credentials {
+  headers: Record<string, string>;
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+  /** insecure-skip-tls-verify. */
+  insecure: boolean;
+  servername?: string;
+}
+
+export interface ClientConfig {
+  /** The context in use (`in-cluster` for the pod's ServiceAccount). */
+  readonly contextName: string;
+  readonly server: string;
+  /** Headers and TLS material for the next request; exec plugins run here when their credential is due. */
+  credentials(): Promise<Credentials>;
+}
+
+export interface LoadOptions {
+  /** A kubeconfig file; KUBECONFIG, ~/.kube/config or the in-cluster ServiceAccount when absent. */
+  file?: string;
+  context?: string;
+  /** The pod's ServiceAccount, whatever kubeconfig exists. */
+  inCluster?: boolean;
+  clock?: Clock;
+  /** The environment (tests give their own). */
+  env?: Record<string, string | undefined>;
+}
+
+const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
+/** The context name of the pod's own ServiceAccount config, as `spec.safety.allowContexts` matches it. */
+const IN_CLUSTER_CONTEXT = 'in-cluster';
+const TOKEN_FILE_REREAD_MS = 60_000;
+
+type Obj = Record<string, unknown>;
+interface Named {
+  /** The file that named it: its relative paths are relative to this file's directory. */
+  dir: string;
+  value: Obj;
+}
+interface Merged {
+  clusters: Map<string, Named>;
+  users: Map<string, Named>;
+  contexts: Map<string, Named>;
+  current?: string;
+  files: string[];
+}
+
+const obj = (v: unknown): Obj => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Obj) : {});
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+function unavailable(message: string, cause?: unknown): KrError {
+  return new KrError('KUBE_UNAVAILABLE', message, { exit: 3, cause });
+}
+
+function readKubeconfig(file: string, into: Merged): void {
+  let doc: Obj;
+  try {
+    doc = obj(parse(readFileSync(file, 'utf8')));
+  } catch (e) {
+    throw unavailable(`cannot load the kubeconfig ${quote(file)}: ${messageOf(e)}`, e);
+  }
+  const dir = dirname(resolve(file));
+  for (const [list, field] of [
+    [into.clusters, 'cluster'],
+    [into.users, 'user'],
+    [into.contexts, 'context'],
+  ] as const)
+    for (const entry of Array.isArray(doc[`${field}s`]) ? (doc[`${field}s`] as unknown[]) : []) {
+      const e = obj(entry);
+      const name = str(e.name);
+      if (name && !list.has(name)) list.set(name, { dir, value: obj(e[field]) });
+    }
+  into.current ??= str(doc['current-context']);
+  into.files.push(file);
+}
+
+/** The files to read, as kubectl picks them; undefined when only the in-cluster ServiceAccount is left. */
+function kubeconfigFiles(file: string | undefined, env: Record<string, string | undefined>): string[] | undefined {
+  if (file) {
+    if (!existsSync(file)) throw unavailable(`kubeconfig ${quote(file)} does not exist`);
+    return [file];
+  }
+  const listed = (env.KUBECONFIG ?? '').split(':').filter(Boolean);
+  if (listed.length) {
+    const present = listed.filter((f) => existsSync(f));
+    if (!present.length) throw unavailable(`KUBECONFIG names no file that exists (got ${quote(env.KUBECONFIG)})`);
+    return present;
+  }
+  const home = join(env.HOME || homedir(), '.kube', 'config');
+  return existsSync(home) ? [home] : undefined;
+}
+
+/** Loads the kubeconfig (or the ServiceAccount) and picks the context. Bad input throws KrError with exit 2 or 3. */
+export function loadClientConfig(o: LoadOptions = {}): ClientConfig {
+  const env = o.env ?? process.env;
+  const clock = o.clock ?? realClock;
+  if (o.inCluster) return inClusterConfig(env, clock);
+  const files = kubeconfigFiles(o.file, env);
+  if (!files) {
+    if (env.KUBERNETES_SERVICE_HOST && existsSync(`${SERVICE_ACCOUNT}/token`)) return inClusterConfig(env, clock);
+    throw unavailable('no kubeconfig: give --kubeconfig, set KUBECONFIG or create ~/.kube/config');
+  }
+  const merged: Merged = { clusters: new Map(), users: new Map(), contexts: new Map(), files: [] };
+  for (const f of files) readKubeconfig(f, merged);
+  const where = merged.files.map(quote).join(', ');
+  const contextName = o.context ?? merged.current;
+  if (o.context && !merged.contexts.has(o.context))
+    throw new KrError('KUBE_CONTEXT_UNKNOWN', `no context ${quote(o.context)} in the kubeconfig (known: ${[...merged.contexts.keys()].join(', ') || 'none'})`, { exit: 2 });
+  if (!contextName) throw unavailable(`the kubeconfig ${where} has no current-context; give --context`);
+  const context = merged.contexts.get(contextName);
+  if (!context) throw unavailable(`the kubeconfig's current-context ${quote(contextName)} is not among its contexts (${where})`);
+  const clusterName = str(context.value.cluster);
+  const cluster = clusterName ? merged.clusters.get(clusterName) : undefined;
+  if (!cluster) throw unavailable(`the kubeconfig's context ${quote(contextName)} names no cluster that exists (${where})`);
+  const userName = str(context.value.user);
+  const user = userName ? merged.users.get(userName) : undefined;
+  if (userName && !user) throw unavailable(`the kubeconfig's context ${quote(contextName)} names user ${quote(userName)}, which it does not define (${where})`);
+  const server = str(cluster.value.server);
+  if (!server) throw unavailable(`the kubeconfig's cluster ${quote(clusterName)} has no server (${where})`);
+  if (str(cluster.value['proxy-url']))
+    throw unavailable(`the kubeconfig's cluster ${quote(clusterName)} sets proxy-url, which kube-runbook does not support: reach the apiserver directly`);
+  const tls = clusterTls(cluster);
+  if (user && Object.keys(obj(user.value['auth-provider'])).length) return authProviderConfig(files, contextName, server, tls);
+  return {
+    contextName,
+    server,
+    credentials: userCredentials(user ?? { dir: '', value: {} }, { server, tls, clock, env, contextName }),
+  };
+}
+
+interface Tls {
+  ca?: Buffer;
+  insecure: boolean;
+  servername?: string;
+  caData?: string;
+}
+
+/** A `*-data` field (base64) or the file its sibling names, relative to the kubeconfig that names it. */
+function material(n: Named, field: string): Buffer | undefined {
+  const data = str(n.value[`${field}-data`]);
+  if (data) return Buffer.from(data, 'base64');
+  const file = str(n.value[field]);
+  if (!file) return undefined;
+  const path = isAbsolute(file) ? file : join(n.dir, file);
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    throw unavailable(`cannot read ${field} ${quote(path)} named in the kubeconfig: ${messageOf(e)}`, e);
+  }
+}
+
+function clusterTls(c: Named): Tls {
+  const ca = material(c, 'certificate-authority');
+  return { ca, insecure: c.value['insecure-skip-tls-verify'] === true, servername: str(c.value['tls-server-name']), caData: ca?.toString('base64') };
+}
+
+interface UserCtx {
+  server: string;
+  tls: Tls;
+  clock: Clock;
+  env: Record<string, string | undefined>;
+  contextName: string;
+}
+
+function userCredentials(user: Named, u: UserCtx): () => Promise<Credentials> {
+  const base = { ca: u.tls.ca, insecure: u.tls.insecure, servername: u.tls.servername };
+  const cert = material(user, 'client-certificate');
+  const key = material(user, 'client-key');
+  if (Boolean(cert) !== Boolean(key)) throw unavailable(`the kubeconfig's user of context ${quote(u.contextName)} has a client certificate without its key, or a key without its certificate`);
+  const token = str(user.value.token);
+  const tokenFile = str(user.value.tokenFile);
+  const username = str(user.value.username);
+  const password = str(user.value.password);
+  const exec = obj(user.value.exec);
+  if (Object.keys(exec).length) {
+    const plugin = execPlugin(exec, user.dir, u);
+    return async (): Promise<Credentials> => {
+      const c = await plugin();
+      const headers: Record<string, string> = c.token ? { Authorization: `Bearer ${c.token}` } : {};
+      return { ...base, headers, cert: c.cert ?? cert, key: c.key ?? key };
+    };
+  }
+  const fromFile = tokenFile ? rereadEvery(isAbsolute(tokenFile) ? tokenFile : join(user.dir, tokenFile), u.clock) : undefined;
+  return async () => {
+    const bearer = token ?? fromFile?.();
+    const headers: Record<string, string> = {};
+    if (bearer) headers.Authorization = `Bearer ${bearer}`;
+    else if (username) headers.Authorization = `Basic ${Buffer.from(`${username}:${password ?? ''}`).toString('base64')}`;
+    return { ...base, headers, cert, key };
+  };
+}
+
+/** A token file's content, read again once a minute (a projected ServiceAccount token rotates). */
+function rereadEvery(path: string, clock: Clock): () => string {
+  let value = '';
+  let readAt = -Infinity;
+  return () => {
+    if (clock.now() - readAt >= TOKEN_FILE_REREAD_MS) {
+      try {
+        value = readFileSync(path, 'utf8').trim();
+      } catch (e) {
+        throw unavailable(`cannot read the token file ${quote(path)}: ${messageOf(e)}`, e);
+      }
+      readAt = clock.now();
+    }
+    return value;
+  };
+}
+
+interface ExecCredential {
+  token?: string;
+  cert?: Buffer;
+  key?: Buffer;
+  /** Clock ms; undefined: valid as long as the process runs. */
+  expires?: number;
+}
+
+const EXEC_API_VERSIONS = ['client.authentication.k8s.io/v1', 'client.authentication.k8s.io/v1beta1'];
+const EXEC_TIMEOUT_MS = 60_000;
+/** A credential this close to its expiry is fetched again. */
+const EXEC_EARLY_MS = 10_000;
+
+/** An exec credential plugin, run without a shell, its answer kept until shortly before it expires. */
+function execPlugin(exec: Obj, dir: string, u: UserCtx): () => Promise<ExecCredential> {
+  const apiVersion = str(exec.apiVersion) ?? '';
+  if (!EXEC_API_VERSIONS.includes(apiVersion))
+    throw unavailable(`the kubeconfig's exec plugin of context ${quote(u.contextName)} has apiVersion ${quote(apiVersion)}; kube-runbook speaks ${EXEC_API_VERSIONS.join(' and ')}`);
+  const command = str(exec.command);
+  if (!command) throw unavailable(`the kubeconfig's exec plugin of context ${quote(u.contextName)} has no command`);
+  if (exec.interactiveMode === 'Always')
+    throw unavailable(`the kubeconfig's exec plugin ${quote(command)} needs a terminal (interactiveMode: Always); kube-runbook runs without one`);
+  // kubectl: a command with a path separator is relative to the kubeconfig; a bare name is looked up in PATH
+  const file = command.includes('/') && !isAbsolute(command) ? join(dir, command) : command;
+  const args = Array.isArray(exec.args) ? exec.args.filter((a): a is string => typeof a === 'string') : [];
+  const extra = Array.isArray(exec.env) ? exec.env.map(obj).filter((e) => str(e.name)) : [];
+  const spec: Obj = { interactive: false };
+  if (exec.provideClusterInfo === true)
+    spec.cluster = {
+      server: u.server,
+      'certificate-authority-data': u.tls.caData,
+      'insecure-skip-tls-verify': u.tls.insecure || undefined,
+      'tls-server-name': u.tls.servername,
+    };
+  const info = JSON.stringify({ apiVersion, kind: 'ExecCredential', spec });
+  const hint = str(exec.installHint);
+  let cached: ExecCredential | undefined;
+  let pending: Promise<ExecCredential> | undefined;
+  const run = () =>
+    new Promise<ExecCredential>((resolveRun, reject) => {
+      const env: Record<string, string | undefined> = { ...u.env, KUBERNETES_EXEC_INFO: info };
+      for (const e of extra) env[String(e.name)] = typeof e.value === 'string' ? e.value : '';
+      execFile(file, args, { env, timeout: EXEC_TIMEOUT_MS, maxBuffer: 4 * 2 ** 20, encoding: 'utf8' }, (err, stdout, stderr) => {
+        if (err) {
+          const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
+          const why = missing ? `${quote(command)} was not found` : `${quote(command)} failed: ${(stderr.trim() || err.message).slice(0, 500)}`;
+          return reject(unavailable(`the kubeconfig's exec plugin of context ${quote(u.contextName)}: ${why}${missing && hint ? ` (${hint.trim()})` : ''}`));
+        }
+        try {
+          resolveRun(parseExecCredential(stdout, apiVersion));
+        } catch (e) {
+          reject(unavailable(`the kubeconfig's exec plugin ${quote(command)} answered something that is not an ExecCredential: ${messageOf(e)}`));
+        }
+      });
+    });
+  return async () => {
+    if (cached && (cached.expires === undefined || cached.expires - EXEC_EARLY_MS > u.clock.now())) return cached;
+    pending ??= run().finally(() => (pending = undefined));
+    cached = await pending;
+    return cached;
+  };
+}
+
+function parseExecCredential(stdout: string, apiVersion: string): ExecCredential {
+  const doc = obj(JSON.parse(stdout));
+  if (doc.kind !== 'ExecCredential') throw new Error(`kind ${quote(doc.kind)}`);
+  if (doc.apiVersion !== apiVersion) throw new Error(`apiVersion ${quote(doc.apiVersion)}, not the ${apiVersion} asked for`);
+  const status = obj(doc.status);
+  const token = str(status.token);
+  const cert = str(status.clientCertificateData);
+  const key = str(status.clientKeyData);
+  if (!token && !(cert && key)) throw new Error('its status has neither a token nor a client certificate and key');
+  const expiry = str(status.expirationTimestamp);
+  const expires = expiry ? Date.parse(expiry) : undefined;
+  if (expires !== undefined && Number.isNaN(expires)) throw new Error(`expirationTimestamp ${quote(expiry)}`);
+  return { token, cert: cert ? Buffer.from(cert) : undefined, key: key ? Buffer.from(key) : undefined, expires };
+}
+
+/** The pod's ServiceAccount: the apiserver's in-cluster address, the mounted CA, the token (re-read as it rotates). */
+function inClusterConfig(env: Record<string, string | undefined>, clock: Clock): ClientConfig {
+  const host = env.KUBERNETES_SERVICE_HOST;
+  const port = env.KUBERNETES_SERVICE_PORT;
+  if (!host || !port) throw unavailable('not in a pod: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set');
+  for (const f of ['token', 'ca.crt'])
+    if (!existsSync(`${SERVICE_ACCOUNT}/${f}`)) throw unavailable(`no ServiceAccount ${f} at ${SERVICE_ACCOUNT}/${f} (automountServiceAccountToken off?)`);
+  const ca = readFileSync(`${SERVICE_ACCOUNT}/ca.crt`);
+  const token = rereadEvery(`${SERVICE_ACCOUNT}/token`, clock);
+  return {
+    contextName: IN_CLUSTER_CONTEXT,
+    server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    credentials: async () => ({ headers: { Authorization: `Bearer ${token()}` }, ca, insecure: false }),
+  };
+}
+
+/** A legacy auth-provider user: @kubernetes/client-node applies it (loaded here only). */
+function authProviderConfig(files: string[], contextName: string, server: string, tls: Tls): ClientConfig {
+  let applying: Promise<(o: Obj) => Promise<void>> | undefined;
+  const load = async () => {
+    const { KubeConfig } = await import('@kubernetes/client-node');
+    const kc = new KubeConfig();
+    if (files.length === 1) kc.loadFromFile(files[0]!);
+    else kc.loadFromDefault();
+    kc.setCurrentContext(contextName);
+    return (o: Obj) => kc.applyToHTTPSOptions(o as never);
+  };
+  return {
+    contextName,
+    server,
+    async credentials() {
+      applying ??= load();
+      const o: { headers?: Record<string, unknown>; cert?: Buffer; key?: Buffer } = { headers: {} };
+      await (await applying)(o);
+      const headers = Object.fromEntries(Object.entries(o.headers ?? {}).map(([k, v]) => [k, String(v)]));
+      return { headers, ca: tls.ca, cert: o.cert, key: o.key, insecure: tls.insecure, servername: tls.servername };
+    },
+  };
+}
