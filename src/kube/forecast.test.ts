@@ -220,3 +220,27 @@ describe('zone states', () => {
     expect(zoneStateOf(3, 6, 0.55)).toBe('Normal');
   });
 });
+
+describe('eviction forecast: many pods', () => {
+  it('keeps the first podsKept pods by eviction time and counts them all; pods sharing tolerations share a verdict', () => {
+    const shared = defaultTolerations(30);
+    const nodes = [node('n-1', s(6)), node('n-2', s(6), { zone: 'z2' }), node('n-3', s(6), { zone: 'z3' }), node('n-4', 500)];
+    const pods = [
+      ...['n-1', 'n-2', 'n-3', 'n-4'].flatMap((n) => Array.from({ length: 5 }, (_, i) => pod(`ns/${n}-${i}`, n, shared))),
+      pod('ns/forever', 'n-2', [{ operator: 'Exists' }]),
+      pod('ns/bare', 'n-3', []),
+    ];
+    const all = forecast({ now: NOW, settings: lab, nodes, pods });
+    const some = forecast({ now: NOW, settings: lab, nodes, pods, podsKept: 4 });
+    expect(some.pods).toEqual(all.pods.slice(0, 4));
+    expect(some.pods[0]).toMatchObject({ key: 'ns/bare', why: 'does not tolerate the taint' });
+    expect([some.atRisk, some.nodesAtRisk, some.earliest]).toEqual([all.atRisk, all.nodesAtRisk, all.earliest]);
+    // every pod on the three silent nodes but the one that tolerates forever; none on the heartbeating n-4
+    expect([all.atRisk, all.nodesAtRisk]).toEqual([16, 3]);
+    expect(all.pods.find((p) => p.key === 'ns/forever')).toMatchObject({ why: 'tolerates the taint forever' });
+    expect(all.pods.find((p) => p.key === 'ns/forever')!.evictAt).toBeUndefined();
+    const n1 = all.pods.filter((p) => p.node === 'n-1');
+    expect(new Set(n1.map((p) => p.evictAt)).size).toBe(1);
+    expect(n1.map((p) => p.key)).toEqual(['ns/n-1-0', 'ns/n-1-1', 'ns/n-1-2', 'ns/n-1-3', 'ns/n-1-4']);
+  });
+});

@@ -65,6 +65,8 @@ export interface ForecastInput {
    * condition it wrote (false: seen on 1.20). See versions.ts; undefined is taken as true, the earlier of the two.
    */
   taintsInTheSamePass?: boolean;
+  /** Keep only the first n pods in `pods` (by eviction time; atRisk, nodesAtRisk and earliest count them all). */
+  podsKept?: number;
 }
 
 export type ZoneState = 'Normal' | 'PartialDisruption' | 'FullDisruption';
@@ -106,14 +108,15 @@ export interface ZoneForecast {
 export interface Forecast {
   at: number;
   nodes: NodeForecast[];
-  /** Pods on nodes that are silent, NotReady or tainted. */
+  /** Pods on nodes that are silent, NotReady or tainted, by eviction time (the first `podsKept` of them). */
   pods: PodForecast[];
   zones: ZoneForecast[];
   /** Every zone fully disrupted: the controller removes taints and evicts nothing. `now` when already so. */
   masterDisruptionAt?: number;
   earliest?: { at: number; pod: string; node: string };
-  /** Pods with a predicted eviction. */
+  /** Pods with a predicted eviction, and the nodes they are on. */
   atRisk: number;
+  nodesAtRisk: number;
   /** No controller-manager is leading: evictions are frozen. */
   frozen: boolean;
   /** When a taint still on a node is to be taken as kept (every zone down), if that is still to come: judge again then. */
@@ -188,7 +191,12 @@ export function forecast(input: ForecastInput): Forecast {
     if (partialFrom <= Math.min(hi, size - 1)) best = Math.max(best, rateFor('PartialDisruption', size));
     return best;
   };
-  const changes = [...new Set(work.flatMap((w) => [w.downEarly, w.downLate]).filter((t) => Number.isFinite(t)))].sort((a, b) => a - b);
+  const changeSet = new Set<number>();
+  for (const w of work) {
+    if (Number.isFinite(w.downEarly)) changeSet.add(w.downEarly);
+    if (Number.isFinite(w.downLate)) changeSet.add(w.downLate);
+  }
+  const changes = [...changeSet].sort((a, b) => a - b);
 
   // Master disruption: when it is sure, taints go and no eviction happens after it.
   const everyChange = [now, ...changes.filter((t) => t > now)];
@@ -233,54 +241,103 @@ export function forecast(input: ForecastInput): Forecast {
     }
   }
 
-  // Pods: the taint manager deletes each when its tolerations of the node's NoExecute taints run out.
-  const byNode = new Map(work.map((w) => [w.f.name, w]));
-  const pods: PodForecast[] = [];
+  // Pods: the taint manager deletes each when its tolerations of the node's NoExecute taints run out. The NoExecute
+  // taints are worked out once per node, and the verdict once per node and set of tolerations: pods of a workload
+  // share one tolerations array (resources.ts interns them), so 30 pods on a node are one or two verdicts.
+  // only pods on failing nodes can be evicted
+  const byNode = new Map<string, Work>();
+  for (const w of work) if (w.f.silent || w.f.notReady || w.f.tainted) byNode.set(w.f.name, w);
   const cutoff = masterAt ?? NEVER;
   const frozen = input.controllerRunning === false;
+  const verdicts = new Map<Work, { taints: SlimTaint[]; of: Map<SlimToleration[], Verdict> }>();
+  const verdictOf = (w: Work, tolerations: SlimToleration[]): Verdict => {
+    let v = verdicts.get(w);
+    if (!v) {
+      const taints = w.node.taints.filter((t) => t.effect === 'NoExecute' && t.key !== UNREACHABLE && t.key !== NOT_READY);
+      if (w.controllerTaint) taints.push(w.controllerTaint);
+      v = { taints, of: new Map() };
+      verdicts.set(w, v);
+    }
+    let d = v.of.get(tolerations);
+    if (!d) {
+      d = podVerdict(w, tolerationMs(tolerations, v.taints), cutoff, frozen);
+      v.of.set(tolerations, d);
+    }
+    return d;
+  };
+  let atRisk = 0;
+  let earliest: Forecast['earliest'];
+  const nodesAtRisk = new Set<string>();
+  const pods = new FirstPods(input.podsKept ?? Infinity);
   for (const pod of input.pods) {
     const w = byNode.get(pod.node);
-    if (!w || !(w.f.silent || w.f.notReady || w.f.tainted)) continue;
-    if (frozen) {
-      pods.push({ key: pod.key, node: pod.node, why: 'no kube-controller-manager is leading: evictions frozen' });
-      continue;
-    }
-    if (w.f.taintAt === undefined) {
-      pods.push({ key: pod.key, node: pod.node, why: w.f.held ?? 'node not tainted' });
-      continue;
-    }
-    const taints = [...w.node.taints.filter((t) => t.effect === 'NoExecute' && t.key !== UNREACHABLE && t.key !== NOT_READY)];
-    if (w.controllerTaint) taints.push(w.controllerTaint);
-    const tol = tolerationMs(pod.tolerations, taints);
-    if (tol === NEVER) {
-      pods.push({ key: pod.key, node: pod.node, why: 'tolerates the taint forever' });
-      continue;
-    }
-    const evictAt = w.f.taintAt + tol;
-    if (w.f.keepsTaint) {
-      pods.push({ key: pod.key, node: pod.node, evictAt, why: 'every zone is down, but the controller kept this taint (added as it entered master disruption mode)' });
-      continue;
-    }
-    if (evictAt >= cutoff) {
-      pods.push({ key: pod.key, node: pod.node, why: 'all zones disrupted: evictions stopped' });
-      continue;
-    }
-    pods.push({ key: pod.key, node: pod.node, evictAt, why: tol === 0 ? 'does not tolerate the taint' : `tolerates it for ${tol / 1000}s` });
+    if (!w) continue;
+    const v = verdictOf(w, pod.tolerations);
+    pods.offer(pod, v);
+    if (v.evictAt === undefined) continue;
+    atRisk++;
+    nodesAtRisk.add(pod.node);
+    if (!earliest || v.evictAt < earliest.at) earliest = { at: v.evictAt, pod: pod.key, node: pod.node };
   }
-
-  let earliest: Forecast['earliest'];
-  for (const p of pods) if (p.evictAt !== undefined && (!earliest || p.evictAt < earliest.at)) earliest = { at: p.evictAt, pod: p.key, node: p.node };
   return {
     at: now,
     nodes: work.map((w) => w.f).sort((a, b) => byCodeUnit(a.name, b.name)),
-    pods: pods.sort((a, b) => (a.evictAt ?? NEVER) - (b.evictAt ?? NEVER) || byCodeUnit(a.key, b.key)),
+    pods: pods.sorted(),
     zones: zoneList.sort((a, b) => byCodeUnit(a.zone, b.zone)),
     masterDisruptionAt: masterAt,
     earliest,
-    atRisk: pods.filter((p) => p.evictAt !== undefined).length,
+    atRisk,
+    nodesAtRisk: nodesAtRisk.size,
     frozen,
     keepsTaintsFrom,
   };
+}
+
+interface Verdict {
+  evictAt?: number;
+  why: string;
+}
+
+/** When a pod with this toleration time (ms, from tolerationMs) is evicted from the node, and why. */
+function podVerdict(w: Work, tol: number, cutoff: number, frozen: boolean): Verdict {
+  if (frozen) return { why: 'no kube-controller-manager is leading: evictions frozen' };
+  if (w.f.taintAt === undefined) return { why: w.f.held ?? 'node not tainted' };
+  if (tol === NEVER) return { why: 'tolerates the taint forever' };
+  const evictAt = w.f.taintAt + tol;
+  if (w.f.keepsTaint) return { evictAt, why: 'every zone is down, but the controller kept this taint (added as it entered master disruption mode)' };
+  if (evictAt >= cutoff) return { why: 'all zones disrupted: evictions stopped' };
+  return { evictAt, why: tol === 0 ? 'does not tolerate the taint' : `tolerates it for ${tol / 1000}s` };
+}
+
+/** By eviction time (none last), then key. */
+const byEviction = (a: { key: string }, av: Verdict, b: { key: string }, bv: Verdict) => (av.evictAt ?? NEVER) - (bv.evictAt ?? NEVER) || byCodeUnit(a.key, b.key);
+
+/**
+ * The first `n` pods by eviction time, then key: all of them sorted, or when n is small a running selection, so that
+ * a forecast over 15,000 pods on failing nodes makes the few PodForecasts it reports, not one per pod.
+ */
+class FirstPods {
+  private readonly kept: { pod: ForecastPod; v: Verdict }[] = [];
+
+  constructor(private readonly n: number) {}
+
+  offer(pod: ForecastPod, v: Verdict): void {
+    const kept = this.kept;
+    if (!Number.isFinite(this.n)) {
+      kept.push({ pod, v });
+      return;
+    }
+    if (kept.length === this.n && (this.n === 0 || byEviction(pod, v, kept[this.n - 1]!.pod, kept[this.n - 1]!.v) >= 0)) return;
+    let i = kept.length;
+    while (i > 0 && byEviction(pod, v, kept[i - 1]!.pod, kept[i - 1]!.v) < 0) i--;
+    kept.splice(i, 0, { pod, v });
+    if (kept.length > this.n) kept.pop();
+  }
+
+  sorted(): PodForecast[] {
+    if (!Number.isFinite(this.n)) this.kept.sort((a, b) => byEviction(a.pod, a.v, b.pod, b.v));
+    return this.kept.map(({ pod, v }) => (v.evictAt === undefined ? { key: pod.key, node: pod.node, why: v.why } : { key: pod.key, node: pod.node, evictAt: v.evictAt, why: v.why }));
+  }
 }
 
 function groupByZone(work: Work[]): Map<string, Work[]> {

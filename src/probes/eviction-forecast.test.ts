@@ -99,6 +99,40 @@ describe('eviction-forecast', () => {
     expect(run.readings.filter((x) => x.status === 'violated')).toEqual([]);
   });
 
+  it('lists the first 20 pods to be evicted of all it counts', async () => {
+    t = new ProbeTester();
+    const names = Array.from({ length: 14 }, (_, i) => `node-${String(i + 1).padStart(2, '0')}`);
+    for (const n of [...names, 'healthy']) {
+      t.putNode(n, { labels: { 'topology.kubernetes.io/zone': n === 'healthy' ? 'zone-b' : 'zone-a' } });
+      t.renewLease(n);
+      for (let i = 0; i < 3; i++) t.putPod('default', `web-${n}-${i}`, { node: n });
+    }
+    kubelets(['healthy']);
+    const run = t.start(probe, { margin: '1s' });
+    const r = await run.until((x) => x.detail.includes('at risk on 14 nodes'));
+    expect(r.detail).toMatch(/^first eviction in .*: default\/web-node-01-0 on node-01 \(42 pods at risk on 14 nodes\)$/);
+    const v = r.value as { nodes: { name: string }[]; pods: { key: string }[]; atRisk: number };
+    expect([v.nodes.length, v.atRisk, v.pods.length]).toEqual([14, 42, 20]);
+    expect(v.pods.slice(0, 4).map((p) => p.key)).toEqual(['default/web-node-01-0', 'default/web-node-01-1', 'default/web-node-01-2', 'default/web-node-02-0']);
+  });
+
+  it('names at most ten failing nodes in its detail', async () => {
+    t = new ProbeTester();
+    // 14 of 17 nodes of a small zone down: partially disrupted, the controller taints none
+    const names = Array.from({ length: 14 }, (_, i) => `node-${String(i + 1).padStart(2, '0')}`);
+    const live = ['node-15', 'node-16', 'node-17'];
+    for (const n of [...names, ...live]) {
+      t.putNode(n, { labels: { 'topology.kubernetes.io/zone': 'zone-a' } });
+      t.renewLease(n);
+      t.putPod('default', `web-${n}`, { node: n });
+    }
+    kubelets(live);
+    const run = t.start(probe, {});
+    const held = await run.until((x) => x.detail.startsWith('no eviction predicted; failing:'));
+    expect(held.detail).toBe(`no eviction predicted; failing: ${names.slice(0, 10).join(', ')} and 4 more`);
+    expect((held.value as { nodes: unknown[] }).nodes).toHaveLength(14);
+  });
+
   it('predicts the evictions on a taint the controller kept as every zone went down, with no further event', async () => {
     setup();
     const run = t.start(probe, { margin: '5m' });

@@ -28,11 +28,16 @@ const Params = z.strictObject({
 
 const LEASE_NS = 'kube-node-lease';
 
-/** Whether the model can predict an eviction on this node: silent, not Ready, or tainted (see forecast.ts). */
-function isFailing(n: ForecastNode, now: number, silentAfter: number): boolean {
-  const beats = [n.leaseRenew, n.ready?.heartbeat].filter((x): x is number => x !== undefined);
-  const last = beats.length ? Math.max(...beats) : n.created;
+/** Whether the model can predict an eviction on this node (its lease renewed at `renew`): silent, not Ready, or tainted (see forecast.ts). */
+function isFailing(n: Pick<ForecastNode, 'ready' | 'created' | 'taints'>, renew: number | undefined, now: number, silentAfter: number): boolean {
+  const beat = n.ready?.heartbeat;
+  const last = renew === undefined ? (beat ?? n.created) : beat === undefined ? renew : Math.max(renew, beat);
   return n.ready?.status !== 'True' || last === undefined || now - last > silentAfter || controllerTaint(n) !== undefined;
+}
+
+/** The names in a reading's detail: the first ten, and how many more. */
+function someNames(names: string[]): string {
+  return names.length <= 10 ? names.join(', ') : `${names.slice(0, 10).join(', ')} and ${names.length - 10} more`;
 }
 
 /** The live eviction forecast: when each failing node goes NotReady and its pods are evicted. */
@@ -70,11 +75,29 @@ export default defineProbe({
       const { taintsInTheSamePass } = traitsOf(parseKubeVersion(resolved.version));
       const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
       const taintedSince = trackTaintedSince(nodes, ctx.clock);
-      // Pods by node, kept up to date from the pods watch.
-      const podsOn = new Map<string, Map<string, SlimPod>>();
+      // Pods by node, kept up to date from the pods watch; for a failing node, also what the forecast reads of its
+      // pods, made when a judgement first needs it and again only after its pods changed.
+      const podsOn = new Map<string, { pods: Map<string, SlimPod>; forecast?: ForecastPod[] }>();
       const index = (key: string, p: SlimPod | undefined, before: SlimPod | undefined) => {
-        if (before?.nodeName) podsOn.get(before.nodeName)?.delete(key);
-        if (p?.nodeName) podsOn.set(p.nodeName, (podsOn.get(p.nodeName) ?? new Map<string, SlimPod>()).set(key, p));
+        if (before?.nodeName) {
+          const on = podsOn.get(before.nodeName);
+          on?.pods.delete(key);
+          if (on) on.forecast = undefined;
+        }
+        if (p?.nodeName) {
+          const on = podsOn.get(p.nodeName) ?? { pods: new Map<string, SlimPod>() };
+          on.pods.set(key, p);
+          on.forecast = undefined;
+          podsOn.set(p.nodeName, on);
+        }
+      };
+      const forecastPodsOn = (node: string): ForecastPod[] => {
+        const on = podsOn.get(node);
+        if (!on) return [];
+        on.forecast ??= [...on.pods]
+          .filter(([, p]) => p.deletionTimestamp === undefined && (!namespaces || namespaces.has(p.namespace)))
+          .map(([key, p]) => ({ key, node, tolerations: p.tolerations }));
+        return on.forecast;
       };
       for (const [key, p] of pods.store) index(key, p, undefined);
       pods.subscribe((c) => {
@@ -87,24 +110,33 @@ export default defineProbe({
       let selected = new Set<string>();
       let leaseDurationMs: number | undefined;
       let silentAfter = params.silentAfter ?? defaultSilentAfter(resolved.settings);
-      const forecastNode = (n: SlimNode, renew = leases.store.get(`${LEASE_NS}/${n.name}`)?.renewTime): ForecastNode => ({
-        name: n.name,
-        zone: zoneOf(n.labels),
-        excluded: 'node.kubernetes.io/exclude-disruption' in n.labels,
-        created: n.created,
-        ready: n.ready,
-        leaseRenew: renew,
-        taints: n.taints,
-        taintedSince: taintedSince(n.name),
-      });
+      // One ForecastNode per Node object (a Node is replaced on every change), its lease and taint times brought up
+      // to date at each judgement: no allocation per node and judgement at thousands of nodes.
+      const seen = new WeakMap<SlimNode, { f: ForecastNode; leaseKey: string }>();
+      const entryOf = (n: SlimNode) => {
+        let e = seen.get(n);
+        if (!e) {
+          const f: ForecastNode = { name: n.name, zone: zoneOf(n.labels), excluded: 'node.kubernetes.io/exclude-disruption' in n.labels, created: n.created, ready: n.ready, taints: n.taints };
+          e = { f, leaseKey: `${LEASE_NS}/${n.name}` };
+          seen.set(n, e);
+        }
+        return e;
+      };
+      const renewOf = (n: SlimNode) => leases.store.get(entryOf(n).leaseKey)?.renewTime;
+      const forecastNode = (n: SlimNode): ForecastNode => {
+        const { f } = entryOf(n);
+        f.leaseRenew = renewOf(n);
+        f.taintedSince = taintedSince(n.name);
+        return f;
+      };
       const failingNode = (name: string | undefined, renew?: number) => {
         const n = name === undefined ? undefined : nodes.store.get(name);
-        return n !== undefined && isFailing(renew === undefined ? forecastNode(n) : forecastNode(n, renew), ctx.clock.now(), silentAfter);
+        return n !== undefined && isFailing(n, renew ?? renewOf(n), ctx.clock.now(), silentAfter);
       };
       // Events that cannot change the forecast do not wake it: a healthy node's heartbeat (its lease renewed, its
       // status posted), and pods coming and going on healthy nodes. Time-driven changes come from recheckAt.
       const mattersForNode = (c: ObjectChange<SlimNode>) =>
-        c.previous === undefined || failingNode(c.key) || isFailing(forecastNode(c.previous), ctx.clock.now(), silentAfter) || !sameLabels(c.previous.labels, c.object.labels);
+        c.previous === undefined || failingNode(c.key) || isFailing(c.previous, renewOf(c.previous), ctx.clock.now(), silentAfter) || !sameLabels(c.previous.labels, c.object.labels);
       const mattersForLease = (c: ObjectChange<SlimLease>) =>
         c.type !== 'modified' || failingNode(c.object.name) || failingNode(c.object.name, c.previous?.renewTime ?? -Infinity) || c.previous?.durationSeconds !== c.object.durationSeconds;
       const mattersForPod = (c: ObjectChange<SlimPod>) => failingNode(c.object.nodeName) || failingNode(c.previous?.nodeName);
@@ -136,15 +168,14 @@ export default defineProbe({
           // Only pods on failing nodes can be evicted: take them from the per-node index, not from every pod.
           const fpods: ForecastPod[] = [];
           for (const n of fnodes) {
-            if (!selected.has(n.name) || !isFailing(n, now, silentAfter)) continue;
-            for (const p of podsOn.get(n.name)?.values() ?? [])
-              if (p.deletionTimestamp === undefined && (!namespaces || namespaces.has(p.namespace)))
-                fpods.push({ key: `${p.namespace}/${p.name}`, node: n.name, tolerations: p.tolerations });
+            if (!selected.has(n.name) || !isFailing(n, n.leaseRenew, now, silentAfter)) continue;
+            for (const fp of forecastPodsOn(n.name)) fpods.push(fp);
           }
           const lease = [...leader.store.values()][0];
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
           const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
-          const f = forecast({ now, settings, nodes: fnodes, pods: fpods, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass });
+          // the reading lists the first 20 pods to be evicted; the forecast counts them all
+          const f = forecast({ now, settings, nodes: fnodes, pods: fpods, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20 });
 
           const failing = f.nodes.filter((n) => n.silent || n.notReady || n.tainted);
           const e = f.earliest;
@@ -154,8 +185,9 @@ export default defineProbe({
           for (const n of f.nodes) if (!n.silent && n.lastHeartbeat !== undefined) recheckAt = Math.min(recheckAt, n.lastHeartbeat + silentAfter + 1);
           if (controllerRunning && leaseEnds !== undefined) recheckAt = Math.min(recheckAt, leaseEnds + 1);
           if (f.keepsTaintsFrom !== undefined) recheckAt = Math.min(recheckAt, f.keepsTaintsFrom);
-          const nodesAtRisk = new Set(f.pods.filter((p) => p.evictAt !== undefined).map((p) => p.node)).size;
-          const silentNames = failing.map((n) => n.name).join(', ');
+          const nodesAtRisk = f.nodesAtRisk;
+          const failingNames = failing.map((n) => n.name);
+          const silentNames = someNames(failingNames);
           const detail = e
             ? `first eviction ${e.at > now ? `in ${formatDuration(e.at - now)}` : 'due now'}: ${e.pod} on ${e.node} (${f.atRisk} pod${f.atRisk === 1 ? '' : 's'} at risk on ${nodesAtRisk} node${nodesAtRisk === 1 ? '' : 's'})`
             : f.frozen
@@ -166,7 +198,7 @@ export default defineProbe({
           return {
             status: violated ? 'violated' : 'ok',
             detail,
-            key: `${violated}|${e?.pod}|${f.atRisk}|${silentNames}|${f.frozen}|${f.masterDisruptionAt !== undefined}`,
+            key: `${violated}|${e?.pod}|${f.atRisk}|${failingNames.join(',')}|${f.frozen}|${f.masterDisruptionAt !== undefined}`,
             recheckAt,
             value: {
               earliestEviction: e ? { ...e, inMs: e.at - now } : null,
@@ -175,7 +207,7 @@ export default defineProbe({
               masterDisruptionAt: f.masterDisruptionAt ?? null,
               nodes: failing,
               healthyNodes: f.nodes.length - failing.length,
-              pods: f.pods.filter((p) => p.evictAt !== undefined).slice(0, 20),
+              pods: f.pods.filter((p) => p.evictAt !== undefined),
               zones: f.zones,
               settings: { ...settings, silentAfterMs: silentAfter },
               sources: resolved.sources,
