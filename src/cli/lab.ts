@@ -84,6 +84,7 @@ interface UpFlags {
   replicas?: number;
   workload: boolean;
   prometheus?: boolean;
+  etcdQuota?: string;
   binDir?: string;
   kubernetesVersion?: string;
   keepOnFailure?: boolean;
@@ -109,6 +110,7 @@ function up(lab: Command, done: Done) {
     .option('--replicas <n>', 'replicas of the sample Deployment (default 2 per node)', int)
     .option('--no-workload', 'no sample Deployment and Service')
     .option('--prometheus', "also run Debian's Prometheus (apt-get installs it on first use) in a namespace of its own, scraping etcd (every 250 ms), the apiservers, controller-managers and schedulers (every second); the inventory's spec.prometheus points promql probes at it")
+    .option('--etcd-quota <size>', "etcd's space quota, 64Mi to 64Gi (default 512Mi: a throttled disk is felt; give more for 100k+ objects)")
     .option('--kubernetes-version <version>', `the release to run: ${SUPPORTED_MINORS.map((m) => `1.${m}`).join(', ')} or a cached patch release (default 1.${DEFAULT_MINOR})`)
     .option('--bin-dir <dir>', 'Kubernetes binaries to use (or KUBEBUILDER_ASSETS; default: the cache `lab install` fills)')
     .option('--keep-on-failure', 'leave what was made when up fails (for debugging)')

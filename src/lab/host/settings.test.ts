@@ -37,6 +37,9 @@ describe('lab settings', () => {
     [{ controlPlanes: 2 }, '--control-planes'],
     [{ controlPlanes: 0 }, '--control-planes'],
     [{ prometheus: 'yes' as unknown as boolean }, '--prometheus'],
+    [{ etcdQuota: '8G' }, '--etcd-quota'],
+    [{ etcdQuota: '32Mi' }, '--etcd-quota'],
+    [{ etcdQuota: '65Gi' }, '--etcd-quota'],
   ])('refuses %j, naming the flag and quoting the value', (o, flag) => {
     try {
       resolveSettings(o);
@@ -58,6 +61,12 @@ describe('lab settings', () => {
     expect(resolveSettings({}).prometheus).toBe(false);
     expect(resolveSettings({ prometheus: true }).prometheus).toBe(true);
     expect(resolveSettings({ prometheus: true, controlPlanes: 3 })).toMatchObject({ prometheus: true, controlPlanes: 3 });
+  });
+
+  it("gives etcd a 512 MiB space quota unless told more (a large cluster's objects need it)", () => {
+    expect(resolveSettings({}).etcdQuotaBytes).toBe(512 * 2 ** 20);
+    expect(resolveSettings({ etcdQuota: '8Gi' }).etcdQuotaBytes).toBe(8 * 2 ** 30);
+    expect(resolveSettings({ etcdQuota: '768Mi' }).etcdQuotaBytes).toBe(768 * 2 ** 20);
   });
 
   it('has no workload without nodes', () => {

@@ -35,6 +35,8 @@ export interface LabUpOptions {
   replicas?: number;
   /** Debian's Prometheus in a namespace of its own, scraping every control-plane component (default false). */
   prometheus?: boolean;
+  /** etcd's --quota-backend-bytes as `512Mi` or `8Gi` (default 512Mi: small, so a disk throttle is felt; large clusters need more). */
+  etcdQuota?: string;
 }
 
 /** The settings a lab runs with (durations in milliseconds, like the parsed inventory's controller settings). */
@@ -58,7 +60,11 @@ export interface LabSettings {
   replicas: number;
   /** Prometheus scrapes the control plane; absent in the state of labs made before it existed (none). */
   prometheus?: boolean;
+  /** etcd's space quota in bytes; absent in the state of labs made before it was a setting (512 MiB). */
+  etcdQuotaBytes?: number;
 }
+
+export const DEFAULT_ETCD_QUOTA_BYTES = 512 * 1024 ** 2;
 
 const MAX_LAB_NODES = 200;
 
@@ -90,6 +96,7 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
     workload: o.workload ?? true,
     replicas: int('replicas', o.replicas ?? Math.max(2, 2 * nodes), 0, 10_000),
     prometheus: flag('prometheus', o.prometheus ?? false),
+    etcdQuotaBytes: o.etcdQuota === undefined ? DEFAULT_ETCD_QUOTA_BYTES : quota(o.etcdQuota),
   };
   if (s.workload && nodes === 0) s.workload = false;
   return s;
@@ -121,6 +128,14 @@ function ms(flag: string, v: DurationInput, min: number): number {
   const n = typeof v === 'number' ? v : parseDuration(v);
   if (n === undefined || !Number.isFinite(n) || n < min) throw bad(flag, v, `a duration of at least ${formatDuration(min)}, e.g. 8s`);
   return Math.round(n);
+}
+
+/** etcd accepts up to 8 GiB without warning; the lab takes 64 MiB to 64 GiB. */
+function quota(v: string): number {
+  const m = /^(\d+)(Mi|Gi)$/.exec(v);
+  const bytes = m ? Number(m[1]) * 1024 ** (m[2] === 'Gi' ? 3 : 2) : NaN;
+  if (!(bytes >= 64 * 1024 ** 2 && bytes <= 64 * 1024 ** 3)) throw bad('etcd-quota', v, 'a size from 64Mi to 64Gi, e.g. 512Mi or 8Gi');
+  return bytes;
 }
 
 function int(flag: string, v: number, min: number, max: number): number {

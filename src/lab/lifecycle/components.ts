@@ -4,7 +4,7 @@ import type { LabBinariesInfo } from '../host/info.js';
 import type { LabPki } from '../host/pki.js';
 import { SERVICE_CIDR } from '../host/pki.js';
 import { httpGet, type ServiceSpec } from './services.js';
-import { goDuration, type LabSettings } from '../host/settings.js';
+import { DEFAULT_ETCD_QUOTA_BYTES, goDuration, type LabSettings } from '../host/settings.js';
 
 /** What the component command lines are made from. */
 export interface ComponentContext {
@@ -72,7 +72,7 @@ export function etcdService(c: ComponentContext): ServiceSpec {
       ...etcdPeering(c),
       '--initial-cluster-state=new',
       // small and light, but with fsync: throttling its disk must be felt
-      `--quota-backend-bytes=${512 * 1024 * 1024}`,
+      `--quota-backend-bytes=${c.settings.etcdQuotaBytes ?? DEFAULT_ETCD_QUOTA_BYTES}`,
       '--snapshot-count=10000',
       '--auto-compaction-mode=periodic',
       '--auto-compaction-retention=5m',
