@@ -25,14 +25,14 @@ import { createWriteStream, mkdirSync } from 'node:fs';
 import { cpus, homedir, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { KubeConfig } from '@kubernetes/client-node';
 import { realClock } from '../dist/core/clock.js';
 import { parseDuration } from '../dist/core/duration.js';
 import { KubeHttp } from '../dist/kube/http.js';
+import { loadClientConfig } from '../dist/kube/kubeconfig.js';
 import { readLabInfo } from '../dist/lab/host/info.js';
+import { measured } from './parts/measured.js';
 
 const env = process.env;
 const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
@@ -75,51 +75,13 @@ function quantile(xs, q) {
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
 }
 
-/** A measured process: sends commands, collects its `pod-deleted` events and answers to `stats`. */
-function measured(name, cmd, args) {
-  const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
-  const deleted = new Map();
-  const waiting = [];
-  createInterface({ input: child.stdout }).on('line', (line) => {
-    let m;
-    try {
-      m = JSON.parse(line);
-    } catch {
-      return;
-    }
-    if (m.ev === 'pod-deleted') {
-      if (!deleted.has(m.name)) deleted.set(m.name, m.at);
-    } else if (m.ev === 'stats') waiting.shift()?.(m);
-  });
-  const exited = new Promise((r) => child.on('exit', r));
-  return {
-    name,
-    deleted,
-    pid: child.pid,
-    stats: () =>
-      new Promise((resolve, reject) => {
-        waiting.push(resolve);
-        child.stdin.write('stats\n');
-        exited.then(() => reject(new Error(`${name} exited`)));
-      }),
-    async quit() {
-      child.stdin.write('quit\n');
-      await Promise.race([exited, sleep(10_000)]);
-      child.kill('SIGKILL');
-    },
-  };
-}
-
 async function main() {
   const { bin: informerBin, go } = buildInformer();
   log(`informer built with ${go}`);
   kr('lab', 'down', '--instance', INSTANCE);
-  kr('lab', 'up', '--instance', INSTANCE, '--nodes', '0', '--no-workload', '--grace', '40s', '--monitor-period', '5s', '--lease-renew', '10s');
+  kr('lab', 'up', '--instance', INSTANCE, '--nodes', '0', '--no-workload', '--grace', '40s', '--monitor-period', '5s', '--lease-renew', '10s', '--etcd-quota', '8Gi');
   const info = await readLabInfo(INSTANCE);
-  const kc = new KubeConfig();
-  kc.loadFromFile(info.kubeconfig);
-  kc.setCurrentContext(info.context);
-  const http = new KubeHttp(kc, realClock);
+  const http = new KubeHttp(loadClientConfig({ file: info.kubeconfig, context: info.context }), realClock);
   const api = async (path, o = {}) => {
     const a = await http.request(path, { timeoutMs: 60_000, ...o });
     if (a.status >= 300 && !(o.okStatus ?? []).includes(a.status)) throw new Error(`${o.method ?? 'GET'} ${path}: ${a.status} ${a.body.slice(0, 300)}`);
@@ -299,7 +261,7 @@ function report(rows, go, fleet) {
   console.log(`## Probes at scale: ${NODES} nodes, ${SIZES.join(' / ')} pods, against client-go informers
 
 Command: \`npm run build && node bench/probes-scale.bench.js\` (bench/probes-scale.bench.js). A lab with no worker namespaces
-(\`lab up --nodes 0 --no-workload --grace 40s --monitor-period 5s --lease-renew 10s\`), \`lab fleet --count ${NODES} --zones 3\`
+(\`lab up --nodes 0 --no-workload --grace 40s --monitor-period 5s --lease-renew 10s --etcd-quota 8Gi\`), \`lab fleet --count ${NODES} --zones 3\`
 (simulated kubelets renewing their Leases every 10 s and posting NodeStatus every minute), and pods bound to the fleet's
 nodes, created through the apiserver and set Running once by the fleet. Per size, at the same moment: the executor's
 cluster probes (node-leases, node-ready, noexecute-taints, pod-deletions, eviction-forecast, endpoints-stability, on the

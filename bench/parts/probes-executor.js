@@ -7,10 +7,12 @@
 //
 // and prints {"ev":"pod-deleted","name":"ns/name","at":ms} when pod-deletions' reading counts a deletion.
 //
-//   node bench/parts/probes-executor.js INVENTORY KUBECONFIG CONTEXT
+//   node bench/parts/probes-executor.js INVENTORY KUBECONFIG CONTEXT [V8-FLAG...]
 import { createInterface } from 'node:readline';
+import v8 from 'node:v8';
 import { performance } from 'node:perf_hooks';
 import { realClock } from '../../dist/core/clock.js';
+import { tuneHeap } from '../../dist/core/heap.js';
 import { watchSpecs } from '../../dist/kube/resources.js';
 import { benchCtx } from './bench-ctx.js';
 import endpointsStability from '../../dist/probes/endpoints-stability.js';
@@ -20,7 +22,11 @@ import nodeReady from '../../dist/probes/node-ready.js';
 import noexecuteTaints from '../../dist/probes/noexecute-taints.js';
 import podDeletions from '../../dist/probes/pod-deletions.js';
 
-const [inventoryFile, kubeconfig, context] = process.argv.slice(2);
+const [inventoryFile, kubeconfig, context, ...v8Flags] = process.argv.slice(2);
+// the heap as the CLI sets it up (src/core/heap.ts), then V8 flags given after the context (the benchmarks compare
+// settings with them: `--semi-space-growth-factor=2` is V8's default)
+tuneHeap();
+for (const f of v8Flags) v8.setFlagsFromString(f);
 const epochMs = () => performance.timeOrigin + performance.now();
 const print = (v) => process.stdout.write(`${JSON.stringify(v)}\n`);
 
@@ -103,6 +109,7 @@ for await (const line of lines) {
       ev: 'stats',
       at: epochMs(),
       rssMiB: mem.rss / 2 ** 20,
+      peakRssMiB: process.resourceUsage().maxRSS / 1024,
       heapMiB: mem.heapUsed / 2 ** 20,
       cpuSeconds: (cpu.user + cpu.system) / 1e6,
       firstReadingMs,

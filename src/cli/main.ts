@@ -1,6 +1,7 @@
 import { basename } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { EXIT, type ExitCode, isKrError, messageOf } from '../core/errors.js';
+import { tuneHeap } from '../core/heap.js';
 import { redactText } from '../core/logger.js';
 import { toolVersion } from '../core/version.js';
 import { out } from './output.js';
@@ -23,6 +24,7 @@ const commands: Record<string, () => Promise<{ register: Register }>> = {
 
 /** Runs the CLI and sets process.exitCode: the only place in the project that does. */
 export async function main(argv: string[]): Promise<void> {
+  tuneHeap();
   const code = await runCli(argv);
   process.exitCode = code;
   if (exitNow) process.exit(code);

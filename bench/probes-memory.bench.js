@@ -1,0 +1,155 @@
+// The executor's memory at scale without a lab: the same cluster probes as bench/probes-scale.bench.js
+// (bench/parts/probes-executor.js, in a process of its own) against a stand-in apiserver (bench/parts/fake-apiserver.js)
+// with N nodes and P pods and a large cluster's churn (every Lease renewed every 10 s, every Node's status every
+// minute, K pod deletions/s). Minutes instead of the lab's hour, on any machine; the lab benchmark stays the reference
+// (a real apiserver, and client-go beside). Several executors run side by side in one run, one per set of Node
+// flags, so the flags are compared under the same load.
+//
+//   npm run build && node bench/probes-memory.bench.js
+//   KUBE_RUNBOOK_BENCH_NODES=5000  KUBE_RUNBOOK_BENCH_PODS="1000 30000 150000"  KUBE_RUNBOOK_BENCH_HOLD=2m
+//   KUBE_RUNBOOK_BENCH_SILENT=500 (nodes that stop at the start of the hold)
+//   KUBE_RUNBOOK_BENCH_CHURN=10  KUBE_RUNBOOK_BENCH_NODE_FLAGS="|-- --semi-space-growth-factor=2"   (the default)
+//   ('|' between sets; before `--` Node's flags, after it V8 flags the executor sets for itself after the CLI's
+//   own heap setting, src/core/heap.ts; '' is the executor as the CLI runs)
+//
+// Prints its section of BENCHMARKS.md.
+/* global URL */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { parseDuration } from '../dist/core/duration.js';
+import { fakeApiServer } from './parts/fake-apiserver.js';
+import { measured } from './parts/measured.js';
+
+const env = process.env;
+const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
+const SIZES = (env.KUBE_RUNBOOK_BENCH_PODS ?? '1000 30000 150000').split(/\s+/).filter(Boolean).map(Number).sort((a, b) => a - b);
+const HOLD = parseDuration(env.KUBE_RUNBOOK_BENCH_HOLD ?? '2m');
+const CHURN = Number(env.KUBE_RUNBOOK_BENCH_CHURN ?? 10);
+const SILENT = Number(env.KUBE_RUNBOOK_BENCH_SILENT ?? Math.round(NODES / 10));
+// the executor's heap as the CLI sets it up (src/core/heap.ts), and with V8's default young generation growth
+const FLAG_SETS = (env.KUBE_RUNBOOK_BENCH_NODE_FLAGS ?? '|-- --semi-space-growth-factor=2').split('|').map((s) => s.trim().split(/\s+/).filter(Boolean));
+const EXECUTOR = fileURLToPath(new URL('parts/probes-executor.js', import.meta.url));
+const IDS = ['node-leases', 'node-ready', 'noexecute-taints', 'pod-deletions', 'eviction-forecast', 'endpoints-stability'];
+const epochMs = () => performance.timeOrigin + performance.now();
+const log = (m) => console.error(`[probes-memory ${new Date().toISOString().slice(11, 19)}] ${m}`);
+
+/** `flags` before the script are Node's; after `--`, V8 flags the executor sets for itself at run time. */
+function executor(flags, inventory, kubeconfig) {
+  const split = flags.indexOf('--');
+  const [node, runtime] = split < 0 ? [flags, []] : [flags.slice(0, split), flags.slice(split + 1)];
+  return measured(`the executor (${flags.join(' ') || 'as the CLI runs'})`, process.execPath, [...node, EXECUTOR, inventory, kubeconfig, 'bench', ...runtime]);
+}
+
+async function measure(pods) {
+  const api = fakeApiServer({ nodes: NODES, pods });
+  const server = await api.listen();
+  const dir = mkdtempSync(join(tmpdir(), 'kr-probes-memory-'));
+  try {
+    const kubeconfig = join(dir, 'kubeconfig');
+    writeFileSync(
+      kubeconfig,
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        clusters: [{ name: 'bench', cluster: { server } }],
+        users: [{ name: 'bench', user: { token: 'bench' } }],
+        contexts: [{ name: 'bench', context: { cluster: 'bench', user: 'bench' } }],
+        'current-context': 'bench',
+      }),
+    );
+    const inventory = join(dir, 'inventory.yaml');
+    writeFileSync(
+      inventory,
+      [
+        'apiVersion: kube-runbook/v1',
+        'kind: Inventory',
+        'metadata: {name: probes-memory}',
+        'spec:',
+        '  layout: kubeadm',
+        '  kubeconfig: kubeconfig',
+        '  context: bench',
+        '  transport: {type: local}',
+        '  controller: {nodeMonitorGracePeriod: 40s, nodeMonitorPeriod: 5s, defaultTolerationSeconds: 300, leaseDuration: 40s}',
+        '  nodes:',
+        '    - {name: fleet-00000, roles: [control-plane, worker], zone: zone-a}',
+        '',
+      ].join('\n'),
+    );
+    const started = epochMs();
+    const exs = FLAG_SETS.map((flags) => executor(flags, inventory, kubeconfig));
+    const first = new Map();
+    while (first.size < exs.length) {
+      if (epochMs() - started > 600_000) throw new Error(`the probes did not all read within 10 minutes at ${pods} pods`);
+      await sleep(1000);
+      const waiting = [];
+      for (const [k, e] of exs.entries()) {
+        if (first.has(k)) continue;
+        const s = await e.stats();
+        if (IDS.every((id) => s.firstReadingMs[id] !== undefined)) first.set(k, s);
+        else waiting.push(`${FLAG_SETS[k].join(' ') || 'no flags'}: ${IDS.filter((id) => s.firstReadingMs[id] === undefined).map((id) => `${id} (${s.readings[id]?.detail ?? 'no reading'})`).join(', ')}`);
+      }
+      if (waiting.length && Math.round((epochMs() - started) / 1000) % 15 === 0) log(`waiting for the first readings of ${waiting.join('; ')}`);
+    }
+    await sleep(5000);
+    const synced = await Promise.all(exs.map((e) => e.stats()));
+    log(`${pods} pods: ${synced.map((s, k) => `${FLAG_SETS[k].join(' ') || 'no flags'} ${s.rssMiB.toFixed(0)} MiB (heap ${s.heapMiB.toFixed(0)})`).join(', ')} after the initial lists`);
+    // the churn starts now: pod deletions (the leases and nodes churn from the start), and SILENT nodes stop, so
+    // that the eviction forecast has failing nodes to judge
+    api.churn(CHURN);
+    api.silence(SILENT);
+    await sleep(HOLD);
+    const end = await Promise.all(exs.map((e) => e.stats()));
+    const deletions = api.stats().deletions;
+    const seen = exs.map((e) => e.deleted.size);
+    await Promise.all(exs.map((e) => e.quit()));
+    log(`${pods} pods: ${end.map((s, k) => `${FLAG_SETS[k].join(' ') || 'no flags'} ${s.rssMiB.toFixed(0)} MiB`).join(', ')} at the end; unknown paths asked for: ${api.stats().unknownPaths.join(' ') || 'none'}`);
+    return { pods, first: [...exs.keys()].map((k) => first.get(k)), synced, end, deletions, seen };
+  } finally {
+    api.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const f1 = (x) => (x === null || x === undefined ? '–' : x.toFixed(1));
+
+function report(rows) {
+  const flagName = (k) => (FLAG_SETS[k].length ? `\`${FLAG_SETS[k].join(' ')}\`` : 'as the CLI runs');
+  console.log(`## The executor's memory at scale, against a stand-in apiserver: ${NODES} nodes, ${SIZES.join(' / ')} pods
+
+Command: \`npm run build && node bench/probes-memory.bench.js\` (bench/probes-memory.bench.js; KUBE_RUNBOOK_BENCH_NODE_FLAGS
+${JSON.stringify(env.KUBE_RUNBOOK_BENCH_NODE_FLAGS ?? '')}). The executor's cluster probes (bench/parts/probes-executor.js, as in the lab benchmark)
+against bench/parts/fake-apiserver.js: ${NODES} nodes in 3 zones and their Leases, pods with the fields a real apiserver
+returns; churn: every Lease renewed every 10 s (${Math.round(NODES / 10)}/s), every Node status every minute, and during the
+${f1(HOLD / 60_000)}-minute hold ${CHURN} pod deletions/s, each replaced, and ${SILENT} nodes spread over the zones stop renewing
+their Leases and posting status (the eviction forecast judges failing nodes; the controller settings say grace 40 s). One executor per set of Node flags, side by side.
+Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}. Date: ${new Date().toISOString().slice(0, 10)}.
+
+| pods | executor | RSS after lists | heap after lists | RSS at end of hold | heap at end | peak RSS | CPU over the hold | last first reading | lease delay p99 | forecast judgement p50 / p99 / max | deletions seen |
+|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+${rows
+  .flatMap((r) =>
+    r.synced.map((s, k) => {
+      const e = r.end[k];
+      const cpu = e.cpuSeconds - s.cpuSeconds;
+      const j = e.judgeMs['eviction-forecast'];
+      return `| ${r.pods} | ${flagName(k)} | ${f1(s.rssMiB)} MiB | ${f1(s.heapMiB)} MiB | ${f1(e.rssMiB)} MiB | ${f1(e.heapMiB)} MiB | ${f1(e.peakRssMiB)} MiB | ${f1(cpu)} s (${f1((cpu / (HOLD / 1000)) * 100)} %) | ${f1(Math.max(...Object.values(r.first[k].firstReadingMs)) / 1000)} s | ${f1(e.leaseDelayMs.p99)} ms | ${f1(j.p50)} / ${f1(j.p99)} / ${f1(j.max)} ms (${j.n}×) | ${r.seen[k]}/${r.deletions} |`;
+    }),
+  )
+  .join('\n')}
+`);
+}
+
+const rows = [];
+let failure;
+try {
+  for (const pods of SIZES) rows.push(await measure(pods));
+} catch (e) {
+  log(`stopped: ${e.message}`);
+  failure = e;
+}
+report(rows);
+process.exit(failure ? 1 : 0);
