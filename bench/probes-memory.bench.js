@@ -90,13 +90,13 @@ async function measure(pods) {
         if (first.has(k)) continue;
         const s = await e.stats();
         if (IDS.every((id) => s.firstReadingMs[id] !== undefined)) first.set(k, s);
-        else waiting.push(`${FLAG_SETS[k].join(' ') || 'no flags'}: ${IDS.filter((id) => s.firstReadingMs[id] === undefined).map((id) => `${id} (${s.readings[id]?.detail ?? 'no reading'})`).join(', ')}`);
+        else waiting.push(`${FLAG_SETS[k].join(' ') || 'as the CLI runs'}: ${IDS.filter((id) => s.firstReadingMs[id] === undefined).map((id) => `${id} (${s.readings[id]?.detail ?? 'no reading'})`).join(', ')}`);
       }
       if (waiting.length && Math.round((epochMs() - started) / 1000) % 15 === 0) log(`waiting for the first readings of ${waiting.join('; ')}`);
     }
     await sleep(5000);
     const synced = await Promise.all(exs.map((e) => e.stats()));
-    log(`${pods} pods: ${synced.map((s, k) => `${FLAG_SETS[k].join(' ') || 'no flags'} ${s.rssMiB.toFixed(0)} MiB (heap ${s.heapMiB.toFixed(0)})`).join(', ')} after the initial lists`);
+    log(`${pods} pods: ${synced.map((s, k) => `${FLAG_SETS[k].join(' ') || 'as the CLI runs'} ${s.rssMiB.toFixed(0)} MiB (heap ${s.heapMiB.toFixed(0)})`).join(', ')} after the initial lists`);
     // the churn starts now: pod deletions (the leases and nodes churn from the start), and SILENT nodes stop, so
     // that the eviction forecast has failing nodes to judge
     api.churn(CHURN);
@@ -106,7 +106,7 @@ async function measure(pods) {
     const deletions = api.stats().deletions;
     const seen = exs.map((e) => e.deleted.size);
     await Promise.all(exs.map((e) => e.quit()));
-    log(`${pods} pods: ${end.map((s, k) => `${FLAG_SETS[k].join(' ') || 'no flags'} ${s.rssMiB.toFixed(0)} MiB`).join(', ')} at the end; unknown paths asked for: ${api.stats().unknownPaths.join(' ') || 'none'}`);
+    log(`${pods} pods: ${end.map((s, k) => `${FLAG_SETS[k].join(' ') || 'as the CLI runs'} ${s.rssMiB.toFixed(0)} MiB`).join(', ')} at the end; unknown paths asked for: ${api.stats().unknownPaths.join(' ') || 'none'}`);
     return { pods, first: [...exs.keys()].map((k) => first.get(k)), synced, end, deletions, seen };
   } finally {
     api.close();

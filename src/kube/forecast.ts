@@ -403,8 +403,9 @@ class SortedByLate {
 
 function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentAfter: number, taintDelay: number): Work {
   const P = s.nodeMonitorPeriodMs;
-  const hbs = [node.leaseRenew, node.ready?.heartbeat].filter((x): x is number => x !== undefined);
-  const lastHeartbeat = hbs.length ? Math.max(...hbs) : node.created;
+  const renew = node.leaseRenew;
+  const beat = node.ready?.heartbeat;
+  const lastHeartbeat = renew === undefined ? (beat ?? node.created) : beat === undefined ? renew : Math.max(renew, beat);
   const grace = node.ready ? s.nodeMonitorGracePeriodMs : s.nodeStartupGracePeriodMs;
   const silent = lastHeartbeat === undefined || now - lastHeartbeat > silentAfter;
   const notReady = node.ready?.status !== 'True';

@@ -45,16 +45,17 @@ function runbook(name: string, faultTtl: string, steps: unknown[]): string {
 
 const netnsOf = (node: string) => lab.nodes.find((n) => n.name === node)!.netns;
 
+/** A command's stdout; it is killed after 30 s (iptables waiting for the xtables lock, say) and the test fails saying so. */
 async function sh(cmd: string, args: string[]): Promise<string> {
-  return new Promise((resolve) => {
-    const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+  return new Promise((resolve, reject) => {
+    const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'ignore'], timeout: 30_000 });
     let out = '';
     c.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    c.on('close', () => resolve(out));
+    c.on('close', (code, signal) => (signal ? reject(new Error(`${cmd} ${args.join(' ')}: killed by ${signal} (no answer in 30 s)`)) : resolve(out)));
   });
 }
 
-const egressRules = async (node: string) => (await sh('ip', ['netns', 'exec', netnsOf(node), 'iptables', '-w', '-S'])).split('\n').filter((l) => l.includes('KR-EGRESS'));
+const egressRules = async (node: string) => (await sh('ip', ['netns', 'exec', netnsOf(node), 'iptables', '-w', '10', '-S'])).split('\n').filter((l) => l.includes('KR-EGRESS'));
 const kubeletPid = (node: string) => readFileSync(join(lab.stateDir, 'nodes', node, 'kubelet', 'pid'), 'utf8').trim();
 const kubeletUp = async (node: string) => {
   try {
@@ -213,18 +214,26 @@ describe('the executor SIGKILLed during a run over agents', () => {
       });
       let out = '';
       child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+      child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+      const exited = new Promise((r) => child.once('exit', r));
       await realClock.sleep(killAfterMs);
       child.kill('SIGKILL');
-      await new Promise((r) => child.once('close', r));
+      await exited;
       const killedAt = realClock.now();
+      // each step says when it ends: a step that hangs shows in the log
+      const step = (what: string) => console.log(`agent run killed ${killAfterMs} ms in: ${what} at +${((realClock.now() - killedAt) / 1000).toFixed(1)} s`);
       await realClock.sleep(30_000); // faultTtl + 10 s
       expect(await kubeletUp('node-1'), `node-1's kubelet runs again\n${out.slice(-1500)}`).toBe(true);
-      expect(await egressRules('node-3'), "node-3's rules are gone").toEqual([]);
+      expect(await egressRules('node-3'), `node-3's rules are gone\n${out.slice(-1500)}`).toEqual([]);
+      step('dead-men have reverted both faults');
       const r = await cli(['recover', '--state-dir', state, '--all'], { timeoutMs: 300_000 });
       expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
+      step('recover done');
       await agentPodsGone(` after recover: ${r.stdout}\n${r.stderr}`);
+      step('agent pods gone');
       expect(realClock.now() - killedAt).toBeLessThan(300_000);
       await settled();
+      step('lab settled');
     });
 });
 
