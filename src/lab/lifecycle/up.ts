@@ -22,7 +22,7 @@ import { makeBridge, makeNodesNet, nodeIp, SUBNET_BASE } from '../host/net.js';
 import { labNames, labPaths, machineRunDir, DEFAULT_INSTANCE, LB_NODE, PROMETHEUS_NODE } from '../host/paths.js';
 import { makePki } from '../host/pki.js';
 import { writeService, type ServiceSpec } from './services.js';
-import { haproxyService, writeHaproxyConfig } from './haproxy.js';
+import { haproxyService, parseShowStat, statsCommand, writeHaproxyConfig } from './haproxy.js';
 import { findPackagedBinary } from '../install/packaged.js';
 import { prometheusService, prometheusUrl, writePrometheusConfig, type PrometheusPlan } from './prometheus.js';
 import { startPrometheus } from './prometheus-start.js';
@@ -264,6 +264,10 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
     clock,
     signal: o.signal,
   });
+  if (lbService) {
+    step('waiting for HAProxy to see every apiserver UP');
+    await waitBackendsUp(join(lbService.dir, 'stats.sock'), cps.length, clock, o.signal);
+  }
   if (promPlan && info.prometheus) {
     step(`prometheus: ${info.prometheus.url}, scraping the control plane`);
     const targets = await startPrometheus({ dir: promPlan.dir, url: info.prometheus.url, admin, clock, signal: o.signal });
@@ -274,4 +278,21 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   await writeLabInfo(info);
   step(`lab ${instance} is up`);
   return info;
+}
+
+/** Until HAProxy's health checks have every member's apiserver UP (the VIP serves from all of them), at most 60 s. */
+async function waitBackendsUp(socket: string, members: number, clock: Clock, signal?: AbortSignal): Promise<void> {
+  const deadline = clock.now() + 60_000;
+  for (;;) {
+    let last: string;
+    try {
+      const backends = parseShowStat(await statsCommand(socket, 'show stat'));
+      if (backends.length === members && backends.every((b) => b.status === 'UP')) return;
+      last = backends.map((b) => `${b.server} ${b.status} ${b.check}`).join(', ');
+    } catch (e) {
+      last = messageOf(e);
+    }
+    if (clock.now() > deadline) throw new KrError('LAB_UP_FAILED', `HAProxy does not see every apiserver UP within 60 s: ${last}`);
+    await clock.sleep(500, signal);
+  }
 }
