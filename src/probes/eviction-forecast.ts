@@ -122,10 +122,11 @@ export default defineProbe({
         }
         return e;
       };
-      const renewOf = (n: SlimNode) => leases.store.get(entryOf(n).leaseKey)?.renewTime;
+      // (a Node seen only in an event's `previous` gets no entry: the watch handlers stay allocation-free)
+      const renewOf = (n: SlimNode) => leases.store.get(seen.get(n)?.leaseKey ?? `${LEASE_NS}/${n.name}`)?.renewTime;
       const forecastNode = (n: SlimNode): ForecastNode => {
-        const { f } = entryOf(n);
-        f.leaseRenew = renewOf(n);
+        const { f, leaseKey } = entryOf(n);
+        f.leaseRenew = leases.store.get(leaseKey)?.renewTime;
         f.taintedSince = taintedSince(n.name);
         return f;
       };
