@@ -69,11 +69,7 @@ export function gated<T>(w: WatchHandle<T>, matters: (c: ObjectChange<T>) => boo
   };
 }
 
-/** Whether two label maps hold the same labels. */
-export function sameLabels(a: Record<string, string>, b: Record<string, string>): boolean {
-  const ka = Object.keys(a);
-  return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
-}
+export { sameLabels } from '../kube/labels.js';
 
 /** The watches a probe reads, by the names it gives them. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each spec keeps its own object type

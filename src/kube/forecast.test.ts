@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type ForecastNode, type ForecastPod, type LifecycleSettings, forecast, zoneStateOf } from './forecast.js';
+import { type ForecastInput, type ForecastNode, type ForecastPod, type LifecycleSettings, forecast as forecastGroups, groupPods, isFailing, zoneStateOf } from './forecast.js';
 import type { SlimToleration } from './resources.js';
 import { NOT_READY, UNREACHABLE } from './tolerations.js';
 
@@ -36,6 +36,9 @@ const defaultTolerations = (seconds: number): SlimToleration[] => [
   { key: UNREACHABLE, operator: 'Exists', effect: 'NoExecute', seconds },
 ];
 const pod = (key: string, nodeName: string, tolerations = defaultTolerations(30)): ForecastPod => ({ key, node: nodeName, tolerations });
+
+/** The forecast of pods given one by one (grouped as the probe groups them). */
+const forecast = (input: Omit<ForecastInput, 'pods'> & { pods: ForecastPod[] }) => forecastGroups({ ...input, pods: groupPods(input.pods) });
 
 describe('eviction forecast', () => {
   it('predicts nothing while every node heartbeats, but says when each would go NotReady if it stopped', () => {
@@ -242,5 +245,85 @@ describe('eviction forecast: many pods', () => {
     const n1 = all.pods.filter((p) => p.node === 'n-1');
     expect(new Set(n1.map((p) => p.evictAt)).size).toBe(1);
     expect(n1.map((p) => p.key)).toEqual(['ns/n-1-0', 'ns/n-1-1', 'ns/n-1-2', 'ns/n-1-3', 'ns/n-1-4']);
+    // judged one by one (no two pods share a tolerations array, so each is a group of its own) it is the same forecast
+    const alone = [...pods].reverse().map((p) => ({ ...p, tolerations: [...p.tolerations] }));
+    expect(groupPods(alone)).toHaveLength(pods.length);
+    for (const podsKept of [undefined, 0, 1, 4, 7]) expect(forecast({ now: NOW, settings: lab, nodes, pods: alone, podsKept })).toEqual(forecast({ now: NOW, settings: lab, nodes, pods, podsKept }));
+  });
+});
+
+describe('eviction forecast: healthy nodes as counts', () => {
+  /** A small seeded generator (mulberry32), so that a failing case can be replayed. */
+  function random(seed: number) {
+    let a = seed >>> 0;
+    const next = () => {
+      a = (a + 0x6d2b79f5) >>> 0;
+      let t = a;
+      t = Math.imul(t ^ (t >>> 15), t | 1);
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+    return { next, int: (n: number) => Math.floor(next() * n), pick: <T>(xs: readonly T[]) => xs[Math.floor(next() * xs.length)]! };
+  }
+
+  /** A fleet of 1–3 zones whose nodes are in every state the forecast knows, and pods on them. */
+  function fleet(seed: number) {
+    const r = random(seed);
+    const zones = ['z1', 'z2', 'z3'].slice(0, 1 + r.int(3));
+    const nodes: ForecastNode[] = [];
+    for (const zone of zones)
+      for (let i = 0, n = 1 + r.int(r.next() < 0.3 ? 60 : 8); i < n; i++) {
+        const name = `${zone}-n${i}`;
+        const o: Partial<ForecastNode> = { zone, excluded: r.next() < 0.08 };
+        const kind = r.pick(['healthy', 'healthy', 'healthy', 'silent', 'unknown', 'false', 'tainted', 'young', 'back']);
+        if (kind === 'silent') o.leaseRenew = NOW - s(5 + r.int(60));
+        if (kind === 'unknown') Object.assign(o, { leaseRenew: NOW - s(9 + r.int(40)), ready: { status: 'Unknown', transition: NOW - s(r.int(30)) } });
+        if (kind === 'false') o.ready = { status: 'False', heartbeat: NOW - 500, transition: NOW - s(r.int(20)) };
+        if (kind === 'tainted')
+          Object.assign(o, {
+            leaseRenew: NOW - s(10 + r.int(60)),
+            ready: { status: 'Unknown', transition: NOW - s(2 + r.int(40)) },
+            taints: [{ key: r.pick([UNREACHABLE, NOT_READY]), effect: 'NoExecute', timeAdded: NOW - s(1 + r.int(40)) }],
+            taintedSince: r.next() < 0.5 ? NOW - s(1 + r.int(40)) : undefined,
+          });
+        if (kind === 'young') Object.assign(o, { leaseRenew: undefined, ready: undefined, created: NOW - s(r.int(120)) });
+        // heartbeats back, Ready not yet
+        if (kind === 'back') Object.assign(o, { leaseRenew: NOW - 300, ready: { status: 'Unknown', transition: NOW - s(r.int(20)) } });
+        if (kind === 'healthy' && r.next() < 0.2) o.taints = [{ key: 'dedicated', effect: 'NoExecute' }];
+        nodes.push(node(name, r.int(3900), o));
+      }
+    const pods: ForecastPod[] = [];
+    for (const n of nodes)
+      for (let i = 0, k = r.int(4); i < k; i++)
+        pods.push(pod(`ns/${n.name}-${i}`, n.name, r.pick([defaultTolerations(30), defaultTolerations(300), [], [{ operator: 'Exists' }], [{ key: 'dedicated', operator: 'Exists', effect: 'NoExecute', seconds: 20 }, ...defaultTolerations(60)]])));
+    const options = {
+      controllerRunning: r.pick([undefined, true, false]),
+      taintsInTheSamePass: r.pick([undefined, true, false]),
+      podsKept: r.pick([undefined, 0, 3, 20]),
+    };
+    return { nodes, pods, options };
+  }
+
+  it('gives the same forecast when the nodes it can predict nothing for are passed as counts per zone', () => {
+    const silentAfterMs = 4_000;
+    let compared = 0;
+    let withHealthy = 0;
+    for (let seed = 1; seed <= 400; seed++) {
+      const { nodes, pods, options } = fleet(seed);
+      const all = forecast({ now: NOW, settings: lab, nodes, pods, silentAfterMs, ...options });
+      const failing = nodes.filter((n) => isFailing(n, n.leaseRenew, NOW, silentAfterMs));
+      const healthy = new Map<string, number>();
+      for (const n of nodes) if (!failing.includes(n) && !n.excluded) healthy.set(n.zone, (healthy.get(n.zone) ?? 0) + 1);
+      const counted = forecast({ now: NOW, settings: lab, nodes: failing, healthy, pods, silentAfterMs, ...options });
+      const names = new Set(failing.map((n) => n.name));
+      expect(counted, `seed ${seed}`).toEqual({ ...all, nodes: all.nodes.filter((n) => names.has(n.name)) });
+      // what it leaves out is what the full forecast says of a healthy node
+      for (const n of all.nodes.filter((x) => !names.has(x.name))) expect(n, `seed ${seed}`).toMatchObject({ silent: false, notReady: false, tainted: false });
+      compared++;
+      if (healthy.size && failing.length) withHealthy++;
+    }
+    expect(compared).toBe(400);
+    // the fleets mix healthy and failing nodes (and sometimes reach master disruption, or none is failing)
+    expect(withHealthy).toBeGreaterThan(300);
   });
 });

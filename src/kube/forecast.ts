@@ -47,11 +47,42 @@ export interface ForecastPod {
   tolerations: SlimToleration[];
 }
 
+/**
+ * Pods on one node that share one tolerations array (the pods of a workload do: resources.ts interns them), their
+ * keys sorted by code unit. The forecast judges a group once, whatever its size.
+ */
+export interface PodGroup {
+  node: string;
+  tolerations: SlimToleration[];
+  keys: readonly string[];
+}
+
+/** Pods grouped by node and tolerations array, in the order each group first appears. */
+export function groupPods(pods: Iterable<ForecastPod>): PodGroup[] {
+  const groups = new Map<string, Map<SlimToleration[], string[]>>();
+  for (const p of pods) {
+    let byTolerations = groups.get(p.node);
+    if (!byTolerations) groups.set(p.node, (byTolerations = new Map()));
+    const keys = byTolerations.get(p.tolerations);
+    if (keys) keys.push(p.key);
+    else byTolerations.set(p.tolerations, [p.key]);
+  }
+  return [...groups].flatMap(([node, byTolerations]) => [...byTolerations].map(([tolerations, keys]) => ({ node, tolerations, keys: keys.sort(byCodeUnit) })));
+}
+
 export interface ForecastInput {
   now: number;
   settings: LifecycleSettings;
   nodes: ForecastNode[];
-  pods: ForecastPod[];
+  /**
+   * Nodes left out of `nodes` because nothing can be predicted for them now, counted by zone: Ready, heartbeating
+   * within silentAfterMs, without the controller's NoExecute taint, and not labelled exclude-disruption. They count in
+   * their zone's size and nowhere else; the caller judges again when the first of them may go silent. At thousands
+   * of nodes this is most of the fleet, and passing counts instead of objects keeps a forecast to the failing nodes.
+   */
+  healthy?: ReadonlyMap<string, number>;
+  /** The pods that can be evicted (those on failing nodes; others are passed over), grouped: see groupPods. */
+  pods: PodGroup[];
   /** A node whose last heartbeat is older than this is taken as silent (it will not renew again). */
   silentAfterMs?: number;
   /**
@@ -107,6 +138,7 @@ export interface ZoneForecast {
 
 export interface Forecast {
   at: number;
+  /** The nodes passed in `nodes`, by name. */
   nodes: NodeForecast[];
   /** Pods on nodes that are silent, NotReady or tainted, by eviction time (the first `podsKept` of them). */
   pods: PodForecast[];
@@ -129,6 +161,23 @@ export function defaultSilentAfter(s: LifecycleSettings): number {
   const renew = s.leaseDurationMs / 4;
   return Math.max(renew * 2, renew + 2000);
 }
+
+/** The later of its lease renewal and its Ready heartbeat; its creation when it has neither. */
+export function lastHeartbeatOf(n: Pick<ForecastNode, 'ready' | 'created'>, renew: number | undefined): number | undefined {
+  const beat = n.ready?.heartbeat;
+  return renew === undefined ? (beat ?? n.created) : beat === undefined ? renew : Math.max(renew, beat);
+}
+
+/**
+ * Whether the forecast can predict anything for this node now (its lease renewed at `renew`): silent, not Ready, or
+ * with the controller's NoExecute taint. Nodes that are not failing can go to `healthy` as counts.
+ */
+export function isFailing(n: Pick<ForecastNode, 'ready' | 'created' | 'taints'>, renew: number | undefined, now: number, silentAfter: number): boolean {
+  const last = lastHeartbeatOf(n, renew);
+  return n.ready?.status !== 'True' || last === undefined || now - last > silentAfter || n.taints.some(isControllerTaint);
+}
+
+const isControllerTaint = (t: SlimTaint) => t.effect === 'NoExecute' && (t.key === UNREACHABLE || t.key === NOT_READY);
 
 export function zoneStateOf(notReady: number, size: number, threshold: number): ZoneState {
   const ready = size - notReady;
@@ -155,11 +204,15 @@ export function forecast(input: ForecastInput): Forecast {
   const taintDelay = input.taintsInTheSamePass === false ? s.nodeMonitorPeriodMs : 0;
   const work: Work[] = input.nodes.map((node) => nodeWork(node, now, s, silentAfter, taintDelay));
 
-  // Zones: only nodes not excluded from disruption checks count.
+  // Zones: only nodes not excluded from disruption checks count, the healthy ones by number.
   const zones = groupByZone(work.filter((w) => !w.node.excluded));
+  const healthyIn = (zone: string) => input.healthy?.get(zone) ?? 0;
+  for (const [zone, n] of input.healthy ?? []) if (n > 0 && !zones.has(zone)) zones.set(zone, []);
+  const sizeOf = (ws: Work[], zone: string) => ws.length + healthyIn(zone);
   const zoneList: ZoneForecast[] = [...zones].map(([zone, ws]) => {
     const notReadyNow = ws.filter((w) => w.f.notReady).length;
-    return { zone, size: ws.length, notReadyNow, stateNow: zoneStateOf(notReadyNow, ws.length, s.unhealthyZoneThreshold) };
+    const size = sizeOf(ws, zone);
+    return { zone, size, notReadyNow, stateNow: zoneStateOf(notReadyNow, size, s.unhealthyZoneThreshold) };
   });
 
   // How many of a zone's nodes are NotReady at t: surely (late bound) and possibly (early bound). The moments each
@@ -169,8 +222,8 @@ export function forecast(input: ForecastInput): Forecast {
     const d = downs.get(zone);
     return d ? countAtMost(late ? d.late : d.early, t) : 0;
   };
-  // every zone is surely down from the moment its last node surely is
-  const everyZoneDownAt = zones.size > 0 ? Math.max(...[...downs.values()].map((d) => d.late[d.late.length - 1] ?? -NEVER)) : NEVER;
+  // every zone is surely down from the moment its last node surely is (never while one has a healthy node)
+  const everyZoneDownAt = zones.size > 0 ? Math.max(...[...downs].map(([zone, d]) => (healthyIn(zone) > 0 ? NEVER : (d.late[d.late.length - 1] ?? -NEVER)))) : NEVER;
   const masterSureAt = (t: number) => t >= everyZoneDownAt;
   const rateFor = (state: ZoneState, size: number) =>
     state === 'PartialDisruption' ? (size > s.largeClusterSizeThreshold ? s.secondaryNodeEvictionRate : 0) : s.nodeEvictionRate;
@@ -183,7 +236,7 @@ export function forecast(input: ForecastInput): Forecast {
     const ws = zones.get(zone);
     if (!ws) return s.nodeEvictionRate;
     if (masterSureAt(t)) return 0;
-    const size = ws.length;
+    const size = sizeOf(ws, zone);
     const lo = count(zone, t, true);
     const hi = count(zone, t, false);
     let best = Math.max(rateFor(zoneStateOf(lo, size, s.unhealthyZoneThreshold), size), rateFor(zoneStateOf(hi, size, s.unhealthyZoneThreshold), size));
@@ -269,15 +322,16 @@ export function forecast(input: ForecastInput): Forecast {
   let earliest: Forecast['earliest'];
   const nodesAtRisk = new Set<string>();
   const pods = new FirstPods(input.podsKept ?? Infinity);
-  for (const pod of input.pods) {
-    const w = byNode.get(pod.node);
-    if (!w) continue;
-    const v = verdictOf(w, pod.tolerations);
-    pods.offer(pod, v);
+  for (const g of input.pods) {
+    const w = byNode.get(g.node);
+    if (!w || g.keys.length === 0) continue;
+    const v = verdictOf(w, g.tolerations);
+    pods.offer(g, v);
     if (v.evictAt === undefined) continue;
-    atRisk++;
-    nodesAtRisk.add(pod.node);
-    if (!earliest || v.evictAt < earliest.at) earliest = { at: v.evictAt, pod: pod.key, node: pod.node };
+    atRisk += g.keys.length;
+    nodesAtRisk.add(g.node);
+    // the earliest eviction, and of pods evicted at that moment the first by key
+    if (!earliest || v.evictAt < earliest.at || (v.evictAt === earliest.at && byCodeUnit(g.keys[0]!, earliest.pod) < 0)) earliest = { at: v.evictAt, pod: g.keys[0]!, node: g.node };
   }
   return {
     at: now,
@@ -310,33 +364,36 @@ function podVerdict(w: Work, tol: number, cutoff: number, frozen: boolean): Verd
 }
 
 /** By eviction time (none last), then key. */
-const byEviction = (a: { key: string }, av: Verdict, b: { key: string }, bv: Verdict) => (av.evictAt ?? NEVER) - (bv.evictAt ?? NEVER) || byCodeUnit(a.key, b.key);
+const byEviction = (a: string, av: Verdict, b: string, bv: Verdict) => (av.evictAt ?? NEVER) - (bv.evictAt ?? NEVER) || byCodeUnit(a, b);
 
 /**
  * The first `n` pods by eviction time, then key: all of them sorted, or when n is small a running selection, so that
- * a forecast over 15,000 pods on failing nodes makes the few PodForecasts it reports, not one per pod.
+ * a forecast over 15,000 pods on failing nodes makes the few PodForecasts it reports, not one per pod. A group's keys
+ * are sorted, so once one of them is not kept, neither are the rest.
  */
 class FirstPods {
-  private readonly kept: { pod: ForecastPod; v: Verdict }[] = [];
+  private readonly kept: { key: string; node: string; v: Verdict }[] = [];
 
   constructor(private readonly n: number) {}
 
-  offer(pod: ForecastPod, v: Verdict): void {
+  offer(g: PodGroup, v: Verdict): void {
     const kept = this.kept;
     if (!Number.isFinite(this.n)) {
-      kept.push({ pod, v });
+      for (const key of g.keys) kept.push({ key, node: g.node, v });
       return;
     }
-    if (kept.length === this.n && (this.n === 0 || byEviction(pod, v, kept[this.n - 1]!.pod, kept[this.n - 1]!.v) >= 0)) return;
-    let i = kept.length;
-    while (i > 0 && byEviction(pod, v, kept[i - 1]!.pod, kept[i - 1]!.v) < 0) i--;
-    kept.splice(i, 0, { pod, v });
-    if (kept.length > this.n) kept.pop();
+    for (const key of g.keys) {
+      if (kept.length === this.n && (this.n === 0 || byEviction(key, v, kept[this.n - 1]!.key, kept[this.n - 1]!.v) >= 0)) return;
+      let i = kept.length;
+      while (i > 0 && byEviction(key, v, kept[i - 1]!.key, kept[i - 1]!.v) < 0) i--;
+      kept.splice(i, 0, { key, node: g.node, v });
+      if (kept.length > this.n) kept.pop();
+    }
   }
 
   sorted(): PodForecast[] {
-    if (!Number.isFinite(this.n)) this.kept.sort((a, b) => byEviction(a.pod, a.v, b.pod, b.v));
-    return this.kept.map(({ pod, v }) => (v.evictAt === undefined ? { key: pod.key, node: pod.node, why: v.why } : { key: pod.key, node: pod.node, evictAt: v.evictAt, why: v.why }));
+    if (!Number.isFinite(this.n)) this.kept.sort((a, b) => byEviction(a.key, a.v, b.key, b.v));
+    return this.kept.map(({ key, node, v }) => (v.evictAt === undefined ? { key, node, why: v.why } : { key, node, evictAt: v.evictAt, why: v.why }));
   }
 }
 
@@ -403,13 +460,11 @@ class SortedByLate {
 
 function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentAfter: number, taintDelay: number): Work {
   const P = s.nodeMonitorPeriodMs;
-  const renew = node.leaseRenew;
-  const beat = node.ready?.heartbeat;
-  const lastHeartbeat = renew === undefined ? (beat ?? node.created) : beat === undefined ? renew : Math.max(renew, beat);
+  const lastHeartbeat = lastHeartbeatOf(node, node.leaseRenew);
   const grace = node.ready ? s.nodeMonitorGracePeriodMs : s.nodeStartupGracePeriodMs;
   const silent = lastHeartbeat === undefined || now - lastHeartbeat > silentAfter;
   const notReady = node.ready?.status !== 'True';
-  const controllerTaintNow = node.taints.find((t) => t.effect === 'NoExecute' && (t.key === UNREACHABLE || t.key === NOT_READY));
+  const controllerTaintNow = node.taints.find(isControllerTaint);
   const f: NodeForecast = {
     name: node.name,
     zone: node.zone,

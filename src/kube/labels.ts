@@ -39,3 +39,9 @@ export function parseLabelSelector(selector: string): LabelMatcher {
 function checkKey(key: string, selector: string): void {
   if (!KEY.test(key)) throw new KrError('LABEL_SELECTOR_INVALID', `bad label selector ${quote(selector)}: ${quote(key)} is not a label key`, { exit: 2 });
 }
+
+/** Whether two label maps hold the same labels. */
+export function sameLabels(a: Record<string, string>, b: Record<string, string>): boolean {
+  const ka = Object.keys(a);
+  return ka.length === Object.keys(b).length && ka.every((k) => a[k] === b[k]);
+}

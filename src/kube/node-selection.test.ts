@@ -1,6 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { InventoryNode } from '../inventory/schema.js';
-import { resolveNodeSelector, selectNodes } from './node-selection.js';
+import { ProbeTester } from '../testing/probe-tester.js';
+import { resolveNodeSelector, selectNodes, trackNodeSelection } from './node-selection.js';
+import { paths, watchSpecs } from './resources.js';
 import type { NodeSummary } from './types.js';
 
 const inv: InventoryNode[] = [
@@ -51,5 +53,37 @@ describe('node selection for probes (cluster Nodes)', () => {
   it('zone is the inventory zone or the topology label; labels filter', () => {
     expect(resolveNodeSelector({ zone: 'b' }, inv, cluster)).toEqual(['node-2']);
     expect(resolveNodeSelector({ selector: 'tier in (web, api)' }, inv, cluster)).toEqual(['node-1']);
+  });
+});
+
+describe('trackNodeSelection', () => {
+  let t: ProbeTester | undefined;
+  afterEach(async () => t?.close());
+
+  it('follows Nodes added, deleted and relabelled, and works nothing out again on a status update', async () => {
+    t = new ProbeTester();
+    t.putNode('node-1', { labels: { tier: 'web' } });
+    t.putNode('node-2', { labels: { tier: 'db' } });
+    const nodes = t.kube.watches.watch(watchSpecs.nodes());
+    await t.clock.runUntil(() => nodes.freshness().synced, 10_000, 10);
+    const web = trackNodeSelection({ selector: 'tier=web' }, [], nodes);
+    const first = web.names();
+    expect(first).toEqual(['node-1']);
+    expect([web.has('node-1'), web.has('node-2')]).toEqual([true, false]);
+
+    t.putNode('node-1', { labels: { tier: 'web' }, heartbeat: t.clock.now() + 10_000 });
+    await t.advance(10);
+    expect(web.names()).toBe(first);
+
+    t.putNode('node-2', { labels: { tier: 'web' } });
+    t.putNode('node-3', { labels: { tier: 'web' } });
+    await t.advance(10);
+    expect(web.names()).toEqual(['node-1', 'node-2', 'node-3']);
+    expect(web.has('node-3')).toBe(true);
+
+    t.api.remove(paths.nodes, 'node-1');
+    await t.advance(10);
+    expect(web.names()).toEqual(['node-2', 'node-3']);
+    expect(web.has('node-1')).toBe(false);
   });
 });

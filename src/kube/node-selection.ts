@@ -2,9 +2,10 @@ import { byCodeUnit } from '../core/order.js';
 import { KrError, quote } from '../core/errors.js';
 import type { InventoryNode, NodeRole } from '../inventory/schema.js';
 import type { NodeSelector } from '../runbook/selectors.js';
-import { parseLabelSelector } from './labels.js';
-import { zoneOf } from './resources.js';
+import { parseLabelSelector, sameLabels } from './labels.js';
+import { type SlimNode, zoneOf } from './resources.js';
 import type { NodeSummary } from './types.js';
+import type { WatchHandle } from './watch.js';
 
 /**
  * One way to read a runbook's node selector, for plans (which inventory nodes an action changes) and for probes
@@ -89,4 +90,30 @@ export function resolveNodeSelector(selector: NodeSelector, inventory: Inventory
     for (const name of selector.names)
       if (!cluster.some((n) => n.name === name)) candidates.push({ name, roles: [], zones: [], labels: null });
   return pick(selector, candidates, 'nodes');
+}
+
+/** A node selector's Nodes, kept for a watch of Nodes (see trackNodeSelection). */
+export interface NodeSelection {
+  /** The selected Nodes' names, in name order. */
+  names(): readonly string[];
+  has(name: string): boolean;
+}
+
+/**
+ * resolveNodeSelector over a watch of Nodes, worked out again only after a Node is added or deleted, a Node's
+ * labels change, or the watch relists: not on every judgement or event, which at thousands of nodes would be most
+ * of a probe's work (a Node's status update every minute, a lease renewal every 10 s, changes nothing it selects).
+ */
+export function trackNodeSelection(selector: NodeSelector, inventory: InventoryNode[], nodes: WatchHandle<SlimNode>): NodeSelection {
+  let names: string[] | undefined;
+  let set: Set<string> | undefined;
+  nodes.subscribe((c) => {
+    if (c.type === 'freshness') return;
+    if (c.type !== 'modified' || c.relist || !c.previous || !sameLabels(c.previous.labels, c.object.labels)) names = set = undefined;
+  });
+  const current = () => (names ??= resolveNodeSelector(selector, inventory, [...nodes.store.values()]));
+  return {
+    names: current,
+    has: (name) => (set ??= new Set(current())).has(name),
+  };
 }

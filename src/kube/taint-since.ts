@@ -4,7 +4,7 @@ import { NOT_READY, UNREACHABLE } from './tolerations.js';
 import type { WatchHandle } from './watch.js';
 
 /** The node lifecycle controller's NoExecute taint on a node, if any. */
-export function controllerTaint(n: { taints: SlimTaint[] }): SlimTaint | undefined {
+function controllerTaint(n: { taints: SlimTaint[] }): SlimTaint | undefined {
   return n.taints.find((t) => t.effect === 'NoExecute' && (t.key === UNREACHABLE || t.key === NOT_READY));
 }
 

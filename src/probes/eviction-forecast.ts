@@ -1,11 +1,12 @@
 import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
-import { type ForecastNode, type ForecastPod, defaultSilentAfter, forecast } from '../kube/forecast.js';
-import { resolveNodeSelector } from '../kube/node-selection.js';
+import { type PodGroup, defaultSilentAfter, forecast, isFailing } from '../kube/forecast.js';
+import { forecastFeed } from '../kube/forecast-feed.js';
+import { trackNodeSelection } from '../kube/node-selection.js';
 import { cannotSee, gated, type ObjectChange, reactive, sameLabels, watching } from '../contract/readings.js';
-import { type SlimLease, type SlimNode, type SlimPod, watchSpecs, zoneOf } from '../kube/resources.js';
-import { controllerTaint, trackTaintedSince } from '../kube/taint-since.js';
+import { type SlimLease, type SlimNode, type SlimPod, watchSpecs } from '../kube/resources.js';
+import { trackTaintedSince } from '../kube/taint-since.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { duration } from '../core/zod-helpers.js';
@@ -25,15 +26,6 @@ const Params = z.strictObject({
     .default('kube-system/kube-controller-manager')
     .meta({ description: 'namespace/name of the leader lease: while nobody holds it, evictions are frozen' }),
 });
-
-const LEASE_NS = 'kube-node-lease';
-
-/** Whether the model can predict an eviction on this node (its lease renewed at `renew`): silent, not Ready, or tainted (see forecast.ts). */
-function isFailing(n: Pick<ForecastNode, 'ready' | 'created' | 'taints'>, renew: number | undefined, now: number, silentAfter: number): boolean {
-  const beat = n.ready?.heartbeat;
-  const last = renew === undefined ? (beat ?? n.created) : beat === undefined ? renew : Math.max(renew, beat);
-  return n.ready?.status !== 'True' || last === undefined || now - last > silentAfter || controllerTaint(n) !== undefined;
-}
 
 /** The names in a reading's detail: the first ten, and how many more. */
 function someNames(names: string[]): string {
@@ -75,79 +67,28 @@ export default defineProbe({
       const { taintsInTheSamePass } = traitsOf(parseKubeVersion(resolved.version));
       const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
       const taintedSince = trackTaintedSince(nodes, ctx.clock);
-      // Pods by node, kept up to date from the pods watch; for a failing node, also what the forecast reads of its
-      // pods, made when a judgement first needs it and again only after its pods changed.
-      const podsOn = new Map<string, { pods: Map<string, SlimPod>; forecast?: ForecastPod[] }>();
-      const index = (key: string, p: SlimPod | undefined, before: SlimPod | undefined) => {
-        if (before?.nodeName) {
-          const on = podsOn.get(before.nodeName);
-          on?.pods.delete(key);
-          if (on) on.forecast = undefined;
-        }
-        if (p?.nodeName) {
-          const on = podsOn.get(p.nodeName) ?? { pods: new Map<string, SlimPod>() };
-          on.pods.set(key, p);
-          on.forecast = undefined;
-          podsOn.set(p.nodeName, on);
-        }
-      };
-      const forecastPodsOn = (node: string): ForecastPod[] => {
-        const on = podsOn.get(node);
-        if (!on) return [];
-        on.forecast ??= [...on.pods]
-          .filter(([, p]) => p.deletionTimestamp === undefined && (!namespaces || namespaces.has(p.namespace)))
-          .map(([key, p]) => ({ key, node, tolerations: p.tolerations }));
-        return on.forecast;
-      };
-      for (const [key, p] of pods.store) index(key, p, undefined);
-      pods.subscribe((c) => {
-        if (c.type === 'added' || c.type === 'modified') index(c.key, c.object, c.previous);
-        else if (c.type === 'deleted') index(c.key, undefined, c.object);
-      });
+      const feed = forecastFeed(nodes, leases, pods, { namespaces, taintedSince });
       // What a judgement reads of the whole fleet is worked out again only when the fleet changes (a node or lease
-      // added or gone, labels changed), not on every event: at thousands of nodes that would be most of the cost.
-      let fleetChanged = true;
-      let selected = new Set<string>();
+      // added or gone, labels or lease durations changed), not on every event: at thousands of nodes that would be
+      // most of the cost.
+      let leasesChanged = true;
+      const selected = trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);
       let leaseDurationMs: number | undefined;
       let silentAfter = params.silentAfter ?? defaultSilentAfter(resolved.settings);
-      // One ForecastNode per Node object (a Node is replaced on every change), its lease and taint times brought up
-      // to date at each judgement: no allocation per node and judgement at thousands of nodes.
-      const seen = new WeakMap<SlimNode, { f: ForecastNode; leaseKey: string }>();
-      const entryOf = (n: SlimNode) => {
-        let e = seen.get(n);
-        if (!e) {
-          const f: ForecastNode = { name: n.name, zone: zoneOf(n.labels), excluded: 'node.kubernetes.io/exclude-disruption' in n.labels, created: n.created, ready: n.ready, taints: n.taints };
-          e = { f, leaseKey: `${LEASE_NS}/${n.name}` };
-          seen.set(n, e);
-        }
-        return e;
-      };
-      // (a Node seen only in an event's `previous` gets no entry: the watch handlers stay allocation-free)
-      const renewOf = (n: SlimNode) => leases.store.get(seen.get(n)?.leaseKey ?? `${LEASE_NS}/${n.name}`)?.renewTime;
-      const forecastNode = (n: SlimNode): ForecastNode => {
-        const { f, leaseKey } = entryOf(n);
-        f.leaseRenew = leases.store.get(leaseKey)?.renewTime;
-        f.taintedSince = taintedSince(n.name);
-        return f;
-      };
-      const failingNode = (name: string | undefined, renew?: number) => {
-        const n = name === undefined ? undefined : nodes.store.get(name);
-        return n !== undefined && isFailing(n, renew ?? renewOf(n), ctx.clock.now(), silentAfter);
-      };
+      const failing = (name: string | undefined, renew?: number) => feed.failing(name, ctx.clock.now(), silentAfter, renew);
       // Events that cannot change the forecast do not wake it: a healthy node's heartbeat (its lease renewed, its
       // status posted), and pods coming and going on healthy nodes. Time-driven changes come from recheckAt.
       const mattersForNode = (c: ObjectChange<SlimNode>) =>
-        c.previous === undefined || failingNode(c.key) || isFailing(c.previous, renewOf(c.previous), ctx.clock.now(), silentAfter) || !sameLabels(c.previous.labels, c.object.labels);
+        c.previous === undefined ||
+        failing(c.key) ||
+        isFailing(c.previous, feed.renewOf(c.key), ctx.clock.now(), silentAfter) ||
+        !sameLabels(c.previous.labels, c.object.labels);
       const mattersForLease = (c: ObjectChange<SlimLease>) =>
-        c.type !== 'modified' || failingNode(c.object.name) || failingNode(c.object.name, c.previous?.renewTime ?? -Infinity) || c.previous?.durationSeconds !== c.object.durationSeconds;
-      const mattersForPod = (c: ObjectChange<SlimPod>) => failingNode(c.object.nodeName) || failingNode(c.previous?.nodeName);
-      nodes.subscribe((c) => {
-        if (c.type === 'synced' || c.type === 'added' || c.type === 'deleted' || (c.type === 'modified' && (c.relist || !c.previous || !sameLabels(c.previous.labels, c.object.labels))))
-          fleetChanged = true;
-      });
+        c.type !== 'modified' || failing(c.object.name) || failing(c.object.name, c.previous?.renewTime ?? -Infinity) || c.previous?.durationSeconds !== c.object.durationSeconds;
+      const mattersForPod = (c: ObjectChange<SlimPod>) => failing(c.object.nodeName) || failing(c.previous?.nodeName);
       leases.subscribe((c) => {
         if (c.type === 'synced' || c.type === 'added' || c.type === 'deleted' || (c.type === 'modified' && (c.relist || c.previous?.durationSeconds !== c.object.durationSeconds)))
-          fleetChanged = true;
+          leasesChanged = true;
       });
       const woken = [gated(nodes, mattersForNode), gated(leases, mattersForLease), gated(pods, mattersForPod), leader];
       yield* reactive(ctx, {
@@ -156,46 +97,43 @@ export default defineProbe({
         minIntervalMs: 250,
         judge(now) {
           const settings = { ...resolved.settings };
-          if (fleetChanged) {
-            fleetChanged = false;
-            selected = new Set(resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]));
+          if (leasesChanged) {
+            leasesChanged = false;
             const seen = [...leases.store.values()].map((l) => l.durationSeconds).filter((d): d is number => d !== undefined).sort((a, b) => a - b);
             leaseDurationMs = seen.length ? seen[Math.floor(seen.length / 2)]! * 1000 : undefined;
           }
           if (resolved.sources.leaseDurationMs === 'defaults' && leaseDurationMs !== undefined) settings.leaseDurationMs = leaseDurationMs;
           silentAfter = params.silentAfter ?? defaultSilentAfter(settings);
-          const fnodes: ForecastNode[] = [];
-          for (const n of nodes.store.values()) fnodes.push(forecastNode(n));
-          // Only pods on failing nodes can be evicted: take them from the per-node index, not from every pod.
-          const fpods: ForecastPod[] = [];
-          for (const n of fnodes) {
-            if (!selected.has(n.name) || !isFailing(n, n.leaseRenew, now, silentAfter)) continue;
-            for (const fp of forecastPodsOn(n.name)) fpods.push(fp);
-          }
+          // Only failing nodes go to the forecast as objects; the rest are counted per zone (all they change is the
+          // zones' sizes), and the first moment one of them may go silent is when to judge again. Only pods on failing
+          // nodes can be evicted: their groups come from the per-node index, not from every pod.
+          const fleet = feed.fleet(now, silentAfter);
+          const groups: PodGroup[] = [];
+          for (const n of fleet.nodes) if (selected.has(n.name)) for (const g of feed.podsOn(n.name)) groups.push(g);
           const lease = [...leader.store.values()][0];
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
           const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
           // the reading lists the first 20 pods to be evicted; the forecast counts them all
-          const f = forecast({ now, settings, nodes: fnodes, pods: fpods, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20 });
+          const f = forecast({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, pods: groups, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20 });
 
-          const failing = f.nodes.filter((n) => n.silent || n.notReady || n.tainted);
+          const failingNodes = f.nodes;
           const e = f.earliest;
           const violated = e !== undefined && e.at - now <= params.margin;
-          let recheckAt = Infinity;
-          if (e && e.at - params.margin > now) recheckAt = e.at - params.margin;
+          let recheckAt = fleet.firstSilence;
+          if (e && e.at - params.margin > now) recheckAt = Math.min(recheckAt, e.at - params.margin);
           for (const n of f.nodes) if (!n.silent && n.lastHeartbeat !== undefined) recheckAt = Math.min(recheckAt, n.lastHeartbeat + silentAfter + 1);
           if (controllerRunning && leaseEnds !== undefined) recheckAt = Math.min(recheckAt, leaseEnds + 1);
           if (f.keepsTaintsFrom !== undefined) recheckAt = Math.min(recheckAt, f.keepsTaintsFrom);
           const nodesAtRisk = f.nodesAtRisk;
-          const failingNames = failing.map((n) => n.name);
+          const failingNames = failingNodes.map((n) => n.name);
           const silentNames = someNames(failingNames);
           const detail = e
             ? `first eviction ${e.at > now ? `in ${formatDuration(e.at - now)}` : 'due now'}: ${e.pod} on ${e.node} (${f.atRisk} pod${f.atRisk === 1 ? '' : 's'} at risk on ${nodesAtRisk} node${nodesAtRisk === 1 ? '' : 's'})`
             : f.frozen
-              ? `no eviction: no kube-controller-manager holds ${params.controllerManagerLease}${failing.length ? `; failing: ${silentNames}` : ''}`
-              : failing.length
+              ? `no eviction: no kube-controller-manager holds ${params.controllerManagerLease}${failingNodes.length ? `; failing: ${silentNames}` : ''}`
+              : failingNodes.length
                 ? `no eviction predicted; failing: ${silentNames}${f.masterDisruptionAt !== undefined ? ' (all zones down: master disruption mode)' : ''}`
-                : `no eviction predicted: ${f.nodes.length} nodes heartbeating`;
+                : `no eviction predicted: ${nodes.store.size} nodes heartbeating`;
           return {
             status: violated ? 'violated' : 'ok',
             detail,
@@ -206,8 +144,8 @@ export default defineProbe({
               atRisk: f.atRisk,
               frozen: f.frozen,
               masterDisruptionAt: f.masterDisruptionAt ?? null,
-              nodes: failing,
-              healthyNodes: f.nodes.length - failing.length,
+              nodes: failingNodes,
+              healthyNodes: nodes.store.size - failingNodes.length,
               pods: f.pods.filter((p) => p.evictAt !== undefined),
               zones: f.zones,
               settings: { ...settings, silentAfterMs: silentAfter },

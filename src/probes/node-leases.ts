@@ -1,8 +1,8 @@
 import { READ_NODE_LEASES, READ_NODES } from '../contract/access.js';
 import { z } from 'zod';
-import { resolveNodeSelector } from '../kube/node-selection.js';
+import { trackNodeSelection } from '../kube/node-selection.js';
 import { gated, reactive, sameLabels, watching } from '../contract/readings.js';
-import { type SlimLease, watchSpecs } from '../kube/resources.js';
+import { NODE_LEASE_NAMESPACE, type SlimLease, watchSpecs } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { duration } from '../core/zod-helpers.js';
@@ -47,14 +47,19 @@ export default defineProbe({
           return c.type !== 'modified' || before?.renewTime === undefined || ctx.clock.now() - before.renewTime > limitOf(before) || before.durationSeconds !== c.object.durationSeconds;
         }),
       ];
+      const selection = trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);
+      // the store keys of the selected nodes' Leases, made once per selection
+      let keysOf: { names: readonly string[]; keys: string[] } | undefined;
       return reactive(ctx, {
         watches: woken,
         judge(now) {
-          const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
+          const names = selection.names();
+          if (keysOf?.names !== names) keysOf = { names, keys: names.map((n) => `${NODE_LEASE_NAMESPACE}/${n}`) };
+          const { keys } = keysOf;
           const ages: LeaseAge[] = [];
           let recheckAt = Infinity;
-          for (const name of names) {
-            const lease = leases.store.get(`kube-node-lease/${name}`);
+          for (const [i, name] of names.entries()) {
+            const lease = leases.store.get(keys[i]!);
             if (lease?.renewTime === undefined) {
               ages.push({ name, ageMs: null, stale: true });
               continue;

@@ -1,6 +1,6 @@
 import { READ_NODES } from '../contract/access.js';
 import { z } from 'zod';
-import { resolveNodeSelector } from '../kube/node-selection.js';
+import { trackNodeSelection } from '../kube/node-selection.js';
 import { gated, reactive, sameLabels, watching } from '../contract/readings.js';
 import { watchSpecs } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
@@ -62,10 +62,11 @@ export default defineProbe({
           return a === undefined || a.ready?.status !== b.ready?.status || a.ready?.transition !== b.ready?.transition || !sameLabels(a.labels, b.labels);
         }),
       ];
+      const selection = trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);
       return reactive(ctx, {
         watches: woken,
         judge(now) {
-          const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
+          const names = selection.names();
           let recheckAt = Infinity;
           const rows = names.map((name) => {
             const recent = (transitions.get(name) ?? []).filter((t) => t > now - window);

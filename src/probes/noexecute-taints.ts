@@ -1,6 +1,6 @@
 import { READ_NODES } from '../contract/access.js';
 import { z } from 'zod';
-import { resolveNodeSelector } from '../kube/node-selection.js';
+import { trackNodeSelection } from '../kube/node-selection.js';
 import { gated, reactive, sameLabels, watching } from '../contract/readings.js';
 import { watchSpecs } from '../kube/resources.js';
 import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
@@ -43,10 +43,11 @@ export default defineProbe({
       const keys = new Set(params.keys);
       // only a change of taints or labels can change a reading; heartbeats are most node updates
       const woken = [gated(nodes, (c) => c.previous === undefined || JSON.stringify(c.previous.taints) !== JSON.stringify(c.object.taints) || !sameLabels(c.previous.labels, c.object.labels))];
+      const selection = trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);
       return reactive(ctx, {
         watches: woken,
         judge(now) {
-          const names = resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]);
+          const names = selection.names();
           const tainted: TaintedNode[] = [];
           for (const name of names)
             for (const t of nodes.store.get(name)?.taints ?? [])

@@ -2,7 +2,7 @@ import { GET_VERSION, READ_NODES, READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
 import type { Ctx } from '../contract/context.js';
 import { parseLabelSelector } from '../kube/labels.js';
-import { resolveNodeSelector } from '../kube/node-selection.js';
+import { trackNodeSelection } from '../kube/node-selection.js';
 import { reactive, watching } from '../contract/readings.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../kube/resources.js';
 import { trackTaintedSince } from '../kube/taint-since.js';
@@ -24,10 +24,10 @@ function podFilter(ctx: Ctx, params: z.output<typeof Params>, nodes: WatchHandle
   const matches = params.labelSelector ? parseLabelSelector(params.labelSelector) : undefined;
   const ns = params.namespaces ? new Set(params.namespaces) : undefined;
   const excluded = new Set(params.excludeNamespaces);
+  const selection = params.nodes && trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);
   return (p: SlimPod): boolean => {
     if (!p.nodeName || excluded.has(p.namespace) || (ns && !ns.has(p.namespace)) || (matches && !matches(p.labels))) return false;
-    if (!params.nodes) return true;
-    return resolveNodeSelector(params.nodes, ctx.inventory.spec.nodes, [...nodes.store.values()]).includes(p.nodeName);
+    return !selection || selection.has(p.nodeName);
   };
 }
 

@@ -1,0 +1,138 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { ProbeTester } from '../testing/probe-tester.js';
+import { byCodeUnit } from '../core/order.js';
+import { type PodGroup, groupPods, isFailing, lastHeartbeatOf } from './forecast.js';
+import { forecastFeed } from './forecast-feed.js';
+import { NODE_LEASE_NAMESPACE, paths, watchSpecs, zoneOf } from './resources.js';
+
+let t: ProbeTester;
+afterEach(async () => t.close());
+
+const SILENT_AFTER = 4_000;
+const ZONE = 'topology.kubernetes.io/zone';
+const EXCLUDED = 'node.kubernetes.io/exclude-disruption';
+
+/** Groups in the order of their first keys (the order a node's groups come in does not matter). */
+const inOrder = (gs: readonly PodGroup[]) => [...gs].sort((a, b) => byCodeUnit(a.keys[0]!, b.keys[0]!));
+
+async function setup(namespaces?: ReadonlySet<string>) {
+  const nodes = t.kube.watches.watch(watchSpecs.nodes());
+  const leases = t.kube.watches.watch(watchSpecs.nodeLeases());
+  const pods = t.kube.watches.watch(watchSpecs.pods());
+  await t.clock.runUntil(() => [nodes, leases, pods].every((w) => w.freshness().synced), 10_000, 10);
+  const feed = forecastFeed(nodes, leases, pods, { namespaces, taintedSince: () => undefined });
+  /** The same, worked out from the watches' stores in one pass over every node, lease and pod. */
+  const expected = (now: number) => {
+    const renew = (name: string) => leases.store.get(`${NODE_LEASE_NAMESPACE}/${name}`)?.renewTime;
+    const all = [...nodes.store.values()];
+    const failing = all.filter((n) => isFailing(n, renew(n.name), now, SILENT_AFTER));
+    const healthy = new Map<string, number>();
+    for (const n of all) if (!(EXCLUDED in n.labels)) healthy.set(zoneOf(n.labels), (healthy.get(zoneOf(n.labels)) ?? 0) + (failing.includes(n) ? 0 : 1));
+    const beats = all.filter((n) => !failing.includes(n)).map((n) => lastHeartbeatOf(n, renew(n.name))! + SILENT_AFTER + 1);
+    return {
+      failing: failing.map((n) => ({ name: n.name, zone: zoneOf(n.labels), leaseRenew: renew(n.name), ready: n.ready })).sort((a, b) => byCodeUnit(a.name, b.name)),
+      healthy: Object.fromEntries([...healthy].sort()),
+      firstSilence: Math.min(Infinity, ...beats),
+      pods: Object.fromEntries(
+        all.map((n) => [
+          n.name,
+          inOrder(
+            groupPods(
+              [...pods.store]
+              .filter(([, p]) => p.nodeName === n.name && p.deletionTimestamp === undefined && (!namespaces || namespaces.has(p.namespace)))
+                .map(([key, p]) => ({ key, node: n.name, tolerations: p.tolerations })),
+            ),
+          ),
+        ]),
+      ),
+    };
+  };
+  const actual = (now: number) => {
+    const f = feed.fleet(now, SILENT_AFTER);
+    return {
+      failing: f.nodes.map((n) => ({ name: n.name, zone: n.zone, leaseRenew: n.leaseRenew, ready: n.ready })).sort((a, b) => byCodeUnit(a.name, b.name)),
+      healthy: Object.fromEntries([...f.healthy].sort()),
+      firstSilence: f.firstSilence,
+      pods: Object.fromEntries([...nodes.store.values()].map((n) => [n.name, inOrder(feed.podsOn(n.name))])),
+    };
+  };
+  return { feed, expected, actual };
+}
+
+describe('forecast feed', () => {
+  it('keeps, from the watch events, what a pass over every node, lease and pod gives', async () => {
+    t = new ProbeTester();
+    for (const n of ['a-1', 'a-2', 'b-1']) {
+      t.putNode(n, { labels: { [ZONE]: n.slice(0, 1) } });
+      t.renewLease(n);
+      t.putPod('default', `web-${n}`, { node: n });
+    }
+    const { feed, expected, actual } = await setup(new Set(['default', 'kube-system']));
+    const seen = { failing: 0, healthy: 0, groups: 0 };
+    const check = async (what: string) => {
+      await t.advance(50);
+      const e = expected(t.clock.now());
+      expect(actual(t.clock.now()), what).toEqual(e);
+      if (e.failing.length) seen.failing++;
+      if (Object.values(e.healthy).some((n) => n > 0)) seen.healthy++;
+      if (Object.values(e.pods).some((gs) => gs.length > 1)) seen.groups++;
+    };
+    await check('at the start');
+    expect(feed.fleet(t.clock.now(), SILENT_AFTER).nodes).toEqual([]);
+
+    // a seeded walk through the events a cluster sends
+    let seed = 7;
+    const rand = (n: number) => {
+      // mulberry32
+      seed = (seed + 0x6d2b79f5) >>> 0;
+      let x = Math.imul(seed ^ (seed >>> 15), seed | 1);
+      x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
+      return Math.floor((((x ^ (x >>> 14)) >>> 0) / 4294967296) * n);
+    };
+    const names = ['a-1', 'a-2', 'a-3', 'b-1', 'b-2', 'c-1'];
+    const podKeys = new Set(['default/web-a-1', 'default/web-a-2', 'default/web-b-1']);
+    const tolerations = [undefined, [], [{ operator: 'Exists' }], [{ key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 }]];
+    for (let step = 0; step < 300; step++) {
+      const n = names[rand(names.length)]!;
+      const op = rand(10);
+      let what: string;
+      if (op === 0) {
+        const labels: Record<string, string> = { [ZONE]: ['a', 'b', 'c'][rand(3)]! };
+        if (rand(5) === 0) labels[EXCLUDED] = '';
+        t.putNode(n, { labels, ready: (['True', 'True', 'Unknown', 'False'] as const)[rand(4)], heartbeat: t.clock.now() - rand(3) * 1000, taints: rand(4) === 0 ? [{ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' }] : [] });
+        what = `node ${n} put`;
+      } else if (op === 1) {
+        t.api.remove(paths.nodes, n);
+        what = `node ${n} removed`;
+      } else if (op <= 4) {
+        t.renewLease(n);
+        what = `lease ${n} renewed`;
+      } else if (op === 5) {
+        t.api.remove(paths.nodeLeases, `${NODE_LEASE_NAMESPACE}/${n}`);
+        what = `lease ${n} removed`;
+      } else if (op <= 7) {
+        const ns = ['default', 'kube-system', 'other'][rand(3)]!;
+        const name = `p-${rand(12)}`;
+        t.putPod(ns, name, { node: rand(6) === 0 ? undefined : n, tolerations: tolerations[rand(tolerations.length)] });
+        podKeys.add(`${ns}/${name}`);
+        what = `pod put on ${n}`;
+      } else if (op === 8) {
+        const key = [...podKeys][rand(podKeys.size)];
+        if (key && rand(2) === 0) t.terminatePod(key.split('/')[0]!, key.split('/')[1]!);
+        else if (key) {
+          t.api.remove(paths.pods, key);
+          podKeys.delete(key);
+        }
+        what = `pod ${key} terminated or removed`;
+      } else {
+        await t.advance(500 + rand(5) * 1000);
+        what = 'time passes';
+      }
+      await check(`step ${step}: ${what}`);
+    }
+    // the walk went through failing and healthy nodes alike, and nodes with pods of several tolerations
+    expect(seen.failing).toBeGreaterThan(100);
+    expect(seen.healthy).toBeGreaterThan(100);
+    expect(seen.groups).toBeGreaterThan(100);
+  });
+});
