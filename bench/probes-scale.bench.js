@@ -295,11 +295,12 @@ Time to each probe's first reading (s from the executor's start), and each infor
 |---:|${ids.map(() => '---:').join('|')}|---:|
 ${rows.map((r) => `| ${r.pods} | ${ids.map((id) => f1(r.exStart.firstReadingMs[id] / 1000)).join(' | ')} | ${['nodes', 'leases', 'pods'].map((k) => f1(r.infStart.syncedAfterMs[k] / 1000)).join(' / ')} |`).join('\n')}
 
-Judgement time per woken reading over the hold (ms; a judgement runs when an event can change the probe's verdict):
+Judgement time per woken reading over the hold (ms, wall-clock, and in brackets the executor thread's CPU time; a
+judgement runs when an event can change the probe's verdict):
 
 | pods | ${ids.join(' | ')} |
 |---:|${ids.map(() => '---:').join('|')}|
-${rows.map((r) => `| ${r.pods} | ${ids.map((id) => { const j = r.exEnd.judgeMs[id]; return `${j.n}× p50 ${f1(j.p50)} p99 ${f1(j.p99)}`; }).join(' | ')} |`).join('\n')}
+${rows.map((r) => `| ${r.pods} | ${ids.map((id) => { const j = r.exEnd.judgeMs[id]; return `${j.n}× p50 ${f1(j.p50)} (${f1(j.cpu.p50)}) p99 ${f1(j.p99)} (${f1(j.cpu.p99)})`; }).join(' | ')} |`).join('\n')}
 
 Pods Running when measured (set once by the fleet; at most ${RUNNING_WAIT} waited): ${rows.map((r) => `${r.running}/${r.pods}`).join(', ')}.
 Pod deletions sent / seen: ${rows.map((r) => `${r.pods} pods: ${r.sent} sent, executor ${r.exDel.length}, informer ${r.infDel.length}`).join('; ')}.

@@ -49,7 +49,9 @@ const started = epochMs();
 const { ctx: base, kube, abort } = await benchCtx({ inventoryFile, kubeconfig, context });
 
 const firstReadingMs = {};
+// per judgement: wall-clock (waiting for a core included) and this thread's CPU time (GC pauses included)
 const judgeMs = Object.fromEntries(GUARDS.map((g) => [g.probe.meta.id, []]));
+const judgeCpuMs = Object.fromEntries(GUARDS.map((g) => [g.probe.meta.id, []]));
 const last = {};
 let deletionsCounted = 0;
 
@@ -58,10 +60,13 @@ const pumps = GUARDS.map(({ probe, params }) => {
   const profile = {
     judge(fn) {
       const t0 = performance.now();
+      const c0 = process.threadCpuUsage();
       try {
         return fn();
       } finally {
         judgeMs[id].push(performance.now() - t0);
+        const c = process.threadCpuUsage(c0);
+        judgeCpuMs[id].push((c.user + c.system) / 1000);
       }
     },
   };
@@ -99,10 +104,12 @@ for await (const line of lines) {
   if (cmd === 'stats') {
     const mem = process.memoryUsage();
     const cpu = process.cpuUsage(cpu0);
-    const judgements = Object.fromEntries(
-      Object.entries(judgeMs).map(([id, xs]) => [id, { n: xs.length, p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), max: xs.length ? Math.max(...xs) : null }]),
-    );
-    for (const id of Object.keys(judgeMs)) judgeMs[id] = [];
+    const summary = (xs) => ({ n: xs.length, p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), max: xs.length ? Math.max(...xs) : null });
+    const judgements = Object.fromEntries(Object.entries(judgeMs).map(([id, xs]) => [id, { ...summary(xs), cpu: summary(judgeCpuMs[id]) }]));
+    for (const id of Object.keys(judgeMs)) {
+      judgeMs[id] = [];
+      judgeCpuMs[id] = [];
+    }
     const d = leaseDelays;
     leaseDelays = [];
     print({

@@ -1,4 +1,4 @@
-import { type ForecastNode, type PodGroup, isFailing, lastHeartbeatOf } from './forecast.js';
+import { type ForecastNode, type PodGroup, isFailing, isSound } from './forecast.js';
 import { NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimToleration, zoneOf } from './resources.js';
 import type { WatchHandle } from './watch.js';
 
@@ -24,6 +24,10 @@ interface Beat {
   renew?: number;
   zone: string;
   excluded: boolean;
+  /** What a judgement reads of the Node, copied here so that a pass over thousands of nodes touches one object each. */
+  sound: boolean;
+  heartbeat?: number;
+  created?: number;
   /** What the forecast reads, made when the node first fails after a change of its Node object. */
   f?: ForecastNode;
 }
@@ -42,14 +46,12 @@ export function forecastFeed(
     const zone = zoneOf(n.labels);
     const excluded = EXCLUDED in n.labels;
     const b = beats.get(n.name);
+    const read = { node: n, zone, excluded, sound: isSound(n), heartbeat: n.ready?.heartbeat, created: n.created, f: undefined };
     if (b) {
       if (b.zone !== zone || b.excluded !== excluded) zones = undefined;
-      b.node = n;
-      b.zone = zone;
-      b.excluded = excluded;
-      b.f = undefined;
+      Object.assign(b, read);
     } else {
-      beats.set(n.name, { node: n, renew: leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime, zone, excluded });
+      beats.set(n.name, { ...read, renew: leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime });
       zones = undefined;
     }
   };
@@ -127,10 +129,13 @@ export function forecastFeed(
       const failingIn = new Map<string, number>();
       let firstSilence = Infinity;
       for (const b of beats.values()) {
-        if (isFailing(b.node, b.renew, now, silentAfter)) {
+        // isFailing and lastHeartbeatOf, on the copies
+        const { renew, heartbeat } = b;
+        const last = renew === undefined ? (heartbeat ?? b.created) : heartbeat === undefined ? renew : Math.max(renew, heartbeat);
+        if (!b.sound || last === undefined || now - last > silentAfter) {
           failing.push(forecastNode(b));
           if (!b.excluded) failingIn.set(b.zone, (failingIn.get(b.zone) ?? 0) + 1);
-        } else firstSilence = Math.min(firstSilence, lastHeartbeatOf(b.node, b.renew)! + silentAfter + 1);
+        } else firstSilence = Math.min(firstSilence, last + silentAfter + 1);
       }
       const healthy = new Map<string, number>();
       for (const [zone, size] of zoneSizes()) healthy.set(zone, size - (failingIn.get(zone) ?? 0));

@@ -174,7 +174,12 @@ export function lastHeartbeatOf(n: Pick<ForecastNode, 'ready' | 'created'>, rene
  */
 export function isFailing(n: Pick<ForecastNode, 'ready' | 'created' | 'taints'>, renew: number | undefined, now: number, silentAfter: number): boolean {
   const last = lastHeartbeatOf(n, renew);
-  return n.ready?.status !== 'True' || last === undefined || now - last > silentAfter || n.taints.some(isControllerTaint);
+  return !isSound(n) || last === undefined || now - last > silentAfter;
+}
+
+/** Ready and without the controller's NoExecute taint: failing only once it falls silent. */
+export function isSound(n: Pick<ForecastNode, 'ready' | 'taints'>): boolean {
+  return n.ready?.status === 'True' && !n.taints.some(isControllerTaint);
 }
 
 const isControllerTaint = (t: SlimTaint) => t.effect === 'NoExecute' && (t.key === UNREACHABLE || t.key === NOT_READY);
