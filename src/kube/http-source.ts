@@ -1,11 +1,13 @@
 import type { KubeHttp } from './http.js';
 import { statusFromBody } from './http.js';
 import type { ListPage, ListRequest, ListWatchSource, RawObject, WatchEvent, WatchRequest } from './source.js';
+import { parseKubeVersion, traitsOf } from './versions.js';
 
 /** The list+watch source of a real apiserver: JSON lists in pages, newline-delimited JSON watch streams. */
 export function httpSource(kube: KubeHttp, options: { listTimeoutMs?: number; connectTimeoutMs?: number } = {}): ListWatchSource {
   const listTimeoutMs = options.listTimeoutMs ?? 30_000;
   const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+  let streams: Promise<boolean> | undefined;
   return {
     async list(req: ListRequest): Promise<ListPage> {
       const body = await kube.json<{ metadata?: { resourceVersion?: string; continue?: string }; items?: RawObject[] }>(req.path, {
@@ -21,6 +23,8 @@ export function httpSource(kube: KubeHttp, options: { listTimeoutMs?: number; co
         query: {
           watch: 1,
           resourceVersion: req.resourceVersion,
+          sendInitialEvents: req.sendInitialEvents,
+          resourceVersionMatch: req.sendInitialEvents ? 'NotOlderThan' : undefined,
           allowWatchBookmarks: req.allowWatchBookmarks,
           timeoutSeconds: req.timeoutSeconds,
           labelSelector: req.labelSelector,
@@ -52,6 +56,18 @@ export function httpSource(kube: KubeHttp, options: { listTimeoutMs?: number; co
           res.destroy();
         }
       })();
+    },
+
+    /** Asked once per source, by the server's version (a failed answer is asked again). */
+    streamsInitialEvents(signal: AbortSignal): Promise<boolean> {
+      streams ??= kube.request('/version', { signal }).then((a) => {
+        if (a.status !== 200) throw statusFromBody(a.status, a.body);
+        return traitsOf(parseKubeVersion((JSON.parse(a.body) as { gitVersion?: string }).gitVersion)).knowsSendInitialEvents;
+      });
+      return streams.catch((e: unknown) => {
+        streams = undefined;
+        throw e;
+      });
     },
 
     async ping(signal: AbortSignal): Promise<void> {

@@ -1,7 +1,7 @@
 import { messageOf } from '../core/errors.js';
 import { formatDuration } from '../core/duration.js';
 import { Backoff } from './backoff.js';
-import { compareResourceVersions, isGone, objectKey, statusError, type WatchEvent } from './source.js';
+import { ApiStatusError, compareResourceVersions, INITIAL_EVENTS_END, isGone, objectKey, statusError, type WatchEvent } from './source.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/logger.js';
 import type { ListWatchSource } from './source.js';
@@ -10,7 +10,9 @@ import type { Change, Freshness, WatchOptions, WatchSpec, WatchState, WatchStats
 /**
  * One shared watch of one resource, as client-go's reflector does it: list, then watch from the list's
  * resourceVersion; relist on 410 Gone; back off on failures; restart a silent stream; and never move the
- * resourceVersion backwards (a list or an event older than what was seen is refused: incident 2).
+ * resourceVersion backwards (a list or an event older than what was seen is refused: incident 2). Where the
+ * apiserver streams initial events (watch-list), the initial state comes from one watch instead of a paginated
+ * list: served from the watch cache, one object at a time, and the same stream carries the changes after it.
  */
 class StaleListError extends Error {}
 
@@ -48,6 +50,7 @@ export class SharedWatch<T> {
     inactivityRestarts: 0,
     replaysDropped: 0,
     staleListsRefused: 0,
+    streamedLists: 0,
   };
   refs = 0;
   private synced = false;
@@ -60,6 +63,8 @@ export class SharedWatch<T> {
   private wake?: AbortController;
   private lastFresh = false;
   private readonly backoff: Backoff;
+  /** Whether to read initial states as watch-lists: asked of the source once; false once the server refuses one. */
+  private streaming: boolean | undefined;
 
   readonly spec: WatchSpec<T>;
   private readonly d: Omit<ReflectorDeps<T>, 'spec' | 'liveness'>;
@@ -141,10 +146,18 @@ export class SharedWatch<T> {
       try {
         if (needList) {
           this.setState('listing');
+          if (await this.canStream()) {
+            // the stream goes on as the watch once the initial state is in; false: refused, list instead
+            needList = !(await this.watchOnce(true));
+            if (!needList) {
+              goneInARow = 0;
+              continue;
+            }
+          }
           await this.relist();
           needList = false;
         }
-        await this.watchOnce();
+        await this.watchOnce(false);
         goneInARow = 0;
       } catch (e) {
         if (this.stop.signal.aborted) return;
@@ -175,6 +188,11 @@ export class SharedWatch<T> {
     }
   }
 
+  private async canStream(): Promise<boolean> {
+    if (this.streaming === undefined) this.streaming = (await this.d.source.streamsInitialEvents?.(this.stop.signal)) ?? false;
+    return this.streaming;
+  }
+
   private async relist(): Promise<void> {
     const fresh = new Map<string, T>();
     let cont: string | undefined;
@@ -187,7 +205,12 @@ export class SharedWatch<T> {
       for (const item of page.items) fresh.set(objectKey(item), this.spec.slim(item));
       cont = page.continue || undefined;
     } while (cont);
-    if (this.resourceVersion !== undefined && compareResourceVersions(listRv, this.resourceVersion) === -1)
+    this.replace(fresh, listRv);
+  }
+
+  /** The store becomes `fresh`, the state at `listRv`: events for what changed, then `synced` the first time. */
+  private replace(fresh: Map<string, T>, listRv: string | undefined): void {
+    if (this.resourceVersion !== undefined && listRv !== undefined && compareResourceVersions(listRv, this.resourceVersion) === -1)
       throw new StaleListError(`refused a list at resourceVersion ${listRv}, older than ${this.resourceVersion} already seen`);
     const relist = this.synced;
     for (const [key, old] of this.store)
@@ -222,29 +245,56 @@ export class SharedWatch<T> {
     });
   }
 
-  private async watchOnce(): Promise<void> {
+  /**
+   * One watch stream, until it ends. `initial`: a watch-list, whose initial events become the store at the end
+   * bookmark (nothing of a stream cut short before it is kept: no probe reads a partial state); false when the
+   * apiserver refuses to stream initial events (the caller lists instead).
+   */
+  private async watchOnce(initial: boolean): Promise<boolean> {
     const ac = new AbortController();
     this.current = ac;
     const signal = AbortSignal.any([this.stop.signal, ac.signal]);
     const { minTimeoutSeconds, random } = this.d.options;
     const opened = this.d.clock.now();
+    let pending = initial ? new Map<string, T>() : undefined;
     try {
       this.stats.watches++;
-      const stream = await this.d.source.watch({
-        ...this.selection(),
-        resourceVersion: this.resourceVersion ?? '',
-        timeoutSeconds: Math.floor(minTimeoutSeconds * (1 + random())),
-        allowWatchBookmarks: true,
-        signal,
-      });
+      let stream: AsyncIterable<WatchEvent>;
+      try {
+        stream = await this.d.source.watch({
+          ...this.selection(),
+          resourceVersion: this.resourceVersion ?? '',
+          timeoutSeconds: Math.floor(minTimeoutSeconds * (1 + random())),
+          allowWatchBookmarks: true,
+          ...(initial ? { sendInitialEvents: true as const } : {}),
+          signal,
+        });
+      } catch (e) {
+        if (!initial || !(e instanceof ApiStatusError) || (e.status !== 400 && e.status !== 422)) throw e;
+        this.streaming = false;
+        this.d.log.debug(`watch ${this.spec.key}: the apiserver does not stream initial events (${messageOf(e)}); listing instead`);
+        return false;
+      }
       this.live.contact();
-      this.setState('watching');
+      if (!initial) this.setState('watching');
       this.armWatchdog(ac);
       for await (const ev of stream) {
         if (signal.aborted) break;
         this.live.contact();
         this.armWatchdog(ac);
-        this.apply(ev);
+        if (!pending) this.apply(ev);
+        else if (ev.type === 'ADDED') pending.set(objectKey(ev.object), this.spec.slim(ev.object));
+        else if (ev.type === 'BOOKMARK' && isInitialEventsEnd(ev)) {
+          this.stats.streamedLists++;
+          this.replace(pending, ev.object.metadata?.resourceVersion);
+          pending = undefined;
+          this.setState('watching');
+        } else if (ev.type === 'ERROR') throw statusError(ev.object);
+        else if (ev.type !== 'BOOKMARK') {
+          // initial events are all ADDED: this server does not stream them as a watch-list should; list from now on
+          this.streaming = false;
+          throw new Error(`a ${ev.type} event among the initial events of ${this.spec.path}: listing instead`);
+        }
       }
     } catch (e) {
       if (ac.signal.reason !== INACTIVE || this.stop.signal.aborted) throw e;
@@ -253,8 +303,10 @@ export class SharedWatch<T> {
       this.current = undefined;
     }
     if (ac.signal.reason === UNREACHABLE) throw new Error(this.live.unreachable || 'apiserver unreachable');
+    if (pending && !this.stop.signal.aborted) throw new Error(`the stream of initial events of ${this.spec.path} ended before all of them came`);
     this.backoff.healthyFor(this.d.clock.now() - opened);
     if (!this.stop.signal.aborted) this.setState('reconnecting');
+    return true;
   }
 
   private apply(ev: WatchEvent): void {
@@ -286,3 +338,8 @@ export class SharedWatch<T> {
   }
 }
 
+
+function isInitialEventsEnd(ev: WatchEvent): boolean {
+  const annotations = ev.object.metadata?.annotations as Record<string, string> | undefined;
+  return annotations?.[INITIAL_EVENTS_END] === 'true';
+}

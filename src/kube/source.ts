@@ -46,8 +46,16 @@ export interface WatchRequest extends Selection {
   resourceVersion: string;
   timeoutSeconds: number;
   allowWatchBookmarks: true;
+  /**
+   * Watch-list: the server first sends every object as ADDED (from its watch cache, at least as new as
+   * `resourceVersion`: resourceVersionMatch=NotOlderThan), then a BOOKMARK annotated INITIAL_EVENTS_END, then changes.
+   */
+  sendInitialEvents?: true;
   signal: AbortSignal;
 }
+
+/** The annotation of the BOOKMARK that ends a watch-list's initial events. */
+export const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 
 export interface ListWatchSource {
   list(req: ListRequest): Promise<ListPage>;
@@ -56,6 +64,11 @@ export interface ListWatchSource {
    * yields events until the server closes the stream (iteration ends) or the connection fails (iteration throws).
    */
   watch(req: WatchRequest): Promise<AsyncIterable<WatchEvent>>;
+  /**
+   * Whether to ask this apiserver for watch-lists (`sendInitialEvents`). A server that knows the parameter but has
+   * the WatchList feature off refuses such a watch (400/422), and the reflector lists instead.
+   */
+  streamsInitialEvents?(signal: AbortSignal): Promise<boolean>;
   /** A cheap request that proves the apiserver answers (e.g. GET /version). */
   ping(signal: AbortSignal): Promise<void>;
 }

@@ -17,6 +17,8 @@ describe('Kubernetes versions', () => {
     expect(traitsOf(v('v1.29.0'))).toMatchObject({ taintEvictor: 'taint-eviction-controller', canDisableTaintEviction: true });
     expect(traitsOf(v('v1.20.2'))).toMatchObject({ writesDisruptionTarget: false, hasPodEvictionTimeoutFlag: true });
     expect(traitsOf(v('v1.37.2'))).toMatchObject({ writesDisruptionTarget: true, hasPodEvictionTimeoutFlag: false, taintsInTheSamePass: true });
+    // watch-list's sendInitialEvents: known since 1.27, not asked of older servers (they would ignore it)
+    expect([v('v1.26.15'), v('v1.27.0'), v('v1.34.4'), undefined].map((x) => traitsOf(x).knowsSendInitialEvents)).toEqual([false, true, true, false]);
     expect(traitsOf(v('v1.20.2')).taintsInTheSamePass).toBe(false);
     expect(traitsOf(undefined).taintsInTheSamePass).toBe(true);
   });

@@ -47,6 +47,12 @@ export interface VersionTraits {
    * to taint at once, which can only make a forecast early, never late.
    */
   taintsInTheSamePass: boolean;
+  /**
+   * The apiserver knows watch-list's `sendInitialEvents` (1.27+; the WatchList feature is on by default on the
+   * lab's 1.34 and 1.37, which stream a list's objects as a watch's initial events). A server that knows the
+   * parameter with the feature off refuses the watch; older ones would ignore it, so they are not asked.
+   */
+  knowsSendInitialEvents: boolean;
 }
 
 /**
@@ -63,6 +69,7 @@ export function traitsOf(version: KubeVersion | undefined): VersionTraits {
     writesDisruptionTarget: atLeast(version, 26),
     hasPodEvictionTimeoutFlag: !atLeast(version, 27),
     taintsInTheSamePass: atLeast(version, 21) || version === undefined,
+    knowsSendInitialEvents: atLeast(version, 27),
   };
 }
 

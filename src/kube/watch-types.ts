@@ -36,6 +36,8 @@ export interface WatchStats {
   inactivityRestarts: number;
   replaysDropped: number;
   staleListsRefused: number;
+  /** Initial states read as a watch-list's initial events instead of a list. */
+  streamedLists: number;
 }
 
 

@@ -75,3 +75,42 @@ describe('probes over a slow, paginated, interrupted initial list', () => {
       else expect(run.readings.filter((r) => r.status === 'violated')).toEqual([]);
     });
 });
+
+describe('probes over a slow, interrupted watch-list (initial events streamed, apiservers 1.27+)', () => {
+  /** When the last stream of initial events of every resource the probe watches had sent its last object. */
+  function lastStreamServedAt(): number {
+    const objects = new Map<string, number>([
+      [paths.nodes, HEALTHY.length + 1],
+      [paths.nodeLeases, HEALTHY.length + 1],
+      [paths.pods, HEALTHY.length + 1],
+      [paths.services, 1],
+      [paths.endpoints, 1],
+    ]);
+    const last = new Map<string, number>();
+    for (const c of t.api.calls) if (c.kind === 'watch-list' && c.path) last.set(c.path, c.at);
+    return Math.max(...[...last].map(([path, at]) => at + (objects.get(path) ?? 0) * PAGE_MS));
+  }
+
+  for (const c of cases)
+    it(`${c.probe.meta.id}: unknown until every initial event is in, then ${c.first}; never ok before; no list`, async () => {
+      bigSlowCluster();
+      t.api.failPages.clear();
+      t.api.watchList = 'on';
+      // every stream is cut once half-way: what came before the cut is not kept
+      t.clock.setTimer(4 * PAGE_MS + 100, () => t.api.dropWatches('connection reset by peer'));
+      const run = t.start(c.probe, c.params);
+      const first = await run.until((r) => r.status !== 'unknown', 300_000, 250);
+      const before = run.readings.slice(0, run.readings.indexOf(first));
+      expect(before.length).toBeGreaterThan(0);
+      expect(before.every((r) => r.status === 'unknown')).toBe(true);
+      expect(first.status).toBe(c.first);
+      expect(first.at).toBeGreaterThanOrEqual(lastStreamServedAt());
+      expect(t.api.calls.filter((x) => x.kind === 'list')).toEqual([]);
+      // each resource's first stream was cut and a second one read it all
+      const streams = t.api.calls.filter((x) => x.kind === 'watch-list');
+      for (const path of new Set(streams.map((s) => s.path))) expect(streams.filter((s) => s.path === path).length, path).toBeGreaterThanOrEqual(2);
+      await t.advance(30_000);
+      if (c.first === 'violated') expect(run.readings.filter((r) => r.status === 'ok')).toEqual([]);
+      else expect(run.readings.filter((r) => r.status === 'violated')).toEqual([]);
+    });
+});

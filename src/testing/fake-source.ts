@@ -1,6 +1,7 @@
 import type { Clock } from '../core/clock.js';
 import {
   ApiStatusError,
+  INITIAL_EVENTS_END,
   type ListPage,
   type ListRequest,
   type ListWatchSource,
@@ -25,7 +26,7 @@ export type ScriptStep =
   | { watchError: { status?: number; message: string } };
 
 export interface RecordedCall {
-  kind: 'list' | 'watch' | 'ping';
+  kind: 'list' | 'watch' | 'watch-list' | 'ping';
   path?: string;
   resourceVersion?: string;
   timeoutSeconds?: number;
@@ -133,8 +134,13 @@ export class FakeApiServer implements ListWatchSource {
   /** `up`: answers; `down`: refuses connections; `silent`: accepts and never answers. */
   mode: 'up' | 'down' | 'silent' = 'up';
   readonly calls: RecordedCall[] = [];
-  /** How long each page of a list takes on the clock (a large cluster's initial list). */
+  /** How long each page of a list takes on the clock (a large cluster's initial list); with watch-lists, each initial event. */
   listPageDelayMs = 0;
+  /**
+   * Watch-lists (`sendInitialEvents`): `off` the source does not offer them (the default: lists), `on` it streams
+   * them, `refused` it offers them and refuses the watch as a server with the WatchList feature off does (422).
+   */
+  watchList: 'off' | 'on' | 'refused' = 'off';
   /** Continue tokens whose page fails once (the connection drops in the middle of a paginated list). */
   readonly failPages = new Set<number>();
   /** Paginated lists in progress: a continue token reads the snapshot its first page was taken from, as etcd does. */
@@ -229,14 +235,27 @@ export class FakeApiServer implements ListWatchSource {
     return { items, resourceVersion: snap.rv, ...(more ? { continue: `${token}:${from + limit}` } : {}) };
   }
 
+  async streamsInitialEvents(signal: AbortSignal): Promise<boolean> {
+    await this.gate(signal);
+    return this.watchList !== 'off';
+  }
+
   async watch(req: WatchRequest): Promise<AsyncIterable<WatchEvent>> {
-    this.calls.push({ kind: 'watch', path: req.path, resourceVersion: req.resourceVersion, at: this.clock.now() });
+    this.calls.push({ kind: req.sendInitialEvents ? 'watch-list' : 'watch', path: req.path, resourceVersion: req.resourceVersion, at: this.clock.now() });
     await this.gate(req.signal);
-    const from = Number(req.resourceVersion || this.rv);
-    if (from < this.compactedTo) throw new ApiStatusError(410, `too old resource version: ${from} (${this.compactedTo})`);
-    const queue: WatchEvent[] = this.history
-      .filter((h) => h.path === req.path && h.rv > from && matchesField(h.ev.object, req.fieldSelector))
-      .map((h) => structuredClone(h.ev));
+    let queue: WatchEvent[];
+    let initial: WatchEvent[] = [];
+    if (req.sendInitialEvents) {
+      if (this.watchList !== 'on') throw new ApiStatusError(422, 'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled');
+      // the current state as ADDED events, then the bookmark that ends them; changes from then on
+      initial = [...this.collection(req.path).values()].filter((o) => matchesField(o, req.fieldSelector)).map((o) => ({ type: 'ADDED' as const, object: structuredClone(o) }));
+      initial.push({ type: 'BOOKMARK', object: { metadata: { resourceVersion: String(this.rv), annotations: { [INITIAL_EVENTS_END]: 'true' } } } });
+      queue = [];
+    } else {
+      const from = Number(req.resourceVersion || this.rv);
+      if (from < this.compactedTo) throw new ApiStatusError(410, `too old resource version: ${from} (${this.compactedTo})`);
+      queue = this.history.filter((h) => h.path === req.path && h.rv > from && matchesField(h.ev.object, req.fieldSelector)).map((h) => structuredClone(h.ev));
+    }
     let wakeUp: (() => void) | undefined;
     let error: Error | undefined;
     const w: OpenWatch = {
@@ -255,8 +274,14 @@ export class FakeApiServer implements ListWatchSource {
     const onAbort = () => w.fail(abortError(req.signal));
     req.signal.addEventListener('abort', onAbort, { once: true });
     const open = this.open;
+    const { clock, listPageDelayMs } = this;
     return (async function* () {
       try {
+        for (const ev of initial) {
+          if (listPageDelayMs && ev.type === 'ADDED') await clock.sleep(listPageDelayMs, req.signal);
+          if (error) throw error;
+          yield ev;
+        }
         for (;;) {
           while (queue.length) yield queue.shift()!;
           if (error) throw error;
