@@ -1,4 +1,4 @@
-import { type ForecastNode, type PodGroup, isFailing, isSound } from './forecast.js';
+import { type ForecastNode, type PodGroup, isSound, latestHeartbeat } from './forecast.js';
 import { NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimToleration, zoneOf } from './resources.js';
 import type { WatchHandle } from './watch.js';
 
@@ -45,15 +45,16 @@ export function forecastFeed(
   const put = (n: SlimNode) => {
     const zone = zoneOf(n.labels);
     const excluded = EXCLUDED in n.labels;
-    const b = beats.get(n.name);
-    const read = { node: n, zone, excluded, sound: isSound(n), heartbeat: n.ready?.heartbeat, created: n.created, f: undefined };
-    if (b) {
-      if (b.zone !== zone || b.excluded !== excluded) zones = undefined;
-      Object.assign(b, read);
-    } else {
-      beats.set(n.name, { ...read, renew: leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime });
-      zones = undefined;
-    }
+    let b = beats.get(n.name);
+    if (!b || b.zone !== zone || b.excluded !== excluded) zones = undefined;
+    if (!b) beats.set(n.name, (b = { node: n, renew: leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime, zone, excluded, sound: false }));
+    b.node = n;
+    b.zone = zone;
+    b.excluded = excluded;
+    b.sound = isSound(n);
+    b.heartbeat = n.ready?.heartbeat;
+    b.created = n.created;
+    b.f = undefined;
   };
   for (const n of nodes.store.values()) put(n);
   nodes.subscribe((c) => {
@@ -118,21 +119,24 @@ export function forecastFeed(
     b.f.taintedSince = o.taintedSince(n.name);
     return b.f;
   };
+  /** isFailing, on a node's copies: failing, or the moment it may fall silent. */
+  const silentFrom = (b: Beat, renew: number | undefined): number => {
+    const last = latestHeartbeat(renew, b.heartbeat, b.created);
+    return !b.sound || last === undefined ? -Infinity : last;
+  };
   return {
     renewOf: (name) => beats.get(name)?.renew,
     failing(name, now, silentAfter, renew) {
       const b = name === undefined ? undefined : beats.get(name);
-      return b !== undefined && isFailing(b.node, renew ?? b.renew, now, silentAfter);
+      return b !== undefined && now - silentFrom(b, renew ?? b.renew) > silentAfter;
     },
     fleet(now, silentAfter) {
       const failing: ForecastNode[] = [];
       const failingIn = new Map<string, number>();
       let firstSilence = Infinity;
       for (const b of beats.values()) {
-        // isFailing and lastHeartbeatOf, on the copies
-        const { renew, heartbeat } = b;
-        const last = renew === undefined ? (heartbeat ?? b.created) : heartbeat === undefined ? renew : Math.max(renew, heartbeat);
-        if (!b.sound || last === undefined || now - last > silentAfter) {
+        const last = silentFrom(b, b.renew);
+        if (now - last > silentAfter) {
           failing.push(forecastNode(b));
           if (!b.excluded) failingIn.set(b.zone, (failingIn.get(b.zone) ?? 0) + 1);
         } else firstSilence = Math.min(firstSilence, last + silentAfter + 1);

@@ -164,8 +164,12 @@ export function defaultSilentAfter(s: LifecycleSettings): number {
 
 /** The later of its lease renewal and its Ready heartbeat; its creation when it has neither. */
 export function lastHeartbeatOf(n: Pick<ForecastNode, 'ready' | 'created'>, renew: number | undefined): number | undefined {
-  const beat = n.ready?.heartbeat;
-  return renew === undefined ? (beat ?? n.created) : beat === undefined ? renew : Math.max(renew, beat);
+  return latestHeartbeat(renew, n.ready?.heartbeat, n.created);
+}
+
+/** lastHeartbeatOf from its parts: the lease renewal, the Ready condition's heartbeat, the creation. */
+export function latestHeartbeat(renew: number | undefined, beat: number | undefined, created: number | undefined): number | undefined {
+  return renew === undefined ? (beat ?? created) : beat === undefined ? renew : Math.max(renew, beat);
 }
 
 /**

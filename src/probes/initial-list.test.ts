@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Probe, Reading } from '../contract/probe.js';
 import { paths } from '../kube/resources.js';
-import { ProbeTester } from '../testing/probe-tester.js';
+import { type ProbeRun, ProbeTester } from '../testing/probe-tester.js';
 import endpointsStability from './endpoints-stability.js';
 import evictionForecast from './eviction-forecast.js';
 import nodeLeases from './node-leases.js';
@@ -56,23 +56,34 @@ const cases: { probe: Probe; params: Record<string, unknown>; first: Reading['st
   { probe: endpointsStability, params: {}, first: 'ok' },
 ];
 
+/** The first reading that is not unknown: after at least one unknown, and the expected verdict. */
+async function firstVerdict(run: ProbeRun, expected: Reading['status']): Promise<Reading> {
+  const first = await run.until((r) => r.status !== 'unknown', 300_000, 250);
+  const before = run.readings.slice(0, run.readings.indexOf(first));
+  expect(before.length).toBeGreaterThan(0);
+  expect(before.every((r) => r.status === 'unknown')).toBe(true);
+  expect(first.status).toBe(expected);
+  return first;
+}
+
+/** Half a minute on, the probe has never said the opposite of its verdict (ok for a bad cluster, or violated). */
+async function neverTheOtherVerdict(run: ProbeRun, verdict: Reading['status']): Promise<void> {
+  await t.advance(30_000);
+  if (verdict === 'violated') expect(run.readings.filter((r) => r.status === 'ok')).toEqual([]);
+  else expect(run.readings.filter((r) => r.status === 'violated')).toEqual([]);
+}
+
 describe('probes over a slow, paginated, interrupted initial list', () => {
   for (const c of cases)
     it(`${c.probe.meta.id}: unknown until every page is in, then ${c.first}; never ok before`, async () => {
       bigSlowCluster();
       const run = t.start(c.probe, c.params);
-      const first = await run.until((r) => r.status !== 'unknown', 300_000, 250);
-      const before = run.readings.slice(0, run.readings.indexOf(first));
-      expect(before.length).toBeGreaterThan(0);
-      expect(before.every((r) => r.status === 'unknown')).toBe(true);
-      expect(first.status).toBe(c.first);
+      const first = await firstVerdict(run, c.first);
       // more than one page per list, and the failed page made a list start over
       expect(first.at).toBeGreaterThanOrEqual(lastPageServedAt());
       expect(first.at - START).toBeGreaterThanOrEqual(5 * PAGE_MS);
       expect(t.api.calls.some((x) => x.kind === 'list' && x.continue)).toBe(true);
-      await t.advance(30_000);
-      if (c.first === 'violated') expect(run.readings.filter((r) => r.status === 'ok')).toEqual([]);
-      else expect(run.readings.filter((r) => r.status === 'violated')).toEqual([]);
+      await neverTheOtherVerdict(run, c.first);
     });
 });
 
@@ -99,18 +110,12 @@ describe('probes over a slow, interrupted watch-list (initial events streamed, a
       // every stream is cut once half-way: what came before the cut is not kept
       t.clock.setTimer(4 * PAGE_MS + 100, () => t.api.dropWatches('connection reset by peer'));
       const run = t.start(c.probe, c.params);
-      const first = await run.until((r) => r.status !== 'unknown', 300_000, 250);
-      const before = run.readings.slice(0, run.readings.indexOf(first));
-      expect(before.length).toBeGreaterThan(0);
-      expect(before.every((r) => r.status === 'unknown')).toBe(true);
-      expect(first.status).toBe(c.first);
+      const first = await firstVerdict(run, c.first);
       expect(first.at).toBeGreaterThanOrEqual(lastStreamServedAt());
       expect(t.api.calls.filter((x) => x.kind === 'list')).toEqual([]);
       // each resource's first stream was cut and a second one read it all
       const streams = t.api.calls.filter((x) => x.kind === 'watch-list');
       for (const path of new Set(streams.map((s) => s.path))) expect(streams.filter((s) => s.path === path).length, path).toBeGreaterThanOrEqual(2);
-      await t.advance(30_000);
-      if (c.first === 'violated') expect(run.readings.filter((r) => r.status === 'ok')).toEqual([]);
-      else expect(run.readings.filter((r) => r.status === 'violated')).toEqual([]);
+      await neverTheOtherVerdict(run, c.first);
     });
 });
