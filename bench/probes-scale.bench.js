@@ -21,7 +21,7 @@
 // Prints its section of BENCHMARKS.md.
 /* global URL */
 import { spawn, spawnSync } from 'node:child_process';
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, homedir, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -67,6 +67,12 @@ function buildInformer() {
   if (r.status !== 0) throw new Error(`building the informer baseline failed (${r.status}): ${(r.stderr ?? '').slice(-2000)}`);
   const v = spawnSync('go', ['version'], { env: goEnv, encoding: 'utf8' }).stdout.trim();
   return { bin, go: v };
+}
+
+/** A process's resident set now (MiB), from /proc. */
+function rssMiBOf(pid) {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : null;
 }
 
 function quantile(xs, q) {
@@ -213,6 +219,16 @@ async function main() {
       const holdMs = parseDuration(pods === SIZES[SIZES.length - 1] ? HOLD : SHORT_HOLD);
       const sent = new Map();
       const holdStart = epochMs();
+      // memory through the hold, every 30 s: the executor's heap as V8 sees it, both processes' RSS
+      const samples = [];
+      let sampling = true;
+      const sampler = (async () => {
+        while (sampling) {
+          const exMem = await ex.mem().catch(() => undefined);
+          samples.push({ atS: (epochMs() - holdStart) / 1000, ex: exMem, infRssMiB: rssMiBOf(inf.pid) });
+          for (let waited = 0; sampling && waited < 30_000; waited += 1000) await sleep(1000);
+        }
+      })();
       const churn = (async () => {
         for (let k = 0; epochMs() - holdStart < holdMs; k++) {
           const due = holdStart + (k * 1000) / CHURN;
@@ -226,12 +242,15 @@ async function main() {
       })();
       await churn;
       await sleep(5000);
+      sampling = false;
+      await sampler;
       const [exEnd, infEnd] = await Promise.all([ex.stats(), inf.stats()]);
       await Promise.all([ex.quit(), inf.quit()]);
       const delays = (m) => [...sent].filter(([n]) => m.deleted.has(n)).map(([n, t]) => m.deleted.get(n) - t);
       const exDel = delays(ex);
       const infDel = delays(inf);
-      rows.push({ pods, running: pods - left, load, created, exSynced, infSynced, exEnd, infEnd, exDel, infDel, sent: sent.size, holdMs, exStart, infStart });
+      rows.push({ pods, running: pods - left, load, created, exSynced, infSynced, exEnd, infEnd, exDel, infDel, sent: sent.size, holdMs, exStart, infStart, samples });
+      writeFileSync(join(WORK, 'last-run.json'), JSON.stringify(rows.map(({ exDel, infDel, ...r }) => ({ ...r, exDelN: exDel.length, infDelN: infDel.length }))));
       log(`${pods} pods: done (${sent.size} deletions; executor saw ${exDel.length}, informer ${infDel.length})`);
     }
   } catch (e) {
@@ -301,6 +320,20 @@ judgement runs when an event can change the probe's verdict):
 | pods | ${ids.join(' | ')} |
 |---:|${ids.map(() => '---:').join('|')}|
 ${rows.map((r) => `| ${r.pods} | ${ids.map((id) => { const j = r.exEnd.judgeMs[id]; return `${j.n}× p50 ${f1(j.p50)} (${f1(j.cpu.p50)}) p99 ${f1(j.p99)} (${f1(j.cpu.p99)})`; }).join(' | ')} |`).join('\n')}
+
+The executor's memory through each hold (MiB; RSS, V8 heap used / committed, external to the heap), beside the
+informers' RSS, every 2 minutes:
+
+| pods | at | executor RSS | heap used / committed | external | informer RSS |
+|---:|---:|---:|---:|---:|---:|
+${rows.flatMap((r) => r.samples.filter((x, i, all) => i % 4 === 0 || i === all.length - 1).map((x) => `| ${r.pods} | ${f1(x.atS / 60)} min | ${f1(x.ex?.rssMiB)} | ${f1(x.ex?.heapMiB)} / ${f1(x.ex?.heapTotalMiB)} | ${f1(x.ex?.externalMiB)} | ${f1(x.infRssMiB)} |`)).join('\n')}
+
+Nodes the eviction forecast judged failing per reading over each hold, and the executor's shared watches (lists /
+watch-lists / watches opened / 410 Gone / failures / silent streams restarted, since its start):
+
+| pods | failing nodes p50 / p99 / max (readings) | nodes | leases | pods |
+|---:|---:|---:|---:|---:|
+${rows.map((r) => { const f = r.exEnd.forecastFailing; const w = (k) => { const x = r.exEnd.watchStats?.[k]; return x ? `${x.lists} / ${x.streamedLists} / ${x.watches} / ${x.gone} / ${x.failures} / ${x.inactivityRestarts}` : '–'; }; return `| ${r.pods} | ${f.p50 ?? '–'} / ${f.p99 ?? '–'} / ${f.max ?? '–'} (${f.n}) | ${w('nodes')} | ${w('leases')} | ${w('pods')} |`; }).join('\n')}
 
 Pods Running when measured (set once by the fleet; at most ${RUNNING_WAIT} waited): ${rows.map((r) => `${r.running}/${r.pods}`).join(', ')}.
 Pod deletions sent / seen: ${rows.map((r) => `${r.pods} pods: ${r.sent} sent, executor ${r.exDel.length}, informer ${r.infDel.length}`).join('; ')}.

@@ -1,6 +1,6 @@
 // A stand-in apiserver for bench/probes-memory.bench.js: N nodes in 3 zones, their Leases, and P pods bound to them,
-// served over plain HTTP as the real one serves them (paged JSON lists, newline-delimited JSON watch streams with
-// bookmarks), and the churn of a large cluster: every Lease renewed every `renewSeconds`, every Node's status
+// served over plain HTTP as a 1.37 apiserver serves them (paged JSON lists, newline-delimited JSON watch streams with
+// bookmarks, watch-lists), and the churn of a large cluster: every Lease renewed every `renewSeconds`, every Node's status
 // posted every minute, and from `churn(K)` K pod deletions per second (each pod replaced by a new one). Objects are
 // made from their index when asked for, with the fields a real apiserver returns (managedFields included), so the
 // server holds little itself.
@@ -150,6 +150,8 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10 }) {
     for (const res of watchers.get(path)) res.write(line);
   };
 
+  const initialEventsEnd = () =>
+    `${JSON.stringify({ type: 'BOOKMARK', object: { kind: 'Bookmark', apiVersion: 'v1', metadata: { resourceVersion: String(rv), annotations: { 'k8s.io/initial-events-end': 'true' } } } })}\n`;
   const server = createServer((req, res) => {
     const url = new URL(req.url, 'http://x');
     const path = url.pathname;
@@ -165,9 +167,11 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10 }) {
       if (req.method === 'GET' && /^\/(api|apis)\/.+s$/.test(path) && !url.searchParams.get('watch'))
         return json(200, { kind: 'List', apiVersion: 'v1', metadata: { resourceVersion: String(rv) }, items: [] });
       if (req.method === 'GET' && url.searchParams.get('watch')) {
-        // a watch of nothing: open (headers sent at once, as the apiserver does) and silent
+        // a watch of nothing: open (headers sent at once, as the apiserver does) and silent, after the end of its
+        // (no) initial events when asked for them
         res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
         res.flushHeaders();
+        if (url.searchParams.get('sendInitialEvents') === 'true') res.write(initialEventsEnd());
         return;
       }
       return json(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: `${path} not found` });
@@ -175,6 +179,11 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10 }) {
     if (url.searchParams.get('watch')) {
       res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
       res.flushHeaders();
+      // a watch-list (1.37 streams them): every object as ADDED, then the bookmark that ends them, then the changes
+      if (url.searchParams.get('sendInitialEvents') === 'true') {
+        for (let k = 0; k < c.count(); k++) res.write(`${JSON.stringify({ type: 'ADDED', object: c.item(k) })}\n`);
+        res.write(initialEventsEnd());
+      }
       watchers.get(path).add(res);
       res.on('close', () => watchers.get(path).delete(res));
       return;

@@ -1,5 +1,6 @@
 // A process a benchmark measures (bench/parts/probes-executor.js, bench/baselines/informer): one command per line on
-// its stdin (`stats`, `quit`), one JSON line per answer on its stdout; it prints {"ev":"pod-deleted",...} lines too.
+// its stdin (`stats`, `quit`; the executor also answers `mem`), one JSON line per answer on its stdout, whose `ev` is
+// the command's name; it prints {"ev":"pod-deleted",...} lines too.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -8,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 export function measured(name, cmd, args) {
   const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
   const deleted = new Map();
-  const waiting = [];
+  const waiting = { stats: [], mem: [] };
   createInterface({ input: child.stdout }).on('line', (line) => {
     let m;
     try {
@@ -18,19 +19,21 @@ export function measured(name, cmd, args) {
     }
     if (m.ev === 'pod-deleted') {
       if (!deleted.has(m.name)) deleted.set(m.name, m.at);
-    } else if (m.ev === 'stats') waiting.shift()?.(m);
+    } else waiting[m.ev]?.shift()?.(m);
   });
   const exited = new Promise((r) => child.on('exit', r));
+  const ask = (cmd) =>
+    new Promise((resolve, reject) => {
+      waiting[cmd].push(resolve);
+      child.stdin.write(`${cmd}\n`);
+      exited.then(() => reject(new Error(`${name} exited`)));
+    });
   return {
     name,
     deleted,
     pid: child.pid,
-    stats: () =>
-      new Promise((resolve, reject) => {
-        waiting.push(resolve);
-        child.stdin.write('stats\n');
-        exited.then(() => reject(new Error(`${name} exited`)));
-      }),
+    stats: () => ask('stats'),
+    mem: () => ask('mem'),
     async quit() {
       child.stdin.write('quit\n');
       await Promise.race([exited, sleep(10_000)]);

@@ -2,7 +2,9 @@
 // executor's shared watches, in a process of their own so that its memory and CPU are theirs. It speaks the same
 // protocol as bench/baselines/informer (one command per line on stdin, one JSON line per answer on stdout):
 //
-//   stats   memory, CPU, each probe's first reading, lease delays and judgement times since the last stats
+//   stats   memory, CPU, each probe's first reading, lease delays and judgement times since the last stats, the
+//           shared watches' counters, how many nodes the eviction forecast judged failing per reading
+//   mem     memory only (resets nothing): the benchmark samples it through the hold
 //   quit    stops the probes and exits
 //
 // and prints {"ev":"pod-deleted","name":"ns/name","at":ms} when pod-deletions' reading counts a deletion.
@@ -54,6 +56,8 @@ const judgeMs = Object.fromEntries(GUARDS.map((g) => [g.probe.meta.id, []]));
 const judgeCpuMs = Object.fromEntries(GUARDS.map((g) => [g.probe.meta.id, []]));
 const last = {};
 let deletionsCounted = 0;
+// per eviction-forecast reading: the nodes it judged failing
+let forecastFailing = [];
 
 const pumps = GUARDS.map(({ probe, params }) => {
   const id = probe.meta.id;
@@ -78,6 +82,7 @@ const pumps = GUARDS.map(({ probe, params }) => {
       const r = n.value;
       last[id] = { status: r.status, detail: r.detail.slice(0, 160) };
       if (r.status !== 'unknown' && firstReadingMs[id] === undefined) firstReadingMs[id] = epochMs() - started;
+      if (id === 'eviction-forecast' && Array.isArray(r.value?.nodes)) forecastFailing.push(r.value.nodes.length);
       if (id === 'pod-deletions' && r.value) {
         const at = epochMs();
         const { count, deletions } = r.value;
@@ -97,12 +102,27 @@ leases.subscribe((c) => {
   if (c.type === 'modified' && !c.relist && c.object.renewTime !== undefined) leaseDelays.push(epochMs() - c.object.renewTime);
 });
 
+const MiB = 2 ** 20;
+function memory() {
+  const mem = process.memoryUsage();
+  const h = v8.getHeapStatistics();
+  return {
+    rssMiB: mem.rss / MiB,
+    peakRssMiB: process.resourceUsage().maxRSS / 1024,
+    heapMiB: mem.heapUsed / MiB,
+    heapTotalMiB: mem.heapTotal / MiB,
+    externalMiB: mem.external / MiB,
+    arrayBuffersMiB: mem.arrayBuffers / MiB,
+    mallocedMiB: h.malloced_memory / MiB,
+  };
+}
+
 const cpu0 = process.cpuUsage();
 const lines = createInterface({ input: process.stdin });
 for await (const line of lines) {
   const cmd = line.trim();
-  if (cmd === 'stats') {
-    const mem = process.memoryUsage();
+  if (cmd === 'mem') print({ ev: 'mem', at: epochMs(), ...memory() });
+  else if (cmd === 'stats') {
     const cpu = process.cpuUsage(cpu0);
     const summary = (xs) => ({ n: xs.length, p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), max: xs.length ? Math.max(...xs) : null });
     const judgements = Object.fromEntries(Object.entries(judgeMs).map(([id, xs]) => [id, { ...summary(xs), cpu: summary(judgeCpuMs[id]) }]));
@@ -112,12 +132,12 @@ for await (const line of lines) {
     }
     const d = leaseDelays;
     leaseDelays = [];
+    const failing = forecastFailing;
+    forecastFailing = [];
     print({
       ev: 'stats',
       at: epochMs(),
-      rssMiB: mem.rss / 2 ** 20,
-      peakRssMiB: process.resourceUsage().maxRSS / 1024,
-      heapMiB: mem.heapUsed / 2 ** 20,
+      ...memory(),
       cpuSeconds: (cpu.user + cpu.system) / 1e6,
       firstReadingMs,
       readings: last,
@@ -125,6 +145,8 @@ for await (const line of lines) {
       watches: kube.watches.keys(),
       leaseDelayMs: { n: d.length, p50: quantile(d, 0.5), p99: quantile(d, 0.99) },
       judgeMs: judgements,
+      forecastFailing: summary(failing),
+      watchStats: Object.fromEntries(Object.entries(stores).map(([k, w]) => [k, { ...w.stats }])),
     });
   } else if (cmd === 'quit') break;
 }

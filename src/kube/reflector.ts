@@ -290,10 +290,12 @@ export class SharedWatch<T> {
           pending = undefined;
           this.setState('watching');
         } else if (ev.type === 'ERROR') throw statusError(ev.object);
-        else if (ev.type !== 'BOOKMARK') {
-          // initial events are all ADDED: this server does not stream them as a watch-list should; list from now on
+        else {
+          // Initial events are all ADDED, and the apiserver sends no other bookmark before the one that ends them: a
+          // server (or a proxy) that ignored sendInitialEvents would otherwise keep this watch "listing" for ever.
+          // List from now on.
           this.streaming = false;
-          throw new Error(`a ${ev.type} event among the initial events of ${this.spec.path}: listing instead`);
+          throw new Error(`a ${ev.type === 'BOOKMARK' ? 'bookmark that does not end them' : `${ev.type} event`} among the initial events of ${this.spec.path}: listing instead`);
         }
       }
     } catch (e) {

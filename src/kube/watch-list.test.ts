@@ -61,6 +61,18 @@ describe('watch-list', () => {
     expect(log.lines.map((l) => l.msg).join('\n')).toContain('does not stream initial events');
   });
 
+  it('lists instead when the stream carries a bookmark before any end of initial events (the parameter ignored on the way)', async () => {
+    const { clock, server, w, log } = setup('ignored');
+    await clock.advance(10);
+    expect(w.freshness()).toMatchObject({ synced: false });
+    server.bookmark(PATH);
+    await clock.advance(5_000);
+    expect(w.freshness()).toMatchObject({ synced: true, fresh: true });
+    expect([...w.store.keys()]).toEqual(['default/a', 'default/b', 'default/c']);
+    expect(server.calls.map((c) => c.kind).filter((k) => k !== 'ping')).toEqual(['watch-list', 'list', 'watch']);
+    expect(log.lines.map((l) => l.msg).join('\n')).toContain('a bookmark that does not end them among the initial events');
+  });
+
   it('keeps nothing of a stream cut before its end bookmark: not synced, and the next stream starts over', async () => {
     const { clock, server, w, changes } = setup('on');
     server.listPageDelayMs = 1000;

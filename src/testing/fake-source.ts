@@ -138,9 +138,10 @@ export class FakeApiServer implements ListWatchSource {
   listPageDelayMs = 0;
   /**
    * Watch-lists (`sendInitialEvents`): `off` the source does not offer them (the default: lists), `on` it streams
-   * them, `refused` it offers them and refuses the watch as a server with the WatchList feature off does (422).
+   * them, `refused` it offers them and refuses the watch as a server with the WatchList feature off does (422),
+   * `ignored` it offers them and serves a plain watch from now (a proxy that dropped the parameter).
    */
-  watchList: 'off' | 'on' | 'refused' = 'off';
+  watchList: 'off' | 'on' | 'refused' | 'ignored' = 'off';
   /** Continue tokens whose page fails once (the connection drops in the middle of a paginated list). */
   readonly failPages = new Set<number>();
   /** Paginated lists in progress: a continue token reads the snapshot its first page was taken from, as etcd does. */
@@ -245,7 +246,7 @@ export class FakeApiServer implements ListWatchSource {
     await this.gate(req.signal);
     let queue: WatchEvent[];
     let initial: WatchEvent[] = [];
-    if (req.sendInitialEvents) {
+    if (req.sendInitialEvents && this.watchList !== 'ignored') {
       if (this.watchList !== 'on') throw new ApiStatusError(422, 'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled');
       // the current state as ADDED events, then the bookmark that ends them; changes from then on
       initial = [...this.collection(req.path).values()].filter((o) => matchesField(o, req.fieldSelector)).map((o) => ({ type: 'ADDED' as const, object: structuredClone(o) }));
@@ -293,6 +294,11 @@ export class FakeApiServer implements ListWatchSource {
         req.signal.removeEventListener('abort', onAbort);
       }
     })();
+  }
+
+  /** A bookmark at the current resourceVersion to every open watch of `path`, as the watch cache sends them. */
+  bookmark(path: string): void {
+    for (const w of this.open) if (w.path === path) w.push({ type: 'BOOKMARK', object: { metadata: { resourceVersion: String(this.rv) } } });
   }
 
   async ping(signal: AbortSignal): Promise<void> {
