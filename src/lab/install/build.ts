@@ -37,6 +37,7 @@ export async function buildFromSource(o: BuildOptions, root: string): Promise<vo
   await must('LAB_SOURCE_FAILED', 'dpkg-source', ['-x', dsc, 'src'], { cwd: work, timeoutMs: 600_000, signal: o.signal });
   const src = join(work, 'src');
   await mkdir(join(src, '.go', 'src', 'k8s.io'), { recursive: true });
+  await mkdir(join(src, '.go', 'home'), { recursive: true });
   await must('LAB_SOURCE_FAILED', 'ln', ['-sfn', '../../..', join(src, '.go', 'src', 'k8s.io', 'kubernetes')]);
 
   const started = clock.now();
@@ -100,12 +101,16 @@ export async function cacheBinaries(
 /**
  * The environment of the Debian build: Debian's Go (/usr/lib/go) first on PATH, and none of this machine's GO*
  * variables (a newer Go's GOROOT, GOTOOLCHAIN, GOFLAGS or go env file would break Go 1.19 or switch toolchains).
+ * HOME is the build's own directory, and BASH_ENV and ENV are dropped: the build's bash scripts run with a socket as
+ * stdin (Node's pipes), and bash then reads ~/.bashrc, whose PATH may put a newer Go first ("compile: version
+ * go1.19.8 does not match go tool version go1.26.8").
  */
 export function debianGoEnv(src: string, base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(base)) if (!k.startsWith('GO') && !k.startsWith('CGO_')) env[k] = v;
+  for (const [k, v] of Object.entries(base)) if (!k.startsWith('GO') && !k.startsWith('CGO_') && k !== 'BASH_ENV' && k !== 'ENV') env[k] = v;
   return {
     ...env,
+    HOME: join(src, '.go', 'home'),
     GOENV: 'off',
     GOROOT: '/usr/lib/go',
     GOPATH: join(src, '.go'),
