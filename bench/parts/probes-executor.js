@@ -1,5 +1,6 @@
 // The executor's side of bench/probes-scale.bench.js: the cluster probes a large game day guards with, on the
-// executor's shared watches, in a process of their own so that its memory and CPU are theirs. It speaks the same
+// executor's shared watches, in a process of their own so that its memory and CPU are theirs. Each reading goes to
+// a report collector as a run's guard readings do (report.json keeps them), so the report's memory is counted too. It speaks the same
 // protocol as bench/baselines/informer (one command per line on stdin, one JSON line per answer on stdout):
 //
 //   stats   memory, CPU, each probe's first reading, lease delays and judgement times since the last stats, the
@@ -16,6 +17,7 @@ import { performance } from 'node:perf_hooks';
 import { realClock } from '../../dist/core/clock.js';
 import { tuneHeap } from '../../dist/core/heap.js';
 import { watchSpecs } from '../../dist/kube/resources.js';
+import { ReportCollector } from '../../dist/report/collect.js';
 import { benchCtx } from './bench-ctx.js';
 import endpointsStability from '../../dist/probes/endpoints-stability.js';
 import evictionForecast from '../../dist/probes/eviction-forecast.js';
@@ -50,6 +52,7 @@ const GUARDS = [
 const started = epochMs();
 const { ctx: base, kube, abort } = await benchCtx({ inventoryFile, kubeconfig, context });
 
+const report = new ReportCollector();
 const firstReadingMs = {};
 // per judgement: wall-clock (waiting for a core included) and this thread's CPU time (GC pauses included)
 const judgeMs = Object.fromEntries(GUARDS.map((g) => [g.probe.meta.id, []]));
@@ -80,6 +83,7 @@ const pumps = GUARDS.map(({ probe, params }) => {
       const n = await it.next();
       if (n.done) return;
       const r = n.value;
+      report.onEvent({ type: 'guard-reading', at: r.at, guard: id, reading: r, armed: true });
       last[id] = { status: r.status, detail: r.detail.slice(0, 160) };
       if (r.status !== 'unknown' && firstReadingMs[id] === undefined) firstReadingMs[id] = epochMs() - started;
       if (id === 'eviction-forecast' && Array.isArray(r.value?.nodes)) forecastFailing.push(r.value.nodes.length);
@@ -146,6 +150,7 @@ for await (const line of lines) {
       leaseDelayMs: { n: d.length, p50: quantile(d, 0.5), p99: quantile(d, 0.99) },
       judgeMs: judgements,
       forecastFailing: summary(failing),
+      readingsKept: Object.values(report.report.guardReadings).reduce((n, l) => n + l.length, 0),
       watchStats: Object.fromEntries(Object.entries(stores).map(([k, w]) => [k, { ...w.stats }])),
     });
   } else if (cmd === 'quit') break;

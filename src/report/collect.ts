@@ -9,7 +9,7 @@ export interface StepRecord {
   endedAt?: string;
   status?: StepStatus;
   detail?: string;
-  /** An expect step's readings: what its probe read (status, detail, value), at most 200. */
+  /** An expect step's readings: what its probe read (status, detail, value with lists cut to 100 entries), at most 200. */
   readings?: ReadingEntry[];
 }
 
@@ -23,6 +23,12 @@ export interface ReadingEntry {
 
 /** Readings kept per guard and per expect step. */
 const MAX_READINGS = 200;
+/**
+ * Entries kept of each list in a kept reading's value; `<list>LeftOut` counts the rest. A node-leases reading over
+ * 5,000 nodes lists 5,000 leases: 200 of them kept whole would be a million objects in memory and in report.json,
+ * while the reading's detail already names the nodes that matter.
+ */
+const MAX_LIST = 100;
 
 export interface FaultRecord extends FaultRef {
   appliedAt?: string;
@@ -59,7 +65,7 @@ export interface RunReport {
   steps: StepRecord[];
   guardFirings: { at: string; guard: string; response: string; detail: string }[];
   guardTransitions: { at: string; guard: string; status: string; detail: string }[];
-  /** What each guard's probe read, by guard name: every reading (status, detail, value), at most 200 each. */
+  /** What each guard's probe read, by guard name: every reading (status, detail, value with lists cut to 100 entries), at most 200 each. */
   guardReadings: Record<string, ReadingEntry[]>;
   faults: FaultRecord[];
   /** Every failed attempt at something retried, in order. */
@@ -83,7 +89,20 @@ export interface RunReport {
 }
 
 const iso = (at: number) => new Date(at).toISOString();
-const entryOf = (at: number, r: { status: string; detail: string; value: unknown }): ReadingEntry => ({ at: iso(at), status: r.status, detail: r.detail, value: r.value });
+const entryOf = (at: number, r: { status: string; detail: string; value: unknown }): ReadingEntry => ({ at: iso(at), status: r.status, detail: r.detail, value: bounded(r.value) });
+
+/** A value as a report keeps it: each list in it (at its top level) cut to MAX_LIST entries, the rest counted. */
+function bounded(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+  const long = Object.entries(value).filter(([, v]) => Array.isArray(v) && v.length > MAX_LIST);
+  if (long.length === 0) return value;
+  const out: Record<string, unknown> = { ...value };
+  for (const [k, v] of long as [string, unknown[]][]) {
+    out[k] = v.slice(0, MAX_LIST);
+    out[`${k}LeftOut`] = v.length - MAX_LIST;
+  }
+  return out;
+}
 
 /** The latest reading of an observer, and the history of its changes (values as the summarizer keeps them). */
 export interface Observation {

@@ -199,4 +199,19 @@ describe('report.json: the values probes read', () => {
       { at: new Date(T0 + 2000).toISOString(), status: 'ok', detail: '3/3 ready', value: { ready: 3, wanted: 3 } },
     ]);
   });
+
+  it("keeps the first 100 entries of a long list in a reading's value and counts the rest (a node-leases reading over 5,000 nodes)", () => {
+    const c = new ReportCollector();
+    const nodes = Array.from({ length: 5000 }, (_, i) => ({ name: `n-${i}`, ageMs: 1000, stale: i === 4321 }));
+    const value = { nodes, stale: ['n-4321'] };
+    c.onEvent({ type: 'guard-reading', at: T0, guard: 'leases', reading: reading('violated', T0, '1/5000 leases stale: n-4321 41s', value), armed: true });
+    const kept = c.report.guardReadings['leases']?.[0]?.value as Record<string, unknown>;
+    expect(kept.nodes).toEqual(nodes.slice(0, 100));
+    expect(kept.nodesLeftOut).toBe(4900);
+    expect(kept.stale).toEqual(['n-4321']);
+    expect(kept).not.toHaveProperty('staleLeftOut');
+    // the probe's own value is not changed, and the report's node lanes still read it whole
+    expect(value.nodes).toHaveLength(5000);
+    expect(c.report.nodes.map((n) => n.node)).toContain('n-4321');
+  });
 });
