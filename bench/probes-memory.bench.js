@@ -103,11 +103,13 @@ async function measure(pods) {
     api.silence(SILENT);
     await sleep(HOLD);
     const end = await Promise.all(exs.map((e) => e.stats()));
+    // what each holds: the heap after a full collection, asked for last (it changes what it measures)
+    const live = await Promise.all(exs.map((e) => e.live()));
     const deletions = api.stats().deletions;
     const seen = exs.map((e) => e.deleted.size);
     await Promise.all(exs.map((e) => e.quit()));
     log(`${pods} pods: ${end.map((s, k) => `${FLAG_SETS[k].join(' ') || 'as the CLI runs'} ${s.rssMiB.toFixed(0)} MiB`).join(', ')} at the end; unknown paths asked for: ${api.stats().unknownPaths.join(' ') || 'none'}`);
-    return { pods, first: [...exs.keys()].map((k) => first.get(k)), synced, end, deletions, seen };
+    return { pods, first: [...exs.keys()].map((k) => first.get(k)), synced, end, live, deletions, seen };
   } finally {
     api.close();
     rmSync(dir, { recursive: true, force: true });
@@ -128,15 +130,15 @@ ${f1(HOLD / 60_000)}-minute hold ${CHURN} pod deletions/s, each replaced, and ${
 their Leases and posting status (the eviction forecast judges failing nodes; the controller settings say grace 40 s). One executor per set of Node flags, side by side.
 Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}. Date: ${new Date().toISOString().slice(0, 10)}.
 
-| pods | executor | RSS after lists | heap after lists | RSS at end of hold | heap at end | peak RSS | CPU over the hold | last first reading | lease delay p99 | forecast judgement p50 / p99 / max | its CPU time p50 / p99 / max | deletions seen |
-|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| pods | executor | RSS after lists | heap after lists | RSS at end of hold | heap at end | heap live at end | peak RSS | CPU over the hold | last first reading | lease delay p99 | forecast judgement p50 / p99 / max | its CPU time p50 / p99 / max | deletions seen |
+|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 ${rows
   .flatMap((r) =>
     r.synced.map((s, k) => {
       const e = r.end[k];
       const cpu = e.cpuSeconds - s.cpuSeconds;
       const j = e.judgeMs['eviction-forecast'];
-      return `| ${r.pods} | ${flagName(k)} | ${f1(s.rssMiB)} MiB | ${f1(s.heapMiB)} MiB | ${f1(e.rssMiB)} MiB | ${f1(e.heapMiB)} MiB | ${f1(e.peakRssMiB)} MiB | ${f1(cpu)} s (${f1((cpu / (HOLD / 1000)) * 100)} %) | ${f1(Math.max(...Object.values(r.first[k].firstReadingMs)) / 1000)} s | ${f1(e.leaseDelayMs.p99)} ms | ${f1(j.p50)} / ${f1(j.p99)} / ${f1(j.max)} ms (${j.n}×) | ${f1(j.cpu.p50)} / ${f1(j.cpu.p99)} / ${f1(j.cpu.max)} ms | ${r.seen[k]}/${r.deletions} |`;
+      return `| ${r.pods} | ${flagName(k)} | ${f1(s.rssMiB)} MiB | ${f1(s.heapMiB)} MiB | ${f1(e.rssMiB)} MiB | ${f1(e.heapMiB)} MiB | ${f1(r.live[k].heapMiB)} MiB | ${f1(e.peakRssMiB)} MiB | ${f1(cpu)} s (${f1((cpu / (HOLD / 1000)) * 100)} %) | ${f1(Math.max(...Object.values(r.first[k].firstReadingMs)) / 1000)} s | ${f1(e.leaseDelayMs.p99)} ms | ${f1(j.p50)} / ${f1(j.p99)} / ${f1(j.max)} ms (${j.n}×) | ${f1(j.cpu.p50)} / ${f1(j.cpu.p99)} / ${f1(j.cpu.max)} ms | ${r.seen[k]}/${r.deletions} |`;
     }),
   )
   .join('\n')}

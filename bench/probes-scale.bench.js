@@ -245,11 +245,13 @@ async function main() {
       sampling = false;
       await sampler;
       const [exEnd, infEnd] = await Promise.all([ex.stats(), inf.stats()]);
+      // what the executor holds: its heap after a full collection, asked for last (it changes what it measures)
+      const exLive = await ex.live();
       await Promise.all([ex.quit(), inf.quit()]);
       const delays = (m) => [...sent].filter(([n]) => m.deleted.has(n)).map(([n, t]) => m.deleted.get(n) - t);
       const exDel = delays(ex);
       const infDel = delays(inf);
-      rows.push({ pods, running: pods - left, load, created, exSynced, infSynced, exEnd, infEnd, exDel, infDel, sent: sent.size, holdMs, exStart, infStart, samples });
+      rows.push({ pods, running: pods - left, load, created, exSynced, infSynced, exEnd, infEnd, exDel, infDel, sent: sent.size, holdMs, exStart, infStart, samples, exLive });
       writeFileSync(join(WORK, 'last-run.json'), JSON.stringify(rows.map(({ exDel, infDel, ...r }) => ({ ...r, exDelN: exDel.length, infDelN: infDel.length }))));
       log(`${pods} pods: done (${sent.size} deletions; executor saw ${exDel.length}, informer ${infDel.length})`);
     }
@@ -326,7 +328,7 @@ informers' RSS, every 2 minutes:
 
 | pods | at | executor RSS | heap used / committed | external | informer RSS |
 |---:|---:|---:|---:|---:|---:|
-${rows.flatMap((r) => r.samples.filter((x, i, all) => i % 4 === 0 || i === all.length - 1).map((x) => `| ${r.pods} | ${f1(x.atS / 60)} min | ${f1(x.ex?.rssMiB)} | ${f1(x.ex?.heapMiB)} / ${f1(x.ex?.heapTotalMiB)} | ${f1(x.ex?.externalMiB)} | ${f1(x.infRssMiB)} |`)).join('\n')}
+${rows.flatMap((r) => [...r.samples.filter((x, i, all) => i % 4 === 0 || i === all.length - 1).map((x) => `| ${r.pods} | ${f1(x.atS / 60)} min | ${f1(x.ex?.rssMiB)} | ${f1(x.ex?.heapMiB)} / ${f1(x.ex?.heapTotalMiB)} | ${f1(x.ex?.externalMiB)} | ${f1(x.infRssMiB)} |`), `| ${r.pods} | end, after a full GC | ${f1(r.exLive.rssMiB)} | ${f1(r.exLive.heapMiB)} / ${f1(r.exLive.heapTotalMiB)} | ${f1(r.exLive.externalMiB)} | |`]).join('\n')}
 
 Nodes the eviction forecast judged failing per reading over each hold, and the executor's shared watches (lists /
 watch-lists / watches opened / 410 Gone / failures / silent streams restarted, since its start):

@@ -1,5 +1,5 @@
 // A process a benchmark measures (bench/parts/probes-executor.js, bench/baselines/informer): one command per line on
-// its stdin (`stats`, `quit`; the executor also answers `mem`), one JSON line per answer on its stdout, whose `ev` is
+// its stdin (`stats`, `quit`; the executor also answers `mem` and `live`), one JSON line per answer on its stdout, whose `ev` is
 // the command's name; it prints {"ev":"pod-deleted",...} lines too.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 export function measured(name, cmd, args) {
   const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'inherit'] });
   const deleted = new Map();
-  const waiting = { stats: [], mem: [] };
+  const waiting = { stats: [], mem: [], live: [] };
   createInterface({ input: child.stdout }).on('line', (line) => {
     let m;
     try {
@@ -34,6 +34,7 @@ export function measured(name, cmd, args) {
     pid: child.pid,
     stats: () => ask('stats'),
     mem: () => ask('mem'),
+    live: () => ask('live'),
     async quit() {
       child.stdin.write('quit\n');
       await Promise.race([exited, sleep(10_000)]);

@@ -6,12 +6,14 @@
 //   stats   memory, CPU, each probe's first reading, lease delays and judgement times since the last stats, the
 //           shared watches' counters, how many nodes the eviction forecast judged failing per reading
 //   mem     memory only (resets nothing): the benchmark samples it through the hold
+//   live    memory after a full garbage collection (what the process holds; asked for once, at the end)
 //   quit    stops the probes and exits
 //
 // and prints {"ev":"pod-deleted","name":"ns/name","at":ms} when pod-deletions' reading counts a deletion.
 //
 //   node bench/parts/probes-executor.js INVENTORY KUBECONFIG CONTEXT [V8-FLAG...]
 import { createInterface } from 'node:readline';
+import { runInNewContext } from 'node:vm';
 import v8 from 'node:v8';
 import { performance } from 'node:perf_hooks';
 import { realClock } from '../../dist/core/clock.js';
@@ -126,6 +128,11 @@ const lines = createInterface({ input: process.stdin });
 for await (const line of lines) {
   const cmd = line.trim();
   if (cmd === 'mem') print({ ev: 'mem', at: epochMs(), ...memory() });
+  else if (cmd === 'live') {
+    v8.setFlagsFromString('--expose-gc');
+    runInNewContext('gc')();
+    print({ ev: 'live', at: epochMs(), ...memory() });
+  }
   else if (cmd === 'stats') {
     const cpu = process.cpuUsage(cpu0);
     const summary = (xs) => ({ n: xs.length, p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), max: xs.length ? Math.max(...xs) : null });
