@@ -73,6 +73,21 @@ describe('watch-list', () => {
     expect(log.lines.map((l) => l.msg).join('\n')).toContain('a bookmark that does not end them among the initial events');
   });
 
+  it('does not start a watch-list over when a ping goes unanswered while its initial events still come (a busy apiserver)', async () => {
+    const { clock, server, w } = setup('on');
+    // 3 s between initial events: the apiserver is silent for longer than a ping waits
+    server.listPageDelayMs = 3_000;
+    await clock.advance(10);
+    server.mode = 'silent';
+    await clock.advance(5_000);
+    expect(w.freshness()).toMatchObject({ synced: false, fresh: false });
+    await clock.advance(5_000);
+    expect(w.freshness()).toMatchObject({ synced: true });
+    expect([...w.store.keys()]).toEqual(['default/a', 'default/b', 'default/c']);
+    expect(server.calls.filter((c) => c.kind === 'watch-list')).toHaveLength(1);
+    expect(w.stats.streamedLists).toBe(1);
+  });
+
   it('keeps nothing of a stream cut before its end bookmark: not synced, and the next stream starts over', async () => {
     const { clock, server, w, changes } = setup('on');
     server.listPageDelayMs = 1000;
