@@ -65,8 +65,8 @@ export class SharedWatch<T> {
   private readonly backoff: Backoff;
   /** Whether to read initial states as watch-lists: asked of the source once; false once the server refuses one. */
   private streaming: boolean | undefined;
-  /** The current stream is a watch-list that has not yet sent its initial-events-end bookmark. */
-  private initialInProgress = false;
+  /** A watch-list's initial events until its end bookmark: the objects they brought so far. */
+  private pending?: Map<string, T>;
 
   readonly spec: WatchSpec<T>;
   private readonly d: Omit<ReflectorDeps<T>, 'spec' | 'liveness'>;
@@ -117,7 +117,7 @@ export class SharedWatch<T> {
    * watchdog.
    */
   interrupt(why: typeof INACTIVE | typeof UNREACHABLE): void {
-    if (why === UNREACHABLE && this.initialInProgress) return;
+    if (why === UNREACHABLE && this.pending) return;
     this.current?.abort(why);
   }
 
@@ -266,8 +266,8 @@ export class SharedWatch<T> {
     const signal = AbortSignal.any([this.stop.signal, ac.signal]);
     const { minTimeoutSeconds, random } = this.d.options;
     const opened = this.d.clock.now();
-    let pending = initial ? new Map<string, T>() : undefined;
-    this.initialInProgress = initial;
+    this.pending = initial ? new Map<string, T>() : undefined;
+    let cutShort: boolean;
     try {
       this.stats.watches++;
       let stream: AsyncIterable<WatchEvent>;
@@ -293,13 +293,12 @@ export class SharedWatch<T> {
         if (signal.aborted) break;
         this.live.contact();
         this.armWatchdog(ac);
-        if (!pending) this.apply(ev);
-        else if (ev.type === 'ADDED') pending.set(objectKey(ev.object), this.spec.slim(ev.object));
+        if (!this.pending) this.apply(ev);
+        else if (ev.type === 'ADDED') this.pending.set(objectKey(ev.object), this.spec.slim(ev.object));
         else if (ev.type === 'BOOKMARK' && isInitialEventsEnd(ev)) {
           this.stats.streamedLists++;
-          this.replace(pending, ev.object.metadata?.resourceVersion);
-          pending = undefined;
-          this.initialInProgress = false;
+          this.replace(this.pending, ev.object.metadata?.resourceVersion);
+          this.pending = undefined;
           this.setState('watching');
         } else if (ev.type === 'ERROR') throw statusError(ev.object);
         else {
@@ -315,10 +314,11 @@ export class SharedWatch<T> {
     } finally {
       this.cancelWatchdog?.();
       this.current = undefined;
-      this.initialInProgress = false;
+      cutShort = this.pending !== undefined;
+      this.pending = undefined;
     }
     if (ac.signal.reason === UNREACHABLE) throw new Error(this.live.unreachable || 'apiserver unreachable');
-    if (pending && !this.stop.signal.aborted) throw new Error(`the stream of initial events of ${this.spec.path} ended before all of them came`);
+    if (cutShort && !this.stop.signal.aborted) throw new Error(`the stream of initial events of ${this.spec.path} ended before all of them came`);
     this.backoff.healthyFor(this.d.clock.now() - opened);
     if (!this.stop.signal.aborted) this.setState('reconnecting');
     return true;
