@@ -117,6 +117,7 @@ async function measure(pods) {
 }
 
 const f1 = (x) => (x === null || x === undefined ? '–' : x.toFixed(1));
+const f2 = (x) => (x === null || x === undefined ? '–' : x.toFixed(2));
 
 function report(rows) {
   const flagName = (k) => (FLAG_SETS[k].length ? `\`${FLAG_SETS[k].join(' ')}\`` : 'as the CLI runs');
@@ -130,15 +131,15 @@ ${f1(HOLD / 60_000)}-minute hold ${CHURN} pod deletions/s, each replaced, and ${
 their Leases and posting status (the eviction forecast judges failing nodes; the controller settings say grace 40 s). One executor per set of Node flags, side by side.
 Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}. Date: ${new Date().toISOString().slice(0, 10)}.
 
-| pods | executor | RSS after lists | heap after lists | RSS at end of hold | heap at end | heap live at end | peak RSS | CPU over the hold | last first reading | lease delay p99 | forecast judgement p50 / p99 / max | its CPU time p50 / p99 / max | deletions seen |
-|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| pods | executor | RSS after lists | heap after lists | RSS at end of hold | heap at end | heap live at end | peak RSS | CPU over the hold | last first reading | lease delay p99 | forecast judgement p50 / p99 / max | its CPU time p50 / p99 / max | CPU per event p50 / p99 | deletions seen |
+|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 ${rows
   .flatMap((r) =>
     r.synced.map((s, k) => {
       const e = r.end[k];
       const cpu = e.cpuSeconds - s.cpuSeconds;
       const j = e.judgeMs['eviction-forecast'];
-      return `| ${r.pods} | ${flagName(k)} | ${f1(s.rssMiB)} MiB | ${f1(s.heapMiB)} MiB | ${f1(e.rssMiB)} MiB | ${f1(e.heapMiB)} MiB | ${f1(r.live[k].heapMiB)} MiB | ${f1(e.peakRssMiB)} MiB | ${f1(cpu)} s (${f1((cpu / (HOLD / 1000)) * 100)} %) | ${f1(Math.max(...Object.values(r.first[k].firstReadingMs)) / 1000)} s | ${f1(e.leaseDelayMs.p99)} ms | ${f1(j.p50)} / ${f1(j.p99)} / ${f1(j.max)} ms (${j.n}×) | ${f1(j.cpu.p50)} / ${f1(j.cpu.p99)} / ${f1(j.cpu.max)} ms | ${r.seen[k]}/${r.deletions} |`;
+      return `| ${r.pods} | ${flagName(k)} | ${f1(s.rssMiB)} MiB | ${f1(s.heapMiB)} MiB | ${f1(e.rssMiB)} MiB | ${f1(e.heapMiB)} MiB | ${f1(r.live[k].heapMiB)} MiB | ${f1(e.peakRssMiB)} MiB | ${f1(cpu)} s (${f1((cpu / (HOLD / 1000)) * 100)} %) | ${f1(Math.max(...Object.values(r.first[k].firstReadingMs)) / 1000)} s | ${f1(e.leaseDelayMs.p99)} ms | ${f1(j.p50)} / ${f1(j.p99)} / ${f1(j.max)} ms (${j.n}×) | ${f1(j.cpu.p50)} / ${f1(j.cpu.p99)} / ${f1(j.cpu.max)} ms | ${j.cpuPerChange ? `${f2(j.cpuPerChange.p50)} / ${f2(j.cpuPerChange.p99)} ms (${j.cpuPerChange.n})` : '–'} | ${r.seen[k]}/${r.deletions} |`;
     }),
   )
   .join('\n')}

@@ -275,6 +275,7 @@ async function main() {
 }
 
 const f1 = (x) => (x === null || x === undefined ? '–' : x.toFixed(1));
+const f2 = (x) => (x === null || x === undefined ? '–' : x.toFixed(2));
 const ratio = (a, b) => (a && b ? `${(a / b).toFixed(2)}×` : '–');
 
 function report(rows, go, fleet) {
@@ -317,11 +318,18 @@ Time to each probe's first reading (s from the executor's start), and each infor
 ${rows.map((r) => `| ${r.pods} | ${ids.map((id) => f1(r.exStart.firstReadingMs[id] / 1000)).join(' | ')} | ${['nodes', 'leases', 'pods'].map((k) => f1(r.infStart.syncedAfterMs[k] / 1000)).join(' / ')} |`).join('\n')}
 
 Judgement time per woken reading over the hold (ms, wall-clock, and in brackets the executor thread's CPU time; a
-judgement runs when an event can change the probe's verdict):
+judgement runs when an event can change the probe's verdict, and takes in every such event since the last one):
 
 | pods | ${ids.join(' | ')} |
 |---:|${ids.map(() => '---:').join('|')}|
 ${rows.map((r) => `| ${r.pods} | ${ids.map((id) => { const j = r.exEnd.judgeMs[id]; return `${j.n}× p50 ${f1(j.p50)} (${f1(j.cpu.p50)}) p99 ${f1(j.p99)} (${f1(j.cpu.p99)})`; }).join(' | ')} |`).join('\n')}
+
+CPU time per event over the hold (ms): each judgement's CPU time shared among the watch events it took in, one
+figure per event (p50 / p99, and how many events):
+
+| pods | ${ids.join(' | ')} |
+|---:|${ids.map(() => '---:').join('|')}|
+${rows.map((r) => `| ${r.pods} | ${ids.map((id) => { const c = r.exEnd.judgeMs[id].cpuPerChange; return c ? `${f2(c.p50)} / ${f2(c.p99)} (${c.n})` : '–'; }).join(' | ')} |`).join('\n')}
 
 The executor's memory through each hold (MiB; RSS, V8 heap used / committed, external to the heap), beside the
 informers' RSS, every 2 minutes:

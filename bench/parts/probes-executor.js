@@ -3,8 +3,9 @@
 // a report collector as a run's guard readings do (report.json keeps them), so the report's memory is counted too. It speaks the same
 // protocol as bench/baselines/informer (one command per line on stdin, one JSON line per answer on stdout):
 //
-//   stats   memory, CPU, each probe's first reading, lease delays and judgement times since the last stats, the
-//           shared watches' counters, how many nodes the eviction forecast judged failing per reading
+//   stats   memory, CPU, each probe's first reading, lease delays and judgement times (and their CPU time per watch
+//           change judged) since the last stats, the shared watches' counters, how many nodes the eviction forecast
+//           judged failing per reading
 //   mem     memory only (resets nothing): the benchmark samples it through the hold
 //   live    memory after a full garbage collection (what the process holds; asked for once, at the end)
 //   quit    stops the probes and exits
@@ -59,6 +60,8 @@ const firstReadingMs = {};
 // per judgement: wall-clock (waiting for a core included) and this thread's CPU time (GC pauses included)
 const judgeMs = Object.fromEntries(GUARDS.map((g) => [g.probe.meta.id, []]));
 const judgeCpuMs = Object.fromEntries(GUARDS.map((g) => [g.probe.meta.id, []]));
+// per watch change a judgement took in: that judgement's CPU time shared among the changes it judged together
+const changeCpuMs = Object.fromEntries(GUARDS.map((g) => [g.probe.meta.id, []]));
 const last = {};
 let deletionsCounted = 0;
 // per eviction-forecast reading: the nodes it judged failing
@@ -67,7 +70,7 @@ let forecastFailing = [];
 const pumps = GUARDS.map(({ probe, params }) => {
   const id = probe.meta.id;
   const profile = {
-    judge(fn) {
+    judge(fn, changes) {
       const t0 = performance.now();
       const c0 = process.threadCpuUsage();
       try {
@@ -75,7 +78,9 @@ const pumps = GUARDS.map(({ probe, params }) => {
       } finally {
         judgeMs[id].push(performance.now() - t0);
         const c = process.threadCpuUsage(c0);
-        judgeCpuMs[id].push((c.user + c.system) / 1000);
+        const cpuMs = (c.user + c.system) / 1000;
+        judgeCpuMs[id].push(cpuMs);
+        for (let i = 0; i < changes; i++) changeCpuMs[id].push(cpuMs / changes);
       }
     },
   };
@@ -135,11 +140,12 @@ for await (const line of lines) {
   }
   else if (cmd === 'stats') {
     const cpu = process.cpuUsage(cpu0);
-    const summary = (xs) => ({ n: xs.length, p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), max: xs.length ? Math.max(...xs) : null });
-    const judgements = Object.fromEntries(Object.entries(judgeMs).map(([id, xs]) => [id, { ...summary(xs), cpu: summary(judgeCpuMs[id]) }]));
+    const summary = (xs) => ({ n: xs.length, p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), max: xs.length ? xs.reduce((a, b) => Math.max(a, b)) : null });
+    const judgements = Object.fromEntries(Object.entries(judgeMs).map(([id, xs]) => [id, { ...summary(xs), cpu: summary(judgeCpuMs[id]), cpuPerChange: summary(changeCpuMs[id]) }]));
     for (const id of Object.keys(judgeMs)) {
       judgeMs[id] = [];
       judgeCpuMs[id] = [];
+      changeCpuMs[id] = [];
     }
     const d = leaseDelays;
     leaseDelays = [];

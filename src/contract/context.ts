@@ -15,8 +15,11 @@ export interface Ctx {
   /** The cluster; throws KrError(`KUBE_UNAVAILABLE`) when no kubeconfig could be loaded. */
   readonly kube: KubeAccess;
   nodes: NodeAccess;
-  /** Benchmarks set it: every judgement a watch-driven probe makes runs through `judge`, which can time it. */
-  profile?: { judge<T>(fn: () => T): T };
+  /**
+   * Benchmarks set it: every judgement a watch-driven probe makes runs through `judge`, which can time it, told how many
+   * watch changes it judges together (0: woken by a timer).
+   */
+  profile?: { judge<T>(fn: () => T, changes: number): T };
 }
 
 /** An action's context: for node-targeted actions, the node it is applied on. */

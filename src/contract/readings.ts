@@ -118,11 +118,18 @@ export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenera
   let lastJudgedAt = -Infinity;
   let dirty = true;
   let wake: (() => void) | undefined;
+  // changes that woke the probe since it last judged (a timer wakes it too, without a change)
+  let changes = 0;
   const poke = () => {
     dirty = true;
     wake?.();
   };
-  const offs = o.watches.map((w) => w.subscribe(poke));
+  const offs = o.watches.map((w) =>
+    w.subscribe(() => {
+      changes++;
+      poke();
+    }),
+  );
   let cancelTimer: (() => void) | undefined;
   const onAbort = () => wake?.();
   ctx.signal.addEventListener('abort', onAbort, { once: true });
@@ -142,7 +149,8 @@ export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenera
       dirty = false;
       const now = ctx.clock.now();
       lastJudgedAt = now;
-      const reading = judgeNow(o, now, ctx.profile);
+      const reading = judgeNow(o, now, ctx.profile, changes);
+      changes = 0;
       cancelTimer?.();
       cancelTimer = undefined;
       const due = lastKey === reading.key ? lastAt + refreshMs : now;
@@ -163,7 +171,7 @@ export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenera
   }
 }
 
-function judgeNow<V>(o: ReactiveOptions<V>, now: number, profile: Ctx['profile']): Judgement<V | null> & { key: string } {
+function judgeNow<V>(o: ReactiveOptions<V>, now: number, profile: Ctx['profile'], changes: number): Judgement<V | null> & { key: string } {
   for (const w of o.watches) {
     const f = w.freshness();
     if (!f.fresh) {
@@ -172,7 +180,7 @@ function judgeNow<V>(o: ReactiveOptions<V>, now: number, profile: Ctx['profile']
     }
   }
   try {
-    const j = profile ? profile.judge(() => o.judge(now)) : o.judge(now);
+    const j = profile ? profile.judge(() => o.judge(now), changes) : o.judge(now);
     return { ...j, key: j.key ?? `${j.status}|${j.detail}` };
   } catch (e) {
     const detail = `cannot judge: ${messageOf(e)}`;

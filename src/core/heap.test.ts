@@ -47,7 +47,9 @@ describe('tuneHeap', () => {
     const tuned = oldGenerationUnderReplacement(true);
     const untuned = oldGenerationUnderReplacement(false);
     const say = `peak ${tuned.peak.toFixed(0)} MiB around ${tuned.live.toFixed(0)} MiB live with tuneHeap, ${untuned.peak.toFixed(0)} MiB without`;
-    expect(tuned.peak, say).toBeLessThanOrEqual(tuned.live * 2);
+    // half again as much, and the young generation and a collection's lag behind the allocation (concurrent marking,
+    // slower when the other test files run beside it: 2.0× seen); V8's default factor gives over 4×
+    expect(tuned.peak, say).toBeLessThanOrEqual(tuned.live * 2.5);
     expect(untuned.peak, say).toBeGreaterThan(tuned.peak * 1.5);
   });
 

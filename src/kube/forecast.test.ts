@@ -37,8 +37,11 @@ const defaultTolerations = (seconds: number): SlimToleration[] => [
 ];
 const pod = (key: string, nodeName: string, tolerations = defaultTolerations(30)): ForecastPod => ({ key, node: nodeName, tolerations });
 
-/** The forecast of pods given one by one (grouped as the probe groups them). */
-const forecast = (input: Omit<ForecastInput, 'pods'> & { pods: ForecastPod[] }) => forecastGroups({ ...input, pods: groupPods(input.pods) });
+/** The forecast of pods given one by one (grouped per node as the probe groups them). */
+function forecast({ pods, ...input }: Omit<ForecastInput, 'podsOn'> & { pods: ForecastPod[] }) {
+  const groups = groupPods(pods);
+  return forecastGroups({ ...input, podsOn: (node) => groups.filter((g) => g.node === node) });
+}
 
 describe('eviction forecast', () => {
   it('predicts nothing while every node heartbeats, but says when each would go NotReady if it stopped', () => {

@@ -81,8 +81,11 @@ export interface ForecastInput {
    * of nodes this is most of the fleet, and passing counts instead of objects keeps a forecast to the failing nodes.
    */
   healthy?: ReadonlyMap<string, number>;
-  /** The pods that can be evicted (those on failing nodes; others are passed over), grouped: see groupPods. */
-  pods: PodGroup[];
+  /**
+   * A node's pods that can be evicted, grouped (see groupPods); asked only for the nodes in `nodes` that are failing
+   * (silent, NotReady or tainted), whose names are unique.
+   */
+  podsOn(node: string): readonly PodGroup[];
   /** A node whose last heartbeat is older than this is taken as silent (it will not renew again). */
   silentAfterMs?: number;
   /**
@@ -207,32 +210,40 @@ interface Work {
   controllerTaint?: SlimTaint;
 }
 
+/** A zone's nodes passed (not excluded), its size with the healthy ones counted, and when its nodes go down, sorted. */
+interface Zone {
+  nodes: Work[];
+  size: number;
+  late: Float64Array;
+  early: Float64Array;
+  /** The fewest NotReady nodes that make it partially disrupted. */
+  partialFrom: number;
+}
+
 export function forecast(input: ForecastInput): Forecast {
   const { now, settings: s } = input;
   const silentAfter = input.silentAfterMs ?? defaultSilentAfter(s);
   const taintDelay = input.taintsInTheSamePass === false ? s.nodeMonitorPeriodMs : 0;
-  const work: Work[] = input.nodes.map((node) => nodeWork(node, now, s, silentAfter, taintDelay));
+  // By name: the order nodes are reported in, and (the sorts below being stable) the order of nodes queued for a
+  // taint at the same moment. Callers pass them in that order; the sort only checks it then.
+  const work: Work[] = input.nodes.map((node) => nodeWork(node, now, s, silentAfter, taintDelay)).sort((a, b) => byCodeUnit(a.f.name, b.f.name));
 
-  // Zones: only nodes not excluded from disruption checks count, the healthy ones by number.
-  const zones = groupByZone(work.filter((w) => !w.node.excluded));
-  const healthyIn = (zone: string) => input.healthy?.get(zone) ?? 0;
-  for (const [zone, n] of input.healthy ?? []) if (n > 0 && !zones.has(zone)) zones.set(zone, []);
-  const sizeOf = (ws: Work[], zone: string) => ws.length + healthyIn(zone);
-  const zoneList: ZoneForecast[] = [...zones].map(([zone, ws]) => {
-    const notReadyNow = ws.filter((w) => w.f.notReady).length;
-    const size = sizeOf(ws, zone);
+  // Zones: only nodes not excluded from disruption checks count, the healthy ones by number. How many of a zone's
+  // nodes are NotReady at t, surely (late bound) and possibly (early bound): the moments each node goes down are
+  // sorted once per zone, so a count is a binary search, not a pass over the zone's nodes.
+  const zones = new Map<string, Zone>();
+  const passed = groupByZone(work.filter((w) => !w.node.excluded));
+  for (const [zone, n] of input.healthy ?? []) if (n > 0 && !passed.has(zone)) passed.set(zone, []);
+  for (const [zone, ws] of passed) {
+    const size = ws.length + (input.healthy?.get(zone) ?? 0);
+    zones.set(zone, { nodes: ws, size, late: sortedTimes(ws, (w) => w.downLate), early: sortedTimes(ws, (w) => w.downEarly), partialFrom: firstPartialCount(size, s.unhealthyZoneThreshold) });
+  }
+  const zoneList: ZoneForecast[] = [...zones].map(([zone, { nodes, size }]) => {
+    const notReadyNow = nodes.filter((w) => w.f.notReady).length;
     return { zone, size, notReadyNow, stateNow: zoneStateOf(notReadyNow, size, s.unhealthyZoneThreshold) };
   });
-
-  // How many of a zone's nodes are NotReady at t: surely (late bound) and possibly (early bound). The moments each
-  // node goes down are sorted once per zone, so a count is a binary search, not a pass over the zone's nodes.
-  const downs = new Map([...zones].map(([zone, ws]) => [zone, { late: sortedNumbers(ws.map((w) => w.downLate)), early: sortedNumbers(ws.map((w) => w.downEarly)) }]));
-  const count = (zone: string, t: number, late: boolean) => {
-    const d = downs.get(zone);
-    return d ? countAtMost(late ? d.late : d.early, t) : 0;
-  };
   // every zone is surely down from the moment its last node surely is (never while one has a healthy node)
-  const everyZoneDownAt = zones.size > 0 ? Math.max(...[...downs].map(([zone, d]) => (healthyIn(zone) > 0 ? NEVER : (d.late[d.late.length - 1] ?? -NEVER)))) : NEVER;
+  const everyZoneDownAt = zones.size > 0 ? Math.max(...[...zones.values()].map((z) => (z.size > z.nodes.length ? NEVER : (z.late[z.late.length - 1] ?? -NEVER)))) : NEVER;
   const masterSureAt = (t: number) => t >= everyZoneDownAt;
   const rateFor = (state: ZoneState, size: number) =>
     state === 'PartialDisruption' ? (size > s.largeClusterSizeThreshold ? s.secondaryNodeEvictionRate : 0) : s.nodeEvictionRate;
@@ -241,28 +252,22 @@ export function forecast(input: ForecastInput): Forecast {
    * nodes surely and possibly NotReady, the zone may be in any state those counts give. Normal counts are the lowest
    * ones and Full the highest, so the ends of the range and whether it reaches a partial disruption tell them all.
    */
-  const rateAt = (zone: string, t: number): number => {
-    const ws = zones.get(zone);
-    if (!ws) return s.nodeEvictionRate;
+  const rateAt = (z: Zone | undefined, t: number): number => {
+    if (!z) return s.nodeEvictionRate;
     if (masterSureAt(t)) return 0;
-    const size = sizeOf(ws, zone);
-    const lo = count(zone, t, true);
-    const hi = count(zone, t, false);
-    let best = Math.max(rateFor(zoneStateOf(lo, size, s.unhealthyZoneThreshold), size), rateFor(zoneStateOf(hi, size, s.unhealthyZoneThreshold), size));
-    const partialFrom = Math.max(lo, firstPartialCount(size, s.unhealthyZoneThreshold));
-    if (partialFrom <= Math.min(hi, size - 1)) best = Math.max(best, rateFor('PartialDisruption', size));
+    const lo = countAtMost(z.late, t);
+    const hi = countAtMost(z.early, t);
+    let best = Math.max(rateFor(zoneStateOf(lo, z.size, s.unhealthyZoneThreshold), z.size), rateFor(zoneStateOf(hi, z.size, s.unhealthyZoneThreshold), z.size));
+    if (Math.max(lo, z.partialFrom) <= Math.min(hi, z.size - 1)) best = Math.max(best, rateFor('PartialDisruption', z.size));
     return best;
   };
-  const changeSet = new Set<number>();
-  for (const w of work) {
-    if (Number.isFinite(w.downEarly)) changeSet.add(w.downEarly);
-    if (Number.isFinite(w.downLate)) changeSet.add(w.downLate);
-  }
-  const changes = [...changeSet].sort((a, b) => a - b);
+  // The moments a zone's rate can change, sorted; needed only when a zone stops tainting for a while.
+  let changes: Float64Array | undefined;
+  const changesOf = () => (changes ??= sortedTimes(work, (w) => w.downEarly, (w) => w.downLate).filter(Number.isFinite));
 
-  // Master disruption: when it is sure, taints go and no eviction happens after it.
-  const everyChange = [now, ...changes.filter((t) => t > now)];
-  const masterAt = everyChange.find((t) => masterSureAt(t));
+  // Master disruption: when it is sure (from the moment the last zone surely goes down), taints go and no eviction
+  // happens after it.
+  const masterAt = everyZoneDownAt === NEVER ? undefined : Math.max(now, everyZoneDownAt);
 
   // Entering master disruption mode, the controller removes the taints of the nodes as it listed them at the start
   // of that pass (RemoveTaintOffNode skips a node whose listed copy has no taint): a taint added during that very
@@ -270,7 +275,8 @@ export function forecast(input: ForecastInput): Forecast {
   // stays. The while: Ready transition times are stored to the second, and the pass itself takes time.
   let keepsTaintsFrom: number | undefined;
   if (masterAt !== undefined && masterAt <= now && work.some((w) => w.f.tainted)) {
-    const masterSince = Math.max(-NEVER, ...[...zones.values()].flat().map((w) => w.node.ready?.transition ?? -NEVER));
+    let masterSince = -NEVER;
+    for (const z of zones.values()) for (const w of z.nodes) masterSince = Math.max(masterSince, w.node.ready?.transition ?? -NEVER);
     const keptAfter = masterSince + 1000 + s.nodeMonitorPeriodMs;
     if (now < keptAfter) keepsTaintsFrom = keptAfter;
     else for (const w of work) if (w.f.tainted) w.f.keepsTaint = true;
@@ -279,7 +285,8 @@ export function forecast(input: ForecastInput): Forecast {
   // Taints, zone by zone, through a token bucket (burst 1) at the zone's rate. The controller queues nodes in the
   // order it sees them NotReady; only a node surely queued before another delays it (nodes seen in the same
   // window may go in any order, so each is given the earliest place it can have).
-  for (const [zone, ws] of input.controllerRunning === false ? [] : groupByZone(work)) {
+  for (const [name, ws] of input.controllerRunning === false ? [] : groupByZone(work)) {
+    const zone = zones.get(name);
     // The bucket refills from each taint seen; the fastest rate the zone may have had makes it earliest.
     const fastest = Math.max(s.nodeEvictionRate, s.secondaryNodeEvictionRate);
     // Taints ahead in the queue, by the latest moment each node was queued; a node is delayed by those surely queued
@@ -287,124 +294,146 @@ export function forecast(input: ForecastInput): Forecast {
     // a running maximum instead of a pass over every taint for every node (thousands of nodes down at once).
     const ahead = new SortedByLate();
     if (fastest > 0) for (const w of ws) if (w.f.tainted && w.f.taintAt !== undefined) ahead.add(-NEVER, w.f.taintAt + 1000 / fastest);
-    const queue = ws.filter((w) => !w.f.tainted && Number.isFinite(w.eligible)).sort((a, b) => a.eligible - b.eligible || byCodeUnit(a.f.name, b.f.name));
-    // the moments the zone's rate can change, at which it is above 0
-    const taintable = changes.filter((t) => rateAt(zone, t) > 0);
+    const queue = ws.filter((w) => !w.f.tainted && Number.isFinite(w.eligible)).sort((a, b) => a.eligible - b.eligible);
+    // the moments the zone's rate can change at which it is above 0, worked out if the zone stops tainting (once every
+    // zone is surely down nothing is tainted again)
+    let taintable: Float64Array | undefined;
     for (const w of queue) {
       const nextToken = ahead.latestNextBefore(w.eligible);
       const from = Math.max(w.eligible, nextToken);
-      const at = rateAt(zone, from) > 0 ? from : firstAfter(taintable, from);
+      const rate = rateAt(zone, from);
+      const at = rate > 0 ? from : masterSureAt(from) ? undefined : firstAfter((taintable ??= changesOf().filter((t) => rateAt(zone, t) > 0)), from);
       if (at === undefined || (masterAt !== undefined && at >= masterAt)) {
         w.f.held = masterAt !== undefined ? 'all zones disrupted: evictions stopped' : 'zone partially disrupted: tainting stopped';
         continue;
       }
       w.f.taintAt = at;
-      ahead.add(w.eligibleLate, at + 1000 / rateAt(zone, at));
+      ahead.add(w.eligibleLate, at + 1000 / (at === from ? rate : rateAt(zone, at)));
     }
   }
 
-  // Pods: the taint manager deletes each when its tolerations of the node's NoExecute taints run out. The NoExecute
-  // taints are worked out once per node, and the verdict once per node and set of tolerations: pods of a workload
-  // share one tolerations array (resources.ts interns them), so 30 pods on a node are one or two verdicts.
-  // only pods on failing nodes can be evicted
-  const byNode = new Map<string, Work>();
-  for (const w of work) if (w.f.silent || w.f.notReady || w.f.tainted) byNode.set(w.f.name, w);
+  // Pods: the taint manager deletes each when its tolerations of the node's NoExecute taints run out. Only pods on
+  // failing nodes can be evicted, and a node's pods come in groups sharing one tolerations array (a workload's pods
+  // do: resources.ts interns them): thousands of pods on a node are a handful of verdicts.
   const cutoff = masterAt ?? NEVER;
   const frozen = input.controllerRunning === false;
-  const verdicts = new Map<Work, { taints: SlimTaint[]; of: Map<SlimToleration[], Verdict> }>();
-  const verdictOf = (w: Work, tolerations: SlimToleration[]): Verdict => {
-    let v = verdicts.get(w);
-    if (!v) {
-      const taints = w.node.taints.filter((t) => t.effect === 'NoExecute' && t.key !== UNREACHABLE && t.key !== NOT_READY);
-      if (w.controllerTaint) taints.push(w.controllerTaint);
-      v = { taints, of: new Map() };
-      verdicts.set(w, v);
-    }
-    let d = v.of.get(tolerations);
-    if (!d) {
-      d = podVerdict(w, tolerationMs(tolerations, v.taints), cutoff, frozen);
-      v.of.set(tolerations, d);
-    }
-    return d;
-  };
   let atRisk = 0;
+  let nodesAtRisk = 0;
   let earliest: Forecast['earliest'];
-  const nodesAtRisk = new Set<string>();
   const pods = new FirstPods(input.podsKept ?? Infinity);
-  for (const g of input.pods) {
-    const w = byNode.get(g.node);
-    if (!w || g.keys.length === 0) continue;
-    const v = verdictOf(w, g.tolerations);
-    pods.offer(g, v);
-    if (v.evictAt === undefined) continue;
-    atRisk += g.keys.length;
-    nodesAtRisk.add(g.node);
-    // the earliest eviction, and of pods evicted at that moment the first by key
-    if (!earliest || v.evictAt < earliest.at || (v.evictAt === earliest.at && byCodeUnit(g.keys[0]!, earliest.pod) < 0)) earliest = { at: v.evictAt, pod: g.keys[0]!, node: g.node };
+  // toleration times by tolerations array, for nodes whose only NoExecute taint is one of the controller's
+  const tolerated = new Map([NOT_READY_TAINTS, UNREACHABLE_TAINTS].map((taints) => [taints, new Map<SlimToleration[], number>()]));
+  for (const w of work) {
+    if (!w.f.silent && !w.f.notReady && !w.f.tainted) continue;
+    const groups = input.podsOn(w.f.name);
+    if (groups.length === 0) continue;
+    const taints = noExecuteOn(w);
+    const known = tolerated.get(taints);
+    let nodeAtRisk = false;
+    for (const g of groups) {
+      if (g.keys.length === 0) continue;
+      let tol = known?.get(g.tolerations);
+      if (tol === undefined) {
+        tol = tolerationMs(g.tolerations, taints);
+        known?.set(g.tolerations, tol);
+      }
+      const outcome = outcomeOf(w, tol, cutoff, frozen);
+      const at = outcome === 'kept' || outcome === 'evicted' ? w.f.taintAt! + tol : NEVER;
+      pods.offer(g.keys, at, w, tol, outcome);
+      if (at === NEVER) continue;
+      atRisk += g.keys.length;
+      nodeAtRisk = true;
+      // the earliest eviction, and of pods evicted at that moment the first by key
+      if (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod)) earliest = { at, pod: g.keys[0]!, node: w.f.name };
+    }
+    if (nodeAtRisk) nodesAtRisk++;
   }
   return {
     at: now,
-    nodes: work.map((w) => w.f).sort((a, b) => byCodeUnit(a.name, b.name)),
+    nodes: work.map((w) => w.f),
     pods: pods.sorted(),
     zones: zoneList.sort((a, b) => byCodeUnit(a.zone, b.zone)),
     masterDisruptionAt: masterAt,
     earliest,
     atRisk,
-    nodesAtRisk: nodesAtRisk.size,
+    nodesAtRisk,
     frozen,
     keepsTaintsFrom,
   };
 }
 
-interface Verdict {
-  evictAt?: number;
-  why: string;
+/** What becomes of pods with a toleration time (ms, from tolerationMs) on a node. */
+type Outcome = 'frozen' | 'untainted' | 'tolerated' | 'kept' | 'stopped' | 'evicted';
+
+function outcomeOf(w: Work, tol: number, cutoff: number, frozen: boolean): Outcome {
+  if (frozen) return 'frozen';
+  if (w.f.taintAt === undefined) return 'untainted';
+  if (tol === NEVER) return 'tolerated';
+  if (w.f.keepsTaint) return 'kept';
+  return w.f.taintAt + tol >= cutoff ? 'stopped' : 'evicted';
 }
 
-/** When a pod with this toleration time (ms, from tolerationMs) is evicted from the node, and why. */
-function podVerdict(w: Work, tol: number, cutoff: number, frozen: boolean): Verdict {
-  if (frozen) return { why: 'no kube-controller-manager is leading: evictions frozen' };
-  if (w.f.taintAt === undefined) return { why: w.f.held ?? 'node not tainted' };
-  if (tol === NEVER) return { why: 'tolerates the taint forever' };
-  const evictAt = w.f.taintAt + tol;
-  if (w.f.keepsTaint) return { evictAt, why: 'every zone is down, but the controller kept this taint (added as it entered master disruption mode)' };
-  if (evictAt >= cutoff) return { why: 'all zones disrupted: evictions stopped' };
-  return { evictAt, why: tol === 0 ? 'does not tolerate the taint' : `tolerates it for ${tol / 1000}s` };
+function why(o: Outcome, w: Work, tol: number): string {
+  switch (o) {
+    case 'frozen':
+      return 'no kube-controller-manager is leading: evictions frozen';
+    case 'untainted':
+      return w.f.held ?? 'node not tainted';
+    case 'tolerated':
+      return 'tolerates the taint forever';
+    case 'kept':
+      return 'every zone is down, but the controller kept this taint (added as it entered master disruption mode)';
+    case 'stopped':
+      return 'all zones disrupted: evictions stopped';
+    case 'evicted':
+      return tol === 0 ? 'does not tolerate the taint' : `tolerates it for ${tol / 1000}s`;
+  }
 }
 
-/** By eviction time (none last), then key. */
-const byEviction = (a: string, av: Verdict, b: string, bv: Verdict) => (av.evictAt ?? NEVER) - (bv.evictAt ?? NEVER) || byCodeUnit(a, b);
+/** A pod kept: `at` is its eviction time, NEVER when none is predicted. */
+interface Kept {
+  key: string;
+  at: number;
+  w: Work;
+  tol: number;
+  outcome: Outcome;
+}
 
 /**
- * The first `n` pods by eviction time, then key: all of them sorted, or when n is small a running selection, so that
- * a forecast over 15,000 pods on failing nodes makes the few PodForecasts it reports, not one per pod. A group's keys
- * are sorted, so once one of them is not kept, neither are the rest.
+ * The first `n` pods by eviction time (none last), then key: all of them sorted, or when n is small a running
+ * selection, so that a forecast over 150,000 pods on failing nodes makes the few PodForecasts it reports, not one per
+ * pod. A group's keys are sorted, so once one of them is not kept, neither are the rest.
  */
 class FirstPods {
-  private readonly kept: { key: string; node: string; v: Verdict }[] = [];
+  private readonly kept: Kept[] = [];
 
   constructor(private readonly n: number) {}
 
-  offer(g: PodGroup, v: Verdict): void {
+  offer(keys: readonly string[], at: number, w: Work, tol: number, outcome: Outcome): void {
     const kept = this.kept;
     if (!Number.isFinite(this.n)) {
-      for (const key of g.keys) kept.push({ key, node: g.node, v });
+      for (const key of keys) kept.push({ key, at, w, tol, outcome });
       return;
     }
-    for (const key of g.keys) {
-      if (kept.length === this.n && (this.n === 0 || byEviction(key, v, kept[this.n - 1]!.key, kept[this.n - 1]!.v) >= 0)) return;
+    for (const key of keys) {
+      if (kept.length === this.n && (this.n === 0 || !before(key, at, kept[this.n - 1]!))) return;
       let i = kept.length;
-      while (i > 0 && byEviction(key, v, kept[i - 1]!.key, kept[i - 1]!.v) < 0) i--;
-      kept.splice(i, 0, { key, node: g.node, v });
+      while (i > 0 && before(key, at, kept[i - 1]!)) i--;
+      kept.splice(i, 0, { key, at, w, tol, outcome });
       if (kept.length > this.n) kept.pop();
     }
   }
 
   sorted(): PodForecast[] {
-    if (!Number.isFinite(this.n)) this.kept.sort((a, b) => byEviction(a.key, a.v, b.key, b.v));
-    return this.kept.map(({ key, node, v }) => (v.evictAt === undefined ? { key, node, why: v.why } : { key, node, evictAt: v.evictAt, why: v.why }));
+    if (!Number.isFinite(this.n)) this.kept.sort((a, b) => (before(a.key, a.at, b) ? -1 : before(b.key, b.at, a) ? 1 : 0));
+    return this.kept.map(({ key, at, w, tol, outcome }) =>
+      at === NEVER ? { key, node: w.f.name, why: why(outcome, w, tol) } : { key, node: w.f.name, evictAt: at, why: why(outcome, w, tol) },
+    );
   }
 }
+
+/** Whether a pod evicted at `at` (NEVER: not evicted) comes before a kept one: by eviction time, then key. */
+const before = (key: string, at: number, other: Kept) => at < other.at || (at === other.at && key < other.key);
 
 function groupByZone(work: Work[]): Map<string, Work[]> {
   const m = new Map<string, Work[]>();
@@ -416,10 +445,16 @@ function groupByZone(work: Work[]): Map<string, Work[]> {
   return m;
 }
 
-const sortedNumbers = (xs: number[]) => xs.sort((a, b) => a - b);
+/** The moments the `at`s pick from each of `ws`, in ascending order. */
+function sortedTimes(ws: Work[], ...at: ((w: Work) => number)[]): Float64Array {
+  const ts = new Float64Array(ws.length * at.length);
+  let n = 0;
+  for (const pick of at) for (const w of ws) ts[n++] = pick(w);
+  return ts.sort();
+}
 
 /** How many of the sorted `xs` are at most t. */
-function countAtMost(xs: number[], t: number): number {
+function countAtMost(xs: ArrayLike<number>, t: number): number {
   let lo = 0;
   let hi = xs.length;
   while (lo < hi) {
@@ -431,7 +466,7 @@ function countAtMost(xs: number[], t: number): number {
 }
 
 /** The first of the sorted `ts` after `from`. */
-const firstAfter = (ts: number[], from: number): number | undefined => ts[countAtMost(ts, from)];
+const firstAfter = (ts: ArrayLike<number>, from: number): number | undefined => ts[countAtMost(ts, from)];
 
 /** The fewest NotReady nodes that make a zone of `size` partially disrupted (more than 2, and the threshold). */
 function firstPartialCount(size: number, threshold: number): number {
@@ -467,6 +502,23 @@ class SortedByLate {
   }
 }
 
+/** The taint the controller puts on a node it sees NotReady (Ready=False) or Unknown; shared, never changed. */
+const NOT_READY_TAINT: Readonly<SlimTaint> = Object.freeze({ key: NOT_READY, effect: 'NoExecute' });
+const UNREACHABLE_TAINT: Readonly<SlimTaint> = Object.freeze({ key: UNREACHABLE, effect: 'NoExecute' });
+
+const NOT_READY_TAINTS: readonly SlimTaint[] = Object.freeze([NOT_READY_TAINT]);
+const UNREACHABLE_TAINTS: readonly SlimTaint[] = Object.freeze([UNREACHABLE_TAINT]);
+
+/** The NoExecute taints a failing node's pods are judged on: its own, and the controller's, had or to come. */
+function noExecuteOn(w: Work): readonly SlimTaint[] {
+  const own = w.node.taints.filter((t) => t.effect === 'NoExecute' && !isControllerTaint(t));
+  const c = w.controllerTaint;
+  if (!c) return own;
+  // the usual case: one of two arrays shared by every node, so that toleration times are worked out once for all
+  if (own.length === 0 && c.value === undefined) return c.key === NOT_READY ? NOT_READY_TAINTS : UNREACHABLE_TAINTS;
+  return [...own, c];
+}
+
 function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentAfter: number, taintDelay: number): Work {
   const P = s.nodeMonitorPeriodMs;
   const lastHeartbeat = lastHeartbeatOf(node, node.leaseRenew);
@@ -500,7 +552,7 @@ function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentA
     downLate = Math.max(predictedDown + 2 * P + 1000, now);
     eligible = downEarly + taintDelay;
   }
-  const controllerTaint: SlimTaint | undefined = controllerTaintNow ?? (notReady || silent ? { key: node.ready?.status === 'False' ? NOT_READY : UNREACHABLE, effect: 'NoExecute' } : undefined);
+  const controllerTaint = controllerTaintNow ?? (notReady || silent ? (node.ready?.status === 'False' ? NOT_READY_TAINT : UNREACHABLE_TAINT) : undefined);
   const eligibleLate = Number.isFinite(downLate) && !notReady ? downLate + taintDelay : eligible;
   return { f, node, downEarly, downLate, eligible, eligibleLate, controllerTaint };
 }

@@ -23,7 +23,7 @@ function tolerates(t: SlimToleration, taint: SlimTaint): boolean {
  * tolerated (deleted at once), Infinity when tolerated forever, else the smallest tolerationSeconds among the
  * first matching toleration of each taint (as the taint manager picks them), in ms.
  */
-export function tolerationMs(tolerations: SlimToleration[], noExecute: SlimTaint[]): number {
+export function tolerationMs(tolerations: readonly SlimToleration[], noExecute: readonly SlimTaint[]): number {
   if (noExecute.length === 0) return Infinity;
   const used: SlimToleration[] = [];
   for (const taint of noExecute) {

@@ -1,7 +1,7 @@
 import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
-import { type PodGroup, defaultSilentAfter, forecast, isFailing } from '../kube/forecast.js';
+import { defaultSilentAfter, forecast, isFailing } from '../kube/forecast.js';
 import { forecastFeed } from '../kube/forecast-feed.js';
 import { trackNodeSelection } from '../kube/node-selection.js';
 import { cannotSee, gated, type ObjectChange, reactive, sameLabels, watching } from '../contract/readings.js';
@@ -108,13 +108,11 @@ export default defineProbe({
           // zones' sizes), and the first moment one of them may go silent is when to judge again. Only pods on failing
           // nodes can be evicted: their groups come from the per-node index, not from every pod.
           const fleet = feed.fleet(now, silentAfter);
-          const groups: PodGroup[] = [];
-          for (const n of fleet.nodes) if (selected.has(n.name)) for (const g of feed.podsOn(n.name)) groups.push(g);
           const lease = [...leader.store.values()][0];
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
           const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
           // the reading lists the first 20 pods to be evicted; the forecast counts them all
-          const f = forecast({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, pods: groups, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20 });
+          const f = forecast({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, podsOn: (name) => (selected.has(name) ? feed.podsOn(name) : []), silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20 });
 
           const failingNodes = f.nodes;
           const e = f.earliest;

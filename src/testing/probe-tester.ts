@@ -66,6 +66,8 @@ export class ProbeTester {
   private readonly runs: ProbeRun[] = [];
   /** How many judgements the probes started here made (through ctx.profile). */
   judgements = 0;
+  /** How many watch changes they judged, counted each time in the judgement that took it in. */
+  changesJudged = 0;
 
   constructor(o: { inventory?: InventoryInput; watch?: Partial<WatchOptions>; start?: number } = {}) {
     this.clock = new FakeClock(o.start);
@@ -86,8 +88,9 @@ export class ProbeTester {
       kube: this.kube,
       nodes: this.nodes,
       profile: {
-        judge: <T>(fn: () => T): T => {
+        judge: <T>(fn: () => T, changes: number): T => {
           this.judgements++;
+          this.changesJudged += changes;
           return fn();
         },
       },

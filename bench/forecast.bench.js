@@ -1,0 +1,126 @@
+// The eviction forecast's judgement on its own (src/kube/forecast.ts), as the probe calls it: a fleet of N nodes in
+// 3 zones of which F are failing (silent, NotReady or tainted; the rest passed as counts per zone), 30 pods on each
+// node in 3 workloads' tolerations, the first 20 pods kept. Each size is judged J times with the clock moving 250 ms
+// between judgements (the probe judges at most 4 times a second), after a warm-up; garbage collections during the
+// timed judgements are counted in.
+//
+//   npm run build && node bench/forecast.bench.js
+//   KUBE_RUNBOOK_BENCH_NODES=5000  KUBE_RUNBOOK_BENCH_FAILING="500 1500 2500 5000"  KUBE_RUNBOOK_BENCH_JUDGEMENTS=500
+//
+// Prints its section of BENCHMARKS.md.
+import { cpus, totalmem } from 'node:os';
+import { PerformanceObserver, performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { forecast, groupPods } from '../dist/kube/forecast.js';
+import { NOT_READY, UNREACHABLE } from '../dist/kube/tolerations.js';
+import { parseKubeVersion, versionDefaults } from '../dist/kube/versions.js';
+
+const env = process.env;
+const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
+const FAILING = (env.KUBE_RUNBOOK_BENCH_FAILING ?? '500 1500 2500 5000').split(/\s+/).filter(Boolean).map(Number);
+const JUDGEMENTS = Number(env.KUBE_RUNBOOK_BENCH_JUDGEMENTS ?? 500);
+const WARM_UP = 100;
+const ZONES = ['zone-a', 'zone-b', 'zone-c'];
+const NOW = Date.UTC(2026, 10, 1);
+// kube-controller-manager's defaults on 1.37
+const SETTINGS = versionDefaults(parseKubeVersion('v1.37.2'));
+const SILENT_AFTER = 20_000;
+// three workloads' tolerations, each one array shared by its pods (resources.ts interns them)
+const TOLERATIONS = [
+  [
+    { key: NOT_READY, operator: 'Exists', effect: 'NoExecute', seconds: 300 },
+    { key: UNREACHABLE, operator: 'Exists', effect: 'NoExecute', seconds: 300 },
+  ],
+  [
+    { key: NOT_READY, operator: 'Exists', effect: 'NoExecute', seconds: 60 },
+    { key: UNREACHABLE, operator: 'Exists', effect: 'NoExecute', seconds: 60 },
+  ],
+  [{ operator: 'Exists' }],
+];
+
+/** A seeded generator (mulberry32): the same fleet on every run. */
+function random(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * F failing nodes out of NODES: most silent for 20–50 s and still Ready (what a zone's outage looks like in its first
+ * minute), a fifth already Unknown, half of those tainted, a few reporting Ready=False.
+ */
+function fleet(failing) {
+  const r = random(failing);
+  const nodes = [];
+  const pods = [];
+  for (let i = 0; i < failing; i++) {
+    const name = `node-${String(i).padStart(5, '0')}`;
+    const zone = ZONES[i % ZONES.length];
+    const beat = NOW - SILENT_AFTER - 1 - Math.floor(r() * 30_000);
+    const kind = r();
+    const node = { name, zone, created: NOW - 86_400_000, leaseRenew: beat, taints: [] };
+    if (kind < 0.75) node.ready = { status: 'True', heartbeat: beat, transition: NOW - 86_400_000 };
+    else if (kind < 0.95) {
+      const transition = beat + SETTINGS.nodeMonitorGracePeriodMs;
+      node.ready = { status: 'Unknown', heartbeat: beat, transition };
+      if (r() < 0.5) node.taints = [{ key: UNREACHABLE, effect: 'NoExecute', timeAdded: transition }];
+    } else node.ready = { status: 'False', heartbeat: NOW - 1000, transition: NOW - Math.floor(r() * 60_000) };
+    nodes.push(node);
+    for (let k = 0; k < 30; k++) pods.push({ key: `default/${name}-${String(k).padStart(2, '0')}`, node: name, tolerations: TOLERATIONS[k < 24 ? 0 : k < 29 ? 1 : 2] });
+  }
+  const byNode = new Map();
+  for (const g of groupPods(pods)) byNode.set(g.node, [...(byNode.get(g.node) ?? []), g]);
+  const healthy = new Map(ZONES.map((z, i) => [z, Math.floor((NODES - failing + ZONES.length - 1 - i) / ZONES.length)]));
+  return { nodes, healthy, podsOn: (name) => byNode.get(name) ?? [] };
+}
+
+function quantile(sorted, q) {
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
+}
+
+let gcMs = 0;
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) gcMs += e.duration;
+}).observe({ entryTypes: ['gc'] });
+
+const rows = [];
+for (const failing of FAILING) {
+  const { nodes, healthy, podsOn } = fleet(failing);
+  const times = [];
+  let atRisk = 0;
+  let gcBefore = 0;
+  for (let j = 0; j < WARM_UP + JUDGEMENTS; j++) {
+    if (j === WARM_UP) gcBefore = gcMs;
+    const now = NOW + j * 250;
+    const t0 = performance.now();
+    const f = forecast({ now, settings: SETTINGS, nodes, healthy, podsOn, silentAfterMs: SILENT_AFTER, controllerRunning: true, taintsInTheSamePass: true, podsKept: 20 });
+    if (j >= WARM_UP) times.push(performance.now() - t0);
+    atRisk = f.atRisk;
+  }
+  // the last collections are reported after the loop
+  await sleep(20);
+  times.sort((a, b) => a - b);
+  const total = times.reduce((a, b) => a + b, 0);
+  rows.push({ failing, atRisk, p50: quantile(times, 0.5), p99: quantile(times, 0.99), max: times[times.length - 1], perNodeUs: (1000 * quantile(times, 0.5)) / failing, gcShare: (gcMs - gcBefore) / total });
+}
+
+const fmt = (ms) => ms.toFixed(2);
+console.log(`## The eviction forecast's judgement: ${NODES.toLocaleString('en')} nodes, failing ones judged
+
+Command: \`npm run build && node bench/forecast.bench.js\` (bench/forecast.bench.js). src/kube/forecast.ts as the
+eviction-forecast probe calls it, on one thread and nothing else: ${NODES} nodes in ${ZONES.length} zones, the failing ones
+passed (three quarters silent 20–50 s and still Ready, a fifth Unknown, half of those tainted, the rest Ready=False),
+the others as counts per zone; 30 pods per node in three workloads' tolerations; the first 20 pods kept.
+${JUDGEMENTS} judgements per size, the clock 250 ms further each time, after ${WARM_UP} to warm up; garbage
+collections during them counted in. Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}.
+Date: ${new Date().toISOString().slice(0, 10)}.
+
+| failing nodes | pods on them (at risk) | judgement p50 | p99 | max | p50 per failing node | time in GC |
+|---:|---:|---:|---:|---:|---:|---:|
+${rows.map((r) => `| ${r.failing} | ${r.failing * 30} (${r.atRisk}) | ${fmt(r.p50)} ms | ${fmt(r.p99)} ms | ${fmt(r.max)} ms | ${r.perNodeUs.toFixed(2)} µs | ${(100 * r.gcShare).toFixed(0)} % |`).join('\n')}
+`);
