@@ -6,11 +6,16 @@
 //
 //   npm run build && node bench/forecast.bench.js
 //   KUBE_RUNBOOK_BENCH_NODES=5000  KUBE_RUNBOOK_BENCH_FAILING="500 1500 2500 5000"  KUBE_RUNBOOK_BENCH_JUDGEMENTS=500
+//   KUBE_RUNBOOK_BENCH_FORECAST_BESIDE=/path/to/another/build/dist/kube/forecast.js
+//       (another build's forecast, judged side by side: the two take turns on the same fleets and moments; it is
+//       given the pods both as one list of groups and per node, so that builds from before `podsOn` take them too)
 //
 // Prints its section of BENCHMARKS.md.
 import { cpus, totalmem } from 'node:os';
+import { resolve } from 'node:path';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pathToFileURL } from 'node:url';
 import { forecast, groupPods } from '../dist/kube/forecast.js';
 import { NOT_READY, UNREACHABLE } from '../dist/kube/tolerations.js';
 import { parseKubeVersion, versionDefaults } from '../dist/kube/versions.js';
@@ -20,6 +25,7 @@ const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
 const FAILING = (env.KUBE_RUNBOOK_BENCH_FAILING ?? '500 1500 2500 5000').split(/\s+/).filter(Boolean).map(Number);
 const JUDGEMENTS = Number(env.KUBE_RUNBOOK_BENCH_JUDGEMENTS ?? 500);
 const WARM_UP = 100;
+const BESIDE = env.KUBE_RUNBOOK_BENCH_FORECAST_BESIDE;
 const ZONES = ['zone-a', 'zone-b', 'zone-c'];
 const NOW = Date.UTC(2026, 10, 1);
 // kube-controller-manager's defaults on 1.37
@@ -73,10 +79,11 @@ function fleet(failing) {
     nodes.push(node);
     for (let k = 0; k < 30; k++) pods.push({ key: `default/${name}-${String(k).padStart(2, '0')}`, node: name, tolerations: TOLERATIONS[k < 24 ? 0 : k < 29 ? 1 : 2] });
   }
+  const groups = groupPods(pods);
   const byNode = new Map();
-  for (const g of groupPods(pods)) byNode.set(g.node, [...(byNode.get(g.node) ?? []), g]);
+  for (const g of groups) byNode.set(g.node, [...(byNode.get(g.node) ?? []), g]);
   const healthy = new Map(ZONES.map((z, i) => [z, Math.floor((NODES - failing + ZONES.length - 1 - i) / ZONES.length)]));
-  return { nodes, healthy, podsOn: (name) => byNode.get(name) ?? [] };
+  return { nodes, healthy, groups, podsOn: (name) => byNode.get(name) ?? [] };
 }
 
 function quantile(sorted, q) {
@@ -88,25 +95,39 @@ new PerformanceObserver((list) => {
   for (const e of list.getEntries()) gcMs += e.duration;
 }).observe({ entryTypes: ['gc'] });
 
+const sides = [{ name: 'this build', forecast }];
+if (BESIDE) sides.push({ name: BESIDE, forecast: (await import(pathToFileURL(resolve(BESIDE)).href)).forecast });
+
 const rows = [];
 for (const failing of FAILING) {
-  const { nodes, healthy, podsOn } = fleet(failing);
-  const times = [];
-  let atRisk = 0;
+  const { nodes, healthy, groups, podsOn } = fleet(failing);
+  const times = sides.map(() => []);
+  const atRisk = sides.map(() => 0);
   let gcBefore = 0;
+  let timed = 0;
   for (let j = 0; j < WARM_UP + JUDGEMENTS; j++) {
     if (j === WARM_UP) gcBefore = gcMs;
     const now = NOW + j * 250;
-    const t0 = performance.now();
-    const f = forecast({ now, settings: SETTINGS, nodes, healthy, podsOn, silentAfterMs: SILENT_AFTER, controllerRunning: true, taintsInTheSamePass: true, podsKept: 20 });
-    if (j >= WARM_UP) times.push(performance.now() - t0);
-    atRisk = f.atRisk;
+    // the sides take turns going first
+    for (let k = 0; k < sides.length; k++) {
+      const i = (j + k) % sides.length;
+      const t0 = performance.now();
+      const f = sides[i].forecast({ now, settings: SETTINGS, nodes, healthy, pods: groups, podsOn, silentAfterMs: SILENT_AFTER, controllerRunning: true, taintsInTheSamePass: true, podsKept: 20 });
+      const ms = performance.now() - t0;
+      if (j >= WARM_UP) {
+        times[i].push(ms);
+        timed += ms;
+      }
+      atRisk[i] = f.atRisk;
+    }
   }
   // the last collections are reported after the loop
   await sleep(20);
-  times.sort((a, b) => a - b);
-  const total = times.reduce((a, b) => a + b, 0);
-  rows.push({ failing, atRisk, p50: quantile(times, 0.5), p99: quantile(times, 0.99), max: times[times.length - 1], perNodeUs: (1000 * quantile(times, 0.5)) / failing, gcShare: (gcMs - gcBefore) / total });
+  const gcShare = (gcMs - gcBefore) / timed;
+  sides.forEach((side, i) => {
+    const ts = times[i].sort((a, b) => a - b);
+    rows.push({ failing, side: side.name, atRisk: atRisk[i], p50: quantile(ts, 0.5), p99: quantile(ts, 0.99), max: ts[ts.length - 1], perNodeUs: (1000 * quantile(ts, 0.5)) / failing, gcShare });
+  });
 }
 
 const fmt = (ms) => ms.toFixed(2);
@@ -120,7 +141,8 @@ ${JUDGEMENTS} judgements per size, the clock 250 ms further each time, after ${W
 collections during them counted in. Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}.
 Date: ${new Date().toISOString().slice(0, 10)}.
 
-| failing nodes | pods on them (at risk) | judgement p50 | p99 | max | p50 per failing node | time in GC |
-|---:|---:|---:|---:|---:|---:|---:|
-${rows.map((r) => `| ${r.failing} | ${r.failing * 30} (${r.atRisk}) | ${fmt(r.p50)} ms | ${fmt(r.p99)} ms | ${fmt(r.max)} ms | ${r.perNodeUs.toFixed(2)} µs | ${(100 * r.gcShare).toFixed(0)} % |`).join('\n')}
+| failing nodes | forecast | pods on them (at risk) | judgement p50 | p99 | max | p50 per failing node | time in GC |
+|---:|---|---:|---:|---:|---:|---:|---:|
+${rows.map((r) => { const mine = rows.find((x) => x.failing === r.failing && x.side === 'this build'); const vs = r === mine ? '' : ` (${(r.p50 / mine.p50).toFixed(2)}× / ${(r.p99 / mine.p99).toFixed(2)}×)`; return `| ${r.failing} | ${r.side}${vs} | ${r.failing * 30} (${r.atRisk}) | ${fmt(r.p50)} ms | ${fmt(r.p99)} ms | ${fmt(r.max)} ms | ${r.perNodeUs.toFixed(2)} µs | ${(100 * r.gcShare).toFixed(0)} % |`; }).join('\n')}
+${BESIDE ? `\nBeside it, ${BESIDE}: its p50 and p99 in brackets as multiples of this build's; time in GC is the two's together.\n` : ''}
 `);

@@ -18,6 +18,9 @@
 //   KUBE_RUNBOOK_BENCH_CHURN=10                                  (pod deletions per second, each replaced)
 //   KUBE_RUNBOOK_BENCH_RUNNING_WAIT=10m                          (longest wait for the fleet to set the pods Running)
 //
+// Besides its section, it keeps ~/.cache/kube-runbook/bench/probes-scale/last-run.json (every figure, each deletion's
+// delays, the executor's largest lease delay per 10 s) and executor-<pods>.log (its cluster access's log).
+//
 // Prints its section of BENCHMARKS.md.
 /* global URL */
 import { spawn, spawnSync } from 'node:child_process';
@@ -196,6 +199,10 @@ async function main() {
       log(`${pods} pods created in ${(created / 1000).toFixed(0)} s; ${pods - left} Running after ${((epochMs() - t0) / 1000).toFixed(0)} s`);
 
       const load = loadavg()[0];
+      // the executor's cluster access logs to WORK/executor-<pods>.log (watches failing, restarting, relisting)
+      const exLog = join(WORK, `executor-${pods}.log`);
+      writeFileSync(exLog, '');
+      process.env.KUBE_RUNBOOK_BENCH_LOG = exLog;
       const ex = measured('executor', process.execPath, [EXECUTOR, info.inventoryFile, info.kubeconfig, info.context]);
       const inf = measured('informer', informerBin, ['-kubeconfig', info.kubeconfig, '-context', info.context]);
       // the first readings: every probe read, every informer synced
@@ -252,6 +259,9 @@ async function main() {
       const exDel = delays(ex);
       const infDel = delays(inf);
       rows.push({ pods, running: pods - left, load, created, exSynced, infSynced, exEnd, infEnd, exDel, infDel, sent: sent.size, holdMs, exStart, infStart, samples, exLive });
+      // for diagnosis: each deletion's second into the hold and its delay to the executor and to the informer
+      const timeline = [...sent].map(([n, t]) => [Math.round((t - holdStart) / 1000), ex.deleted.has(n) ? ex.deleted.get(n) - t : null, inf.deleted.has(n) ? inf.deleted.get(n) - t : null]);
+      rows[rows.length - 1].deletionTimeline = timeline;
       writeFileSync(join(WORK, 'last-run.json'), JSON.stringify(rows.map(({ exDel, infDel, ...r }) => ({ ...r, exDelN: exDel.length, infDelN: infDel.length }))));
       log(`${pods} pods: done (${sent.size} deletions; executor saw ${exDel.length}, informer ${infDel.length})`);
     }

@@ -107,10 +107,17 @@ const pumps = GUARDS.map(({ probe, params }) => {
 
 // Lease renewals as the shared watch hands them to the probes: the same point client-go's handlers see them.
 let leaseDelays = [];
+const leaseDelayWindows = [];
 const leases = kube.watches.watch(watchSpecs.nodeLeases());
 const stores = { nodes: kube.watches.watch(watchSpecs.nodes()), leases, pods: kube.watches.watch(watchSpecs.pods()) };
 leases.subscribe((c) => {
-  if (c.type === 'modified' && !c.relist && c.object.renewTime !== undefined) leaseDelays.push(epochMs() - c.object.renewTime);
+  if (c.type !== 'modified' || c.relist || c.object.renewTime === undefined) return;
+  const at = epochMs();
+  const delay = at - c.object.renewTime;
+  leaseDelays.push(delay);
+  // the largest delay in each 10 s, to see when delays came (kept for the whole run)
+  const w = Math.floor((at - started) / 10_000);
+  leaseDelayWindows[w] = Math.max(leaseDelayWindows[w] ?? 0, delay);
 });
 
 const MiB = 2 ** 20;
@@ -161,6 +168,7 @@ for await (const line of lines) {
       objects: Object.fromEntries(Object.entries(stores).map(([k, w]) => [k, w.store.size])),
       watches: kube.watches.keys(),
       leaseDelayMs: { n: d.length, p50: quantile(d, 0.5), p99: quantile(d, 0.99) },
+      leaseDelayMaxPer10s: Array.from(leaseDelayWindows, (x) => Math.round(x ?? 0)),
       judgeMs: judgements,
       forecastFailing: summary(failing),
       readingsKept: Object.values(report.report.guardReadings).reduce((n, l) => n + l.length, 0),
