@@ -266,6 +266,7 @@ export class SharedWatch<T> {
     const signal = AbortSignal.any([this.stop.signal, ac.signal]);
     const { minTimeoutSeconds, random } = this.d.options;
     const opened = this.d.clock.now();
+    const timeoutSeconds = Math.floor(minTimeoutSeconds * (1 + random()));
     this.pending = initial ? new Map<string, T>() : undefined;
     let cutShort: boolean;
     try {
@@ -275,7 +276,7 @@ export class SharedWatch<T> {
         stream = await this.d.source.watch({
           ...this.selection(),
           resourceVersion: this.resourceVersion ?? '',
-          timeoutSeconds: Math.floor(minTimeoutSeconds * (1 + random())),
+          timeoutSeconds,
           allowWatchBookmarks: true,
           ...(initial ? { sendInitialEvents: true as const } : {}),
           signal,
@@ -309,6 +310,11 @@ export class SharedWatch<T> {
           throw new Error(`a ${ev.type === 'BOOKMARK' ? 'bookmark that does not end them' : `${ev.type} event`} among the initial events of ${this.spec.path}: listing instead`);
         }
       }
+      // An apiserver ends a watch it finds too slow to read its events ("Forcing watcher close due to unresponsiveness"):
+      // the next one takes up from the last resourceVersion, and the events in between come late. Said, to be found.
+      const lasted = this.d.clock.now() - opened;
+      if (!signal.aborted && lasted < timeoutSeconds * 1000 - 1000)
+        this.d.log.debug(`watch ${this.spec.key}: the apiserver ended the stream after ${formatDuration(lasted)}, before the ${timeoutSeconds}s asked for`);
     } catch (e) {
       if (ac.signal.reason !== INACTIVE || this.stop.signal.aborted) throw e;
     } finally {
