@@ -1,5 +1,6 @@
 import { byCodeUnit } from '../core/order.js';
 import type { SlimTaint, SlimToleration } from './resources.js';
+import { FirstPods, type PodForecast, outcomeOf } from './forecast-pods.js';
 import { NOT_READY, UNREACHABLE, tolerationMs } from './tolerations.js';
 
 /**
@@ -122,14 +123,6 @@ export interface NodeForecast {
   held?: string;
   /** Tainted although every zone is down: the controller did not remove this taint and will not. */
   keepsTaint?: boolean;
-}
-
-export interface PodForecast {
-  key: string;
-  node: string;
-  /** Earliest eviction; absent: not predicted (tolerated forever, node not failing, or evictions stopped). */
-  evictAt?: number;
-  why: string;
 }
 
 export interface ZoneForecast {
@@ -337,9 +330,9 @@ export function forecast(input: ForecastInput): Forecast {
         tol = tolerationMs(g.tolerations, taints);
         known?.set(g.tolerations, tol);
       }
-      const outcome = outcomeOf(w, tol, cutoff, frozen);
+      const outcome = outcomeOf(w.f, tol, cutoff, frozen);
       const at = outcome === 'kept' || outcome === 'evicted' ? w.f.taintAt! + tol : NEVER;
-      pods.offer(g.keys, at, w, tol, outcome);
+      pods.offer(g.keys, at, w.f, tol, outcome);
       if (at === NEVER) continue;
       atRisk += g.keys.length;
       nodeAtRisk = true;
@@ -361,79 +354,6 @@ export function forecast(input: ForecastInput): Forecast {
     keepsTaintsFrom,
   };
 }
-
-/** What becomes of pods with a toleration time (ms, from tolerationMs) on a node. */
-type Outcome = 'frozen' | 'untainted' | 'tolerated' | 'kept' | 'stopped' | 'evicted';
-
-function outcomeOf(w: Work, tol: number, cutoff: number, frozen: boolean): Outcome {
-  if (frozen) return 'frozen';
-  if (w.f.taintAt === undefined) return 'untainted';
-  if (tol === NEVER) return 'tolerated';
-  if (w.f.keepsTaint) return 'kept';
-  return w.f.taintAt + tol >= cutoff ? 'stopped' : 'evicted';
-}
-
-function why(o: Outcome, w: Work, tol: number): string {
-  switch (o) {
-    case 'frozen':
-      return 'no kube-controller-manager is leading: evictions frozen';
-    case 'untainted':
-      return w.f.held ?? 'node not tainted';
-    case 'tolerated':
-      return 'tolerates the taint forever';
-    case 'kept':
-      return 'every zone is down, but the controller kept this taint (added as it entered master disruption mode)';
-    case 'stopped':
-      return 'all zones disrupted: evictions stopped';
-    case 'evicted':
-      return tol === 0 ? 'does not tolerate the taint' : `tolerates it for ${tol / 1000}s`;
-  }
-}
-
-/** A pod kept: `at` is its eviction time, NEVER when none is predicted. */
-interface Kept {
-  key: string;
-  at: number;
-  w: Work;
-  tol: number;
-  outcome: Outcome;
-}
-
-/**
- * The first `n` pods by eviction time (none last), then key: all of them sorted, or when n is small a running
- * selection, so that a forecast over 150,000 pods on failing nodes makes the few PodForecasts it reports, not one per
- * pod. A group's keys are sorted, so once one of them is not kept, neither are the rest.
- */
-class FirstPods {
-  private readonly kept: Kept[] = [];
-
-  constructor(private readonly n: number) {}
-
-  offer(keys: readonly string[], at: number, w: Work, tol: number, outcome: Outcome): void {
-    const kept = this.kept;
-    if (!Number.isFinite(this.n)) {
-      for (const key of keys) kept.push({ key, at, w, tol, outcome });
-      return;
-    }
-    for (const key of keys) {
-      if (kept.length === this.n && (this.n === 0 || !before(key, at, kept[this.n - 1]!))) return;
-      let i = kept.length;
-      while (i > 0 && before(key, at, kept[i - 1]!)) i--;
-      kept.splice(i, 0, { key, at, w, tol, outcome });
-      if (kept.length > this.n) kept.pop();
-    }
-  }
-
-  sorted(): PodForecast[] {
-    if (!Number.isFinite(this.n)) this.kept.sort((a, b) => (before(a.key, a.at, b) ? -1 : before(b.key, b.at, a) ? 1 : 0));
-    return this.kept.map(({ key, at, w, tol, outcome }) =>
-      at === NEVER ? { key, node: w.f.name, why: why(outcome, w, tol) } : { key, node: w.f.name, evictAt: at, why: why(outcome, w, tol) },
-    );
-  }
-}
-
-/** Whether a pod evicted at `at` (NEVER: not evicted) comes before a kept one: by eviction time, then key. */
-const before = (key: string, at: number, other: Kept) => at < other.at || (at === other.at && key < other.key);
 
 function groupByZone(work: Work[]): Map<string, Work[]> {
   const m = new Map<string, Work[]>();
