@@ -83,7 +83,8 @@ function fleet(failing) {
   const byNode = new Map();
   for (const g of groups) byNode.set(g.node, [...(byNode.get(g.node) ?? []), g]);
   const healthy = new Map(ZONES.map((z, i) => [z, Math.floor((NODES - failing + ZONES.length - 1 - i) / ZONES.length)]));
-  return { nodes, healthy, groups, podsOn: (name) => byNode.get(name) ?? [] };
+  // by the node passed (builds from before that: by its name)
+  return { nodes, healthy, groups, podsOn: (node) => byNode.get(typeof node === 'string' ? node : node.name) ?? [] };
 }
 
 function quantile(sorted, q) {

@@ -11,12 +11,13 @@
 //   KUBE_RUNBOOK_BENCH_CHURN=10  KUBE_RUNBOOK_BENCH_NODE_FLAGS="|-- --semi-space-growth-factor=2"   (the default)
 //   ('|' between sets; before `--` Node's flags, after it V8 flags the executor sets for itself after the CLI's
 //   own heap setting, src/core/heap.ts; '' is the executor as the CLI runs)
+//   KUBE_RUNBOOK_BENCH_EXECUTOR_BESIDE=/path/to/another/checkout (built: its executor runs beside, as the CLI runs)
 //
 // Prints its section of BENCHMARKS.md.
 /* global URL */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -33,15 +34,21 @@ const SILENT = Number(env.KUBE_RUNBOOK_BENCH_SILENT ?? Math.round(NODES / 10));
 // the executor's heap as the CLI sets it up (src/core/heap.ts), and with V8's default young generation growth
 const FLAG_SETS = (env.KUBE_RUNBOOK_BENCH_NODE_FLAGS ?? '|-- --semi-space-growth-factor=2').split('|').map((s) => s.trim().split(/\s+/).filter(Boolean));
 const EXECUTOR = fileURLToPath(new URL('parts/probes-executor.js', import.meta.url));
+// another build's executor beside this one's (a checkout with its own `npm run build`), as the CLI runs
+const BESIDE = env.KUBE_RUNBOOK_BENCH_EXECUTOR_BESIDE;
+const RUNS = [
+  ...FLAG_SETS.map((flags) => ({ flags, script: EXECUTOR, name: flags.length ? `\`${flags.join(' ')}\`` : 'as the CLI runs' })),
+  ...(BESIDE ? [{ flags: [], script: resolve(BESIDE, 'bench/parts/probes-executor.js'), name: `the build in ${BESIDE}` }] : []),
+];
 const IDS = ['node-leases', 'node-ready', 'noexecute-taints', 'pod-deletions', 'eviction-forecast', 'endpoints-stability'];
 const epochMs = () => performance.timeOrigin + performance.now();
 const log = (m) => console.error(`[probes-memory ${new Date().toISOString().slice(11, 19)}] ${m}`);
 
 /** `flags` before the script are Node's; after `--`, V8 flags the executor sets for itself at run time. */
-function executor(flags, inventory, kubeconfig) {
+function executor({ flags, script, name }, inventory, kubeconfig) {
   const split = flags.indexOf('--');
   const [node, runtime] = split < 0 ? [flags, []] : [flags.slice(0, split), flags.slice(split + 1)];
-  return measured(`the executor (${flags.join(' ') || 'as the CLI runs'})`, process.execPath, [...node, EXECUTOR, inventory, kubeconfig, 'bench', ...runtime]);
+  return measured(`the executor (${name})`, process.execPath, [...node, script, inventory, kubeconfig, 'bench', ...runtime]);
 }
 
 async function measure(pods) {
@@ -80,7 +87,7 @@ async function measure(pods) {
       ].join('\n'),
     );
     const started = epochMs();
-    const exs = FLAG_SETS.map((flags) => executor(flags, inventory, kubeconfig));
+    const exs = RUNS.map((run) => executor(run, inventory, kubeconfig));
     const first = new Map();
     while (first.size < exs.length) {
       if (epochMs() - started > 600_000) throw new Error(`the probes did not all read within 10 minutes at ${pods} pods`);
@@ -90,13 +97,13 @@ async function measure(pods) {
         if (first.has(k)) continue;
         const s = await e.stats();
         if (IDS.every((id) => s.firstReadingMs[id] !== undefined)) first.set(k, s);
-        else waiting.push(`${FLAG_SETS[k].join(' ') || 'as the CLI runs'}: ${IDS.filter((id) => s.firstReadingMs[id] === undefined).map((id) => `${id} (${s.readings[id]?.detail ?? 'no reading'})`).join(', ')}`);
+        else waiting.push(`${RUNS[k].name}: ${IDS.filter((id) => s.firstReadingMs[id] === undefined).map((id) => `${id} (${s.readings[id]?.detail ?? 'no reading'})`).join(', ')}`);
       }
       if (waiting.length && Math.round((epochMs() - started) / 1000) % 15 === 0) log(`waiting for the first readings of ${waiting.join('; ')}`);
     }
     await sleep(5000);
     const synced = await Promise.all(exs.map((e) => e.stats()));
-    log(`${pods} pods: ${synced.map((s, k) => `${FLAG_SETS[k].join(' ') || 'as the CLI runs'} ${s.rssMiB.toFixed(0)} MiB (heap ${s.heapMiB.toFixed(0)})`).join(', ')} after the initial lists`);
+    log(`${pods} pods: ${synced.map((s, k) => `${RUNS[k].name} ${s.rssMiB.toFixed(0)} MiB (heap ${s.heapMiB.toFixed(0)})`).join(', ')} after the initial lists`);
     // the churn starts now: pod deletions (the leases and nodes churn from the start), and SILENT nodes stop, so
     // that the eviction forecast has failing nodes to judge
     api.churn(CHURN);
@@ -108,7 +115,7 @@ async function measure(pods) {
     const deletions = api.stats().deletions;
     const seen = exs.map((e) => e.deleted.size);
     await Promise.all(exs.map((e) => e.quit()));
-    log(`${pods} pods: ${end.map((s, k) => `${FLAG_SETS[k].join(' ') || 'as the CLI runs'} ${s.rssMiB.toFixed(0)} MiB`).join(', ')} at the end; unknown paths asked for: ${api.stats().unknownPaths.join(' ') || 'none'}`);
+    log(`${pods} pods: ${end.map((s, k) => `${RUNS[k].name} ${s.rssMiB.toFixed(0)} MiB`).join(', ')} at the end; unknown paths asked for: ${api.stats().unknownPaths.join(' ') || 'none'}`);
     return { pods, first: [...exs.keys()].map((k) => first.get(k)), synced, end, live, deletions, seen };
   } finally {
     api.close();
@@ -120,7 +127,6 @@ const f1 = (x) => (x === null || x === undefined ? '–' : x.toFixed(1));
 const f2 = (x) => (x === null || x === undefined ? '–' : x.toFixed(2));
 
 function report(rows) {
-  const flagName = (k) => (FLAG_SETS[k].length ? `\`${FLAG_SETS[k].join(' ')}\`` : 'as the CLI runs');
   console.log(`## The executor's memory at scale, against a stand-in apiserver: ${NODES} nodes, ${SIZES.join(' / ')} pods
 
 Command: \`npm run build && node bench/probes-memory.bench.js\` (bench/probes-memory.bench.js; KUBE_RUNBOOK_BENCH_NODE_FLAGS
@@ -139,7 +145,7 @@ ${rows
       const e = r.end[k];
       const cpu = e.cpuSeconds - s.cpuSeconds;
       const j = e.judgeMs['eviction-forecast'];
-      return `| ${r.pods} | ${flagName(k)} | ${f1(s.rssMiB)} MiB | ${f1(s.heapMiB)} MiB | ${f1(e.rssMiB)} MiB | ${f1(e.heapMiB)} MiB | ${f1(r.live[k].heapMiB)} MiB | ${f1(e.peakRssMiB)} MiB | ${f1(cpu)} s (${f1((cpu / (HOLD / 1000)) * 100)} %) | ${f1(Math.max(...Object.values(r.first[k].firstReadingMs)) / 1000)} s | ${f1(e.leaseDelayMs.p99)} ms | ${f1(j.p50)} / ${f1(j.p99)} / ${f1(j.max)} ms (${j.n}×) | ${f1(j.cpu.p50)} / ${f1(j.cpu.p99)} / ${f1(j.cpu.max)} ms | ${j.cpuPerChange ? `${f2(j.cpuPerChange.p50)} / ${f2(j.cpuPerChange.p99)} ms (${j.cpuPerChange.n})` : '–'} | ${r.seen[k]}/${r.deletions} |`;
+      return `| ${r.pods} | ${RUNS[k].name} | ${f1(s.rssMiB)} MiB | ${f1(s.heapMiB)} MiB | ${f1(e.rssMiB)} MiB | ${f1(e.heapMiB)} MiB | ${f1(r.live[k].heapMiB)} MiB | ${f1(e.peakRssMiB)} MiB | ${f1(cpu)} s (${f1((cpu / (HOLD / 1000)) * 100)} %) | ${f1(Math.max(...Object.values(r.first[k].firstReadingMs)) / 1000)} s | ${f1(e.leaseDelayMs.p99)} ms | ${f1(j.p50)} / ${f1(j.p99)} / ${f1(j.max)} ms (${j.n}×) | ${f1(j.cpu.p50)} / ${f1(j.cpu.p99)} / ${f1(j.cpu.max)} ms | ${j.cpuPerChange ? `${f2(j.cpuPerChange.p50)} / ${f2(j.cpuPerChange.p99)} ms (${j.cpuPerChange.n})` : '–'} | ${r.seen[k]}/${r.deletions} |`;
     }),
   )
   .join('\n')}

@@ -29,22 +29,20 @@ async function setup(namespaces?: ReadonlySet<string>) {
     const healthy = new Map<string, number>();
     for (const n of all) if (!(EXCLUDED in n.labels)) healthy.set(zoneOf(n.labels), (healthy.get(zoneOf(n.labels)) ?? 0) + (failing.includes(n) ? 0 : 1));
     const beats = all.filter((n) => !failing.includes(n)).map((n) => lastHeartbeatOf(n, renew(n.name))! + SILENT_AFTER + 1);
+    const podsOf = (name: string) =>
+      inOrder(
+        groupPods(
+          [...pods.store]
+            .filter(([, p]) => p.nodeName === name && p.deletionTimestamp === undefined && (!namespaces || namespaces.has(p.namespace)))
+            .map(([key, p]) => ({ key, node: name, tolerations: p.tolerations })),
+        ),
+      );
     return {
       failing: failing.map((n) => ({ name: n.name, zone: zoneOf(n.labels), leaseRenew: renew(n.name), ready: n.ready })).sort((a, b) => byCodeUnit(a.name, b.name)),
       healthy: Object.fromEntries([...healthy].sort()),
       firstSilence: Math.min(Infinity, ...beats),
-      pods: Object.fromEntries(
-        all.map((n) => [
-          n.name,
-          inOrder(
-            groupPods(
-              [...pods.store]
-              .filter(([, p]) => p.nodeName === n.name && p.deletionTimestamp === undefined && (!namespaces || namespaces.has(p.namespace)))
-                .map(([key, p]) => ({ key, node: n.name, tolerations: p.tolerations })),
-            ),
-          ),
-        ]),
-      ),
+      pods: Object.fromEntries(all.map((n) => [n.name, podsOf(n.name)])),
+      failingPods: Object.fromEntries(failing.map((n) => [n.name, podsOf(n.name)])),
     };
   };
   const actual = (now: number) => {
@@ -54,6 +52,8 @@ async function setup(namespaces?: ReadonlySet<string>) {
       healthy: Object.fromEntries([...f.healthy].sort()),
       firstSilence: f.firstSilence,
       pods: Object.fromEntries([...nodes.store.values()].map((n) => [n.name, inOrder(feed.podsOn(n.name))])),
+      // asked for by the nodes it gave, as the forecast does
+      failingPods: Object.fromEntries(f.nodes.map((n) => [n.name, inOrder(feed.podsOn(n))])),
     };
   };
   return { feed, expected, actual };

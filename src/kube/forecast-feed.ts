@@ -15,8 +15,11 @@ export interface ForecastFeed {
   failing(name: string | undefined, now: number, silentAfter: number, renew?: number): boolean;
   /** The failing nodes as the forecast reads them, the others counted per zone, and the first moment one of the others may go silent. */
   fleet(now: number, silentAfter: number): { nodes: ForecastNode[]; healthy: Map<string, number>; firstSilence: number };
-  /** The pods on the node named that the forecast judges: not being deleted, and in `namespaces` when given. */
-  podsOn(name: string): readonly PodGroup[];
+  /**
+   * The pods on the node named that the forecast judges: not being deleted, and in `namespaces` when given. The same
+   * list again while they stay the same, a new one when one comes or goes (a ForecastMemo keeps its verdicts by list).
+   */
+  podsOn(node: string | ForecastNode): readonly PodGroup[];
 }
 
 interface Beat {
@@ -29,7 +32,20 @@ interface Beat {
   heartbeat?: number;
   created?: number;
   /** What the forecast reads, made when the node first fails after a change of its Node object. */
-  f?: ForecastNode;
+  f?: FedNode;
+  /** Its pods' groups (the entry of groupsOn), so that a judgement does not look them up by name. */
+  pods?: NodePods;
+}
+
+/** A node's pods that count, by tolerations array, and the list of those groups once asked for. */
+interface NodePods {
+  by: Map<SlimToleration[], PodGroup & { keys: string[] }>;
+  list?: PodGroup[];
+}
+
+/** A ForecastNode made by the feed, which knows its Beat. */
+interface FedNode extends ForecastNode {
+  readonly beat: Beat;
 }
 
 const EXCLUDED = 'node.kubernetes.io/exclude-disruption';
@@ -41,13 +57,16 @@ export function forecastFeed(
   o: { namespaces?: ReadonlySet<string>; taintedSince(node: string): number | undefined },
 ): ForecastFeed {
   const beats = new Map<string, Beat>();
+  // Per node its pods' groups, kept by the pods watch: a pod's key is put in (or taken out of) its group's sorted
+  // keys as it comes and goes, so that the first judgement after many nodes fail at once does not group their pods.
+  const groupsOn = new Map<string, NodePods>();
   let zones: Map<string, number> | undefined;
   const put = (n: SlimNode) => {
     const zone = zoneOf(n.labels);
     const excluded = EXCLUDED in n.labels;
     let b = beats.get(n.name);
     if (!b || b.zone !== zone || b.excluded !== excluded) zones = undefined;
-    if (!b) beats.set(n.name, (b = { node: n, renew: leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime, zone, excluded, sound: false }));
+    if (!b) beats.set(n.name, (b = { node: n, renew: leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime, zone, excluded, sound: false, pods: groupsOn.get(n.name) }));
     b.node = n;
     b.zone = zone;
     b.excluded = excluded;
@@ -67,9 +86,6 @@ export function forecastFeed(
     if (b) b.renew = c.type === 'deleted' ? undefined : c.object.renewTime;
   });
 
-  // Per node its pods' groups, kept by the pods watch: a pod's key is put in (or taken out of) its group's sorted
-  // keys as it comes and goes, so that the first judgement after many nodes fail at once does not group their pods.
-  const groupsOn = new Map<string, { by: Map<SlimToleration[], PodGroup & { keys: string[] }>; list?: PodGroup[] }>();
   const counts = (p: SlimPod | undefined): p is SlimPod & { nodeName: string } =>
     p?.nodeName !== undefined && p.deletionTimestamp === undefined && (!o.namespaces || o.namespaces.has(p.namespace));
   const index = (key: string, p: SlimPod | undefined, before: SlimPod | undefined) => {
@@ -78,21 +94,34 @@ export function forecastFeed(
       const g = on?.by.get(before.tolerations);
       if (on && g) {
         const i = sortedIndex(g.keys, key);
-        if (g.keys[i] === key) g.keys.splice(i, 1);
+        if (g.keys[i] === key) {
+          g.keys.splice(i, 1);
+          on.list = undefined;
+        }
         if (g.keys.length === 0) {
           on.by.delete(before.tolerations);
-          on.list = undefined;
-          if (on.by.size === 0) groupsOn.delete(before.nodeName);
+          if (on.by.size === 0) {
+            groupsOn.delete(before.nodeName);
+            const b = beats.get(before.nodeName);
+            if (b) b.pods = undefined;
+          }
         }
       }
     }
     if (counts(p)) {
       let on = groupsOn.get(p.nodeName);
-      if (!on) groupsOn.set(p.nodeName, (on = { by: new Map() }));
+      if (!on) {
+        groupsOn.set(p.nodeName, (on = { by: new Map() }));
+        const b = beats.get(p.nodeName);
+        if (b) b.pods = on;
+      }
       const g = on.by.get(p.tolerations);
       if (g) {
         const i = sortedIndex(g.keys, key);
-        if (g.keys[i] !== key) g.keys.splice(i, 0, key);
+        if (g.keys[i] !== key) {
+          g.keys.splice(i, 0, key);
+          on.list = undefined;
+        }
       } else {
         on.by.set(p.tolerations, { node: p.nodeName, tolerations: p.tolerations, keys: [key] });
         on.list = undefined;
@@ -114,7 +143,7 @@ export function forecastFeed(
   };
   const forecastNode = (b: Beat): ForecastNode => {
     const n = b.node;
-    b.f ??= { name: n.name, zone: b.zone, excluded: b.excluded, created: n.created, ready: n.ready, taints: n.taints };
+    b.f ??= { name: n.name, zone: b.zone, excluded: b.excluded, created: n.created, ready: n.ready, taints: n.taints, beat: b };
     b.f.leaseRenew = b.renew;
     b.f.taintedSince = o.taintedSince(n.name);
     return b.f;
@@ -145,13 +174,15 @@ export function forecastFeed(
       for (const [zone, size] of zoneSizes()) healthy.set(zone, size - (failingIn.get(zone) ?? 0));
       return { nodes: failing, healthy, firstSilence };
     },
-    podsOn(name) {
-      const on = groupsOn.get(name);
+    podsOn(node) {
+      const on = isFed(node) ? node.beat.pods : groupsOn.get(typeof node === 'string' ? node : node.name);
       if (!on) return [];
       return (on.list ??= [...on.by.values()]);
     },
   };
 }
+
+const isFed = (node: string | ForecastNode): node is FedNode => typeof node !== 'string' && 'beat' in node;
 
 /** Where `key` is or goes in the sorted `keys` (code-unit order). */
 function sortedIndex(keys: readonly string[], key: string): number {

@@ -36,6 +36,11 @@ export function outcomeOf(node: FailingNode, tol: number, cutoff: number, frozen
   return node.taintAt + tol >= cutoff ? 'stopped' : 'evicted';
 }
 
+/** When pods with this outcome and toleration time are evicted: the taint's moment and the toleration; NEVER when not. */
+export function evictsAt(o: Outcome, node: FailingNode, tol: number): number {
+  return o === 'kept' || o === 'evicted' ? node.taintAt! + tol : NEVER;
+}
+
 function why(o: Outcome, node: FailingNode, tol: number): string {
   switch (o) {
     case 'frozen':
@@ -71,6 +76,11 @@ export class FirstPods {
   private readonly kept: Kept[] = [];
 
   constructor(private readonly n: number) {}
+
+  /** Whether a pod evicted at `at` (NEVER: not evicted) would be kept now; a group whose first key would not is not offered. */
+  takes(key: string, at: number): boolean {
+    return !Number.isFinite(this.n) || (this.n > 0 && (this.kept.length < this.n || before(key, at, this.kept[this.n - 1]!)));
+  }
 
   offer(keys: readonly string[], at: number, node: FailingNode, tol: number, outcome: Outcome): void {
     const kept = this.kept;
