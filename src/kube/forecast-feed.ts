@@ -16,8 +16,9 @@ export interface ForecastFeed {
   /** The failing nodes as the forecast reads them, the others counted per zone, and the first moment one of the others may go silent. */
   fleet(now: number, silentAfter: number): { nodes: ForecastNode[]; healthy: Map<string, number>; firstSilence: number };
   /**
-   * The pods on the node named that the forecast judges: not being deleted, and in `namespaces` when given. The same
-   * list again while they stay the same, a new one when one comes or goes (a ForecastMemo keeps its verdicts by list).
+   * The pods on a node that the forecast judges: not being deleted, and in `namespaces` when given. The node by name,
+   * or as fleet() gave it (then without a lookup by name: at thousands of failing nodes that lookup was a large part of
+   * a judgement).
    */
   podsOn(node: string | ForecastNode): readonly PodGroup[];
 }
@@ -94,12 +95,10 @@ export function forecastFeed(
       const g = on?.by.get(before.tolerations);
       if (on && g) {
         const i = sortedIndex(g.keys, key);
-        if (g.keys[i] === key) {
-          g.keys.splice(i, 1);
-          on.list = undefined;
-        }
+        if (g.keys[i] === key) g.keys.splice(i, 1);
         if (g.keys.length === 0) {
           on.by.delete(before.tolerations);
+          on.list = undefined;
           if (on.by.size === 0) {
             groupsOn.delete(before.nodeName);
             const b = beats.get(before.nodeName);
@@ -118,10 +117,7 @@ export function forecastFeed(
       const g = on.by.get(p.tolerations);
       if (g) {
         const i = sortedIndex(g.keys, key);
-        if (g.keys[i] !== key) {
-          g.keys.splice(i, 0, key);
-          on.list = undefined;
-        }
+        if (g.keys[i] !== key) g.keys.splice(i, 0, key);
       } else {
         on.by.set(p.tolerations, { node: p.nodeName, tolerations: p.tolerations, keys: [key] });
         on.list = undefined;

@@ -77,11 +77,6 @@ export class FirstPods {
 
   constructor(private readonly n: number) {}
 
-  /** Whether a pod evicted at `at` (NEVER: not evicted) would be kept now; a group whose first key would not is not offered. */
-  takes(key: string, at: number): boolean {
-    return !Number.isFinite(this.n) || (this.n > 0 && (this.kept.length < this.n || before(key, at, this.kept[this.n - 1]!)));
-  }
-
   offer(keys: readonly string[], at: number, node: FailingNode, tol: number, outcome: Outcome): void {
     const kept = this.kept;
     if (!Number.isFinite(this.n)) {

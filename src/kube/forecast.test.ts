@@ -1,16 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  type ForecastInput,
-  ForecastMemo,
-  type ForecastNode,
-  type ForecastPod,
-  type LifecycleSettings,
-  type PodGroup,
-  forecast as forecastGroups,
-  groupPods,
-  isFailing,
-  zoneStateOf,
-} from './forecast.js';
+import { type ForecastInput, type ForecastNode, type ForecastPod, type LifecycleSettings, forecast as forecastGroups, groupPods, isFailing, zoneStateOf } from './forecast.js';
 import type { SlimToleration } from './resources.js';
 import { NOT_READY, UNREACHABLE } from './tolerations.js';
 
@@ -339,57 +328,5 @@ describe('eviction forecast: healthy nodes as counts', () => {
     expect(compared).toBe(400);
     // the fleets mix healthy and failing nodes (and sometimes reach master disruption, or none is failing)
     expect(withHealthy).toBeGreaterThan(300);
-  });
-
-  it('gives the same forecasts with a memo kept from one judgement to the next as without, while the fleet changes and time passes', () => {
-    let judged = 0;
-    let reusedNodes = 0;
-    let failingNodes = 0;
-    for (let seed = 1; seed <= 150; seed++) {
-      const { nodes, pods, options } = fleet(seed);
-      const r = random(seed * 7919);
-      // per node one list of pod groups, passed again until a pod comes or goes (as the feed does)
-      const lists = new Map<string, readonly PodGroup[]>(nodes.map((n) => [n.name, groupPods(pods.filter((p) => p.node === n.name))]));
-      const memo = new ForecastMemo();
-      let previous: Map<string, object> = new Map();
-      let now = NOW;
-      let silentAfterMs = 4_000;
-      for (let step = 0; step < 14; step++) {
-        const failing = nodes.filter((n) => isFailing(n, n.leaseRenew, now, silentAfterMs));
-        const healthy = new Map<string, number>();
-        for (const n of nodes) if (!failing.includes(n) && !n.excluded) healthy.set(n.zone, (healthy.get(n.zone) ?? 0) + 1);
-        const input = { now, settings: lab, nodes: failing, healthy, silentAfterMs, podsOn: (node: ForecastNode) => lists.get(node.name) ?? [], ...options };
-        const kept = forecastGroups({ ...input, memo });
-        expect(kept, `seed ${seed} step ${step}`).toStrictEqual(forecastGroups(input));
-        judged++;
-        failingNodes += kept.nodes.length;
-        for (const f of kept.nodes) if (previous.get(f.name) === f) reusedNodes++;
-        previous = new Map(kept.nodes.map((f) => [f.name, f]));
-
-        // time passes (sometimes not at all), and some nodes and pods change
-        now += r.pick([0, 250, 1_000, 3_000, 9_000]);
-        if (step === 7) silentAfterMs = 6_000;
-        for (let i = 0; i < nodes.length; i++) {
-          const n = nodes[i]!;
-          const change = r.next();
-          // the lease renewed, in place as the feed does
-          if (change < 0.1) n.leaseRenew = now - r.int(500);
-          // the controller's taint's start as seen, in place
-          else if (change < 0.13 && n.taints.length) n.taintedSince = now - s(r.int(5));
-          // a new Node object: marked Unknown, or tainted, or Ready again
-          else if (change < 0.16) nodes[i] = { ...n, ready: { status: 'Unknown', transition: now - r.int(1_000) } };
-          else if (change < 0.18) nodes[i] = { ...n, taints: [{ key: UNREACHABLE, effect: 'NoExecute', timeAdded: now - r.int(2_000) }] };
-          else if (change < 0.2) nodes[i] = { ...n, ready: { status: 'True', heartbeat: now, transition: now }, taints: [] };
-          // a pod comes or goes: a new list of groups for the node
-          else if (change < 0.24) {
-            const mine = pods.filter((p) => p.node === n.name);
-            lists.set(n.name, groupPods(r.next() < 0.5 ? mine.slice(1) : [...mine, pod(`ns/${n.name}-new${step}`, n.name, defaultTolerations(r.pick([0, 30])))]));
-          }
-        }
-      }
-    }
-    expect(judged).toBe(150 * 14);
-    // the memo is used: most failing nodes that did not change are reported by the same object as before
-    expect(reusedNodes).toBeGreaterThan(failingNodes / 4);
   });
 });

@@ -102,8 +102,6 @@ export interface ForecastInput {
   taintsInTheSamePass?: boolean;
   /** Keep only the first n pods in `pods` (by eviction time; atRisk, nodesAtRisk and earliest count them all). */
   podsKept?: number;
-  /** What the previous forecasts of this cluster worked out and the next one may reuse (see ForecastMemo). */
-  memo?: ForecastMemo;
 }
 
 export type ZoneState = 'Normal' | 'PartialDisruption' | 'FullDisruption';
@@ -193,60 +191,9 @@ export function zoneStateOf(notReady: number, size: number, threshold: number): 
   return 'Normal';
 }
 
-/**
- * What successive forecasts of one cluster keep between judgements, so that a judgement redoes only the nodes whose
- * inputs changed: per node what it gives while its Node, its lease renewal, its taint's start and the settings stay
- * the same and the clock has not reached a moment that changes it (it falls silent), and its pod groups' toleration
- * times while its list of groups is the same. At thousands of failing nodes a judgement then reads a few small
- * objects per node instead of each node's Node, conditions, taints and pods, and makes none.
- *
- * A ForecastNode and a list of PodGroups are taken as not changed in place (a caller passes new ones when a Node or a
- * node's pods change), except for `leaseRenew` and `taintedSince`, which are compared.
- */
-export class ForecastMemo {
-  /** @internal per node name the work last done for it */
-  readonly nodes = new Map<string, Work>();
-  /** @internal toleration times by tolerations array, for nodes whose only NoExecute taint is one of the controller's */
-  readonly tolerated = new Map<readonly SlimTaint[], WeakMap<SlimToleration[], number>>();
-  /** @internal the settings the kept work was made with, and a number that changes with them */
-  settings = '';
-  generation = 0;
-  /** @internal forecasts made, to drop the work of nodes no longer passed */
-  judgements = 0;
-}
-
-/** A failing node's pod groups, with their toleration times of the node's NoExecute taints. */
-interface PodVerdicts {
-  list: readonly PodGroup[];
-  taints: readonly SlimTaint[];
-  groups: { group: PodGroup; tol: number; first: string; count: number }[];
-}
-
-/** What a forecast works out for a node: on its own (kept between judgements while it holds), then across the fleet. */
 interface Work {
+  f: NodeForecast;
   node: ForecastNode;
-  /** What it was worked out from besides the node, and the moments it holds for: [from, until]. */
-  renew: number | undefined;
-  taintedSince: number | undefined;
-  generation: number;
-  from: number;
-  until: number;
-  /** The last judgement it was part of. */
-  judgement: number;
-  /** Ready but silent: when its grace period runs out, after which the moments it can go down move with the clock. */
-  readySilentDown?: number;
-  name: string;
-  zone: string;
-  excluded: boolean;
-  lastHeartbeat?: number;
-  silent: boolean;
-  notReady: boolean;
-  notReadyAt: number;
-  tainted: boolean;
-  /** When the controller's NoExecute taint was added, when it is on. */
-  taintedAt?: number;
-  /** When the node went NotReady as its Ready condition says, for master disruption's pass. */
-  transition?: number;
   /** Earliest and latest moment the controller can see the node NotReady (NEVER: stays Ready). */
   downEarly: number;
   downLate: number;
@@ -254,16 +201,6 @@ interface Work {
   eligible: number;
   eligibleLate: number;
   controllerTaint?: SlimTaint;
-  /** The NoExecute taints its pods are judged on (noExecuteOn), once asked for. */
-  noExecute?: readonly SlimTaint[];
-  /** Its pods' verdicts, for the list of groups last passed. */
-  pods?: PodVerdicts;
-  // What one judgement works out for the node across the fleet, set again by each.
-  taintAt?: number;
-  held?: string;
-  keepsTaint?: boolean;
-  /** The NodeForecast last reported, reported again while nothing in it changes. */
-  out?: NodeForecast;
 }
 
 /** A zone's nodes passed (not excluded), its size with the healthy ones counted, and when its nodes go down, sorted. */
@@ -278,33 +215,24 @@ interface Zone {
 
 export function forecast(input: ForecastInput): Forecast {
   const { now, settings: s } = input;
-  const memo = input.memo ?? new ForecastMemo();
   const silentAfter = input.silentAfterMs ?? defaultSilentAfter(s);
   const taintDelay = input.taintsInTheSamePass === false ? s.nodeMonitorPeriodMs : 0;
-  const settingsKey = `${silentAfter} ${taintDelay} ${s.nodeMonitorPeriodMs} ${s.nodeMonitorGracePeriodMs} ${s.nodeStartupGracePeriodMs}`;
-  if (memo.settings !== settingsKey) {
-    memo.settings = settingsKey;
-    memo.generation++;
-  }
   // By name: the order nodes are reported in, and (the sorts below being stable) the order of nodes queued for a
   // taint at the same moment. Callers pass them in that order; the sort only checks it then.
-  const judgement = ++memo.judgements;
-  const work: Work[] = input.nodes.map((node) => workOf(memo, node, now, s, silentAfter, taintDelay, judgement)).sort((a, b) => byCodeUnit(a.name, b.name));
-  if (memo.nodes.size > 2 * work.length + 64) for (const [name, w] of memo.nodes) if (w.judgement !== judgement) memo.nodes.delete(name);
+  const work: Work[] = input.nodes.map((node) => nodeWork(node, now, s, silentAfter, taintDelay)).sort((a, b) => byCodeUnit(a.f.name, b.f.name));
 
   // Zones: only nodes not excluded from disruption checks count, the healthy ones by number. How many of a zone's
   // nodes are NotReady at t, surely (late bound) and possibly (early bound): the moments each node goes down are
   // sorted once per zone, so a count is a binary search, not a pass over the zone's nodes.
   const zones = new Map<string, Zone>();
-  const passed = groupByZone(work.filter((w) => !w.excluded));
+  const passed = groupByZone(work.filter((w) => !w.node.excluded));
   for (const [zone, n] of input.healthy ?? []) if (n > 0 && !passed.has(zone)) passed.set(zone, []);
   for (const [zone, ws] of passed) {
     const size = ws.length + (input.healthy?.get(zone) ?? 0);
     zones.set(zone, { nodes: ws, size, late: sortedTimes(ws, (w) => w.downLate), early: sortedTimes(ws, (w) => w.downEarly), partialFrom: firstPartialCount(size, s.unhealthyZoneThreshold) });
   }
   const zoneList: ZoneForecast[] = [...zones].map(([zone, { nodes, size }]) => {
-    let notReadyNow = 0;
-    for (const w of nodes) if (w.notReady) notReadyNow++;
+    const notReadyNow = nodes.filter((w) => w.f.notReady).length;
     return { zone, size, notReadyNow, stateNow: zoneStateOf(notReadyNow, size, s.unhealthyZoneThreshold) };
   });
   // every zone is surely down from the moment its last node surely is (never while one has a healthy node)
@@ -339,12 +267,12 @@ export function forecast(input: ForecastInput): Forecast {
   // pass stays, and the taint manager evicts on it. So a taint still on a node a while after every zone went down
   // stays. The while: Ready transition times are stored to the second, and the pass itself takes time.
   let keepsTaintsFrom: number | undefined;
-  if (masterAt !== undefined && masterAt <= now && work.some((w) => w.tainted)) {
+  if (masterAt !== undefined && masterAt <= now && work.some((w) => w.f.tainted)) {
     let masterSince = -NEVER;
-    for (const z of zones.values()) for (const w of z.nodes) masterSince = Math.max(masterSince, w.transition ?? -NEVER);
+    for (const z of zones.values()) for (const w of z.nodes) masterSince = Math.max(masterSince, w.node.ready?.transition ?? -NEVER);
     const keptAfter = masterSince + 1000 + s.nodeMonitorPeriodMs;
     if (now < keptAfter) keepsTaintsFrom = keptAfter;
-    else for (const w of work) if (w.tainted) w.keepsTaint = true;
+    else for (const w of work) if (w.f.tainted) w.f.keepsTaint = true;
   }
 
   // Taints, zone by zone, through a token bucket (burst 1) at the zone's rate. The controller queues nodes in the
@@ -358,8 +286,8 @@ export function forecast(input: ForecastInput): Forecast {
     // before it. Nodes are taken in the order they become eligible, so once a taint counts it counts for the rest:
     // a running maximum instead of a pass over every taint for every node (thousands of nodes down at once).
     const ahead = new SortedByLate();
-    if (fastest > 0) for (const w of ws) if (w.tainted && w.taintAt !== undefined) ahead.add(-NEVER, w.taintAt + 1000 / fastest);
-    const queue = ws.filter((w) => !w.tainted && Number.isFinite(w.eligible)).sort((a, b) => a.eligible - b.eligible);
+    if (fastest > 0) for (const w of ws) if (w.f.tainted && w.f.taintAt !== undefined) ahead.add(-NEVER, w.f.taintAt + 1000 / fastest);
+    const queue = ws.filter((w) => !w.f.tainted && Number.isFinite(w.eligible)).sort((a, b) => a.eligible - b.eligible);
     // the moments the zone's rate can change at which it is above 0, worked out if the zone stops tainting (once every
     // zone is surely down nothing is tainted again)
     let taintable: Float64Array | undefined;
@@ -369,43 +297,53 @@ export function forecast(input: ForecastInput): Forecast {
       const rate = rateAt(zone, from);
       const at = rate > 0 ? from : masterSureAt(from) ? undefined : firstAfter((taintable ??= changesOf().filter((t) => rateAt(zone, t) > 0)), from);
       if (at === undefined || (masterAt !== undefined && at >= masterAt)) {
-        w.held = masterAt !== undefined ? 'all zones disrupted: evictions stopped' : 'zone partially disrupted: tainting stopped';
+        w.f.held = masterAt !== undefined ? 'all zones disrupted: evictions stopped' : 'zone partially disrupted: tainting stopped';
         continue;
       }
-      w.taintAt = at;
+      w.f.taintAt = at;
       ahead.add(w.eligibleLate, at + 1000 / (at === from ? rate : rateAt(zone, at)));
     }
   }
 
   // Pods: the taint manager deletes each when its tolerations of the node's NoExecute taints run out. Only pods on
   // failing nodes can be evicted, and a node's pods come in groups sharing one tolerations array (a workload's pods
-  // do: resources.ts interns them): thousands of pods on a node are a handful of verdicts, kept between judgements.
+  // do: resources.ts interns them): thousands of pods on a node are a handful of verdicts.
   const cutoff = masterAt ?? NEVER;
   const frozen = input.controllerRunning === false;
   let atRisk = 0;
   let nodesAtRisk = 0;
   let earliest: Forecast['earliest'];
   const pods = new FirstPods(input.podsKept ?? Infinity);
+  // toleration times by tolerations array, for nodes whose only NoExecute taint is one of the controller's
+  const tolerated = new Map([NOT_READY_TAINTS, UNREACHABLE_TAINTS].map((taints) => [taints, new Map<SlimToleration[], number>()]));
   for (const w of work) {
-    if (!w.silent && !w.notReady && !w.tainted) continue;
-    const list = input.podsOn(w.node);
-    if (list.length === 0) continue;
+    if (!w.f.silent && !w.f.notReady && !w.f.tainted) continue;
+    const groups = input.podsOn(w.node);
+    if (groups.length === 0) continue;
+    const taints = noExecuteOn(w);
+    const known = tolerated.get(taints);
     let nodeAtRisk = false;
-    for (const { group, tol, first, count } of verdictsOf(memo, w, list)) {
-      const outcome = outcomeOf(w, tol, cutoff, frozen);
-      const at = evictsAt(outcome, w, tol);
-      if (pods.takes(first, at)) pods.offer(group.keys, at, w, tol, outcome);
+    for (const g of groups) {
+      if (g.keys.length === 0) continue;
+      let tol = known?.get(g.tolerations);
+      if (tol === undefined) {
+        tol = tolerationMs(g.tolerations, taints);
+        known?.set(g.tolerations, tol);
+      }
+      const outcome = outcomeOf(w.f, tol, cutoff, frozen);
+      const at = evictsAt(outcome, w.f, tol);
+      pods.offer(g.keys, at, w.f, tol, outcome);
       if (at === NEVER) continue;
-      atRisk += count;
+      atRisk += g.keys.length;
       nodeAtRisk = true;
       // the earliest eviction, and of pods evicted at that moment the first by key
-      if (!earliest || at < earliest.at || (at === earliest.at && first < earliest.pod)) earliest = { at, pod: first, node: w.name };
+      if (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod)) earliest = { at, pod: g.keys[0]!, node: w.f.name };
     }
     if (nodeAtRisk) nodesAtRisk++;
   }
   return {
     at: now,
-    nodes: work.map(reported),
+    nodes: work.map((w) => w.f),
     pods: pods.sorted(),
     zones: zoneList.sort((a, b) => byCodeUnit(a.zone, b.zone)),
     masterDisruptionAt: masterAt,
@@ -417,64 +355,12 @@ export function forecast(input: ForecastInput): Forecast {
   };
 }
 
-/** The node's work: kept from an earlier judgement while it holds, else worked out (and kept). */
-function workOf(memo: ForecastMemo, node: ForecastNode, now: number, s: LifecycleSettings, silentAfter: number, taintDelay: number, judgement: number): Work {
-  let w = memo.nodes.get(node.name);
-  if (!w || w.node !== node || w.generation !== memo.generation || w.renew !== node.leaseRenew || w.taintedSince !== node.taintedSince || now < w.from || now > w.until) {
-    w = nodeWork(node, now, s, silentAfter, taintDelay);
-    w.generation = memo.generation;
-    memo.nodes.set(node.name, w);
-  } else if (w.readySilentDown !== undefined) {
-    // past its grace period the controller may see it NotReady at any moment from now
-    w.downEarly = Math.max(w.readySilentDown, now);
-    w.downLate = Math.max(w.readySilentDown + 2 * s.nodeMonitorPeriodMs + 1000, now);
-    w.eligible = w.downEarly + taintDelay;
-    w.eligibleLate = w.downLate + taintDelay;
-  }
-  w.judgement = judgement;
-  w.taintAt = w.taintedAt;
-  w.held = undefined;
-  w.keepsTaint = undefined;
-  return w;
-}
-
-/** The NodeForecast of a judged node: the one reported last time when nothing in it changed (reported ones are never changed). */
-function reported(w: Work): NodeForecast {
-  const o = w.out;
-  if (o && o.taintAt === w.taintAt && o.held === w.held && o.keepsTaint === w.keepsTaint) return o;
-  const f: NodeForecast = { name: w.name, zone: w.zone, lastHeartbeat: w.lastHeartbeat, silent: w.silent, notReady: w.notReady, tainted: w.tainted, taintAt: w.taintAt, notReadyAt: w.notReadyAt };
-  if (w.keepsTaint) f.keepsTaint = true;
-  if (w.held !== undefined) f.held = w.held;
-  return (w.out = f);
-}
-
-/** A node's pod groups with their toleration times of its NoExecute taints, kept while the same list is passed. */
-function verdictsOf(memo: ForecastMemo, w: Work, list: readonly PodGroup[]): PodVerdicts['groups'] {
-  const taints = (w.noExecute ??= noExecuteOn(w));
-  if (w.pods?.list === list && w.pods.taints === taints) return w.pods.groups;
-  // toleration times shared by every node whose only NoExecute taint is one of the controller's
-  let shared = memo.tolerated.get(taints);
-  if (!shared && (taints === NOT_READY_TAINTS || taints === UNREACHABLE_TAINTS)) memo.tolerated.set(taints, (shared = new WeakMap()));
-  const groups: PodVerdicts['groups'] = [];
-  for (const group of list) {
-    if (group.keys.length === 0) continue;
-    let tol = shared?.get(group.tolerations);
-    if (tol === undefined) {
-      tol = tolerationMs(group.tolerations, taints);
-      shared?.set(group.tolerations, tol);
-    }
-    groups.push({ group, tol, first: group.keys[0]!, count: group.keys.length });
-  }
-  w.pods = { list, taints, groups };
-  return groups;
-}
-
 function groupByZone(work: Work[]): Map<string, Work[]> {
   const m = new Map<string, Work[]>();
   for (const w of work) {
-    const ws = m.get(w.zone);
+    const ws = m.get(w.node.zone);
     if (ws) ws.push(w);
-    else m.set(w.zone, [w]);
+    else m.set(w.node.zone, [w]);
   }
   return m;
 }
@@ -553,24 +439,24 @@ function noExecuteOn(w: Work): readonly SlimTaint[] {
   return [...own, c];
 }
 
-/**
- * What a node gives on its own, for any moment from `now` to its `until` as long as its inputs are the same: a node
- * stays as it is until it falls silent. Once a Ready node's grace period runs out, the moments it can go down move
- * with the clock (workOf moves them).
- */
 function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentAfter: number, taintDelay: number): Work {
   const P = s.nodeMonitorPeriodMs;
   const lastHeartbeat = lastHeartbeatOf(node, node.leaseRenew);
   const grace = node.ready ? s.nodeMonitorGracePeriodMs : s.nodeStartupGracePeriodMs;
   const silent = lastHeartbeat === undefined || now - lastHeartbeat > silentAfter;
   const notReady = node.ready?.status !== 'True';
-  const transition = node.ready?.transition;
   const controllerTaintNow = node.taints.find(isControllerTaint);
-  const taintedAt = controllerTaintNow ? (node.taintedSince ?? controllerTaintNow.timeAdded) : undefined;
-  // what is worked out from `now` holds for this moment only
-  let until = lastHeartbeat === undefined || (controllerTaintNow && taintedAt === undefined) || (notReady && transition === undefined) ? now : NEVER;
-  if (!silent) until = Math.min(until, lastHeartbeat! + silentAfter);
+  const f: NodeForecast = {
+    name: node.name,
+    zone: node.zone,
+    lastHeartbeat,
+    silent,
+    notReady,
+    tainted: controllerTaintNow !== undefined,
+    taintAt: controllerTaintNow ? (node.taintedSince ?? controllerTaintNow.timeAdded ?? now) : undefined,
+  };
   const predictedDown = (lastHeartbeat ?? now) + grace;
+  f.notReadyAt = notReady ? (node.ready?.transition ?? now) : predictedDown;
   let downEarly = NEVER;
   let downLate = NEVER;
   let eligible = NEVER;
@@ -580,7 +466,7 @@ function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentA
     downLate = silent || node.ready?.status === 'False' ? -NEVER : NEVER;
     // Ready=False is queued for the taint at once; Unknown at once too, or one pass after the controller set it on
     // versions that read back the condition they wrote (taintDelay)
-    eligible = (transition ?? now) + (node.ready?.status === 'False' ? 0 : taintDelay);
+    eligible = (node.ready?.transition ?? now) + (node.ready?.status === 'False' ? 0 : taintDelay);
   } else if (silent) {
     downEarly = Math.max(predictedDown, now);
     downLate = Math.max(predictedDown + 2 * P + 1000, now);
@@ -588,29 +474,5 @@ function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentA
   }
   const controllerTaint = controllerTaintNow ?? (notReady || silent ? (node.ready?.status === 'False' ? NOT_READY_TAINT : UNREACHABLE_TAINT) : undefined);
   const eligibleLate = Number.isFinite(downLate) && !notReady ? downLate + taintDelay : eligible;
-  return {
-    node,
-    renew: node.leaseRenew,
-    taintedSince: node.taintedSince,
-    generation: 0,
-    from: now,
-    until,
-    judgement: 0,
-    readySilentDown: !notReady && silent ? predictedDown : undefined,
-    name: node.name,
-    zone: node.zone,
-    excluded: node.excluded === true,
-    lastHeartbeat,
-    silent,
-    notReady,
-    notReadyAt: notReady ? (transition ?? now) : predictedDown,
-    tainted: controllerTaintNow !== undefined,
-    taintedAt: controllerTaintNow ? (taintedAt ?? now) : undefined,
-    transition,
-    downEarly,
-    downLate,
-    eligible,
-    eligibleLate,
-    controllerTaint,
-  };
+  return { f, node, downEarly, downLate, eligible, eligibleLate, controllerTaint };
 }

@@ -1,7 +1,7 @@
 import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
-import { ForecastMemo, type ForecastNode, defaultSilentAfter, forecast, isFailing } from '../kube/forecast.js';
+import { type ForecastNode, defaultSilentAfter, forecast, isFailing } from '../kube/forecast.js';
 import { forecastFeed } from '../kube/forecast-feed.js';
 import { trackNodeSelection } from '../kube/node-selection.js';
 import { cannotSee, gated, type ObjectChange, reactive, sameLabels, watching } from '../contract/readings.js';
@@ -68,8 +68,6 @@ export default defineProbe({
       const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
       const taintedSince = trackTaintedSince(nodes, ctx.clock);
       const feed = forecastFeed(nodes, leases, pods, { namespaces, taintedSince });
-      // what a judgement worked out for nodes and pods that did not change since, for the next one
-      const memo = new ForecastMemo();
       // What a judgement reads of the whole fleet is worked out again only when the fleet changes (a node or lease
       // added or gone, labels or lease durations changed), not on every event: at thousands of nodes that would be
       // most of the cost.
@@ -116,7 +114,7 @@ export default defineProbe({
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
           const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
           // the reading lists the first 20 pods to be evicted; the forecast counts them all
-          const f = forecast({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, podsOn, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20, memo });
+          const f = forecast({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, podsOn, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20 });
 
           const failingNodes = f.nodes;
           const e = f.earliest;
