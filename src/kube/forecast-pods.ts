@@ -83,8 +83,10 @@ export class FirstPods {
       for (const key of keys) kept.push({ key, at, node, tol, outcome });
       return;
     }
+    // most groups come after the last one kept by their moment alone: decided without reading their keys
+    if (kept.length === this.n && (this.n === 0 || at > kept[this.n - 1]!.at)) return;
     for (const key of keys) {
-      if (kept.length === this.n && (this.n === 0 || !before(key, at, kept[this.n - 1]!))) return;
+      if (kept.length === this.n && !before(key, at, kept[this.n - 1]!)) return;
       let i = kept.length;
       while (i > 0 && before(key, at, kept[i - 1]!)) i--;
       kept.splice(i, 0, { key, at, node, tol, outcome });

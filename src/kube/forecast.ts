@@ -191,22 +191,57 @@ export function zoneStateOf(notReady: number, size: number, threshold: number): 
   return 'Normal';
 }
 
-interface Work {
-  f: NodeForecast;
-  node: ForecastNode;
+/** What a node's flags in a judgement say (Judged.flags). */
+const SILENT = 1;
+const NOT_READY_NOW = 2;
+const TAINTED = 4;
+const EXCLUDED = 8;
+const KEEPS_TAINT = 16;
+const FAILING = SILENT | NOT_READY_NOW | TAINTED;
+
+/** Why a node's taint is not coming (Judged.held): none, or one of these. */
+const HELD = ['', 'all zones disrupted: evictions stopped', 'zone partially disrupted: tainting stopped'] as const;
+
+/**
+ * What a judgement works out per node, by the node's place in name order, in typed arrays rather than an object per
+ * node: with thousands of nodes failing at once a judgement is bound by reading memory, and each pass below reads
+ * only the few numbers it needs, side by side. Times are in ms; NaN stands for none.
+ */
+class Judged {
+  readonly flags: Uint8Array;
+  readonly held: Uint8Array;
+  /** The node's zone, an index into the judgement's zone names. */
+  readonly zone: Int32Array;
+  readonly lastHeartbeat: Float64Array;
+  readonly notReadyAt: Float64Array;
   /** Earliest and latest moment the controller can see the node NotReady (NEVER: stays Ready). */
-  downEarly: number;
-  downLate: number;
+  readonly downEarly: Float64Array;
+  readonly downLate: Float64Array;
   /** The earliest and the latest moment it can be queued for the NoExecute taint. */
-  eligible: number;
-  eligibleLate: number;
-  controllerTaint?: SlimTaint;
+  readonly eligible: Float64Array;
+  readonly eligibleLate: Float64Array;
+  /** When its NoExecute taint was added, or can be at the earliest. */
+  readonly taintAt: Float64Array;
+  /** The controller's NoExecute taint on it, had or to come. */
+  readonly controllerTaint: (SlimTaint | undefined)[];
+
+  constructor(n: number) {
+    const bytes = new ArrayBuffer(n * (7 * 8 + 4 + 2));
+    const times = (k: number) => new Float64Array(bytes, k * n * 8, n);
+    [this.lastHeartbeat, this.notReadyAt, this.downEarly, this.downLate, this.eligible, this.eligibleLate, this.taintAt] = [0, 1, 2, 3, 4, 5, 6].map(times) as [Float64Array, Float64Array, Float64Array, Float64Array, Float64Array, Float64Array, Float64Array];
+    this.zone = new Int32Array(bytes, 7 * n * 8, n);
+    this.flags = new Uint8Array(bytes, 7 * n * 8 + 4 * n, n);
+    this.held = new Uint8Array(bytes, 7 * n * 8 + 5 * n, n);
+    this.controllerTaint = new Array<SlimTaint | undefined>(n);
+  }
 }
 
-/** A zone's nodes passed (not excluded), its size with the healthy ones counted, and when its nodes go down, sorted. */
+/** A zone's passed nodes (not excluded) counted, its size with the healthy ones, and when its nodes go down, sorted. */
 interface Zone {
-  nodes: Work[];
+  name: string;
   size: number;
+  passed: number;
+  notReadyNow: number;
   late: Float64Array;
   early: Float64Array;
   /** The fewest NotReady nodes that make it partially disrupted. */
@@ -217,26 +252,63 @@ export function forecast(input: ForecastInput): Forecast {
   const { now, settings: s } = input;
   const silentAfter = input.silentAfterMs ?? defaultSilentAfter(s);
   const taintDelay = input.taintsInTheSamePass === false ? s.nodeMonitorPeriodMs : 0;
-  // By name: the order nodes are reported in, and (the sorts below being stable) the order of nodes queued for a
-  // taint at the same moment. Callers pass them in that order; the sort only checks it then.
-  const work: Work[] = input.nodes.map((node) => nodeWork(node, now, s, silentAfter, taintDelay)).sort((a, b) => byCodeUnit(a.f.name, b.f.name));
+  // By name: the order nodes are reported in, and the order of nodes queued for a taint at the same moment. Callers
+  // pass them in that order; then it is only checked.
+  const nodes = byName(input.nodes);
+  const n = nodes.length;
+  const j = new Judged(n);
+  const zoneIds = new Map<string, number>();
+  const zoneNames: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const node = nodes[i]!;
+    judgeNode(j, i, node, now, s, silentAfter, taintDelay);
+    let z = zoneIds.get(node.zone);
+    if (z === undefined) {
+      zoneIds.set(node.zone, (z = zoneNames.length));
+      zoneNames.push(node.zone);
+    }
+    j.zone[i] = z;
+  }
+  // The nodes of each zone in name order: byZone[zoneStart[z]] to byZone[zoneStart[z + 1] - 1].
+  const zoneStart = new Int32Array(zoneNames.length + 1);
+  for (let i = 0; i < n; i++) zoneStart[j.zone[i]! + 1]!++;
+  for (let z = 0; z < zoneNames.length; z++) zoneStart[z + 1]! += zoneStart[z]!;
+  const byZone = new Int32Array(n);
+  const filled = zoneStart.slice(0, zoneNames.length);
+  for (let i = 0; i < n; i++) byZone[filled[j.zone[i]!]!++] = i;
 
   // Zones: only nodes not excluded from disruption checks count, the healthy ones by number. How many of a zone's
   // nodes are NotReady at t, surely (late bound) and possibly (early bound): the moments each node goes down are
   // sorted once per zone, so a count is a binary search, not a pass over the zone's nodes.
-  const zones = new Map<string, Zone>();
-  const passed = groupByZone(work.filter((w) => !w.node.excluded));
-  for (const [zone, n] of input.healthy ?? []) if (n > 0 && !passed.has(zone)) passed.set(zone, []);
-  for (const [zone, ws] of passed) {
-    const size = ws.length + (input.healthy?.get(zone) ?? 0);
-    zones.set(zone, { nodes: ws, size, late: sortedTimes(ws, (w) => w.downLate), early: sortedTimes(ws, (w) => w.downEarly), partialFrom: firstPartialCount(size, s.unhealthyZoneThreshold) });
+  const zoneOf: (Zone | undefined)[] = [];
+  for (const [name, healthy] of input.healthy ?? []) if (healthy > 0 && !zoneIds.has(name)) zoneIds.set(name, zoneNames.push(name) - 1);
+  for (let z = 0; z < zoneNames.length; z++) {
+    const name = zoneNames[z]!;
+    let passed = 0;
+    let notReadyNow = 0;
+    for (let k = zoneStart[z] ?? 0; k < (zoneStart[z + 1] ?? 0); k++) {
+      const flags = j.flags[byZone[k]!]!;
+      if (flags & EXCLUDED) continue;
+      passed++;
+      if (flags & NOT_READY_NOW) notReadyNow++;
+    }
+    const size = passed + (input.healthy?.get(name) ?? 0);
+    if (passed === 0 && size <= 0) continue;
+    const late = new Float64Array(passed);
+    const early = new Float64Array(passed);
+    let m = 0;
+    for (let k = zoneStart[z] ?? 0; k < (zoneStart[z + 1] ?? 0); k++) {
+      const i = byZone[k]!;
+      if (j.flags[i]! & EXCLUDED) continue;
+      late[m] = j.downLate[i]!;
+      early[m++] = j.downEarly[i]!;
+    }
+    zoneOf[z] = { name, size, passed, notReadyNow, late: late.sort(), early: early.sort(), partialFrom: firstPartialCount(size, s.unhealthyZoneThreshold) };
   }
-  const zoneList: ZoneForecast[] = [...zones].map(([zone, { nodes, size }]) => {
-    const notReadyNow = nodes.filter((w) => w.f.notReady).length;
-    return { zone, size, notReadyNow, stateNow: zoneStateOf(notReadyNow, size, s.unhealthyZoneThreshold) };
-  });
+  const zones = zoneOf.filter((z) => z !== undefined);
   // every zone is surely down from the moment its last node surely is (never while one has a healthy node)
-  const everyZoneDownAt = zones.size > 0 ? Math.max(...[...zones.values()].map((z) => (z.size > z.nodes.length ? NEVER : (z.late[z.late.length - 1] ?? -NEVER)))) : NEVER;
+  let everyZoneDownAt = zones.length > 0 ? -NEVER : NEVER;
+  for (const z of zones) everyZoneDownAt = Math.max(everyZoneDownAt, z.size > z.passed ? NEVER : (z.late[z.passed - 1] ?? -NEVER));
   const masterSureAt = (t: number) => t >= everyZoneDownAt;
   const rateFor = (state: ZoneState, size: number) =>
     state === 'PartialDisruption' ? (size > s.largeClusterSizeThreshold ? s.secondaryNodeEvictionRate : 0) : s.nodeEvictionRate;
@@ -256,7 +328,15 @@ export function forecast(input: ForecastInput): Forecast {
   };
   // The moments a zone's rate can change, sorted; needed only when a zone stops tainting for a while.
   let changes: Float64Array | undefined;
-  const changesOf = () => (changes ??= sortedTimes(work, (w) => w.downEarly, (w) => w.downLate).filter(Number.isFinite));
+  const changesOf = () => {
+    if (!changes) {
+      const ts = new Float64Array(2 * n);
+      ts.set(j.downEarly);
+      ts.set(j.downLate, n);
+      changes = ts.sort().filter(Number.isFinite);
+    }
+    return changes;
+  };
 
   // Master disruption: when it is sure (from the moment the last zone surely goes down), taints go and no eviction
   // happens after it.
@@ -267,43 +347,56 @@ export function forecast(input: ForecastInput): Forecast {
   // pass stays, and the taint manager evicts on it. So a taint still on a node a while after every zone went down
   // stays. The while: Ready transition times are stored to the second, and the pass itself takes time.
   let keepsTaintsFrom: number | undefined;
-  if (masterAt !== undefined && masterAt <= now && work.some((w) => w.f.tainted)) {
+  if (masterAt !== undefined && masterAt <= now && j.flags.some((flags) => (flags & TAINTED) !== 0)) {
     let masterSince = -NEVER;
-    for (const z of zones.values()) for (const w of z.nodes) masterSince = Math.max(masterSince, w.node.ready?.transition ?? -NEVER);
+    for (let i = 0; i < n; i++) if (!(j.flags[i]! & EXCLUDED)) masterSince = Math.max(masterSince, nodes[i]!.ready?.transition ?? -NEVER);
     const keptAfter = masterSince + 1000 + s.nodeMonitorPeriodMs;
     if (now < keptAfter) keepsTaintsFrom = keptAfter;
-    else for (const w of work) if (w.f.tainted) w.f.keepsTaint = true;
+    else for (let i = 0; i < n; i++) if (j.flags[i]! & TAINTED) j.flags[i]! |= KEEPS_TAINT;
   }
 
   // Taints, zone by zone, through a token bucket (burst 1) at the zone's rate. The controller queues nodes in the
   // order it sees them NotReady; only a node surely queued before another delays it (nodes seen in the same
   // window may go in any order, so each is given the earliest place it can have).
-  for (const [name, ws] of input.controllerRunning === false ? [] : groupByZone(work)) {
-    const zone = zones.get(name);
+  const zonesWithNodes = input.controllerRunning === false ? 0 : zoneStart.length - 1;
+  for (let z = 0; z < zonesWithNodes; z++) {
+    const zone = zoneOf[z];
+    const members = byZone.subarray(zoneStart[z], zoneStart[z + 1]);
     // The bucket refills from each taint seen; the fastest rate the zone may have had makes it earliest.
     const fastest = Math.max(s.nodeEvictionRate, s.secondaryNodeEvictionRate);
     // Taints ahead in the queue, by the latest moment each node was queued; a node is delayed by those surely queued
     // before it. Nodes are taken in the order they become eligible, so once a taint counts it counts for the rest:
     // a running maximum instead of a pass over every taint for every node (thousands of nodes down at once).
-    const ahead = new SortedByLate();
-    if (fastest > 0) for (const w of ws) if (w.f.tainted && w.f.taintAt !== undefined) ahead.add(-NEVER, w.f.taintAt + 1000 / fastest);
-    const queue = ws.filter((w) => !w.f.tainted && Number.isFinite(w.eligible)).sort((a, b) => a.eligible - b.eligible);
+    const ahead = new SortedByLate(members.length);
+    let queued = 0;
+    const queue = new Int32Array(members.length);
+    for (const i of members) {
+      if (j.flags[i]! & TAINTED) {
+        if (fastest > 0) ahead.add(-NEVER, j.taintAt[i]! + 1000 / fastest);
+      } else if (Number.isFinite(j.eligible[i]!)) queue[queued++] = i;
+    }
+    // by the moment each becomes eligible, then by name
+    const eligible = j.eligible;
+    const when = new Float64Array(queued);
+    for (let k = 0; k < queued; k++) when[k] = eligible[queue[k]!]!;
+    const order = ascending(when).map((k) => queue[k]!);
     // the moments the zone's rate can change at which it is above 0, worked out if the zone stops tainting (once every
     // zone is surely down nothing is tainted again)
     let taintable: Float64Array | undefined;
-    for (const w of queue) {
-      const nextToken = ahead.latestNextBefore(w.eligible);
-      const from = Math.max(w.eligible, nextToken);
+    for (const i of order) {
+      const nextToken = ahead.latestNextBefore(eligible[i]!);
+      const from = Math.max(eligible[i]!, nextToken);
       const rate = rateAt(zone, from);
       const at = rate > 0 ? from : masterSureAt(from) ? undefined : firstAfter((taintable ??= changesOf().filter((t) => rateAt(zone, t) > 0)), from);
       if (at === undefined || (masterAt !== undefined && at >= masterAt)) {
-        w.f.held = masterAt !== undefined ? 'all zones disrupted: evictions stopped' : 'zone partially disrupted: tainting stopped';
+        j.held[i] = masterAt !== undefined ? 1 : 2;
         continue;
       }
-      w.f.taintAt = at;
-      ahead.add(w.eligibleLate, at + 1000 / (at === from ? rate : rateAt(zone, at)));
+      j.taintAt[i] = at;
+      ahead.add(j.eligibleLate[i]!, at + 1000 / (at === from ? rate : rateAt(zone, at)));
     }
   }
+  const reported = nodes.map((node, i) => nodeForecast(j, i, node));
 
   // Pods: the taint manager deletes each when its tolerations of the node's NoExecute taints run out. Only pods on
   // failing nodes can be evicted, and a node's pods come in groups sharing one tolerations array (a workload's pods
@@ -316,11 +409,13 @@ export function forecast(input: ForecastInput): Forecast {
   const pods = new FirstPods(input.podsKept ?? Infinity);
   // toleration times by tolerations array, for nodes whose only NoExecute taint is one of the controller's
   const tolerated = new Map([NOT_READY_TAINTS, UNREACHABLE_TAINTS].map((taints) => [taints, new Map<SlimToleration[], number>()]));
-  for (const w of work) {
-    if (!w.f.silent && !w.f.notReady && !w.f.tainted) continue;
-    const groups = input.podsOn(w.node);
+  for (let i = 0; i < n; i++) {
+    if (!(j.flags[i]! & FAILING)) continue;
+    const node = nodes[i]!;
+    const groups = input.podsOn(node);
     if (groups.length === 0) continue;
-    const taints = noExecuteOn(w);
+    const f = reported[i]!;
+    const taints = noExecuteOn(node, j.controllerTaint[i]);
     const known = tolerated.get(taints);
     let nodeAtRisk = false;
     for (const g of groups) {
@@ -330,22 +425,22 @@ export function forecast(input: ForecastInput): Forecast {
         tol = tolerationMs(g.tolerations, taints);
         known?.set(g.tolerations, tol);
       }
-      const outcome = outcomeOf(w.f, tol, cutoff, frozen);
-      const at = evictsAt(outcome, w.f, tol);
-      pods.offer(g.keys, at, w.f, tol, outcome);
+      const outcome = outcomeOf(f, tol, cutoff, frozen);
+      const at = evictsAt(outcome, f, tol);
+      pods.offer(g.keys, at, f, tol, outcome);
       if (at === NEVER) continue;
       atRisk += g.keys.length;
       nodeAtRisk = true;
       // the earliest eviction, and of pods evicted at that moment the first by key
-      if (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod)) earliest = { at, pod: g.keys[0]!, node: w.f.name };
+      if (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod)) earliest = { at, pod: g.keys[0]!, node: f.name };
     }
     if (nodeAtRisk) nodesAtRisk++;
   }
   return {
     at: now,
-    nodes: work.map((w) => w.f),
+    nodes: reported,
     pods: pods.sorted(),
-    zones: zoneList.sort((a, b) => byCodeUnit(a.zone, b.zone)),
+    zones: zones.map(({ name, size, notReadyNow }) => ({ zone: name, size, notReadyNow, stateNow: zoneStateOf(notReadyNow, size, s.unhealthyZoneThreshold) })).sort((a, b) => byCodeUnit(a.zone, b.zone)),
     masterDisruptionAt: masterAt,
     earliest,
     atRisk,
@@ -355,22 +450,39 @@ export function forecast(input: ForecastInput): Forecast {
   };
 }
 
-function groupByZone(work: Work[]): Map<string, Work[]> {
-  const m = new Map<string, Work[]>();
-  for (const w of work) {
-    const ws = m.get(w.node.zone);
-    if (ws) ws.push(w);
-    else m.set(w.node.zone, [w]);
-  }
-  return m;
+/** The nodes by name: as given when they are in that order already (the callers' case), else sorted. */
+function byName(nodes: ForecastNode[]): readonly ForecastNode[] {
+  for (let i = 1; i < nodes.length; i++) if (!(nodes[i - 1]!.name < nodes[i]!.name)) return [...nodes].sort((a, b) => byCodeUnit(a.name, b.name));
+  return nodes;
 }
 
-/** The moments the `at`s pick from each of `ws`, in ascending order. */
-function sortedTimes(ws: Work[], ...at: ((w: Work) => number)[]): Float64Array {
-  const ts = new Float64Array(ws.length * at.length);
-  let n = 0;
-  for (const pick of at) for (const w of ws) ts[n++] = pick(w);
-  return ts.sort();
+/**
+ * The places 0..n-1 of `keys` in ascending order of key, equal keys in order of place (a stable sort): the keys sorted
+ * natively and each one's place found by a binary search, which at thousands of keys costs a fraction of a sort that
+ * calls back for every comparison.
+ */
+function ascending(keys: Float64Array): Int32Array {
+  const sorted = keys.slice().sort();
+  // how many keys equal to the one first at each place have been placed
+  const placed = new Int32Array(keys.length);
+  const order = new Int32Array(keys.length);
+  for (let k = 0; k < keys.length; k++) {
+    const first = countBelow(sorted, keys[k]!);
+    order[first + placed[first]!++] = k;
+  }
+  return order;
+}
+
+/** How many of the sorted `xs` are below t. */
+function countBelow(xs: ArrayLike<number>, t: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (xs[mid]! < t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** How many of the sorted `xs` are at most t. */
@@ -398,10 +510,17 @@ function firstPartialCount(size: number, threshold: number): number {
 
 /** Entries (late, next) taken in order of `late`: the largest `next` of those whose `late` is before a moment. */
 class SortedByLate {
-  private readonly lates: number[] = [];
-  private readonly nexts: number[] = [];
+  private readonly lates: Float64Array;
+  private readonly nexts: Float64Array;
+  private size = 0;
   private taken = 0;
   private best = -NEVER;
+
+  /** At most `capacity` entries are added. */
+  constructor(capacity: number) {
+    this.lates = new Float64Array(capacity);
+    this.nexts = new Float64Array(capacity);
+  }
 
   add(late: number, next: number): void {
     if (this.taken > 0 && late < this.lates[this.taken - 1]!) {
@@ -409,15 +528,21 @@ class SortedByLate {
       this.best = Math.max(this.best, next);
       return;
     }
-    let i = this.lates.length;
+    // nodes come in the order they become eligible, so mostly after the others
+    let i = this.size;
     while (i > this.taken && this.lates[i - 1]! > late) i--;
-    this.lates.splice(i, 0, late);
-    this.nexts.splice(i, 0, next);
+    if (i < this.size) {
+      this.lates.copyWithin(i + 1, i, this.size);
+      this.nexts.copyWithin(i + 1, i, this.size);
+    }
+    this.lates[i] = late;
+    this.nexts[i] = next;
+    this.size++;
   }
 
   /** The largest `next` of the entries whose `late` < t; t never decreases from one call to the next. */
   latestNextBefore(t: number): number {
-    while (this.taken < this.lates.length && this.lates[this.taken]! < t) this.best = Math.max(this.best, this.nexts[this.taken++]!);
+    while (this.taken < this.size && this.lates[this.taken]! < t) this.best = Math.max(this.best, this.nexts[this.taken++]!);
     return this.best;
   }
 }
@@ -428,51 +553,75 @@ const UNREACHABLE_TAINT: Readonly<SlimTaint> = Object.freeze({ key: UNREACHABLE,
 
 const NOT_READY_TAINTS: readonly SlimTaint[] = Object.freeze([NOT_READY_TAINT]);
 const UNREACHABLE_TAINTS: readonly SlimTaint[] = Object.freeze([UNREACHABLE_TAINT]);
+const NO_TAINTS: readonly SlimTaint[] = Object.freeze([]);
 
-/** The NoExecute taints a failing node's pods are judged on: its own, and the controller's, had or to come. */
-function noExecuteOn(w: Work): readonly SlimTaint[] {
-  const own = w.node.taints.filter((t) => t.effect === 'NoExecute' && !isControllerTaint(t));
-  const c = w.controllerTaint;
-  if (!c) return own;
+/** The NoExecute taints a failing node's pods are judged on: its own, and the controller's (`c`), had or to come. */
+function noExecuteOn(node: ForecastNode, c: SlimTaint | undefined): readonly SlimTaint[] {
+  let own: SlimTaint[] | undefined;
+  for (const t of node.taints) if (t.effect === 'NoExecute' && !isControllerTaint(t)) (own ??= []).push(t);
+  if (!c) return own ?? NO_TAINTS;
   // the usual case: one of two arrays shared by every node, so that toleration times are worked out once for all
-  if (own.length === 0 && c.value === undefined) return c.key === NOT_READY ? NOT_READY_TAINTS : UNREACHABLE_TAINTS;
-  return [...own, c];
+  if (!own && c.value === undefined) return c.key === NOT_READY ? NOT_READY_TAINTS : UNREACHABLE_TAINTS;
+  return [...(own ?? []), c];
 }
 
-function nodeWork(node: ForecastNode, now: number, s: LifecycleSettings, silentAfter: number, taintDelay: number): Work {
+/** Works out node `i`'s times and flags in `j`. */
+function judgeNode(j: Judged, i: number, node: ForecastNode, now: number, s: LifecycleSettings, silentAfter: number, taintDelay: number): void {
   const P = s.nodeMonitorPeriodMs;
+  const ready = node.ready;
   const lastHeartbeat = lastHeartbeatOf(node, node.leaseRenew);
-  const grace = node.ready ? s.nodeMonitorGracePeriodMs : s.nodeStartupGracePeriodMs;
+  const grace = ready ? s.nodeMonitorGracePeriodMs : s.nodeStartupGracePeriodMs;
   const silent = lastHeartbeat === undefined || now - lastHeartbeat > silentAfter;
-  const notReady = node.ready?.status !== 'True';
-  const controllerTaintNow = node.taints.find(isControllerTaint);
-  const f: NodeForecast = {
-    name: node.name,
-    zone: node.zone,
-    lastHeartbeat,
-    silent,
-    notReady,
-    tainted: controllerTaintNow !== undefined,
-    taintAt: controllerTaintNow ? (node.taintedSince ?? controllerTaintNow.timeAdded ?? now) : undefined,
-  };
+  const notReady = ready?.status !== 'True';
+  let controllerTaintNow: SlimTaint | undefined;
+  for (const t of node.taints)
+    if (isControllerTaint(t)) {
+      controllerTaintNow = t;
+      break;
+    }
+  j.flags[i] = (silent ? SILENT : 0) | (notReady ? NOT_READY_NOW : 0) | (controllerTaintNow ? TAINTED : 0) | (node.excluded ? EXCLUDED : 0);
+  j.lastHeartbeat[i] = lastHeartbeat ?? NaN;
+  j.taintAt[i] = controllerTaintNow ? (node.taintedSince ?? controllerTaintNow.timeAdded ?? now) : NaN;
   const predictedDown = (lastHeartbeat ?? now) + grace;
-  f.notReadyAt = notReady ? (node.ready?.transition ?? now) : predictedDown;
+  j.notReadyAt[i] = notReady ? (ready?.transition ?? now) : predictedDown;
   let downEarly = NEVER;
   let downLate = NEVER;
   let eligible = NEVER;
   if (notReady) {
     // Counted NotReady from now on; with heartbeats back (Unknown but renewing) it may turn Ready any moment.
     downEarly = -NEVER;
-    downLate = silent || node.ready?.status === 'False' ? -NEVER : NEVER;
+    downLate = silent || ready?.status === 'False' ? -NEVER : NEVER;
     // Ready=False is queued for the taint at once; Unknown at once too, or one pass after the controller set it on
     // versions that read back the condition they wrote (taintDelay)
-    eligible = (node.ready?.transition ?? now) + (node.ready?.status === 'False' ? 0 : taintDelay);
+    eligible = (ready?.transition ?? now) + (ready?.status === 'False' ? 0 : taintDelay);
   } else if (silent) {
     downEarly = Math.max(predictedDown, now);
     downLate = Math.max(predictedDown + 2 * P + 1000, now);
     eligible = downEarly + taintDelay;
   }
-  const controllerTaint = controllerTaintNow ?? (notReady || silent ? (node.ready?.status === 'False' ? NOT_READY_TAINT : UNREACHABLE_TAINT) : undefined);
-  const eligibleLate = Number.isFinite(downLate) && !notReady ? downLate + taintDelay : eligible;
-  return { f, node, downEarly, downLate, eligible, eligibleLate, controllerTaint };
+  j.downEarly[i] = downEarly;
+  j.downLate[i] = downLate;
+  j.eligible[i] = eligible;
+  j.eligibleLate[i] = Number.isFinite(downLate) && !notReady ? downLate + taintDelay : eligible;
+  j.controllerTaint[i] = controllerTaintNow ?? (notReady || silent ? (ready?.status === 'False' ? NOT_READY_TAINT : UNREACHABLE_TAINT) : undefined);
+}
+
+/** Node `i` as the forecast reports it. */
+function nodeForecast(j: Judged, i: number, node: ForecastNode): NodeForecast {
+  const flags = j.flags[i]!;
+  const last = j.lastHeartbeat[i]!;
+  const taintAt = j.taintAt[i]!;
+  const f: NodeForecast = {
+    name: node.name,
+    zone: node.zone,
+    lastHeartbeat: Number.isNaN(last) ? undefined : last,
+    silent: (flags & SILENT) !== 0,
+    notReady: (flags & NOT_READY_NOW) !== 0,
+    tainted: (flags & TAINTED) !== 0,
+    taintAt: Number.isNaN(taintAt) ? undefined : taintAt,
+    notReadyAt: j.notReadyAt[i]!,
+  };
+  if (flags & KEEPS_TAINT) f.keepsTaint = true;
+  if (j.held[i]) f.held = HELD[j.held[i]!];
+  return f;
 }
