@@ -1,6 +1,7 @@
 // The eviction forecast's judgement on its own (src/kube/forecast.ts), as the probe calls it: a fleet of N nodes in
 // 3 zones of which F are failing (silent, NotReady or tainted; the rest passed as counts per zone), 30 pods on each
-// node in 3 workloads' tolerations, the first 20 pods kept. Each size is judged J times with the clock moving 250 ms
+// node in 3 workloads' tolerations, the first 20 pods and the first 100 nodes kept (builds from before nodesKept
+// report every node). Each size is judged J times with the clock moving 250 ms
 // between judgements (the probe judges at most 4 times a second), after a warm-up; garbage collections during the
 // timed judgements are counted in.
 //
@@ -113,7 +114,7 @@ for (const failing of FAILING) {
     for (let k = 0; k < sides.length; k++) {
       const i = (j + k) % sides.length;
       const t0 = performance.now();
-      const f = sides[i].forecast({ now, settings: SETTINGS, nodes, healthy, pods: groups, podsOn, silentAfterMs: SILENT_AFTER, controllerRunning: true, taintsInTheSamePass: true, podsKept: 20 });
+      const f = sides[i].forecast({ now, settings: SETTINGS, nodes, healthy, pods: groups, podsOn, silentAfterMs: SILENT_AFTER, controllerRunning: true, taintsInTheSamePass: true, podsKept: 20, nodesKept: 100 });
       const ms = performance.now() - t0;
       if (j >= WARM_UP) {
         times[i].push(ms);
@@ -137,7 +138,7 @@ console.log(`## The eviction forecast's judgement: ${NODES.toLocaleString('en')}
 Command: \`npm run build && node bench/forecast.bench.js\` (bench/forecast.bench.js). src/kube/forecast.ts as the
 eviction-forecast probe calls it, on one thread and nothing else: ${NODES} nodes in ${ZONES.length} zones, the failing ones
 passed (three quarters silent 20–50 s and still Ready, a fifth Unknown, half of those tainted, the rest Ready=False),
-the others as counts per zone; 30 pods per node in three workloads' tolerations; the first 20 pods kept.
+the others as counts per zone; 30 pods per node in three workloads' tolerations; the first 20 pods and 100 nodes kept.
 ${JUDGEMENTS} judgements per size, the clock 250 ms further each time, after ${WARM_UP} to warm up; garbage
 collections during them counted in. Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}.
 Date: ${new Date().toISOString().slice(0, 10)}.

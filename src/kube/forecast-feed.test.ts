@@ -4,6 +4,7 @@ import { byCodeUnit } from '../core/order.js';
 import { type PodGroup, groupPods, isFailing, lastHeartbeatOf } from './forecast.js';
 import { forecastFeed } from './forecast-feed.js';
 import { NODE_LEASE_NAMESPACE, paths, watchSpecs, zoneOf } from './resources.js';
+import { NOT_READY, UNREACHABLE } from './tolerations.js';
 
 let t: ProbeTester;
 afterEach(async () => t.close());
@@ -11,6 +12,9 @@ afterEach(async () => t.close());
 const SILENT_AFTER = 4_000;
 const ZONE = 'topology.kubernetes.io/zone';
 const EXCLUDED = 'node.kubernetes.io/exclude-disruption';
+
+/** When the taint on a node was first seen, as the probe tracks it: here a number made from its name. */
+const sinceOf = (name: string) => 1_000 * name.charCodeAt(0) + name.length;
 
 /** Groups in the order of their first keys (the order a node's groups come in does not matter). */
 const inOrder = (gs: readonly PodGroup[]) => [...gs].sort((a, b) => byCodeUnit(a.keys[0]!, b.keys[0]!));
@@ -20,7 +24,7 @@ async function setup(namespaces?: ReadonlySet<string>) {
   const leases = t.kube.watches.watch(watchSpecs.nodeLeases());
   const pods = t.kube.watches.watch(watchSpecs.pods());
   await t.clock.runUntil(() => [nodes, leases, pods].every((w) => w.freshness().synced), 10_000, 10);
-  const feed = forecastFeed(nodes, leases, pods, { namespaces, taintedSince: () => undefined });
+  const feed = forecastFeed(nodes, leases, pods, { namespaces, taintedSince: sinceOf });
   /** The same, worked out from the watches' stores in one pass over every node, lease and pod. */
   const expected = (now: number) => {
     const renew = (name: string) => leases.store.get(`${NODE_LEASE_NAMESPACE}/${name}`)?.renewTime;
@@ -28,7 +32,8 @@ async function setup(namespaces?: ReadonlySet<string>) {
     const failing = all.filter((n) => isFailing(n, renew(n.name), now, SILENT_AFTER));
     const healthy = new Map<string, number>();
     for (const n of all) if (!(EXCLUDED in n.labels)) healthy.set(zoneOf(n.labels), (healthy.get(zoneOf(n.labels)) ?? 0) + (failing.includes(n) ? 0 : 1));
-    const beats = all.filter((n) => !failing.includes(n)).map((n) => lastHeartbeatOf(n, renew(n.name))! + SILENT_AFTER + 1);
+    // every node not silent, healthy or failing and still heartbeating, falls silent at its last heartbeat + silentAfter
+    const beats = all.map((n) => lastHeartbeatOf(n, renew(n.name))).filter((b) => b !== undefined && now - b <= SILENT_AFTER).map((b) => b! + SILENT_AFTER + 1);
     const podsOf = (name: string) =>
       inOrder(
         groupPods(
@@ -38,7 +43,20 @@ async function setup(namespaces?: ReadonlySet<string>) {
         ),
       );
     return {
-      failing: failing.map((n) => ({ name: n.name, zone: zoneOf(n.labels), leaseRenew: renew(n.name), ready: n.ready })).sort((a, b) => byCodeUnit(a.name, b.name)),
+      // what the forecast reads of a node, by name
+      failing: failing
+        .map((n) => ({
+          name: n.name,
+          zone: zoneOf(n.labels),
+          excluded: EXCLUDED in n.labels,
+          created: n.created,
+          leaseRenew: renew(n.name),
+          ready: n.ready && { status: n.ready.status, heartbeat: n.ready.heartbeat, transition: n.ready.transition },
+          taints: n.taints,
+          // asked for only where the forecast reads it: on a node with the controller's taint
+          taintedSince: n.taints.some((x) => x.effect === 'NoExecute' && [UNREACHABLE, NOT_READY].includes(x.key)) ? sinceOf(n.name) : undefined,
+        }))
+        .sort((a, b) => byCodeUnit(a.name, b.name)),
       healthy: Object.fromEntries([...healthy].sort()),
       firstSilence: Math.min(Infinity, ...beats),
       pods: Object.fromEntries(all.map((n) => [n.name, podsOf(n.name)])),
@@ -48,7 +66,7 @@ async function setup(namespaces?: ReadonlySet<string>) {
   const actual = (now: number) => {
     const f = feed.fleet(now, SILENT_AFTER);
     return {
-      failing: f.nodes.map((n) => ({ name: n.name, zone: n.zone, leaseRenew: n.leaseRenew, ready: n.ready })).sort((a, b) => byCodeUnit(a.name, b.name)),
+      failing: f.nodes.map(({ name, zone, excluded, created, leaseRenew, ready, taints, taintedSince }) => ({ name, zone, excluded, created, leaseRenew, ready, taints, taintedSince })),
       healthy: Object.fromEntries([...f.healthy].sort()),
       firstSilence: f.firstSilence,
       pods: Object.fromEntries([...nodes.store.values()].map((n) => [n.name, inOrder(feed.podsOn(n.name))])),
@@ -69,10 +87,19 @@ describe('forecast feed', () => {
     }
     const { feed, expected, actual } = await setup(new Set(['default', 'kube-system']));
     const seen = { failing: 0, healthy: 0, groups: 0 };
+    // the number that changes with the set of failing nodes, and that set, at the last check; how often it stayed
+    let last: { set: number; names: string } | undefined;
+    let sameSets = 0;
     const check = async (what: string) => {
       await t.advance(50);
       const e = expected(t.clock.now());
       expect(actual(t.clock.now()), what).toEqual(e);
+      const names = e.failing.map((n) => n.name).join();
+      const set = feed.fleet(t.clock.now(), SILENT_AFTER).failingSet;
+      // the same number: the same set (a new number for the same set only costs a reading)
+      if (last && set === last.set) expect(names, `${what}: the failing set number`).toBe(last.names);
+      if (last && set === last.set) sameSets++;
+      last = { set, names };
       if (e.failing.length) seen.failing++;
       if (Object.values(e.healthy).some((n) => n > 0)) seen.healthy++;
       if (Object.values(e.pods).some((gs) => gs.length > 1)) seen.groups++;
@@ -134,5 +161,36 @@ describe('forecast feed', () => {
     expect(seen.failing).toBeGreaterThan(100);
     expect(seen.healthy).toBeGreaterThan(100);
     expect(seen.groups).toBeGreaterThan(100);
+    expect(sameSets).toBeGreaterThan(50);
+  });
+
+  it('gives a new failing-set number when a node fails or recovers, the same one while the failing nodes stay', async () => {
+    t = new ProbeTester();
+    for (const n of ['a-1', 'a-2', 'a-3']) {
+      t.putNode(n, { labels: { [ZONE]: 'a' } });
+      t.renewLease(n);
+    }
+    const { feed } = await setup();
+    const numbers: number[] = [];
+    const fleet = async (renew: string[], what: string, names: string[]) => {
+      for (const n of renew) t.renewLease(n);
+      await t.advance(SILENT_AFTER / 2 - 1);
+      const f = feed.fleet(t.clock.now(), SILENT_AFTER);
+      expect(f.nodes.map((n) => n.name), what).toEqual(names);
+      numbers.push(f.failingSet);
+    };
+    await fleet(['a-1', 'a-2', 'a-3'], 'all renewing', []);
+    await fleet(['a-1', 'a-2', 'a-3'], 'all renewing still', []);
+    await fleet(['a-2', 'a-3'], 'a-1 stops', []);
+    await fleet(['a-3'], 'a-1 silent, a-2 stops', ['a-1']);
+    // as many failing nodes, not the same
+    await fleet(['a-1', 'a-3'], 'a-2 silent, a-1 back', ['a-2']);
+    await fleet(['a-1'], 'a-3 stops', ['a-2']);
+    await fleet(['a-1'], 'a-3 silent', ['a-2', 'a-3']);
+    // the last of them back: the same first nodes, fewer of them
+    await fleet(['a-1', 'a-3'], 'a-3 back', ['a-2']);
+    await fleet(['a-1', 'a-3'], 'the same', ['a-2']);
+    const changed = numbers.slice(1).map((n, i) => n !== numbers[i]);
+    expect(changed).toEqual([false, false, true, true, false, true, true, false]);
   });
 });

@@ -1,5 +1,6 @@
-import { type ForecastNode, type PodGroup, isSound, latestHeartbeat } from './forecast.js';
-import { NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimToleration, zoneOf } from './resources.js';
+import { type ForecastNode, type PodGroup, isControllerTaint, isSound } from './forecast.js';
+import { byCodeUnit } from '../core/order.js';
+import { NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, type SlimToleration, zoneOf } from './resources.js';
 import type { WatchHandle } from './watch.js';
 
 /**
@@ -13,29 +14,19 @@ export interface ForecastFeed {
   renewOf(name: string): number | undefined;
   /** Whether the node named is failing now (isFailing), with its lease renewed at `renew` if given; false for a node not known. */
   failing(name: string | undefined, now: number, silentAfter: number, renew?: number): boolean;
-  /** The failing nodes as the forecast reads them, the others counted per zone, and the first moment one of the others may go silent. */
-  fleet(now: number, silentAfter: number): { nodes: ForecastNode[]; healthy: Map<string, number>; firstSilence: number };
+  /**
+   * The failing nodes as the forecast reads them, by name, the others counted per zone, the first moment a node not
+   * silent may fall silent (a healthy one then fails, a failing one still heartbeating is then judged silent), and a
+   * number that changes whenever the set of failing nodes does. The nodes are made afresh for each call, side by
+   * side, from what the feed keeps.
+   */
+  fleet(now: number, silentAfter: number): { nodes: ForecastNode[]; healthy: Map<string, number>; firstSilence: number; failingSet: number };
   /**
    * The pods on a node that the forecast judges: not being deleted, and in `namespaces` when given. The node by name,
-   * or as fleet() gave it (then without a lookup by name: at thousands of failing nodes that lookup was a large part of
-   * a judgement).
+   * or as the last fleet() gave it (then without a lookup by name: at thousands of failing nodes that lookup was a
+   * large part of a judgement).
    */
   podsOn(node: string | ForecastNode): readonly PodGroup[];
-}
-
-interface Beat {
-  node: SlimNode;
-  renew?: number;
-  zone: string;
-  excluded: boolean;
-  /** What a judgement reads of the Node, copied here so that a pass over thousands of nodes touches one object each. */
-  sound: boolean;
-  heartbeat?: number;
-  created?: number;
-  /** What the forecast reads, made when the node first fails after a change of its Node object. */
-  f?: FedNode;
-  /** Its pods' groups (the entry of groupsOn), so that a judgement does not look them up by name. */
-  pods?: NodePods;
 }
 
 /** A node's pods that count, by tolerations array, and the list of those groups once asked for. */
@@ -44,12 +35,71 @@ interface NodePods {
   list?: PodGroup[];
 }
 
-/** A ForecastNode made by the feed, which knows its Beat. */
+/** A ForecastNode made by the feed, which knows its slot. */
 interface FedNode extends ForecastNode {
-  readonly beat: Beat;
+  readonly slot: number;
 }
 
 const EXCLUDED = 'node.kubernetes.io/exclude-disruption';
+
+/** What a node's flags say (Slots.flags). */
+const SOUND = 1;
+const EXCLUDED_FROM_ZONES = 2;
+const HAS_TAINTS = 4;
+const CONTROLLER_TAINT = 8;
+
+/** Every node without taints is given this one empty array: a judgement reads it, not one array per node. */
+const NO_TAINTS = Object.freeze([]) as unknown as SlimTaint[];
+
+const orNone = (x: number): number | undefined => (Number.isNaN(x) ? undefined : x);
+
+/**
+ * What the feed keeps of each node, in columns indexed by a slot the node keeps while it exists: a pass over
+ * thousands of nodes reads a few small arrays side by side rather than an object per node scattered through the heap,
+ * which is what a judgement's time went to. Times are in ms; NaN stands for none.
+ */
+class Slots {
+  renew = new Float64Array(0);
+  heartbeat = new Float64Array(0);
+  created = new Float64Array(0);
+  transition = new Float64Array(0);
+  flags = new Uint8Array(0);
+  /** An index into the feed's zone names. */
+  zone = new Int32Array(0);
+  readonly status: (NonNullable<SlimNode['ready']>['status'] | undefined)[] = [];
+  readonly names: (string | undefined)[] = [];
+  readonly nodes: (SlimNode | undefined)[] = [];
+  readonly pods: (NodePods | undefined)[] = [];
+  private readonly free: number[] = [];
+  private used = 0;
+
+  take(): number {
+    const k = this.free.pop();
+    if (k !== undefined) return k;
+    if (this.used === this.flags.length) this.grow(Math.max(64, 2 * this.used));
+    return this.used++;
+  }
+
+  release(k: number): void {
+    this.names[k] = this.nodes[k] = this.pods[k] = this.status[k] = undefined;
+    this.flags[k] = 0;
+    this.free.push(k);
+  }
+
+  private grow(capacity: number): void {
+    const wider = <T extends Float64Array | Int32Array | Uint8Array>(a: T, make: (n: number) => T): T => {
+      const b = make(capacity);
+      b.set(a);
+      return b;
+    };
+    this.renew = wider(this.renew, (n) => new Float64Array(n));
+    this.heartbeat = wider(this.heartbeat, (n) => new Float64Array(n));
+    this.created = wider(this.created, (n) => new Float64Array(n));
+    this.transition = wider(this.transition, (n) => new Float64Array(n));
+    this.flags = wider(this.flags, (n) => new Uint8Array(n));
+    this.zone = wider(this.zone, (n) => new Int32Array(n));
+  }
+}
 
 export function forecastFeed(
   nodes: WatchHandle<SlimNode>,
@@ -57,40 +107,71 @@ export function forecastFeed(
   pods: WatchHandle<SlimPod>,
   o: { namespaces?: ReadonlySet<string>; taintedSince(node: string): number | undefined },
 ): ForecastFeed {
-  const beats = new Map<string, Beat>();
+  const slots = new Slots();
+  const slotOf = new Map<string, number>();
+  // the nodes' slots by name, worked out again when a node comes or goes
+  let byName: Int32Array | undefined;
+  const zoneIds = new Map<string, number>();
+  const zoneNames: string[] = [];
+  // per zone, its nodes not excluded from disruption checks
+  const zoneSizes: number[] = [];
   // Per node its pods' groups, kept by the pods watch: a pod's key is put in (or taken out of) its group's sorted
   // keys as it comes and goes, so that the first judgement after many nodes fail at once does not group their pods.
   const groupsOn = new Map<string, NodePods>();
-  let zones: Map<string, number> | undefined;
+
+  const counted = (k: number) => (slots.flags[k]! & EXCLUDED_FROM_ZONES) === 0;
   const put = (n: SlimNode) => {
+    let k = slotOf.get(n.name);
+    if (k === undefined) {
+      slotOf.set(n.name, (k = slots.take()));
+      slots.names[k] = n.name;
+      slots.renew[k] = leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime ?? NaN;
+      slots.pods[k] = groupsOn.get(n.name);
+      byName = undefined;
+    } else if (counted(k)) zoneSizes[slots.zone[k]!]!--;
     const zone = zoneOf(n.labels);
-    const excluded = EXCLUDED in n.labels;
-    let b = beats.get(n.name);
-    if (!b || b.zone !== zone || b.excluded !== excluded) zones = undefined;
-    if (!b) beats.set(n.name, (b = { node: n, renew: leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime, zone, excluded, sound: false, pods: groupsOn.get(n.name) }));
-    b.node = n;
-    b.zone = zone;
-    b.excluded = excluded;
-    b.sound = isSound(n);
-    b.heartbeat = n.ready?.heartbeat;
-    b.created = n.created;
-    b.f = undefined;
+    let z = zoneIds.get(zone);
+    if (z === undefined) {
+      zoneIds.set(zone, (z = zoneNames.push(zone) - 1));
+      zoneSizes.push(0);
+    }
+    slots.nodes[k] = n;
+    slots.zone[k] = z;
+    slots.status[k] = n.ready?.status;
+    slots.heartbeat[k] = n.ready?.heartbeat ?? NaN;
+    slots.transition[k] = n.ready?.transition ?? NaN;
+    slots.created[k] = n.created ?? NaN;
+    const controllerTainted = n.taints.some(isControllerTaint);
+    slots.flags[k] = (isSound(n) ? SOUND : 0) | (EXCLUDED in n.labels ? EXCLUDED_FROM_ZONES : 0) | (n.taints.length ? HAS_TAINTS : 0) | (controllerTainted ? CONTROLLER_TAINT : 0);
+    if (counted(k)) zoneSizes[z]!++;
+  };
+  const remove = (name: string) => {
+    const k = slotOf.get(name);
+    if (k === undefined) return;
+    if (counted(k)) zoneSizes[slots.zone[k]!]!--;
+    slotOf.delete(name);
+    slots.release(k);
+    byName = undefined;
   };
   for (const n of nodes.store.values()) put(n);
   nodes.subscribe((c) => {
     if (c.type === 'added' || c.type === 'modified') put(c.object);
-    else if (c.type === 'deleted' && beats.delete(c.object.name)) zones = undefined;
+    else if (c.type === 'deleted') remove(c.object.name);
   });
   leases.subscribe((c) => {
     if (c.type !== 'added' && c.type !== 'modified' && c.type !== 'deleted') return;
-    const b = beats.get(c.object.name);
-    if (b) b.renew = c.type === 'deleted' ? undefined : c.object.renewTime;
+    const k = slotOf.get(c.object.name);
+    if (k !== undefined) slots.renew[k] = c.type === 'deleted' ? NaN : (c.object.renewTime ?? NaN);
   });
 
-  const counts = (p: SlimPod | undefined): p is SlimPod & { nodeName: string } =>
+  const podsCount = (p: SlimPod | undefined): p is SlimPod & { nodeName: string } =>
     p?.nodeName !== undefined && p.deletionTimestamp === undefined && (!o.namespaces || o.namespaces.has(p.namespace));
+  const setPods = (node: string, on: NodePods | undefined) => {
+    const k = slotOf.get(node);
+    if (k !== undefined) slots.pods[k] = on;
+  };
   const index = (key: string, p: SlimPod | undefined, before: SlimPod | undefined) => {
-    if (counts(before)) {
+    if (podsCount(before)) {
       const on = groupsOn.get(before.nodeName);
       const g = on?.by.get(before.tolerations);
       if (on && g) {
@@ -101,18 +182,16 @@ export function forecastFeed(
           on.list = undefined;
           if (on.by.size === 0) {
             groupsOn.delete(before.nodeName);
-            const b = beats.get(before.nodeName);
-            if (b) b.pods = undefined;
+            setPods(before.nodeName, undefined);
           }
         }
       }
     }
-    if (counts(p)) {
+    if (podsCount(p)) {
       let on = groupsOn.get(p.nodeName);
       if (!on) {
         groupsOn.set(p.nodeName, (on = { by: new Map() }));
-        const b = beats.get(p.nodeName);
-        if (b) b.pods = on;
+        setPods(p.nodeName, on);
       }
       const g = on.by.get(p.tolerations);
       if (g) {
@@ -130,55 +209,84 @@ export function forecastFeed(
     else if (c.type === 'deleted') index(c.key, undefined, c.object);
   });
 
-  const zoneSizes = () => {
-    if (!zones) {
-      zones = new Map();
-      for (const b of beats.values()) if (!b.excluded) zones.set(b.zone, (zones.get(b.zone) ?? 0) + 1);
-    }
-    return zones;
+  /** latestHeartbeat, on a node's columns (NaN: none). */
+  const lastHeartbeat = (k: number, renew: number): number => {
+    const beat = slots.heartbeat[k]!;
+    return Number.isNaN(renew) ? (Number.isNaN(beat) ? slots.created[k]! : beat) : Number.isNaN(beat) ? renew : Math.max(renew, beat);
   };
-  const forecastNode = (b: Beat): ForecastNode => {
-    const n = b.node;
-    b.f ??= { name: n.name, zone: b.zone, excluded: b.excluded, created: n.created, ready: n.ready, taints: n.taints, beat: b };
-    b.f.leaseRenew = b.renew;
-    b.f.taintedSince = o.taintedSince(n.name);
-    return b.f;
+  /** isFailing, on a node's columns: failing (-Infinity), or the moment it may fall silent. */
+  const silentFrom = (k: number, renew: number): number => {
+    const last = lastHeartbeat(k, renew);
+    return !(slots.flags[k]! & SOUND) || Number.isNaN(last) ? -Infinity : last;
   };
-  /** isFailing, on a node's copies: failing, or the moment it may fall silent. */
-  const silentFrom = (b: Beat, renew: number | undefined): number => {
-    const last = latestHeartbeat(renew, b.heartbeat, b.created);
-    return !b.sound || last === undefined ? -Infinity : last;
+  // the failing nodes' slots as the last fleet() found them, and the number that changes with them
+  let failingSlots = new Int32Array(64);
+  let failingCount = 0;
+  let failingSet = 0;
+  /** Node `k` as the forecast reads it, made afresh: what a judgement reads of it lies side by side. */
+  const forecastNode = (k: number): FedNode => {
+    const name = slots.names[k]!;
+    const flags = slots.flags[k]!;
+    const status = slots.status[k];
+    return {
+      name,
+      zone: zoneNames[slots.zone[k]!]!,
+      excluded: (flags & EXCLUDED_FROM_ZONES) !== 0,
+      created: orNone(slots.created[k]!),
+      ready: status === undefined ? undefined : { status, heartbeat: orNone(slots.heartbeat[k]!), transition: orNone(slots.transition[k]!) },
+      leaseRenew: orNone(slots.renew[k]!),
+      taints: flags & HAS_TAINTS ? slots.nodes[k]!.taints : NO_TAINTS,
+      taintedSince: flags & CONTROLLER_TAINT ? o.taintedSince(name) : undefined,
+      slot: k,
+    };
   };
+  const inNameOrder = (): Int32Array => (byName ??= Int32Array.from([...slotOf].sort((a, b) => byCodeUnit(a[0], b[0])).map(([, k]) => k)));
   return {
-    renewOf: (name) => beats.get(name)?.renew,
+    renewOf: (name) => {
+      const k = slotOf.get(name);
+      return k === undefined ? undefined : orNone(slots.renew[k]!);
+    },
     failing(name, now, silentAfter, renew) {
-      const b = name === undefined ? undefined : beats.get(name);
-      return b !== undefined && now - silentFrom(b, renew ?? b.renew) > silentAfter;
+      const k = name === undefined ? undefined : slotOf.get(name);
+      return k !== undefined && now - silentFrom(k, renew ?? slots.renew[k]!) > silentAfter;
     },
     fleet(now, silentAfter) {
       const failing: ForecastNode[] = [];
-      const failingIn = new Map<string, number>();
+      const failingIn = new Int32Array(zoneNames.length);
       let firstSilence = Infinity;
-      for (const b of beats.values()) {
-        const last = silentFrom(b, b.renew);
-        if (now - last > silentAfter) {
-          failing.push(forecastNode(b));
-          if (!b.excluded) failingIn.set(b.zone, (failingIn.get(b.zone) ?? 0) + 1);
-        } else firstSilence = Math.min(firstSilence, last + silentAfter + 1);
+      // slots are one node's each as long as the name order stands
+      let changed = byName === undefined;
+      for (const k of inNameOrder()) {
+        const renew = slots.renew[k]!;
+        const last = silentFrom(k, renew);
+        if (now - last <= silentAfter) {
+          firstSilence = Math.min(firstSilence, last + silentAfter + 1);
+          continue;
+        }
+        // failing, but heartbeating yet: silent from then on
+        const beat = lastHeartbeat(k, renew);
+        if (now - beat <= silentAfter) firstSilence = Math.min(firstSilence, beat + silentAfter + 1);
+        const i = failing.push(forecastNode(k)) - 1;
+        if (counted(k)) failingIn[slots.zone[k]!]!++;
+        if (i === failingSlots.length) failingSlots = Int32Array.from({ length: 2 * i }, (_, x) => failingSlots[x] ?? 0);
+        if (failingSlots[i] !== k || i >= failingCount) changed = true;
+        failingSlots[i] = k;
       }
+      if (changed || failing.length !== failingCount) failingSet++;
+      failingCount = failing.length;
       const healthy = new Map<string, number>();
-      for (const [zone, size] of zoneSizes()) healthy.set(zone, size - (failingIn.get(zone) ?? 0));
-      return { nodes: failing, healthy, firstSilence };
+      for (let z = 0; z < zoneNames.length; z++) if (zoneSizes[z]! > 0) healthy.set(zoneNames[z]!, zoneSizes[z]! - failingIn[z]!);
+      return { nodes: failing, healthy, firstSilence, failingSet };
     },
     podsOn(node) {
-      const on = isFed(node) ? node.beat.pods : groupsOn.get(typeof node === 'string' ? node : node.name);
+      const on = isFed(node) && slots.names[node.slot] === node.name ? slots.pods[node.slot] : groupsOn.get(typeof node === 'string' ? node : node.name);
       if (!on) return [];
       return (on.list ??= [...on.by.values()]);
     },
   };
 }
 
-const isFed = (node: string | ForecastNode): node is FedNode => typeof node !== 'string' && 'beat' in node;
+const isFed = (node: string | ForecastNode): node is FedNode => typeof node !== 'string' && 'slot' in node;
 
 /** Where `key` is or goes in the sorted `keys` (code-unit order). */
 function sortedIndex(keys: readonly string[], key: string): number {

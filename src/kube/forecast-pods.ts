@@ -28,17 +28,18 @@ export interface PodForecast {
 /** What becomes of pods with a toleration time (ms, from tolerationMs) on a node. */
 export type Outcome = 'frozen' | 'untainted' | 'tolerated' | 'kept' | 'stopped' | 'evicted';
 
-export function outcomeOf(node: FailingNode, tol: number, cutoff: number, frozen: boolean): Outcome {
+/** On a node whose NoExecute taint came or comes at `taintAt` (NaN: it will not), kept although every zone is down or not. */
+export function outcomeOf(taintAt: number, keepsTaint: boolean, tol: number, cutoff: number, frozen: boolean): Outcome {
   if (frozen) return 'frozen';
-  if (node.taintAt === undefined) return 'untainted';
+  if (Number.isNaN(taintAt)) return 'untainted';
   if (tol === NEVER) return 'tolerated';
-  if (node.keepsTaint) return 'kept';
-  return node.taintAt + tol >= cutoff ? 'stopped' : 'evicted';
+  if (keepsTaint) return 'kept';
+  return taintAt + tol >= cutoff ? 'stopped' : 'evicted';
 }
 
 /** When pods with this outcome and toleration time are evicted: the taint's moment and the toleration; NEVER when not. */
-export function evictsAt(o: Outcome, node: FailingNode, tol: number): number {
-  return o === 'kept' || o === 'evicted' ? node.taintAt! + tol : NEVER;
+export function evictsAt(o: Outcome, taintAt: number, tol: number): number {
+  return o === 'kept' || o === 'evicted' ? taintAt + tol : NEVER;
 }
 
 function why(o: Outcome, node: FailingNode, tol: number): string {
@@ -58,11 +59,11 @@ function why(o: Outcome, node: FailingNode, tol: number): string {
   }
 }
 
-/** A pod kept: `at` is its eviction time, NEVER when none is predicted. */
+/** A pod kept: `at` is its eviction time, NEVER when none is predicted; `node` as the forecast numbers nodes. */
 interface Kept {
   key: string;
   at: number;
-  node: FailingNode;
+  node: number;
   tol: number;
   outcome: Outcome;
 }
@@ -70,14 +71,15 @@ interface Kept {
 /**
  * The first `n` pods by eviction time (none last), then key: all of them sorted, or when n is small a running
  * selection, so that a forecast over 150,000 pods on failing nodes makes the few PodForecasts it reports, not one per
- * pod. A group's keys are sorted, so once one of them is not kept, neither are the rest.
+ * pod. A group's keys are sorted, so once one of them is not kept, neither are the rest. Nodes are given by number,
+ * and asked for only for the pods kept.
  */
 export class FirstPods {
   private readonly kept: Kept[] = [];
 
   constructor(private readonly n: number) {}
 
-  offer(keys: readonly string[], at: number, node: FailingNode, tol: number, outcome: Outcome): void {
+  offer(keys: readonly string[], at: number, node: number, tol: number, outcome: Outcome): void {
     const kept = this.kept;
     if (!Number.isFinite(this.n)) {
       for (const key of keys) kept.push({ key, at, node, tol, outcome });
@@ -94,11 +96,12 @@ export class FirstPods {
     }
   }
 
-  sorted(): PodForecast[] {
+  sorted(nodeAt: (node: number) => FailingNode): PodForecast[] {
     if (!Number.isFinite(this.n)) this.kept.sort((a, b) => (before(a.key, a.at, b) ? -1 : before(b.key, b.at, a) ? 1 : 0));
-    return this.kept.map(({ key, at, node, tol, outcome }) =>
-      at === NEVER ? { key, node: node.name, why: why(outcome, node, tol) } : { key, node: node.name, evictAt: at, why: why(outcome, node, tol) },
-    );
+    return this.kept.map(({ key, at, node: i, tol, outcome }) => {
+      const node = nodeAt(i);
+      return at === NEVER ? { key, node: node.name, why: why(outcome, node, tol) } : { key, node: node.name, evictAt: at, why: why(outcome, node, tol) };
+    });
   }
 }
 

@@ -218,6 +218,21 @@ describe('eviction forecast', () => {
   });
 });
 
+describe('eviction forecast: nodes kept', () => {
+  it('reports the first nodesKept nodes by name, counts them all, and judges the pods on the others', () => {
+    const nodes = Array.from({ length: 8 }, (_, i) => node(`n-${8 - i}`, s(20)));
+    // a healthy node in another zone: no master disruption
+    const healthy = new Map([['z2', 1]]);
+    const all = forecast({ now: NOW, settings: lab, nodes, healthy, pods: [pod('x/p', 'n-8')] });
+    const kept = forecast({ now: NOW, settings: lab, nodes, healthy, pods: [pod('x/p', 'n-8')], nodesKept: 3 });
+    expect(kept.nodeCount).toBe(8);
+    expect(kept.nodes.map((n) => n.name)).toEqual(['n-1', 'n-2', 'n-3']);
+    expect(kept).toStrictEqual({ ...all, nodes: all.nodes.slice(0, 3) });
+    expect(kept.pods).toMatchObject([{ key: 'x/p', node: 'n-8' }]);
+    expect(kept.earliest).toMatchObject({ pod: 'x/p', node: 'n-8' });
+  });
+});
+
 describe('zone states', () => {
   it('follows ComputeZoneState: full with no Ready node, partial above the threshold with more than 2 NotReady', () => {
     expect(zoneStateOf(2, 2, 0.55)).toBe('FullDisruption');
@@ -319,7 +334,7 @@ describe('eviction forecast: healthy nodes as counts', () => {
       for (const n of nodes) if (!failing.includes(n) && !n.excluded) healthy.set(n.zone, (healthy.get(n.zone) ?? 0) + 1);
       const counted = forecast({ now: NOW, settings: lab, nodes: failing, healthy, pods, silentAfterMs, ...options });
       const names = new Set(failing.map((n) => n.name));
-      expect(counted, `seed ${seed}`).toEqual({ ...all, nodes: all.nodes.filter((n) => names.has(n.name)) });
+      expect(counted, `seed ${seed}`).toEqual({ ...all, nodes: all.nodes.filter((n) => names.has(n.name)), nodeCount: failing.length });
       // what it leaves out is what the full forecast says of a healthy node
       for (const n of all.nodes.filter((x) => !names.has(x.name))) expect(n, `seed ${seed}`).toMatchObject({ silent: false, notReady: false, tainted: false });
       compared++;

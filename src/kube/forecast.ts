@@ -102,6 +102,8 @@ export interface ForecastInput {
   taintsInTheSamePass?: boolean;
   /** Keep only the first n pods in `pods` (by eviction time; atRisk, nodesAtRisk and earliest count them all). */
   podsKept?: number;
+  /** Report only the first n nodes in `nodes` (by name; all of them are judged, and counted in nodeCount). */
+  nodesKept?: number;
 }
 
 export type ZoneState = 'Normal' | 'PartialDisruption' | 'FullDisruption';
@@ -134,8 +136,10 @@ export interface ZoneForecast {
 
 export interface Forecast {
   at: number;
-  /** The nodes passed in `nodes`, by name. */
+  /** The nodes passed in `nodes`, by name (the first nodesKept of them). */
   nodes: NodeForecast[];
+  /** How many nodes were passed. */
+  nodeCount: number;
   /** Pods on nodes that are silent, NotReady or tainted, by eviction time (the first `podsKept` of them). */
   pods: PodForecast[];
   zones: ZoneForecast[];
@@ -164,7 +168,7 @@ export function lastHeartbeatOf(n: Pick<ForecastNode, 'ready' | 'created'>, rene
 }
 
 /** lastHeartbeatOf from its parts: the lease renewal, the Ready condition's heartbeat, the creation. */
-export function latestHeartbeat(renew: number | undefined, beat: number | undefined, created: number | undefined): number | undefined {
+function latestHeartbeat(renew: number | undefined, beat: number | undefined, created: number | undefined): number | undefined {
   return renew === undefined ? (beat ?? created) : beat === undefined ? renew : Math.max(renew, beat);
 }
 
@@ -182,7 +186,8 @@ export function isSound(n: Pick<ForecastNode, 'ready' | 'taints'>): boolean {
   return n.ready?.status === 'True' && !n.taints.some(isControllerTaint);
 }
 
-const isControllerTaint = (t: SlimTaint) => t.effect === 'NoExecute' && (t.key === UNREACHABLE || t.key === NOT_READY);
+/** The node lifecycle controller's NoExecute taint (not-ready or unreachable). */
+export const isControllerTaint = (t: SlimTaint): boolean => t.effect === 'NoExecute' && (t.key === UNREACHABLE || t.key === NOT_READY);
 
 export function zoneStateOf(notReady: number, size: number, threshold: number): ZoneState {
   const ready = size - notReady;
@@ -396,7 +401,10 @@ export function forecast(input: ForecastInput): Forecast {
       ahead.add(j.eligibleLate[i]!, at + 1000 / (at === from ? rate : rateAt(zone, at)));
     }
   }
-  const reported = nodes.map((node, i) => nodeForecast(j, i, node));
+  // Only the nodes reported, and those a pod kept is on, are made objects: at thousands of failing nodes, what a
+  // judgement makes is what the garbage collector then has to go through.
+  const reported = nodes.slice(0, input.nodesKept ?? n).map((node, i) => nodeForecast(j, i, node));
+  const nodeAt = (i: number) => reported[i] ?? nodeForecast(j, i, nodes[i]!);
 
   // Pods: the taint manager deletes each when its tolerations of the node's NoExecute taints run out. Only pods on
   // failing nodes can be evicted, and a node's pods come in groups sharing one tolerations array (a workload's pods
@@ -414,7 +422,8 @@ export function forecast(input: ForecastInput): Forecast {
     const node = nodes[i]!;
     const groups = input.podsOn(node);
     if (groups.length === 0) continue;
-    const f = reported[i]!;
+    const taintAt = j.taintAt[i]!;
+    const keepsTaint = (j.flags[i]! & KEEPS_TAINT) !== 0;
     const taints = noExecuteOn(node, j.controllerTaint[i]);
     const known = tolerated.get(taints);
     let nodeAtRisk = false;
@@ -425,21 +434,22 @@ export function forecast(input: ForecastInput): Forecast {
         tol = tolerationMs(g.tolerations, taints);
         known?.set(g.tolerations, tol);
       }
-      const outcome = outcomeOf(f, tol, cutoff, frozen);
-      const at = evictsAt(outcome, f, tol);
-      pods.offer(g.keys, at, f, tol, outcome);
+      const outcome = outcomeOf(taintAt, keepsTaint, tol, cutoff, frozen);
+      const at = evictsAt(outcome, taintAt, tol);
+      pods.offer(g.keys, at, i, tol, outcome);
       if (at === NEVER) continue;
       atRisk += g.keys.length;
       nodeAtRisk = true;
       // the earliest eviction, and of pods evicted at that moment the first by key
-      if (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod)) earliest = { at, pod: g.keys[0]!, node: f.name };
+      if (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod)) earliest = { at, pod: g.keys[0]!, node: node.name };
     }
     if (nodeAtRisk) nodesAtRisk++;
   }
   return {
     at: now,
     nodes: reported,
-    pods: pods.sorted(),
+    nodeCount: n,
+    pods: pods.sorted(nodeAt),
     zones: zones.map(({ name, size, notReadyNow }) => ({ zone: name, size, notReadyNow, stateNow: zoneStateOf(notReadyNow, size, s.unhealthyZoneThreshold) })).sort((a, b) => byCodeUnit(a.zone, b.zone)),
     masterDisruptionAt: masterAt,
     earliest,

@@ -133,6 +133,27 @@ describe('eviction-forecast', () => {
     expect((held.value as { nodes: unknown[] }).nodes).toHaveLength(14);
   });
 
+  it('lists the first 100 failing nodes by name in its value and counts them all', async () => {
+    t = new ProbeTester();
+    // 130 of 140 nodes down in zone-a; zone-b is up
+    const names = Array.from({ length: 130 }, (_, i) => `node-${String(i + 1).padStart(3, '0')}`);
+    const live = Array.from({ length: 10 }, (_, i) => `up-${i}`);
+    for (const n of [...names, ...live]) {
+      t.putNode(n, { labels: { 'topology.kubernetes.io/zone': n.startsWith('up') ? 'zone-b' : 'zone-a' } });
+      t.renewLease(n);
+    }
+    t.putPod('default', 'web-last', { node: 'node-130' });
+    kubelets(live);
+    const run = t.start(probe, {});
+    const seen = await run.until((x) => x.detail.includes('on 1 node'));
+    const v = seen.value as Value & { failingNodes: number; healthyNodes: number };
+    expect(v.failingNodes).toBe(130);
+    expect(v.healthyNodes).toBe(10);
+    expect(v.nodes.map((n) => n.name)).toEqual(names.slice(0, 100));
+    // the pod on a node beyond those listed is judged all the same
+    expect(v.earliestEviction).toMatchObject({ pod: 'default/web-last', node: 'node-130' });
+  });
+
   it('predicts the evictions on a taint the controller kept as every zone went down, with no further event', async () => {
     setup();
     const run = t.start(probe, { margin: '5m' });

@@ -27,10 +27,13 @@ const Params = z.strictObject({
     .meta({ description: 'namespace/name of the leader lease: while nobody holds it, evictions are frozen' }),
 });
 
-/** The names in a reading's detail: the first ten, and how many more. */
-function someNames(names: string[]): string {
-  return names.length <= 10 ? names.join(', ') : `${names.slice(0, 10).join(', ')} and ${names.length - 10} more`;
+/** The names in a reading's detail: the first ten of `count`, and how many more. */
+function someNames(names: string[], count: number): string {
+  return count <= 10 ? names.join(', ') : `${names.slice(0, 10).join(', ')} and ${count - 10} more`;
 }
+
+/** Failing nodes listed in a reading's value (the first by name; a report lists as many): the forecast counts them all. */
+const NODES_LISTED = 100;
 
 /** The live eviction forecast: when each failing node goes NotReady and its pods are evicted. */
 export default defineProbe({
@@ -114,30 +117,33 @@ export default defineProbe({
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
           const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
           // the reading lists the first 20 pods to be evicted; the forecast counts them all
-          const f = forecast({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, podsOn, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20 });
+          const f = forecast({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, podsOn, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20, nodesKept: NODES_LISTED });
 
           const failingNodes = f.nodes;
+          const failingCount = f.nodeCount;
           const e = f.earliest;
           const violated = e !== undefined && e.at - now <= params.margin;
+          // when a node may fall silent, be it healthy or failing and still heartbeating
           let recheckAt = fleet.firstSilence;
           if (e && e.at - params.margin > now) recheckAt = Math.min(recheckAt, e.at - params.margin);
-          for (const n of f.nodes) if (!n.silent && n.lastHeartbeat !== undefined) recheckAt = Math.min(recheckAt, n.lastHeartbeat + silentAfter + 1);
           if (controllerRunning && leaseEnds !== undefined) recheckAt = Math.min(recheckAt, leaseEnds + 1);
           if (f.keepsTaintsFrom !== undefined) recheckAt = Math.min(recheckAt, f.keepsTaintsFrom);
           const nodesAtRisk = f.nodesAtRisk;
-          const failingNames = failingNodes.map((n) => n.name);
-          const silentNames = someNames(failingNames);
+          const silentNames = someNames(
+            failingNodes.slice(0, 10).map((n) => n.name),
+            failingCount,
+          );
           const detail = e
             ? `first eviction ${e.at > now ? `in ${formatDuration(e.at - now)}` : 'due now'}: ${e.pod} on ${e.node} (${f.atRisk} pod${f.atRisk === 1 ? '' : 's'} at risk on ${nodesAtRisk} node${nodesAtRisk === 1 ? '' : 's'})`
             : f.frozen
-              ? `no eviction: no kube-controller-manager holds ${params.controllerManagerLease}${failingNodes.length ? `; failing: ${silentNames}` : ''}`
-              : failingNodes.length
+              ? `no eviction: no kube-controller-manager holds ${params.controllerManagerLease}${failingCount ? `; failing: ${silentNames}` : ''}`
+              : failingCount
                 ? `no eviction predicted; failing: ${silentNames}${f.masterDisruptionAt !== undefined ? ' (all zones down: master disruption mode)' : ''}`
                 : `no eviction predicted: ${nodes.store.size} nodes heartbeating`;
           return {
             status: violated ? 'violated' : 'ok',
             detail,
-            key: `${violated}|${e?.pod}|${f.atRisk}|${failingNames.join(',')}|${f.frozen}|${f.masterDisruptionAt !== undefined}`,
+            key: `${violated}|${e?.pod}|${f.atRisk}|${fleet.failingSet}|${f.frozen}|${f.masterDisruptionAt !== undefined}`,
             recheckAt,
             value: {
               earliestEviction: e ? { ...e, inMs: e.at - now } : null,
@@ -145,7 +151,8 @@ export default defineProbe({
               frozen: f.frozen,
               masterDisruptionAt: f.masterDisruptionAt ?? null,
               nodes: failingNodes,
-              healthyNodes: nodes.store.size - failingNodes.length,
+              failingNodes: failingCount,
+              healthyNodes: nodes.store.size - failingCount,
               pods: f.pods.filter((p) => p.evictAt !== undefined),
               zones: f.zones,
               settings: { ...settings, silentAfterMs: silentAfter },
