@@ -1,7 +1,8 @@
 // The eviction forecast's judgement on its own (src/kube/forecast.ts), as the probe calls it: a fleet of N nodes in
-// 3 zones of which F are failing (silent, NotReady or tainted; the rest passed as counts per zone), 30 pods on each
-// node in 3 workloads' tolerations, the first 20 pods and the first 100 nodes kept (builds from before nodesKept
-// report every node). Each size is judged J times with the clock moving 250 ms
+// 3 zones of which F are failing (silent, NotReady or tainted; the rest passed as counts per zone) and handed in
+// columns as the probe's feed hands them (builds from before that: as objects), 30 pods on each node in 3
+// workloads' tolerations, the first 20 pods and the first 100 nodes kept (builds from before nodesKept report every
+// node). Each size is judged J times with the clock moving 250 ms
 // between judgements (the probe judges at most 4 times a second), after a warm-up; garbage collections during the
 // timed judgements are counted in.
 //
@@ -17,7 +18,7 @@ import { resolve } from 'node:path';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
-import { forecast, groupPods } from '../dist/kube/forecast.js';
+import { groupPods } from '../dist/kube/forecast.js';
 import { NOT_READY, UNREACHABLE } from '../dist/kube/tolerations.js';
 import { parseKubeVersion, versionDefaults } from '../dist/kube/versions.js';
 
@@ -84,8 +85,10 @@ function fleet(failing) {
   const byNode = new Map();
   for (const g of groups) byNode.set(g.node, [...(byNode.get(g.node) ?? []), g]);
   const healthy = new Map(ZONES.map((z, i) => [z, Math.floor((NODES - failing + ZONES.length - 1 - i) / ZONES.length)]));
-  // by the node passed (builds from before that: by its name)
-  return { nodes, healthy, groups, podsOn: (node) => byNode.get(typeof node === 'string' ? node : node.name) ?? [] };
+  // a node's pods held by the node, as the probe's feed holds them (builds from before that are given its name)
+  for (const node of nodes) Object.defineProperty(node, 'pods', { value: byNode.get(node.name) ?? [], enumerable: false });
+  const podsOn = (node) => (typeof node === 'string' ? (byNode.get(node) ?? []) : node.pods);
+  return { nodes, healthy, groups, podsOn };
 }
 
 function quantile(sorted, q) {
@@ -97,12 +100,25 @@ new PerformanceObserver((list) => {
   for (const e of list.getEntries()) gcMs += e.duration;
 }).observe({ entryTypes: ['gc'] });
 
-const sides = [{ name: 'this build', forecast }];
-if (BESIDE) sides.push({ name: BESIDE, forecast: (await import(pathToFileURL(resolve(BESIDE)).href)).forecast });
+/**
+ * A build's forecast as the probe calls it: with the nodes in columns, as the feed hands them (made once per fleet,
+ * outside the time taken, as the feed keeps them), where the build takes them; else as objects.
+ */
+function sideOf(name, m) {
+  if (!m.forecastColumns) return { name, judge: (input) => m.forecast(input), fleet: (nodes) => nodes };
+  return {
+    name,
+    fleet: (nodes) => ({ columns: m.columnsOf(nodes), pods: nodes.map((n) => n.pods) }),
+    judge: ({ nodes, ...input }) => m.forecastColumns({ ...input, nodes: nodes.columns, podsOn: (i) => nodes.pods[i] }),
+  };
+}
+const sides = [sideOf('this build', await import('../dist/kube/forecast.js'))];
+if (BESIDE) sides.push(sideOf(BESIDE, await import(pathToFileURL(resolve(BESIDE)).href)));
 
 const rows = [];
 for (const failing of FAILING) {
-  const { nodes, healthy, groups, podsOn } = fleet(failing);
+  const { nodes: objects, healthy, groups, podsOn } = fleet(failing);
+  const given = sides.map((side) => side.fleet(objects));
   const times = sides.map(() => []);
   const atRisk = sides.map(() => 0);
   let gcBefore = 0;
@@ -114,7 +130,7 @@ for (const failing of FAILING) {
     for (let k = 0; k < sides.length; k++) {
       const i = (j + k) % sides.length;
       const t0 = performance.now();
-      const f = sides[i].forecast({ now, settings: SETTINGS, nodes, healthy, pods: groups, podsOn, silentAfterMs: SILENT_AFTER, controllerRunning: true, taintsInTheSamePass: true, podsKept: 20, nodesKept: 100 });
+      const f = sides[i].judge({ now, settings: SETTINGS, nodes: given[i], healthy, pods: groups, podsOn, silentAfterMs: SILENT_AFTER, controllerRunning: true, taintsInTheSamePass: true, podsKept: 20, nodesKept: 100 });
       const ms = performance.now() - t0;
       if (j >= WARM_UP) {
         times[i].push(ms);

@@ -93,7 +93,8 @@ const pumps = GUARDS.map(({ probe, params }) => {
       report.onEvent({ type: 'guard-reading', at: r.at, guard: id, reading: r, armed: true });
       last[id] = { status: r.status, detail: r.detail.slice(0, 160) };
       if (r.status !== 'unknown' && firstReadingMs[id] === undefined) firstReadingMs[id] = epochMs() - started;
-      if (id === 'eviction-forecast' && Array.isArray(r.value?.nodes)) forecastFailing.push(r.value.nodes.length);
+      // how many nodes it judged failing (builds from before failingNodes listed them all)
+      if (id === 'eviction-forecast' && Array.isArray(r.value?.nodes)) forecastFailing.push(r.value.failingNodes ?? r.value.nodes.length);
       if (id === 'pod-deletions' && r.value) {
         const at = epochMs();
         const { count, deletions } = r.value;

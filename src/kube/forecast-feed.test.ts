@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProbeTester } from '../testing/probe-tester.js';
 import { byCodeUnit } from '../core/order.js';
-import { type PodGroup, groupPods, isFailing, lastHeartbeatOf } from './forecast.js';
+import { type NodeColumns, type PodGroup, groupPods, isFailing, lastHeartbeatOf } from './forecast.js';
 import { forecastFeed } from './forecast-feed.js';
 import { NODE_LEASE_NAMESPACE, paths, watchSpecs, zoneOf } from './resources.js';
 import { NOT_READY, UNREACHABLE } from './tolerations.js';
@@ -15,6 +15,21 @@ const EXCLUDED = 'node.kubernetes.io/exclude-disruption';
 
 /** When the taint on a node was first seen, as the probe tracks it: here a number made from its name. */
 const sinceOf = (name: string) => 1_000 * name.charCodeAt(0) + name.length;
+
+const none = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? undefined : x);
+
+/** The nodes in the feed's columns, one object each, in the columns' order. */
+const rowsOf = (c: NodeColumns) =>
+  Array.from({ length: c.count }, (_, i) => ({
+    name: c.name[i],
+    zone: c.zone[i],
+    excluded: c.excluded[i] === 1,
+    created: none(c.created[i]),
+    leaseRenew: none(c.leaseRenew[i]),
+    ready: c.status[i] && { status: c.status[i], heartbeat: none(c.heartbeat[i]), transition: none(c.transition[i]) },
+    taints: c.taints[i],
+    taintedSince: none(c.taintedSince[i]),
+  }));
 
 /** Groups in the order of their first keys (the order a node's groups come in does not matter). */
 const inOrder = (gs: readonly PodGroup[]) => [...gs].sort((a, b) => byCodeUnit(a.keys[0]!, b.keys[0]!));
@@ -66,12 +81,12 @@ async function setup(namespaces?: ReadonlySet<string>) {
   const actual = (now: number) => {
     const f = feed.fleet(now, SILENT_AFTER);
     return {
-      failing: f.nodes.map(({ name, zone, excluded, created, leaseRenew, ready, taints, taintedSince }) => ({ name, zone, excluded, created, leaseRenew, ready, taints, taintedSince })),
+      failing: rowsOf(f.nodes),
       healthy: Object.fromEntries([...f.healthy].sort()),
       firstSilence: f.firstSilence,
       pods: Object.fromEntries([...nodes.store.values()].map((n) => [n.name, inOrder(feed.podsOn(n.name))])),
-      // asked for by the nodes it gave, as the forecast does
-      failingPods: Object.fromEntries(f.nodes.map((n) => [n.name, inOrder(feed.podsOn(n))])),
+      // asked for by their place in the columns, as the forecast does
+      failingPods: Object.fromEntries(f.nodes.name.map((name, i) => [name, inOrder(feed.failingPods(i))])),
     };
   };
   return { feed, expected, actual };
@@ -105,7 +120,7 @@ describe('forecast feed', () => {
       if (Object.values(e.pods).some((gs) => gs.length > 1)) seen.groups++;
     };
     await check('at the start');
-    expect(feed.fleet(t.clock.now(), SILENT_AFTER).nodes).toEqual([]);
+    expect(feed.fleet(t.clock.now(), SILENT_AFTER).nodes.count).toBe(0);
 
     // a seeded walk through the events a cluster sends
     let seed = 7;
@@ -176,7 +191,7 @@ describe('forecast feed', () => {
       for (const n of renew) t.renewLease(n);
       await t.advance(SILENT_AFTER / 2 - 1);
       const f = feed.fleet(t.clock.now(), SILENT_AFTER);
-      expect(f.nodes.map((n) => n.name), what).toEqual(names);
+      expect(rowsOf(f.nodes).map((n) => n.name), what).toEqual(names);
       numbers.push(f.failingSet);
     };
     await fleet(['a-1', 'a-2', 'a-3'], 'all renewing', []);

@@ -1,6 +1,6 @@
-import { type ForecastNode, type PodGroup, isControllerTaint, isSound } from './forecast.js';
+import { type NodeColumns, type PodGroup, isControllerTaint, isSound } from './forecast.js';
 import { byCodeUnit } from '../core/order.js';
-import { NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, type SlimToleration, zoneOf } from './resources.js';
+import { type ConditionStatus, NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, type SlimToleration, zoneOf } from './resources.js';
 import type { WatchHandle } from './watch.js';
 
 /**
@@ -15,29 +15,22 @@ export interface ForecastFeed {
   /** Whether the node named is failing now (isFailing), with its lease renewed at `renew` if given; false for a node not known. */
   failing(name: string | undefined, now: number, silentAfter: number, renew?: number): boolean;
   /**
-   * The failing nodes as the forecast reads them, by name, the others counted per zone, the first moment a node not
-   * silent may fall silent (a healthy one then fails, a failing one still heartbeating is then judged silent), and a
-   * number that changes whenever the set of failing nodes does. The nodes are made afresh for each call, side by
-   * side, from what the feed keeps.
+   * The failing nodes as the forecast reads them, in columns, by name; the others counted per zone; the first moment
+   * a node not silent may fall silent (a healthy one then fails, a failing one still heartbeating is then judged
+   * silent); and a number that changes whenever the set of failing nodes does. The columns are the feed's, filled
+   * afresh by each call: valid until the next.
    */
-  fleet(now: number, silentAfter: number): { nodes: ForecastNode[]; healthy: Map<string, number>; firstSilence: number; failingSet: number };
-  /**
-   * The pods on a node that the forecast judges: not being deleted, and in `namespaces` when given. The node by name,
-   * or as the last fleet() gave it (then without a lookup by name: at thousands of failing nodes that lookup was a
-   * large part of a judgement).
-   */
-  podsOn(node: string | ForecastNode): readonly PodGroup[];
+  fleet(now: number, silentAfter: number): { nodes: NodeColumns; healthy: Map<string, number>; firstSilence: number; failingSet: number };
+  /** The pods on the node named that the forecast judges: not being deleted, and in `namespaces` when given. */
+  podsOn(name: string): readonly PodGroup[];
+  /** The same, of the failing node at `index` in the last fleet()'s columns (without a lookup by name). */
+  failingPods(index: number): readonly PodGroup[];
 }
 
 /** A node's pods that count, by tolerations array, and the list of those groups once asked for. */
 interface NodePods {
   by: Map<SlimToleration[], PodGroup & { keys: string[] }>;
   list?: PodGroup[];
-}
-
-/** A ForecastNode made by the feed, which knows its slot. */
-interface FedNode extends ForecastNode {
-  readonly slot: number;
 }
 
 const EXCLUDED = 'node.kubernetes.io/exclude-disruption';
@@ -53,6 +46,13 @@ const NO_TAINTS = Object.freeze([]) as unknown as SlimTaint[];
 
 const orNone = (x: number): number | undefined => (Number.isNaN(x) ? undefined : x);
 
+/** Columns that grow by doubling, and keep what they hold as they do. */
+const wider = <T extends Float64Array | Int32Array | Uint8Array>(a: T, capacity: number, make: (n: number) => T): T => {
+  const b = make(capacity);
+  b.set(a);
+  return b;
+};
+
 /**
  * What the feed keeps of each node, in columns indexed by a slot the node keeps while it exists: a pass over
  * thousands of nodes reads a few small arrays side by side rather than an object per node scattered through the heap,
@@ -66,7 +66,7 @@ class Slots {
   flags = new Uint8Array(0);
   /** An index into the feed's zone names. */
   zone = new Int32Array(0);
-  readonly status: (NonNullable<SlimNode['ready']>['status'] | undefined)[] = [];
+  readonly status: (ConditionStatus | undefined)[] = [];
   readonly names: (string | undefined)[] = [];
   readonly nodes: (SlimNode | undefined)[] = [];
   readonly pods: (NodePods | undefined)[] = [];
@@ -87,17 +87,47 @@ class Slots {
   }
 
   private grow(capacity: number): void {
-    const wider = <T extends Float64Array | Int32Array | Uint8Array>(a: T, make: (n: number) => T): T => {
-      const b = make(capacity);
-      b.set(a);
-      return b;
-    };
-    this.renew = wider(this.renew, (n) => new Float64Array(n));
-    this.heartbeat = wider(this.heartbeat, (n) => new Float64Array(n));
-    this.created = wider(this.created, (n) => new Float64Array(n));
-    this.transition = wider(this.transition, (n) => new Float64Array(n));
-    this.flags = wider(this.flags, (n) => new Uint8Array(n));
-    this.zone = wider(this.zone, (n) => new Int32Array(n));
+    this.renew = wider(this.renew, capacity, (n) => new Float64Array(n));
+    this.heartbeat = wider(this.heartbeat, capacity, (n) => new Float64Array(n));
+    this.created = wider(this.created, capacity, (n) => new Float64Array(n));
+    this.transition = wider(this.transition, capacity, (n) => new Float64Array(n));
+    this.flags = wider(this.flags, capacity, (n) => new Uint8Array(n));
+    this.zone = wider(this.zone, capacity, (n) => new Int32Array(n));
+  }
+}
+
+/** The failing nodes as fleet() hands them: the forecast's columns, filled again by each call, and each node's slot. */
+class Failing implements NodeColumns {
+  count = 0;
+  readonly name: string[] = [];
+  readonly zone: string[] = [];
+  readonly status: (ConditionStatus | undefined)[] = [];
+  readonly taints: (readonly SlimTaint[])[] = [];
+  excluded = new Uint8Array(64);
+  created = new Float64Array(64);
+  heartbeat = new Float64Array(64);
+  transition = new Float64Array(64);
+  leaseRenew = new Float64Array(64);
+  taintedSince = new Float64Array(64);
+  slot = new Int32Array(64);
+
+  /** Room for node `i`. */
+  room(i: number): void {
+    if (i < this.slot.length) return;
+    const capacity = 2 * this.slot.length;
+    this.excluded = wider(this.excluded, capacity, (n) => new Uint8Array(n));
+    this.created = wider(this.created, capacity, (n) => new Float64Array(n));
+    this.heartbeat = wider(this.heartbeat, capacity, (n) => new Float64Array(n));
+    this.transition = wider(this.transition, capacity, (n) => new Float64Array(n));
+    this.leaseRenew = wider(this.leaseRenew, capacity, (n) => new Float64Array(n));
+    this.taintedSince = wider(this.taintedSince, capacity, (n) => new Float64Array(n));
+    this.slot = wider(this.slot, capacity, (n) => new Int32Array(n));
+  }
+
+  /** Ends a fill at `count` nodes, letting go of what the columns held beyond. */
+  end(count: number): void {
+    this.count = count;
+    for (const column of [this.name, this.zone, this.status, this.taints]) column.length = count;
   }
 }
 
@@ -219,27 +249,9 @@ export function forecastFeed(
     const last = lastHeartbeat(k, renew);
     return !(slots.flags[k]! & SOUND) || Number.isNaN(last) ? -Infinity : last;
   };
-  // the failing nodes' slots as the last fleet() found them, and the number that changes with them
-  let failingSlots = new Int32Array(64);
-  let failingCount = 0;
+  // the failing nodes as the last fleet() found them, and the number that changes with them
+  const failing = new Failing();
   let failingSet = 0;
-  /** Node `k` as the forecast reads it, made afresh: what a judgement reads of it lies side by side. */
-  const forecastNode = (k: number): FedNode => {
-    const name = slots.names[k]!;
-    const flags = slots.flags[k]!;
-    const status = slots.status[k];
-    return {
-      name,
-      zone: zoneNames[slots.zone[k]!]!,
-      excluded: (flags & EXCLUDED_FROM_ZONES) !== 0,
-      created: orNone(slots.created[k]!),
-      ready: status === undefined ? undefined : { status, heartbeat: orNone(slots.heartbeat[k]!), transition: orNone(slots.transition[k]!) },
-      leaseRenew: orNone(slots.renew[k]!),
-      taints: flags & HAS_TAINTS ? slots.nodes[k]!.taints : NO_TAINTS,
-      taintedSince: flags & CONTROLLER_TAINT ? o.taintedSince(name) : undefined,
-      slot: k,
-    };
-  };
   const inNameOrder = (): Int32Array => (byName ??= Int32Array.from([...slotOf].sort((a, b) => byCodeUnit(a[0], b[0])).map(([, k]) => k)));
   return {
     renewOf: (name) => {
@@ -251,11 +263,12 @@ export function forecastFeed(
       return k !== undefined && now - silentFrom(k, renew ?? slots.renew[k]!) > silentAfter;
     },
     fleet(now, silentAfter) {
-      const failing: ForecastNode[] = [];
+      const out = failing;
       const failingIn = new Int32Array(zoneNames.length);
       let firstSilence = Infinity;
       // slots are one node's each as long as the name order stands
       let changed = byName === undefined;
+      let i = 0;
       for (const k of inNameOrder()) {
         const renew = slots.renew[k]!;
         const last = silentFrom(k, renew);
@@ -266,28 +279,37 @@ export function forecastFeed(
         // failing, but heartbeating yet: silent from then on
         const beat = lastHeartbeat(k, renew);
         if (now - beat <= silentAfter) firstSilence = Math.min(firstSilence, beat + silentAfter + 1);
-        const i = failing.push(forecastNode(k)) - 1;
         if (counted(k)) failingIn[slots.zone[k]!]!++;
-        if (i === failingSlots.length) failingSlots = Int32Array.from({ length: 2 * i }, (_, x) => failingSlots[x] ?? 0);
-        if (failingSlots[i] !== k || i >= failingCount) changed = true;
-        failingSlots[i] = k;
+        out.room(i);
+        if (i >= out.count || out.slot[i] !== k) changed = true;
+        const name = slots.names[k]!;
+        const flags = slots.flags[k]!;
+        out.slot[i] = k;
+        out.name[i] = name;
+        out.zone[i] = zoneNames[slots.zone[k]!]!;
+        out.excluded[i] = flags & EXCLUDED_FROM_ZONES ? 1 : 0;
+        out.created[i] = slots.created[k]!;
+        out.status[i] = slots.status[k];
+        out.heartbeat[i] = slots.heartbeat[k]!;
+        out.transition[i] = slots.transition[k]!;
+        out.leaseRenew[i] = renew;
+        out.taints[i] = flags & HAS_TAINTS ? slots.nodes[k]!.taints : NO_TAINTS;
+        // asked for only where the forecast reads it: on a node with the controller's taint
+        out.taintedSince[i] = flags & CONTROLLER_TAINT ? (o.taintedSince(name) ?? NaN) : NaN;
+        i++;
       }
-      if (changed || failing.length !== failingCount) failingSet++;
-      failingCount = failing.length;
+      if (changed || i !== out.count) failingSet++;
+      out.end(i);
       const healthy = new Map<string, number>();
       for (let z = 0; z < zoneNames.length; z++) if (zoneSizes[z]! > 0) healthy.set(zoneNames[z]!, zoneSizes[z]! - failingIn[z]!);
-      return { nodes: failing, healthy, firstSilence, failingSet };
+      return { nodes: out, healthy, firstSilence, failingSet };
     },
-    podsOn(node) {
-      const on = isFed(node) && slots.names[node.slot] === node.name ? slots.pods[node.slot] : groupsOn.get(typeof node === 'string' ? node : node.name);
-      if (!on) return [];
-      return (on.list ??= [...on.by.values()]);
-    },
+    podsOn: (name) => listOf(groupsOn.get(name)),
+    failingPods: (index) => listOf(index < failing.count ? slots.pods[failing.slot[index]!] : undefined),
   };
 }
 
-const isFed = (node: string | ForecastNode): node is FedNode => typeof node !== 'string' && 'slot' in node;
-
+const listOf = (on: NodePods | undefined): readonly PodGroup[] => (on ? (on.list ??= [...on.by.values()]) : []);
 /** Where `key` is or goes in the sorted `keys` (code-unit order). */
 function sortedIndex(keys: readonly string[], key: string): number {
   let lo = 0;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type ForecastInput, type ForecastNode, type ForecastPod, type LifecycleSettings, forecast as forecastGroups, groupPods, isFailing, zoneStateOf } from './forecast.js';
+import { type ForecastInput, type ForecastNode, type ForecastPod, type LifecycleSettings, columnsOf, forecast as forecastGroups, forecastColumns, groupPods, isFailing, zoneStateOf } from './forecast.js';
 import type { SlimToleration } from './resources.js';
 import { NOT_READY, UNREACHABLE } from './tolerations.js';
 
@@ -230,6 +230,28 @@ describe('eviction forecast: nodes kept', () => {
     expect(kept).toStrictEqual({ ...all, nodes: all.nodes.slice(0, 3) });
     expect(kept.pods).toMatchObject([{ key: 'x/p', node: 'n-8' }]);
     expect(kept.earliest).toMatchObject({ pod: 'x/p', node: 'n-8' });
+  });
+});
+
+describe('nodes in columns', () => {
+  it('gives each node a place in every column, NaN where a time is missing', () => {
+    const young = node('n-2', 0, { ready: undefined, leaseRenew: undefined, created: NOW - 5, excluded: true });
+    const c = columnsOf([node('n-1', 500, { taintedSince: NOW - 1 }), young]);
+    expect(c.count).toBe(2);
+    expect([...c.name]).toEqual(['n-1', 'n-2']);
+    expect([...c.excluded]).toEqual([0, 1]);
+    expect([...c.status]).toEqual(['True', undefined]);
+    expect([...c.leaseRenew]).toEqual([NOW - 500, NaN]);
+    expect([...c.heartbeat]).toEqual([NOW - 60_000, NaN]);
+    expect([...c.transition]).toEqual([NOW - 3_600_000, NaN]);
+    expect([...c.created]).toEqual([NaN, NOW - 5]);
+    expect([...c.taintedSince]).toEqual([NOW - 1, NaN]);
+    // judged from the columns as from the nodes
+    const nodes = [node('n-1', s(20)), young, node('n-3', 100, { zone: 'z2' })];
+    const groups = groupPods([pod('x/p', 'n-1')]);
+    const byIndex = forecastColumns({ now: NOW, settings: lab, nodes: columnsOf(nodes), podsOn: (i) => groups.filter((g) => g.node === nodes[i]!.name) });
+    expect(byIndex).toStrictEqual(forecastGroups({ now: NOW, settings: lab, nodes, podsOn: (n) => groups.filter((g) => g.node === n.name) }));
+    expect(byIndex.earliest).toMatchObject({ pod: 'x/p', node: 'n-1' });
   });
 });
 

@@ -1,5 +1,5 @@
 import { byCodeUnit } from '../core/order.js';
-import type { SlimTaint, SlimToleration } from './resources.js';
+import type { ConditionStatus, SlimTaint, SlimToleration } from './resources.js';
 import { FirstPods, type PodForecast, evictsAt, outcomeOf } from './forecast-pods.js';
 import { NOT_READY, UNREACHABLE, tolerationMs } from './tolerations.js';
 
@@ -104,6 +104,50 @@ export interface ForecastInput {
   podsKept?: number;
   /** Report only the first n nodes in `nodes` (by name; all of them are judged, and counted in nodeCount). */
   nodesKept?: number;
+}
+
+/**
+ * Nodes column by column, node i at index i of each column, in name order: what the probe's feed hands the forecast
+ * without an object per node. Times in ms; NaN stands for none.
+ */
+export interface NodeColumns {
+  count: number;
+  name: readonly string[];
+  zone: readonly string[];
+  /** 1: labelled node.kubernetes.io/exclude-disruption. */
+  excluded: Uint8Array;
+  created: Float64Array;
+  /** The Ready condition's status; undefined: no Ready condition (heartbeat and transition are NaN then). */
+  status: readonly (ConditionStatus | undefined)[];
+  heartbeat: Float64Array;
+  transition: Float64Array;
+  leaseRenew: Float64Array;
+  taints: readonly (readonly SlimTaint[])[];
+  taintedSince: Float64Array;
+}
+
+/** The nodes given, column by column, in the order given. */
+export function columnsOf(nodes: readonly ForecastNode[]): NodeColumns {
+  const times = (pick: (n: ForecastNode) => number | undefined) => Float64Array.from(nodes, (n) => pick(n) ?? NaN);
+  return {
+    count: nodes.length,
+    name: nodes.map((n) => n.name),
+    zone: nodes.map((n) => n.zone),
+    excluded: Uint8Array.from(nodes, (n) => (n.excluded ? 1 : 0)),
+    created: times((n) => n.created),
+    status: nodes.map((n) => n.ready?.status),
+    heartbeat: times((n) => n.ready?.heartbeat),
+    transition: times((n) => n.ready?.transition),
+    leaseRenew: times((n) => n.leaseRenew),
+    taints: nodes.map((n) => n.taints),
+    taintedSince: times((n) => n.taintedSince),
+  };
+}
+
+/** A forecast's input with the nodes in columns (the feed's), their pods asked for by the node's index in them. */
+export interface ColumnsInput extends Omit<ForecastInput, 'nodes' | 'podsOn'> {
+  nodes: NodeColumns;
+  podsOn(node: number): readonly PodGroup[];
 }
 
 export type ZoneState = 'Normal' | 'PartialDisruption' | 'FullDisruption';
@@ -254,23 +298,29 @@ interface Zone {
 }
 
 export function forecast(input: ForecastInput): Forecast {
-  const { now, settings: s } = input;
-  const silentAfter = input.silentAfterMs ?? defaultSilentAfter(s);
-  const taintDelay = input.taintsInTheSamePass === false ? s.nodeMonitorPeriodMs : 0;
   // By name: the order nodes are reported in, and the order of nodes queued for a taint at the same moment. Callers
   // pass them in that order; then it is only checked.
   const nodes = byName(input.nodes);
-  const n = nodes.length;
+  return forecastColumns({ ...input, nodes: columnsOf(nodes), podsOn: (i) => input.podsOn(nodes[i]!) });
+}
+
+/** The forecast of nodes in columns, in name order. */
+export function forecastColumns(input: ColumnsInput): Forecast {
+  const { now, settings: s } = input;
+  const silentAfter = input.silentAfterMs ?? defaultSilentAfter(s);
+  const taintDelay = input.taintsInTheSamePass === false ? s.nodeMonitorPeriodMs : 0;
+  const c = input.nodes;
+  const n = c.count;
   const j = new Judged(n);
   const zoneIds = new Map<string, number>();
   const zoneNames: string[] = [];
   for (let i = 0; i < n; i++) {
-    const node = nodes[i]!;
-    judgeNode(j, i, node, now, s, silentAfter, taintDelay);
-    let z = zoneIds.get(node.zone);
+    judgeNode(j, i, c, now, s, silentAfter, taintDelay);
+    const zone = c.zone[i]!;
+    let z = zoneIds.get(zone);
     if (z === undefined) {
-      zoneIds.set(node.zone, (z = zoneNames.length));
-      zoneNames.push(node.zone);
+      zoneIds.set(zone, (z = zoneNames.length));
+      zoneNames.push(zone);
     }
     j.zone[i] = z;
   }
@@ -354,7 +404,7 @@ export function forecast(input: ForecastInput): Forecast {
   let keepsTaintsFrom: number | undefined;
   if (masterAt !== undefined && masterAt <= now && j.flags.some((flags) => (flags & TAINTED) !== 0)) {
     let masterSince = -NEVER;
-    for (let i = 0; i < n; i++) if (!(j.flags[i]! & EXCLUDED)) masterSince = Math.max(masterSince, nodes[i]!.ready?.transition ?? -NEVER);
+    for (let i = 0; i < n; i++) if (!(j.flags[i]! & EXCLUDED)) masterSince = Math.max(masterSince, Number.isNaN(c.transition[i]!) ? -NEVER : c.transition[i]!);
     const keptAfter = masterSince + 1000 + s.nodeMonitorPeriodMs;
     if (now < keptAfter) keepsTaintsFrom = keptAfter;
     else for (let i = 0; i < n; i++) if (j.flags[i]! & TAINTED) j.flags[i]! |= KEEPS_TAINT;
@@ -403,8 +453,8 @@ export function forecast(input: ForecastInput): Forecast {
   }
   // Only the nodes reported, and those a pod kept is on, are made objects: at thousands of failing nodes, what a
   // judgement makes is what the garbage collector then has to go through.
-  const reported = nodes.slice(0, input.nodesKept ?? n).map((node, i) => nodeForecast(j, i, node));
-  const nodeAt = (i: number) => reported[i] ?? nodeForecast(j, i, nodes[i]!);
+  const reported = Array.from({ length: Math.min(n, input.nodesKept ?? n) }, (_, i) => nodeForecast(j, i, c));
+  const nodeAt = (i: number) => reported[i] ?? nodeForecast(j, i, c);
 
   // Pods: the taint manager deletes each when its tolerations of the node's NoExecute taints run out. Only pods on
   // failing nodes can be evicted, and a node's pods come in groups sharing one tolerations array (a workload's pods
@@ -419,12 +469,11 @@ export function forecast(input: ForecastInput): Forecast {
   const tolerated = new Map([NOT_READY_TAINTS, UNREACHABLE_TAINTS].map((taints) => [taints, new Map<SlimToleration[], number>()]));
   for (let i = 0; i < n; i++) {
     if (!(j.flags[i]! & FAILING)) continue;
-    const node = nodes[i]!;
-    const groups = input.podsOn(node);
+    const groups = input.podsOn(i);
     if (groups.length === 0) continue;
     const taintAt = j.taintAt[i]!;
     const keepsTaint = (j.flags[i]! & KEEPS_TAINT) !== 0;
-    const taints = noExecuteOn(node, j.controllerTaint[i]);
+    const taints = noExecuteOn(c.taints[i]!, j.controllerTaint[i]);
     const known = tolerated.get(taints);
     let nodeAtRisk = false;
     for (const g of groups) {
@@ -441,7 +490,7 @@ export function forecast(input: ForecastInput): Forecast {
       atRisk += g.keys.length;
       nodeAtRisk = true;
       // the earliest eviction, and of pods evicted at that moment the first by key
-      if (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod)) earliest = { at, pod: g.keys[0]!, node: node.name };
+      if (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod)) earliest = { at, pod: g.keys[0]!, node: c.name[i]! };
     }
     if (nodeAtRisk) nodesAtRisk++;
   }
@@ -566,9 +615,9 @@ const UNREACHABLE_TAINTS: readonly SlimTaint[] = Object.freeze([UNREACHABLE_TAIN
 const NO_TAINTS: readonly SlimTaint[] = Object.freeze([]);
 
 /** The NoExecute taints a failing node's pods are judged on: its own, and the controller's (`c`), had or to come. */
-function noExecuteOn(node: ForecastNode, c: SlimTaint | undefined): readonly SlimTaint[] {
+function noExecuteOn(taints: readonly SlimTaint[], c: SlimTaint | undefined): readonly SlimTaint[] {
   let own: SlimTaint[] | undefined;
-  for (const t of node.taints) if (t.effect === 'NoExecute' && !isControllerTaint(t)) (own ??= []).push(t);
+  for (const t of taints) if (t.effect === 'NoExecute' && !isControllerTaint(t)) (own ??= []).push(t);
   if (!c) return own ?? NO_TAINTS;
   // the usual case: one of two arrays shared by every node, so that toleration times are worked out once for all
   if (!own && c.value === undefined) return c.key === NOT_READY ? NOT_READY_TAINTS : UNREACHABLE_TAINTS;
@@ -576,34 +625,40 @@ function noExecuteOn(node: ForecastNode, c: SlimTaint | undefined): readonly Sli
 }
 
 /** Works out node `i`'s times and flags in `j`. */
-function judgeNode(j: Judged, i: number, node: ForecastNode, now: number, s: LifecycleSettings, silentAfter: number, taintDelay: number): void {
+function judgeNode(j: Judged, i: number, c: NodeColumns, now: number, s: LifecycleSettings, silentAfter: number, taintDelay: number): void {
   const P = s.nodeMonitorPeriodMs;
-  const ready = node.ready;
-  const lastHeartbeat = lastHeartbeatOf(node, node.leaseRenew);
-  const grace = ready ? s.nodeMonitorGracePeriodMs : s.nodeStartupGracePeriodMs;
+  const status = c.status[i];
+  const transition = Number.isNaN(c.transition[i]!) ? now : c.transition[i]!;
+  // lastHeartbeatOf, on the columns
+  const renew = c.leaseRenew[i]!;
+  const beat = c.heartbeat[i]!;
+  const last = Number.isNaN(renew) ? (Number.isNaN(beat) ? c.created[i]! : beat) : Number.isNaN(beat) ? renew : Math.max(renew, beat);
+  const lastHeartbeat = Number.isNaN(last) ? undefined : last;
+  const grace = status !== undefined ? s.nodeMonitorGracePeriodMs : s.nodeStartupGracePeriodMs;
   const silent = lastHeartbeat === undefined || now - lastHeartbeat > silentAfter;
-  const notReady = ready?.status !== 'True';
+  const notReady = status !== 'True';
   let controllerTaintNow: SlimTaint | undefined;
-  for (const t of node.taints)
+  for (const t of c.taints[i]!)
     if (isControllerTaint(t)) {
       controllerTaintNow = t;
       break;
     }
-  j.flags[i] = (silent ? SILENT : 0) | (notReady ? NOT_READY_NOW : 0) | (controllerTaintNow ? TAINTED : 0) | (node.excluded ? EXCLUDED : 0);
+  j.flags[i] = (silent ? SILENT : 0) | (notReady ? NOT_READY_NOW : 0) | (controllerTaintNow ? TAINTED : 0) | (c.excluded[i] ? EXCLUDED : 0);
   j.lastHeartbeat[i] = lastHeartbeat ?? NaN;
-  j.taintAt[i] = controllerTaintNow ? (node.taintedSince ?? controllerTaintNow.timeAdded ?? now) : NaN;
+  const since = c.taintedSince[i]!;
+  j.taintAt[i] = controllerTaintNow ? (Number.isNaN(since) ? (controllerTaintNow.timeAdded ?? now) : since) : NaN;
   const predictedDown = (lastHeartbeat ?? now) + grace;
-  j.notReadyAt[i] = notReady ? (ready?.transition ?? now) : predictedDown;
+  j.notReadyAt[i] = notReady ? transition : predictedDown;
   let downEarly = NEVER;
   let downLate = NEVER;
   let eligible = NEVER;
   if (notReady) {
     // Counted NotReady from now on; with heartbeats back (Unknown but renewing) it may turn Ready any moment.
     downEarly = -NEVER;
-    downLate = silent || ready?.status === 'False' ? -NEVER : NEVER;
+    downLate = silent || status === 'False' ? -NEVER : NEVER;
     // Ready=False is queued for the taint at once; Unknown at once too, or one pass after the controller set it on
     // versions that read back the condition they wrote (taintDelay)
-    eligible = (ready?.transition ?? now) + (ready?.status === 'False' ? 0 : taintDelay);
+    eligible = transition + (status === 'False' ? 0 : taintDelay);
   } else if (silent) {
     downEarly = Math.max(predictedDown, now);
     downLate = Math.max(predictedDown + 2 * P + 1000, now);
@@ -613,17 +668,17 @@ function judgeNode(j: Judged, i: number, node: ForecastNode, now: number, s: Lif
   j.downLate[i] = downLate;
   j.eligible[i] = eligible;
   j.eligibleLate[i] = Number.isFinite(downLate) && !notReady ? downLate + taintDelay : eligible;
-  j.controllerTaint[i] = controllerTaintNow ?? (notReady || silent ? (ready?.status === 'False' ? NOT_READY_TAINT : UNREACHABLE_TAINT) : undefined);
+  j.controllerTaint[i] = controllerTaintNow ?? (notReady || silent ? (status === 'False' ? NOT_READY_TAINT : UNREACHABLE_TAINT) : undefined);
 }
 
 /** Node `i` as the forecast reports it. */
-function nodeForecast(j: Judged, i: number, node: ForecastNode): NodeForecast {
+function nodeForecast(j: Judged, i: number, c: NodeColumns): NodeForecast {
   const flags = j.flags[i]!;
   const last = j.lastHeartbeat[i]!;
   const taintAt = j.taintAt[i]!;
   const f: NodeForecast = {
-    name: node.name,
-    zone: node.zone,
+    name: c.name[i]!,
+    zone: c.zone[i]!,
     lastHeartbeat: Number.isNaN(last) ? undefined : last,
     silent: (flags & SILENT) !== 0,
     notReady: (flags & NOT_READY_NOW) !== 0,

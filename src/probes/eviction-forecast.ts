@@ -1,7 +1,7 @@
 import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
-import { type ForecastNode, defaultSilentAfter, forecast, isFailing } from '../kube/forecast.js';
+import { defaultSilentAfter, forecastColumns, isFailing } from '../kube/forecast.js';
 import { forecastFeed } from '../kube/forecast-feed.js';
 import { trackNodeSelection } from '../kube/node-selection.js';
 import { cannotSee, gated, type ObjectChange, reactive, sameLabels, watching } from '../contract/readings.js';
@@ -77,7 +77,7 @@ export default defineProbe({
       let leasesChanged = true;
       const selected = trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);
       // 'all' selects every Node, and the forecast asks only for the pods of nodes it was given: Nodes
-      const podsOn = params.nodes === 'all' ? feed.podsOn : (node: ForecastNode) => (selected.has(node.name) ? feed.podsOn(node) : []);
+      const podsOf = (names: readonly string[]) => (params.nodes === 'all' ? feed.failingPods : (i: number) => (selected.has(names[i]!) ? feed.failingPods(i) : []));
       let leaseDurationMs: number | undefined;
       let silentAfter = params.silentAfter ?? defaultSilentAfter(resolved.settings);
       const failing = (name: string | undefined, renew?: number) => feed.failing(name, ctx.clock.now(), silentAfter, renew);
@@ -117,7 +117,7 @@ export default defineProbe({
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
           const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
           // the reading lists the first 20 pods to be evicted; the forecast counts them all
-          const f = forecast({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, podsOn, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20, nodesKept: NODES_LISTED });
+          const f = forecastColumns({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, podsOn: podsOf(fleet.nodes.name), silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20, nodesKept: NODES_LISTED });
 
           const failingNodes = f.nodes;
           const failingCount = f.nodeCount;
