@@ -1,4 +1,4 @@
-import { type NodeColumns, type PodGroup, isControllerTaint, isSound } from './forecast.js';
+import { type NodeColumns, type PodGroup, isControllerTaint, isSound } from './forecast-model.js';
 import { byCodeUnit } from '../core/order.js';
 import { type ConditionStatus, NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, type SlimToleration, zoneOf } from './resources.js';
 import type { WatchHandle } from './watch.js';
