@@ -116,7 +116,7 @@ export default defineProbe({
           const lease = [...leader.store.values()][0];
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
           const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
-          // the reading lists the first 20 pods to be evicted; the forecast counts them all
+          // the reading lists the first 20 pods to be evicted and the first 100 failing nodes; the forecast counts them all
           const f = forecastColumns({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, podsOn: podsOf(fleet.nodes.name), silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20, nodesKept: NODES_LISTED });
 
           const failingNodes = f.nodes;
@@ -129,10 +129,7 @@ export default defineProbe({
           if (controllerRunning && leaseEnds !== undefined) recheckAt = Math.min(recheckAt, leaseEnds + 1);
           if (f.keepsTaintsFrom !== undefined) recheckAt = Math.min(recheckAt, f.keepsTaintsFrom);
           const nodesAtRisk = f.nodesAtRisk;
-          const silentNames = someNames(
-            failingNodes.slice(0, 10).map((n) => n.name),
-            failingCount,
-          );
+          const silentNames = someNames(failingNodes.slice(0, 10).map((n) => n.name), failingCount);
           const detail = e
             ? `first eviction ${e.at > now ? `in ${formatDuration(e.at - now)}` : 'due now'}: ${e.pod} on ${e.node} (${f.atRisk} pod${f.atRisk === 1 ? '' : 's'} at risk on ${nodesAtRisk} node${nodesAtRisk === 1 ? '' : 's'})`
             : f.frozen
