@@ -309,7 +309,9 @@ export function forecastFeed(
   };
 }
 
+/** A node's groups of pods as a list, made when first asked for after a group comes or goes. */
 const listOf = (on: NodePods | undefined): readonly PodGroup[] => (on ? (on.list ??= [...on.by.values()]) : []);
+
 /** Where `key` is or goes in the sorted `keys` (code-unit order). */
 function sortedIndex(keys: readonly string[], key: string): number {
   let lo = 0;

@@ -28,7 +28,7 @@ export interface PodForecast {
 /** What becomes of pods with a toleration time (ms, from tolerationMs) on a node. */
 export type Outcome = 'frozen' | 'untainted' | 'tolerated' | 'kept' | 'stopped' | 'evicted';
 
-/** On a node whose NoExecute taint came or comes at `taintAt` (NaN: it will not), kept although every zone is down or not. */
+/** Pods with toleration time `tol` on a node whose NoExecute taint came or comes at `taintAt` (NaN: it will not), kept or not (`keepsTaint`) although every zone is down. */
 export function outcomeOf(taintAt: number, keepsTaint: boolean, tol: number, cutoff: number, frozen: boolean): Outcome {
   if (frozen) return 'frozen';
   if (Number.isNaN(taintAt)) return 'untainted';
