@@ -1,4 +1,4 @@
-import { type NodeColumns, type PodGroup, isControllerTaint, isSound } from './forecast-model.js';
+import { type NodeColumns, type PodGroup, isControllerTaint, isSound, latestHeartbeatOrNaN } from './forecast-model.js';
 import { byCodeUnit } from '../core/order.js';
 import { type ConditionStatus, NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, type SlimToleration, zoneOf } from './resources.js';
 import type { WatchHandle } from './watch.js';
@@ -239,11 +239,7 @@ export function forecastFeed(
     else if (c.type === 'deleted') index(c.key, undefined, c.object);
   });
 
-  /** latestHeartbeat, on a node's columns (NaN: none). */
-  const lastHeartbeat = (k: number, renew: number): number => {
-    const beat = slots.heartbeat[k]!;
-    return Number.isNaN(renew) ? (Number.isNaN(beat) ? slots.created[k]! : beat) : Number.isNaN(beat) ? renew : Math.max(renew, beat);
-  };
+  const lastHeartbeat = (k: number, renew: number): number => latestHeartbeatOrNaN(renew, slots.heartbeat[k]!, slots.created[k]!);
   /** isFailing, on a node's columns: failing (-Infinity), or the moment it may fall silent. */
   const silentFrom = (k: number, renew: number): number => {
     const last = lastHeartbeat(k, renew);

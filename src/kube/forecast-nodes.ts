@@ -1,5 +1,5 @@
 import type { LifecycleSettings, NodeColumns, NodeForecast } from './forecast-model.js';
-import { isControllerTaint } from './forecast-model.js';
+import { isControllerTaint, latestHeartbeatOrNaN } from './forecast-model.js';
 import type { SlimTaint } from './resources.js';
 import { NOT_READY, UNREACHABLE } from './tolerations.js';
 
@@ -78,10 +78,7 @@ export function judgeNode(j: Judged, i: number, c: NodeColumns, now: number, s: 
   const P = s.nodeMonitorPeriodMs;
   const status = c.status[i];
   const transition = Number.isNaN(c.transition[i]!) ? now : c.transition[i]!;
-  // lastHeartbeatOf, on the columns
-  const renew = c.leaseRenew[i]!;
-  const beat = c.heartbeat[i]!;
-  const last = Number.isNaN(renew) ? (Number.isNaN(beat) ? c.created[i]! : beat) : Number.isNaN(beat) ? renew : Math.max(renew, beat);
+  const last = latestHeartbeatOrNaN(c.leaseRenew[i]!, c.heartbeat[i]!, c.created[i]!);
   const lastHeartbeat = Number.isNaN(last) ? undefined : last;
   const grace = status !== undefined ? s.nodeMonitorGracePeriodMs : s.nodeStartupGracePeriodMs;
   const silent = lastHeartbeat === undefined || now - lastHeartbeat > silentAfter;
