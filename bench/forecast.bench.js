@@ -1,8 +1,8 @@
 // The eviction forecast's judgement on its own (src/kube/forecast.ts), as the probe calls it: a fleet of N nodes in
 // 3 zones of which F are failing (silent, NotReady or tainted; the rest passed as counts per zone) and handed in
-// columns as the probe's feed hands them (builds from before that: as objects), 30 pods on each node in 3
-// workloads' tolerations, the first 20 pods and the first 100 nodes kept (builds from before nodesKept report every
-// node). Each size is judged J times with the clock moving 250 ms
+// columns as the probe's feed hands them, their pods too (builds from before that: as objects), 30 pods on each node
+// in 3 workloads' tolerations, the first 20 pods to be evicted and the first 100 nodes kept (builds from before
+// nodesKept report every node, and from before evictedPodsOnly keep pods not evicted too). Each size is judged J times with the clock moving 250 ms
 // between judgements (the probe judges at most 4 times a second), after a warm-up; garbage collections during the
 // timed judgements are counted in.
 //
@@ -101,11 +101,17 @@ new PerformanceObserver((list) => {
 }).observe({ entryTypes: ['gc'] });
 
 /**
- * A build's forecast as the probe calls it: with the nodes in columns, as the feed hands them (made once per fleet,
- * outside the time taken, as the feed keeps them), where the build takes them; else as objects.
+ * A build's forecast as the probe calls it: with the nodes and their pods in columns, as the feed hands them (made
+ * once per fleet, outside the time taken, as the feed keeps them), where the build takes them; else as objects.
  */
 function sideOf(name, m) {
   if (!m.forecastColumns) return { name, judge: (input) => m.forecast(input), fleet: (nodes) => nodes };
+  if (m.podColumnsOf)
+    return {
+      name,
+      fleet: (nodes) => ({ columns: m.columnsOf(nodes), pods: m.podColumnsOf(nodes.length, (i) => nodes[i].pods) }),
+      judge: ({ nodes, ...input }) => m.forecastColumns({ ...input, nodes: nodes.columns, pods: nodes.pods }),
+    };
   return {
     name,
     fleet: (nodes) => ({ columns: m.columnsOf(nodes), pods: nodes.map((n) => n.pods) }),
@@ -130,7 +136,7 @@ for (const failing of FAILING) {
     for (let k = 0; k < sides.length; k++) {
       const i = (j + k) % sides.length;
       const t0 = performance.now();
-      const f = sides[i].judge({ now, settings: SETTINGS, nodes: given[i], healthy, pods: groups, podsOn, silentAfterMs: SILENT_AFTER, controllerRunning: true, taintsInTheSamePass: true, podsKept: 20, nodesKept: 100 });
+      const f = sides[i].judge({ now, settings: SETTINGS, nodes: given[i], healthy, pods: groups, podsOn, silentAfterMs: SILENT_AFTER, controllerRunning: true, taintsInTheSamePass: true, podsKept: 20, evictedPodsOnly: true, nodesKept: 100 });
       const ms = performance.now() - t0;
       if (j >= WARM_UP) {
         times[i].push(ms);
@@ -154,7 +160,7 @@ console.log(`## The eviction forecast's judgement: ${NODES.toLocaleString('en')}
 Command: \`npm run build && node bench/forecast.bench.js\` (bench/forecast.bench.js). src/kube/forecast.ts as the
 eviction-forecast probe calls it, on one thread and nothing else: ${NODES} nodes in ${ZONES.length} zones, the failing ones
 passed (three quarters silent 20–50 s and still Ready, a fifth Unknown, half of those tainted, the rest Ready=False),
-the others as counts per zone; 30 pods per node in three workloads' tolerations; the first 20 pods and 100 nodes kept.
+the others as counts per zone; 30 pods per node in three workloads' tolerations; the first 20 pods to be evicted and 100 nodes kept.
 ${JUDGEMENTS} judgements per size, the clock 250 ms further each time, after ${WARM_UP} to warm up; garbage
 collections during them counted in. Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}.
 Date: ${new Date().toISOString().slice(0, 10)}.

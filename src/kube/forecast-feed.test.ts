@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProbeTester } from '../testing/probe-tester.js';
 import { byCodeUnit } from '../core/order.js';
-import { type NodeColumns, type PodGroup, groupPods, isFailing, lastHeartbeatOf } from './forecast.js';
+import { type NodeColumns, type PodColumns, type PodGroup, groupPods, isFailing, lastHeartbeatOf } from './forecast.js';
 import { forecastFeed } from './forecast-feed.js';
 import { NODE_LEASE_NAMESPACE, paths, watchSpecs, zoneOf } from './resources.js';
 import { NOT_READY, UNREACHABLE } from './tolerations.js';
@@ -30,6 +30,14 @@ const rowsOf = (c: NodeColumns) =>
     taints: c.taints[i],
     taintedSince: none(c.taintedSince[i]),
   }));
+
+/** Node i's groups in pod columns, as PodGroups; each group's size and first key are its keys'. */
+const groupsIn = (p: PodColumns, i: number, node: string): PodGroup[] =>
+  Array.from({ length: p.start[i + 1]! - p.start[i]! }, (_, k) => {
+    const g = p.start[i]! + k;
+    expect([p.size[g], p.first[g]]).toEqual([p.keys(g).length, p.keys(g)[0]]);
+    return { node, tolerations: p.tolerations[p.tolerationsId[g]!]! as PodGroup['tolerations'], keys: [...p.keys(g)] };
+  });
 
 /** Groups in the order of their first keys (the order a node's groups come in does not matter). */
 const inOrder = (gs: readonly PodGroup[]) => [...gs].sort((a, b) => byCodeUnit(a.keys[0]!, b.keys[0]!));
@@ -85,8 +93,8 @@ async function setup(namespaces?: ReadonlySet<string>) {
       healthy: Object.fromEntries([...f.healthy].sort()),
       firstSilence: f.firstSilence,
       pods: Object.fromEntries([...nodes.store.values()].map((n) => [n.name, inOrder(feed.podsOn(n.name))])),
-      // asked for by their place in the columns, as the forecast does
-      failingPods: Object.fromEntries(f.nodes.name.map((name, i) => [name, inOrder(feed.failingPods(i))])),
+      // read from the columns, as the forecast does
+      failingPods: Object.fromEntries(f.nodes.name.map((name, i) => [name, inOrder(groupsIn(f.pods, i, name))])),
     };
   };
   return { feed, expected, actual };
@@ -133,7 +141,14 @@ describe('forecast feed', () => {
     };
     const names = ['a-1', 'a-2', 'a-3', 'b-1', 'b-2', 'c-1'];
     const podKeys = new Set(['default/web-a-1', 'default/web-a-2', 'default/web-b-1']);
-    const tolerations = [undefined, [], [{ operator: 'Exists' }], [{ key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 }]];
+    const tolerations = [
+      undefined,
+      [],
+      [{ operator: 'Exists' }],
+      [{ key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 }],
+      [{ key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 60 }],
+      [{ key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute' }],
+    ];
     for (let step = 0; step < 300; step++) {
       const n = names[rand(names.length)]!;
       const op = rand(10);
@@ -177,6 +192,44 @@ describe('forecast feed', () => {
     expect(seen.healthy).toBeGreaterThan(100);
     expect(seen.groups).toBeGreaterThan(100);
     expect(sameSets).toBeGreaterThan(50);
+  });
+
+  it("reads a node's groups of pods from its map while they are more than its columns hold, and from its columns again", async () => {
+    t = new ProbeTester();
+    t.putNode('n-1', { labels: { [ZONE]: 'a' }, ready: 'Unknown' });
+    t.putNode('n-2', { labels: { [ZONE]: 'a' }, ready: 'False' });
+    const { feed, expected, actual } = await setup();
+    const check = async (what: string, groups: number) => {
+      await t.advance(50);
+      const e = expected(t.clock.now());
+      expect(actual(t.clock.now()), what).toEqual(e);
+      expect(e.failingPods['n-1'], what).toHaveLength(groups);
+    };
+    const kinds = Array.from({ length: 6 }, (_, k) => [{ key: `k-${k}`, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 60 * (k + 1) }]);
+    for (let k = 0; k < 6; k++) {
+      t.putPod('default', `p-${k}`, { node: 'n-1', tolerations: kinds[k] });
+      t.putPod('default', `q-${k}`, { node: 'n-1', tolerations: kinds[k] });
+      await check(`${k + 1} kinds on n-1`, k + 1);
+    }
+    // its Node gone and back: another slot, the same groups
+    t.api.remove(paths.nodes, 'n-1');
+    await t.advance(50);
+    expect(feed.fleet(t.clock.now(), SILENT_AFTER).nodes.name).toEqual(['n-2']);
+    t.putNode('n-1', { labels: { [ZONE]: 'a' }, ready: 'Unknown' });
+    await check('n-1 back', 6);
+    // a pod's status changes (same group), one moves to n-2, groups go one by one
+    t.putPod('default', 'p-0', { node: 'n-1', tolerations: kinds[0], ready: false });
+    await check('a status changed', 6);
+    t.putPod('default', 'q-0', { node: 'n-2', tolerations: kinds[0] });
+    await check('q-0 on n-2', 6);
+    for (let k = 0; k < 6; k++) {
+      t.api.remove(paths.pods, `default/p-${k}`);
+      if (k > 0) t.api.remove(paths.pods, `default/q-${k}`);
+      await check(`kind ${k} gone`, 5 - k);
+    }
+    // the tolerations' numbers given again to new kinds while q-0's is still in use on n-2
+    for (let k = 0; k < 3; k++) t.putPod('default', `r-${k}`, { node: 'n-1', tolerations: [{ operator: 'Exists', tolerationSeconds: k + 1 }] });
+    await check('new kinds', 3);
   });
 
   it('gives a new failing-set number when a node fails or recovers, the same one while the failing nodes stay', async () => {

@@ -1,6 +1,7 @@
-import { type NodeColumns, type PodGroup, isControllerTaint, isSound, latestHeartbeatOrNaN } from './forecast-model.js';
+import { type NodeColumns, type PodColumns, type PodGroup, isControllerTaint, isSound, latestHeartbeatOrNaN } from './forecast-model.js';
+import { FeedPods } from './forecast-feed-pods.js';
 import { byCodeUnit } from '../core/order.js';
-import { type ConditionStatus, NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, type SlimToleration, zoneOf } from './resources.js';
+import { type ConditionStatus, NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, zoneOf } from './resources.js';
 import type { WatchHandle } from './watch.js';
 
 /**
@@ -15,22 +16,18 @@ export interface ForecastFeed {
   /** Whether the node named is failing now (isFailing), with its lease renewed at `renew` if given; false for a node not known. */
   failing(name: string | undefined, now: number, silentAfter: number, renew?: number): boolean;
   /**
-   * The failing nodes as the forecast reads them, in columns, by name; the others counted per zone; the first moment
-   * a node not silent may fall silent (a healthy one then fails, a failing one still heartbeating is then judged
-   * silent); and a number that changes whenever the set of failing nodes does. The columns are the feed's, filled
-   * afresh by each call: valid until the next.
+   * The failing nodes as the forecast reads them, in columns, by name, and their pods (those of nodes `podsOf`
+   * takes, when given); the others counted per zone; the first moment a node not silent may fall silent (a healthy
+   * one then fails, a failing one still heartbeating is then judged silent); and a number that changes whenever the
+   * set of failing nodes does. The columns are the feed's, filled afresh by each call: valid until the next.
    */
-  fleet(now: number, silentAfter: number): { nodes: NodeColumns; healthy: Map<string, number>; firstSilence: number; failingSet: number };
+  fleet(
+    now: number,
+    silentAfter: number,
+    podsOf?: (node: string) => boolean,
+  ): { nodes: NodeColumns; pods: PodColumns; healthy: Map<string, number>; firstSilence: number; failingSet: number };
   /** The pods on the node named that the forecast judges: not being deleted, and in `namespaces` when given. */
   podsOn(name: string): readonly PodGroup[];
-  /** The same, of the failing node at `index` in the last fleet()'s columns (without a lookup by name). */
-  failingPods(index: number): readonly PodGroup[];
-}
-
-/** A node's pods that count, by tolerations array, and the list of those groups once asked for. */
-interface NodePods {
-  by: Map<SlimToleration[], PodGroup & { keys: string[] }>;
-  list?: PodGroup[];
 }
 
 const EXCLUDED = 'node.kubernetes.io/exclude-disruption';
@@ -69,7 +66,6 @@ class Slots {
   readonly status: (ConditionStatus | undefined)[] = [];
   readonly names: (string | undefined)[] = [];
   readonly nodes: (SlimNode | undefined)[] = [];
-  readonly pods: (NodePods | undefined)[] = [];
   private readonly free: number[] = [];
   private used = 0;
 
@@ -81,7 +77,7 @@ class Slots {
   }
 
   release(k: number): void {
-    this.names[k] = this.nodes[k] = this.pods[k] = this.status[k] = undefined;
+    this.names[k] = this.nodes[k] = this.status[k] = undefined;
     this.flags[k] = 0;
     this.free.push(k);
   }
@@ -147,7 +143,7 @@ export function forecastFeed(
   const zoneSizes: number[] = [];
   // Per node its pods' groups, kept by the pods watch: a pod's key is put in (or taken out of) its group's sorted
   // keys as it comes and goes, so that the first judgement after many nodes fail at once does not group their pods.
-  const groupsOn = new Map<string, NodePods>();
+  const feedPods = new FeedPods(o.namespaces, (name) => slotOf.get(name));
 
   const counted = (k: number) => (slots.flags[k]! & EXCLUDED_FROM_ZONES) === 0;
   const put = (n: SlimNode) => {
@@ -156,7 +152,7 @@ export function forecastFeed(
       slotOf.set(n.name, (k = slots.take()));
       slots.names[k] = n.name;
       slots.renew[k] = leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime ?? NaN;
-      slots.pods[k] = groupsOn.get(n.name);
+      feedPods.attach(n.name, k);
       byName = undefined;
     } else if (counted(k)) zoneSizes[slots.zone[k]!]!--;
     const zone = zoneOf(n.labels);
@@ -181,6 +177,7 @@ export function forecastFeed(
     if (counted(k)) zoneSizes[slots.zone[k]!]!--;
     slotOf.delete(name);
     slots.release(k);
+    feedPods.detach(k);
     byName = undefined;
   };
   for (const n of nodes.store.values()) put(n);
@@ -194,49 +191,10 @@ export function forecastFeed(
     if (k !== undefined) slots.renew[k] = c.type === 'deleted' ? NaN : (c.object.renewTime ?? NaN);
   });
 
-  const podsCount = (p: SlimPod | undefined): p is SlimPod & { nodeName: string } =>
-    p?.nodeName !== undefined && p.deletionTimestamp === undefined && (!o.namespaces || o.namespaces.has(p.namespace));
-  const setPods = (node: string, on: NodePods | undefined) => {
-    const k = slotOf.get(node);
-    if (k !== undefined) slots.pods[k] = on;
-  };
-  const index = (key: string, p: SlimPod | undefined, before: SlimPod | undefined) => {
-    if (podsCount(before)) {
-      const on = groupsOn.get(before.nodeName);
-      const g = on?.by.get(before.tolerations);
-      if (on && g) {
-        const i = sortedIndex(g.keys, key);
-        if (g.keys[i] === key) g.keys.splice(i, 1);
-        if (g.keys.length === 0) {
-          on.by.delete(before.tolerations);
-          on.list = undefined;
-          if (on.by.size === 0) {
-            groupsOn.delete(before.nodeName);
-            setPods(before.nodeName, undefined);
-          }
-        }
-      }
-    }
-    if (podsCount(p)) {
-      let on = groupsOn.get(p.nodeName);
-      if (!on) {
-        groupsOn.set(p.nodeName, (on = { by: new Map() }));
-        setPods(p.nodeName, on);
-      }
-      const g = on.by.get(p.tolerations);
-      if (g) {
-        const i = sortedIndex(g.keys, key);
-        if (g.keys[i] !== key) g.keys.splice(i, 0, key);
-      } else {
-        on.by.set(p.tolerations, { node: p.nodeName, tolerations: p.tolerations, keys: [key] });
-        on.list = undefined;
-      }
-    }
-  };
-  for (const [key, p] of pods.store) index(key, p, undefined);
+  for (const [key, p] of pods.store) feedPods.change(key, p, undefined);
   pods.subscribe((c) => {
-    if (c.type === 'added' || c.type === 'modified') index(c.key, c.object, c.previous);
-    else if (c.type === 'deleted') index(c.key, undefined, c.object);
+    if (c.type === 'added' || c.type === 'modified') feedPods.change(c.key, c.object, c.previous);
+    else if (c.type === 'deleted') feedPods.change(c.key, undefined, c.object);
   });
 
   const lastHeartbeat = (k: number, renew: number): number => latestHeartbeatOrNaN(renew, slots.heartbeat[k]!, slots.created[k]!);
@@ -258,8 +216,10 @@ export function forecastFeed(
       const k = name === undefined ? undefined : slotOf.get(name);
       return k !== undefined && now - silentFrom(k, renew ?? slots.renew[k]!) > silentAfter;
     },
-    fleet(now, silentAfter) {
+    fleet(now, silentAfter, podsOf) {
       const out = failing;
+      const outPods = feedPods.failing;
+      outPods.clear();
       const failingIn = new Int32Array(zoneNames.length);
       let firstSilence = Infinity;
       // slots are one node's each as long as the name order stands
@@ -292,30 +252,16 @@ export function forecastFeed(
         out.taints[i] = flags & HAS_TAINTS ? slots.nodes[k]!.taints : NO_TAINTS;
         // asked for only where the forecast reads it: on a node with the controller's taint
         out.taintedSince[i] = flags & CONTROLLER_TAINT ? (o.taintedSince(name) ?? NaN) : NaN;
+        outPods.push(!podsOf || podsOf(name) ? k : -1);
         i++;
       }
       if (changed || i !== out.count) failingSet++;
       out.end(i);
+      outPods.end();
       const healthy = new Map<string, number>();
       for (let z = 0; z < zoneNames.length; z++) if (zoneSizes[z]! > 0) healthy.set(zoneNames[z]!, zoneSizes[z]! - failingIn[z]!);
-      return { nodes: out, healthy, firstSilence, failingSet };
+      return { nodes: out, pods: outPods, healthy, firstSilence, failingSet };
     },
-    podsOn: (name) => listOf(groupsOn.get(name)),
-    failingPods: (index) => listOf(index < failing.count ? slots.pods[failing.slot[index]!] : undefined),
+    podsOn: (name) => feedPods.list(name),
   };
-}
-
-/** A node's groups of pods as a list, made when first asked for after a group comes or goes. */
-const listOf = (on: NodePods | undefined): readonly PodGroup[] => (on ? (on.list ??= [...on.by.values()]) : []);
-
-/** Where `key` is or goes in the sorted `keys` (code-unit order). */
-function sortedIndex(keys: readonly string[], key: string): number {
-  let lo = 0;
-  let hi = keys.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (keys[mid]! < key) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }

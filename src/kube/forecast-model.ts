@@ -79,8 +79,8 @@ export interface ForecastInput {
    */
   healthy?: ReadonlyMap<string, number>;
   /**
-   * A node's pods that can be evicted, grouped (see groupPods); asked only for the nodes in `nodes` that are failing
-   * (silent, NotReady or tainted), whose names are unique, with the node as passed in `nodes`.
+   * A node's pods that can be evicted, grouped (see groupPods); asked for each node in `nodes` (whose names are
+   * unique), with the node as passed there. Only those of failing nodes (silent, NotReady or tainted) are judged.
    */
   podsOn(node: ForecastNode): readonly PodGroup[];
   /** A node whose last heartbeat is older than this is taken as silent (it will not renew again). */
@@ -100,6 +100,8 @@ export interface ForecastInput {
   podsKept?: number;
   /** Report only the first n nodes in `nodes` (by name; all of them are judged, and counted in nodeCount). */
   nodesKept?: number;
+  /** List in `pods` only pods with a predicted eviction (the first podsKept of those). */
+  evictedPodsOnly?: boolean;
 }
 
 /**
@@ -140,10 +142,55 @@ export function columnsOf(nodes: readonly ForecastNode[]): NodeColumns {
   };
 }
 
-/** A forecast's input with the nodes in columns (the feed's), their pods asked for by the node's index in them. */
+/**
+ * The nodes' pods in groups (PodGroup) as numbers: node i's groups are start[i] to start[i + 1] - 1, each with its
+ * pods counted, its tolerations array by number and its first key. A judgement reads these side by side; it asks for a
+ * group's keys only when its first pod is among those reported, a few groups of thousands.
+ */
+export interface PodColumns {
+  /** Per node, where its groups start; one more entry than nodes. */
+  start: Int32Array;
+  /** Per group, its number of pods (1 or more). */
+  size: Int32Array;
+  /** Per group, its tolerations: an index into `tolerations`. */
+  tolerationsId: Int32Array;
+  tolerations: readonly (readonly SlimToleration[] | undefined)[];
+  /** Per group, its first key by code unit. */
+  first: readonly string[];
+  /** A group's pod keys, sorted by code unit. */
+  keys(group: number): readonly string[];
+}
+
+/** The pods of `count` nodes in columns, node i's groups from podsOn(i) (empty groups left out). */
+export function podColumnsOf(count: number, podsOn: (node: number) => readonly PodGroup[]): PodColumns {
+  const ids = new Map<readonly SlimToleration[], number>();
+  const tolerations: (readonly SlimToleration[])[] = [];
+  const start = new Int32Array(count + 1);
+  const groups: PodGroup[] = [];
+  for (let i = 0; i < count; i++) {
+    for (const g of podsOn(i)) if (g.keys.length > 0) groups.push(g);
+    start[i + 1] = groups.length;
+  }
+  const idOf = (t: readonly SlimToleration[]) => {
+    let id = ids.get(t);
+    if (id === undefined) ids.set(t, (id = tolerations.push(t) - 1));
+    return id;
+  };
+  return {
+    start,
+    size: Int32Array.from(groups, (g) => g.keys.length),
+    tolerationsId: Int32Array.from(groups, (g) => idOf(g.tolerations)),
+    tolerations,
+    first: groups.map((g) => g.keys[0]!),
+    keys: (group) => groups[group]!.keys,
+  };
+}
+
+/** A forecast's input with the nodes in columns (the feed's) and their pods in columns by the nodes' indexes. */
 export interface ColumnsInput extends Omit<ForecastInput, 'nodes' | 'podsOn'> {
   nodes: NodeColumns;
-  podsOn(node: number): readonly PodGroup[];
+  /** The pods of the nodes in `nodes`; only those of failing nodes are read. */
+  pods: PodColumns;
 }
 
 export type ZoneState = 'Normal' | 'PartialDisruption' | 'FullDisruption';

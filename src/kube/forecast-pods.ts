@@ -69,25 +69,32 @@ interface Kept {
 }
 
 /**
- * The first `n` pods by eviction time (none last), then key: all of them sorted, or when n is small a running
- * selection, so that a forecast over 150,000 pods on failing nodes makes the few PodForecasts it reports, not one per
- * pod. A group's keys are sorted, so once one of them is not kept, neither are the rest. Nodes are given by number,
- * and asked for only for the pods kept.
+ * The first `n` pods by eviction time (none last, or left out with `evictedOnly`), then key: all of them sorted, or
+ * when n is small a running selection, so that a forecast over 150,000 pods on failing nodes makes the few
+ * PodForecasts it reports, not one per pod. Pods are offered by group, whose keys are asked for (`keysOf`) only when
+ * its first pod comes before the last pod kept; a group's keys are sorted, so once one of them is not kept, neither
+ * are the rest. Nodes are given by number, and asked for only for the pods kept.
  */
 export class FirstPods {
   private readonly kept: Kept[] = [];
 
-  constructor(private readonly n: number) {}
+  constructor(
+    private readonly n: number,
+    private readonly keysOf: (group: number) => readonly string[],
+    private readonly evictedOnly = false,
+  ) {}
 
-  offer(keys: readonly string[], at: number, node: number, tol: number, outcome: Outcome): void {
+  /** The pods of `group`, the first by key `first`, evicted at `at` (NEVER: not). */
+  offer(group: number, first: string, at: number, node: number, tol: number, outcome: Outcome): void {
     const kept = this.kept;
+    if (this.evictedOnly && at === NEVER) return;
     if (!Number.isFinite(this.n)) {
-      for (const key of keys) kept.push({ key, at, node, tol, outcome });
+      for (const key of this.keysOf(group)) kept.push({ key, at, node, tol, outcome });
       return;
     }
-    // most groups come after the last one kept by their moment alone: decided without reading their keys
-    if (kept.length === this.n && (this.n === 0 || at > kept[this.n - 1]!.at)) return;
-    for (const key of keys) {
+    // most groups come after the last one kept by their moment, or by their first key: decided without their keys
+    if (kept.length === this.n && (this.n === 0 || !before(first, at, kept[this.n - 1]!))) return;
+    for (const key of this.keysOf(group)) {
       if (kept.length === this.n && !before(key, at, kept[this.n - 1]!)) return;
       let i = kept.length;
       while (i > 0 && before(key, at, kept[i - 1]!)) i--;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type ForecastInput, type ForecastNode, type ForecastPod, type LifecycleSettings, columnsOf, forecast as forecastGroups, forecastColumns, groupPods, isFailing, zoneStateOf } from './forecast.js';
+import { type ForecastInput, type ForecastNode, type ForecastPod, type LifecycleSettings, columnsOf, forecast as forecastGroups, forecastColumns, groupPods, isFailing, podColumnsOf, zoneStateOf } from './forecast.js';
 import type { SlimToleration } from './resources.js';
 import { NOT_READY, UNREACHABLE } from './tolerations.js';
 
@@ -249,7 +249,7 @@ describe('nodes in columns', () => {
     // judged from the columns as from the nodes
     const nodes = [node('n-1', s(20)), young, node('n-3', 100, { zone: 'z2' })];
     const groups = groupPods([pod('x/p', 'n-1')]);
-    const byIndex = forecastColumns({ now: NOW, settings: lab, nodes: columnsOf(nodes), podsOn: (i) => groups.filter((g) => g.node === nodes[i]!.name) });
+    const byIndex = forecastColumns({ now: NOW, settings: lab, nodes: columnsOf(nodes), pods: podColumnsOf(nodes.length, (i) => groups.filter((g) => g.node === nodes[i]!.name)) });
     expect(byIndex).toStrictEqual(forecastGroups({ now: NOW, settings: lab, nodes, podsOn: (n) => groups.filter((g) => g.node === n.name) }));
     expect(byIndex.earliest).toMatchObject({ pod: 'x/p', node: 'n-1' });
   });
@@ -289,6 +289,14 @@ describe('eviction forecast: many pods', () => {
     const alone = [...pods].reverse().map((p) => ({ ...p, tolerations: [...p.tolerations] }));
     expect(groupPods(alone)).toHaveLength(pods.length);
     for (const podsKept of [undefined, 0, 1, 4, 7]) expect(forecast({ now: NOW, settings: lab, nodes, pods: alone, podsKept })).toEqual(forecast({ now: NOW, settings: lab, nodes, pods, podsKept }));
+    // only the pods to be evicted listed: the first of those, and the same counts
+    const evicted = all.pods.filter((p) => p.evictAt !== undefined);
+    expect(evicted).toHaveLength(16);
+    for (const podsKept of [undefined, 0, 4, 16, 20]) {
+      const only = forecast({ now: NOW, settings: lab, nodes, pods, podsKept, evictedPodsOnly: true });
+      expect(only.pods, `podsKept ${podsKept}`).toEqual(evicted.slice(0, podsKept));
+      expect([only.atRisk, only.nodesAtRisk, only.earliest]).toEqual([all.atRisk, all.nodesAtRisk, all.earliest]);
+    }
   });
 });
 

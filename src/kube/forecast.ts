@@ -1,7 +1,6 @@
 import { byCodeUnit } from '../core/order.js';
-import type { SlimToleration } from './resources.js';
 import { FirstPods, evictsAt, outcomeOf } from './forecast-pods.js';
-import { type ColumnsInput, type Forecast, type ForecastInput, type ForecastNode, type ZoneState, columnsOf, defaultSilentAfter } from './forecast-model.js';
+import { type ColumnsInput, type Forecast, type ForecastInput, type ForecastNode, type ZoneState, columnsOf, defaultSilentAfter, podColumnsOf } from './forecast-model.js';
 import { EXCLUDED, FAILING, Judged, KEEPS_TAINT, NOT_READY_NOW, NOT_READY_TAINTS, TAINTED, UNREACHABLE_TAINTS, judgeNode, noExecuteOn, nodeForecast } from './forecast-nodes.js';
 import { SortedByLate, ascending, countAtMost, firstAfter, firstPartialCount } from './forecast-queue.js';
 import { tolerationMs } from './tolerations.js';
@@ -15,11 +14,12 @@ export type {
   LifecycleSettings,
   NodeColumns,
   NodeForecast,
+  PodColumns,
   PodGroup,
   ZoneForecast,
   ZoneState,
 } from './forecast-model.js';
-export { columnsOf, defaultSilentAfter, groupPods, isFailing, lastHeartbeatOf } from './forecast-model.js';
+export { columnsOf, defaultSilentAfter, groupPods, isFailing, lastHeartbeatOf, podColumnsOf } from './forecast-model.js';
 
 /*
  * The eviction forecast: a pure model of the node lifecycle controller and the taint manager of
@@ -55,7 +55,8 @@ export function forecast(input: ForecastInput): Forecast {
   // By name: the order nodes are reported in, and the order of nodes queued for a taint at the same moment. Callers
   // pass them in that order; then it is only checked.
   const nodes = byName(input.nodes);
-  return forecastColumns({ ...input, nodes: columnsOf(nodes), podsOn: (i) => input.podsOn(nodes[i]!) });
+  const { podsOn, ...rest } = input;
+  return forecastColumns({ ...rest, nodes: columnsOf(nodes), pods: podColumnsOf(nodes.length, (i) => podsOn(nodes[i]!)) });
 }
 
 /** The forecast of nodes in columns, in name order. */
@@ -212,39 +213,40 @@ export function forecastColumns(input: ColumnsInput): Forecast {
 
   // Pods: the taint manager deletes each when its tolerations of the node's NoExecute taints run out. Only pods on
   // failing nodes can be evicted, and a node's pods come in groups sharing one tolerations array (a workload's pods
-  // do: resources.ts interns them): thousands of pods on a node are a handful of verdicts.
+  // do: resources.ts interns them): thousands of pods on a node are a handful of verdicts, read as numbers.
   const cutoff = masterAt ?? NEVER;
   const frozen = input.controllerRunning === false;
+  const p = input.pods;
   let atRisk = 0;
   let nodesAtRisk = 0;
   let earliest: Forecast['earliest'];
-  const pods = new FirstPods(input.podsKept ?? Infinity);
-  // toleration times by tolerations array, for nodes whose only NoExecute taint is one of the controller's
-  const tolerated = new Map([NOT_READY_TAINTS, UNREACHABLE_TAINTS].map((taints) => [taints, new Map<SlimToleration[], number>()]));
+  const pods = new FirstPods(input.podsKept ?? Infinity, p.keys, input.evictedPodsOnly);
+  // toleration times by tolerations, for nodes whose only NoExecute taint is one of the controller's (NaN: not yet)
+  const tolerated = new Map([NOT_READY_TAINTS, UNREACHABLE_TAINTS].map((taints) => [taints, new Float64Array(p.tolerations.length).fill(NaN)]));
   for (let i = 0; i < n; i++) {
-    if (!(j.flags[i]! & FAILING)) continue;
-    const groups = input.podsOn(i);
-    if (groups.length === 0) continue;
+    const first = p.start[i]!;
+    const end = p.start[i + 1]!;
+    if (first === end || !(j.flags[i]! & FAILING)) continue;
     const taintAt = j.taintAt[i]!;
     const keepsTaint = (j.flags[i]! & KEEPS_TAINT) !== 0;
     const taints = noExecuteOn(c.taints[i]!, j.controllerTaint[i]);
     const known = tolerated.get(taints);
     let nodeAtRisk = false;
-    for (const g of groups) {
-      if (g.keys.length === 0) continue;
-      let tol = known?.get(g.tolerations);
-      if (tol === undefined) {
-        tol = tolerationMs(g.tolerations, taints);
-        known?.set(g.tolerations, tol);
+    for (let g = first; g < end; g++) {
+      const id = p.tolerationsId[g]!;
+      let tol = known ? known[id]! : NaN;
+      if (Number.isNaN(tol)) {
+        tol = tolerationMs(p.tolerations[id]!, taints);
+        if (known) known[id] = tol;
       }
       const outcome = outcomeOf(taintAt, keepsTaint, tol, cutoff, frozen);
       const at = evictsAt(outcome, taintAt, tol);
-      pods.offer(g.keys, at, i, tol, outcome);
+      pods.offer(g, p.first[g]!, at, i, tol, outcome);
       if (at === NEVER) continue;
-      atRisk += g.keys.length;
+      atRisk += p.size[g]!;
       nodeAtRisk = true;
       // the earliest eviction, and of pods evicted at that moment the first by key
-      if (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod)) earliest = { at, pod: g.keys[0]!, node: c.name[i]! };
+      if (!earliest || at < earliest.at || (at === earliest.at && p.first[g]! < earliest.pod)) earliest = { at, pod: p.first[g]!, node: c.name[i]! };
     }
     if (nodeAtRisk) nodesAtRisk++;
   }

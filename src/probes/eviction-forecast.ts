@@ -76,8 +76,8 @@ export default defineProbe({
       // most of the cost.
       let leasesChanged = true;
       const selected = trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);
-      // 'all' selects every Node, and the forecast asks only for the pods of nodes it was given: Nodes
-      const podsOf = (names: readonly string[]) => (params.nodes === 'all' ? feed.failingPods : (i: number) => (selected.has(names[i]!) ? feed.failingPods(i) : []));
+      // 'all' selects every Node
+      const podsOf = params.nodes === 'all' ? undefined : (name: string) => selected.has(name);
       let leaseDurationMs: number | undefined;
       let silentAfter = params.silentAfter ?? defaultSilentAfter(resolved.settings);
       const failing = (name: string | undefined, renew?: number) => feed.failing(name, ctx.clock.now(), silentAfter, renew);
@@ -112,12 +112,12 @@ export default defineProbe({
           // Only failing nodes go to the forecast as objects; the rest are counted per zone (all they change is the
           // zones' sizes), and the first moment one of them may go silent is when to judge again. Only pods on failing
           // nodes can be evicted: their groups come from the per-node index, not from every pod.
-          const fleet = feed.fleet(now, silentAfter);
+          const fleet = feed.fleet(now, silentAfter, podsOf);
           const lease = [...leader.store.values()][0];
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
           const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
           // the reading lists the first 20 pods to be evicted and the first 100 failing nodes; the forecast counts them all
-          const f = forecastColumns({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, podsOn: podsOf(fleet.nodes.name), silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20, nodesKept: NODES_LISTED });
+          const f = forecastColumns({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, pods: fleet.pods, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20, evictedPodsOnly: true, nodesKept: NODES_LISTED });
 
           const failingNodes = f.nodes;
           const failingCount = f.nodeCount;
@@ -150,7 +150,7 @@ export default defineProbe({
               nodes: failingNodes,
               failingNodes: failingCount,
               healthyNodes: nodes.store.size - failingCount,
-              pods: f.pods.filter((p) => p.evictAt !== undefined),
+              pods: f.pods,
               zones: f.zones,
               settings: { ...settings, silentAfterMs: silentAfter },
               sources: resolved.sources,
