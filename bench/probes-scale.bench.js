@@ -17,6 +17,7 @@
 //   KUBE_RUNBOOK_BENCH_HOLD=10m  KUBE_RUNBOOK_BENCH_SHORT_HOLD=2m  (the largest size holds HOLD, the others SHORT_HOLD)
 //   KUBE_RUNBOOK_BENCH_CHURN=10                                  (pod deletions per second, each replaced)
 //   KUBE_RUNBOOK_BENCH_RUNNING_WAIT=10m                          (longest wait for the fleet to set the pods Running)
+//   KUBE_RUNBOOK_BENCH_EXECUTOR_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/p"  (Node flags for the executor: where its time goes)
 //
 // Besides its section, it keeps ~/.cache/kube-runbook/bench/probes-scale/last-run.json (every figure, each deletion's
 // delays, the executor's largest lease delay per 10 s) and executor-<pods>.log (its cluster access's log).
@@ -44,6 +45,8 @@ const HOLD = env.KUBE_RUNBOOK_BENCH_HOLD ?? '10m';
 const SHORT_HOLD = env.KUBE_RUNBOOK_BENCH_SHORT_HOLD ?? '2m';
 const CHURN = Number(env.KUBE_RUNBOOK_BENCH_CHURN ?? 10);
 const RUNNING_WAIT = env.KUBE_RUNBOOK_BENCH_RUNNING_WAIT ?? '10m';
+// Node flags for the executor's process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p" to see where its time goes
+const EXECUTOR_FLAGS = (env.KUBE_RUNBOOK_BENCH_EXECUTOR_FLAGS ?? '').split(/\s+/).filter(Boolean);
 const INSTANCE = 'psc';
 const NS = 'kr-scale';
 const CLI = fileURLToPath(new URL('../bin/kube-runbook.js', import.meta.url));
@@ -203,7 +206,7 @@ async function main() {
       const exLog = join(WORK, `executor-${pods}.log`);
       writeFileSync(exLog, '');
       process.env.KUBE_RUNBOOK_BENCH_LOG = exLog;
-      const ex = measured('executor', process.execPath, [EXECUTOR, info.inventoryFile, info.kubeconfig, info.context]);
+      const ex = measured('executor', process.execPath, [...EXECUTOR_FLAGS, EXECUTOR, info.inventoryFile, info.kubeconfig, info.context]);
       const inf = measured('informer', informerBin, ['-kubeconfig', info.kubeconfig, '-context', info.context]);
       // the first readings: every probe read, every informer synced
       const syncStart = epochMs();

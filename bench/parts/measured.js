@@ -37,7 +37,8 @@ export function measured(name, cmd, args) {
     live: () => ask('live'),
     async quit() {
       child.stdin.write('quit\n');
-      await Promise.race([exited, sleep(10_000)]);
+      // a CPU profile asked for is written as it exits
+      await Promise.race([exited, sleep(60_000)]);
       child.kill('SIGKILL');
     },
   };

@@ -37,11 +37,25 @@ const MAX_SHOWN = 50;
 export type SourceRank = 1 | 2;
 
 type Kind = 'lease' | 'ready' | 'taints' | 'deleted';
+
+/** A reading's moment, as the report writes it and as a number (one of each per reading, not per node). */
+interface Stamp {
+  iso: string;
+  ms: number;
+}
+
 interface Fact {
   node: string;
   kind: Kind;
-  apply: (s: NodeSeries, at: string) => boolean;
+  apply: (s: NodeSeries, at: Stamp, renewals: Renewals) => boolean;
 }
+
+/**
+ * When each node's last Lease sample says it was renewed (ms; null: no Lease), kept beside the series so that telling
+ * a renewal from the same one seen again does not parse the sample's time: a node-leases reading speaks of every
+ * node, and in a storm of renewals there are several readings a second.
+ */
+type Renewals = Map<string, number | null>;
 
 const iso = (at: number) => new Date(at).toISOString();
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -49,7 +63,6 @@ const listOf = (v: unknown, key: string): Record<string, unknown>[] | undefined 
   const l = isObj(v) ? v[key] : undefined;
   return Array.isArray(l) && l.every(isObj) ? l : undefined;
 };
-const renewalOf = (s: LeaseSample) => (s.ageMs === null ? null : Date.parse(s.at) - s.ageMs);
 
 /** Appends a change, or counts it as dropped past the cap. */
 function push<T>(s: NodeSeries, list: T[], entry: T): void {
@@ -61,12 +74,14 @@ function leaseFact(node: string, ageMs: number | null, stale: boolean): Fact {
   return {
     node,
     kind: 'lease',
-    apply(s, at) {
-      const sample: LeaseSample = { at, ageMs, stale };
+    apply(s, at, renewals) {
       const last = s.lease.at(-1);
-      const renewed = last !== undefined && ageMs !== null && last.ageMs !== null && Math.abs((renewalOf(last) ?? 0) - (Date.parse(at) - ageMs)) > 1;
+      const renewal = ageMs === null ? null : at.ms - ageMs;
+      const before = renewals.get(node);
+      const renewed = last !== undefined && renewal !== null && last.ageMs !== null && Math.abs((before ?? 0) - renewal) > 1;
       if (last && last.stale === stale && (last.ageMs === null) === (ageMs === null) && !renewed) return stale;
-      s.lease.push(sample);
+      renewals.set(node, renewal);
+      s.lease.push({ at: at.iso, ageMs, stale });
       if (s.lease.length > MAX_LEASE) thin(s);
       return stale;
     },
@@ -86,7 +101,7 @@ function readyFact(node: string, status: string): Fact {
     node,
     kind: 'ready',
     apply(s, at) {
-      if (s.ready.at(-1)?.status !== status) push(s, s.ready, { at, status });
+      if (s.ready.at(-1)?.status !== status) push(s, s.ready, { at: at.iso, status });
       return status !== 'True';
     },
   };
@@ -98,7 +113,7 @@ function taintFact(node: string, keys: string[]): Fact {
     kind: 'taints',
     apply(s, at) {
       const last = s.taints.at(-1);
-      if (last ? last.keys.join(',') !== keys.join(',') : keys.length > 0) push(s, s.taints, { at, keys });
+      if (last ? last.keys.join(',') !== keys.join(',') : keys.length > 0) push(s, s.taints, { at: at.iso, keys });
       return keys.length > 0;
     },
   };
@@ -153,7 +168,9 @@ export class NodeTracker {
   private readonly all = new Map<string, NodeSeries>();
   private readonly admitted = new Set<string>();
   private readonly leftOut = new Set<string>();
-  private readonly rank = new Map<string, SourceRank>();
+  /** Per kind of fact, the best source heard on each node. */
+  private readonly rank: Record<Kind, Map<string, SourceRank>> = { lease: new Map(), ready: new Map(), taints: new Map(), deleted: new Map() };
+  private readonly renewals: Renewals = new Map();
   private readonly listedBy = new Map<string, Set<string>>();
   private quiet = 0;
 
@@ -169,13 +186,15 @@ export class NodeTracker {
   reading(source: string, rank: SourceRank, at: number, value: unknown): void {
     const { facts, listed } = factsOf(value, this.listedBy.get(source));
     if (listed) this.listedBy.set(source, listed);
+    const when = iso(at);
+    const stamp = { iso: when, ms: Date.parse(when) };
     for (const f of facts) {
       // a better-informed source, once it spoke of a node, is the only one heard on it
-      const key = `${f.node}|${f.kind}`;
-      if ((this.rank.get(key) ?? 0) > rank) continue;
-      this.rank.set(key, rank);
+      const ranks = this.rank[f.kind];
+      if ((ranks.get(f.node) ?? 0) > rank) continue;
+      ranks.set(f.node, rank);
       const s = this.series(f.node);
-      const hurt = f.apply(s, iso(at));
+      const hurt = f.apply(s, stamp, this.renewals);
       if (!this.admitted.has(s.node) && (hurt || this.quiet < MAX_QUIET) && this.admit(s, false) && !hurt) this.quiet++;
       if (!this.admitted.has(s.node) && s.lease.length > 2) s.lease.splice(1, s.lease.length - 2);
     }
