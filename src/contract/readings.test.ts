@@ -23,7 +23,8 @@ describe('reactive', () => {
     t.putNode('node-0');
     const run = t.start(nodeCount, { minIntervalMs: 250 });
     await run.until((r) => r.detail === '1 nodes');
-    await t.advance(1000);
+    // half-way between the re-readings the probe makes every second while nothing changes
+    await t.advance(1500);
     const before = t.judgements;
     const changesBefore = t.changesJudged;
     const burstAt = t.clock.now();
@@ -39,6 +40,15 @@ describe('reactive', () => {
     expect(t.judgements - before).toBeLessThanOrEqual(3);
     // each of the 100 Nodes added was taken in by one of those few judgements (what a benchmark divides their cost by)
     expect(t.changesJudged - changesBefore).toBe(100);
+  });
+
+  it('with minIntervalMs, reads at once when the watches have synced: waiting for them is no judgement', async () => {
+    t = new ProbeTester();
+    t.putNode('node-0');
+    const run = t.start(nodeCount, { minIntervalMs: 250 });
+    const first = await run.until((r) => r.status === 'ok');
+    expect(run.readings[0]).toMatchObject({ status: 'unknown' });
+    expect(first.at - run.readings[0]!.at).toBeLessThan(250);
   });
 
   it('without it, judges every change', async () => {

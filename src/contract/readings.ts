@@ -148,8 +148,10 @@ export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenera
       }
       dirty = false;
       const now = ctx.clock.now();
-      lastJudgedAt = now;
       const reading = judgeNow(o, now, ctx.profile, changes);
+      // only a judgement made spaces the next: waiting for the watches to sync costs nothing, and the first reading
+      // after they do comes at once
+      if (reading.judged) lastJudgedAt = now;
       changes = 0;
       cancelTimer?.();
       cancelTimer = undefined;
@@ -171,20 +173,21 @@ export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenera
   }
 }
 
-function judgeNow<V>(o: ReactiveOptions<V>, now: number, profile: Ctx['profile'], changes: number): Judgement<V | null> & { key: string } {
+/** The probe's judgement, or unknown while a watch is not fresh (`judged` false: the probe's judge was not called). */
+function judgeNow<V>(o: ReactiveOptions<V>, now: number, profile: Ctx['profile'], changes: number): Judgement<V | null> & { key: string; judged: boolean } {
   for (const w of o.watches) {
     const f = w.freshness();
     if (!f.fresh) {
       const detail = f.synced ? `cannot see ${w.key}: ${f.reason}` : `waiting for ${w.key}: ${f.reason}`;
-      return { status: 'unknown', value: null, detail, key: `unknown|${w.key}|${f.synced}|${f.state}` };
+      return { status: 'unknown', value: null, detail, key: `unknown|${w.key}|${f.synced}|${f.state}`, judged: false };
     }
   }
   try {
     const j = profile ? profile.judge(() => o.judge(now), changes) : o.judge(now);
-    return { ...j, key: j.key ?? `${j.status}|${j.detail}` };
+    return { ...j, key: j.key ?? `${j.status}|${j.detail}`, judged: true };
   } catch (e) {
     const detail = `cannot judge: ${messageOf(e)}`;
-    return { status: 'unknown', value: null, detail, key: `unknown|${detail}` };
+    return { status: 'unknown', value: null, detail, key: `unknown|${detail}`, judged: true };
   }
 }
 

@@ -43,6 +43,32 @@ describe('node-leases', () => {
     expect(back.at).toBe(renewedAt);
   });
 
+  it('judges a storm of renewals in batches of a quarter second, the last batch with every renewal in it', async () => {
+    t = new ProbeTester();
+    const names = Array.from({ length: 40 }, (_, i) => `node-${String(i).padStart(2, '0')}`);
+    for (const n of names) {
+      t.putNode(n);
+      t.renewLease(n);
+    }
+    const run = t.start(probe, { staleAfter: '5s' });
+    await run.until((r) => r.status === 'ok');
+    const v = await run.until((r) => r.status === 'violated' && (r.value as { stale: string[] }).stale.length === 40, 10_000);
+    // the 40 come back one every 10 ms: 400 ms of renewals, each of which changes the stale set
+    const before = run.readings.length;
+    const from = t.clock.now();
+    for (const n of names) {
+      t.renewLease(n);
+      await t.advance(10);
+    }
+    const ok = await run.until((r) => r.status === 'ok', 1_000);
+    const during = run.readings.slice(before);
+    expect(v.detail).toContain('40/40 leases stale');
+    expect(during.length).toBeLessThanOrEqual(3);
+    expect(ok.at - from).toBeLessThanOrEqual(400 + 250);
+    expect(ok.detail).toMatch(/^40\/40 leases fresh/);
+    expect((ok.value as { stale: string[] }).stale).toEqual([]);
+  });
+
   it("uses each lease's own duration when staleAfter is not given, and a node without a lease is stale", async () => {
     cluster();
     t.putNode('node-4');
