@@ -220,7 +220,7 @@ export function forecastColumns(input: ColumnsInput): Forecast {
   let atRisk = 0;
   let nodesAtRisk = 0;
   let earliest: Forecast['earliest'];
-  const pods = new FirstPods(input.podsKept ?? Infinity, p.keys, input.evictedPodsOnly);
+  const pods = new FirstPods(input.podsKept ?? Infinity, (g) => p.keys(g), input.evictedPodsOnly);
   // toleration times by tolerations, for nodes whose only NoExecute taint is one of the controller's (NaN: not yet)
   const tolerated = new Map([NOT_READY_TAINTS, UNREACHABLE_TAINTS].map((taints) => [taints, new Float64Array(p.tolerations.length).fill(NaN)]));
   for (let i = 0; i < n; i++) {

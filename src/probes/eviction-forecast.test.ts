@@ -116,6 +116,19 @@ describe('eviction-forecast', () => {
     expect(v.pods.slice(0, 4).map((p) => p.key)).toEqual(['default/web-node-01-0', 'default/web-node-01-1', 'default/web-node-01-2', 'default/web-node-02-0']);
   });
 
+  it('counts only the pods on the nodes selected, and judges zones on every node', async () => {
+    setup();
+    t.putPod('default', 'api-node-1', { node: 'node-1' });
+    const run = t.start(probe, { margin: '5m', nodes: { names: ['node-2', 'node-3'] } });
+    kubelets(['node-3']);
+    const r = await run.until((x) => x.detail.startsWith('first eviction'));
+    const v = r.value as Value & { pods: { key: string; node: string }[]; atRisk: number };
+    // node-1 and node-2 both silent: the zone's two nodes down, but only node-2's pod counts
+    expect(v.nodes.map((n) => n.name)).toEqual(['node-1', 'node-2']);
+    expect([v.atRisk, v.pods.map((p) => p.key)]).toEqual([1, ['default/web-node-2']]);
+    expect(v.earliestEviction).toMatchObject({ pod: 'default/web-node-2', node: 'node-2' });
+  });
+
   it('names at most ten failing nodes in its detail', async () => {
     t = new ProbeTester();
     // 14 of 17 nodes of a small zone down: partially disrupted, the controller taints none
