@@ -55,11 +55,13 @@ class TolerationIds {
   }
 }
 
-const grown = (a: Int32Array, capacity: number): Int32Array<ArrayBuffer> => {
-  const b = new Int32Array(capacity);
+/** Columns that grow by doubling, and keep what they hold as they do (the feed's node columns grow the same way). */
+export const wider = <T extends Float64Array | Int32Array | Uint8Array>(a: T, capacity: number, make: (n: number) => T): T => {
+  const b = make(capacity);
   b.set(a);
   return b;
 };
+const int32 = (n: number) => new Int32Array(n);
 
 /** The failing nodes' pods as the feed hands them (PodColumns), filled again for each judgement. */
 class FailingPods implements PodColumns {
@@ -92,7 +94,7 @@ class FailingPods implements PodColumns {
   push(k: number): void {
     let g = this.start[this.nodes]!;
     if (k >= 0) g = this.from.groupsOf(k, this, g);
-    if (this.nodes + 2 > this.start.length) this.start = grown(this.start, 2 * this.start.length);
+    if (this.nodes + 2 > this.start.length) this.start = wider(this.start, 2 * this.start.length, int32);
     this.start[++this.nodes] = g;
   }
 
@@ -100,7 +102,7 @@ class FailingPods implements PodColumns {
   set(g: number, k: number, id: number, size: number, first: string): void {
     if (g >= this.size.length) {
       const capacity = 2 * this.size.length;
-      [this.size, this.tolerationsId, this.slot] = [grown(this.size, capacity), grown(this.tolerationsId, capacity), grown(this.slot, capacity)];
+      [this.size, this.tolerationsId, this.slot] = [wider(this.size, capacity, int32), wider(this.tolerationsId, capacity, int32), wider(this.slot, capacity, int32)];
     }
     this.size[g] = size;
     this.tolerationsId[g] = id;
@@ -143,7 +145,7 @@ export class FeedPods {
 
   /** Node `name` has slot `k` from now on (its Node came). */
   attach(name: string, k: number): void {
-    if (k * PER_NODE >= this.id.length) [this.id, this.size] = [grown(this.id, 2 * (k + 32) * PER_NODE), grown(this.size, 2 * (k + 32) * PER_NODE)];
+    if (k * PER_NODE >= this.id.length) [this.id, this.size] = [wider(this.id, 2 * (k + 32) * PER_NODE, int32), wider(this.size, 2 * (k + 32) * PER_NODE, int32)];
     const on = this.byNode.get(name);
     if (on) on.slot = k;
     this.atSlot[k] = on;

@@ -1,5 +1,5 @@
 import { type NodeColumns, type PodColumns, type PodGroup, isControllerTaint, isSound, latestHeartbeatOrNaN } from './forecast-model.js';
-import { FeedPods } from './forecast-feed-pods.js';
+import { FeedPods, wider } from './forecast-feed-pods.js';
 import { byCodeUnit } from '../core/order.js';
 import { type ConditionStatus, NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, zoneOf } from './resources.js';
 import type { WatchHandle } from './watch.js';
@@ -43,12 +43,6 @@ const NO_TAINTS = Object.freeze([]) as unknown as SlimTaint[];
 
 const orNone = (x: number): number | undefined => (Number.isNaN(x) ? undefined : x);
 
-/** Columns that grow by doubling, and keep what they hold as they do. */
-const wider = <T extends Float64Array | Int32Array | Uint8Array>(a: T, capacity: number, make: (n: number) => T): T => {
-  const b = make(capacity);
-  b.set(a);
-  return b;
-};
 
 /**
  * What the feed keeps of each node, in columns indexed by a slot the node keeps while it exists: a pass over
