@@ -21,6 +21,7 @@ import { pathToFileURL } from 'node:url';
 import { groupPods } from '../dist/kube/forecast.js';
 import { NOT_READY, UNREACHABLE } from '../dist/kube/tolerations.js';
 import { parseKubeVersion, versionDefaults } from '../dist/kube/versions.js';
+import { quantile } from './parts/quantile.js';
 
 const env = process.env;
 const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
@@ -89,10 +90,6 @@ function fleet(failing) {
   for (const node of nodes) Object.defineProperty(node, 'pods', { value: byNode.get(node.name) ?? [], enumerable: false });
   const podsOn = (node) => (typeof node === 'string' ? (byNode.get(node) ?? []) : node.pods);
   return { nodes, healthy, groups, podsOn };
-}
-
-function quantile(sorted, q) {
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
 }
 
 let gcMs = 0;

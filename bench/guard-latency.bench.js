@@ -18,6 +18,7 @@ import { watchSpecs } from '../dist/kube/resources.js';
 import nodeReady from '../dist/probes/node-ready.js';
 import podDeletions from '../dist/probes/pod-deletions.js';
 import { benchCtx } from './parts/bench-ctx.js';
+import { quantile } from './parts/quantile.js';
 
 const SAMPLES = Number(process.env.KUBE_RUNBOOK_BENCH_SAMPLES ?? 100);
 const INSTANCE = 'prb2';
@@ -26,11 +27,6 @@ const NODE = 'kr-bench-node';
 const now = () => performance.now();
 const sleep = (ms) => delay(ms);
 const gap = () => 250 + Math.random() * 250;
-
-function quantile(xs, q) {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)];
-}
 
 /** Runs a probe and calls `on` with each reading the moment the guard would get it. */
 function consume(ctx, probe, params, on) {

@@ -8,6 +8,8 @@
 //   npm run build && node bench/probes-memory.bench.js
 //   KUBE_RUNBOOK_BENCH_NODES=5000  KUBE_RUNBOOK_BENCH_PODS="1000 30000 150000"  KUBE_RUNBOOK_BENCH_HOLD=2m
 //   KUBE_RUNBOOK_BENCH_SILENT=500 (nodes that stop at the start of the hold)
+//   KUBE_RUNBOOK_BENCH_LAG=0s (each renewal and status seen that long after it was written: a cluster behind its
+//   kubelets, as a lab behind its fleet; past the 40 s lease duration, every Lease is stale when seen)
 //   KUBE_RUNBOOK_BENCH_CHURN=10  KUBE_RUNBOOK_BENCH_NODE_FLAGS="|-- --semi-space-growth-factor=2"   (the default)
 //   ('|' between sets; before `--` Node's flags, after it V8 flags the executor sets for itself after the CLI's
 //   own heap setting, src/core/heap.ts; '' is the executor as the CLI runs)
@@ -24,6 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { parseDuration } from '../dist/core/duration.js';
 import { fakeApiServer } from './parts/fake-apiserver.js';
 import { measured } from './parts/measured.js';
+import { quantile } from './parts/quantile.js';
 
 const env = process.env;
 const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
@@ -31,6 +34,7 @@ const SIZES = (env.KUBE_RUNBOOK_BENCH_PODS ?? '1000 30000 150000').split(/\s+/).
 const HOLD = parseDuration(env.KUBE_RUNBOOK_BENCH_HOLD ?? '2m');
 const CHURN = Number(env.KUBE_RUNBOOK_BENCH_CHURN ?? 10);
 const SILENT = Number(env.KUBE_RUNBOOK_BENCH_SILENT ?? Math.round(NODES / 10));
+const LAG = parseDuration(env.KUBE_RUNBOOK_BENCH_LAG ?? '0s');
 // the executor's heap as the CLI sets it up (src/core/heap.ts), and with V8's default young generation growth
 const FLAG_SETS = (env.KUBE_RUNBOOK_BENCH_NODE_FLAGS ?? '|-- --semi-space-growth-factor=2').split('|').map((s) => s.trim().split(/\s+/).filter(Boolean));
 const EXECUTOR = fileURLToPath(new URL('parts/probes-executor.js', import.meta.url));
@@ -52,7 +56,7 @@ function executor({ flags, script, name }, inventory, kubeconfig) {
 }
 
 async function measure(pods) {
-  const api = fakeApiServer({ nodes: NODES, pods });
+  const api = fakeApiServer({ nodes: NODES, pods, lagMs: LAG });
   const server = await api.listen();
   const dir = mkdtempSync(join(tmpdir(), 'kr-probes-memory-'));
   try {
@@ -114,9 +118,11 @@ async function measure(pods) {
     const live = await Promise.all(exs.map((e) => e.live()));
     const deletions = api.stats().deletions;
     const seen = exs.map((e) => e.deleted.size);
+    // from the DELETED event sent to the reading of pod-deletions that counts it
+    const delays = exs.map((e) => [...api.deletedAt].filter(([n]) => e.deleted.has(n)).map(([n, t]) => e.deleted.get(n) - t));
     await Promise.all(exs.map((e) => e.quit()));
     log(`${pods} pods: ${end.map((s, k) => `${RUNS[k].name} ${s.rssMiB.toFixed(0)} MiB`).join(', ')} at the end; unknown paths asked for: ${api.stats().unknownPaths.join(' ') || 'none'}`);
-    return { pods, first: [...exs.keys()].map((k) => first.get(k)), synced, end, live, deletions, seen };
+    return { pods, first: [...exs.keys()].map((k) => first.get(k)), synced, end, live, deletions, seen, delays };
   } finally {
     api.close();
     rmSync(dir, { recursive: true, force: true });
@@ -134,18 +140,19 @@ ${JSON.stringify(env.KUBE_RUNBOOK_BENCH_NODE_FLAGS ?? '')}). The executor's clus
 against bench/parts/fake-apiserver.js: ${NODES} nodes in 3 zones and their Leases, pods with the fields a real apiserver
 returns; churn: every Lease renewed every 10 s (${Math.round(NODES / 10)}/s), every Node status every minute, and during the
 ${f1(HOLD / 60_000)}-minute hold ${CHURN} pod deletions/s, each replaced, and ${SILENT} nodes spread over the zones stop renewing
-their Leases and posting status (the eviction forecast judges failing nodes; the controller settings say grace 40 s). One executor per set of Node flags, side by side.
+their Leases and posting status (the eviction forecast judges failing nodes; the controller settings say grace 40 s)${LAG ? `; every renewal and status is written ${f1(LAG / 1000)} s in the past, as a cluster sees its kubelets that late` : ''}. One executor per set of Node flags, side by side.
+Deletion delay: from the DELETED event sent to pod-deletions' reading that counts it.
 Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}. Date: ${new Date().toISOString().slice(0, 10)}.
 
-| pods | executor | RSS after lists | heap after lists | RSS at end of hold | heap at end | heap live at end | peak RSS | CPU over the hold | last first reading | lease delay p99 | forecast judgement p50 / p99 / max | its CPU time p50 / p99 / max | CPU per event p50 / p99 | deletions seen |
-|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| pods | executor | RSS after lists | heap after lists | RSS at end of hold | heap at end | heap live at end | peak RSS | CPU over the hold | last first reading | lease delay p99 | forecast judgement p50 / p99 / max | its CPU time p50 / p99 / max | CPU per event p50 / p99 | deletions seen | deletion delay p50 / p99 |
+|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 ${rows
   .flatMap((r) =>
     r.synced.map((s, k) => {
       const e = r.end[k];
       const cpu = e.cpuSeconds - s.cpuSeconds;
       const j = e.judgeMs['eviction-forecast'];
-      return `| ${r.pods} | ${RUNS[k].name} | ${f1(s.rssMiB)} MiB | ${f1(s.heapMiB)} MiB | ${f1(e.rssMiB)} MiB | ${f1(e.heapMiB)} MiB | ${f1(r.live[k].heapMiB)} MiB | ${f1(e.peakRssMiB)} MiB | ${f1(cpu)} s (${f1((cpu / (HOLD / 1000)) * 100)} %) | ${f1(Math.max(...Object.values(r.first[k].firstReadingMs)) / 1000)} s | ${f1(e.leaseDelayMs.p99)} ms | ${f1(j.p50)} / ${f1(j.p99)} / ${f1(j.max)} ms (${j.n}×) | ${f1(j.cpu.p50)} / ${f1(j.cpu.p99)} / ${f1(j.cpu.max)} ms | ${j.cpuPerChange ? `${f2(j.cpuPerChange.p50)} / ${f2(j.cpuPerChange.p99)} ms (${j.cpuPerChange.n})` : '–'} | ${r.seen[k]}/${r.deletions} |`;
+      return `| ${r.pods} | ${RUNS[k].name} | ${f1(s.rssMiB)} MiB | ${f1(s.heapMiB)} MiB | ${f1(e.rssMiB)} MiB | ${f1(e.heapMiB)} MiB | ${f1(r.live[k].heapMiB)} MiB | ${f1(e.peakRssMiB)} MiB | ${f1(cpu)} s (${f1((cpu / (HOLD / 1000)) * 100)} %) | ${f1(Math.max(...Object.values(r.first[k].firstReadingMs)) / 1000)} s | ${f1(e.leaseDelayMs.p99)} ms | ${f1(j.p50)} / ${f1(j.p99)} / ${f1(j.max)} ms (${j.n}×) | ${f1(j.cpu.p50)} / ${f1(j.cpu.p99)} / ${f1(j.cpu.max)} ms | ${j.cpuPerChange ? `${f2(j.cpuPerChange.p50)} / ${f2(j.cpuPerChange.p99)} ms (${j.cpuPerChange.n})` : '–'} | ${r.seen[k]}/${r.deletions} | ${f1(quantile(r.delays[k], 0.5))} / ${f1(quantile(r.delays[k], 0.99))} ms |`;
     }),
   )
   .join('\n')}

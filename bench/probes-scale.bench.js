@@ -37,6 +37,7 @@ import { KubeHttp } from '../dist/kube/http.js';
 import { loadClientConfig } from '../dist/kube/kubeconfig.js';
 import { readLabInfo } from '../dist/lab/host/info.js';
 import { measured } from './parts/measured.js';
+import { quantile } from './parts/quantile.js';
 
 const env = process.env;
 const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
@@ -79,12 +80,6 @@ function buildInformer() {
 function rssMiBOf(pid) {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : null;
-}
-
-function quantile(xs, q) {
-  if (!xs.length) return null;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
 }
 
 async function main() {
@@ -241,8 +236,8 @@ async function main() {
       })();
       const churn = (async () => {
         for (let k = 0; epochMs() - holdStart < holdMs; k++) {
-          const due = holdStart + (k * 1000) / CHURN;
-          if (due > epochMs()) await sleep(due - epochMs());
+          const wait = holdStart + (k * 1000) / CHURN - epochMs();
+          if (wait > 0) await sleep(wait);
           const name = live.shift();
           sent.set(`${NS}/${name}`, epochMs());
           await api(`/api/v1/namespaces/${NS}/pods/${name}?gracePeriodSeconds=0`, { method: 'DELETE', okStatus: [404] }).catch((e) => log(`delete ${name}: ${e.message}`));

@@ -13,6 +13,7 @@ import { cpus, totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
+import { quantile } from './parts/quantile.js';
 
 const env = process.env;
 const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
@@ -72,7 +73,6 @@ for (let k = 0; k < all.length; k++) {
 const shown = trackers.map((t) => JSON.stringify(t.report));
 if (shown.some((x) => x !== shown[0])) throw new Error('the builds kept different histories');
 
-const quantile = (xs, q) => xs[Math.min(xs.length - 1, Math.ceil(q * xs.length) - 1)];
 const rows = sides.map((s, i) => {
   const ts = times[i].sort((a, b) => a - b);
   return { name: s.name, p50: quantile(ts, 0.5), p99: quantile(ts, 0.99), total: ts.reduce((a, b) => a + b, 0) };

@@ -1,7 +1,9 @@
 // A stand-in apiserver for bench/probes-memory.bench.js: N nodes in 3 zones, their Leases, and P pods bound to them,
 // served over plain HTTP as a 1.37 apiserver serves them (paged JSON lists, newline-delimited JSON watch streams with
 // bookmarks, watch-lists), and the churn of a large cluster: every Lease renewed every `renewSeconds`, every Node's status
-// posted every minute, and from `churn(K)` K pod deletions per second (each pod replaced by a new one). Objects are
+// posted every minute, and from `churn(K)` K pod deletions per second (each pod replaced by a new one); `lagMs` plays a
+// cluster whose watchers hear of each renewal and status that long after the kubelet wrote it (a lab behind its fleet:
+// thousands of Leases stale when seen, each renewal of one a change). Objects are
 // made from their index when asked for, with the fields a real apiserver returns (managedFields included), so the
 // server holds little itself.
 /* global URL */
@@ -15,14 +17,14 @@ const epochMs = () => performance.timeOrigin + performance.now();
 const micro = (ms) => new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 const seconds = (ms) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 
-export function fakeApiServer({ nodes, pods, renewSeconds = 10 }) {
+export function fakeApiServer({ nodes, pods, renewSeconds = 10, lagMs = 0 }) {
   let rv = 1000;
   const born = seconds(epochMs() - 3_600_000);
   const nodeName = (i) => `fleet-${String(i).padStart(5, '0')}`;
-  const renewedAt = new Float64Array(nodes).fill(epochMs());
+  const renewedAt = new Float64Array(nodes).fill(epochMs() - lagMs);
   /** Nodes whose kubelet stopped (silence()): no Lease renewal, no status. */
   const silent = new Uint8Array(nodes);
-  const heartbeatAt = new Float64Array(nodes).fill(epochMs());
+  const heartbeatAt = new Float64Array(nodes).fill(epochMs() - lagMs);
   /** Live pods by index; a deleted pod's index is reused by no one, its replacement takes the next one. */
   const live = [];
   for (let i = 0; i < pods; i++) live.push(i);
@@ -205,7 +207,7 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10 }) {
       for (let j = 0; j < n; j++) {
         const i = nextLease++ % nodes;
         if (silent[i]) continue;
-        renewedAt[i] = epochMs();
+        renewedAt[i] = epochMs() - lagMs;
         rv++;
         send('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases', 'MODIFIED', lease(i));
       }
@@ -219,7 +221,7 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10 }) {
       for (let j = 0; j < n; j++) {
         const i = nextNode++ % nodes;
         if (silent[i]) continue;
-        heartbeatAt[i] = epochMs();
+        heartbeatAt[i] = epochMs() - lagMs;
         rv++;
         send('/api/v1/nodes', 'MODIFIED', node(i));
       }
@@ -227,13 +229,17 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10 }) {
   );
   // pod churn, from churn(): the oldest pod deleted, a new one added
   let deletions = 0;
+  /** When each deleted pod's DELETED event was sent, by ns/name. */
+  const deletedAt = new Map();
   const churn = (perSecond) =>
     timers.push(
       setInterval(() => {
         const i = live.shift();
         rv++;
         podRv.set(i, rv);
-        send('/api/v1/pods', 'DELETED', pod(i));
+        const gone = pod(i);
+        send('/api/v1/pods', 'DELETED', gone);
+        deletedAt.set(`${gone.metadata.namespace}/${gone.metadata.name}`, epochMs());
         podRv.delete(i);
         deletions++;
         const j = nextPod++;
@@ -260,6 +266,8 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10 }) {
       for (let i = 0, n = 0; i < nodes && n < count; i += step, n++) silent[i] = 1;
     },
     stats: () => ({ deletions, unknownPaths: [...unknownPaths].sort() }),
+    /** When each deleted pod's DELETED event was sent (ms since the epoch), by ns/name. */
+    deletedAt,
     close: () => {
       for (const t of timers) clearInterval(t);
       for (const set of watchers.values()) for (const res of set) res.destroy();

@@ -28,6 +28,7 @@ import nodeLeases from '../../dist/probes/node-leases.js';
 import nodeReady from '../../dist/probes/node-ready.js';
 import noexecuteTaints from '../../dist/probes/noexecute-taints.js';
 import podDeletions from '../../dist/probes/pod-deletions.js';
+import { quantile } from './quantile.js';
 
 const [inventoryFile, kubeconfig, context, ...v8Flags] = process.argv.slice(2);
 // the heap as the CLI sets it up (src/core/heap.ts), then V8 flags given after the context (the benchmarks compare
@@ -36,12 +37,6 @@ tuneHeap();
 for (const f of v8Flags) v8.setFlagsFromString(f);
 const epochMs = () => performance.timeOrigin + performance.now();
 const print = (v) => process.stdout.write(`${JSON.stringify(v)}\n`);
-
-function quantile(xs, q) {
-  if (!xs.length) return null;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
-}
 
 const GUARDS = [
   { probe: nodeLeases, params: { staleAfter: '60s' } },
