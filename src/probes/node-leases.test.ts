@@ -69,6 +69,36 @@ describe('node-leases', () => {
     expect((ok.value as { stale: string[] }).stale).toEqual([]);
   });
 
+  it('reads at once when the stale nodes change and their count does not', async () => {
+    t = new ProbeTester();
+    const s = t.clock.now();
+    for (const n of ['node-1', 'node-2', 'node-3']) t.putNode(n);
+    t.renewLease('node-1', s - 10_000);
+    t.renewLease('node-3');
+    const run = t.start(probe, { staleAfter: '5s' });
+    await t.advance(100);
+    t.renewLease('node-2');
+    const stale = (r: { value: unknown }) => (r.value as { stale: string[] } | null)?.stale.join(',');
+    // node-3 turns stale at s + 5001 beside node-1; then node-1 renews while node-2 turns stale: two stale all along
+    const two = await run.until((r) => stale(r) === 'node-1,node-3', 6_000);
+    expect(two.at).toBe(s + 5001);
+    await t.advance(50);
+    t.renewLease('node-1');
+    const swapped = await run.until((r) => stale(r) === 'node-2,node-3', 1_000);
+    // judged with the renewal a quarter second after the last judgement, not at the next once-a-second refresh
+    expect(swapped.at).toBe(s + 5001 + 250);
+    expect(swapped.detail).toMatch(/^2\/3 leases stale: node-2 5\.\ds, node-3 5\.\ds$/);
+    // node-2 renewing yet still stale is judged each time and changes nothing: no reading but the once-a-second refresh
+    const settled = run.readings.length;
+    for (let i = 0; i < 3; i++) {
+      await t.advance(250);
+      t.renewLease('node-2', t.clock.now() - 6_000);
+    }
+    await t.advance(250);
+    expect(run.readings.slice(settled).map(stale)).toEqual(run.readings.length > settled ? ['node-2,node-3'] : []);
+    expect(run.readings.length - settled).toBeLessThanOrEqual(1);
+  });
+
   it("uses each lease's own duration when staleAfter is not given, and a node without a lease is stale", async () => {
     cluster();
     t.putNode('node-4');
