@@ -43,7 +43,6 @@ const NO_TAINTS = Object.freeze([]) as unknown as SlimTaint[];
 
 const orNone = (x: number): number | undefined => (Number.isNaN(x) ? undefined : x);
 
-
 /**
  * What the feed keeps of each node, in columns indexed by a slot the node keeps while it exists: a pass over
  * thousands of nodes reads a few small arrays side by side rather than an object per node scattered through the heap,
