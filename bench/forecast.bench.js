@@ -1,6 +1,7 @@
 // The eviction forecast's judgement on its own (src/kube/forecast.ts), as the probe calls it: a fleet of N nodes in
 // 3 zones of which F are failing (silent, NotReady or tainted; the rest passed as counts per zone) and handed in
-// columns as the probe's feed hands them, their pods too (builds from before that: as objects), 30 pods on each node
+// columns as the probe's feed hands them, their pods too (builds from before that: as objects), in memory kept from
+// one judgement to the next as the probe keeps it (builds from before that: made anew by each judgement), 30 pods on each node
 // in 3 workloads' tolerations, the first 20 pods to be evicted and the first 100 nodes kept (builds from before
 // nodesKept report every node, and from before evictedPodsOnly keep pods not evicted too). Each size is judged J times with the clock moving 250 ms
 // between judgements (the probe judges at most 4 times a second), after a warm-up; garbage collections during the
@@ -103,12 +104,15 @@ new PerformanceObserver((list) => {
  */
 function sideOf(name, m) {
   if (!m.forecastColumns) return { name, judge: (input) => m.forecast(input), fleet: (nodes) => nodes };
-  if (m.podColumnsOf)
+  if (m.podColumnsOf) {
+    // the memory the probe keeps from one judgement to the next, where the build takes it
+    const scratch = m.ForecastScratch ? new m.ForecastScratch() : undefined;
     return {
       name,
       fleet: (nodes) => ({ columns: m.columnsOf(nodes), pods: m.podColumnsOf(nodes.length, (i) => nodes[i].pods) }),
-      judge: ({ nodes, ...input }) => m.forecastColumns({ ...input, nodes: nodes.columns, pods: nodes.pods }),
+      judge: ({ nodes, ...input }) => m.forecastColumns({ ...input, nodes: nodes.columns, pods: nodes.pods, scratch }),
     };
+  }
   return {
     name,
     fleet: (nodes) => ({ columns: m.columnsOf(nodes), pods: nodes.map((n) => n.pods) }),

@@ -1,6 +1,7 @@
 import { byCodeUnit } from '../core/order.js';
 import type { ConditionStatus, SlimTaint, SlimToleration } from './resources.js';
 import type { PodForecast } from './forecast-pods.js';
+import type { ForecastScratch } from './forecast-scratch.js';
 import { NOT_READY, UNREACHABLE } from './tolerations.js';
 
 /*
@@ -102,6 +103,8 @@ export interface ForecastInput {
   nodesKept?: number;
   /** List in `pods` only pods with a predicted eviction (the first podsKept of those). */
   evictedPodsOnly?: boolean;
+  /** Memory to judge in, kept by a caller from one judgement to the next; else the judgement makes its own. */
+  scratch?: ForecastScratch;
 }
 
 /**

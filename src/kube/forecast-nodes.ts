@@ -1,5 +1,6 @@
 import type { LifecycleSettings, NodeColumns, NodeForecast } from './forecast-model.js';
 import { isControllerTaint, latestHeartbeatOrNaN } from './forecast-model.js';
+import type { ForecastScratch } from './forecast-scratch.js';
 import type { SlimTaint } from './resources.js';
 import { NOT_READY, UNREACHABLE } from './tolerations.js';
 
@@ -44,14 +45,16 @@ export class Judged {
   /** The controller's NoExecute taint on it, had or to come. */
   readonly controllerTaint: (SlimTaint | undefined)[];
 
-  constructor(n: number) {
-    const bytes = new ArrayBuffer(n * (7 * 8 + 4 + 2));
+  /** For `n` nodes, in `scratch`'s memory; every column is written by judgeNode and the forecast, `held` is cleared. */
+  constructor(n: number, scratch: ForecastScratch) {
+    const bytes = scratch.buffer('judged', n * (7 * 8 + 4 + 2));
     const times = (k: number) => new Float64Array(bytes, k * n * 8, n);
     [this.lastHeartbeat, this.notReadyAt, this.downEarly, this.downLate, this.eligible, this.eligibleLate, this.taintAt] = [0, 1, 2, 3, 4, 5, 6].map(times) as [Float64Array, Float64Array, Float64Array, Float64Array, Float64Array, Float64Array, Float64Array];
     this.zone = new Int32Array(bytes, 7 * n * 8, n);
     this.flags = new Uint8Array(bytes, 7 * n * 8 + 4 * n, n);
-    this.held = new Uint8Array(bytes, 7 * n * 8 + 5 * n, n);
-    this.controllerTaint = new Array<SlimTaint | undefined>(n);
+    this.held = new Uint8Array(bytes, 7 * n * 8 + 5 * n, n).fill(0);
+    this.controllerTaint = scratch.taints;
+    this.controllerTaint.length = n;
   }
 }
 

@@ -3,18 +3,22 @@
  * the running maximum of taints ahead.
  */
 
+import type { ForecastScratch } from './forecast-scratch.js';
+
 const NEVER = Infinity;
 
 /**
  * The places 0..n-1 of `keys` in ascending order of key, equal keys in order of place (a stable sort): the keys sorted
  * natively and each one's place found by a binary search, which at thousands of keys costs a fraction of a sort that
- * calls back for every comparison.
+ * calls back for every comparison. The order is in `scratch`'s memory.
  */
-export function ascending(keys: Float64Array): Int32Array {
-  const sorted = keys.slice().sort();
+export function ascending(keys: Float64Array, scratch: ForecastScratch): Int32Array {
+  const sorted = scratch.float64('sorted', keys.length);
+  sorted.set(keys);
+  sorted.sort();
   // how many keys equal to the one first at each place have been placed
-  const placed = new Int32Array(keys.length);
-  const order = new Int32Array(keys.length);
+  const placed = scratch.int32('placed', keys.length).fill(0);
+  const order = scratch.int32('order', keys.length);
   for (let k = 0; k < keys.length; k++) {
     const first = countBelow(sorted, keys[k]!);
     order[first + placed[first]!++] = k;
@@ -65,10 +69,10 @@ export class SortedByLate {
   private taken = 0;
   private best = -NEVER;
 
-  /** At most `capacity` entries are added. */
-  constructor(capacity: number) {
-    this.lates = new Float64Array(capacity);
-    this.nexts = new Float64Array(capacity);
+  /** At most `capacity` entries are added; they are kept in `scratch`'s memory. */
+  constructor(capacity: number, scratch: ForecastScratch) {
+    this.lates = scratch.float64('lates', capacity);
+    this.nexts = scratch.float64('nexts', capacity);
   }
 
   add(late: number, next: number): void {

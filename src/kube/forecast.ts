@@ -3,6 +3,7 @@ import { FirstPods, evictsAt, outcomeOf } from './forecast-pods.js';
 import { type ColumnsInput, type Forecast, type ForecastInput, type ForecastNode, type ZoneState, columnsOf, defaultSilentAfter, podColumnsOf } from './forecast-model.js';
 import { EXCLUDED, FAILING, Judged, KEEPS_TAINT, NOT_READY_NOW, NOT_READY_TAINTS, TAINTED, UNREACHABLE_TAINTS, judgeNode, noExecuteOn, nodeForecast } from './forecast-nodes.js';
 import { SortedByLate, ascending, countAtMost, firstAfter, firstPartialCount } from './forecast-queue.js';
+import { ForecastScratch } from './forecast-scratch.js';
 import { tolerationMs } from './tolerations.js';
 
 export type {
@@ -20,6 +21,7 @@ export type {
   ZoneState,
 } from './forecast-model.js';
 export { columnsOf, defaultSilentAfter, groupPods, isFailing, lastHeartbeatOf, podColumnsOf } from './forecast-model.js';
+export { ForecastScratch } from './forecast-scratch.js';
 
 /*
  * The eviction forecast: a pure model of the node lifecycle controller and the taint manager of
@@ -66,7 +68,8 @@ export function forecastColumns(input: ColumnsInput): Forecast {
   const taintDelay = input.taintsInTheSamePass === false ? s.nodeMonitorPeriodMs : 0;
   const c = input.nodes;
   const n = c.count;
-  const j = new Judged(n);
+  const scratch = input.scratch ?? new ForecastScratch();
+  const j = new Judged(n, scratch);
   const zoneIds = new Map<string, number>();
   const zoneNames: string[] = [];
   for (let i = 0; i < n; i++) {
@@ -83,7 +86,7 @@ export function forecastColumns(input: ColumnsInput): Forecast {
   const zoneStart = new Int32Array(zoneNames.length + 1);
   for (let i = 0; i < n; i++) zoneStart[j.zone[i]! + 1]!++;
   for (let z = 0; z < zoneNames.length; z++) zoneStart[z + 1]! += zoneStart[z]!;
-  const byZone = new Int32Array(n);
+  const byZone = scratch.int32('byZone', n);
   const filled = zoneStart.slice(0, zoneNames.length);
   for (let i = 0; i < n; i++) byZone[filled[j.zone[i]!]!++] = i;
 
@@ -91,6 +94,10 @@ export function forecastColumns(input: ColumnsInput): Forecast {
   // nodes are NotReady at t, surely (late bound) and possibly (early bound): the moments each node goes down are
   // sorted once per zone, so a count is a binary search, not a pass over the zone's nodes.
   const zoneOf: (Zone | undefined)[] = [];
+  // the zones' moments side by side, each zone's a view of its own part
+  const lates = scratch.float64('late', n);
+  const earlies = scratch.float64('early', n);
+  let used = 0;
   for (const [name, healthy] of input.healthy ?? []) if (healthy > 0 && !zoneIds.has(name)) zoneIds.set(name, zoneNames.push(name) - 1);
   for (let z = 0; z < zoneNames.length; z++) {
     const name = zoneNames[z]!;
@@ -104,8 +111,9 @@ export function forecastColumns(input: ColumnsInput): Forecast {
     }
     const size = passed + (input.healthy?.get(name) ?? 0);
     if (passed === 0 && size <= 0) continue;
-    const late = new Float64Array(passed);
-    const early = new Float64Array(passed);
+    const late = lates.subarray(used, used + passed);
+    const early = earlies.subarray(used, used + passed);
+    used += passed;
     let m = 0;
     for (let k = zoneStart[z] ?? 0; k < (zoneStart[z + 1] ?? 0); k++) {
       const i = byZone[k]!;
@@ -177,9 +185,9 @@ export function forecastColumns(input: ColumnsInput): Forecast {
     // Taints ahead in the queue, by the latest moment each node was queued; a node is delayed by those surely queued
     // before it. Nodes are taken in the order they become eligible, so once a taint counts it counts for the rest:
     // a running maximum instead of a pass over every taint for every node (thousands of nodes down at once).
-    const ahead = new SortedByLate(members.length);
+    const ahead = new SortedByLate(members.length, scratch);
     let queued = 0;
-    const queue = new Int32Array(members.length);
+    const queue = scratch.int32('queue', members.length);
     for (const i of members) {
       if (j.flags[i]! & TAINTED) {
         if (fastest > 0) ahead.add(-NEVER, j.taintAt[i]! + 1000 / fastest);
@@ -187,9 +195,10 @@ export function forecastColumns(input: ColumnsInput): Forecast {
     }
     // by the moment each becomes eligible, then by name
     const eligible = j.eligible;
-    const when = new Float64Array(queued);
+    const when = scratch.float64('when', queued);
     for (let k = 0; k < queued; k++) when[k] = eligible[queue[k]!]!;
-    const order = ascending(when).map((k) => queue[k]!);
+    const order = ascending(when, scratch);
+    for (let k = 0; k < queued; k++) order[k] = queue[order[k]!]!;
     // the moments the zone's rate can change at which it is above 0, worked out if the zone stops tainting (once every
     // zone is surely down nothing is tainted again)
     let taintable: Float64Array | undefined;

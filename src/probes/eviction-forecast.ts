@@ -1,7 +1,7 @@
 import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
-import { defaultSilentAfter, forecastColumns, isFailing } from '../kube/forecast.js';
+import { ForecastScratch, defaultSilentAfter, forecastColumns, isFailing } from '../kube/forecast.js';
 import { forecastFeed } from '../kube/forecast-feed.js';
 import { trackNodeSelection } from '../kube/node-selection.js';
 import { cannotSee, gated, type ObjectChange, reactive, sameLabels, watching } from '../contract/readings.js';
@@ -71,6 +71,8 @@ export default defineProbe({
       const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
       const taintedSince = trackTaintedSince(nodes, ctx.clock);
       const feed = forecastFeed(nodes, leases, pods, { namespaces, taintedSince });
+      // the memory every judgement works in, kept from one to the next
+      const scratch = new ForecastScratch();
       // What a judgement reads of the whole fleet is worked out again only when the fleet changes (a node or lease
       // added or gone, labels or lease durations changed), not on every event: at thousands of nodes that would be
       // most of the cost.
@@ -117,7 +119,7 @@ export default defineProbe({
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
           const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
           // the reading lists the first 20 pods to be evicted and the first 100 failing nodes; the forecast counts them all
-          const f = forecastColumns({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, pods: fleet.pods, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, podsKept: 20, evictedPodsOnly: true, nodesKept: NODES_LISTED });
+          const f = forecastColumns({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, pods: fleet.pods, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, scratch, podsKept: 20, evictedPodsOnly: true, nodesKept: NODES_LISTED });
 
           const failingNodes = f.nodes;
           const failingCount = f.nodeCount;
