@@ -325,7 +325,7 @@ Time to each probe's first reading (s from the executor's start), and each infor
 |---:|${ids.map(() => '---:').join('|')}|---:|
 ${rows.map((r) => `| ${r.pods} | ${ids.map((id) => f1(r.exStart.firstReadingMs[id] / 1000)).join(' | ')} | ${['nodes', 'leases', 'pods'].map((k) => f1(r.infStart.syncedAfterMs[k] / 1000)).join(' / ')} |`).join('\n')}
 
-Judgement time per woken reading over the hold (ms, wall-clock, and in brackets the executor thread's CPU time; a
+Judgement time per woken reading over the hold (ms, wall-clock, and in brackets the executor process's CPU time; a
 judgement runs when an event can change the probe's verdict, and takes in every such event since the last one):
 
 | pods | ${ids.join(' | ')} |
