@@ -9,7 +9,8 @@ const LAYERS = [
   ['inventory'], //   how to reach nodes, cluster layout
   ['runbook'], //     the language: schema, selectors, loading
   ['nodes'], //       transports and service managers
-  ['kube'], //        client, shared watch, forecast model
+  ['kube'], //        client, shared watch, controller settings, versions
+  ['forecast'], //    the eviction forecast: the node lifecycle controller's model and its feed
   ['contract'], //    ctx, defineAction, defineProbe, readings, registry
   ['actions', 'probes'], // one module per file
   ['engine'], //      plan, run, rollback, journal, recover

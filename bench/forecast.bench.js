@@ -1,4 +1,4 @@
-// The eviction forecast's judgement on its own (src/kube/forecast.ts), as the probe calls it: a fleet of N nodes in 3
+// The eviction forecast's judgement on its own (src/forecast/forecast.ts), as the probe calls it: a fleet of N nodes in 3
 // zones of which F are failing (silent, NotReady or tainted; the rest passed as counts per zone) and handed in columns
 // as the probe's feed hands them, their pods too (builds from before that: as objects), in memory kept from one
 // judgement to the next as the probe keeps it (builds from before that: made anew by each judgement), 30 pods on each
@@ -9,7 +9,7 @@
 //
 //   npm run build && node bench/forecast.bench.js
 //   KUBE_RUNBOOK_BENCH_NODES=5000  KUBE_RUNBOOK_BENCH_FAILING="500 1500 2500 5000"  KUBE_RUNBOOK_BENCH_JUDGEMENTS=500
-//   KUBE_RUNBOOK_BENCH_FORECAST_BESIDE=/path/to/another/build/dist/kube/forecast.js
+//   KUBE_RUNBOOK_BENCH_FORECAST_BESIDE=/path/to/another/build/dist/forecast/forecast.js
 //       (another build's forecast, judged side by side: the two take turns on the same fleets and moments; it is
 //       given the pods both as one list of groups and per node, so that builds from before `podsOn` take them too)
 //
@@ -19,7 +19,7 @@ import { resolve } from 'node:path';
 import { PerformanceObserver, performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
-import { groupPods } from '../dist/kube/forecast.js';
+import { groupPods } from '../dist/forecast/forecast.js';
 import { NOT_READY, UNREACHABLE } from '../dist/kube/tolerations.js';
 import { parseKubeVersion, versionDefaults } from '../dist/kube/versions.js';
 import { quantile } from './parts/quantile.js';
@@ -119,7 +119,7 @@ function sideOf(name, m) {
     judge: ({ nodes, ...input }) => m.forecastColumns({ ...input, nodes: nodes.columns, podsOn: (i) => nodes.pods[i] }),
   };
 }
-const sides = [sideOf('this build', await import('../dist/kube/forecast.js'))];
+const sides = [sideOf('this build', await import('../dist/forecast/forecast.js'))];
 if (BESIDE) sides.push(sideOf(BESIDE, await import(pathToFileURL(resolve(BESIDE)).href)));
 
 const rows = [];
@@ -158,7 +158,7 @@ for (const failing of FAILING) {
 const fmt = (ms) => ms.toFixed(2);
 console.log(`## The eviction forecast's judgement: ${NODES.toLocaleString('en')} nodes, failing ones judged
 
-Command: \`npm run build && node bench/forecast.bench.js\` (bench/forecast.bench.js). src/kube/forecast.ts as the
+Command: \`npm run build && node bench/forecast.bench.js\` (bench/forecast.bench.js). src/forecast/forecast.ts as the
 eviction-forecast probe calls it, on one thread and nothing else: ${NODES} nodes in ${ZONES.length} zones, the failing ones
 passed (three quarters silent 20–50 s and still Ready, a fifth Unknown, half of those tainted, the rest Ready=False),
 the others as counts per zone; 30 pods per node in three workloads' tolerations; the first 20 pods to be evicted and 100 nodes kept.

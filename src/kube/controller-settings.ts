@@ -6,7 +6,7 @@ import type { NodeAccess } from '../nodes/types.js';
 import type { KubeAccess } from './types.js';
 import { shq } from '../core/shell.js';
 import { parseDuration } from '../core/duration.js';
-import type { LifecycleSettings } from './forecast.js';
+import type { LifecycleSettings } from './versions.js';
 import { httpGet } from './http-get.js';
 import { parseKubeVersion, versionDefaults } from './versions.js';
 

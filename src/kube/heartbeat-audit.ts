@@ -1,6 +1,6 @@
 import { formatDuration } from '../core/duration.js';
 import type { SettingSource } from './controller-settings.js';
-import type { LifecycleSettings } from './forecast.js';
+import type { LifecycleSettings } from './versions.js';
 
 /**
  * The read-only heartbeat checks of `kube-runbook audit` (incident 3: a grace period equal to the lease renew

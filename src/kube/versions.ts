@@ -1,5 +1,3 @@
-import type { LifecycleSettings } from './forecast.js';
-
 /**
  * Everything that differs between the Kubernetes versions kube-runbook supports, keyed by the server's
  * `/version`. Each fact names the release it changed in; `docs/kubernetes-versions.md` lists what the lab's
@@ -71,6 +69,21 @@ export function traitsOf(version: KubeVersion | undefined): VersionTraits {
     taintsInTheSamePass: atLeast(version, 21) || version === undefined,
     knowsSendInitialEvents: atLeast(version, 27),
   };
+}
+
+/** The node lifecycle controller's settings and the kubelet's lease, as the eviction forecast reads them. */
+export interface LifecycleSettings {
+  nodeMonitorGracePeriodMs: number;
+  nodeMonitorPeriodMs: number;
+  nodeStartupGracePeriodMs: number;
+  /** Nodes per second tainted in a healthy (or fully disrupted) zone. */
+  nodeEvictionRate: number;
+  /** Nodes per second in a partially disrupted zone larger than largeClusterSizeThreshold; 0 otherwise. */
+  secondaryNodeEvictionRate: number;
+  unhealthyZoneThreshold: number;
+  largeClusterSizeThreshold: number;
+  /** The kubelet's lease duration; it renews every quarter of it. */
+  leaseDurationMs: number;
 }
 
 /**

@@ -1,8 +1,8 @@
 import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
-import { ForecastScratch, defaultSilentAfter, forecastColumns, isFailing } from '../kube/forecast.js';
-import { forecastFeed } from '../kube/forecast-feed.js';
+import { ForecastScratch, defaultSilentAfter, forecastColumns, isFailing } from '../forecast/forecast.js';
+import { forecastFeed } from '../forecast/feed.js';
 import { trackNodeSelection } from '../kube/node-selection.js';
 import { cannotSee, gated, type ObjectChange, reactive, sameLabels, watching } from '../contract/readings.js';
 import { type SlimLease, type SlimNode, type SlimPod, watchSpecs } from '../kube/resources.js';

@@ -3,7 +3,7 @@
  * the running maximum of taints ahead.
  */
 
-import type { ForecastScratch } from './forecast-scratch.js';
+import type { ForecastScratch } from './scratch.js';
 
 const NEVER = Infinity;
 

@@ -1,8 +1,8 @@
-import { type NodeColumns, type PodColumns, type PodGroup, isControllerTaint, isSound, latestHeartbeatOrNaN } from './forecast-model.js';
-import { FeedPods, wider } from './forecast-feed-pods.js';
+import { type NodeColumns, type PodColumns, type PodGroup, isControllerTaint, isSound, latestHeartbeatOrNaN } from './model.js';
+import { FeedPods, wider } from './feed-pods.js';
 import { byCodeUnit } from '../core/order.js';
-import { type ConditionStatus, NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, zoneOf } from './resources.js';
-import type { WatchHandle } from './watch.js';
+import { type ConditionStatus, NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, zoneOf } from '../kube/resources.js';
+import type { WatchHandle } from '../kube/watch.js';
 
 /**
  * What the eviction forecast reads of the cluster, kept up to date by the watch handlers so that a judgement costs

@@ -1,8 +1,8 @@
-import type { LifecycleSettings, NodeColumns, NodeForecast } from './forecast-model.js';
-import { isControllerTaint, latestHeartbeatOrNaN } from './forecast-model.js';
-import type { ForecastScratch } from './forecast-scratch.js';
-import type { SlimTaint } from './resources.js';
-import { NOT_READY, UNREACHABLE } from './tolerations.js';
+import type { LifecycleSettings, NodeColumns, NodeForecast } from './model.js';
+import { isControllerTaint, latestHeartbeatOrNaN } from './model.js';
+import type { ForecastScratch } from './scratch.js';
+import type { SlimTaint } from '../kube/resources.js';
+import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
 
 /*
  * The eviction forecast's work per node (forecast.ts): when each node can go NotReady and be queued for the NoExecute

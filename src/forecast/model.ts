@@ -1,27 +1,16 @@
 import { byCodeUnit } from '../core/order.js';
-import type { ConditionStatus, SlimTaint, SlimToleration } from './resources.js';
-import type { PodForecast } from './forecast-pods.js';
-import type { ForecastScratch } from './forecast-scratch.js';
-import { NOT_READY, UNREACHABLE } from './tolerations.js';
+import type { ConditionStatus, SlimTaint, SlimToleration } from '../kube/resources.js';
+import type { PodForecast } from './pods.js';
+import type { ForecastScratch } from './scratch.js';
+import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
+import type { LifecycleSettings } from '../kube/versions.js';
+
+export type { LifecycleSettings };
 
 /*
  * What the eviction forecast (forecast.ts) reads and reports, and the rules for a node's heartbeat it shares with
  * the probe's feed.
  */
-
-export interface LifecycleSettings {
-  nodeMonitorGracePeriodMs: number;
-  nodeMonitorPeriodMs: number;
-  nodeStartupGracePeriodMs: number;
-  /** Nodes per second tainted in a healthy (or fully disrupted) zone. */
-  nodeEvictionRate: number;
-  /** Nodes per second in a partially disrupted zone larger than largeClusterSizeThreshold; 0 otherwise. */
-  secondaryNodeEvictionRate: number;
-  unhealthyZoneThreshold: number;
-  largeClusterSizeThreshold: number;
-  /** The kubelet's lease duration; it renews every quarter of it. */
-  leaseDurationMs: number;
-}
 
 export interface ForecastNode {
   name: string;

@@ -1,5 +1,5 @@
-import type { PodColumns, PodGroup } from './forecast-model.js';
-import type { SlimPod, SlimToleration } from './resources.js';
+import type { PodColumns, PodGroup } from './model.js';
+import type { SlimPod, SlimToleration } from '../kube/resources.js';
 
 /*
  * The pods' part of the forecast's feed (forecast-feed.ts): per node its pods grouped by tolerations array, kept by the

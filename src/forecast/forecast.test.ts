@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { type ForecastInput, type ForecastNode, type ForecastPod, type LifecycleSettings, ForecastScratch, columnsOf, forecast as forecastGroups, forecastColumns, groupPods, isFailing, podColumnsOf, zoneStateOf } from './forecast.js';
-import type { SlimToleration } from './resources.js';
-import { NOT_READY, UNREACHABLE } from './tolerations.js';
+import type { SlimToleration } from '../kube/resources.js';
+import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
 
 // The lab's compressed timings: grace 8 s, monitor period 1 s, lease renewed every 2 s.
 const lab: LifecycleSettings = {

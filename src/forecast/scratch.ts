@@ -6,7 +6,7 @@
  * p99 (bench/forecast.bench.js, on a thread of its own).
  */
 
-import type { SlimTaint } from './resources.js';
+import type { SlimTaint } from '../kube/resources.js';
 
 /** What each array is for: one array per use, so that no two uses in a judgement share memory. */
 type Use = 'judged' | 'byZone' | 'late' | 'early' | 'queue' | 'when' | 'sorted' | 'placed' | 'order' | 'lates' | 'nexts';

@@ -1,10 +1,10 @@
 import { byCodeUnit } from '../core/order.js';
-import { FirstPods, evictsAt, outcomeOf } from './forecast-pods.js';
-import { type ColumnsInput, type Forecast, type ForecastInput, type ForecastNode, type ZoneState, columnsOf, defaultSilentAfter, podColumnsOf } from './forecast-model.js';
-import { EXCLUDED, FAILING, Judged, KEEPS_TAINT, NOT_READY_NOW, NOT_READY_TAINTS, TAINTED, UNREACHABLE_TAINTS, judgeNode, noExecuteOn, nodeForecast } from './forecast-nodes.js';
-import { SortedByLate, ascending, countAtMost, firstAfter, firstPartialCount } from './forecast-queue.js';
-import { ForecastScratch } from './forecast-scratch.js';
-import { tolerationMs } from './tolerations.js';
+import { FirstPods, evictsAt, outcomeOf } from './pods.js';
+import { type ColumnsInput, type Forecast, type ForecastInput, type ForecastNode, type ZoneState, columnsOf, defaultSilentAfter, podColumnsOf } from './model.js';
+import { EXCLUDED, FAILING, Judged, KEEPS_TAINT, NOT_READY_NOW, NOT_READY_TAINTS, TAINTED, UNREACHABLE_TAINTS, judgeNode, noExecuteOn, nodeForecast } from './nodes.js';
+import { SortedByLate, ascending, countAtMost, firstAfter, firstPartialCount } from './taint-queue.js';
+import { ForecastScratch } from './scratch.js';
+import { tolerationMs } from '../kube/tolerations.js';
 
 export type {
   ColumnsInput,
@@ -19,9 +19,9 @@ export type {
   PodGroup,
   ZoneForecast,
   ZoneState,
-} from './forecast-model.js';
-export { columnsOf, defaultSilentAfter, groupPods, isFailing, lastHeartbeatOf, podColumnsOf } from './forecast-model.js';
-export { ForecastScratch } from './forecast-scratch.js';
+} from './model.js';
+export { columnsOf, defaultSilentAfter, groupPods, isFailing, lastHeartbeatOf, podColumnsOf } from './model.js';
+export { ForecastScratch } from './scratch.js';
 
 /*
  * The eviction forecast: a pure model of the node lifecycle controller and the taint manager of

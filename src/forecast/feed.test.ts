@@ -2,9 +2,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ProbeTester } from '../testing/probe-tester.js';
 import { byCodeUnit } from '../core/order.js';
 import { type NodeColumns, type PodColumns, type PodGroup, groupPods, isFailing, lastHeartbeatOf } from './forecast.js';
-import { forecastFeed } from './forecast-feed.js';
-import { NODE_LEASE_NAMESPACE, paths, watchSpecs, zoneOf } from './resources.js';
-import { NOT_READY, UNREACHABLE } from './tolerations.js';
+import { forecastFeed } from './feed.js';
+import { NODE_LEASE_NAMESPACE, paths, watchSpecs, zoneOf } from '../kube/resources.js';
+import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
 
 let t: ProbeTester;
 afterEach(async () => t.close());
