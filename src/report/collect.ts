@@ -1,3 +1,4 @@
+import { ThinnedHistory } from './thinned.js';
 import type { Attempt, FaultRef, RunEvent, RunStatus, StepKind, StepStatus } from '../engine/events.js';
 import { NodeTracker, type NodeSeries } from './nodes.js';
 
@@ -9,7 +10,7 @@ export interface StepRecord {
   endedAt?: string;
   status?: StepStatus;
   detail?: string;
-  /** An expect step's readings: what its probe read (status, detail, value with lists cut to 100 entries), at most 200. */
+  /** An expect step's readings: what its probe read (status, detail, value with lists cut to 100 entries), thinned as a guard's. */
   readings?: ReadingEntry[];
 }
 
@@ -65,8 +66,14 @@ export interface RunReport {
   steps: StepRecord[];
   guardFirings: { at: string; guard: string; response: string; detail: string }[];
   guardTransitions: { at: string; guard: string; status: string; detail: string }[];
-  /** What each guard's probe read, by guard name: every reading (status, detail, value with lists cut to 100 entries), at most 200 each. */
+  /**
+   * What each guard's probe read, by guard name (status, detail, value with lists cut to 100 entries): every violation
+   * and change of status, and of the other readings an even sample over the whole run, about 200 (readingsThinned
+   * says where that sample is not every reading).
+   */
   guardReadings: Record<string, ReadingEntry[]>;
+  /** Per guard or expect step whose readings were thinned: how many came, how many are kept, and every how many. */
+  readingsThinned?: Record<string, { seen: number; kept: number; every: number }>;
   faults: FaultRecord[];
   /** Every failed attempt at something retried, in order. */
   attempts: AttemptEntry[];
@@ -135,10 +142,22 @@ export class ReportCollector {
   };
   private startedAt = 0;
   private guardStatus = new Map<string, string>();
+  /** Per guard or expect step, its readings kept, and the status of the last one. */
+  private readonly histories = new Map<string, { history: ThinnedHistory<ReadingEntry>; status?: string }>();
   private readonly tracker = new NodeTracker(this.report);
 
   /** `summarizers` keep, per observer, only what the report needs of a reading's value. */
   constructor(private readonly summarizers: Record<string, (value: unknown) => unknown> = {}) {}
+
+  /** Keeps a reading of `source` as its history allows: a violation or a change of status always. Returns the history. */
+  private keep(source: string, at: number, reading: { status: string; detail: string; value: unknown }): ReadingEntry[] {
+    let h = this.histories.get(source);
+    if (!h) this.histories.set(source, (h = { history: new ThinnedHistory<ReadingEntry>(MAX_READINGS) }));
+    h.history.push(entryOf(at, reading), reading.status === 'violated' || reading.status !== h.status);
+    h.status = reading.status;
+    if (h.history.thinned) (this.report.readingsThinned ??= {})[source] = { seen: h.history.seen, kept: h.history.entries.length, every: h.history.every };
+    return h.history.entries;
+  }
 
   readonly onEvent = (e: RunEvent): void => {
     const r = this.report;
@@ -190,13 +209,12 @@ export class ReportCollector {
       case 'step-reading': {
         this.tracker.reading(`step ${e.index}`, 1, e.at, e.reading.value);
         const s = [...r.steps].reverse().find((x) => x.index === e.index);
-        if (s && (s.readings ??= []).length < MAX_READINGS) s.readings.push(entryOf(e.at, e.reading));
+        if (s) s.readings = this.keep(`${s.index}. ${s.name}`, e.at, e.reading);
         break;
       }
       case 'guard-reading': {
         this.tracker.reading(`guard ${e.guard}`, 1, e.at, e.reading.value);
-        const list = (r.guardReadings[e.guard] ??= []);
-        if (list.length < MAX_READINGS) list.push(entryOf(e.at, e.reading));
+        r.guardReadings[e.guard] = this.keep(`guard ${e.guard}`, e.at, e.reading);
         if (this.guardStatus.get(e.guard) !== e.reading.status) {
           this.guardStatus.set(e.guard, e.reading.status);
           r.guardTransitions.push({ at: iso(e.at), guard: e.guard, status: e.reading.status, detail: e.reading.detail });
