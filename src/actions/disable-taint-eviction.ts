@@ -55,6 +55,7 @@ export default defineAction<typeof Params, State>({
     targets: 'nodes',
     defaultNodes: 'control-plane',
     kind: 'remediation',
+    stopsEvictions: 'taint-eviction',
     minKubernetesMinor: MIN_MINOR,
     layouts: {
       kubeadm:

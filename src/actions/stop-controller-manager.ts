@@ -5,6 +5,7 @@ export default serviceStopAction({
   id: 'stop-controller-manager',
   service: 'kube-controller-manager',
   kind: 'remediation',
+  stopsEvictions: 'controller-manager',
   summary: 'Stop kube-controller-manager to freeze evictions; the revert starts it and waits for /healthz.',
   description:
     'Stops the controller-manager on each selected node (control-plane nodes by default). Without it the node lifecycle ' +

@@ -37,6 +37,12 @@ export interface ActionMeta<P extends z.ZodType = z.ZodType> {
   isolatesNode?(params: z.output<P>): 'yes' | 'maybe' | 'no';
   /** It stops the apiserver on its targets: on every control-plane node, the Kubernetes API is down while it holds. */
   stopsApiserver?: boolean;
+  /**
+   * While it holds, no pod is evicted for a NoExecute taint: the taint-eviction controller is off (nodes are still
+   * tainted), or the whole controller-manager is stopped. The eviction forecast then predicts no eviction and says what
+   * would happen the moment it is undone.
+   */
+  stopsEvictions?: 'taint-eviction' | 'controller-manager';
 }
 
 /**

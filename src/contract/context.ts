@@ -20,6 +20,21 @@ export interface Ctx {
    * watch changes it judges together (0: woken by a timer).
    */
   profile?: { judge<T>(fn: () => T, changes: number): T };
+  /** What this run holds applied that changes how the cluster behaves, for probes that model it; absent outside a run. */
+  applied?: AppliedEffects;
+}
+
+/** An applied action that stops evictions (ActionMeta.stopsEvictions), as the eviction forecast reads it. */
+export interface AppliedEffect {
+  action: string;
+  node?: string;
+  stops: 'taint-eviction' | 'controller-manager';
+}
+
+export interface AppliedEffects {
+  current(): readonly AppliedEffect[];
+  /** Called after each change; returns the unsubscribe. */
+  subscribe(fn: () => void): () => void;
 }
 
 /** An action's context: for node-targeted actions, the node it is applied on. */

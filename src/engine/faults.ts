@@ -1,3 +1,4 @@
+import type { RunEffects } from './effects.js';
 import type { Action, RevertState } from '../contract/action.js';
 import { KrError, messageOf } from '../core/errors.js';
 import { formatDuration } from '../core/duration.js';
@@ -32,6 +33,8 @@ export interface FaultLedgerOptions {
   by?: 'executor' | 'recover';
   /** The back-off between attempts (tests pass a constant `random`). */
   backoff?: Partial<Backoff>;
+  /** What the run holds applied that stops evictions (Ctx.applied), kept up to date with each apply and revert. */
+  effects?: RunEffects;
 }
 
 /** Where an apply happens: its step, whether it is a remediation, and the step's signal and deadline (its timeout). */
@@ -132,6 +135,7 @@ export class FaultLedger {
       }
       this.o.journal?.append({ type: 'applied', at: this.o.ctx.clock.now(), faultId, state: fault.state });
       this.o.emit({ type: 'fault-applied', at: this.o.ctx.clock.now(), fault: ref });
+      if (action.meta.stopsEvictions) this.o.effects?.set(faultId, { action: action.meta.id, node: node?.name, stops: action.meta.stopsEvictions });
       return fault;
     } catch (e) {
       const error = messageOf(e);
@@ -161,6 +165,7 @@ export class FaultLedger {
       return error;
     }
     fault.reverted = true;
+    this.o.effects?.set(fault.ref.faultId, undefined);
     const attempts = failures.length + 1;
     this.o.journal?.append({ type: 'reverted', at: clock.now(), faultId: fault.ref.faultId, by: this.o.by ?? 'executor', attempts });
     this.o.emit({ type: 'fault-reverted', at: clock.now(), fault: fault.ref, attempts, retried: retriedKinds(failures) });

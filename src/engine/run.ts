@@ -1,3 +1,4 @@
+import { RunEffects } from './effects.js';
 import { hostname, userInfo } from 'node:os';
 import { messageOf } from '../core/errors.js';
 import { formatDuration } from '../core/duration.js';
@@ -62,8 +63,10 @@ export function startRun(o: RunOptions): RunHandle {
   const clock = o.ctx.clock;
   const concurrency = o.concurrency ?? 16;
   const control = new RunControl();
-  const ctx: Ctx = { ...o.ctx, signal: control.hard.signal };
-  const ledger = new FaultLedger({ ctx, journal: o.journal, emit, faultTtlMs: plan.safety.faultTtl, remediationTtlMs: plan.safety.remediationTtl });
+  // what the run holds applied that stops evictions, for the probes that model the controller
+  const effects = new RunEffects();
+  const ctx: Ctx = { ...o.ctx, signal: control.hard.signal, applied: effects };
+  const ledger = new FaultLedger({ ctx, journal: o.journal, emit, faultTtlMs: plan.safety.faultTtl, remediationTtlMs: plan.safety.remediationTtl, effects });
   let journaled = false; // a refused run leaves no journal
   let interrupts = 0;
   let forced: ((r: RunResult) => void) | undefined;

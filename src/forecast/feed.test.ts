@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProbeTester } from '../testing/probe-tester.js';
 import { byCodeUnit } from '../core/order.js';
-import { type NodeColumns, type PodColumns, type PodGroup, groupPods, isFailing, lastHeartbeatOf } from './forecast.js';
+import { type ForecastNode, type PodGroup, groupPods, isFailing, lastHeartbeatOf } from './forecast.js';
 import { forecastFeed } from './feed.js';
 import { NODE_LEASE_NAMESPACE, paths, watchSpecs, zoneOf } from '../kube/resources.js';
 import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
@@ -16,28 +16,18 @@ const EXCLUDED = 'node.kubernetes.io/exclude-disruption';
 /** When the taint on a node was first seen, as the probe tracks it: here a number made from its name. */
 const sinceOf = (name: string) => 1_000 * name.charCodeAt(0) + name.length;
 
-const none = (x: number | undefined) => (x === undefined || Number.isNaN(x) ? undefined : x);
-
-/** The nodes in the feed's columns, one object each, in the columns' order. */
-const rowsOf = (c: NodeColumns) =>
-  Array.from({ length: c.count }, (_, i) => ({
-    name: c.name[i],
-    zone: c.zone[i],
-    excluded: c.excluded[i] === 1,
-    created: none(c.created[i]),
-    leaseRenew: none(c.leaseRenew[i]),
-    ready: c.status[i] && { status: c.status[i], heartbeat: none(c.heartbeat[i]), transition: none(c.transition[i]) },
-    taints: c.taints[i],
-    taintedSince: none(c.taintedSince[i]),
+/** The failing nodes as the feed hands them, with every field the expected ones have. */
+const rowsOf = (nodes: readonly ForecastNode[]) =>
+  nodes.map((n) => ({
+    name: n.name,
+    zone: n.zone,
+    excluded: n.excluded === true,
+    created: n.created,
+    leaseRenew: n.leaseRenew,
+    ready: n.ready && { status: n.ready.status, heartbeat: n.ready.heartbeat, transition: n.ready.transition },
+    taints: n.taints,
+    taintedSince: n.taintedSince,
   }));
-
-/** Node i's groups in pod columns, as PodGroups; each group's size and first key are its keys'. */
-const groupsIn = (p: PodColumns, i: number, node: string): PodGroup[] =>
-  Array.from({ length: p.start[i + 1]! - p.start[i]! }, (_, k) => {
-    const g = p.start[i]! + k;
-    expect([p.size[g], p.first[g]]).toEqual([p.keys(g).length, p.keys(g)[0]]);
-    return { node, tolerations: p.tolerations[p.tolerationsId[g]!]! as PodGroup['tolerations'], keys: [...p.keys(g)] };
-  });
 
 /** Groups in the order of their first keys (the order a node's groups come in does not matter). */
 const inOrder = (gs: readonly PodGroup[]) => [...gs].sort((a, b) => byCodeUnit(a.keys[0]!, b.keys[0]!));
@@ -93,8 +83,7 @@ async function setup(namespaces?: ReadonlySet<string>) {
       healthy: Object.fromEntries([...f.healthy].sort()),
       firstSilence: f.firstSilence,
       pods: Object.fromEntries([...nodes.store.values()].map((n) => [n.name, inOrder(feed.podsOn(n.name))])),
-      // read from the columns, as the forecast does
-      failingPods: Object.fromEntries(f.nodes.name.map((name, i) => [name, inOrder(groupsIn(f.pods, i, name))])),
+      failingPods: Object.fromEntries(f.nodes.map((n) => [n.name, inOrder(feed.podsOn(n.name))])),
     };
   };
   return { feed, expected, actual };
@@ -128,7 +117,7 @@ describe('forecast feed', () => {
       if (Object.values(e.pods).some((gs) => gs.length > 1)) seen.groups++;
     };
     await check('at the start');
-    expect(feed.fleet(t.clock.now(), SILENT_AFTER).nodes.count).toBe(0);
+    expect(feed.fleet(t.clock.now(), SILENT_AFTER).nodes.length).toBe(0);
 
     // a seeded walk through the events a cluster sends
     let seed = 7;
@@ -214,7 +203,7 @@ describe('forecast feed', () => {
     // its Node gone and back: another slot, the same groups
     t.api.remove(paths.nodes, 'n-1');
     await t.advance(50);
-    expect(feed.fleet(t.clock.now(), SILENT_AFTER).nodes.name).toEqual(['n-2']);
+    expect(feed.fleet(t.clock.now(), SILENT_AFTER).nodes.map((n) => n.name)).toEqual(['n-2']);
     t.putNode('n-1', { labels: { [ZONE]: 'a' }, ready: 'Unknown' });
     await check('n-1 back', 6);
     // a pod's status changes (same group), one moves to n-2, groups go one by one

@@ -1,7 +1,7 @@
-import { type NodeColumns, type PodColumns, type PodGroup, isControllerTaint, isSound, latestHeartbeatOrNaN } from './model.js';
-import { FeedPods, wider } from './feed-pods.js';
+import { type ForecastNode, type PodGroup, isControllerTaint, isSound, latestHeartbeatOrNaN } from './model.js';
+import { FeedPods } from './feed-pods.js';
 import { byCodeUnit } from '../core/order.js';
-import { type ConditionStatus, NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, zoneOf } from '../kube/resources.js';
+import { NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, zoneOf } from '../kube/resources.js';
 import type { WatchHandle } from '../kube/watch.js';
 
 /**
@@ -16,16 +16,11 @@ export interface ForecastFeed {
   /** Whether the node named is failing now (isFailing), with its lease renewed at `renew` if given; false for a node not known. */
   failing(name: string | undefined, now: number, silentAfter: number, renew?: number): boolean;
   /**
-   * The failing nodes as the forecast reads them, in columns, by name, and their pods (those of nodes `podsOf`
-   * takes, when given); the others counted per zone; the first moment a node not silent may fall silent (a healthy
-   * one then fails, a failing one still heartbeating is then judged silent); and a number that changes whenever the
-   * set of failing nodes does. The columns are the feed's, filled afresh by each call: valid until the next.
+   * The failing nodes as the forecast reads them, by name; the others counted per zone; the first moment a node not
+   * silent may fall silent (a healthy one then fails, a failing one still heartbeating is then judged silent); and a
+   * number that changes whenever the set of failing nodes does.
    */
-  fleet(
-    now: number,
-    silentAfter: number,
-    podsOf?: (node: string) => boolean,
-  ): { nodes: NodeColumns; pods: PodColumns; healthy: Map<string, number>; firstSilence: number; failingSet: number };
+  fleet(now: number, silentAfter: number): { nodes: ForecastNode[]; healthy: Map<string, number>; firstSilence: number; failingSet: number };
   /** The pods on the node named that the forecast judges: not being deleted, and in `namespaces` when given. */
   podsOn(name: string): readonly PodGroup[];
 }
@@ -43,6 +38,13 @@ const NO_TAINTS = Object.freeze([]) as unknown as SlimTaint[];
 
 const orNone = (x: number): number | undefined => (Number.isNaN(x) ? undefined : x);
 
+/** Columns that grow by doubling, and keep what they hold as they do. */
+const wider = <T extends Float64Array | Int32Array | Uint8Array>(a: T, capacity: number, make: (n: number) => T): T => {
+  const b = make(capacity);
+  b.set(a);
+  return b;
+};
+
 /**
  * What the feed keeps of each node, in columns indexed by a slot the node keeps while it exists: a pass over
  * thousands of nodes reads a few small arrays side by side rather than an object per node scattered through the heap,
@@ -52,11 +54,9 @@ class Slots {
   renew = new Float64Array(0);
   heartbeat = new Float64Array(0);
   created = new Float64Array(0);
-  transition = new Float64Array(0);
   flags = new Uint8Array(0);
   /** An index into the feed's zone names. */
   zone = new Int32Array(0);
-  readonly status: (ConditionStatus | undefined)[] = [];
   readonly names: (string | undefined)[] = [];
   readonly nodes: (SlimNode | undefined)[] = [];
   private readonly free: number[] = [];
@@ -70,7 +70,7 @@ class Slots {
   }
 
   release(k: number): void {
-    this.names[k] = this.nodes[k] = this.status[k] = undefined;
+    this.names[k] = this.nodes[k] = undefined;
     this.flags[k] = 0;
     this.free.push(k);
   }
@@ -79,44 +79,8 @@ class Slots {
     this.renew = wider(this.renew, capacity, (n) => new Float64Array(n));
     this.heartbeat = wider(this.heartbeat, capacity, (n) => new Float64Array(n));
     this.created = wider(this.created, capacity, (n) => new Float64Array(n));
-    this.transition = wider(this.transition, capacity, (n) => new Float64Array(n));
     this.flags = wider(this.flags, capacity, (n) => new Uint8Array(n));
     this.zone = wider(this.zone, capacity, (n) => new Int32Array(n));
-  }
-}
-
-/** The failing nodes as fleet() hands them: the forecast's columns, filled again by each call, and each node's slot. */
-class Failing implements NodeColumns {
-  count = 0;
-  readonly name: string[] = [];
-  readonly zone: string[] = [];
-  readonly status: (ConditionStatus | undefined)[] = [];
-  readonly taints: (readonly SlimTaint[])[] = [];
-  excluded = new Uint8Array(64);
-  created = new Float64Array(64);
-  heartbeat = new Float64Array(64);
-  transition = new Float64Array(64);
-  leaseRenew = new Float64Array(64);
-  taintedSince = new Float64Array(64);
-  slot = new Int32Array(64);
-
-  /** Room for node `i`. */
-  room(i: number): void {
-    if (i < this.slot.length) return;
-    const capacity = 2 * this.slot.length;
-    this.excluded = wider(this.excluded, capacity, (n) => new Uint8Array(n));
-    this.created = wider(this.created, capacity, (n) => new Float64Array(n));
-    this.heartbeat = wider(this.heartbeat, capacity, (n) => new Float64Array(n));
-    this.transition = wider(this.transition, capacity, (n) => new Float64Array(n));
-    this.leaseRenew = wider(this.leaseRenew, capacity, (n) => new Float64Array(n));
-    this.taintedSince = wider(this.taintedSince, capacity, (n) => new Float64Array(n));
-    this.slot = wider(this.slot, capacity, (n) => new Int32Array(n));
-  }
-
-  /** Ends a fill at `count` nodes, letting go of what the columns held beyond. */
-  end(count: number): void {
-    this.count = count;
-    for (const column of [this.name, this.zone, this.status, this.taints]) column.length = count;
   }
 }
 
@@ -130,13 +94,15 @@ export function forecastFeed(
   const slotOf = new Map<string, number>();
   // the nodes' slots by name, worked out again when a node comes or goes
   let byName: Int32Array | undefined;
+  // a node came or went since the last fleet(): the same slots may be other nodes
+  let byNameChanged = true;
   const zoneIds = new Map<string, number>();
   const zoneNames: string[] = [];
   // per zone, its nodes not excluded from disruption checks
   const zoneSizes: number[] = [];
   // Per node its pods' groups, kept by the pods watch: a pod's key is put in (or taken out of) its group's sorted
   // keys as it comes and goes, so that the first judgement after many nodes fail at once does not group their pods.
-  const feedPods = new FeedPods(o.namespaces, (name) => slotOf.get(name));
+  const feedPods = new FeedPods(o.namespaces);
 
   const counted = (k: number) => (slots.flags[k]! & EXCLUDED_FROM_ZONES) === 0;
   const put = (n: SlimNode) => {
@@ -145,8 +111,8 @@ export function forecastFeed(
       slotOf.set(n.name, (k = slots.take()));
       slots.names[k] = n.name;
       slots.renew[k] = leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime ?? NaN;
-      feedPods.attach(n.name, k);
       byName = undefined;
+      byNameChanged = true;
     } else if (counted(k)) zoneSizes[slots.zone[k]!]!--;
     const zone = zoneOf(n.labels);
     let z = zoneIds.get(zone);
@@ -156,9 +122,7 @@ export function forecastFeed(
     }
     slots.nodes[k] = n;
     slots.zone[k] = z;
-    slots.status[k] = n.ready?.status;
     slots.heartbeat[k] = n.ready?.heartbeat ?? NaN;
-    slots.transition[k] = n.ready?.transition ?? NaN;
     slots.created[k] = n.created ?? NaN;
     const controllerTainted = n.taints.some(isControllerTaint);
     slots.flags[k] = (isSound(n) ? SOUND : 0) | (EXCLUDED in n.labels ? EXCLUDED_FROM_ZONES : 0) | (n.taints.length ? HAS_TAINTS : 0) | (controllerTainted ? CONTROLLER_TAINT : 0);
@@ -170,8 +134,8 @@ export function forecastFeed(
     if (counted(k)) zoneSizes[slots.zone[k]!]!--;
     slotOf.delete(name);
     slots.release(k);
-    feedPods.detach(k);
     byName = undefined;
+    byNameChanged = true;
   };
   for (const n of nodes.store.values()) put(n);
   nodes.subscribe((c) => {
@@ -197,7 +161,7 @@ export function forecastFeed(
     return !(slots.flags[k]! & SOUND) || Number.isNaN(last) ? -Infinity : last;
   };
   // the failing nodes as the last fleet() found them, and the number that changes with them
-  const failing = new Failing();
+  let lastFailing: number[] = [];
   let failingSet = 0;
   const inNameOrder = (): Int32Array => (byName ??= Int32Array.from([...slotOf].sort((a, b) => byCodeUnit(a[0], b[0])).map(([, k]) => k)));
   return {
@@ -209,15 +173,11 @@ export function forecastFeed(
       const k = name === undefined ? undefined : slotOf.get(name);
       return k !== undefined && now - silentFrom(k, renew ?? slots.renew[k]!) > silentAfter;
     },
-    fleet(now, silentAfter, podsOf) {
-      const out = failing;
-      const outPods = feedPods.failing;
-      outPods.clear();
+    fleet(now, silentAfter) {
+      const out: ForecastNode[] = [];
+      const slotsOut: number[] = [];
       const failingIn = new Int32Array(zoneNames.length);
       let firstSilence = Infinity;
-      // slots are one node's each as long as the name order stands
-      let changed = byName === undefined;
-      let i = 0;
       for (const k of inNameOrder()) {
         const renew = slots.renew[k]!;
         const last = silentFrom(k, renew);
@@ -229,31 +189,23 @@ export function forecastFeed(
         const beat = lastHeartbeat(k, renew);
         if (now - beat <= silentAfter) firstSilence = Math.min(firstSilence, beat + silentAfter + 1);
         if (counted(k)) failingIn[slots.zone[k]!]!++;
-        out.room(i);
-        if (i >= out.count || out.slot[i] !== k) changed = true;
-        const name = slots.names[k]!;
         const flags = slots.flags[k]!;
-        out.slot[i] = k;
-        out.name[i] = name;
-        out.zone[i] = zoneNames[slots.zone[k]!]!;
-        out.excluded[i] = flags & EXCLUDED_FROM_ZONES ? 1 : 0;
-        out.created[i] = slots.created[k]!;
-        out.status[i] = slots.status[k];
-        out.heartbeat[i] = slots.heartbeat[k]!;
-        out.transition[i] = slots.transition[k]!;
-        out.leaseRenew[i] = renew;
-        out.taints[i] = flags & HAS_TAINTS ? slots.nodes[k]!.taints : NO_TAINTS;
+        const n = slots.nodes[k]!;
+        const name = slots.names[k]!;
+        const f: ForecastNode = { name, zone: zoneNames[slots.zone[k]!]!, taints: flags & HAS_TAINTS ? n.taints : NO_TAINTS, leaseRenew: orNone(renew), created: orNone(slots.created[k]!) };
+        if (flags & EXCLUDED_FROM_ZONES) f.excluded = true;
+        if (n.ready) f.ready = n.ready;
         // asked for only where the forecast reads it: on a node with the controller's taint
-        out.taintedSince[i] = flags & CONTROLLER_TAINT ? (o.taintedSince(name) ?? NaN) : NaN;
-        outPods.push(!podsOf || podsOf(name) ? k : -1);
-        i++;
+        if (flags & CONTROLLER_TAINT) f.taintedSince = o.taintedSince(name);
+        out.push(f);
+        slotsOut.push(k);
       }
-      if (changed || i !== out.count) failingSet++;
-      out.end(i);
-      outPods.end();
+      if (slotsOut.length !== lastFailing.length || slotsOut.some((k, i) => lastFailing[i] !== k) || byNameChanged) failingSet++;
+      byNameChanged = false;
+      lastFailing = slotsOut;
       const healthy = new Map<string, number>();
       for (let z = 0; z < zoneNames.length; z++) if (zoneSizes[z]! > 0) healthy.set(zoneNames[z]!, zoneSizes[z]! - failingIn[z]!);
-      return { nodes: out, pods: outPods, healthy, firstSilence, failingSet };
+      return { nodes: out, healthy, firstSilence, failingSet };
     },
     podsOn: (name) => feedPods.list(name),
   };

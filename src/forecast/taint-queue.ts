@@ -1,33 +1,128 @@
-/*
- * The eviction forecast's tools for its taint queue (forecast.ts): ordering by moment, counting in sorted moments,
- * the running maximum of taints ahead.
- */
+import type { NodeRow } from './health.js';
+import type { LifecycleSettings } from './model.js';
+import type { Zone } from './zones.js';
 
-import type { ForecastScratch } from './scratch.js';
+/*
+ * A zone's NoExecute tainter, as the controller runs it (RateLimitedTimedQueue): every 100 ms it hands the head of
+ * the zone's queue a token from a token bucket of burst 1 refilled at the zone's rate, and taints that node.
+ *
+ * The order is not first in, first out. Since 1.21 every monitor pass removes each untainted NotReady node from its
+ * zone's queue and adds it again (markNodeForTainting), in the order the pass's parallel workers reach the nodes, so
+ * whichever node a worker re-adds first is next, whenever it went NotReady. What is sure is the count: the zone's
+ * taints come one token apart for as long as its queue is not empty. So a node queued after k taints that surely came
+ * before can be the next one, the (k+1)th: the earliest moment the zone can hand out its (k+1)th token is the bound a
+ * guard reads. On 1.20 a node keeps the place it was first queued at; the same bound holds. The likely moment is the
+ * node's place in the queue: first in, first out on 1.20, and on later releases the middle of the tokens it competes
+ * for.
+ */
 
 const NEVER = Infinity;
+/** The tainting loop's period (scheduler.NodeEvictionPeriod): a token is handed out up to this much after it refills. */
+const TAINT_LOOP_MS = 100;
+
+const HELD_PARTIAL = 'zone partially disrupted: tainting stopped';
+const HELD_MASTER = 'all zones disrupted: evictions stopped';
 
 /**
- * The places 0..n-1 of `keys` in ascending order of key, equal keys in order of place (a stable sort): the keys sorted
- * natively and each one's place found by a binary search, which at thousands of keys costs a fraction of a sort that
- * calls back for every comparison. The order is in `scratch`'s memory.
+ * Fills each member's taintAt (the bound), taintLikely and held. `cutoff`: the latest moment the controller may
+ * enter master disruption mode (after it nothing is tainted again); NEVER when it surely does not.
  */
-export function ascending(keys: Float64Array, scratch: ForecastScratch): Int32Array {
-  const sorted = scratch.float64('sorted', keys.length);
-  sorted.set(keys);
-  sorted.sort();
-  // how many keys equal to the one first at each place have been placed
-  const placed = scratch.int32('placed', keys.length).fill(0);
-  const order = scratch.int32('order', keys.length);
-  for (let k = 0; k < keys.length; k++) {
-    const first = countBelow(sorted, keys[k]!);
-    order[first + placed[first]!++] = k;
-  }
-  return order;
+export function queueTaints(zone: Zone, s: LifecycleSettings, o: { now: number; cutoff: number; requeues: boolean }): void {
+  let lastTaint = -NEVER;
+  for (const r of zone.members)
+    if (r.taintNow) {
+      r.taintAt = r.taintedAt;
+      r.taintLikely = r.taintedAt;
+      lastTaint = Math.max(lastTaint, r.taintNow.timeAdded ?? r.taintedAt!);
+    }
+  const queued = zone.members.filter((r) => !r.taintNow && r.queuedFrom !== NEVER).sort((a, b) => a.queuedFrom - b.queuedFrom || (a.node.name < b.node.name ? -1 : 1));
+  // not tainted by now: none of them is before now
+  const earliest = earliestTaints(zone, queued, lastTaint, o.now);
+  const latest = latestTaints(zone, queued, lastTaint);
+  // per node, the first of the zone's taints it can have: the one after those surely done before it was queued
+  const firsts = queued.map((r) => countBelow(latest, r.queuedFrom));
+  const runs = runsOf(earliest, queued);
+  const sums = [0];
+  for (const t of earliest) sums.push(sums[sums.length - 1]! + (t === NEVER ? 0 : t));
+  queued.forEach((r, k) => {
+    const first = firsts[k]!;
+    const at = Math.max(r.queuedFrom, o.now, earliest[first]!);
+    if (at === NEVER || at > o.cutoff) {
+      r.held = at === NEVER ? HELD_PARTIAL : HELD_MASTER;
+      return;
+    }
+    r.taintAt = at;
+    // likely: its own place first in first out, or the middle of the tokens from its first to the end of its run
+    let likely = earliest[k]!;
+    if (o.requeues && likely !== NEVER) {
+      let to = runs[k]!;
+      while (to > k && earliest[to] === NEVER) to--;
+      likely = (sums[to + 1]! - sums[first]!) / (to + 1 - first);
+    }
+    if (likely <= o.cutoff && likely !== NEVER) r.taintLikely = Math.max(likely, at);
+  });
 }
 
-/** How many of the sorted `xs` are below t. */
-function countBelow(xs: ArrayLike<number>, t: number): number {
+/**
+ * The earliest moment of each of the zone's next taints, in order: the nodes taken as queued as early as each can be,
+ * the bucket refilled at the fastest rate the zone may have, from its last taint.
+ */
+function earliestTaints(zone: Zone, queued: readonly NodeRow[], lastTaint: number, now: number): number[] {
+  const out: number[] = [];
+  let previous = lastTaint;
+  for (const r of queued) {
+    const at = zone.firstTaintableFrom(Math.max(r.queuedFrom, refilled(zone, previous), now));
+    out.push(at);
+    if (at !== NEVER) previous = at;
+  }
+  return out;
+}
+
+/**
+ * The earliest moment the zone's bucket has a token again after a taint at `previous`: refilled at the fastest rate
+ * the zone may have until then (a zone changing state gets a new bucket, drained, which can only come later).
+ */
+function refilled(zone: Zone, previous: number): number {
+  if (previous === -NEVER) return -NEVER;
+  const rate = zone.fastestRateAt(previous);
+  if (rate <= 0) return previous;
+  const next = previous + 1000 / rate;
+  return previous + 1000 / Math.max(rate, zone.fastestRateBetween(previous, next));
+}
+
+/**
+ * The moment each of the zone's next taints has surely come by, in order, as long as that can be said: the nodes
+ * taken as queued as late as each can be, and the bucket refilled at the slowest rate the zone may have (twice over:
+ * a zone changing state gets a new bucket, drained). NEVER from the first that may never come.
+ */
+function latestTaints(zone: Zone, queued: readonly NodeRow[], lastTaint: number): number[] {
+  const by = queued.map((r) => r.queuedBy).sort((a, b) => a - b);
+  const out: number[] = [];
+  let previous = lastTaint;
+  for (const q of by) {
+    const slowest = q === NEVER ? 0 : zone.slowestRateAt(Math.max(q, previous));
+    const at = slowest > 0 ? Math.max(q, previous + 2000 / slowest) + TAINT_LOOP_MS : NEVER;
+    out.push(at);
+    if (at === NEVER) break;
+    previous = at;
+  }
+  return out;
+}
+
+/** Per taint, the last taint of its run: the run ends where the queue may run dry (the next node comes after a refill). */
+function runsOf(earliest: readonly number[], queued: readonly NodeRow[]): number[] {
+  const ends = new Array<number>(earliest.length);
+  let end = earliest.length - 1;
+  for (let k = earliest.length - 1; k >= 0; k--) {
+    ends[k] = end;
+    // taint k began a run if it came the moment its node was queued, not at a refill
+    if (k > 0 && earliest[k] === queued[k]!.queuedFrom && queued[k]!.queuedFrom > earliest[k - 1]!) end = k - 1;
+  }
+  return ends;
+}
+
+/** How many of the ascending `xs` are below t. */
+function countBelow(xs: readonly number[], t: number): number {
   let lo = 0;
   let hi = xs.length;
   while (lo < hi) {
@@ -36,66 +131,4 @@ function countBelow(xs: ArrayLike<number>, t: number): number {
     else hi = mid;
   }
   return lo;
-}
-
-/** How many of the sorted `xs` are at most t. */
-export function countAtMost(xs: ArrayLike<number>, t: number): number {
-  let lo = 0;
-  let hi = xs.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (xs[mid]! <= t) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/** The first of the sorted `ts` after `from`. */
-export const firstAfter = (ts: ArrayLike<number>, from: number): number | undefined => ts[countAtMost(ts, from)];
-
-/** The fewest NotReady nodes that make a zone of `size` partially disrupted (more than 2, and the threshold). */
-export function firstPartialCount(size: number, threshold: number): number {
-  let k = Math.max(3, Math.ceil(threshold * size));
-  while (k > 3 && (k - 1) / size >= threshold) k--;
-  while (k / size < threshold) k++;
-  return k;
-}
-
-/** Entries (late, next) taken in order of `late`: the largest `next` of those whose `late` is before a moment. */
-export class SortedByLate {
-  private readonly lates: Float64Array;
-  private readonly nexts: Float64Array;
-  private size = 0;
-  private taken = 0;
-  private best = -NEVER;
-
-  /** At most `capacity` entries are added; they are kept in `scratch`'s memory. */
-  constructor(capacity: number, scratch: ForecastScratch) {
-    this.lates = scratch.float64('lates', capacity);
-    this.nexts = scratch.float64('nexts', capacity);
-  }
-
-  add(late: number, next: number): void {
-    if (this.taken > 0 && late < this.lates[this.taken - 1]!) {
-      // before what was already taken: it counts from now on
-      this.best = Math.max(this.best, next);
-      return;
-    }
-    // nodes come in the order they become eligible, so mostly after the others
-    let i = this.size;
-    while (i > this.taken && this.lates[i - 1]! > late) i--;
-    if (i < this.size) {
-      this.lates.copyWithin(i + 1, i, this.size);
-      this.nexts.copyWithin(i + 1, i, this.size);
-    }
-    this.lates[i] = late;
-    this.nexts[i] = next;
-    this.size++;
-  }
-
-  /** The largest `next` of the entries whose `late` < t; t never decreases from one call to the next. */
-  latestNextBefore(t: number): number {
-    while (this.taken < this.size && this.lates[this.taken]! < t) this.best = Math.max(this.best, this.nexts[this.taken++]!);
-    return this.best;
-  }
 }

@@ -21,6 +21,8 @@ describe('Kubernetes versions', () => {
     expect([v('v1.26.15'), v('v1.27.0'), v('v1.34.4'), undefined].map((x) => traitsOf(x).knowsSendInitialEvents)).toEqual([false, true, true, false]);
     expect(traitsOf(v('v1.20.2')).taintsInTheSamePass).toBe(false);
     expect(traitsOf(undefined).taintsInTheSamePass).toBe(true);
+    // the taint queue: first in, first out on 1.20, re-queued in the workers' order every pass on 1.34 and 1.37
+    expect([v('v1.20.2'), v('v1.34.4'), v('v1.37.2'), undefined].map((x) => traitsOf(x).requeuesEveryPass)).toEqual([false, true, true, true]);
   });
 
   it('an unknown version takes the safe side: 40 s grace, inferred causes, no taint-eviction switch', () => {

@@ -46,6 +46,14 @@ export interface VersionTraits {
    */
   taintsInTheSamePass: boolean;
   /**
+   * Every monitor pass removes each untainted NotReady node from its zone's taint queue and adds it again
+   * (markNodeForTainting: `Remove` then `Add`), in the order the pass's parallel workers reach the nodes, so the queue
+   * is not first in, first out (read in the source of 1.34 and 1.37; seen at 180 nodes). 1.20's `SetRemove` leaves the
+   * first entry in the heap, which keeps each node first in, first out. Releases between are taken to re-queue: that
+   * changes only the likely moment the forecast gives, not its bound.
+   */
+  requeuesEveryPass: boolean;
+  /**
    * The apiserver knows watch-list's `sendInitialEvents` (1.27+; the WatchList feature is on by default on the
    * lab's 1.34 and 1.37, which stream a list's objects as a watch's initial events). A server that knows the
    * parameter with the feature off refuses the watch; older ones would ignore it, so they are not asked.
@@ -67,6 +75,7 @@ export function traitsOf(version: KubeVersion | undefined): VersionTraits {
     writesDisruptionTarget: atLeast(version, 26),
     hasPodEvictionTimeoutFlag: !atLeast(version, 27),
     taintsInTheSamePass: atLeast(version, 21) || version === undefined,
+    requeuesEveryPass: atLeast(version, 21) || version === undefined,
     knowsSendInitialEvents: atLeast(version, 27),
   };
 }

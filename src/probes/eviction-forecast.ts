@@ -1,10 +1,11 @@
 import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
-import { ForecastScratch, defaultSilentAfter, forecastColumns, isFailing } from '../forecast/forecast.js';
+import { type ControllerState, type Forecast, type ForecastNode, defaultSilentAfter, forecast, isFailing } from '../forecast/forecast.js';
 import { forecastFeed } from '../forecast/feed.js';
 import { trackNodeSelection } from '../kube/node-selection.js';
-import { cannotSee, gated, type ObjectChange, reactive, sameLabels, watching } from '../contract/readings.js';
+import { cannotSee, gated, type ObjectChange, reactive, sameLabels, type Watched, watching } from '../contract/readings.js';
+import type { AppliedEffect, AppliedEffects } from '../contract/context.js';
 import { type SlimLease, type SlimNode, type SlimPod, watchSpecs } from '../kube/resources.js';
 import { trackTaintedSince } from '../kube/taint-since.js';
 import { formatDuration } from '../core/duration.js';
@@ -44,11 +45,15 @@ export default defineProbe({
     description:
       'A model of the node lifecycle controller and the taint manager, fed by watches of Nodes, node Leases, Pods and ' +
       "the controller-manager's leader lease. A node that stopped renewing its lease goes NotReady at its last heartbeat " +
-      '+ the grace period, is tainted NoExecute one monitor period later (rate-limited per zone, not at all in a small ' +
-      'partially disrupted zone, and never when every zone is down: master disruption mode), and each of its pods is ' +
-      'evicted when its toleration runs out. In master disruption mode the controller removes the taints, except one ' +
-      'it added in the very pass it entered that mode; a taint still there after that pass is kept, and its pods are ' +
-      "predicted evicted. The prediction is the earliest the real controller can act: never late. " +
+      '+ the grace period (counted from a new leader\'s start when the leader changed since), is queued for the NoExecute ' +
+      'taint, and each of its pods is evicted when its toleration runs out. Taints are rate-limited per zone (not at all ' +
+      'in a small partially disrupted zone), and never given once every zone is down (master disruption mode), when the ' +
+      'controller removes the taints but one added in the very pass that entered that mode. The controller re-queues ' +
+      'its NotReady nodes every pass in no set order (1.21+), so any queued node may get a zone\'s next token: each ' +
+      'node is given the earliest moment it can be tainted (the bound the guard reads, never later than the controller) ' +
+      'and the likely one (its share of the tokens it competes for; first in, first out on 1.20). While this run holds ' +
+      '`disable-taint-eviction` or `stop-controller-manager` applied, or no controller-manager holds its lease, it ' +
+      'predicts no eviction, says why, and gives the first eviction that would follow were the controller restored now. ' +
       'The controller settings come from the inventory, else /configz, else the static-pod manifest, else the defaults ' +
       "of the server's version. Violated when the earliest eviction is within `margin`; unknown while the apiserver " +
       'cannot be watched.',
@@ -67,12 +72,10 @@ export default defineProbe({
         yield* cannotSee(ctx, e);
         return;
       }
-      const { taintsInTheSamePass } = traitsOf(parseKubeVersion(resolved.version));
+      const { taintsInTheSamePass, requeuesEveryPass } = traitsOf(parseKubeVersion(resolved.version));
       const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
       const taintedSince = trackTaintedSince(nodes, ctx.clock);
       const feed = forecastFeed(nodes, leases, pods, { namespaces, taintedSince });
-      // the memory every judgement works in, kept from one to the next
-      const scratch = new ForecastScratch();
       // What a judgement reads of the whole fleet is worked out again only when the fleet changes (a node or lease
       // added or gone, labels or lease durations changed), not on every event: at thousands of nodes that would be
       // most of the cost.
@@ -97,7 +100,9 @@ export default defineProbe({
         if (c.type === 'synced' || c.type === 'added' || c.type === 'deleted' || (c.type === 'modified' && (c.relist || c.previous?.durationSeconds !== c.object.durationSeconds)))
           leasesChanged = true;
       });
-      const woken = [gated(nodes, mattersForNode), gated(leases, mattersForLease), gated(pods, mattersForPod), leader];
+      // the run's own remediations that stop evictions wake a judgement as they come and go
+      const applied = ctx.applied;
+      const woken = [gated(nodes, mattersForNode), gated(leases, mattersForLease), gated(pods, mattersForPod), leader, ...(applied ? [appliedWatch(applied)] : [])];
       yield* reactive(ctx, {
         watches: woken,
         // thousands of nodes failing at once make nearly every event matter: judge them in batches of a quarter second
@@ -111,47 +116,41 @@ export default defineProbe({
           }
           if (resolved.sources.leaseDurationMs === 'defaults' && leaseDurationMs !== undefined) settings.leaseDurationMs = leaseDurationMs;
           silentAfter = params.silentAfter ?? defaultSilentAfter(settings);
-          // Only failing nodes go to the forecast as objects; the rest are counted per zone (all they change is the
-          // zones' sizes), and the first moment one of them may go silent is when to judge again. Only pods on failing
-          // nodes can be evicted: their groups come from the per-node index, not from every pod.
-          const fleet = feed.fleet(now, silentAfter, podsOf);
+          // Only failing nodes go to the forecast; the rest are counted per zone (all they change is the zones' sizes),
+          // and the first moment one of them may go silent is when to judge again. Only pods on failing nodes can be
+          // evicted: their groups come from the per-node index, not from every pod.
+          const fleet = feed.fleet(now, silentAfter);
           const lease = [...leader.store.values()][0];
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
-          const controllerRunning = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now;
+          const leading = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now && lease.holder !== undefined && lease.holder !== '';
+          const controller = controllerState(leading, lease?.acquireTime, applied?.current() ?? [], params.controllerManagerLease);
+          const podsOn = (n: ForecastNode) => (podsOf && !podsOf(n.name) ? [] : feed.podsOn(n.name));
+          const judged = { now, settings, nodes: fleet.nodes, healthy: fleet.healthy, podsOn, silentAfterMs: silentAfter, taintsInTheSamePass, requeuesEveryPass };
           // the reading lists the first 20 pods to be evicted and the first 100 failing nodes; the forecast counts them all
-          const f = forecastColumns({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, pods: fleet.pods, silentAfterMs: silentAfter, controllerRunning, taintsInTheSamePass, scratch, podsKept: 20, evictedPodsOnly: true, nodesKept: NODES_LISTED });
-
-          const failingNodes = f.nodes;
-          const failingCount = f.nodeCount;
+          const f = forecast({ ...judged, controller, podsKept: 20, evictedPodsOnly: true, nodesKept: NODES_LISTED });
+          // frozen: what would happen the moment the controller runs again as it did (a new leader, now)
+          const ifRestored = f.frozen !== undefined ? forecast({ ...judged, controller: { running: true, since: now }, podsKept: 0, nodesKept: 0 }).earliest : undefined;
           const e = f.earliest;
           const violated = e !== undefined && e.at - now <= params.margin;
           // when a node may fall silent, be it healthy or failing and still heartbeating
           let recheckAt = fleet.firstSilence;
           if (e && e.at - params.margin > now) recheckAt = Math.min(recheckAt, e.at - params.margin);
-          if (controllerRunning && leaseEnds !== undefined) recheckAt = Math.min(recheckAt, leaseEnds + 1);
+          if (leading && leaseEnds !== undefined) recheckAt = Math.min(recheckAt, leaseEnds + 1);
           if (f.keepsTaintsFrom !== undefined) recheckAt = Math.min(recheckAt, f.keepsTaintsFrom);
-          const nodesAtRisk = f.nodesAtRisk;
-          const silentNames = someNames(failingNodes.slice(0, 10).map((n) => n.name), failingCount);
-          const detail = e
-            ? `first eviction ${e.at > now ? `in ${formatDuration(e.at - now)}` : 'due now'}: ${e.pod} on ${e.node} (${f.atRisk} pod${f.atRisk === 1 ? '' : 's'} at risk on ${nodesAtRisk} node${nodesAtRisk === 1 ? '' : 's'})`
-            : f.frozen
-              ? `no eviction: no kube-controller-manager holds ${params.controllerManagerLease}${failingCount ? `; failing: ${silentNames}` : ''}`
-              : failingCount
-                ? `no eviction predicted; failing: ${silentNames}${f.masterDisruptionAt !== undefined ? ' (all zones down: master disruption mode)' : ''}`
-                : `no eviction predicted: ${nodes.store.size} nodes heartbeating`;
           return {
             status: violated ? 'violated' : 'ok',
-            detail,
-            key: `${violated}|${e?.pod}|${f.atRisk}|${fleet.failingSet}|${f.frozen}|${f.masterDisruptionAt !== undefined}`,
+            detail: describe(f, now, nodes.store.size, ifRestored),
+            key: `${violated}|${e?.pod}|${e?.likely !== undefined}|${f.atRisk}|${fleet.failingSet}|${f.frozen}|${f.masterDisruptionAt !== undefined}|${ifRestored?.pod}`,
             recheckAt,
             value: {
               earliestEviction: e ? { ...e, inMs: e.at - now } : null,
               atRisk: f.atRisk,
-              frozen: f.frozen,
+              frozen: f.frozen ?? null,
+              ifRestoredNow: ifRestored ? { ...ifRestored, inMs: ifRestored.at - now } : null,
               masterDisruptionAt: f.masterDisruptionAt ?? null,
-              nodes: failingNodes,
-              failingNodes: failingCount,
-              healthyNodes: nodes.store.size - failingCount,
+              nodes: f.nodes,
+              failingNodes: f.nodeCount,
+              healthyNodes: nodes.store.size - f.nodeCount,
               pods: f.pods,
               zones: f.zones,
               settings: { ...settings, silentAfterMs: silentAfter },
@@ -163,3 +162,36 @@ export default defineProbe({
     });
   },
 });
+
+/** The controller as the forecast reads it: its leader lease, and what this run holds applied that stops evictions. */
+function controllerState(leading: boolean | undefined, acquired: number | undefined, applied: readonly AppliedEffect[], leaseName: string): ControllerState {
+  const by = (stops: AppliedEffect['stops']) => applied.filter((a) => a.stops === stops).map((a) => `${a.action}${a.node ? ` on ${a.node}` : ''}`);
+  const stopped = by('controller-manager');
+  const off = by('taint-eviction');
+  const c: ControllerState = { running: stopped.length > 0 ? false : leading, since: acquired };
+  if (stopped.length > 0) c.stoppedBecause = `kube-controller-manager stopped by this run (${stopped.join(', ')})`;
+  else if (leading === false) c.stoppedBecause = `no kube-controller-manager holds ${leaseName}`;
+  if (off.length > 0) c.evictionsOff = `taint eviction disabled by this run (${off.join(', ')})`;
+  return c;
+}
+
+/** The applied effects as a watch a judgement wakes on. */
+function appliedWatch(applied: AppliedEffects): Watched {
+  return { key: 'applied', freshness: () => ({ fresh: true, synced: true, state: 'watching', reason: "the run's applied actions" }), release: () => {}, subscribe: (fn) => applied.subscribe(fn) };
+}
+
+/** A reading's detail: the first eviction, or why none is coming, and what would follow the controller's return. */
+function describe(f: Forecast, now: number, nodeCount: number, ifRestored: Forecast['earliest']): string {
+  const e = f.earliest;
+  const failing = someNames(f.nodes.slice(0, 10).map((n) => n.name), f.nodeCount);
+  const when = (at: number) => (at > now ? `in ${formatDuration(at - now)}` : 'due now');
+  if (e) {
+    const likely = e.likely === undefined ? ', likely spared' : e.likely > e.at + 500 ? `, likely ${when(e.likely)}` : '';
+    const master = f.masterDisruptionAt !== undefined ? '; all zones down: master disruption mode' : '';
+    return `first eviction ${when(e.at)}${likely}: ${e.pod} on ${e.node} (${f.atRisk} pod${f.atRisk === 1 ? '' : 's'} at risk on ${f.nodesAtRisk} node${f.nodesAtRisk === 1 ? '' : 's'})${master}`;
+  }
+  if (f.frozen !== undefined)
+    return `no eviction: ${f.frozen}${ifRestored ? `; if restored now, first eviction ${when(ifRestored.at)}: ${ifRestored.pod} on ${ifRestored.node}` : '; none if restored now'}${f.nodeCount ? `; failing: ${failing}` : ''}`;
+  if (f.nodeCount) return `no eviction predicted; failing: ${failing}${f.masterDisruptionAt !== undefined ? ' (all zones down: master disruption mode)' : ''}`;
+  return `no eviction predicted: ${nodeCount} nodes heartbeating`;
+}

@@ -1,3 +1,4 @@
+import { RunEffects } from '../engine/effects.js';
 import type { z } from 'zod';
 import { parseInventoryLoosely } from './loose-inventory.js';
 import type { Ctx } from '../contract/context.js';
@@ -64,6 +65,8 @@ export class ProbeTester {
   readonly inventory: Inventory;
   readonly nodes: FakeNodes;
   private readonly runs: ProbeRun[] = [];
+  /** What the run holds applied that stops evictions (ctx.applied), for tests to set. */
+  readonly applied = new RunEffects();
   /** How many judgements the probes started here made (through ctx.profile). */
   judgements = 0;
   /** How many watch changes they judged, counted each time in the judgement that took it in. */
@@ -87,6 +90,7 @@ export class ProbeTester {
       inventory: this.inventory,
       kube: this.kube,
       nodes: this.nodes,
+      applied: this.applied,
       profile: {
         judge: <T>(fn: () => T, changes: number): T => {
           this.judgements++;

@@ -39,7 +39,7 @@ async function up(o: { nodes: number; zones: number }): Promise<LabInfo> {
 const stopKubelet = (l: LabInfo, node: string) => run('sh', [join(l.stateDir, 'nodes', node, 'kubelet', 'stop')]);
 
 interface Value {
-  earliestEviction: { at: number; pod: string; node: string } | null;
+  earliestEviction: { at: number; pod: string; node: string; likely?: number } | null;
   nodes: { name: string; silent: boolean; notReadyAt?: number; taintAt?: number }[];
   pods: { key: string; node: string; evictAt: number }[];
   masterDisruptionAt: number | null;
@@ -208,7 +208,7 @@ describe(`eviction-forecast against the real controller (Kubernetes ${LAB_VERSIO
     }
   });
 
-  it('every node silent (master disruption mode): no eviction predicted, none done, but for a taint the controller keeps', async () => {
+  it('every node silent (master disruption mode): no eviction likely, none done, but for a taint the controller keeps', async () => {
     const l = await up({ nodes: 3, zones: 2 });
     const workers = l.nodes.filter((n) => n.roles.includes('worker')).map((n) => n.name);
     const { observed, stop } = await start(l);
@@ -230,9 +230,11 @@ describe(`eviction-forecast against the real controller (Kubernetes ${LAB_VERSIO
       const kept = workers.filter((n) => observed.taintedNow.has(n));
       const evictedOn = [...new Set([...observed.deleted.values()].map((d) => d.node))].sort();
       expect(evictedOn, 'nodes whose pods the controller deleted: those that kept their taint').toEqual(kept.sort());
+      // An eviction on a taint the last pass may keep is possible, never likely: the bound may predict one, the
+      // likely moment says none.
       if (kept.length === 0) {
-        expect(after.filter((r) => (r.value as Value).earliestEviction), 'forecasts with an eviction').toEqual([]);
-        console.log(`all silent: seen ${observed.readings[from]!.at - stoppedAt} ms after the stop; ${after.length} forecasts since, none with an eviction`);
+        expect(after.filter((r) => (r.value as Value).earliestEviction?.likely !== undefined), 'forecasts with a likely eviction').toEqual([]);
+        console.log(`all silent: seen ${observed.readings[from]!.at - stoppedAt} ms after the stop; ${after.length} forecasts since, none with a likely eviction`);
       } else {
         const kcm = await readFile(join(l.stateDir, 'nodes', 'cp-1', 'kube-controller-manager', 'log'), 'utf8').catch(() => '');
         console.log(`the controller kept the taint of ${kept.join(', ')}:\n${kcm.split('\n').filter((x) => /disruption|Taint|taint/.test(x)).slice(-8).join('\n')}`);

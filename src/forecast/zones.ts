@@ -1,0 +1,134 @@
+import type { LifecycleSettings, ZoneState } from './model.js';
+import type { NodeRow } from './health.js';
+
+/*
+ * Zones, as the controller's handleDisruption sees them after each pass: a zone's state from how many of its nodes
+ * are NotReady (ComputeZoneState), the tainting rate that state gives (setLimiterInZone), and master disruption mode
+ * when every zone has no Ready node. The forecast knows a node's NotReady moment only within a window (the pass it
+ * falls in), so a zone's count at a moment is a range, and the rate taken is the highest the range allows: a taint
+ * can then only be predicted early, never late.
+ */
+
+const NEVER = Infinity;
+
+/** ComputeZoneState: full with no Ready node, partial with more than 2 NotReady at the threshold or above. */
+export function zoneStateOf(notReady: number, size: number, threshold: number): ZoneState {
+  const ready = size - notReady;
+  if (ready === 0 && notReady > 0) return 'FullDisruption';
+  if (notReady > 2 && notReady / size >= threshold) return 'PartialDisruption';
+  return 'Normal';
+}
+
+/** setLimiterInZone: the tainting rate (nodes per second) of a zone of `size` nodes in `state`. */
+function rateOf(state: ZoneState, size: number, s: LifecycleSettings): number {
+  if (state !== 'PartialDisruption') return s.nodeEvictionRate;
+  return size > s.largeClusterSizeThreshold ? s.secondaryNodeEvictionRate : 0;
+}
+
+/** How many of the sorted `xs` are at most t. */
+function countAtMost(xs: readonly number[], t: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (xs[mid]! <= t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+export class Zone {
+  /** Its nodes counted in its state (not excluded), and its size with the healthy ones passed as a count. */
+  readonly rows: NodeRow[] = [];
+  /** Every node of the zone, excluded ones too: the ones its queue taints. */
+  readonly members: NodeRow[] = [];
+  size = 0;
+  notReadyNow = 0;
+  /** When each counted node goes down at the earliest and at the latest, sorted. */
+  private early: number[] = [];
+  private late: number[] = [];
+  private changes?: number[];
+  private taintableFrom?: number[];
+
+  constructor(
+    readonly name: string,
+    private readonly s: LifecycleSettings,
+  ) {}
+
+  /** Called once every node is in: the zone's size with `healthy` nodes more. */
+  close(healthy: number): void {
+    this.size = this.rows.length + healthy;
+    this.notReadyNow = this.rows.filter((r) => r.notReady).length;
+    this.early = this.rows.map((r) => r.downEarly).sort((a, b) => a - b);
+    this.late = this.rows.map((r) => r.downLate).sort((a, b) => a - b);
+  }
+
+  get stateNow(): ZoneState {
+    return zoneStateOf(this.notReadyNow, this.size, this.s.unhealthyZoneThreshold);
+  }
+
+  /** The moment every node of the zone may be down at the soonest; NEVER while one stays Ready. */
+  get possiblyAllDownAt(): number {
+    return this.size > this.rows.length || this.size === 0 ? NEVER : (this.early[this.early.length - 1] ?? NEVER);
+  }
+
+  /** The moment every node of the zone is surely down; NEVER while one may stay Ready. */
+  get surelyAllDownAt(): number {
+    return this.size > this.rows.length || this.size === 0 ? NEVER : (this.late[this.late.length - 1] ?? NEVER);
+  }
+
+  /** The highest tainting rate the zone can have at t: the states of every NotReady count possible then. */
+  fastestRateAt(t: number): number {
+    return Math.max(...this.ratesAt(t));
+  }
+
+  /** The highest tainting rate the zone can have at any moment from a to b. */
+  fastestRateBetween(a: number, b: number): number {
+    let best = this.fastestRateAt(a);
+    for (const t of this.changeMoments()) if (t > a && t <= b) best = Math.max(best, this.fastestRateAt(t));
+    return best;
+  }
+
+  /** The lowest tainting rate the zone can have at t. */
+  slowestRateAt(t: number): number {
+    return Math.min(...this.ratesAt(t));
+  }
+
+  /** The rates of the states the zone can be in at t (between the nodes surely and possibly down then). */
+  private ratesAt(t: number): number[] {
+    const s = this.s;
+    const lo = countAtMost(this.late, t);
+    const hi = countAtMost(this.early, t);
+    const rates = [lo, hi].map((k) => rateOf(zoneStateOf(k, this.size, s.unhealthyZoneThreshold), this.size, s));
+    // a count in between can be partially disrupted where neither end is
+    const partialFrom = firstPartialCount(this.size, s.unhealthyZoneThreshold);
+    if (Math.max(lo, partialFrom) <= Math.min(hi, this.size - 1)) rates.push(rateOf('PartialDisruption', this.size, s));
+    return rates;
+  }
+
+  /** The moments its rate can change: as a count changes, at a node's earliest or latest moment down. */
+  private changeMoments(): readonly number[] {
+    return (this.changes ??= [...new Set([...this.early, ...this.late])].filter(Number.isFinite).sort((a, b) => a - b));
+  }
+
+  /** The first moment from t on at which the zone may taint (its rate may be above 0); NEVER when it never will. */
+  firstTaintableFrom(t: number): number {
+    if (this.fastestRateAt(t) > 0) return t;
+    const changes = this.changeMoments();
+    let k = countAtMost(changes, t);
+    // from a change on, the first change at which it may taint (worked out once per change)
+    const first = (this.taintableFrom ??= []);
+    const from = k;
+    while (k < changes.length && first[k] === undefined && this.fastestRateAt(changes[k]!) <= 0) k++;
+    const found = k < changes.length ? (first[k] ?? changes[k]!) : NEVER;
+    for (let j = from; j < k; j++) first[j] = found;
+    return found;
+  }
+}
+/** The fewest NotReady nodes that make a zone of `size` partially disrupted (more than 2, and the threshold). */
+function firstPartialCount(size: number, threshold: number): number {
+  let k = Math.max(3, Math.ceil(threshold * size));
+  while (k > 3 && (k - 1) / size >= threshold) k--;
+  while (k / size < threshold) k++;
+  return k;
+}

@@ -1,0 +1,275 @@
+import type { ForecastNode } from '../forecast/model.js';
+import type { LifecycleSettings } from '../kube/versions.js';
+import { UNREACHABLE } from '../kube/tolerations.js';
+import { seeded } from './seeded.js';
+
+/*
+ * A stand-in for kube-controller-manager's node lifecycle controller and taint manager, written from
+ * pkg/controller/nodelifecycle, to test the eviction forecast against: kubelets renew their Leases until they stop,
+ * monitor passes mark silent nodes Unknown and queue them for the NoExecute taint, each zone's queue hands out
+ * taints through a token bucket (burst 1) whose rate follows the zone's state, and the taint manager deletes a pod
+ * when its toleration runs out. What the forecast cannot know is drawn from a seed: the phase of the passes and of
+ * the tainting loop, the renewals' jitter, and the order a pass's parallel workers reach the nodes (which is the
+ * order the queue hands out taints on releases that re-queue every pass).
+ */
+
+export interface SimNode {
+  name: string;
+  zone: string;
+  excluded?: boolean;
+  /** The kubelet's last renewal is the last one due before this moment; absent: it never stops. */
+  stopsAt?: number;
+}
+
+export interface SimPod {
+  key: string;
+  node: string;
+  /** How long it tolerates the unreachable taint (ms); Infinity: forever. */
+  tolerationMs: number;
+}
+
+export interface SimOptions {
+  settings: LifecycleSettings;
+  /**
+   * 1.34 and 1.37: every pass removes and re-adds each untainted NotReady node (markNodeForTainting), so the queue's
+   * order is the order of the pass's workers. 1.20: a node is added once and keeps its place (first in, first out).
+   */
+  requeue: boolean;
+  /** The node is queued in the pass that marks it Unknown (1.21+), or one pass later (1.20). */
+  taintsInTheSamePass: boolean;
+  nodes: SimNode[];
+  pods: SimPod[];
+  seed: number;
+  start: number;
+  end: number;
+  /** The controller starts (a new leader, nothing in memory) at this moment; default: it has run all along. */
+  leaderFrom?: number;
+  /** Moments to show the cluster as the API has it (sorted). */
+  lookAt: readonly number[];
+  look(at: number, nodes: ForecastNode[]): void;
+}
+
+export interface SimOutcome {
+  /** Per node, when it first got the NoExecute taint. */
+  tainted: Map<string, number>;
+  /** Per pod, when the taint manager deleted it. */
+  evicted: Map<string, number>;
+  /** When the controller entered master disruption mode, if it did. */
+  masterAt?: number;
+}
+
+const PASS_WORK_MS = 200;
+const TAINT_LOOP_MS = 100;
+const seconds = (t: number) => Math.floor(t / 1000) * 1000;
+
+/** A token bucket of burst 1 (client-go's flowcontrol on x/time/rate): a new one starts full; rate 0 never accepts. */
+class Bucket {
+  private tokens = 1;
+  private last = -Infinity;
+  constructor(readonly rate: number) {}
+
+  tryAccept(t: number): boolean {
+    if (this.rate <= 0) return false;
+    this.tokens = Math.min(1, this.tokens + (this.last === -Infinity ? 1 : ((t - this.last) * this.rate) / 1000));
+    this.last = t;
+    if (this.tokens < 1) return false;
+    this.tokens -= 1;
+    return true;
+  }
+}
+
+/** A zone's RateLimitedTimedQueue: a set of names, a heap by processAt (ties by the order added). */
+class ZoneQueue {
+  readonly set = new Set<string>();
+  queue: { name: string; at: number; seq: number }[] = [];
+  bucket: Bucket;
+  constructor(rate: number) {
+    this.bucket = new Bucket(rate);
+  }
+  add(name: string, at: number, seq: number): boolean {
+    if (this.set.has(name)) return false;
+    this.set.add(name);
+    this.queue.push({ name, at, seq });
+    this.queue.sort((a, b) => a.at - b.at || a.seq - b.seq);
+    return true;
+  }
+  remove(name: string): void {
+    this.set.delete(name);
+    this.queue = this.queue.filter((v) => v.name !== name);
+  }
+  /** SwapLimiter: a new bucket at the new rate, drained when the old one had no token. */
+  swap(rate: number, t: number): void {
+    if (rate === this.bucket.rate) return;
+    const next = new Bucket(rate);
+    if (rate > 0 && !this.bucket.tryAccept(t)) next.tryAccept(t);
+    this.bucket = next;
+  }
+}
+
+type Status = 'True' | 'Unknown';
+type ZoneState = 'Initial' | 'Normal' | 'PartialDisruption' | 'FullDisruption';
+
+interface NodeState {
+  node: SimNode;
+  renews: number[];
+  /** The last of `renews` done by the last moment asked (-1: none). */
+  seen: number;
+  status: Status;
+  transition: number;
+  heartbeat: number;
+  /** The controller's memory (nodeHealthMap): when it last saw a new renewal, and which. */
+  probe?: number;
+  seenRenew?: number;
+  taint?: { added: number; since: number };
+}
+
+export function simulateController(o: SimOptions): SimOutcome {
+  const r = seeded(o.seed);
+  const s = o.settings;
+  const renewMs = s.leaseDurationMs / 4;
+  const leaderFrom = o.leaderFrom ?? o.start - 3_600_000;
+  const states = new Map<string, NodeState>();
+  for (const n of o.nodes) {
+    const renews: number[] = [];
+    const stop = n.stopsAt ?? Infinity;
+    for (let t = o.start - r.next() * renewMs - 3 * renewMs; t < Math.min(stop, o.end); t += renewMs * (1 + 0.04 * r.next())) renews.push(t);
+    states.set(n.name, { node: n, renews, seen: -1, status: 'True', transition: o.start - 3_600_000, heartbeat: o.start - r.int(60_000) });
+  }
+  const zones = [...new Set(o.nodes.map((n) => n.zone))];
+  const queues = new Map(zones.map((z) => [z, new ZoneQueue(s.nodeEvictionRate)]));
+  const zoneStates = new Map<string, ZoneState>(zones.map((z) => [z, 'Initial']));
+  const podsOn = new Map<string, SimPod[]>();
+  for (const p of o.pods) podsOn.set(p.node, [...(podsOn.get(p.node) ?? []), p]);
+  const out: SimOutcome = { tainted: new Map(), evicted: new Map() };
+  /** Pods the taint manager will delete, by the moment. */
+  const scheduled = new Map<string, number>();
+  let seq = 0;
+  let allWasFull = false;
+
+  // asked at moments that never go back: each node's place in its renewals moves on
+  const lastRenew = (n: NodeState, t: number) => {
+    while (n.seen + 1 < n.renews.length && n.renews[n.seen + 1]! <= t) n.seen++;
+    return n.seen >= 0 ? n.renews[n.seen] : undefined;
+  };
+  const taintNode = (n: NodeState, t: number) => {
+    n.taint = { added: t, since: n.taint?.since ?? t };
+    if (!out.tainted.has(n.node.name)) out.tainted.set(n.node.name, t);
+    for (const p of podsOn.get(n.node.name) ?? []) if (Number.isFinite(p.tolerationMs) && !scheduled.has(p.key) && !out.evicted.has(p.key)) scheduled.set(p.key, t + p.tolerationMs);
+  };
+  const untaint = (n: NodeState) => {
+    n.taint = undefined;
+    for (const p of podsOn.get(n.node.name) ?? []) scheduled.delete(p.key);
+  };
+  const rateFor = (state: ZoneState, size: number) =>
+    state === 'PartialDisruption' ? (size > s.largeClusterSizeThreshold ? s.secondaryNodeEvictionRate : 0) : s.nodeEvictionRate;
+
+  const pass = (t: number) => {
+    // the nodes as listed at the start of the pass (what master disruption mode untaints)
+    const listedTainted = new Set([...states.values()].filter((n) => n.taint).map((n) => n.node.name));
+    const order = r.shuffle([...states.values()]);
+    const work = r.next() * PASS_WORK_MS;
+    order.forEach((n, k) => {
+      const at = t + (work * k) / order.length;
+      const before = n.status;
+      const renew = lastRenew(n, at);
+      if (n.probe === undefined) n.probe = at;
+      if (renew !== undefined && renew !== n.seenRenew) {
+        n.seenRenew = renew;
+        n.probe = at;
+      }
+      if (n.status === 'True' && at > n.probe + s.nodeMonitorGracePeriodMs) {
+        n.status = 'Unknown';
+        n.transition = at;
+      }
+      const status = o.taintsInTheSamePass ? n.status : before;
+      const q = queues.get(n.node.zone)!;
+      if (status === 'Unknown') {
+        if (o.requeue && !n.taint) q.remove(n.node.name);
+        q.add(n.node.name, at, seq++);
+      }
+    });
+    // handleDisruption, once the workers are done
+    const end = t + work;
+    const newStates = new Map<string, ZoneState>();
+    const sizes = new Map<string, number>();
+    for (const z of zones) {
+      const members = [...states.values()].filter((n) => n.node.zone === z && !n.node.excluded);
+      const notReady = members.filter((n) => n.status !== 'True').length;
+      sizes.set(z, members.length);
+      const ready = members.length - notReady;
+      newStates.set(z, ready === 0 && notReady > 0 ? 'FullDisruption' : notReady > 2 && notReady / members.length >= s.unhealthyZoneThreshold ? 'PartialDisruption' : 'Normal');
+    }
+    const allFull = [...newStates.values()].every((x) => x === 'FullDisruption');
+    if (allFull && !allWasFull) {
+      out.masterAt ??= end;
+      for (const n of states.values()) {
+        if (listedTainted.has(n.node.name)) untaint(n);
+        queues.get(n.node.zone)!.remove(n.node.name);
+      }
+      for (const q of queues.values()) q.swap(0, end);
+      for (const z of zones) zoneStates.set(z, 'FullDisruption');
+    } else if (!allFull) {
+      for (const z of zones)
+        if (zoneStates.get(z) !== newStates.get(z) || allWasFull) {
+          queues.get(z)!.swap(rateFor(newStates.get(z)!, sizes.get(z)!), end);
+          zoneStates.set(z, newStates.get(z)!);
+        }
+    }
+    allWasFull = allFull;
+  };
+
+  const taintLoop = (t: number) => {
+    for (const z of zones) {
+      const q = queues.get(z)!;
+      while (q.queue.length > 0) {
+        if (!q.bucket.tryAccept(t)) break;
+        const head = q.queue.shift()!;
+        const n = states.get(head.name)!;
+        // RemoveFromQueue: off the heap, still in the set
+        if (n.status === 'Unknown') taintNode(n, t);
+      }
+    }
+  };
+
+  const look = (t: number) => {
+    const nodes: ForecastNode[] = [...states.values()].map((n) => ({
+      name: n.node.name,
+      zone: n.node.zone,
+      ...(n.node.excluded ? { excluded: true } : {}),
+      leaseRenew: lastRenew(n, t),
+      ready: { status: n.status, heartbeat: seconds(n.heartbeat), transition: seconds(n.transition) },
+      taints: n.taint ? [{ key: UNREACHABLE, effect: 'NoExecute', timeAdded: seconds(n.taint.added) }] : [],
+      ...(n.taint ? { taintedSince: seconds(n.taint.since) } : {}),
+    }));
+    o.look(t, nodes);
+  };
+
+  // the events in time order: passes every monitor period, the tainting loop every 100 ms, evictions, looks
+  let nextPass = Math.max(o.start, leaderFrom) + r.next() * s.nodeMonitorPeriodMs;
+  let nextTaint = o.start + r.next() * TAINT_LOOP_MS;
+  let looked = 0;
+  for (let t = o.start; t <= o.end; ) {
+    t = Math.min(nextPass, nextTaint, o.lookAt[looked] ?? Infinity, ...scheduled.values());
+    if (t > o.end) break;
+    if (t === o.lookAt[looked]) {
+      looked++;
+      // what happens at that very moment is not seen yet
+      look(t);
+      continue;
+    }
+    for (const [key, at] of scheduled)
+      if (at === t) {
+        scheduled.delete(key);
+        out.evicted.set(key, t);
+      }
+    if (t === nextPass) {
+      pass(t);
+      nextPass += s.nodeMonitorPeriodMs;
+    }
+    if (t === nextTaint) {
+      taintLoop(t);
+      nextTaint += TAINT_LOOP_MS;
+    }
+  }
+  return out;
+}
