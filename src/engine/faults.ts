@@ -8,7 +8,7 @@ import type { ActionCtx, Ctx } from '../contract/context.js';
 import { armScript, deadmanDir, disarmScript, keepaliveScript, settleScript } from './deadman.js';
 import type { Attempt, FaultRef, RunEventSink } from './events.js';
 import type { Journal } from './journal.js';
-import { eachLimited } from './each-limited.js';
+import { eachLimited } from '../core/each-limited.js';
 import { agentConfigOf } from './agents.js';
 import type { NodeAccess } from '../nodes/types.js';
 import { type EngineRetry, retriedKinds, withRetries } from './retry.js';

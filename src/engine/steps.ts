@@ -4,7 +4,7 @@ import type { Ctx } from '../contract/context.js';
 import type { Confirmer } from './confirm.js';
 import { Aborted, type RunControl } from './control.js';
 import type { RunEventSink, StepStatus } from './events.js';
-import { eachLimited } from './each-limited.js';
+import { eachLimited } from '../core/each-limited.js';
 import type { AppliedFault, FaultLedger } from './faults.js';
 import type { GuardSet } from './guards.js';
 import { type Plan, type PlannedAction, type PlannedStep, stepActions } from './plan.js';

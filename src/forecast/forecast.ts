@@ -2,7 +2,7 @@ import { byCodeUnit } from '../core/order.js';
 import type { SlimTaint, SlimToleration } from '../kube/resources.js';
 import { tolerationMs } from '../kube/tolerations.js';
 import { type NodeRow, NOT_READY_TAINT, UNREACHABLE_TAINT, isFailingRow, nodeHealth } from './health.js';
-import { type Forecast, type ForecastInput, type NodeForecast, defaultSilentAfter, isControllerTaint } from './model.js';
+import { type Forecast, type ForecastInput, type ForecastNode, type NodeForecast, defaultSilentAfter, isControllerTaint } from './model.js';
 import { FirstPods, type MasterWindow, evictsAt, outcomeOf } from './pods.js';
 import { queueTaints } from './taint-queue.js';
 import { Zone } from './zones.js';
@@ -37,7 +37,7 @@ export function forecast(input: ForecastInput): Forecast {
     queueDelay: input.taintsInTheSamePass === false ? s.nodeMonitorPeriodMs : 0,
     leaderSince,
   };
-  const rows = [...input.nodes].sort((a, b) => byCodeUnit(a.name, b.name)).map((n) => nodeHealth(n, health));
+  const rows = byName(input.nodes).map((n) => nodeHealth(n, health));
 
   // zones: only nodes not excluded from disruption checks count in a zone's state, the healthy ones by number
   const zones = new Map<string, Zone>();
@@ -69,14 +69,15 @@ export function forecast(input: ForecastInput): Forecast {
   let atRisk = 0;
   let nodesAtRisk = 0;
   let earliest: Forecast['earliest'];
-  const tolerated = new Map<readonly SlimTaint[], WeakMap<readonly SlimToleration[], number>>();
+  // toleration times by the taints judged on (most nodes share one of two arrays) and the pods' tolerations array
+  const tolerated = new Map<readonly SlimTaint[], Map<readonly SlimToleration[], number>>();
   for (const r of rows) {
     if (!isFailingRow(r)) continue;
     const groups = input.podsOn(r.node);
     if (groups.length === 0) continue;
     const taints = noExecuteOn(r);
     let known = tolerated.get(taints);
-    if (!known) tolerated.set(taints, (known = new WeakMap()));
+    if (!known) tolerated.set(taints, (known = new Map()));
     const taintAt = r.taintAt ?? NaN;
     let nodeAtRisk = false;
     for (const g of groups) {
@@ -140,6 +141,12 @@ function keptTaints(rows: readonly NodeRow[], zones: readonly Zone[], master: Ma
   if (now < keptAfter) return keptAfter;
   for (const r of rows) if (r.taintNow) r.keepsTaint = true;
   return undefined;
+}
+
+/** The nodes by name: as given when they are in that order already (the feed's), else sorted. */
+function byName(nodes: readonly ForecastNode[]): readonly ForecastNode[] {
+  for (let i = 1; i < nodes.length; i++) if (!(nodes[i - 1]!.name < nodes[i]!.name)) return [...nodes].sort((a, b) => byCodeUnit(a.name, b.name));
+  return nodes;
 }
 
 const NO_TAINTS: readonly SlimTaint[] = Object.freeze([]);

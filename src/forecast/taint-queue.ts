@@ -35,7 +35,8 @@ export function queueTaints(zone: Zone, s: LifecycleSettings, o: { now: number; 
       r.taintLikely = r.taintedAt;
       lastTaint = Math.max(lastTaint, r.taintNow.timeAdded ?? r.taintedAt!);
     }
-  const queued = zone.members.filter((r) => !r.taintNow && r.queuedFrom !== NEVER).sort((a, b) => a.queuedFrom - b.queuedFrom || (a.node.name < b.node.name ? -1 : 1));
+  // by the moment each can be queued; members come in name order, which a stable sort keeps for the same moment
+  const queued = zone.members.filter((r) => !r.taintNow && r.queuedFrom !== NEVER).sort((a, b) => a.queuedFrom - b.queuedFrom);
   // not tainted by now: none of them is before now
   const earliest = earliestTaints(zone, queued, lastTaint, o.now);
   const latest = latestTaints(zone, queued, lastTaint);
@@ -96,7 +97,7 @@ function refilled(zone: Zone, previous: number): number {
  * a zone changing state gets a new bucket, drained). NEVER from the first that may never come.
  */
 function latestTaints(zone: Zone, queued: readonly NodeRow[], lastTaint: number): number[] {
-  const by = queued.map((r) => r.queuedBy).sort((a, b) => a - b);
+  const by = Float64Array.from(queued, (r) => r.queuedBy).sort();
   const out: number[] = [];
   let previous = lastTaint;
   for (const q of by) {

@@ -9,6 +9,7 @@ import { silentLogger, type Logger } from '../../core/logger.js';
 import { EXIT, KrError, messageOf } from '../../core/errors.js';
 import { shq } from '../../core/shell.js';
 import { logTails, start, startAndWait } from './control.js';
+import { eachLimited } from '../../core/each-limited.js';
 import { findLabBinaries, parseLabVersion } from '../install/binaries.js';
 import { cgroupLayout, makeCgroup } from '../host/cgroup.js';
 import * as comp from './components.js';
@@ -211,7 +212,8 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
     await writeService(prometheusService(promPlan));
     await writePrometheusConfig(promPlan);
   }
-  for (const [i, n] of nodes.filter((x) => x.roles.includes('worker')).entries()) {
+  // hundreds of nodes: their files written side by side
+  await eachLimited([...nodes.filter((x) => x.roles.includes('worker')).entries()], 16, async ([i, n]) => {
     const svc = comp.kubeletService(ctx0, n.name, n.netns, process.execPath, simScript);
     await writeService(svc);
     await kc(n.name, { token: pki.tokens[`system:node:${n.name}`]! }, join(svc.dir, 'kubeconfig'));
@@ -232,7 +234,7 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
       agent: { image: defaultAgentImage(), cli: [process.execPath, fileURLToPath(new URL('../../../bin/kube-runbook.js', import.meta.url))] },
     };
     await writeFile(join(svc.dir, 'config.json'), `${JSON.stringify(cfg, null, 2)}\n`);
-  }
+  });
   await writeInventory(paths.inventoryFile, info);
 
   step(ha ? `etcd (${cps.length} members)` : 'etcd');
@@ -248,7 +250,8 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   }
   step('kube-controller-manager, kube-scheduler and kubelet simulators');
   for (const s of perMember) for (const x of s.controllers) await start(x.dir);
-  for (const n of workers) await start(paths.serviceDir(n, 'kubelet'));
+  // side by side: each simulator's start is a few hundred ms of CPU, and hundreds of nodes start at once
+  await eachLimited(workers, 16, (n) => start(paths.serviceDir(n, 'kubelet')));
   const admin = new KubeConfig();
   admin.loadFromFile(paths.kubeconfig);
   if (settings.workload) {

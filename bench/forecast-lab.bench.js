@@ -1,0 +1,43 @@
+// The eviction forecast against the real node lifecycle controller at full size: test/e2e/forecast-scale.test.ts
+// with KUBE_RUNBOOK_FORECAST_SCALE=full (180 simulated nodes in 3 zones of 60, large-cluster threshold 50,
+// unhealthy-zone threshold 0.25, rates 0.1/s and 0.05/s, toleration 15 s, lease renew 10 s, grace 40 s, monitor
+// period 5 s; the kubelets of 18 zone-a nodes and 6 zone-b nodes stopped a second apart, zone-c healthy), run as a
+// user runs the suite (vitest, the e2e project of the default release). The test fails on any forecast later than the
+// controller; this prints what it measured.
+//
+//   npm run build && node bench/forecast-lab.bench.js          (root on Linux; `lab install` done once; ~14 GiB free)
+//
+// Prints its section of BENCHMARKS.md.
+/* global URL */
+import { spawnSync } from 'node:child_process';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const load = loadavg()[0].toFixed(1);
+const r = spawnSync('npx', ['vitest', 'run', '--project', 'e2e 1.37', 'test/e2e/forecast-scale.test.ts'], {
+  cwd: root,
+  encoding: 'utf8',
+  env: { ...process.env, KUBE_RUNBOOK_FORECAST_SCALE: 'full' },
+  timeout: 1_800_000,
+});
+const line = `${r.stdout}\n${r.stderr}`.split('\n').find((l) => l.startsWith('forecast-scale {'));
+if (!line) {
+  console.error(`the scale test printed no summary (exit ${r.status}):\n${(r.stdout + r.stderr).split('\n').slice(-40).join('\n')}`);
+  process.exit(1);
+}
+const s = JSON.parse(line.slice('forecast-scale '.length));
+console.log(`## The eviction forecast against the real controller: ${s.nodes} nodes, 3 zones
+
+Command: \`npm run build && node bench/forecast-lab.bench.js\` (bench/forecast-lab.bench.js: test/e2e/forecast-scale.test.ts
+at full size). ${s.nodes} simulated nodes in 3 zones of ${s.nodes / 3} (large-cluster threshold 50, unhealthy-zone threshold
+0.25, rates 0.1/s and 0.05/s, toleration 15 s, lease renew 10 s, grace 40 s, monitor period 5 s); the kubelets of
+${s.silent} nodes stopped a second apart (zone-a partially disrupted, a few in zone-b, zone-c healthy); the
+eviction-forecast probe read every reading. Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Kubernetes 1.37.2.
+Date: ${new Date().toISOString().slice(0, 10)}. Test ${r.status === 0 ? 'passed' : `failed (exit ${r.status})`}; 1-minute load average before it: ${load}.
+
+| nodes | silent | lab up | readings | tainted / evicted | taints out of stop order | forecasts later than the controller | worst | bound to likely, widest |
+|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| ${s.nodes} | ${s.silent} | ${s.upSeconds.toFixed(0)} s | ${s.readings} | ${s.tainted} / ${s.evicted} | ${s.outOfOrder} | ${s.late} | ${s.worstLateMs} ms | ${(s.maxSpreadMs / 1000).toFixed(0)} s |
+`);
+process.exit(r.status === 0 ? 0 : 1);
