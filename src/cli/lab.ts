@@ -83,6 +83,7 @@ function install(lab: Command, done: Done) {
 interface UpFlags {
   instance: string;
   nodes: number;
+  realNodes?: number;
   controlPlanes: number;
   zones: number;
   grace?: string;
@@ -109,6 +110,7 @@ function up(lab: Command, done: Done) {
   withInstance(lab.command('up'))
     .description('Start a lab; returns when every node is Ready and every pod runs. Needs root and `lab install` once.')
     .option('--nodes <n>', 'simulated worker nodes node-1..N', int, 3)
+    .option('--real-nodes <n>', "real worker nodes rnode-1..N: the release's kubelet with containerd and runc, pods in real containers (built once on first use; see docs/lab.md)", int)
     .option('--control-planes <n>', 'control-plane members cp-1..N: 1, or 3 (or 5) for a 3-member etcd and leader-elected controllers behind HAProxy (the VIP)', int, 1)
     .option('--zones <n>', 'zones zone-a, zone-b, ... the nodes are spread over', int, 1)
     .option('--grace <duration>', 'node-monitor-grace-period (default 8s)', dur)
@@ -136,7 +138,7 @@ function up(lab: Command, done: Done) {
       else
         out.stdout(
           [
-            `lab ${info.instance} is up in ${info.upSeconds}s: Kubernetes ${info.binaries?.version ?? "?"}, ${info.settings.nodes} node(s) Ready, ${info.members ? `${info.members.length} control-plane members behind the VIP ${info.apiserverUrl}` : `apiserver ${info.apiserverUrl}`}`,
+            `lab ${info.instance} is up in ${info.upSeconds}s: Kubernetes ${info.binaries?.version ?? "?"}, ${info.settings.nodes + (info.settings.realNodes ?? 0)} node(s) Ready${info.settings.realNodes ? ` (${info.settings.realNodes} real)` : ''}, ${info.members ? `${info.members.length} control-plane members behind the VIP ${info.apiserverUrl}` : `apiserver ${info.apiserverUrl}`}`,
             `  ${describeSettings(info.settings)}`,
             `  kubeconfig ${info.kubeconfig} (context ${info.context})`,
             `  inventory  ${info.inventoryFile}`,
