@@ -47,7 +47,7 @@ export async function ensureRealNodeBinaries(
     join(root, `install-1.${minor}.lock`),
     async () => {
       const kubelet = await ensureKubelet(o, root, bin);
-      const containerd = await ensureContainerd(o, root);
+      const containerd = env.KUBE_RUNBOOK_CONTAINERD_DIR ? await ownContainerd(env.KUBE_RUNBOOK_CONTAINERD_DIR) : await ensureContainerd(o, root);
       const first = await findGo('1.21', o.env);
       const kube = await download(first.go, `k8s.io/kubernetes@v${bin.version}`, goEnv(root, o.env), o.signal);
       const images = await ensureImages(o, root, kube.Dir);
@@ -55,6 +55,15 @@ export async function ensureRealNodeBinaries(
     },
     { timeoutMs: 3_600_000, clock: o.clock },
   );
+}
+
+/** `KUBE_RUNBOOK_CONTAINERD_DIR`: a containerd of the user's own (2.x), with ctr and containerd-shim-runc-v2 beside it. */
+async function ownContainerd(dir: string): Promise<ContainerdBinaries> {
+  const b = { dir, version: 'KUBE_RUNBOOK_CONTAINERD_DIR', containerd: join(dir, 'containerd'), ctr: join(dir, 'ctr'), shim: join(dir, 'containerd-shim-runc-v2') };
+  for (const f of [b.containerd, b.ctr, b.shim])
+    if (!(await executable(f)))
+      throw new KrError('LAB_REAL_NODE_MISSING', `KUBE_RUNBOOK_CONTAINERD_DIR=${dir} has no executable ${f.slice(dir.length + 1)}`, { exit: EXIT.invalid });
+  return b;
 }
 
 const executable = (f: string) => access(f, constants.X_OK).then(() => true, () => false);
