@@ -5,8 +5,8 @@ import { Writable } from 'node:stream';
 import { CoreV1Api, Exec, KubeConfig, VersionApi, type V1Status } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
-import { labNames } from '../../src/lab/index.js';
-import { cli, leftovers, startLab, stopLab, type LabInfo } from './helpers/lab.js';
+import { labNames, rebootLabNode } from '../../src/lab/index.js';
+import { cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**
  * Real nodes (`lab up --real-nodes 2`): the release's kubelet with containerd and runc, the sample Deployment in
@@ -94,6 +94,28 @@ describe('lab up --real-nodes 2', () => {
     }
     const failed = await exec('demo', pods[0]!.metadata!.name!, ['sh', '-c', 'exit 3']);
     expect(failed.status).toBe('Failure');
+  });
+
+  it("loses its containers in a reboot, and its kubelet starts them again", async () => {
+    const ids = async () =>
+      Object.fromEntries(
+        (await core.listNamespacedPod({ namespace: 'demo', fieldSelector: 'spec.nodeName=rnode-1' })).items.map((p) => [p.metadata!.name!, p.status?.containerStatuses?.[0]?.containerID ?? '']),
+      );
+    const before = await ids();
+    expect(Object.keys(before)).toHaveLength(2);
+    const r = await rebootLabNode(INSTANCE, 'rnode-1');
+    // its containerd and kubelet, and for each pod a shim, the pause process and httpd
+    expect(r.killed).toBeGreaterThanOrEqual(2 + 3 * 2);
+    expect(r.started).toEqual(['containerd', 'kubelet']);
+    await until(
+      'the pods of rnode-1 running in new containers',
+      async () => {
+        const after = await ids();
+        return Object.keys(before).every((p) => after[p] && after[p] !== before[p]);
+      },
+      90_000,
+      500,
+    );
   });
 
   it('leaves no process, mount, cgroup, namespace, chain or kernel setting behind after lab down', async () => {

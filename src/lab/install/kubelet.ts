@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { realClock, type Clock } from '../../core/clock.js';
 import { EXIT, KrError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
-import { binaryVersion, routeOf, sha256, type BinaryManifest } from './binaries.js';
+import { binaryVersion, sha256, type BinaryManifest } from './binaries.js';
 import { buildModuleText, download, findGo, goEnv } from './gobuild.js';
 import { must } from '../host/host.js';
 import type { LabBinariesInfo } from '../host/info.js';
@@ -26,11 +26,6 @@ export async function ensureKubelet(o: { log: Logger; clock?: Clock; signal?: Ab
     throw new KrError('LAB_BINARIES_MISSING', `real nodes need a kubelet in ${bin.dir} (the directory of the lab's kube-apiserver)`, { exit: EXIT.invalid });
   }
   if (manifest.files.kubelet && (await sha256(file).catch(() => '')) === manifest.files.kubelet.sha256) return file;
-  if (routeOf(Number(bin.version.split('.')[1])) === 'debian')
-    throw new KrError('LAB_REAL_NODES_UNSUPPORTED', `real nodes run on Kubernetes 1.37 and 1.34 (built from the Go module proxy); this lab runs ${bin.version}`, {
-      exit: EXIT.invalid,
-      details: ['Use --kubernetes-version 1.37 (the default) or 1.34 with --real-nodes, or simulated nodes (--nodes) on 1.20.'],
-    });
   const clock = o.clock ?? realClock;
   const env = goEnv(root, o.env);
   const version = bin.version;

@@ -4,6 +4,7 @@ import type { Clock } from '../../core/clock.js';
 import { EXIT, KrError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { ensureContainerd, type ContainerdBinaries } from './containerd.js';
+import { routeOf } from './binaries.js';
 import { download, findGo, goEnv } from './gobuild.js';
 import { ensureImages, type LabImages } from './images.js';
 import { ensureAptPackages } from './install.js';
@@ -39,6 +40,11 @@ export async function ensureRealNodeBinaries(
   o: { log: Logger; clock?: Clock; signal?: AbortSignal; env?: NodeJS.ProcessEnv },
   bin: LabBinariesInfo,
 ): Promise<RealNodeBinaries> {
+  if (routeOf(Number(bin.version.split('.')[1])) === 'debian')
+    throw new KrError('LAB_REAL_NODES_UNSUPPORTED', `real nodes run on Kubernetes 1.37 and 1.34 (built from the Go module proxy); this lab runs ${bin.version}`, {
+      exit: EXIT.invalid,
+      details: ['Use --kubernetes-version 1.37 (the default) or 1.34 with --real-nodes, or simulated nodes (--nodes) on 1.20.'],
+    });
   const env = o.env ?? process.env;
   const root = defaultCacheDir(env);
   await ensureAptPackages(REAL_NODE_PACKAGES, o);
