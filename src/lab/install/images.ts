@@ -5,6 +5,7 @@ import type { Logger } from '../../core/logger.js';
 import { shq } from '../../core/shell.js';
 import { sha256 } from './binaries.js';
 import { must, mustSh, run } from '../host/host.js';
+import { withLock } from '../host/lock.js';
 
 /**
  * Images of the real nodes, built here as OCI archives (an OCI image layout in a tar), without a registry or a
@@ -48,10 +49,15 @@ export function pauseTagOf(makefile: string): string | undefined {
 export async function ensureImages(o: { log: Logger; signal?: AbortSignal }, root: string, kubeDir: string): Promise<LabImages> {
   const dir = join(root, 'images');
   await mkdir(dir, { recursive: true });
+  // releases install side by side (each under its own lock) and share the workload image
+  return withLock(join(dir, 'images.lock'), () => build(o, dir, kubeDir), { timeoutMs: 600_000 });
+}
+
+async function build(o: { log: Logger; signal?: AbortSignal }, dir: string, kubeDir: string): Promise<LabImages> {
   const pauseSrc = join(kubeDir, 'build', 'pause', 'linux', 'pause.c');
   const tag = pauseTagOf(await readFile(join(kubeDir, 'build', 'pause', 'Makefile'), 'utf8').catch(() => '')) ?? '3.10';
   const busybox = (await run('/bin/sh', ['-c', 'command -v busybox'])).stdout.trim() || '/bin/busybox';
-  const pause = await cachedImage(o, dir, 'pause', `${IMAGE_REPO}/pause:${tag}`, await sha256(pauseSrc), async (rootfs) => {
+  const pause = await cachedImage(o, dir, `pause-${tag}`, `${IMAGE_REPO}/pause:${tag}`, await sha256(pauseSrc), async (rootfs) => {
     await must('LAB_IMAGE_FAILED', 'cc', ['-Os', '-Wall', '-static', `-DVERSION=v${tag}`, '-o', join(rootfs, 'pause'), pauseSrc], { timeoutMs: 120_000 });
     return { entrypoint: ['/pause'], user: '65535:65535' };
   });
