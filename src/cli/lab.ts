@@ -6,6 +6,7 @@ import { shq } from '../core/shell.js';
 import { parseDuration } from '../core/duration.js';
 import { DEFAULT_MINOR, labDown, labStatus, labUp, readLabInfo, readRuntime, rebootLabNode, SUPPORTED_MINORS } from '../lab/index.js';
 import { installLab } from '../lab/install/install.js';
+import { ensureRealNodeBinaries } from '../lab/install/real-nodes.js';
 import { runFleet } from '../lab/sim/fleet.js';
 import { fleetLine, renderStatus } from '../lab/lifecycle/render.js';
 import { describeSettings } from '../lab/host/settings.js';
@@ -59,9 +60,22 @@ function install(lab: Command, done: Done) {
     .option('--kubernetes-version <version>', `${SUPPORTED_MINORS.map((m) => `1.${m}`).join(', ')}, or a patch release such as 1.37.2 (default 1.${DEFAULT_MINOR}: its newest patch)`)
     .option('--bin-dir <dir>', 'use kube-apiserver, kube-controller-manager and kube-scheduler from this directory instead (or KUBEBUILDER_ASSETS)')
     .option('--force', 'rebuild even when the cache has binaries')
-    .action(async (f: { binDir?: string; force?: boolean; kubernetesVersion?: string }) => {
-      const bin = await installLab({ log: progressLogger(), binDir: f.binDir, force: f.force, kubernetesVersion: f.kubernetesVersion });
+    .option('--real-nodes', "also what real nodes need (`lab up --real-nodes`): the release's kubelet, containerd 2.x, Debian's runc and CNI plugins, the pause and workload images")
+    .action(async (f: { binDir?: string; force?: boolean; kubernetesVersion?: string; realNodes?: boolean }) => {
+      const log = progressLogger();
+      const bin = await installLab({ log, binDir: f.binDir, force: f.force, kubernetesVersion: f.kubernetesVersion });
       out.stdout(`Kubernetes ${bin.version}: ${bin.dir}\netcd: ${bin.etcd}`);
+      if (f.realNodes) {
+        const real = await ensureRealNodeBinaries({ log }, bin);
+        out.stdout(
+          [
+            `kubelet: ${real.kubelet}`,
+            `containerd ${real.containerd.version}: ${real.containerd.dir}`,
+            `runc: ${real.runc}; CNI plugins: ${real.cniBinDir}`,
+            `images: ${real.images.pause.ref} (${real.images.pause.archive}), ${real.images.workload.ref} (${real.images.workload.archive})`,
+          ].join('\n'),
+        );
+      }
       done(EXIT.ok);
     });
 }
@@ -69,6 +83,7 @@ function install(lab: Command, done: Done) {
 interface UpFlags {
   instance: string;
   nodes: number;
+  realNodes?: number;
   controlPlanes: number;
   zones: number;
   grace?: string;
@@ -95,6 +110,7 @@ function up(lab: Command, done: Done) {
   withInstance(lab.command('up'))
     .description('Start a lab; returns when every node is Ready and every pod runs. Needs root and `lab install` once.')
     .option('--nodes <n>', 'simulated worker nodes node-1..N', int, 3)
+    .option('--real-nodes <n>', "real worker nodes rnode-1..N: the release's kubelet with containerd and runc, pods in real containers (built once on first use; see docs/lab.md)", int)
     .option('--control-planes <n>', 'control-plane members cp-1..N: 1, or 3 (or 5) for a 3-member etcd and leader-elected controllers behind HAProxy (the VIP)', int, 1)
     .option('--zones <n>', 'zones zone-a, zone-b, ... the nodes are spread over', int, 1)
     .option('--grace <duration>', 'node-monitor-grace-period (default 8s)', dur)
@@ -122,7 +138,7 @@ function up(lab: Command, done: Done) {
       else
         out.stdout(
           [
-            `lab ${info.instance} is up in ${info.upSeconds}s: Kubernetes ${info.binaries?.version ?? "?"}, ${info.settings.nodes} node(s) Ready, ${info.members ? `${info.members.length} control-plane members behind the VIP ${info.apiserverUrl}` : `apiserver ${info.apiserverUrl}`}`,
+            `lab ${info.instance} is up in ${info.upSeconds}s: Kubernetes ${info.binaries?.version ?? "?"}, ${info.settings.nodes + (info.settings.realNodes ?? 0)} node(s) Ready${info.settings.realNodes ? ` (${info.settings.realNodes} real)` : ''}, ${info.members ? `${info.members.length} control-plane members behind the VIP ${info.apiserverUrl}` : `apiserver ${info.apiserverUrl}`}`,
             `  ${describeSettings(info.settings)}`,
             `  kubeconfig ${info.kubeconfig} (context ${info.context})`,
             `  inventory  ${info.inventoryFile}`,

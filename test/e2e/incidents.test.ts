@@ -59,6 +59,14 @@ describe(`apiserver-outage (Kubernetes ${LAB_VERSION})`, () => {
     // the controller-manager comes back only after every other fault is reverted
     const lastFault = o.report.faults.filter((f) => !f.remediation).map((f) => f.revertedAt!).sort().at(-1)!;
     expect(remediation[0]!.revertedAt! > lastFault).toBe(true);
+    // while the freeze holds the forecast predicts no eviction and says why, and so does the timeline
+    const frozenBy = freeze === 'disable-taint-eviction' ? 'taint eviction disabled by this run' : 'kube-controller-manager stopped by this run';
+    const settle = new Date(Date.parse(remediation[0]!.appliedAt!) + 1000).toISOString();
+    const whileFrozen = o.report.guardReadings['eviction forecast']!.filter((r) => r.at > settle && r.at < remediation[0]!.revertedAt!);
+    expect(whileFrozen.length, 'readings while the freeze held').toBeGreaterThan(0);
+    expect(whileFrozen.filter((r) => (r.value as { earliestEviction: unknown } | null)?.earliestEviction), 'evictions forecast while frozen').toEqual([]);
+    expect(whileFrozen.filter((r) => r.status !== 'unknown').every((r) => r.detail.startsWith(`no eviction: ${frozenBy} (${freeze} on `))).toBe(true);
+    expect(timeline(o)).toContain(`no eviction: ${frozenBy} (${freeze} on `);
     expectSafe(o);
     await settled();
   });

@@ -12,6 +12,8 @@ export interface LabNodeInfo {
   zone?: string;
   ip: string;
   roles: ('control-plane' | 'etcd' | 'worker' | 'load-balancer')[];
+  /** A real node (`lab up --real-nodes`): the release's kubelet and containerd; a simulated kubelet otherwise. */
+  real?: boolean;
 }
 
 export interface LabBinariesInfo {

@@ -18,6 +18,13 @@ describe('lab subnets', () => {
     expect(() => nodeIp(7, 'cp-10')).toThrow(/cp-1 to cp-9/);
   });
 
+  it('puts real nodes rnode-1..39 at .211 to .249, between the members and the load balancer', () => {
+    expect(nodeIp(7, 'rnode-1')).toBe('10.213.7.211');
+    expect(nodeIp(7, 'rnode-39')).toBe('10.213.7.249');
+    expect(() => nodeIp(7, 'rnode-40')).toThrow(/rnode-1 to rnode-39/);
+    expect(() => nodeIp(7, 'rnode-0')).toThrow(/rnode-1 to rnode-39/);
+  });
+
   it('sees which /24s of 10.213.0.0/16 are taken by addresses and routes', () => {
     const used = usedThirdOctets(
       '5: kr-lab-br    inet 10.213.0.1/24 brd 10.213.0.255 scope global kr-lab-br\n10.213.4.0/24 dev kr-t1-br proto kernel scope link src 10.213.4.1\n192.168.10.0/24 dev eth0\n',

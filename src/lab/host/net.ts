@@ -26,11 +26,17 @@ const PROMETHEUS_HOST = 251;
 /**
  * Node addresses: the bridge is .1, cp-1 .2, node-i .(2+i) (node-200 is .202), the other control-plane members
  * cp-N .(201+N) (cp-2 .203 ... cp-9 .210), the load balancer `lb` .250, Prometheus `prom` .251. A one-member
- * lab keeps the addresses it always had.
+ * lab keeps the addresses it always had. Real nodes rnode-N are .(210+N) (rnode-1 .211 ... rnode-39 .249).
  */
 export function nodeIp(third: number, node: string): string {
   if (node === 'lb') return `${SUBNET_BASE}.${third}.${LB_HOST}`;
   if (node === 'prom') return `${SUBNET_BASE}.${third}.${PROMETHEUS_HOST}`;
+  const real = /^rnode-(\d+)$/.exec(node);
+  if (real) {
+    const r = Number(real[1]);
+    if (r < 1 || r > 39) throw new KrError('LAB_BAD_NODE', `real node ${node} is not rnode-1 to rnode-39`);
+    return `${SUBNET_BASE}.${third}.${210 + r}`;
+  }
   const m = /^(cp|node)-(\d+)$/.exec(node);
   if (!m) throw new KrError('LAB_BAD_NODE', `no address for node ${node}`);
   const n = Number(m[2]);

@@ -19,7 +19,10 @@ describe('lab names and paths', () => {
     expect(n.veth('node-9999').length).toBeLessThanOrEqual(15);
     expect(n.bridge.length).toBeLessThanOrEqual(15);
     expect(() => n.veth('node-99999')).toThrow(/too long/);
-    expect(() => n.veth('worker-1')).toThrow(/cp-N or node-N/);
+    expect(() => n.veth('worker-1')).toThrow(/cp-N, node-N or rnode-N/);
+    expect(n.veth('rnode-39')).toBe('kr-abcdef-r39');
+    expect(n.nodeCgroup('rnode-2')).toBe('kube-runbook-abcdef-rnode-2');
+    expect(n.nodeCgroup('rnode-2').startsWith(n.cgroupPrefix)).toBe(true);
   });
 
   it('keeps instances apart: no name of one is a prefix-match of another', () => {
@@ -28,6 +31,7 @@ describe('lab names and paths', () => {
     expect(b.netns('node-1').startsWith(a.prefix)).toBe(false);
     expect(b.chain.startsWith(a.chainPrefix)).toBe(false);
     expect(a.cgroup).not.toBe(b.cgroup);
+    expect(b.nodeCgroup('rnode-1').startsWith(a.cgroupPrefix)).toBe(false);
   });
 
   it('names the context lab for the default instance, lab-<inst> otherwise', () => {

@@ -35,7 +35,7 @@ export interface LabNames {
   bridge: string;
   netns(node: string): string;
   /**
-   * Host side of a node's veth: `kr-<inst>-c1` for cp-1, `kr-<inst>-n<N>` for node-N, `kr-<inst>-lb` for the load
+   * Host side of a node's veth: `kr-<inst>-c1` for cp-1, `kr-<inst>-n<N>` for node-N, `kr-<inst>-r<N>` for rnode-N, `kr-<inst>-lb` for the load
    * balancer, `kr-<inst>-pm` for Prometheus (at most 15 characters).
    */
   veth(node: string): string;
@@ -45,6 +45,10 @@ export interface LabNames {
   chainPrefix: string;
   /** Name of the etcd cgroup (a directory under the blkio/io hierarchy). */
   cgroup: string;
+  /** Prefix of every cgroup of the instance, in every hierarchy (etcd's, each real node's). */
+  cgroupPrefix: string;
+  /** A real node's cgroup (in every hierarchy): its containerd and kubelet in `system/`, its pods in `kubepods/`. */
+  nodeCgroup(node: string): string;
   /** Context name in the kubeconfig: `lab` for instance `lab`, `lab-<inst>` otherwise. */
   context: string;
 }
@@ -59,15 +63,17 @@ export function labNames(instance: string): LabNames {
     veth(node) {
       if (node === LB_NODE) return `${prefix}lb`;
       if (node === PROMETHEUS_NODE) return `${prefix}pm`;
-      const m = /^(cp|node)-(\d{1,5})$/.exec(node);
-      if (!m) throw new KrError('LAB_BAD_NODE', `lab nodes are cp-N or node-N (got ${quote(node)})`, { exit: EXIT.invalid });
-      const name = `${prefix}${m[1] === 'cp' ? 'c' : 'n'}${m[2]}`;
+      const m = /^(cp|node|rnode)-(\d{1,5})$/.exec(node);
+      if (!m) throw new KrError('LAB_BAD_NODE', `lab nodes are cp-N, node-N or rnode-N (got ${quote(node)})`, { exit: EXIT.invalid });
+      const name = `${prefix}${m[1] === 'cp' ? 'c' : m[1] === 'rnode' ? 'r' : 'n'}${m[2]}`;
       if (name.length > 15) throw new KrError('LAB_BAD_NODE', `interface name too long for node ${quote(node)}`);
       return name;
     },
     chain: `KR-${instance}-FWD`,
     chainPrefix: `KR-${instance}-`,
     cgroup: `kube-runbook-${instance}-etcd`,
+    cgroupPrefix: `kube-runbook-${instance}-`,
+    nodeCgroup: (node) => `kube-runbook-${instance}-${node}`,
     context: instance === DEFAULT_INSTANCE ? 'lab' : `lab-${instance}`,
   };
 }
@@ -112,6 +118,15 @@ export function runtimePathsOf(instance: string, stateDir: string): LabPaths {
 /** Locks and other machine-wide files shared by all instances (instances are machine-wide: netns names are global). */
 export function machineRunDir(env: NodeJS.ProcessEnv = process.env): string {
   return env.KUBE_RUNBOOK_RUN_DIR || '/run/kube-runbook';
+}
+
+/**
+ * Short-lived files of an instance's real nodes under the machine's run directory (`/run/kube-runbook/<inst>/`):
+ * containerd's state, sockets and its shims' sockets, whose paths must stay short (a unix socket path has at most
+ * 107 bytes).
+ */
+export function instanceRunDir(instance: string, env: NodeJS.ProcessEnv = process.env): string {
+  return join(machineRunDir(env), checkInstance(instance));
 }
 
 /** `${KUBE_RUNBOOK_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/kube-runbook}`: built Kubernetes binaries. */

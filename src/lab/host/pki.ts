@@ -37,7 +37,10 @@ const SERVICE_IP = '10.96.0.1';
  * the service-account signing key pair, and static bearer tokens for the kubelet simulators. With `prometheus`,
  * also Prometheus's client certificate (user PROMETHEUS_USER, in no group: RBAC lets it read /metrics only).
  */
-export async function makePki(dir: string, o: { instance: string; apiserverIps: string[]; nodes: string[]; prometheus?: boolean }): Promise<LabPki> {
+export async function makePki(
+  dir: string,
+  o: { instance: string; apiserverIps: string[]; nodes: string[]; prometheus?: boolean; kubelets?: { name: string; ip: string }[] },
+): Promise<LabPki> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const certs: CertSpec[] = [
     {
@@ -52,6 +55,7 @@ export async function makePki(dir: string, o: { instance: string; apiserverIps: 
     { name: 'controller-manager', cn: 'system:kube-controller-manager', usage: 'clientAuth' },
     { name: 'scheduler', cn: 'system:kube-scheduler', usage: 'clientAuth' },
     ...(o.prometheus ? [{ name: 'prometheus', cn: PROMETHEUS_USER, usage: 'clientAuth' as const }] : []),
+    ...kubeletCerts(o.kubelets ?? []),
   ];
   const keyNames = ['ca', 'sa', ...certs.map((c) => c.name)];
   for (const k of keyNames) {
@@ -74,6 +78,23 @@ export async function makePki(dir: string, o: { instance: string; apiserverIps: 
   await writeFile(join(dir, 'tokens.csv'), `${lines.join('\n')}\n`, { mode: 0o600 });
   return pkiOf(dir, tokens);
 }
+
+/**
+ * Real nodes (`lab up --real-nodes`): each kubelet's serving certificate (its name and address, as the apiserver
+ * dials it for logs and exec), and the client certificate the apiserver shows the kubelets.
+ */
+function kubeletCerts(kubelets: { name: string; ip: string }[]): CertSpec[] {
+  if (!kubelets.length) return [];
+  return [
+    ...kubelets.map((k) => ({ name: kubeletCertName(k.name), cn: `system:node:${k.name}`, org: 'system:nodes', usage: 'serverAuth' as const, dns: [k.name], ips: [k.ip] })),
+    { name: KUBELET_CLIENT, cn: 'kube-apiserver-kubelet-client', org: 'system:masters', usage: 'clientAuth' },
+  ];
+}
+
+/** The apiserver's client certificate towards real kubelets: `apiserver-kubelet-client.crt`. */
+export const KUBELET_CLIENT = 'apiserver-kubelet-client';
+/** A real node's kubelet serving certificate: `kubelet-<node>.crt`. */
+export const kubeletCertName = (node: string): string => `kubelet-${node}`;
 
 function pkiOf(dir: string, tokens: Record<string, string> = {}): LabPki {
   return {

@@ -22,6 +22,21 @@ describe('lab settings', () => {
     });
   });
 
+  it('takes real nodes beside simulated ones: none by default, two replicas per node of either kind', () => {
+    expect(resolveSettings({}).realNodes).toBeUndefined();
+    expect(resolveSettings({ nodes: 1, realNodes: 2 })).toMatchObject({ nodes: 1, realNodes: 2, replicas: 6, workload: true });
+    expect(resolveSettings({ nodes: 0, realNodes: 1 })).toMatchObject({ workload: true, replicas: 2 });
+    for (const bad of [-1, 40, 1.5]) {
+      try {
+        resolveSettings({ realNodes: bad });
+        expect.unreachable();
+      } catch (e) {
+        expect(isKrError(e) && e.exit).toBe(2);
+        expect((e as Error).message).toMatch(/--real-nodes must be a whole number from 0 to 39/);
+      }
+    }
+  });
+
   it('takes durations as text or milliseconds', () => {
     const s = resolveSettings({ grace: '40s', leaseRenew: 10_000, toleration: '5m', monitorPeriod: '500ms' });
     expect(s).toMatchObject({ nodeMonitorGracePeriod: 40_000, leaseDuration: 40_000, defaultTolerationSeconds: 300, nodeMonitorPeriod: 500 });

@@ -11,6 +11,8 @@ export interface LabUpOptions {
   controlPlanes?: number;
   /** Simulated worker nodes node-1..N (0 is allowed: a control plane only, e.g. for fleet mode). */
   nodes?: number;
+  /** Real worker nodes rnode-1..N: the release's kubelet with containerd, runc and real containers (default 0). */
+  realNodes?: number;
   /** Zones zone-a, zone-b, ... the nodes are spread over round-robin. */
   zones?: number;
   /** --node-monitor-grace-period (default 8s). */
@@ -44,6 +46,8 @@ export interface LabSettings {
   /** Control-plane members; absent in the state of labs made before HA existed (one member). */
   controlPlanes?: number;
   nodes: number;
+  /** Real nodes rnode-1..N; absent in the state of labs made before they existed (none). */
+  realNodes?: number;
   zones: number;
   nodeMonitorGracePeriod: number;
   nodeMonitorPeriod: number;
@@ -67,9 +71,12 @@ export interface LabSettings {
 export const DEFAULT_ETCD_QUOTA_BYTES = 512 * 1024 ** 2;
 
 const MAX_LAB_NODES = 200;
+/** Real nodes get the addresses .211 to .249 of the lab's /24. */
+const MAX_REAL_NODES = 39;
 
 export function resolveSettings(o: LabUpOptions): LabSettings {
   const nodes = int('nodes', o.nodes ?? 3, 0, MAX_LAB_NODES);
+  const realNodes = int('real-nodes', o.realNodes ?? 0, 0, MAX_REAL_NODES);
   const zones = int('zones', o.zones ?? 1, 1, 26);
   const leaseRenew = ms('lease-renew', o.leaseRenew ?? '2s', 100);
   const toleration = ms('toleration', o.toleration ?? '30s', 0);
@@ -81,6 +88,7 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
   const s: LabSettings = {
     controlPlanes,
     nodes,
+    ...(realNodes ? { realNodes } : {}),
     zones,
     nodeMonitorGracePeriod: ms('grace', o.grace ?? '8s', 1000),
     nodeMonitorPeriod: ms('monitor-period', o.monitorPeriod ?? '1s', 100),
@@ -94,11 +102,11 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
     leaseRenewInterval: leaseRenew,
     nodeStatusReportFrequency: ms('status-frequency', o.statusFrequency ?? '1m', 1000),
     workload: o.workload ?? true,
-    replicas: int('replicas', o.replicas ?? Math.max(2, 2 * nodes), 0, 10_000),
+    replicas: int('replicas', o.replicas ?? Math.max(2, 2 * (nodes + realNodes)), 0, 10_000),
     prometheus: flag('prometheus', o.prometheus ?? false),
     etcdQuotaBytes: o.etcdQuota === undefined ? DEFAULT_ETCD_QUOTA_BYTES : quota(o.etcdQuota),
   };
-  if (s.workload && nodes === 0) s.workload = false;
+  if (s.workload && nodes + realNodes === 0) s.workload = false;
   return s;
 }
 

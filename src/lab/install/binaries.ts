@@ -48,7 +48,9 @@ export interface BinaryManifest {
   build?: { downloadSeconds: number; buildSeconds: number; go: string };
   /** etcd built beside the Kubernetes binaries (the Go-module route); absent when the machine's etcd is used. */
   etcd?: { version: string };
-  files: Partial<Record<KubeBinary | 'etcd' | 'etcdctl', { sha256: string; size: number }>>;
+  /** The kubelet built later for real nodes (`lab up --real-nodes`), and how long that took. */
+  kubelet?: { buildSeconds: number };
+  files: Partial<Record<KubeBinary | 'etcd' | 'etcdctl' | 'kubelet', { sha256: string; size: number }>>;
 }
 
 export interface FindOptions {

@@ -48,7 +48,7 @@ const older = (a: number[], b: number[]) => {
  * A Go toolchain new enough for `needs` (a go.mod `go` line such as `1.25.0`): `KUBE_RUNBOOK_GO`, then
  * /usr/local/go/bin/go, then `go` on PATH. Debian's golang-go (the 1.20 route) is usually too old.
  */
-async function findGo(needs: string, env: NodeJS.ProcessEnv = process.env): Promise<{ go: string; version: string }> {
+export async function findGo(needs: string, env: NodeJS.ProcessEnv = process.env): Promise<{ go: string; version: string }> {
   const want = parseGoVersion(`go${needs}`) ?? [1, 0, 0];
   const candidates = [env.KUBE_RUNBOOK_GO, '/usr/local/go/bin/go', ...(env.PATH ?? '').split(':').filter(Boolean).map((p) => join(p, 'go'))].filter(
     (c): c is string => Boolean(c),
@@ -79,12 +79,12 @@ async function newestPatch(go: string, minor: number, env: NodeJS.ProcessEnv, si
   return `1.${minor}.${Math.max(...patches)}`;
 }
 
-interface ModuleInfo {
+export interface ModuleInfo {
   GoMod: string;
   Dir: string;
 }
 
-async function download(go: string, mod: string, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<ModuleInfo> {
+export async function download(go: string, mod: string, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<ModuleInfo> {
   const out = await must('LAB_SOURCE_FAILED', go, ['mod', 'download', '-json', mod], { env, timeoutMs: 1_800_000, signal });
   const info = JSON.parse(out) as Partial<ModuleInfo> & { Error?: string };
   if (info.Error || !info.GoMod || !info.Dir) throw new KrError('LAB_SOURCE_FAILED', `go mod download ${mod}: ${info.Error ?? 'no module directory'}`);

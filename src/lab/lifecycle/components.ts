@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { shq } from '../../core/shell.js';
 import type { LabBinariesInfo } from '../host/info.js';
 import type { LabPki } from '../host/pki.js';
-import { SERVICE_CIDR } from '../host/pki.js';
+import { KUBELET_CLIENT, SERVICE_CIDR } from '../host/pki.js';
 import { httpGet, type ServiceSpec } from './services.js';
 import { DEFAULT_ETCD_QUOTA_BYTES, goDuration, type LabSettings } from '../host/settings.js';
 
@@ -110,6 +110,7 @@ export function apiserverService(c: ComponentContext): ServiceSpec {
       `--default-not-ready-toleration-seconds=${tol}`,
       `--default-unreachable-toleration-seconds=${tol}`,
       '--allow-privileged=true',
+      ...kubeletClientFlags(c),
       '--profiling=false',
       '--v=1',
     ],
@@ -185,6 +186,20 @@ export function kubeletService(c: ComponentContext, node: string, netns: string,
     health: `[ -n "$(find ${shq(join(dir, 'heartbeat'))} -newermt '${stale} seconds ago' 2>/dev/null)" ]`,
     stopTimeoutSec: 5,
   };
+}
+
+/**
+ * With real nodes: the apiserver dials their kubelets (logs, exec, port-forward) at their InternalIP (their
+ * hostname resolves nowhere), shows its client certificate and checks theirs against the lab CA.
+ */
+function kubeletClientFlags(c: ComponentContext): string[] {
+  if (!c.settings.realNodes) return [];
+  return [
+    `--kubelet-client-certificate=${c.pki.cert(KUBELET_CLIENT)}`,
+    `--kubelet-client-key=${c.pki.key(KUBELET_CLIENT)}`,
+    `--kubelet-certificate-authority=${c.pki.caCert}`,
+    '--kubelet-preferred-address-types=InternalIP,Hostname',
+  ];
 }
 
 function base(c: ComponentContext, node: string, service: string, netns: string, dir: string) {

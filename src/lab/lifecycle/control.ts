@@ -38,6 +38,10 @@ export async function logTails(instance: string, settings: LabSettings): Promise
     ...((settings.controlPlanes ?? 1) > 1 ? [[LB_NODE, 'haproxy'] as [string, string]] : []),
     ...(settings.prometheus ? [[PROMETHEUS_NODE, 'prometheus'] as [string, string]] : []),
     ...Array.from({ length: Math.min(settings.nodes, 3) }, (_, i): [string, string] => [`node-${i + 1}`, 'kubelet']),
+    ...Array.from({ length: Math.min(settings.realNodes ?? 0, 2) }, (_, i): [string, string][] => [
+      [`rnode-${i + 1}`, 'containerd'],
+      [`rnode-${i + 1}`, 'kubelet'],
+    ]).flat(),
   ];
   for (const [node, svc] of svcs) {
     const text = await readFile(join(paths.serviceDir(node, svc), 'log'), 'utf8').catch(() => '');

@@ -7,7 +7,11 @@ import { cgroupLayout, cgroupPids, removeCgroup } from '../host/cgroup.js';
 import { readLabInfoFile } from '../host/info.js';
 import { alive, withLock } from '../host/lock.js';
 import { listChains, listLinks, listNetns, netnsPids, removeNet } from '../host/net.js';
-import { labNames, labPaths, machineRunDir } from '../host/paths.js';
+import { instanceRunDir, labNames, labPaths, machineRunDir } from '../host/paths.js';
+import { listMountsUnder, unmountUnder } from '../host/mounts.js';
+import { cgroupTrees, hierarchies, removeCgroupTree, treePids } from '../host/node-cgroup.js';
+import { restoreKubeletSysctls } from '../host/sysctls.js';
+import { KrError } from '../../core/errors.js';
 
 export interface DownOptions {
   log?: Logger;
@@ -25,6 +29,8 @@ export interface DownReport {
   links: string[];
   chains: string[];
   cgroups: string[];
+  /** Mounts real nodes left (container rootfs, shm, pod network namespaces, volumes), unmounted. */
+  mounts?: string[];
   stateDir?: string;
 }
 
@@ -49,20 +55,24 @@ async function down(instance: string, o: DownOptions): Promise<DownReport> {
   const cgroups = [...new Set([info?.etcdCgroup, layout ? join(layout.root, names.cgroup) : undefined].filter((x): x is string => Boolean(x)))].filter(
     (d) => existsSync(d),
   );
+  // real nodes: a cgroup tree per node in every hierarchy, and containerd's state and sockets under the run directory
+  const runDir = instanceRunDir(instance);
+  const trees = (await cgroupTrees(names.cgroupPrefix)).filter((d) => !cgroups.includes(d));
   const report: DownReport = {
     instance,
     processes: 0,
     netns: await listNetns(names.prefix),
     links: await listLinks(names.prefix),
     chains: await listChains(names.chainPrefix),
-    cgroups,
+    cgroups: [...cgroups, ...trees],
   };
 
   const find = async () => {
     const pids = new Set<number>();
     for (const ns of await listNetns(names.prefix)) for (const p of await netnsPids(ns)) pids.add(p);
     for (const cg of cgroups) for (const p of await cgroupPids(cg)) pids.add(p);
-    for (const p of await pidsNaming(stateDirs.map((d) => `${d}/`))) pids.add(p);
+    for (const t of trees) for (const p of await treePids(t)) pids.add(p);
+    for (const p of await pidsNaming([...stateDirs, runDir].map((d) => `${d}/`))) pids.add(p);
     for (const a of await ancestors()) pids.delete(a);
     return [...pids].filter(alive);
   };
@@ -81,8 +91,21 @@ async function down(instance: string, o: DownOptions): Promise<DownReport> {
     await clock.sleep(100);
   }
 
+  report.mounts = await unmountUnder([...stateDirs, runDir]);
+  const stuck = await listMountsUnder([...stateDirs, runDir]);
+  if (stuck.length) throw new KrError('LAB_DOWN_INCOMPLETE', `could not unmount ${stuck.slice(0, 5).join(', ')}${stuck.length > 5 ? ` and ${stuck.length - 5} more` : ''}`);
   for (const cg of cgroups) await removeCgroup(cg, clock);
+  for (const t of trees) await removeCgroupTree(t, clock);
+  const root = (await hierarchies())?.roots[0];
+  const sysctls = root ? await restoreKubeletSysctls(machineRunDir(), root) : [];
+  if (sysctls.length) log.info(`restored ${sysctls.join(', ')} (set by the real nodes' kubelets)`);
   await removeNet(names);
+  // libcni's result cache: the real nodes' networks (named kr-<instance>-<node>) and containerd's loopback of each sandbox
+  const sandboxes = await sandboxIds([...stateDirs.map((d) => join(d, 'nodes')), runDir]);
+  const results = '/var/lib/cni/results';
+  for (const f of await readdir(results).catch(() => [] as string[]))
+    if (f.startsWith(names.prefix) || sandboxes.has(/^cni-loopback-([0-9a-f]{64})-lo$/.exec(f)?.[1] ?? '')) await rm(join(results, f), { force: true });
+  await rm(runDir, { recursive: true, force: true });
   if (!o.keepState) {
     for (const d of stateDirs) {
       if (existsSync(d)) report.stateDir = d;
@@ -91,9 +114,18 @@ async function down(instance: string, o: DownOptions): Promise<DownReport> {
   }
   log.info(
     `lab ${instance} is down: ${report.processes} process(es), ${report.netns.length} namespace(s), ${report.links.length} link(s), ` +
-      `${report.chains.length} chain(s), ${report.cgroups.length} cgroup(s) removed`,
+      `${report.chains.length} chain(s), ${report.cgroups.length} cgroup(s)${report.mounts.length ? `, ${report.mounts.length} mount(s)` : ''} removed`,
   );
   return report;
+}
+
+/** Ids of the pod sandboxes real nodes' containerd made (`<node>/containerd/io.containerd.grpc.v1.cri/sandboxes/<id>`). */
+async function sandboxIds(dirs: string[]): Promise<Set<string>> {
+  const ids = new Set<string>();
+  for (const d of dirs)
+    for (const node of await readdir(d).catch(() => [] as string[]))
+      for (const id of await readdir(join(d, node, 'containerd', 'io.containerd.grpc.v1.cri', 'sandboxes')).catch(() => [] as string[])) ids.add(id);
+  return ids;
 }
 
 function signalAll(pids: number[], sig: NodeJS.Signals): void {

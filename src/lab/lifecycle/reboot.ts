@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { realClock, type Clock } from '../../core/clock.js';
 import { EXIT, KrError, quote } from '../../core/errors.js';
 import { silentLogger, type Logger } from '../../core/logger.js';
@@ -9,7 +9,10 @@ import { BOOT_ROOT } from '../../nodes/boot-dir.js';
 import { run, sh } from '../host/host.js';
 import { readLabInfo } from '../host/info.js';
 import { netnsPids } from '../host/net.js';
-import { labPaths } from '../host/paths.js';
+import { instanceRunDir, labNames, labPaths } from '../host/paths.js';
+import { unmountUnder } from '../host/mounts.js';
+import { cgroupTrees, treePids } from '../host/node-cgroup.js';
+import { rm } from 'node:fs/promises';
 
 export interface RebootOptions {
   log?: Logger;
@@ -60,6 +63,7 @@ export async function rebootLabNode(instance: string, node: string, o: RebootOpt
     }
     await clock.sleep(100);
   }
+  if (n.real) killed += await powerCutRealNode(instance, node, clock);
   log.info(`lab: ${node} lost power: ${killed} process(es) killed`);
 
   const nodeDir = join(labPaths(instance).nodesDir, node);
@@ -85,4 +89,32 @@ export async function rebootLabNode(instance: string, node: string, o: RebootOpt
   }
   log.info(`lab: ${node} booted: started ${started.join(', ') || 'nothing'}; down ${down.join(', ') || 'nothing'}; ${bootScripts.length} boot script(s)`);
   return { node, killed, started, down, bootScripts };
+}
+
+/**
+ * What else a power cut takes from a real node: its containers (in pods' network namespaces, not the node's) and
+ * shims, found by the node's cgroup tree; its mounts; and its run directory (tmpfs on a node): containerd's state,
+ * sockets and runc's state. Its containerd root (images, snapshots) and the kubelet's root stay, as disks do.
+ */
+async function powerCutRealNode(instance: string, node: string, clock: Clock): Promise<number> {
+  const name = labNames(instance).nodeCgroup(node);
+  const trees = (await cgroupTrees(name)).filter((d) => basename(d) === name);
+  let killed = 0;
+  for (let i = 0; i < 50; i++) {
+    const pids = (await Promise.all(trees.map(treePids))).flat();
+    if (!pids.length) break;
+    for (const pid of new Set(pids)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+        killed++;
+      } catch {
+        // gone meanwhile
+      }
+    }
+    await clock.sleep(100);
+  }
+  const runDir = join(instanceRunDir(instance), node);
+  await unmountUnder([runDir, join(labPaths(instance).nodesDir, node)]);
+  await rm(runDir, { recursive: true, force: true });
+  return killed;
 }

@@ -48,6 +48,15 @@ describe('lab service scripts', () => {
     expect(text).toContain('exec "$@"');
   });
 
+  it("a real node's run enters only the network namespace and joins each hierarchy's system/ cgroup first", () => {
+    const real = { ...spec(dir), cgroup: undefined, netOnly: true, cgroups: ['/sys/fs/cgroup/cpu/kube-runbook-t1-rnode-1/system', '/sys/fs/cgroup/memory/kube-runbook-t1-rnode-1/system'] };
+    const text = serviceScripts(real).run;
+    expect(text).toContain(`exec nsenter --net=/run/netns/kr-t1-node-1 -- '${dir.replace(/'/g, `'\\''`)}'/run`);
+    expect(text).not.toContain('ip netns exec');
+    const joins = ['cpu', 'memory'].map((h) => text.indexOf(`echo $$ > /sys/fs/cgroup/${h}/kube-runbook-t1-rnode-1/system/cgroup.procs`));
+    expect(joins.every((i) => i > 0 && i < text.indexOf('nsenter'))).toBe(true);
+  });
+
   it('run appends one argument per line of extra-args, read at each start and never split or globbed', async () => {
     const text = serviceScripts({ ...spec(dir), command: ['/usr/bin/printf', '[%s]', 'a b'] }).run;
     const fn = text.slice(text.indexOf('kr_exec() {'), text.indexOf('\n}\n', text.indexOf('kr_exec() {')) + 3);

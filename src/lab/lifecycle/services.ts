@@ -28,6 +28,13 @@ export interface ServiceSpec {
    * during an apiserver outage). `pid` is then the supervising shell; `stop` ends both.
    */
   restart?: boolean;
+  /**
+   * Enter only the node's network namespace (`nsenter --net`), not a mount namespace of its own as `ip netns exec`
+   * makes: a real node's containerd and kubelet must see each other's mounts and the cgroup hierarchies.
+   */
+  netOnly?: boolean;
+  /** cgroup directories (one per hierarchy) the component runs in: a real node's `system/` cgroup. */
+  cgroups?: string[];
 }
 
 export const SERVICE_SCRIPTS = ['run', 'start', 'stop', 'status', 'health'] as const;
@@ -45,7 +52,10 @@ export function serviceScripts(spec: ServiceSpec): Record<(typeof SERVICE_SCRIPT
   const run =
     head('Runs the component in the foreground, inside the node network namespace.') +
     (spec.cgroup ? joinCgroup(spec.cgroup) : '') +
-    `if [ "$(ip netns identify $$ 2>/dev/null)" != ${shq(spec.netns)} ]; then exec ip netns exec ${shq(spec.netns)} ${d}/run "$@"; fi\n` +
+    (spec.cgroups ?? []).map((c) => `echo $$ > ${shq(`${c}/cgroup.procs`)}\n`).join('') +
+    `if [ "$(ip netns identify $$ 2>/dev/null)" != ${shq(spec.netns)} ]; then exec ${
+      spec.netOnly ? `nsenter --net=${shq(`/run/netns/${spec.netns}`)} --` : `ip netns exec ${shq(spec.netns)}`
+    } ${d}/run "$@"; fi\n` +
     writePid(d, '$$') +
     Object.entries(spec.env ?? {})
       .map(([k, v]) => `export ${k}=${shq(v)}\n`)

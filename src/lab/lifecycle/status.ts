@@ -36,7 +36,7 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
     ...controlPlaneNodes(info.settings).flatMap((cp) => CONTROL_PLANE_SERVICES.map((s): [string, string] => [cp, s])),
     ...(info.members ? [[LB_NODE, 'haproxy'] as [string, string]] : []),
     ...(info.prometheus ? [[PROMETHEUS_NODE, 'prometheus'] as [string, string]] : []),
-    ...info.nodes.filter((n) => n.roles.includes('worker')).map((n): [string, string] => [n.name, 'kubelet']),
+    ...info.nodes.filter((n) => n.roles.includes('worker')).flatMap((n): [string, string][] => [...(n.real ? [[n.name, 'containerd'] as [string, string]] : []), [n.name, 'kubelet']]),
   ];
   const components = await Promise.all(
     services.map(async ([node, service]) => {
@@ -55,6 +55,7 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
   } catch (e) {
     status.clusterError = messageOf(e);
   }
-  for (const n of info.nodes.filter((x) => x.roles.includes('worker'))) status.runtimes.push(await readRuntime(info.stateDir, n.name));
+  // the simulator's containers; a real node's are containerd's
+  for (const n of info.nodes.filter((x) => x.roles.includes('worker') && !x.real)) status.runtimes.push(await readRuntime(info.stateDir, n.name));
   return status;
 }

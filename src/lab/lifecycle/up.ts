@@ -31,6 +31,10 @@ import { controlPlaneNodes, resolveSettings, zoneOf, type LabSettings, type LabU
 import { podCidrOf } from '../sim/objects.js';
 import type { KubeletSimFile } from '../sim/types.js';
 import { createWorkload, waitReady, waitServiceAccount } from './workload.js';
+import { checkRealNodes, startRealNodes, writeRealNodes, type RealNode } from './real-nodes.js';
+import { ensureRealNodeBinaries, type RealNodeBinaries } from '../install/real-nodes.js';
+import { WORKLOAD_IMAGE } from '../install/images.js';
+import { instanceRunDir } from '../host/paths.js';
 
 export interface LabUpRunOptions extends LabUpOptions {
   log?: Logger;
@@ -77,6 +81,12 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
     });
   }
   if (!bin.etcd) throw new KrError('LAB_BINARIES_MISSING', 'etcd is not installed; run `kube-runbook lab install`', { exit: EXIT.refused });
+  // real nodes: what the machine lacks is said before anything is built or made; their binaries are built once
+  let real: RealNodeBinaries | undefined;
+  if (settings.realNodes) {
+    await checkRealNodes();
+    real = await ensureRealNodeBinaries({ log: o.log ?? silentLogger, clock: o.clock, signal: o.signal }, bin);
+  }
   return withLock(join(machineRunDir(), `lab-${instance}.lock`), async () => {
     const paths = labPaths(instance);
     if (existsSync(paths.infoFile) && (await sh(shq(join(paths.serviceDir('cp-1', 'kube-apiserver'), 'health')))).code === 0)
@@ -85,7 +95,7 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
       });
     await labDown(instance, { locked: true, log: silentLogger });
     try {
-      return await up(instance, settings, bin, sim, o);
+      return await up(instance, settings, bin, sim, o, real);
     } catch (e) {
       const details = await logTails(instance, settings);
       if (!o.keepOnFailure) await labDown(instance, { locked: true, log: silentLogger }).catch(() => {});
@@ -95,7 +105,7 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
   });
 }
 
-async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo, simScript: string, o: LabUpRunOptions): Promise<LabInfo> {
+async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo, simScript: string, o: LabUpRunOptions, real?: RealNodeBinaries): Promise<LabInfo> {
   const clock = o.clock ?? realClock;
   const log = o.log ?? silentLogger;
   const started = clock.now();
@@ -110,12 +120,21 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   const third = await makeBridge(names);
   const ha = (settings.controlPlanes ?? 1) > 1;
   const workers = Array.from({ length: settings.nodes }, (_, i) => `node-${i + 1}`);
+  const realWorkers = Array.from({ length: settings.realNodes ?? 0 }, (_, i) => `rnode-${i + 1}`);
   const cps: LabNodeInfo[] = controlPlaneNodes(settings).map((n) => ({ name: n, netns: names.netns(n), ip: nodeIp(third, n), roles: ['control-plane', 'etcd'] }));
   const lb: LabNodeInfo | undefined = ha ? { name: LB_NODE, netns: names.netns(LB_NODE), ip: nodeIp(third, LB_NODE), roles: ['load-balancer'] } : undefined;
   const prom = settings.prometheus ? { node: PROMETHEUS_NODE, netns: names.netns(PROMETHEUS_NODE), ip: nodeIp(third, PROMETHEUS_NODE) } : undefined;
   const nodes: LabNodeInfo[] = [
     ...cps,
     ...workers.map((n, i) => ({ name: n, netns: names.netns(n), ip: nodeIp(third, n), zone: zoneOf(i + 1, settings.zones), roles: ['worker' as const] })),
+    ...realWorkers.map((n, i) => ({
+      name: n,
+      netns: names.netns(n),
+      ip: nodeIp(third, n),
+      zone: zoneOf(workers.length + i + 1, settings.zones),
+      roles: ['worker' as const],
+      real: true,
+    })),
     ...(lb ? [lb] : []),
   ];
   const cp = cps[0]!;
@@ -157,7 +176,14 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   await makeCgroup(layout, names.cgroup);
 
   step('certificates, tokens and service-account keys');
-  const pki = await makePki(paths.pkiDir, { instance, apiserverIps: [apiserverHost, ...cps.map((m) => m.ip)], nodes: workers, prometheus: Boolean(prom) });
+  const realInfos = nodes.filter((n) => n.real);
+  const pki = await makePki(paths.pkiDir, {
+    instance,
+    apiserverIps: [apiserverHost, ...cps.map((m) => m.ip)],
+    nodes: [...workers, ...realWorkers],
+    prometheus: Boolean(prom),
+    kubelets: realInfos.map((n) => ({ name: n.name, ip: n.ip })),
+  });
   const members = cps.map((m) => ({ name: m.name, ip: m.ip }));
   const kc = (name: string, user: { certFile: string; keyFile: string } | { token: string }, file: string, server = info.apiserverUrl) =>
     writeKubeconfig(file, { context: names.context, server, caFile: pki.caCert, userName: `${names.context}-${name}`, user });
@@ -213,7 +239,7 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
     await writePrometheusConfig(promPlan);
   }
   // hundreds of nodes: their files written side by side
-  await eachLimited([...nodes.filter((x) => x.roles.includes('worker')).entries()], 16, async ([i, n]) => {
+  await eachLimited([...nodes.filter((x) => x.roles.includes('worker') && !x.real).entries()], 16, async ([i, n]) => {
     const svc = comp.kubeletService(ctx0, n.name, n.netns, process.execPath, simScript);
     await writeService(svc);
     await kc(n.name, { token: pki.tokens[`system:node:${n.name}`]! }, join(svc.dir, 'kubeconfig'));
@@ -235,6 +261,11 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
     };
     await writeFile(join(svc.dir, 'config.json'), `${JSON.stringify(cfg, null, 2)}\n`);
   });
+  let realNodes: RealNode[] = [];
+  if (real) {
+    const runDir = instanceRunDir(instance);
+    realNodes = await writeRealNodes({ instance, names, serviceDir: paths.serviceDir, runDir, pki, settings, apiserverUrl: info.apiserverUrl, bin: real }, realInfos);
+  }
   await writeInventory(paths.inventoryFile, info);
 
   step(ha ? `etcd (${cps.length} members)` : 'etcd');
@@ -252,16 +283,20 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   for (const s of perMember) for (const x of s.controllers) await start(x.dir);
   // side by side: each simulator's start is a few hundred ms of CPU, and hundreds of nodes start at once
   await eachLimited(workers, 16, (n) => start(paths.serviceDir(n, 'kubelet')));
+  if (realNodes.length) {
+    step(`real nodes: containerd, images and kubelet on ${realWorkers.join(', ')}`);
+    await startRealNodes(realNodes, { clock, log, signal: o.signal });
+  }
   const admin = new KubeConfig();
   admin.loadFromFile(paths.kubeconfig);
   if (settings.workload) {
     step(`sample workload (${settings.replicas} replicas in namespace demo)`);
-    await createWorkload(admin, settings.replicas, clock, o.signal);
+    await createWorkload(admin, settings.replicas, clock, o.signal, realNodes.length ? WORKLOAD_IMAGE : undefined);
   }
-  step(`waiting for ${workers.length} node(s) Ready and every pod running`);
+  step(`waiting for ${workers.length + realWorkers.length} node(s) Ready and every pod running`);
   await waitServiceAccount(admin, 'default', clock, o.signal);
   await waitReady(admin, {
-    nodes: workers,
+    nodes: [...workers, ...realWorkers],
     pods: settings.workload ? settings.replicas : 0,
     timeoutMs: o.readyTimeoutMs ?? 120_000,
     clock,

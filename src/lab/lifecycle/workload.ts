@@ -6,8 +6,12 @@ import { SimApi, statusOf } from '../sim/api.js';
 const WORKLOAD_NAMESPACE = 'demo';
 const WORKLOAD_NAME = 'demo';
 
-/** The sample workload: a Deployment spread over the nodes (one topology spread per hostname) and a Service. */
-export async function createWorkload(kc: KubeConfig, replicas: number, clock: Clock, signal?: AbortSignal): Promise<void> {
+/**
+ * The sample workload: a Deployment spread over the nodes (one topology spread per hostname) and a Service. With
+ * `image` (a lab with real nodes: the locally built busybox image), its containers say where they run on their
+ * output and serve HTTP on 8080 with busybox's httpd; the image is never pulled (IfNotPresent, and present).
+ */
+export async function createWorkload(kc: KubeConfig, replicas: number, clock: Clock, signal?: AbortSignal, image?: string): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
   const apps = kc.makeApiClient(AppsV1Api);
   const labels = { app: WORKLOAD_NAME };
@@ -28,7 +32,7 @@ export async function createWorkload(kc: KubeConfig, replicas: number, clock: Cl
               topologySpreadConstraints: [
                 { maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'DoNotSchedule', labelSelector: { matchLabels: labels } },
               ],
-              containers: [{ name: 'web', image: 'registry.k8s.io/pause:3.2', ports: [{ containerPort: 8080 }] }],
+              containers: [image ? realContainer(image) : { name: 'web', image: 'registry.k8s.io/pause:3.2', ports: [{ containerPort: 8080 }] }],
             },
           },
         },
@@ -41,6 +45,16 @@ export async function createWorkload(kc: KubeConfig, replicas: number, clock: Cl
       body: { metadata: { name: WORKLOAD_NAME, labels }, spec: { selector: labels, ports: [{ port: 80, targetPort: 8080 }] } },
     }),
   );
+}
+
+function realContainer(image: string) {
+  return {
+    name: 'web',
+    image,
+    imagePullPolicy: 'IfNotPresent',
+    command: ['/bin/sh', '-c', 'echo "demo: serving on $(hostname)"; echo "demo on $(hostname)" > /www/index.html; exec httpd -f -p 8080 -h /www'],
+    ports: [{ containerPort: 8080 }],
+  };
 }
 
 /** Waits for a namespace's `default` ServiceAccount (the controller-manager makes it; pods are refused until then). */

@@ -11,6 +11,7 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { realClock } from '../../../src/core/clock.js';
 import { createLogger } from '../../../src/core/logger.js';
 import { ensureLabBinaries, labDown, labNames, labPaths, labUp, type LabInfo, type LabUpOptions } from '../../../src/lab/index.js';
+import { instanceRunDir } from '../../../src/lab/host/paths.js';
 
 export type { LabInfo };
 
@@ -92,7 +93,9 @@ export async function until(what: string, cond: () => Promise<boolean> | boolean
 /**
  * What of an instance is still on this machine: network namespaces, links, iptables chains and rules, the
  * etcd cgroup, processes with the instance's state directory on their command line (every member's etcd and
- * control plane, HAProxy of an HA lab), HAProxy processes holding the VIP's namespace, and the state directory.
+ * control plane, HAProxy of an HA lab), HAProxy processes holding the VIP's namespace, and the state directory;
+ * for real nodes also their cgroups in every hierarchy, processes in them, their mounts, the run directory and
+ * libcni's cached results of their networks.
  */
 export async function leftovers(instance: string): Promise<string[]> {
   const names = labNames(instance);
@@ -129,6 +132,38 @@ export async function leftovers(instance: string): Promise<string[]> {
     if (ns.startsWith(names.prefix)) out.push(`haproxy ${pid} in ${ns}`);
   }
   if (existsSync(paths.stateDir)) out.push(`state ${paths.stateDir}`);
+  out.push(...realNodeLeftovers(instance));
+  return out;
+}
+
+function realNodeLeftovers(instance: string): string[] {
+  const names = labNames(instance);
+  const paths = labPaths(instance);
+  const runDir = instanceRunDir(instance);
+  const out: string[] = [];
+  const ls = (d: string) => (existsSync(d) ? readdirSync(d) : []);
+  const read = (f: string) => {
+    try {
+      return readFileSync(f, 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  for (const h of ls('/sys/fs/cgroup')) for (const n of ls(join('/sys/fs/cgroup', h))) if (n.startsWith(names.cgroupPrefix)) out.push(`cgroup ${join('/sys/fs/cgroup', h, n)}`);
+  for (const n of ls('/sys/fs/cgroup')) if (n.startsWith(names.cgroupPrefix)) out.push(`cgroup ${join('/sys/fs/cgroup', n)}`);
+  for (const pid of ls('/proc').filter((p) => /^\d+$/.test(p))) {
+    const cmd = read(`/proc/${pid}/cmdline`);
+    if (cmd.includes(`${runDir}/`)) out.push(`process ${pid} ${cmd.replace(/\0/g, ' ').slice(0, 120)}`);
+    // a zombie (killed, not yet reaped by PID 1) still names the cgroup it died in, which is gone
+    else if (read(`/proc/${pid}/cgroup`).includes(`/${names.cgroupPrefix}`) && !/^\S+ \(.*\) Z /.test(read(`/proc/${pid}/stat`)))
+      out.push(`process ${pid} in a cgroup of the lab`);
+  }
+  for (const line of read('/proc/self/mountinfo').split('\n')) {
+    const m = line.split(' ')[4];
+    if (m && (m.startsWith(`${paths.stateDir}/`) || m.startsWith(`${runDir}/`))) out.push(`mount ${m}`);
+  }
+  if (existsSync(runDir)) out.push(`run ${runDir}`);
+  for (const f of ls('/var/lib/cni/results')) if (f.startsWith(names.prefix)) out.push(`cni ${f}`);
   return out;
 }
 
