@@ -21,9 +21,12 @@ const r = spawnSync('npx', ['vitest', 'run', '--project', 'e2e 1.37', 'test/e2e/
   env: { ...process.env, KUBE_RUNBOOK_FORECAST_SCALE: 'full' },
   timeout: 1_800_000,
 });
-const line = `${r.stdout}\n${r.stderr}`.split('\n').find((l) => l.startsWith('forecast-scale {'));
+// vitest colours its output: the summary is found by its words, codes taken out
+// eslint-disable-next-line no-control-regex
+const plain = `${r.stdout}\n${r.stderr}`.replace(/\x1b\[[0-9;]*m/g, '');
+const line = plain.split('\n').find((l) => l.startsWith('forecast-scale {'));
 if (!line) {
-  console.error(`the scale test printed no summary (exit ${r.status}):\n${(r.stdout + r.stderr).split('\n').slice(-40).join('\n')}`);
+  console.error(`the scale test printed no summary (exit ${r.status}):\n${plain.split('\n').slice(-40).join('\n')}`);
   process.exit(1);
 }
 const s = JSON.parse(line.slice('forecast-scale '.length));

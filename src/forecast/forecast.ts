@@ -155,12 +155,13 @@ const UNREACHABLE_TAINTS: readonly SlimTaint[] = Object.freeze([UNREACHABLE_TAIN
 
 /** The NoExecute taints a failing node's pods are judged on: its own, and the controller's, had or to come. */
 function noExecuteOn(r: NodeRow): readonly SlimTaint[] {
-  const own = r.node.taints.filter((t) => t.effect === 'NoExecute' && !isControllerTaint(t));
+  let own: SlimTaint[] | undefined;
+  for (const t of r.node.taints) if (t.effect === 'NoExecute' && !isControllerTaint(t)) (own ??= []).push(t);
   const c = r.taint;
-  if (!c) return own.length ? own : NO_TAINTS;
+  if (!c) return own ?? NO_TAINTS;
   // the usual case: one of two arrays shared by every node, so that toleration times are worked out once for all
-  if (own.length === 0 && c.value === undefined) return c.key === NOT_READY_TAINT.key ? NOT_READY_TAINTS : UNREACHABLE_TAINTS;
-  return [...own, c];
+  if (!own && c.value === undefined) return c.key === NOT_READY_TAINT.key ? NOT_READY_TAINTS : UNREACHABLE_TAINTS;
+  return [...(own ?? []), c];
 }
 
 function nodeForecast(r: NodeRow): NodeForecast {

@@ -58,11 +58,19 @@ export class Zone {
 
   /** Called once every node is in: the zone's size with `healthy` nodes more. */
   close(healthy: number): void {
-    this.size = this.rows.length + healthy;
-    this.notReadyNow = this.rows.filter((r) => r.notReady).length;
+    const n = this.rows.length;
+    this.size = n + healthy;
     // typed arrays sort numbers natively: thousands of nodes down at once are sorted at every judgement
-    this.early = Float64Array.from(this.rows, (r) => r.downEarly).sort();
-    this.late = Float64Array.from(this.rows, (r) => r.downLate).sort();
+    this.early = new Float64Array(n);
+    this.late = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      const r = this.rows[i]!;
+      if (r.notReady) this.notReadyNow++;
+      this.early[i] = r.downEarly;
+      this.late[i] = r.downLate;
+    }
+    this.early.sort();
+    this.late.sort();
   }
 
   get stateNow(): ZoneState {
