@@ -9,13 +9,16 @@ import type { Register } from './types.js';
 
 /** Command modules, sorted; each adds one subcommand. */
 const commands: Record<string, () => Promise<{ register: Register }>> = {
+  actions: () => import('./actions.js'),
   agent: () => import('./agent.js'),
   audit: () => import('./audit.js'),
   demo: () => import('./demo.js'),
+  describe: () => import('./describe.js'),
   docs: () => import('./docs.js'),
   lab: () => import('./lab.js'),
   manifests: () => import('./manifests.js'),
   plan: () => import('./plan.js'),
+  probes: () => import('./probes.js'),
   recover: () => import('./recover.js'),
   run: () => import('./run.js'),
   schema: () => import('./schema.js'),
