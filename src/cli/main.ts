@@ -4,7 +4,7 @@ import { EXIT, type ExitCode, isKrError, messageOf } from '../core/errors.js';
 import { tuneHeap } from '../core/heap.js';
 import { redactText } from '../core/logger.js';
 import { toolVersion } from '../core/version.js';
-import { out } from './output.js';
+import { dropOutputOnClosedPipes, out } from './output.js';
 import type { Register } from './types.js';
 
 /** Command modules, sorted; each adds one subcommand. */
@@ -28,6 +28,7 @@ const commands: Record<string, () => Promise<{ register: Register }>> = {
 /** Runs the CLI and sets process.exitCode: the only place in the project that does. */
 export async function main(argv: string[]): Promise<void> {
   tuneHeap();
+  dropOutputOnClosedPipes();
   const code = await runCli(argv);
   process.exitCode = code;
   if (exitNow) process.exit(code);
