@@ -13,5 +13,16 @@ if (major < needMajor || (major === needMajor && minor < needMinor)) {
   process.exit(2);
 }
 
-const { main } = await import('../dist/cli/main.js');
+// A checkout that was never built has no dist/: one line saying what to do, not ERR_MODULE_NOT_FOUND.
+const { existsSync } = await import('node:fs');
+const { join } = await import('node:path');
+const { pathToFileURL } = await import('node:url');
+const root = join(import.meta.dirname, '..');
+const entry = join(root, 'dist', 'cli', 'main.js');
+if (!existsSync(entry)) {
+  process.stderr.write(`kube-runbook: ${root}/ is not built: run \`npm ci && npm run build\` there\n`);
+  process.exit(2);
+}
+
+const { main } = await import(pathToFileURL(entry).href);
 await main(process.argv);

@@ -4,18 +4,21 @@ import { EXIT, type ExitCode, isKrError, messageOf } from '../core/errors.js';
 import { tuneHeap } from '../core/heap.js';
 import { redactText } from '../core/logger.js';
 import { toolVersion } from '../core/version.js';
-import { out } from './output.js';
+import { dropOutputOnClosedPipes, out } from './output.js';
 import type { Register } from './types.js';
 
 /** Command modules, sorted; each adds one subcommand. */
 const commands: Record<string, () => Promise<{ register: Register }>> = {
+  actions: () => import('./actions.js'),
   agent: () => import('./agent.js'),
   audit: () => import('./audit.js'),
   demo: () => import('./demo.js'),
+  describe: () => import('./describe.js'),
   docs: () => import('./docs.js'),
   lab: () => import('./lab.js'),
   manifests: () => import('./manifests.js'),
   plan: () => import('./plan.js'),
+  probes: () => import('./probes.js'),
   recover: () => import('./recover.js'),
   run: () => import('./run.js'),
   schema: () => import('./schema.js'),
@@ -25,6 +28,7 @@ const commands: Record<string, () => Promise<{ register: Register }>> = {
 /** Runs the CLI and sets process.exitCode: the only place in the project that does. */
 export async function main(argv: string[]): Promise<void> {
   tuneHeap();
+  dropOutputOnClosedPipes();
   const code = await runCli(argv);
   process.exitCode = code;
   if (exitNow) process.exit(code);

@@ -1,9 +1,12 @@
+import type { z } from 'zod';
 import { type Plan, type PlannedAction, type PlannedStep, stepActions } from '../engine/plan.js';
 import { agentsDuringOutage, undoneThroughAgents } from '../engine/agents.js';
 import { formatDuration } from '../core/duration.js';
+import { durationsAsText } from '../core/zod-helpers.js';
 
-const params = (p: Record<string, unknown>): string => {
-  const entries = Object.entries(p).filter(([, v]) => v !== undefined);
+/** A module's parameters on one line, durations as a runbook writes them. */
+const params = (p: Record<string, unknown>, module: { meta: { params: z.ZodType } }): string => {
+  const entries = Object.entries(durationsAsText(module.meta.params, p) as Record<string, unknown>).filter(([, v]) => v !== undefined);
   if (!entries.length) return '';
   const text = entries.map(([k, v]) => `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`).join(', ');
   return ` {${text.length > 100 ? `${text.slice(0, 99)}…` : text}}`;
@@ -25,12 +28,12 @@ function stepLine(s: PlannedStep, plan: Plan): string[] {
   switch (s.kind) {
     case 'action':
       return [
-        `${s.index}. ${s.name} — ${s.actionId}${on(s)}${params(s.params)}${s.action.describe ? `\n       ${s.action.describe(s.params)}` : ''}${choice(s, '       ')}${undo(plan, s, '       ')}`,
+        `${s.index}. ${s.name} — ${s.actionId}${on(s)}${params(s.params, s.action)}${s.action.describe ? `\n       ${s.action.describe(s.params)}` : ''}${choice(s, '       ')}${undo(plan, s, '       ')}`,
       ];
     case 'expect':
-      return [`${s.index}. ${s.name} — expect ${s.probeId}${params(s.params)} to read ${s.status} within ${formatDuration(s.withinMs)}`];
+      return [`${s.index}. ${s.name} — expect ${s.probeId}${params(s.params, s.probe)} to read ${s.status} within ${formatDuration(s.withinMs)}`];
     case 'wait':
-      return [`${s.index}. ${s.name}`];
+      return [s.name === `wait ${formatDuration(s.ms)}` ? `${s.index}. ${s.name}` : `${s.index}. ${s.name} — wait ${formatDuration(s.ms)}`];
     case 'confirm':
       return [`${s.index}. ${s.name} — ask "${s.message}" (timeout ${formatDuration(s.timeoutMs)}, then ${s.onTimeout})`];
     case 'revert':
@@ -53,7 +56,7 @@ function rollbackOrder(plan: Plan): string[] {
   ];
   if (last.length) {
     const wf = plan.rollback.waitFor;
-    if (wf) lines.push(`wait until ${wf.probeId}${params(wf.params)} reads ok (at most ${formatDuration(plan.rollback.withinMs)}; else what follows stays applied)`);
+    if (wf) lines.push(`wait until ${wf.probeId}${params(wf.params, wf.probe)} reads ok (at most ${formatDuration(plan.rollback.withinMs)}; else what follows stays applied)`);
     lines.push(...last);
   }
   return lines;
@@ -74,14 +77,14 @@ export function renderPlan(plan: Plan, context?: string): string {
   if (!plan.guards.length) out.push('  (none)');
   for (const g of plan.guards)
     out.push(
-      `  - ${g.name}: ${g.probeId}${params(g.params)}; violated → ${g.onViolation}; unknown → ${g.onUnknown}${g.onUnknown === 'hold' ? ` (abort after ${formatDuration(g.unknownForMs)})` : ''}`,
+      `  - ${g.name}: ${g.probeId}${params(g.params, g.probe)}; violated → ${g.onViolation}; unknown → ${g.onUnknown}${g.onUnknown === 'hold' ? ` (abort after ${formatDuration(g.unknownForMs)})` : ''}`,
     );
   out.push('', 'Steps:');
   for (const s of plan.steps) out.push(...stepLine(s, plan).map((l) => `  ${l}`));
   for (const w of agentsDuringOutage(plan)) out.push(`  warning: ${w} (preflight refuses this)`);
   out.push('', 'Remediation (applied once, when a guard says remediate):');
   if (!plan.remediation.length) out.push('  (none)');
-  for (const r of plan.remediation) out.push(`  ${r.index}. ${r.actionId}${on(r)}${params(r.params)}${choice(r, '      ')}${undo(plan, r, '      ')}`);
+  for (const r of plan.remediation) out.push(`  ${r.index}. ${r.actionId}${on(r)}${params(r.params, r.action)}${choice(r, '      ')}${undo(plan, r, '      ')}`);
   out.push('', 'Rollback (always: on success, failure, abort, Ctrl-C, SIGTERM and SIGHUP):');
   const order = rollbackOrder(plan);
   if (!order.length) out.push('  (nothing to revert: the runbook only observes)');

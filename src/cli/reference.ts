@@ -1,0 +1,101 @@
+import { z } from 'zod';
+import type { ActionMeta } from '../contract/action.js';
+import type { ApiAccess } from '../contract/access.js';
+import type { ProbeMeta } from '../contract/probe.js';
+
+/**
+ * The reference of an action or a probe, from its `meta`: the one source of docs/actions.md, docs/probes.md and
+ * `kube-runbook describe`. Rows first (what `describe --output json` prints), markdown from the rows.
+ */
+interface JsonSchemaProp {
+  type?: string | string[];
+  description?: string;
+  default?: unknown;
+  enum?: unknown[];
+  anyOf?: JsonSchemaProp[];
+  oneOf?: JsonSchemaProp[];
+  items?: JsonSchemaProp;
+  pattern?: string;
+  const?: unknown;
+}
+
+/** One `with:` parameter. `default` is absent when it has none. */
+export interface ParamRow {
+  name: string;
+  type: string;
+  required: boolean;
+  default?: unknown;
+  description: string;
+}
+
+function typeOf(p: JsonSchemaProp): string {
+  if (p.const !== undefined) return JSON.stringify(p.const);
+  if (p.enum) return p.enum.map((v) => JSON.stringify(v)).join(' | ');
+  const alts = p.anyOf ?? p.oneOf;
+  if (alts) return alts.map(typeOf).join(' | ');
+  if (p.type === 'array') return `${p.items ? typeOf(p.items) : 'any'}[]`;
+  if (Array.isArray(p.type)) return p.type.join(' | ');
+  if (p.pattern?.includes('(?:ms|s|m|h)')) return 'duration';
+  return p.type ?? 'object';
+}
+
+/** A module's `with:` parameters, from its zod schema (as a runbook writes them: durations as text). */
+export function paramRows(schema: z.ZodType): ParamRow[] {
+  const json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as { properties?: Record<string, JsonSchemaProp>; required?: string[] };
+  return Object.entries(json.properties ?? {}).map(([name, p]) => ({
+    name,
+    type: typeOf(p),
+    required: json.required?.includes(name) === true && p.default === undefined,
+    ...(p.default !== undefined ? { default: p.default } : {}),
+    description: p.description ?? '',
+  }));
+}
+
+/** The `nodes` parameter every action on nodes takes (the engine resolves it, not the action's schema). */
+export function nodesRow(m: ActionMeta): ParamRow[] {
+  if (m.targets !== 'nodes') return [];
+  return [
+    {
+      name: 'nodes',
+      type: 'node selector',
+      required: false,
+      default: m.defaultNodes ?? 'all',
+      description: 'which nodes: all, workers, control-plane, or {role, names, zone, selector, count, percent}',
+    },
+  ];
+}
+
+export const tableCell = (s: string): string => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+
+function paramsTable(rows: ParamRow[]): string {
+  if (!rows.length) return '_No parameters._\n';
+  const line = (r: ParamRow) =>
+    `| \`${r.name}\` | ${tableCell(r.type)} | ${r.required ? 'yes' : r.default !== undefined ? `default \`${tableCell(JSON.stringify(r.default))}\`` : 'no'} | ${tableCell(r.description)} |`;
+  return `| param | type | required | description |\n|---|---|---|---|\n${rows.map(line).join('\n')}\n`;
+}
+
+/** The Kubernetes API permissions a module declares (meta.access), as `kube-runbook manifests` grants them. */
+function accessTable(access: readonly ApiAccess[]): string {
+  if (!access.length) return '\n### Kubernetes API permissions\n\n_None: it works on nodes only._';
+  const rows = access.map((a) => {
+    if ('nonResourceURL' in a) return `| \`${a.verbs.join(', ')}\` | \`${a.nonResourceURL}\` (non-resource URL) | cluster | ${tableCell(a.why)} |`;
+    const where = a.namespace === undefined ? 'cluster-wide' : typeof a.namespace === 'string' ? `namespace \`${a.namespace}\`` : `the namespace of \`${a.namespace.param}\``;
+    const when = a.onlyIf ? ` (when \`${a.onlyIf.param}\` is \`${a.onlyIf.equals}\`)` : '';
+    return `| \`${a.verbs.join(', ')}\` | \`${a.apiGroup ? `${a.resource}.${a.apiGroup}` : a.resource}\` | ${where} | ${tableCell(a.why)}${when} |`;
+  });
+  return `\n### Kubernetes API permissions\n\nChecked by preflight and granted by \`kube-runbook manifests\`.\n\n| verbs | resource | where | why |\n|---|---|---|---|\n${rows.join('\n')}`;
+}
+
+/** An action's section of docs/actions.md (also what `describe ACTION` prints). */
+export function actionSection(m: ActionMeta): string {
+  const layouts = Object.entries(m.layouts ?? {})
+    .map(([k, v]) => `- **${k}**: ${v}`)
+    .join('\n');
+  return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n**Kind:** ${m.kind}. **Targets:** ${m.targets}.\n\n### Parameters (\`with:\`)\n\n${paramsTable([...nodesRow(m), ...paramRows(m.params)])}${layouts ? `\n### By layout\n\n${layouts}\n` : ''}\n### How it is undone\n\n${m.undo}\n${accessTable(m.access)}`;
+}
+
+/** A probe's section of docs/probes.md (also what `describe PROBE` prints). */
+export function probeSection(m: ProbeMeta): string {
+  return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n### Parameters (\`with:\`)\n\n${paramsTable(paramRows(m.params))}${accessTable(m.access)}`;
+}
+

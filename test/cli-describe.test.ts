@@ -1,0 +1,111 @@
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+/** Runs the BUILT cli (`npm run build` first) from the repository root, as a user would. */
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+interface Ran {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(...args: string[]): Promise<Ran> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ['bin/kube-runbook.js', ...args], { cwd: root, env: { ...process.env, KUBE_RUNBOOK_DEBUG: '' } }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** The ids docs/actions.md or docs/probes.md lists in its summary table, in its order. */
+const documentedIds = (file: string) => [...readFileSync(join(root, 'docs', file), 'utf8').matchAll(/^\| \[`([a-z0-9-]+)`\]/gm)].map((m) => m[1]);
+
+beforeAll(() => {
+  if (!existsSync(join(root, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` first');
+});
+
+describe('kube-runbook actions and probes', () => {
+  it('lists every action, one line each: id, kind, summary, sorted', async () => {
+    const r = await cli('actions');
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+    const lines = r.stdout.trimEnd().split('\n');
+    const ids = lines.map((l) => l.split(/\s+/)[0]);
+    expect(ids).toEqual(documentedIds('actions.md'));
+    expect(ids).toEqual([...ids].sort());
+    expect(lines.find((l) => l.startsWith('stop-kubelet '))).toMatch(/^stop-kubelet +remediation +Stop the kubelet on nodes/);
+    expect(lines.find((l) => l.startsWith('stop-apiserver '))).toMatch(/^stop-apiserver +fault +Stop kube-apiserver/);
+  });
+
+  it('lists every probe, one line each: id, summary, sorted', async () => {
+    const r = await cli('probes');
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trimEnd().split('\n');
+    const ids = lines.map((l) => l.split(/\s+/)[0]);
+    expect(ids).toEqual(documentedIds('probes.md'));
+    expect(lines.find((l) => l.startsWith('node-leases '))).toMatch(/^node-leases +Each selected node's Lease age/);
+  });
+
+  it('prints both lists as JSON', async () => {
+    const a = JSON.parse((await cli('actions', '--output', 'json')).stdout) as { id: string; kind: string; targets: string }[];
+    expect(a.map((x) => x.id)).toEqual(documentedIds('actions.md'));
+    expect(a.find((x) => x.id === 'stop-etcd')).toMatchObject({ kind: 'fault', targets: 'nodes' });
+    const p = JSON.parse((await cli('probes', '-o', 'json')).stdout) as { id: string; summary: string }[];
+    expect(p.map((x) => x.id)).toEqual(documentedIds('probes.md'));
+  });
+});
+
+describe('kube-runbook describe', () => {
+  it('shows an action as docs/actions.md does: parameters with defaults, layouts, undo, permissions', async () => {
+    const r = await cli('describe', 'stop-kubelet');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^# action stop-kubelet\n/);
+    const section = readFileSync(join(root, 'docs/actions.md'), 'utf8').split('\n## stop-kubelet\n')[1]!.split('\n## ')[0]!;
+    expect(r.stdout).toContain(section.trim());
+    expect(r.stdout).toContain('| `timeout` | duration | default `"2m"` |');
+    expect(r.stdout).toContain('### By layout');
+    expect(r.stdout).toContain('### How it is undone');
+    expect(r.stdout).toContain('_None: it works on nodes only._');
+  });
+
+  it('shows a probe with the API permissions it needs', async () => {
+    const r = await cli('describe', 'node-leases');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^# probe node-leases\n/);
+    expect(r.stdout).toContain('`staleAfter`');
+    expect(r.stdout).toMatch(/\| `list, watch` \| `leases\.coordination\.k8s\.io` \|/);
+  });
+
+  it('prints one module as JSON: typed parameters, layouts, undo, access', async () => {
+    const r = await cli('describe', 'stop-kubelet', '-o', 'json');
+    expect(r.code).toBe(0);
+    const d = JSON.parse(r.stdout) as { type: string; kind: string; params: { name: string; type: string; default?: unknown }[]; layouts: Record<string, string>; undo: string; access: unknown[] };
+    expect(d).toMatchObject({ id: 'stop-kubelet', type: 'action', kind: 'remediation', access: [] });
+    expect(d.params).toContainEqual(expect.objectContaining({ name: 'nodes', default: 'workers' }));
+    expect(d.params).toContainEqual(expect.objectContaining({ name: 'timeout', type: 'duration', default: '2m' }));
+    expect(Object.keys(d.layouts)).toEqual(expect.arrayContaining(['kubeadm', 'k3s']));
+    expect(d.undo).toMatch(/start/);
+    const p = JSON.parse((await cli('describe', 'node-leases', '--output', 'json')).stdout) as { type: string; access: { verbs: string[]; resource: string }[] };
+    expect(p.type).toBe('probe');
+    expect(p.access).toContainEqual(expect.objectContaining({ resource: 'leases' }));
+  });
+
+  it('suggests the id meant on a typo and exits 2', async () => {
+    const r = await cli('describe', 'stop-kubelt');
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain('no action or probe is called "stop-kubelt": did you mean "stop-kubelet"? [UNKNOWN_MODULE]');
+    expect(r.stderr).not.toContain('    at ');
+  });
+
+  it('says where to look when nothing is close, exit 2', async () => {
+    const r = await cli('describe', 'reboot-everything', '-o', 'json');
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('no action or probe is called "reboot-everything" [UNKNOWN_MODULE]');
+    expect(r.stderr).toContain('kube-runbook actions');
+  });
+});
