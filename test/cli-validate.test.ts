@@ -90,6 +90,7 @@ describe('kube-runbook validate', () => {
     ['revert-unknown.yaml', '11:15: spec.steps[2].revert: no earlier action step has this name'],
     ['bad-expressions.yaml', '8:98: spec.guards[0].with.condition: CEL: Unexpected token: EOF'],
     ['bad-inventory.yaml', '7:21: spec.transport.type: expected one of ssh, netns, local, agent; did you mean "ssh"? (got "sshh")'],
+    ['remediation-ttl-given.yaml', '8:21: spec.safety.remediationTtl: remediationTtl (5m) must be longer than faultTtl (10m)'],
   ];
 
   it.each(broken)('%s: FILE:LINE:COL problems on stderr, exit 2, no stack trace', async (name, expected) => {

@@ -67,6 +67,17 @@ describe('loadRunbook reports every problem as LINE:COL: PATH: message (got VALU
     ]);
   });
 
+  it('a remediation or protective step that would not outlast the faults, where the wrong value is set', async () => {
+    // remediationTtl left at its default (1h) below faultTtl: said at faultTtl
+    expect(await problems('remediation-ttl.yaml')).toEqual([
+      `5:44: spec.safety.faultTtl: remediationTtl (1h, the default) must be longer than faultTtl (2h): a remediation's dead-man would undo it before the faults' dead-men revert them; set spec.safety.remediationTtl above faultTtl (got "2h")`,
+    ]);
+    // a protective step's dead-man waits remediationTtl too: said at remediationTtl
+    expect(await problems('remediation-ttl-given.yaml')).toEqual([
+      `8:21: spec.safety.remediationTtl: remediationTtl (5m) must be longer than faultTtl (10m): a remediation's dead-man would undo it before the faults' dead-men revert them; set spec.safety.remediationTtl above faultTtl (got "5m")`,
+    ]);
+  });
+
   it('a YAML syntax error, at the opening quote', async () => {
     expect(await problems('yaml-syntax.yaml')).toEqual(['7:16: YAML syntax error: this quoted text has no closing quote']);
   });

@@ -3,7 +3,8 @@ import { readDocumentFile } from '../document/read-file.js';
 import type { ModuleCatalog } from './catalog.js';
 import { applyParams, checkParams } from './params.js';
 import { type Checked, type DocPath, invalidFileError, type Problem, sortProblems } from '../document/problems.js';
-import { Runbook } from './schema.js';
+import { Runbook, type Runbook as RunbookSpec } from './schema.js';
+import { formatDuration } from '../core/duration.js';
 import { type Expected, parseYamlSource, type YamlSource } from '../document/yaml-source.js';
 import { zodProblems } from '../document/zod-problems.js';
 
@@ -26,6 +27,7 @@ export async function checkRunbook(content: string | Uint8Array, file: string, c
   if (!parsed.success) problems.push(...zodProblems(Runbook, source.value, parsed.error.issues, [], source));
   const params = await checkParams(source, problems, catalog);
   problems.push(...params.problems, ...meaningProblems(source));
+  if (parsed.success) problems.push(...ttlProblems(source, parsed.data));
   if (!parsed.success || problems.length > 0) return { ok: false, problems: sortProblems(problems) };
   applyParams(parsed.data, params.outputs);
   return { ok: true, value: { file, runbook: parsed.data, where: source.where } };
@@ -49,6 +51,24 @@ function remediationProblems(source: YamlSource, spec: RawSpec): Problem[] {
         problems.push(source.problem(['spec', 'guards', i, 'onViolation'], 'onViolation is "remediate" but spec.remediation is empty (got "remediate")'));
     });
   return problems;
+}
+
+/**
+ * A remediation or protective step (revertLast) must outlast the faults: its node-side dead-man waits
+ * remediationTtl, a fault's faultTtl, and a remediation undone before the faults it protects against is the cascade
+ * it prevents. Said where the runbook sets the one that is wrong (remediationTtl when given, else faultTtl).
+ */
+function ttlProblems(source: YamlSource, runbook: RunbookSpec): Problem[] {
+  const { faultTtl, remediationTtl } = runbook.spec.safety;
+  const protects = runbook.spec.remediation.length > 0 || runbook.spec.steps.some((s) => 'revertLast' in s && s.revertLast === true);
+  if (!protects || remediationTtl > faultTtl) return [];
+  const raw = (source.value as { spec?: { safety?: Record<string, unknown> } }).spec?.safety ?? {};
+  const given = 'remediationTtl' in raw;
+  const at = ['spec', 'safety', given ? 'remediationTtl' : 'faultTtl'];
+  const message =
+    `remediationTtl (${formatDuration(remediationTtl)}${given ? '' : ', the default'}) must be longer than faultTtl (${formatDuration(faultTtl)}): ` +
+    `a remediation's dead-man would undo it before the faults' dead-men revert them; set spec.safety.remediationTtl above faultTtl (got ${JSON.stringify(given ? raw.remediationTtl : raw.faultTtl)})`;
+  return [source.problem(at, message)];
 }
 
 /** `revert: NAME` names an earlier action step. Unnamed action steps get their names at plan time, so then the plan checks. */
