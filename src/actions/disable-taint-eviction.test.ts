@@ -18,7 +18,9 @@ const inventory = (layout: 'kubeadm' | 'k3s' | 'lab', node = 'cp-1', stateDir = 
 });
 
 const server = (gitVersion: string): Partial<KubeAccess> => ({
-  raw: async (path) => (path === '/version' ? { status: 200, body: JSON.stringify({ gitVersion }) } : { status: 404, body: '' }),
+  // the version, and the nodes (none Ready with a lifecycle taint) the revert checks before evicting again
+  raw: async (path) =>
+    path === '/version' ? { status: 200, body: JSON.stringify({ gitVersion }) } : path === '/api/v1/nodes' ? { status: 200, body: JSON.stringify({ items: [] }) } : { status: 404, body: '' },
 });
 
 actionTester(action, {

@@ -39,7 +39,7 @@ export function queueTaints(zone: Zone, s: LifecycleSettings, o: { now: number; 
   const queued = zone.members.filter((r) => !r.taintNow && r.queuedFrom !== NEVER).sort((a, b) => a.queuedFrom - b.queuedFrom);
   // not tainted by now: none of them is before now
   const earliest = earliestTaints(zone, queued, lastTaint, o.now);
-  const latest = latestTaints(zone, queued, lastTaint);
+  const latest = latestTaints(zone, queued, lastTaint, queued.length ? queued[queued.length - 1]!.queuedFrom : -NEVER);
   // per node, the first of the zone's taints it can have: the one after those surely done before it was queued
   const firsts = queued.map((r) => countBelow(latest, r.queuedFrom));
   const runs = runsOf(earliest, queued);
@@ -94,13 +94,16 @@ function refilled(zone: Zone, previous: number): number {
 /**
  * The moment each of the zone's next taints has surely come by, in order, as long as that can be said: the nodes
  * taken as queued as late as each can be, and the bucket refilled at the slowest rate the zone may have (twice over:
- * a zone changing state gets a new bucket, drained). NEVER from the first that may never come.
+ * a zone changing state gets a new bucket, drained). NEVER from the first that may never come. Worked out until
+ * `until`, the last moment a node is queued at the earliest: later ones are sure to come after every node's bound.
  */
-function latestTaints(zone: Zone, queued: readonly NodeRow[], lastTaint: number): number[] {
+function latestTaints(zone: Zone, queued: readonly NodeRow[], lastTaint: number, until: number): number[] {
   const by = Float64Array.from(queued, (r) => r.queuedBy).sort();
   const out: number[] = [];
   let previous = lastTaint;
   for (const q of by) {
+    // only the taints before the last node can be queued count for anyone
+    if (previous >= until) break;
     const slowest = q === NEVER ? 0 : zone.slowestRateAt(Math.max(q, previous));
     const at = slowest > 0 ? Math.max(q, previous + 2000 / slowest) + TAINT_LOOP_MS : NEVER;
     out.push(at);

@@ -52,8 +52,24 @@ describe('NoExecute taints left on Ready nodes', () => {
     expect(error).toMatchObject({ code: 'TAINTS_REMAIN', message: expect.stringContaining('Ready node(s) node-1 still carry the unreachable/not-ready NoExecute taint after 10s') });
   });
 
-  it('goes on, saying so, when the nodes cannot be read', async () => {
-    const { ctx } = ctxWith(() => undefined);
-    await expect(waitForLifecycleTaintsGone(ctx, 10_000, 'test')).resolves.toBeUndefined();
+  it('fails closed when the nodes cannot be read: asks again until the deadline, then refuses', async () => {
+    const { ctx, clock } = ctxWith(() => undefined);
+    let error: unknown;
+    void waitForLifecycleTaintsGone(ctx, 10_000, 'disable-taint-eviction revert').catch((e: unknown) => (error = e));
+    await clock.advance(5000);
+    expect(error).toBeUndefined();
+    await clock.runUntil(() => error !== undefined, 30_000);
+    expect(error).toMatchObject({ code: 'TAINTS_UNKNOWN', message: expect.stringContaining('the nodes could not be read for 10s') });
+  });
+
+  it('goes on once the nodes can be read again and carry no such taint', async () => {
+    let readable = false;
+    const { ctx, clock } = ctxWith(() => (readable ? [node('node-1', 'True')] : undefined));
+    let done = false;
+    void waitForLifecycleTaintsGone(ctx, 60_000, 'test').then(() => (done = true));
+    await clock.advance(3000);
+    expect(done).toBe(false);
+    readable = true;
+    expect(await clock.runUntil(() => done, 5000)).toBe(true);
   });
 });

@@ -35,25 +35,29 @@ export async function readyButTainted(ctx: Pick<ActionCtx, 'kube' | 'signal'>): 
 
 /**
  * Waits until no Ready node carries the lifecycle controller's NoExecute taints (it removes them within a monitor
- * period of seeing the node Ready), up to `timeoutMs`; throws TAINTS_REMAIN after that. When the nodes cannot be read
- * at all, it says so and returns: the rollback condition held already, and nothing here can tell more.
+ * period of seeing the node Ready), up to `timeoutMs`; throws TAINTS_REMAIN after that. It fails closed: nodes that
+ * cannot be read are asked again until the same deadline, then TAINTS_UNKNOWN, since evicting again while such a
+ * taint may remain could delete that node's pods at once.
  */
 export async function waitForLifecycleTaintsGone(ctx: ActionCtx, timeoutMs: number, what: string): Promise<void> {
   const deadline = ctx.clock.now() + timeoutMs;
   for (;;) {
     const tainted = await readyButTainted(ctx);
-    if (tainted === undefined) {
-      ctx.log.warn(`${what}: cannot read the nodes to check for NoExecute taints left on Ready nodes; going on`);
-      return;
-    }
-    if (!tainted.length) return;
-    if (ctx.clock.now() >= deadline)
+    if (tainted === undefined && ctx.clock.now() >= deadline)
+      throw new KrError(
+        'TAINTS_UNKNOWN',
+        `${what}: the nodes could not be read for ${formatDuration(timeoutMs)} to check that no Ready node still carries the unreachable/not-ready NoExecute taint; ` +
+          'evicting again could delete such a node\'s pods at once, so it stays as it is (`kube-runbook recover` tries again once the apiserver answers)',
+      );
+    if (tainted === undefined) ctx.log.warn(`${what}: cannot read the nodes to check for NoExecute taints left on Ready nodes; asking again`);
+    else if (!tainted.length) return;
+    else if (ctx.clock.now() >= deadline)
       throw new KrError(
         'TAINTS_REMAIN',
         `${what}: Ready node(s) ${tainted.join(', ')} still carry the unreachable/not-ready NoExecute taint after ${formatDuration(timeoutMs)}; ` +
           'evicting again now could delete their pods at once, so it stays as it is (check the node lifecycle controller, then `kube-runbook recover`)',
       );
-    ctx.log.info(`${what}: waiting for the NoExecute taints of Ready node(s) ${tainted.join(', ')} to be removed`);
+    else ctx.log.info(`${what}: waiting for the NoExecute taints of Ready node(s) ${tainted.join(', ')} to be removed`);
     try {
       await ctx.clock.sleep(1000, ctx.signal);
     } catch (e) {
