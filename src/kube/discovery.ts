@@ -42,3 +42,16 @@ export function collectionPath(r: Pick<ApiResource, 'apiVersion' | 'plural' | 'n
   const base = groupVersionPath(r.apiVersion);
   return r.namespaced && namespace ? `${base}/namespaces/${encodeURIComponent(namespace)}/${r.plural}` : `${base}/${r.plural}`;
 }
+
+/**
+ * The EndpointSlice API version the apiserver serves: discovery.k8s.io/v1 (1.21+), else v1beta1. An apiserver that
+ * cannot be asked is taken to serve v1; the watch then says what is wrong.
+ */
+export async function endpointSlicesVersion(kube: Pick<KubeAccess, 'raw'>, signal?: AbortSignal): Promise<'v1' | 'v1beta1'> {
+  try {
+    const r = await kube.raw('/apis/discovery.k8s.io/v1', { timeoutMs: 5000, signal });
+    return r.status === 200 ? 'v1' : 'v1beta1';
+  } catch {
+    return 'v1';
+  }
+}

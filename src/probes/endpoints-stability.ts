@@ -1,6 +1,6 @@
+import { endpointSlicesVersion } from '../kube/discovery.js';
 import { READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
-import type { Ctx } from '../contract/context.js';
 import { reactive, watching } from '../contract/readings.js';
 import { type SlimPod, type SlimService, watchSpecs } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
@@ -29,15 +29,6 @@ interface Candidate {
   what: EndpointsIncident['what'];
 }
 
-async function slicesVersion(ctx: Ctx): Promise<'v1' | 'v1beta1'> {
-  try {
-    const r = await ctx.kube.raw('/apis/discovery.k8s.io/v1', { timeoutMs: 5000, signal: ctx.signal });
-    return r.status === 200 ? 'v1' : 'v1beta1';
-  } catch {
-    return 'v1';
-  }
-}
-
 /**
  * Endpoints that vanish while their Service exists and has ready pods: what a controller replaying an old watch
  * stream does (incident 2). A Service that is itself deleted takes its endpoints along: that is not counted.
@@ -63,7 +54,7 @@ export default defineProbe({
   start(ctx, params) {
     const specs = async () => ({
       services: watchSpecs.services(),
-      endpoints: params.kind === 'endpoints' ? watchSpecs.endpoints() : watchSpecs.endpointSlices(await slicesVersion(ctx)),
+      endpoints: params.kind === 'endpoints' ? watchSpecs.endpoints() : watchSpecs.endpointSlices(await endpointSlicesVersion(ctx.kube, ctx.signal)),
       pods: watchSpecs.pods(),
     });
     return watching(ctx, specs, async function* ({ services, endpoints, pods }, watches) {

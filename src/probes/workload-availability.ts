@@ -1,5 +1,5 @@
+import { endpointSlicesVersion } from '../kube/discovery.js';
 import { z } from 'zod';
-import type { Ctx } from '../contract/context.js';
 import { reactive, watching } from '../contract/readings.js';
 import { parseLabelSelector } from '../kube/labels.js';
 import { workloadSpec } from '../kube/objects.js';
@@ -29,15 +29,6 @@ export interface WorkloadRow {
   ready: number;
   wanted: number;
   need: number;
-}
-
-async function slicesVersion(ctx: Ctx): Promise<'v1' | 'v1beta1'> {
-  try {
-    const r = await ctx.kube.raw('/apis/discovery.k8s.io/v1', { timeoutMs: 5000, signal: ctx.signal });
-    return r.status === 200 ? 'v1' : 'v1beta1';
-  } catch {
-    return 'v1';
-  }
 }
 
 /** How many of `wanted` must be ready: a number as given, a percentage rounded up. */
@@ -89,7 +80,7 @@ export default defineProbe({
       };
     };
     if (params.kind === 'Service') {
-      const specs = async () => ({ services: watchSpecs.services(), slices: watchSpecs.endpointSlices(await slicesVersion(ctx)) });
+      const specs = async () => ({ services: watchSpecs.services(), slices: watchSpecs.endpointSlices(await endpointSlicesVersion(ctx.kube, ctx.signal)) });
       return watching(ctx, specs, ({ services, slices }, watches) =>
         reactive(ctx, {
           watches,
