@@ -20,7 +20,7 @@ const LAYERS = [
 ];
 
 /** The lab stands beside the CLI: it uses these lower layers, and only the CLI (and tests) import it. */
-const LAB_USES = ['core', 'document', 'inventory', 'runbook', 'nodes', 'kube'];
+const LAB_USES = ['core', 'inventory', 'nodes'];
 
 /** Inside the lab, bottom to top. */
 const LAB_LAYERS = [['host'], ['install', 'sim'], ['lifecycle']];
