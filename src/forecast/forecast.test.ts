@@ -238,6 +238,9 @@ describe('eviction forecast', () => {
     // what the run would see if it restored the controller now: a new leader, whose taint manager starts counting now
     const restored = forecast({ now: NOW, settings: lab, nodes, pods, controller: { running: true, since: NOW } });
     expect(restored.earliest?.at).toBe(NOW + s(8) + s(30));
+    // the controller-manager restarting under it (its lease not held for a moment): the run's own reason comes first
+    const restarting = forecast({ now: NOW, settings: lab, nodes, pods, controller: { running: false, stoppedBecause: 'no kube-controller-manager holds kube-system/kube-controller-manager', evictionsOff: 'taint eviction disabled by this run (disable-taint-eviction on cp-1)' } });
+    expect(restarting.frozen).toBe('taint eviction disabled by this run (disable-taint-eviction on cp-1); no kube-controller-manager holds kube-system/kube-controller-manager');
   });
 
   it("gives a new leader's grace period to nodes that were only silent when it took over", () => {

@@ -64,7 +64,9 @@ export function forecast(input: ForecastInput): Forecast {
     for (const z of zones.values()) queueTaints(z, s, { now, cutoff: master.late, requeues: input.requeuesEveryPass !== false });
 
   // pods: only those of failing nodes can be evicted
-  const frozen = controller.running === false ? (controller.stoppedBecause ?? 'no kube-controller-manager is leading') : controller.evictionsOff;
+  // why no pod is evicted: what the run itself holds applied first, then a missing leader (one restarting, say)
+  const reasons = [controller.evictionsOff, controller.running === false ? (controller.stoppedBecause ?? 'no kube-controller-manager is leading') : undefined].filter((r) => r !== undefined);
+  const frozen = reasons.length > 0 ? reasons.join('; ') : undefined;
   const pods = new FirstPods(input.podsKept ?? Infinity, input.evictedPodsOnly, frozen);
   let atRisk = 0;
   let nodesAtRisk = 0;
