@@ -24,21 +24,32 @@ export async function makeCgroup(layout: CgroupLayout, name: string): Promise<st
   return dir;
 }
 
-/** Kills whatever still runs in the cgroup and removes it; quiet when it is not there. */
-export async function removeCgroup(dir: string, clock: Clock = realClock): Promise<void> {
-  if (!existsSync(dir)) return;
+/**
+ * SIGKILLs the processes `pids()` lists until it lists none (a killed process's children may appear a moment later),
+ * at most 50 rounds 100 ms apart; returns how many it killed.
+ */
+export async function killUntilGone(pids: () => Promise<number[]>, clock: Clock = realClock): Promise<number> {
+  let killed = 0;
   for (let i = 0; i < 50; i++) {
-    const pids = await cgroupPids(dir);
-    if (!pids.length) break;
-    for (const pid of pids) {
+    const found = new Set(await pids());
+    if (!found.size) break;
+    for (const pid of found) {
       try {
         process.kill(pid, 'SIGKILL');
+        killed++;
       } catch {
         // already gone
       }
     }
     await clock.sleep(100);
   }
+  return killed;
+}
+
+/** Kills whatever still runs in the cgroup and removes it; quiet when it is not there. */
+export async function removeCgroup(dir: string, clock: Clock = realClock): Promise<void> {
+  if (!existsSync(dir)) return;
+  await killUntilGone(() => cgroupPids(dir), clock);
   try {
     await rmdir(dir);
   } catch (e) {

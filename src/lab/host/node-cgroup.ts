@@ -3,7 +3,7 @@ import { lstat, mkdir, readdir, readFile, rmdir, writeFile } from 'node:fs/promi
 import { join } from 'node:path';
 import { realClock, type Clock } from '../../core/clock.js';
 import { EXIT, KrError } from '../../core/errors.js';
-import { cgroupPids } from './cgroup.js';
+import { cgroupPids, killUntilGone } from './cgroup.js';
 
 /**
  * A real node's cgroup, as a node's cgroupfs layout: `<name>/system/` holds its containerd, shims and kubelet,
@@ -95,18 +95,7 @@ export async function treePids(dir: string): Promise<number[]> {
 
 /** Kills what still runs in the tree and removes it, deepest first; quiet when it is not there. */
 export async function removeCgroupTree(dir: string, clock: Clock = realClock): Promise<void> {
-  for (let i = 0; i < 50; i++) {
-    const pids = await treePids(dir);
-    if (!pids.length) break;
-    for (const pid of pids) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-    await clock.sleep(100);
-  }
+  await killUntilGone(() => treePids(dir), clock);
   for (const d of await tree(dir)) {
     for (let i = 0; i < 20; i++) {
       try {

@@ -12,6 +12,7 @@ import { netnsPids } from '../host/net.js';
 import { instanceRunDir, labNames, labPaths } from '../host/paths.js';
 import { unmountUnder } from '../host/mounts.js';
 import { cgroupTrees, treePids } from '../host/node-cgroup.js';
+import { killUntilGone } from '../host/cgroup.js';
 import { rm } from 'node:fs/promises';
 
 export interface RebootOptions {
@@ -49,20 +50,7 @@ export async function rebootLabNode(instance: string, node: string, o: RebootOpt
   const n = info.nodes.find((x) => x.name === node);
   if (!n) throw new KrError('LAB_BAD_NODE', `no node ${quote(node)} in lab ${instance} (nodes: ${info.nodes.map((x) => x.name).join(', ')})`, { exit: EXIT.invalid });
 
-  let killed = 0;
-  for (let i = 0; i < 50; i++) {
-    const pids = await netnsPids(n.netns);
-    if (!pids.length) break;
-    for (const pid of pids) {
-      try {
-        process.kill(pid, 'SIGKILL');
-        killed++;
-      } catch {
-        // gone already
-      }
-    }
-    await clock.sleep(100);
-  }
+  let killed = await killUntilGone(() => netnsPids(n.netns), clock);
   if (n.real) killed += await powerCutRealNode(instance, node, clock);
   log.info(`lab: ${node} lost power: ${killed} process(es) killed`);
 
@@ -99,20 +87,7 @@ export async function rebootLabNode(instance: string, node: string, o: RebootOpt
 async function powerCutRealNode(instance: string, node: string, clock: Clock): Promise<number> {
   const name = labNames(instance).nodeCgroup(node);
   const trees = (await cgroupTrees(name)).filter((d) => basename(d) === name);
-  let killed = 0;
-  for (let i = 0; i < 50; i++) {
-    const pids = (await Promise.all(trees.map(treePids))).flat();
-    if (!pids.length) break;
-    for (const pid of new Set(pids)) {
-      try {
-        process.kill(pid, 'SIGKILL');
-        killed++;
-      } catch {
-        // gone meanwhile
-      }
-    }
-    await clock.sleep(100);
-  }
+  const killed = await killUntilGone(async () => (await Promise.all(trees.map(treePids))).flat(), clock);
   const runDir = join(instanceRunDir(instance), node);
   await unmountUnder([runDir, join(labPaths(instance).nodesDir, node)]);
   await rm(runDir, { recursive: true, force: true });
