@@ -1,25 +1,9 @@
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { root, runCli } from './helpers/cli.js';
 
-/** Runs the BUILT cli (`npm run build` first) from the repository root, as a user would. */
-const root = fileURLToPath(new URL('..', import.meta.url));
-
-interface Ran {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(...args: string[]): Promise<Ran> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['bin/kube-runbook.js', ...args], { cwd: root, env: { ...process.env, KUBE_RUNBOOK_DEBUG: '' } }, (err, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
-    });
-  });
-}
+const cli = (...args: string[]) => runCli(args);
 
 /** The ids docs/actions.md or docs/probes.md lists in its summary table, in its order. */
 const documentedIds = (file: string) => [...readFileSync(join(root, 'docs', file), 'utf8').matchAll(/^\| \[`([a-z0-9-]+)`\]/gm)].map((m) => m[1]);

@@ -1,28 +1,11 @@
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Ran, root, runCli } from './helpers/cli.js';
 
-/** Runs the BUILT cli (`npm run build` first) from the repository root, as a user would. */
-const root = fileURLToPath(new URL('..', import.meta.url));
-
-interface Ran {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(...args: string[]): Promise<Ran> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['bin/kube-runbook.js', ...args], { cwd: root, env: { ...process.env, KUBE_RUNBOOK_DEBUG: '' } }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const cli = (...args: string[]) => runCli(args);
 
 const noStack = (r: Ran) => {
   expect(r.stdout).not.toContain('    at ');
