@@ -61,7 +61,7 @@ export function forecast(input: ForecastInput): Forecast {
 
   // taints, zone by zone, while a controller leads
   if (controller.running !== false)
-    for (const z of zones.values()) queueTaints(z, s, { now, cutoff: master.late, requeues: input.requeuesEveryPass !== false });
+    for (const z of zones.values()) queueTaints(z, { now, cutoff: master.late, requeues: input.requeuesEveryPass !== false });
 
   // pods: only those of failing nodes can be evicted
   // why no pod is evicted: what the run itself holds applied first, then a missing leader (one restarting, say)

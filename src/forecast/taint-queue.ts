@@ -1,5 +1,4 @@
 import type { NodeRow } from './health.js';
-import type { LifecycleSettings } from './model.js';
 import type { Zone } from './zones.js';
 
 /*
@@ -27,7 +26,7 @@ const HELD_MASTER = 'all zones disrupted: evictions stopped';
  * Fills each member's taintAt (the bound), taintLikely and held. `cutoff`: the latest moment the controller may
  * enter master disruption mode (after it nothing is tainted again); NEVER when it surely does not.
  */
-export function queueTaints(zone: Zone, s: LifecycleSettings, o: { now: number; cutoff: number; requeues: boolean }): void {
+export function queueTaints(zone: Zone, o: { now: number; cutoff: number; requeues: boolean }): void {
   let lastTaint = -NEVER;
   for (const r of zone.members)
     if (r.taintNow) {
@@ -40,13 +39,12 @@ export function queueTaints(zone: Zone, s: LifecycleSettings, o: { now: number; 
   // not tainted by now: none of them is before now
   const earliest = earliestTaints(zone, queued, lastTaint, o.now);
   const latest = latestTaints(zone, queued, lastTaint, queued.length ? queued[queued.length - 1]!.queuedFrom : -NEVER);
-  // per node, the first of the zone's taints it can have: the one after those surely done before it was queued
-  const firsts = queued.map((r) => countBelow(latest, r.queuedFrom));
   const runs = runsOf(earliest, queued);
   const sums = [0];
   for (const t of earliest) sums.push(sums[sums.length - 1]! + (t === NEVER ? 0 : t));
   queued.forEach((r, k) => {
-    const first = firsts[k]!;
+    // the first of the zone's taints it can have: the one after those surely done before it was queued
+    const first = countBelow(latest, r.queuedFrom);
     const at = Math.max(r.queuedFrom, o.now, earliest[first]!);
     if (at === NEVER || at > o.cutoff) {
       r.held = at === NEVER ? HELD_PARTIAL : HELD_MASTER;
