@@ -1,10 +1,13 @@
 import { writeFile } from 'node:fs/promises';
 import { stringify } from 'yaml';
 import { realClock } from '../core/clock.js';
+import { parseDuration } from '../core/duration.js';
 import { EXIT, KrError, isKrError, messageOf, quote } from '../core/errors.js';
 import { createLogger } from '../core/logger.js';
 import { agentTargets } from '../engine/agents.js';
 import { createKubeAccess } from '../kube/client.js';
+import { executorKey } from '../nodes/agent-auth.js';
+import { RESULT_KEY_ENV } from '../nodes/agent-protocol.js';
 import { agentNeeds, checkAgentAccess, hostArgv, serveAgent } from '../nodes/agent-server.js';
 import { runProcess } from '../nodes/exec-process.js';
 import { out } from './output.js';
@@ -16,6 +19,8 @@ interface AgentFlags {
   namespace: string;
   runId: string;
   enter: string;
+  executorKey: string;
+  faultTtl: string;
 }
 
 /** Where Kubernetes reads a container's last words (terminationMessagePath's default). */
@@ -32,19 +37,28 @@ async function runAgent(flags: AgentFlags): Promise<void> {
   if (!NAME.test(flags.namespace)) throw new KrError('BAD_NAMESPACE', `--namespace ${quote(flags.namespace)} is not a namespace name`, { exit: EXIT.invalid });
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(flags.runId)) throw new KrError('BAD_RUN_ID', `--run-id ${quote(flags.runId)} is not a run id`, { exit: EXIT.invalid });
   if (flags.enter !== 'host' && flags.enter !== 'mount') throw new KrError('BAD_ENTER', `--enter is host or mount (got ${quote(flags.enter)})`, { exit: EXIT.invalid });
+  const key = executorKey(flags.executorKey);
+  if (!key) throw new KrError('BAD_EXECUTOR_KEY', `--executor-key is not an Ed25519 public key (base64 SPKI)`, { exit: EXIT.invalid });
+  const faultTtlMs = parseDuration(flags.faultTtl);
+  if (faultTtlMs === undefined || faultTtlMs <= 0) throw new KrError('BAD_FAULT_TTL', `--fault-ttl ${quote(flags.faultTtl)} is not a duration`, { exit: EXIT.invalid });
+  const resultKey = Buffer.from(process.env[RESULT_KEY_ENV] ?? '', 'base64');
+  if (resultKey.length < 32)
+    throw new KrError('NO_RESULT_KEY', `${RESULT_KEY_ENV} is not set to the node's result key (the executor gives it through a Secret in the pod's environment)`, {
+      exit: EXIT.invalid,
+    });
   // the host's first process; the lab names its stand-in (the node's anchor process, as a pod's pause container)
   const hostPid = Number(process.env.KUBE_RUNBOOK_AGENT_HOST_PID ?? '1');
   if (!Number.isInteger(hostPid) || hostPid < 1) throw new KrError('BAD_HOST_PID', `KUBE_RUNBOOK_AGENT_HOST_PID is not a pid (got ${quote(process.env.KUBE_RUNBOOK_AGENT_HOST_PID)})`, { exit: EXIT.invalid });
   const log = createLogger((level, msg) => process.stderr.write(`${new Date(realClock.now()).toISOString()} ${level} agent ${flags.node}: ${msg}\n`), 'info');
   const kube = createKubeAccess({ inCluster: true, clock: realClock, log });
   const api = { json: kube.json!.bind(kube) };
-  const o = { node: flags.node, namespace: flags.namespace, runId: flags.runId, agent: process.env.POD_NAME ?? `agent-${flags.node}` };
+  const o = { node: flags.node, namespace: flags.namespace, runId: flags.runId, agent: process.env.POD_NAME ?? `agent-${flags.node}`, executorKey: key, resultKey, faultTtlMs };
   await checkAgentAccess(o, api);
   const stop = new AbortController();
   for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => stop.abort());
   const argv = hostArgv(flags.enter, hostPid);
   log.info(`serving run ${flags.runId} from ${flags.namespace}; scripts run in the namespaces of pid ${hostPid} (${flags.enter === 'host' ? 'all' : 'mount only'})`);
-  await serveAgent(o, {
+  const end = await serveAgent(o, {
     api,
     clock: realClock,
     log,
@@ -53,7 +67,7 @@ async function runAgent(flags: AgentFlags): Promise<void> {
       runProcess({ argv, stdin: wired, node: flags.node, transport: 'agent', timeoutMs }, { clock: realClock, log, maxOutputBytes: MAX_OUTPUT_BYTES }),
   });
   kube.close?.();
-  log.info('stopped');
+  log.info(end === 'run gone' ? 'the run is gone; stopped (the pod completes)' : 'stopped');
 }
 
 /** The objects the agents of an inventory need: per agent namespace, the Namespace (privileged), ServiceAccount, Role and RoleBinding. */
@@ -122,9 +136,13 @@ export const register: Register = (program, done) => {
     .option('--namespace <ns>', 'where the requests and the run Lease are')
     .option('--run-id <id>', 'the run it serves')
     .option('--enter <where>', "host: scripts run in PID 1's namespaces (nsenter); mount: in its mount namespace only (the lab)", 'host')
+    .option('--executor-key <base64>', "the public key of the executor that starts it: it runs only requests signed with the key's private half")
+    .option('--fault-ttl <duration>', "the run's faultTtl: this long without a renewal of the run Lease, the agent ends")
     .action(async (flags: Partial<AgentFlags>) => {
-      for (const f of ['node', 'namespace', 'runId'] as const)
-        if (!flags[f]) throw new KrError('MISSING_OPTION', `kube-runbook agent needs --${f === 'runId' ? 'run-id' : f} (the executor starts agents; see kube-runbook agent manifests)`, { exit: EXIT.invalid });
+      const names = { node: 'node', namespace: 'namespace', runId: 'run-id', executorKey: 'executor-key', faultTtl: 'fault-ttl' } as const;
+      for (const [f, name] of Object.entries(names))
+        if (!flags[f as keyof typeof names])
+          throw new KrError('MISSING_OPTION', `kube-runbook agent needs --${name} (the executor starts agents; see kube-runbook agent manifests)`, { exit: EXIT.invalid });
       try {
         await runAgent(flags as AgentFlags);
       } catch (e) {

@@ -12,6 +12,7 @@ import type { Inventory } from '../inventory/schema.js';
 import { createKubeAccess } from '../kube/client.js';
 import type { KubeAccess, NodeSummary } from '../kube/types.js';
 import { createNodeAccess } from '../nodes/access.js';
+import { newAgentKeys } from '../nodes/agent-auth.js';
 import { loadRunbook, type LoadedRunbook } from '../runbook/load.js';
 import { serverVersion } from '../kube/versions.js';
 
@@ -103,6 +104,8 @@ export async function prepare(runbookFile: string, o: ClusterOptions, clock: Clo
 }
 
 export function makeCtx(o: { runId: string; clock: Clock; log: Logger; signal: AbortSignal; inventory: Inventory; kube: KubeAccess; dryRun?: boolean }): Ctx {
+  // drawn per process: what `recover` starts signs with keys of its own, and its agents are pods of their own
+  const agentKeys = newAgentKeys();
   return {
     runId: o.runId,
     clock: o.clock,
@@ -111,10 +114,12 @@ export function makeCtx(o: { runId: string; clock: Clock; log: Logger; signal: A
     dryRun: o.dryRun ?? false,
     inventory: o.inventory,
     kube: o.kube,
+    agentKeys,
     nodes: createNodeAccess(o.inventory, {
       log: o.log,
       clock: o.clock,
       runId: o.runId,
+      keys: agentKeys,
       // read when a script goes to an agent, not before: a plan without a cluster never gets there
       api: {
         json: (path, options) => {

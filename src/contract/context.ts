@@ -1,6 +1,7 @@
 import type { Inventory, InventoryNode } from '../inventory/schema.js';
 import type { KubeAccess } from '../kube/types.js';
 import type { NodeAccess } from '../nodes/types.js';
+import type { AgentKeys } from '../nodes/agent-auth.js';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/logger.js';
 
@@ -15,6 +16,8 @@ export interface Ctx {
   /** The cluster; throws KrError(`KUBE_UNAVAILABLE`) when no kubeconfig could be loaded. */
   readonly kube: KubeAccess;
   nodes: NodeAccess;
+  /** The keys this process signs its node agents' requests with and checks their results by (the agent transport has the same). */
+  agentKeys?: AgentKeys;
   /**
    * Benchmarks set it: every judgement a watch-driven probe makes runs through `judge`, which can time it, told how many
    * watch changes it judges together (0: woken by a timer).

@@ -31,7 +31,8 @@ const runLockAccess = (namespace: string): NeededAccess[] => [
 function agentAccess(plan: Plan): NeededAccess[] {
   const namespaces = new Set(agentTargets(plan.inventory, plannedActions(plan).flatMap((a) => a.targets ?? [])).map((t) => t.config.namespace));
   return [...namespaces].flatMap((namespace): NeededAccess[] => [
-    { by: 'the node agents', access: { apiGroup: '', resource: 'pods', verbs: ['create', 'get', 'delete'], namespace } },
+    { by: 'the node agents', access: { apiGroup: '', resource: 'pods', verbs: ['create', 'get', 'list', 'delete'], namespace } },
+    { by: 'the node agents', access: { apiGroup: '', resource: 'secrets', verbs: ['create', 'list', 'delete'], namespace } },
     { by: 'the node agents', access: { apiGroup: '', resource: 'configmaps', verbs: ['create', 'get', 'list', 'delete'], namespace } },
     { by: 'the node agents', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['create', 'get', 'update', 'delete'], namespace } },
   ]);

@@ -3,11 +3,12 @@ import { silentLogger } from '../core/logger.js';
 import type { Ctx } from '../contract/context.js';
 import type { KubeAccess } from '../kube/types.js';
 import { Inventory } from '../inventory/schema.js';
+import { newAgentKeys } from '../nodes/agent-auth.js';
 import { agentPodName, runLeaseName } from '../nodes/agent-protocol.js';
 import { FakeAgentApi, FakeStatusError } from '../testing/fake-agent-api.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
-import { agentPod, agentsDuringOutage, agentTargets, RunAgents } from './agents.js';
+import { agentPod, agentSecret, agentsDuringOutage, agentTargets, RunAgents } from './agents.js';
 import { registryOf } from '../contract/registry.js';
 import { renderPlan } from '../report/plan-text.js';
 import { Runbook } from '../runbook/schema.js';
@@ -16,6 +17,7 @@ import { baseRunbook, testInventory } from '../testing/engine-harness.js';
 import { buildPlan } from './plan.js';
 
 const RUN = '20260101T000000Z-agents-ab12';
+const keys = newAgentKeys();
 const inventory = Inventory.parse({
   apiVersion: 'kube-runbook/v1',
   kind: 'Inventory',
@@ -56,6 +58,7 @@ function setup(statusOf: (pod: PodObj) => unknown = () => ({ phase: 'Running', c
     inventory,
     kube: { json: (path: string, o: never) => api.json(path, o) } as unknown as KubeAccess,
     nodes,
+    agentKeys: keys,
   };
   const targets = agentTargets(inventory, inventory.spec.nodes);
   return { clock, api, nodes, agents: new RunAgents(ctx, targets, 30_000) };
@@ -71,8 +74,8 @@ async function finish<T>(clock: FakeClock, p: Promise<T>): Promise<T> {
 describe('agent pods', () => {
   it('are privileged, pinned to their node, in its PID and network namespaces, tolerate every taint and run the agent with no shell', () => {
     const [t] = agentTargets(inventory, inventory.spec.nodes);
-    const pod = agentPod(RUN, t!) as unknown as PodObj;
-    expect(pod.metadata.name).toBe(agentPodName(RUN, 'node-1'));
+    const pod = agentPod(RUN, t!, keys, 90_000, { name: runLeaseName(RUN), uid: 'lease-uid' }) as unknown as PodObj;
+    expect(pod.metadata.name).toBe(agentPodName(RUN, 'node-1', keys.fingerprint));
     expect(pod.spec).toMatchObject({
       nodeName: 'node-1',
       hostPID: true,
@@ -81,14 +84,30 @@ describe('agent pods', () => {
       tolerations: [{ operator: 'Exists' }],
       serviceAccountName: 'kube-runbook-agent',
       imagePullSecrets: [{ name: 'regcred' }],
+      // ended for good once its run is gone (exit 0); started again after a crash
+      restartPolicy: 'OnFailure',
     });
     expect(pod.spec.containers[0]).toMatchObject({
       image: 'registry.example/agent:1',
       command: ['kube-runbook'],
-      args: ['agent', '--node', 'node-1', '--namespace', 'kr-agents', '--run-id', RUN, '--enter', 'host'],
+      args: ['agent', '--node', 'node-1', '--namespace', 'kr-agents', '--run-id', RUN, '--enter', 'host', '--executor-key', keys.publicKey, '--fault-ttl', '90s'],
       securityContext: { privileged: true },
       resources: { requests: { cpu: '10m', memory: '64Mi' } },
     });
+  });
+
+  it("take the key they sign results with from a Secret of their own, and go with the run Lease", () => {
+    const [t] = agentTargets(inventory, inventory.spec.nodes);
+    const owner = { name: runLeaseName(RUN), uid: 'lease-uid' };
+    const pod = agentPod(RUN, t!, keys, 90_000, owner) as unknown as PodObj & { metadata: { ownerReferences: unknown[] } };
+    const secret = agentSecret(RUN, t!, keys, owner) as { metadata: { name: string; ownerReferences: unknown[] }; immutable: boolean; stringData: Record<string, string> };
+    expect(pod.spec.containers[0]!.env).toContainEqual({ name: 'KUBE_RUNBOOK_RESULT_KEY', valueFrom: { secretKeyRef: { name: secret.metadata.name, key: 'result-key' } } });
+    expect(secret.immutable).toBe(true);
+    expect(Buffer.from(secret.stringData['result-key']!, 'base64')).toEqual(keys.resultKey('node-1'));
+    expect(keys.resultKey('node-2')).not.toEqual(keys.resultKey('node-1'));
+    for (const o of [pod, secret]) expect(o.metadata.ownerReferences).toEqual([{ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', name: owner.name, uid: 'lease-uid' }]);
+    // the run's key pair names its pods: recover's agents (keys of their own) never meet the run's
+    expect(agentPodName(RUN, 'node-1', newAgentKeys().fingerprint)).not.toBe(pod.metadata.name);
   });
 
   it('only nodes reached through an agent get one', () => {
@@ -97,10 +116,15 @@ describe('agent pods', () => {
 });
 
 describe('starting and stopping the agents of a run', () => {
-  it('writes the run Lease, creates a pod per node and waits until each agent answers; stop deletes pods, Lease and leftover requests', async () => {
+  it('writes the run Lease, creates a Secret and a pod per node and waits until each agent answers; stop deletes them all, of any key, and leftover requests', async () => {
     const { clock, api, nodes, agents } = setup();
     expect(await finish(clock, agents.start(new AbortController().signal))).toEqual([]);
-    expect(api.names('pods', 'kr-agents').sort()).toEqual([agentPodName(RUN, 'node-1'), agentPodName(RUN, 'node-2')].sort());
+    const names = [agentPodName(RUN, 'node-1', keys.fingerprint), agentPodName(RUN, 'node-2', keys.fingerprint)].sort();
+    expect(api.names('pods', 'kr-agents').sort()).toEqual(names);
+    expect(api.names('secrets', 'kr-agents').sort()).toEqual(names);
+    // a pod of the same run left by an earlier executor (another key)
+    const [t] = agentTargets(inventory, inventory.spec.nodes);
+    api.put('pods', 'kr-agents', agentPod(RUN, t!, newAgentKeys(), 30_000) as never);
     expect(api.names('leases', 'kr-agents')).toEqual([runLeaseName(RUN)]);
     expect(nodes.calls.map((c) => c.node).sort()).toEqual(['node-1', 'node-2']);
     const lease = api.objects.get(`leases/kr-agents/${runLeaseName(RUN)}`) as unknown as { spec: { holderIdentity: string; renewTime: string } };

@@ -13,10 +13,13 @@ import {
   configMapsPath,
   leasePath,
   nodeLabel,
+  RESULT_KEY_ENV,
+  RESULT_KEY_FIELD,
   runLabel,
   runLeaseName,
   statusOf,
 } from '../nodes/agent-protocol.js';
+import type { AgentKeys } from '../nodes/agent-auth.js';
 
 /** A node reached through an agent, with its transport's settings. */
 export interface AgentTarget {
@@ -41,22 +44,57 @@ export function agentTargets(inventory: Inventory, nodes: readonly InventoryNode
   return [...out.values()];
 }
 
-/** The agent pod of a run on a node: privileged, pinned to it, in the host's PID and network namespaces, tolerating every taint. */
-export function agentPod(runId: string, t: AgentTarget): Record<string, unknown> {
+/** What the agent objects of a run hang from: its run Lease in their namespace (deleting it deletes them). */
+interface Owner {
+  name: string;
+  uid: string;
+}
+
+const ownedBy = (o: Owner | undefined) => (o ? { ownerReferences: [{ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', name: o.name, uid: o.uid }] } : {});
+
+const agentLabels = (runId: string, t: AgentTarget) => ({
+  'app.kubernetes.io/name': AGENT_APP,
+  'app.kubernetes.io/managed-by': 'kube-runbook',
+  [LABEL_RUN]: runLabel(runId),
+  [LABEL_NODE]: nodeLabel(t.node.name),
+});
+
+/** The Secret holding the key a node's agent signs its results with; only the pod's environment reads it. */
+export function agentSecret(runId: string, t: AgentTarget, keys: AgentKeys, owner?: Owner): Record<string, unknown> {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: agentPodName(runId, t.node.name, keys.fingerprint),
+      namespace: t.config.namespace,
+      labels: agentLabels(runId, t),
+      annotations: { [ANNOTATION_RUN]: runId, [ANNOTATION_NODE]: t.node.name },
+      ...ownedBy(owner),
+    },
+    type: 'Opaque',
+    immutable: true,
+    // the key as base64 text: it reaches the agent as an environment variable, which holds no arbitrary bytes
+    stringData: { [RESULT_KEY_FIELD]: keys.resultKey(t.node.name).toString('base64') },
+  };
+}
+
+/**
+ * The agent pod of a run on a node: privileged, pinned to it, in the host's PID and network namespaces, tolerating
+ * every taint; it runs only requests signed by `keys` (their public half in its arguments) and signs its results with
+ * its node's key (its Secret, read into its environment).
+ */
+export function agentPod(runId: string, t: AgentTarget, keys: AgentKeys, faultTtlMs: number, owner?: Owner): Record<string, unknown> {
   const c = t.config;
+  const name = agentPodName(runId, t.node.name, keys.fingerprint);
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: {
-      name: agentPodName(runId, t.node.name),
+      name,
       namespace: c.namespace,
-      labels: {
-        'app.kubernetes.io/name': AGENT_APP,
-        'app.kubernetes.io/managed-by': 'kube-runbook',
-        [LABEL_RUN]: runLabel(runId),
-        [LABEL_NODE]: nodeLabel(t.node.name),
-      },
+      labels: agentLabels(runId, t),
       annotations: { [ANNOTATION_RUN]: runId, [ANNOTATION_NODE]: t.node.name },
+      ...ownedBy(owner),
     },
     spec: {
       nodeName: t.node.name,
@@ -67,8 +105,9 @@ export function agentPod(runId: string, t: AgentTarget): Record<string, unknown>
       automountServiceAccountToken: true,
       priorityClassName: 'system-node-critical',
       tolerations: [{ operator: 'Exists' }],
-      // an agent that dies mid-run comes back (its dead-men keep counting meanwhile); one that cannot start shows why
-      restartPolicy: 'Always',
+      // an agent that dies mid-run comes back (its dead-men keep counting meanwhile); one that ends because its run is
+      // gone (no renewal for faultTtl) stays ended; one that cannot start shows why
+      restartPolicy: 'OnFailure',
       terminationGracePeriodSeconds: 5,
       ...(c.imagePullSecret ? { imagePullSecrets: [{ name: c.imagePullSecret }] } : {}),
       containers: [
@@ -76,8 +115,25 @@ export function agentPod(runId: string, t: AgentTarget): Record<string, unknown>
           name: 'agent',
           image: c.image ?? defaultAgentImage(),
           command: ['kube-runbook'],
-          args: ['agent', '--node', t.node.name, '--namespace', c.namespace, '--run-id', runId, '--enter', c.enter],
-          env: [{ name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }],
+          args: [
+            'agent',
+            '--node',
+            t.node.name,
+            '--namespace',
+            c.namespace,
+            '--run-id',
+            runId,
+            '--enter',
+            c.enter,
+            '--executor-key',
+            keys.publicKey,
+            '--fault-ttl',
+            `${Math.ceil(faultTtlMs / 1000)}s`,
+          ],
+          env: [
+            { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+            { name: RESULT_KEY_ENV, valueFrom: { secretKeyRef: { name, key: RESULT_KEY_FIELD } } },
+          ],
           securityContext: { privileged: true },
           resources: { requests: { cpu: '10m', memory: '64Mi' }, limits: { memory: '256Mi' } },
           terminationMessagePolicy: 'FallbackToLogsOnError',
@@ -131,6 +187,15 @@ function podProblem(pod: PodLite, t: AgentTarget): string | undefined {
   return undefined;
 }
 
+/** Why the agent's Secret could not be created, with the fix. */
+function secretProblem(e: unknown, t: AgentTarget): string {
+  const ns = t.config.namespace;
+  if (statusOf(e) === 404) return `the namespace ${ns} does not exist; create it with kube-runbook agent manifests -i INVENTORY | kubectl apply -f -`;
+  if (statusOf(e) === 403)
+    return `not allowed to create the agent's Secret in ${ns} (${messageOf(e).slice(0, 300)}); the executor needs create, list and delete on secrets there (kube-runbook manifests grants them)`;
+  return `cannot create the agent's Secret: ${messageOf(e).slice(0, 300)}`;
+}
+
 /** Why the pod could not be created, with the fix (Pod Security, RBAC, namespace, ServiceAccount, priority class). */
 function createProblem(e: unknown, t: AgentTarget): string {
   const said = messageOf(e);
@@ -147,7 +212,7 @@ function createProblem(e: unknown, t: AgentTarget): string {
 }
 
 interface LeaseBody {
-  metadata: { name: string; namespace: string; resourceVersion?: string; labels?: Record<string, string> };
+  metadata: { name: string; namespace: string; uid?: string; resourceVersion?: string; labels?: Record<string, string> };
   spec: { holderIdentity: string; leaseDurationSeconds: number; acquireTime?: string; renewTime: string };
 }
 
@@ -158,6 +223,14 @@ function api(ctx: Ctx) {
   if (!json) throw new KrError('KUBE_UNAVAILABLE', 'this cluster client cannot reach the node agents', { exit: 3 });
   return json.bind(ctx.kube);
 }
+
+function keysOf(ctx: Ctx): AgentKeys {
+  if (!ctx.agentKeys) throw new KrError('AGENT_KEYS_MISSING', 'this run has no keys to sign its node agents\' requests with', { exit: 3 });
+  return ctx.agentKeys;
+}
+
+const podsPath = (ns: string, name?: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/pods${name ? `/${encodeURIComponent(name)}` : ''}`;
+const secretsPath = (ns: string, name?: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets${name ? `/${encodeURIComponent(name)}` : ''}`;
 
 /**
  * The agents of one run: their pods and the run Lease, in each agent namespace the targets use. `start` creates them
@@ -175,6 +248,8 @@ export class RunAgents {
 
   /** Whether `start` was called (pods may exist). */
   started = false;
+  /** The run Lease of each namespace, as last written: the agents' objects hang from it. */
+  private readonly owners = new Map<string, Owner>();
 
   get namespaces(): string[] {
     return [...new Set(this.targets.map((t) => t.config.namespace))].sort();
@@ -201,8 +276,10 @@ export class RunAgents {
         },
         spec: { holderIdentity: this.ctx.runId, leaseDurationSeconds: Math.max(1, Math.ceil(this.leaseMs / 1000)), acquireTime: lease?.spec.acquireTime ?? now, renewTime: now },
       };
-      if (lease) await json(path, { method: 'PUT', body, timeoutMs: 10_000, signal });
-      else await json(leasePath(ns), { method: 'POST', body, timeoutMs: 10_000, signal });
+      const written = lease
+        ? await json<LeaseBody>(path, { method: 'PUT', body, timeoutMs: 10_000, signal })
+        : await json<LeaseBody>(leasePath(ns), { method: 'POST', body, timeoutMs: 10_000, signal });
+      if (written?.metadata?.uid) this.owners.set(ns, { name: runLeaseName(this.ctx.runId), uid: written.metadata.uid });
     }
   }
 
@@ -221,10 +298,18 @@ export class RunAgents {
     } catch (e) {
       return [`cannot write the run Lease ${this.namespaces.join(', ')}/${runLeaseName(this.ctx.runId)}: ${messageOf(e)}`];
     }
+    const keys = keysOf(this.ctx);
     await Promise.all(
       this.targets.map(async (t) => {
+        const ns = t.config.namespace;
+        const owner = this.owners.get(ns);
         try {
-          await json(`/api/v1/namespaces/${encodeURIComponent(t.config.namespace)}/pods`, { method: 'POST', body: agentPod(this.ctx.runId, t), timeoutMs: 30_000, signal });
+          await json(secretsPath(ns), { method: 'POST', body: agentSecret(this.ctx.runId, t, keys, owner), timeoutMs: 30_000, signal });
+        } catch (e) {
+          if (statusOf(e) !== 409) return void problems.set(t.node.name, secretProblem(e, t));
+        }
+        try {
+          await json(podsPath(ns), { method: 'POST', body: agentPod(this.ctx.runId, t, keys, this.leaseMs, owner), timeoutMs: 30_000, signal });
         } catch (e) {
           if (statusOf(e) !== 409) problems.set(t.node.name, createProblem(e, t));
         }
@@ -244,8 +329,8 @@ export class RunAgents {
   private async waitAnswering(t: AgentTarget, deadline: number, signal: AbortSignal): Promise<string | undefined> {
     const json = api(this.ctx);
     const { clock } = this.ctx;
-    const name = agentPodName(this.ctx.runId, t.node.name);
-    const path = `/api/v1/namespaces/${encodeURIComponent(t.config.namespace)}/pods/${encodeURIComponent(name)}`;
+    const name = agentPodName(this.ctx.runId, t.node.name, keysOf(this.ctx).fingerprint);
+    const path = podsPath(t.config.namespace, name);
     for (;;) {
       let last: string;
       try {
@@ -270,7 +355,10 @@ export class RunAgents {
     }
   }
 
-  /** Deletes the run's agent pods, its Lease and any request left behind; returns what could not be deleted. */
+  /**
+   * Deletes every agent pod of the run (whichever executor started it: the run's, or an earlier `recover`'s), their
+   * Secrets, the run Lease and any request left behind; returns what could not be deleted.
+   */
   async stop(): Promise<string[]> {
     const json = api(this.ctx);
     const failed: string[] = [];
@@ -281,20 +369,20 @@ export class RunAgents {
         if (statusOf(e) !== 404) failed.push(`${what}: ${messageOf(e)}`);
       }
     };
-    await Promise.all(
-      this.targets.map((t) => {
-        const name = agentPodName(this.ctx.runId, t.node.name);
-        return del(`/api/v1/namespaces/${encodeURIComponent(t.config.namespace)}/pods/${encodeURIComponent(name)}`, `pod ${t.config.namespace}/${name}`);
-      }),
-    );
-    for (const ns of this.namespaces) {
-      await del(leasePath(ns, runLeaseName(this.ctx.runId)), `Lease ${ns}/${runLeaseName(this.ctx.runId)}`);
+    const labelSelector = `${LABEL_RUN}=${runLabel(this.ctx.runId)}`;
+    const each = async (ns: string, kind: string, path: (ns: string, name?: string) => string) => {
       try {
-        const left = await json<{ items: { metadata: { name: string } }[] }>(configMapsPath(ns), { query: { labelSelector: `${LABEL_RUN}=${runLabel(this.ctx.runId)}` }, timeoutMs: 15_000 });
-        for (const cm of left.items) await del(configMapsPath(ns, cm.metadata.name), `ConfigMap ${ns}/${cm.metadata.name}`);
+        const left = await json<{ items: { metadata: { name: string } }[] }>(path(ns), { query: { labelSelector }, timeoutMs: 15_000 });
+        await Promise.all(left.items.map((o) => del(path(ns, o.metadata.name), `${kind} ${ns}/${o.metadata.name}`)));
       } catch (e) {
-        failed.push(`requests in ${ns}: ${messageOf(e)}`);
+        failed.push(`${kind}s of the run in ${ns}: ${messageOf(e)}`);
       }
+    };
+    for (const ns of this.namespaces) {
+      await each(ns, 'pod', podsPath);
+      await each(ns, 'Secret', secretsPath);
+      await del(leasePath(ns, runLeaseName(this.ctx.runId)), `Lease ${ns}/${runLeaseName(this.ctx.runId)}`);
+      await each(ns, 'ConfigMap', configMapsPath);
     }
     return failed;
   }

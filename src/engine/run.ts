@@ -211,8 +211,9 @@ export function startRun(o: RunOptions): RunHandle {
     // with faults left, the lock stays until it expires (their dead-men have fired by then) or `recover` releases it
     if (locked && !remaining.length)
       await releaseRunLock(ctx.kube, lock).catch((e: unknown) => ctx.log.warn(`could not release the cluster-wide run lock (it expires by itself): ${messageOf(e)}`));
-    // with faults left, the agents stay for `recover` (their dead-men fire meanwhile: the run Lease is no longer renewed)
-    if (agents.started && !remaining.length)
+    // with faults left too: the dead-men revert them without the agents (the run Lease is deleted, so no keepalive
+    // comes), and `recover` starts agents of its own; nothing privileged of this run stays on the nodes
+    if (agents.started)
       for (const f of await agents.stop().catch((e: unknown) => [messageOf(e)]))
         emit({ type: 'log', at: clock.now(), level: 'warn', message: `node agents not cleaned up: ${f} (kube-runbook recover ${ctx.runId} deletes them)` });
     const status: RunStatus = remaining.length ? 'rollback-incomplete' : out.status;

@@ -1,4 +1,5 @@
-import { createHash } from 'node:crypto';
+import { createHash, type KeyObject } from 'node:crypto';
+import { type RequestClaims, type ResultClaims, signResult, verifyRequest, verifyResult } from './agent-auth.js';
 
 /**
  * What the executor and `kube-runbook agent` exchange through the apiserver, in the agent namespace:
@@ -14,6 +15,9 @@ import { createHash } from 'node:crypto';
  * leave behind), RBAC scopes them to one namespace, `immutable` keeps a request from being changed once an agent
  * may read it, and their 1 MiB holds a script and bounded output. Not pod exec or logs: those go through the
  * kubelet, which the faults stop or cut off.
+ *
+ * Both are signed (src/nodes/agent-auth.ts): an agent runs only what this run's executor signed for its node, and the
+ * executor believes only results its node's agent signed.
  *
  * The **run Lease** (`kr-run-<run>`) is the executor's heartbeat: it renews it while the run lives; an agent touches
  * its node's dead-man keepalives only when it sees a new renewal, so an executor gone, or a node cut off from the
@@ -41,11 +45,18 @@ export const runLabel = (runId: string) => hash(`run/${runId}`, 12);
 /** The node as a label value (Node names can be longer than a label value). */
 export const nodeLabel = (node: string) => hash(`node/${node}`, 12);
 
-/** The agent pod of a run on a node: readable, unique per run and node, a valid pod name. */
-export function agentPodName(runId: string, node: string): string {
+/**
+ * The agent pod of a run on a node for one executor key (its fingerprint): readable, a valid pod name, unique per run,
+ * node and key, so `recover`'s agents (a key of their own) never meet the pods of the run's executor.
+ */
+export function agentPodName(runId: string, node: string, keyFingerprint: string): string {
   const readable = node.slice(0, 30).replace(/[^a-z0-9-]/g, '-').replace(/-+$/, '');
-  return `kr-agent-${readable}-${hash(`${runId}/${node}`, 8)}`;
+  return `kr-agent-${readable}-${hash(`${runId}/${node}/${keyFingerprint}`, 8)}`;
 }
+
+/** The key of the Secret holding a node's result key, as the agent pod's environment reads it. */
+export const RESULT_KEY_ENV = 'KUBE_RUNBOOK_RESULT_KEY';
+export const RESULT_KEY_FIELD = 'result-key';
 
 /** The Lease the executor renews while the run lives. */
 export const runLeaseName = (runId: string) => `kr-run-${runLabel(runId)}`;
@@ -77,7 +88,9 @@ export interface AgentRequest {
   deadline: number;
 }
 
-export function requestObject(namespace: string, runId: string, r: AgentRequest): ConfigMapLite {
+/** A request, signed by `sign` (the executor's AgentKeys.signRequest) over everything the agent acts on. */
+export function requestObject(namespace: string, runId: string, r: AgentRequest, sign: (c: RequestClaims) => string): ConfigMapLite {
+  const signature = sign({ run: runId, node: r.node, namespace, name: r.name, script: r.wired, timeoutMs: r.timeoutMs, deadline: r.deadline });
   return {
     metadata: {
       name: r.name,
@@ -86,27 +99,51 @@ export function requestObject(namespace: string, runId: string, r: AgentRequest)
       annotations: { [ANNOTATION_NODE]: r.node, [ANNOTATION_RUN]: runId },
     },
     immutable: true,
-    data: { script: r.wired, timeoutMs: String(r.timeoutMs), deadline: new Date(r.deadline).toISOString() },
+    data: { script: r.wired, timeoutMs: String(r.timeoutMs), deadline: new Date(r.deadline).toISOString(), signature },
   };
 }
 
-/** A request as an agent reads it; undefined when it is not one for `node`, or malformed. */
-export function parseRequest(cm: ConfigMapLite, node: string): AgentRequest | undefined {
+/** Who an agent is: what it checks each request against. */
+export interface AgentIdentity {
+  node: string;
+  runId: string;
+  namespace: string;
+  /** The executor's public key (`--executor-key`). */
+  executorKey: KeyObject;
+}
+
+/**
+ * A request as an agent reads it, or why it is refused: not for this node or run, malformed, or not signed by the
+ * executor that started this agent (a request written by anyone else, or changed, renamed or moved after signing).
+ */
+export function readRequest(cm: ConfigMapLite, me: AgentIdentity): { request: AgentRequest } | { refused: string } {
   const d = cm.data ?? {};
-  if (cm.metadata.annotations?.[ANNOTATION_NODE] !== node || d.script === undefined) return undefined;
+  const node = cm.metadata.annotations?.[ANNOTATION_NODE];
+  if (node !== me.node) return { refused: `it is for node ${JSON.stringify(node ?? null)}` };
+  if (cm.metadata.annotations?.[ANNOTATION_RUN] !== me.runId) return { refused: 'it is for another run' };
   const timeoutMs = Number(d.timeoutMs);
   const deadline = Date.parse(d.deadline ?? '');
-  if (!(timeoutMs > 0) || !Number.isFinite(deadline)) return undefined;
-  return { name: cm.metadata.name, node, wired: d.script, timeoutMs, deadline };
+  if (d.script === undefined || !(timeoutMs > 0) || !Number.isFinite(deadline)) return { refused: 'it is malformed' };
+  const claims = { run: me.runId, node, namespace: me.namespace, name: cm.metadata.name, script: d.script, timeoutMs, deadline };
+  if (!verifyRequest(me.executorKey, claims, d.signature))
+    return { refused: d.signature ? "its signature is not this run's executor's" : 'it is not signed' };
+  return { request: { name: cm.metadata.name, node, wired: d.script, timeoutMs, deadline } };
 }
 
 export type AgentResult =
   | { state: 'running'; agent: string }
   | { state: 'done'; agent: string; code: number; stdout: string; stderr: string; /** the agent killed it at its timeout */ timedOut?: boolean };
 
-export function resultObject(namespace: string, request: ConfigMapLite, r: AgentResult): ConfigMapLite {
+const claimsOf = (run: string, node: string, request: string, r: AgentResult): ResultClaims =>
+  r.state === 'done'
+    ? { run, node, request, agent: r.agent, state: 'done', code: r.code, stdout: r.stdout, stderr: r.stderr, timedOut: r.timedOut === true }
+    : { run, node, request, agent: r.agent, state: 'running' };
+
+/** A result, signed with the node's result key over the request it answers and everything it says. */
+export function resultObject(namespace: string, request: ConfigMapLite, r: AgentResult, me: { runId: string; node: string; resultKey: Buffer }): ConfigMapLite {
   const data: Record<string, string> = { state: r.state, agent: r.agent };
   if (r.state === 'done') Object.assign(data, { code: String(r.code), stdout: r.stdout, stderr: r.stderr }, r.timedOut ? { timedOut: 'true' } : {});
+  data.signature = signResult(me.resultKey, claimsOf(me.runId, me.node, request.metadata.name, r));
   return {
     metadata: {
       name: resultName(request.metadata.name),
@@ -119,13 +156,23 @@ export function resultObject(namespace: string, request: ConfigMapLite, r: Agent
   };
 }
 
-export function parseResult(cm: ConfigMapLite): AgentResult | undefined {
+function parseResult(cm: ConfigMapLite): AgentResult | undefined {
   const d = cm.data ?? {};
   if (d.state === 'running') return { state: 'running', agent: d.agent ?? '' };
   if (d.state !== 'done') return undefined;
   const code = Number(d.code);
   if (!Number.isInteger(code)) return undefined;
   return { state: 'done', agent: d.agent ?? '', code, stdout: d.stdout ?? '', stderr: d.stderr ?? '', ...(d.timedOut === 'true' ? { timedOut: true } : {}) };
+}
+
+/**
+ * The result of `request` on `node` if its node's agent signed it, else why not: undefined (nothing readable yet),
+ * or `forged` (a result this agent did not write, or changed since: not believed, whatever it says).
+ */
+export function readResult(cm: ConfigMapLite, request: string, me: { runId: string; node: string; resultKey: Buffer }): AgentResult | 'forged' | undefined {
+  const r = parseResult(cm);
+  if (!r) return cm.data?.signature === undefined ? undefined : 'forged';
+  return verifyResult(me.resultKey, claimsOf(me.runId, me.node, request, r), cm.data?.signature) ? r : 'forged';
 }
 
 function pick(from: Record<string, string> | undefined, keys: string[]): Record<string, string> {

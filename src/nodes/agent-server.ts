@@ -11,12 +11,15 @@ import {
   configMapsPath,
   leasePath,
   nodeLabel,
-  parseRequest,
+  readRequest,
+  readResult,
   resultObject,
   runLabel,
   runLeaseName,
   statusOf,
 } from './agent-protocol.js';
+import type { KeyObject } from 'node:crypto';
+import { formatDuration } from '../core/duration.js';
 import { keepaliveScript } from './keepalive.js';
 import type { ExecResult } from './types.js';
 import { wireScript } from './wire.js';
@@ -27,6 +30,12 @@ export interface AgentServerOptions {
   runId: string;
   /** This agent, for the results it writes (its pod's name). */
   agent: string;
+  /** The public key of the executor that started this agent: requests not signed with its private half are refused. */
+  executorKey: KeyObject;
+  /** The key this agent signs its results with (its Secret, through the pod's environment). */
+  resultKey: Buffer;
+  /** The run's faultTtl: this long without a renewal of the run Lease, the agent ends (the dead-men have fired). */
+  faultTtlMs: number;
   /** How often the requests are listed (500 ms by default). */
   pollMs?: number;
   /** How often the run Lease is read (1 s by default). */
@@ -56,7 +65,7 @@ export function agentNeeds(namespace: string, runId: string): { verb: string; re
 }
 
 /** Refuses to start (exit 3, the permissions named) when the agent's ServiceAccount lacks one of its needs. */
-export async function checkAgentAccess(o: AgentServerOptions, api: AgentApi): Promise<void> {
+export async function checkAgentAccess(o: Pick<AgentServerOptions, 'namespace' | 'runId'>, api: AgentApi): Promise<void> {
   const missing: string[] = [];
   for (const n of agentNeeds(o.namespace, o.runId)) {
     const review = await api.json<{ status?: { allowed?: boolean } }>('/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {
@@ -73,18 +82,36 @@ export async function checkAgentAccess(o: AgentServerOptions, api: AgentApi): Pr
     });
 }
 
+/** Why `serveAgent` returned. */
+export type AgentEnd = 'stopped' | 'run gone';
+
 /**
  * `kube-runbook agent`: takes the run's scripts for this node from request ConfigMaps, runs each on the host and
  * writes its result (src/nodes/agent-protocol.ts); and, each time it sees the run's Lease renewed, touches the
  * node's dead-man keepalives of the run. Talks to the apiserver only (never to the kubelet), so it works with the
- * kubelet stopped. Runs until its signal aborts (the pod deleted).
+ * kubelet stopped. Runs until its signal aborts (the pod deleted), or until the run Lease has not been renewed for
+ * faultTtl (the executor gone: the dead-men have fired, nothing is left for this agent to do).
  */
-export async function serveAgent(o: AgentServerOptions, d: AgentServerDeps): Promise<void> {
-  await Promise.all([takeRequests(o, d), followLease(o, d)]);
+export async function serveAgent(o: AgentServerOptions, d: AgentServerDeps): Promise<AgentEnd> {
+  const end = new AbortController();
+  const stop = () => end.abort();
+  d.signal.addEventListener('abort', stop, { once: true });
+  const inner = { ...d, signal: end.signal };
+  try {
+    const [, gone] = await Promise.all([takeRequests(o, inner), followLease(o, inner).finally(stop)]);
+    return gone && !d.signal.aborted ? 'run gone' : 'stopped';
+  } finally {
+    d.signal.removeEventListener('abort', stop);
+  }
 }
+
+/** How long a request's name is remembered after its deadline: a copy written again later is refused as expired anyway. */
+const REMEMBER_MS = 60_000;
 
 async function takeRequests(o: AgentServerOptions, d: AgentServerDeps): Promise<void> {
   const seen = new Set<string>();
+  // every request taken, until well after its deadline: the same signed request written again is a replay
+  const taken = new Map<string, number>();
   const selector = `${LABEL_KIND}=request,${LABEL_RUN}=${runLabel(o.runId)},${LABEL_NODE}=${nodeLabel(o.node)}`;
   const running = new Set<Promise<void>>();
   let failing = false;
@@ -95,10 +122,11 @@ async function takeRequests(o: AgentServerOptions, d: AgentServerDeps): Promise<
       failing = false;
       const names = new Set(list.items.map((c) => c.metadata.name));
       for (const name of seen) if (!names.has(name)) seen.delete(name);
+      for (const [name, deadline] of taken) if (deadline + REMEMBER_MS < d.clock.now()) taken.delete(name);
       for (const cm of list.items) {
         if (seen.has(cm.metadata.name)) continue;
         seen.add(cm.metadata.name);
-        const p = handle(o, d, cm).catch((e: unknown) => d.log.warn(`request ${cm.metadata.name}: ${messageOf(e)}`));
+        const p = handle(o, d, cm, taken).catch((e: unknown) => d.log.warn(`request ${cm.metadata.name}: ${messageOf(e)}`));
         running.add(p);
         void p.finally(() => running.delete(p));
       }
@@ -113,20 +141,29 @@ async function takeRequests(o: AgentServerOptions, d: AgentServerDeps): Promise<
 }
 
 /** One request: claimed by creating its result (`running`), run, then the result written (retried until it lands or the request is gone). */
-async function handle(o: AgentServerOptions, d: AgentServerDeps, cm: ConfigMapLite): Promise<void> {
-  const req = parseRequest(cm, o.node);
-  if (!req) return d.log.warn(`request ${cm.metadata.name} is not one this agent can run; left alone`);
+async function handle(o: AgentServerOptions, d: AgentServerDeps, cm: ConfigMapLite, taken: Map<string, number>): Promise<void> {
+  const read = readRequest(cm, { node: o.node, runId: o.runId, namespace: o.namespace, executorKey: o.executorKey });
+  if ('refused' in read) return d.log.warn(`refused request ${cm.metadata.name}: ${read.refused}; nothing run`);
+  const req = read.request;
+  if (taken.has(req.name)) return d.log.warn(`refused request ${req.name}: it was taken before (a replay); nothing run`);
   if (d.clock.now() > req.deadline) return d.log.info(`request ${req.name} came after its deadline; not run`);
+  taken.set(req.name, req.deadline);
+  const me = { runId: o.runId, node: o.node, resultKey: o.resultKey };
+  const claimBody = resultObject(o.namespace, cm, { state: 'running', agent: o.agent }, me);
   let claim: ConfigMapLite;
   try {
-    claim = await d.api.json<ConfigMapLite>(configMapsPath(o.namespace), {
-      method: 'POST',
-      body: resultObject(o.namespace, cm, { state: 'running', agent: o.agent }),
+    claim = await d.api.json<ConfigMapLite>(configMapsPath(o.namespace), { method: 'POST', body: claimBody, timeoutMs: 10_000 });
+  } catch (e) {
+    if (statusOf(e) !== 409) throw e;
+    // a result is there already: this agent's own (taken), or one someone else wrote first, which it replaces
+    const there = await d.api.json<ConfigMapLite>(configMapsPath(o.namespace, claimBody.metadata.name), { timeoutMs: 10_000 });
+    if (readResult(there, req.name, me) !== 'forged') return;
+    d.log.warn(`the result of request ${req.name} was written by someone else first; replaced with this agent's own`);
+    claim = await d.api.json<ConfigMapLite>(configMapsPath(o.namespace, claimBody.metadata.name), {
+      method: 'PUT',
+      body: { ...claimBody, metadata: { ...claimBody.metadata, resourceVersion: there.metadata.resourceVersion } },
       timeoutMs: 10_000,
     });
-  } catch (e) {
-    if (statusOf(e) === 409) return; // taken already
-    throw e;
   }
   // the executor may have given up between the list and the claim: then it deleted the request, and nothing runs
   try {
@@ -152,15 +189,25 @@ async function handle(o: AgentServerOptions, d: AgentServerDeps, cm: ConfigMapLi
 }
 
 async function writeResult(o: AgentServerOptions, d: AgentServerDeps, claim: ConfigMapLite, request: ConfigMapLite, result: AgentResult): Promise<void> {
-  const body = resultObject(o.namespace, request, result);
+  const body = resultObject(o.namespace, request, result, { runId: o.runId, node: o.node, resultKey: o.resultKey });
   body.metadata.resourceVersion = claim.metadata.resourceVersion;
+  const path = configMapsPath(o.namespace, claim.metadata.name);
   for (let attempt = 1; ; attempt++) {
     try {
-      await d.api.json(configMapsPath(o.namespace, claim.metadata.name), { method: 'PUT', body, timeoutMs: 10_000 });
+      await d.api.json(path, { method: 'PUT', body, timeoutMs: 10_000 });
       return;
     } catch (e) {
       // the executor gave up and deleted the request and its result: nobody waits for this answer any more
       if (statusOf(e) === 404 || d.signal.aborted) return;
+      // changed since this agent's claim (someone wrote over it): this agent's answer goes over theirs
+      if (statusOf(e) === 409) {
+        const now = await d.api.json<ConfigMapLite>(path, { timeoutMs: 10_000 }).catch(() => undefined);
+        if (now) {
+          d.log.warn(`the result of request ${request.metadata.name} was changed by someone else; written over`);
+          body.metadata.resourceVersion = now.metadata.resourceVersion;
+          continue;
+        }
+      }
       if (attempt === 1) d.log.warn(`cannot write the result of ${request.metadata.name} yet (${messageOf(e)}); trying again`);
     }
     await d.clock.sleep(Math.min(5000, 250 * 2 ** Math.min(attempt, 5)), d.signal).catch(() => undefined);
@@ -174,26 +221,39 @@ interface LeaseLite {
 /**
  * Touches the run's keepalives on this node each time the run's Lease shows a renewal it has not seen: the
  * dead-men then fire `faultTtl` after the last renewal this node saw, whether the executor died or the node lost the
- * apiserver. Renewals are told apart by their renewTime as written, never compared with this node's clock.
+ * apiserver. Renewals are told apart by their renewTime as written, never compared with this node's clock; how long
+ * none came is measured on this node's clock. Returns true when a read of the Lease shows none came for faultTtl (a
+ * node cut off from the apiserver reads nothing: once back, it finds the renewals made meanwhile, and serves on).
  */
-async function followLease(o: AgentServerOptions, d: AgentServerDeps): Promise<void> {
+async function followLease(o: AgentServerOptions, d: AgentServerDeps): Promise<boolean> {
   const path = leasePath(o.namespace, runLeaseName(o.runId));
   const touch = wireScript(keepaliveScript(o.runId, o.deadmanRoot));
   let last: string | undefined;
+  let lastSeenAt = d.clock.now();
   while (!d.signal.aborted) {
+    // whether the Lease was read (or found gone): only then can the agent tell a run gone from a node cut off
+    let read: boolean;
     try {
       const lease = await d.api.json<LeaseLite>(path, { timeoutMs: 5_000, signal: d.signal });
+      read = true;
       const renewed = lease.spec?.holderIdentity === o.runId ? lease.spec.renewTime : undefined;
       if (renewed && renewed !== last) {
+        lastSeenAt = d.clock.now();
         const r = await d.run(touch, 15_000);
         if (r.code === 0) last = renewed;
         else d.log.warn(`keepalive failed: ${r.stderr.trim()}`);
       }
     } catch (e) {
-      if (!d.signal.aborted && statusOf(e) !== 404) d.log.debug(`run Lease: ${messageOf(e)}`);
+      read = statusOf(e) === 404;
+      if (!d.signal.aborted && !read) d.log.debug(`run Lease: ${messageOf(e)}`);
+    }
+    if (read && d.clock.now() - lastSeenAt > o.faultTtlMs) {
+      d.log.warn(`the run Lease has not been renewed for ${formatDuration(d.clock.now() - lastSeenAt)} (faultTtl ${formatDuration(o.faultTtlMs)}): the run is gone; ending`);
+      return true;
     }
     await d.clock.sleep(o.leasePollMs ?? 1000, d.signal).catch(() => undefined);
   }
+  return false;
 }
 
 /**

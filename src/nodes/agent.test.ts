@@ -1,3 +1,4 @@
+import { createPublicKey } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { KrError } from '../core/errors.js';
 import { silentLogger } from '../core/logger.js';
@@ -6,7 +7,8 @@ import { FakeClock } from '../testing/fake-clock.js';
 import { AgentTransport } from '../inventory/schema.js';
 import { agentTransport } from './agent.js';
 import { checkAgentAccess, serveAgent } from './agent-server.js';
-import { requestObject, runLeaseName } from './agent-protocol.js';
+import { newAgentKeys } from './agent-auth.js';
+import { type ConfigMapLite, requestObject, resultName, runLeaseName } from './agent-protocol.js';
 import type { ExecResult } from './types.js';
 
 const NS = 'kr-agents';
@@ -19,14 +21,25 @@ function setup(run: (wired: string, timeoutMs: number) => Promise<ExecResult> = 
   const api = new FakeAgentApi();
   const ran: { wired: string; timeoutMs: number }[] = [];
   const stop = new AbortController();
-  const transport = agentTransport(config, { api, runId: RUN, clock });
-  const startAgent = (node = 'node-1') =>
+  const keys = newAgentKeys();
+  const warnings: string[] = [];
+  const log = { ...silentLogger, warn: (m: string) => void warnings.push(m) };
+  const transport = agentTransport(config, { api, runId: RUN, clock, keys, log });
+  const startAgent = (node = 'node-1', o: { faultTtlMs?: number } = {}) =>
     serveAgent(
-      { node, namespace: NS, runId: RUN, agent: `pod-${node}` },
+      {
+        node,
+        namespace: NS,
+        runId: RUN,
+        agent: `pod-${node}`,
+        executorKey: createPublicKey({ key: Buffer.from(keys.publicKey, 'base64'), format: 'der', type: 'spki' }),
+        resultKey: keys.resultKey(node),
+        faultTtlMs: o.faultTtlMs ?? 3_600_000,
+      },
       {
         api,
         clock,
-        log: silentLogger,
+        log,
         signal: stop.signal,
         run: (wired, timeoutMs) => {
           ran.push({ wired, timeoutMs });
@@ -34,7 +47,7 @@ function setup(run: (wired: string, timeoutMs: number) => Promise<ExecResult> = 
         },
       },
     );
-  return { clock, api, ran, stop, transport, startAgent };
+  return { clock, api, ran, stop, transport, startAgent, keys, warnings };
 }
 
 /** Runs `p` to its end on the fake clock. */
@@ -87,17 +100,23 @@ describe('the agent transport', () => {
     expect(e.code).toBe('NODE_UNREACHABLE');
     expect(e.transient).toBe('agent silence');
     expect(e.message).toMatch(/its agent \(pod kr-agents\/kr-agent-node-1-[0-9a-f]{8}\) did not take the script within 15s/);
-    expect(clock.now() - t0).toBeGreaterThanOrEqual(15_000);
-    expect(clock.now() - t0).toBeLessThan(16_000);
+    // its deadline, and the grace a claim made just before it gets to show
+    expect(clock.now() - t0).toBeGreaterThanOrEqual(17_000);
+    expect(clock.now() - t0).toBeLessThan(18_000);
     expect(api.names('configmaps', NS)).toEqual([]);
   });
 
   it('an agent never starts a request after its deadline, nor one withdrawn between its list and its claim', async () => {
-    const { clock, api, ran, stop, startAgent } = setup();
-    const late = requestObject(NS, RUN, { name: 'kr-exec-late', node: 'node-1', wired: 'touch /late', timeoutMs: 1000, deadline: clock.now() - 1 });
+    const { clock, api, ran, stop, startAgent, keys } = setup();
+    const late = requestObject(NS, RUN, { name: 'kr-exec-late', node: 'node-1', wired: 'touch /late', timeoutMs: 1000, deadline: clock.now() - 1 }, keys.signRequest);
     api.put('configmaps', NS, late as never);
     // a list answered from before the executor withdrew its request
-    const withdrawn = requestObject(NS, RUN, { name: 'kr-exec-withdrawn', node: 'node-1', wired: 'touch /withdrawn', timeoutMs: 1000, deadline: clock.now() + 60_000 });
+    const withdrawn = requestObject(
+      NS,
+      RUN,
+      { name: 'kr-exec-withdrawn', node: 'node-1', wired: 'touch /withdrawn', timeoutMs: 1000, deadline: clock.now() + 60_000 },
+      keys.signRequest,
+    );
     const list = api.json.bind(api);
     api.json = async <T,>(path: string, o?: Parameters<typeof list>[1]) => {
       const r = await list<T>(path, o);
@@ -144,6 +163,175 @@ describe('the agent transport', () => {
   });
 });
 
+describe('a request whose write timed out', () => {
+  /** The apiserver makes the write, and the answer is lost on the way back. */
+  const losingAnswers = (api: FakeAgentApi) => {
+    const json = api.json.bind(api);
+    api.json = async <T,>(path: string, o?: Parameters<typeof json>[1]) => {
+      const r = await json<T>(path, o);
+      if (o?.method === 'POST' && (o.body as ConfigMapLite).metadata.name.startsWith('kr-exec-') && !(o.body as ConfigMapLite).metadata.name.endsWith('-result'))
+        throw Object.assign(new Error('context deadline exceeded'), { code: 'ETIMEDOUT' });
+      return r;
+    };
+  };
+
+  it('made all the same is followed to its result: the script runs once, and nothing is left', async () => {
+    const { clock, api, ran, stop, transport, startAgent } = setup(async () => ({ code: 0, stdout: 'once\n', stderr: '' }));
+    losingAnswers(api);
+    const agent = startAgent();
+    const r = await settle(clock, transport.exec(node1, 'true'));
+    expect(r.value).toEqual({ code: 0, stdout: 'once\n', stderr: '' });
+    expect(ran).toHaveLength(1);
+    expect(api.names('configmaps', NS)).toEqual([]);
+    stop.abort();
+    await settle(clock, agent);
+  });
+
+  it('made and never taken is withdrawn before the call fails (transient), so its retry never runs beside it', async () => {
+    const { clock, api, transport } = setup();
+    losingAnswers(api);
+    const e = (await settle(clock, transport.exec(node1, 'true'))).error as KrError;
+    expect(e.code).toBe('NODE_UNREACHABLE');
+    expect(e.transient).toBe('apiserver failure');
+    expect(api.names('configmaps', NS)).toEqual([]);
+  });
+});
+
+describe('who may drive an agent, and whose answers count', () => {
+  const request = (name: string, node: string, deadline: number) => ({ name, node, wired: `touch /${name}`, timeoutMs: 1000, deadline });
+
+  it('runs nothing written by anyone but its executor: unsigned, signed by another key, moved to another node or run, or changed', async () => {
+    const { clock, api, ran, stop, startAgent, keys, warnings } = setup();
+    const other = newAgentKeys();
+    const at = clock.now() + 60_000;
+    const unsigned = requestObject(NS, RUN, request('kr-exec-unsigned', 'node-1', at), () => '');
+    const stranger = requestObject(NS, RUN, request('kr-exec-stranger', 'node-1', at), other.signRequest);
+    // signed for node-2, then relabelled for node-1
+    const moved = requestObject(NS, RUN, request('kr-exec-moved', 'node-2', at), keys.signRequest);
+    moved.metadata.annotations!['kube-runbook/node-name'] = 'node-1';
+    moved.metadata.labels = requestObject(NS, RUN, request('x', 'node-1', at), () => '').metadata.labels;
+    const changed = requestObject(NS, RUN, request('kr-exec-changed', 'node-1', at), keys.signRequest);
+    changed.data!.script = 'rm -rf /';
+    const otherRun = requestObject(NS, 'another-run', request('kr-exec-other-run', 'node-1', at), keys.signRequest);
+    otherRun.metadata.labels = unsigned.metadata.labels;
+    for (const r of [unsigned, stranger, moved, changed, otherRun]) api.put('configmaps', NS, r as never);
+    const agent = startAgent();
+    await clock.advance(3000);
+    expect(ran).toEqual([]);
+    expect(api.names('configmaps', NS).filter((n) => n.endsWith('-result'))).toEqual([]);
+    expect(warnings.sort()).toEqual([
+      "refused request kr-exec-changed: its signature is not this run's executor's; nothing run",
+      'refused request kr-exec-moved: its signature is not this run\'s executor\'s; nothing run',
+      'refused request kr-exec-other-run: it is for another run; nothing run',
+      "refused request kr-exec-stranger: its signature is not this run's executor's; nothing run",
+      'refused request kr-exec-unsigned: it is not signed; nothing run',
+    ]);
+    stop.abort();
+    await settle(clock, agent);
+  });
+
+  it('runs a signed request once: written again under its name after it was taken, it is a replay', async () => {
+    const { clock, api, ran, stop, startAgent, keys, warnings } = setup();
+    const agent = startAgent();
+    const req = requestObject(NS, RUN, request('kr-exec-once', 'node-1', clock.now() + 10_000), keys.signRequest);
+    api.put('configmaps', NS, structuredClone(req) as never);
+    await clock.advance(2000);
+    expect(ran).toHaveLength(1);
+    // the executor read its result and deleted both; a copy of the request is written back before its deadline
+    for (const n of ['kr-exec-once', resultName('kr-exec-once')]) api.objects.delete(`configmaps/${NS}/${n}`);
+    await clock.advance(1000);
+    api.put('configmaps', NS, structuredClone(req) as never);
+    await clock.advance(3000);
+    expect(ran).toHaveLength(1);
+    expect(warnings).toContain('refused request kr-exec-once: it was taken before (a replay); nothing run');
+    stop.abort();
+    await settle(clock, agent);
+  });
+
+  it('believes no result its node\'s agent did not sign: one written before the agent took the request is replaced, one written over its claim is written over', async () => {
+    const { clock, api, stop, transport, startAgent, warnings } = setup(async () => {
+      await clock.sleep(3000);
+      return { code: 0, stdout: 'real\n', stderr: '' };
+    });
+    // whoever writes ConfigMaps answers every request at once, as its node's agent would, and again while it runs
+    const forge = (name: string, state: string) => ({
+      metadata: { name: resultName(name), labels: {} },
+      data: { state, agent: 'pod-node-1', code: '0', stdout: 'forged\n', stderr: '' },
+    });
+    const forger = (async () => {
+      while (!stop.signal.aborted) {
+        for (const o of [...api.objects.values()]) {
+          const name = o.metadata.name;
+          if (!name.startsWith('kr-exec-') || name.endsWith('-result')) continue;
+          const result = api.objects.get(`configmaps/${NS}/${resultName(name)}`) as ConfigMapLite | undefined;
+          if (!result) api.put('configmaps', NS, forge(name, 'done') as never);
+          else if (result.data?.stdout !== 'forged\n' && result.data?.state === 'running') api.put('configmaps', NS, forge(name, 'done') as never);
+        }
+        await clock.sleep(100).catch(() => undefined);
+      }
+    })();
+    const agent = startAgent();
+    const r = await settle(clock, transport.exec(node1, 'true'));
+    expect(r.value).toEqual({ code: 0, stdout: 'real\n', stderr: '' });
+    expect(warnings).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^node "node-1": the result kr-agents\/kr-exec-[0-9a-f-]+-result is not signed by the node's agent; not believed/),
+        expect.stringMatching(/^the result of request kr-exec-\S+ was (written by someone else first; replaced|changed by someone else; written over)/),
+      ]),
+    );
+    stop.abort();
+    await settle(clock, Promise.all([agent, forger]));
+  });
+
+  it('another node\'s agent cannot answer for this node: its results do not verify with this node\'s key', async () => {
+    const { clock, api, stop, transport, keys } = setup();
+    // node-2's agent (its own result key) takes a request for node-1, as a forger with node-2's Secret would
+    const impostor = serveAgent(
+      {
+        node: 'node-1',
+        namespace: NS,
+        runId: RUN,
+        agent: 'pod-node-2',
+        executorKey: createPublicKey({ key: Buffer.from(keys.publicKey, 'base64'), format: 'der', type: 'spki' }),
+        resultKey: keys.resultKey('node-2'),
+        faultTtlMs: 3_600_000,
+      },
+      { api, clock, log: silentLogger, signal: stop.signal, run: async () => ({ code: 0, stdout: 'impostor', stderr: '' }) },
+    );
+    const r = await settle(clock, transport.exec(node1, 'true'));
+    expect((r.error as KrError).code).toBe('NODE_UNREACHABLE');
+    stop.abort();
+    await settle(clock, impostor);
+  });
+
+  it('ends once the run Lease has not been renewed for faultTtl, and not before, nor while it cannot read it', async () => {
+    const { clock, api, stop, startAgent } = setup();
+    api.put('leases', NS, { metadata: { name: runLeaseName(RUN) }, spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:00.000000Z' } });
+    let end: string | undefined;
+    void startAgent('node-1', { faultTtlMs: 20_000 }).then((e) => (end = e));
+    await clock.advance(15_000);
+    api.put('leases', NS, { metadata: { name: runLeaseName(RUN) }, spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:15.000000Z' } });
+    await clock.advance(19_000);
+    expect(end).toBeUndefined();
+    // cut off from the apiserver longer than faultTtl, while the run renews on: it serves on once back
+    api.down = true;
+    await clock.advance(30_000);
+    expect(end).toBeUndefined();
+    api.put('leases', NS, { metadata: { name: runLeaseName(RUN) }, spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:01:04.000000Z' } });
+    api.down = false;
+    await clock.advance(2_000);
+    expect(end).toBeUndefined();
+    const back = clock.now();
+    api.objects.delete(`leases/${NS}/${runLeaseName(RUN)}`);
+    await clock.runUntil(() => end !== undefined, 30_000, 100);
+    expect(end).toBe('run gone');
+    // 20 s after it saw the last renewal, on its own clock (the Lease is read each second)
+    expect(clock.now() - back).toBeGreaterThan(18_000);
+    expect(clock.now() - back).toBeLessThanOrEqual(21_000);
+    stop.abort();
+  });
+});
+
 describe('the agent keepalive', () => {
   const renew = (api: FakeAgentApi, holder: string, at: string) =>
     api.put('leases', NS, { metadata: { name: runLeaseName(RUN) }, spec: { holderIdentity: holder, renewTime: at } });
@@ -177,7 +365,7 @@ describe("the agent's permissions", () => {
   it('names every permission its ServiceAccount lacks, with the fix', async () => {
     const api = new FakeAgentApi();
     api.denied = new Set(['create configmaps', 'get leases']);
-    const e = await checkAgentAccess({ node: 'node-1', namespace: NS, runId: RUN, agent: 'a' }, api).catch((x: unknown) => x as KrError);
+    const e = await checkAgentAccess({ namespace: NS, runId: RUN }, api).catch((x: unknown) => x as KrError);
     expect(e).toBeInstanceOf(KrError);
     expect((e as KrError).code).toBe('AGENT_RBAC');
     expect((e as KrError).message).toBe("the agent's ServiceAccount may not create configmaps in kr-agents, get leases.coordination.k8s.io in kr-agents");

@@ -3,13 +3,14 @@ import { realClock } from '../core/clock.js';
 import { formatDuration } from '../core/duration.js';
 import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
 import type { AgentTransport as AgentConfig, InventoryNode } from '../inventory/schema.js';
+import type { AgentKeys } from './agent-auth.js';
 import {
   type AgentApi,
   type ConfigMapLite,
   agentPodName,
   configMapsPath,
   nodeLabel,
-  parseResult,
+  readResult,
   requestObject,
   resultName,
   statusOf,
@@ -22,6 +23,8 @@ export interface AgentTransportDeps extends TransportDeps {
   /** The executor's cluster client (its `json`); absent where no cluster is reachable. */
   api?: AgentApi;
   runId?: string;
+  /** The executor's keys: requests are signed with them, results believed only when the node's agent signed them. */
+  keys?: AgentKeys;
   /** How long an agent has to take a request before the node counts as unreachable (15 s by default). */
   pickupMs?: number;
   /** How often the executor reads the result (250 ms by default). */
@@ -30,6 +33,8 @@ export interface AgentTransportDeps extends TransportDeps {
 
 /** A script without a timeout of its own gets this long on the node. */
 const DEFAULT_TIMEOUT_MS = 10 * 60_000;
+/** How long after a request's deadline a claim still counts (it was made in time, and is read a poll later). */
+const PICKUP_GRACE_MS = 2_000;
 /** What the agent's own timeout and its answer get on top of the script's timeout. */
 const ANSWER_GRACE_MS = 15_000;
 
@@ -38,7 +43,8 @@ const ANSWER_GRACE_MS = 15_000;
  * (src/nodes/agent-protocol.ts). An agent that does not take the request within `pickupMs` (the pod gone, the node
  * cut off from the apiserver) throws `NODE_UNREACHABLE`, transient; so does an apiserver the executor cannot reach.
  * The request is deleted when the call ends, however it ends: an agent that has not taken it by then never will
- * (it reads the request again before starting it).
+ * (it reads the request again before starting it). A result the node's agent did not sign is not believed: the call
+ * waits on, as if nothing had been written, and says so once.
  */
 export function agentTransport(config: AgentConfig, deps: AgentTransportDeps): Transport {
   const clock = deps.clock ?? realClock;
@@ -48,8 +54,8 @@ export function agentTransport(config: AgentConfig, deps: AgentTransportDeps): T
   return {
     kind: 'agent',
     async exec(node: InventoryNode, script: string, options: ExecOptions = {}): Promise<ExecResult> {
-      const { api, runId } = deps;
-      if (!api || !runId)
+      const { api, runId, keys } = deps;
+      if (!api || !runId || !keys)
         throw new KrError('AGENT_UNAVAILABLE', `node ${quote(node.name)} is reached through its agent pod, which needs the cluster (no kubeconfig loaded)`, {
           exit: EXIT.refused,
         });
@@ -57,10 +63,13 @@ export function agentTransport(config: AgentConfig, deps: AgentTransportDeps): T
         throw new KrError('EXEC_BAD_TIMEOUT', `a timeout must be more than 0ms (got ${quote(options.timeoutMs)})`, { exit: EXIT.invalid });
       const wired = wireScript(script, options.input);
       const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-      const pod = `${ns}/${agentPodName(runId, node.name)}`;
+      const pod = `${ns}/${agentPodName(runId, node.name, keys.fingerprint)}`;
       const name = `kr-exec-${nodeLabel(node.name).slice(0, 8)}-${randomBytes(6).toString('hex')}`;
       const started = clock.now();
-      const body = requestObject(ns, runId, { name, node: node.name, wired, timeoutMs, deadline: started + pickupMs });
+      const body = requestObject(ns, runId, { name, node: node.name, wired, timeoutMs, deadline: started + pickupMs }, keys.signRequest);
+      const me = { runId, node: node.name, resultKey: keys.resultKey(node.name) };
+      let forgedSeen = false;
+      let unsent: KrError | undefined;
       const signal = options.signal;
       const cleanup = async () => {
         for (const n of [resultName(name), name])
@@ -69,7 +78,13 @@ export function agentTransport(config: AgentConfig, deps: AgentTransportDeps): T
       try {
         await api.json(configMapsPath(ns), { method: 'POST', body, timeoutMs: 10_000, signal });
       } catch (e) {
-        throw requestFailed(node.name, ns, e);
+        const failed = requestFailed(node.name, ns, e);
+        // a write that timed out (or failed on the way back) may have been made: waited on as if it were, so an agent
+        // that took it is followed to its result, and it is withdrawn below when none did; never sent a second time
+        // beside itself
+        if (!failed.transient) throw failed;
+        unsent = failed;
+        deps.log?.debug(`node ${quote(node.name)}: the request may not have been written (${messageOf(e)}); waiting for it all the same`);
       }
       try {
         let takenAt: number | undefined;
@@ -82,14 +97,22 @@ export function agentTransport(config: AgentConfig, deps: AgentTransportDeps): T
           } catch (e) {
             if (statusOf(e) !== 404 && statusOf(e) !== undefined && statusOf(e)! < 500) throw requestFailed(node.name, ns, e);
           }
-          const r = cm && parseResult(cm);
+          let r = cm && readResult(cm, name, me);
+          if (r === 'forged') {
+            if (!forgedSeen)
+              deps.log?.warn(`node ${quote(node.name)}: the result ${ns}/${resultName(name)} is not signed by the node's agent; not believed (waiting for the agent's own)`);
+            forgedSeen = true;
+            r = undefined;
+          }
           if (r?.state === 'done') {
             if (r.timedOut) throw timedOut(node.name, timeoutMs);
             return { code: r.code, stdout: r.stdout, stderr: r.stderr };
           }
           if (r?.state === 'running') takenAt ??= now;
-          if (takenAt === undefined && now - started >= pickupMs)
-            throw new KrError(
+          // the agent starts nothing after the deadline (pickupMs) by its own clock: a claim made just before it is given
+          // time to show before the request is withdrawn, so a script is never left running beside its retry
+          if (takenAt === undefined && now - started >= pickupMs + PICKUP_GRACE_MS)
+            throw unsent ?? new KrError(
               'NODE_UNREACHABLE',
               `node ${quote(node.name)}: its agent (pod ${pod}) did not take the script within ${formatDuration(pickupMs)} ` +
                 '(the pod is not running, or the node cannot reach the apiserver)',

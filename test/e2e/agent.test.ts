@@ -4,10 +4,10 @@
  * the pod's ServiceAccount token, so scripts, results and the run Lease go through the real apiserver.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KubeConfig, KubernetesObjectApi, type KubernetesObject, PatchStrategy } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, PatchStrategy } from '@kubernetes/client-node';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
@@ -195,6 +195,111 @@ describe('faults through agents', () => {
     expect(await egressRules('node-2')).toEqual([]);
     await agentPodsGone();
     await settled();
+  });
+});
+
+describe('someone else who may write ConfigMaps in the agent namespace', () => {
+  it('drives no agent, and forges no answer: the revert fails as it really did, exit 4, and no agent pod is left', async () => {
+    // another ServiceAccount of the agent namespace, with every right on its ConfigMaps
+    await apply({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'intruder', namespace: NS } } as KubernetesObject);
+    await apply({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: 'intruder', namespace: NS },
+      rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'get', 'list', 'update', 'delete'] }],
+    } as KubernetesObject);
+    await apply({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: 'intruder', namespace: NS },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'intruder' },
+      subjects: [{ kind: 'ServiceAccount', name: 'intruder', namespace: NS }],
+    } as KubernetesObject);
+    const token = (await coreApi(lab).createNamespacedServiceAccountToken({ name: 'intruder', namespace: NS, body: { spec: { audiences: [], expirationSeconds: 3600 } } })).status!.token;
+    const kc = new KubeConfig();
+    kc.loadFromFile(lab.kubeconfig);
+    const cluster = kc.getCurrentCluster()!;
+    const intruderKc = new KubeConfig();
+    intruderKc.loadFromOptions({
+      clusters: [cluster],
+      users: [{ name: 'intruder', token }],
+      contexts: [{ name: 'intruder', cluster: cluster.name, user: 'intruder' }],
+      currentContext: 'intruder',
+    });
+    const intruder = intruderKc.makeApiClient(CoreV1Api);
+
+    const tag = `${process.pid}-${realClock.now()}`;
+    const intruded = `/tmp/kr-e2e-intruded-${tag}`;
+    const applied = `/tmp/kr-e2e-applied-${tag}`;
+    const fixed = `/tmp/kr-e2e-fixed-${tag}`;
+    // the revert takes 6 s and fails: long enough for a forged "exit 0" to be written over its claim; it passes once
+    // the test says so (for recover)
+    const rb = runbook('agent-intruder', '30s', [
+      {
+        name: 'mark node-1',
+        action: 'run-command',
+        with: {
+          nodes: { names: ['node-1'] },
+          apply: `touch ${applied}`,
+          revert: `if [ -e ${fixed} ]; then rm -f ${applied}; exit 0; fi; sleep 6; echo "revert refused" >&2; exit 1`,
+        },
+      },
+      { name: 'hold', wait: '8s' },
+    ]);
+    let stop = false;
+    const forged: string[] = [];
+    let written: { labels: Record<string, string>; annotations: Record<string, string> } | undefined;
+    const intruding = (async () => {
+      while (!stop) {
+        const cms = (await intruder.listNamespacedConfigMap({ namespace: NS }).catch(() => ({ items: [] }))).items;
+        const request = cms.find((c) => c.metadata?.labels?.['kube-runbook/kind'] === 'request' && c.metadata.annotations?.['kube-runbook/node-name'] === 'node-1');
+        // a request of its own for node-1, as the executor labels them, signed with nothing the agent knows
+        if (request && !written) {
+          written = { labels: request.metadata!.labels!, annotations: request.metadata!.annotations! };
+          await intruder.createNamespacedConfigMap({
+            namespace: NS,
+            body: {
+              metadata: { name: `kr-exec-intruder-${tag}`, labels: written.labels, annotations: written.annotations },
+              data: { script: `touch ${intruded}`, timeoutMs: '10000', deadline: new Date(realClock.now() + 60_000).toISOString(), signature: 'AAAA' },
+            },
+          });
+        }
+        // every running script of node-1 "finished fine", as far as whoever reads the results can tell
+        for (const c of cms)
+          if (c.metadata?.name?.endsWith('-result') && c.data?.state === 'running' && c.metadata.labels?.['kube-runbook/node'] === written?.labels['kube-runbook/node']) {
+            const body = { ...c, data: { ...c.data, state: 'done', code: '0', stdout: 'forged', stderr: '' } };
+            await intruder.replaceNamespacedConfigMap({ name: c.metadata.name, namespace: NS, body }).then(
+              () => forged.push(c.metadata!.name!),
+              () => undefined,
+            );
+          }
+        await realClock.sleep(150);
+      }
+    })();
+    const state = mkdtempSync(join(work, 'state-'));
+    const { code, report, stderr } = await runJson(rb, inventory, ['--state-dir', state]);
+    stop = true;
+    await intruding;
+    expect(written, 'the intruder saw a request to copy').toBeDefined();
+    expect(forged.length, 'results forged').toBeGreaterThan(0);
+    expect(code, stderr.slice(-2000)).toBe(4);
+    expect(report.faults).toEqual([expect.objectContaining({ action: 'run-command', node: 'node-1', status: expect.not.stringMatching(/^reverted$/) })]);
+    expect(report.remaining).toHaveLength(1);
+    expect(stderr).toMatch(/run-command revert failed on node-1 \(exit 1\): revert refused/);
+    expect(stderr).toMatch(/the result kr-agent\/kr-exec-\S+-result is not signed by the node's agent; not believed/);
+    expect(existsSync(intruded), "the intruder's script ran").toBe(false);
+    const left = (await coreApi(lab).listNamespacedConfigMap({ namespace: NS })).items.map((c) => c.metadata!.name!);
+    expect(left.filter((n) => n.startsWith(`kr-exec-intruder-${tag}-result`)), 'an agent took the intruder\'s request').toEqual([]);
+    // exit 4: the agents are gone all the same (the fault's dead-man holds the revert; recover starts agents of its own)
+    await agentPodsGone(' after exit 4');
+    // recover, through agents of its own, reverts it and releases the run lock
+    writeFileSync(fixed, '');
+    const r = await cli(['recover', '--state-dir', state, '--all'], { timeoutMs: 300_000 });
+    expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
+    expect(existsSync(applied)).toBe(false);
+    await agentPodsGone(' after recover');
+    await coreApi(lab).deleteNamespacedConfigMap({ name: `kr-exec-intruder-${tag}`, namespace: NS }).catch(() => undefined);
+    rmSync(fixed, { force: true });
   });
 });
 

@@ -6,7 +6,7 @@ import type { Clock } from '../../core/clock.js';
 import { messageOf } from '../../core/errors.js';
 import { shq } from '../../core/shell.js';
 import type { Logger } from '../../core/logger.js';
-import type { PodLite } from './types.js';
+import type { EnvVar, PodLite } from './types.js';
 import { LAB_AGENT_GID } from '../../nodes/agent-protocol.js';
 
 /** Where in-cluster clients read the pod's ServiceAccount. */
@@ -18,6 +18,8 @@ const RESTART_MS = 10_000;
 export type ProcessState =
   | { kind: 'running' }
   | { kind: 'exited'; exitCode: number; message: string; restarts: number }
+  /** Exited and not to be started again (exit 0 under restartPolicy OnFailure, any exit under Never): the pod ends. */
+  | { kind: 'ended'; exitCode: number; message: string; restarts: number }
   | { kind: 'image'; reason: string; message: string };
 
 export interface AgentProcessOptions {
@@ -30,6 +32,8 @@ export interface AgentProcessOptions {
   server: URL;
   ca: string;
   token(namespace: string, serviceAccount: string, pod: { name: string; uid: string }): Promise<string>;
+  /** A Secret's key, decoded, for the container's environment (`valueFrom.secretKeyRef`). */
+  secretKey(namespace: string, name: string, key: string): Promise<string>;
   clock: Clock;
   log: Logger;
 }
@@ -147,6 +151,7 @@ export class AgentProcesses {
       'echo $? >"$exitf"',
       'kill "$anchor" 2>/dev/null',
     ].join('\n');
+    const env = await this.containerEnv(pod, c.env ?? []);
     const logFd = openSync(join(dir, 'log'), 'a');
     const child = spawn('sh', ['-c', script, 'sh', sa, join(dir, 'exit'), ...command], {
       detached: true,
@@ -160,6 +165,7 @@ export class AgentProcesses {
         KUBERNETES_SERVICE_PORT: this.o.server.port || '443',
         POD_NAME: pod.metadata.name,
         POD_NAMESPACE: namespace,
+        ...env,
       },
     });
     closeSync(logFd);
@@ -172,6 +178,20 @@ export class AgentProcesses {
     this.o.log.info(`started the agent of ${namespace}/${pod.metadata.name} as pid ${child.pid}`);
     this.onChange(uid);
     this.watch(uid);
+  }
+
+  /** The container's `env`, resolved as a kubelet does for the kinds the agent uses: values, the pod's fields, Secrets. */
+  private async containerEnv(pod: PodLite, env: EnvVar[]): Promise<Record<string, string>> {
+    const out: Record<string, string> = {};
+    const ns = pod.metadata.namespace ?? 'default';
+    for (const e of env) {
+      if (e.value !== undefined) out[e.name] = e.value;
+      else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') out[e.name] = pod.metadata.name;
+      else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') out[e.name] = ns;
+      else if (e.valueFrom?.secretKeyRef) out[e.name] = await this.o.secretKey(ns, e.valueFrom.secretKeyRef.name, e.valueFrom.secretKeyRef.key);
+      else throw new Error(`env ${e.name}: this lab resolves values, metadata.name/namespace and secretKeyRef only`);
+    }
+    return out;
   }
 
   /** Polls the process each second; on its exit, reports it and starts it again after RESTART_MS. */
@@ -194,6 +214,13 @@ export class AgentProcesses {
     const code = Number((await readFile(join(dir, 'exit'), 'utf8').catch(() => '')).trim() || 137);
     const log = await readFile(join(dir, 'log'), 'utf8').catch(() => '');
     const message = log.trim().split('\n').slice(-5).join('\n').slice(-1024);
+    const policy = t.pod.spec?.restartPolicy ?? 'Always';
+    if (policy === 'Never' || (policy === 'OnFailure' && code === 0)) {
+      t.state = { kind: 'ended', exitCode: code, message, restarts: t.restarts };
+      this.o.log.info(`the agent of ${t.pod.metadata.namespace}/${t.pod.metadata.name} exited with ${code}; its pod ends (restartPolicy ${policy})`);
+      this.onChange(uid);
+      return;
+    }
     t.restarts++;
     t.state = { kind: 'exited', exitCode: code, message, restarts: t.restarts };
     this.o.log.warn(`the agent of ${t.pod.metadata.namespace}/${t.pod.metadata.name} exited with ${code}; starting it again in ${RESTART_MS / 1000}s`);

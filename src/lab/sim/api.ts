@@ -117,6 +117,14 @@ export class SimApi {
     return token;
   }
 
+  /** A key of a Secret a pod on this node names (the node authorizer lets its kubelet read no other), decoded. */
+  async podSecretKey(namespace: string, name: string, key: string): Promise<string> {
+    const secret = plain<{ data?: Record<string, string> }>(await this.limited(() => this.core.readNamespacedSecret({ name, namespace }, this.opts())));
+    const value = secret.data?.[key];
+    if (value === undefined) throw new Error(`secret ${namespace}/${name} has no key ${key}`);
+    return Buffer.from(value, 'base64').toString('utf8');
+  }
+
   /** Runs `fn` once fewer than `maxInFlight` requests are under way. */
   async limited<T>(fn: () => Promise<T>): Promise<T> {
     if (this.inFlight >= this.maxInFlight) await new Promise<void>((r) => this.waiting.push(r));

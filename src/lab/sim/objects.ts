@@ -130,10 +130,11 @@ export function podStatusPatch(hostIp: string, containers: SimContainer[], nowMs
   const first = containers[0];
   const started = first?.startedAt ?? wholeTime(nowMs);
   const ready = process === undefined || process.kind === 'running';
+  const ended = process?.kind === 'ended' ? (process.exitCode === 0 ? 'Succeeded' : 'Failed') : undefined;
   const cond = (type: string, ok = true) => ({ type, status: ok ? 'True' : 'False', lastProbeTime: null, lastTransitionTime: started });
   return {
     status: {
-      phase: 'Running',
+      phase: ended ?? 'Running',
       hostIP: hostIp,
       podIP: first?.podIp,
       podIPs: first ? [{ ip: first.podIp }] : [],
@@ -146,7 +147,7 @@ export function podStatusPatch(hostIp: string, containers: SimContainer[], nowMs
         containerID: `kr-sim://${c.id}`,
         ready: i > 0 || ready,
         started: i > 0 || ready,
-        restartCount: i === 0 && process?.kind === 'exited' ? process.restarts : 0,
+        restartCount: i === 0 && (process?.kind === 'exited' || process?.kind === 'ended') ? process.restarts : 0,
         ...(i === 0 && process ? processStatus(process, c.startedAt) : { state: { running: { startedAt: c.startedAt } } }),
       })),
     },
@@ -172,6 +173,8 @@ function processStatus(p: ProcessState, startedAt: string) {
       return { state: { running: { startedAt } } };
     case 'image':
       return { state: { waiting: { reason: p.reason, message: p.message } } };
+    case 'ended':
+      return { state: { terminated: { exitCode: p.exitCode, reason: p.exitCode === 0 ? 'Completed' : 'Error', message: p.message, startedAt } } };
     case 'exited':
       return {
         state: { waiting: { reason: 'CrashLoopBackOff', message: 'back-off 10s restarting failed container' } },

@@ -76,6 +76,7 @@ async function agentProcesses(cfg: KubeletSimFile, kc: KubeConfig, api: SimApi, 
     server: new URL(cluster.server),
     ca,
     token: (ns, sa, pod) => api.podToken(ns, sa, pod),
+    secretKey: (ns, name, key) => api.podSecretKey(ns, name, key),
     clock: realClock,
     log,
   });

@@ -18,9 +18,21 @@ export interface ConditionLite {
   lastTransitionTime?: string;
 }
 
+/** A container's environment variable, as far as the lab resolves it. */
+export interface EnvVar {
+  name: string;
+  value?: string;
+  valueFrom?: { fieldRef?: { fieldPath: string }; secretKeyRef?: { name: string; key: string } };
+}
+
 export interface PodLite {
   metadata: MetaLite;
-  spec?: { nodeName?: string; serviceAccountName?: string; containers?: { name: string; image?: string; command?: string[]; args?: string[] }[] };
+  spec?: {
+    nodeName?: string;
+    serviceAccountName?: string;
+    restartPolicy?: 'Always' | 'OnFailure' | 'Never';
+    containers?: { name: string; image?: string; command?: string[]; args?: string[]; env?: EnvVar[] }[];
+  };
   status?: {
     phase?: string;
     podIP?: string;

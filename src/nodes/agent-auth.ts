@@ -1,0 +1,102 @@
+import { createHash, createHmac, createPublicKey, generateKeyPairSync, type KeyObject, randomBytes, sign, timingSafeEqual, verify } from 'node:crypto';
+
+/**
+ * Who may drive a node agent, and whose answers the executor believes. Anyone allowed to write ConfigMaps in the
+ * agent namespace can write a request or a result; neither is trusted for what it is, only for who signed it:
+ *
+ * - **requests** carry an Ed25519 signature by the executor's key, made when it starts (one per process, never written
+ *   anywhere). Its public half is in the agent pod's arguments, fixed when the executor created the pod, so an agent
+ *   believes only the executor that started it. Reading the pod spec gives nothing to sign with.
+ * - **results** carry an HMAC by a key the executor draws for each node and hands to that node's agent only, through a
+ *   Secret the pod's environment reads (kubelet-resolved; the agent's ServiceAccount has no access to Secrets). Another
+ *   node's agent, or whoever writes ConfigMaps, cannot answer for this node.
+ *
+ * What is signed is every field the other side acts on, in a fixed order (`claims`): a copy renamed, sent to another
+ * node or run, or with another script, deadline, exit code or output, does not verify.
+ */
+
+/** What an executor's request says, all of it signed. */
+export interface RequestClaims {
+  run: string;
+  node: string;
+  namespace: string;
+  name: string;
+  script: string;
+  timeoutMs: number;
+  deadline: number;
+}
+
+/** What an agent's result says, all of it signed. */
+export interface ResultClaims {
+  run: string;
+  node: string;
+  request: string;
+  agent: string;
+  state: 'running' | 'done';
+  code?: number;
+  stdout?: string;
+  stderr?: string;
+  timedOut?: boolean;
+}
+
+const requestBytes = (c: RequestClaims) => Buffer.from(JSON.stringify(['kube-runbook/request/v1', c.run, c.node, c.namespace, c.name, c.script, c.timeoutMs, c.deadline]));
+
+const resultBytes = (c: ResultClaims) =>
+  Buffer.from(
+    JSON.stringify(['kube-runbook/result/v1', c.run, c.node, c.request, c.agent, c.state, c.code ?? null, c.stdout ?? null, c.stderr ?? null, c.timedOut === true]),
+  );
+
+/** The executor's keys for one process: the request-signing key pair, and a result key per node drawn on first use. */
+export interface AgentKeys {
+  /** The public half, as the agent's `--executor-key` (base64 of its SPKI DER). */
+  readonly publicKey: string;
+  /** Eight hex characters naming the key pair: agent pods of different keys get different names. */
+  readonly fingerprint: string;
+  signRequest(c: RequestClaims): string;
+  /** The key `node`'s agent signs its results with (32 random bytes). */
+  resultKey(node: string): Buffer;
+}
+
+export function newAgentKeys(): AgentKeys {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  const spki = publicKey.export({ format: 'der', type: 'spki' });
+  const perNode = new Map<string, Buffer>();
+  return {
+    publicKey: spki.toString('base64'),
+    fingerprint: createHash('sha256').update(spki).digest('hex').slice(0, 8),
+    signRequest: (c) => sign(null, requestBytes(c), privateKey).toString('base64'),
+    resultKey(node) {
+      let k = perNode.get(node);
+      if (!k) perNode.set(node, (k = randomBytes(32)));
+      return k;
+    },
+  };
+}
+
+/** The executor's public key from `--executor-key`; undefined when it is not an Ed25519 SPKI in base64. */
+export function executorKey(base64: string): KeyObject | undefined {
+  try {
+    const key = createPublicKey({ key: Buffer.from(base64, 'base64'), format: 'der', type: 'spki' });
+    return key.asymmetricKeyType === 'ed25519' ? key : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function verifyRequest(key: KeyObject, c: RequestClaims, signature: string | undefined): boolean {
+  if (!signature) return false;
+  try {
+    return verify(null, requestBytes(c), key, Buffer.from(signature, 'base64'));
+  } catch {
+    return false;
+  }
+}
+
+export const signResult = (key: Buffer, c: ResultClaims): string => createHmac('sha256', key).update(resultBytes(c)).digest('base64');
+
+export function verifyResult(key: Buffer, c: ResultClaims, signature: string | undefined): boolean {
+  if (!signature) return false;
+  const want = createHmac('sha256', key).update(resultBytes(c)).digest();
+  const got = Buffer.from(signature, 'base64');
+  return got.length === want.length && timingSafeEqual(got, want);
+}
