@@ -29,31 +29,13 @@ import type { Register } from './types.js';
  */
 const POD_DELETIONS = 'pods deleted';
 const FORECAST = 'eviction forecast';
-const names = <T>(l: T[] | undefined, of: (x: T) => string) => (l ?? []).slice(0, 20).map(of);
-const OBSERVERS: Record<string, { probe: string; with: Record<string, unknown>; summarize: (v: unknown) => unknown }> = {
-  [POD_DELETIONS]: { probe: 'pod-deletions', with: {}, summarize: (v) => v },
-  'node leases': { probe: 'node-leases', with: {}, summarize: (v) => (v ? { stale: names((v as { stale?: string[] }).stale, (n) => n) } : null) },
-  'node ready': {
-    probe: 'node-ready',
-    with: {},
-    summarize: (v) => {
-      const r = v as { ready?: number; total?: number; nodes?: { name: string; status: string }[] } | null;
-      return r ? { ready: r.ready, total: r.total, notReady: names(r.nodes?.filter((n) => n.status !== 'True'), (n) => `${n.name} ${n.status}`) } : null;
-    },
-  },
-  'NoExecute taints': {
-    probe: 'noexecute-taints',
-    with: {},
-    summarize: (v) => (v ? { tainted: names((v as { tainted?: { node: string; key: string }[] }).tainted, (t) => `${t.node} ${t.key}`) } : null),
-  },
-  [FORECAST]: {
-    probe: 'eviction-forecast',
-    with: { margin: '0s' },
-    summarize: (v) => {
-      const f = v as { earliestEviction?: { at: number; pod: string; node: string } | null; atRisk?: number; frozen?: boolean } | null;
-      return f ? { earliestEviction: f.earliestEviction ? { at: new Date(f.earliestEviction.at).toISOString(), pod: f.earliestEviction.pod, node: f.earliestEviction.node } : null, atRisk: f.atRisk, frozen: f.frozen } : null;
-    },
-  },
+/** The probes every run starts for its report, by the name the report gives them; each says what the report keeps of its readings (`meta.report`). */
+const OBSERVERS: Record<string, { probe: string; with: Record<string, unknown> }> = {
+  [POD_DELETIONS]: { probe: 'pod-deletions', with: {} },
+  'node leases': { probe: 'node-leases', with: {} },
+  'node ready': { probe: 'node-ready', with: {} },
+  'NoExecute taints': { probe: 'noexecute-taints', with: {} },
+  [FORECAST]: { probe: 'eviction-forecast', with: { margin: '0s' } },
 };
 
 /** The probes every run starts for its report; their permissions are checked at preflight and granted by `manifests`. */
@@ -120,7 +102,8 @@ export const register: Register = (program, done) => {
       }
       const kube = p.kube!;
       const journal = Journal.forRun(runId, runsDir(process.env, flags.stateDir === undefined ? undefined : resolve(flags.stateDir)));
-      const collector = new ReportCollector(Object.fromEntries(Object.entries(OBSERVERS).map(([k, o]) => [k, o.summarize])));
+      const observers = await runObservers();
+      const collector = new ReportCollector(Object.fromEntries(observers.flatMap((o) => (o.probe.meta.report ? [[o.name, (v: unknown) => o.probe.meta.report!(v)]] : []))));
       // the live task list redraws the screen: with confirmations to answer, a line per event reads better
       const tty = flags.output === 'text' && process.stdout.isTTY === true && !(p.plan.confirms && !flags.yes);
       const write = (line: string) => (flags.output === 'json' ? process.stderr : process.stdout).write(`${line}\n`);
@@ -129,7 +112,6 @@ export const register: Register = (program, done) => {
         collector.onEvent(e);
         view.onEvent(e);
       };
-      const observers = await runObservers();
       const ctx = makeCtx({ runId, clock, log, signal: new AbortController().signal, inventory: p.inv.inventory, kube });
       const handle = startRun({
         plan: p.plan,

@@ -14,24 +14,33 @@ export interface Reading<V = unknown> {
   detail: string;
 }
 
-export interface ProbeMeta<P extends z.ZodType = z.ZodType> {
+/** How many entries a run report keeps of a list in a reading (names of stale nodes, tainted nodes, …). */
+export const REPORTED_ENTRIES = 20;
+
+export interface ProbeMeta<P extends z.ZodType = z.ZodType, V = unknown> {
   id: string;
   summary: string;
   description: string;
   params: P;
   /** The Kubernetes API permissions it needs (empty when it reads nodes only): preflight checks them, `manifests` grants them. */
   access: readonly ApiAccess[];
+  /**
+   * What a run report keeps of a reading's value when the probe watches a whole run beside the steps (the run's
+   * observers): a summary a person reads in report.json. The value as it is when absent.
+   */
+  report?(value: V): unknown;
 }
 
 /**
  * A read-only observer. `start` yields readings as the cluster changes (event-driven) until ctx.signal
  * aborts; it yields a first reading promptly (at worst `unknown`).
  */
-export interface Probe<P extends z.ZodType = z.ZodType> {
-  meta: ProbeMeta<P>;
-  start(ctx: Ctx, params: z.output<P>): AsyncIterable<Reading>;
+export interface Probe<P extends z.ZodType = z.ZodType, V = unknown> {
+  meta: ProbeMeta<P, V>;
+  /** Its readings: a value of type V, or null while it cannot tell (unknown). */
+  start(ctx: Ctx, params: z.output<P>): AsyncIterable<Reading<V | null>>;
 }
 
-export function defineProbe<P extends z.ZodType>(probe: Probe<P>): Probe<P> {
+export function defineProbe<P extends z.ZodType, V = unknown>(probe: Probe<P, V>): Probe<P, V> {
   return probe;
 }

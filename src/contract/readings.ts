@@ -41,7 +41,7 @@ function hubOf(ctx: Ctx): WatchHub {
 }
 
 /** One unknown reading, then silence until the run stops (the probe cannot see; it does not end). */
-export async function* cannotSee(ctx: Ctx, e: unknown): AsyncGenerator<Reading> {
+export async function* cannotSee(ctx: Ctx, e: unknown): AsyncGenerator<Reading<null>> {
   yield { status: 'unknown', at: ctx.clock.now(), value: null, detail: messageOf(e) };
   await new Promise<void>((resolve) => {
     if (ctx.signal.aborted) return resolve();
@@ -81,11 +81,11 @@ export type Handles<S extends Specs> = { [K in keyof S]: S[K] extends WatchSpec<
  * what `body` yields over them, releasing them when the probe stops. A probe that cannot watch (no hub, a spec
  * that cannot be worked out) reads unknown and stays so: it cannot see, it does not end.
  */
-export async function* watching<S extends Specs>(
+export async function* watching<S extends Specs, V = unknown>(
   ctx: Ctx,
   specs: S | (() => Promise<S>),
-  body: (handles: Handles<S>, watches: Watched[]) => AsyncIterable<Reading>,
-): AsyncGenerator<Reading> {
+  body: (handles: Handles<S>, watches: Watched[]) => AsyncIterable<Reading<V | null>>,
+): AsyncGenerator<Reading<V | null>> {
   const opened: WatchHandle<unknown>[] = [];
   const handles: Record<string, WatchHandle<unknown>> = {};
   try {
@@ -112,7 +112,7 @@ export async function* watching<S extends Specs>(
  * the probe, which judges the shared stores and yields when the verdict changed. The first reading comes at
  * once (unknown until the watches are synced); while any watch is stale the reading is unknown.
  */
-export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenerator<Reading> {
+export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenerator<Reading<V | null>> {
   const refreshMs = o.refreshMs ?? 1000;
   const minIntervalMs = o.minIntervalMs ?? 0;
   let lastJudgedAt = -Infinity;

@@ -37,6 +37,24 @@ function someNames(names: string[], count: number): string {
 const NODES_LISTED = 100;
 
 /** The live eviction forecast: when each failing node goes NotReady and its pods are evicted. */
+/** What an eviction-forecast reading says (times in ms on the run's clock). */
+export interface EvictionForecastValue {
+  earliestEviction: (Forecast['earliest'] & { inMs: number }) | null;
+  atRisk: number;
+  /** Why no eviction can come while the controller stays as it is; null when it runs. */
+  frozen: string | null;
+  /** The first eviction were the controller restored now, while frozen. */
+  ifRestoredNow: (Forecast['earliest'] & { inMs: number }) | null;
+  masterDisruptionAt: number | null;
+  nodes: Forecast['nodes'];
+  failingNodes: number;
+  healthyNodes: number;
+  pods: Forecast['pods'];
+  zones: Forecast['zones'];
+  settings: ResolvedSettings['settings'] & { silentAfterMs: number };
+  sources: ResolvedSettings['sources'];
+}
+
 export default defineProbe({
   meta: {
     access: [READ_NODES, READ_NODE_LEASES, READ_PODS, { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['list', 'watch'], namespace: { param: 'controllerManagerLease' }, why: 'watches the leader-election Lease `controllerManagerLease`' }, GET_VERSION],
@@ -58,6 +76,11 @@ export default defineProbe({
       "of the server's version. Violated when the earliest eviction is within `margin`; unknown while the apiserver " +
       'cannot be watched.',
     params: Params,
+    report: (v: EvictionForecastValue) => ({
+      earliestEviction: v.earliestEviction ? { at: new Date(v.earliestEviction.at).toISOString(), pod: v.earliestEviction.pod, node: v.earliestEviction.node } : null,
+      atRisk: v.atRisk,
+      frozen: v.frozen,
+    }),
   },
   start(ctx, params) {
     const [ns, name] = params.controllerManagerLease.split('/') as [string, string];
@@ -155,7 +178,7 @@ export default defineProbe({
               zones: f.zones,
               settings: { ...settings, silentAfterMs: silentAfter },
               sources: resolved.sources,
-            },
+            } satisfies EvictionForecastValue,
           };
         },
       });

@@ -6,7 +6,7 @@ import { NODE_LEASE_NAMESPACE, type SlimLease, watchSpecs } from '../kube/resour
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { duration } from '../core/zod-helpers.js';
-import { defineProbe } from '../contract/probe.js';
+import { defineProbe, REPORTED_ENTRIES } from '../contract/probe.js';
 
 const Params = z.strictObject({
   nodes: NodeSelector.default('all').meta({ description: 'which nodes: all, workers, control-plane or a selector' }),
@@ -14,6 +14,13 @@ const Params = z.strictObject({
     .optional()
     .meta({ description: "a lease older than this is stale; each lease's own leaseDurationSeconds when absent" }),
 });
+
+/** What a node-leases reading says. */
+export interface NodeLeasesValue {
+  nodes: LeaseAge[];
+  /** The selected nodes whose lease is stale (or missing). */
+  stale: string[];
+}
 
 export interface LeaseAge {
   name: string;
@@ -35,6 +42,7 @@ export default defineProbe({
       'stale (a timer, not a poll) and the moment a renewal arrives; while many arrive at once (thousands of leases ' +
       'stale and coming back), every quarter second. Unknown while the apiserver cannot be watched.',
     params: Params,
+    report: (v: NodeLeasesValue) => ({ stale: v.stale.slice(0, REPORTED_ENTRIES) }),
   },
   start(ctx, params) {
     return watching(ctx, { nodes: watchSpecs.nodes(), leases: watchSpecs.nodeLeases() }, ({ nodes, leases }) => {
@@ -97,7 +105,7 @@ export default defineProbe({
               : `${names.length}/${names.length} leases fresh (oldest ${formatDuration(oldest)})`;
           return {
             status: stale.length || !names.length ? 'violated' : 'ok',
-            value: { nodes: ages, stale: stale.map((a) => a.name) },
+            value: { nodes: ages, stale: stale.map((a) => a.name) } satisfies NodeLeasesValue,
             detail,
             key: String(version),
             recheckAt,

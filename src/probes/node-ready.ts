@@ -6,7 +6,7 @@ import { watchSpecs } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { duration } from '../core/zod-helpers.js';
-import { defineProbe } from '../contract/probe.js';
+import { defineProbe, REPORTED_ENTRIES } from '../contract/probe.js';
 
 const Params = z.strictObject({
   nodes: NodeSelector.default('all').meta({ description: 'which nodes: all, workers, control-plane or a selector' }),
@@ -41,6 +41,14 @@ export default defineProbe({
       'the watch (each change of status or of lastTransitionTime) since the probe started. Unknown while the apiserver ' +
       'cannot be watched.',
     params: Params,
+    report: (v: NodeReadyValue) => ({
+      ready: v.ready,
+      total: v.total,
+      notReady: v.nodes
+        .filter((n) => n.status !== 'True')
+        .slice(0, REPORTED_ENTRIES)
+        .map((n) => `${n.name} ${n.status}`),
+    }),
   },
   start(ctx, params) {
     return watching(ctx, { nodes: watchSpecs.nodes() }, ({ nodes }) => {

@@ -6,7 +6,7 @@ import { watchSpecs } from '../kube/resources.js';
 import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
-import { defineProbe } from '../contract/probe.js';
+import { defineProbe, REPORTED_ENTRIES } from '../contract/probe.js';
 
 const Params = z.strictObject({
   nodes: NodeSelector.default('all').meta({ description: 'which nodes: all, workers, control-plane or a selector' }),
@@ -17,6 +17,13 @@ const Params = z.strictObject({
     .meta({ description: 'taint keys that count (NoExecute effect only)' }),
   max: z.number().int().min(0).default(0).meta({ description: 'violated when more selected nodes than this carry such a taint' }),
 });
+
+/** What a noexecute-taints reading says. */
+export interface NoExecuteTaintsValue {
+  tainted: TaintedNode[];
+  /** How many selected nodes carry one of the keys. */
+  nodes: number;
+}
 
 export interface TaintedNode {
   node: string;
@@ -37,6 +44,7 @@ export default defineProbe({
       'toleration of it runs out. Violated while more than `max` selected nodes carry one; the value lists each with ' +
       'the time it was added. Unknown while the apiserver cannot be watched.',
     params: Params,
+    report: (v: NoExecuteTaintsValue) => ({ tainted: v.tainted.slice(0, REPORTED_ENTRIES).map((t) => `${t.node} ${t.key}`) }),
   },
   start(ctx, params) {
     return watching(ctx, { nodes: watchSpecs.nodes() }, ({ nodes }) => {
@@ -61,7 +69,7 @@ export default defineProbe({
             : `no NoExecute taint on ${names.length} nodes`;
           return {
             status: count > params.max ? 'violated' : 'ok',
-            value: { tainted, nodes: count },
+            value: { tainted, nodes: count } satisfies NoExecuteTaintsValue,
             detail,
             key: `${count > params.max}|${tainted.map((t) => `${t.node}/${t.key}`).join(',')}`,
           };

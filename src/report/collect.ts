@@ -146,7 +146,7 @@ export class ReportCollector {
   private readonly histories = new Map<string, { history: ThinnedHistory<ReadingEntry>; status?: string }>();
   private readonly tracker = new NodeTracker(this.report);
 
-  /** `summarizers` keep, per observer, only what the report needs of a reading's value. */
+  /** `summarizers` keep, per observer, only what the report needs of a reading's value (the probe's `meta.report`). */
   constructor(private readonly summarizers: Record<string, (value: unknown) => unknown> = {}) {}
 
   /** Keeps a reading of `source` as its history allows: a violation or a change of status always. Returns the history. */
@@ -225,7 +225,8 @@ export class ReportCollector {
         this.tracker.reading(`observer ${e.name}`, 2, e.at, e.reading.value);
         const summarize = this.summarizers[e.name] ?? ((v: unknown) => v);
         const prev = r.observations[e.name] as Observation | undefined;
-        const value = summarize(e.reading.value);
+        // an unknown reading has no value to summarise
+        const value = e.reading.value === null ? null : summarize(e.reading.value);
         const entry = { at: iso(e.at), status: e.reading.status, detail: e.reading.detail, value };
         if (e.reading.status === 'unknown' && prev) break;
         const history = prev?.history ?? [];
