@@ -12,8 +12,8 @@ import { KrError, messageOf, quote } from '../core/errors.js';
  * pod's ServiceAccount. Credentials: client certificates, bearer tokens and token files (read again every minute),
  * basic auth, and exec plugins (client.authentication.k8s.io v1 and v1beta1, their credential kept until it expires).
  *
- * Why not @kubernetes/client-node's KubeConfig: importing it loads the library's whole generated API, some 80 MiB of
- * resident memory, a quarter of what the executor may use on a cluster of 150,000 pods. The legacy `auth-provider`
+ * Why not @kubernetes/client-node's KubeConfig: importing it loads the library's whole generated API, a large share
+ * of the executor's resident memory on a large cluster (bench/probes-memory.bench.js measures the executor without it). The legacy `auth-provider`
  * users (oidc, gcp, azure, removed from kubectl since 1.26) are still served by it, loaded only for them.
  */
 
