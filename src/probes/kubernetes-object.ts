@@ -43,9 +43,11 @@ export default defineProbe({
       'variable `object`, whole numbers are ints) on every event. An object whose condition cannot be evaluated (a ' +
       'field it reads is absent: use `has(object.status.x)`) does not meet it, and the reading says why. `aggregate` ' +
       'says how many must meet it: `all`, `any` or `{atLeast: N}`. The condition is type-checked by `validate`, which ' +
-      'points inside the expression at what is wrong. The CEL library is @marcbachmann/cel-js (no dependencies, ' +
-      'maintained, with a checker and source positions). Unknown while the apiserver cannot be watched or does not ' +
-      'serve the resource.',
+      'points inside the expression at what is wrong. `matches()` takes RE2 patterns and runs in time linear in the ' +
+      'text. One evaluation may cost at most 1,000,000 (each step 1, a list 1 per element, text 1 per 10 characters): ' +
+      'past that the object does not meet the condition and the reading says so; `validate` refuses a condition that ' +
+      'costs more even on the smallest object. The CEL library is @marcbachmann/cel-js (no dependencies, maintained, ' +
+      'with a checker and source positions). Unknown while the apiserver cannot be watched or does not serve the resource.',
     params: Params,
     // Discovery (/api, /apis/...) is readable by every authenticated user (Kubernetes' system:discovery role).
     access: [
