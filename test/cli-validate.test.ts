@@ -140,6 +140,21 @@ describe('kube-runbook validate', () => {
     ]);
   });
 
+  it('a pattern RE2 does not take, and a condition over the cost limit, are refused where they stand', async () => {
+    const r = await cli('validate', '--output', 'json', 'test/fixtures/invalid/bad-patterns.yaml');
+    expect(r.code).toBe(2);
+    noStack(r);
+    const [entry] = JSON.parse(r.stdout) as { problems: { line: number; col: number; path: string; message: string }[] }[];
+    expect(entry?.problems.map((p) => [p.line, p.col, p.path])).toEqual([
+      [8, 82, 'spec.guards[0].with.condition'],
+      [13, 21, 'spec.guards[1].with.condition'],
+      [15, 59, 'spec.guards[2].with.bodyMatches'],
+    ]);
+    expect(entry?.problems[0]?.message).toMatch(/^CEL: matches\(\): not an RE2 regular expression: /);
+    expect(entry?.problems[1]?.message).toBe('CEL: the condition would cost at least 15,444,442, more than the limit of 1,000,000 (nested loops over large lists)');
+    expect(entry?.problems[2]?.message).toMatch(/^not an RE2 regular expression: /);
+  });
+
   it('a directory without YAML files is a problem, not a silent pass', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'kr-validate-'));
     try {
