@@ -73,6 +73,8 @@ describe('kube-runbook validate', () => {
     ['revert-unknown.yaml', '11:15: spec.steps[2].revert: no earlier action step has this name'],
     ['bad-expressions.yaml', '8:98: spec.guards[0].with.condition: CEL: Unexpected token: EOF'],
     ['bad-inventory.yaml', '7:21: spec.transport.type: expected one of ssh, netns, local, agent; did you mean "ssh"? (got "sshh")'],
+    ['token-over-http.yaml', '9:14: spec.guards[0].with.url: the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true'],
+    ['inventory-token-over-http.yaml', '8:21: spec.prometheus.url: the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true'],
     ['remediation-ttl-given.yaml', '8:21: spec.safety.remediationTtl: remediationTtl (5m) must be longer than faultTtl (10m)'],
   ];
 
