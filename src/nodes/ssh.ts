@@ -67,7 +67,16 @@ function connectionOptions(config: SshConfig, node: InventoryNode): string[] {
     '-o', 'ServerAliveCountMax=3',
     '-o', `StrictHostKeyChecking=${config.strictHostKeyChecking}`,
     '-o', 'LogLevel=ERROR',
+    // No credential or channel leaves with the connection, whatever the user's ssh config says (options on the
+    // command line win over it): no agent (-a), no X11 (-x), no Kerberos delegation, no port forwarding, no
+    // LocalCommand, and no multiplexed master that an earlier ssh may have opened with forwarding on.
     '-o', 'ClearAllForwardings=yes',
+    '-o', 'ForwardAgent=no',
+    '-o', 'ForwardX11=no',
+    '-o', 'GSSAPIDelegateCredentials=no',
+    '-o', 'PermitLocalCommand=no',
+    '-o', 'ControlMaster=no',
+    '-o', 'ControlPath=none',
   ];
   if (config.knownHostsFile !== undefined) {
     const f = config.knownHostsFile;
