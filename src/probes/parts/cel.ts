@@ -203,15 +203,20 @@ function toCel(v: unknown): unknown {
 
 export type CelVerdict = { ok: boolean; error?: undefined } | { ok: false; error: string };
 
+/** What several evaluations may cost together (a judgement over many objects); each takes off what it cost. */
+export interface CelBudget {
+  left: number;
+}
+
 /**
  * Compiles a condition once; evaluating it on an object never throws (an evaluation error is a false verdict) and
- * stops once it has cost CEL_COST_LIMIT.
+ * stops once it has cost CEL_COST_LIMIT. What it cost is taken off `budget`, when given.
  */
-export function compileCondition(expression: string): (object: unknown) => CelVerdict {
+export function compileCondition(expression: string): (object: unknown, budget?: CelBudget) => CelVerdict {
   const p = prepare(expression);
   if (p.problem) throw new Error(p.problem.message);
   const run = p.run;
-  return (object) => {
+  return (object, budget) => {
     const m: Meter = { left: CEL_COST_LIMIT };
     const input = { object: toCel(object) };
     meter = m;
@@ -223,6 +228,7 @@ export function compileCondition(expression: string): (object: unknown) => CelVe
       return { ok: false, error: m.left < 0 ? new CostExceeded().message : said(e) };
     } finally {
       meter = undefined;
+      if (budget) budget.left -= CEL_COST_LIMIT - Math.max(m.left, 0);
     }
   };
 }
