@@ -77,6 +77,21 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
     noStack(r);
   });
 
+  it('run refuses a runbook that allows every context unless --context names one: exit 2 at the "*"', async () => {
+    for (const file of ['runbooks/emergency/freeze-evictions.yaml', 'runbooks/emergency/control-plane-failover.yaml']) {
+      const r = await cli(['run', file, '-i', inventory, '--kubeconfig', kubeconfig, '--yes']);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(
+        new RegExp(`^kube-runbook: ${file.replace(/[.]/g, '\\.')}:23:28: spec\\.safety\\.allowContexts\\[0\\]: "\\*" allows every context: name the one to run against with --context NAME`),
+      );
+      expect(r.stdout).not.toContain('preflight');
+      noStack(r);
+    }
+    const named = await cli(['run', 'runbooks/emergency/freeze-evictions.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--context', 'production', '--dry-run']);
+    expect(named.stdout).toContain('preflight ok   context: context "production" is allowed');
+    expect(named.code).toBe(3);
+  }, 60_000);
+
   it('run refuses a runbook with confirm steps when nobody can answer (no terminal, no --yes)', async () => {
     const r = await cli(['run', 'examples/confirm-step.yaml', '-i', inventory, '--kubeconfig', kubeconfig]);
     expect(r.code).toBe(3);

@@ -73,6 +73,8 @@ describe('kube-runbook validate', () => {
     ['revert-unknown.yaml', '11:15: spec.steps[2].revert: no earlier action step has this name'],
     ['bad-expressions.yaml', '8:98: spec.guards[0].with.condition: CEL: Unexpected token: EOF'],
     ['bad-inventory.yaml', '7:21: spec.transport.type: expected one of ssh, netns, local, agent; did you mean "ssh"? (got "sshh")'],
+    ['token-over-http.yaml', '9:14: spec.guards[0].with.url: the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true'],
+    ['inventory-token-over-http.yaml', '8:21: spec.prometheus.url: the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true'],
     ['remediation-ttl-given.yaml', '8:21: spec.safety.remediationTtl: remediationTtl (5m) must be longer than faultTtl (10m)'],
   ];
 
@@ -138,6 +140,21 @@ describe('kube-runbook validate', () => {
       { line: 24, col: 58, path: 'spec.guards[3].with.selector', message: 'bad label selector "tier=frontend, bad key": "bad key" is not a label key' },
       { line: 28, col: 80, path: 'spec.guards[4].with.query', message: 'PromQL: syntax error at "q"' },
     ]);
+  });
+
+  it('a pattern RE2 does not take, and a condition over the cost limit, are refused where they stand', async () => {
+    const r = await cli('validate', '--output', 'json', 'test/fixtures/invalid/bad-patterns.yaml');
+    expect(r.code).toBe(2);
+    noStack(r);
+    const [entry] = JSON.parse(r.stdout) as { problems: { line: number; col: number; path: string; message: string }[] }[];
+    expect(entry?.problems.map((p) => [p.line, p.col, p.path])).toEqual([
+      [8, 82, 'spec.guards[0].with.condition'],
+      [13, 21, 'spec.guards[1].with.condition'],
+      [15, 59, 'spec.guards[2].with.bodyMatches'],
+    ]);
+    expect(entry?.problems[0]?.message).toMatch(/^CEL: matches\(\): not an RE2 regular expression: /);
+    expect(entry?.problems[1]?.message).toBe('CEL: the condition would cost at least 15,444,442, more than the limit of 1,000,000 (nested loops over large lists)');
+    expect(entry?.problems[2]?.message).toMatch(/^not an RE2 regular expression: /);
   });
 
   it('a directory without YAML files is a problem, not a silent pass', async () => {

@@ -11,6 +11,7 @@ import { defaultRegistry } from '../engine/registry.js';
 import { preflight } from '../engine/preflight.js';
 import { startRun } from '../engine/run.js';
 import { runsDir } from '../engine/state-dir.js';
+import type { LoadedRunbook } from '../runbook/load.js';
 import { ReportCollector } from '../report/collect.js';
 import { liveRenderer } from '../report/live.js';
 import { renderPlan } from '../report/plan-text.js';
@@ -45,6 +46,26 @@ export function runObservers(): Promise<ObserverProbe[]> {
       const probe = await defaultRegistry.probe(o.probe);
       return { name, probe, params: probe.meta.params.parse(o.with) as Record<string, unknown> };
     }),
+  );
+}
+
+/** A context pattern that matches every context (`*`, `*@*`). */
+const EVERY_CONTEXT = /^\*+(@\*+)?$/;
+
+/**
+ * A runbook that allows every context runs only against a context named on the command line (`--context`, or
+ * `--in-cluster`), never against whatever the kubeconfig's current context happens to be.
+ */
+function requireNamedContext(loaded: LoadedRunbook, flags: RunFlags): void {
+  if (flags.context !== undefined || flags.inCluster) return;
+  const i = loaded.runbook.spec.safety.allowContexts.findIndex((p) => EVERY_CONTEXT.test(p));
+  if (i < 0) return;
+  const pattern = loaded.runbook.spec.safety.allowContexts[i]!;
+  throw new KrError(
+    'CONTEXT_NOT_NAMED',
+    `${loaded.where(['spec', 'safety', 'allowContexts', i])}: spec.safety.allowContexts[${i}]: ${quote(pattern)} allows every context: ` +
+      `name the one to run against with --context NAME (the kubeconfig's current context is not taken for it)`,
+    { exit: EXIT.invalid },
   );
 }
 
@@ -84,7 +105,7 @@ export const register: Register = (program, done) => {
       const log = stderrLogger(Boolean(flags.verbose));
       const clock = realClock;
       const reportCm = flags.reportConfigmap === undefined ? undefined : configMapRef(flags.reportConfigmap);
-      const p = await prepare(file, flags, clock, log);
+      const p = await prepare(file, flags, clock, log, (loaded) => requireNamedContext(loaded, flags));
       if (!p.kube && !flags.dryRun) throw p.kubeError ?? new KrError('KUBE_UNAVAILABLE', 'no cluster to run against', { exit: EXIT.refused });
       const confirmer: Confirmer = flags.yes ? assumeYes : process.stdin.isTTY ? terminalConfirmer(process.stdin, process.stderr, clock) : nobody;
       const runId = newRunId(p.plan.runbook.metadata.name, clock.now());

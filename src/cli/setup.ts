@@ -81,8 +81,16 @@ export interface Prepared {
 }
 
 /** Loads and checks everything a plan needs; the cluster is optional (`plan` must work without it). */
-export async function prepare(runbookFile: string, o: ClusterOptions, clock: Clock, log: Logger): Promise<Prepared> {
+export async function prepare(
+  runbookFile: string,
+  o: ClusterOptions,
+  clock: Clock,
+  log: Logger,
+  /** Checks the runbook before any cluster is asked anything (throws to refuse). */
+  checkRunbook?: (loaded: LoadedRunbook) => void,
+): Promise<Prepared> {
   const [loaded, inv] = await Promise.all([loadRunbook(runbookFile, defaultRegistry), inventoryFrom(o)]);
+  checkRunbook?.(loaded);
   let kube: KubeAccess | undefined;
   let kubeError: KrError | undefined;
   try {

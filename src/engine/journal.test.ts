@@ -66,6 +66,26 @@ describe('readJournal', () => {
     expect(() => readJournal(file2)).toThrow(`${file2}:3: not a journal record`);
   });
 
+  it('keeps secrets in free text out of the journal, and a revert state as it is', () => {
+    const file = join(dir, 'secrets.jsonl');
+    const j = new Journal(file);
+    const pem = '-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq\n-----END PRIVATE KEY-----';
+    const inventory = { spec: { prometheus: { url: 'https://scrape:hunter2@prom.example/' } } };
+    j.append({ ...run, inventory } as never);
+    const state = { script: 'curl -H "Authorization: Bearer abc123" https://x/' };
+    j.append({ ...prepared('f01'), state } as never);
+    j.append({ type: 'attempt', at: 3, op: 'revert', faultId: 'f01', attempt: 1, error: `ssh: ${pem}` });
+    j.append({ type: 'revert-failed', at: 4, faultId: 'f01', error: 'exit 1: Authorization: Bearer eyJhbGciOiJI.eyJzdWIiOiIx.sig' });
+    j.close();
+    const text = readFileSync(file, 'utf8');
+    expect(text).not.toMatch(/hunter2|MIIEvQ|eyJhbGci/);
+    const view = readJournal(file);
+    expect(view.run?.inventory).toEqual({ spec: { prometheus: { url: 'https://scrape:[redacted]@prom.example/' } } });
+    expect(view.faults[0]?.prepared.state).toEqual(state);
+    expect(view.faults[0]?.attempts[0]?.error).toBe('ssh: -----BEGIN PRIVATE KEY-----[redacted]-----END PRIVATE KEY-----');
+    expect(view.faults[0]?.error).toBe('exit 1: Authorization: Bearer [redacted]');
+  });
+
   it('writes the tool version in every record', () => {
     const file = join(dir, 'version.jsonl');
     const j = new Journal(file);

@@ -1,6 +1,7 @@
 import { closeSync, fstatSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { KrError } from '../core/errors.js';
+import { redactStrings } from '../core/logger.js';
 import { toolVersion } from '../core/version.js';
 import type { RevertState } from '../contract/action.js';
 import type { Inventory } from '../inventory/schema.js';
@@ -90,7 +91,10 @@ export class Journal {
       cutTornTail(this.fd);
       syncDir(dir);
     }
-    writeSync(this.fd, `${JSON.stringify({ ...record, version: toolVersion() } satisfies Stored)}\n`);
+    // Secrets in free text (errors, reasons, URLs in the inventory snapshot) stay out; a fault's revert state is kept
+    // as it is, since `recover` replays it.
+    const kept = Object.fromEntries(Object.entries(record).map(([k, v]) => [k, k === 'state' ? v : redactStrings(v)])) as JournalRecord;
+    writeSync(this.fd, `${JSON.stringify({ ...kept, version: toolVersion() } satisfies Stored)}\n`);
     fsyncSync(this.fd);
   }
 

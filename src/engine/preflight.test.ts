@@ -15,6 +15,14 @@ describe('spec.safety.allowContexts', () => {
     expect(contextAllowed('staging-eu', 'https://api.eu.staging.example:6443', ['staging-*@https://api.*.staging.example:6443'])).toBe(true);
   });
 
+  it('a pattern of many stars against a long name answers at once (linear time)', () => {
+    // with JavaScript's backtracking RegExp this takes longer than the test's timeout
+    const stars = `${'*'.repeat(25)}b`;
+    expect(contextAllowed('a'.repeat(2000), server, [stars])).toBe(false);
+    expect(contextAllowed(`${'a'.repeat(2000)}b`, server, [stars])).toBe(true);
+    expect(contextAllowed('lab', server, ['(lab)|x', 'l[a]b'])).toBe(false);
+  });
+
   it('dots in a server are literal, not any character', () => {
     expect(contextAllowed('in-cluster', 'https://10x96.0.1:443', ['in-cluster@https://10.96.0.1:443'])).toBe(false);
   });

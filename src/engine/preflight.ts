@@ -1,3 +1,4 @@
+import { compilePattern } from '../core/pattern.js';
 import { messageOf } from '../core/errors.js';
 import { statusFromBody } from '../kube/http.js';
 import { ApiStatusError } from '../kube/source.js';
@@ -27,7 +28,8 @@ export interface PreflightResult {
  * `staging-*@https://api.staging.example:6443`) matches `CONTEXT@SERVER`: the cluster, not only a context's name.
  */
 export function contextAllowed(context: string, server: string, patterns: string[]): boolean {
-  const glob = (p: string) => new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
+  // on RE2: a pattern of many stars against a long name takes linear time, not the backtracking's polynomial
+  const glob = (p: string) => compilePattern(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
   return patterns.some((p) => glob(p).test(p.includes('@') ? `${context}@${server}` : context));
 }
 

@@ -146,8 +146,20 @@ export const Inventory = z.strictObject({
     prometheus: z
       .strictObject({
         url: z.url({ protocol: /^https?$/ }).meta({ description: 'the Prometheus the promql probe asks when a runbook gives no url' }),
-        bearerTokenFile: z.string().min(1).optional().meta({ description: 'file holding a bearer token for it' }),
+        bearerTokenFile: z
+          .string()
+          .min(1)
+          .optional()
+          .meta({ description: 'file holding a bearer token for it, sent only to this url, and only over https unless `tokenOverHttp`' }),
+        tokenOverHttp: z
+          .boolean()
+          .optional()
+          .meta({ description: 'send the bearer token over plain http too (anyone on the path can read it: only for a trusted link)' }),
         ca: z.string().min(1).optional().meta({ description: 'CA certificate (PEM file) for https' }),
+      })
+      .superRefine((p, ctx) => {
+        if (p.bearerTokenFile && /^http:/i.test(String(p.url)) && !p.tokenOverHttp)
+          ctx.addIssue({ code: 'custom', path: ['url'], message: 'the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true' });
       })
       .optional()
       .meta({ description: "the cluster's Prometheus, if it has one" }),

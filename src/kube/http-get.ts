@@ -15,13 +15,15 @@ export interface GetOptions {
   key?: string | Buffer;
   /** Do not check the server's certificate. */
   insecure?: boolean;
-  /** Answers longer than this are cut (bytes). */
+  /** Answers longer than this are cut (bytes; 8 MiB when absent): the rest is not read. */
   maxBytes?: number;
 }
 
 export interface GetAnswer {
   status: number;
   body: string;
+  /** True when the body was longer than maxBytes and cut there. */
+  truncated: boolean;
   /** Time to the full answer, by options.clock. */
   ms: number;
 }
@@ -54,10 +56,9 @@ export function httpGet(url: string, o: GetOptions): Promise<GetAnswer> {
       settled = true;
       cancel();
       o.signal?.removeEventListener('abort', onAbort);
-      if (e) {
-        req.destroy();
-        reject(e);
-      } else resolve(a!);
+      if (e || a?.truncated) req.destroy();
+      if (e) reject(e);
+      else resolve(a!);
     };
     const cancel = o.clock.setTimer(o.timeoutMs, () => done(new Error(`no answer from ${u.host} within ${o.timeoutMs} ms`)));
     const onAbort = () => done(new Error('aborted'));
@@ -65,13 +66,21 @@ export function httpGet(url: string, o: GetOptions): Promise<GetAnswer> {
     o.signal?.addEventListener('abort', onAbort, { once: true });
     req.on('error', (e) => done(e));
     req.on('response', (res) => {
-      res.setEncoding('utf8');
-      let body = '';
-      res.on('data', (chunk: string) => {
-        if (body.length < max) body += chunk;
+      const chunks: Buffer[] = [];
+      let size = 0;
+      const answer = (truncated: boolean) => ({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), truncated, ms: o.clock.now() - start });
+      res.on('data', (chunk: Buffer) => {
+        if (settled) return;
+        if (size + chunk.length > max) {
+          chunks.push(chunk.subarray(0, max - size));
+          done(undefined, answer(true));
+          return;
+        }
+        chunks.push(chunk);
+        size += chunk.length;
       });
       res.on('error', (e) => done(e));
-      res.on('end', () => done(undefined, { status: res.statusCode ?? 0, body, ms: o.clock.now() - start }));
+      res.on('end', () => done(undefined, answer(false)));
     });
     req.end();
   });

@@ -11,7 +11,7 @@ const config = (extra: Partial<SshConfig> = {}): SshConfig => ({ ...SshTransport
 const node = (extra: Partial<InventoryNode> = {}): InventoryNode => ({ name: 'node-1', roles: ['worker'], ...extra });
 
 describe('sshArgv', () => {
-  it('fails instead of prompting, checks host keys and ends options before the destination', () => {
+  it('fails instead of prompting, checks host keys, forwards nothing and ends options before the destination', () => {
     expect(sshArgv(config({ user: 'ops' }), node({ address: '10.0.0.5' }))).toEqual([
       '-T',
       '-o', 'BatchMode=yes',
@@ -21,8 +21,33 @@ describe('sshArgv', () => {
       '-o', 'StrictHostKeyChecking=yes',
       '-o', 'LogLevel=ERROR',
       '-o', 'ClearAllForwardings=yes',
+      '-o', 'ForwardAgent=no',
+      '-o', 'ForwardX11=no',
+      '-o', 'GSSAPIDelegateCredentials=no',
+      '-o', 'PermitLocalCommand=no',
+      '-o', 'ControlMaster=no',
+      '-o', 'ControlPath=none',
       '--', 'ops@10.0.0.5', 'sh -s',
     ]);
+  });
+
+  it('forwards no agent, X11 or ports even when the ssh config asks for them (ssh -G shows what it would do)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kr-ssh-g-'));
+    try {
+      const cfg = join(dir, 'config');
+      writeFileSync(cfg, 'Host *\n  ForwardAgent yes\n  ForwardX11 yes\n  LocalForward 8080 localhost:80\n  ControlMaster auto\n  ControlPath /tmp/cm-%r@%h\n  GSSAPIDelegateCredentials yes\n');
+      const argv = sshArgv(config({ user: 'ops' }), node({ address: '10.0.0.5' }));
+      const options = argv.slice(0, argv.indexOf('--'));
+      const effective = execFileSync('ssh', ['-G', '-F', cfg, ...options, 'ops@10.0.0.5'], { encoding: 'utf8' });
+      expect(effective).toMatch(/^forwardagent no$/m);
+      expect(effective).toMatch(/^forwardx11 no$/m);
+      expect(effective).toMatch(/^clearallforwardings yes$/m);
+      expect(effective).toMatch(/^controlmaster false$/m);
+      expect(effective).toMatch(/^gssapidelegatecredentials no$/m);
+      expect(effective).not.toMatch(/^controlpath /m);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('passes the inventory settings as separate arguments', () => {

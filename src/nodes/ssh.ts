@@ -67,7 +67,16 @@ function connectionOptions(config: SshConfig, node: InventoryNode): string[] {
     '-o', 'ServerAliveCountMax=3',
     '-o', `StrictHostKeyChecking=${config.strictHostKeyChecking}`,
     '-o', 'LogLevel=ERROR',
+    // No credential or channel leaves with the connection, whatever the user's ssh config says (options on the
+    // command line win over it): no agent (-a), no X11 (-x), no Kerberos delegation, no port forwarding, no
+    // LocalCommand, and no multiplexed master that an earlier ssh may have opened with forwarding on.
     '-o', 'ClearAllForwardings=yes',
+    '-o', 'ForwardAgent=no',
+    '-o', 'ForwardX11=no',
+    '-o', 'GSSAPIDelegateCredentials=no',
+    '-o', 'PermitLocalCommand=no',
+    '-o', 'ControlMaster=no',
+    '-o', 'ControlPath=none',
   ];
   if (config.knownHostsFile !== undefined) {
     const f = config.knownHostsFile;
@@ -151,11 +160,12 @@ export function sshTransient(stderr: string): string | undefined {
 
 /** ssh's own failure (exit 255) as an error: the last and first things ssh said, and whether trying again can help. */
 export function sshError(nodeName: string, where: string, stderr: string): KrError {
-  const lines = stderr
+  // redacted whole, so a secret over several lines (a PEM key) goes as a whole
+  const lines = redactText(stderr)
     .split('\n')
     .map((l) => l.trim())
     .filter((l) => l !== '' && !/^@+$/.test(l))
-    .map((l) => redactText(l).slice(0, 300));
+    .map((l) => l.slice(0, 300));
   const last = lines.at(-1) ?? 'ssh exited with 255 and said nothing';
   const first = lines[0];
   return new KrError('NODE_UNREACHABLE', `cannot reach node ${quote(nodeName)} over ssh (${where}): ${last}`, {

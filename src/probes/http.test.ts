@@ -62,6 +62,32 @@ describe('http', () => {
     expect(r.detail).toMatch(/^no answer: .*ECONNREFUSED/);
   });
 
+  it('matches the body in linear time: a catastrophic pattern on a long aaa…b reads violated at once', async () => {
+    t = new ProbeTester();
+    let answer = { status: 200, body: `${'a'.repeat(40)}b` };
+    const url = await serve(() => answer);
+    const run = t.start(probe, { url, interval: '100ms', bodyMatches: '(a+)+$' });
+    const bad = await until(run, (s) => s === 'violated');
+    expect(bad.detail).toMatch(/: body does not match \/\(a\+\)\+\$\/$/);
+    answer = { status: 200, body: 'aaaa' };
+    await until(run, (s) => s === 'ok');
+  });
+
+  it('reads at most 1 MiB of a body and says so when the pattern is not in it', async () => {
+    t = new ProbeTester();
+    const url = await serve(() => ({ status: 200, body: `${'x'.repeat(2 * 1024 * 1024)}ready` }));
+    const run = t.start(probe, { url, bodyMatches: 'ready' });
+    const bad = await until(run, (s) => s === 'violated');
+    expect(bad.detail).toMatch(/: body does not match \/ready\/ in its first 1 MiB$/);
+  });
+
+  it('refuses at validate a pattern RE2 does not take', () => {
+    const r = probe.meta.params.safeParse({ url: 'http://example.com/', bodyMatches: '(?<=ok)x' });
+    expect(r.success).toBe(false);
+    expect(r.error?.issues[0]?.message).toMatch(/^not an RE2 regular expression: /);
+    expect(probe.meta.params.safeParse({ url: 'http://example.com/', bodyMatches: '^(ok|ready)$' }).success).toBe(true);
+  });
+
   it('refuses a URL that is not http(s)', () => {
     expect(probe.meta.params.safeParse({ url: 'ftp://example.com/' }).success).toBe(false);
   });

@@ -6,6 +6,17 @@ import { formatDuration } from '../core/duration.js';
 import { duration } from '../core/zod-helpers.js';
 import { defineProbe, type Reading } from '../contract/probe.js';
 import { polled } from '../contract/readings.js';
+import { compilePattern, patternProblem, type Pattern } from '../core/pattern.js';
+
+/** Bodies are read up to this; a longer one is cut, and `bodyMatches` reads what was read. */
+const MAX_BODY = 1024 * 1024;
+
+/** An RE2 pattern param: checked when the runbook is validated. */
+const rePattern = () =>
+  z.string().min(1).superRefine((s, ctx) => {
+    const p = patternProblem(s);
+    if (p) ctx.addIssue({ code: 'custom', message: p });
+  });
 
 const Params = z.strictObject({
   url: z.url({ protocol: /^https?$/ }).meta({ description: 'http:// or https:// URL to GET' }),
@@ -16,7 +27,9 @@ const Params = z.strictObject({
     .min(1)
     .optional()
     .meta({ description: 'status codes that are ok; any 2xx or 3xx when absent' }),
-  bodyMatches: z.string().min(1).optional().meta({ description: 'a regular expression the body must match' }),
+  bodyMatches: rePattern()
+    .optional()
+    .meta({ description: 'an RE2 regular expression the body must match somewhere (its first 1 MiB is read); matched in linear time' }),
   maxLatency: duration().optional().meta({ description: 'violated when the answer takes longer than this' }),
   ca: z.string().min(1).optional().meta({ description: 'CA certificate (PEM file) for https' }),
   insecure: z.boolean().default(false).meta({ description: "do not check the server's certificate" }),
@@ -38,24 +51,25 @@ export default defineProbe({
     summary: 'GET a URL at an interval: ok on an expected status (and body), violated otherwise.',
     description:
       'GETs `url` from the machine the executor runs on every `interval`. Ok when the status is one of `status` (any ' +
-      '2xx or 3xx by default), the body matches `bodyMatches` if given, and the answer came within `maxLatency` if given. ' +
+      '2xx or 3xx by default), the body matches `bodyMatches` if given (RE2 syntax, linear time; the first 1 MiB of the ' +
+      'body is read), and the answer came within `maxLatency` if given. ' +
       'No answer within `timeout` or a refused connection reads violated (or unknown with `unreachable: unknown`). ' +
       'Polled: an HTTP endpoint has no event stream. Readings are repeated only on change, at most once a second otherwise.',
     params: Params,
   },
   start(ctx, params) {
-    const body = params.bodyMatches ? new RegExp(params.bodyMatches) : undefined;
+    const body = params.bodyMatches ? compilePattern(params.bodyMatches) : undefined;
     return polled(ctx, params.interval, () => check(ctx, params, body), (r) => `${r.status}|${r.value.status}|${r.value.error ?? ''}`);
   },
 });
 
-async function check(ctx: Ctx, params: Params, body?: RegExp): Promise<Reading<HttpValue>> {
+async function check(ctx: Ctx, params: Params, body?: Pattern): Promise<Reading<HttpValue>> {
   try {
-    const a = await httpGet(params.url, { timeoutMs: params.timeout, signal: ctx.signal, clock: ctx.clock, ca: params.ca, insecure: params.insecure });
+    const a = await httpGet(params.url, { timeoutMs: params.timeout, signal: ctx.signal, clock: ctx.clock, ca: params.ca, insecure: params.insecure, maxBytes: MAX_BODY });
     const statusOk = params.status ? params.status.includes(a.status) : a.status >= 200 && a.status < 400;
     const bodyOk = !body || body.test(a.body);
     const fast = params.maxLatency === undefined || a.ms <= params.maxLatency;
-    const problems = [!statusOk && 'unexpected status', !bodyOk && `body does not match /${body?.source}/`, !fast && 'too slow'].filter(Boolean);
+    const problems = [!statusOk && 'unexpected status', !bodyOk && `body does not match /${body?.source}/${a.truncated ? ' in its first 1 MiB' : ''}`, !fast && 'too slow'].filter(Boolean);
     return {
       status: problems.length ? 'violated' : 'ok',
       at: ctx.clock.now(),

@@ -65,6 +65,25 @@ describe('kubernetes-object', () => {
     expect(v.detail).toBe('1/3 Deployment meet the condition (at least 2 must); not: shop/b (No such key: availableReplicas), shop/c');
   });
 
+  it('spends a bounded cost per judgement: objects left over are judged in the next one, unknown meanwhile', async () => {
+    tester();
+    // each object costs about 870,000 of the 2,000,000 a judgement may spend: two a judgement
+    const items = Array.from({ length: 330 }, (_, i) => i);
+    for (const name of ['a', 'b', 'c', 'd', 'e']) t.api.put(SHOP, { ...deployment(name, 1, 1), spec: { replicas: 1, items } });
+    const run = t.start(probe, { apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'shop', condition: 'object.spec.items.all(a, object.spec.items.all(b, a + b >= 0))' });
+    const ok = await run.until((r) => r.status === 'ok');
+    expect(ok.detail).toBe('5/5 Deployment meet the condition (all must)');
+    const waiting = run.readings.filter((r) => r.status === 'unknown' && r.detail.includes('not judged yet')).map((r) => r.detail);
+    expect(waiting).toEqual([
+      '3 of 5 Deployment not judged yet: the condition costs more than 2,000,000 over them, judging on',
+      '1 of 5 Deployment not judged yet: the condition costs more than 2,000,000 over them, judging on',
+    ]);
+    // a verdict is kept until its object changes: one change costs one evaluation
+    t.api.put(SHOP, { ...deployment('c', 1, 1), spec: { replicas: 1, items: [-1000, 1] } });
+    const v = await run.until((r) => r.status === 'violated');
+    expect(v.detail).toBe('4/5 Deployment meet the condition (all must); not: shop/c');
+  });
+
   it('reads unknown when the apiserver does not serve the kind, and when it cannot be watched', async () => {
     tester();
     const run = t.start(probe, { apiVersion: 'apps/v1', kind: 'Deploymnt', condition: 'true' });

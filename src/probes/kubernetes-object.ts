@@ -3,7 +3,7 @@ import { reactive, watching } from '../contract/readings.js';
 import { collectionPath, discoverResource } from '../kube/discovery.js';
 import { parseLabelSelector } from '../kube/labels.js';
 import { objectsSpec } from '../kube/objects.js';
-import { celCondition, compileCondition } from './parts/cel.js';
+import { CEL_COST_LIMIT, type CelBudget, type CelVerdict, celCondition, compileCondition } from './parts/cel.js';
 import { labelSelectorParam } from './parts/label-selector.js';
 import { defineProbe } from '../contract/probe.js';
 
@@ -26,6 +26,12 @@ const Params = z.strictObject({
   whenNone: z.enum(['violated', 'ok']).default('violated').meta({ description: 'the reading when no object is selected' }),
 });
 
+/**
+ * What one judgement may spend on conditions (a few hundred milliseconds at most): objects left over are judged in the next one, after
+ * the event loop has had its turn (keepalives, other probes). Each object's verdict is kept until it changes.
+ */
+const JUDGEMENT_COST = 2 * CEL_COST_LIMIT;
+
 export interface ObjectVerdict {
   object: string;
   ok: boolean;
@@ -43,9 +49,13 @@ export default defineProbe({
       'variable `object`, whole numbers are ints) on every event. An object whose condition cannot be evaluated (a ' +
       'field it reads is absent: use `has(object.status.x)`) does not meet it, and the reading says why. `aggregate` ' +
       'says how many must meet it: `all`, `any` or `{atLeast: N}`. The condition is type-checked by `validate`, which ' +
-      'points inside the expression at what is wrong. The CEL library is @marcbachmann/cel-js (no dependencies, ' +
-      'maintained, with a checker and source positions). Unknown while the apiserver cannot be watched or does not ' +
-      'serve the resource.',
+      'points inside the expression at what is wrong. `matches()` takes RE2 patterns and runs in time linear in the ' +
+      'text. One evaluation may cost at most 1,000,000 (each step 1, a list 1 per element, text 1 per 10 characters): ' +
+      'past that the object does not meet the condition and the reading says so. A judgement spends at most 2,000,000 on ' +
+      'objects whose verdict it does not know (a verdict is kept until its object changes); the rest are judged in the ' +
+      'next one, the reading unknown meanwhile. `validate` refuses a condition that ' +
+      'costs more even on the smallest object. The CEL library is @marcbachmann/cel-js (no dependencies, maintained, ' +
+      'with a checker and source positions). Unknown while the apiserver cannot be watched or does not serve the resource.',
     params: Params,
     // Discovery (/api, /apis/...) is readable by every authenticated user (Kubernetes' system:discovery role).
     access: [
@@ -70,15 +80,31 @@ export default defineProbe({
     const agg = params.aggregate;
     const need = (total: number) => (agg === 'all' ? total : agg === 'any' ? 1 : agg.atLeast);
     const what = agg === 'all' ? 'all' : agg === 'any' ? 'any' : `at least ${agg.atLeast}`;
+    // by object version: a stored object is replaced, never changed, when the apiserver sends a new one
+    const judged = new WeakMap<object, CelVerdict>();
     return watching(ctx, specs, ({ objects }, watches) =>
       reactive(ctx, {
         watches,
-        judge() {
+        judge(now) {
           const verdicts: ObjectVerdict[] = [];
+          const budget: CelBudget = { left: JUDGEMENT_COST };
+          let waiting = 0;
           for (const o of objects.store.values()) {
             if ((params.namespace && o.namespace && o.namespace !== params.namespace) || (params.name && o.name !== params.name) || !matches(o.labels)) continue;
-            const v = condition(o.raw);
+            let v = judged.get(o.raw);
+            if (!v) {
+              if (budget.left < CEL_COST_LIMIT) {
+                waiting++;
+                continue;
+              }
+              v = condition(o.raw, budget);
+              judged.set(o.raw, v);
+            }
             verdicts.push({ object: o.namespace ? `${o.namespace}/${o.name}` : o.name, ok: v.ok, ...(v.error ? { error: v.error } : {}) });
+          }
+          if (waiting > 0) {
+            const detail = `${waiting} of ${waiting + verdicts.length} ${params.kind} not judged yet: the condition costs more than ${JUDGEMENT_COST.toLocaleString('en')} over them, judging on`;
+            return { status: 'unknown', value: { met: verdicts.filter((v) => v.ok).length, total: verdicts.length, objects: [] }, detail, recheckAt: now };
           }
           verdicts.sort((a, b) => a.object.localeCompare(b.object));
           const met = verdicts.filter((v) => v.ok).length;

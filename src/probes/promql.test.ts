@@ -114,7 +114,7 @@ describe('promql', () => {
         apiVersion: 'kube-runbook/v1',
         kind: 'Inventory',
         metadata: { name: 'x' },
-        spec: { layout: 'lab', prometheus: { url, bearerTokenFile: join(dir, 'token') }, nodes: [{ name: 'n' }] },
+        spec: { layout: 'lab', prometheus: { url, bearerTokenFile: join(dir, 'token'), tokenOverHttp: true }, nodes: [{ name: 'n' }] },
       },
     });
     prom.vector(1);
@@ -122,6 +122,76 @@ describe('promql', () => {
     expect(await readings(run, 1)).toMatchObject({ status: 'ok', detail: '1 (== 1)' });
     expect(prom.requests[0]?.auth).toBe('Bearer sekrit');
     expect(JSON.stringify(run.readings)).not.toContain('sekrit');
+  });
+
+  it('does not send a bearer token over plain http without tokenOverHttp, and validate says so at the url', async () => {
+    prom = new FakePrometheus();
+    const url = await prom.listen();
+    const dir = mkdtempSync(join(tmpdir(), 'kr-promql-'));
+    writeFileSync(join(dir, 'token'), 'sekrit\n');
+    t = new ProbeTester({
+      inventory: {
+        apiVersion: 'kube-runbook/v1',
+        kind: 'Inventory',
+        metadata: { name: 'x' },
+        spec: { layout: 'lab', prometheus: { url }, nodes: [{ name: 'n' }] },
+      },
+    });
+    prom.vector(1);
+    // the runbook's token, the inventory's http url: only the run can see the two together
+    const own = t.start(probe, { query: 'up', comparator: { op: '==', value: 1 }, bearerTokenFile: join(dir, 'token') });
+    const r = await readings(own, 1);
+    expect(r.status).toBe('unknown');
+    expect(r.detail).toBe(`cannot query ${url}: not sending the token of bearerTokenFile over plain http to ${url}: use https, or set tokenOverHttp: true (the probe)`);
+    expect(prom.requests).toEqual([]);
+    const parsed = probe.meta.params.safeParse({ url, query: 'up', comparator: { op: '==', value: 1 }, bearerTokenFile: '/t' });
+    expect(parsed.error?.issues).toMatchObject([{ path: ['url'], message: 'the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true' }]);
+    const optIn = t.start(probe, { url, query: 'up', comparator: { op: '==', value: 1 }, bearerTokenFile: join(dir, 'token'), tokenOverHttp: true });
+    expect((await readings(optIn, 1)).status).toBe('ok');
+    expect(prom.requests.map((q) => q.auth)).toEqual(['Bearer sekrit']);
+  });
+
+  it("sends the inventory's token only to the inventory's Prometheus, and follows no redirect", async () => {
+    prom = new FakePrometheus();
+    const url = await prom.listen();
+    const other = new FakePrometheus();
+    const otherUrl = await other.listen();
+    const dir = mkdtempSync(join(tmpdir(), 'kr-promql-'));
+    writeFileSync(join(dir, 'token'), 'sekrit\n');
+    t = new ProbeTester({
+      inventory: {
+        apiVersion: 'kube-runbook/v1',
+        kind: 'Inventory',
+        metadata: { name: 'x' },
+        spec: { layout: 'lab', prometheus: { url, bearerTokenFile: join(dir, 'token'), tokenOverHttp: true }, nodes: [{ name: 'n' }] },
+      },
+    });
+    try {
+      other.vector(1);
+      const elsewhere = t.start(probe, { url: otherUrl, query: 'up', comparator: { op: '==', value: 1 } });
+      expect((await readings(elsewhere, 1)).status).toBe('ok');
+      expect(other.requests.map((q) => q.auth)).toEqual([undefined]);
+      prom.answer = (_req, res) => res.writeHead(307, { location: `${otherUrl}/api/v1/query?query=up` }).end();
+      const redirected = t.start(probe, { query: 'up', comparator: { op: '==', value: 1 } });
+      const r = await readings(redirected, 1);
+      expect(r.status).toBe('unknown');
+      expect(r.detail).toBe(`cannot query ${url}: HTTP 307: a redirect to "${otherUrl}/api/v1/query?query=up", not followed (give the url it names)`);
+      expect(prom.requests.map((q) => q.auth)).toEqual(['Bearer sekrit']);
+      expect(other.requests).toHaveLength(1);
+    } finally {
+      other.server.closeAllConnections();
+      other.server.close();
+    }
+  });
+
+  it('refuses an answer larger than 8 MiB with a clear reading', async () => {
+    prom = new FakePrometheus();
+    const url = await prom.listen();
+    t = new ProbeTester();
+    prom.answer = (_req, res) => res.end(`{"status":"success","data":{"resultType":"vector","result":[${'{"metric":{},"value":[1,"1"]},'.repeat(300_000)}]}}`);
+    const run = t.start(probe, { url, query: 'up', comparator: { op: '==', value: 1 } });
+    const r = await readings(run, 1);
+    expect(r).toMatchObject({ status: 'unknown', detail: `cannot query ${url}: the answer is larger than 8 MiB: ask for fewer series` });
   });
 
   it('checks the query with the Prometheus grammar and says where the error is', () => {

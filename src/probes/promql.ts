@@ -32,11 +32,25 @@ const Params = z.strictObject({
   interval: duration().prefault('5s').meta({ description: 'how often to ask' }),
   timeout: duration().prefault('3s').meta({ description: 'an answer slower than this counts as none (unknown)' }),
   empty: z.enum(['unknown', 'ok', 'violated']).default('unknown').meta({ description: 'what a result with no series (or only NaN) reads as' }),
-  bearerTokenFile: z.string().min(1).optional().meta({ description: 'file holding a bearer token (read at each query, so a rotated token is picked up)' }),
+  bearerTokenFile: z
+    .string()
+    .min(1)
+    .optional()
+    .meta({ description: 'file holding a bearer token (read at each query, so a rotated token is picked up); sent only over https unless `tokenOverHttp`' }),
+  tokenOverHttp: z
+    .boolean()
+    .default(false)
+    .meta({ description: 'send the bearer token over plain http too (anyone on the path can read it: only for a Prometheus on a trusted link)' }),
   ca: z.string().min(1).optional().meta({ description: 'CA certificate (PEM file) for https' }),
   insecure: z.boolean().default(false).meta({ description: "do not check the server's certificate" }),
+}).superRefine((p, ctx) => {
+  if (p.bearerTokenFile && /^http:/i.test(p.url ?? '') && !p.tokenOverHttp)
+    ctx.addIssue({ code: 'custom', path: ['url'], message: 'the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true' });
 });
 type Params = z.output<typeof Params>;
+
+/** Answers larger than this are refused (a query over too many series). */
+const MAX_ANSWER = 8 * 1024 * 1024;
 
 export interface Series {
   labels: Record<string, string>;
@@ -95,10 +109,43 @@ function seriesOf(a: QueryAnswer): Series[] {
   return out;
 }
 
-/** One instant query through undici, timed out by the run's clock. Errors throw. */
+/**
+ * The token file for `url`, if any: the runbook's own, or the inventory's when `url` is the inventory's Prometheus
+ * (its token never goes to a URL a runbook names). Over plain http only with `tokenOverHttp`.
+ */
+function tokenFor(ctx: Ctx, url: string, params: Params): string | undefined {
+  const inv = ctx.inventory.spec.prometheus;
+  const origin = (u: string) => new URL(u).origin;
+  const own = params.bearerTokenFile !== undefined;
+  const file = params.bearerTokenFile ?? (inv?.bearerTokenFile && origin(url) === origin(inv.url) ? inv.bearerTokenFile : undefined);
+  if (!file) return undefined;
+  const optIn = own ? params.tokenOverHttp : params.tokenOverHttp || inv?.tokenOverHttp;
+  if (new URL(url).protocol !== 'https:' && !optIn)
+    throw new Error(
+      `not sending the token of bearerTokenFile over plain http to ${origin(url)}: use https, or set tokenOverHttp: true (${own ? 'the probe' : "the inventory's spec.prometheus"})`,
+    );
+  return file;
+}
+
+/** The body, up to MAX_ANSWER; a larger one is refused. */
+async function bodyText(body: AsyncIterable<Buffer> & { destroy(): unknown }): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > MAX_ANSWER) {
+      body.destroy();
+      throw new Error(`the answer is larger than ${MAX_ANSWER / 1024 / 1024} MiB: ask for fewer series`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** One instant query through undici (which follows no redirect), timed out by the run's clock. Errors throw. */
 async function query(ctx: Ctx, url: string, params: Params, dispatcher: Agent): Promise<Series[]> {
   const headers: Record<string, string> = { accept: 'application/json' };
-  const tokenFile = params.bearerTokenFile ?? ctx.inventory.spec.prometheus?.bearerTokenFile;
+  const tokenFile = tokenFor(ctx, url, params);
   if (tokenFile) headers.authorization = `Bearer ${(await readFile(tokenFile, 'utf8')).trim()}`;
   const ac = new AbortController();
   const onAbort = () => ac.abort(new Error('stopped'));
@@ -108,7 +155,11 @@ async function query(ctx: Ctx, url: string, params: Params, dispatcher: Agent): 
     const u = new URL(`${url.replace(/\/$/, '')}/api/v1/query`);
     u.searchParams.set('query', params.query);
     const r = await request(u, { method: 'GET', headers, signal: ac.signal, dispatcher });
-    const text = await r.body.text();
+    if (r.statusCode >= 300 && r.statusCode < 400) {
+      await r.body.dump();
+      throw new Error(`HTTP ${r.statusCode}: a redirect to ${JSON.stringify(String(r.headers.location ?? ''))}, not followed (give the url it names)`);
+    }
+    const text = await bodyText(r.body);
     let answer: QueryAnswer;
     try {
       answer = JSON.parse(text) as QueryAnswer;
@@ -137,7 +188,9 @@ export default defineProbe({
       'with no series, or only NaN ones (a rate over no samples), reads as `empty` says (unknown by default). Unknown, ' +
       'never ok, while Prometheus cannot be reached, answers with an error or is slower than `timeout`. The url is the ' +
       "inventory's `spec.prometheus.url` when the runbook gives none; with neither the reading is unknown. The query's " +
-      "syntax is checked by `validate` with the Prometheus project's own grammar (@prometheus-io/lezer-promql).",
+      "syntax is checked by `validate` with the Prometheus project's own grammar (@prometheus-io/lezer-promql). A bearer " +
+      "token goes only over https (or with `tokenOverHttp`), the inventory's only to the inventory's url; a redirect is " +
+      'not followed, and an answer larger than 8 MiB is refused (unknown).',
     params: Params,
     access: [],
   },

@@ -34,7 +34,7 @@ afterAll(async () => {
 
 describe('emergency runbooks', () => {
   it('freeze-evictions runs with --yes and restores kubelets, then the controller-manager', async () => {
-    const o = await runAndMeasure(lab, runbook('emergency/freeze-evictions.yaml'), true);
+    const o = await runAndMeasure(lab, runbook('emergency/freeze-evictions.yaml'), true, ['--context', lab.context]);
     expect(o.exitCode, whyRun(o)).toBe(0);
     expect(o.report.steps.filter((s) => s.kind === 'confirm').every((s) => s.status === 'passed')).toBe(true);
     const cm = o.report.faults.find((f) => f.action === 'stop-controller-manager')!;
@@ -48,7 +48,7 @@ describe('emergency runbooks', () => {
   it('control-plane-failover asks at each dangerous step in a terminal, and "no" rolls back', async () => {
     // `script` gives the CLI a pseudo-terminal; we answer its prompts as a person would
     const transcript = await inTerminal(
-      ['run', runbook('emergency/control-plane-failover.yaml'), '-i', lab.inventoryFile],
+      ['run', runbook('emergency/control-plane-failover.yaml'), '-i', lab.inventoryFile, '--context', lab.context],
       [
         ['Stop kube-controller-manager on the control-plane nodes', 'y'],
         ['Stop the kubelets on the worker nodes', 'y'],
