@@ -29,7 +29,7 @@ interface Obj {
   spec?: Record<string, unknown>;
 }
 
-async function objects(file: string, o: { schedule?: string; reportConfigmap?: boolean; namespace?: string; inventory?: string } = {}, nonce?: string): Promise<Obj[]> {
+async function objects(file: string, o: { schedule?: string; reportConfigmap?: boolean; namespace?: string; inventory?: string; sshSecret?: string } = {}, nonce?: string): Promise<Obj[]> {
   const path = file.startsWith('/') ? file : `${root}runbooks/${file}`;
   const { yaml } = await renderManifests(path, { inventory, namespace: 'kube-runbook', image: 'example/kube-runbook:test', ...o }, nonce);
   return parseAllDocuments(yaml).map((d) => d.toJS() as Obj);
@@ -78,7 +78,11 @@ interface PodSpec {
   terminationGracePeriodSeconds: number;
   securityContext: Record<string, unknown>;
   affinity?: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: unknown[] } } };
-  containers: { securityContext: { capabilities: { drop?: string[]; add?: string[] } } & Record<string, unknown>; resources: { requests: Record<string, string> } }[];
+  containers: {
+    securityContext: { capabilities: { drop?: string[]; add?: string[] } } & Record<string, unknown>;
+    resources: { requests: Record<string, string> };
+    volumeMounts: Record<string, unknown>[];
+  }[];
   volumes: Record<string, unknown>[];
 }
 interface JobObj {
@@ -212,6 +216,14 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
     expect(c.securityContext.capabilities.add).toBeUndefined();
     expect(Object.keys(c.resources.requests).sort()).toEqual(['cpu', 'memory']);
     expect(pod.volumes.every((v) => !('hostPath' in v))).toBe(true);
+  });
+
+  it('--ssh-secret: the key is mounted read-only where the inventory names it, readable by the executor (its group) and nobody else', async () => {
+    const pod = podOf(await objects('kubelet-partition.yaml', { sshSecret: 'kube-runbook-ssh' }));
+    expect(pod.volumes).toContainEqual({ name: 'ssh', secret: { secretName: 'kube-runbook-ssh', defaultMode: 0o400 } });
+    expect(pod.containers[0]!.volumeMounts).toContainEqual({ name: 'ssh', mountPath: '/etc/kube-runbook-ssh', readOnly: true });
+    // the Secret's files are root's: without fsGroup, uid 1000 could not read its own key
+    expect(pod.securityContext.fsGroup).toBe(pod.securityContext.runAsGroup);
   });
 
   it("the Job's deadlines follow the runbook's faultTtl and maxDuration: SIGTERM leaves the rollback its whole time", async () => {

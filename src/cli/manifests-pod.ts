@@ -32,8 +32,12 @@ export const shortHash = (...parts: string[]): string => {
   return h.digest('hex').slice(0, 8);
 };
 
-/** Of `restricted` Pod Security: the executor runs as its image's uid 1000, with no privilege at all. */
-export const RESTRICTED_POD = { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } } as const;
+/**
+ * Of `restricted` Pod Security: the executor runs as its image's uid 1000, with no privilege at all. fsGroup makes the
+ * kubelet give the ssh Secret's files (root's, mode 0400) to group 1000 and let it read them (0440): the key stays
+ * unreadable to anyone else, and ssh accepts it, as it is not owned by the user reading it.
+ */
+export const RESTRICTED_POD = { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } } as const;
 export const RESTRICTED_CONTAINER = {
   allowPrivilegeEscalation: false,
   readOnlyRootFilesystem: true,
