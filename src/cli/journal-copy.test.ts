@@ -45,7 +45,7 @@ describe('the journal kept in a ConfigMap', () => {
     const killed = runRecord('r-killed') + prepared + line({ type: 'applied', at: 3, faultId: 'f01-block', state: {} });
     const ended = runRecord('r-ended') + prepared + line({ type: 'reverted', at: 4, faultId: 'f01-block', by: 'executor' }) + line({ type: 'end', at: 5, status: 'passed' });
     const c = clusterWith({ 'r-killed.jsonl': killed, 'r-ended.jsonl': ended });
-    expect(await prepareJournalConfigMap(c.kube, REF)).toEqual(['r-ended']);
+    expect(await prepareJournalConfigMap(c.kube, REF)).toEqual({ removed: ['r-ended'], applied: [{ runId: 'r-killed', faults: 1 }] });
     expect(Object.keys(c.data)).toEqual(['r-killed.jsonl']);
   });
 

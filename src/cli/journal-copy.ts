@@ -24,13 +24,14 @@ export function configMapCopy(kube: KubeAccess, ref: ConfigMapRef, runId: string
   };
 }
 
-/** Whether a journal's run ended with nothing left applied (a journal that cannot be read is kept). */
-function endedClean(text: string, runId: string): boolean {
+/** What a journal says is left: 'clean' (ended, nothing applied), the number of faults still applied, or unreadable. */
+function leftBy(text: string, runId: string): 'clean' | number | 'unreadable' {
   try {
     const view = parseJournal(text, runId);
-    return view.status !== undefined && outstanding(view).length === 0;
+    const left = outstanding(view).length;
+    return view.status !== undefined && left === 0 ? 'clean' : left;
   } catch {
-    return false;
+    return 'unreadable';
   }
 }
 
@@ -38,17 +39,18 @@ function endedClean(text: string, runId: string): boolean {
  * Before a run that copies its journal to the cluster: the ConfigMap can be read and written (else the run is refused,
  * exit 3, before anything is applied), and the journals of earlier runs that ended with nothing left applied are
  * removed, so the ConfigMap holds the runs `recover --from-cluster` may still need (and the last one's, until the next).
- * Returns the runs removed.
+ * Returns the runs removed, and those whose journal says faults are still applied (a run whose pod went away).
  */
-export async function prepareJournalConfigMap(kube: KubeAccess, ref: ConfigMapRef): Promise<string[]> {
+export async function prepareJournalConfigMap(kube: KubeAccess, ref: ConfigMapRef): Promise<{ removed: string[]; applied: { runId: string; faults: number }[] }> {
   const copies = await readJournalCopies(kube, ref);
-  const ended = [...copies].filter(([runId, text]) => endedClean(text, runId)).map(([runId]) => runId);
+  const left = [...copies].map(([runId, text]) => ({ runId, left: leftBy(text, runId) }));
+  const removed = left.filter((l) => l.left === 'clean').map((l) => l.runId);
   try {
-    await writeJournalCopies(kube, ref, Object.fromEntries(ended.map((runId) => [runId, null])));
+    await writeJournalCopies(kube, ref, Object.fromEntries(removed.map((runId) => [runId, null])));
   } catch (e) {
     throw new KrError('JOURNAL_CONFIGMAP', `cannot write the journal ${where(ref)}: ${messageOf(e)}`, { exit: EXIT.refused, cause: e });
   }
-  return ended;
+  return { removed, applied: left.flatMap((l) => (typeof l.left === 'number' && l.left > 0 ? [{ runId: l.runId, faults: l.left }] : [])) };
 }
 
 /**

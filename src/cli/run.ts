@@ -125,7 +125,12 @@ export const register: Register = (program, done) => {
       }
       const kube = p.kube!;
       // checked before anything is applied: a run that cannot keep its journal in the cluster does not start
-      if (journalCm) await prepareJournalConfigMap(kube, journalCm);
+      if (journalCm)
+        for (const earlier of (await prepareJournalConfigMap(kube, journalCm)).applied)
+          log.warn(
+            `run ${earlier.runId} left ${earlier.faults} fault(s) applied, by its journal in ConfigMap ${journalCm.namespace}/${journalCm.name} ` +
+              `(its pod went away): revert them with kube-runbook recover --from-cluster ${journalCm.namespace}/${journalCm.name}`,
+          );
       const dir = runsDir(process.env, flags.stateDir === undefined ? undefined : resolve(flags.stateDir));
       const journal = Journal.forRun(runId, dir, journalCm && configMapCopy(kube, journalCm, runId, log));
       const collector = new ReportCollector(Object.fromEntries(Object.entries(OBSERVERS).map(([k, o]) => [k, o.summarize])));

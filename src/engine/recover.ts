@@ -98,10 +98,10 @@ export async function recoverRun(
     })),
   );
   const all = new RunAgents(o.ctx, agentTargets(inv, inv.spec.nodes), view.run.faultTtlMs);
-  if (all.targets.length && !ledger.outstanding().length) {
-    const failed = await all.stop().catch((e: unknown) => [messageOf(e)]);
+  if (!ledger.outstanding().length) {
+    const failed = all.targets.length ? await all.stop().catch((e: unknown) => [messageOf(e)]) : [];
     for (const f of failed) errors.push(`node agents of ${view.run.runId} not deleted: ${f}`);
-    // a killed run, nothing left of it: ended, so recover does not pick it again
+    // a killed run, nothing left of it: ended, so recover does not pick it again (and its journal's copy can go)
     if (!failed.length && view.status === undefined) journal.append({ type: 'end', at: o.ctx.clock.now(), status: 'interrupted' });
   }
   journal.close();

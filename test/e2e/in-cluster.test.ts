@@ -235,6 +235,7 @@ describe('in-cluster runs', () => {
     expect(r.stdout).toMatch(/1 fault\(s\) to revert[\s\S]*all 1 reverted/);
     const after = parseJournal((await journals())[`${runId}.jsonl`]!, journalCm);
     expect(after.faults.map((f) => [f.prepared.action, f.reverted])).toEqual([['block-kubelet-egress', true]]);
+    expect(after.status).toBe('interrupted');
     // the node's kubelet reaches the apiserver again: its Lease is renewed after the revert
     const node = fault[0]!.prepared.node!;
     const leases = new KubeConfig();
