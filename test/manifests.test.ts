@@ -1,8 +1,11 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseAllDocuments, parse } from 'yaml';
-import { describe, expect, it } from 'vitest';
+import { parseAllDocuments, parse, stringify } from 'yaml';
+import { afterAll, describe, expect, it } from 'vitest';
 import { renderManifests } from '../src/cli/manifests.js';
+import { parseDuration } from '../src/core/duration.js';
 import { defaultRegistry } from '../src/engine/registry.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -26,8 +29,9 @@ interface Obj {
   spec?: Record<string, unknown>;
 }
 
-async function objects(file: string, o: { schedule?: string; reportConfigmap?: boolean } = {}): Promise<Obj[]> {
-  const { yaml } = await renderManifests(`${root}runbooks/${file}`, { inventory, namespace: 'kube-runbook', image: 'example/kube-runbook:test', ...o });
+async function objects(file: string, o: { schedule?: string; reportConfigmap?: boolean; namespace?: string; inventory?: string; sshSecret?: string } = {}, nonce?: string): Promise<Obj[]> {
+  const path = file.startsWith('/') ? file : `${root}runbooks/${file}`;
+  const { yaml } = await renderManifests(path, { inventory, namespace: 'kube-runbook', image: 'example/kube-runbook:test', ...o }, nonce);
   return parseAllDocuments(yaml).map((d) => d.toJS() as Obj);
 }
 
@@ -66,6 +70,27 @@ const granted = (rules: Rule[]) =>
       ? r.nonResourceURLs.flatMap((u) => r.verbs.map((v) => `url|${u}|${v}`))
       : (r.apiGroups ?? []).flatMap((g) => (r.resources ?? []).flatMap((res) => r.verbs.map((v) => `${g}|${res}|${v}`))),
   );
+
+const tmp = mkdtempSync(join(tmpdir(), 'kr-manifests-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+interface PodSpec {
+  terminationGracePeriodSeconds: number;
+  securityContext: Record<string, unknown>;
+  affinity?: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: unknown[] } } };
+  containers: {
+    securityContext: { capabilities: { drop?: string[]; add?: string[] } } & Record<string, unknown>;
+    resources: { requests: Record<string, string> };
+    volumeMounts: Record<string, unknown>[];
+  }[];
+  volumes: Record<string, unknown>[];
+}
+interface JobObj {
+  metadata: { name: string };
+  spec: { activeDeadlineSeconds: number; template: { spec: PodSpec } };
+}
+const jobOf = (objs: Obj[]) => objs.find((o) => o.kind === 'Job') as unknown as JobObj;
+const podOf = (objs: Obj[]) => jobOf(objs).spec.template.spec;
 
 describe('kube-runbook manifests: least privilege from the modules’ own declarations', () => {
   it('ships runbooks to check', () => expect(shipped.length).toBeGreaterThan(3));
@@ -115,6 +140,11 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
           { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['kube-runbook-run-lock'], verbs: ['get', 'update'] },
         ],
       },
+      {
+        kind: 'Role',
+        namespace: 'kube-runbook',
+        rules: [{ apiGroups: [''], resources: ['configmaps'], resourceNames: ['kube-runbook-kubelet-partition-journal'], verbs: ['get', 'patch'] }],
+      },
     ]);
     expect(objs.map((o) => o.kind)).toEqual([
       'Namespace',
@@ -128,6 +158,9 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
       'Role',
       'RoleBinding',
       'ConfigMap',
+      'Role',
+      'RoleBinding',
+      'ConfigMap',
       'Job',
     ]);
   });
@@ -136,20 +169,119 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
     const objs = await objects('kubelet-partition.yaml', { schedule: '0 3 * * 1' });
     const cron = objs.find((o) => o.kind === 'CronJob')!;
     expect(cron.spec).toMatchObject({ schedule: '0 3 * * 1', concurrencyPolicy: 'Forbid', jobTemplate: { spec: { backoffLimit: 0 } } });
-    const cm = objs.find((o) => o.kind === 'ConfigMap') as unknown as { data: Record<string, string> };
+    const cm = objs.find((o) => o.kind === 'ConfigMap' && 'data' in o) as unknown as { data: Record<string, string> };
     expect(cm.data['runbook.yaml']).toBe(readFileSync(`${root}runbooks/kubelet-partition.yaml`, 'utf8'));
     expect(cm.data['inventory.yaml']).toBe(readFileSync(inventory, 'utf8'));
     const pod = (cron.spec as { jobTemplate: { spec: { template: { spec: { serviceAccountName: string; containers: { args: string[] }[] } } } } }).jobTemplate.spec.template.spec;
     expect(pod.serviceAccountName).toBe('kube-runbook-kubelet-partition');
-    expect(pod.containers[0]!.args).toEqual(['run', '/etc/kube-runbook/runbook.yaml', '--inventory', '/etc/kube-runbook/inventory.yaml', '--in-cluster', '--yes', '--output', 'json']);
+    expect(pod.containers[0]!.args).toEqual([
+      'run',
+      '/etc/kube-runbook/runbook.yaml',
+      '--inventory',
+      '/etc/kube-runbook/inventory.yaml',
+      '--in-cluster',
+      '--yes',
+      '--output',
+      'json',
+      '--journal-configmap',
+      'kube-runbook/kube-runbook-kubelet-partition-journal',
+    ]);
   });
 
-  it('--report-configmap grants create and patch of ConfigMaps in its namespace only, and passes the ConfigMap to run', async () => {
+  it('--report-configmap: the report ConfigMap is created empty here, and the Job may get and patch it and the journal by name, create nothing', async () => {
     const objs = await objects('kubelet-partition.yaml', { reportConfigmap: true });
     const role = objs.find((o) => o.kind === 'Role' && o.metadata.namespace === 'kube-runbook');
-    expect(role?.rules).toEqual([{ apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'patch'] }]);
+    const names = ['kube-runbook-kubelet-partition-journal', 'kube-runbook-kubelet-partition-report'];
+    expect(role?.rules).toEqual([{ apiGroups: [''], resources: ['configmaps'], resourceNames: names, verbs: ['get', 'patch'] }]);
+    const rules = objs.flatMap((o) => o.rules ?? []);
+    expect(rules.filter((r) => r.resources?.includes('configmaps') && (!r.resourceNames || r.verbs.includes('create')))).toEqual([]);
+    // applying the manifests again must not wipe what a run wrote: these ConfigMaps carry no data of their own
+    for (const name of names) expect(objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name === name)).toEqual({ apiVersion: 'v1', kind: 'ConfigMap', metadata: expect.objectContaining({ name, namespace: 'kube-runbook' }) });
     const job = objs.find((o) => o.kind === 'Job') as unknown as { spec: { template: { spec: { containers: { args: string[] }[] } } } };
     expect(job.spec.template.spec.containers[0]!.args.slice(-2)).toEqual(['--report-configmap', 'kube-runbook/kube-runbook-kubelet-partition-report']);
+  });
+
+  it('the namespace admits only restricted pods, and the executor pod is one: non-root, RuntimeDefault seccomp, no privilege, requests set', async () => {
+    const objs = await objects('kubelet-partition.yaml');
+    const ns = objs.find((o) => o.kind === 'Namespace') as unknown as { metadata: { labels: Record<string, string> } };
+    expect(ns.metadata.labels).toMatchObject({
+      'pod-security.kubernetes.io/enforce': 'restricted',
+      'pod-security.kubernetes.io/warn': 'restricted',
+      'pod-security.kubernetes.io/audit': 'restricted',
+    });
+    const pod = podOf(objs);
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    const c = pod.containers[0]!;
+    expect(c.securityContext).toMatchObject({ allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ['ALL'] } });
+    expect(c.securityContext.capabilities.add).toBeUndefined();
+    expect(Object.keys(c.resources.requests).sort()).toEqual(['cpu', 'memory']);
+    expect(pod.volumes.every((v) => !('hostPath' in v))).toBe(true);
+  });
+
+  it('--ssh-secret: the key is mounted read-only where the inventory names it, readable by the executor (its group) and nobody else', async () => {
+    const pod = podOf(await objects('kubelet-partition.yaml', { sshSecret: 'kube-runbook-ssh' }));
+    expect(pod.volumes).toContainEqual({ name: 'ssh', secret: { secretName: 'kube-runbook-ssh', defaultMode: 0o400 } });
+    expect(pod.containers[0]!.volumeMounts).toContainEqual({ name: 'ssh', mountPath: '/etc/kube-runbook-ssh', readOnly: true });
+    // the Secret's files are root's: without fsGroup, uid 1000 could not read its own key
+    expect(pod.securityContext.fsGroup).toBe(pod.securityContext.runAsGroup);
+  });
+
+  it("the Job's deadlines follow the runbook's faultTtl and maxDuration: SIGTERM leaves the rollback its whole time", async () => {
+    const withSafety = (name: string, faultTtl: string, maxDuration: string) => {
+      const rb = parse(readFileSync(`${root}runbooks/kubelet-partition.yaml`, 'utf8')) as { spec: { safety: Record<string, unknown>; rollback: { within?: string } } };
+      Object.assign(rb.spec.safety, { faultTtl, maxDuration });
+      const file = join(tmp, name);
+      writeFileSync(file, stringify(rb));
+      return file;
+    };
+    const short = jobOf(await objects(withSafety('short.yaml', '2m', '10m')));
+    const long = jobOf(await objects(withSafety('long.yaml', '7m', '40m')));
+    // the runbook's rollback.within: waited for before remediations are undone
+    const rb = parse(readFileSync(`${root}runbooks/kubelet-partition.yaml`, 'utf8')) as { spec: { rollback: { within: string } } };
+    const within = parseDuration(rb.spec.rollback.within)! / 1000;
+    const grace = (j: typeof short) => j.spec.template.spec.terminationGracePeriodSeconds;
+    expect(grace(short)).toBeGreaterThanOrEqual(2 * 60 + within);
+    expect(grace(long) - grace(short)).toBe(5 * 60);
+    for (const [j, max] of [[short, 10 * 60], [long, 40 * 60]] as const) expect(j.spec.activeDeadlineSeconds).toBeGreaterThanOrEqual(max + grace(j));
+    expect(long.spec.activeDeadlineSeconds - short.spec.activeDeadlineSeconds).toBe(30 * 60 + 5 * 60);
+  });
+
+  it('the executor keeps off the nodes the runbook faults', async () => {
+    const inv = parse(readFileSync(inventory, 'utf8')) as { spec: { nodes: { name: string; roles?: string[] }[] } };
+    // kubelet-partition cuts off one worker ({role: worker, count: 1}): the inventory's first
+    const target = inv.spec.nodes.find((n) => n.roles?.includes('worker'))!.name;
+    const pod = podOf(await objects('kubelet-partition.yaml'));
+    expect(pod.affinity?.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms).toEqual([
+      { matchFields: [{ key: 'metadata.name', operator: 'NotIn', values: [target] }] },
+    ]);
+  });
+
+  it('the runbook ConfigMap is immutable and named by its content; each rendering names a new Job, one rendering applied twice is one run', async () => {
+    const a = await objects('kubelet-partition.yaml', {}, 'n1');
+    const again = await objects('kubelet-partition.yaml', {}, 'n1');
+    const b = await objects('kubelet-partition.yaml');
+    const c = await objects('kubelet-partition.yaml');
+    const config = (objs: Obj[]) => objs.find((o) => o.kind === 'ConfigMap' && 'data' in o) as unknown as { metadata: { name: string }; immutable?: boolean };
+    expect(config(a).immutable).toBe(true);
+    expect(podOf(a).volumes).toContainEqual({ name: 'config', configMap: { name: config(a).metadata.name } });
+    expect(config(b).metadata.name).toBe(config(a).metadata.name);
+    expect(jobOf(again).metadata.name).toBe(jobOf(a).metadata.name);
+    expect(new Set([jobOf(a), jobOf(b), jobOf(c)].map((j) => j.metadata.name)).size).toBe(3);
+    for (const j of [a, b, c].map(jobOf)) expect(j.metadata.name).toMatch(/^kube-runbook-kubelet-partition-[0-9a-f]{8}$/);
+    const edited = join(tmp, 'edited.yaml');
+    writeFileSync(edited, readFileSync(`${root}runbooks/kubelet-partition.yaml`, 'utf8') + '# edited\n');
+    expect(config(await objects(edited)).metadata.name).not.toBe(config(a).metadata.name);
+  });
+
+  it("refuses the node agents' namespace (it must stay privileged) with exit 2", async () => {
+    const inv = parse(readFileSync(inventory, 'utf8')) as { spec: { transport: unknown } };
+    inv.spec.transport = { type: 'agent', namespace: 'kube-runbook-agent' };
+    const file = join(tmp, 'agent-inventory.yaml');
+    writeFileSync(file, stringify(inv));
+    await expect(objects('kubelet-partition.yaml', { inventory: file, namespace: 'kube-runbook-agent' })).rejects.toMatchObject({
+      exit: 2,
+      message: expect.stringContaining(`--namespace "kube-runbook-agent" is the node agents' namespace`),
+    });
   });
 
   it('refuses a bad schedule or namespace with exit 2', async () => {

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { stringify } from 'yaml';
 import { EXIT, KrError, quote } from '../core/errors.js';
@@ -11,6 +12,16 @@ import { runObservers } from './run.js';
 import { inventoryFrom } from './setup.js';
 import type { Register } from './types.js';
 import { toolVersion } from '../core/version.js';
+import {
+  avoidingNodes,
+  EXECUTOR_RESOURCES,
+  faultedNodes,
+  RESTRICTED_CONTAINER,
+  RESTRICTED_NAMESPACE_LABELS,
+  RESTRICTED_POD,
+  runDeadlines,
+  shortHash,
+} from './manifests-pod.js';
 
 interface ManifestFlags {
   inventory?: string;
@@ -18,11 +29,11 @@ interface ManifestFlags {
   namespace: string;
   image: string;
   sshSecret?: string;
-  /** Also write the report to the ConfigMap `<name>-report` in the namespace (and grant exactly that). */
+  /** Also write the report to the ConfigMap `<name>-report` in the namespace (created here; get and patch of it granted). */
   reportConfigmap?: boolean;
 }
 
-/** Where the Job mounts the runbook and inventory (ConfigMap), the ssh key (Secret) and its journal (emptyDir). */
+/** Where the Job mounts the runbook and inventory (ConfigMap), the ssh key (Secret) and its journal (emptyDir; copied to a ConfigMap). */
 const CONFIG_DIR = '/etc/kube-runbook';
 const SSH_DIR = '/etc/kube-runbook-ssh';
 const STATE_DIR = '/var/lib/kube-runbook';
@@ -33,32 +44,46 @@ const CRON = /^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+)
 
 
 /**
- * Everything a cluster needs to run a runbook by itself: Namespace, ServiceAccount, the least-privilege ClusterRole
- * (and a Role per namespace where a module reads only there) with their bindings, made from the modules' own
- * `meta.access` (the declarations preflight checks), a ConfigMap with the runbook and inventory, and a Job (or a
- * CronJob that never runs two at once). Nothing is retried by Kubernetes: a fault injection is not run twice by accident.
+ * Everything a cluster needs to run a runbook by itself: a Namespace that admits only `restricted` pods,
+ * ServiceAccount, the least-privilege ClusterRole (and a Role per namespace where a module reads only there) with
+ * their bindings, made from the modules' own `meta.access` (the declarations preflight checks), an immutable ConfigMap
+ * with the runbook and inventory, the ConfigMaps the run keeps its journal (and report) in with a Role for exactly
+ * those, and a Job (or a CronJob that never runs two at once). Nothing is retried by Kubernetes: a fault injection is
+ * not run twice by accident.
  */
-export async function renderManifests(runbookFile: string, flags: ManifestFlags): Promise<{ yaml: string; warnings: string[] }> {
+export async function renderManifests(runbookFile: string, flags: ManifestFlags, nonce = randomBytes(8).toString('hex')): Promise<{ yaml: string; warnings: string[] }> {
   const [loaded, inv] = await Promise.all([loadRunbook(runbookFile, defaultRegistry), inventoryFrom(flags)]);
   if (!DNS_LABEL.test(flags.namespace)) throw new KrError('BAD_NAMESPACE', `--namespace ${quote(flags.namespace)} is not a DNS label`, { exit: EXIT.invalid });
   if (flags.schedule !== undefined && !CRON.test(flags.schedule.trim()))
     throw new KrError('BAD_SCHEDULE', `--schedule ${quote(flags.schedule)} is not a cron schedule (five fields, or @hourly, @daily…)`, { exit: EXIT.invalid });
   if (flags.sshSecret !== undefined && !DNS_LABEL.test(flags.sshSecret))
     throw new KrError('BAD_SECRET', `--ssh-secret ${quote(flags.sshSecret)} is not a Secret name`, { exit: EXIT.invalid });
+  const agentNamespaces = new Set([inv.inventory.spec.transport, ...inv.inventory.spec.nodes.map((n) => n.transport)].flatMap((t) => (t?.type === 'agent' ? [t.namespace] : [])));
+  if (agentNamespaces.has(flags.namespace))
+    throw new KrError(
+      'BAD_NAMESPACE',
+      `--namespace ${quote(flags.namespace)} is the node agents' namespace, which must stay privileged; the executor's namespace admits only restricted pods: choose another`,
+      { exit: EXIT.invalid },
+    );
   const plan = await buildPlan({ runbook: loaded.runbook, file: runbookFile, inventory: inv.inventory, registry: defaultRegistry });
   const runbookName = plan.runbook.metadata.name;
   const name = `kube-runbook-${runbookName}`.slice(0, 52).replace(/-+$/, '');
   const ns = flags.namespace;
   const needed = await planAccessAnyServer(plan, defaultRegistry, await runObservers());
-  // server-side apply of the report's ConfigMap: patch, and create the first time
-  if (flags.reportConfigmap) needed.push({ by: 'run --report-configmap', access: { apiGroup: '', resource: 'configmaps', verbs: ['create', 'patch'], namespace: ns } });
   const { cluster, namespaced } = rbacRules(needed);
   const labels = { 'app.kubernetes.io/name': 'kube-runbook', 'app.kubernetes.io/instance': runbookName };
   const meta = (extra: Record<string, unknown> = {}) => ({ name, labels, ...extra });
   const subject = [{ kind: 'ServiceAccount', name, namespace: ns }];
+  const runbookText = readFileSync(runbookFile, 'utf8');
+  const inventoryText = readFileSync(inv.file, 'utf8');
+  // immutable, so named by its content: a changed runbook is a new ConfigMap, and a Job never reads a file edited under it
+  const configName = `${name}-${shortHash(runbookText, inventoryText)}`;
+  const journalName = `${name}-journal`;
+  const reportName = `${name}-report`;
+  const stateNames = [journalName, ...(flags.reportConfigmap ? [reportName] : [])];
 
   const docs: unknown[] = [
-    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: { 'app.kubernetes.io/name': 'kube-runbook' } } },
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: { 'app.kubernetes.io/name': 'kube-runbook', ...RESTRICTED_NAMESPACE_LABELS } } },
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta({ namespace: ns }) },
     { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: meta(), rules: cluster },
     {
@@ -80,15 +105,36 @@ export async function renderManifests(runbookFile: string, flags: ManifestFlags)
         subjects: subject,
       },
     );
-  docs.push({
-    apiVersion: 'v1',
-    kind: 'ConfigMap',
-    metadata: meta({ namespace: ns }),
-    data: { 'runbook.yaml': readFileSync(runbookFile, 'utf8'), 'inventory.yaml': readFileSync(inv.file, 'utf8') },
-  });
+  // the run's own state in the cluster: the journal's copy (and the report), created here, so the ServiceAccount
+  // needs no `create` (which RBAC cannot limit to a name), only get and patch of these names; no data, so
+  // applying the manifests again leaves what runs wrote
+  const stateRole = `${name}-state`;
+  docs.push(
+    ...stateNames.map((n) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: n, namespace: ns, labels } })),
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: stateRole, namespace: ns, labels },
+      rules: [{ apiGroups: [''], resources: ['configmaps'], resourceNames: stateNames, verbs: ['get', 'patch'] }],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: stateRole, namespace: ns, labels },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: stateRole },
+      subjects: subject,
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: configName, namespace: ns, labels },
+      immutable: true,
+      data: { 'runbook.yaml': runbookText, 'inventory.yaml': inventoryText },
+    },
+  );
 
   const volumes: unknown[] = [
-    { name: 'config', configMap: { name } },
+    { name: 'config', configMap: { name: configName } },
     { name: 'state', emptyDir: {} },
     ...(flags.sshSecret ? [{ name: 'ssh', secret: { secretName: flags.sshSecret, defaultMode: 0o400 } }] : []),
   ];
@@ -97,9 +143,15 @@ export async function renderManifests(runbookFile: string, flags: ManifestFlags)
     { name: 'state', mountPath: STATE_DIR },
     ...(flags.sshSecret ? [{ name: 'ssh', mountPath: SSH_DIR, readOnly: true }] : []),
   ];
+  const deadlines = runDeadlines(plan);
+  const avoided = faultedNodes(plan);
   const podSpec = {
     serviceAccountName: name,
     restartPolicy: 'Never',
+    // SIGTERM (the pod deleted, the Job's deadline) starts the rollback: it gets the whole of its time
+    terminationGracePeriodSeconds: deadlines.terminationGracePeriodSeconds,
+    securityContext: RESTRICTED_POD,
+    ...(avoided.length ? { affinity: avoidingNodes(avoided) } : {}),
     containers: [
       {
         name: 'kube-runbook',
@@ -113,17 +165,20 @@ export async function renderManifests(runbookFile: string, flags: ManifestFlags)
           '--yes',
           '--output',
           'json',
-          ...(flags.reportConfigmap ? ['--report-configmap', `${ns}/${name}-report`] : []),
+          '--journal-configmap',
+          `${ns}/${journalName}`,
+          ...(flags.reportConfigmap ? ['--report-configmap', `${ns}/${reportName}`] : []),
         ],
         env: [{ name: 'KUBE_RUNBOOK_STATE_DIR', value: STATE_DIR }],
+        resources: EXECUTOR_RESOURCES,
         volumeMounts: mounts,
-        securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ['ALL'] } },
+        securityContext: RESTRICTED_CONTAINER,
       },
     ],
     volumes,
   };
   // a run is never retried by the Job controller: its exit code is the verdict, and a fault is not applied twice
-  const jobSpec = { backoffLimit: 0, activeDeadlineSeconds: Math.ceil(plan.safety.maxDuration / 1000) + 600, template: { metadata: { labels }, spec: podSpec } };
+  const jobSpec = { backoffLimit: 0, activeDeadlineSeconds: deadlines.activeDeadlineSeconds, template: { metadata: { labels }, spec: podSpec } };
   docs.push(
     flags.schedule
       ? {
@@ -132,7 +187,8 @@ export async function renderManifests(runbookFile: string, flags: ManifestFlags)
           metadata: meta({ namespace: ns }),
           spec: { schedule: flags.schedule.trim(), concurrencyPolicy: 'Forbid', successfulJobsHistoryLimit: 3, failedJobsHistoryLimit: 3, jobTemplate: { spec: jobSpec } },
         }
-      : { apiVersion: 'batch/v1', kind: 'Job', metadata: meta({ namespace: ns }), spec: jobSpec },
+      : // a name per rendering: applying the same output again changes nothing, rendering again starts a new run
+        { apiVersion: 'batch/v1', kind: 'Job', metadata: { name: `${name}-${shortHash(runbookText, inventoryText, nonce)}`, namespace: ns, labels }, spec: jobSpec },
   );
 
   const warnings: string[] = [];
@@ -141,19 +197,22 @@ export async function renderManifests(runbookFile: string, flags: ManifestFlags)
       `the runbook's spec.safety.allowContexts (${plan.safety.allowContexts.join(', ') || 'none'}) does not allow the in-cluster context: ` +
         'add `in-cluster@https://KUBERNETES_SERVICE_HOST:PORT` (see docs/in-cluster.md), or the Job is refused at preflight',
     );
-  return { yaml: docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n'), warnings };
+  const nodes = plan.inventory.spec.nodes.map((n) => n.name);
+  if (nodes.length && nodes.every((n) => avoided.includes(n)))
+    warnings.push(`the runbook acts on every node of the inventory (${nodes.join(', ')}): the Job's pod, kept off them, runs only on a Node the inventory does not list`);
+  return { yaml: docs.map((d) => stringify(d, { lineWidth: 0, aliasDuplicateObjects: false })).join('---\n'), warnings };
 }
 
 export const register: Register = (program, done) => {
   program
     .command('manifests')
-    .description('Print the Kubernetes objects that run a runbook in the cluster: namespace, least-privilege RBAC, ConfigMap, Job or CronJob.')
+    .description('Print the Kubernetes objects that run a runbook in the cluster: restricted namespace, least-privilege RBAC, ConfigMaps, Job or CronJob.')
     .argument('<runbook>', 'runbook file')
     .option('-i, --inventory <file>', 'inventory file (default: $KUBE_RUNBOOK_INVENTORY)')
     .option('--schedule <cron>', 'a CronJob on this schedule (concurrencyPolicy: Forbid) instead of a Job')
     .option('--namespace <ns>', 'namespace of the ServiceAccount, ConfigMap and Job', 'kube-runbook')
     .option('--image <image>', 'executor image', `ghcr.io/kube-runbook/kube-runbook:${toolVersion()}`)
-    .option('--report-configmap', 'the Job also writes its report to the ConfigMap <name>-report (grants create and patch of ConfigMaps in --namespace)')
+    .option('--report-configmap', 'the Job also writes its report to the ConfigMap <name>-report (created empty here; the Job may get and patch that one ConfigMap)')
     .option('--ssh-secret <name>', 'a Secret with the ssh key and known_hosts the inventory names, mounted at ' + SSH_DIR)
     .action(async (file: string, flags: ManifestFlags) => {
       const { yaml, warnings } = await renderManifests(file, flags);

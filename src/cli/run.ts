@@ -17,6 +17,8 @@ import { liveRenderer } from '../report/live.js';
 import { renderPlan } from '../report/plan-text.js';
 import { plainRenderer } from '../report/plain.js';
 import { out } from './output.js';
+import { configMapRef, type ConfigMapRef } from '../kube/journal-configmap.js';
+import { configMapCopy, prepareJournalConfigMap } from './journal-copy.js';
 import { redactedReport, writeReports } from './report-files.js';
 import { forwardSignals } from './signals.js';
 import { kubeconfigPath, makeCtx, newRunId, prepare, stderrLogger } from './setup.js';
@@ -75,6 +77,7 @@ interface RunFlags {
   context?: string;
   inCluster?: boolean;
   reportConfigmap?: string;
+  journalConfigmap?: string;
   yes?: boolean;
   dryRun?: boolean;
   reportDir?: string;
@@ -94,6 +97,7 @@ export const register: Register = (program, done) => {
     .option('--context <name>', 'kubeconfig context (must be allowed by spec.safety.allowContexts)')
     .option('--in-cluster', "use the pod's ServiceAccount, not a kubeconfig; its context is `in-cluster` (see docs/in-cluster.md)")
     .option('--report-configmap <namespace/name>', 'also write report.json to this ConfigMap (server-side apply)')
+    .option('--journal-configmap <namespace/name>', 'also keep the journal in this existing ConfigMap as it is written, for `recover --from-cluster` (see docs/in-cluster.md)')
     .option('-y, --yes', 'answer yes to every confirm step (for CI and scripts)')
     .option('--dry-run', 'print what would happen and execute nothing')
     .option('--state-dir <dir>', 'where the journal goes (default: $KUBE_RUNBOOK_STATE_DIR, else $XDG_STATE_HOME/kube-runbook, else ~/.local/state/kube-runbook)')
@@ -104,7 +108,8 @@ export const register: Register = (program, done) => {
     .action(async (file: string, flags: RunFlags) => {
       const log = stderrLogger(Boolean(flags.verbose));
       const clock = realClock;
-      const reportCm = flags.reportConfigmap === undefined ? undefined : configMapRef(flags.reportConfigmap);
+      const reportCm = flags.reportConfigmap === undefined ? undefined : configMapRef('--report-configmap', flags.reportConfigmap);
+      const journalCm = flags.journalConfigmap === undefined ? undefined : configMapRef('--journal-configmap', flags.journalConfigmap);
       const p = await prepare(file, flags, clock, log, (loaded) => requireNamedContext(loaded, flags));
       if (!p.kube && !flags.dryRun) throw p.kubeError ?? new KrError('KUBE_UNAVAILABLE', 'no cluster to run against', { exit: EXIT.refused });
       const confirmer: Confirmer = flags.yes ? assumeYes : process.stdin.isTTY ? terminalConfirmer(process.stdin, process.stderr, clock) : nobody;
@@ -122,7 +127,15 @@ export const register: Register = (program, done) => {
         return done(pf.ok ? EXIT.ok : EXIT.refused);
       }
       const kube = p.kube!;
-      const journal = Journal.forRun(runId, runsDir(process.env, flags.stateDir === undefined ? undefined : resolve(flags.stateDir)));
+      // checked before anything is applied: a run that cannot keep its journal in the cluster does not start
+      if (journalCm)
+        for (const earlier of (await prepareJournalConfigMap(kube, journalCm)).applied)
+          log.warn(
+            `run ${earlier.runId} left ${earlier.faults} fault(s) applied, by its journal in ConfigMap ${journalCm.namespace}/${journalCm.name} ` +
+              `(its pod went away): revert them with kube-runbook recover --from-cluster ${journalCm.namespace}/${journalCm.name}`,
+          );
+      const dir = runsDir(process.env, flags.stateDir === undefined ? undefined : resolve(flags.stateDir));
+      const journal = Journal.forRun(runId, dir, journalCm && configMapCopy(kube, journalCm, runId, log));
       const observers = await runObservers();
       const collector = new ReportCollector(Object.fromEntries(observers.flatMap((o) => (o.probe.meta.report ? [[o.name, (v: unknown) => o.probe.meta.report!(v)]] : []))));
       // the live task list redraws the screen: with confirmations to answer, a line per event reads better
@@ -148,6 +161,9 @@ export const register: Register = (program, done) => {
       const stopForwarding = forwardSignals((sig) => handle.interrupt(sig));
       const result = await handle.result;
       stopForwarding();
+      // the journal's last records (the reverts, the end) in the cluster's copy too, unless stopped at once
+      if (journalCm && !result.forced && !(await journal.synced()))
+        out.stderr(`kube-runbook: the journal's copy in ConfigMap ${journalCm.namespace}/${journalCm.name} lacks the last records; the local journal ${journal.file} has them`);
       await view.stop();
       if (reportCm) {
         try {
@@ -174,18 +190,8 @@ export const register: Register = (program, done) => {
     });
 };
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
-/** `namespace/name` of --report-configmap, checked before anything runs. */
-function configMapRef(ref: string): { namespace: string; name: string } {
-  const [namespace = '', name = '', ...rest] = ref.split('/');
-  if (rest.length || !DNS_LABEL.test(namespace) || !DNS_LABEL.test(name))
-    throw new KrError('BAD_CONFIGMAP', `--report-configmap ${quote(ref)} is not namespace/name`, { exit: EXIT.invalid });
-  return { namespace, name };
-}
-
-/** The report as `report.json` of a ConfigMap, by server-side apply (created or replaced; needs patch and create). */
-async function writeReportConfigMap(kube: KubeAccess, ref: { namespace: string; name: string }, report: unknown): Promise<void> {
+/** The report as `report.json` of a ConfigMap, by server-side apply (replaced; needs patch, and create when it does not exist yet). */
+async function writeReportConfigMap(kube: KubeAccess, ref: ConfigMapRef, report: unknown): Promise<void> {
   await kube.json!(`/api/v1/namespaces/${ref.namespace}/configmaps/${ref.name}`, {
     method: 'PATCH',
     contentType: 'application/apply-patch+yaml',

@@ -13,6 +13,9 @@ import { agentConfigOf } from './agents.js';
 import type { NodeAccess } from '../nodes/types.js';
 import { type EngineRetry, retriedKinds, withRetries } from './retry.js';
 
+/** How long an apply waits for the in-cluster copy of the journal to hold its fault. */
+const JOURNAL_COPY_WAIT_MS = 10_000;
+
 export interface AppliedFault {
   ref: FaultRef;
   action: Action;
@@ -100,6 +103,7 @@ export class FaultLedger {
       deadman: Boolean(nodeSide),
     });
     this.faults.push(fault);
+    await this.journalCopied(faultId, signal);
     try {
       if (node && nodeSide) {
         const transport = node.transport ?? this.o.ctx.inventory.spec.transport;
@@ -232,6 +236,29 @@ export class FaultLedger {
             `it undoes the remediation after spec.safety.remediationTtl without keepalive; to keep it, remove ${deadmanDir(this.o.ctx.runId, f.ref.faultId)} on ${node}`,
         );
     }
+  }
+
+  /**
+   * With an in-cluster copy of the journal, waits (up to JOURNAL_COPY_WAIT_MS) until the copy holds the fault before
+   * it is applied, so `recover --from-cluster` finds it even when the pod and its disk are gone. A copy that cannot
+   * be written (the apiserver stopped by an earlier step) does not hold the run back: a warning says so, and the
+   * local journal and the node's dead-man still cover the fault.
+   */
+  private async journalCopied(faultId: string, signal: AbortSignal): Promise<void> {
+    const journal = this.o.journal;
+    if (!journal?.copied) return;
+    const stop = new AbortController();
+    const waited = this.o.ctx.clock.sleep(JOURNAL_COPY_WAIT_MS, AbortSignal.any([stop.signal, signal])).then(
+      () => false,
+      () => false,
+    );
+    const ok = await Promise.race([journal.synced(), waited]);
+    stop.abort();
+    if (!ok)
+      this.warn(
+        `${faultId}: the cluster's copy of the journal does not hold this fault (its ConfigMap could not be written); ` +
+          `the local journal and the node's dead-man do`,
+      );
   }
 
   private warn(message: string): void {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { toolVersion } from '../core/version.js';
-import { Journal, outstanding, readJournal } from './journal.js';
+import { Journal, outstanding, parseJournal, readJournal } from './journal.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kr-journal-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -95,5 +95,59 @@ describe('readJournal', () => {
     const records = readFileSync(file, 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as { version?: string });
     expect(records.map((r) => r.version)).toEqual([toolVersion(), toolVersion()]);
     expect(toolVersion()).toMatch(/^\d+\.\d+\.\d+/);
+  });
+});
+
+describe('the journal copy', () => {
+  /** A copy that keeps what it was sent, failing the first `failures` writes. */
+  const copyTo = (failures = 0) => {
+    const sent: string[] = [];
+    const errors: string[] = [];
+    let left = failures;
+    return {
+      sent,
+      errors,
+      copy: {
+        write: async (text: string) => {
+          if (left-- > 0) throw new Error('503 the apiserver is shutting down');
+          sent.push(text);
+        },
+        failed: (e: unknown) => errors.push((e as Error).message),
+      },
+    };
+  };
+
+  it('holds the whole journal, as on disk, once synced; recover reads the copy as it reads the file', async () => {
+    const c = copyTo();
+    const j = Journal.forRun('r-copy', dir, c.copy);
+    j.append(run as never);
+    j.append(prepared('f01') as never);
+    expect(await j.synced()).toBe(true);
+    j.close();
+    expect(c.sent.at(-1)).toBe(readFileSync(j.file, 'utf8'));
+    expect(outstanding(parseJournal(c.sent.at(-1)!, 'cluster copy')).map((f) => f.prepared.faultId)).toEqual(['f01']);
+  });
+
+  it('sends the journal again after a failed write, and says when it cannot', async () => {
+    const once = copyTo(1);
+    const j = Journal.forRun('r-retry', dir, once.copy);
+    j.append(run as never);
+    expect(await j.synced()).toBe(true);
+    expect(once.errors).toEqual(['503 the apiserver is shutting down']);
+    expect(once.sent).toEqual([readFileSync(j.file, 'utf8')]);
+
+    const never = copyTo(Infinity);
+    const k = Journal.forRun('r-never', dir, never.copy);
+    k.append(run as never);
+    expect(await k.synced()).toBe(false);
+    expect(never.sent).toEqual([]);
+    expect(never.errors.length).toBeGreaterThan(0);
+  });
+
+  it('without a copy, synced is true and nothing is copied', async () => {
+    const j = Journal.forRun('r-local', dir);
+    j.append(run as never);
+    expect(j.copied).toBe(false);
+    expect(await j.synced()).toBe(true);
   });
 });

@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { KrError } from '../core/errors.js';
 import { redactStrings } from '../core/logger.js';
@@ -70,17 +70,72 @@ export type JournalRecord =
 type Stored = JournalRecord & { version?: string };
 
 /**
+ * Somewhere else the journal is kept as it is written: the in-cluster copy (src/kube/journal-configmap.ts), so a
+ * run whose pod and its disk went away can still be recovered. `write` gets the whole journal each time.
+ */
+export interface JournalCopy {
+  write(text: string): Promise<void>;
+  /** A write failed; the next append (or `copied`) tries again with the whole journal. */
+  failed(error: unknown): void;
+}
+
+/**
  * Append-only JSONL, one file per run. Every record is fsynced before `append` returns, so a fault is on disk
  * before it is applied and `recover` in a new process finds it. A torn last line (a crash mid-write: never
  * fsynced, so nothing relied on it) is cut off before the first append, so the next record starts a line.
+ * With a copy, every append also sends the journal there, one write at a time, the newest text winning.
  */
 export class Journal {
   private fd: number | undefined;
+  /** Bytes of the file the copy holds. */
+  private copiedBytes = 0;
+  private copying: Promise<boolean> | undefined;
 
-  constructor(readonly file: string) {}
+  constructor(
+    readonly file: string,
+    private readonly copy?: JournalCopy,
+  ) {}
 
-  static forRun(runId: string, dir = runsDir()): Journal {
-    return new Journal(join(dir, `${runId}.jsonl`));
+  static forRun(runId: string, dir = runsDir(), copy?: JournalCopy): Journal {
+    return new Journal(join(dir, `${runId}.jsonl`), copy);
+  }
+
+  /** Whether the journal is copied anywhere. */
+  get copied(): boolean {
+    return this.copy !== undefined;
+  }
+
+  /**
+   * Resolves true once the copy holds every record appended so far (trying a failed write again once), false when a
+   * write fails. Without a copy, true.
+   */
+  async synced(): Promise<boolean> {
+    if (!this.copy) return true;
+    for (let tries = 0; tries < 2; tries++) {
+      const want = sizeOf(this.file);
+      if (this.copiedBytes >= want) return true;
+      if (!(await this.sendCopy())) return false;
+    }
+    return this.copiedBytes >= sizeOf(this.file);
+  }
+
+  /** One write at a time: a write asked for while one is on its way starts when it ends, with the newest text. */
+  private sendCopy(): Promise<boolean> {
+    const prev = this.copying ?? Promise.resolve(true);
+    const next = prev.then(async () => {
+      const text = readFileSync(this.file);
+      if (this.copiedBytes >= text.length) return true;
+      try {
+        await this.copy!.write(text.toString('utf8'));
+        this.copiedBytes = text.length;
+        return true;
+      } catch (e) {
+        this.copy!.failed(e);
+        return false;
+      }
+    });
+    this.copying = next;
+    return next;
   }
 
   append(record: JournalRecord): void {
@@ -96,6 +151,7 @@ export class Journal {
     const kept = Object.fromEntries(Object.entries(record).map(([k, v]) => [k, k === 'state' ? v : redactStrings(v)])) as JournalRecord;
     writeSync(this.fd, `${JSON.stringify({ ...kept, version: toolVersion() } satisfies Stored)}\n`);
     fsyncSync(this.fd);
+    if (this.copy) void this.sendCopy();
   }
 
   close(): void {
@@ -124,6 +180,14 @@ function cutTornTail(fd: number): void {
   }
   ftruncateSync(fd, 0);
   fsyncSync(fd);
+}
+
+function sizeOf(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
 }
 
 function syncDir(dir: string): void {
@@ -164,6 +228,11 @@ export function readJournal(file: string): JournalView {
   } catch (e) {
     throw new KrError('JOURNAL_UNREADABLE', `cannot read journal ${file}: ${(e as Error).message}`, { exit: 2 });
   }
+  return parseJournal(text, file);
+}
+
+/** A journal's text (a file's, or the cluster's copy of it), `file` naming where it came from in errors. */
+export function parseJournal(text: string, file: string): JournalView {
   const records: JournalRecord[] = [];
   const lines = text.split('\n');
   for (const [i, line] of lines.entries()) {

@@ -71,7 +71,8 @@ describe('recover in a fresh process', () => {
     expect(existsSync(marker)).toBe(false);
     expect(readFileSync(join(dir, 'log'), 'utf8')).toBe('reverted\n');
     expect(existsSync(join(DEADMAN_ROOT, 'child-run'))).toBe(false);
-    // the journal now says so: a second recover has nothing to do
+    // the journal now says so: a second recover has nothing to do, and the killed run has ended
     expect(outstanding(readJournal(file!))).toEqual([]);
+    expect(readJournal(file!).status).toBe('interrupted');
   });
 });

@@ -39,7 +39,7 @@ function runStillActive(view: JournalView): boolean {
  */
 export async function recoverRun(
   view: JournalView,
-  o: { ctx: Ctx; registry: Registry; emit: RunEventSink; force?: boolean },
+  o: { ctx: Ctx; registry: Registry; emit: RunEventSink; force?: boolean; journal?: Journal },
 ): Promise<RecoverResult> {
   if (runStillActive(view) && !o.force)
     throw new KrError(
@@ -55,7 +55,8 @@ export async function recoverRun(
       `run ${view.run.runId}: context "${context}" is not in its runbook's spec.safety.allowContexts (${allow.join(', ') || 'none listed'}); nothing was touched`,
       { exit: EXIT.refused },
     );
-  const journal = new Journal(view.file);
+  // the run's journal, with its in-cluster copy when it was taken from there (what recover reverts goes there too)
+  const journal = o.journal ?? new Journal(view.file);
   const ledger = new FaultLedger({ ctx: o.ctx, journal, emit: o.emit, faultTtlMs: view.run.faultTtlMs, remediationTtlMs: view.run.remediationTtlMs, by: 'recover' });
   const todo = outstanding(view);
   const adopted: AppliedFault[] = [];
@@ -97,10 +98,10 @@ export async function recoverRun(
     })),
   );
   const all = new RunAgents(o.ctx, agentTargets(inv, inv.spec.nodes), view.run.faultTtlMs);
-  if (all.targets.length && !ledger.outstanding().length) {
-    const failed = await all.stop().catch((e: unknown) => [messageOf(e)]);
+  if (!ledger.outstanding().length) {
+    const failed = all.targets.length ? await all.stop().catch((e: unknown) => [messageOf(e)]) : [];
     for (const f of failed) errors.push(`node agents of ${view.run.runId} not deleted: ${f}`);
-    // a killed run, nothing left of it: ended, so recover does not pick it again
+    // a killed run, nothing left of it: ended, so recover does not pick it again (and its journal's copy can go)
     if (!failed.length && view.status === undefined) journal.append({ type: 'end', at: o.ctx.clock.now(), status: 'interrupted' });
   }
   journal.close();

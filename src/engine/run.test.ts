@@ -7,7 +7,7 @@ import { Journal, readJournal } from './journal.js';
 import { ReportCollector } from '../report/collect.js';
 import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
-import { flush } from '../testing/fake-clock.js';
+import { FakeClock, flush } from '../testing/fake-clock.js';
 
 const ops = (log: ActionRecord[], op: ActionRecord['op']) => log.filter((r) => r.op === op).map((r) => `${r.action}@${r.node ?? 'cluster'}`);
 const stepEnds = (events: RunEvent[]) =>
@@ -503,5 +503,56 @@ describe('run: a dead-man that cannot be disarmed', () => {
     const lines = readFileSync(journal.file, 'utf8');
     expect(readJournal(journal.file).faults.map((f) => f.reverted)).toEqual([true]);
     expect(lines).toContain('"type":"disarm-failed","at"');
+  });
+});
+
+describe("run: the journal's in-cluster copy", () => {
+  const journalIn = (copy: ConstructorParameters<typeof Journal>[1]) => new Journal(join(mkdtempSync(join(tmpdir(), 'kr-copy-')), 'run.jsonl'), copy);
+
+  it('holds each fault before it is applied', async () => {
+    const log: ActionRecord[] = [];
+    const seen: { text: string; applies: number }[] = [];
+    const clock = new FakeClock();
+    // a write takes a second (an apiserver under load): what was applied is counted when the copy holds the text
+    const write = async (text: string) => {
+      await clock.sleep(1000);
+      seen.push({ text, applies: ops(log, 'apply').length });
+    };
+    const journal = journalIn({ write, failed: () => {} });
+    const h = await startTestRun({
+      runbook: baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: { names: ['node-1'] } } }] }),
+      actions: [recordingAction('fault-a', log)],
+      probes: [],
+      journal,
+      clock,
+    });
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    expect((await h.handle.result).status).toBe('passed');
+    const first = seen.find((s) => s.text.includes('"type":"prepared"'));
+    expect(first?.applies).toBe(0);
+    expect(ops(log, 'apply')).toEqual(['fault-a@node-1']);
+    // the last records (the revert, the end) once the command waits for them
+    const synced = journal.synced();
+    await clock.advance(5000);
+    expect(await synced).toBe(true);
+    expect(seen.at(-1)?.text).toBe(readFileSync(journal.file, 'utf8'));
+  });
+
+  it('that cannot be written does not hold the run back: the fault is applied after 10 s, with a warning', async () => {
+    const log: ActionRecord[] = [];
+    const journal = journalIn({ write: () => new Promise<void>(() => {}), failed: () => {} });
+    const h = await startTestRun({
+      runbook: baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: { names: ['node-1'] } } }] }),
+      actions: [recordingAction('fault-a', log)],
+      probes: [],
+      journal,
+    });
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'fault-applied'));
+    expect(ops(log, 'apply')).toEqual(['fault-a@node-1']);
+    expect(h.events.filter((e) => e.type === 'log' && e.level === 'warn').map((e) => (e as { message: string }).message)).toContainEqual(
+      expect.stringMatching(/^f01-fault-a-node-1: the cluster's copy of the journal does not hold this fault/),
+    );
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    expect((await h.handle.result).status).toBe('passed');
   });
 });

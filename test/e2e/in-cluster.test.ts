@@ -7,11 +7,12 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, PatchStrategy } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, PatchStrategy, type V1PodSpec } from '@kubernetes/client-node';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
-import { REPO, cli, leftovers, startLab, stopLab, type LabInfo } from './helpers/lab.js';
+import { parseJournal } from '../../src/engine/journal.js';
+import { REPO, cli, coreApi, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 const INSTANCE = 'ic1';
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -35,6 +36,11 @@ const apply = (o: KubernetesObject, dryRun?: 'All') => objects.patch(o, undefine
  * kubeconfig, no HOME with one, and the apiserver as KUBERNETES_SERVICE_HOST/PORT.
  */
 function runAsJob(saDir: string, args: string[]): Promise<Ran> {
+  return startAsJob(saDir, args).done;
+}
+
+/** runAsJob, with the process to kill (a pod lost with its node) and its state dir (the pod's emptyDir). */
+function startAsJob(saDir: string, args: string[]): { done: Promise<Ran>; kill: () => void; state: string } {
   const url = new URL(lab.apiserverUrl);
   const state = mkdtempSync(join(work, 'state-'));
   const script = [
@@ -52,12 +58,15 @@ function runAsJob(saDir: string, args: string[]): Promise<Ran> {
     KUBE_RUNBOOK_STATE_DIR: state,
   };
   const cp = lab.nodes.find((n) => n.name === 'cp-1')!;
-  return new Promise((resolve) => {
+  let kill = () => {};
+  const done = new Promise<Ran>((resolve) => {
     const child = spawn(
       'ip',
       ['netns', 'exec', cp.netns, 'unshare', '-m', '--propagation', 'private', 'sh', '-c', script, 'sh', saDir, process.execPath, join(REPO, 'bin', 'kube-runbook.js'), ...args],
       { env, stdio: ['ignore', 'pipe', 'pipe'] },
     );
+    // ip netns exec, unshare and sh each exec the next: the child is the executor itself
+    kill = () => child.kill('SIGKILL');
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
@@ -68,6 +77,7 @@ function runAsJob(saDir: string, args: string[]): Promise<Ran> {
       resolve({ code, stdout, stderr });
     });
   });
+  return { done, kill, state };
 }
 
 beforeAll(async () => {
@@ -171,5 +181,74 @@ describe('in-cluster runs', () => {
     kc.loadFromFile(lab.kubeconfig);
     const cm = await kc.makeApiClient(CoreV1Api).readNamespacedConfigMap({ namespace: 'kr-ic', name: 'kube-runbook-kubelet-partition-report' });
     expect(JSON.parse(cm.data!['report.json']!)).toEqual(report);
+  });
+
+  it("the Job's pod passes the namespace's restricted Pod Security admission; the same pod without its securityContext does not", async () => {
+    const job = manifests.find((o) => o.kind === 'Job') as KubernetesObject & { spec: { template: { spec: V1PodSpec } } };
+    const namespace = job.metadata!.namespace!;
+    const spec = job.spec.template.spec;
+    const pod = (s: V1PodSpec) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'kr-restricted-check', namespace }, spec: s });
+    const core = coreApi(lab);
+    // what the Job controller creates from the template, as a server-side dry run: admitted
+    await core.createNamespacedPod({ namespace, body: pod(spec), dryRun: 'All' });
+    // the admission is on and judges it: a pod without the securityContext is refused
+    const bare = { ...spec, securityContext: undefined, containers: spec.containers.map((c) => ({ ...c, securityContext: undefined })) };
+    const refused = await core.createNamespacedPod({ namespace, body: pod(bare), dryRun: 'All' }).then(
+      () => ({ code: 201, message: 'admitted' }),
+      (e: { code?: number; body?: string }) => ({ code: e.code, message: (JSON.parse(e.body ?? '{}') as { message?: string }).message ?? '' }),
+    );
+    expect(refused.code).toBe(403);
+    expect(refused.message).toMatch(/is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false/);
+  });
+
+  it('the journal survives the pod: the executor killed after its fault and its disk gone, recover --from-cluster finds the run and reverts it', async () => {
+    const job = manifests.find((o) => o.kind === 'Job') as KubernetesObject & { spec: { template: { spec: { containers: { args: string[] }[] } } } };
+    const args = job.spec.template.spec.containers[0]!.args;
+    const journalCm = args[args.indexOf('--journal-configmap') + 1]!;
+    expect(journalCm).toBe('kr-ic/kube-runbook-kubelet-partition-journal');
+    const [namespace, name] = journalCm.split('/') as [string, string];
+    const core = coreApi(lab);
+    const journals = async () => (await core.readNamespacedConfigMap({ namespace, name })).data ?? {};
+    const sa = await serviceAccountDir();
+    const run = startAsJob(sa, ['run', runbookCopy, '-i', lab.inventoryFile, '--in-cluster', '--yes', '--output', 'json', '--journal-configmap', journalCm]);
+    // the pod goes (its node lost: no SIGTERM, no rollback) once its fault is applied, and its emptyDir with it
+    let runId = '';
+    await until(
+      'the applied fault in the journal ConfigMap',
+      async () => {
+        for (const [key, text] of Object.entries(await journals())) if (text.includes('"type":"applied"')) runId = key.replace(/\.jsonl$/, '');
+        return runId !== '';
+      },
+      120_000,
+    );
+    run.kill();
+    const killed = await run.done;
+    expect(killed.code, killed.stderr.slice(-2000)).toBe(null);
+    rmSync(run.state, { recursive: true, force: true });
+    const fault = parseJournal((await journals())[`${runId}.jsonl`]!, journalCm).faults;
+    expect(fault.map((f) => [f.prepared.action, f.applied, f.reverted])).toEqual([['block-kubelet-egress', true, false]]);
+
+    // a new pod of the same ServiceAccount, with an empty state dir, reverts it from the cluster's copy
+    const r = await runAsJob(sa, ['recover', '--in-cluster', '--from-cluster', journalCm]);
+    expect(r.code, r.stderr.slice(-3000)).toBe(0);
+    expect(r.stdout).toContain(`Run ${runId} (kubelet-partition`);
+    expect(r.stdout).toMatch(/1 fault\(s\) to revert[\s\S]*all 1 reverted/);
+    const after = parseJournal((await journals())[`${runId}.jsonl`]!, journalCm);
+    expect(after.faults.map((f) => [f.prepared.action, f.reverted])).toEqual([['block-kubelet-egress', true]]);
+    expect(after.status).toBe('interrupted');
+    // the node's kubelet reaches the apiserver again: its Lease is renewed after the revert
+    const node = fault[0]!.prepared.node!;
+    const leases = new KubeConfig();
+    leases.loadFromFile(lab.kubeconfig);
+    const coordination = leases.makeApiClient(CoordinationV1Api);
+    const reverted = realClock.now();
+    await until('a renewal of the cut-off node\'s Lease', async () => {
+      const lease = await coordination.readNamespacedLease({ namespace: 'kube-node-lease', name: node });
+      return new Date(lease.spec!.renewTime!).getTime() > reverted;
+    }, 30_000);
+    // and a second recover finds nothing left of it
+    const again = await runAsJob(sa, ['recover', '--in-cluster', '--from-cluster', journalCm]);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('Nothing to recover');
   });
 });

@@ -1,0 +1,56 @@
+import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
+import type { KubeAccess } from './types.js';
+
+/**
+ * The in-cluster copy of run journals: one ConfigMap (created beforehand, e.g. by `kube-runbook manifests`), one key
+ * `<run-id>.jsonl` per run holding that run's whole journal. Written by JSON merge patch of one key, so runs never
+ * overwrite each other's keys and the ServiceAccount needs only `get` and `patch` on that one name.
+ */
+export interface ConfigMapRef {
+  namespace: string;
+  name: string;
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+/** What a ConfigMap key may be (and a run id is). */
+const KEY = /^[-._a-zA-Z0-9]+$/;
+
+/** `namespace/name` of a ConfigMap flag, checked before anything runs. */
+export function configMapRef(flag: string, ref: string): ConfigMapRef {
+  const [namespace = '', name = '', ...rest] = ref.split('/');
+  if (rest.length || !DNS_LABEL.test(namespace) || !DNS_LABEL.test(name))
+    throw new KrError('BAD_CONFIGMAP', `${flag} ${quote(ref)} is not namespace/name`, { exit: EXIT.invalid });
+  return { namespace, name };
+}
+
+const path = (ref: ConfigMapRef) => `/api/v1/namespaces/${encodeURIComponent(ref.namespace)}/configmaps/${encodeURIComponent(ref.name)}`;
+
+function api(kube: KubeAccess) {
+  if (!kube.json) throw new KrError('KUBE_UNAVAILABLE', 'this cluster client cannot reach ConfigMaps', { exit: EXIT.refused });
+  return kube.json.bind(kube);
+}
+
+const journalKey = (runId: string): string => {
+  const key = `${runId}.jsonl`;
+  if (!KEY.test(key)) throw new KrError('BAD_RUN_ID', `run id ${quote(runId)} cannot name a ConfigMap key`, { exit: EXIT.invalid });
+  return key;
+};
+
+/** Every journal in the ConfigMap, by run id. A ConfigMap that cannot be read is a refusal naming it. */
+export async function readJournalCopies(kube: KubeAccess, ref: ConfigMapRef, signal?: AbortSignal): Promise<Map<string, string>> {
+  let cm: { data?: Record<string, string> };
+  try {
+    cm = await api(kube)<{ data?: Record<string, string> }>(path(ref), { timeoutMs: 15_000, signal });
+  } catch (e) {
+    throw new KrError('JOURNAL_CONFIGMAP', `cannot read the journal ConfigMap ${ref.namespace}/${ref.name}: ${messageOf(e)}`, { exit: EXIT.refused, cause: e });
+  }
+  const out = new Map<string, string>();
+  for (const [key, text] of Object.entries(cm.data ?? {})) if (key.endsWith('.jsonl')) out.set(key.slice(0, -'.jsonl'.length), text);
+  return out;
+}
+
+/** Sets (text) or removes (null) the journals of the given runs, leaving every other key as it is. */
+export async function writeJournalCopies(kube: KubeAccess, ref: ConfigMapRef, journals: Record<string, string | null>, signal?: AbortSignal): Promise<void> {
+  const data = Object.fromEntries(Object.entries(journals).map(([runId, text]) => [journalKey(runId), text]));
+  await api(kube)(path(ref), { method: 'PATCH', contentType: 'application/merge-patch+json', body: { data }, timeoutMs: 15_000, signal });
+}
