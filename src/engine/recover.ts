@@ -7,7 +7,7 @@ import type { FaultRef, RunEventSink } from './events.js';
 import { type AppliedFault, FaultLedger } from './faults.js';
 import { Journal, type JournalView, outstanding } from './journal.js';
 import { contextAllowed } from './preflight.js';
-import { rollBack, rollbackConditionHolds, rollbackDeadline } from './rollback.js';
+import { rollBack, rollbackConditionHolds, revertTime } from './rollback.js';
 import type { Registry } from '../contract/registry.js';
 import { agentTargets, RunAgents } from './agents.js';
 
@@ -84,7 +84,7 @@ export async function recoverRun(
   errors.push(
     ...(await rollBack(ledger, {
       signal: o.ctx.signal,
-      deadline: rollbackDeadline(o.ctx.clock.now(), view.run.faultTtlMs),
+      revertMs: revertTime(view.run.faultTtlMs),
       concurrency: 16,
       skip: (f) => missing.includes(f),
       async safeToUndoRemediations() {

@@ -14,7 +14,7 @@ import type { Plan } from './plan.js';
 import { preflight } from './preflight.js';
 import { consumeProbe } from './probe-stream.js';
 import { Remediation } from './remediation.js';
-import { rollBack, rollbackConditionHolds, rollbackDeadline } from './rollback.js';
+import { rollBack, rollbackConditionHolds, revertTime } from './rollback.js';
 import { StepRunner } from './steps.js';
 import { agentTargets, RunAgents } from './agents.js';
 import { plannedActions } from './plan.js';
@@ -107,7 +107,7 @@ export function startRun(o: RunOptions): RunHandle {
     const wf = plan.rollback.waitFor;
     await rollBack(ledger, {
       signal: control.hard.signal,
-      deadline: rollbackDeadline(clock.now(), plan.safety.faultTtl),
+      revertMs: revertTime(plan.safety.faultTtl),
       concurrency,
       settle: () => remediation.settled(),
       safeToUndoRemediations: async () =>

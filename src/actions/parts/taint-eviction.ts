@@ -1,4 +1,4 @@
-import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, KR_WAIT, script } from '../../nodes/services/script.js';
+import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, KR_NOT_YET, KR_WAIT, script } from '../../nodes/services/script.js';
 
 /**
  * Node scripts of `disable-taint-eviction`: restart the controller-manager with the taint-eviction controller
@@ -64,7 +64,7 @@ kr_kcm_healthy() {
   kr_http_ok "https://127.0.0.1:10257/healthz"
 }`;
 
-const common = (t: TaintEvictionTarget) => [KR_FAIL, KR_WAIT, KR_HTTP_OK, KR_KCM, KR_KCM_HEALTHY, ...(t.layout === 'k3s' ? [K3S_KCM] : [])];
+const common = (t: TaintEvictionTarget) => [KR_FAIL, KR_WAIT, KR_NOT_YET, KR_HTTP_OK, KR_KCM, KR_KCM_HEALTHY, ...(t.layout === 'k3s' ? [K3S_KCM] : [])];
 
 /** Read-only: prints `disabled` when it already runs without the taint-eviction controller, else `enabled`. */
 export function stateScript(t: TaintEvictionTarget): string {
@@ -125,7 +125,7 @@ export function applyScript(t: TaintEvictionTarget, timeoutS: number): string {
     ...common(t),
     'if kr_kcm_off; then echo "kube-controller-manager already runs without the taint-eviction controller"; exit 0; fi',
     ...body[t.layout],
-    'kr_wait "$wait_s" kr_kcm_off || kr_fail "kube-controller-manager is not running healthy with --controllers=...,$flag $wait_s s later"',
+    'kr_wait "$wait_s" kr_kcm_off || kr_not_yet "kube-controller-manager is not running healthy with --controllers=...,$flag $wait_s s later"',
     'echo "kube-controller-manager runs without the taint-eviction controller"',
   );
 }
@@ -156,7 +156,7 @@ export function revertScript(t: TaintEvictionTarget, timeoutS: number): string {
     { ...vars(t), flag: FLAG, wait_s: timeoutS },
     ...common(t),
     ...body[t.layout],
-    'kr_wait "$wait_s" kr_kcm_on || kr_fail "kube-controller-manager is not running healthy with taint eviction $wait_s s later"',
+    'kr_wait "$wait_s" kr_kcm_on || kr_not_yet "kube-controller-manager is not running healthy with taint eviction $wait_s s later"',
     'echo "kube-controller-manager runs with the taint-eviction controller again"',
   );
 }
