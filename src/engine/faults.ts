@@ -35,6 +35,8 @@ export interface FaultLedgerOptions {
   backoff?: Partial<Backoff>;
   /** What the run holds applied that stops evictions (Ctx.applied), kept up to date with each apply and revert. */
   effects?: RunEffects;
+  /** Called before anything of an apply happens (the run makes its lock outlast what it applies); a throw stops it. */
+  beforeApply?: (action: Action, remediation: boolean) => Promise<void>;
 }
 
 /** Where an apply happens: its step, whether it is a remediation, and the step's signal and deadline (its timeout). */
@@ -85,6 +87,7 @@ export class FaultLedger {
     const isolating = Boolean(agent) && (action.meta.isolatesNode?.(params as never) ?? 'no') !== 'no';
     const ctx: ActionCtx = { ...this.o.ctx, signal, node, ...(isolating ? { nodes: answeringWithin(this.o.ctx.nodes, ISOLATED_SILENCE_MS) } : {}) };
     const retry = (who: Who) => this.retrying(who, signal, on.deadline);
+    await this.o.beforeApply?.(action, remediation);
     const state = await withRetries('prepare', () => action.prepare(ctx, params), retry({ node: node?.name, what: action.meta.id }));
     const faultId = `f${String(++this.seq).padStart(2, '0')}-${action.meta.id}${node ? `-${node.name}` : ''}`.replace(/[^A-Za-z0-9._-]/g, '_');
     const nodeSide = node ? action.nodeSideRevert(state) : undefined;

@@ -48,6 +48,17 @@ describe('transientFailure', () => {
     expect(transientFailure(new Error('watch failed', { cause: Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }) }))).toBe('connection reset');
     expect(transientFailure('connection reset')).toBeUndefined();
   });
+
+  it('tries a revert again after a script timeout, a 500 or 502 and a health wait that has not succeeded yet; not after 403, 404 or a bad value', () => {
+    const revert = { safeToRepeat: true };
+    expect(transientFailure(new KrError('EXEC_TIMEOUT', 'did not finish within 30s'), revert)).toBe('script timeout');
+    expect(transientFailure(new KrError('EXEC_TIMEOUT', 'did not finish within 30s'))).toBeUndefined();
+    expect(transientFailure(new ApiStatusError(500, 'internal'), revert)).toBe('apiserver 500');
+    expect(transientFailure(new ApiStatusError(502, 'bad gateway'), revert)).toBe('apiserver 502');
+    expect(transientFailure(new KrError('SERVICE_RESTART_FAILED', 'not healthy 60 s later', { transient: 'health wait' }), revert)).toBe('health wait');
+    for (const e of [new ApiStatusError(403, 'forbidden'), new ApiStatusError(404, 'not found'), new KrError('BAD_PARAMS', 'with.timeout: expected a duration')])
+      expect(transientFailure(e, revert)).toBeUndefined();
+  });
 });
 
 describe('run: reverts retried on transient failures', () => {
