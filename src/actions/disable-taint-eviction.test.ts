@@ -163,7 +163,8 @@ describe("disable-taint-eviction's node-side revert waits for the nodes first (t
     spec: taint ? { taints: [{ key: taint, effect: 'NoSchedule' }, { key: taint, effect: 'NoExecute', timeAdded: '2026-01-01T00:00:00Z' }] } : {},
     status: { conditions: [{ type: 'MemoryPressure', status: 'False' }, { type: 'Ready', status: ready }] },
   });
-  const list = (...items: object[]) => JSON.stringify({ kind: 'NodeList', apiVersion: 'v1', items });
+  // pretty-printed, as an apiserver answers a client it takes for curl
+  const list = (...items: object[]) => JSON.stringify({ kind: 'NodeList', apiVersion: 'v1', items }, null, 2);
   const run = (capS: number) => {
     const out: string[] = [];
     const child = spawn('/bin/sh', ['-c', nodeSideRevertScript({ layout: 'lab', dir: svc }, 0, capS, 1)], { env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });

@@ -207,7 +207,7 @@ kr_curl_nodes() {
   command -v curl >/dev/null 2>&1 && [ -r "$1" ] || return 1
   kr_server=$(kr_kv server "$1")
   [ -n "$kr_server" ] || return 1
-  set -- "$1" -sS --fail --max-time 10
+  set -- "$1" -sS --fail --max-time 10 -A kube-runbook-deadman
   v=$(kr_kv certificate-authority-data "$1"); if [ -n "$v" ]; then printf '%s' "$v" | base64 -d >"$kr_tmp/ca" && set -- "$@" --cacert "$kr_tmp/ca"; else v=$(kr_kv certificate-authority "$1"); [ -z "$v" ] || set -- "$@" --cacert "$v"; fi
   v=$(kr_kv client-certificate-data "$1"); if [ -n "$v" ]; then printf '%s' "$v" | base64 -d >"$kr_tmp/crt" && set -- "$@" --cert "$kr_tmp/crt"; else v=$(kr_kv client-certificate "$1"); [ -z "$v" ] || set -- "$@" --cert "$v"; fi
   v=$(kr_kv client-key-data "$1"); if [ -n "$v" ]; then printf '%s' "$v" | base64 -d >"$kr_tmp/key" && set -- "$@" --key "$kr_tmp/key"; else v=$(kr_kv client-key "$1"); [ -z "$v" ] || set -- "$@" --key "$v"; fi
@@ -227,13 +227,15 @@ kr_nodes_settled() {
   while IFS= read -r kc; do
     [ -n "$kc" ] || continue
     if kr_curl_nodes "$kc" >"$kr_tmp/nodes" 2>/dev/null || kr_kubectl_nodes "$kc" >"$kr_tmp/nodes" 2>/dev/null; then
-      if grep -q '"kind":"NodeList"' "$kr_tmp/nodes"; then kr_read=$kc; break; fi
+      # one line, no blanks (an apiserver pretty-prints for a client it takes for curl)
+      tr -d ' \\t\\r\\n' <"$kr_tmp/nodes" >"$kr_tmp/nodes.min"
+      if grep -q '"kind":"NodeList"' "$kr_tmp/nodes.min"; then kr_read=$kc; break; fi
     fi
   done <"$kr_tmp/kubeconfigs"
   if [ -z "$kr_read" ]; then kr_why="the nodes cannot be read (no kubeconfig of this node answered)"; return 2; fi
-  kr_nodes=$(grep -o '"type":"Ready","status":"[A-Za-z]*"' "$kr_tmp/nodes" | wc -l)
-  kr_notready=$(grep -o '"type":"Ready","status":"[A-Za-z]*"' "$kr_tmp/nodes" | grep -vc '"status":"True"')
-  kr_tainted=$(grep -oE '"key":"node\\.kubernetes\\.io/(unreachable|not-ready)",("value":"[^"]*",)?"effect":"NoExecute"' "$kr_tmp/nodes" | wc -l)
+  kr_nodes=$(grep -o '"type":"Ready","status":"[A-Za-z]*"' "$kr_tmp/nodes.min" | wc -l)
+  kr_notready=$(grep -o '"type":"Ready","status":"[A-Za-z]*"' "$kr_tmp/nodes.min" | grep -vc '"status":"True"')
+  kr_tainted=$(grep -oE '"key":"node\\.kubernetes\\.io/(unreachable|not-ready)",("value":"[^"]*",)?"effect":"NoExecute"' "$kr_tmp/nodes.min" | wc -l)
   kr_why="$kr_notready of $kr_nodes node(s) not Ready, $kr_tainted unreachable/not-ready NoExecute taint(s)"
   [ "$kr_notready" -eq 0 ] && [ "$kr_tainted" -eq 0 ]
 }`;
