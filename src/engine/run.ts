@@ -18,7 +18,7 @@ import { rollBack, rollbackConditionHolds, revertTime } from './rollback.js';
 import { StepRunner } from './steps.js';
 import { agentTargets, RunAgents } from './agents.js';
 import { plannedActions } from './plan.js';
-import { acquireRunLock, releaseRunLock, renewRunLock, type RunLockOptions, type RunLockState } from '../kube/run-lock.js';
+import { acquireRunLock, releaseRunLock, renewRunLock, RUN_LOCK_NAME, type RunLockOptions, type RunLockState } from '../kube/run-lock.js';
 import type { Action } from '../contract/action.js';
 import type { AppliedFault } from './faults.js';
 import { withRetries } from './retry.js';
@@ -208,7 +208,7 @@ export function startRun(o: RunOptions): RunHandle {
   function lostLock(why: string): void {
     if (!locked) return;
     locked = false;
-    const message = `lost the cluster-wide run lock (Lease ${plan.safety.lockNamespace}/kube-runbook-run-lock): ${why}`;
+    const message = `lost the cluster-wide run lock (Lease ${plan.safety.lockNamespace}/${RUN_LOCK_NAME}): ${why}`;
     emit({ type: 'log', at: clock.now(), level: 'error', message: `${message}${control.rollingBack ? '' : '; rolling back'}` });
     if (!control.rollingBack) control.abort('aborted', message);
   }
