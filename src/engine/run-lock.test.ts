@@ -4,6 +4,7 @@ import { fakeKubeAccess } from '../testing/fake-access.js';
 import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
 import { RUN_LOCK_NAME } from '../kube/run-lock.js';
+import { ApiStatusError } from '../kube/source.js';
 
 const runbook = baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: { names: ['node-1'] } } }, { wait: '10m' }] });
 
@@ -120,5 +121,33 @@ describe('run: no lock released while something is applied', () => {
     expect(log.map((x) => x.op)).toEqual(['prepare', 'apply', 'revert']);
     // not released: it is the other run's
     expect(lease.spec.holderIdentity).toBe('run-other');
+  });
+
+  it('a run whose lock cannot be renewed until it expires (the apiserver answers 503) aborts and rolls back; a blip does not', async () => {
+    const clock = new FakeClock();
+    const fake = fakeKubeAccess(clock, { context: 'lab' });
+    let broken = false;
+    const kube = {
+      ...fake,
+      json: <T>(path: string, o?: Parameters<NonNullable<typeof fake.json>>[1]): Promise<T> =>
+        broken && path.includes('/leases/') && o?.method === 'PUT' ? Promise.reject(new ApiStatusError(503, 'the server is currently unable to handle the request')) : fake.json!<T>(path, o),
+    };
+    const log: ActionRecord[] = [];
+    const h = await startTestRun({ runbook, actions: [recordingAction('fault-a', log)], probes: [], clock, kube, runId: 'run-cut' });
+    await clock.runUntil(() => h.events.some((e) => e.type === 'fault-applied'));
+    // 40 s of 503s: renewals retried, the lock (2 min) still held, the run goes on
+    broken = true;
+    await clock.advance(40_000);
+    broken = false;
+    await clock.advance(20_000);
+    expect(h.events.some((e) => e.type === 'run-end')).toBe(false);
+    expect(h.events.some((e) => e.type === 'attempt' && e.op === 'lock' && e.transient === 'apiserver 503')).toBe(true);
+    broken = true;
+    await clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r).toMatchObject({ status: 'aborted', remaining: [] });
+    expect(r.reason).toContain('lost the cluster-wide run lock');
+    expect(r.reason).toContain('could not be renewed before it expired');
+    expect(log.map((x) => x.op)).toEqual(['prepare', 'apply', 'revert']);
   });
 });
