@@ -1,6 +1,7 @@
+import { NOT_YET_EXIT } from '../nodes/services/script.js';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -8,7 +9,7 @@ import type { InventoryInput } from '../inventory/schema.js';
 import type { KubeAccess } from '../kube/types.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './disable-taint-eviction.js';
-import { applyScript, revertScript } from './parts/taint-eviction.js';
+import { applyScript, nodeSideRevertScript, revertScript } from './parts/taint-eviction.js';
 
 const inventory = (layout: 'kubeadm' | 'k3s' | 'lab', node = 'cp-1', stateDir = '/var/lib/kr-lab'): InventoryInput => ({
   apiVersion: 'kube-runbook/v1',
@@ -45,7 +46,10 @@ actionTester(action, {
           '# kube-runbook: disable-taint-eviction revert (kubeadm)',
           '# kube-runbook: disable-taint-eviction revert (kubeadm)',
         ]);
-        assert.match(r.nodeSideRevert!, /^# kube-runbook: disable-taint-eviction revert \(kubeadm\)/);
+        // the node's dead-man waits for the nodes as the revert does, then runs the revert's own lines
+        assert.match(r.nodeSideRevert!, /^# kube-runbook: disable-taint-eviction node-side revert \(kubeadm\)/);
+        assert.ok(r.nodeSideRevert!.includes("kubeconfigs='/etc/kubernetes/admin.conf"));
+        assert.ok(r.nodeSideRevert!.includes('mv -f "$backup" "$manifest"'));
       },
     },
     {
@@ -118,10 +122,11 @@ describe('disable-taint-eviction on a kubeadm manifest (the scripts run for real
     const t = target('plain');
     const original = manifest('');
     writeFileSync(t.manifest, original);
-    expect(sh(applyScript(t, 0)).status).toBe(1);
+    // no controller-manager runs here: the wait for it ends "not yet", which a revert tries again
+    expect(sh(applyScript(t, 0)).status).toBe(NOT_YET_EXIT);
     expect(readFileSync(t.manifest, 'utf8')).toBe(original.replace('    - kube-controller-manager\n', '    - kube-controller-manager\n    - --controllers=*,-taint-eviction-controller\n'));
     expect(readFileSync(t.backup, 'utf8')).toBe(original);
-    expect(sh(revertScript(t, 0)).status).toBe(1);
+    expect(sh(revertScript(t, 0)).status).toBe(NOT_YET_EXIT);
     expect(readFileSync(t.manifest, 'utf8')).toBe(original);
   });
 
@@ -134,5 +139,70 @@ describe('disable-taint-eviction on a kubeadm manifest (the scripts run for real
     rmSync(t.backup);
     sh(revertScript(t, 0));
     expect(readFileSync(t.manifest, 'utf8')).toBe(original);
+  });
+});
+
+describe("disable-taint-eviction's node-side revert waits for the nodes first (the script runs for real, the apiserver is a stub curl)", () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kr-dte-node-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const svc = join(dir, 'kube-controller-manager');
+  const bin = join(dir, 'bin');
+  const nodes = join(dir, 'nodes.json');
+  const started = join(dir, 'started');
+  mkdirSync(svc, { recursive: true });
+  mkdirSync(bin);
+  writeFileSync(join(svc, 'kubeconfig'), 'apiVersion: v1\nclusters:\n- cluster:\n    server: https://10.0.0.1:6443\n  name: lab\nusers:\n- name: kcm\n  user:\n    token: "secret-token"\n');
+  writeFileSync(join(svc, 'extra-args'), '--controllers=*,-taint-eviction-controller\n');
+  writeFileSync(join(svc, 'stop'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
+  writeFileSync(join(svc, 'start'), `#!/bin/sh\ndate +%s >>'${started}'\n`, { mode: 0o755 });
+  // the apiserver: curl answers with nodes.json when it is there, fails (cannot connect) when not; no kubectl
+  writeFileSync(join(bin, 'curl'), `#!/bin/sh\necho "$@" >>'${dir}/curl.args'\n[ -f '${nodes}' ] || exit 7\ncat '${nodes}'\n`, { mode: 0o755 });
+  writeFileSync(join(bin, 'kubectl'), '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+  const node = (name: string, ready: string, taint?: string) => ({
+    metadata: { name },
+    spec: taint ? { taints: [{ key: taint, effect: 'NoSchedule' }, { key: taint, effect: 'NoExecute', timeAdded: '2026-01-01T00:00:00Z' }] } : {},
+    status: { conditions: [{ type: 'MemoryPressure', status: 'False' }, { type: 'Ready', status: ready }] },
+  });
+  // pretty-printed, as an apiserver answers a client it takes for curl
+  const list = (...items: object[]) => JSON.stringify({ kind: 'NodeList', apiVersion: 'v1', items }, null, 2);
+  const run = (capS: number) => {
+    const out: string[] = [];
+    const child = spawn('/bin/sh', ['-c', nodeSideRevertScript({ layout: 'lab', dir: svc }, 0, capS, 1)], { env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
+    child.stdout.on('data', (d: Buffer) => out.push(d.toString()));
+    child.stderr.on('data', (d: Buffer) => out.push(d.toString()));
+    return { out: () => out.join(''), exit: new Promise<number | null>((r) => child.on('exit', r)) };
+  };
+  const until = async (what: () => boolean) => {
+    for (let i = 0; i < 200 && !what(); i++) await new Promise((r) => setTimeout(r, 50));
+    return what();
+  };
+
+  it('restores taint eviction only once every node is Ready and no lifecycle NoExecute taint is left, saying why it waits', async () => {
+    writeFileSync(nodes, list(node('node-1', 'True'), node('node-2', 'Unknown', 'node.kubernetes.io/unreachable')));
+    const r = run(600);
+    expect(await until(() => r.out().includes('not restoring taint eviction yet: 1 of 2 node(s) not Ready, 1 unreachable/not-ready NoExecute taint(s)'))).toBe(true);
+    // Ready again, its taint not yet removed by the lifecycle controller: still not
+    writeFileSync(nodes, list(node('node-1', 'True'), node('node-2', 'True', 'node.kubernetes.io/unreachable')));
+    expect(await until(() => r.out().includes('0 of 2 node(s) not Ready, 1 unreachable/not-ready NoExecute taint(s)'))).toBe(true);
+    expect(existsSync(started)).toBe(false);
+    writeFileSync(nodes, list(node('node-1', 'True'), node('node-2', 'True')));
+    // no controller-manager process runs here: after the restart its health wait ends "not yet"
+    expect(await r.exit).toBe(NOT_YET_EXIT);
+    expect(r.out()).toMatch(/nodes settled \(0 of 2 node\(s\) not Ready, 0 unreachable\/not-ready NoExecute taint\(s\)\): restoring taint eviction/);
+    expect(readFileSync(started, 'utf8').trim().split('\n')).toHaveLength(1);
+    expect(existsSync(join(svc, 'extra-args'))).toBe(false);
+    // the kubeconfig's token went in a header file, not on curl's command line
+    expect(readFileSync(join(dir, 'curl.args'), 'utf8')).not.toContain('secret-token');
+  });
+
+  it('fails closed while the nodes cannot be read, and restores taint eviction anyway at the hard cap, saying so', async () => {
+    rmSync(nodes, { force: true });
+    rmSync(started, { force: true });
+    writeFileSync(join(svc, 'extra-args'), '--controllers=*,-taint-eviction-controller\n');
+    const r = run(2);
+    expect(await r.exit).toBe(NOT_YET_EXIT);
+    expect(r.out()).toContain('not restoring taint eviction yet: the nodes cannot be read');
+    expect(r.out()).toMatch(/still the nodes cannot be read .* after 2 s: restoring taint eviction anyway \(the hard cap\)/);
+    expect(existsSync(started)).toBe(true);
   });
 });

@@ -14,6 +14,8 @@ import {
   K3S_CONTROLLERS,
   k3sTarget,
   kubeadmTarget,
+  NODE_SIDE_WAIT_S,
+  nodeSideRevertScript,
   preflightScript,
   revertScript,
   stateScript,
@@ -56,6 +58,7 @@ export default defineAction<typeof Params, State>({
     defaultNodes: 'control-plane',
     kind: 'remediation',
     stopsEvictions: 'taint-eviction',
+    nodeSideWaitMs: NODE_SIDE_WAIT_S * 1000,
     minKubernetesMinor: MIN_MINOR,
     layouts: {
       kubeadm:
@@ -70,7 +73,10 @@ export default defineAction<typeof Params, State>({
     undo:
       'the revert first waits (up to `timeout`) until no Ready node still carries the unreachable/not-ready NoExecute taint it got while ' +
       'silent (evicting again with such a taint in place could delete its pods at once), then puts the original manifest back (kubeadm), removes the drop-in and restarts k3s (k3s) or removes `extra-args` and restarts ' +
-      '(lab), then waits until the controller-manager runs healthy with the taint-eviction controller; the node-side dead-man runs the same script',
+      '(lab), then waits until the controller-manager runs healthy with the taint-eviction controller. The node-side dead-man ' +
+      'runs the same script after the same kind of check, made on the node with its kubeconfig (the controller-manager\'s, ' +
+      'else admin.conf or k3s.yaml): it waits until every node is Ready and none carries those taints, checking every 5 s, ' +
+      'and restores taint eviction anyway after 15 minutes, saying so in its log',
   },
 
   async preflight(ctx) {
@@ -127,7 +133,8 @@ export default defineAction<typeof Params, State>({
     ctx.log.info(`disable-taint-eviction: kube-controller-manager on ${state.node} evicts again`, { node: state.node });
   },
 
-  nodeSideRevert: (state) => (state.changed ? revertScript(state.target, state.timeoutS) : undefined),
+  // the same check as the revert's above, on the node: it waits for the nodes before evicting again
+  nodeSideRevert: (state) => (state.changed ? nodeSideRevertScript(state.target, state.timeoutS) : undefined),
 
   describe: (p) => `restart kube-controller-manager with --controllers=...,${FLAG} (waits up to ${formatDuration(p.timeout)})`,
 });

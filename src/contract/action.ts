@@ -43,6 +43,11 @@ export interface ActionMeta<P extends z.ZodType = z.ZodType> {
    * would happen the moment it is undone.
    */
   stopsEvictions?: 'taint-eviction' | 'controller-manager';
+  /**
+   * How long its node-side revert may wait, at most, for the cluster to be safe before it changes anything (after
+   * the dead-man's ttl): what holds the run lock adds it, so the lock outlasts the revert.
+   */
+  nodeSideWaitMs?: number;
 }
 
 /**

@@ -38,6 +38,8 @@ export interface FaultLedgerOptions {
   backoff?: Partial<Backoff>;
   /** What the run holds applied that stops evictions (Ctx.applied), kept up to date with each apply and revert. */
   effects?: RunEffects;
+  /** Called before anything of an apply happens (the run makes its lock outlast what it applies); a throw stops it. */
+  beforeApply?: (action: Action, remediation: boolean) => Promise<void>;
 }
 
 /** Where an apply happens: its step, whether it is a remediation, and the step's signal and deadline (its timeout). */
@@ -62,7 +64,9 @@ interface Who {
  *
  * What is safe to repeat is retried on transient failures (src/engine/retry.ts), each failed attempt journaled and
  * reported: prepare (read-only), arming the dead-man, the revert (idempotent by contract), the disarm, the
- * keepalive. The apply is not: an action's apply need not be idempotent.
+ * keepalive, and the apply of a remediation (its actions check what runs before changing it). A fault's apply is
+ * not: an action's apply need not be idempotent. Each revert is bounded by its own time, counted from when it
+ * starts: a node that cannot be reached uses up its own revert's time, not the others'.
  */
 export class FaultLedger {
   readonly faults: AppliedFault[] = [];
@@ -86,6 +90,7 @@ export class FaultLedger {
     const isolating = Boolean(agent) && (action.meta.isolatesNode?.(params as never) ?? 'no') !== 'no';
     const ctx: ActionCtx = { ...this.o.ctx, signal, node, ...(isolating ? { nodes: answeringWithin(this.o.ctx.nodes, ISOLATED_SILENCE_MS) } : {}) };
     const retry = (who: Who) => this.retrying(who, signal, on.deadline);
+    await this.o.beforeApply?.(action, remediation);
     const state = await withRetries('prepare', () => action.prepare(ctx, params), retry({ node: node?.name, what: action.meta.id }));
     const faultId = `f${String(++this.seq).padStart(2, '0')}-${action.meta.id}${node ? `-${node.name}` : ''}`.replace(/[^A-Za-z0-9._-]/g, '_');
     const nodeSide = node ? action.nodeSideRevert(state) : undefined;
@@ -129,7 +134,11 @@ export class FaultLedger {
           );
       }
       try {
-        fault.state = await action.apply(ctx, state);
+        // a remediation protects the cluster: its apply is tried again (it is idempotent) until the step's deadline
+        fault.state =
+          remediation && action.meta.kind === 'remediation'
+            ? await withRetries('apply', () => action.apply(ctx, state), { ...retry({ fault }), safeToRepeat: true })
+            : await action.apply(ctx, state);
       } catch (e) {
         if (!(isolating && fault.deadman && e instanceof KrError && e.transient === 'agent silence')) throw e;
         this.warn(
@@ -150,15 +159,16 @@ export class FaultLedger {
   }
 
   /**
-   * Reverts one fault (idempotent), trying again on transient failures until `deadline`; disarms its dead-man once
-   * reverted. Returns the error text on failure.
+   * Reverts one fault (idempotent), trying again on transient failures for `timeMs` from now (its own deadline,
+   * whatever other reverts took); disarms its dead-man once reverted. Returns the error text on failure.
    */
-  async revert(fault: AppliedFault, signal: AbortSignal, deadline: number): Promise<string | undefined> {
+  async revert(fault: AppliedFault, signal: AbortSignal, timeMs: number): Promise<string | undefined> {
     if (fault.reverted) return undefined;
     const { clock } = this.o.ctx;
+    const deadline = clock.now() + timeMs;
     const ctx: ActionCtx = { ...this.o.ctx, signal, node: fault.node };
     const failures: FailedAttempt[] = [];
-    const retry = this.retrying({ fault }, signal, deadline);
+    const retry: EngineRetry = { ...this.retrying({ fault }, signal, deadline), safeToRepeat: true };
     if (fault.deadman && fault.node) await this.settle(fault, signal, deadline);
     try {
       await withRetries('revert', () => fault.action.revert(ctx, fault.state), retry, failures);
@@ -216,24 +226,39 @@ export class FaultLedger {
   }
 
   /**
-   * Remediations the rollback may not undo yet (`rollback.waitFor` did not hold): their dead-men are disarmed so no
-   * timer undoes them either; they stay applied, in the journal, until `kube-runbook recover` finds the condition
-   * holding (or is forced).
+   * Remediations the rollback may not undo yet (`rollback.waitFor` did not hold): they stay applied, in the journal,
+   * until `kube-runbook recover` finds the condition holding (or is forced), and never without a timer: each keeps
+   * its node-side dead-man, touched once more here so that it undoes the remediation a full `remediationTtl` after
+   * the run left it (a node-side revert that waits for the nodes first where the action has one). The touch is tried
+   * again like a revert, for `timeMs`; a node it cannot reach keeps the timer of its last keepalive.
    */
-  async leaveInPlace(faults: AppliedFault[], signal: AbortSignal, reason: string): Promise<void> {
+  async leaveInPlace(faults: AppliedFault[], signal: AbortSignal, reason: string, timeMs: number): Promise<void> {
     const { clock } = this.o.ctx;
+    const ttl = formatDuration(this.o.remediationTtlMs ?? this.o.faultTtlMs);
     for (const f of faults) {
       this.o.journal?.append({ type: 'left-in-place', at: clock.now(), faultId: f.ref.faultId, reason });
       if (!f.deadman || !f.node) continue;
       const node = f.node.name;
-      const r = await this.o.ctx.nodes
-        .exec(node, disarmScript(this.o.ctx.runId, f.ref.faultId), { timeoutMs: 30_000, signal })
-        .catch((e: unknown) => ({ code: -1, stdout: '', stderr: messageOf(e) }));
-      if (r.code === 0) f.deadman = false;
+      const touch = settleScript(this.o.ctx.runId, f.ref.faultId, 1);
+      const retry: EngineRetry = { ...this.retrying({ fault: f }, signal, clock.now() + timeMs), safeToRepeat: true };
+      const r = await withRetries('leave', () => this.o.ctx.nodes.exec(node, touch, { timeoutMs: 30_000, signal }), retry).catch((e: unknown) => ({
+        code: -1,
+        stdout: '',
+        stderr: messageOf(e),
+      }));
+      if (r.code === 0 && /^armed$/m.test(r.stdout))
+        this.o.emit({
+          type: 'log',
+          at: clock.now(),
+          level: 'info',
+          message: `${f.ref.faultId} left in place on ${node}: its node-side dead-man undoes it ${ttl} from now unless \`kube-runbook recover\` does first`,
+        });
+      else if (r.code === 0)
+        this.warn(`${f.ref.faultId} is left in place but its dead-man on ${node} ${r.stdout.trim() || 'is gone'}: check ${deadmanDir(this.o.ctx.runId, f.ref.faultId)} on ${node}`);
       else
         this.warn(
-          `${f.ref.faultId} is left in place but its dead-man on ${node} could not be disarmed (${r.stderr.trim() || `exit ${r.code}`}): ` +
-            `it undoes the remediation after spec.safety.remediationTtl without keepalive; to keep it, remove ${deadmanDir(this.o.ctx.runId, f.ref.faultId)} on ${node}`,
+          `${f.ref.faultId} is left in place; its dead-man on ${node} could not be touched (${r.stderr.trim() || `exit ${r.code}`}): ` +
+            `it undoes the remediation ${ttl} after the last keepalive that reached ${node}`,
         );
     }
   }
@@ -265,8 +290,11 @@ export class FaultLedger {
     this.o.emit({ type: 'log', at: this.o.ctx.clock.now(), level: 'warn', message });
   }
 
-  /** Reverts faults in the reverse order of application, the targets of one step together, `limit` at once; returns the failures. */
-  async revertInOrder(faults: AppliedFault[], signal: AbortSignal, limit: number, deadline: number): Promise<string[]> {
+  /**
+   * Reverts faults in the reverse order of application, the targets of one step together, `limit` at once, each
+   * for `timeMs` from its own start; returns the failures.
+   */
+  async revertInOrder(faults: AppliedFault[], signal: AbortSignal, limit: number, timeMs: number): Promise<string[]> {
     const errors: string[] = [];
     const groups: AppliedFault[][] = [];
     for (const f of faults) {
@@ -277,7 +305,7 @@ export class FaultLedger {
     for (const g of groups.reverse())
       await this.serial(() =>
         eachLimited(g, limit, async (f) => {
-          const error = await this.revert(f, signal, deadline);
+          const error = await this.revert(f, signal, timeMs);
           if (error) errors.push(`${f.ref.faultId}: ${error}`);
         }),
       );

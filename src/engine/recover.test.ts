@@ -5,7 +5,12 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { realClock } from '../core/clock.js';
 import { DEADMAN_ROOT } from './deadman.js';
-import { listJournals, outstanding, readJournal } from './journal.js';
+import { Journal, listJournals, outstanding, readJournal } from './journal.js';
+import { acquireRunLock, RUN_LOCK_NAME } from '../kube/run-lock.js';
+import { FakeClock } from '../testing/fake-clock.js';
+import { FakeNodes } from '../testing/fake-nodes.js';
+import { parseInventoryLoosely } from '../testing/loose-inventory.js';
+import { testInventory } from '../testing/engine-harness.js';
 import { silentLogger } from '../core/logger.js';
 import { recoverRun } from './recover.js';
 import { defaultRegistry } from './registry.js';
@@ -74,5 +79,60 @@ describe('recover in a fresh process', () => {
     // the journal now says so: a second recover has nothing to do, and the killed run has ended
     expect(outstanding(readJournal(file!))).toEqual([]);
     expect(readJournal(file!).status).toBe('interrupted');
+  });
+});
+
+describe('recover tells a live run by the holder of its lock, not by the machine', () => {
+  const journalOf = (runId: string) => {
+    const file = join(dir, `${runId}.jsonl`);
+    const j = new Journal(file);
+    const inventory = parseInventoryLoosely(testInventory());
+    j.append({
+      type: 'run',
+      at: 0,
+      runId,
+      runbookFile: 'rb.yaml',
+      runbookName: 'rb',
+      inventoryFile: 'inventory.yaml',
+      inventory,
+      context: 'lab',
+      allowContexts: ['lab'],
+      lockNamespace: 'kube-system',
+      faultTtlMs: 60_000,
+      // another machine: its pid means nothing here
+      pid: 4242,
+      host: 'another-host',
+    });
+    j.close();
+    return readJournal(file);
+  };
+  const ctxOf = (clock: FakeClock, kube: ReturnType<typeof fakeKubeAccess>, runId: string) => {
+    const inventory = parseInventoryLoosely(testInventory());
+    return { runId, clock, log: silentLogger, signal: new AbortController().signal, dryRun: false, inventory, kube, nodes: new FakeNodes(inventory.spec.nodes) };
+  };
+
+  it('refuses while the run on another machine renews its lock, and takes and releases the lock once it has stopped renewing', async () => {
+    const clock = new FakeClock();
+    const kube = fakeKubeAccess(clock, { context: 'lab' });
+    const view = journalOf('run-elsewhere');
+    await acquireRunLock(kube, { namespace: 'kube-system', runId: 'run-elsewhere', where: 'ops@another-host pid 4242', durationMs: 120_000, now: () => clock.now(), renewEveryMs: 15_000 });
+    const recover = () => recoverRun(view, { ctx: ctxOf(clock, kube, 'run-elsewhere'), registry: defaultRegistry, emit: () => {} });
+    await expect(recover()).rejects.toMatchObject({ code: 'RUN_STILL_ACTIVE', message: expect.stringContaining('its executor (ops@another-host pid 4242) renewed the cluster-wide run lock') });
+    // two renewals missed and 15 s more: that process is gone
+    await clock.advance(46_000);
+    const r = await recover();
+    expect(r.errors).toEqual([]);
+    expect((kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { holderIdentity?: string } }).spec.holderIdentity).toBeUndefined();
+  });
+
+  it('refuses while another run holds the lock and lives, naming it', async () => {
+    const clock = new FakeClock();
+    const kube = fakeKubeAccess(clock, { context: 'lab' });
+    const view = journalOf('run-old');
+    await acquireRunLock(kube, { namespace: 'kube-system', runId: 'run-new', where: 'ops@host-b pid 7', durationMs: 120_000, now: () => clock.now(), renewEveryMs: 15_000 });
+    await expect(recoverRun(view, { ctx: ctxOf(clock, kube, 'run-old'), registry: defaultRegistry, emit: () => {} })).rejects.toMatchObject({
+      code: 'RUN_LOCKED',
+      message: expect.stringContaining('run run-new (ops@host-b pid 7)'),
+    });
   });
 });

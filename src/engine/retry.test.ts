@@ -48,6 +48,17 @@ describe('transientFailure', () => {
     expect(transientFailure(new Error('watch failed', { cause: Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }) }))).toBe('connection reset');
     expect(transientFailure('connection reset')).toBeUndefined();
   });
+
+  it('tries a revert again after a script timeout, a 500 or 502 and a health wait that has not succeeded yet; not after 403, 404 or a bad value', () => {
+    const revert = { safeToRepeat: true };
+    expect(transientFailure(new KrError('EXEC_TIMEOUT', 'did not finish within 30s'), revert)).toBe('script timeout');
+    expect(transientFailure(new KrError('EXEC_TIMEOUT', 'did not finish within 30s'))).toBeUndefined();
+    expect(transientFailure(new ApiStatusError(500, 'internal'), revert)).toBe('apiserver 500');
+    expect(transientFailure(new ApiStatusError(502, 'bad gateway'), revert)).toBe('apiserver 502');
+    expect(transientFailure(new KrError('SERVICE_RESTART_FAILED', 'not healthy 60 s later', { transient: 'health wait' }), revert)).toBe('health wait');
+    for (const e of [new ApiStatusError(403, 'forbidden'), new ApiStatusError(404, 'not found'), new KrError('BAD_PARAMS', 'with.timeout: expected a duration')])
+      expect(transientFailure(e, revert)).toBeUndefined();
+  });
 });
 
 describe('run: reverts retried on transient failures', () => {
@@ -99,7 +110,7 @@ describe('run: reverts retried on transient failures', () => {
     ]);
   });
 
-  it('gives up at the rollback deadline (faultTtl after the rollback starts), leaving the fault: exit 4', async () => {
+  it("gives up at the revert's deadline (faultTtl after it starts), leaving the fault: exit 4", async () => {
     const h = await run(resetFirst(Number.MAX_SAFE_INTEGER, isUndo, ok()));
     expect(h.result).toMatchObject({ status: 'rollback-incomplete', exitCode: 4 });
     const start = of(h.events, 'rollback-start')[0]!.at;
@@ -108,6 +119,36 @@ describe('run: reverts retried on transient failures', () => {
     expect(tries.at(-1)!.at).toBeLessThanOrEqual(start + 60_000);
     expect(tries.at(-1)!.retryInMs).toBeUndefined();
     expect(tries.slice(0, -1).every((e) => e.retryInMs! > 0 && e.retryInMs! <= 8000)).toBe(true);
+  });
+
+  it('gives each revert its own time: a node unreachable for the whole faultTtl does not shorten the retries of a revert after it', async () => {
+    const journal = new Journal(join(dir, `run-${++runs}.jsonl`));
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        steps: [
+          { action: 'run-command', with: { nodes: { names: ['node-1'] }, apply: 'touch /tmp/kr-fault', revert: UNDO } },
+          { action: 'run-command', with: { nodes: { names: ['node-2'] }, apply: 'touch /tmp/kr-fault', revert: UNDO } },
+          { wait: '10s' },
+        ],
+      }),
+      actions: [runCommand],
+      probes: [],
+      journal,
+    });
+    // node-2 (reverted first: its step came last) never answers; node-1 answers on its 5th attempt
+    const undoOn = (node: string) => (c: ExecCall) => isUndo(c) && c.node === node;
+    h.nodes.handler = resetFirst(Number.MAX_SAFE_INTEGER, undoOn('node-2'), resetFirst(4, undoOn('node-1'), ok()));
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'), 30 * 60_000);
+    const r = await h.handle.result;
+    expect(r.remaining.map((f) => f.node)).toEqual(['node-2']);
+    const tries = (node: string) => of(h.events, 'attempt').filter((e) => e.op === 'revert' && e.fault?.node === node);
+    // node-2 was tried for its whole time (faultTtl 1m from its start) ...
+    const start = of(h.events, 'rollback-start')[0]!.at;
+    expect(tries('node-2').at(-1)!.at - start).toBeGreaterThan(50_000);
+    expect(tries('node-2').at(-1)!.at - start).toBeLessThanOrEqual(60_000);
+    // ... and node-1, whose revert started after that, still had its own minute: reverted on attempt 5
+    expect(of(h.events, 'fault-reverted').map((e) => [e.fault.node, e.attempts])).toEqual([['node-1', 5]]);
+    expect(tries('node-1')[0]!.at - start).toBeGreaterThanOrEqual(60_000);
   });
 
   it('retries the disarm and the keepalive too, journaling their attempts', async () => {

@@ -8,12 +8,14 @@ import type { Attempt, RetriedOp } from './events.js';
  * Whether a failure can pass, as whoever threw it decided: a KrError carries its transport's verdict
  * (src/nodes/ssh.ts, netns.ts, exec-process.ts decide theirs), failures of apiserver requests are judged by
  * src/kube/transient.ts, and an error wrapping one by what it wraps. Script exit codes, validation errors and
- * anything else are permanent.
+ * anything else are permanent. What is safe to repeat whatever happened (`safeToRepeat`: reverts, disarms, a
+ * remediation's apply, lock and Lease renewals) also tries again after a script that ran out of time and after any
+ * 5xx; a wait that has not succeeded yet (a component not healthy yet) is transient for everything retried.
  */
-export function transientFailure(e: unknown, o: { idempotentWrite?: boolean } = {}): string | undefined {
+export function transientFailure(e: unknown, o: { idempotentWrite?: boolean; safeToRepeat?: boolean } = {}): string | undefined {
   let x: unknown = e;
   for (let depth = 0; depth < 5 && x instanceof Error; depth++) {
-    if (x instanceof KrError) return x.transient;
+    if (x instanceof KrError) return x.transient ?? (o.safeToRepeat && x.code === 'EXEC_TIMEOUT' ? 'script timeout' : undefined);
     const kind = kubeTransient(x, o);
     if (kind) return kind;
     x = x.cause;
@@ -31,6 +33,8 @@ export interface EngineRetry {
   /** Journals and reports one failed attempt. */
   record: (attempt: Attempt) => void;
   idempotentWrite?: boolean;
+  /** Idempotent whatever happened: script timeouts and every 5xx are tried again too. */
+  safeToRepeat?: boolean;
 }
 
 /** `fn` under the one retry policy (src/core/retry.ts), each failed attempt recorded; the failures are collected in `failures`. */
@@ -41,7 +45,7 @@ export function withRetries<T>(op: RetriedOp, fn: () => Promise<T>, o: EngineRet
     deadline: o.deadline,
     backoff: o.backoff,
     maxAttempts: o.maxAttempts,
-    classify: (e) => transientFailure(e, { idempotentWrite: o.idempotentWrite }),
+    classify: (e) => transientFailure(e, { idempotentWrite: o.idempotentWrite, safeToRepeat: o.safeToRepeat }),
     onFailure: (f) => {
       failures.push(f);
       o.record({ op, ...f });

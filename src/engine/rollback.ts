@@ -7,8 +7,11 @@ import { waitForReading } from './probe-stream.js';
 
 export interface RollbackOptions {
   signal: AbortSignal;
-  /** The rollback deadline: a revert failing for a transient reason is tried again until then (on the ledger's clock). */
-  deadline: number;
+  /**
+   * Each revert's own time (`revertTime`): a revert failing for a transient reason is tried again until this long
+   * after it started (on the ledger's clock), whatever the reverts before it took.
+   */
+  revertMs: number;
   concurrency: number;
   /** Waits for a remediation a guard may still be applying (a run); recover has none. */
   settle?: () => Promise<void>;
@@ -27,26 +30,27 @@ export interface RollbackOptions {
  */
 export async function rollBack(ledger: FaultLedger, o: RollbackOptions): Promise<string[]> {
   const todo = (remediation: boolean) => ledger.outstanding().filter((f) => f.ref.remediation === remediation && !o.skip?.(f));
-  const errors = await ledger.revertInOrder(todo(false), o.signal, o.concurrency, o.deadline);
+  const errors = await ledger.revertInOrder(todo(false), o.signal, o.concurrency, o.revertMs);
   for (let round = 0; round < 2; round++) {
     await o.settle?.();
     const remediations = todo(true);
     if (!remediations.length) break;
     if (!(await o.safeToUndoRemediations())) {
-      await ledger.leaveInPlace(remediations, o.signal, 'the rollback condition did not hold');
+      await ledger.leaveInPlace(remediations, o.signal, 'the rollback condition did not hold', o.revertMs);
       break;
     }
-    errors.push(...(await ledger.revertInOrder(remediations, o.signal, o.concurrency, o.deadline)));
+    errors.push(...(await ledger.revertInOrder(remediations, o.signal, o.concurrency, o.revertMs)));
   }
   return errors;
 }
 
 /**
- * Until when reverts are tried again: `faultTtl` after the rollback starts. By then a node that could not be reached
- * has reverted its faults by itself (its dead-man fires `faultTtl` after the last keepalive that reached it), and a
- * node that can be reached has answered; a second interrupt stops at once as before.
+ * How long each revert is tried again: `faultTtl` from when that revert starts. By then a node that could not be
+ * reached has reverted its faults by itself (its dead-man fires `faultTtl` after the last keepalive that reached it),
+ * and a node that can be reached has answered; one unreachable node no longer shortens the others' reverts, which
+ * start after it. A second interrupt stops at once as before.
  */
-export const rollbackDeadline = (start: number, faultTtlMs: number): number => start + faultTtlMs;
+export const revertTime = (faultTtlMs: number): number => faultTtlMs;
 
 export interface WaitFor {
   probeId: string;

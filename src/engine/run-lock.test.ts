@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../testing/fake-clock.js';
 import { fakeKubeAccess } from '../testing/fake-access.js';
-import { type ActionRecord, recordingAction } from '../testing/fake-modules.js';
+import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
 import { RUN_LOCK_NAME } from '../kube/run-lock.js';
+import { ApiStatusError } from '../kube/source.js';
 
 const runbook = baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: { names: ['node-1'] } } }, { wait: '10m' }] });
 
@@ -54,5 +55,99 @@ describe('run: the cluster-wide run lock', () => {
     expect((kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { holderIdentity: string } }).spec.holderIdentity).toBe('run-next');
     next.handle.interrupt();
     await later.runUntil(() => next.events.some((e) => e.type === 'run-end'));
+  });
+});
+
+type LockLease = { metadata: { annotations?: Record<string, string> }; spec: { holderIdentity?: string; leaseDurationSeconds?: number; renewTime?: string } };
+
+describe('run: no lock released while something is applied', () => {
+  const remediating = baseRunbook({
+    guards: [{ probe: 'forecast', onViolation: 'remediate' }],
+    steps: [{ action: 'partition', with: { nodes: { names: ['node-1'] } } }],
+    remediation: [{ action: 'freeze', with: { nodes: 'control-plane' } }],
+    rollback: { waitFor: { probe: 'leases' }, within: '1m' },
+  });
+  const modules = (log: ActionRecord[]) => [recordingAction('partition', log), recordingAction('freeze', log, { kind: 'remediation' })];
+  const probes = () => [new ScriptedProbe('forecast', { status: 'violated', value: null, detail: 'eviction in 5s' }).probe, new ScriptedProbe('leases', { status: 'violated', value: null, detail: 'stale' }).probe];
+
+  it('a run that leaves a remediation in place holds the lock until its timer has undone it: a second run is refused meanwhile, naming the holder and how to clear it', async () => {
+    const clock = new FakeClock();
+    const kube = fakeKubeAccess(clock, { context: 'lab' });
+    const lease = () => kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as LockLease;
+    const log: ActionRecord[] = [];
+    const first = await startTestRun({ runbook: remediating, actions: modules(log), probes: probes(), clock, kube, runId: 'run-first' });
+    await clock.runUntil(() => log.some((r) => r.op === 'apply' && r.action === 'freeze'));
+    // the remediation's dead-man waits remediationTtl (1h by default): the lock outlasts it, should the executor die now
+    expect(lease().spec.leaseDurationSeconds).toBe(3600 + 60);
+    await clock.runUntil(() => first.events.some((e) => e.type === 'run-end'));
+    expect(await first.handle.result).toMatchObject({ status: 'rollback-incomplete', remaining: [expect.objectContaining({ action: 'freeze', node: 'cp-1' })] });
+    // ended, the remediation left in place with its timer: the lock is held, by nobody alive, for as long
+    expect(lease().spec.holderIdentity).toBe('run-first');
+    expect(lease().metadata.annotations?.['kube-runbook/state']).toBe('left');
+    expect(lease().spec.leaseDurationSeconds).toBe(3600 + 60);
+
+    await clock.advance(30 * 60_000);
+    const secondLog: ActionRecord[] = [];
+    const second = await startTestRun({ runbook, actions: [recordingAction('fault-a', secondLog)], probes: [], clock, kube, runId: 'run-second' });
+    await clock.runUntil(() => second.events.some((e) => e.type === 'run-end'));
+    const r = await second.handle.result;
+    expect(r).toMatchObject({ status: 'refused', exitCode: 3 });
+    expect(r.reason).toContain(`another run holds the cluster-wide run lock (Lease kube-system/${RUN_LOCK_NAME}): run run-first (`);
+    expect(r.reason).toContain('it ended with faults or remediations still applied, each undone by its node-side timer');
+    expect(r.reason).toContain('to clear it now: kube-runbook recover run-first');
+    expect(secondLog).toEqual([]);
+
+    // once the remediation's timer has fired (1h after the run left it), the lock has expired too
+    await clock.advance(31 * 60_000 + 1000);
+    const third = await startTestRun({ runbook, actions: [recordingAction('fault-a', [])], probes: [], clock, kube, runId: 'run-third' });
+    await clock.runUntil(() => third.events.some((e) => e.type === 'fault-applied' || e.type === 'run-end'));
+    expect(third.events.some((e) => e.type === 'fault-applied')).toBe(true);
+    third.handle.interrupt();
+    await clock.runUntil(() => third.events.some((e) => e.type === 'run-end'));
+  });
+
+  it('a run that loses its lock (another run holds it now) aborts and rolls back', async () => {
+    const clock = new FakeClock();
+    const kube = fakeKubeAccess(clock, { context: 'lab' });
+    const log: ActionRecord[] = [];
+    const h = await startTestRun({ runbook, actions: [recordingAction('fault-a', log)], probes: [], clock, kube, runId: 'run-lost' });
+    await clock.runUntil(() => h.events.some((e) => e.type === 'fault-applied'));
+    const lease = kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as LockLease;
+    lease.spec.holderIdentity = 'run-other';
+    await clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r).toMatchObject({ status: 'aborted', exitCode: 1, remaining: [] });
+    expect(r.reason).toContain('lost the cluster-wide run lock');
+    expect(log.map((x) => x.op)).toEqual(['prepare', 'apply', 'revert']);
+    // not released: it is the other run's
+    expect(lease.spec.holderIdentity).toBe('run-other');
+  });
+
+  it('a run whose lock cannot be renewed until it expires (the apiserver answers 503) aborts and rolls back; a blip does not', async () => {
+    const clock = new FakeClock();
+    const fake = fakeKubeAccess(clock, { context: 'lab' });
+    let broken = false;
+    const kube = {
+      ...fake,
+      json: <T>(path: string, o?: Parameters<NonNullable<typeof fake.json>>[1]): Promise<T> =>
+        broken && path.includes('/leases/') && o?.method === 'PUT' ? Promise.reject(new ApiStatusError(503, 'the server is currently unable to handle the request')) : fake.json!<T>(path, o),
+    };
+    const log: ActionRecord[] = [];
+    const h = await startTestRun({ runbook, actions: [recordingAction('fault-a', log)], probes: [], clock, kube, runId: 'run-cut' });
+    await clock.runUntil(() => h.events.some((e) => e.type === 'fault-applied'));
+    // 40 s of 503s: renewals retried, the lock (2 min) still held, the run goes on
+    broken = true;
+    await clock.advance(40_000);
+    broken = false;
+    await clock.advance(20_000);
+    expect(h.events.some((e) => e.type === 'run-end')).toBe(false);
+    expect(h.events.some((e) => e.type === 'attempt' && e.op === 'lock' && e.transient === 'apiserver 503')).toBe(true);
+    broken = true;
+    await clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r).toMatchObject({ status: 'aborted', remaining: [] });
+    expect(r.reason).toContain('lost the cluster-wide run lock');
+    expect(r.reason).toContain('could not be renewed before it expired');
+    expect(log.map((x) => x.op)).toEqual(['prepare', 'apply', 'revert']);
   });
 });

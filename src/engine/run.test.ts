@@ -282,9 +282,14 @@ describe('run: remediation', () => {
     expect(r.status).toBe('rollback-incomplete');
     expect(r.remaining.map((f) => `${f.action}@${f.node}`)).toEqual(['freeze@cp-1']);
     expect(ops(log, 'revert')).toEqual(['partition@node-1']);
-    // no timer undoes it either: its dead-man is disarmed (recover undoes it once waitFor holds)
-    expect(h.nodes.calls.filter((c) => c.node === 'cp-1' && c.script.includes('rm -rf "$d" "$d.fired"'))).toHaveLength(1);
     expect(h.events.find((e) => e.type === 'rollback-wait' && e.phase === 'timeout')).toMatchObject({ detail: expect.stringContaining('remediation left in place') });
+    // never without a timer: its dead-man (remediationTtl, 1h by default) stays armed, its keepalive touched once more
+    // as the run leaves it, so it is undone 1h after the run ended unless recover does it first
+    const cp = h.nodes.calls.filter((c) => c.node === 'cp-1');
+    expect(cp.filter((c) => c.script.includes('rm -rf "$d" "$d.fired"'))).toEqual([]);
+    expect(cp.filter((c) => c.script.includes('watch.sh')).map((c) => /sh "\$d\/watch\.sh" "\$d" (\d+)/.exec(c.script)?.[1])).toEqual(['3600']);
+    // (the remediation was never reverted: the one touch-or-wait script on cp-1 is the touch as the run leaves it)
+    expect(cp.filter((c) => c.script.includes('echo armed'))).toHaveLength(1);
   });
 });
 

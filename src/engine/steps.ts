@@ -151,10 +151,10 @@ export class StepRunner {
 
   /** `revert: <step>`: undoes an earlier step's faults now, in the rollback order, retrying within that step's timeout. */
   private async revertStep(step: Extract<PlannedStep, { kind: 'revert' }>): Promise<string> {
-    const { ledger, control, ctx } = this.d;
+    const { ledger, control } = this.d;
     const label = `${step.target.index} ${step.target.name}`;
     const faults: AppliedFault[] = ledger.outstanding().filter((f) => f.ref.step === label);
-    await ledger.revertInOrder(faults, control.hard.signal, this.d.concurrency, ctx.clock.now() + step.target.timeoutMs);
+    await ledger.revertInOrder(faults, control.hard.signal, this.d.concurrency, step.target.timeoutMs);
     const failed = faults.filter((f) => !f.reverted);
     if (failed.length) throw new Error(`could not revert ${failed.map((f) => `${f.ref.action}${f.ref.node ? ` on ${f.ref.node}` : ''}`).join(', ')}`);
     return faults.length ? `reverted ${faults.length} fault(s) of step ${step.target.index}` : `step ${step.target.index} left nothing to revert`;

@@ -10,12 +10,23 @@ interface Lease {
   spec: { holderIdentity?: string; leaseDurationSeconds?: number; acquireTime?: string; renewTime?: string };
 }
 
+/**
+ * Who holds the lock for a run: `running` (its executor renews it), `recovering` (`recover` renews it), `left` (the
+ * run ended with something still applied, each with its node-side timer: no process renews it; it lasts until
+ * those timers have fired, or `recover` takes it and releases it).
+ */
+export type RunLockState = 'running' | 'recovering' | 'left';
+
 export interface RunLockHolder {
   runId: string;
   /** Where it runs: user@host pid N. */
   where: string;
+  state: RunLockState;
   since: string;
   renewed: string;
+  renewedAt: number;
+  /** How often its holder renews it (absent when it is left). */
+  renewEveryMs?: number;
   expires: string;
 }
 
@@ -26,7 +37,20 @@ export interface RunLockOptions {
   /** How long the lock outlives its holder's last renewal (it expires if the holder dies). */
   durationMs: number;
   now: () => number;
+  state?: RunLockState;
+  /** How often the holder renews it: who reads the lock tells a live holder from a dead one by it. */
+  renewEveryMs?: number;
 }
+
+const WHERE = 'kube-runbook/where';
+const STATE = 'kube-runbook/state';
+const EVERY = 'kube-runbook/renew-every-ms';
+
+const annotations = (o: RunLockOptions): Record<string, string> => ({
+  [WHERE]: o.where,
+  [STATE]: o.state ?? 'running',
+  ...(o.renewEveryMs === undefined || o.state === 'left' ? {} : { [EVERY]: String(o.renewEveryMs) }),
+});
 
 const path = (ns: string, name?: string) =>
   `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases${name ? `/${encodeURIComponent(name)}` : ''}`;
@@ -53,17 +77,55 @@ function holderOf(lease: Lease | undefined, now: number): RunLockHolder | undefi
   const expires = Date.parse(s.renewTime) + (s.leaseDurationSeconds ?? 0) * 1000;
   if (!(expires > now)) return undefined;
   const a = lease!.metadata.annotations ?? {};
-  return { runId: s.holderIdentity, where: a['kube-runbook/where'] ?? 'unknown', since: s.acquireTime ?? s.renewTime, renewed: s.renewTime, expires: new Date(expires).toISOString() };
+  const state: RunLockState = a[STATE] === 'left' || a[STATE] === 'recovering' ? a[STATE] : 'running';
+  const every = Number(a[EVERY]);
+  return {
+    runId: s.holderIdentity,
+    where: a[WHERE] ?? 'unknown',
+    state,
+    since: s.acquireTime ?? s.renewTime,
+    renewed: s.renewTime,
+    renewedAt: Date.parse(s.renewTime),
+    ...(every > 0 ? { renewEveryMs: every } : {}),
+    expires: new Date(expires).toISOString(),
+  };
 }
 
-export const describeHolder = (ns: string, h: RunLockHolder): string =>
-  `another run holds the cluster-wide run lock (Lease ${ns}/${RUN_LOCK_NAME}): run ${h.runId} (${h.where}) since ${h.since}; ` +
-  `it expires at ${h.expires} unless renewed (its holder renews it while it has faults applied)`;
+export function describeHolder(ns: string, h: RunLockHolder): string {
+  const head = `another run holds the cluster-wide run lock (Lease ${ns}/${RUN_LOCK_NAME}): run ${h.runId} (${h.where}) since ${h.since}; `;
+  if (h.state === 'left')
+    return (
+      head +
+      'it ended with faults or remediations still applied, each undone by its node-side timer, and holds the lock until then ' +
+      `(it expires at ${h.expires}); to clear it now: kube-runbook recover ${h.runId} (undoes them once its rollback.waitFor holds; --force at once)`
+    );
+  return (
+    head +
+    `it expires at ${h.expires} unless renewed (its holder renews it while anything is applied); ` +
+    `if that process is gone, kube-runbook recover ${h.runId} undoes what it left and releases it`
+  );
+}
+
+/**
+ * Whether the holder's process is alive, by the lock alone: a run or a recover renews it every `renewEveryMs`; one
+ * that has missed two renewals and 15 s more is gone (killed, or its machine lost). A lock left by an ended run has
+ * no live holder.
+ */
+export function holderLive(h: RunLockHolder, now: number): boolean {
+  if (h.state === 'left') return false;
+  const every = h.renewEveryMs ?? 30_000;
+  return now - h.renewedAt <= 2 * every + 15_000;
+}
 
 /** Read-only: the holder, if any other run holds the lock (for preflight and --dry-run). */
 export async function runLockHolder(kube: KubeAccess, o: Pick<RunLockOptions, 'namespace' | 'runId' | 'now'>): Promise<RunLockHolder | undefined> {
   const h = holderOf(await read(kube, o.namespace), o.now());
   return h && h.runId !== o.runId ? h : undefined;
+}
+
+/** Read-only: whoever holds the lock now, this run included (for `recover`). */
+export async function currentRunLockHolder(kube: KubeAccess, o: Pick<RunLockOptions, 'namespace' | 'now'>): Promise<RunLockHolder | undefined> {
+  return holderOf(await read(kube, o.namespace), o.now());
 }
 
 /**
@@ -78,8 +140,8 @@ export async function acquireRunLock(kube: KubeAccess, o: RunLockOptions): Promi
   if (held && held.runId !== o.runId) throw new KrError('RUN_LOCKED', describeHolder(o.namespace, held), { exit: EXIT.refused });
   const now = iso(o.now());
   const body: Lease = {
-    metadata: { name: RUN_LOCK_NAME, namespace: o.namespace, annotations: { 'kube-runbook/where': o.where }, ...(lease ? { resourceVersion: lease.metadata.resourceVersion } : {}) },
-    spec: { holderIdentity: o.runId, leaseDurationSeconds: Math.ceil(o.durationMs / 1000), acquireTime: now, renewTime: now },
+    metadata: { name: RUN_LOCK_NAME, namespace: o.namespace, annotations: annotations(o), ...(lease ? { resourceVersion: lease.metadata.resourceVersion } : {}) },
+    spec: { holderIdentity: o.runId, leaseDurationSeconds: Math.ceil(o.durationMs / 1000), acquireTime: held?.since ?? now, renewTime: now },
   };
   try {
     if (lease) await json(path(o.namespace, RUN_LOCK_NAME), { method: 'PUT', body, timeoutMs: 10_000 });
@@ -93,12 +155,17 @@ export async function acquireRunLock(kube: KubeAccess, o: RunLockOptions): Promi
   }
 }
 
-/** Renews the lock this run holds; false when another run holds it now (it expired and was taken over). */
+/**
+ * Renews the lock this run holds, with its duration, state and holder as `o` says now; false when another run holds
+ * it now (it expired and was taken over) or nobody does (it was released).
+ */
 export async function renewRunLock(kube: KubeAccess, o: RunLockOptions): Promise<boolean> {
   const lease = await read(kube, o.namespace);
   if (!lease || lease.spec.holderIdentity !== o.runId) return false;
   lease.spec.renewTime = iso(o.now());
   lease.spec.leaseDurationSeconds = Math.ceil(o.durationMs / 1000);
+  lease.metadata.annotations = { ...lease.metadata.annotations, ...annotations(o) };
+  if (o.state === 'left') delete lease.metadata.annotations[EVERY];
   await api(kube)(path(o.namespace, RUN_LOCK_NAME), { method: 'PUT', body: lease, timeoutMs: 10_000 });
   return true;
 }

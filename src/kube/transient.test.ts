@@ -27,6 +27,13 @@ describe('kubeTransient', () => {
     expect(kubeTransient(status(500))).toBeUndefined();
   });
 
+  it('calls every 5xx and 429 transient for what is safe to repeat (a revert), never 403, 404 or a validation error', () => {
+    const repeat = { safeToRepeat: true };
+    for (const code of [500, 502, 503, 504, 507, 429]) expect(kubeTransient(status(code), repeat), String(code)).toBe(`apiserver ${code}`);
+    for (const code of [400, 403, 404, 422]) expect(kubeTransient(status(code), repeat), String(code)).toBeUndefined();
+    expect(kubeTransient(status(502))).toBeUndefined();
+  });
+
   it('calls a 409 transient only for an idempotent write', () => {
     expect(kubeTransient(status(409))).toBeUndefined();
     expect(kubeTransient(status(409), { idempotentWrite: true })).toBe('conflict');

@@ -18,10 +18,13 @@ const NETWORK: Record<string, string> = {
  * cluster. Transient: network errors (reset, refused, timed out, broken pipe, "socket hang up"), 429, 503, 504,
  * a 500 whose Status says when to retry, and a 409 conflict when the write is idempotent (repeating it does no
  * harm). Permanent: every other status (400, 401, 403, 404, 422…) and anything that is not a request's failure.
+ * For what is safe to repeat whatever happened (`safeToRepeat`: a revert, a disarm, a lock renewal), every 5xx is
+ * transient too: a 500 or 502 from an apiserver or a proxy in front of it that is restarting passes.
  */
-export function kubeTransient(e: unknown, o: { idempotentWrite?: boolean } = {}): string | undefined {
+export function kubeTransient(e: unknown, o: { idempotentWrite?: boolean; safeToRepeat?: boolean } = {}): string | undefined {
   if (e instanceof ApiStatusError) {
     if (e.status === 429 || e.status === 503 || e.status === 504) return `apiserver ${e.status}`;
+    if (o.safeToRepeat && e.status >= 500 && e.status <= 599) return `apiserver ${e.status}`;
     if (e.status === 500 && e.retryAfterSeconds !== undefined) return 'apiserver 500';
     if (e.status === 409 && o.idempotentWrite) return 'conflict';
     return undefined;

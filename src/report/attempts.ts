@@ -16,6 +16,10 @@ const VERB: Record<RetriedOp, string> = {
   keepalive: 'keep the dead-men alive',
   settle: 'reach the dead-man of',
   preflight: 'check',
+  apply: 'apply',
+  leave: 'keep the dead-man of',
+  lock: 'renew the cluster-wide run lock',
+  agents: 'renew the run Lease of the node agents',
 };
 
 const on = (node?: string) => (node ? ` on ${node}` : '');

@@ -4,7 +4,11 @@
  *   are reverted by their dead-men, the controller-manager stays stopped (its dead-man waits for remediationTtl),
  *   `recover` restarts it only once every lease is fresh, and no pod is evicted;
  * - SIGHUP (the session dropped, its terminal gone) during a fault: the run rolls back and exits;
- * - a node rebooted with a component stopped by a fault: its boot step brings it back.
+ * - a node rebooted with a component stopped by a fault: its boot step brings it back;
+ * - the executor SIGKILLed with taint eviction disabled and the kubelets stopped: the kubelets come back first (their
+ *   dead-men, faultTtl), and the node-side dead-man of disable-taint-eviction restores evictions only once every
+ *   node is Ready again and untainted, so no pod is evicted;
+ * - a remediation left in place (rollback.waitFor did not hold) keeps its node-side dead-man, and the run lock.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,6 +17,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { BOOT_ROOT } from '../../src/nodes/boot-dir.js';
+import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
 import { readRuntime } from '../../src/lab/index.js';
 import { LAB_VERSION, cli, coreApi, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
@@ -202,5 +207,89 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
     expect(seen.uidsAfter, 'pods replaced').toEqual(seen.uidsBefore);
     expect(seen.uidsBefore.length).toBeGreaterThan(0);
     for (const node of ['node-1', 'node-2']) expect((await readRuntime(lab.stateDir, node)).kills, `containers killed on ${node}`).toEqual([]);
+  });
+
+  it('the executor SIGKILLed with taint eviction disabled and the kubelets stopped: taint eviction comes back only after every kubelet has, no pod evicted', async () => {
+    const file = writeRunbook(
+      'taint-freeze-kill',
+      `spec:
+  safety: {allowContexts: [${JSON.stringify(lab.context)}], faultTtl: 30s, remediationTtl: 31s, maxDuration: 10m, maxUnavailable: {worker: "100%"}}
+  steps:
+    - {name: freeze evictions, action: disable-taint-eviction, with: {nodes: {role: control-plane}}, revertLast: true}
+    - {name: stop the kubelets, action: stop-kubelet, with: {nodes: {names: [node-1, node-2]}}}
+    - {name: hold, wait: 5m}
+`,
+    );
+    const extraArgs = join(lab.stateDir, 'nodes', 'cp-1', 'kube-controller-manager', 'extra-args');
+    const pods = watchPods();
+    const { runId } = await startRun(file, /applied stop-kubelet on node-2/);
+    expect(existsSync(extraArgs)).toBe(true);
+    child!.kill('SIGKILL');
+    await exited(child!);
+
+    // every 250 ms: are both nodes Ready, and is taint eviction back (the node-side revert removes extra-args first)?
+    const core = coreApi(lab);
+    let allReadyAt: number | undefined;
+    let restoredAt: number | undefined;
+    let notReadySeen = false;
+    await until(
+      'taint eviction restored by the dead-man',
+      async () => {
+        const nodes = (await core.listNode().catch(() => undefined))?.items.filter((n) => n.metadata?.name?.startsWith('node-'));
+        const ready = nodes?.length === 2 && nodes.every((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+        if (nodes && !ready) notReadySeen = true;
+        if (ready && allReadyAt === undefined) allReadyAt = realClock.now();
+        if (!ready) allReadyAt = undefined;
+        if (!existsSync(extraArgs)) restoredAt ??= realClock.now();
+        return restoredAt !== undefined;
+      },
+      120_000,
+      250,
+    ).catch((e: unknown) => {
+      const fired = join(DEADMAN_ROOT, runId, 'f01-disable-taint-eviction-cp-1.fired', 'revert.log');
+      throw new Error(`${String(e)}; the dead-man's log:\n${existsSync(fired) ? readFileSync(fired, 'utf8') : `(none: ${readdirSync(join(DEADMAN_ROOT, runId)).join(', ')})`}`);
+    });
+    expect(notReadySeen, 'the nodes went NotReady while their kubelets were stopped').toBe(true);
+    expect(allReadyAt, 'every node Ready when taint eviction came back').toBeDefined();
+    expect(restoredAt!).toBeGreaterThanOrEqual(allReadyAt!);
+    const log = readFileSync(join(DEADMAN_ROOT, runId, 'f01-disable-taint-eviction-cp-1.fired', 'revert.log'), 'utf8');
+    expect(log).toMatch(/nodes settled \(0 of \d+ node\(s\) not Ready, 0 unreachable\/not-ready NoExecute taint\(s\)\): restoring taint eviction/);
+    console.log(`dead-man: taint eviction restored ${((restoredAt! - allReadyAt!) / 1000).toFixed(1)} s after every node was Ready; it waited:\n${log.split('\n').filter((l) => l.includes('not restoring')).slice(0, 3).join('\n')}`);
+    await until('the controller-manager healthy with taint eviction', () => healthy('cp-1', 'kube-controller-manager'), 60_000);
+    // past the lab's toleration (30 s) since the nodes were tainted: nothing evicted
+    await realClock.sleep(10_000);
+    const seen = await pods.stop();
+    expect(seen.deleted, 'pods deleted').toEqual([]);
+    const r = await cli(['recover', runId], { env: env(), timeoutMs: 120_000 });
+    expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
+  });
+
+  it('a remediation left in place keeps its node-side dead-man (remediationTtl), and its run the lock', async () => {
+    const file = writeRunbook(
+      'left-in-place',
+      `spec:
+  safety: {allowContexts: [${JSON.stringify(lab.context)}], faultTtl: 15s, remediationTtl: 10m, maxDuration: 10m}
+  steps:
+    - {name: freeze evictions, action: disable-taint-eviction, with: {nodes: {role: control-plane}}, revertLast: true}
+  rollback:
+    waitFor: {probe: node-leases, with: {nodes: all, staleAfter: 1ms}}
+    within: 3s
+`,
+    );
+    const r = await cli(['run', file, '-i', lab.inventoryFile, '--yes', '-o', 'text'], { env: env(), timeoutMs: 180_000 });
+    expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(4);
+    const runId = /run (\S+): /.exec(r.stdout)?.[1] ?? '';
+    const dir = join(DEADMAN_ROOT, runId, 'f01-disable-taint-eviction-cp-1');
+    // armed, not fired, touched as the run left it: it undoes the remediation 10 min from then
+    expect(existsSync(join(dir, 'watch.sh')) && existsSync(join(dir, 'keepalive')), `dead-man of ${runId}`).toBe(true);
+    expect(readFileSync(join(dir, 'watcher'), 'utf8').trim()).toBe('detached');
+    expect(r.stdout).toMatch(/left in place on cp-1: its node-side dead-man undoes it 10m from now/);
+    // and the lock stays held for it: a second run is refused, told how to clear it
+    const second = await cli(['run', stopKubeletRunbook('after-left'), '-i', lab.inventoryFile, '--dry-run'], { env: env(), timeoutMs: 120_000 });
+    expect(second.stdout).toContain(`run ${runId} (`);
+    expect(second.stdout).toContain(`kube-runbook recover ${runId}`);
+    const rec = await cli(['recover', runId, '--force'], { env: env(), timeoutMs: 180_000 });
+    expect(rec.code, `${rec.stdout}\n${rec.stderr}`).toBe(0);
+    expect(existsSync(dir)).toBe(false);
   });
 });

@@ -48,6 +48,8 @@ export async function waitForLifecycleTaintsGone(ctx: ActionCtx, timeoutMs: numb
         'TAINTS_UNKNOWN',
         `${what}: the nodes could not be read for ${formatDuration(timeoutMs)} to check that no Ready node still carries the unreachable/not-ready NoExecute taint; ` +
           'evicting again could delete such a node\'s pods at once, so it stays as it is (`kube-runbook recover` tries again once the apiserver answers)',
+        // a wait that has not succeeded yet: the revert is tried again until its own deadline
+        { transient: 'nodes unreadable' },
       );
     if (tainted === undefined) ctx.log.warn(`${what}: cannot read the nodes to check for NoExecute taints left on Ready nodes; asking again`);
     else if (!tainted.length) return;
@@ -56,6 +58,7 @@ export async function waitForLifecycleTaintsGone(ctx: ActionCtx, timeoutMs: numb
         'TAINTS_REMAIN',
         `${what}: Ready node(s) ${tainted.join(', ')} still carry the unreachable/not-ready NoExecute taint after ${formatDuration(timeoutMs)}; ` +
           'evicting again now could delete their pods at once, so it stays as it is (check the node lifecycle controller, then `kube-runbook recover`)',
+        { transient: 'taints remain' },
       );
     else ctx.log.info(`${what}: waiting for the NoExecute taints of Ready node(s) ${tainted.join(', ')} to be removed`);
     try {

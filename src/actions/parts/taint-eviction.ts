@@ -1,4 +1,4 @@
-import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, KR_WAIT, script } from '../../nodes/services/script.js';
+import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, KR_NOT_YET, KR_WAIT, script } from '../../nodes/services/script.js';
 
 /**
  * Node scripts of `disable-taint-eviction`: restart the controller-manager with the taint-eviction controller
@@ -64,7 +64,7 @@ kr_kcm_healthy() {
   kr_http_ok "https://127.0.0.1:10257/healthz"
 }`;
 
-const common = (t: TaintEvictionTarget) => [KR_FAIL, KR_WAIT, KR_HTTP_OK, KR_KCM, KR_KCM_HEALTHY, ...(t.layout === 'k3s' ? [K3S_KCM] : [])];
+const common = (t: TaintEvictionTarget) => [KR_FAIL, KR_WAIT, KR_NOT_YET, KR_HTTP_OK, KR_KCM, KR_KCM_HEALTHY, ...(t.layout === 'k3s' ? [K3S_KCM] : [])];
 
 /** Read-only: prints `disabled` when it already runs without the taint-eviction controller, else `enabled`. */
 export function stateScript(t: TaintEvictionTarget): string {
@@ -125,7 +125,7 @@ export function applyScript(t: TaintEvictionTarget, timeoutS: number): string {
     ...common(t),
     'if kr_kcm_off; then echo "kube-controller-manager already runs without the taint-eviction controller"; exit 0; fi',
     ...body[t.layout],
-    'kr_wait "$wait_s" kr_kcm_off || kr_fail "kube-controller-manager is not running healthy with --controllers=...,$flag $wait_s s later"',
+    'kr_wait "$wait_s" kr_kcm_off || kr_not_yet "kube-controller-manager is not running healthy with --controllers=...,$flag $wait_s s later"',
     'echo "kube-controller-manager runs without the taint-eviction controller"',
   );
 }
@@ -156,7 +156,7 @@ export function revertScript(t: TaintEvictionTarget, timeoutS: number): string {
     { ...vars(t), flag: FLAG, wait_s: timeoutS },
     ...common(t),
     ...body[t.layout],
-    'kr_wait "$wait_s" kr_kcm_on || kr_fail "kube-controller-manager is not running healthy with taint eviction $wait_s s later"',
+    'kr_wait "$wait_s" kr_kcm_on || kr_not_yet "kube-controller-manager is not running healthy with taint eviction $wait_s s later"',
     'echo "kube-controller-manager runs with the taint-eviction controller again"',
   );
 }
@@ -171,4 +171,105 @@ function vars(t: TaintEvictionTarget): Record<string, string> {
       // several labs may run on one machine: only the controller-manager of this service directory counts
       return { dir: t.dir, match: t.dir };
   }
+}
+
+/**
+ * How long the node-side revert waits, at most, for the nodes to be Ready and free of lifecycle taints before it
+ * restores taint eviction anyway: the dead-man fires when the executor has been gone for remediationTtl, and after
+ * that nobody else may be left to restore it.
+ */
+export const NODE_SIDE_WAIT_S = 900;
+
+/** Where a control-plane node keeps a kubeconfig that may list nodes, by layout (after the controller-manager's own). */
+function kubeconfigsOf(t: TaintEvictionTarget): string[] {
+  switch (t.layout) {
+    case 'kubeadm':
+      return ['/etc/kubernetes/admin.conf', '/etc/kubernetes/super-admin.conf', '/etc/kubernetes/controller-manager.conf'];
+    case 'k3s':
+      return ['/etc/rancher/k3s/k3s.yaml', '/var/lib/rancher/k3s/server/cred/admin.kubeconfig'];
+    case 'lab':
+      return [`${t.dir}/kubeconfig`];
+  }
+}
+
+/**
+ * `kr_nodes_settled`: reads the nodes (GET /api/v1/nodes) with a kubeconfig of this node (the running
+ * controller-manager's `--kubeconfig`, then the layout's admin kubeconfigs), through curl with the kubeconfig's
+ * credentials, else kubectl (or k3s kubectl); 0 when every node's Ready condition is True and none carries the
+ * unreachable/not-ready NoExecute taint, 1 when not, 2 when the nodes cannot be read; `$kr_why` says which.
+ * The JSON is only searched for those two shapes (the apiserver writes a condition's type before its status, and a
+ * taint's key before its effect): no JSON tool is needed on the node.
+ */
+const KR_NODES_SETTLED = `kr_kv() {
+  sed -n "s/^[[:space:]]*$1:[[:space:]]*//p" "$2" | head -n 1 | tr -d "\\"'"
+}
+kr_curl_nodes() {
+  command -v curl >/dev/null 2>&1 && [ -r "$1" ] || return 1
+  kr_server=$(kr_kv server "$1")
+  [ -n "$kr_server" ] || return 1
+  set -- "$1" -sS --fail --max-time 10 -A kube-runbook-deadman
+  v=$(kr_kv certificate-authority-data "$1"); if [ -n "$v" ]; then printf '%s' "$v" | base64 -d >"$kr_tmp/ca" && set -- "$@" --cacert "$kr_tmp/ca"; else v=$(kr_kv certificate-authority "$1"); [ -z "$v" ] || set -- "$@" --cacert "$v"; fi
+  v=$(kr_kv client-certificate-data "$1"); if [ -n "$v" ]; then printf '%s' "$v" | base64 -d >"$kr_tmp/crt" && set -- "$@" --cert "$kr_tmp/crt"; else v=$(kr_kv client-certificate "$1"); [ -z "$v" ] || set -- "$@" --cert "$v"; fi
+  v=$(kr_kv client-key-data "$1"); if [ -n "$v" ]; then printf '%s' "$v" | base64 -d >"$kr_tmp/key" && set -- "$@" --key "$kr_tmp/key"; else v=$(kr_kv client-key "$1"); [ -z "$v" ] || set -- "$@" --key "$v"; fi
+  v=$(kr_kv token "$1"); if [ -n "$v" ]; then printf 'Authorization: Bearer %s\\n' "$v" >"$kr_tmp/auth" && set -- "$@" -H "@$kr_tmp/auth"; fi
+  shift
+  curl "$@" "\${kr_server%/}/api/v1/nodes"
+}
+kr_kubectl_nodes() {
+  [ -r "$1" ] || return 1
+  if command -v kubectl >/dev/null 2>&1; then kubectl --kubeconfig="$1" --request-timeout=10s get --raw /api/v1/nodes
+  elif command -v k3s >/dev/null 2>&1; then k3s kubectl --kubeconfig="$1" --request-timeout=10s get --raw /api/v1/nodes
+  else return 1; fi
+}
+kr_nodes_settled() {
+  { kr_kcm_args 2>/dev/null | sed -n 's/^--kubeconfig=//p'; printf '%s\n' "$kubeconfigs"; } >"$kr_tmp/kubeconfigs"
+  kr_read=
+  while IFS= read -r kc; do
+    [ -n "$kc" ] || continue
+    if kr_curl_nodes "$kc" >"$kr_tmp/nodes" 2>/dev/null || kr_kubectl_nodes "$kc" >"$kr_tmp/nodes" 2>/dev/null; then
+      # one line, no blanks (an apiserver pretty-prints for a client it takes for curl)
+      tr -d ' \\t\\r\\n' <"$kr_tmp/nodes" >"$kr_tmp/nodes.min"
+      if grep -q '"kind":"NodeList"' "$kr_tmp/nodes.min"; then kr_read=$kc; break; fi
+    fi
+  done <"$kr_tmp/kubeconfigs"
+  if [ -z "$kr_read" ]; then kr_why="the nodes cannot be read (no kubeconfig of this node answered)"; return 2; fi
+  kr_nodes=$(grep -o '"type":"Ready","status":"[A-Za-z]*"' "$kr_tmp/nodes.min" | wc -l)
+  kr_notready=$(grep -o '"type":"Ready","status":"[A-Za-z]*"' "$kr_tmp/nodes.min" | grep -vc '"status":"True"')
+  kr_tainted=$(grep -oE '"key":"node\\.kubernetes\\.io/(unreachable|not-ready)",("value":"[^"]*",)?"effect":"NoExecute"' "$kr_tmp/nodes.min" | wc -l)
+  kr_why="$kr_notready of $kr_nodes node(s) not Ready, $kr_tainted unreachable/not-ready NoExecute taint(s)"
+  [ "$kr_notready" -eq 0 ] && [ "$kr_tainted" -eq 0 ]
+}`;
+
+/**
+ * The dead-man's revert: the executor is gone, and nobody checks that the cluster is safe to evict again but this
+ * script. Before it restores taint eviction it waits, checking every 5 s, until every node is Ready and no node
+ * carries the unreachable/not-ready NoExecute taint (their pods' tolerations count from when those were added:
+ * evicting now could delete them at once), as the executor's revert waits for them; after `capS` it restores it
+ * anyway and says so. Everything it says goes to the dead-man's revert.log.
+ */
+export function nodeSideRevertScript(t: TaintEvictionTarget, timeoutS: number, capS = NODE_SIDE_WAIT_S, everyS = 5): string {
+  const revert = revertScript(t, timeoutS).split('\n');
+  // the revert's own lines after its header (`# kube-runbook: …` and `set -u`)
+  return script(
+    `disable-taint-eviction node-side revert (${t.layout})`,
+    { ...vars(t), kubeconfigs: kubeconfigsOf(t).join('\n'), cap_s: capS, every_s: everyS },
+    ...common(t),
+    KR_NODES_SETTLED,
+    'kr_tmp=$(mktemp -d) || kr_fail "cannot make a temporary directory"',
+    'chmod 700 "$kr_tmp"',
+    'trap \'rm -rf "$kr_tmp"\' EXIT',
+    'kr_say() { printf \'%s %s\\n\' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }',
+    // counted in checks, not read from the clock, so that it ends whatever `date` says
+    'kr_left=$cap_s',
+    'while :; do',
+    '  kr_nodes_settled',
+    '  kr_rc=$?',
+    '  if [ "$kr_rc" -eq 0 ]; then kr_say "nodes settled ($kr_why): restoring taint eviction"; break; fi',
+    '  if [ "$kr_left" -le 0 ]; then kr_say "still $kr_why after $cap_s s: restoring taint eviction anyway (the hard cap)"; break; fi',
+    '  kr_say "not restoring taint eviction yet: $kr_why; checking again in $every_s s"',
+    '  sleep "$every_s"',
+    '  kr_left=$((kr_left - every_s))',
+    'done',
+    ...revert.slice(2),
+  );
 }

@@ -5,6 +5,7 @@ import { processManager } from './process.js';
 import { staticPod } from './static-pod.js';
 import { systemd } from './systemd.js';
 import type { ServiceManager, ServiceName, ServiceTarget, StaticPodTarget } from './types.js';
+import { NOT_YET_EXIT } from './script.js';
 
 export type { ServiceManager, ServiceName, ServiceTarget } from './types.js';
 
@@ -89,7 +90,10 @@ export function describeTarget(t: ServiceTarget): string {
   }
 }
 
-/** Runs a node script for an action; a non-zero exit becomes KrError(code) with the script's own words. */
+/**
+ * Runs a node script for an action; a non-zero exit becomes KrError(code) with the script's own words. A wait that
+ * has not succeeded yet (exit NOT_YET_EXIT: `kr_not_yet`) is transient: a revert tries it again until its deadline.
+ */
 export async function runOnNode(
   ctx: OnNodeCtx,
   node: string,
@@ -99,7 +103,7 @@ export async function runOnNode(
   const r = await ctx.nodes.exec(node, text, { timeoutMs: what.timeoutMs, signal: ctx.signal });
   if (r.code !== 0 && !(what.okCodes ?? []).includes(r.code)) {
     const why = (r.stderr.trim() || r.stdout.trim()).split('\n').slice(-5).join('; ').slice(0, 500);
-    throw new KrError(what.code, `${what.message} on ${node} (exit ${r.code})${why ? `: ${why}` : ''}`);
+    throw new KrError(what.code, `${what.message} on ${node} (exit ${r.code})${why ? `: ${why}` : ''}`, r.code === NOT_YET_EXIT ? { transient: 'health wait' } : {});
   }
   return r;
 }

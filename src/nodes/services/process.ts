@@ -1,4 +1,4 @@
-import { KR_FAIL, KR_WAIT, script } from './script.js';
+import { KR_FAIL, KR_NOT_YET, KR_WAIT, script } from './script.js';
 import type { ProcessTarget, ServiceManager } from './types.js';
 
 const vars = (t: ProcessTarget) => ({ dir: t.dir });
@@ -65,9 +65,10 @@ export const processManager: ServiceManager<ProcessTarget> = {
       { ...vars(t), wait_s: timeoutS },
       KR_FAIL,
       KR_WAIT,
+      KR_NOT_YET,
       KR_STATUS,
       '"$dir/stop" || kr_fail "$dir/stop failed"',
-      'kr_wait "$wait_s" kr_stopped || kr_fail "$dir still running $wait_s s after stop"',
+      'kr_wait "$wait_s" kr_stopped || kr_not_yet "$dir still running $wait_s s after stop"',
       'echo "stopped $dir"',
     ),
 
@@ -77,12 +78,13 @@ export const processManager: ServiceManager<ProcessTarget> = {
       { ...vars(t), wait_s: timeoutS },
       KR_FAIL,
       KR_WAIT,
+      KR_NOT_YET,
       KR_STATUS,
       // a process still exiting (a stop interrupted half-way) reads running to `start`, which then does nothing:
       // while waiting, start it again whenever it reads stopped
       'kr_up() { kr_healthy && return 0; kr_status || "$dir/start" >/dev/null 2>&1; return 1; }',
       'if ! kr_healthy; then "$dir/start" || kr_fail "$dir/start failed"; fi',
-      'kr_wait "$wait_s" kr_up || kr_fail "$dir not healthy $wait_s s after start"',
+      'kr_wait "$wait_s" kr_up || kr_not_yet "$dir not healthy $wait_s s after start"',
       'echo "started $dir"',
     ),
 };

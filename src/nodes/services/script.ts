@@ -42,6 +42,18 @@ export const KR_FAIL = `kr_fail() {
   exit 1
 }`;
 
+/**
+ * The exit code of a script whose wait has not yet succeeded (a component not healthy yet, a process not gone yet):
+ * trying again can help, unlike any other failure. `runOnNode` turns it into a transient error ("health wait").
+ */
+export const NOT_YET_EXIT = 75;
+
+/** `kr_not_yet MESSAGE`: prints the message and exits NOT_YET_EXIT (a wait that has not succeeded yet). */
+export const KR_NOT_YET = `kr_not_yet() {
+  printf '%s\\n' "$*" >&2
+  exit ${NOT_YET_EXIT}
+}`;
+
 /** `kr_is_root`: true when the script runs as root. */
 export const KR_IS_ROOT = `kr_is_root() {
   [ "$(id -u 2>/dev/null)" = 0 ]

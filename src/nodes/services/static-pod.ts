@@ -1,4 +1,4 @@
-import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, KR_WAIT, script } from './script.js';
+import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, KR_NOT_YET, KR_WAIT, script } from './script.js';
 import type { ServiceManager, StaticPodTarget } from './types.js';
 
 const vars = (t: StaticPodTarget) => ({
@@ -75,13 +75,14 @@ export const staticPod: ServiceManager<StaticPodTarget> = {
       { ...vars(t), wait_s: timeoutS },
       KR_FAIL,
       KR_WAIT,
+      KR_NOT_YET,
       KR_RUNNING,
       'gone() { ! kr_running; }',
       'if [ -f "$manifest" ]; then',
       '  mkdir -p "${parked%/*}" || kr_fail "cannot create ${parked%/*}"',
       '  mv -f "$manifest" "$parked" || kr_fail "cannot park $manifest in $parked"',
       'fi',
-      'kr_wait "$wait_s" gone || kr_fail "$proc still running $wait_s s after its manifest was parked in $parked"',
+      'kr_wait "$wait_s" gone || kr_not_yet "$proc still running $wait_s s after its manifest was parked in $parked"',
       'echo "parked $manifest in $parked; $proc is gone"',
     ),
 
@@ -91,6 +92,7 @@ export const staticPod: ServiceManager<StaticPodTarget> = {
       { ...vars(t), wait_s: timeoutS },
       KR_FAIL,
       KR_WAIT,
+      KR_NOT_YET,
       KR_HTTP_OK,
       KR_RUNNING,
       KR_HEALTHY,
@@ -103,7 +105,7 @@ export const staticPod: ServiceManager<StaticPodTarget> = {
       '  fi',
       'fi',
       '[ -f "$manifest" ] || kr_fail "no manifest $manifest to start $proc from (and none parked in $parked)"',
-      'kr_wait "$wait_s" kr_healthy || kr_fail "$proc not healthy $wait_s s after its manifest was put back"',
+      'kr_wait "$wait_s" kr_healthy || kr_not_yet "$proc not healthy $wait_s s after its manifest was put back"',
       'echo "restored $manifest; $proc is healthy"',
     ),
 };

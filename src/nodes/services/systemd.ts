@@ -1,4 +1,4 @@
-import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, KR_WAIT, script } from './script.js';
+import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, KR_NOT_YET, KR_WAIT, script } from './script.js';
 import type { ServiceManager, SystemdTarget } from './types.js';
 
 const vars = (t: SystemdTarget) => ({ unit: t.unit, health_url: t.healthUrl ?? '' });
@@ -44,9 +44,10 @@ export const systemd: ServiceManager<SystemdTarget> = {
       { ...vars(t), wait_s: timeoutS },
       KR_FAIL,
       KR_WAIT,
+      KR_NOT_YET,
       'inactive() { ! systemctl is-active --quiet "$unit"; }',
       'systemctl stop "$unit" || kr_fail "systemctl stop $unit failed"',
-      'kr_wait "$wait_s" inactive || kr_fail "$unit still active after $wait_s s"',
+      'kr_wait "$wait_s" inactive || kr_not_yet "$unit still active after $wait_s s"',
       'echo "stopped $unit"',
     ),
 
@@ -56,10 +57,11 @@ export const systemd: ServiceManager<SystemdTarget> = {
       { ...vars(t), wait_s: timeoutS },
       KR_FAIL,
       KR_WAIT,
+      KR_NOT_YET,
       KR_HTTP_OK,
       'healthy() { systemctl is-active --quiet "$unit" && { [ -z "$health_url" ] || kr_http_ok "$health_url"; }; }',
       'if ! systemctl is-active --quiet "$unit"; then systemctl start "$unit" || kr_fail "systemctl start $unit failed"; fi',
-      'kr_wait "$wait_s" healthy || kr_fail "$unit not healthy after $wait_s s (${health_url:-systemctl is-active})"',
+      'kr_wait "$wait_s" healthy || kr_not_yet "$unit not healthy after $wait_s s (${health_url:-systemctl is-active})"',
       'echo "started $unit"',
     ),
 };
