@@ -213,14 +213,22 @@ describe('in-cluster runs', () => {
     const run = startAsJob(sa, ['run', runbookCopy, '-i', lab.inventoryFile, '--in-cluster', '--yes', '--output', 'json', '--journal-configmap', journalCm]);
     // the pod goes (its node lost: no SIGTERM, no rollback) once its fault is applied, and its emptyDir with it
     let runId = '';
-    await until(
-      'the applied fault in the journal ConfigMap',
-      async () => {
-        for (const [key, text] of Object.entries(await journals())) if (text.includes('"type":"applied"')) runId = key.replace(/\.jsonl$/, '');
-        return runId !== '';
-      },
-      120_000,
-    );
+    let applied = false;
+    // a run that ends before its fault is in the ConfigMap fails the test with its own words
+    const endedEarly = run.done.then((r) => {
+      if (!applied) throw new Error(`the run ended (exit ${r.code}) before its fault was in the journal ConfigMap:\n${r.stderr.slice(-3000)}`);
+    });
+    await Promise.race([
+      until(
+        'the applied fault in the journal ConfigMap',
+        async () => {
+          for (const [key, text] of Object.entries(await journals())) if (text.includes('"type":"applied"')) runId = key.replace(/\.jsonl$/, '');
+          return (applied = runId !== '');
+        },
+        120_000,
+      ),
+      endedEarly,
+    ]);
     run.kill();
     const killed = await run.done;
     expect(killed.code, killed.stderr.slice(-2000)).toBe(null);
@@ -228,8 +236,12 @@ describe('in-cluster runs', () => {
     const fault = parseJournal((await journals())[`${runId}.jsonl`]!, journalCm).faults;
     expect(fault.map((f) => [f.prepared.action, f.applied, f.reverted])).toEqual([['block-kubelet-egress', true, false]]);
 
-    // a new pod of the same ServiceAccount, with an empty state dir, reverts it from the cluster's copy
-    const r = await runAsJob(sa, ['recover', '--in-cluster', '--from-cluster', journalCm]);
+    // a new pod of the same ServiceAccount, with an empty state dir, finds the run from the cluster's copy; the lock
+    // was renewed seconds ago, so it cannot tell the run dead and refuses, until whoever saw the pod go says so
+    const early = await runAsJob(sa, ['recover', '--in-cluster', '--from-cluster', journalCm]);
+    expect(early.code, early.stderr.slice(-3000)).toBe(2);
+    expect(early.stderr).toContain(`run ${runId} is still in progress: its executor`);
+    const r = await runAsJob(sa, ['recover', '--in-cluster', '--from-cluster', journalCm, '--force']);
     expect(r.code, r.stderr.slice(-3000)).toBe(0);
     expect(r.stdout).toContain(`Run ${runId} (kubelet-partition`);
     expect(r.stdout).toMatch(/1 fault\(s\) to revert[\s\S]*all 1 reverted/);
