@@ -12,6 +12,7 @@ const commands: Record<string, () => Promise<{ register: Register }>> = {
   actions: () => import('./actions.js'),
   agent: () => import('./agent.js'),
   audit: () => import('./audit.js'),
+  completion: () => import('./completion.js'),
   demo: () => import('./demo.js'),
   describe: () => import('./describe.js'),
   docs: () => import('./docs.js'),
