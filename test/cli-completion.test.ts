@@ -1,9 +1,10 @@
-import { type ChildProcessWithoutNullStreams, execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { root, runCli } from './helpers/cli.js';
+import { Terminal } from './helpers/terminal.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'kr-cli-completion-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -84,48 +85,18 @@ describe('kube-runbook completion', () => {
   });
 });
 
-/**
- * An interactive bash on a terminal (util-linux `script` makes the pty), with the completion sourced and
- * `kube-runbook` on PATH running the built CLI; keys go in, and the test waits for what the screen shows.
- */
-class Terminal {
-  private screen = '';
-  private readonly proc: ChildProcessWithoutNullStreams;
-
-  constructor(env: Record<string, string>) {
-    const bin = join(tmp, 'bin');
-    mkdirSync(bin, { recursive: true });
-    writeFileSync(join(bin, 'kube-runbook'), `#!/bin/sh\nexec '${process.execPath}' '${join(root, 'bin/kube-runbook.js')}' "$@"\n`);
-    chmodSync(join(bin, 'kube-runbook'), 0o755);
-    this.proc = spawn('script', ['-qfec', 'bash --norc --noprofile -i', '/dev/null'], {
-      cwd: root,
-      env: { ...process.env, ...env, PATH: `${bin}:${process.env.PATH}`, TERM: 'dumb', INPUTRC: '/dev/null', COLUMNS: '200' },
-    });
-    this.proc.stdout.on('data', (d: Buffer) => (this.screen += d.toString()));
-  }
-
-  /** Types KEYS, waits until the screen so far matches PATTERN (anchored at its end), and returns what it showed since. */
-  async type(keys: string, pattern: RegExp): Promise<string> {
-    const from = this.screen.length;
-    this.proc.stdin.write(keys);
-    while (!pattern.test(this.screen)) {
-      if (this.proc.exitCode !== null) throw new Error(`the terminal ended (exit ${this.proc.exitCode}); it showed:\n${this.screen}`);
-      await new Promise((r) => {
-        this.proc.stdout.once('data', r);
-        this.proc.once('close', r);
-      });
-    }
-    return this.screen.slice(from);
-  }
-
-  close(): void {
-    this.proc.stdin.end('exit\n');
-  }
+/** `kube-runbook` on PATH, running the built CLI, as an installed one would. */
+function installed(): string {
+  const bin = join(tmp, 'bin');
+  mkdirSync(bin, { recursive: true });
+  writeFileSync(join(bin, 'kube-runbook'), `#!/bin/sh\nexec '${process.execPath}' '${join(root, 'bin/kube-runbook.js')}' "$@"\n`);
+  chmodSync(join(bin, 'kube-runbook'), 0o755);
+  return `${bin}:${process.env.PATH}`;
 }
 
 describe('bash completion on a terminal', () => {
   it('completes `kube-runbook describe st<TAB><TAB>` with the stop-* actions, runbook files and contexts', async () => {
-    const t = new Terminal({ KUBECONFIG: kubeconfig });
+    const t = new Terminal('bash --norc --noprofile -i', { cwd: root, env: { KUBECONFIG: kubeconfig, PATH: installed() } });
     try {
       await t.type('PS1="ready\\$ "; bind "set bell-style none"; source <(kube-runbook completion bash); echo sourced\n', /sourced\r?\nready\$ $/);
       // st<TAB> writes the prefix the stop-* actions share, <TAB><TAB> lists them
@@ -138,7 +109,7 @@ describe('bash completion on a terminal', () => {
       await t.type('\x15kube-runbook plan runbooks/apiserver-ou\t', /plan runbooks\/apiserver-outage\.yaml $/);
       await t.type('--context arn\t', /--context arn:aws:eks:eu-west-1:123456789012:cluster\/prod $/);
     } finally {
-      t.close();
+      await t.end('\x15exit\n');
     }
   }, 60_000);
 });

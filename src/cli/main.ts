@@ -16,6 +16,7 @@ const commands: Record<string, () => Promise<{ register: Register }>> = {
   demo: () => import('./demo.js'),
   describe: () => import('./describe.js'),
   docs: () => import('./docs.js'),
+  init: () => import('./init.js'),
   lab: () => import('./lab.js'),
   manifests: () => import('./manifests.js'),
   plan: () => import('./plan.js'),
