@@ -9,7 +9,7 @@ import { Terminal } from './helpers/terminal.js';
 const tmp = mkdtempSync(join(tmpdir(), 'kr-cli-init-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-const env = { KUBE_RUNBOOK_INVENTORY: '', KUBECONFIG: '' };
+const env = { KUBE_RUNBOOK_INVENTORY: '', KUBECONFIG: '', KUBE_RUNBOOK_LAB_HOME: '', XDG_STATE_HOME: '/x/state' };
 
 describe('kube-runbook init', () => {
   it.each([
@@ -32,7 +32,10 @@ describe('kube-runbook init', () => {
     expect(plan.stdout).toContain('revert step 2: stop-kubelet on node-1');
     const runbook = parse(readFileSync(join(dir, 'runbook.yaml'), 'utf8'));
     expect(runbook.spec.safety.allowContexts).toEqual([context]);
-    expect(parse(readFileSync(join(dir, 'inventory.yaml'), 'utf8')).spec.context).toBe(context);
+    const inventory = parse(readFileSync(join(dir, 'inventory.yaml'), 'utf8'));
+    expect(inventory.spec.context).toBe(context);
+    // the lab's: where `kube-runbook lab up` keeps its state and kubeconfig
+    if (layout === 'lab') expect(inventory.spec).toMatchObject({ lab: { stateDir: '/x/state/kube-runbook/lab/lab' }, kubeconfig: '/x/state/kube-runbook/lab/lab/kubeconfig' });
   });
 
   it('takes defaults with no terminal and no flags: kubeadm, 2 workers, kubeadm\'s context', async () => {

@@ -11,6 +11,8 @@ export interface Starter {
   /** Worker nodes (the kubeadm, k3s and lab layouts add one control-plane node). */
   nodes: number;
   context: string;
+  /** The default lab's state directory (`kube-runbook lab up` writes its kubeconfig there): for the lab layout. */
+  labStateDir: string;
 }
 
 /** The context each layout's own tooling names by default. */
@@ -43,7 +45,11 @@ function transportLines(s: Starter): string[] {
     case 'agent':
       return ['  transport: {type: agent}                # a privileged pod per node, reached through the API (docs/managed-clusters.md)'];
     case 'lab':
-      return ['  transport: {type: netns}                # nodes are network namespaces of this machine (`kube-runbook lab up`)'];
+      return [
+        `  kubeconfig: ${q(`${s.labStateDir}/kubeconfig`)}`,
+        '  transport: {type: netns}                # nodes are network namespaces of this machine (`kube-runbook lab up`)',
+        `  lab: {stateDir: ${q(s.labStateDir)}}`,
+      ];
     default:
       return ['  transport: {type: ssh, user: root}      # host keys are checked; `sudo: true` for a non-root user'];
   }
@@ -54,7 +60,9 @@ export function starterInventory(s: Starter): string {
   const layout = s.layout === 'agent' ? 'kubeadm' : s.layout;
   return [
     `# Written by \`kube-runbook init --layout ${s.layout}\`. Put your own nodes' names and addresses here, then`,
-    '# `kube-runbook validate inventory.yaml`.',
+    s.layout === 'lab'
+      ? '# `kube-runbook validate inventory.yaml`. `kube-runbook lab up` writes the exact one: `kube-runbook lab env` names it.'
+      : '# `kube-runbook validate inventory.yaml`.',
     'apiVersion: kube-runbook/v1',
     'kind: Inventory',
     'metadata:',
