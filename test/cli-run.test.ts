@@ -44,8 +44,8 @@ current-context: lab
 const inventory = 'examples/inventory-local.yaml';
 
 describe('kube-runbook plan / run / recover (no cluster needed)', () => {
-  it('plan prints steps, guards and the rollback order, and touches nothing', async () => {
-    const r = await cli(['plan', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig]);
+  it('plan --offline prints steps, guards and the rollback order, and touches nothing', async () => {
+    const r = await cli(['plan', 'examples/guards-and-remediation.yaml', '-i', inventory, '--offline']);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/Steps:\n {2}1\. steady state/);
     expect(r.stdout).toContain('Guards (react to every reading');

@@ -1,18 +1,18 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Option } from 'commander';
-import type { z } from 'zod';
 import { EXIT } from '../core/errors.js';
-import { schemaFiles } from '../runbook/json-schema.js';
+import { defaultRegistry as registry } from '../engine/registry.js';
+import { schemaFiles, type SchemaModules } from '../runbook/json-schema.js';
 import { out } from './output.js';
 import type { Register } from './types.js';
-import { probes } from '../probes/index.js';
 
-/** Each probe's params schema, by id (sorted), for the runbook schema's `with:` completion. */
-export async function probeParams(): Promise<Record<string, z.ZodType>> {
-  const out: Record<string, z.ZodType> = {};
-  for (const [id, load] of Object.entries(probes)) out[id] = (await load()).meta.params;
-  return out;
+/** Each action's and probe's params, by id (sorted), for the runbook schema's `with:` completion and checks. */
+export async function schemaModules(): Promise<SchemaModules> {
+  const modules: SchemaModules = { actions: {}, probes: {} };
+  for (const id of registry.ids('action')) modules.actions[id] = (await registry.action(id)).meta;
+  for (const id of registry.ids('probe')) modules.probes[id] = (await registry.probe(id)).meta;
+  return modules;
 }
 
 /** `schema [runbook|inventory] [--write] [--out-dir DIR]`: the JSON Schema editors use for runbooks and inventories. */
@@ -24,7 +24,7 @@ export const register: Register = (program, done) => {
     .option('--write', 'write runbook.schema.json and inventory.schema.json instead of printing')
     .addOption(new Option('--out-dir <dir>', 'directory --write writes into').default('schema'))
     .action(async (kind: 'runbook' | 'inventory', opts: { write?: boolean; outDir: string }) => {
-      const files = schemaFiles(await probeParams());
+      const files = schemaFiles(await schemaModules());
       if (opts.write) {
         await mkdir(opts.outDir, { recursive: true });
         for (const f of files) {

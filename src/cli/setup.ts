@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
-import { EXIT, KrError } from '../core/errors.js';
+import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
 import type { Clock } from '../core/clock.js';
 import type { Ctx } from '../contract/context.js';
 import { createLogger, type Logger } from '../core/logger.js';
@@ -10,11 +10,12 @@ import { defaultRegistry } from '../engine/registry.js';
 import { loadInventory, type LoadedInventory } from '../inventory/load.js';
 import type { Inventory } from '../inventory/schema.js';
 import { createKubeAccess } from '../kube/client.js';
+import { ApiStatusError } from '../kube/source.js';
 import type { KubeAccess, NodeSummary } from '../kube/types.js';
 import { createNodeAccess } from '../nodes/access.js';
 import { newAgentKeys } from '../nodes/agent-auth.js';
 import { loadRunbook, type LoadedRunbook } from '../runbook/load.js';
-import { serverVersion } from '../kube/versions.js';
+import { serverVersion, type KubeVersion } from '../kube/versions.js';
 
 export interface ClusterOptions {
   inventory?: string;
@@ -22,6 +23,8 @@ export interface ClusterOptions {
   context?: string;
   /** The pod's ServiceAccount instead of any kubeconfig (the Job of `kube-runbook manifests`). */
   inCluster?: boolean;
+  /** No cluster at all: no kubeconfig read, no connection tried (`plan --offline`). */
+  offline?: boolean;
 }
 
 /** The inventory named by --inventory or $KUBE_RUNBOOK_INVENTORY. */
@@ -57,19 +60,44 @@ export function connect(o: ClusterOptions, inv: { inventory: Inventory; dir: str
   });
 }
 
-/** The cluster's nodes for label selectors; undefined when the cluster does not answer (plan works offline). */
-async function clusterNodes(kube: KubeAccess | undefined): Promise<NodeSummary[] | undefined> {
-  if (!kube) return undefined;
+/** The cluster's nodes for label selectors, or why they could not be listed (it is the first request a plan makes). */
+async function clusterNodes(kube: KubeAccess): Promise<NodeSummary[] | KrError> {
   try {
     return await kube.listNodes();
-  } catch {
-    return undefined;
+  } catch (e) {
+    const why = e instanceof ApiStatusError ? `answered ${e.status} to listing nodes: ${messageOf(e)}` : `does not answer: ${messageOf(e)}`;
+    return new KrError('KUBE_UNAVAILABLE', `the apiserver ${kube.server} of context ${quote(kube.contextName)} ${why}`, { exit: EXIT.refused, cause: e });
   }
 }
 
 export function newRunId(name: string, now: number): string {
   const t = new Date(now).toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
   return `${t}-${name.slice(0, 40)}-${randomBytes(2).toString('hex')}`;
+}
+
+/** The cluster as a plan sees it: absent when offline; `error` says why it could not be used. */
+export interface Reached {
+  /** Absent when offline or when no client could be made (no kubeconfig). */
+  kube?: KubeAccess;
+  /** Why the cluster could not be used: no client could be made (kube is absent), or it did not list its nodes. */
+  error?: KrError;
+  nodes?: NodeSummary[];
+  version?: KubeVersion;
+}
+
+/** Connects and lists the nodes (the first request), unless offline. A bad --context still throws (exit 2). */
+export async function reachCluster(o: ClusterOptions, inv: LoadedInventory, clock: Clock, log: Logger): Promise<Reached> {
+  if (o.offline) return {};
+  let kube: KubeAccess;
+  try {
+    kube = connect(o, inv, clock, log);
+  } catch (e) {
+    if (!(e instanceof KrError) || e.exit === EXIT.invalid) throw e;
+    return { error: e };
+  }
+  const nodes = await clusterNodes(kube);
+  if (nodes instanceof KrError) return { kube, error: nodes };
+  return { kube, nodes, version: await serverVersion(kube) };
 }
 
 export interface Prepared {
@@ -80,7 +108,24 @@ export interface Prepared {
   kubeError?: KrError;
 }
 
-/** Loads and checks everything a plan needs; the cluster is optional (`plan` must work without it). */
+/** The runbook and the inventory, both checked. */
+export function loadInputs(runbookFile: string, o: ClusterOptions): Promise<[LoadedRunbook, LoadedInventory]> {
+  return Promise.all([loadRunbook(runbookFile, defaultRegistry), inventoryFrom(o)]);
+}
+
+/** The plan of a loaded runbook on the cluster as reached (label selectors and `orElse` need it). Touches nothing. */
+export function planOn(runbookFile: string, loaded: LoadedRunbook, inv: LoadedInventory, cluster: Reached): Promise<Plan> {
+  return buildPlan({
+    runbook: loaded.runbook,
+    file: runbookFile,
+    inventory: inv.inventory,
+    registry: defaultRegistry,
+    clusterNodes: cluster.nodes,
+    serverVersion: cluster.version,
+  });
+}
+
+/** Loads and checks everything a run needs; the cluster is optional here (`run --dry-run` reports it in preflight). */
 export async function prepare(
   runbookFile: string,
   o: ClusterOptions,
@@ -89,26 +134,11 @@ export async function prepare(
   /** Checks the runbook before any cluster is asked anything (throws to refuse). */
   checkRunbook?: (loaded: LoadedRunbook) => void,
 ): Promise<Prepared> {
-  const [loaded, inv] = await Promise.all([loadRunbook(runbookFile, defaultRegistry), inventoryFrom(o)]);
+  const [loaded, inv] = await loadInputs(runbookFile, o);
   checkRunbook?.(loaded);
-  let kube: KubeAccess | undefined;
-  let kubeError: KrError | undefined;
-  try {
-    kube = connect(o, inv, clock, log);
-  } catch (e) {
-    if (!(e instanceof KrError)) throw e;
-    if (e.exit === EXIT.invalid) throw e;
-    kubeError = e;
-  }
-  const plan = await buildPlan({
-    runbook: loaded.runbook,
-    file: runbookFile,
-    inventory: inv.inventory,
-    registry: defaultRegistry,
-    clusterNodes: await clusterNodes(kube),
-    serverVersion: kube ? await serverVersion(kube) : undefined,
-  });
-  return { loaded, inv, plan, kube, kubeError };
+  const cluster = await reachCluster(o, inv, clock, log);
+  const plan = await planOn(runbookFile, loaded, inv, cluster);
+  return { loaded, inv, plan, kube: cluster.kube, kubeError: cluster.error };
 }
 
 export function makeCtx(o: { runId: string; clock: Clock; log: Logger; signal: AbortSignal; inventory: Inventory; kube: KubeAccess; dryRun?: boolean }): Ctx {

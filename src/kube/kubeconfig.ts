@@ -111,6 +111,26 @@ function kubeconfigFiles(file: string | undefined, env: Record<string, string | 
   return existsSync(home) ? [home] : undefined;
 }
 
+/**
+ * The context names of the kubeconfig kubectl would read (FILE, else KUBECONFIG's files, else ~/.kube/config),
+ * sorted; none when there is no kubeconfig or it cannot be read. For shell completion, which must not fail.
+ */
+export function kubeconfigContexts(file: string | undefined, env: Record<string, string | undefined> = process.env): string[] {
+  const merged: Merged = { clusters: new Map(), users: new Map(), contexts: new Map(), files: [] };
+  // a missing or broken file adds nothing rather than failing
+  const attempt = (read: () => void) => {
+    try {
+      read();
+    } catch {
+      /* nothing to add */
+    }
+  };
+  let files: string[] = [];
+  attempt(() => (files = kubeconfigFiles(file, env) ?? []));
+  for (const f of files) attempt(() => readKubeconfig(f, merged));
+  return [...merged.contexts.keys()].sort();
+}
+
 /** Loads the kubeconfig (or the ServiceAccount) and picks the context. Bad input throws KrError with exit 2 or 3. */
 export function loadClientConfig(o: LoadOptions = {}): ClientConfig {
   const env = o.env ?? process.env;

@@ -29,7 +29,7 @@ function pick(sel: NodeSelector, candidates: Candidate[], where: string): string
   const matches = sel.selector ? parseLabelSelector(sel.selector) : undefined;
   let picked = sorted.filter((n) => {
     if (matches && n.labels === undefined)
-      throw new KrError('SELECTOR_NEEDS_CLUSTER', `${where}: label selector ${quote(sel.selector!)} needs the cluster, which is not reachable`, {
+      throw new KrError('SELECTOR_NEEDS_CLUSTER', `${where}: label selector ${quote(sel.selector!)} needs the cluster's Node labels, and this plan has no cluster (offline or not reachable)`, {
         exit: 3,
       });
     return (

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { Inventory } from '../inventory/schema.js';
+import type { ParamsMeta } from './catalog.js';
 import { Runbook } from './schema.js';
+import { NodeSelector } from './selectors.js';
 
 /**
  * JSON Schema (draft-07) of runbooks and inventories, generated from the zod schemas, for editors
@@ -21,20 +23,34 @@ function generate(schema: z.ZodType, id: string, title: string, description: str
 
 type Json = Record<string, unknown>;
 
+/** The actions and probes a runbook may name, by id (sorted), as the language sees them. */
+export interface SchemaModules {
+  actions: Record<string, ParamsMeta>;
+  probes: Record<string, ParamsMeta>;
+}
+
+type Kind = 'action' | 'probe';
+const definitionName = (kind: Kind, id: string) => `${kind}-${id}`;
+
 /**
- * Each mapping that names a probe (guards, expect, rollback.waitFor) gets the probe's own `with:` schema, chosen
- * by `if: {probe: ID}`, so editors complete and check the params of each probe.
+ * Each mapping that names an action (steps, parallel steps, remediation, `orElse`) or a probe (guards, expect,
+ * rollback.waitFor) gets that module's own `with:` schema, chosen by `if: {action: ID}` / `if: {probe: ID}`, and its
+ * id is one of the known ones, so editors complete and check ids and params. The `with:` schemas are written once,
+ * under `definitions`, and referred to from each place.
  */
-function withProbeParams(node: unknown, probes: Record<string, Json>): void {
-  if (Array.isArray(node)) return node.forEach((n) => withProbeParams(n, probes));
+function withModuleParams(node: unknown, ids: Record<Kind, string[]>): void {
+  if (Array.isArray(node)) return node.forEach((n) => withModuleParams(n, ids));
   if (!node || typeof node !== 'object') return;
   const o = node as Json;
-  for (const v of Object.values(o)) withProbeParams(v, probes);
+  for (const v of Object.values(o)) withModuleParams(v, ids);
   const props = o.properties as Json | undefined;
-  if (!props || !('probe' in props) || !('with' in props)) return;
-  o.allOf = Object.entries(probes).map(([id, params]) => ({
-    if: { properties: { probe: { const: id } }, required: ['probe'] },
-    then: { properties: { with: params } },
+  if (!props || !('with' in props)) return;
+  const kind: Kind | undefined = 'probe' in props ? 'probe' : 'action' in props ? 'action' : undefined;
+  if (!kind || ids[kind].length === 0) return;
+  props[kind] = { ...(props[kind] as Json), enum: ids[kind] };
+  o.allOf = ids[kind].map((id) => ({
+    if: { properties: { [kind]: { const: id } }, required: [kind] },
+    then: { properties: { with: { $ref: `#/definitions/${definitionName(kind, id)}` } } },
   }));
 }
 
@@ -43,9 +59,16 @@ function inputSchema(schema: z.ZodType): Json {
   return rest;
 }
 
-/** The schema files; `probes` (id → params schema, sorted) adds each probe's `with:` to the runbook schema. */
-export function schemaFiles(probes: Record<string, z.ZodType> = {}): SchemaFile[] {
-  const probeParams = Object.fromEntries(Object.entries(probes).map(([id, p]) => [id, inputSchema(p)]));
+/** An action's `with:`: its own parameters and, for a node-targeted one, `nodes` (a NodeSelector) beside them. */
+function actionWith(meta: ParamsMeta): Json {
+  const own = inputSchema(meta.params);
+  if (meta.targets !== 'nodes') return own;
+  const nodes = { ...inputSchema(NodeSelector), description: 'the nodes to act on', default: meta.defaultNodes ?? 'all' };
+  return { ...own, properties: { nodes, ...(own.properties as Json | undefined) } };
+}
+
+/** The schema files; `modules` adds each action's and probe's `with:` to the runbook schema. */
+export function schemaFiles(modules: SchemaModules = { actions: {}, probes: {} }): SchemaFile[] {
   const runbook = generate(
     Runbook,
     'urn:kube-runbook:schema:runbook:v1',
@@ -54,7 +77,12 @@ export function schemaFiles(probes: Record<string, z.ZodType> = {}): SchemaFile[
       'The with: parameters of each action and probe are checked by `kube-runbook validate`.',
   );
   const parsed = JSON.parse(runbook) as Json;
-  withProbeParams(parsed, probeParams);
+  withModuleParams(parsed, { action: Object.keys(modules.actions), probe: Object.keys(modules.probes) });
+  const definitions = {
+    ...Object.fromEntries(Object.entries(modules.actions).map(([id, m]) => [definitionName('action', id), actionWith(m)])),
+    ...Object.fromEntries(Object.entries(modules.probes).map(([id, m]) => [definitionName('probe', id), inputSchema(m.params)])),
+  };
+  if (Object.keys(definitions).length > 0) parsed.definitions = definitions;
   return [
     {
       name: 'runbook.schema.json',

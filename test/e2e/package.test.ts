@@ -80,7 +80,7 @@ describe('install anywhere', () => {
       const validate = await run(EXE, ['validate', join(REPO, 'runbooks', 'kubelet-partition.yaml')], { env });
       expect(validate.code, validate.stderr).toBe(0);
       expect(validate.stdout).toContain('(Runbook kubelet-partition, 5 steps, 2 guards)');
-      const plan = await run(EXE, ['plan', join(REPO, 'runbooks', 'kubelet-partition.yaml'), '-i', join(REPO, 'examples', 'inventory-lab.yaml')], { env });
+      const plan = await run(EXE, ['plan', join(REPO, 'runbooks', 'kubelet-partition.yaml'), '-i', join(REPO, 'examples', 'inventory-lab.yaml'), '--offline'], { env });
       expect(plan.code, plan.stderr).toBe(0);
       expect(plan.stdout).toContain('revert step 2: block-kubelet-egress on node-1');
       const bad = await run(EXE, ['validate', join(REPO, 'test', 'fixtures', 'invalid', readdirSync(join(REPO, 'test', 'fixtures', 'invalid'))[0]!)], { env });

@@ -1,0 +1,115 @@
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { root, runCli } from './helpers/cli.js';
+import { Terminal } from './helpers/terminal.js';
+
+const tmp = mkdtempSync(join(tmpdir(), 'kr-cli-completion-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+const kubeconfig = join(tmp, 'kubeconfig');
+writeFileSync(
+  kubeconfig,
+  `apiVersion: v1
+kind: Config
+current-context: lab
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+contexts:
+  - {name: lab, context: {cluster: c}}
+  - {name: "arn:aws:eks:eu-west-1:123456789012:cluster/prod", context: {cluster: c}}
+  - {name: staging-admin@staging, context: {cluster: c}}
+`,
+);
+
+/** The candidates `__complete` prints for WORDS (the last one being typed), and what the shell adds (`:THEN`). */
+async function complete(words: string[], env: Record<string, string> = {}): Promise<{ values: string[]; then: string }> {
+  const r = await runCli(['__complete', '--', ...words], { KUBECONFIG: '', ...env });
+  expect(r.code, r.stderr).toBe(0);
+  const lines = r.stdout.trimEnd().split('\n');
+  return { values: lines.slice(0, -1).map((l) => l.split('\t')[0]!), then: lines.at(-1)! };
+}
+
+describe('kube-runbook __complete (what the completion scripts ask at each TAB)', () => {
+  it('offers subcommands, then the stop-* actions after `describe st`', async () => {
+    const top = await complete(['']);
+    expect(top.values).toEqual(expect.arrayContaining(['plan', 'run', 'validate', 'describe', 'completion']));
+    expect(top.values).not.toContain('__complete');
+    const stop = await complete(['describe', 'st']);
+    expect(stop.values).toEqual(['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer', 'stop-scheduler']);
+    expect((await complete(['describe', 'node-'])).values).toEqual(['node-leases', 'node-ready']);
+  });
+
+  it("offers a command's options and their choices", async () => {
+    expect((await complete(['plan', '--o'])).values).toEqual(['--offline', '--output']);
+    expect((await complete(['plan', 'rb.yaml', '-o', ''])).values).toEqual(['text', 'json']);
+    expect((await complete(['completion', ''])).values).toEqual(['bash', 'zsh', 'fish']);
+    expect((await complete(['lab', 'st'])).values).toEqual(['status']);
+  });
+
+  it('leaves runbooks, inventories and directories to the shell, saying which', async () => {
+    expect((await complete(['plan', ''])).then).toBe(':yaml');
+    expect((await complete(['validate', 'a.yaml', ''])).then).toBe(':yaml');
+    expect((await complete(['run', 'rb.yaml', '-i', ''])).then).toBe(':yaml');
+    expect((await complete(['run', 'rb.yaml', '--kubeconfig', ''])).then).toBe(':file');
+    expect((await complete(['run', 'rb.yaml', '--report-dir', ''])).then).toBe(':dir');
+    expect(await complete(['describe', ''])).toMatchObject({ then: ':words' });
+  });
+
+  it('offers the contexts of KUBECONFIG, or of the kubeconfig named on the line', async () => {
+    const all = await complete(['plan', 'rb.yaml', '--context', ''], { KUBECONFIG: kubeconfig });
+    expect(all.values).toEqual(['arn:aws:eks:eu-west-1:123456789012:cluster/prod', 'lab', 'staging-admin@staging']);
+    expect((await complete(['run', 'rb.yaml', '--kubeconfig', kubeconfig, '--context', 'st'])).values).toEqual(['staging-admin@staging']);
+    expect((await complete(['plan', 'rb.yaml', '--context', ''], { KUBECONFIG: join(tmp, 'missing') })).values).toEqual([]);
+  });
+});
+
+describe('kube-runbook completion', () => {
+  it('prints a script for bash, zsh and fish, and refuses another shell (exit 2)', async () => {
+    for (const shell of ['bash', 'zsh', 'fish']) {
+      const r = await runCli(['completion', shell]);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain('__complete --');
+      expect(r.stdout).toContain(shell === 'fish' ? 'complete -c kube-runbook' : 'kube-runbook kubectl-runbook');
+    }
+    const bad = await runCli(['completion', 'tcsh']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("error: command-argument value 'tcsh' is invalid for argument 'shell'. Allowed choices are bash, zsh, fish.");
+  });
+
+  it('gives bash a script it parses', async () => {
+    const file = join(tmp, 'completion.bash');
+    writeFileSync(file, (await runCli(['completion', 'bash'])).stdout);
+    expect(() => execFileSync('bash', ['-n', file])).not.toThrow();
+  });
+});
+
+/** `kube-runbook` on PATH, running the built CLI, as an installed one would. */
+function installed(): string {
+  const bin = join(tmp, 'bin');
+  mkdirSync(bin, { recursive: true });
+  writeFileSync(join(bin, 'kube-runbook'), `#!/bin/sh\nexec '${process.execPath}' '${join(root, 'bin/kube-runbook.js')}' "$@"\n`);
+  chmodSync(join(bin, 'kube-runbook'), 0o755);
+  return `${bin}:${process.env.PATH}`;
+}
+
+describe('bash completion on a terminal', () => {
+  it('completes `kube-runbook describe st<TAB><TAB>` with the stop-* actions, runbook files and contexts', async () => {
+    const t = new Terminal('bash --norc --noprofile -i', { cwd: root, env: { KUBECONFIG: kubeconfig, PATH: installed() } });
+    try {
+      await t.type('PS1="ready\\$ "; bind "set bell-style none"; source <(kube-runbook completion bash); echo sourced\n', /sourced\r?\nready\$ $/);
+      // st<TAB> writes the prefix the stop-* actions share, <TAB><TAB> lists them
+      await t.type('kube-runbook describe st\t', /describe stop-$/);
+      const listed = await t.type('\t\t', /stop-scheduler[\s\S]*ready\$ kube-runbook describe stop-$/);
+      for (const id of ['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer']) expect(listed).toContain(id);
+      expect(listed).not.toContain('run-command');
+      // one match is written out in full; runbook files and contexts (with colons) too
+      await t.type('k\t', /describe stop-kubelet $/);
+      await t.type('\x15kube-runbook plan runbooks/apiserver-ou\t', /plan runbooks\/apiserver-outage\.yaml $/);
+      await t.type('--context arn\t', /--context arn:aws:eks:eu-west-1:123456789012:cluster\/prod $/);
+    } finally {
+      await t.end('\x15exit\n');
+    }
+  }, 60_000);
+});
