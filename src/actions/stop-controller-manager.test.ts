@@ -1,5 +1,13 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { InventoryInput } from '../inventory/schema.js';
+import { serviceManager } from '../nodes/services/index.js';
+import type { ServiceTarget } from '../nodes/services/types.js';
+import { leasesFirstScript } from './parts/stop-service.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './stop-controller-manager.js';
 
@@ -54,4 +62,87 @@ actionTester(action, {
     },
   ],
   hostile: (value) => ({ name: 'hostile lab paths', inventory: inventory('lab', value, `/x/${value}`), node: value }),
+});
+
+describe("stop-controller-manager's node-side revert starts it only once every kubelet heartbeats (the script runs for real, the apiserver is a stub curl)", () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kr-kcm-node-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const svc = join(dir, 'nodes', 'cp-1', 'kube-controller-manager');
+  const bin = join(dir, 'bin');
+  const leases = join(dir, 'leases.json');
+  const started = join(svc, 'started');
+  mkdirSync(svc, { recursive: true });
+  mkdirSync(bin);
+  // the controller-manager's own kubeconfig may not list Leases (curl fails on it); the lab's admin one may
+  writeFileSync(join(svc, 'kubeconfig'), 'apiVersion: v1\nclusters:\n- cluster:\n    server: https://10.0.0.9:6443\n  name: lab\nusers:\n- name: kcm\n  user:\n    token: "kcm-token"\n');
+  writeFileSync(join(dir, 'kubeconfig'), 'apiVersion: v1\nclusters:\n- cluster:\n    server: https://10.0.0.1:6443\n  name: lab\nusers:\n- name: admin\n  user:\n    token: "admin-token"\n');
+  writeFileSync(join(svc, 'start'), `#!/bin/sh\ndate +%s >>'${started}'\ntouch '${svc}/up'\n`, { mode: 0o755 });
+  writeFileSync(join(svc, 'stop'), `#!/bin/sh\nrm -f '${svc}/up'\n`, { mode: 0o755 });
+  writeFileSync(join(svc, 'status'), `#!/bin/sh\nif [ -f '${svc}/up' ]; then echo running; else echo stopped; exit 3; fi\n`, { mode: 0o755 });
+  writeFileSync(join(svc, 'health'), `#!/bin/sh\n[ -f '${svc}/up' ]\n`, { mode: 0o755 });
+  writeFileSync(
+    join(bin, 'curl'),
+    `#!/bin/sh\necho "$@" >>'${dir}/curl.args'\ncase "$*" in *10.0.0.9*) exit 22 ;; esac\n[ -f '${leases}' ] || exit 7\ncat '${leases}'\n`,
+    { mode: 0o755 },
+  );
+  writeFileSync(join(bin, 'kubectl'), '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+  const target: ServiceTarget = { manager: 'process', service: 'kube-controller-manager', dir: svc };
+  const list = (renewed: Record<string, string>) =>
+    JSON.stringify(
+      {
+        kind: 'LeaseList',
+        apiVersion: 'coordination.k8s.io/v1',
+        items: Object.entries(renewed).map(([name, renewTime]) => ({
+          metadata: { name, namespace: 'kube-node-lease' },
+          spec: { holderIdentity: name, leaseDurationSeconds: 40, renewTime },
+        })),
+      },
+      null,
+      2,
+    );
+  const run = (capS: number) => {
+    const out: string[] = [];
+    const child = spawn('/bin/sh', ['-c', leasesFirstScript('stop-controller-manager', target, serviceManager(target).start(target, 2), capS, 1)], {
+      env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
+    });
+    child.stdout.on('data', (d: Buffer) => out.push(d.toString()));
+    child.stderr.on('data', (d: Buffer) => out.push(d.toString()));
+    return { out: () => out.join(''), exit: new Promise<number | null>((r) => child.on('exit', r)) };
+  };
+  const until = async (what: () => boolean) => {
+    for (let i = 0; i < 200 && !what(); i++) await new Promise((r) => setTimeout(r, 50));
+    return what();
+  };
+  const at = (s: number) => `2026-01-01T00:00:${String(s).padStart(2, '0')}.000000Z`;
+
+  it('waits while a node Lease is not renewed between two reads, naming the node, and starts it once all are', async () => {
+    writeFileSync(leases, list({ 'node-1': at(1), 'node-2': at(1) }));
+    const r = run(600);
+    // node-1's kubelet heartbeats, node-2's is still stopped
+    let beat = 1;
+    const beating = setInterval(() => writeFileSync(leases, list({ 'node-1': at(++beat % 60), 'node-2': at(1) })), 200);
+    expect(await until(() => r.out().includes('not starting it yet: 1 of 2 node Lease(s) not renewed since the last check: node-2'))).toBe(true);
+    expect(existsSync(started)).toBe(false);
+    clearInterval(beating);
+    // node-2's kubelet is back
+    const both = setInterval(() => writeFileSync(leases, list({ 'node-1': at(++beat % 60), 'node-2': at(beat % 60) })), 200);
+    const code = await r.exit;
+    clearInterval(both);
+    expect(code, r.out()).toBe(0);
+    expect(r.out()).toContain('kubelets heartbeat (all 2 node Lease(s) renewed since the last check): starting it');
+    expect(readFileSync(started, 'utf8').trim().split('\n')).toHaveLength(1);
+    // the admin kubeconfig's token went in a header file, never on curl's command line
+    expect(readFileSync(join(dir, 'curl.args'), 'utf8')).not.toContain('admin-token');
+  });
+
+  it('fails closed while the Leases cannot be read, and starts it anyway at the hard cap, saying so', async () => {
+    rmSync(leases, { force: true });
+    rmSync(started, { force: true });
+    rmSync(join(svc, 'up'), { force: true });
+    const r = run(2);
+    expect(await r.exit).toBe(0);
+    expect(r.out()).toContain('not starting it yet: the node Leases cannot be read');
+    expect(r.out()).toMatch(/still the node Leases cannot be read .* after 2 s: starting it anyway \(the hard cap\)/);
+    expect(existsSync(started)).toBe(true);
+  });
 });

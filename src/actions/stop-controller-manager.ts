@@ -6,6 +6,8 @@ export default serviceStopAction({
   service: 'kube-controller-manager',
   kind: 'remediation',
   stopsEvictions: 'controller-manager',
+  // its dead-man must not bring the node lifecycle controller back while kubelets are still silent
+  leasesRenewedFirst: true,
   summary: 'Stop kube-controller-manager to freeze evictions; the revert starts it and waits for /healthz.',
   description:
     'Stops the controller-manager on each selected node (control-plane nodes by default). Without it the node lifecycle ' +

@@ -159,11 +159,11 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
     expect(healthy('node-2', 'kubelet')).toBe(true);
   });
 
-  it('the executor SIGKILLed with the controller-manager frozen as remediation: faults reverted by dead-men, the controller-manager stays stopped until recover finds leases fresh, no pod evicted', async () => {
+  it('the executor SIGKILLed with the controller-manager frozen as remediation: faults reverted by dead-men, the controller-manager restarted by its own only once every kubelet heartbeats, no pod evicted', async () => {
     const file = writeRunbook(
       'freeze-kill',
       `spec:
-  safety: {allowContexts: [${JSON.stringify(lab.context)}], faultTtl: 15s, remediationTtl: 30m, maxDuration: 10m}
+  safety: {allowContexts: [${JSON.stringify(lab.context)}], faultTtl: 15s, remediationTtl: 40s, maxDuration: 10m}
   guards:
     - {name: eviction forecast, probe: eviction-forecast, with: {margin: 20s}, onViolation: remediate, onUnknown: hold, unknownFor: 30s}
   steps:
@@ -182,6 +182,8 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
     child!.kill('SIGKILL');
     const killedAt = realClock.now();
     await exited(child!);
+    // a kubelet the run never touched goes silent too, and stays so past remediationTtl
+    expect(spawnSync(join(lab.stateDir, 'nodes', 'node-2', 'kubelet', 'stop')).status).toBe(0);
 
     // the fault's dead-man (faultTtl 15 s) reverts the egress block; node-1's lease is renewed again
     const egress = await until('the egress block reverted by the dead-man', async () => {
@@ -189,17 +191,26 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
       return r.status === 0 && !r.stdout.includes('KR-EGRESS');
     }, 60_000);
     console.log(`dead-man: egress block reverted ${(egress / 1000).toFixed(1)} s after SIGKILL (faultTtl 15 s)`);
-    // well past faultTtl, the controller-manager is still stopped: its dead-man waits for remediationTtl
-    while (realClock.now() - killedAt < 45_000) {
+    // past faultTtl, and past remediationTtl while node-2's kubelet is silent, the controller-manager stays stopped:
+    // its dead-man fires at remediationTtl and waits for every node Lease to be renewed
+    while (realClock.now() - killedAt < 60_000) {
       expect(running('cp-1', 'kube-controller-manager'), `controller-manager restarted ${realClock.now() - killedAt} ms after SIGKILL`).toBe(false);
       await realClock.sleep(1000);
     }
-
-    // recover: the faults are reverted already; it waits for every lease to be fresh, then restarts the controller-manager
+    const fired = () => readdirSync(join(DEADMAN_ROOT, runId)).find((n) => n.includes('stop-controller-manager') && n.endsWith('.fired'));
+    const log = () => readFileSync(join(DEADMAN_ROOT, runId, fired() ?? 'none', 'revert.log'), 'utf8');
+    expect(fired(), `the controller-manager's dead-man fired (${readdirSync(join(DEADMAN_ROOT, runId)).join(', ')})`).toBeDefined();
+    expect(log()).toMatch(/not starting it yet: 1 of \d+ node Lease\(s\) not renewed since the last check: node-2/);
+    // node-2's kubelet is back: the controller-manager follows, after its Lease is renewed
+    const kubeletBack = realClock.now();
+    expect(spawnSync(join(lab.stateDir, 'nodes', 'node-2', 'kubelet', 'start')).status).toBe(0);
+    const cmBack = await until('the controller-manager healthy', () => healthy('cp-1', 'kube-controller-manager'), 90_000);
+    expect(log()).toMatch(/kubelets heartbeat \(all \d+ node Lease\(s\) renewed since the last check\): starting it/);
+    console.log(`dead-man: controller-manager started ${(cmBack / 1000).toFixed(1)} s after node-2's kubelet (${((realClock.now() - killedAt) / 1000).toFixed(0)} s after SIGKILL)`);
+    expect(realClock.now()).toBeGreaterThan(kubeletBack);
+    // recover finds everything undone by the dead-men and releases the run lock
     const r = await cli(['recover', runId], { env: env(), timeoutMs: 300_000 });
     expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
-    expect(r.stdout).toMatch(/waiting for node-leases to read ok before undoing remediation/);
-    await until('the controller-manager healthy', () => healthy('cp-1', 'kube-controller-manager'), 60_000);
     // past the lab's toleration (30 s) with the controller running again: nothing evicted, nothing killed
     await realClock.sleep(45_000);
     const seen = await pods.stop();

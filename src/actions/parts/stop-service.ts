@@ -3,8 +3,9 @@ import { defineAction, type Action, type ActionMeta } from '../../contract/actio
 import { formatDuration } from '../../core/duration.js';
 import { duration } from '../../core/zod-helpers.js';
 import { describeTarget, runOnNode, serviceManager, serviceTarget, targetNode } from '../../nodes/services/index.js';
-import { execTimeoutMs, script, seconds } from '../../nodes/services/script.js';
+import { execTimeoutMs, KR_FAIL, script, seconds } from '../../nodes/services/script.js';
 import { STATUS_STOPPED, type ServiceName, type ServiceTarget } from '../../nodes/services/types.js';
+import { controlPlaneKubeconfigs, KR_API_GET, KR_LEASES_RENEWED } from './node-api.js';
 
 export const StopParams = z.strictObject({
   timeout: duration()
@@ -25,6 +26,49 @@ export interface ServiceStopSpec extends Omit<ActionMeta<StopParams>, 'params' |
   service: ServiceName;
   /** Said in preflight's log on k3s servers, where one unit runs the whole control plane. */
   k3sWarning?: string;
+  /**
+   * The node-side revert starts the service only once every node's Lease is renewed again (`leasesRenewedFirst`):
+   * for a component whose start, while kubelets are silent, is the eviction cascade (the controller-manager).
+   */
+  leasesRenewedFirst?: boolean;
+}
+
+/**
+ * How long a node-side revert waits, at most, for every node Lease to be renewed before it starts the service anyway:
+ * it runs when the executor has been gone for remediationTtl, and after that nobody else may be left to start it.
+ */
+const LEASES_WAIT_S = 900;
+
+/**
+ * The dead-man's start of a service that must wait for the kubelets: every `everyS` it reads the node Leases and
+ * starts the service once each was renewed since the read before (`kr_leases_renewed`), or at `capS` anyway, saying
+ * so. Unreadable Leases count as not renewed (it fails closed until the cap). Everything it says goes to revert.log.
+ */
+export function leasesFirstScript(id: string, target: ServiceTarget, start: string, capS = LEASES_WAIT_S, everyS = 15): string {
+  const layout = target.manager === 'process' ? 'lab' : target.manager === 'static-pod' ? 'kubeadm' : 'k3s';
+  const kubeconfigs = controlPlaneKubeconfigs(layout, target.manager === 'process' ? target.dir : undefined);
+  return script(
+    `${id} node-side revert: node Leases renewed first`,
+    { kubeconfigs: kubeconfigs.join('\n'), cap_s: capS, every_s: everyS },
+    KR_FAIL,
+    KR_API_GET,
+    KR_LEASES_RENEWED,
+    'kr_tmp=$(mktemp -d) || kr_fail "cannot make a temporary directory"',
+    'chmod 700 "$kr_tmp"',
+    'trap \'rm -rf "$kr_tmp"\' EXIT',
+    'kr_say() { printf \'%s %s\\n\' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }',
+    // counted in checks, not read from the clock, so that it ends whatever `date` says
+    'kr_left=$cap_s',
+    'while :; do',
+    '  if kr_leases_renewed; then kr_say "kubelets heartbeat ($kr_why): starting it"; break; fi',
+    '  if [ "$kr_left" -le 0 ]; then kr_say "still $kr_why after $cap_s s: starting it anyway (the hard cap)"; break; fi',
+    '  kr_say "not starting it yet: $kr_why; checking again in $every_s s"',
+    '  sleep "$every_s"',
+    '  kr_left=$((kr_left - every_s))',
+    'done',
+    // the start script's own lines after its header (`# kube-runbook: …` and `set -u`)
+    ...start.split('\n').slice(2),
+  );
 }
 
 /**
@@ -32,16 +76,18 @@ export interface ServiceStopSpec extends Omit<ActionMeta<StopParams>, 'params' |
  * revert (and node-side dead-man) starts it again and waits until it is healthy.
  */
 export function serviceStopAction(spec: ServiceStopSpec): Action<StopParams, StopState> {
-  const { service, k3sWarning, ...meta } = spec;
+  const { service, k3sWarning, leasesRenewedFirst, ...meta } = spec;
   return defineAction<StopParams, StopState>({
     meta: {
       ...meta,
+      ...(leasesRenewedFirst ? { nodeSideWaitMs: LEASES_WAIT_S * 1000 } : {}),
       access: [],
       params: StopParams,
       targets: 'nodes',
       undo:
         'the revert starts the service again (systemctl start / the manifest moved back / the lab start script) and waits until it is healthy; ' +
-        'the node-side dead-man runs the same start script by itself after `faultTtl` without keepalive',
+        'the node-side dead-man runs the same start script by itself after `faultTtl` without keepalive' +
+        (leasesRenewedFirst ? ', once every node Lease is renewed again (at most 15 minutes later)' : ''),
     },
 
     async preflight(ctx) {
@@ -92,10 +138,11 @@ export function serviceStopAction(spec: ServiceStopSpec): Action<StopParams, Sto
       ctx.log.info(`${meta.id}: ${describeTarget(state.target)} on ${state.node} is healthy again`, { node: state.node });
     },
 
-    nodeSideRevert: (state) =>
-      state.wasRunning
-        ? serviceManager(state.target).start(state.target, state.timeoutS)
-        : script(`${meta.id} node-side revert: nothing to undo`, {}, ': # the service was not running before the run'),
+    nodeSideRevert: (state) => {
+      if (!state.wasRunning) return script(`${meta.id} node-side revert: nothing to undo`, {}, ': # the service was not running before the run');
+      const start = serviceManager(state.target).start(state.target, state.timeoutS);
+      return leasesRenewedFirst ? leasesFirstScript(meta.id, state.target, start) : start;
+    },
 
     describe: (params) => `stop ${service} on each node (waits up to ${formatDuration(params.timeout)})`,
   });

@@ -1,4 +1,5 @@
 import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, KR_NOT_YET, KR_WAIT, script } from '../../nodes/services/script.js';
+import { controlPlaneKubeconfigs, KR_API_GET } from './node-api.js';
 
 /**
  * Node scripts of `disable-taint-eviction`: restart the controller-manager with the taint-eviction controller
@@ -182,60 +183,23 @@ export const NODE_SIDE_WAIT_S = 900;
 
 /** Where a control-plane node keeps a kubeconfig that may list nodes, by layout (after the controller-manager's own). */
 function kubeconfigsOf(t: TaintEvictionTarget): string[] {
-  switch (t.layout) {
-    case 'kubeadm':
-      return ['/etc/kubernetes/admin.conf', '/etc/kubernetes/super-admin.conf', '/etc/kubernetes/controller-manager.conf'];
-    case 'k3s':
-      return ['/etc/rancher/k3s/k3s.yaml', '/var/lib/rancher/k3s/server/cred/admin.kubeconfig'];
-    case 'lab':
-      return [`${t.dir}/kubeconfig`];
-  }
+  return controlPlaneKubeconfigs(t.layout, t.layout === 'lab' ? t.dir : undefined);
 }
 
 /**
- * `kr_nodes_settled`: reads the nodes (GET /api/v1/nodes) with a kubeconfig of this node (the running
- * controller-manager's `--kubeconfig`, then the layout's admin kubeconfigs), through curl with the kubeconfig's
- * credentials, else kubectl (or k3s kubectl); 0 when every node's Ready condition is True and none carries the
- * unreachable/not-ready NoExecute taint, 1 when not, 2 when the nodes cannot be read; `$kr_why` says which.
- * The JSON is only searched for those two shapes (the apiserver writes a condition's type before its status, and a
- * taint's key before its effect): no JSON tool is needed on the node.
+ * `kr_nodes_settled`: reads the nodes with a kubeconfig of this node (the running controller-manager's
+ * `--kubeconfig`, then the layout's admin kubeconfigs; `kr_api_get`); 0 when every node's Ready condition is True and
+ * none carries the unreachable/not-ready NoExecute taint, 1 when not, 2 when the nodes cannot be read; `$kr_why` says
+ * which. The JSON is only searched for those two shapes (the apiserver writes a condition's type before its status,
+ * and a taint's key before its effect): no JSON tool is needed on the node.
  */
-const KR_NODES_SETTLED = `kr_kv() {
-  sed -n "s/^[[:space:]]*$1:[[:space:]]*//p" "$2" | head -n 1 | tr -d "\\"'"
-}
-kr_curl_nodes() {
-  command -v curl >/dev/null 2>&1 && [ -r "$1" ] || return 1
-  kr_server=$(kr_kv server "$1")
-  [ -n "$kr_server" ] || return 1
-  set -- "$1" -sS --fail --max-time 10 -A kube-runbook-deadman
-  v=$(kr_kv certificate-authority-data "$1"); if [ -n "$v" ]; then printf '%s' "$v" | base64 -d >"$kr_tmp/ca" && set -- "$@" --cacert "$kr_tmp/ca"; else v=$(kr_kv certificate-authority "$1"); [ -z "$v" ] || set -- "$@" --cacert "$v"; fi
-  v=$(kr_kv client-certificate-data "$1"); if [ -n "$v" ]; then printf '%s' "$v" | base64 -d >"$kr_tmp/crt" && set -- "$@" --cert "$kr_tmp/crt"; else v=$(kr_kv client-certificate "$1"); [ -z "$v" ] || set -- "$@" --cert "$v"; fi
-  v=$(kr_kv client-key-data "$1"); if [ -n "$v" ]; then printf '%s' "$v" | base64 -d >"$kr_tmp/key" && set -- "$@" --key "$kr_tmp/key"; else v=$(kr_kv client-key "$1"); [ -z "$v" ] || set -- "$@" --key "$v"; fi
-  v=$(kr_kv token "$1"); if [ -n "$v" ]; then printf 'Authorization: Bearer %s\\n' "$v" >"$kr_tmp/auth" && set -- "$@" -H "@$kr_tmp/auth"; fi
-  shift
-  curl "$@" "\${kr_server%/}/api/v1/nodes"
-}
-kr_kubectl_nodes() {
-  [ -r "$1" ] || return 1
-  if command -v kubectl >/dev/null 2>&1; then kubectl --kubeconfig="$1" --request-timeout=10s get --raw /api/v1/nodes
-  elif command -v k3s >/dev/null 2>&1; then k3s kubectl --kubeconfig="$1" --request-timeout=10s get --raw /api/v1/nodes
-  else return 1; fi
-}
+const KR_NODES_SETTLED = `${KR_API_GET}
 kr_nodes_settled() {
   { kr_kcm_args 2>/dev/null | sed -n 's/^--kubeconfig=//p'; printf '%s\n' "$kubeconfigs"; } >"$kr_tmp/kubeconfigs"
-  kr_read=
-  while IFS= read -r kc; do
-    [ -n "$kc" ] || continue
-    if kr_curl_nodes "$kc" >"$kr_tmp/nodes" 2>/dev/null || kr_kubectl_nodes "$kc" >"$kr_tmp/nodes" 2>/dev/null; then
-      # one line, no blanks (an apiserver pretty-prints for a client it takes for curl)
-      tr -d ' \\t\\r\\n' <"$kr_tmp/nodes" >"$kr_tmp/nodes.min"
-      if grep -q '"kind":"NodeList"' "$kr_tmp/nodes.min"; then kr_read=$kc; break; fi
-    fi
-  done <"$kr_tmp/kubeconfigs"
-  if [ -z "$kr_read" ]; then kr_why="the nodes cannot be read (no kubeconfig of this node answered)"; return 2; fi
-  kr_nodes=$(grep -o '"type":"Ready","status":"[A-Za-z]*"' "$kr_tmp/nodes.min" | wc -l)
-  kr_notready=$(grep -o '"type":"Ready","status":"[A-Za-z]*"' "$kr_tmp/nodes.min" | grep -vc '"status":"True"')
-  kr_tainted=$(grep -oE '"key":"node\\.kubernetes\\.io/(unreachable|not-ready)",("value":"[^"]*",)?"effect":"NoExecute"' "$kr_tmp/nodes.min" | wc -l)
+  if ! kr_api_get /api/v1/nodes NodeList; then kr_why="the nodes cannot be read (no kubeconfig of this node answered)"; return 2; fi
+  kr_nodes=$(grep -o '"type":"Ready","status":"[A-Za-z]*"' "$kr_tmp/body.min" | wc -l)
+  kr_notready=$(grep -o '"type":"Ready","status":"[A-Za-z]*"' "$kr_tmp/body.min" | grep -vc '"status":"True"')
+  kr_tainted=$(grep -oE '"key":"node\\.kubernetes\\.io/(unreachable|not-ready)",("value":"[^"]*",)?"effect":"NoExecute"' "$kr_tmp/body.min" | wc -l)
   kr_why="$kr_notready of $kr_nodes node(s) not Ready, $kr_tainted unreachable/not-ready NoExecute taint(s)"
   [ "$kr_notready" -eq 0 ] && [ "$kr_tainted" -eq 0 ]
 }`;
