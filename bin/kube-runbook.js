@@ -9,7 +9,10 @@ const MIN_NODE = '22.19';
 const [major, minor] = process.versions.node.split('.').map(Number);
 const [needMajor, needMinor] = MIN_NODE.split('.').map(Number);
 if (major < needMajor || (major === needMajor && minor < needMinor)) {
-  process.stderr.write(`kube-runbook needs Node.js ${MIN_NODE} or newer; this is ${process.versions.node}\n`);
+  process.stderr.write(
+    `kube-runbook needs Node.js ${MIN_NODE} or newer; this is ${process.versions.node}. ` +
+      'Upgrade Node.js (https://nodejs.org, or your package manager), or use the single executable, which brings its own (npm run package)\n',
+  );
   process.exit(2);
 }
 

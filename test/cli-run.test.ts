@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -81,8 +81,12 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
     for (const file of ['runbooks/emergency/freeze-evictions.yaml', 'runbooks/emergency/control-plane-failover.yaml']) {
       const r = await cli(['run', file, '-i', inventory, '--kubeconfig', kubeconfig, '--yes']);
       expect(r.code).toBe(2);
+      // where the "*" is in the file, as an editor counts (1-based line and column)
+      const lines = readFileSync(file, 'utf8').split('\n');
+      const line = lines.findIndex((l) => l.includes('allowContexts: ["*"]'));
+      const at = `${line + 1}:${lines[line]!.indexOf('"*"') + 1}`;
       expect(r.stderr).toMatch(
-        new RegExp(`^kube-runbook: ${file.replace(/[.]/g, '\\.')}:23:28: spec\\.safety\\.allowContexts\\[0\\]: "\\*" allows every context: name the one to run against with --context NAME`),
+        new RegExp(`^kube-runbook: ${file.replace(/[.]/g, '\\.')}:${at}: spec\\.safety\\.allowContexts\\[0\\]: "\\*" allows every context: name the one to run against with --context NAME`),
       );
       expect(r.stdout).not.toContain('preflight');
       noStack(r);

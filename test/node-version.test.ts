@@ -28,7 +28,10 @@ describe('bin/kube-runbook.js on an older Node', () => {
     const r = await run(OLD_NODE, ['bin/kube-runbook.js', '--help']);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toBe(`kube-runbook needs Node.js 22.19 or newer; this is ${version.stdout.trim()}\n`);
+    expect(r.stderr).toBe(
+      `kube-runbook needs Node.js 22.19 or newer; this is ${version.stdout.trim()}. ` +
+        'Upgrade Node.js (https://nodejs.org, or your package manager), or use the single executable, which brings its own (npm run package)\n',
+    );
   });
 
   it('runs on the Node it needs', async () => {

@@ -61,7 +61,9 @@ export async function preflight(
     allowed,
     allowed
       ? `context "${context}" is allowed (server ${ctx.kube.server})`
-      : `context "${context}" is not in spec.safety.allowContexts (${plan.safety.allowContexts.join(', ') || 'none listed'}); its server is ${ctx.kube.server}`,
+      : `context "${context}" is not in spec.safety.allowContexts (${plan.safety.allowContexts.join(', ') || 'none listed'}); its server is ${ctx.kube.server}. ` +
+          `Run against an allowed context with --context NAME, or, if this cluster is one the runbook is meant for, add "${context}" ` +
+          `(or "${context}@${ctx.kube.server}", which pins its server too) to spec.safety.allowContexts in ${plan.file}`,
   );
   if (!allowed) return { ok: false, failures };
 

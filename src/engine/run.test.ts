@@ -177,6 +177,7 @@ describe('run: preflight', () => {
     const r = await h.handle.result;
     expect(r.status).toBe('refused');
     expect(r.reason).toContain('context "production" is not in spec.safety.allowContexts (staging-*)');
+    expect(r.reason).toMatch(/Run against an allowed context with --context NAME, or, .* add "production" \(or "production@\S+", which pins its server too\) to spec\.safety\.allowContexts in \S+/);
     expect(log).toEqual([]);
     expect(h.nodes.calls).toEqual([]);
   });

@@ -82,6 +82,7 @@ describe('loadClientConfig', () => {
     expect((await loadClientConfig({ file, env: env() }).credentials()).insecure).toBe(true);
     const e = thrown(() => loadClientConfig({ file, context: 'three', env: env() }));
     expect([e.code, e.exit, e.message]).toEqual(['KUBE_CONTEXT_UNKNOWN', 2, 'no context "three" in the kubeconfig (known: one, two)']);
+    expect(e.details[0]).toMatch(/^it read .*; name one of its contexts with --context, or another kubeconfig with --kubeconfig \(kubectl config get-contexts lists them\)$/);
   });
 
   it('merges KUBECONFIG as kubectl does: the first file to name an entry wins, paths relative to the file naming them', async () => {

@@ -146,7 +146,10 @@ export function loadClientConfig(o: LoadOptions = {}): ClientConfig {
   const where = merged.files.map(quote).join(', ');
   const contextName = o.context ?? merged.current;
   if (o.context && !merged.contexts.has(o.context))
-    throw new KrError('KUBE_CONTEXT_UNKNOWN', `no context ${quote(o.context)} in the kubeconfig (known: ${[...merged.contexts.keys()].join(', ') || 'none'})`, { exit: 2 });
+    throw new KrError('KUBE_CONTEXT_UNKNOWN', `no context ${quote(o.context)} in the kubeconfig (known: ${[...merged.contexts.keys()].join(', ') || 'none'})`, {
+      exit: 2,
+      details: [`it read ${where}; name one of its contexts with --context, or another kubeconfig with --kubeconfig (kubectl config get-contexts lists them)`],
+    });
   if (!contextName) throw unavailable(`the kubeconfig ${where} has no current-context; give --context`);
   const context = merged.contexts.get(contextName);
   if (!context) throw unavailable(`the kubeconfig's current-context ${quote(contextName)} is not among its contexts (${where})`);
