@@ -209,6 +209,17 @@ describe('in-cluster runs', () => {
     const [namespace, name] = journalCm.split('/') as [string, string];
     const core = coreApi(lab);
     const journals = async () => (await core.readNamespacedConfigMap({ namespace, name })).data ?? {};
+    // the run before cut node-1 off: its taint outlives the revert by a few seconds, and a run started meanwhile is
+    // aborted at once by its eviction forecast, before anything is applied
+    await until(
+      'every node Ready and untainted',
+      async () =>
+        (await core.listNode()).items.every(
+          (n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') && !(n.spec?.taints ?? []).some((t) => t.effect === 'NoExecute'),
+        ),
+      120_000,
+      500,
+    );
     const sa = await serviceAccountDir();
     const run = startAsJob(sa, ['run', runbookCopy, '-i', lab.inventoryFile, '--in-cluster', '--yes', '--output', 'json', '--journal-configmap', journalCm]);
     // the pod goes (its node lost: no SIGTERM, no rollback) once its fault is applied, and its emptyDir with it
