@@ -1,10 +1,11 @@
 import { NOT_YET_EXIT } from '../nodes/services/script.js';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { eventually, runNodeScript } from '../testing/node-script.js';
 import type { InventoryInput } from '../inventory/schema.js';
 import type { KubeAccess } from '../kube/types.js';
 import { actionTester } from '../testing/action-tester.js';
@@ -165,17 +166,8 @@ describe("disable-taint-eviction's node-side revert waits for the nodes first (t
   });
   // pretty-printed, as an apiserver answers a client it takes for curl
   const list = (...items: object[]) => JSON.stringify({ kind: 'NodeList', apiVersion: 'v1', items }, null, 2);
-  const run = (capS: number) => {
-    const out: string[] = [];
-    const child = spawn('/bin/sh', ['-c', nodeSideRevertScript({ layout: 'lab', dir: svc }, 0, capS, 1)], { env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
-    child.stdout.on('data', (d: Buffer) => out.push(d.toString()));
-    child.stderr.on('data', (d: Buffer) => out.push(d.toString()));
-    return { out: () => out.join(''), exit: new Promise<number | null>((r) => child.on('exit', r)) };
-  };
-  const until = async (what: () => boolean) => {
-    for (let i = 0; i < 200 && !what(); i++) await new Promise((r) => setTimeout(r, 50));
-    return what();
-  };
+  const run = (capS: number) => runNodeScript(nodeSideRevertScript({ layout: 'lab', dir: svc }, 0, capS, 1), bin);
+  const until = eventually;
 
   it('restores taint eviction only once every node is Ready and no lifecycle NoExecute taint is left, saying why it waits', async () => {
     writeFileSync(nodes, list(node('node-1', 'True'), node('node-2', 'Unknown', 'node.kubernetes.io/unreachable')));

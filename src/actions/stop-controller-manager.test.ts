@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { eventually, runNodeScript } from '../testing/node-script.js';
 import type { InventoryInput } from '../inventory/schema.js';
 import { serviceManager } from '../nodes/services/index.js';
 import type { ServiceTarget } from '../nodes/services/types.js';
@@ -100,19 +100,8 @@ describe("stop-controller-manager's node-side revert starts it only once every k
       null,
       2,
     );
-  const run = (capS: number) => {
-    const out: string[] = [];
-    const child = spawn('/bin/sh', ['-c', leasesFirstScript('stop-controller-manager', target, serviceManager(target).start(target, 2), capS, 1)], {
-      env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
-    });
-    child.stdout.on('data', (d: Buffer) => out.push(d.toString()));
-    child.stderr.on('data', (d: Buffer) => out.push(d.toString()));
-    return { out: () => out.join(''), exit: new Promise<number | null>((r) => child.on('exit', r)) };
-  };
-  const until = async (what: () => boolean) => {
-    for (let i = 0; i < 200 && !what(); i++) await new Promise((r) => setTimeout(r, 50));
-    return what();
-  };
+  const run = (capS: number) => runNodeScript(leasesFirstScript('stop-controller-manager', target, serviceManager(target).start(target, 2), capS, 1), bin);
+  const until = eventually;
   const at = (s: number) => `2026-01-01T00:00:${String(s).padStart(2, '0')}.000000Z`;
 
   it('waits while a node Lease is not renewed between two reads, naming the node, and starts it once all are', async () => {

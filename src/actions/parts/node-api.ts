@@ -87,3 +87,27 @@ export const KR_LEASES_RENEWED = `kr_leases_renewed() {
   kr_why="$kr_stale of $kr_was node Lease(s) not renewed since the last check\${kr_names:+: $kr_names}"
   return 1
 }`;
+
+/**
+ * The lines of a node-side revert that waits for the cluster before it acts: `$kr_tmp` (removed at exit), then
+ * `check` (a shell function: 0 when safe, `$kr_why` saying what it saw) every `$every_s` seconds until it passes, or
+ * until `$cap_s` seconds have passed, when it acts anyway. Each line it says is time-stamped: they go to the
+ * dead-man's revert.log. `ready` says what passing means, `act` what it then does ("starting it").
+ */
+export function waitBeforeActing(check: string, ready: string, act: string): string[] {
+  return [
+    'kr_tmp=$(mktemp -d) || kr_fail "cannot make a temporary directory"',
+    'chmod 700 "$kr_tmp"',
+    'trap \'rm -rf "$kr_tmp"\' EXIT',
+    'kr_say() { printf \'%s %s\\n\' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }',
+    // counted in checks, not read from the clock, so that it ends whatever `date` says
+    'kr_left=$cap_s',
+    'while :; do',
+    `  if ${check}; then kr_say "${ready} ($kr_why): ${act}"; break; fi`,
+    `  if [ "$kr_left" -le 0 ]; then kr_say "still $kr_why after $cap_s s: ${act} anyway (the hard cap)"; break; fi`,
+    `  kr_say "not ${act} yet: $kr_why; checking again in $every_s s"`,
+    '  sleep "$every_s"',
+    '  kr_left=$((kr_left - every_s))',
+    'done',
+  ];
+}

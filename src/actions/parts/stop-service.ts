@@ -5,7 +5,7 @@ import { duration } from '../../core/zod-helpers.js';
 import { describeTarget, runOnNode, serviceManager, serviceTarget, targetNode } from '../../nodes/services/index.js';
 import { execTimeoutMs, KR_FAIL, script, seconds } from '../../nodes/services/script.js';
 import { STATUS_STOPPED, type ServiceName, type ServiceTarget } from '../../nodes/services/types.js';
-import { controlPlaneKubeconfigs, KR_API_GET, KR_LEASES_RENEWED } from './node-api.js';
+import { controlPlaneKubeconfigs, KR_API_GET, KR_LEASES_RENEWED, waitBeforeActing } from './node-api.js';
 
 export const StopParams = z.strictObject({
   timeout: duration()
@@ -53,19 +53,7 @@ export function leasesFirstScript(id: string, target: ServiceTarget, start: stri
     KR_FAIL,
     KR_API_GET,
     KR_LEASES_RENEWED,
-    'kr_tmp=$(mktemp -d) || kr_fail "cannot make a temporary directory"',
-    'chmod 700 "$kr_tmp"',
-    'trap \'rm -rf "$kr_tmp"\' EXIT',
-    'kr_say() { printf \'%s %s\\n\' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }',
-    // counted in checks, not read from the clock, so that it ends whatever `date` says
-    'kr_left=$cap_s',
-    'while :; do',
-    '  if kr_leases_renewed; then kr_say "kubelets heartbeat ($kr_why): starting it"; break; fi',
-    '  if [ "$kr_left" -le 0 ]; then kr_say "still $kr_why after $cap_s s: starting it anyway (the hard cap)"; break; fi',
-    '  kr_say "not starting it yet: $kr_why; checking again in $every_s s"',
-    '  sleep "$every_s"',
-    '  kr_left=$((kr_left - every_s))',
-    'done',
+    ...waitBeforeActing('kr_leases_renewed', 'kubelets heartbeat', 'starting it'),
     // the start script's own lines after its header (`# kube-runbook: …` and `set -u`)
     ...start.split('\n').slice(2),
   );

@@ -1,5 +1,5 @@
 import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, KR_NOT_YET, KR_WAIT, script } from '../../nodes/services/script.js';
-import { controlPlaneKubeconfigs, KR_API_GET } from './node-api.js';
+import { controlPlaneKubeconfigs, KR_API_GET, waitBeforeActing } from './node-api.js';
 
 /**
  * Node scripts of `disable-taint-eviction`: restart the controller-manager with the taint-eviction controller
@@ -219,21 +219,7 @@ export function nodeSideRevertScript(t: TaintEvictionTarget, timeoutS: number, c
     { ...vars(t), kubeconfigs: kubeconfigsOf(t).join('\n'), cap_s: capS, every_s: everyS },
     ...common(t),
     KR_NODES_SETTLED,
-    'kr_tmp=$(mktemp -d) || kr_fail "cannot make a temporary directory"',
-    'chmod 700 "$kr_tmp"',
-    'trap \'rm -rf "$kr_tmp"\' EXIT',
-    'kr_say() { printf \'%s %s\\n\' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }',
-    // counted in checks, not read from the clock, so that it ends whatever `date` says
-    'kr_left=$cap_s',
-    'while :; do',
-    '  kr_nodes_settled',
-    '  kr_rc=$?',
-    '  if [ "$kr_rc" -eq 0 ]; then kr_say "nodes settled ($kr_why): restoring taint eviction"; break; fi',
-    '  if [ "$kr_left" -le 0 ]; then kr_say "still $kr_why after $cap_s s: restoring taint eviction anyway (the hard cap)"; break; fi',
-    '  kr_say "not restoring taint eviction yet: $kr_why; checking again in $every_s s"',
-    '  sleep "$every_s"',
-    '  kr_left=$((kr_left - every_s))',
-    'done',
+    ...waitBeforeActing('kr_nodes_settled', 'nodes settled', 'restoring taint eviction'),
     ...revert.slice(2),
   );
 }
