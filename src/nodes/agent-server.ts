@@ -230,6 +230,10 @@ async function followLease(o: AgentServerOptions, d: AgentServerDeps): Promise<b
   const touch = wireScript(keepaliveScript(o.runId, o.deadmanRoot));
   let last: string | undefined;
   let lastSeenAt = d.clock.now();
+  // A renewal counts once this agent has seen the Lease change. The one it finds when it starts may be long stale (its
+  // executor killed, the agent started again since): touching the keepalives for it would put every dead-man of the
+  // run back by faultTtl, and an agent that keeps restarting would keep the faults applied.
+  let readOnce = false;
   while (!d.signal.aborted) {
     // whether the Lease was read (or found gone): only then can the agent tell a run gone from a node cut off
     let read: boolean;
@@ -237,7 +241,8 @@ async function followLease(o: AgentServerOptions, d: AgentServerDeps): Promise<b
       const lease = await d.api.json<LeaseLite>(path, { timeoutMs: 5_000, signal: d.signal });
       read = true;
       const renewed = lease.spec?.holderIdentity === o.runId ? lease.spec.renewTime : undefined;
-      if (renewed && renewed !== last) {
+      if (renewed && renewed !== last && !readOnce) last = renewed;
+      else if (renewed && renewed !== last) {
         lastSeenAt = d.clock.now();
         const r = await d.run(touch, 15_000);
         if (r.code === 0) last = renewed;
@@ -247,6 +252,7 @@ async function followLease(o: AgentServerOptions, d: AgentServerDeps): Promise<b
       read = statusOf(e) === 404;
       if (!d.signal.aborted && !read) d.log.debug(`run Lease: ${messageOf(e)}`);
     }
+    if (read) readOnce = true;
     if (read && d.clock.now() - lastSeenAt > o.faultTtlMs) {
       d.log.warn(`the run Lease has not been renewed for ${formatDuration(d.clock.now() - lastSeenAt)} (faultTtl ${formatDuration(o.faultTtlMs)}): the run is gone; ending`);
       return true;

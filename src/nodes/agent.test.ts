@@ -361,6 +361,24 @@ describe('the agent keepalive', () => {
   });
 });
 
+describe('an agent started again after its executor is gone', () => {
+  it('touches nothing for the renewal it finds: the dead-men keep counting from the last one the node saw', async () => {
+    const { clock, api, ran, stop, startAgent } = setup();
+    // the executor renewed, then was killed; the node's agent restarts later and reads that renewal
+    api.put('leases', NS, { metadata: { name: runLeaseName(RUN) }, spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:00.000000Z' } });
+    const agent = startAgent();
+    await clock.advance(10_000);
+    expect(ran).toEqual([]);
+    // a run that lives renews again: that one counts
+    api.put('leases', NS, { metadata: { name: runLeaseName(RUN) }, spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:12.000000Z' } });
+    await clock.advance(2000);
+    expect(ran).toHaveLength(1);
+    expect(ran[0]!.wired).toContain(`/var/lib/kube-runbook/deadman/${RUN}`);
+    stop.abort();
+    await settle(clock, agent);
+  });
+});
+
 describe("the agent's permissions", () => {
   it('names every permission its ServiceAccount lacks, with the fix', async () => {
     const api = new FakeAgentApi();
