@@ -99,7 +99,8 @@ describe('executor killed with SIGKILL right after apply', () => {
     console.log(`dead-man: both faults reverted ${(took / 1000).toFixed(1)} s after SIGKILL (faultTtl 10 s)`);
     expect(took).toBeLessThanOrEqual(ttlMs + 5000);
     // the journal still lists both faults: recover finds them reverted, says the dead-man did it, and clears its records
-    const r = spawnSync(process.execPath, [BIN, 'recover', runId], { env: env(), encoding: 'utf8', timeout: 120_000 });
+    // (--force: the killed executor renewed the run lock seconds ago, so recover cannot tell it dead by the lock yet)
+    const r = spawnSync(process.execPath, [BIN, 'recover', runId, '--force'], { env: env(), encoding: 'utf8', timeout: 120_000 });
     expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
     expect(r.stderr).toContain('had already reverted');
     const left = await sh('node-1', `ls -d /var/lib/kube-runbook/deadman/${runId}/* 2>/dev/null || true`);
@@ -112,7 +113,8 @@ describe('executor killed with SIGKILL right after apply', () => {
     await sleep(500);
     expect(await chainGone()).toBe(false);
     const t0 = realClock.now();
-    const r = spawnSync(process.execPath, [BIN, 'recover', runId], { env: env(), encoding: 'utf8', timeout: 120_000 });
+    // at once: the operator who killed it says so (--force), since its lock was renewed a moment ago
+    const r = spawnSync(process.execPath, [BIN, 'recover', runId, '--force'], { env: env(), encoding: 'utf8', timeout: 120_000 });
     const took = realClock.now() - t0;
     expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
     expect(await chainGone()).toBe(true);
