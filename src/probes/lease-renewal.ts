@@ -85,6 +85,7 @@ export default defineProbe({
         return labels && 'node-role.kubernetes.io/control-plane' in labels ? 'control-plane' : 'workers';
       };
       leases.subscribe((c) => {
+        if (c.type === 'deleted') latestOf.delete(c.object.name);
         if (c.type !== 'modified' || c.relist || !c.previous) return;
         const before = c.previous.renewTime;
         const after = c.object.renewTime;

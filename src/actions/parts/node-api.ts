@@ -80,8 +80,9 @@ export const KR_LEASES_RENEWED = `kr_leases_renewed() {
   fi
   # a node whose renewTime then is still there now has not renewed since (a Lease gone is no node to wait for)
   kr_was=$(wc -l <"$kr_tmp/leases.before")
-  kr_stale=$(LC_ALL=C comm -12 "$kr_tmp/leases.before" "$kr_tmp/leases.now" | wc -l)
-  kr_names=$(LC_ALL=C comm -12 "$kr_tmp/leases.before" "$kr_tmp/leases.now" | head -n 5 | cut -d' ' -f1 | tr '\\n' ' ')
+  LC_ALL=C comm -12 "$kr_tmp/leases.before" "$kr_tmp/leases.now" >"$kr_tmp/leases.same"
+  kr_stale=$(wc -l <"$kr_tmp/leases.same")
+  kr_names=$(head -n 5 "$kr_tmp/leases.same" | cut -d' ' -f1 | tr '\\n' ' ')
   mv "$kr_tmp/leases.now" "$kr_tmp/leases.before"
   if [ "$kr_stale" -eq 0 ] && [ "$kr_was" -gt 0 ]; then kr_why="all $kr_was node Lease(s) renewed since the last check"; return 0; fi
   kr_why="$kr_stale of $kr_was node Lease(s) not renewed since the last check\${kr_names:+: $kr_names}"
