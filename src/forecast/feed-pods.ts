@@ -10,10 +10,14 @@ interface Group extends PodGroup {
   keys: string[];
 }
 
-/** A node's pods that count, by tolerations array, and the list of those groups once asked for. */
-interface NodePods {
+/**
+ * A node's pods that count, by tolerations array, and the list of those groups once asked for. Held by the feed's
+ * slot of a node that exists, so that a judgement reads a failing node's pods without looking them up by name.
+ */
+export interface NodePods {
   by: Map<SlimToleration[], Group>;
   list?: PodGroup[];
+  held?: boolean;
 }
 
 const NONE: readonly PodGroup[] = Object.freeze([]);
@@ -35,7 +39,23 @@ export class FeedPods {
   /** A node's groups of pods as a list, made when first asked for after a group comes or goes. */
   list(node: string): readonly PodGroup[] {
     const on = this.byNode.get(node);
-    return on ? (on.list ??= [...on.by.values()]) : NONE;
+    return on ? groupsOf(on) : NONE;
+  }
+
+  /** The record of a node that exists, kept while it does, with or without pods. */
+  hold(node: string): NodePods {
+    let on = this.byNode.get(node);
+    if (!on) this.byNode.set(node, (on = { by: new Map() }));
+    on.held = true;
+    return on;
+  }
+
+  /** The node is gone: its record goes with its last pod. */
+  release(node: string): void {
+    const on = this.byNode.get(node);
+    if (!on) return;
+    on.held = false;
+    if (on.by.size === 0) this.byNode.delete(node);
   }
 
   /** A pod's change: as it is now (`p`, undefined when gone) and as it was (`before`). */
@@ -72,9 +92,12 @@ export class FeedPods {
     if (g.keys.length > 0) return;
     on.by.delete(p.tolerations);
     on.list = undefined;
-    if (on.by.size === 0) this.byNode.delete(p.nodeName);
+    if (on.by.size === 0 && !on.held) this.byNode.delete(p.nodeName);
   }
 }
+
+/** A node's groups of pods as a list, made when first asked for after a group comes or goes. */
+export const groupsOf = (on: NodePods): readonly PodGroup[] => (on.list ??= [...on.by.values()]);
 
 /** Where `key` is or goes in the sorted `keys` (code-unit order). */
 function sortedIndex(keys: readonly string[], key: string): number {

@@ -83,7 +83,8 @@ async function setup(namespaces?: ReadonlySet<string>) {
       healthy: Object.fromEntries([...f.healthy].sort()),
       firstSilence: f.firstSilence,
       pods: Object.fromEntries([...nodes.store.values()].map((n) => [n.name, inOrder(feed.podsOn(n.name))])),
-      failingPods: Object.fromEntries(f.nodes.map((n) => [n.name, inOrder(feed.podsOn(n.name))])),
+      // what the forecast reads: the pods handed with each failing node
+      failingPods: Object.fromEntries(f.nodes.map((n) => [n.name, inOrder(n.pods ?? [])])),
     };
   };
   return { feed, expected, actual };

@@ -1,5 +1,5 @@
 import { type ForecastNode, type PodGroup, isControllerTaint, isSound, latestHeartbeatOrNaN } from './model.js';
-import { FeedPods } from './feed-pods.js';
+import { FeedPods, type NodePods, groupsOf } from './feed-pods.js';
 import { byCodeUnit } from '../core/order.js';
 import { NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, zoneOf } from '../kube/resources.js';
 import type { WatchHandle } from '../kube/watch.js';
@@ -59,6 +59,8 @@ class Slots {
   zone = new Int32Array(0);
   readonly names: (string | undefined)[] = [];
   readonly nodes: (SlimNode | undefined)[] = [];
+  /** Its pods, held by FeedPods. */
+  readonly pods: (NodePods | undefined)[] = [];
   private readonly free: number[] = [];
   private used = 0;
 
@@ -70,7 +72,7 @@ class Slots {
   }
 
   release(k: number): void {
-    this.names[k] = this.nodes[k] = undefined;
+    this.names[k] = this.nodes[k] = this.pods[k] = undefined;
     this.flags[k] = 0;
     this.free.push(k);
   }
@@ -110,6 +112,7 @@ export function forecastFeed(
     if (k === undefined) {
       slotOf.set(n.name, (k = slots.take()));
       slots.names[k] = n.name;
+      slots.pods[k] = feedPods.hold(n.name);
       slots.renew[k] = leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime ?? NaN;
       byName = undefined;
       byNameChanged = true;
@@ -134,6 +137,7 @@ export function forecastFeed(
     if (counted(k)) zoneSizes[slots.zone[k]!]!--;
     slotOf.delete(name);
     slots.release(k);
+    feedPods.release(name);
     byName = undefined;
     byNameChanged = true;
   };
@@ -192,11 +196,19 @@ export function forecastFeed(
         const flags = slots.flags[k]!;
         const n = slots.nodes[k]!;
         const name = slots.names[k]!;
-        const f: ForecastNode = { name, zone: zoneNames[slots.zone[k]!]!, taints: flags & HAS_TAINTS ? n.taints : NO_TAINTS, leaseRenew: orNone(renew), created: orNone(slots.created[k]!) };
-        if (flags & EXCLUDED_FROM_ZONES) f.excluded = true;
-        if (n.ready) f.ready = n.ready;
-        // asked for only where the forecast reads it: on a node with the controller's taint
-        if (flags & CONTROLLER_TAINT) f.taintedSince = o.taintedSince(name);
+        // every field in one literal: nodes of one shape; taintedSince asked for only where the forecast reads it,
+        // on a node with the controller's taint
+        const f: ForecastNode = {
+          name,
+          zone: zoneNames[slots.zone[k]!]!,
+          excluded: (flags & EXCLUDED_FROM_ZONES) !== 0,
+          created: orNone(slots.created[k]!),
+          ready: n.ready,
+          leaseRenew: orNone(renew),
+          taints: flags & HAS_TAINTS ? n.taints : NO_TAINTS,
+          pods: groupsOf(slots.pods[k]!),
+          taintedSince: flags & CONTROLLER_TAINT ? o.taintedSince(name) : undefined,
+        };
         out.push(f);
         slotsOut.push(k);
       }

@@ -39,10 +39,11 @@ const defaultTolerations = (seconds: number): SlimToleration[] => [
 const pod = (key: string, nodeName: string, tolerations = defaultTolerations(30)): ForecastPod => ({ key, node: nodeName, tolerations });
 
 /** The forecast of pods given one by one (grouped per node as the probe groups them). */
-function forecast({ pods, ...input }: Omit<ForecastInput, 'podsOn'> & { pods: ForecastPod[] }) {
+function forecast({ pods, ...input }: ForecastInput & { pods: ForecastPod[] }) {
   const groups = groupPods(pods);
+  const nodes = input.nodes.map((n) => ({ ...n, pods: groups.filter((g) => g.node === n.name) }));
   // silent after two renewals, as these cases were written for (defaultSilentAfter has its own test)
-  return forecastGroups({ silentAfterMs: 4_000, ...input, podsOn: (node) => groups.filter((g) => g.node === node.name) });
+  return forecastGroups({ silentAfterMs: 4_000, ...input, nodes });
 }
 
 describe('eviction forecast', () => {
@@ -107,6 +108,25 @@ describe('eviction forecast', () => {
     // NotReady for 2 s and not tainted yet: any moment now
     expect(f.nodes.find((n) => n.name === 'node-2')?.taintAt).toBe(NOW);
     expect(f.pods.find((p) => p.key === 'a/two')).toMatchObject({ evictAt: NOW, why: 'does not tolerate the taint' });
+  });
+
+  it("judges pods of one workload on each node's own taints, node after node", () => {
+    // one tolerations array on three failing nodes in a row: the middle one has a NoExecute taint of its own
+    const tolerations = defaultTolerations(60);
+    const down = (name: string, taints: ForecastNode['taints'] = []) =>
+      node(name, s(40), { ready: { status: 'Unknown', transition: NOW - s(30) }, taints: [...taints, { key: UNREACHABLE, effect: 'NoExecute', timeAdded: NOW - s(29) }] });
+    const f = forecast({
+      now: NOW,
+      settings: lab,
+      nodes: [down('node-1'), down('node-2', [{ key: 'dedicated', effect: 'NoExecute' }]), down('node-3'), node('node-4', 100)],
+      pods: ['node-1', 'node-2', 'node-3'].map((n) => pod(`a/${n}`, n, tolerations)),
+    });
+    // tainted 29 s ago: due since then on node-2, whose own taint is not tolerated
+    expect(f.pods.map((p) => [p.key, p.evictAt])).toEqual([
+      ['a/node-2', NOW - s(29)],
+      ['a/node-1', NOW + s(31)],
+      ['a/node-3', NOW + s(31)],
+    ]);
   });
 
   it('taints a fully disrupted zone at the normal rate while another zone is up: one node every 10 s', () => {

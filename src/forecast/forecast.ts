@@ -1,9 +1,8 @@
 import { byCodeUnit } from '../core/order.js';
-import type { SlimTaint, SlimToleration } from '../kube/resources.js';
-import { tolerationMs } from '../kube/tolerations.js';
+import type { SlimTaint } from '../kube/resources.js';
 import { type NodeRow, NOT_READY_TAINT, UNREACHABLE_TAINT, isFailingRow, nodeHealth } from './health.js';
-import { type Forecast, type ForecastInput, type ForecastNode, type NodeForecast, defaultSilentAfter, isControllerTaint } from './model.js';
-import { FirstPods, type MasterWindow, evictsAt, outcomeOf } from './pods.js';
+import { type Forecast, type ForecastInput, type ForecastNode, type NodeForecast, type PodGroup, defaultSilentAfter, isControllerTaint } from './model.js';
+import { FirstPods, type MasterWindow, TolerationTimes, evictsAt, outcomeOf } from './pods.js';
 import { queueTaints } from './taint-queue.js';
 import { Zone } from './zones.js';
 
@@ -71,29 +70,28 @@ export function forecast(input: ForecastInput): Forecast {
   let atRisk = 0;
   let nodesAtRisk = 0;
   let earliest: Forecast['earliest'];
-  // toleration times by the taints judged on (most nodes share one of two arrays) and the pods' tolerations array
-  const tolerated = new Map<readonly SlimTaint[], Map<readonly SlimToleration[], number>>();
+  const tolerated = new TolerationTimes();
   for (const r of rows) {
     if (!isFailingRow(r)) continue;
-    const groups = input.podsOn(r.node);
+    const groups = r.node.pods ?? NO_PODS;
     if (groups.length === 0) continue;
     const taints = noExecuteOn(r);
-    let known = tolerated.get(taints);
-    if (!known) tolerated.set(taints, (known = new Map()));
     const taintAt = r.taintAt ?? NaN;
     let nodeAtRisk = false;
     for (const g of groups) {
-      let tol = known.get(g.tolerations);
-      if (tol === undefined) known.set(g.tolerations, (tol = tolerationMs(g.tolerations, taints)));
+      const tol = tolerated.of(taints, g.tolerations);
       const outcome = outcomeOf(taintAt, r.keepsTaint === true, tol, master, frozen !== undefined, leaderSince);
       const at = evictsAt(outcome, taintAt, tol, leaderSince);
-      const likely = r.taintLikely === undefined ? NEVER : evictsAt(outcomeOf(r.taintLikely, r.keepsTaint === true, tol, master, frozen !== undefined, leaderSince, true), r.taintLikely, tol, leaderSince);
-      pods.offer(g.keys, at, likely, r, tol, outcome);
+      // a group's first key is read only on a tie: most groups are judged by their time alone
+      const soonest = at !== NEVER && (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod));
+      const kept = pods.keeps(g.keys, at);
+      // the likely moment is worked out only for pods the forecast reports
+      const likely = (kept || soonest) && r.taintLikely !== undefined ? evictsAt(outcomeOf(r.taintLikely, r.keepsTaint === true, tol, master, frozen !== undefined, leaderSince, true), r.taintLikely, tol, leaderSince) : NEVER;
+      if (kept) pods.offer(g.keys, at, likely, r, tol, outcome);
       if (at === NEVER) continue;
       atRisk += g.keys.length;
       nodeAtRisk = true;
-      const first = g.keys[0]!;
-      if (!earliest || at < earliest.at || (at === earliest.at && first < earliest.pod)) earliest = { at, pod: first, node: r.node.name, ...(likely !== NEVER ? { likely } : {}) };
+      if (soonest) earliest = { at, pod: g.keys[0]!, node: r.node.name, ...(likely !== NEVER ? { likely } : {}) };
     }
     if (nodeAtRisk) nodesAtRisk++;
   }
@@ -152,6 +150,7 @@ function byName(nodes: readonly ForecastNode[]): readonly ForecastNode[] {
 }
 
 const NO_TAINTS: readonly SlimTaint[] = Object.freeze([]);
+const NO_PODS: readonly PodGroup[] = Object.freeze([]);
 const NOT_READY_TAINTS: readonly SlimTaint[] = Object.freeze([NOT_READY_TAINT]);
 const UNREACHABLE_TAINTS: readonly SlimTaint[] = Object.freeze([UNREACHABLE_TAINT]);
 

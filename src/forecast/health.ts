@@ -64,8 +64,25 @@ export function nodeHealth(node: ForecastNode, c: HealthContext): NodeRow {
   const grace = status !== undefined ? s.nodeMonitorGracePeriodMs : s.nodeStartupGracePeriodMs;
   // a new leader has seen no heartbeat before its start: it counts the grace period from then
   const seen = Math.max(lastHeartbeat ?? now, c.leaderSince);
-  const row: NodeRow = { node, lastHeartbeat, silent, notReady, notReadyAt: seen + grace, downEarly: NEVER, downLate: NEVER, queuedFrom: NEVER, queuedBy: NEVER, taintNow };
-  if (taintNow) row.taintedAt = node.taintedSince ?? taintNow.timeAdded ?? now;
+  // every field in one literal: rows of one shape, made by the hundred at each judgement
+  const row: NodeRow = {
+    node,
+    lastHeartbeat,
+    silent,
+    notReady,
+    notReadyAt: seen + grace,
+    downEarly: NEVER,
+    downLate: NEVER,
+    queuedFrom: NEVER,
+    queuedBy: NEVER,
+    taintNow,
+    taintedAt: taintNow ? (node.taintedSince ?? taintNow.timeAdded ?? now) : undefined,
+    taint: undefined,
+    taintAt: undefined,
+    taintLikely: undefined,
+    held: undefined,
+    keepsTaint: false,
+  };
   if (notReady) {
     const transition = node.ready?.transition ?? now;
     row.notReadyAt = transition;

@@ -20,6 +20,8 @@ export interface ForecastNode {
   ready?: { status: 'True' | 'False' | 'Unknown'; heartbeat?: number; transition?: number };
   leaseRenew?: number;
   taints: readonly SlimTaint[];
+  /** Its pods that can be evicted, grouped (see groupPods); none when left out. Read only on failing nodes. */
+  pods?: readonly PodGroup[];
   /**
    * Since when its NoExecute taint has been on without a break. The controller re-adds the taint with a new
    * timeAdded while the node stays down, but the taint manager keeps the eviction time it scheduled first.
@@ -83,8 +85,6 @@ export interface ForecastInput {
    * their zone's size and nowhere else; the caller judges again when the first of them may go silent.
    */
   healthy?: ReadonlyMap<string, number>;
-  /** A node's pods that can be evicted, grouped (see groupPods); asked only for failing nodes. */
-  podsOn(node: ForecastNode): readonly PodGroup[];
   /** A node whose last heartbeat is older than this is taken as silent (it will not renew again). */
   silentAfterMs?: number;
   controller?: ControllerState;

@@ -103,8 +103,7 @@ describe('the forecast against the controller, fleet after fleet', () => {
           const forecastNow = forecast({
             now: at,
             settings: f.settings,
-            nodes,
-            podsOn: (n) => byNode.get(n.name) ?? [],
+            nodes: nodes.map((n) => ({ ...n, pods: byNode.get(n.name) ?? [] })),
             taintsInTheSamePass: f.taintsInTheSamePass,
             requeuesEveryPass: f.requeue,
             ...(f.leaderFrom !== undefined ? { controller: { since: f.leaderFrom } } : {}),

@@ -1,4 +1,6 @@
 import type { PodForecast } from './model.js';
+import type { SlimTaint, SlimToleration } from '../kube/resources.js';
+import { tolerationMs } from '../kube/tolerations.js';
 import type { NodeRow } from './health.js';
 
 /*
@@ -85,6 +87,15 @@ export class FirstPods {
     private readonly frozenBecause = '',
   ) {}
 
+  /** Whether the first of the pods `keys` (sorted), evicted at `at`, would be kept: when not, none of them is. */
+  keeps(keys: readonly string[], at: number): boolean {
+    if (this.evictedOnly && at === NEVER) return false;
+    if (this.kept.length < this.n) return true;
+    if (this.n === 0) return false;
+    const last = this.kept[this.n - 1]!;
+    return at < last.at || (at === last.at && keys[0]! < last.key);
+  }
+
   /** The pods `keys` (sorted), evicted at `at` (NEVER: not), likely at `likely`. */
   offer(keys: readonly string[], at: number, likely: number, node: NodeRow, tol: number, outcome: Outcome): void {
     const kept = this.kept;
@@ -115,3 +126,33 @@ export class FirstPods {
 
 /** Whether a pod evicted at `at` (NEVER: not evicted) comes before a kept one: by eviction time, then key. */
 const before = (key: string, at: number, other: Kept) => at < other.at || (at === other.at && key < other.key);
+
+/**
+ * How long pods tolerate a node's NoExecute taints (tolerationMs), worked out once per taints array and tolerations
+ * array in a judgement. Most nodes share one of two taints arrays and a workload's pods one tolerations array, so
+ * the last pair asked for is answered without a lookup: hundreds of failing nodes ask the same question in a row.
+ */
+export class TolerationTimes {
+  private readonly byTaints = new Map<readonly SlimTaint[], Map<readonly SlimToleration[], number>>();
+  private taints?: readonly SlimTaint[];
+  private known = new Map<readonly SlimToleration[], number>();
+  private tolerations?: readonly SlimToleration[];
+  private ms = 0;
+
+  of(taints: readonly SlimTaint[], tolerations: readonly SlimToleration[]): number {
+    if (taints !== this.taints) {
+      this.taints = taints;
+      this.tolerations = undefined;
+      let known = this.byTaints.get(taints);
+      if (!known) this.byTaints.set(taints, (known = new Map()));
+      this.known = known;
+    }
+    if (tolerations !== this.tolerations) {
+      this.tolerations = tolerations;
+      let ms = this.known.get(tolerations);
+      if (ms === undefined) this.known.set(tolerations, (ms = tolerationMs(tolerations, taints)));
+      this.ms = ms;
+    }
+    return this.ms;
+  }
+}

@@ -96,7 +96,9 @@ function refilled(zone: Zone, previous: number): number {
  * `until`, the last moment a node is queued at the earliest: later ones are sure to come after every node's bound.
  */
 function latestTaints(zone: Zone, queued: readonly NodeRow[], lastTaint: number, until: number): number[] {
-  const by = Float64Array.from(queued, (r) => r.queuedBy).sort();
+  const by = new Float64Array(queued.length);
+  for (let i = 0; i < queued.length; i++) by[i] = queued[i]!.queuedBy;
+  by.sort();
   const out: number[] = [];
   let previous = lastTaint;
   for (const q of by) {

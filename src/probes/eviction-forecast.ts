@@ -1,7 +1,7 @@
 import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS } from '../contract/access.js';
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
-import { type ControllerState, type Forecast, type ForecastNode, defaultSilentAfter, forecast, isFailing } from '../forecast/forecast.js';
+import { type ControllerState, type Forecast, defaultSilentAfter, forecast, isFailing } from '../forecast/forecast.js';
 import { forecastFeed } from '../forecast/feed.js';
 import { trackNodeSelection } from '../kube/node-selection.js';
 import { cannotSee, gated, type ObjectChange, reactive, sameLabels, type Watched, watching } from '../contract/readings.js';
@@ -147,8 +147,8 @@ export default defineProbe({
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
           const leading = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now && lease.holder !== undefined && lease.holder !== '';
           const controller = controllerState(leading, lease?.acquireTime, applied?.current() ?? [], params.controllerManagerLease);
-          const podsOn = (n: ForecastNode) => (podsOf && !podsOf(n.name) ? [] : feed.podsOn(n.name));
-          const judged = { now, settings, nodes: fleet.nodes, healthy: fleet.healthy, podsOn, silentAfterMs: silentAfter, taintsInTheSamePass, requeuesEveryPass };
+          if (podsOf) for (const n of fleet.nodes) if (!podsOf(n.name)) n.pods = undefined;
+          const judged = { now, settings, nodes: fleet.nodes, healthy: fleet.healthy, silentAfterMs: silentAfter, taintsInTheSamePass, requeuesEveryPass };
           // the reading lists the first 20 pods to be evicted and the first 100 failing nodes; the forecast counts them all
           const f = forecast({ ...judged, controller, podsKept: 20, evictedPodsOnly: true, nodesKept: NODES_LISTED });
           // frozen: what would happen the moment the controller runs again as it did (a new leader, now)
