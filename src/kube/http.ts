@@ -4,6 +4,7 @@ import type { Clock } from '../core/clock.js';
 import { KrError } from '../core/errors.js';
 import type { ClientConfig } from './kubeconfig.js';
 import { ApiStatusError } from './source.js';
+import { agentFor, requestTls } from './proxy.js';
 
 export interface RequestOptions {
   method?: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
@@ -88,19 +89,11 @@ export class KubeHttp {
       this.agent = undefined;
     }
     this.agentCert = creds.cert;
-    this.agent ??= secure
-      ? new https.Agent({
-          keepAlive: true,
-          ca: creds.ca,
-          cert: creds.cert,
-          key: creds.key,
-          rejectUnauthorized: !creds.insecure,
-          servername: creds.servername,
-        })
-      : new http.Agent({ keepAlive: true });
+    const tls = { ca: creds.ca, cert: creds.cert, key: creds.key, rejectUnauthorized: !creds.insecure, servername: creds.servername };
+    this.agent ??= agentFor(secure, tls, this.config.proxyUrl);
     const lib = secure ? https : http;
     return new Promise<http.IncomingMessage>((resolve, reject) => {
-      const req = lib.request(url, { method: o.method ?? 'GET', headers, agent: this.agent });
+      const req = lib.request(url, { method: o.method ?? 'GET', headers, agent: this.agent, ...requestTls(secure, tls, this.config.proxyUrl) });
       let cancelTimer: (() => void) | undefined;
       const fail = (e: Error) => {
         cancelTimer?.();

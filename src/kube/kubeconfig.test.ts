@@ -144,6 +144,19 @@ describe('loadClientConfig', () => {
     expect([creds.headers.Authorization, creds.ca?.toString()]).toEqual(['Bearer gcp-token', 'CA']);
   });
 
+  it("takes a cluster's proxy-url as kubectl does, and refuses one it would not (exit 2, no password shown)", () => {
+    const ctx = [{ name: 'x', context: { cluster: 'c', user: 'u' } }];
+    const load = (proxy: string) =>
+      loadClientConfig({ file: write('config', config({ clusters: [{ name: 'c', cluster: { server: 'https://c', 'proxy-url': proxy } }], users: [{ name: 'u', user: {} }], contexts: ctx, current: 'x' })), env: env() });
+    for (const proxy of ['http://proxy:3128', 'https://user:pw@proxy:443', 'socks5://127.0.0.1:1080', 'socks5h://bastion:1080']) expect(load(proxy).proxyUrl?.href).toBe(new URL(proxy).href);
+    for (const proxy of ['ftp://user:hunter2@proxy:21', 'not a url :hunter2@']) {
+      const e = thrown(() => load(proxy));
+      expect([e.code, e.exit]).toEqual(['KUBE_PROXY_URL', 2]);
+      expect(e.message).toMatch(/the kubeconfig's cluster "c" \(.*config.*\): proxy-url/);
+      expect(e.message).not.toContain('hunter2');
+    }
+  });
+
   it('says what is wrong with a kubeconfig it cannot use, exit 3', () => {
     const ctx = [{ name: 'x', context: { cluster: 'c', user: 'u' } }];
     const cases: [unknown, RegExp][] = [
@@ -151,7 +164,6 @@ describe('loadClientConfig', () => {
       [config({ users: [{ name: 'u', user: {} }], contexts: ctx, current: 'x' }), /context "x" names no cluster that exists/],
       [config({ clusters: [{ name: 'c', cluster: { server: 'https://c' } }], contexts: ctx, current: 'x' }), /names user "u", which it does not define/],
       [config({ clusters: [{ name: 'c', cluster: {} }], users: [{ name: 'u', user: {} }], contexts: ctx, current: 'x' }), /cluster "c" has no server/],
-      [config({ clusters: [{ name: 'c', cluster: { server: 'https://c', 'proxy-url': 'http://proxy:3128' } }], users: [{ name: 'u', user: {} }], contexts: ctx, current: 'x' }), /sets proxy-url, which kube-runbook does not support/],
       [config({ clusters: [{ name: 'c', cluster: { server: 'https://c' } }], users: [{ name: 'u', user: { 'client-certificate-data': b64('C') } }], contexts: ctx, current: 'x' }), /client certificate without its key/],
       [config({ clusters: [{ name: 'c', cluster: { server: 'https://c', 'certificate-authority': 'nope.pem' } }], users: [{ name: 'u', user: {} }], contexts: ctx, current: 'x' }), /cannot read certificate-authority ".*nope\.pem"/],
       ['clusters: [unclosed', /cannot load the kubeconfig ".*config"/],

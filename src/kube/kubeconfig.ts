@@ -5,6 +5,7 @@ import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { parse } from 'yaml';
 import { type Clock, realClock } from '../core/clock.js';
 import { KrError, messageOf, quote } from '../core/errors.js';
+import { parseProxyUrl } from './proxy.js';
 
 /**
  * The kubeconfig, read as kubectl reads it: `--kubeconfig`, else every file of KUBECONFIG merged (the first to name a
@@ -32,6 +33,8 @@ export interface ClientConfig {
   /** The context in use (`in-cluster` for the pod's ServiceAccount). */
   readonly contextName: string;
   readonly server: string;
+  /** The cluster's proxy-url: the apiserver is reached through it. */
+  readonly proxyUrl?: URL;
   /** Headers and TLS material for the next request; exec plugins run here when their credential is due. */
   credentials(): Promise<Credentials>;
 }
@@ -161,13 +164,14 @@ export function loadClientConfig(o: LoadOptions = {}): ClientConfig {
   if (userName && !user) throw unavailable(`the kubeconfig's context ${quote(contextName)} names user ${quote(userName)}, which it does not define (${where})`);
   const server = str(cluster.value.server);
   if (!server) throw unavailable(`the kubeconfig's cluster ${quote(clusterName)} has no server (${where})`);
-  if (str(cluster.value['proxy-url']))
-    throw unavailable(`the kubeconfig's cluster ${quote(clusterName)} sets proxy-url, which kube-runbook does not support: reach the apiserver directly`);
+  const proxy = str(cluster.value['proxy-url']);
+  const proxyUrl = proxy ? parseProxyUrl(proxy, `the kubeconfig's cluster ${quote(clusterName)} (${where})`) : undefined;
   const tls = clusterTls(cluster);
-  if (user && Object.keys(obj(user.value['auth-provider'])).length) return authProviderConfig(files, contextName, server, tls);
+  if (user && Object.keys(obj(user.value['auth-provider'])).length) return { ...authProviderConfig(files, contextName, server, tls), proxyUrl };
   return {
     contextName,
     server,
+    proxyUrl,
     credentials: userCredentials(user ?? { dir: '', value: {} }, { server, tls, clock, env, contextName }),
   };
 }

@@ -1,11 +1,16 @@
-import { readFile } from 'node:fs/promises';
+import { execFileSync, spawn } from 'node:child_process';
+import { connect } from 'node:net';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, type CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { Inventory } from '../../src/inventory/schema.js';
 import { readLabInfo, readRuntime } from '../../src/lab/index.js';
+import { ensureAptPackages } from '../../src/lab/install/install.js';
+import { createLogger } from '../../src/core/logger.js';
 import { coreApi, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /** `lab up` on the real binaries: nodes, pods, files, services and reachability as a user checks them. */
@@ -25,6 +30,18 @@ afterAll(async () => {
   await stopLab(INSTANCE);
   expect(await leftovers(INSTANCE)).toEqual([]);
 });
+
+/** Whether something accepts connections on 127.0.0.1:port. */
+const listening = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+    socket.setTimeout(1000, () => socket.destroy(new Error('timeout')));
+  });
 
 const svc = (node: string, service: string, script: string) => join(lab.stateDir, 'nodes', node, service, script);
 
@@ -117,5 +134,92 @@ describe('lab up', () => {
     const [state] = JSON.parse(c.stdout) as { node: string; containers: unknown[] }[];
     expect(state?.node).toBe('node-1');
     expect(state?.containers.length).toBe(2);
+  });
+});
+
+/**
+ * A kubeconfig whose cluster sets `proxy-url`: the CLI reaches the lab's apiserver through Debian's tinyproxy (HTTP
+ * CONNECT) and Dante (SOCKS5), and each proxy's own log shows the tunnel to the apiserver.
+ */
+describe('a kubeconfig with proxy-url', () => {
+  const HTTP_PORT = 18_888;
+  const SOCKS_PORT = 11_080;
+  let dir: string;
+  const proxies: { kill(): void }[] = [];
+  const logs = { tinyproxy: '', danted: '' };
+
+  const start = (name: keyof typeof logs, argv: string[]) => {
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.on('data', (b: Buffer) => (logs[name] += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (logs[name] += b.toString()));
+    proxies.push(child);
+  };
+  /** The lab's kubeconfig with proxy-url set on its cluster. */
+  const kubeconfigVia = async (proxyUrl: string, name: string) => {
+    const kc = parse(await readFile(lab.kubeconfig, 'utf8')) as { clusters: { cluster: Record<string, unknown> }[] };
+    for (const c of kc.clusters) c.cluster['proxy-url'] = proxyUrl;
+    const file = join(dir, name);
+    await writeFile(file, stringify(kc));
+    return file;
+  };
+  const plan = (kubeconfig: string) => cli(['plan', 'runbooks/apiserver-outage.yaml', '--inventory', lab.inventoryFile, '--kubeconfig', kubeconfig]);
+
+  beforeAll(async () => {
+    await ensureAptPackages(['tinyproxy', 'dante-server'], { log: createLogger((_l, msg) => process.stderr.write(`[proxies] ${msg}\n`)) });
+    dir = await mkdtemp(join(tmpdir(), 'kr-proxy-'));
+    // the address this machine reaches the apiserver from: the tunnels leave from it
+    const via = /\bsrc (\S+)/.exec(execFileSync('ip', ['-4', 'route', 'get', new URL(lab.apiserverUrl).hostname], { encoding: 'utf8' }))?.[1];
+    expect(via, 'a route to the apiserver').toBeDefined();
+    await writeFile(join(dir, 'tinyproxy.conf'), ['User nobody', 'Group nogroup', `Port ${HTTP_PORT}`, 'Listen 127.0.0.1', 'Allow 127.0.0.1', 'LogLevel Connect', 'MaxClients 20', ''].join('\n'));
+    await writeFile(
+      join(dir, 'danted.conf'),
+      [
+        'logoutput: stderr',
+        `internal: 127.0.0.1 port = ${SOCKS_PORT}`,
+        `external: ${via}`,
+        'clientmethod: none',
+        'socksmethod: none',
+        'user.privileged: root',
+        'user.unprivileged: nobody',
+        'client pass { from: 127.0.0.1/32 to: 0.0.0.0/0 log: connect }',
+        'socks pass { from: 127.0.0.1/32 to: 0.0.0.0/0 log: connect }',
+        '',
+      ].join('\n'),
+    );
+    start('tinyproxy', ['/usr/bin/tinyproxy', '-d', '-c', join(dir, 'tinyproxy.conf')]);
+    start('danted', ['/usr/sbin/danted', '-f', join(dir, 'danted.conf')]);
+    await until('both proxies to listen', async () => (await listening(HTTP_PORT)) && (await listening(SOCKS_PORT)), 20_000).catch((e: unknown) => {
+      throw new Error(`${String(e)}\ntinyproxy: ${logs.tinyproxy.slice(-500)}\ndanted: ${logs.danted.slice(-500)}`);
+    });
+  });
+
+  afterAll(async () => {
+    for (const p of proxies) p.kill();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('plans against the cluster through an HTTP proxy and through a SOCKS5 proxy', async () => {
+    const port = new URL(lab.apiserverUrl).port;
+    // each proxy's own log: tinyproxy names the CONNECT to the apiserver, Dante the connections it accepted
+    for (const [name, url, logged] of [
+      ['tinyproxy', `http://127.0.0.1:${HTTP_PORT}`, `:${port}`],
+      ['danted', `socks5://127.0.0.1:${SOCKS_PORT}`, `tcp/accept [: 127.0.0.1.`],
+    ] as const) {
+      const before = logs[name].length;
+      const r = await plan(await kubeconfigVia(url, `${name}.kubeconfig`));
+      expect(r.code, `${name}: ${r.stderr}`).toBe(0);
+      expect(r.stdout).toContain('apiserver-outage');
+      await until(`${name} to log the plan's connection`, () => logs[name].slice(before).includes(logged), 5_000);
+    }
+  });
+
+  it('says which proxy it could not reach (exit 3), and refuses a proxy-url kubectl would not take (exit 2)', async () => {
+    const down = await plan(await kubeconfigVia('http://127.0.0.1:1', 'down.kubeconfig'));
+    expect(down.code, down.stderr).toBe(3);
+    expect(down.stderr).toContain('127.0.0.1:1');
+    const bad = await plan(await kubeconfigVia('ftp://user:secret@proxy.example:21', 'bad.kubeconfig'));
+    expect(bad.code, bad.stderr).toBe(2);
+    expect(bad.stderr).toContain('proxy-url');
+    expect(bad.stderr).not.toContain('secret');
   });
 });
