@@ -205,13 +205,16 @@ describe('lab up --real-nodes 1 --static-pods', () => {
     expect(r.stdout).toContain(`reverted ${action} on cp-1`);
   }
 
-  /** The cluster answers and `component`'s container runs again (its mirror pod Ready). */
+  /**
+   * The cluster answers and the kubelet reports `component`'s container running again (the revert already waited for
+   * its health endpoint; Ready would add kubeadm's startup probe delay of 10 s).
+   */
   async function back(component: string): Promise<void> {
     await until(
-      `${component} Running and Ready again`,
+      `${component}'s container running again`,
       async () => {
         const pod = await spCore.readNamespacedPod({ name: `${component}-cp-1`, namespace: 'kube-system' });
-        return Boolean(pod.status?.conditions?.some((x) => x.type === 'Ready' && x.status === 'True'));
+        return Boolean(pod.status?.containerStatuses?.[0]?.state?.running);
       },
       60_000,
       500,
