@@ -142,7 +142,7 @@ export default defineAction<typeof Params, State>({
 function targetOf(inventory: Inventory, node: InventoryNode): TaintEvictionTarget {
   switch (inventory.spec.layout) {
     case 'kubeadm':
-      return kubeadmTarget();
+      return kubeadmTarget(inventory.spec.kubeadm?.dir.replace(/\/+$/, ''));
     case 'k3s':
       return k3sTarget();
     case 'lab': {

@@ -84,6 +84,7 @@ interface UpFlags {
   instance: string;
   nodes: number;
   realNodes?: number;
+  staticPods?: boolean;
   controlPlanes: number;
   zones: number;
   grace?: string;
@@ -111,6 +112,7 @@ function up(lab: Command, done: Done) {
     .description('Start a lab; returns when every node is Ready and every pod runs. Needs root and `lab install` once.')
     .option('--nodes <n>', 'simulated worker nodes node-1..N', int, 3)
     .option('--real-nodes <n>', "real worker nodes rnode-1..N: the release's kubelet with containerd and runc, pods in real containers (built once on first use; see docs/lab.md)", int)
+    .option('--static-pods', "run the control plane as static pods of a real kubelet on cp-1, from manifests as kubeadm writes them (the kubeadm layout of every action runs for real; needs --real-nodes; see docs/lab.md)")
     .option('--control-planes <n>', 'control-plane members cp-1..N: 1, or 3 (or 5) for a 3-member etcd and leader-elected controllers behind HAProxy (the VIP)', int, 1)
     .option('--zones <n>', 'zones zone-a, zone-b, ... the nodes are spread over', int, 1)
     .option('--grace <duration>', 'node-monitor-grace-period (default 8s)', dur)

@@ -163,6 +163,24 @@ export const Inventory = z.strictObject({
       })
       .optional()
       .meta({ description: "the cluster's Prometheus, if it has one" }),
+    kubeadm: z
+      .strictObject({
+        dir: z
+          .string()
+          .regex(/^\//, 'an absolute path')
+          .default('/etc/kubernetes')
+          .meta({
+            description:
+              "kubeadm's directory on the control-plane nodes: `manifests/` (the kubelet's staticPodPath), `admin.conf`, `controller-manager.conf`; " +
+              'manifests are parked in `kube-runbook-parked/` beside it',
+          }),
+        kubelet: z
+          .enum(['systemd', 'lab'])
+          .default('systemd')
+          .meta({ description: "how the kubelets run: kubeadm's systemd unit `kubelet`, or lab services under `spec.lab.stateDir` (`lab up --static-pods`)" }),
+      })
+      .optional()
+      .meta({ description: 'layout kubeadm: where its files are when not in /etc/kubernetes, and how its kubelets run (a lab of `lab up --static-pods`)' }),
     lab: z
       .strictObject({ stateDir: z.string().min(1).meta({ description: "the lab's state directory (pids, run scripts, logs)" }) })
       .optional(),

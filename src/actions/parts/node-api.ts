@@ -7,10 +7,14 @@ import { posix } from 'node:path';
  */
 
 /** Where a control-plane node keeps a kubeconfig that may read nodes and Leases, by layout. */
-export function controlPlaneKubeconfigs(layout: 'kubeadm' | 'k3s' | 'lab', labServiceDir?: string): string[] {
+export function controlPlaneKubeconfigs(layout: 'kubeadm' | 'k3s' | 'lab', dir?: string): string[] {
+  const labServiceDir = dir;
   switch (layout) {
-    case 'kubeadm':
-      return ['/etc/kubernetes/admin.conf', '/etc/kubernetes/super-admin.conf', '/etc/kubernetes/controller-manager.conf'];
+    case 'kubeadm': {
+      // `dir`: kubeadm's directory when not /etc/kubernetes (the inventory's spec.kubeadm.dir)
+      const k = dir ?? '/etc/kubernetes';
+      return [`${k}/admin.conf`, `${k}/super-admin.conf`, `${k}/controller-manager.conf`];
+    }
     case 'k3s':
       return ['/etc/rancher/k3s/k3s.yaml', '/var/lib/rancher/k3s/server/cred/admin.kubeconfig'];
     case 'lab':

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { defineAction, type Action, type ActionMeta } from '../../contract/action.js';
 import { formatDuration } from '../../core/duration.js';
 import { duration } from '../../core/zod-helpers.js';
-import { describeTarget, runOnNode, serviceManager, serviceTarget, targetNode } from '../../nodes/services/index.js';
+import { describeTarget, kubeadmDirOf, runOnNode, serviceManager, serviceTarget, targetNode } from '../../nodes/services/index.js';
 import { execTimeoutMs, KR_FAIL, script, seconds } from '../../nodes/services/script.js';
 import { STATUS_STOPPED, type ServiceName, type ServiceTarget } from '../../nodes/services/types.js';
 import { controlPlaneKubeconfigs, KR_API_GET, KR_LEASES_RENEWED, waitBeforeActing } from './node-api.js';
@@ -46,7 +46,10 @@ const LEASES_WAIT_S = 900;
  */
 export function leasesFirstScript(id: string, target: ServiceTarget, start: string, capS = LEASES_WAIT_S, everyS = 15): string {
   const layout = target.manager === 'process' ? 'lab' : target.manager === 'static-pod' ? 'kubeadm' : 'k3s';
-  const kubeconfigs = controlPlaneKubeconfigs(layout, target.manager === 'process' ? target.dir : undefined);
+  const kubeconfigs = controlPlaneKubeconfigs(
+    layout,
+    target.manager === 'process' ? target.dir : target.manager === 'static-pod' ? kubeadmDirOf(target.manifest) : undefined,
+  );
   return script(
     `${id} node-side revert: node Leases renewed first`,
     { kubeconfigs: kubeconfigs.join('\n'), cap_s: capS, every_s: everyS },

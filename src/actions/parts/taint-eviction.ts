@@ -14,11 +14,12 @@ export type TaintEvictionTarget =
   | { layout: 'k3s'; dropin: string; unit: string }
   | { layout: 'lab'; dir: string };
 
-export const kubeadmTarget = (): TaintEvictionTarget => ({
+/** `dir`: kubeadm's directory (the inventory's spec.kubeadm.dir, else /etc/kubernetes). */
+export const kubeadmTarget = (dir = '/etc/kubernetes'): TaintEvictionTarget => ({
   layout: 'kubeadm',
-  manifest: '/etc/kubernetes/manifests/kube-controller-manager.yaml',
+  manifest: `${dir}/manifests/kube-controller-manager.yaml`,
   // outside the manifests directory: the kubelet runs every file it finds there
-  backup: '/etc/kubernetes/kube-runbook-parked/kube-controller-manager.yaml.before-disable-taint-eviction',
+  backup: `${dir}/kube-runbook-parked/kube-controller-manager.yaml.before-disable-taint-eviction`,
 });
 export const k3sTarget = (): TaintEvictionTarget => ({
   layout: 'k3s',
@@ -31,7 +32,10 @@ export const k3sTarget = (): TaintEvictionTarget => ({
  * run; with `$match`, only one whose command line holds it). `kr_kcm_off`: it runs with the taint-eviction controller turned off; `kr_kcm_on`: it runs without that.
  */
 const KR_KCM = `kr_kcm_args() {
+  kr_net=$(readlink /proc/$$/ns/net 2>/dev/null)
   for p in $(pgrep -f "kube-controller-manager" 2>/dev/null); do
+    # this node's: in this shell's network namespace (a static pod uses the host's), not another's on the same kernel
+    [ "$(readlink /proc/"$p"/ns/net 2>/dev/null)" = "$kr_net" ] || continue
     a=$(tr '\\000' '\\n' < /proc/"$p"/cmdline 2>/dev/null) || continue
     [ -z "$match" ] || printf '%s\\n' "$a" | grep -qF -- "$match" || continue
     case $(printf '%s\\n' "$a" | head -n 1) in */kube-controller-manager | kube-controller-manager) printf '%s\\n' "$a"; return 0 ;; esac
@@ -183,7 +187,7 @@ export const NODE_SIDE_WAIT_S = 900;
 
 /** Where a control-plane node keeps a kubeconfig that may list nodes, by layout (after the controller-manager's own). */
 function kubeconfigsOf(t: TaintEvictionTarget): string[] {
-  return controlPlaneKubeconfigs(t.layout, t.layout === 'lab' ? t.dir : undefined);
+  return controlPlaneKubeconfigs(t.layout, t.layout === 'lab' ? t.dir : t.layout === 'kubeadm' ? t.manifest.replace(/\/manifests\/[^/]+$/, '') : undefined);
 }
 
 /**

@@ -13,6 +13,11 @@ export interface LabUpOptions {
   nodes?: number;
   /** Real worker nodes rnode-1..N: the release's kubelet with containerd, runc and real containers (default 0). */
   realNodes?: number;
+  /**
+   * The control plane as static pods of a real kubelet on cp-1, from kubeadm's manifests (needs `realNodes`; one
+   * control-plane member; 1.37 or 1.34).
+   */
+  staticPods?: boolean;
   /** Zones zone-a, zone-b, ... the nodes are spread over round-robin. */
   zones?: number;
   /** --node-monitor-grace-period (default 8s). */
@@ -48,6 +53,8 @@ export interface LabSettings {
   nodes: number;
   /** Real nodes rnode-1..N; absent in the state of labs made before they existed (none). */
   realNodes?: number;
+  /** The control plane runs as static pods of cp-1's real kubelet; absent in the state of labs made before it existed (no). */
+  staticPods?: boolean;
   zones: number;
   nodeMonitorGracePeriod: number;
   nodeMonitorPeriod: number;
@@ -85,10 +92,20 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
   const controlPlanes = o.controlPlanes ?? 1;
   if (![1, 3, 5].includes(controlPlanes))
     throw bad('control-planes', o.controlPlanes, '1, 3 or 5 (an etcd cluster wants an odd number of members)');
+  const staticPods = flag('static-pods', o.staticPods ?? false);
+  if (staticPods && !realNodes)
+    throw new KrError('LAB_BAD_OPTION', "--static-pods must be given with --real-nodes N (cp-1's kubelet, containerd and images are those of real nodes), e.g. --real-nodes 1", {
+      exit: EXIT.invalid,
+    });
+  if (staticPods && controlPlanes !== 1)
+    throw new KrError('LAB_BAD_OPTION', `--static-pods runs one control-plane member (got --control-planes ${controlPlanes}): an HA control plane of static pods is not there yet`, {
+      exit: EXIT.invalid,
+    });
   const s: LabSettings = {
     controlPlanes,
     nodes,
     ...(realNodes ? { realNodes } : {}),
+    ...(staticPods ? { staticPods } : {}),
     zones,
     nodeMonitorGracePeriod: ms('grace', o.grace ?? '8s', 1000),
     nodeMonitorPeriod: ms('monitor-period', o.monitorPeriod ?? '1s', 100),

@@ -20,7 +20,7 @@ import { withLock } from '../host/lock.js';
  * Names are under `localhost/`, which no registry serves: a pull is never attempted (the pods' imagePullPolicy
  * is IfNotPresent and the images are present), and would fail at once if it were.
  */
-const IMAGE_REPO = 'localhost/kube-runbook';
+export const IMAGE_REPO = 'localhost/kube-runbook';
 export const WORKLOAD_IMAGE = `${IMAGE_REPO}/busybox:lab`;
 
 export interface LabImage {
@@ -76,7 +76,7 @@ async function build(o: { log: Logger; signal?: AbortSignal }, dir: string, kube
   return { pause, workload };
 }
 
-interface ImageConfig {
+export interface ImageConfig {
   entrypoint?: string[];
   cmd?: string[];
   user?: string;
@@ -84,7 +84,7 @@ interface ImageConfig {
 }
 
 /** One image: reused when `<name>.json` records the same reference and input; else built with umoci. */
-async function cachedImage(
+export async function cachedImage(
   o: { log: Logger; signal?: AbortSignal },
   dir: string,
   name: string,

@@ -29,12 +29,19 @@ export async function logTails(instance: string, settings: LabSettings): Promise
   const paths = labPaths(instance);
   const out: string[] = [];
   const svcs: [string, string][] = [
-    ...controlPlaneNodes(settings).flatMap((cp): [string, string][] => [
-      [cp, 'etcd'],
-      [cp, 'kube-apiserver'],
-      [cp, 'kube-controller-manager'],
-      [cp, 'kube-scheduler'],
-    ]),
+    ...controlPlaneNodes(settings).flatMap((cp): [string, string][] =>
+      settings.staticPods
+        ? [
+            [cp, 'containerd'],
+            [cp, 'kubelet'],
+          ]
+        : [
+            [cp, 'etcd'],
+            [cp, 'kube-apiserver'],
+            [cp, 'kube-controller-manager'],
+            [cp, 'kube-scheduler'],
+          ],
+    ),
     ...((settings.controlPlanes ?? 1) > 1 ? [[LB_NODE, 'haproxy'] as [string, string]] : []),
     ...(settings.prometheus ? [[PROMETHEUS_NODE, 'prometheus'] as [string, string]] : []),
     ...Array.from({ length: Math.min(settings.nodes, 3) }, (_, i): [string, string] => [`node-${i + 1}`, 'kubelet']),

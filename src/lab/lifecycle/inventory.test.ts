@@ -3,6 +3,7 @@ import { Inventory } from '../../inventory/schema.js';
 import type { LabInfo } from '../host/info.js';
 import { labInventory } from './inventory.js';
 import { resolveSettings } from '../host/settings.js';
+import { serviceTarget } from '../../nodes/services/index.js';
 
 const info = (): LabInfo => ({
   instance: 't1',
@@ -32,6 +33,18 @@ describe('lab inventory', () => {
     const inv = Inventory.parse(labInventory(info()));
     expect(inv.spec).toMatchObject({ layout: 'lab', transport: { type: 'netns' }, kubeconfig: 'kubeconfig', context: 'lab-t1', lab: { stateDir: '/h/t1' } });
     expect(inv.spec.apiserver?.endpoints).toEqual(['10.213.3.2:6443']);
+  });
+
+  it("of a static-pod lab has kubeadm's layout in cp-1's kubeadm directory; the control plane is cp-1's static pods, kubelets stay lab services", () => {
+    const inv = Inventory.parse(labInventory({ ...info(), settings: resolveSettings({ nodes: 2, realNodes: 1, staticPods: true }) }));
+    expect(inv.spec).toMatchObject({ layout: 'kubeadm', kubeadm: { dir: '/h/t1/nodes/cp-1/kubernetes', kubelet: 'lab' }, transport: { type: 'netns' }, lab: { stateDir: '/h/t1' } });
+    const cp = inv.spec.nodes.find((n) => n.name === 'cp-1')!;
+    expect(serviceTarget(inv, cp, 'kube-apiserver')).toMatchObject({
+      manager: 'static-pod',
+      manifest: '/h/t1/nodes/cp-1/kubernetes/manifests/kube-apiserver.yaml',
+      parked: '/h/t1/nodes/cp-1/kubernetes/kube-runbook-parked/kube-apiserver.yaml',
+    });
+    expect(serviceTarget(inv, inv.spec.nodes.find((n) => n.name === 'node-1')!, 'kubelet')).toEqual({ manager: 'process', service: 'kubelet', dir: '/h/t1/nodes/node-1/kubelet' });
   });
 
   it('carries every controller setting the lab runs with', () => {

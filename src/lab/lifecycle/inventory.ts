@@ -3,9 +3,12 @@ import { stringify } from 'yaml';
 import { Inventory, type InventoryInput } from '../../inventory/schema.js';
 import { goDuration } from '../host/settings.js';
 import type { LabInfo } from '../host/info.js';
+import { join } from 'node:path';
+import { kubernetesDir } from './static-pods.js';
 
 /**
- * The inventory runbooks use as it is: layout `lab`, transport `netns`, every controller setting the lab runs with,
+ * The inventory runbooks use as it is: layout `lab` (`kubeadm` with `--static-pods`, its directory under cp-1's
+ * state), transport `netns`, every controller setting the lab runs with,
  * and the lab's Prometheus (`spec.prometheus.url`, which promql probes ask when a runbook gives no url).
  */
 export function labInventory(info: LabInfo): InventoryInput {
@@ -18,10 +21,13 @@ export function labInventory(info: LabInfo): InventoryInput {
       description:
         `kube-runbook lab ${info.instance}: a real control plane` +
         (info.members ? ` of ${info.members.length} members behind HAProxy (the VIP ${new URL(info.apiserverUrl).host})` : '') +
-        ` and ${s.nodes} simulated kubelets`,
+        (s.staticPods ? ' run as static pods of a real kubelet (kubeadm layout)' : '') +
+        ` and ${s.nodes} simulated kubelets` +
+        (s.realNodes ? ` and ${s.realNodes} real nodes` : ''),
     },
     spec: {
-      layout: 'lab',
+      layout: s.staticPods ? 'kubeadm' : 'lab',
+      ...(s.staticPods ? { kubeadm: { dir: kubernetesDir(join(info.stateDir, 'nodes', 'cp-1')), kubelet: 'lab' as const } } : {}),
       kubeconfig: 'kubeconfig',
       context: info.context,
       transport: { type: 'netns' },

@@ -32,6 +32,15 @@ const plan: RealNodePlan = {
 };
 
 describe("a real node's configuration", () => {
+  it("of a static-pod control plane: the kubelet runs kubeadm's manifests directory and registers with its control-plane taint", () => {
+    const cfg = parse(kubeletConfig({ ...plan, node: 'cp-1', staticPodPath: '/st/rn/nodes/cp-1/kubernetes/manifests' })) as Record<string, unknown>;
+    expect(cfg.staticPodPath).toBe('/st/rn/nodes/cp-1/kubernetes/manifests');
+    expect(cfg.registerWithTaints).toEqual([{ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' }]);
+    const worker = parse(kubeletConfig(plan)) as Record<string, unknown>;
+    expect(worker).not.toHaveProperty('staticPodPath');
+    expect(worker).not.toHaveProperty('registerWithTaints');
+  });
+
   it("keeps containerd's state, sockets, runc state and pods' network namespaces in the node's own directories", () => {
     const toml = containerdConfig(plan);
     expect(toml).toContain('version = 3\n');

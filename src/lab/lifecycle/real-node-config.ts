@@ -28,7 +28,15 @@ export interface RealNodePlan {
   statusUpdateFrequency: string;
   statusReportFrequency: string;
   bin: RealNodeBinaries;
+  /**
+   * A control-plane node of `lab up --static-pods`: the kubelet runs the manifests of this directory (kubeadm's
+   * /etc/kubernetes/manifests) and registers with kubeadm's control-plane taint.
+   */
+  staticPodPath?: string;
 }
+
+/** The taint kubeadm gives a control-plane node (`kubeadm init phase mark-control-plane`). */
+const CONTROL_PLANE_TAINT = { key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' } as const;
 
 const KUBELET_PORT = 10250;
 export const KUBELET_HEALTHZ_PORT = 10248;
@@ -152,6 +160,7 @@ export function kubeletConfig(p: RealNodePlan): string {
     clusterDomain: 'cluster.local',
     maxPods: 110,
     serializeImagePulls: false,
+    ...(p.staticPodPath ? { staticPodPath: p.staticPodPath, registerWithTaints: [CONTROL_PLANE_TAINT] } : {}),
   });
 }
 

@@ -14,6 +14,7 @@ import { saveKubeletSysctls } from '../host/sysctls.js';
 import { kubeletCertName, type LabPki } from '../host/pki.js';
 import { goDuration, type LabSettings } from '../host/settings.js';
 import type { RealNodeBinaries } from '../install/real-nodes.js';
+import type { LabImage } from '../install/images.js';
 import {
   cniConfig,
   containerdConfig,
@@ -55,6 +56,8 @@ export interface RealNode {
   plan: RealNodePlan;
   containerd: ServiceSpec;
   kubelet: ServiceSpec;
+  /** Images imported besides the pause and workload images (a static-pod control plane's). */
+  images?: LabImage[];
 }
 
 export interface RealNodesContext {
@@ -66,6 +69,10 @@ export interface RealNodesContext {
   settings: LabSettings;
   apiserverUrl: string;
   bin: RealNodeBinaries;
+  /** Control-plane nodes of `--static-pods`: their kubelet's staticPodPath and the images of its static pods. */
+  staticPods?: Record<string, { manifests: string; images: LabImage[] }>;
+  /** Pod network of the first node: realPodCidr(firstIndex) (default 1). */
+  firstIndex?: number;
 }
 
 /** Writes each real node's cgroup, directories, configs, kubeconfig and its containerd and kubelet services. */
@@ -81,7 +88,7 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
       netns: n.netns,
       ip: n.ip,
       zone: n.zone,
-      podCidr: realPodCidr(i + 1),
+      podCidr: realPodCidr(i + (c.firstIndex ?? 1)),
       dir,
       runDir: join(c.runDir, n.name),
       cgroup: c.names.nodeCgroup(n.name),
@@ -92,6 +99,7 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
       statusUpdateFrequency: goDuration(c.settings.leaseRenewInterval),
       statusReportFrequency: goDuration(c.settings.nodeStatusReportFrequency),
       bin: c.bin,
+      ...(c.staticPods?.[n.name] ? { staticPodPath: c.staticPods[n.name]!.manifests } : {}),
     };
     const f = realNodePaths(plan);
     for (const d of [f.containerdRoot, f.kubeletRoot, f.podLogs, f.cniConfDir, f.cniIpamDir]) await mkdir(d, { recursive: true });
@@ -137,7 +145,7 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
       userName: `${c.names.context}-${n.name}`,
       user: { token: c.pki.tokens[`system:node:${n.name}`]! },
     });
-    out.push({ plan, containerd, kubelet });
+    out.push({ plan, containerd, kubelet, ...(c.staticPods?.[n.name] ? { images: c.staticPods[n.name]!.images } : {}) });
   }
   return out;
 }
@@ -151,7 +159,7 @@ export async function startRealNodes(nodes: RealNode[], o: { clock: Clock; log: 
   for (const n of nodes) await waitContainerd(n, o.clock, o.signal);
   for (const n of nodes) {
     const f = realNodePaths(n.plan);
-    for (const img of [n.plan.bin.images.pause, n.plan.bin.images.workload]) {
+    for (const img of [n.plan.bin.images.pause, n.plan.bin.images.workload, ...(n.images ?? [])]) {
       await must('LAB_IMAGE_IMPORT_FAILED', n.plan.bin.containerd.ctr, [
         '--address',
         f.socket,

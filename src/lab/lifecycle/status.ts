@@ -33,7 +33,10 @@ const CONTROL_PLANE_SERVICES = ['etcd', 'kube-apiserver', 'kube-controller-manag
 export async function labStatus(instance = 'lab'): Promise<LabStatus> {
   const info = await readLabInfo(instance);
   const services: [string, string][] = [
-    ...controlPlaneNodes(info.settings).flatMap((cp) => CONTROL_PLANE_SERVICES.map((s): [string, string] => [cp, s])),
+    // a static-pod control plane is cp-1's containerd and kubelet (its pods are among the cluster's)
+    ...controlPlaneNodes(info.settings).flatMap((cp) =>
+      (info.settings.staticPods ? (['containerd', 'kubelet'] as const) : CONTROL_PLANE_SERVICES).map((s): [string, string] => [cp, s]),
+    ),
     ...(info.members ? [[LB_NODE, 'haproxy'] as [string, string]] : []),
     ...(info.prometheus ? [[PROMETHEUS_NODE, 'prometheus'] as [string, string]] : []),
     ...info.nodes.filter((n) => n.roles.includes('worker')).flatMap((n): [string, string][] => [...(n.real ? [[n.name, 'containerd'] as [string, string]] : []), [n.name, 'kubelet']]),

@@ -3,7 +3,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defaultAgentImage } from '../../inventory/schema.js';
-import { KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { realClock, type Clock } from '../../core/clock.js';
 import { silentLogger, type Logger } from '../../core/logger.js';
 import { EXIT, KrError, messageOf } from '../../core/errors.js';
@@ -34,7 +34,10 @@ import { createWorkload, waitReady, waitServiceAccount } from './workload.js';
 import { checkRealNodes, startRealNodes, writeRealNodes, type RealNode } from './real-nodes.js';
 import { ensureRealNodeBinaries, type RealNodeBinaries } from '../install/real-nodes.js';
 import { WORKLOAD_IMAGE } from '../install/images.js';
-import { instanceRunDir } from '../host/paths.js';
+import { cacheDir, instanceRunDir } from '../host/paths.js';
+import { ensureControlPlaneImages, type ControlPlaneImages } from '../install/control-plane-images.js';
+import { kubernetesDir, manifestsDir, writeStaticPods } from './static-pods.js';
+import { httpGet } from './services.js';
 
 export interface LabUpRunOptions extends LabUpOptions {
   log?: Logger;
@@ -73,6 +76,8 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
   const sim = simulatorScript();
   if (!existsSync(sim)) throw new KrError('LAB_NOT_BUILT', `${sim} is missing; run \`npm run build\` first`, { exit: EXIT.refused });
   const release = parseLabVersion(o.kubernetesVersion);
+  if (settings.staticPods && release.minor === 20)
+    throw new KrError('LAB_BAD_OPTION', '--static-pods runs on Kubernetes 1.37 and 1.34 (a real kubelet of the release); this lab would run 1.20', { exit: EXIT.invalid });
   const bin = o.binaries ?? (await findLabBinaries({ binDir: o.binDir, log: o.log, release: o.binDir ? undefined : release }));
   if (!bin) {
     const v = o.kubernetesVersion ?? `1.${release.minor}`;
@@ -83,19 +88,23 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
   if (!bin.etcd) throw new KrError('LAB_BINARIES_MISSING', 'etcd is not installed; run `kube-runbook lab install`', { exit: EXIT.refused });
   // real nodes: what the machine lacks is said before anything is built or made; their binaries are built once
   let real: RealNodeBinaries | undefined;
+  let cpImages: ControlPlaneImages | undefined;
   if (settings.realNodes) {
     await checkRealNodes();
     real = await ensureRealNodeBinaries({ log: o.log ?? silentLogger, clock: o.clock, signal: o.signal }, bin);
+    if (settings.staticPods) cpImages = await ensureControlPlaneImages({ log: o.log ?? silentLogger, signal: o.signal }, cacheDir(), bin);
   }
   return withLock(join(machineRunDir(), `lab-${instance}.lock`), async () => {
     const paths = labPaths(instance);
-    if (existsSync(paths.infoFile) && (await sh(shq(join(paths.serviceDir('cp-1', 'kube-apiserver'), 'health')))).code === 0)
+    // a static-pod lab's cp-1 runs a kubelet rather than an apiserver service
+    const running = async (svc: string) => (await sh(shq(join(paths.serviceDir('cp-1', svc), 'health')))).code === 0;
+    if (existsSync(paths.infoFile) && ((await running('kube-apiserver')) || (await running('kubelet'))))
       throw new KrError('LAB_ALREADY_UP', `lab ${instance} is already up; \`kube-runbook lab down --instance ${instance}\` first`, {
         exit: EXIT.refused,
       });
     await labDown(instance, { locked: true, log: silentLogger });
     try {
-      return await up(instance, settings, bin, sim, o, real);
+      return await up(instance, settings, bin, sim, o, real, cpImages);
     } catch (e) {
       const details = await logTails(instance, settings);
       if (!o.keepOnFailure) await labDown(instance, { locked: true, log: silentLogger }).catch(() => {});
@@ -105,7 +114,15 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
   });
 }
 
-async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo, simScript: string, o: LabUpRunOptions, real?: RealNodeBinaries): Promise<LabInfo> {
+async function up(
+  instance: string,
+  settings: LabSettings,
+  bin: LabBinariesInfo,
+  simScript: string,
+  o: LabUpRunOptions,
+  real?: RealNodeBinaries,
+  cpImages?: ControlPlaneImages,
+): Promise<LabInfo> {
   const clock = o.clock ?? realClock;
   const log = o.log ?? silentLogger;
   const started = clock.now();
@@ -177,12 +194,14 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
 
   step('certificates, tokens and service-account keys');
   const realInfos = nodes.filter((n) => n.real);
+  // --static-pods: cp-1 is a real node too, its kubelet running the control plane from kubeadm's manifests
+  const staticCp = cpImages ? cp : undefined;
   const pki = await makePki(paths.pkiDir, {
     instance,
     apiserverIps: [apiserverHost, ...cps.map((m) => m.ip)],
-    nodes: [...workers, ...realWorkers],
+    nodes: [...(staticCp ? [staticCp.name] : []), ...workers, ...realWorkers],
     prometheus: Boolean(prom),
-    kubelets: realInfos.map((n) => ({ name: n.name, ip: n.ip })),
+    kubelets: [...(staticCp ? [staticCp] : []), ...realInfos].map((n) => ({ name: n.name, ip: n.ip })),
   });
   const members = cps.map((m) => ({ name: m.name, ip: m.ip }));
   const kc = (name: string, user: { certFile: string; keyFile: string } | { token: string }, file: string, server = info.apiserverUrl) =>
@@ -190,6 +209,7 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, paths.kubeconfig);
   // an executor that must see the cluster while the VIP is down (load-balancer-outage) talks to one member directly
   for (const m of info.members ?? []) await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, m.kubeconfig, m.apiserverUrl);
+  let staticControllers: (() => Promise<string>) | undefined;
   const perMember: { etcd: ServiceSpec; apiserver: ServiceSpec; controllers: ServiceSpec[] }[] = [];
   for (const m of cps) {
     const c: comp.ComponentContext = {
@@ -205,6 +225,16 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
       etcdCgroup: { dir: info.etcdCgroup, version: layout.version, name: names.cgroup },
     };
     const svc = { etcd: comp.etcdService(c), apiserver: comp.apiserverService(c), controllers: [comp.controllerManagerService(c), comp.schedulerService(c)] };
+    if (cpImages) {
+      // kubeadm's /etc/kubernetes of the member: its manifests and the components' kubeconfigs
+      const k8s = kubernetesDir(join(paths.nodesDir, m.name));
+      await writeStaticPods(c, cpImages, join(paths.nodesDir, m.name), ['etcd', 'kube-apiserver']);
+      staticControllers = () => writeStaticPods(c, cpImages, join(paths.nodesDir, m.name), ['kube-controller-manager', 'kube-scheduler']);
+      await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, join(k8s, 'admin.conf'), `https://${m.ip}:${comp.APISERVER_PORT}`);
+      await kc('controller-manager', { certFile: pki.cert('controller-manager'), keyFile: pki.key('controller-manager') }, join(k8s, 'controller-manager.conf'), `https://${m.ip}:${comp.APISERVER_PORT}`);
+      await kc('scheduler', { certFile: pki.cert('scheduler'), keyFile: pki.key('scheduler') }, join(k8s, 'scheduler.conf'), `https://${m.ip}:${comp.APISERVER_PORT}`);
+      continue;
+    }
     for (const s of [svc.etcd, svc.apiserver, ...svc.controllers]) await writeService(s);
     // as on kubeadm, a member's controller-manager and scheduler talk to their own apiserver, not through the VIP
     const local = `https://${m.ip}:${comp.APISERVER_PORT}`;
@@ -262,25 +292,44 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
     await writeFile(join(svc.dir, 'config.json'), `${JSON.stringify(cfg, null, 2)}\n`);
   });
   let realNodes: RealNode[] = [];
+  let cpNodes: RealNode[] = [];
   if (real) {
     const runDir = instanceRunDir(instance);
-    realNodes = await writeRealNodes({ instance, names, serviceDir: paths.serviceDir, runDir, pki, settings, apiserverUrl: info.apiserverUrl, bin: real }, realInfos);
+    const rc = { instance, names, serviceDir: paths.serviceDir, runDir, pki, settings, apiserverUrl: info.apiserverUrl, bin: real };
+    realNodes = await writeRealNodes(rc, realInfos);
+    if (staticCp && cpImages) {
+      const manifests = manifestsDir(join(paths.nodesDir, staticCp.name));
+      // its kubelet talks to its own apiserver, as kubeadm's kubelet.conf of a control-plane node does
+      const cpServer = `https://${staticCp.ip}:${comp.APISERVER_PORT}`;
+      cpNodes = await writeRealNodes(
+        { ...rc, apiserverUrl: cpServer, firstIndex: 200, staticPods: { [staticCp.name]: { manifests, images: Object.values(cpImages) } } },
+        [staticCp],
+      );
+    }
   }
   await writeInventory(paths.inventoryFile, info);
 
-  step(ha ? `etcd (${cps.length} members)` : 'etcd');
-  // the members of a new cluster wait for each other: start them all, then wait for each
-  for (const s of perMember) await start(s.etcd.dir);
-  for (const s of perMember) await startAndWait(s.etcd.dir, 30_000, clock, o.signal);
-  step(ha ? `kube-apiserver (${cps.length})` : 'kube-apiserver');
-  for (const s of perMember) await start(s.apiserver.dir);
-  for (const s of perMember) await startAndWait(s.apiserver.dir, 120_000, clock, o.signal);
+  if (staticCp) {
+    step(`${staticCp.name}: containerd, images and the kubelet, which starts etcd and kube-apiserver from their manifests`);
+    await startRealNodes(cpNodes, { clock, log, signal: o.signal });
+    await waitStaticControlPlane(staticCp.ip, pki.caCert, clock, o.signal);
+    step(`${staticCp.name}: kube-controller-manager and kube-scheduler manifests`);
+    await staticControllers?.();
+  } else {
+    step(ha ? `etcd (${cps.length} members)` : 'etcd');
+    // the members of a new cluster wait for each other: start them all, then wait for each
+    for (const s of perMember) await start(s.etcd.dir);
+    for (const s of perMember) await startAndWait(s.etcd.dir, 30_000, clock, o.signal);
+    step(ha ? `kube-apiserver (${cps.length})` : 'kube-apiserver');
+    for (const s of perMember) await start(s.apiserver.dir);
+    for (const s of perMember) await startAndWait(s.apiserver.dir, 120_000, clock, o.signal);
+  }
   if (lbService) {
     step(`haproxy: the VIP ${apiserverHost}:${comp.APISERVER_PORT}`);
     await startAndWait(lbService.dir, 30_000, clock, o.signal);
   }
-  step('kube-controller-manager, kube-scheduler and kubelet simulators');
-  for (const s of perMember) for (const x of s.controllers) await start(x.dir);
+  step(staticCp ? 'kubelet simulators' : 'kube-controller-manager, kube-scheduler and kubelet simulators');
+  if (!staticCp) for (const s of perMember) for (const x of s.controllers) await start(x.dir);
   // side by side: each simulator's start is a few hundred ms of CPU, and hundreds of nodes start at once
   await eachLimited(workers, 16, (n) => start(paths.serviceDir(n, 'kubelet')));
   if (realNodes.length) {
@@ -296,12 +345,16 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   step(`waiting for ${workers.length + realWorkers.length} node(s) Ready and every pod running`);
   await waitServiceAccount(admin, 'default', clock, o.signal);
   await waitReady(admin, {
-    nodes: [...workers, ...realWorkers],
+    nodes: [...(staticCp ? [staticCp.name] : []), ...workers, ...realWorkers],
     pods: settings.workload ? settings.replicas : 0,
     timeoutMs: o.readyTimeoutMs ?? 120_000,
     clock,
     signal: o.signal,
   });
+  if (staticCp) {
+    step(`${staticCp.name}: kubeadm's control-plane labels`);
+    await markControlPlane(admin, staticCp.name);
+  }
   if (lbService) {
     step('waiting for HAProxy to see every apiserver UP');
     await waitBackendsUp(join(lbService.dir, 'stats.sock'), cps.length, clock, o.signal);
@@ -316,6 +369,30 @@ async function up(instance: string, settings: LabSettings, bin: LabBinariesInfo,
   await writeLabInfo(info);
   step(`lab ${instance} is up`);
   return info;
+}
+
+/** Until the static pods' etcd and apiserver answer (the kubelet starts them; images are local), at most 120 s. */
+async function waitStaticControlPlane(ip: string, caFile: string, clock: Clock, signal?: AbortSignal): Promise<void> {
+  const deadline = clock.now() + 120_000;
+  const check = `${httpGet(`https://${ip}:${comp.APISERVER_PORT}/readyz`, { caFile })} | grep -qx ok`;
+  for (;;) {
+    if ((await sh(check)).code === 0) return;
+    if (clock.now() > deadline) throw new KrError('LAB_START_FAILED', `the static pods' kube-apiserver on ${ip} was not ready within 120s`);
+    await clock.sleep(500, signal);
+  }
+}
+
+/**
+ * What `kubeadm init phase mark-control-plane` does besides the taint (which the kubelet registered with): the
+ * control-plane role label and the exclusion from external load balancers. A kubelet may not set
+ * `node-role.kubernetes.io/*` labels on its own Node, so the admin does.
+ */
+async function markControlPlane(admin: KubeConfig, node: string): Promise<void> {
+  const core = admin.makeApiClient(CoreV1Api);
+  await core.patchNode(
+    { name: node, body: { metadata: { labels: { 'node-role.kubernetes.io/control-plane': '', 'node.kubernetes.io/exclude-from-external-load-balancers': '' } } } },
+    setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+  );
 }
 
 /** Until HAProxy's health checks have every member's apiserver UP (the VIP serves from all of them), at most 60 s. */

@@ -30,7 +30,14 @@ export async function createWorkload(kc: KubeConfig, replicas: number, clock: Cl
             spec: {
               automountServiceAccountToken: false,
               topologySpreadConstraints: [
-                { maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'DoNotSchedule', labelSelector: { matchLabels: labels } },
+                {
+                  maxSkew: 1,
+                  topologyKey: 'kubernetes.io/hostname',
+                  whenUnsatisfiable: 'DoNotSchedule',
+                  labelSelector: { matchLabels: labels },
+                  // a tainted node (the control plane of `--static-pods`) holds none and must not count (1.26+: real nodes' releases)
+                  ...(image ? { nodeTaintsPolicy: 'Honor' } : {}),
+                },
               ],
               containers: [image ? realContainer(image) : { name: 'web', image: 'registry.k8s.io/pause:3.2', ports: [{ containerPort: 8080 }] }],
             },

@@ -16,9 +16,10 @@ export interface OnNodeCtx {
   node?: InventoryNode;
 }
 
-const MANIFESTS_DIR = '/etc/kubernetes/manifests';
+/** kubeadm's directory, unless the inventory's `spec.kubeadm.dir` says otherwise. */
+const KUBEADM_DIR = '/etc/kubernetes';
 /** Where kubeadm manifests are parked while their component is stopped: outside the directory the kubelet reads. */
-const PARKED_DIR = '/etc/kubernetes/kube-runbook-parked';
+const PARKED = 'kube-runbook-parked';
 
 const STATIC_POD_HEALTH: Record<Exclude<ServiceName, 'kubelet' | 'haproxy'>, StaticPodTarget['health']> = {
   'kube-apiserver': { scheme: 'https', port: 6443, path: '/readyz', portFlag: '--secure-port' },
@@ -41,17 +42,24 @@ export function serviceTarget(inventory: Inventory, node: InventoryNode, service
   const layout = inventory.spec.layout;
   if (service === 'haproxy' && layout !== 'lab') return { manager: 'systemd', service, unit: 'haproxy', healthUrl: null };
   switch (layout) {
-    case 'kubeadm':
+    case 'kubeadm': {
+      // a lab of `lab up --static-pods`: kubeadm's layout for the control plane, its kubelets are lab services
+      if (service === 'kubelet' && inventory.spec.kubeadm?.kubelet === 'lab') {
+        if (!inventory.spec.lab?.stateDir) throw new KrError('LAB_STATE_DIR_MISSING', 'the inventory has spec.kubeadm.kubelet lab but no spec.lab.stateDir');
+        return labProcess(inventory.spec.lab.stateDir, node, service);
+      }
       if (service === 'kubelet') return { manager: 'systemd', service, unit: 'kubelet', healthUrl: KUBELET_HEALTH };
       if (service === 'haproxy') throw new KrError('UNKNOWN_LAYOUT', 'haproxy is a systemd unit'); // handled above
+      const dir = (inventory.spec.kubeadm?.dir ?? KUBEADM_DIR).replace(/\/+$/, '');
       return {
         manager: 'static-pod',
         service,
-        manifest: `${MANIFESTS_DIR}/${service}.yaml`,
-        parked: `${PARKED_DIR}/${service}.yaml`,
+        manifest: `${dir}/manifests/${service}.yaml`,
+        parked: `${dir}/${PARKED}/${service}.yaml`,
         process: service,
         health: STATIC_POD_HEALTH[service],
       };
+    }
     case 'k3s': {
       const server = node.roles.includes('control-plane') || node.roles.includes('etcd');
       if (service === 'kubelet' && !server) return { manager: 'systemd', service, unit: 'k3s-agent', healthUrl: KUBELET_HEALTH };
@@ -60,12 +68,19 @@ export function serviceTarget(inventory: Inventory, node: InventoryNode, service
     case 'lab': {
       const stateDir = inventory.spec.lab?.stateDir;
       if (!stateDir) throw new KrError('LAB_STATE_DIR_MISSING', 'the inventory has layout lab but no spec.lab.stateDir');
-      return { manager: 'process', service, dir: `${stateDir.replace(/\/+$/, '')}/nodes/${node.name}/${service}` };
+      return labProcess(stateDir, node, service);
     }
     default:
       throw new KrError('UNKNOWN_LAYOUT', `no service manager for layout ${quote(layout)}`);
   }
 }
+
+function labProcess(stateDir: string, node: InventoryNode, service: ServiceName): ServiceTarget {
+  return { manager: 'process', service, dir: `${stateDir.replace(/\/+$/, '')}/nodes/${node.name}/${service}` };
+}
+
+/** kubeadm's directory of a static pod's manifest (`<dir>/manifests/<service>.yaml`). */
+export const kubeadmDirOf = (manifest: string): string => manifest.replace(/\/manifests\/[^/]+$/, '');
 
 export function serviceManager(target: ServiceTarget): ServiceManager {
   switch (target.manager) {

@@ -49,8 +49,9 @@ describe('static-pod manager', () => {
       health: { scheme: 'https', port: 6443, path: '/readyz', portFlag: '--secure-port' },
     };
     writeFileSync(t.manifest, 'spec:\n  containers:\n  - command:\n    - kube-apiserver\n    - --secure-port=7443\n');
-    // the kubelet: the component runs exactly while its manifest is in the manifests directory
-    stub('pgrep', `[ -f ${JSON.stringify(t.manifest)} ]`);
+    // the kubelet: the component runs exactly while its manifest is in the manifests directory (a pid in this
+    // network namespace: the shell that asks)
+    stub('pgrep', `[ -f ${JSON.stringify(t.manifest)} ] && echo $PPID`);
   });
 
   it('stop parks the manifest outside the manifests directory and waits until the process is gone; idempotent', () => {
@@ -59,7 +60,7 @@ describe('static-pod manager', () => {
     expect(run(m.status(t)).code).toBe(0);
     stub('pgrep', 'exit 1'); // crash-looping: no process right now, but the kubelet will start it again
     expect(run(m.status(t)).code, 'a manifest in place counts as running').toBe(0);
-    stub('pgrep', `[ -f ${JSON.stringify(t.manifest)} ]`);
+    stub('pgrep', `[ -f ${JSON.stringify(t.manifest)} ] && echo $PPID`);
     expect(run(m.stop(t, 5))).toMatchObject({ code: 0 });
     expect(existsSync(t.manifest)).toBe(false);
     expect(readFileSync(t.parked, 'utf8')).toContain('--secure-port=7443');
@@ -88,11 +89,17 @@ describe('static-pod manager', () => {
   });
 
   it('stop fails, saying so, when the process outlives its manifest', () => {
-    stub('pgrep', 'exit 0');
+    stub('pgrep', 'echo $PPID');
     const r = run(serviceManager(t).stop(t, 2));
     // a wait that has not succeeded yet: its own exit code, which runOnNode calls transient
     expect(r.code).toBe(NOT_YET_EXIT);
     expect(r.out).toContain('kube-apiserver still running 2 s after its manifest was parked');
+  });
+
+  it("stop does not wait for a process of another network namespace (another node's on the same kernel)", () => {
+    // a pid whose network namespace is not this shell's (here it has none: gone) does not count
+    stub('pgrep', 'echo 999999999');
+    expect(run(serviceManager(t).stop(t, 2))).toMatchObject({ code: 0 });
   });
 
   it('start fails when there is no manifest anywhere', () => {

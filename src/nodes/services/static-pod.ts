@@ -13,13 +13,19 @@ const vars = (t: StaticPodTarget) => ({
 
 /**
  * `kr_running`: the component's container is running (crictl, when the node has it) or its process is (pgrep on
- * the full command line: process names are cut at 15 characters, `kube-controller-manager` included).
+ * the full command line: process names are cut at 15 characters, `kube-controller-manager` included). A process
+ * counts only in this shell's network namespace: static pods use the host's network, and another machine's
+ * control plane sharing this kernel's process table (a lab's other nodes, a container's) is not this node's.
  */
 const KR_RUNNING = `kr_running() {
   if command -v crictl >/dev/null 2>&1; then
     [ -n "$(crictl ps -q --state running --name "^$proc\\$" 2>/dev/null)" ] && return 0
   fi
-  pgrep -f "^([^ ]*/)?$proc( |\\$)" >/dev/null 2>&1
+  kr_net=$(readlink /proc/$$/ns/net 2>/dev/null)
+  for kr_p in $(pgrep -f "^([^ ]*/)?$proc( |\\$)" 2>/dev/null); do
+    [ "$(readlink /proc/"$kr_p"/ns/net 2>/dev/null)" = "$kr_net" ] && return 0
+  done
+  return 1
 }`;
 
 /** `kr_healthy`: running, and its health endpoint answers (port taken from the manifest's flag when it sets one). */
