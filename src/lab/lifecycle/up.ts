@@ -59,9 +59,9 @@ function simulatorScript(): string {
 
 /**
  * Starts a lab: namespaces and network, certificates, etcd in its own cgroup, the real apiserver,
- * controller-manager and scheduler, a kubelet simulator per node and the sample workload, and with `prometheus`
- * Prometheus scraping the control plane. Returns when every node is Ready, every pod runs and Prometheus scrapes
- * every component.
+ * controller-manager and scheduler, simulated kubelets (a forwarder per node, a process per group of nodes) and the
+ * sample workload, and with `prometheus` Prometheus scraping the control plane. Returns when every node is Ready,
+ * every pod runs and Prometheus scrapes every component.
  */
 export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
   const instance = o.instance ?? DEFAULT_INSTANCE;
