@@ -221,6 +221,9 @@ export function kubeletSimsService(c: ComponentContext, dir: string, group: stri
     command: [nodeBinary, simScript, `--group=${join(dir, 'group.json')}`],
     health: 'true',
     stopTimeoutSec: 5,
+    // a crash takes many nodes down at once: start it again, as systemd would; the nodes' state is on disk
+    // (runtime, agent pids) and in their forwarders (a stopped kubelet stays stopped)
+    restart: true,
   };
 }
 
