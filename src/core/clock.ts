@@ -30,3 +30,19 @@ export const realClock: Clock = {
     return () => clearTimeout(t);
   },
 };
+
+/** `sleep` made of a clock's `setTimer`: resolves when the timer fires, rejects (and cancels it) when `signal` aborts. */
+export function sleepWith(setTimer: Clock['setTimer'], ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const cancel = setTimer(ms, () => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    });
+    const onAbort = () => {
+      cancel();
+      reject(signal?.reason);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,4 +1,4 @@
-import type { Clock } from '../core/clock.js';
+import { sleepWith, type Clock } from '../core/clock.js';
 
 interface Timer {
   at: number;
@@ -32,18 +32,7 @@ export class FakeClock implements Clock {
   }
 
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      if (signal?.aborted) return reject(signal.reason);
-      const cancel = this.setTimer(ms, () => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      });
-      const onAbort = () => {
-        cancel();
-        reject(signal?.reason);
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-    });
+    return sleepWith((t, fn) => this.setTimer(t, fn), ms, signal);
   }
 
   /** Number of timers waiting. */

@@ -20,6 +20,8 @@ export const APT_PACKAGES = [
   'conntrack',
   'openssl',
   'curl',
+  // the forwarder of each simulated node to the apiserver, inside the node's network namespace
+  'socat',
   'ca-certificates',
   'golang-go',
   'make',

@@ -5,7 +5,7 @@ import type { LabBinariesInfo } from '../host/info.js';
 import { installLab } from './install.js';
 
 /** Commands `lab up` and the service scripts use. */
-const LAB_TOOLS = ['ip', 'iptables', 'openssl', 'curl', 'setsid'];
+const LAB_TOOLS = ['ip', 'iptables', 'openssl', 'curl', 'setsid', 'socat', 'nsenter'];
 
 export interface EnsureOptions {
   log?: Logger;
@@ -24,7 +24,12 @@ export async function ensureLabBinaries(o: EnsureOptions = {}): Promise<LabBinar
   const log = o.log ?? silentLogger;
   const release = o.binDir ? undefined : parseLabVersion(o.kubernetesVersion);
   const found = await findLabBinaries({ binDir: o.binDir, cacheDir: o.cacheDir, log, release });
-  const tools = await Promise.all(LAB_TOOLS.map(have));
-  if (found?.etcd && tools.every(Boolean)) return found;
+  if (found?.etcd && !(await missingLabTools()).length) return found;
   return installLab({ log, binDir: o.binDir, cacheDir: o.cacheDir, signal: o.signal, kubernetesVersion: o.kubernetesVersion });
+}
+
+/** The commands of LAB_TOOLS this machine lacks (`lab install` installs them). */
+export async function missingLabTools(): Promise<string[]> {
+  const found = await Promise.all(LAB_TOOLS.map(have));
+  return LAB_TOOLS.filter((_, i) => !found[i]);
 }

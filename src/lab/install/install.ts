@@ -30,7 +30,7 @@ export interface InstallOptions {
 /** What is needed when this machine cannot be set up automatically. */
 const MANUAL_STEPS = [
   'The lab needs Linux and root (it makes network namespaces, veths, an iptables chain and a cgroup).',
-  'Packages: etcd (3.4 or newer, e.g. Debian etcd-server), iproute2, iptables, openssl, curl.',
+  'Packages: etcd (3.4 or newer, e.g. Debian etcd-server), iproute2, iptables, openssl, curl, socat.',
   'Kubernetes control-plane binaries kube-apiserver, kube-controller-manager and kube-scheduler: pass their directory',
   '  with --bin-dir DIR or KUBEBUILDER_ASSETS=DIR (etcd may sit there too), or run `kube-runbook lab install` as root',
   '  on Debian or Ubuntu, which builds them: 1.37 and 1.34 with Go from the Go module proxy (about 10 minutes on 2',

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { EXIT, KrError, quote } from '../../core/errors.js';
 import { shq } from '../../core/shell.js';
 import type { LabBinariesInfo } from '../host/info.js';
 import type { LabPki } from '../host/pki.js';
@@ -175,16 +176,54 @@ export function schedulerService(c: ComponentContext): ServiceSpec {
   };
 }
 
-/** The kubelet simulator of a worker node: `<node> dist/lab/kubelet-sim.js --config=<dir>/config.json`. */
-export function kubeletService(c: ComponentContext, node: string, netns: string, nodeBinary: string, simScript: string): ServiceSpec {
+/**
+ * The `kubelet` of a simulated worker node: the node's forwarder to the apiserver, inside its network namespace
+ * (`socat UNIX-LISTEN:<dir>/api.sock,fork TCP:<apiserver>`). The node's simulator, in a process shared with other
+ * nodes (`kubeletSimsService`), talks to the apiserver only through that socket: the node's firewall rules cut it
+ * as they would a kubelet, and stopping this service cuts the node off (its renewals stop, its containers stay).
+ */
+export function kubeletService(c: ComponentContext, node: string, netns: string, apiserver: { host: string; port: number }): ServiceSpec {
   const dir = c.serviceDir(node, 'kubelet');
   const stale = Math.ceil(c.settings.leaseDuration / 1000);
   return {
     ...base(c, node, 'kubelet', netns, dir),
-    command: [nodeBinary, simScript, `--config=${join(dir, 'config.json')}`],
-    // healthy: the process runs and it renewed its lease within one lease duration
+    command: ['socat', `UNIX-LISTEN:${socatPath(apiSocketOf(dir))},fork,unlink-early,mode=600`, `TCP:${apiserver.host}:${apiserver.port}`],
+    // healthy: the forwarder runs and the node's simulator renewed its lease within one lease duration
     health: `[ -n "$(find ${shq(join(dir, 'heartbeat'))} -newermt '${stale} seconds ago' 2>/dev/null)" ]`,
     stopTimeoutSec: 5,
+    // socat forks a child per connection: the node's open connections go with it
+    killGroup: true,
+  };
+}
+
+/** The forwarder's socket in a node's kubelet service directory. */
+export function apiSocketOf(kubeletDir: string): string {
+  return join(kubeletDir, 'api.sock');
+}
+
+/** A path as one word of a socat address (its separators `:` and `,` cannot be escaped portably: refused). */
+function socatPath(path: string): string {
+  if (/[:,!\s]/.test(path)) throw new KrError('LAB_BAD_STATE_DIR', `the lab's state directory cannot hold a socat socket path: ${quote(path)} (no ':', ',', '!' or spaces)`, { exit: EXIT.invalid });
+  return path;
+}
+
+/**
+ * A group of simulated kubelets in one process, in the host's network namespace:
+ * `<node> dist/lab/sim/kubelet-sim.js --group=<dir>/group.json`. Each node in it reaches the apiserver through its
+ * own `kubelet` forwarder.
+ */
+export function kubeletSimsService(c: ComponentContext, dir: string, group: string, nodeBinary: string, simScript: string): ServiceSpec {
+  return {
+    instance: c.instance,
+    node: group,
+    service: 'kubelet-sims',
+    dir,
+    command: [nodeBinary, simScript, `--group=${join(dir, 'group.json')}`],
+    health: 'true',
+    stopTimeoutSec: 5,
+    // a crash takes many nodes down at once: start it again, as systemd would; the nodes' state is on disk
+    // (runtime, agent pids) and in their forwarders (a stopped kubelet stays stopped)
+    restart: true,
   };
 }
 

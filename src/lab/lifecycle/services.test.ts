@@ -108,6 +108,32 @@ describe('lab service scripts', () => {
     expect((await readdir(dir)).filter((f) => f.startsWith('pid'))).toEqual([]);
   });
 
+  it("in the host's namespace, stop of a killGroup service ends the children it forked too (a forwarder's connections)", async () => {
+    const forking: ServiceSpec = {
+      ...spec(dir),
+      netns: undefined,
+      cgroup: undefined,
+      killGroup: true,
+      // a parent that ignores TERM and leaves a child per "connection"
+      command: ['/bin/sh', '-c', `trap '' TERM; sleep 301 & echo $! > "$1"/child; wait`, 'sh', dir],
+    };
+    const text = serviceScripts(forking).run;
+    expect(text).not.toContain('ip netns');
+    await writeService(forking);
+    expect((await run(join(dir, 'start'), [])).code).toBe(0);
+    let child = '';
+    for (let i = 0; i < 50 && !child; i++) {
+      child = (await readFile(join(dir, 'child'), 'utf8').catch(() => '')).trim();
+      if (!child) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(child).toMatch(/^\d+$/);
+    const alive = (pid: string) => readFile(`/proc/${pid}/status`, 'utf8').then((t) => !/^State:\s*Z/m.test(t)).catch(() => false);
+    expect(await alive(child)).toBe(true);
+    expect((await run(join(dir, 'stop'), [])).code).toBe(0);
+    expect((await run(join(dir, 'status'), [])).code).toBe(3);
+    expect(await alive(child)).toBe(false);
+  });
+
   it('health fails when the process does not run, whatever the check says', async () => {
     await writeService(spec(dir));
     expect((await run(join(dir, 'health'), [])).code).toBe(1);

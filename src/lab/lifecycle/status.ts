@@ -1,3 +1,4 @@
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { messageOf } from '../../core/errors.js';
@@ -41,9 +42,14 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
     ...(info.prometheus ? [[PROMETHEUS_NODE, 'prometheus'] as [string, string]] : []),
     ...info.nodes.filter((n) => n.roles.includes('worker')).flatMap((n): [string, string][] => [...(n.real ? [[n.name, 'containerd'] as [string, string]] : []), [n.name, 'kubelet']]),
   ];
+  // the processes that simulate the nodes, a group of nodes each
+  const groups = (await readdir(join(info.stateDir, 'kubelet-sims')).catch(() => [] as string[])).sort();
+  const dirs = [
+    ...services.map(([node, service]): [string, string, string] => [node, service, join(info.stateDir, 'nodes', node, service)]),
+    ...groups.map((g): [string, string, string] => [g, 'kubelet-sims', join(info.stateDir, 'kubelet-sims', g)]),
+  ];
   const components = await Promise.all(
-    services.map(async ([node, service]) => {
-      const dir = join(info.stateDir, 'nodes', node, service);
+    dirs.map(async ([node, service, dir]) => {
       const running = (await sh(shq(join(dir, 'status')))).code === 0;
       const healthy = running && (await sh(shq(join(dir, 'health')))).code === 0;
       return { node, service, running, healthy };

@@ -11,6 +11,7 @@ import { shq } from '../../core/shell.js';
 import { logTails, start, startAndWait } from './control.js';
 import { eachLimited } from '../../core/each-limited.js';
 import { findLabBinaries, parseLabVersion } from '../install/binaries.js';
+import { missingLabTools } from '../install/ensure.js';
 import { cgroupLayout, makeCgroup } from '../host/cgroup.js';
 import * as comp from './components.js';
 import { labDown } from './down.js';
@@ -61,9 +62,9 @@ function simulatorScript(): string {
 
 /**
  * Starts a lab: namespaces and network, certificates, etcd in its own cgroup, the real apiserver,
- * controller-manager and scheduler, a kubelet simulator per node and the sample workload, and with `prometheus`
- * Prometheus scraping the control plane. Returns when every node is Ready, every pod runs and Prometheus scrapes
- * every component.
+ * controller-manager and scheduler, simulated kubelets (a forwarder per node, a process per group of nodes) and the
+ * sample workload, and with `prometheus` Prometheus scraping the control plane. Returns when every node is Ready,
+ * every pod runs and Prometheus scrapes every component.
  */
 export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
   const instance = o.instance ?? DEFAULT_INSTANCE;
@@ -86,6 +87,8 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
     });
   }
   if (!bin.etcd) throw new KrError('LAB_BINARIES_MISSING', 'etcd is not installed; run `kube-runbook lab install`', { exit: EXIT.refused });
+  const tools = await missingLabTools();
+  if (tools.length) throw new KrError('LAB_TOOLS_MISSING', `${tools.join(', ')} not found; run \`kube-runbook lab install\``, { exit: EXIT.refused });
   // real nodes: what the machine lacks is said before anything is built or made; their binaries are built once
   let real: RealNodeBinaries | undefined;
   let cpImages: ControlPlaneImages | undefined;
@@ -270,7 +273,7 @@ async function up(
   }
   // hundreds of nodes: their files written side by side
   await eachLimited([...nodes.filter((x) => x.roles.includes('worker') && !x.real).entries()], 16, async ([i, n]) => {
-    const svc = comp.kubeletService(ctx0, n.name, n.netns, process.execPath, simScript);
+    const svc = comp.kubeletService(ctx0, n.name, n.netns, { host: apiserverHost, port: comp.APISERVER_PORT });
     await writeService(svc);
     await kc(n.name, { token: pki.tokens[`system:node:${n.name}`]! }, join(svc.dir, 'kubeconfig'));
     const cfg: KubeletSimFile = {
@@ -286,11 +289,14 @@ async function up(
       kubeconfig: join(svc.dir, 'kubeconfig'),
       runtimeDir: paths.runtimeDir(n.name),
       heartbeatFile: join(svc.dir, 'heartbeat'),
+      apiSocket: comp.apiSocketOf(svc.dir),
+      netns: n.netns,
       // pods of the node agent's image run `kube-runbook agent` for real, as this CLI
       agent: { image: defaultAgentImage(), cli: [process.execPath, fileURLToPath(new URL('../../../bin/kube-runbook.js', import.meta.url))] },
     };
     await writeFile(join(svc.dir, 'config.json'), `${JSON.stringify(cfg, null, 2)}\n`);
   });
+  const simGroups = await writeSimGroups(ctx0, paths.stateDir, workers, simScript);
   let realNodes: RealNode[] = [];
   let cpNodes: RealNode[] = [];
   if (real) {
@@ -330,8 +336,9 @@ async function up(
   }
   step(staticCp ? 'kubelet simulators' : 'kube-controller-manager, kube-scheduler and kubelet simulators');
   if (!staticCp) for (const s of perMember) for (const x of s.controllers) await start(x.dir);
-  // side by side: each simulator's start is a few hundred ms of CPU, and hundreds of nodes start at once
+  // the nodes' forwarders (a few ms each), then the processes that simulate them, a group of nodes each
   await eachLimited(workers, 16, (n) => start(paths.serviceDir(n, 'kubelet')));
+  for (const dir of simGroups) await start(dir);
   if (realNodes.length) {
     step(`real nodes: containerd, images and kubelet on ${realWorkers.join(', ')}`);
     await startRealNodes(realNodes, { clock, log, signal: o.signal });
@@ -393,6 +400,26 @@ async function markControlPlane(admin: KubeConfig, node: string): Promise<void> 
     { name: node, body: { metadata: { labels: { 'node-role.kubernetes.io/control-plane': '', 'node.kubernetes.io/exclude-from-external-load-balancers': '' } } } },
     setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   );
+}
+
+/**
+ * How many simulated nodes share a process. One process per node cost ~75 MiB and a few hundred ms of CPU to start
+ * each; a group shares the runtime and the timers, and a few groups still use both cores of a small machine.
+ */
+const NODES_PER_SIM_PROCESS = 64;
+
+/** The `kubelet-sims` services that run the simulated nodes, `<state>/kubelet-sims/group-N/`: their directories. */
+async function writeSimGroups(c: comp.ComponentContext, stateDir: string, workers: string[], simScript: string): Promise<string[]> {
+  const dirs: string[] = [];
+  for (let g = 0; g * NODES_PER_SIM_PROCESS < workers.length; g++) {
+    const group = `group-${g + 1}`;
+    const svc = comp.kubeletSimsService(c, join(stateDir, 'kubelet-sims', group), group, process.execPath, simScript);
+    await writeService(svc);
+    const members = workers.slice(g * NODES_PER_SIM_PROCESS, (g + 1) * NODES_PER_SIM_PROCESS);
+    await writeFile(join(svc.dir, 'group.json'), `${JSON.stringify(members.map((n) => join(c.serviceDir(n, 'kubelet'), 'config.json')), null, 2)}\n`);
+    dirs.push(svc.dir);
+  }
+  return dirs;
 }
 
 /** Until HAProxy's health checks have every member's apiserver UP (the VIP serves from all of them), at most 60 s. */

@@ -36,6 +36,11 @@ export interface AgentProcessOptions {
   secretKey(namespace: string, name: string, key: string): Promise<string>;
   clock: Clock;
   log: Logger;
+  /**
+   * The node's network namespace (a name under /run/netns), entered with `nsenter --net` when the simulator runs
+   * outside it (one process simulating many nodes); absent: the process's own.
+   */
+  netns?: string;
 }
 
 interface Tracked {
@@ -153,7 +158,10 @@ export class AgentProcesses {
     ].join('\n');
     const env = await this.containerEnv(pod, c.env ?? []);
     const logFd = openSync(join(dir, 'log'), 'a');
-    const child = spawn('sh', ['-c', script, 'sh', sa, join(dir, 'exit'), ...command], {
+    const argv = ['sh', '-c', script, 'sh', sa, join(dir, 'exit'), ...command];
+    // nsenter execs sh: the pid stays the session's, and the whole session lives in the node's namespace
+    const [file, ...args] = this.o.netns ? ['nsenter', `--net=/run/netns/${this.o.netns}`, '--', ...argv] : argv;
+    const child = spawn(file!, args, {
       detached: true,
       // its packets pass block-kubelet-egress's auto scope, which widens to the whole node on the lab
       gid: LAB_AGENT_GID,

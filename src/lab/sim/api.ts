@@ -42,10 +42,21 @@ export class SimApi {
     readonly kc: KubeConfig,
     readonly timeoutMs = 10_000,
     readonly maxInFlight = 64,
+    /**
+     * Reach the apiserver through this unix socket (a forwarder inside the node's network namespace) rather than
+     * dialing it: TLS still checks the apiserver's name as the kubeconfig has it.
+     */
+    readonly socketPath?: string,
   ) {
     this.core = kc.makeApiClient(CoreV1Api);
     this.coord = kc.makeApiClient(CoordinationV1Api);
-    this.watcher = new Watch(kc);
+    // watches go through the same pool (and so the same socket) as the other calls
+    const watchKc = Object.create(kc) as KubeConfig;
+    watchKc.applySecurityAuthentication = async (ctx) => {
+      await kc.applySecurityAuthentication(ctx);
+      ctx.setDispatcher(await this.dispatcher());
+    };
+    this.watcher = new Watch(watchKc);
   }
 
   async readLease(name: string): Promise<{ resourceVersion?: string } | undefined> {
@@ -147,7 +158,14 @@ export class SimApi {
       const o: RequestOptions = {};
       await this.kc.applyToHTTPSOptions(o);
       return new Agent({
-        connect: { ca: o.ca, cert: o.cert, key: o.key, rejectUnauthorized: o.rejectUnauthorized, servername: o.servername },
+        connect: {
+          ca: o.ca,
+          cert: o.cert,
+          key: o.key,
+          rejectUnauthorized: o.rejectUnauthorized,
+          servername: o.servername,
+          ...(this.socketPath ? { socketPath: this.socketPath } : {}),
+        },
         connections: this.maxInFlight,
         keepAliveTimeout: 30_000,
       });

@@ -68,6 +68,10 @@ export interface KubeletSimFile extends SimNodeConfig {
   kubeconfig: string;
   runtimeDir: string;
   heartbeatFile: string;
+  /** The unix socket of the node's apiserver forwarder (in its network namespace); absent: dial the apiserver. */
+  apiSocket?: string;
+  /** The node's network namespace: its agent pods' processes are started in it. */
+  netns?: string;
   /** Pods of this image run their command for real (the node agent); `kube-runbook` is this CLI (`cli`: node and its script). */
   agent?: { image: string; cli: string[] };
 }
