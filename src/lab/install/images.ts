@@ -76,15 +76,19 @@ async function build(o: { log: Logger; signal?: AbortSignal }, dir: string, kube
   return { pause, workload };
 }
 
-interface ImageConfig {
+/** What an image's configuration says besides its files. */
+export interface ImageConfig {
   entrypoint?: string[];
   cmd?: string[];
   user?: string;
   env?: string[];
 }
 
-/** One image: reused when `<name>.json` records the same reference and input; else built with umoci. */
-async function cachedImage(
+/**
+ * One image: reused when `<name>.json` records the same reference and input; else built with umoci, `fill` putting
+ * its files into the root filesystem (as root: owners are kept) and saying its configuration.
+ */
+export async function cachedImage(
   o: { log: Logger; signal?: AbortSignal },
   dir: string,
   name: string,
