@@ -196,6 +196,16 @@ ${systemd}if [ -z "$started" ]; then
     if [ "$i" -ge 30 ]; then arm_failed "the dead-man's watcher did not start"; fi
     sleep 0.1
   done
+  # started from a pod (a node agent's container): the watcher leaves the pod's cgroup for the one the kubelet puts
+  # pods under (above kubepods), as systemd-run would give it a unit of its own, since the runtime kills what is left
+  # in a container's cgroup when it ends (all of it where the pod shares the host's PID namespace)
+  w=$(cat "$d/watcher.pid")
+  while IFS=: read -r _ ctl path; do
+    case "$path" in */kubepods*) ;; *) continue ;; esac
+    for c in "/sys/fs/cgroup/$ctl\${path%%/kubepods*}" "/sys/fs/cgroup/\${ctl#name=}\${path%%/kubepods*}"; do
+      if [ -w "$c/cgroup.procs" ] && echo "$w" >"$c/cgroup.procs" 2>/dev/null; then break; fi
+    done
+  done <"/proc/$w/cgroup" || true
 fi
 `;
 }

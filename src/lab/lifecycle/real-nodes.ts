@@ -178,8 +178,16 @@ export async function startRealNodes(nodes: RealNode[], o: { clock: Clock; log: 
 async function routeKubernetesService(n: RealNode, signal?: AbortSignal): Promise<void> {
   const api = new URL(n.apiserverUrl);
   const to = `${api.hostname.replace(/^\[(.*)\]$/, '$1')}:${api.port || '443'}`;
-  const rule = (chain: string) => `ip netns exec ${shq(n.plan.netns)} iptables -w 10 -t nat -A ${chain} -d ${SERVICE_IP}/32 -p tcp --dport 443 -j DNAT --to-destination ${shq(to)}`;
-  await mustSh('LAB_REAL_NODE_RUNTIME', `routing the kubernetes Service on ${n.plan.node}`, `set -e\n${rule('OUTPUT')}\n${rule('PREROUTING')}\n`, { timeoutMs: 30_000, signal });
+  const ns = `ip netns exec ${shq(n.plan.netns)}`;
+  const rule = (chain: string) => `${ns} iptables -w 10 -t nat -A ${chain} -d ${SERVICE_IP}/32 -p tcp --dport 443 -j DNAT --to-destination ${shq(to)}`;
+  // a route first: a connection is routed before OUTPUT's DNAT, and the node's namespace has no default route
+  const script = `set -e
+dev=$(${ns} ip -o route get ${shq(api.hostname.replace(/^\[(.*)\]$/, '$1'))} | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p')
+${ns} ip route replace ${SERVICE_IP}/32 dev "$dev"
+${rule('OUTPUT')}
+${rule('PREROUTING')}
+`;
+  await mustSh('LAB_REAL_NODE_RUNTIME', `routing the kubernetes Service on ${n.plan.node}`, script, { timeoutMs: 30_000, signal });
 }
 
 async function waitContainerd(n: RealNode, clock: Clock, signal?: AbortSignal): Promise<void> {
