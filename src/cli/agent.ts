@@ -1,3 +1,4 @@
+import { readlinkSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { stringify } from 'yaml';
 import { realClock } from '../core/clock.js';
@@ -31,6 +32,21 @@ const MAX_OUTPUT_BYTES = 256 * 1024;
 
 const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
+/**
+ * The process whose namespaces scripts enter: the host's first process; where even root may not open its namespaces
+ * (a machine whose init is sandboxed, as in a microVM: this project's lab machine), the agent's parent, which in a
+ * pod sharing the host's PID namespace is its container runtime's shim (containerd's, CRI-O's conmon), a process of
+ * the host's namespaces. Checked by reading the mount namespace's link, which is what nsenter opens.
+ */
+function defaultHostPid(): number {
+  try {
+    readlinkSync('/proc/1/ns/mnt');
+    return 1;
+  } catch {
+    return process.ppid > 1 ? process.ppid : 1;
+  }
+}
+
 /** The agent in its pod: the in-cluster client, the scripts run on the host, until SIGTERM (the pod deleted). */
 async function runAgent(flags: AgentFlags): Promise<void> {
   if (!NAME.test(flags.node)) throw new KrError('BAD_NODE', `--node ${quote(flags.node)} is not a Node name`, { exit: EXIT.invalid });
@@ -46,8 +62,8 @@ async function runAgent(flags: AgentFlags): Promise<void> {
     throw new KrError('NO_RESULT_KEY', `${RESULT_KEY_ENV} is not set to the node's result key (the executor gives it through a Secret in the pod's environment)`, {
       exit: EXIT.invalid,
     });
-  // the host's first process; the lab names its stand-in (the node's anchor process, as a pod's pause container)
-  const hostPid = Number(process.env.KUBE_RUNBOOK_AGENT_HOST_PID ?? '1');
+  // the lab's simulated nodes name their stand-in (the node's anchor process, as a pod's pause container)
+  const hostPid = Number(process.env.KUBE_RUNBOOK_AGENT_HOST_PID ?? defaultHostPid());
   if (!Number.isInteger(hostPid) || hostPid < 1) throw new KrError('BAD_HOST_PID', `KUBE_RUNBOOK_AGENT_HOST_PID is not a pid (got ${quote(process.env.KUBE_RUNBOOK_AGENT_HOST_PID)})`, { exit: EXIT.invalid });
   const log = createLogger((level, msg) => process.stderr.write(`${new Date(realClock.now()).toISOString()} ${level} agent ${flags.node}: ${msg}\n`), 'info');
   const kube = createKubeAccess({ inCluster: true, clock: realClock, log });

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, uti
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { armScript, bootUnit, deadmanDir, disarmScript, keepaliveScript, settleScript, statusScript } from './deadman.js';
+import { armScript, bootUnit, deadmanDir, disarmScript, keepaliveScript, leavePodCgroup, settleScript, statusScript } from './deadman.js';
 
 /** A lab node's options: the boot hook in a directory under the test's root. */
 const onNode = (root: string, node = 'node-1') => ({ root, node, onBoot: 'revert' as const, bootHook: 'dir' as const, bootDir: join(root, 'boot.d') });
@@ -227,5 +227,47 @@ describe('the executor\'s revert and the dead-man never run at once', () => {
     expect(await until(() => lines().length === 4, 15_000), lines().join(', ')).toBe(true);
     // start, end, start, end: never two starts in a row
     expect(lines().map((l) => l.split(' ')[0])).toEqual(['start', 'end', 'start', 'end']);
+  });
+});
+
+describe("a watcher started in a pod's container", () => {
+  let root: string;
+  afterEach(() => rmSync(root, { recursive: true, force: true }));
+
+  /** A /proc with process 4242's cgroups and cgroup hierarchies holding `dirs`, each with an empty cgroup.procs. */
+  function fake(cgroups: string, dirs: string[]) {
+    root = mkdtempSync(join(tmpdir(), 'kr-cgroup-'));
+    mkdirSync(join(root, 'proc', '4242'), { recursive: true });
+    writeFileSync(join(root, 'proc', '4242', 'cgroup'), cgroups);
+    for (const d of dirs) {
+      mkdirSync(join(root, 'cg', d), { recursive: true });
+      writeFileSync(join(root, 'cg', d, 'cgroup.procs'), '');
+    }
+    return { proc: join(root, 'proc'), cgroupFs: join(root, 'cg') };
+  }
+  const procs = (d: string) => readFileSync(join(root, 'cg', d, 'cgroup.procs'), 'utf8');
+
+  it('leaves the pod for the cgroup above kubepods in every hierarchy (cgroup v1, a named hierarchy)', () => {
+    const o = fake(
+      '12:cpu,cpuacct:/kube-runbook-x-rnode-1/kubepods/burstable/pod1/c1\n1:name=systemd:/kube-runbook-x-rnode-1/kubepods/burstable/pod1/c1\n0::/\n',
+      ['cpu,cpuacct/kube-runbook-x-rnode-1', 'systemd/kube-runbook-x-rnode-1', 'cpu,cpuacct/kube-runbook-x-rnode-1/kubepods'],
+    );
+    expect(sh(leavePodCgroup('4242', o)).status).toBe(0);
+    expect(procs('cpu,cpuacct/kube-runbook-x-rnode-1')).toBe('4242\n');
+    expect(procs('systemd/kube-runbook-x-rnode-1')).toBe('4242\n');
+    expect(procs('cpu,cpuacct/kube-runbook-x-rnode-1/kubepods')).toBe('');
+  });
+
+  it('goes to the root cgroup of a node whose pods are under /kubepods.slice (cgroup v2)', () => {
+    const o = fake('0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-c1.scope\n', ['']);
+    expect(sh(leavePodCgroup('4242', o)).status).toBe(0);
+    expect(procs('')).toBe('4242\n');
+  });
+
+  it('stays where it is when not in a pod, and when its process is gone', () => {
+    const o = fake('4:memory:/user.slice\n0::/system.slice/cron.service\n', ['memory', '']);
+    expect(sh(leavePodCgroup('4242', o)).status).toBe(0);
+    expect(sh(leavePodCgroup('4343', o)).status).toBe(0);
+    expect(procs('memory') + procs('')).toBe('');
   });
 });

@@ -196,8 +196,27 @@ ${systemd}if [ -z "$started" ]; then
     if [ "$i" -ge 30 ]; then arm_failed "the dead-man's watcher did not start"; fi
     sleep 0.1
   done
+  ${leavePodCgroup('"$(cat "$d/watcher.pid")"')}
 fi
 `;
+}
+
+/**
+ * Moves the process `pid` (a shell word) out of a pod's cgroup into the one the kubelet puts pods under (the parent of
+ * `kubepods`) in every hierarchy, when it is in a pod's; else does nothing. A detached dead-man watcher started from a
+ * node agent's container does this, as systemd-run would give it a unit of its own: the runtime kills what is left in
+ * a container's cgroup when it ends (all of it where the pod shares the host's PID namespace, as the agent's does).
+ * `proc` and `cgroupFs` are for tests.
+ */
+export function leavePodCgroup(pid: string, o: { proc?: string; cgroupFs?: string } = {}): string {
+  const cg = shq(o.cgroupFs ?? '/sys/fs/cgroup');
+  return `w=${pid}
+  while IFS=: read -r _ ctl path; do
+    case "$path" in */kubepods*) ;; *) continue ;; esac
+    for c in ${cg}/"$ctl\${path%%/kubepods*}" ${cg}/"\${ctl#name=}\${path%%/kubepods*}"; do
+      if [ -w "$c/cgroup.procs" ] && echo "$w" >"$c/cgroup.procs" 2>/dev/null; then break; fi
+    done
+  done <${shq(o.proc ?? '/proc')}/"$w/cgroup" || true`;
 }
 
 /**

@@ -1,14 +1,16 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { CoreV1Api, Exec, KubeConfig, VersionApi, type V1Status } from '@kubernetes/client-node';
-import { parse, stringify } from 'yaml';
+import { CoreV1Api, Exec, KubeConfig, KubernetesObjectApi, PatchStrategy, VersionApi, type KubernetesObject, type V1Status } from '@kubernetes/client-node';
+import { parse, parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { labNames, rebootLabNode } from '../../src/lab/index.js';
-import { instanceRunDir } from '../../src/lab/host/paths.js';
-import { cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
+import { cacheDir, instanceRunDir } from '../../src/lab/host/paths.js';
+import { REPO, cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**
  * Real nodes (`lab up --real-nodes 2`): the release's kubelet with containerd and runc, the sample Deployment in
@@ -118,6 +120,144 @@ describe('lab up --real-nodes 2', () => {
       90_000,
       500,
     );
+  });
+
+  describe('node agents as real containers (spec.transport agent on rnode-1)', () => {
+    const NS = 'kr-agent';
+    let work: string;
+    let inventory: string;
+
+    /** The lab's inventory with its workers reached through agents, as test/e2e/agent.test.ts writes it. */
+    function agentInventory(): string {
+      const inv = parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { nodes: { roles: string[]; transport?: unknown }[] } };
+      for (const n of inv.spec.nodes) if (n.roles.includes('worker')) n.transport = { type: 'agent', namespace: NS, enter: 'mount', startTimeout: '45s' };
+      const file = join(lab.stateDir, 'inventory-agent.yaml');
+      writeFileSync(file, stringify(inv));
+      return file;
+    }
+
+    /** A runbook marking rnode-1 with a file of this machine (the node's disk) and holding it. */
+    function markRunbook(name: string, mark: string, hold: string): string {
+      const file = join(work, `${name}.yaml`);
+      const steps = [
+        { name: 'mark rnode-1', action: 'run-command', with: { nodes: { names: ['rnode-1'] }, apply: `touch ${mark}`, revert: `rm -f ${mark}` } },
+        { name: 'hold', wait: hold },
+      ];
+      writeFileSync(file, stringify({ apiVersion: 'kube-runbook/v1', kind: 'Runbook', metadata: { name }, spec: { safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '8s' }, steps } }));
+      return file;
+    }
+
+    const agentPods = async () => (await core.listNamespacedPod({ namespace: NS })).items;
+    const agentPodsGone = (why: string) => until(`every agent pod gone ${why}`, async () => (await agentPods()).length === 0, 60_000, 500);
+
+    /** rnode-1's containerd, through its own socket, with the ctr it was built with. */
+    function ctr(args: string[]): Promise<string> {
+      const dir =
+        process.env.KUBE_RUNBOOK_CONTAINERD_DIR ??
+        join(cacheDir(), readdirSync(cacheDir()).filter((d) => d.startsWith('containerd-') && existsSync(join(cacheDir(), d, 'ctr'))).sort().at(-1)!);
+      return new Promise((resolve, reject) => {
+        const c = spawn(join(dir, 'ctr'), ['--address', join(instanceRunDir(INSTANCE), 'rnode-1', 'containerd.sock'), '--namespace', 'k8s.io', ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
+        let out = '';
+        c.stdout.on('data', (b: Buffer) => (out += b.toString()));
+        c.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`ctr ${args.join(' ')}: exit ${code}`))));
+      });
+    }
+
+    /** A run held on rnode-1 and SIGKILLed once its fault is in place (after `beforeKill`); its state directory and log. */
+    async function killedRun(name: string, mark: string, beforeKill: () => Promise<void> = async () => {}): Promise<{ state: string; log: () => string }> {
+      const state = mkdtempSync(join(work, 'state-'));
+      const child: ChildProcess = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), 'run', markRunbook(name, mark, '60s'), '-i', inventory, '--yes', '--state-dir', state], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+      child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+      const exited = new Promise((r) => child.once('exit', r));
+      await until(`${mark} applied through the agent`, () => existsSync(mark), 90_000, 200).catch((e: unknown) => {
+        child.kill('SIGKILL');
+        throw new Error(`${String(e)}\n${out.slice(-2000)}`);
+      });
+      await beforeKill();
+      child.kill('SIGKILL');
+      await exited;
+      return { state, log: () => out.slice(-2000) };
+    }
+
+    /** The dead-man reverted it within faultTtl (8 s) + 10 s of the kill; recover then finds it reverted and ends the agents. */
+    async function revertedByDeadMan(mark: string, run: { state: string; log: () => string }): Promise<void> {
+      await until(`${mark} reverted by the node's dead-man`, () => !existsSync(mark), 18_000, 200).catch((e: unknown) => {
+        throw new Error(`${String(e)}\n${run.log()}`);
+      });
+      const runId = readdirSync(join(run.state, 'runs'))[0]!.replace(/\.jsonl$/, '');
+      expect(readdirSync(join(DEADMAN_ROOT, runId)).filter((d) => d.endsWith('.fired')), 'the fault\'s dead-man fired').toHaveLength(1);
+      // --force: the killed executor renewed the run lock seconds ago
+      const r = await cli(['recover', '--state-dir', run.state, '--all', '--force'], { timeoutMs: 300_000 });
+      expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
+      expect(r.stdout + r.stderr).toMatch(/dead-man on rnode-1 had already reverted/);
+      await agentPodsGone('after recover');
+    }
+
+    beforeAll(async () => {
+      work = mkdtempSync(join(tmpdir(), 'kr-real-agent-'));
+      inventory = agentInventory();
+      const objects = KubernetesObjectApi.makeApiClient(kc);
+      const m = await cli(['agent', 'manifests', '-i', inventory]);
+      expect(m.code, m.stderr).toBe(0);
+      for (const d of parseAllDocuments(m.stdout)) await objects.patch(d.toJS() as KubernetesObject, undefined, undefined, 'kube-runbook-e2e', true, PatchStrategy.ServerSideApply);
+    });
+
+    afterAll(() => {
+      if (work) rmSync(work, { recursive: true, force: true });
+    });
+
+    it('applies and reverts a fault through the agent in a privileged containerd container (image built by umoci)', async () => {
+      const mark = join(work, 'mark-run');
+      const seen: { applied: boolean; containers: string[] } = { applied: false, containers: [] };
+      let stop = false;
+      const watching = (async () => {
+        while (!stop) {
+          seen.applied ||= existsSync(mark);
+          for (const p of await agentPods().catch(() => [])) {
+            const c = p.status?.containerStatuses?.[0];
+            if (c?.containerID && !seen.containers.includes(c.containerID)) seen.containers.push(c.containerID);
+          }
+          await realClock.sleep(200);
+        }
+      })();
+      const r = await cli(['run', markRunbook('real-agent', mark, '2s'), '-i', inventory, '--yes', '--output', 'json'], { timeoutMs: 300_000 });
+      stop = true;
+      await watching;
+      expect(r.code, r.stderr.slice(-2000)).toBe(0);
+      const report = JSON.parse(r.stdout) as { preflight: { check: string; detail: string }[]; faults: { node?: string; status: string }[]; remaining: unknown[] };
+      expect(report.preflight.find((p) => p.check === 'agents')?.detail).toBe(`1 agent pod(s) running and answering in ${NS}`);
+      expect(report.faults).toEqual([expect.objectContaining({ node: 'rnode-1', status: 'reverted' })]);
+      expect(report.remaining).toEqual([]);
+      expect(seen.applied, 'the mark was made on the node').toBe(true);
+      expect(existsSync(mark)).toBe(false);
+      expect(seen.containers).toEqual([expect.stringMatching(/^containerd:\/\/[0-9a-f]{64}$/)]);
+      // the inventory names no image: the default one, which real nodes hold as imported from the lab's OCI archive
+      const imported = (await ctr(['images', 'ls', '-q'])).split('\n');
+      expect(imported).toEqual(expect.arrayContaining([expect.stringMatching(/^localhost\/kube-runbook\/kube-runbook-agent:/), expect.stringMatching(/^ghcr\.io\/kube-runbook\/kube-runbook-agent:/)]));
+      await agentPodsGone('after the run');
+    });
+
+    it('the executor SIGKILLed mid-run: the dead-man reverts the fault within faultTtl + 10 s', async () => {
+      const mark = join(work, 'mark-executor-killed');
+      await revertedByDeadMan(mark, await killedRun('real-agent-kill', mark));
+    });
+
+    it("the agent's container killed, then the executor: the watcher outlived the container and reverts within faultTtl + 10 s", async () => {
+      const mark = join(work, 'mark-agent-killed');
+      const run = await killedRun('real-agent-container-kill', mark, async () => {
+        // the running agent's container (containerd still holds those of the earlier runs' agents a while)
+        const ids = (await agentPods()).flatMap((p) => p.status?.containerStatuses?.filter((c) => c.state?.running).map((c) => c.containerID!.replace(/^containerd:\/\//, '')) ?? []);
+        expect(ids).toHaveLength(1);
+        expect((await ctr(['containers', 'ls', '-q'])).split('\n')).toContain(ids[0]);
+        await ctr(['tasks', 'kill', '--signal', 'SIGKILL', ids[0]!]);
+        await until('the agent container dead', async () => !(await ctr(['tasks', 'ls'])).split('\n').some((l) => l.startsWith(ids[0]!) && /RUNNING/.test(l)), 15_000, 200);
+      });
+      await revertedByDeadMan(mark, run);
+    });
   });
 
   it('leaves no process, mount, cgroup, namespace, chain or kernel setting behind after lab down', async () => {

@@ -30,7 +30,8 @@ export interface LabPki {
 export const SERVICE_CIDR = '10.96.0.0/16';
 /** The user Prometheus scrapes as (`lab up --prometheus`): its client certificate is `prometheus.crt`. */
 export const PROMETHEUS_USER = 'kube-runbook-prometheus';
-const SERVICE_IP = '10.96.0.1';
+/** The `kubernetes` Service's cluster IP, which pods are told the apiserver is at (KUBERNETES_SERVICE_HOST). */
+export const SERVICE_IP = '10.96.0.1';
 
 /**
  * The lab's certificate authority, serving and client certificates (ECDSA P-256, signed with openssl),

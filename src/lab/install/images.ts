@@ -76,6 +76,7 @@ async function build(o: { log: Logger; signal?: AbortSignal }, dir: string, kube
   return { pause, workload };
 }
 
+/** What an image's configuration says besides its files. */
 export interface ImageConfig {
   entrypoint?: string[];
   cmd?: string[];
@@ -83,7 +84,10 @@ export interface ImageConfig {
   env?: string[];
 }
 
-/** One image: reused when `<name>.json` records the same reference and input; else built with umoci. */
+/**
+ * One image: reused when `<name>.json` records the same reference and input; else built with umoci, `fill` putting
+ * its files into the root filesystem (as root: owners are kept) and saying its configuration.
+ */
 export async function cachedImage(
   o: { log: Logger; signal?: AbortSignal },
   dir: string,

@@ -7,6 +7,7 @@ import { ensureContainerd, type ContainerdBinaries } from './containerd.js';
 import { routeOf } from './binaries.js';
 import { download, findGo, goEnv } from './gobuild.js';
 import { ensureImages, type LabImages } from './images.js';
+import { ensureRuntimeImages, type BuiltImage } from './runtime-images.js';
 import { ensureAptPackages } from './install.js';
 import { ensureKubelet } from './kubelet.js';
 import type { LabBinariesInfo } from '../host/info.js';
@@ -29,6 +30,8 @@ export interface RealNodeBinaries {
   runc: string;
   cniBinDir: string;
   images: LabImages;
+  /** The node agent's image (deploy/agent/Dockerfile), which agent pods on real nodes run. */
+  agentImage: BuiltImage;
 }
 
 /**
@@ -57,7 +60,8 @@ export async function ensureRealNodeBinaries(
       const first = await findGo('1.21', o.env);
       const kube = await download(first.go, `k8s.io/kubernetes@v${bin.version}`, goEnv(root, o.env), o.signal);
       const images = await ensureImages(o, root, kube.Dir);
-      return { kubelet, containerd, runc: await findRunc(), cniBinDir: await findCniBinDir(), images };
+      const [agentImage] = await ensureRuntimeImages(o, join(root, 'images'), ['agent']);
+      return { kubelet, containerd, runc: await findRunc(), cniBinDir: await findCniBinDir(), images, agentImage: agentImage! };
     },
     { timeoutMs: 3_600_000, clock: o.clock },
   );

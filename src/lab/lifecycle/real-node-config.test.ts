@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { podCidrOf } from '../sim/objects.js';
 import { cniConfig, containerdConfig, kubeletArgs, kubeletConfig, realPodCidr, type RealNodePlan } from './real-node-config.js';
+import { runtimeImages } from '../install/runtime-images.js';
 
 const plan: RealNodePlan = {
   instance: 'rn',
@@ -28,6 +29,7 @@ const plan: RealNodePlan = {
       pause: { ref: 'localhost/kube-runbook/pause:3.10.2', archive: '/cache/images/pause.oci.tar' },
       workload: { ref: 'localhost/kube-runbook/busybox:lab', archive: '/cache/images/busybox.oci.tar' },
     },
+    agentImage: { ref: 'localhost/kube-runbook/kube-runbook-agent:0.1.0', archive: '/cache/images/agent.oci.tar', recipe: runtimeImages('0.1.0')[1]! },
   },
 };
 

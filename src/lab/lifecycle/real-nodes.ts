@@ -5,13 +5,13 @@ import { EXIT, KrError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { shq } from '../../core/shell.js';
 import { start } from './control.js';
-import { have, must, sh } from '../host/host.js';
+import { have, must, mustSh, sh } from '../host/host.js';
 import type { LabNodeInfo } from '../host/info.js';
 import { writeKubeconfig } from '../host/kubeconfig.js';
 import { hierarchies, makeNodeCgroup, missingControllers } from '../host/node-cgroup.js';
 import { machineRunDir, type LabNames } from '../host/paths.js';
 import { saveKubeletSysctls } from '../host/sysctls.js';
-import { kubeletCertName, type LabPki } from '../host/pki.js';
+import { kubeletCertName, SERVICE_IP, type LabPki } from '../host/pki.js';
 import { goDuration, type LabSettings } from '../host/settings.js';
 import type { RealNodeBinaries } from '../install/real-nodes.js';
 import type { LabImage } from '../install/images.js';
@@ -56,8 +56,10 @@ export interface RealNode {
   plan: RealNodePlan;
   containerd: ServiceSpec;
   kubelet: ServiceSpec;
-  /** Images imported besides the pause and workload images (a static-pod control plane's). */
+  /** Images imported besides the pause, workload and agent images (a static-pod control plane's). */
   images?: LabImage[];
+  /** Where the node's pods reach the apiserver at the `kubernetes` Service's address. */
+  apiserverUrl: string;
 }
 
 export interface RealNodesContext {
@@ -145,7 +147,7 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
       userName: `${c.names.context}-${n.name}`,
       user: { token: c.pki.tokens[`system:node:${n.name}`]! },
     });
-    out.push({ plan, containerd, kubelet, ...(c.staticPods?.[n.name] ? { images: c.staticPods[n.name]!.images } : {}) });
+    out.push({ plan, containerd, kubelet, apiserverUrl: c.apiserverUrl, ...(c.staticPods?.[n.name] ? { images: c.staticPods[n.name]!.images } : {}) });
   }
   return out;
 }
@@ -159,24 +161,41 @@ export async function startRealNodes(nodes: RealNode[], o: { clock: Clock; log: 
   for (const n of nodes) await waitContainerd(n, o.clock, o.signal);
   for (const n of nodes) {
     const f = realNodePaths(n.plan);
-    for (const img of [n.plan.bin.images.pause, n.plan.bin.images.workload, ...(n.images ?? [])]) {
-      await must('LAB_IMAGE_IMPORT_FAILED', n.plan.bin.containerd.ctr, [
-        '--address',
-        f.socket,
-        '--namespace',
-        'k8s.io',
-        'images',
-        'import',
-        '--base-name',
-        img.ref.slice(0, img.ref.lastIndexOf(':')),
-        img.archive,
-      ], { timeoutMs: 120_000, signal: o.signal });
-    }
+    const ctr = (args: string[]) =>
+      must('LAB_IMAGE_IMPORT_FAILED', n.plan.bin.containerd.ctr, ['--address', f.socket, '--namespace', 'k8s.io', 'images', ...args], { timeoutMs: 120_000, signal: o.signal });
+    const agent = n.plan.bin.agentImage;
+    for (const img of [n.plan.bin.images.pause, n.plan.bin.images.workload, agent, ...(n.images ?? [])])
+      await ctr(['import', '--base-name', img.ref.slice(0, img.ref.lastIndexOf(':')), img.archive]);
+    // the agent image also as an inventory that names none gets it (defaultAgentImage): present, it is never pulled
+    await ctr(['tag', '--force', agent.ref, agent.recipe.alias]);
     o.log.debug(`${n.plan.node}: images imported`);
   }
+  for (const n of nodes) await routeKubernetesService(n, o.signal);
   // a kubelet sets machine-wide kernel settings at start: `lab down` of the last real node puts them back
   await saveKubeletSysctls(machineRunDir());
   for (const n of nodes) await start(n.kubelet.dir);
+}
+
+/**
+ * The `kubernetes` Service's address, which the kubelet tells every pod (KUBERNETES_SERVICE_HOST, port 443), led
+ * to the apiserver in the node's namespace: what kube-proxy would do for that one Service (the lab runs none), so
+ * in-cluster clients (the node agents, the executor's Job) reach the apiserver from real nodes. OUTPUT for pods on
+ * the node's network (hostNetwork), PREROUTING for those behind its CNI bridge; the apiserver's certificate names
+ * the address. The rules go with the node's namespace.
+ */
+async function routeKubernetesService(n: RealNode, signal?: AbortSignal): Promise<void> {
+  const api = new URL(n.apiserverUrl);
+  const to = `${api.hostname.replace(/^\[(.*)\]$/, '$1')}:${api.port || '443'}`;
+  const ns = `ip netns exec ${shq(n.plan.netns)}`;
+  const rule = (chain: string) => `${ns} iptables -w 10 -t nat -A ${chain} -d ${SERVICE_IP}/32 -p tcp --dport 443 -j DNAT --to-destination ${shq(to)}`;
+  // a route first: a connection is routed before OUTPUT's DNAT, and the node's namespace has no default route
+  const script = `set -e
+dev=$(${ns} ip -o route get ${shq(api.hostname.replace(/^\[(.*)\]$/, '$1'))} | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p')
+${ns} ip route replace ${SERVICE_IP}/32 dev "$dev"
+${rule('OUTPUT')}
+${rule('PREROUTING')}
+`;
+  await mustSh('LAB_REAL_NODE_RUNTIME', `routing the kubernetes Service on ${n.plan.node}`, script, { timeoutMs: 30_000, signal });
 }
 
 async function waitContainerd(n: RealNode, clock: Clock, signal?: AbortSignal): Promise<void> {
