@@ -347,7 +347,7 @@ async function up(
   admin.loadFromFile(paths.kubeconfig);
   if (settings.workload) {
     step(`sample workload (${settings.replicas} replicas in namespace demo)`);
-    await createWorkload(admin, settings.replicas, clock, o.signal, realNodes.length ? WORKLOAD_IMAGE : undefined);
+    await createWorkload(admin, settings.replicas, clock, o.signal, realNodes.length ? WORKLOAD_IMAGE : undefined, staticCp ? [staticCp.name] : []);
   }
   step(`waiting for ${workers.length + realWorkers.length} node(s) Ready and every pod running`);
   await waitServiceAccount(admin, 'default', clock, o.signal);

@@ -10,8 +10,10 @@ const WORKLOAD_NAME = 'demo';
  * The sample workload: a Deployment spread over the nodes (one topology spread per hostname) and a Service. With
  * `image` (a lab with real nodes: the locally built busybox image), its containers say where they run on their
  * output and serve HTTP on 8080 with busybox's httpd; the image is never pulled (IfNotPresent, and present).
+ * `avoid`: nodes that hold none of its pods (the control plane of `--static-pods`): out of the spread's count by node
+ * affinity, not by their taint, so that a node not Ready yet (tainted not-ready for a moment) still counts.
  */
-export async function createWorkload(kc: KubeConfig, replicas: number, clock: Clock, signal?: AbortSignal, image?: string): Promise<void> {
+export async function createWorkload(kc: KubeConfig, replicas: number, clock: Clock, signal?: AbortSignal, image?: string, avoid: string[] = []): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
   const apps = kc.makeApiClient(AppsV1Api);
   const labels = { app: WORKLOAD_NAME };
@@ -35,10 +37,11 @@ export async function createWorkload(kc: KubeConfig, replicas: number, clock: Cl
                   topologyKey: 'kubernetes.io/hostname',
                   whenUnsatisfiable: 'DoNotSchedule',
                   labelSelector: { matchLabels: labels },
-                  // a tainted node (the control plane of `--static-pods`) holds none and must not count (1.26+: real nodes' releases)
-                  ...(image ? { nodeTaintsPolicy: 'Honor' } : {}),
                 },
               ],
+              ...(avoid.length
+                ? { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'NotIn', values: avoid }] }] } } } }
+                : {}),
               containers: [image ? realContainer(image) : { name: 'web', image: 'registry.k8s.io/pause:3.2', ports: [{ containerPort: 8080 }] }],
             },
           },
