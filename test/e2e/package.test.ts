@@ -4,11 +4,14 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/core/logger.js';
+import { ensureAptPackages } from '../../src/lab/install/install.js';
+import { Terminal } from '../helpers/terminal.js';
 import { REPO } from './helpers/lab.js';
 
 const EXE = join(REPO, 'build', 'kube-runbook-linux-x64');
@@ -104,4 +107,47 @@ describe('install anywhere', () => {
       expect(listed.stdout.trim()).toBe(linux!.bin);
     });
   });
+});
+
+/**
+ * `kube-runbook completion zsh|fish` in the real shells, from Debian's packages (bash's is a unit test, bash being
+ * everywhere): the same question as there, `kube-runbook describe st<TAB>`, answered with the stop-* actions.
+ */
+describe('shell completion in zsh and fish', () => {
+  let path: string;
+
+  beforeAll(async () => {
+    await ensureAptPackages(['zsh', 'fish'], { log: createLogger((_l, msg) => process.stderr.write(`[shells] ${msg}\n`)) });
+    // kube-runbook on PATH as an installed one is: the built CLI on Node 24
+    const bin = join(work, 'shell-bin');
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(join(bin, 'kube-runbook'), `#!/bin/sh\nexec '${NODE24}' '${join(REPO, 'bin', 'kube-runbook.js')}' "$@"\n`);
+    chmodSync(join(bin, 'kube-runbook'), 0o755);
+    path = `${bin}:${process.env.PATH}`;
+  });
+
+  it('zsh (after compinit): st<TAB> writes the prefix the stop-* actions share, <TAB> lists them', async () => {
+    // zle is off on a dumb terminal
+    const t = new Terminal('zsh -f -i', { cwd: REPO, env: { PATH: path, TERM: 'xterm', HOME: work } });
+    try {
+      await t.type("autoload -U compinit; compinit -u; source <(kube-runbook completion zsh); PS1='ready$ '; echo sourced\n", /sourced\r?\n[\s\S]*ready\$ $/);
+      await t.type('kube-runbook describe st\t', /describe stop-$/);
+      const listed = await t.type('\t', /stop-scheduler[\s\S]*describe stop-\S*$/);
+      for (const id of ['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer']) expect(listed).toContain(id);
+      expect(listed).not.toContain('run-command');
+    } finally {
+      await t.end('\x15exit\n');
+    }
+  }, 60_000);
+
+  it("fish: completes describe's ids with what they are, and runbook files", async () => {
+    const r = await run('fish', ['--no-config', '-c', "kube-runbook completion fish | source; complete -C 'kube-runbook describe st'; complete -C 'kube-runbook plan runbooks/apiserver-ou'"], {
+      cwd: REPO,
+      env: { ...process.env, PATH: path, HOME: work },
+    });
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.trim().split('\n');
+    expect(lines.filter((l) => l.startsWith('stop-'))).toEqual(['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer', 'stop-scheduler'].map((id) => `${id}\taction`));
+    expect(lines).toContain('runbooks/apiserver-outage.yaml');
+  }, 60_000);
 });
