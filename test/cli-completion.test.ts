@@ -1,5 +1,6 @@
-import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -62,6 +63,32 @@ describe('kube-runbook __complete (what the completion scripts ask at each TAB)'
     expect(all.values).toEqual(['arn:aws:eks:eu-west-1:123456789012:cluster/prod', 'lab', 'staging-admin@staging']);
     expect((await complete(['run', 'rb.yaml', '--kubeconfig', kubeconfig, '--context', 'st'])).values).toEqual(['staging-admin@staging']);
     expect((await complete(['plan', 'rb.yaml', '--context', ''], { KUBECONFIG: join(tmp, 'missing') })).values).toEqual([]);
+  });
+});
+
+/**
+ * `kubectl runbook <TAB>`: kubectl (1.26+) runs `kubectl_complete-runbook __complete WORDS...` from PATH and reads
+ * Cobra's protocol: candidates (TAB, description), then `:DIRECTIVE` (4 no files, 8 files of the listed extensions,
+ * 16 directories, 0 any file).
+ */
+describe('kubectl_complete-runbook (kubectl plugin completion)', () => {
+  const ask = async (...words: string[]) => {
+    const r = await promisify(execFile)(process.execPath, ['bin/kubectl_complete-runbook.js', '__complete', ...words], { cwd: root, env: { ...process.env, KUBECONFIG: kubeconfig } });
+    return r.stdout.trim().split('\n');
+  };
+
+  it('answers in Cobra\'s protocol: ids with what they are, options, contexts, and runbook files by extension', async () => {
+    expect(await ask('describe', 'st')).toEqual([...['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer', 'stop-scheduler'].map((id) => `${id}\taction`), ':4']);
+    // kubectl passes options as they are typed, without `--`
+    expect((await ask('plan', '--o')).map((l) => l.split('\t')[0])).toEqual(['--offline', '--output', ':4']);
+    expect(await ask('plan', 'rb.yaml', '--context', 'st')).toEqual(['staging-admin@staging\tkubeconfig context', ':4']);
+    expect(await ask('plan', '')).toEqual(['yaml', 'yml', ':8']);
+  });
+
+  it('is installed beside kubectl-runbook', () => {
+    const bin = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { bin: Record<string, string> }).bin;
+    expect(bin['kubectl_complete-runbook']).toBe('bin/kubectl_complete-runbook.js');
+    expect(bin['kubectl-runbook']).toBe(bin['kube-runbook']);
   });
 });
 

@@ -121,3 +121,15 @@ export function completeWords(program: Command, given: readonly string[], source
 export function completionText(c: Completion): string {
   return [...c.candidates.map((x) => `${x.value}\t${x.description}`), `:${c.then}`].join('\n');
 }
+
+/**
+ * Cobra's ShellCompDirective values (spf13/cobra completions.go), which kubectl reads from a plugin's completion:
+ * NoFileComp 4, FilterFileExt 8 (the candidates are the extensions), FilterDirs 16; 0 lets the shell complete files.
+ */
+const COBRA_DIRECTIVE: Record<Then, number> = { words: 4, yaml: 8, file: 0, dir: 16 };
+
+/** The same completion in Cobra's protocol: a candidate per line (TAB, its description), then `:DIRECTIVE`. */
+export function cobraText(c: Completion): string {
+  const candidates = c.then === 'yaml' ? ['yaml', 'yml'] : c.candidates.map((x) => (x.description ? `${x.value}\t${x.description}` : x.value));
+  return [...candidates, `:${COBRA_DIRECTIVE[c.then]}`].join('\n');
+}

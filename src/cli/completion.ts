@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { EXIT } from '../core/errors.js';
 import { defaultRegistry as registry } from '../engine/registry.js';
 import { kubeconfigContexts } from '../kube/kubeconfig.js';
-import { completeWords, completionText, type CompletionSources } from './complete-words.js';
+import { cobraText, completeWords, completionText, type CompletionSources } from './complete-words.js';
 import { completionScript, SHELLS, type Shell } from './completion-scripts.js';
 import { out } from './output.js';
 import type { Register } from './types.js';
@@ -30,10 +30,12 @@ export const register: Register = (program, done) => {
     .command('__complete', { hidden: true })
     .description('print the completions of the last word (for the completion scripts)')
     .argument('[words...]', 'the words after the program name, the last one being completed')
+    .option('--cobra', "answer in Cobra's protocol, as kubectl reads a plugin's completion (bin/kubectl_complete-runbook.js)")
     .helpOption(false)
     .allowUnknownOption()
-    .action((words: string[], _o: unknown, cmd: Command) => {
-      out.stdout(completionText(completeWords(cmd.parent ?? program, words.length ? words : [''], sources)));
+    .action((words: string[], o: { cobra?: boolean }, cmd: Command) => {
+      const c = completeWords(cmd.parent ?? program, words.length ? words : [''], sources);
+      out.stdout(o.cobra ? cobraText(c) : completionText(c));
       done(EXIT.ok);
     });
 };

@@ -67,6 +67,9 @@ describe('install anywhere', () => {
     expect(validate.stdout).toContain('ok ');
     const kubectl = await run(join(prefix, 'bin', 'kubectl-runbook'), ['--help'], { env });
     expect(kubectl.stdout).toContain('Usage: kubectl runbook');
+    // what kubectl runs for `kubectl runbook describe stop-k<TAB>`
+    const completes = await run(join(prefix, 'bin', 'kubectl_complete-runbook'), ['__complete', 'describe', 'stop-k'], { env });
+    expect(completes.stdout.trim().split('\n'), completes.stderr).toEqual(['stop-kubelet\taction', ':4']);
   }, 600_000);
 
   describe('the single executable', () => {
