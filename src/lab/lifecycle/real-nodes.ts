@@ -134,6 +134,9 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
       env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
       health: `${httpGet(`http://${n.ip}:${KUBELET_HEALTHZ_PORT}/healthz`)} | grep -qx ok`,
       stopTimeoutSec: 10,
+      // as kubeadm's kubelet unit (Restart=always): a kubelet that finds no CRI socket yet exits, at a boot that starts
+      // it beside containerd, say, and comes back once containerd serves
+      restart: true,
     };
     await writeService(containerd);
     await writeService(kubelet);
