@@ -3,6 +3,7 @@ import https from 'node:https';
 import { HttpProxyAgent, HttpsProxyAgent } from 'hpagent';
 import { SocksProxyAgent } from 'socks-proxy-agent';
 import { KrError, quote } from '../core/errors.js';
+import { redactText } from '../core/logger.js';
 
 /*
  * A kubeconfig cluster's `proxy-url`, as kubectl reads it: the apiserver reached through an HTTP or HTTPS proxy
@@ -13,13 +14,6 @@ import { KrError, quote } from '../core/errors.js';
 
 const PROTOCOLS = new Set(['http:', 'https:', 'socks5:', 'socks5h:']);
 
-/** The URL as it may be shown: without the credentials it may carry. */
-function shownProxy(u: URL): string {
-  const shown = new URL(u.href);
-  if (shown.password) shown.password = '***';
-  return shown.href;
-}
-
 /** A cluster's proxy-url, checked; `where` names the kubeconfig and cluster for errors. */
 export function parseProxyUrl(value: string, where: string): URL {
   let u: URL;
@@ -29,7 +23,7 @@ export function parseProxyUrl(value: string, where: string): URL {
     throw new KrError('KUBE_PROXY_URL', `${where}: proxy-url ${quote(value.replace(/:[^:@/]*@/, ':***@'))} is not a URL`, { exit: 2 });
   }
   if (!PROTOCOLS.has(u.protocol))
-    throw new KrError('KUBE_PROXY_URL', `${where}: proxy-url ${quote(shownProxy(u))} is not http://, https:// or socks5:// (as kubectl takes them)`, { exit: 2 });
+    throw new KrError('KUBE_PROXY_URL', `${where}: proxy-url ${quote(redactText(u.href))} is not http://, https:// or socks5:// (as kubectl takes them)`, { exit: 2 });
   return u;
 }
 
