@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { InventoryInput } from '../inventory/schema.js';
 import { applyRules, egressRevert, nftRuleset, type EgressState } from './parts/egress-rules.js';
 import { parseEndpoint } from './parts/egress-endpoints.js';
+import { scriptPurpose } from '../testing/layout-inventory.js';
 import { actionTester, shellSandbox } from '../testing/action-tester.js';
 import type { FakeHandler } from '../testing/fake-nodes.js';
 import action from './block-kubelet-egress.js';
@@ -20,7 +21,7 @@ const inventory = (o: { layout?: 'kubeadm' | 'k3s' | 'lab'; endpoints?: string[]
   },
 });
 
-const purpose = (script: string) => script.split('\n')[0]!;
+const purpose = scriptPurpose;
 
 /** A node: kubelet pid 1234; `detect` answers with these lines. */
 const node =

@@ -8,16 +8,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { eventually, runNodeScript } from '../testing/node-script.js';
 import type { InventoryInput } from '../inventory/schema.js';
 import type { KubeAccess } from '../kube/types.js';
+import { layoutInventory, type TestLayout } from '../testing/layout-inventory.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './disable-taint-eviction.js';
 import { applyScript, nodeSideRevertScript, revertScript } from './parts/taint-eviction.js';
 
-const inventory = (layout: 'kubeadm' | 'k3s' | 'lab', node = 'cp-1', stateDir = '/var/lib/kr-lab'): InventoryInput => ({
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 'test' },
-  spec: { layout, ...(layout === 'lab' ? { lab: { stateDir } } : {}), nodes: [{ name: node, roles: ['control-plane'] }] },
-});
+const inventory = (layout: TestLayout, node = 'cp-1', stateDir?: string): InventoryInput => layoutInventory(layout, [{ name: node, roles: ['control-plane'] }], stateDir);
 
 const server = (gitVersion: string): Partial<KubeAccess> => ({
   // the version, and the nodes (none Ready with a lifecycle taint) the revert checks before evicting again

@@ -1,25 +1,22 @@
 import assert from 'node:assert/strict';
 import type { InventoryInput } from '../inventory/schema.js';
+import { layoutInventory, type TestLayout, scriptPurpose } from '../testing/layout-inventory.js';
 import { actionTester } from '../testing/action-tester.js';
 import type { FakeHandler } from '../testing/fake-nodes.js';
 import action from './stop-apiserver.js';
 
-const inventory = (layout: 'kubeadm' | 'k3s' | 'lab', stateDir = '/var/lib/kr-lab', node = 'cp-1'): InventoryInput => ({
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 'test' },
-  spec: {
+const inventory = (layout: TestLayout, stateDir?: string, node = 'cp-1'): InventoryInput =>
+  layoutInventory(
     layout,
-    ...(layout === 'lab' ? { lab: { stateDir } } : {}),
-    nodes: [
+    [
       { name: node, roles: ['control-plane'] },
       { name: 'node-1', roles: ['worker'] },
     ],
-  },
-});
+    stateDir,
+  );
 
 /** The service is running until the stop script ran, stopped after. */
-const purpose = (script: string) => script.split('\n')[0]!;
+const purpose = scriptPurpose;
 const running: FakeHandler = () => ({ code: 0, stdout: 'running\n', stderr: '' });
 const stopped: FakeHandler = ({ script }) =>
   purpose(script).endsWith(' status kube-apiserver') ? { code: 3, stdout: 'stopped\n', stderr: '' } : { code: 0, stdout: '', stderr: '' };

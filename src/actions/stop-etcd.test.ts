@@ -1,26 +1,23 @@
 import assert from 'node:assert/strict';
 import type { InventoryInput } from '../inventory/schema.js';
+import { layoutInventory, type TestLayout, scriptPurpose } from '../testing/layout-inventory.js';
 import { actionTester } from '../testing/action-tester.js';
 import type { FakeHandler } from '../testing/fake-nodes.js';
 import action from './stop-etcd.js';
 
-const inventory = (layout: 'kubeadm' | 'k3s' | 'lab', stateDir = '/var/lib/kr-lab', first = 'cp-1'): InventoryInput => ({
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 'test' },
-  spec: {
+const inventory = (layout: TestLayout, stateDir?: string, first = 'cp-1'): InventoryInput =>
+  layoutInventory(
     layout,
-    ...(layout === 'lab' ? { lab: { stateDir } } : {}),
-    nodes: [
+    [
       { name: first, roles: ['control-plane', 'etcd'] },
       { name: 'cp-2', roles: ['control-plane', 'etcd'] },
       { name: 'cp-3', roles: ['control-plane', 'etcd'] },
       { name: 'node-1', roles: ['worker'] },
     ],
-  },
-});
+    stateDir,
+  );
 
-const purpose = (script: string) => script.split('\n')[0]!;
+const purpose = scriptPurpose;
 const ok = { code: 0, stdout: 'running\n', stderr: '' };
 const running: FakeHandler = () => ok;
 /** Every member runs except `down`, whose status says stopped. */

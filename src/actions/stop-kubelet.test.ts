@@ -1,21 +1,18 @@
 import assert from 'node:assert/strict';
 import type { InventoryInput } from '../inventory/schema.js';
+import { layoutInventory, type TestLayout } from '../testing/layout-inventory.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './stop-kubelet.js';
 
-const inventory = (layout: 'kubeadm' | 'k3s' | 'lab', node = 'node-1', stateDir = '/var/lib/kr-lab'): InventoryInput => ({
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 'test' },
-  spec: {
+const inventory = (layout: TestLayout, node = 'node-1', stateDir?: string): InventoryInput =>
+  layoutInventory(
     layout,
-    ...(layout === 'lab' ? { lab: { stateDir } } : {}),
-    nodes: [
+    [
       { name: node, roles: ['worker'] },
       { name: 'server-1', roles: ['control-plane'] },
     ],
-  },
-});
+    stateDir,
+  );
 
 actionTester(action, {
   inventory: inventory('kubeadm'),

@@ -1,24 +1,21 @@
 import assert from 'node:assert/strict';
 import type { InventoryInput } from '../inventory/schema.js';
+import { layoutInventory, type TestLayout, scriptPurpose } from '../testing/layout-inventory.js';
 import { actionTester } from '../testing/action-tester.js';
 import type { FakeHandler } from '../testing/fake-nodes.js';
 import action from './stop-load-balancer.js';
 
-const inventory = (layout: 'kubeadm' | 'k3s' | 'lab', stateDir = '/var/lib/kr-lab', lb = 'lb'): InventoryInput => ({
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 'test' },
-  spec: {
+const inventory = (layout: TestLayout, stateDir?: string, lb = 'lb'): InventoryInput =>
+  layoutInventory(
     layout,
-    ...(layout === 'lab' ? { lab: { stateDir } } : {}),
-    nodes: [
+    [
       { name: lb, roles: ['load-balancer'] },
       { name: 'cp-1', roles: ['control-plane', 'etcd'] },
     ],
-  },
-});
+    stateDir,
+  );
 
-const purpose = (script: string) => script.split('\n')[0]!;
+const purpose = scriptPurpose;
 const running: FakeHandler = () => ({ code: 0, stdout: 'running\n', stderr: '' });
 
 actionTester(action, {

@@ -1,14 +1,10 @@
 import assert from 'node:assert/strict';
 import type { InventoryInput } from '../inventory/schema.js';
+import { layoutInventory, type TestLayout } from '../testing/layout-inventory.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './stop-scheduler.js';
 
-const inventory = (layout: 'kubeadm' | 'k3s' | 'lab', node = 'cp-1', stateDir = '/var/lib/kr-lab'): InventoryInput => ({
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 'test' },
-  spec: { layout, ...(layout === 'lab' ? { lab: { stateDir } } : {}), nodes: [{ name: node, roles: ['control-plane'] }] },
-});
+const inventory = (layout: TestLayout, node = 'cp-1', stateDir?: string): InventoryInput => layoutInventory(layout, [{ name: node, roles: ['control-plane'] }], stateDir);
 
 actionTester(action, {
   inventory: inventory('kubeadm'),

@@ -2,18 +2,15 @@ import assert from 'node:assert/strict';
 import { describe, expect, it } from 'vitest';
 import type { InventoryInput } from '../inventory/schema.js';
 import { writeLimitsScript } from './parts/cgroup-io.js';
+import { layoutInventory, scriptPurpose, type TestLayout } from '../testing/layout-inventory.js';
 import { actionTester, shellSandbox } from '../testing/action-tester.js';
 import type { FakeHandler } from '../testing/fake-nodes.js';
 import action from './throttle-etcd-disk.js';
 
-const inventory = (layout: 'kubeadm' | 'k3s' | 'lab' = 'lab', node = 'cp-1', stateDir = '/nonexistent/lab'): InventoryInput => ({
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 'test' },
-  spec: { layout, ...(layout === 'lab' ? { lab: { stateDir } } : {}), nodes: [{ name: node, roles: ['control-plane', 'etcd'] }] },
-});
+const inventory = (layout: TestLayout = 'lab', node = 'cp-1', stateDir = '/nonexistent/lab'): InventoryInput =>
+  layoutInventory(layout, [{ name: node, roles: ['control-plane', 'etcd'] }], stateDir);
 
-const purpose = (script: string) => script.split('\n')[0]!;
+const purpose = scriptPurpose;
 
 const node =
   (o: { pid?: string; inspect?: string[]; limits?: string[] } = {}): FakeHandler =>

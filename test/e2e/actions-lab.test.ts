@@ -5,12 +5,9 @@ import { defaultRegistry } from '../../src/engine/registry.js';
 import type { RevertState } from '../../src/contract/action.js';
 import { realClock } from '../../src/core/clock.js';
 import type { ActionCtx } from '../../src/contract/context.js';
-import { memoryLogger } from '../../src/core/logger.js';
-import { loadInventory } from '../../src/inventory/load.js';
-import { createKubeAccess } from '../../src/kube/client.js';
 import type { KubeAccess } from '../../src/kube/types.js';
-import { createNodeAccess } from '../../src/nodes/access.js';
 import { startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { labContext } from './helpers/lab-context.js';
 
 /**
  * Every action against the lab's real control plane: the effect is visible, the revert removes it completely,
@@ -23,18 +20,8 @@ let kube: KubeAccess;
 
 beforeAll(async () => {
   lab = await startLab({ instance: INSTANCE, nodes: 2, workload: false });
-  const { inventory } = await loadInventory(lab.inventoryFile);
-  kube = createKubeAccess({ kubeconfig: lab.kubeconfig, context: lab.context });
-  ctx = {
-    runId: `e2e-actions-${process.pid}`,
-    clock: realClock,
-    log: memoryLogger(),
-    signal: new AbortController().signal,
-    dryRun: false,
-    inventory,
-    kube,
-    nodes: createNodeAccess(inventory),
-  };
+  ({ ctx } = await labContext(lab, { runId: `e2e-actions-${process.pid}` }));
+  kube = ctx.kube;
 });
 
 afterAll(async () => {

@@ -5,15 +5,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import type { Ctx } from '../../src/contract/context.js';
 import type { Reading } from '../../src/contract/probe.js';
-import { memoryLogger } from '../../src/core/logger.js';
-import { loadInventory } from '../../src/inventory/load.js';
-import { createKubeAccess } from '../../src/kube/client.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../../src/kube/resources.js';
 import { UNREACHABLE } from '../../src/kube/tolerations.js';
 import { labDown, labUp, type LabInfo } from '../../src/lab/index.js';
-import { createNodeAccess } from '../../src/nodes/access.js';
 import probe from '../../src/probes/eviction-forecast.js';
 import { instanceFor, labBinaries, LAB_VERSION } from './helpers/lab.js';
+import { labContext } from './helpers/lab-context.js';
 
 /**
  * The eviction forecast against the real node lifecycle controller at scale: three zones above the large-cluster
@@ -102,11 +99,7 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
     const inZone = (zone: string) => lab.nodes.filter((n) => n.zone === zone).map((n) => n.name);
     const silent = [...inZone('zone-a').slice(0, SHAPE.silentA), ...inZone('zone-b').slice(0, SHAPE.silentB)];
 
-    const inv = await loadInventory(lab.inventoryFile);
-    const log = memoryLogger();
-    const kube = createKubeAccess({ kubeconfig: lab.kubeconfig, context: lab.context, clock: realClock, log });
-    const ac = new AbortController();
-    const ctx: Ctx = { runId: 'e2e', clock: realClock, log, signal: ac.signal, dryRun: false, inventory: inv.inventory, kube, nodes: createNodeAccess(inv.inventory, { log, clock: realClock }) };
+    const { ctx, close } = await labContext(lab);
     const observed = new Observed(ctx);
     const pump = (async () => {
       for await (const r of probe.start(ctx, probe.meta.params.parse({ margin: '5m' }))) observed.readings.push(r);
@@ -166,9 +159,7 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
       expect(spread).toBeGreaterThan(0);
       expect(summary.taintsOnHealthy).toBe(0);
     } finally {
-      ac.abort();
-      await pump.catch(() => {});
-      kube.close?.();
+      await close(() => pump.catch(() => {}));
     }
   }, 900_000);
 });

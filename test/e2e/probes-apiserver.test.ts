@@ -4,15 +4,11 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
-import type { Ctx } from '../../src/contract/context.js';
-import { memoryLogger } from '../../src/core/logger.js';
-import { loadInventory } from '../../src/inventory/load.js';
-import { createKubeAccess } from '../../src/kube/client.js';
 import { labBinaries, LAB_VERSION } from './helpers/lab.js';
 import { labDown, labUp } from '../../src/lab/index.js';
-import { createNodeAccess } from '../../src/nodes/access.js';
 import { defaultRegistry } from '../../src/engine/registry.js';
 import type { Reading } from '../../src/contract/probe.js';
+import { labContext } from './helpers/lab-context.js';
 
 /**
  * Stop the lab's apiserver while every cluster probe runs: each reads unknown within its bound (nothing from the
@@ -57,20 +53,8 @@ describe(`cluster probes when the apiserver stops and starts (Kubernetes ${LAB_V
     await labDown(INSTANCE);
     const binaries = await labBinaries();
     const lab = await labUp({ binaries, instance: INSTANCE, nodes: 2, zones: 1 });
-    const inv = await loadInventory(lab.inventoryFile);
-    const log = memoryLogger();
-    const kube = createKubeAccess({ kubeconfig: lab.kubeconfig, context: lab.context, clock: realClock, log });
-    const ac = new AbortController();
-    const ctx: Ctx = {
-      runId: 'e2e',
-      clock: realClock,
-      log,
-      signal: ac.signal,
-      dryRun: false,
-      inventory: inv.inventory,
-      kube,
-      nodes: createNodeAccess(inv.inventory, { log, clock: realClock }),
-    };
+    const probes = await labContext(lab);
+    const ctx = probes.ctx;
     const readings = new Map<string, Reading[]>();
     const pumps: Promise<void>[] = [];
     // one after the other: concurrent first imports of modules that share dependencies can deadlock the test runner
@@ -119,9 +103,7 @@ describe(`cluster probes when the apiserver stops and starts (Kubernetes ${LAB_V
       const back = PROBES.map(([id]) => [id, readings.get(id)!.find((x) => x.at >= startedAt && x.status !== 'unknown')!.at - startedAt] as const);
       console.log(`known again after the apiserver started (ms): ${back.map(([id, ms]) => `${id} ${ms}`).join(', ')}`);
     } finally {
-      ac.abort();
-      await Promise.race([Promise.allSettled(pumps), realClock.sleep(10_000)]);
-      kube.close?.();
+      await probes.close(() => Promise.race([Promise.allSettled(pumps), realClock.sleep(10_000)]));
     }
   });
 });

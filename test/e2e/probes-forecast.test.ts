@@ -5,16 +5,13 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import type { Ctx } from '../../src/contract/context.js';
-import { memoryLogger } from '../../src/core/logger.js';
-import { loadInventory } from '../../src/inventory/load.js';
-import { createKubeAccess } from '../../src/kube/client.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../../src/kube/resources.js';
 import { UNREACHABLE } from '../../src/kube/tolerations.js';
 import { instanceFor, labBinaries, LAB_VERSION } from './helpers/lab.js';
 import { labDown, labUp, type LabInfo } from '../../src/lab/index.js';
-import { createNodeAccess } from '../../src/nodes/access.js';
 import probe from '../../src/probes/eviction-forecast.js';
 import type { Reading } from '../../src/contract/probe.js';
+import { labContext } from './helpers/lab-context.js';
 
 /**
  * The forecast against the real node lifecycle controller of the lab (LAB_VERSION): kubelet simulators are
@@ -87,30 +84,13 @@ class Observed {
 }
 
 async function start(l: LabInfo) {
-  const inv = await loadInventory(l.inventoryFile);
-  const log = memoryLogger();
-  const kube = createKubeAccess({ kubeconfig: l.kubeconfig, context: l.context, clock: realClock, log });
-  const ac = new AbortController();
-  const ctx: Ctx = {
-    runId: 'e2e',
-    clock: realClock,
-    log,
-    signal: ac.signal,
-    dryRun: false,
-    inventory: inv.inventory,
-    kube,
-    nodes: createNodeAccess(inv.inventory, { log, clock: realClock }),
-  };
+  const { ctx, close } = await labContext(l);
   const observed = new Observed(ctx);
   const params = probe.meta.params.parse({ margin: '5m' });
   const pump = (async () => {
     for await (const r of probe.start(ctx, params)) observed.readings.push(r);
   })();
-  const stop = async () => {
-    ac.abort();
-    await pump.catch(() => {});
-    kube.close?.();
-  };
+  const stop = () => close(() => pump.catch(() => {}));
   return { ctx, observed, stop };
 }
 

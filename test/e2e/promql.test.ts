@@ -12,15 +12,12 @@ import { promisify } from 'node:util';
 import { parse, parseDocument, type YAMLMap, type YAMLSeq } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAndMeasure } from '../../src/cli/demo.js';
-import type { Ctx } from '../../src/contract/context.js';
 import type { Reading } from '../../src/contract/probe.js';
 import { realClock } from '../../src/core/clock.js';
-import { memoryLogger } from '../../src/core/logger.js';
 import { defaultRegistry } from '../../src/engine/registry.js';
 import { loadInventory } from '../../src/inventory/load.js';
-import { createKubeAccess } from '../../src/kube/client.js';
-import { createNodeAccess } from '../../src/nodes/access.js';
 import { LAB_VERSION, REPO, cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { labContext } from './helpers/lab-context.js';
 
 const INSTANCE = 'prm';
 const RUNBOOK = join(REPO, 'runbooks', 'etcd-slow-disk.yaml');
@@ -90,20 +87,7 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
 
   it("the runbook's promql guard reads unknown while Prometheus is stopped and ok again once it runs", async () => {
     await settled();
-    const inv = await loadInventory(lab.inventoryFile);
-    const log = memoryLogger();
-    const kube = createKubeAccess({ kubeconfig: lab.kubeconfig, context: lab.context, clock: realClock, log });
-    const ac = new AbortController();
-    const ctx: Ctx = {
-      runId: 'e2e',
-      clock: realClock,
-      log,
-      signal: ac.signal,
-      dryRun: false,
-      inventory: inv.inventory,
-      kube,
-      nodes: createNodeAccess(inv.inventory, { log, clock: realClock }),
-    };
+    const { ctx, close } = await labContext(lab);
     const probe = await defaultRegistry.probe(guard.probe);
     const readings: Reading[] = [];
     const pump = (async () => {
@@ -138,9 +122,7 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
       );
       await until('Prometheus healthy again', async () => (await service('health').then(() => true, () => false)), 30_000);
     } finally {
-      ac.abort();
-      await Promise.race([pump, realClock.sleep(10_000)]);
-      kube.close?.();
+      await close(() => Promise.race([pump, realClock.sleep(10_000)]));
     }
   });
 

@@ -4,13 +4,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RevertState } from '../../src/contract/action.js';
 import type { ActionCtx } from '../../src/contract/context.js';
 import { realClock } from '../../src/core/clock.js';
-import { memoryLogger } from '../../src/core/logger.js';
 import { defaultRegistry } from '../../src/engine/registry.js';
-import { loadInventory } from '../../src/inventory/load.js';
-import { createKubeAccess } from '../../src/kube/client.js';
 import type { KubeAccess } from '../../src/kube/types.js';
-import { createNodeAccess } from '../../src/nodes/access.js';
 import { inNetns, LAB_VERSION, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { labContext } from './helpers/lab-context.js';
 
 /**
  * disable-taint-eviction on the real controller-manager (1.29+): with a node NotReady and tainted past the
@@ -31,19 +28,9 @@ beforeAll(async () => {
   kc.loadFromFile(lab.kubeconfig);
   core = kc.makeApiClient(CoreV1Api);
   apps = kc.makeApiClient(AppsV1Api);
-  const { inventory } = await loadInventory(lab.inventoryFile);
-  kube = createKubeAccess({ kubeconfig: lab.kubeconfig, context: lab.context });
-  ctx = {
-    runId: `e2e-dte-${process.pid}`,
-    clock: realClock,
-    log: memoryLogger(),
-    signal: new AbortController().signal,
-    dryRun: false,
-    inventory,
-    kube,
-    nodes: createNodeAccess(inventory),
-    node: inventory.spec.nodes.find((n) => n.name === 'cp-1'),
-  };
+  const base = (await labContext(lab, { runId: `e2e-dte-${process.pid}` })).ctx;
+  kube = base.kube;
+  ctx = { ...base, node: base.inventory.spec.nodes.find((n) => n.name === 'cp-1') };
 });
 
 afterAll(async () => {

@@ -1,0 +1,17 @@
+import type { InventoryInput } from '../inventory/schema.js';
+
+/** The layouts a node-side action's tests run it on. */
+export type TestLayout = 'kubeadm' | 'k3s' | 'lab';
+
+/** An inventory of `nodes` in `layout` (a lab one with its state directory), as the action tests write one. */
+export function layoutInventory(layout: TestLayout, nodes: InventoryInput['spec']['nodes'], stateDir = '/var/lib/kr-lab'): InventoryInput {
+  return {
+    apiVersion: 'kube-runbook/v1',
+    kind: 'Inventory',
+    metadata: { name: 'test' },
+    spec: { layout, ...(layout === 'lab' ? { lab: { stateDir } } : {}), nodes },
+  };
+}
+
+/** What a node script is for: its first line, `# kube-runbook: <purpose>`; fake nodes answer by it. */
+export const scriptPurpose = (script: string): string => script.split('\n')[0]!;
