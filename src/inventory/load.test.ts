@@ -1,20 +1,12 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { KrError } from '../core/errors.js';
+import { krFailure } from '../testing/kr-failure.js';
 import { loadInventory, parseInventoryText } from './load.js';
 
 const fixtures = fileURLToPath(new URL('../../test/fixtures/', import.meta.url));
 const examples = fileURLToPath(new URL('../../examples/', import.meta.url));
 
-async function failure(p: Promise<unknown>): Promise<KrError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(KrError);
-  return e as KrError;
-}
 
 describe('loadInventory', () => {
   it('loads an inventory, defaults applied, paths as written, dir to resolve them', async () => {
@@ -41,7 +33,7 @@ describe('loadInventory', () => {
 
   it('reports every problem with its position: enums, discriminated transports, durations, duplicate names, unknown keys', async () => {
     const file = join(fixtures, 'invalid', 'bad-inventory.yaml');
-    const e = await failure(loadInventory(file));
+    const e = await krFailure(loadInventory(file));
     expect(e.code).toBe('INVENTORY_INVALID');
     expect(e.exit).toBe(2);
     expect(e.message).toBe(`${file}: 6 problems`);
@@ -56,21 +48,21 @@ describe('loadInventory', () => {
   });
 
   it('a transport without its type', async () => {
-    const e = await failure(
+    const e = await krFailure(
       parseInventoryText('apiVersion: kube-runbook/v1\nkind: Inventory\nmetadata: {name: x}\nspec:\n  layout: lab\n  transport:\n    user: root\n  nodes: [{name: a}]\n', 'inv.yaml'),
     );
     expect(e.details).toEqual(['inv.yaml:6:3: spec.transport: missing required key "type" (expected one of ssh, netns, local, agent)']);
   });
 
   it('empty files and files that are not inventories', async () => {
-    expect((await failure(parseInventoryText('', 'e.yaml'))).details).toEqual(['e.yaml:1:1: the file is empty; expected an Inventory']);
-    expect((await failure(parseInventoryText('[1, 2]', 'l.yaml'))).details).toEqual([
+    expect((await krFailure(parseInventoryText('', 'e.yaml'))).details).toEqual(['e.yaml:1:1: the file is empty; expected an Inventory']);
+    expect((await krFailure(parseInventoryText('[1, 2]', 'l.yaml'))).details).toEqual([
       'l.yaml:1:1: expected a mapping with apiVersion, kind, metadata, spec (got a list)',
     ]);
   });
 
   it('a missing file', async () => {
-    const e = await failure(loadInventory('no/such/inventory.yaml'));
+    const e = await krFailure(loadInventory('no/such/inventory.yaml'));
     expect(e.code).toBe('FILE_UNREADABLE');
     expect(e.exit).toBe(2);
     expect(e.message).toBe('cannot read no/such/inventory.yaml: no such file');
@@ -89,7 +81,7 @@ spec:
     - {name: ok-1, address: "fd00::1", netns: ../etc}
     - {name: ok-2.example.com, address: host-2.example.com, transport: {type: ssh, jumpHost: "admin@[fd00::9]:2222"}}
 `;
-    const e = await failure(parseInventoryText(text, 'inv.yaml'));
+    const e = await krFailure(parseInventoryText(text, 'inv.yaml'));
     expect(e.exit).toBe(2);
     expect(e.details).toEqual([
       'inv.yaml:6:32: spec.transport.user: expected a user name (letters, digits, "_", "." and "-", not first) (got "-oProxyCommand=x")',

@@ -1,36 +1,20 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { realClock } from '../core/clock.js';
-import { flush } from '../testing/fake-clock.js';
 import { ProbeTester } from '../testing/probe-tester.js';
+import { readingFromServer, TestServer } from '../testing/real-server.js';
 import probe, { type AvailabilityValue } from './apiserver-availability.js';
 
 let t: ProbeTester;
-let server: Server | undefined;
+const server = new TestServer();
 afterEach(async () => {
   await t.close();
-  await new Promise((r) => (server ? server.close(r) : r(undefined)));
-  server = undefined;
+  await server.close();
 });
 
 /** A VIP whose answer the test changes: 200, 503, or (down) a closed port. */
-async function serve(answer: () => number): Promise<string> {
-  server = createServer((req, res) => res.writeHead(req.url === '/readyz' ? answer() : 404).end('ok'));
-  await new Promise<void>((r) => server!.listen(0, '127.0.0.1', r));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
+const serve = (answer: () => number): Promise<string> => server.start((req, res) => res.writeHead(req.url === '/readyz' ? answer() : 404).end('ok'));
 
-async function until(run: ReturnType<ProbeTester['start']>, pred: (v: AvailabilityValue, status: string) => boolean) {
-  for (let i = 0; i < 400; i++) {
-    const r = run.readings.find((x) => pred(x.value as AvailabilityValue, x.status));
-    if (r) return r;
-    await realClock.sleep(5);
-    await t.advance(100);
-    await flush();
-  }
-  throw new Error('no reading');
-}
+const until = (run: ReturnType<ProbeTester['start']>, pred: (v: AvailabilityValue, status: string) => boolean) =>
+  readingFromServer(t, run, (x) => pred(x.value as AvailabilityValue, x.status), { tries: 400, realMs: 5, fakeMs: 100 });
 
 describe('apiserver-availability', () => {
   it('counts errors and measures the gap from the last answer to the next; violated only past maxGap', async () => {

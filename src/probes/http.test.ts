@@ -1,39 +1,25 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { realClock } from '../core/clock.js';
-import { flush } from '../testing/fake-clock.js';
 import { ProbeTester } from '../testing/probe-tester.js';
+import { readingFromServer, TestServer } from '../testing/real-server.js';
 import probe, { type HttpValue } from './http.js';
 
 let t: ProbeTester;
-let server: Server | undefined;
+const server = new TestServer();
 afterEach(async () => {
   await t.close();
-  await new Promise((r) => (server ? server.close(r) : r(undefined)));
-  server = undefined;
+  await server.close();
 });
 
 async function serve(answer: () => { status: number; body: string }): Promise<string> {
-  server = createServer((_, res) => {
+  const base = await server.start((_, res) => {
     const a = answer();
     res.writeHead(a.status).end(a.body);
   });
-  await new Promise<void>((r) => server!.listen(0, '127.0.0.1', r));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/healthz`;
+  return `${base}/healthz`;
 }
 
 /** Waits (really: the server is real) until the probe yielded a reading matching `pred`. */
-async function until(run: ReturnType<ProbeTester['start']>, pred: (s: string) => boolean) {
-  for (let i = 0; i < 200; i++) {
-    const r = run.readings.find((x) => pred(x.status));
-    if (r) return r;
-    await realClock.sleep(10);
-    await t.advance(50);
-    await flush();
-  }
-  throw new Error('no reading');
-}
+const until = (run: ReturnType<ProbeTester['start']>, pred: (s: string) => boolean) => readingFromServer(t, run, (x) => pred(x.status), { tries: 200, realMs: 10, fakeMs: 50 });
 
 describe('http', () => {
   it('reads ok on a 2xx with a matching body and violated on anything else', async () => {
@@ -55,8 +41,7 @@ describe('http', () => {
   it('reads a refused connection as violated, or unknown when asked', async () => {
     t = new ProbeTester();
     const url = await serve(() => ({ status: 200, body: '' }));
-    await new Promise((r) => server!.close(r));
-    server = undefined;
+    await server.close();
     const run = t.start(probe, { url, unreachable: 'unknown' });
     const r = await until(run, (s) => s === 'unknown');
     expect(r.detail).toMatch(/^no answer: .*ECONNREFUSED/);

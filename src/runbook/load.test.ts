@@ -4,26 +4,18 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { defaultRegistry } from '../engine/registry.js';
-import { KrError } from '../core/errors.js';
+import { krFailure } from '../testing/kr-failure.js';
 import { loadRunbook, parseRunbookText } from './load.js';
 
 const fixtures = fileURLToPath(new URL('../../test/fixtures/', import.meta.url));
 const invalid = (name: string) => join(fixtures, 'invalid', name);
 const valid = (name: string) => join(fixtures, 'valid', name);
 
-async function failure(p: Promise<unknown>): Promise<KrError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(KrError);
-  return e as KrError;
-}
 
 /** Problems as the CLI prints them, without the file prefix. */
 async function problems(name: string): Promise<string[]> {
   const file = invalid(name);
-  const e = await failure(loadRunbook(file, defaultRegistry));
+  const e = await krFailure(loadRunbook(file, defaultRegistry));
   expect(e.code).toBe('RUNBOOK_INVALID');
   expect(e.exit).toBe(2);
   expect(e.message).toBe(`${file}: ${e.details.length} ${e.details.length === 1 ? 'problem' : 'problems'}`);
@@ -171,13 +163,13 @@ describe('loadRunbook reports every problem as LINE:COL: PATH: message (got VALU
   });
 
   it('an Inventory given as a runbook', async () => {
-    const e = await failure(parseRunbookText('apiVersion: kube-runbook/v1\nkind: Inventory\nmetadata: {name: x}\nspec: {}\n', 'inv.yaml', defaultRegistry));
+    const e = await krFailure(parseRunbookText('apiVersion: kube-runbook/v1\nkind: Inventory\nmetadata: {name: x}\nspec: {}\n', 'inv.yaml', defaultRegistry));
     expect(e.details).toContain('inv.yaml:2:7: kind: expected "Runbook" (got "Inventory")');
   });
 
   it('quotes long values shortened', async () => {
     const long = 'x'.repeat(500);
-    const e = await failure(parseRunbookText(`apiVersion: kube-runbook/v1\nkind: Runbook\nmetadata: {name: a}\nspec:\n  steps: [{wait: ${long}}]\n`, 'long.yaml', defaultRegistry));
+    const e = await krFailure(parseRunbookText(`apiVersion: kube-runbook/v1\nkind: Runbook\nmetadata: {name: a}\nspec:\n  steps: [{wait: ${long}}]\n`, 'long.yaml', defaultRegistry));
     expect(e.details).toHaveLength(1);
     expect(e.details[0]!.length).toBeLessThan(200);
     expect(e.details[0]).toMatch(/^long\.yaml:5:18: spec\.steps\[0\]\.wait: expected a duration .*\(got "x+…\)$/);
@@ -189,14 +181,14 @@ describe('files that cannot be read', () => {
   afterAll(async () => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
 
   it('a missing file', async () => {
-    const e = await failure(loadRunbook(invalid('no-such-file.yaml'), defaultRegistry));
+    const e = await krFailure(loadRunbook(invalid('no-such-file.yaml'), defaultRegistry));
     expect(e.code).toBe('FILE_UNREADABLE');
     expect(e.exit).toBe(2);
     expect(e.message).toBe(`cannot read ${invalid('no-such-file.yaml')}: no such file`);
   });
 
   it('a directory', async () => {
-    const e = await failure(loadRunbook(fixtures, defaultRegistry));
+    const e = await krFailure(loadRunbook(fixtures, defaultRegistry));
     expect(e.code).toBe('FILE_UNREADABLE');
     expect(e.message).toBe(`cannot read ${fixtures}: it is a directory`);
   });
@@ -206,7 +198,7 @@ describe('files that cannot be read', () => {
     dirs.push(dir);
     const file = join(dir, 'huge.yaml');
     await writeFile(file, `# ${'x'.repeat(5 * 1024 * 1024)}\n`);
-    const e = await failure(loadRunbook(file, defaultRegistry));
+    const e = await krFailure(loadRunbook(file, defaultRegistry));
     expect(e.code).toBe('FILE_UNREADABLE');
     expect(e.message).toMatch(/too large/);
   });
@@ -287,7 +279,7 @@ describe('valid runbooks', () => {
 describe('YAML syntax errors', () => {
   it('reports the first few and counts the rest, which mostly follow from them', async () => {
     const broken = Array.from({ length: 9 }, (_, i) => `key${i}: "a\n  - b: c\n`).join('');
-    const e = await failure(parseRunbookText(`apiVersion: kube-runbook/v1\n${broken}`, 'b.yaml', defaultRegistry));
+    const e = await krFailure(parseRunbookText(`apiVersion: kube-runbook/v1\n${broken}`, 'b.yaml', defaultRegistry));
     expect(e.details.length).toBeLessThanOrEqual(6);
     expect(e.details.at(-1)).toMatch(/^b\.yaml:\d+:\d+: \d+ more YAML syntax errors from here on, likely caused by the ones above$/);
   });
