@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { Inventory } from '../inventory/schema.js';
 import type { ParamsMeta } from './catalog.js';
-import { Runbook } from './schema.js';
+import { moduleKindOf, Runbook } from './schema.js';
 import { NodeSelector } from './selectors.js';
 
 /**
@@ -29,7 +29,7 @@ export interface SchemaModules {
   probes: Record<string, ParamsMeta>;
 }
 
-type Kind = 'action' | 'probe';
+type Kind = NonNullable<ReturnType<typeof moduleKindOf>>;
 const definitionName = (kind: Kind, id: string) => `${kind}-${id}`;
 
 /**
@@ -44,9 +44,8 @@ function withModuleParams(node: unknown, ids: Record<Kind, string[]>): void {
   const o = node as Json;
   for (const v of Object.values(o)) withModuleParams(v, ids);
   const props = o.properties as Json | undefined;
-  if (!props || !('with' in props)) return;
-  const kind: Kind | undefined = 'probe' in props ? 'probe' : 'action' in props ? 'action' : undefined;
-  if (!kind || ids[kind].length === 0) return;
+  const kind = props ? moduleKindOf(Object.keys(props)) : undefined;
+  if (!props || !kind || ids[kind].length === 0) return;
   props[kind] = { ...(props[kind] as Json), enum: ids[kind] };
   o.allOf = ids[kind].map((id) => ({
     if: { properties: { [kind]: { const: id } }, required: [kind] },

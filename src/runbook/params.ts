@@ -1,7 +1,9 @@
+import { z } from 'zod';
 import { messageOf } from '../core/errors.js';
 import type { ModuleCatalog, ModuleKind, ParamsMeta } from './catalog.js';
 import { didYouMean } from '../document/did-you-mean.js';
 import { type DocPath, type Problem, pathText } from '../document/problems.js';
+import { moduleKindOf, Runbook } from './schema.js';
 import { NodeSelector } from './selectors.js';
 import type { YamlSource } from '../document/yaml-source.js';
 import { zodProblems } from '../document/zod-problems.js';
@@ -14,28 +16,50 @@ export interface ParamSite {
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-const list = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
 
-/** Every place with a `with:` block: guards, steps (also inside parallel), remediation, `orElse`, rollback.waitFor. */
+/**
+ * Every place with a `with:` block (guards, steps, also inside parallel, remediation, `orElse`, rollback.waitFor),
+ * found by walking the runbook beside the language's schema: wherever the schema has a mapping that names a module
+ * (moduleKindOf), so that a new place in the language is checked without being listed here.
+ */
 function paramSites(runbook: unknown): ParamSite[] {
   const sites: ParamSite[] = [];
-  const spec = isObj(runbook) && isObj(runbook.spec) ? runbook.spec : {};
-  const action = (a: unknown, path: DocPath) => {
-    if (!isObj(a)) return;
-    sites.push({ path, kind: 'action' });
-    if (isObj(a.orElse)) sites.push({ path: [...path, 'orElse'], kind: 'action' });
-  };
-  const step = (s: unknown, path: DocPath) => {
-    if (!isObj(s)) return;
-    if ('action' in s) action(s, path);
-    if (isObj(s.expect)) sites.push({ path: [...path, 'expect'], kind: 'probe' });
-    list(s.parallel).forEach((child, j) => step(child, [...path, 'parallel', j]));
-  };
-  list(spec.guards).forEach((g, i) => isObj(g) && sites.push({ path: ['spec', 'guards', i], kind: 'probe' }));
-  list(spec.steps).forEach((s, i) => step(s, ['spec', 'steps', i]));
-  list(spec.remediation).forEach((r, i) => action(r, ['spec', 'remediation', i]));
-  if (isObj(spec.rollback) && isObj(spec.rollback.waitFor)) sites.push({ path: ['spec', 'rollback', 'waitFor'], kind: 'probe' });
+  walk(Runbook, runbook, [], sites);
   return sites;
+}
+
+function walk(schema: z.ZodType, value: unknown, path: DocPath, sites: ParamSite[]): void {
+  if (schema instanceof z.ZodOptional || schema instanceof z.ZodDefault || schema instanceof z.ZodPrefault) return walk(schema.unwrap() as z.ZodType, value, path, sites);
+  if (schema instanceof z.ZodPipe) return walk(schema.in as z.ZodType, value, path, sites);
+  if (schema instanceof z.ZodArray) {
+    if (Array.isArray(value)) value.forEach((v, i) => walk(schema.element as z.ZodType, v, [...path, i], sites));
+    return;
+  }
+  if (schema instanceof z.ZodUnion) {
+    const chosen = branchFor(schema.options as readonly z.ZodType[], value);
+    if (chosen) walk(chosen, value, path, sites);
+    return;
+  }
+  if (!(schema instanceof z.ZodObject) || !isObj(value)) return;
+  const shape = schema.shape as Record<string, z.ZodType>;
+  const kind = moduleKindOf(Object.keys(shape));
+  if (kind) sites.push({ path, kind });
+  // a module's own parameters are its schema's to check
+  for (const [key, child] of Object.entries(shape)) if (key !== 'with' && key in value) walk(child, value[key], [...path, key], sites);
+}
+
+/** The mapping of a union a value is meant as: the one that has the most of its keys (a step names its kind by one). */
+function branchFor(options: readonly z.ZodType[], value: unknown): z.ZodType | undefined {
+  if (!isObj(value)) return undefined;
+  let best: z.ZodType | undefined;
+  let most = 0;
+  for (const o of options) {
+    if (!(o instanceof z.ZodObject)) continue;
+    const shape = o.shape as Record<string, unknown>;
+    const n = Object.keys(value).filter((k) => k in shape && k !== 'name').length;
+    if (n > most) [best, most] = [o, n];
+  }
+  return best;
 }
 
 function valueAt(root: unknown, path: DocPath): unknown {

@@ -168,6 +168,16 @@ export const Runbook = z.strictObject({
   }),
 });
 
+/**
+ * Where a runbook names an action or a probe and gives it `with:` parameters: any mapping of the language that has
+ * `with:` beside `action:` or `probe:`. The one rule for both the JSON Schema (json-schema.ts, which gives such a
+ * mapping its module's own `with:` schema) and the loader (params.ts, which checks each against its module).
+ */
+export function moduleKindOf(keys: readonly string[]): 'action' | 'probe' | undefined {
+  if (!keys.includes('with')) return undefined;
+  return keys.includes('probe') ? 'probe' : keys.includes('action') ? 'action' : undefined;
+}
+
 export type Runbook = z.output<typeof Runbook>;
 export type Step = z.output<typeof Step>;
 export type ProbeRef = z.output<typeof ProbeRef>;
