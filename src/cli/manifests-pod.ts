@@ -45,7 +45,7 @@ export const RESTRICTED_CONTAINER = {
   capabilities: { drop: ['ALL'] },
   seccompProfile: { type: 'RuntimeDefault' },
 } as const;
-/** The executor's footprint: about 100 MiB on a small cluster, 220 MiB over 5,000 nodes (BENCHMARKS.md). */
+/** The executor's footprint, as the memory benchmarks measure it on small and large clusters (BENCHMARKS.md). */
 export const EXECUTOR_RESOURCES = { requests: { cpu: '100m', memory: '256Mi' } } as const;
 
 /** Labels that make the namespace admit only pods that pass the `restricted` Pod Security Standard. */

@@ -403,8 +403,8 @@ async function markControlPlane(admin: KubeConfig, node: string): Promise<void> 
 }
 
 /**
- * How many simulated nodes share a process. One process per node cost ~75 MiB and a few hundred ms of CPU to start
- * each; a group shares the runtime and the timers, and a few groups still use both cores of a small machine.
+ * How many simulated nodes share a process: a group shares the runtime and the timers (a process per node cost far
+ * more memory and start time: BENCHMARKS.md, the lab benchmarks), and a few groups still use both cores of a small machine.
  */
 const NODES_PER_SIM_PROCESS = 64;
 
