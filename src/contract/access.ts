@@ -16,7 +16,7 @@ export interface ResourceAccess {
   verbs: readonly ApiVerb[];
   /**
    * Absent: cluster-wide (a cluster-scoped resource, or every namespace). A string: that namespace only.
-   * `{ param }`: the namespace part of that `namespace/name` parameter.
+   * `{ param }`: the namespace part of that `namespace/name` parameter (of each, for a list of them).
    */
   namespace?: string | { param: string };
   /** Needed only when that parameter has that value (e.g. endpoints-stability's `kind`). */
@@ -52,13 +52,20 @@ export function resolveAccess(declared: readonly ApiAccess[], params: Record<str
       continue;
     }
     if (a.onlyIf && String(params[a.onlyIf.param]) !== a.onlyIf.equals) continue;
-    const namespace = typeof a.namespace === 'object' ? String(params[a.namespace.param] ?? '').split('/')[0] : a.namespace;
     const apiVersion = a.of ? String(params[a.of.apiVersion] ?? '') : '';
     const apiGroup = a.of ? (apiVersion.includes('/') ? apiVersion.split('/')[0]! : '') : a.apiGroup;
     const resource = a.of ? guessResource(String(params[a.of.kind] ?? '')) : a.resource;
-    out.push({ apiGroup, resource, verbs: a.verbs, ...(namespace ? { namespace } : {}) });
+    for (const namespace of namespacesOf(a, params)) out.push({ apiGroup, resource, verbs: a.verbs, ...(namespace ? { namespace } : {}) });
   }
   return out;
+}
+
+/** The namespaces a permission is needed in: its own, or that of each `namespace/name` its parameter gives. */
+function namespacesOf(a: ResourceAccess, params: Record<string, unknown>): (string | undefined)[] {
+  if (typeof a.namespace !== 'object') return [a.namespace];
+  const given = params[a.namespace.param];
+  const names = (Array.isArray(given) ? given : [given]).map((v) => String(v ?? '').split('/')[0]);
+  return [...new Set(names)];
 }
 
 /** A kind's resource name as kubectl guesses it: lower case, plural by English rules (Ingress → ingresses, NetworkPolicy → networkpolicies). */

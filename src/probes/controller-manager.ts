@@ -3,6 +3,7 @@ import { reactive, watching } from '../contract/readings.js';
 import { watchSpecs } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
 import { defineProbe } from '../contract/probe.js';
+import { LeaderLease, type LeaderValue } from './parts/leader-lease.js';
 
 const Params = z.strictObject({
   lease: z
@@ -18,14 +19,7 @@ const Params = z.strictObject({
     .meta({ description: 'violated when the leader changed more often than this while watched (absent: not checked)' }),
 });
 
-export interface LeaderValue {
-  holder: string | null;
-  /** ms since the last renewal. */
-  renewAgeMs: number | null;
-  leaseDurationSeconds: number | null;
-  renewals: number;
-  transitions: number;
-}
+export type { LeaderValue };
 
 /** Who leads kube-controller-manager (whose node lifecycle controller evicts) and whether it keeps renewing. */
 export default defineProbe({
@@ -44,40 +38,20 @@ export default defineProbe({
   start(ctx, params) {
     const [ns, name] = params.lease.split('/') as [string, string];
     return watching(ctx, { lease: watchSpecs.lease(ns, name) }, ({ lease }, watches) => {
-      let renewals = 0;
-      let transitions = 0;
-      let synced = lease.freshness().synced;
-      lease.subscribe((c) => {
-        if (c.type === 'synced') synced = true;
-        if (!synced || (c.type !== 'modified' && c.type !== 'added')) return;
-        if (c.object.renewTime !== c.previous?.renewTime) renewals++;
-        if (c.previous && c.object.holder !== c.previous.holder) transitions++;
-      });
+      const leader = new LeaderLease(lease, `${ns}/${name}`);
       return reactive(ctx, {
         watches,
         judge(now) {
-          const l = lease.store.get(`${ns}/${name}`);
-          if (!l)
-            return {
-              status: 'violated',
-              value: { holder: null, renewAgeMs: null, leaseDurationSeconds: null, renewals, transitions } satisfies LeaderValue,
-              detail: `no Lease ${params.lease}: no controller-manager has led`,
-            };
-          const age = l.renewTime === undefined ? null : now - l.renewTime;
-          const limit = (l.durationSeconds ?? 15) * 1000;
-          const expired = age === null || age > limit || !l.holder;
+          const { value, exists, expired, expiresAt, limitMs } = leader.judge(now);
+          if (!exists)
+            return { status: 'violated', value, detail: `no Lease ${params.lease}: no controller-manager has led` };
+          const { transitions, renewAgeMs: age } = value;
           const flapping = params.maxTransitions !== undefined && transitions > params.maxTransitions;
-          const value: LeaderValue = { holder: l.holder ?? null, renewAgeMs: age, leaseDurationSeconds: l.durationSeconds ?? null, renewals, transitions };
-          const who = l.holder ?? 'nobody';
+          const who = value.holder ?? 'nobody';
           const detail = expired
-            ? `no leader: ${who} last renewed ${age === null ? 'never' : `${formatDuration(age)} ago`} (lease ${formatDuration(limit)})`
+            ? `no leader: ${who} last renewed ${age === null ? 'never' : `${formatDuration(age)} ago`} (lease ${formatDuration(limitMs)})`
             : `${who} leads${transitions ? `, ${transitions} leader change${transitions === 1 ? '' : 's'}` : ''}${flapping ? ` (more than ${params.maxTransitions})` : ''}`;
-          return {
-            status: expired || flapping ? 'violated' : 'ok',
-            value,
-            detail,
-            recheckAt: !expired && l.renewTime !== undefined ? l.renewTime + limit + 1 : undefined,
-          };
+          return { status: expired || flapping ? 'violated' : 'ok', value, detail, recheckAt: expiresAt === undefined ? undefined : expiresAt + 1 };
         },
       });
     });

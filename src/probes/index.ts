@@ -11,6 +11,7 @@ export const probes: Readonly<Record<string, () => Promise<Probe>>> = {
   'eviction-forecast': async () => (await import('./eviction-forecast.js')).default,
   http: async () => (await import('./http.js')).default,
   'kubernetes-object': async () => (await import('./kubernetes-object.js')).default,
+  'leader-election': async () => (await import('./leader-election.js')).default,
   'lease-renewal': async () => (await import('./lease-renewal.js')).default,
   'node-leases': async () => (await import('./node-leases.js')).default,
   'node-ready': async () => (await import('./node-ready.js')).default,
