@@ -4,6 +4,7 @@ import type { Probe } from '../contract/probe.js';
 export const probes: Readonly<Record<string, () => Promise<Probe>>> = {
   'apiserver-availability': async () => (await import('./apiserver-availability.js')).default,
   'apiserver-health': async () => (await import('./apiserver-health.js')).default,
+  'apiserver-load': async () => (await import('./apiserver-load.js')).default,
   command: async () => (await import('./command.js')).default,
   'controller-manager': async () => (await import('./controller-manager.js')).default,
   'endpoints-stability': async () => (await import('./endpoints-stability.js')).default,
