@@ -11,6 +11,7 @@ import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/core/logger.js';
 import { ensureAptPackages } from '../../src/lab/install/install.js';
+import { Terminal } from '../helpers/terminal.js';
 import { REPO } from './helpers/lab.js';
 
 const EXE = join(REPO, 'build', 'kube-runbook-linux-x64');
@@ -112,14 +113,14 @@ describe('install anywhere', () => {
 });
 
 /**
- * `kube-runbook completion fish` in the real shell, from Debian's package (bash's is a unit test, bash being
+ * `kube-runbook completion zsh|fish` in the real shells, from Debian's packages (bash's is a unit test, bash being
  * everywhere): the same question as there, `kube-runbook describe st<TAB>`, answered with the stop-* actions.
  */
-describe('shell completion in fish', () => {
+describe('shell completion in zsh and fish', () => {
   let path: string;
 
   beforeAll(async () => {
-    await ensureAptPackages(['fish'], { log: createLogger((_l, msg) => process.stderr.write(`[shells] ${msg}\n`)) });
+    await ensureAptPackages(['zsh', 'fish'], { log: createLogger((_l, msg) => process.stderr.write(`[shells] ${msg}\n`)) });
     // kube-runbook on PATH as an installed one is: the built CLI on Node 24
     const bin = join(work, 'shell-bin');
     mkdirSync(bin, { recursive: true });
@@ -127,6 +128,20 @@ describe('shell completion in fish', () => {
     chmodSync(join(bin, 'kube-runbook'), 0o755);
     path = `${bin}:${process.env.PATH}`;
   });
+
+  it('zsh (after compinit): st<TAB> writes the prefix the stop-* actions share, <TAB> lists them', async () => {
+    // zle is off on a dumb terminal; under xterm it writes control sequences after the prompt, which Terminal leaves out
+    const t = new Terminal('zsh -f -i', { cwd: REPO, env: { PATH: path, TERM: 'xterm', HOME: work } });
+    try {
+      await t.type("autoload -U compinit; compinit -u; source <(kube-runbook completion zsh); PS1='ready$ '; echo sourced\n", /sourced\r?\n[\s\S]*ready\$ $/);
+      await t.type('kube-runbook describe st\t', /describe stop-$/);
+      const listed = await t.type('\t', /stop-scheduler[\s\S]*describe stop-$/);
+      for (const id of ['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer']) expect(listed).toContain(id);
+      expect(listed).not.toContain('run-command');
+    } finally {
+      await t.end('\x15exit\n');
+    }
+  }, 60_000);
 
   it("fish: completes describe's ids with what they are, and runbook files", async () => {
     const r = await run('fish', ['--no-config', '-c', "kube-runbook completion fish | source; complete -C 'kube-runbook describe st'; complete -C 'kube-runbook plan runbooks/apiserver-ou'"], {
