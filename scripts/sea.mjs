@@ -1,89 +1,132 @@
-// `npm run package`: kube-runbook as one executable for linux-x64 that needs no Node.js (Node's single executable
-// applications): dist/ bundled by esbuild into one CommonJS file (what SEA runs), its preparation blob made by the
-// Node 24 of node_modules, and injected into a copy of that Node binary by postject. Writes build/kube-runbook-linux-x64
-// build/kube-runbook-linux-x64.tar.gz and the krew plugin manifest for it, build/krew/runbook.yaml.
+// `npm run package`: kube-runbook as one executable per platform that needs no Node.js (Node's single executable
+// applications). dist/ is bundled by esbuild into one CommonJS file (what SEA runs), without the lab and the demo
+// (src/cli/npm-only.ts stands in for them); the Node 24 of node_modules prepares its blob once (no code cache, no
+// snapshot: so the same blob runs in every platform's Node of that version), and postject injects it into each
+// platform's Node binary, stripped of its symbols first. Each platform's Node comes from the npm package
+// `node-<os>-<cpu>` of the same version, fetched once into ~/.cache/kube-runbook/node/. Writes, per platform of
+// scripts/sea-lib.mjs, build/kube-runbook-<platform> and its archive build/kube-runbook-<platform>.tar.gz (the
+// executable, LICENSE and the kubectl completion entry), then the krew manifest of all of them, build/krew/runbook.yaml.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createHash } from 'node:crypto';
 import { build } from 'esbuild';
+import { cacheDir } from '../dist/lab/host/paths.js';
+import { ensureAptPackages } from '../dist/lab/install/install.js';
+import { createLogger } from '../dist/core/logger.js';
+import { ARCHIVE_FILES, archiveName, completionEntry, executableName, krewManifest, PLATFORMS } from './sea-lib.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const out = join(root, 'build');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
-const nodeBin = join(root, 'node_modules', 'node', 'bin', 'node');
-const exe = join(out, 'kube-runbook-linux-x64');
+const hostNode = join(root, 'node_modules', 'node', 'bin', 'node');
+const nodeVersion = JSON.parse(readFileSync(join(root, 'node_modules', 'node', 'package.json'), 'utf8')).version;
 // the fuse postject flips so that the binary runs the injected blob; Node's documented value
-/** Where releases are published (the krew manifest's download URL). */
-const RELEASES = 'https://github.com/kube-runbook/kube-runbook/releases';
 const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+const log = createLogger((level, msg) => console.error(`${level === 'info' ? '' : `${level}: `}${msg}`));
+const MiB = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
-if (process.platform !== 'linux' || process.arch !== 'x64') throw new Error(`npm run package builds linux-x64 only (this is ${process.platform}-${process.arch})`);
+if (process.platform !== 'linux') throw new Error(`npm run package runs on Linux (this is ${process.platform})`);
 rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
 
 const entry = join(out, 'sea-entry.mjs');
 // CommonJS has no top-level await: main() handles its own errors and sets the exit code
 writeFileSync(entry, `import { main } from '../dist/cli/main.js';\nvoid main(process.argv);\n`);
-await build({
+const bundled = await build({
   entryPoints: [entry],
   bundle: true,
   platform: 'node',
   target: 'node24',
   format: 'cjs',
   outfile: join(out, 'kube-runbook.cjs'),
+  // a fifth of the size; names kept, as error messages and class checks may read them
+  minify: true,
+  keepNames: true,
+  metafile: true,
   define: {
     // no package.json beside the executable: the version is written in (src/core/version.ts)
     __KUBE_RUNBOOK_VERSION__: JSON.stringify(pkg.version),
-    // files found next to dist/ (the lab's kubelet simulator, the demo's runbook) are not in the executable
+    // the lab and the demo are left out (src/cli/main.ts)
+    __KUBE_RUNBOOK_SINGLE_EXECUTABLE__: 'true',
     'import.meta.url': JSON.stringify('file:///kube-runbook-sea/dist/cli/main.js'),
   },
   logLevel: 'warning',
 });
+// what is in the bundle, by input (for esbuild's analyzer: `npx esbuild --analyze` or its web page)
+writeFileSync(join(out, 'kube-runbook.meta.json'), JSON.stringify(bundled.metafile));
 
 const config = join(out, 'sea-config.json');
-writeFileSync(config, JSON.stringify({ main: join(out, 'kube-runbook.cjs'), output: join(out, 'sea-prep.blob'), disableExperimentalSEAWarning: true, useCodeCache: false }));
-execFileSync(nodeBin, ['--experimental-sea-config', config], { stdio: 'inherit' });
-copyFileSync(nodeBin, exe);
-chmodSync(exe, 0o755);
-execFileSync(process.execPath, [join(root, 'node_modules', 'postject', 'dist', 'cli.js'), exe, 'NODE_SEA_BLOB', join(out, 'sea-prep.blob'), '--sentinel-fuse', FUSE], {
-  stdio: 'inherit',
-});
-for (const f of ['sea-entry.mjs', 'sea-config.json', 'sea-prep.blob']) rmSync(join(out, f));
-// the archive krew downloads holds the executable as `kube-runbook`; krew links it as kubectl-runbook
-const staging = join(out, 'archive');
-mkdirSync(staging);
-copyFileSync(exe, join(staging, 'kube-runbook'));
-chmodSync(join(staging, 'kube-runbook'), 0o755);
-const archive = `${exe}.tar.gz`;
-execFileSync('tar', ['-czf', archive, '-C', staging, 'kube-runbook'], { stdio: 'inherit' });
-rmSync(staging, { recursive: true });
-const sha256 = createHash('sha256').update(readFileSync(archive)).digest('hex');
-mkdirSync(join(out, 'krew'), { recursive: true });
-writeFileSync(join(out, 'krew', 'runbook.yaml'), krewManifest(pkg.version, sha256));
-console.log(`wrote ${exe}, ${archive} and build/krew/runbook.yaml`);
+const blob = join(out, 'sea-prep.blob');
+writeFileSync(config, JSON.stringify({ main: join(out, 'kube-runbook.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: false }));
+execFileSync(hostNode, ['--experimental-sea-config', config], { stdio: 'inherit' });
 
-/** The krew plugin manifest for this archive, to publish with the release (krew-index: plugins/runbook.yaml). */
-function krewManifest(version, sha) {
-  return `apiVersion: krew.googlecontainertools.github.com/v1alpha2
-kind: Plugin
-metadata:
-  name: runbook
-spec:
-  version: v${version}
-  homepage: ${RELEASES.replace(/\/releases$/, '')}
-  shortDescription: Chaos-engineering runbooks with guards that stop eviction cascades
-  description: |
-    kube-runbook runs YAML runbooks of faults and probes against a cluster; guards abort or remediate before the
-    node lifecycle controller evicts pods, and every fault is rolled back. A single executable: no Node.js needed.
-  platforms:
-    - selector:
-        matchLabels:
-          os: linux
-          arch: amd64
-      uri: ${RELEASES}/download/v${version}/kube-runbook-linux-x64.tar.gz
-      sha256: ${sha}
-      bin: kube-runbook
-`;
+const strip = await llvmStrip();
+const archives = [];
+for (const platform of PLATFORMS) {
+  const exe = join(out, executableName(platform));
+  // the symbol tables and debug info: 17 MiB of Node's 121 MiB (x64), which nothing it runs needs
+  execFileSync(strip, ['--strip-all', '-o', exe, await nodeBinary(platform)]);
+  chmodSync(exe, 0o755);
+  execFileSync(hostNode, [join(root, 'node_modules', 'postject', 'dist', 'cli.js'), exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', FUSE], { stdio: 'ignore' });
+  check(exe, platform);
+  const archive = join(out, archiveName(platform));
+  writeArchive(exe, archive);
+  archives.push({ platform, sha256: createHash('sha256').update(readFileSync(archive)).digest('hex') });
+  log.info(`${exe}: ${MiB(statSync(exe).size)}; ${archive}: ${MiB(statSync(archive).size)}`);
+}
+for (const f of ['sea-entry.mjs', 'sea-config.json', 'sea-prep.blob']) rmSync(join(out, f));
+mkdirSync(join(out, 'krew'), { recursive: true });
+writeFileSync(join(out, 'krew', 'runbook.yaml'), krewManifest(pkg.version, archives));
+log.info(`bundle ${MiB(statSync(join(out, 'kube-runbook.cjs')).size)}; wrote build/krew/runbook.yaml for ${PLATFORMS.map((p) => p.name).join(', ')}`);
+
+/** The Node binary of PLATFORM at nodeVersion: this project's own when it is that platform's, else the cached one. */
+async function nodeBinary(platform) {
+  const own = join(root, 'node_modules', 'node', 'node_modules', platform.nodePackage, 'package.json');
+  if (existsSync(own) && JSON.parse(readFileSync(own, 'utf8')).version === nodeVersion) return hostNode;
+  const dir = join(cacheDir(), 'node', `${platform.nodePackage}-${nodeVersion}`);
+  const bin = join(dir, 'bin', 'node');
+  if (existsSync(bin)) return bin;
+  log.info(`fetching ${platform.nodePackage}@${nodeVersion} from the npm registry into ${dir}`);
+  mkdirSync(join(cacheDir(), 'node'), { recursive: true });
+  const tmp = mkdtempSync(join(cacheDir(), 'node', '.fetch-'));
+  try {
+    // npm checks the tarball against the registry's integrity
+    const [packed] = JSON.parse(execFileSync('npm', ['pack', `${platform.nodePackage}@${nodeVersion}`, '--json', '--pack-destination', tmp], { encoding: 'utf8' }));
+    execFileSync('tar', ['-xzf', join(tmp, packed.filename), '-C', tmp, 'package/bin/node']);
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(join(tmp, 'package'), dir);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  return bin;
+}
+
+/** llvm-strip, which strips every platform's binary (binutils' strip only the host's); from Debian's llvm if missing. */
+async function llvmStrip() {
+  const found = () => execFileSync('sh', ['-c', 'command -v llvm-strip || true'], { encoding: 'utf8' }).trim();
+  if (!found()) await ensureAptPackages(['llvm'], { log });
+  return found();
+}
+
+/** Refuses an executable that is not PLATFORM's, has no blob, or whose fuse is not flipped. */
+function check(exe, platform) {
+  const machine = /Machine:\s*(.+)/.exec(execFileSync('readelf', ['-h', exe], { encoding: 'utf8' }))?.[1]?.trim();
+  if (machine !== platform.machine) throw new Error(`${exe} is for ${machine}, not ${platform.machine}`);
+  // the note's data is printed too, in hex: three times the blob
+  if (!execFileSync('readelf', ['-n', '-W', exe], { encoding: 'utf8', maxBuffer: 256 * 2 ** 20 }).includes('NODE_SEA_BLOB')) throw new Error(`${exe} has no NODE_SEA_BLOB note`);
+  if (!readFileSync(exe).includes(`${FUSE}:1`)) throw new Error(`${exe}'s SEA fuse is not flipped`);
+}
+
+/** ARCHIVE: the archive krew downloads, ARCHIVE_FILES at its top level (krew links `kube-runbook` as kubectl-runbook). */
+function writeArchive(exe, archive) {
+  const staging = mkdtempSync(join(out, '.archive-'));
+  copyFileSync(exe, join(staging, 'kube-runbook'));
+  writeFileSync(join(staging, 'kubectl_complete-runbook'), completionEntry());
+  copyFileSync(join(root, 'LICENSE'), join(staging, 'LICENSE'));
+  for (const f of ['kube-runbook', 'kubectl_complete-runbook']) chmodSync(join(staging, f), 0o755);
+  chmodSync(join(staging, 'LICENSE'), 0o644);
+  execFileSync('tar', ['-czf', archive, '--owner=0', '--group=0', '--numeric-owner', '-C', staging, ...ARCHIVE_FILES]);
+  rmSync(staging, { recursive: true });
 }

@@ -1,19 +1,27 @@
 /**
- * The ways kube-runbook installs: the npm tarball installed globally and run on Node 24, and the single executable
- * (Node SEA, `npm run package`) run with no `node` on PATH. No lab needed; builds take a minute or two each.
+ * The ways kube-runbook installs: the npm tarball installed globally and run on Node 24, and the single executables
+ * (Node SEA, `npm run package`) run with no `node` on PATH, linux-arm64's under qemu. No lab needed; builds take a
+ * minute or two each.
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/core/logger.js';
 import { ensureAptPackages } from '../../src/lab/install/install.js';
+import { Terminal } from '../helpers/terminal.js';
+import { ARCHIVE_FILES, archiveName, executableName, PLATFORMS, type Platform } from '../../scripts/sea-lib.mjs';
 import { REPO } from './helpers/lab.js';
 
-const EXE = join(REPO, 'build', 'kube-runbook-linux-x64');
+const built = (p: Platform) => join(REPO, 'build', executableName(p));
+const [X64, ARM64] = PLATFORMS as [Platform, Platform];
+const EXE = built(X64);
+const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+const QEMU = '/usr/bin/qemu-aarch64';
+const log = (what: string) => createLogger((_l, msg) => process.stderr.write(`[${what}] ${msg}\n`));
 const NODE24 = join(REPO, 'node_modules', 'node', 'bin', 'node');
 let work: string;
 
@@ -93,33 +101,100 @@ describe('install anywhere', () => {
       expect(bad.stderr + bad.stdout).not.toContain('    at ');
     });
 
-    it('comes with a krew manifest whose sha256 is the archive’s, which holds the executable as kube-runbook', async () => {
+    it('says in one line that the lab and the demo need the npm package (exit 2)', async () => {
+      const env = { PATH: pathWithoutNode(), HOME: work };
+      for (const args of [['lab', 'up', '--nodes', '3'], ['demo']]) {
+        const r = await run(EXE, args, { env });
+        expect(r.code, args.join(' ')).toBe(2);
+        expect(r.stdout).toBe('');
+        expect(r.stderr.trim()).toBe(`kube-runbook: \`${args[0]}\` needs the npm package (npm install -g kube-runbook): the single executable leaves it out [NPM_PACKAGE_ONLY]`);
+      }
+    });
+
+    it('bundles neither the lab nor the Kubernetes client’s generated API', () => {
+      const meta = JSON.parse(readFileSync(join(REPO, 'build', 'kube-runbook.meta.json'), 'utf8')) as { outputs: Record<string, { inputs: Record<string, { bytesInOutput: number }> }> };
+      const inputs = Object.entries(Object.values(meta.outputs)[0]!.inputs);
+      const bytes = (files: RegExp) => inputs.filter(([f]) => files.test(f)).reduce((sum, [, i]) => sum + i.bytesInOutput, 0);
+      expect(bytes(/dist\/cli\/(lab|demo)\.js$/)).toBe(0);
+      expect(bytes(/dist\/cli\/npm-only\.js$/)).toBeGreaterThan(0);
+      // the lab's state directory, which `init` writes into an inventory; the rest of the lab is 200 kB
+      expect(bytes(/dist\/lab\//)).toBeLessThan(10_000);
+      // its config, for legacy auth-provider users; the whole package is 16 MB
+      expect(bytes(/@kubernetes\/client-node\//)).toBeLessThan(1_000_000);
+    });
+
+    it('comes with a krew manifest of every platform, whose sha256s are the archives’, each with the executable, LICENSE and completion entry', async () => {
       const manifest = parse(readFileSync(join(REPO, 'build', 'krew', 'runbook.yaml'), 'utf8')) as {
         kind: string;
         metadata: { name: string };
-        spec: { platforms: { sha256: string; bin: string; uri: string; selector: { matchLabels: Record<string, string> } }[] };
+        spec: { platforms: { sha256: string; bin: string; uri: string; selector: { matchLabels: Record<string, string> }; files: { from: string }[] }[] };
       };
       expect(manifest.kind).toBe('Plugin');
       expect(manifest.metadata.name).toBe('runbook');
-      const [linux] = manifest.spec.platforms;
-      expect(linux!.selector.matchLabels).toEqual({ os: 'linux', arch: 'amd64' });
-      expect(linux!.sha256).toBe(createHash('sha256').update(readFileSync(`${EXE}.tar.gz`)).digest('hex'));
-      expect(linux!.uri).toMatch(/\/kube-runbook-linux-x64\.tar\.gz$/);
-      const listed = await run('tar', ['-tzf', `${EXE}.tar.gz`]);
-      expect(listed.stdout.trim()).toBe(linux!.bin);
+      expect(manifest.spec.platforms.map((p) => p.selector.matchLabels)).toEqual([
+        { os: 'linux', arch: 'amd64' },
+        { os: 'linux', arch: 'arm64' },
+      ]);
+      for (const [i, p] of PLATFORMS.entries()) {
+        const listed = manifest.spec.platforms[i]!;
+        const archive = join(REPO, 'build', archiveName(p));
+        expect(listed.sha256).toBe(createHash('sha256').update(readFileSync(archive)).digest('hex'));
+        expect(listed.uri.endsWith(`/${archiveName(p)}`)).toBe(true);
+        expect(listed.bin).toBe('kube-runbook');
+        const tar = await run('tar', ['-tzvf', archive]);
+        expect(tar.stdout.trim().split('\n').map((l) => `${l.slice(0, 10)} ${l.split(' ').at(-1)}`)).toEqual(['-rwxr-xr-x kube-runbook', '-rwxr-xr-x kubectl_complete-runbook', '-rw-r--r-- LICENSE']);
+        expect(listed.files.map((f) => f.from)).toEqual(ARCHIVE_FILES);
+        // Node's own binary stripped (103 MiB on x64, most of it V8 and ICU's data) and a bundle of 3 MiB
+        expect(statSync(built(p)).size / 2 ** 20, executableName(p)).toBeLessThan(110);
+      }
     });
+
+    it('completes `kubectl runbook` installed as krew lays it out, through the completion entry linked onto PATH', async () => {
+      const krew = join(work, 'krew');
+      const store = join(krew, 'store', 'runbook', 'v1');
+      mkdirSync(store, { recursive: true });
+      mkdirSync(join(krew, 'bin'));
+      expect((await run('tar', ['-xzf', join(REPO, 'build', archiveName(X64)), '-C', store])).code).toBe(0);
+      symlinkSync(join(store, 'kube-runbook'), join(krew, 'bin', 'kubectl-runbook'));
+      symlinkSync(join(store, 'kubectl_complete-runbook'), join(krew, 'bin', 'kubectl_complete-runbook'));
+      // the entry follows its link with coreutils, which a PATH without node may have left out (Debian's /usr/bin)
+      const tools = join(work, 'coreutils');
+      mkdirSync(tools);
+      for (const t of ['readlink', 'dirname']) symlinkSync(`/usr/bin/${t}`, join(tools, t));
+      const env = { PATH: `${join(krew, 'bin')}:${pathWithoutNode()}:${tools}`, HOME: work };
+      const help = await run('kubectl-runbook', ['--help'], { env });
+      expect(help.stdout).toContain('Usage: kubectl runbook');
+      // what kubectl runs for `kubectl runbook describe stop-k<TAB>`
+      const completes = await run('kubectl_complete-runbook', ['__complete', 'describe', 'stop-k'], { env });
+      expect(completes.stdout.trim().split('\n'), completes.stderr).toEqual(['stop-kubelet\taction', ':4']);
+    });
+
+    it('builds linux-arm64 too: an aarch64 ELF with the blob injected and the fuse flipped, which runs under qemu', async () => {
+      const exe = built(ARM64);
+      expect((await run('readelf', ['-h', exe])).stdout).toMatch(/Machine:\s+AArch64\n/);
+      expect((await run('sh', ['-c', 'readelf -n -W "$1" | grep -o NODE_SEA_BLOB', 'sh', exe])).stdout.trim()).toBe('NODE_SEA_BLOB');
+      expect(readFileSync(exe).includes(`${FUSE}:1`)).toBe(true);
+      // Debian's qemu-user with the arm64 C and C++ runtimes Node links
+      await ensureAptPackages(['qemu-user', 'libc6-arm64-cross', 'libstdc++6-arm64-cross', 'libgcc-s1-arm64-cross'], { log: log('qemu') });
+      const env = { PATH: pathWithoutNode(), HOME: work };
+      const version = await run(QEMU, ['-L', '/usr/aarch64-linux-gnu', exe, '--version'], { env });
+      expect(version.stdout.trim(), version.stderr).toBe(JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')).version);
+      const validate = await run(QEMU, ['-L', '/usr/aarch64-linux-gnu', exe, 'validate', join(REPO, 'runbooks', 'kubelet-partition.yaml')], { env });
+      expect(validate.code, validate.stderr).toBe(0);
+      expect(validate.stdout).toContain('(Runbook kubelet-partition, 5 steps, 2 guards)');
+    }, 600_000);
   });
 });
 
 /**
- * `kube-runbook completion fish` in the real shell, from Debian's package (bash's is a unit test, bash being
+ * `kube-runbook completion zsh|fish` in the real shells, from Debian's packages (bash's is a unit test, bash being
  * everywhere): the same question as there, `kube-runbook describe st<TAB>`, answered with the stop-* actions.
  */
-describe('shell completion in fish', () => {
+describe('shell completion in zsh and fish', () => {
   let path: string;
 
   beforeAll(async () => {
-    await ensureAptPackages(['fish'], { log: createLogger((_l, msg) => process.stderr.write(`[shells] ${msg}\n`)) });
+    await ensureAptPackages(['zsh', 'fish'], { log: log('shells') });
     // kube-runbook on PATH as an installed one is: the built CLI on Node 24
     const bin = join(work, 'shell-bin');
     mkdirSync(bin, { recursive: true });
@@ -127,6 +202,20 @@ describe('shell completion in fish', () => {
     chmodSync(join(bin, 'kube-runbook'), 0o755);
     path = `${bin}:${process.env.PATH}`;
   });
+
+  it('zsh (after compinit): st<TAB> writes the prefix the stop-* actions share, <TAB> lists them', async () => {
+    // zle is off on a dumb terminal; under xterm it writes control sequences after the prompt, which Terminal leaves out
+    const t = new Terminal('zsh -f -i', { cwd: REPO, env: { PATH: path, TERM: 'xterm', HOME: work } });
+    try {
+      await t.type("autoload -U compinit; compinit -u; source <(kube-runbook completion zsh); PS1='ready$ '; echo sourced\n", /sourced\r?\n[\s\S]*ready\$ $/);
+      await t.type('kube-runbook describe st\t', /describe stop-$/);
+      const listed = await t.type('\t', /stop-scheduler[\s\S]*describe stop-$/);
+      for (const id of ['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer']) expect(listed).toContain(id);
+      expect(listed).not.toContain('run-command');
+    } finally {
+      await t.end('\x15exit\n');
+    }
+  }, 60_000);
 
   it("fish: completes describe's ids with what they are, and runbook files", async () => {
     const r = await run('fish', ['--no-config', '-c', "kube-runbook completion fish | source; complete -C 'kube-runbook describe st'; complete -C 'kube-runbook plan runbooks/apiserver-ou'"], {

@@ -1,4 +1,5 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { stripVTControlCharacters } from 'node:util';
 
 /**
  * COMMAND (a shell command line) on a terminal: util-linux `script` makes the pty. Keys go in, and a test waits for
@@ -13,18 +14,28 @@ export class Terminal {
     this.proc.stdout.on('data', (d: Buffer) => (this.screen += d.toString()));
   }
 
-  /** Types KEYS, waits until the screen so far matches PATTERN (anchor it at the end), and returns what it showed since. */
+  /**
+   * Types KEYS, waits until the screen so far matches PATTERN (anchor it at the end), and returns what it showed since.
+   * Both are the text shown, without the terminal's control sequences: a shell with line editing (zsh under xterm)
+   * writes some after its prompt (clear to the end of the line, bracketed paste on), and whether they come in the
+   * same read as the prompt is a matter of timing.
+   */
   async type(keys: string, pattern: RegExp): Promise<string> {
     const from = this.screen.length;
     this.proc.stdin.write(keys);
-    while (!pattern.test(this.screen)) {
+    while (!pattern.test(stripVTControlCharacters(this.screen))) {
       if (this.proc.exitCode !== null) throw new Error(`the terminal ended (exit ${this.proc.exitCode}); it showed:\n${this.screen}`);
-      await new Promise((r) => {
-        this.proc.stdout.once('data', r);
-        this.proc.once('close', r);
+      await new Promise<void>((resolve) => {
+        const next = () => {
+          this.proc.stdout.off('data', next);
+          this.proc.off('close', next);
+          resolve();
+        };
+        this.proc.stdout.on('data', next);
+        this.proc.on('close', next);
       });
     }
-    return this.screen.slice(from);
+    return stripVTControlCharacters(this.screen.slice(from));
   }
 
   /** Ends the input and resolves with the command's exit code. */
