@@ -36,8 +36,21 @@ describe('leader-election', () => {
     expect(lease(late, SCHED)).toMatchObject({ holder: 'cp-1_b', renewals: 0, maxRenewGapMs: null });
     const gone = await run.until((r) => r.detail.startsWith('kube-scheduler: no leader'), 30_000);
     expect(gone.at).toBe(schedulerLast + 15_001);
+    expect(gone.detail).toMatch(/^kube-scheduler: no leader \(cp-1_b last renewed it 15\.0s ago\); /);
     // the controller-manager's late renewal is its longest gap
     expect(lease(gone, KCM)).toMatchObject({ renewals: 4, maxRenewGapMs: 7000 });
+  });
+
+  it('reads a Lease its leader released (no holder) as no leader at once', async () => {
+    t = new ProbeTester();
+    renew(KCM, 'cp-1_a');
+    renew(SCHED, 'cp-1_b');
+    const run = t.start(probe, {});
+    await run.until((r) => r.status === 'ok');
+    await t.advance(1000);
+    renew(SCHED, '');
+    const v = await run.until((r) => r.status === 'violated');
+    expect(v.detail).toBe('kube-scheduler: no leader (released 0ms ago); kube-controller-manager: cp-1_a leads');
   });
 
   it('counts leader changes against maxTransitions; a missing Lease is violated', async () => {

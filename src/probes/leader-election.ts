@@ -72,7 +72,11 @@ export default defineProbe({
             const age = value.renewAgeMs;
             const changes = value.transitions ? `, ${value.transitions} leader change${value.transitions === 1 ? '' : 's'}` : '';
             if (!exists) problems.push(`${name}: no Lease ${leader.key}`);
-            else if (expired) problems.push(`${name}: no leader (${value.holder ?? 'nobody'} last renewed ${age === null ? 'never' : `${formatDuration(age)} ago`})`);
+            else if (expired) {
+              const when = age === null ? 'never renewed' : `${formatDuration(age)} ago`;
+              // a leader that shuts down cleanly gives its Lease up: no holder from then on
+              problems.push(`${name}: no leader (${value.holder ? `${value.holder} last renewed it ${when}` : `released ${when}`})`);
+            }
             else if (age !== null && age > params.maxRenewAge) problems.push(`${name}: ${value.holder} renewed ${formatDuration(age)} ago (more than ${formatDuration(params.maxRenewAge)})`);
             else if (params.maxTransitions !== undefined && value.transitions > params.maxTransitions)
               problems.push(`${name}: ${value.holder} leads${changes} (more than ${params.maxTransitions})`);
