@@ -32,6 +32,13 @@ const BESIDE = [
   'test/e2e/timeline-page.test.ts',
 ];
 
+/**
+ * Unit tests that need root: they make network namespaces (the netns transport), or run a fault through the local
+ * transport whose node-side dead-man writes under /var/lib/kube-runbook (a run in its own process, recover). `npm test`
+ * runs them beside the others; `npm run test:unit` leaves them out, so that it runs without root.
+ */
+const NEEDS_ROOT = ['src/nodes/netns.test.ts', 'src/cli/signals.test.ts', 'src/engine/recover.test.ts'];
+
 export default defineConfig({
   test: {
     projects: [
@@ -39,6 +46,14 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['src/**/*.test.ts', 'test/*.test.ts'],
+          exclude: [...configDefaults.exclude, ...NEEDS_ROOT],
+          testTimeout: 20_000,
+        },
+      },
+      {
+        test: {
+          name: 'unit root',
+          include: NEEDS_ROOT,
           testTimeout: 20_000,
         },
       },
