@@ -1,52 +1,33 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
-import { loadInventory } from '../../src/inventory/load.js';
-import { createNodeAccess } from '../../src/nodes/access.js';
-import type { NodeAccess } from '../../src/nodes/types.js';
-import { startLab, stopLab, type LabInfo } from './helpers/lab.js';
+import { BIN, cliLab } from './helpers/cli-lab.js';
 
 /**
  * The executor killed with SIGKILL right after applying faults: the node-side dead-man reverts them within
  * faultTtl + 5 s; and, with a long faultTtl, `kube-runbook recover` reverts them at once.
  */
 const INSTANCE = 'act2';
-const BIN = resolve('bin/kube-runbook.js');
-let lab: LabInfo;
-let nodes: NodeAccess;
-let work: string;
+const fx = cliLab(INSTANCE);
 let child: ChildProcess | undefined;
-
-beforeAll(async () => {
-  lab = await startLab({ instance: INSTANCE, nodes: 2, workload: false });
-  nodes = createNodeAccess((await loadInventory(lab.inventoryFile)).inventory);
-  work = mkdtempSync(join(tmpdir(), 'kr-e2e-deadman-'));
-});
 
 afterEach(() => {
   if (child && child.exitCode === null) child.kill('SIGKILL');
 });
 
-afterAll(async () => {
-  await stopLab(INSTANCE);
-  rmSync(work, { recursive: true, force: true });
-});
-
-const env = () => ({ ...process.env, KUBE_RUNBOOK_STATE_DIR: join(work, 'state'), NO_COLOR: '1' });
 const sleep = (ms: number) => realClock.sleep(ms);
 
 function runbook(name: string, faultTtl: string): string {
-  const file = join(work, `${name}.yaml`);
+  const file = join(fx.work, `${name}.yaml`);
   writeFileSync(
     file,
     `apiVersion: kube-runbook/v1
 kind: Runbook
 metadata: {name: ${name}}
 spec:
-  safety: {allowContexts: [${JSON.stringify(lab.context)}], faultTtl: ${faultTtl}, maxDuration: 10m, maxUnavailable: {worker: 2}}
+  safety: {allowContexts: [${JSON.stringify(fx.lab.context)}], faultTtl: ${faultTtl}, maxDuration: 10m, maxUnavailable: {worker: 2}}
   steps:
     - {name: cut node-1 off, action: block-kubelet-egress, with: {nodes: {names: [node-1]}}}
     - {name: stop node-2's kubelet, action: stop-kubelet, with: {nodes: {names: [node-2]}}}
@@ -59,7 +40,7 @@ spec:
 /** Starts `kube-runbook run`; resolves with the run id once both faults are applied. */
 function startRun(file: string): Promise<string> {
   return new Promise((resolvePromise, reject) => {
-    const c = spawn(process.execPath, [BIN, 'run', file, '-i', lab.inventoryFile, '--yes', '-o', 'text'], { env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = spawn(process.execPath, [BIN, 'run', file, '-i', fx.lab.inventoryFile, '--yes', '-o', 'text'], { env: fx.env(), stdio: ['ignore', 'pipe', 'pipe'] });
     child = c;
     let out = '';
     let runId = '';
@@ -74,10 +55,10 @@ function startRun(file: string): Promise<string> {
   });
 }
 
-const sh = (node: string, script: string) => nodes.exec(node, script, { timeoutMs: 20_000 });
+const sh = (node: string, script: string) => fx.nodes.exec(node, script, { timeoutMs: 20_000 });
 const chainGone = async () => !(await sh('node-1', 'iptables -w -S')).stdout.includes('KR-EGRESS');
-const kubeletBack = async () => (await sh('node-2', `${lab.stateDir}/nodes/node-2/kubelet/health`)).code === 0;
-const kubeletStopped = async () => (await sh('node-2', `${lab.stateDir}/nodes/node-2/kubelet/status`)).code === 3;
+const kubeletBack = async () => (await sh('node-2', `${fx.lab.stateDir}/nodes/node-2/kubelet/health`)).code === 0;
+const kubeletStopped = async () => (await sh('node-2', `${fx.lab.stateDir}/nodes/node-2/kubelet/status`)).code === 3;
 
 async function bothReverted(timeoutMs: number): Promise<number> {
   const t0 = realClock.now();
@@ -100,7 +81,7 @@ describe('executor killed with SIGKILL right after apply', () => {
     expect(took).toBeLessThanOrEqual(ttlMs + 5000);
     // the journal still lists both faults: recover finds them reverted, says the dead-man did it, and clears its records
     // (--force: the killed executor renewed the run lock seconds ago, so recover cannot tell it dead by the lock yet)
-    const r = spawnSync(process.execPath, [BIN, 'recover', runId, '--force'], { env: env(), encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync(process.execPath, [BIN, 'recover', runId, '--force'], { env: fx.env(), encoding: 'utf8', timeout: 120_000 });
     expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
     expect(r.stderr).toContain('had already reverted');
     const left = await sh('node-1', `ls -d /var/lib/kube-runbook/deadman/${runId}/* 2>/dev/null || true`);
@@ -114,7 +95,7 @@ describe('executor killed with SIGKILL right after apply', () => {
     expect(await chainGone()).toBe(false);
     const t0 = realClock.now();
     // at once: the operator who killed it says so (--force), since its lock was renewed a moment ago
-    const r = spawnSync(process.execPath, [BIN, 'recover', runId, '--force'], { env: env(), encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync(process.execPath, [BIN, 'recover', runId, '--force'], { env: fx.env(), encoding: 'utf8', timeout: 120_000 });
     const took = realClock.now() - t0;
     expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
     expect(await chainGone()).toBe(true);

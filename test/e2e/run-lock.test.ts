@@ -1,48 +1,27 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { loadInventory } from '../../src/inventory/load.js';
-import { createNodeAccess } from '../../src/nodes/access.js';
-import type { NodeAccess } from '../../src/nodes/types.js';
-import { startLab, stopLab, type LabInfo } from './helpers/lab.js';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { BIN, cliLab } from './helpers/cli-lab.js';
 
 /** Two `run`s at once against one lab: the second is refused (exit 3) naming the first's run id, and applies nothing. */
 const INSTANCE = 's11a';
-const BIN = resolve('bin/kube-runbook.js');
-let lab: LabInfo;
-let nodes: NodeAccess;
-let work: string;
+const fx = cliLab(INSTANCE, { recoverAfter: true });
 let first: ChildProcess | undefined;
-
-beforeAll(async () => {
-  lab = await startLab({ instance: INSTANCE, nodes: 2, workload: false });
-  nodes = createNodeAccess((await loadInventory(lab.inventoryFile)).inventory);
-  work = mkdtempSync(join(tmpdir(), 'kr-e2e-lock-'));
-});
 
 afterEach(() => {
   if (first && first.exitCode === null) first.kill('SIGKILL');
 });
 
-afterAll(async () => {
-  if (work) spawnSync(process.execPath, [BIN, 'recover', '--all', '--force'], { env: env(), encoding: 'utf8', timeout: 120_000 });
-  await stopLab(INSTANCE);
-  if (work) rmSync(work, { recursive: true, force: true });
-});
-
-const env = () => ({ ...process.env, KUBE_RUNBOOK_STATE_DIR: join(work, 'state'), NO_COLOR: '1' });
-
 function runbook(name: string, node: string): string {
-  const file = join(work, `${name}.yaml`);
+  const file = join(fx.work, `${name}.yaml`);
   writeFileSync(
     file,
     `apiVersion: kube-runbook/v1
 kind: Runbook
 metadata: {name: ${name}}
 spec:
-  safety: {allowContexts: [${JSON.stringify(lab.context)}], faultTtl: 2m, maxDuration: 10m}
+  safety: {allowContexts: [${JSON.stringify(fx.lab.context)}], faultTtl: 2m, maxDuration: 10m}
   steps:
     - {name: stop a kubelet, action: stop-kubelet, with: {nodes: {names: [${node}]}}}
     - {name: hold, wait: 5m}
@@ -51,13 +30,13 @@ spec:
   return file;
 }
 
-const kubeletRunning = async (node: string) => (await nodes.exec(node, `${lab.stateDir}/nodes/${node}/kubelet/status`, { timeoutMs: 20_000 })).code === 0;
+const kubeletRunning = async (node: string) => (await fx.nodes.exec(node, `${fx.lab.stateDir}/nodes/${node}/kubelet/status`, { timeoutMs: 20_000 })).code === 0;
 
 describe('the cluster-wide run lock on the lab', () => {
   it('a second run while the first has a fault applied exits 3 naming the first run id; nothing of it is applied', async () => {
     const out: string[] = [];
     const runId = await new Promise<string>((resolvePromise, reject) => {
-      const c = spawn(process.execPath, [BIN, 'run', runbook('lock-first', 'node-1'), '-i', lab.inventoryFile, '--yes'], { env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
+      const c = spawn(process.execPath, [BIN, 'run', runbook('lock-first', 'node-1'), '-i', fx.lab.inventoryFile, '--yes'], { env: fx.env(), stdio: ['ignore', 'pipe', 'pipe'] });
       first = c;
       let id = '';
       const onData = (d: Buffer) => {
@@ -73,7 +52,7 @@ describe('the cluster-wide run lock on the lab', () => {
     expect(runId).not.toBe('');
     expect(await kubeletRunning('node-1')).toBe(false);
 
-    const second = spawnSync(process.execPath, [BIN, 'run', runbook('lock-second', 'node-2'), '-i', lab.inventoryFile, '--yes'], { env: env(), encoding: 'utf8', timeout: 180_000 });
+    const second = spawnSync(process.execPath, [BIN, 'run', runbook('lock-second', 'node-2'), '-i', fx.lab.inventoryFile, '--yes'], { env: fx.env(), encoding: 'utf8', timeout: 180_000 });
     expect(second.status, `${second.stdout}\n${second.stderr}`).toBe(3);
     expect(second.stdout).toContain(`another run holds the cluster-wide run lock (Lease kube-system/kube-runbook-run-lock): run ${runId} (`);
     expect(second.stdout).not.toMatch(/applied stop-kubelet/);
@@ -84,7 +63,7 @@ describe('the cluster-wide run lock on the lab', () => {
     first!.kill('SIGTERM');
     expect(await ended).toBe(130);
     expect(await kubeletRunning('node-1')).toBe(true);
-    const dry = spawnSync(process.execPath, [BIN, 'run', runbook('lock-third', 'node-2'), '-i', lab.inventoryFile, '--dry-run'], { env: env(), encoding: 'utf8', timeout: 180_000 });
+    const dry = spawnSync(process.execPath, [BIN, 'run', runbook('lock-third', 'node-2'), '-i', fx.lab.inventoryFile, '--dry-run'], { env: fx.env(), encoding: 'utf8', timeout: 180_000 });
     expect(dry.stdout).toContain('preflight ok   run lock: no other run holds Lease kube-system/kube-runbook-run-lock');
     expect(dry.status, `${dry.stdout}\n${dry.stderr}`).toBe(0);
   });
