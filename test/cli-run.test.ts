@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { inventoryOf } from '../src/testing/inventories.js';
 
 /** Runs the BUILT cli (`npm test` builds first) as a user would, with no terminal. */
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -132,7 +133,7 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
     const marker = join(tmp, 'still-applied');
     writeFileSync(marker, '');
     const state = { node: 'here', apply: 'true', revert: `rm -f '${marker}'`, timeoutMs: 10_000 };
-    const inv = { apiVersion: 'kube-runbook/v1', kind: 'Inventory', metadata: { name: 'x' }, spec: { layout: 'lab', transport: { type: 'local' }, nodes: [{ name: 'here', roles: ['worker'] }] } };
+    const inv = inventoryOf({ layout: 'lab', transport: { type: 'local' }, nodes: [{ name: 'here', roles: ['worker'] }] }, 'x');
     const records = [
       { type: 'run', at: 1, runId: 'r-ctx', runbookFile: 'rb.yaml', runbookName: 'rb', inventoryFile: 'inv.yaml', inventory: inv, kubeconfig, context: 'lab', allowContexts: ['lab'], faultTtlMs: 60_000, pid: 1, host: 'elsewhere' },
       { type: 'prepared', at: 2, faultId: 'f01', action: 'run-command', node: 'here', step: '1 x', remediation: false, state, deadman: false },

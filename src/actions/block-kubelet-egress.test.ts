@@ -3,23 +3,18 @@ import { describe, expect, it } from 'vitest';
 import type { InventoryInput } from '../inventory/schema.js';
 import { applyRules, egressRevert, nftRuleset, type EgressState } from './parts/egress-rules.js';
 import { parseEndpoint } from './parts/egress-endpoints.js';
-import { scriptPurpose } from '../testing/layout-inventory.js';
+import { inventoryOf, scriptPurpose } from '../testing/inventories.js';
 import { actionTester, shellSandbox } from '../testing/action-tester.js';
 import type { FakeHandler } from '../testing/fake-nodes.js';
 import action from './block-kubelet-egress.js';
 
-const inventory = (o: { layout?: 'kubeadm' | 'k3s' | 'lab'; endpoints?: string[]; ssh?: boolean; node?: string } = {}): InventoryInput => ({
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 'test' },
-  spec: {
+const inventory = (o: { layout?: 'kubeadm' | 'k3s' | 'lab'; endpoints?: string[]; ssh?: boolean; node?: string } = {}): InventoryInput => (inventoryOf({
     layout: o.layout ?? 'kubeadm',
     ...(o.layout === 'lab' ? { lab: { stateDir: '/nonexistent/lab' } } : {}),
     ...(o.endpoints ? { apiserver: { endpoints: o.endpoints } } : {}),
     ...(o.ssh ? { transport: { type: 'ssh', port: 2222 } } : {}),
     nodes: [{ name: o.node ?? 'node-1', roles: ['worker'] }],
-  },
-});
+  }));
 
 const purpose = scriptPurpose;
 

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { eventually, runNodeScript } from '../testing/node-script.js';
 import type { InventoryInput } from '../inventory/schema.js';
 import type { KubeAccess } from '../kube/types.js';
-import { layoutInventory, type TestLayout } from '../testing/layout-inventory.js';
+import { layoutInventory, type TestLayout } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './disable-taint-eviction.js';
 import { applyScript, nodeSideRevertScript, revertScript } from './parts/taint-eviction.js';

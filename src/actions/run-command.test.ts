@@ -2,13 +2,9 @@ import assert from 'node:assert/strict';
 import type { InventoryInput } from '../inventory/schema.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './run-command.js';
+import { inventoryOf } from '../testing/inventories.js';
 
-const inventory: InventoryInput = {
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 'test' },
-  spec: { layout: 'lab', lab: { stateDir: '/nonexistent' }, nodes: [{ name: 'node-1' }, { name: 'node-2' }] },
-};
+const inventory: InventoryInput = inventoryOf({ layout: 'lab', lab: { stateDir: '/nonexistent' }, nodes: [{ name: 'node-1' }, { name: 'node-2' }] });
 
 const params = { apply: 'touch /tmp/kr-flag', revert: 'rm -f /tmp/kr-flag', check: 'command -v touch' };
 

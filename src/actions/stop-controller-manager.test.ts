@@ -8,7 +8,7 @@ import type { InventoryInput } from '../inventory/schema.js';
 import { serviceManager } from '../nodes/services/index.js';
 import type { ServiceTarget } from '../nodes/services/types.js';
 import { leasesFirstScript } from './parts/stop-service.js';
-import { layoutInventory, type TestLayout } from '../testing/layout-inventory.js';
+import { layoutInventory, type TestLayout } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './stop-controller-manager.js';
 

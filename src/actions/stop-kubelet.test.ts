@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { InventoryInput } from '../inventory/schema.js';
-import { layoutInventory, type TestLayout } from '../testing/layout-inventory.js';
+import { layoutInventory, type TestLayout } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './stop-kubelet.js';
 

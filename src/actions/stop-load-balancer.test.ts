@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { InventoryInput } from '../inventory/schema.js';
-import { layoutInventory, type TestLayout, scriptPurpose } from '../testing/layout-inventory.js';
+import { layoutInventory, type TestLayout, scriptPurpose } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
 import type { FakeHandler } from '../testing/fake-nodes.js';
 import action from './stop-load-balancer.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, expect, it } from 'vitest';
 import type { InventoryInput } from '../inventory/schema.js';
 import { writeLimitsScript } from './parts/cgroup-io.js';
-import { layoutInventory, scriptPurpose, type TestLayout } from '../testing/layout-inventory.js';
+import { layoutInventory, scriptPurpose, type TestLayout } from '../testing/inventories.js';
 import { actionTester, shellSandbox } from '../testing/action-tester.js';
 import type { FakeHandler } from '../testing/fake-nodes.js';
 import action from './throttle-etcd-disk.js';

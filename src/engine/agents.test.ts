@@ -15,19 +15,15 @@ import { Runbook } from '../runbook/schema.js';
 import { recordingAction } from '../testing/fake-modules.js';
 import { baseRunbook, testInventory } from '../testing/engine-harness.js';
 import { buildPlan } from './plan.js';
+import { inventoryOf } from '../testing/inventories.js';
 
 const RUN = '20260101T000000Z-agents-ab12';
 const keys = newAgentKeys();
-const inventory = Inventory.parse({
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 't' },
-  spec: {
+const inventory = Inventory.parse(inventoryOf({
     layout: 'kubeadm',
     transport: { type: 'agent', namespace: 'kr-agents', image: 'registry.example/agent:1', imagePullSecret: 'regcred', startTimeout: '20s' },
     nodes: [{ name: 'node-1' }, { name: 'node-2' }, { name: 'cp-1', roles: ['control-plane'], transport: { type: 'ssh' } }],
-  },
-});
+  }, 't'));
 
 interface PodObj {
   metadata: { name: string };

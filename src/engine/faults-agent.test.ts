@@ -10,17 +10,13 @@ import { FakeClock } from '../testing/fake-clock.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
 import type { RunEvent } from './events.js';
 import { FaultLedger } from './faults.js';
+import { inventoryOf } from '../testing/inventories.js';
 
-const inventory = Inventory.parse({
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 't' },
-  spec: {
+const inventory = Inventory.parse(inventoryOf({
     layout: 'kubeadm',
     transport: { type: 'agent', namespace: 'kr-agents' },
     nodes: [{ name: 'node-1' }, { name: 'node-2', transport: { type: 'ssh' } }],
-  },
-});
+  }, 't'));
 
 /** An action that cuts its node off (isolatesNode yes): its apply script never gets an answer through the agent. */
 const cutOff = defineAction({

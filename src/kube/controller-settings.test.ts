@@ -6,6 +6,7 @@ import { FakeNodes } from '../testing/fake-nodes.js';
 import { resolveControllerSettings, settingsFromConfigz, settingsFromFlags } from './controller-settings.js';
 import { parseKubeVersion, versionDefaults } from './versions.js';
 import { fakeKubeAccess } from '../testing/fake-access.js';
+import { inventoryOf } from '../testing/inventories.js';
 
 const kubeadmManifest = `apiVersion: v1
 kind: Pod
@@ -51,12 +52,7 @@ describe('controller settings', () => {
     const clock = new FakeClock();
     const kube = fakeKubeAccess(clock);
     kube.rawHandler = () => ({ status: 200, body: '{"gitVersion":"v1.32.1"}' });
-    const inventory = Inventory.parse({
-      apiVersion: 'kube-runbook/v1',
-      kind: 'Inventory',
-      metadata: { name: 't' },
-      spec: { layout: 'kubeadm', controller: { nodeMonitorPeriod: '3s' }, nodes: [{ name: 'cp-1', address: '127.0.0.1', roles: ['control-plane'] }, { name: 'w-1' }] },
-    });
+    const inventory = Inventory.parse(inventoryOf({ layout: 'kubeadm', controller: { nodeMonitorPeriod: '3s' }, nodes: [{ name: 'cp-1', address: '127.0.0.1', roles: ['control-plane'] }, { name: 'w-1' }] }, 't'));
     const nodes = new FakeNodes(inventory.spec.nodes, (c) => ({ code: 0, stdout: c.script.includes('manifests') ? kubeadmManifest : '', stderr: '' }));
     const r = await resolveControllerSettings({ inventory, nodes, clock, log: memoryLogger(), kube });
     expect(r.settings).toMatchObject({ nodeMonitorPeriodMs: 3_000, nodeMonitorGracePeriodMs: 20_000, nodeStartupGracePeriodMs: 60_000, leaseDurationMs: 40_000 });

@@ -3,14 +3,10 @@ import { parseInventoryLoosely } from '../testing/loose-inventory.js';
 import { memoryLogger } from '../core/logger.js';
 import type { InventoryInput } from '../inventory/schema.js';
 import { createNodeAccess } from './access.js';
+import { inventoryOf } from '../testing/inventories.js';
 
 const inventory = (nodes: InventoryInput['spec']['nodes'], transport?: InventoryInput['spec']['transport']) =>
-  parseInventoryLoosely({
-    apiVersion: 'kube-runbook/v1',
-    kind: 'Inventory',
-    metadata: { name: 'test-inv' },
-    spec: { layout: 'lab', ...(transport ? { transport } : {}), nodes },
-  });
+  parseInventoryLoosely(inventoryOf({ layout: 'lab', ...(transport ? { transport } : {}), nodes }, 'test-inv'));
 
 describe('createNodeAccess', () => {
   it('lists and finds the nodes of the inventory', () => {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Inventory, type InventoryNode, SshTransport } from '../inventory/schema.js';
 import { type SshConfig, remoteCommand, sshArgv, sshTransient, sshTransport } from './ssh.js';
 import { echoScript, hostileValues, markerExists, markerPath } from '../testing/hostile.js';
+import { inventoryOf } from '../testing/inventories.js';
 
 const config = (extra: Partial<SshConfig> = {}): SshConfig => ({ ...SshTransport.parse({ type: 'ssh' }), ...extra });
 const node = (extra: Partial<InventoryNode> = {}): InventoryNode => ({ name: 'node-1', roles: ['worker'], ...extra });
@@ -129,12 +130,7 @@ describe('sshArgv', () => {
   });
 
   it('takes its settings from an inventory as parsed', () => {
-    const inv = Inventory.parse({
-      apiVersion: 'kube-runbook/v1',
-      kind: 'Inventory',
-      metadata: { name: 'prod' },
-      spec: { layout: 'kubeadm', transport: { type: 'ssh', user: 'ops', connectTimeout: '4s', sudo: true }, nodes: [{ name: 'cp-1' }] },
-    });
+    const inv = Inventory.parse(inventoryOf({ layout: 'kubeadm', transport: { type: 'ssh', user: 'ops', connectTimeout: '4s', sudo: true }, nodes: [{ name: 'cp-1' }] }, 'prod'));
     const t = inv.spec.transport;
     if (t.type !== 'ssh') throw new Error('expected ssh');
     const argv = sshArgv(t, inv.spec.nodes[0]!, 30_000);

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ProbeTester } from '../testing/probe-tester.js';
 import { readingFromServer, TestServer } from '../testing/real-server.js';
 import probe, { type AvailabilityValue } from './apiserver-availability.js';
+import { inventoryOf } from '../testing/inventories.js';
 
 let t: ProbeTester;
 const server = new TestServer();
@@ -40,12 +41,7 @@ describe('apiserver-availability', () => {
 
   it('defaults to the inventory VIP and reads a closed port as an error', async () => {
     t = new ProbeTester({
-      inventory: {
-        apiVersion: 'kube-runbook/v1',
-        kind: 'Inventory',
-        metadata: { name: 'ha' },
-        spec: { layout: 'lab', lab: { stateDir: '/x' }, apiserver: { endpoints: ['127.0.0.1:1'] }, nodes: [{ name: 'cp-1', roles: ['control-plane'] }] },
-      },
+      inventory: inventoryOf({ layout: 'lab', lab: { stateDir: '/x' }, apiserver: { endpoints: ['127.0.0.1:1'] }, nodes: [{ name: 'cp-1', roles: ['control-plane'] }] }, 'ha'),
     });
     const run = t.start(probe, { timeout: '500ms' });
     const r = await until(run, (_, s) => s === 'violated');

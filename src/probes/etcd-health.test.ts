@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { InventoryInput } from '../inventory/schema.js';
 import { ProbeTester } from '../testing/probe-tester.js';
 import probe, { type EtcdValue } from './etcd-health.js';
+import { inventoryOf } from '../testing/inventories.js';
 
 let t: ProbeTester;
 afterEach(async () => t.close());
@@ -19,11 +20,7 @@ function metrics(n: number, seconds: number, o: { leader?: boolean; changes?: nu
 }
 
 /** An HA lab's inventory: three etcd members. */
-const haInventory: InventoryInput = {
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 'ha' },
-  spec: {
+const haInventory: InventoryInput = inventoryOf({
     layout: 'lab',
     transport: { type: 'local' },
     lab: { stateDir: '/nonexistent/lab' },
@@ -33,8 +30,7 @@ const haInventory: InventoryInput = {
       { name: 'cp-3', roles: ['control-plane', 'etcd'] },
       { name: 'node-1', zone: 'zone-a' },
     ],
-  },
-};
+  }, 'ha');
 
 describe('etcd-health', () => {
   it('scrapes through the etcd node and judges the p99 of the last interval', async () => {

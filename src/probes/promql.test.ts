@@ -9,6 +9,7 @@ import type { ProbeRun } from '../testing/probe-tester.js';
 import { ProbeTester } from '../testing/probe-tester.js';
 import probe from './promql.js';
 import { promqlProblem } from './parts/promql.js';
+import { inventoryOf } from '../testing/inventories.js';
 
 /** A stand-in Prometheus on a local port: answers /api/v1/query with whatever `answer` says. */
 class FakePrometheus {
@@ -110,12 +111,7 @@ describe('promql', () => {
     const dir = mkdtempSync(join(tmpdir(), 'kr-promql-'));
     writeFileSync(join(dir, 'token'), 'sekrit\n');
     t = new ProbeTester({
-      inventory: {
-        apiVersion: 'kube-runbook/v1',
-        kind: 'Inventory',
-        metadata: { name: 'x' },
-        spec: { layout: 'lab', prometheus: { url, bearerTokenFile: join(dir, 'token'), tokenOverHttp: true }, nodes: [{ name: 'n' }] },
-      },
+      inventory: inventoryOf({ layout: 'lab', prometheus: { url, bearerTokenFile: join(dir, 'token'), tokenOverHttp: true }, nodes: [{ name: 'n' }] }, 'x'),
     });
     prom.vector(1);
     const run = t.start(probe, { query: 'up', comparator: { op: '==', value: 1 } });
@@ -130,12 +126,7 @@ describe('promql', () => {
     const dir = mkdtempSync(join(tmpdir(), 'kr-promql-'));
     writeFileSync(join(dir, 'token'), 'sekrit\n');
     t = new ProbeTester({
-      inventory: {
-        apiVersion: 'kube-runbook/v1',
-        kind: 'Inventory',
-        metadata: { name: 'x' },
-        spec: { layout: 'lab', prometheus: { url }, nodes: [{ name: 'n' }] },
-      },
+      inventory: inventoryOf({ layout: 'lab', prometheus: { url }, nodes: [{ name: 'n' }] }, 'x'),
     });
     prom.vector(1);
     // the runbook's token, the inventory's http url: only the run can see the two together
@@ -159,12 +150,7 @@ describe('promql', () => {
     const dir = mkdtempSync(join(tmpdir(), 'kr-promql-'));
     writeFileSync(join(dir, 'token'), 'sekrit\n');
     t = new ProbeTester({
-      inventory: {
-        apiVersion: 'kube-runbook/v1',
-        kind: 'Inventory',
-        metadata: { name: 'x' },
-        spec: { layout: 'lab', prometheus: { url, bearerTokenFile: join(dir, 'token'), tokenOverHttp: true }, nodes: [{ name: 'n' }] },
-      },
+      inventory: inventoryOf({ layout: 'lab', prometheus: { url, bearerTokenFile: join(dir, 'token'), tokenOverHttp: true }, nodes: [{ name: 'n' }] }, 'x'),
     });
     try {
       other.vector(1);

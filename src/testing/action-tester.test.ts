@@ -4,13 +4,9 @@ import { defineAction, type RevertState } from '../contract/action.js';
 import type { InventoryInput } from '../inventory/schema.js';
 import { shq } from '../core/shell.js';
 import { checkHostile, HOSTILE_VALUES, runLifecycle, shellSandbox } from './action-tester.js';
+import { inventoryOf } from './inventories.js';
 
-const inventory: InventoryInput = {
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 't' },
-  spec: { layout: 'lab', lab: { stateDir: '/nonexistent' }, nodes: [{ name: 'n1' }] },
-};
+const inventory: InventoryInput = inventoryOf({ layout: 'lab', lab: { stateDir: '/nonexistent' }, nodes: [{ name: 'n1' }] }, 't');
 
 /** An action that writes `word` into its scripts with `quoteWith`. */
 const echoAction = (quoteWith: (s: string) => string, state: (w: string) => RevertState = (w) => ({ word: w })) =>

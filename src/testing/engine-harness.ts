@@ -15,17 +15,13 @@ import { startRun, type RunHandle } from '../engine/run.js';
 import { FakeClock } from './fake-clock.js';
 import { type FakeKubeAccess, fakeKubeAccess } from './fake-access.js';
 import { FakeNodes } from './fake-nodes.js';
+import { inventoryOf } from './inventories.js';
 
-export const testInventory = (nodes = ['cp-1', 'node-1', 'node-2', 'node-3']): InventoryInput => ({
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 'test' },
-  spec: {
+export const testInventory = (nodes = ['cp-1', 'node-1', 'node-2', 'node-3']): InventoryInput => (inventoryOf({
     layout: 'lab',
     transport: { type: 'netns' },
     nodes: nodes.map((name) => ({ name, roles: name.startsWith('cp') ? ['control-plane'] : ['worker'] })),
-  },
-});
+  }));
 
 export interface Harness {
   clock: FakeClock;

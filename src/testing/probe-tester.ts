@@ -13,6 +13,7 @@ import type { WatchOptions } from '../kube/watch-types.js';
 import type { Probe, Reading } from '../contract/probe.js';
 import { FakeClock } from './fake-clock.js';
 import { FakeNodes } from './fake-nodes.js';
+import { inventoryOf } from './inventories.js';
 
 /**
  * A tester for probes in the spirit of eslint's RuleTester: an in-memory apiserver to write Nodes, Leases and
@@ -29,11 +30,7 @@ export interface ProbeRun {
   stop(): Promise<void>;
 }
 
-const labInventory: InventoryInput = {
-  apiVersion: 'kube-runbook/v1',
-  kind: 'Inventory',
-  metadata: { name: 'test' },
-  spec: {
+const labInventory: InventoryInput = inventoryOf({
     layout: 'lab',
     transport: { type: 'local' },
     controller: {
@@ -54,8 +51,7 @@ const labInventory: InventoryInput = {
       { name: 'node-2', zone: 'zone-a' },
       { name: 'node-3', zone: 'zone-b' },
     ],
-  },
-};
+  });
 
 export class ProbeTester {
   readonly clock: FakeClock;

@@ -31,6 +31,7 @@ import { APT_WAIT } from '../../src/lab/install/apt.js';
 import { type SshConfig, sshTransport } from '../../src/nodes/ssh.js';
 import { echoScript, hostileValues, markerExists, markerPath } from '../../src/testing/hostile.js';
 import { eventually } from '../../src/testing/procs.js';
+import { inventoryOf } from '../../src/testing/inventories.js';
 
 const user = `krt${randomBytes(4).toString('hex')}`;
 const dir = mkdtempSync(join(tmpdir(), 'krt-sshd-'));
@@ -193,16 +194,11 @@ describe('ssh transport against a real sshd on 127.0.0.1', () => {
 
   it('is reached through NodeAccess with the inventory settings', async () => {
     writeFileSync(file('known_hosts'), keyLine('host_key.pub'));
-    const inv = Inventory.parse({
-      apiVersion: 'kube-runbook/v1',
-      kind: 'Inventory',
-      metadata: { name: 'ssh-e2e' },
-      spec: {
+    const inv = Inventory.parse(inventoryOf({
         layout: 'kubeadm',
         transport: { type: 'ssh', user, port, identityFile: file('client_key'), knownHostsFile: file('known_hosts') },
         nodes: [{ name: 'w1', address: '127.0.0.1' }],
-      },
-    });
+      }, 'ssh-e2e'));
     const nodes = createNodeAccess(inv);
     expect(await nodes.exec('w1', 'cat; id -un', { input: 'hello ' })).toEqual({ code: 0, stdout: `hello ${user}\n`, stderr: '' });
   });
@@ -289,19 +285,14 @@ describe('a run over ssh while sshd restarts', () => {
   it('reverts every fault once sshd is back: the reverts that met a stopped sshd are retried, no exit 4', async () => {
     writeFileSync(file('known_hosts'), keyLine('host_key.pub'));
     const tag = randomBytes(3).toString('hex');
-    const inventory = Inventory.parse({
-      apiVersion: 'kube-runbook/v1',
-      kind: 'Inventory',
-      metadata: { name: 'ssh-restart' },
-      spec: {
+    const inventory = Inventory.parse(inventoryOf({
         layout: 'kubeadm',
         transport: { type: 'ssh', user, port, identityFile: file('client_key'), knownHostsFile: file('known_hosts'), connectTimeout: '3s' },
         nodes: [
           { name: 'n1', address: '127.0.0.1' },
           { name: 'n2', address: '127.0.0.1' },
         ],
-      },
-    });
+      }, 'ssh-restart'));
     const runbook = Runbook.parse({
       apiVersion: 'kube-runbook/v1',
       kind: 'Runbook',

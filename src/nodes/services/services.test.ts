@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Inventory } from '../../inventory/schema.js';
 import { serviceManager, serviceTarget } from './index.js';
 import type { ProcessTarget, StaticPodTarget, SystemdTarget } from './types.js';
+import { inventoryOf } from '../../testing/inventories.js';
 
 /**
  * The managers' scripts run for real with dash, against a temp directory standing in for the node: the tools
@@ -200,12 +201,7 @@ describe('process manager: a start that meets a process still exiting', () => {
 
 describe('serviceTarget', () => {
   const inv = (layout: 'kubeadm' | 'k3s' | 'lab') =>
-    Inventory.parse({
-      apiVersion: 'kube-runbook/v1',
-      kind: 'Inventory',
-      metadata: { name: 'x' },
-      spec: { layout, lab: { stateDir: '/var/lib/lab/' }, nodes: [{ name: 'cp-1', roles: ['control-plane'] }, { name: 'w-1' }] },
-    });
+    Inventory.parse(inventoryOf({ layout, lab: { stateDir: '/var/lib/lab/' }, nodes: [{ name: 'cp-1', roles: ['control-plane'] }, { name: 'w-1' }] }, 'x'));
   it('picks the manager by layout', () => {
     const [cp, w] = inv('kubeadm').spec.nodes;
     if (!cp || !w) throw new Error('two nodes expected');
