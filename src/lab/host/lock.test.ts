@@ -1,17 +1,12 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { alive, withLock } from './lock.js';
+import { tempDirEach } from '../../testing/temp-dir.js';
 
 describe('lab lock', () => {
   let dir: string;
-  beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'kr-lock-'));
-  });
-  afterEach(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
+  tempDirEach('kr-lock-', (d) => (dir = d));
 
   it('runs one holder at a time', async () => {
     const file = join(dir, 'a.lock');

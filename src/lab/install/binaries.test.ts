@@ -1,9 +1,9 @@
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { compareVersions, findLabBinaries, KUBE_BINARIES, parseLabVersion, sha256, verifyCached } from './binaries.js';
 import { debianGoEnv } from './build.js';
+import { tempDirEach } from '../../testing/temp-dir.js';
 
 /** A stand-in for a Kubernetes binary: prints a version like the real ones. */
 const fakeBinary = (version: string) => `#!/bin/sh\necho "Kubernetes v${version}"\n`;
@@ -23,12 +23,7 @@ async function cacheEntry(root: string, version: string): Promise<string> {
 
 describe('lab binaries', () => {
   let root: string;
-  beforeEach(async () => {
-    root = await mkdtemp(join(tmpdir(), 'kr-bin-'));
-  });
-  afterEach(async () => {
-    await rm(root, { recursive: true, force: true });
-  });
+  tempDirEach('kr-bin-', (d) => (root = d));
 
   it('orders versions numerically', () => {
     expect(compareVersions('1.20.10', '1.20.9')).toBeGreaterThan(0);

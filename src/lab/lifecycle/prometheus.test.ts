@@ -1,11 +1,11 @@
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { run } from '../host/host.js';
 import { prometheusConfig, prometheusConfigText, prometheusService, prometheusUrl, writePrometheusConfig, type PrometheusPlan } from './prometheus.js';
 import { serviceScripts, writeService } from './services.js';
+import { tempDirEach } from '../../testing/temp-dir.js';
 
 const plan = (dir = '/s/nodes/prom/prometheus'): PrometheusPlan => ({
   instance: 'prm',
@@ -82,12 +82,7 @@ describe("the lab's Prometheus configuration", () => {
 
 describe("the lab's Prometheus service", () => {
   let dir: string;
-  beforeEach(async () => {
-    dir = await mkdtemp(join(tmpdir(), "kr prom 'x' "));
-  });
-  afterEach(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
+  tempDirEach("kr prom 'x' ", (d) => (dir = d));
 
   it('runs Prometheus in the foreground on its own address, its TSDB in the service directory; healthy once /-/ready answers', () => {
     const s = prometheusService(plan());

@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { run } from '../host/host.js';
 import { serviceScripts, writeService, type ServiceSpec } from './services.js';
+import { tempDirEach } from '../../testing/temp-dir.js';
 
 const spec = (dir: string): ServiceSpec => ({
   instance: 't1',
@@ -21,13 +21,8 @@ const spec = (dir: string): ServiceSpec => ({
 
 describe('lab service scripts', () => {
   let dir: string;
-  beforeEach(async () => {
-    // a state directory with a space and a quote must survive the shell
-    dir = await mkdtemp(join(tmpdir(), "kr svc 'x' "));
-  });
-  afterEach(async () => {
-    await rm(dir, { recursive: true, force: true });
-  });
+  // a state directory with a space and a quote must survive the shell
+  tempDirEach("kr svc 'x' ", (d) => (dir = d));
 
   it('writes five executable POSIX sh scripts that parse', async () => {
     await writeService(spec(dir));

@@ -1,8 +1,8 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readRuntime, RuntimeStore, type SimContainer } from './runtime.js';
+import { tempDirEach } from '../../testing/temp-dir.js';
 
 const c = (id: string, podUid: string, pod = `pod-${podUid}`): SimContainer => ({
   id,
@@ -17,12 +17,7 @@ const c = (id: string, podUid: string, pod = `pod-${podUid}`): SimContainer => (
 
 describe('simulated container runtime', () => {
   let stateDir: string;
-  beforeEach(async () => {
-    stateDir = await mkdtemp(join(tmpdir(), 'kr-rt-'));
-  });
-  afterEach(async () => {
-    await rm(stateDir, { recursive: true, force: true });
-  });
+  tempDirEach('kr-rt-', (d) => (stateDir = d));
 
   it('is empty for a node that never ran a pod', async () => {
     expect(await readRuntime(stateDir, 'node-9')).toEqual({ node: 'node-9', containers: [], kills: [] });
