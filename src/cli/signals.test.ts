@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DEADMAN_ROOT } from '../engine/deadman.js';
 import { listJournals, outstanding, readJournal } from '../engine/journal.js';
+import { childRunbook } from '../testing/child-runbook.js';
 
 // The child imports the built engine and this module (dist/): `npm test` builds first.
 const dir = mkdtempSync(join(tmpdir(), 'kr-signals-'));
@@ -18,18 +19,7 @@ describe('a run in its own process', () => {
   ] as const)('rolls back on %s (the session dropped; its terminal gone: %s) and exits with everything reverted', async (signal, gone) => {
     const marker = join(dir, `applied-${signal}-${gone}`);
     const runbookFile = join(dir, `runbook-${signal}-${gone}.json`);
-    writeFileSync(
-      runbookFile,
-      JSON.stringify({
-        apiVersion: 'kube-runbook/v1',
-        kind: 'Runbook',
-        metadata: { name: 'hangup-test' },
-        spec: {
-          safety: { allowContexts: ['lab'], faultTtl: '10m' },
-          steps: [{ action: 'run-command', with: { nodes: 'all', apply: `touch '${marker}'`, revert: `rm -f '${marker}'` } }, { wait: '10m' }],
-        },
-      }),
-    );
+    writeFileSync(runbookFile, childRunbook('hangup-test', `touch '${marker}'`, `rm -f '${marker}'`));
     const journals = join(dir, `runs-${signal}-${gone}`);
     const runId = `hup-${signal.toLowerCase()}-${gone}`;
     const child = spawn(process.execPath, ['test/fixtures/engine-child.mjs', runbookFile, journals, runId], { stdio: ['ignore', 'pipe', 'inherit'] });

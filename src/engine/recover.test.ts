@@ -16,6 +16,7 @@ import { recoverRun } from './recover.js';
 import { defaultRegistry } from './registry.js';
 import { createNodeAccess } from '../nodes/access.js';
 import { fakeKubeAccess } from '../testing/fake-access.js';
+import { childRunbook } from '../testing/child-runbook.js';
 
 // The child imports the built engine (dist/): `npm test` builds first.
 const dir = mkdtempSync(join(tmpdir(), 'kr-recover-'));
@@ -25,21 +26,7 @@ describe('recover in a fresh process', () => {
   it('reverts, from the journal alone, a fault applied by a process killed with SIGKILL', async () => {
     const marker = join(dir, 'applied');
     const runbookFile = join(dir, 'runbook.json');
-    writeFileSync(
-      runbookFile,
-      JSON.stringify({
-        apiVersion: 'kube-runbook/v1',
-        kind: 'Runbook',
-        metadata: { name: 'recover-test' },
-        spec: {
-          safety: { allowContexts: ['lab'], faultTtl: '10m' },
-          steps: [
-            { action: 'run-command', with: { nodes: 'all', apply: `touch '${marker}'`, revert: `rm -f '${marker}'; echo reverted >>'${dir}/log'` } },
-            { wait: '10m' },
-          ],
-        },
-      }),
-    );
+    writeFileSync(runbookFile, childRunbook('recover-test', `touch '${marker}'`, `rm -f '${marker}'; echo reverted >>'${dir}/log'`));
     const journals = join(dir, 'runs');
     const child = spawn(process.execPath, ['test/fixtures/engine-child.mjs', runbookFile, journals], { stdio: ['ignore', 'pipe', 'inherit'] });
     await new Promise<void>((resolve, reject) => {

@@ -3,7 +3,7 @@ import { reactive, watching } from '../contract/readings.js';
 import { watchSpecs } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
 import { defineProbe } from '../contract/probe.js';
-import { LeaderLease, type LeaderValue } from './parts/leader-lease.js';
+import { LeaderLease, maxTransitions, type LeaderValue } from './parts/leader-lease.js';
 
 const Params = z.strictObject({
   lease: z
@@ -11,12 +11,7 @@ const Params = z.strictObject({
     .regex(/^[a-z0-9.-]+\/[a-z0-9.-]+$/, { message: 'expected namespace/name' })
     .default('kube-system/kube-controller-manager')
     .meta({ description: 'namespace/name of the leader-election Lease' }),
-  maxTransitions: z
-    .number()
-    .int()
-    .min(0)
-    .optional()
-    .meta({ description: 'violated when the leader changed more often than this while watched (absent: not checked)' }),
+  maxTransitions: maxTransitions(),
 });
 
 export type { LeaderValue };

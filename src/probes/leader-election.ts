@@ -4,7 +4,7 @@ import { defineProbe } from '../contract/probe.js';
 import { formatDuration } from '../core/duration.js';
 import { duration } from '../core/zod-helpers.js';
 import { watchSpecs } from '../kube/resources.js';
-import { LeaderLease, type LeaderValue } from './parts/leader-lease.js';
+import { LeaderLease, maxTransitions, type LeaderValue } from './parts/leader-lease.js';
 
 const LeaseName = z.string().regex(/^[a-z0-9.-]+\/[a-z0-9.-]+$/, { message: 'expected namespace/name' });
 
@@ -20,12 +20,7 @@ const Params = z.strictObject({
       description:
         "violated when a leader's last renewal is older than this: past its renew deadline (10 s for kube-controller-manager and kube-scheduler) a leader gives its lease up",
     }),
-  maxTransitions: z
-    .number()
-    .int()
-    .min(0)
-    .optional()
-    .meta({ description: 'violated when one Lease changed leader more often than this while watched (absent: not checked)' }),
+  maxTransitions: maxTransitions(),
 });
 
 export interface LeaderElectionValue {

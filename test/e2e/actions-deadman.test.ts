@@ -1,9 +1,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
-import { BIN, cliLab } from './helpers/cli-lab.js';
+import { BIN, cliLab, killAfterEach } from './helpers/cli-lab.js';
 
 /**
  * The executor killed with SIGKILL right after applying faults: the node-side dead-man reverts them within
@@ -13,9 +13,7 @@ const INSTANCE = 'act2';
 const fx = cliLab(INSTANCE);
 let child: ChildProcess | undefined;
 
-afterEach(() => {
-  if (child && child.exitCode === null) child.kill('SIGKILL');
-});
+killAfterEach(() => child);
 
 const sleep = (ms: number) => realClock.sleep(ms);
 

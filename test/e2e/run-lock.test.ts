@@ -1,17 +1,15 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { BIN, cliLab } from './helpers/cli-lab.js';
+import { describe, expect, it } from 'vitest';
+import { BIN, cliLab, killAfterEach } from './helpers/cli-lab.js';
 
 /** Two `run`s at once against one lab: the second is refused (exit 3) naming the first's run id, and applies nothing. */
 const INSTANCE = 's11a';
 const fx = cliLab(INSTANCE, { recoverAfter: true });
 let first: ChildProcess | undefined;
 
-afterEach(() => {
-  if (first && first.exitCode === null) first.kill('SIGKILL');
-});
+killAfterEach(() => first);
 
 function runbook(name: string, node: string): string {
   const file = join(fx.work, `${name}.yaml`);

@@ -1,5 +1,10 @@
+import { z } from 'zod';
 import type { SlimLease } from '../../kube/resources.js';
 import type { WatchHandle } from '../../kube/watch.js';
+
+/** The `maxTransitions` parameter of the probes that watch leader Leases. */
+export const maxTransitions = () =>
+  z.number().int().min(0).optional().meta({ description: 'violated when a Lease changed leader more often than this while watched (absent: not checked)' });
 
 /** A leader-election Lease as a probe reports it. */
 export interface LeaderValue {

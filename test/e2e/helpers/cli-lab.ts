@@ -1,8 +1,8 @@
-import { spawnSync } from 'node:child_process';
+import { type ChildProcess, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { loadInventory } from '../../../src/inventory/load.js';
 import { createNodeAccess } from '../../../src/nodes/access.js';
 import type { NodeAccess } from '../../../src/nodes/types.js';
@@ -44,4 +44,12 @@ export function cliLab(instance: string, o: { recoverAfter?: boolean } = {}): Cl
     if (fx.work) rmSync(fx.work, { recursive: true, force: true });
   });
   return fx;
+}
+
+/** SIGKILLs after each test the CLI process `running` gives, if it still runs (a test that failed half-way). */
+export function killAfterEach(running: () => ChildProcess | undefined): void {
+  afterEach(() => {
+    const c = running();
+    if (c && c.exitCode === null) c.kill('SIGKILL');
+  });
 }
