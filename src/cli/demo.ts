@@ -162,7 +162,7 @@ export function renderOutcome(o: Outcome): string {
     `${o.label}: ${r.status.toUpperCase()} (exit ${o.exitCode}) — ${r.reason}`,
     `  pods evicted:        ${o.evicted.length}${o.evicted.length ? ` (first at ${time(o.evicted.map((e) => e.at).sort()[0])})` : ''}`,
     `  containers killed:   ${o.killed.length}${o.restarted ? ` (${o.restarted} restarted)` : ''}${o.killed.length ? `: ${o.killed.map((k) => `${k.pod} on ${k.node}`).join(', ')}` : ''}`,
-    `                       counted by ${o.killedFrom}`,
+    `                       counted by ${o.killedFrom}${o.killedFrom.startsWith('containerd') ? `; ${o.realContainersAtStart} running at the start` : ''}`,
     `  faults reverted:     ${faults.filter((f) => f.status === 'reverted').length}/${faults.length}` +
       (remediations.length ? `; remediations applied ${remediations.length}, undone ${remediations.filter((f) => f.status === 'reverted').length}` : ''),
     `  nodes Ready at end:  ${o.readyAtEnd}`,
