@@ -187,7 +187,8 @@ export const register: Register = (program, done) => {
   program
     .command('demo')
     .description(
-      'Prepare the local lab (building Kubernetes once), run runbooks/apiserver-outage.yaml with guards, print the outcome, tear the lab down.',
+      'Prepare the local lab (building Kubernetes once; three real nodes where this machine can run them, else simulated ones), run ' +
+        'runbooks/apiserver-outage.yaml with guards, print the outcome (containers killed as the runtime counts them), tear the lab down.',
     )
     .option('--compare', 'also run it without guards, to see the cascade the guards prevent')
     .option('--keep', 'leave the lab running afterwards')
@@ -199,7 +200,7 @@ export const register: Register = (program, done) => {
       out.stdout('Preparing the lab (the first time, Kubernetes is built once into the cache: about 10 minutes)…');
       const binaries = await ensureLabBinaries({ log, kubernetesVersion: o.kubernetesVersion });
       // real nodes where this machine runs them (the checks of `lab up --real-nodes`), so kills are the runtime's
-      const choice = o.simulated ? { real: false as const, reason: '--simulated' } : await chooseNodes(binaries, { log });
+      const choice = o.simulated ? { real: false as const, reason: '--simulated asked for them' } : await chooseNodes(binaries, { log });
       out.stdout(
         choice.real
           ? "Nodes: 3 real nodes (the release's kubelet, containerd 2 and runc); containers killed are counted by their containerd"
