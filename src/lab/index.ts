@@ -9,3 +9,5 @@ export { type LabUpOptions } from './host/settings.js';
 export { rebootLabNode } from './lifecycle/reboot.js';
 export { labStatus } from './lifecycle/status.js';
 export { labUp } from './lifecycle/up.js';
+export { chooseNodes, type NodeChoice } from './lifecycle/node-choice.js';
+export { readRealRuntime, runtimeChange, type RealContainer, type RealRuntimeState } from './lifecycle/real-runtime.js';

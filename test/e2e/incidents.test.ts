@@ -1,15 +1,18 @@
 /**
  * The incident runbooks against the lab's real control plane, on every Kubernetes version the lab supports (the
  * e2e projects of vitest.config.ts): with their guards no pod is evicted and no container is killed; without them
- * the controller evicts (which proves these tests can fail; kubelet-partition's cascade is in
- * kubelet-partition-cascade.test.ts, on the default release).
+ * the controller evicts and the kubelets kill (which proves these tests can fail; kubelet-partition's cascade is in
+ * kubelet-partition-cascade.test.ts, on the default release). On real nodes (1.37 and 1.34: the release's kubelet,
+ * containerd 2 and runc) the containers killed are counted by each node's containerd, from container ids and start
+ * times before and after the run; on 1.20, whose kubelet cannot use containerd 2, on simulated nodes from the
+ * simulator's kill log.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
-import { instanceFor, LAB_VERSION, REPO, cli, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { instanceFor, LAB_VERSION, REAL_NODES, REPO, cli, startLab, stopLab, until, workerNodes, type LabInfo } from './helpers/lab.js';
 
 const INSTANCE = instanceFor('inc');
 let lab: LabInfo;
@@ -18,9 +21,19 @@ const runbook = (name: string) => join(REPO, 'runbooks', name);
 /** Every node Ready and every pod Running again (the Deployment replaces evicted pods). */
 const settled = () => until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
 
+/** Where the containers killed were counted: containerd of each real node, else the simulator's kill log. */
+function expectCountedByTheRuntime(o: Outcome) {
+  if (REAL_NODES) {
+    expect(o.killedFrom).toBe('containerd of rnode-1, rnode-2, rnode-3 (container ids and start times before and after)');
+    // the sample Deployment's six pods, one container each, were there to be killed
+    expect(o.realContainersAtStart, 'containers running on the real nodes at the start').toBe(6);
+  } else expect(o.killedFrom).toBe("the kubelet simulator's kill log of node-1, node-2, node-3");
+}
+
 function expectSafe(o: Outcome) {
   expect(o.evicted, 'pods deleted by eviction').toEqual([]);
-  expect(o.killed, 'containers killed').toEqual([]);
+  expectCountedByTheRuntime(o);
+  expect(o.killed, 'containers killed or restarted').toEqual([]);
   expect(o.report.remaining, 'faults left applied').toEqual([]);
   expect(o.report.faults.every((f) => f.status === 'reverted')).toBe(true);
   expect(o.report.rollback?.complete).toBe(true);
@@ -29,7 +42,7 @@ function expectSafe(o: Outcome) {
 const timeline = (o: Outcome) => readFileSync(join(o.reportDir, 'timeline.html'), 'utf8');
 
 beforeAll(async () => {
-  lab = await startLab({ instance: INSTANCE, nodes: 3 });
+  lab = await startLab({ instance: INSTANCE, ...workerNodes(3) });
 }, 1_200_000);
 
 afterAll(async () => {
@@ -71,10 +84,15 @@ describe(`apiserver-outage (Kubernetes ${LAB_VERSION})`, () => {
     await settled();
   });
 
-  it('without guards: the cascade happens', async () => {
+  it('without guards: the cascade happens: the evicted pods\' containers are killed', async () => {
     const o = await runAndMeasure(lab, runbook('apiserver-outage.yaml'), false);
     expect(o.evicted.length).toBeGreaterThan(0);
+    expectCountedByTheRuntime(o);
     expect(o.killed.length).toBeGreaterThan(0);
+    // what the kubelets killed is exactly the evicted pods' containers, none restarted in place
+    expect(new Set(o.killed.map((k) => k.pod))).toEqual(new Set(o.evicted.map((e) => e.pod)));
+    expect(o.restarted).toBe(0);
+    if (REAL_NODES) for (const k of o.killed) expect(k.id, `${k.pod}'s container id in containerd`).toMatch(/^[0-9a-f]{64}$/);
     await settled();
   });
 });

@@ -14,6 +14,8 @@ export interface LabNodeInfo {
   roles: ('control-plane' | 'etcd' | 'worker' | 'load-balancer')[];
   /** A real node (`lab up --real-nodes`): the release's kubelet and containerd; a simulated kubelet otherwise. */
   real?: boolean;
+  /** A real node's containerd: its ctr and socket, where `lab` reads the containers the runtime holds. */
+  runtime?: { ctr: string; socket: string };
 }
 
 export interface LabBinariesInfo {

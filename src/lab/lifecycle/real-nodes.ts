@@ -34,7 +34,7 @@ export interface MachineFacts {
 }
 
 /** What this machine lacks for real nodes (before anything is made); empty when nothing. */
-async function realNodeProblems(m: MachineFacts = {}): Promise<string[]> {
+export async function realNodeProblems(m: MachineFacts = {}): Promise<string[]> {
   const problems = missingControllers(await hierarchies(m.cgroupBase));
   const fs = await readFile(m.filesystemsFile ?? '/proc/filesystems', 'utf8').catch(() => '');
   if (!/\toverlay$/m.test(fs)) problems.push('the overlay filesystem (containerd\'s overlayfs snapshotter; `modprobe overlay`)');

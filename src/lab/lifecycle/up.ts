@@ -33,6 +33,7 @@ import { podCidrOf } from '../sim/objects.js';
 import type { KubeletSimFile } from '../sim/types.js';
 import { createWorkload, waitReady, waitServiceAccount } from './workload.js';
 import { checkRealNodes, startRealNodes, writeRealNodes, type RealNode } from './real-nodes.js';
+import { realNodePaths } from './real-node-config.js';
 import { ensureRealNodeBinaries, type RealNodeBinaries } from '../install/real-nodes.js';
 import { WORKLOAD_IMAGE } from '../install/images.js';
 import { cacheDir, instanceRunDir } from '../host/paths.js';
@@ -303,6 +304,10 @@ async function up(
     const runDir = instanceRunDir(instance);
     const rc = { instance, names, serviceDir: paths.serviceDir, runDir, pki, settings, apiserverUrl: info.apiserverUrl, bin: real };
     realNodes = await writeRealNodes(rc, realInfos);
+    for (const r of realNodes) {
+      const n = realInfos.find((x) => x.name === r.plan.node);
+      if (n) n.runtime = { ctr: real.containerd.ctr, socket: realNodePaths(r.plan).socket };
+    }
     if (staticCp && cpImages) {
       const manifests = manifestsDir(join(paths.nodesDir, staticCp.name));
       // its kubelet talks to its own apiserver, as kubeadm's kubelet.conf of a control-plane node does

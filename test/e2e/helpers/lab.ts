@@ -12,6 +12,7 @@ import { realClock } from '../../../src/core/clock.js';
 import { createLogger } from '../../../src/core/logger.js';
 import { ensureLabBinaries, labDown, labNames, labPaths, labUp, type LabInfo, type LabUpOptions } from '../../../src/lab/index.js';
 import { instanceRunDir } from '../../../src/lab/host/paths.js';
+import { routeOf } from '../../../src/lab/install/binaries.js';
 
 export type { LabInfo };
 
@@ -26,6 +27,15 @@ const log = createLogger((level, msg) => process.stderr.write(`[lab] ${level ===
  * vitest.config.ts sets it and names itself after it), else the lab's default.
  */
 export const LAB_VERSION = process.env.KUBE_RUNBOOK_LAB_VERSION ?? '1.37';
+
+/**
+ * Whether LAB_VERSION's kubelet runs on real nodes (containerd 2): 1.37 and 1.34, built from the Go module proxy;
+ * 1.20's, from Debian's source package, does not, and its labs use simulated nodes.
+ */
+export const REAL_NODES = routeOf(Number(LAB_VERSION.split('.')[1])) === 'go-modules';
+
+/** `count` worker nodes, real ones where the release supports them (REAL_NODES), else simulated. */
+export const workerNodes = (count: number): { nodes: number; realNodes?: number } => (REAL_NODES ? { nodes: 0, realNodes: count } : { nodes: count });
 
 /**
  * A lab instance name for this suite's release: the default release's as given, another release's with its minor
