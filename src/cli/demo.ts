@@ -154,7 +154,7 @@ async function readyNodes(lab: LabInfo): Promise<string> {
 
 const time = (iso?: string) => (iso ? iso.slice(11, 23) : '—');
 
-function renderOutcome(o: Outcome): string {
+export function renderOutcome(o: Outcome): string {
   const r = o.report;
   const faults = r.faults.filter((f) => !f.remediation);
   const remediations = r.faults.filter((f) => f.remediation);
