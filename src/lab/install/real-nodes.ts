@@ -32,6 +32,8 @@ export interface RealNodeBinaries {
   images: LabImages;
   /** The node agent's image (deploy/agent/Dockerfile), which agent pods on real nodes run. */
   agentImage: BuiltImage;
+  /** The executor's image (Dockerfile), which the Job of `kube-runbook manifests` runs. */
+  executorImage: BuiltImage;
 }
 
 /**
@@ -60,8 +62,9 @@ export async function ensureRealNodeBinaries(
       const first = await findGo('1.21', o.env);
       const kube = await download(first.go, `k8s.io/kubernetes@v${bin.version}`, goEnv(root, o.env), o.signal);
       const images = await ensureImages(o, root, kube.Dir);
-      const [agentImage] = await ensureRuntimeImages(o, join(root, 'images'), ['agent']);
-      return { kubelet, containerd, runc: await findRunc(), cniBinDir: await findCniBinDir(), images, agentImage: agentImage! };
+      const built = await ensureRuntimeImages(o, join(root, 'images'), ['executor', 'agent']);
+      const image = (name: BuiltImage['recipe']['name']) => built.find((b) => b.recipe.name === name)!;
+      return { kubelet, containerd, runc: await findRunc(), cniBinDir: await findCniBinDir(), images, agentImage: image('agent'), executorImage: image('executor') };
     },
     { timeoutMs: 3_600_000, clock: o.clock },
   );

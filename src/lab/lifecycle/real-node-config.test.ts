@@ -30,6 +30,7 @@ const plan: RealNodePlan = {
       workload: { ref: 'localhost/kube-runbook/busybox:lab', archive: '/cache/images/busybox.oci.tar' },
     },
     agentImage: { ref: 'localhost/kube-runbook/kube-runbook-agent:0.1.0', archive: '/cache/images/agent.oci.tar', recipe: runtimeImages('0.1.0')[1]! },
+    executorImage: { ref: 'localhost/kube-runbook/kube-runbook:0.1.0', archive: '/cache/images/executor.oci.tar', recipe: runtimeImages('0.1.0')[0]! },
   },
 };
 
@@ -65,7 +66,7 @@ describe("a real node's configuration", () => {
     expect(realPodCidr(2)).not.toBe(podCidrOf(2));
     const cni = JSON.parse(cniConfig(plan)) as { name: string; plugins: { type: string; ipam: { ranges: { subnet: string }[][]; dataDir: string } }[] };
     expect(cni.name).toBe('kr-rn-rnode-2');
-    expect(cni.plugins[0]).toMatchObject({ type: 'bridge', bridge: 'cni0', isGateway: true });
+    expect(cni.plugins[0]).toMatchObject({ type: 'bridge', bridge: 'cni0', isGateway: true, ipMasq: true });
     expect(cni.plugins[0]!.ipam.ranges[0]![0]!.subnet).toBe('100.96.2.0/24');
     expect(cni.plugins[0]!.ipam.dataDir).toBe('/st/rn/nodes/rnode-2/cni-ipam');
   });

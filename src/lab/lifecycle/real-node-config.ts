@@ -99,7 +99,12 @@ export function containerdConfig(p: RealNodePlan): string {
   ]);
 }
 
-/** A bridge `cni0` in the node's namespace (the pods' gateway), addresses from the node's pod CIDR. */
+/**
+ * A bridge `cni0` in the node's namespace (the pods' gateway), addresses from the node's pod CIDR. Pods' traffic that
+ * leaves the pod network is masqueraded as the node's address (ipMasq): no other namespace of the lab has a route to a
+ * node's pods, and with it a pod reaches the apiserver (through the `kubernetes` Service's address) and the lab's
+ * nodes, as the executor's Job does.
+ */
 export function cniConfig(p: RealNodePlan): string {
   const f = realNodePaths(p);
   return `${JSON.stringify(
@@ -111,7 +116,7 @@ export function cniConfig(p: RealNodePlan): string {
           type: 'bridge',
           bridge: 'cni0',
           isGateway: true,
-          ipMasq: false,
+          ipMasq: true,
           hairpinMode: true,
           ipam: { type: 'host-local', ranges: [[{ subnet: p.podCidr }]], routes: [{ dst: '0.0.0.0/0' }], dataDir: f.cniIpamDir },
         },
