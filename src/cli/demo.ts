@@ -124,8 +124,9 @@ export async function runAndMeasure(lab: LabInfo, runbook: string, guards: boole
 
 /**
  * The real nodes' containers once the kubelets have killed what they will: a kubelet that reconnects stops an evicted
- * pod's containers within the pod's grace period (30 s by default; the workload's httpd, PID 1, ignores SIGTERM), so
- * the reading waits until no container of an evicted pod runs, at most 60 s.
+ * pod's containers, at once for a container that stops on SIGTERM (the sample server does) and within the pod's grace
+ * period (30 s by default) for one that does not, so the reading waits until no container of an evicted pod runs, at
+ * most 60 s.
  */
 async function afterKills(real: LabInfo['nodes'], evicted: { pod: string }[]): Promise<{ states: RealRuntimeState[]; at: string }> {
   const gone = new Set(evicted.map((e) => e.pod));

@@ -128,6 +128,11 @@ export interface RuntimeChange {
   started: RealContainer[];
 }
 
+/** Whether `other` (the same container in the other reading) runs the same task as running `c`: not stopped, not started anew. */
+function sameRun(c: RealContainer, other: RealContainer | undefined): boolean {
+  return other?.running === true && !(c.startedAt !== undefined && other.startedAt !== undefined && c.startedAt !== other.startedAt);
+}
+
 /**
  * What changed between two readings of the same nodes: a container that ran before and no longer runs (or whose
  * task started anew) was killed; it was restarted when its pod (same uid) runs a container of that name again.
@@ -138,15 +143,8 @@ export function runtimeChange(before: RealRuntimeState[], after: RealRuntimeStat
   const was = new Map(before.flatMap((s) => s.containers).map((c) => [key(c), c]));
   const runningAfter = [...now.values()].filter((c) => c.running);
   const killed = [...was.values()]
-    .filter((c) => c.running)
-    .filter((c) => {
-      const a = now.get(key(c));
-      return !a?.running || (a.startedAt !== undefined && c.startedAt !== undefined && a.startedAt !== c.startedAt);
-    })
+    .filter((c) => c.running && !sameRun(c, now.get(key(c))))
     .map((c) => ({ ...c, restarted: runningAfter.some((a) => a.podUid === c.podUid && a.container === c.container && (a.id !== c.id || a.startedAt !== c.startedAt)) }));
-  const started = runningAfter.filter((a) => {
-    const b = was.get(key(a));
-    return !b?.running || (a.startedAt !== undefined && b.startedAt !== undefined && a.startedAt !== b.startedAt);
-  });
+  const started = runningAfter.filter((a) => !sameRun(a, was.get(key(a))));
   return { killed, started };
 }
