@@ -4,11 +4,10 @@ import { Ajv, type ErrorObject } from 'ajv';
 import formats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { schemaModules } from '../src/cli/schema.js';
-import { schemaFiles } from '../src/runbook/json-schema.js';
+import { allSchemaFiles } from '../src/cli/schema.js';
 
 const schemaDir = new URL('../schema/', import.meta.url);
-const files = schemaFiles(await schemaModules());
+const files = await allSchemaFiles();
 
 describe('schema/*.schema.json', () => {
   it.each(files.map((f) => [f.name, f.text]))('%s matches the zod schemas', async (name, text) => {

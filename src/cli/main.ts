@@ -32,6 +32,7 @@ const commands: Record<string, Load> = {
   plan: () => import('./plan.js'),
   probes: () => import('./probes.js'),
   recover: () => import('./recover.js'),
+  report: () => import('./report.js'),
   run: () => import('./run.js'),
   schema: () => import('./schema.js'),
   validate: () => import('./validate.js'),

@@ -15,12 +15,14 @@ export const redactedReport = (report: RunReport): RunReport => redact(report, I
 export function writeReports(dir: string, report: RunReport): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const r = redactedReport(report);
-  const write = (name: string, text: string) => {
-    const file = join(dir, name);
-    writeFileSync(file, text, { mode: 0o600 });
-    chmodSync(file, 0o600); // the mode applies only to a new file
-  };
+  const write = (name: string, text: string) => writePrivate(join(dir, name), text);
   write('report.json', `${JSON.stringify(r, null, 2)}\n`);
   write('junit.xml', renderJUnit(r));
   write('timeline.html', renderTimeline(r));
+}
+
+/** Writes a file only its owner may read (0600), also over an existing one. */
+export function writePrivate(file: string, text: string): void {
+  writeFileSync(file, text, { mode: 0o600 });
+  chmodSync(file, 0o600); // the mode applies only to a new file
 }

@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import { Option } from 'commander';
 import { EXIT } from '../core/errors.js';
 import { defaultRegistry as registry } from '../engine/registry.js';
-import { schemaFiles, type SchemaModules } from '../runbook/json-schema.js';
+import { Report } from '../report/schema.js';
+import { generate, schemaFiles, type SchemaFile, type SchemaModules } from '../runbook/json-schema.js';
 import { out } from './output.js';
 import type { Register } from './types.js';
 
@@ -15,16 +16,27 @@ export async function schemaModules(): Promise<SchemaModules> {
   return modules;
 }
 
-/** `schema [runbook|inventory] [--write] [--out-dir DIR]`: the JSON Schema editors use for runbooks and inventories. */
+/** Every schema file `schema --write` writes: runbooks, inventories, and the reports runs write. */
+export async function allSchemaFiles(): Promise<SchemaFile[]> {
+  const report = generate(
+    Report,
+    'urn:kube-runbook:schema:report:v1',
+    'kube-runbook run report',
+    "A run's report.json: steps, faults and their reverts, guards' readings and firings, nodes' histories. `kube-runbook report` renders it again.",
+  );
+  return [...schemaFiles(await schemaModules()), { name: 'report.schema.json', text: report }];
+}
+
+/** `schema [runbook|inventory|report] [--write] [--out-dir DIR]`: the JSON Schema editors use for runbooks and inventories, and that of reports. */
 export const register: Register = (program, done) => {
   program
     .command('schema')
-    .description('print the JSON Schema (draft-07) of runbooks or inventories, or write both (npm run schema)')
-    .addArgument(program.createArgument('[kind]', 'which schema to print').choices(['runbook', 'inventory']).default('runbook'))
-    .option('--write', 'write runbook.schema.json and inventory.schema.json instead of printing')
+    .description('print the JSON Schema (draft-07) of runbooks, inventories or run reports, or write them all (npm run schema)')
+    .addArgument(program.createArgument('[kind]', 'which schema to print').choices(['runbook', 'inventory', 'report']).default('runbook'))
+    .option('--write', 'write runbook.schema.json, inventory.schema.json and report.schema.json instead of printing')
     .addOption(new Option('--out-dir <dir>', 'directory --write writes into').default('schema'))
-    .action(async (kind: 'runbook' | 'inventory', opts: { write?: boolean; outDir: string }) => {
-      const files = schemaFiles(await schemaModules());
+    .action(async (kind: 'runbook' | 'inventory' | 'report', opts: { write?: boolean; outDir: string }) => {
+      const files = await allSchemaFiles();
       if (opts.write) {
         await mkdir(opts.outDir, { recursive: true });
         for (const f of files) {

@@ -18,13 +18,16 @@ function unreadable(file: string, reason: string, cause?: unknown): KrError {
   return new KrError('FILE_UNREADABLE', `cannot read ${file}: ${reason}`, { exit: EXIT.invalid, cause });
 }
 
-/** The bytes of a runbook or inventory file; KrError FILE_UNREADABLE (exit 2) naming the file otherwise. */
-export async function readDocumentFile(file: string): Promise<Buffer> {
+/**
+ * The bytes of a runbook or inventory file (or, with a larger `maxBytes`, a report); KrError FILE_UNREADABLE (exit 2)
+ * naming the file otherwise.
+ */
+export async function readDocumentFile(file: string, maxBytes = MAX_DOCUMENT_BYTES): Promise<Buffer> {
   try {
     const s = await stat(file);
     if (s.isDirectory()) throw unreadable(file, 'it is a directory');
     if (!s.isFile()) throw unreadable(file, 'not a regular file');
-    if (s.size > MAX_DOCUMENT_BYTES) throw unreadable(file, `too large (${s.size} bytes; at most ${MAX_DOCUMENT_BYTES})`);
+    if (s.size > maxBytes) throw unreadable(file, `too large (${s.size} bytes; at most ${maxBytes})`);
     return await readFile(file);
   } catch (e) {
     if (e instanceof KrError) throw e;

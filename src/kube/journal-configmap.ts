@@ -38,15 +38,19 @@ const journalKey = (runId: string): string => {
 
 /** Every journal in the ConfigMap, by run id. A ConfigMap that cannot be read is a refusal naming it. */
 export async function readJournalCopies(kube: KubeAccess, ref: ConfigMapRef, signal?: AbortSignal): Promise<Map<string, string>> {
-  let cm: { data?: Record<string, string> };
-  try {
-    cm = await api(kube)<{ data?: Record<string, string> }>(path(ref), { timeoutMs: 15_000, signal });
-  } catch (e) {
-    throw new KrError('JOURNAL_CONFIGMAP', `cannot read the journal ConfigMap ${ref.namespace}/${ref.name}: ${messageOf(e)}`, { exit: EXIT.refused, cause: e });
-  }
+  const data = await readConfigMapData(kube, ref, 'journal', signal);
   const out = new Map<string, string>();
-  for (const [key, text] of Object.entries(cm.data ?? {})) if (key.endsWith('.jsonl')) out.set(key.slice(0, -'.jsonl'.length), text);
+  for (const [key, text] of Object.entries(data)) if (key.endsWith('.jsonl')) out.set(key.slice(0, -'.jsonl'.length), text);
   return out;
+}
+
+/** The `data` of a ConfigMap (`what` names it in the error: the journal, the report); KrError exit 3 when it cannot be read. */
+export async function readConfigMapData(kube: KubeAccess, ref: ConfigMapRef, what: string, signal?: AbortSignal): Promise<Record<string, string>> {
+  try {
+    return (await api(kube)<{ data?: Record<string, string> }>(path(ref), { timeoutMs: 15_000, signal })).data ?? {};
+  } catch (e) {
+    throw new KrError(`${what.toUpperCase()}_CONFIGMAP`, `cannot read the ${what} ConfigMap ${ref.namespace}/${ref.name}: ${messageOf(e)}`, { exit: EXIT.refused, cause: e });
+  }
 }
 
 /** Sets (text) or removes (null) the journals of the given runs, leaving every other key as it is. */

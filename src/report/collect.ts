@@ -1,6 +1,7 @@
 import { ThinnedHistory } from './thinned.js';
 import type { Attempt, FaultRef, RunEvent, RunStatus, StepKind, StepStatus } from '../engine/events.js';
 import { NodeTracker, type NodeSeries } from './nodes.js';
+import { REPORT_VERSION } from './schema.js';
 
 export interface StepRecord {
   index: string;
@@ -54,6 +55,8 @@ export interface AttemptEntry extends Attempt {
 const MAX_ATTEMPTS = 1000;
 
 export interface RunReport {
+  /** The version of this shape (src/report/schema.ts); `kube-runbook report` refuses newer ones. */
+  reportVersion: typeof REPORT_VERSION;
   runId: string;
   runbook: string;
   context: string;
@@ -123,6 +126,7 @@ export interface Observation {
 /** Folds run events into the report (report.json, JUnit, HTML timeline are rendered from it). */
 export class ReportCollector {
   readonly report: RunReport = {
+    reportVersion: REPORT_VERSION,
     runId: '',
     runbook: '',
     context: '',

@@ -15,7 +15,8 @@ export interface SchemaFile {
   text: string;
 }
 
-function generate(schema: z.ZodType, id: string, title: string, description: string): string {
+/** A zod schema as a JSON Schema file's text, with its id, title and description. */
+export function generate(schema: z.ZodType, id: string, title: string, description: string): string {
   const json = z.toJSONSchema(schema, { target: 'draft-7', io: 'input', unrepresentable: 'any' });
   const { $schema, ...rest } = json;
   return `${JSON.stringify({ $schema, $id: id, title, description, ...rest }, null, 2)}\n`;

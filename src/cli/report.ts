@@ -1,0 +1,83 @@
+import { resolve } from 'node:path';
+import { formatDuration } from '../core/duration.js';
+import { EXIT, KrError } from '../core/errors.js';
+import { readDocumentFile } from '../document/read-file.js';
+import { createKubeAccess } from '../kube/client.js';
+import { configMapRef, readConfigMapData } from '../kube/journal-configmap.js';
+import type { RunReport } from '../report/collect.js';
+import { renderJUnit } from '../report/junit.js';
+import { MAX_REPORT_BYTES, parseReport } from '../report/load.js';
+import { renderTimeline } from '../report/timeline.js';
+import { out } from './output.js';
+import { redactedReport, writePrivate } from './report-files.js';
+import { stderrLogger } from './setup.js';
+import type { Register } from './types.js';
+
+interface ReportFlags {
+  fromConfigmap?: string;
+  html?: string;
+  junit?: string;
+  json?: string;
+  kubeconfig?: string;
+  context?: string;
+  inCluster?: boolean;
+}
+
+/** The report's text and the name its problems are told under: a file, or `configmap NS/NAME`. */
+async function source(file: string | undefined, o: ReportFlags): Promise<{ text: string; name: string }> {
+  if ((file === undefined) === (o.fromConfigmap === undefined))
+    throw new KrError('REPORT_SOURCE', 'give a report.json file or --from-configmap NAMESPACE/NAME (one of them)', { exit: EXIT.invalid });
+  if (file !== undefined) return { text: (await readDocumentFile(file, MAX_REPORT_BYTES)).toString('utf8'), name: file };
+  const ref = configMapRef('--from-configmap', o.fromConfigmap!);
+  const kube = createKubeAccess({ kubeconfig: o.kubeconfig, context: o.context, inCluster: o.inCluster, log: stderrLogger(false) });
+  try {
+    const text = (await readConfigMapData(kube, ref, 'report'))['report.json'];
+    const name = `configmap ${ref.namespace}/${ref.name}`;
+    if (text === undefined) throw new KrError('REPORT_SOURCE', `${name} has no report.json key (is it a run's --report-configmap?)`, { exit: EXIT.invalid });
+    return { text, name: `${name} report.json` };
+  } finally {
+    kube.close?.();
+  }
+}
+
+/** One line on the run, when nothing is to be written. */
+function summary(r: RunReport): string {
+  const reverted = r.faults.filter((f) => f.status === 'reverted').length;
+  const took = r.durationMs === undefined ? '' : `, took ${formatDuration(r.durationMs)}`;
+  const left = r.remaining.length ? `; ${r.remaining.length} left applied: ${r.recoverCommand ?? 'see report.json'}` : '';
+  return (
+    `run ${r.runId} of ${r.runbook} on context "${r.context}": ${r.status} (${r.reason})${took}; ` +
+    `${r.faults.length} fault(s), ${reverted} reverted, ${r.guardFirings.length} guard firing(s)${left}`
+  );
+}
+
+/** `report [FILE] [--from-configmap NS/NAME] [--html OUT] [--junit OUT] [--json OUT]`: a saved run's report, rendered again. */
+export const register: Register = (program, done) => {
+  program
+    .command('report')
+    .description("Render a saved run's report.json again: the timeline page, JUnit, or a one-line summary (a report kept in a log or a ConfigMap).")
+    .argument('[file]', "the run's report.json")
+    .option('--from-configmap <namespace/name>', 'read report.json from this ConfigMap (run --report-configmap: in-cluster runs)')
+    .option('--html <file>', 'write the timeline page here')
+    .option('--junit <file>', 'write the JUnit XML here')
+    .option('--json <file>', 'write the report (checked, redacted) here')
+    .option('--kubeconfig <file>', 'kubeconfig for --from-configmap')
+    .option('--context <name>', 'kubeconfig context for --from-configmap')
+    .option('--in-cluster', "use the pod's ServiceAccount for --from-configmap")
+    .action(async (file: string | undefined, o: ReportFlags) => {
+      const { text, name } = await source(file, o);
+      const report = redactedReport(parseReport(text, name));
+      const outputs: [string | undefined, () => string][] = [
+        [o.html, () => renderTimeline(report)],
+        [o.junit, () => renderJUnit(report)],
+        [o.json, () => `${JSON.stringify(report, null, 2)}\n`],
+      ];
+      for (const [to, render] of outputs)
+        if (to !== undefined) {
+          writePrivate(resolve(to), render());
+          out.stdout(`wrote ${to}`);
+        }
+      if (outputs.every(([to]) => to === undefined)) out.stdout(summary(report));
+      done(EXIT.ok);
+    });
+};
