@@ -348,6 +348,18 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
     const [namespace, name] = argAfter(job, '--report-configmap').split('/') as [string, string];
     const cm = await core.readNamespacedConfigMap({ namespace, name });
     expect(JSON.parse(cm.data!['report.json']!)).toEqual(report);
+    // rendered again from a workstation: the ConfigMap's report and the log's give the same timeline and JUnit
+    const logged = join(work, 'logged-report.json');
+    writeFileSync(logged, JSON.stringify(report));
+    const out = (from: string, ext: string) => join(work, `${from}.${ext}`);
+    const [fromCm, fromLog] = await Promise.all([
+      cli(['report', '--from-configmap', `${namespace}/${name}`, '--kubeconfig', lab.kubeconfig, '--context', lab.context, '--html', out('cm', 'html'), '--junit', out('cm', 'xml')]),
+      cli(['report', logged, '--html', out('log', 'html'), '--junit', out('log', 'xml')]),
+    ]);
+    expect([fromCm.code, fromLog.code], `${fromCm.stderr}${fromLog.stderr}`).toEqual([0, 0]);
+    expect(readFileSync(out('cm', 'html'), 'utf8')).toBe(readFileSync(out('log', 'html'), 'utf8'));
+    expect(readFileSync(out('cm', 'xml'), 'utf8')).toBe(readFileSync(out('log', 'xml'), 'utf8'));
+    expect(readFileSync(out('cm', 'html'), 'utf8')).toContain('eviction forecast');
   });
 
   it('through agents, the Job starts an agent pod on rnode-1; killed after its fault with its disk gone, a recover Job finds the run in the cluster and reverts it', async () => {
