@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -9,10 +9,12 @@ import { createLogger } from '../../src/core/logger.js';
 import { ensureAptPackages } from '../../src/lab/install/install.js';
 import { ReportCollector } from '../../src/report/collect.js';
 import { CUT, cutOffRun, T0 } from '../fixtures/cut-off-run.js';
+import { cli } from './helpers/lab.js';
 
 /**
  * timeline.html as a browser shows it: Debian's Chromium (installed here when missing, as the lab installs its
- * packages) loads the page of a synthetic run and prints its DOM, from which the node lanes and curves are read.
+ * packages) loads the page of a synthetic run, as `kube-runbook report` renders it again from the run's report.json,
+ * and prints its DOM, from which the node lanes and curves are read.
  */
 const CHROMIUM = '/usr/bin/chromium';
 const run = promisify(execFile);
@@ -65,7 +67,12 @@ describe('timeline.html in headless Chromium', () => {
     for (const e of cutOffRun()) collector.onEvent(e);
     const dir = join(mkdtempSync(join(tmpdir(), 'kr-timeline-')), 'report');
     writeReports(dir, collector.report);
-    dom = await dumpDom(join(dir, 'timeline.html'));
+    // the page `kube-runbook report` renders again from the saved report.json is the one the run wrote: that is shown
+    const again = join(dir, 'again.html');
+    const r = await cli(['report', join(dir, 'report.json'), '--html', again]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(readFileSync(again, 'utf8')).toBe(readFileSync(join(dir, 'timeline.html'), 'utf8'));
+    dom = await dumpDom(again);
   }, 900_000);
 
   it('shows a lane per target node: the cut-off node first, then the others a probe reported on', () => {
