@@ -8,6 +8,7 @@ export const EXIT = {
   invalid: 2,
   refused: 3,
   rollbackIncomplete: 4,
+  objectiveMissed: 5,
   interrupted: 130,
 } as const;
 

@@ -7,6 +7,8 @@ export const RUN_STATUS = {
   aborted: 1,
   refused: 3,
   'rollback-incomplete': 4,
+  /** Every step passed and everything was reverted, but a recovery objective was missed. */
+  'objective-missed': 5,
   interrupted: 130,
 } as const;
 export type RunStatus = keyof typeof RUN_STATUS;
@@ -39,6 +41,21 @@ export interface Attempt {
   retryInMs?: number;
 }
 
+/**
+ * A recovery objective's clock: started (at `startedAt`), stopped because its probe held ok (`met`, after
+ * `recoveryMs`), run out (`missed`), or never started or cut short (`unmeasured`: its step never ran, an interrupt).
+ */
+export interface ObjectiveEvent {
+  type: 'objective';
+  at: number;
+  name: string;
+  phase: 'start' | 'met' | 'missed' | 'unmeasured';
+  detail: string;
+  withinMs: number;
+  startedAt?: number;
+  recoveryMs?: number;
+}
+
 /** Everything a run reports, in order; renderers (live view, JSON, JUnit) only read these. */
 export type RunEvent =
   | { type: 'run-start'; at: number; runId: string; runbook: string; context: string; dryRun: boolean; journal: string }
@@ -62,6 +79,7 @@ export type RunEvent =
   | { type: 'rollback-wait'; at: number; phase: 'start' | 'ok' | 'timeout'; detail: string }
   | { type: 'rollback-end'; at: number; complete: boolean; remaining: FaultRef[] }
   | { type: 'log'; at: number; level: 'info' | 'warn' | 'error'; message: string }
+  | ObjectiveEvent
   | { type: 'run-end'; at: number; status: RunStatus; reason: string; remaining: FaultRef[]; recoverCommand?: string };
 
 export type RunEventSink = (event: RunEvent) => void;

@@ -78,6 +78,18 @@ export interface PlannedGuard {
   unknownForMs: number;
 }
 
+/** A recovery objective with its probe (src/engine/objectives.ts measures it). */
+export interface PlannedObjective {
+  name: string;
+  probeId: string;
+  probe: Probe;
+  params: Record<string, unknown>;
+  /** `revert`: when the last fault is reverted; else when the named step starts. */
+  from: 'revert' | { step: string };
+  holdForMs: number;
+  withinMs: number;
+}
+
 export interface Plan {
   runbook: Runbook;
   file: string;
@@ -85,6 +97,7 @@ export interface Plan {
   steps: PlannedStep[];
   guards: PlannedGuard[];
   remediation: PlannedAction[];
+  objectives: PlannedObjective[];
   rollback: { waitFor?: { probeId: string; probe: Probe; params: Record<string, unknown> }; withinMs: number };
   safety: Runbook['spec']['safety'];
   /** Whether any step asks for confirmation. */
@@ -211,6 +224,10 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
   for (const [i, r] of runbook.spec.remediation.entries())
     remediation.push(await planAction(`R${i + 1}`, r, `spec.remediation[${i}]`));
 
+  const objectives: PlannedObjective[] = [];
+  for (const o of runbook.spec.objectives)
+    objectives.push({ name: o.name, probeId: o.probe, probe: await registry.probe(o.probe), params: o.with, from: o.from, holdForMs: o.holdFor, withinMs: o.within });
+
   checkBlastRadius(steps, input.inventory.spec.nodes, runbook.spec.safety.maxUnavailable);
   const wf = runbook.spec.rollback.waitFor;
   return {
@@ -220,6 +237,7 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
     steps,
     guards,
     remediation,
+    objectives,
     rollback: {
       waitFor: wf ? { probeId: wf.probe, probe: await registry.probe(wf.probe), params: wf.with } : undefined,
       withinMs: runbook.spec.rollback.within,

@@ -9,6 +9,7 @@ import { type FaultRef, RUN_STATUS, type RunEventSink, type RunStatus } from './
 import { FaultLedger } from './faults.js';
 import { GuardSet } from './guards.js';
 import type { Journal } from './journal.js';
+import { ObjectiveClocks } from './objectives.js';
 import { observe } from './observers.js';
 import type { Plan } from './plan.js';
 import { preflight } from './preflight.js';
@@ -61,7 +62,7 @@ export interface RunHandle {
  * `maxDuration` timer, the steps, rollback always, and the end; a second interrupt stops at once.
  */
 export function startRun(o: RunOptions): RunHandle {
-  const { plan, emit } = o;
+  const { plan } = o;
   const clock = o.ctx.clock;
   const concurrency = o.concurrency ?? 16;
   const control = new RunControl();
@@ -70,6 +71,14 @@ export function startRun(o: RunOptions): RunHandle {
   const ctx: Ctx = { ...o.ctx, signal: control.hard.signal, applied: effects };
   // the keepalive's and the lock's renewal period: a quarter of faultTtl, 1–30 s
   const everyMs = Math.max(1000, Math.min(plan.safety.faultTtl / 4, 30_000));
+  // the recovery objectives' clocks start on the run's own events (a step's start, a fault's revert)
+  const objectives = new ObjectiveClocks(plan.objectives, ctx, o.emit);
+  const emit: RunEventSink = (e) => {
+    objectives.onEvent(e);
+    o.emit(e);
+  };
+  // a first interrupt ends the wait for the objectives (those undecided are unmeasured), as it ends the steps
+  const measuring = new AbortController();
   const record = new RunRecord({ ctx, plan, journal: o.journal, inventoryFile: o.inventoryFile, kubeconfig: o.kubeconfig });
   const lock = new RunLockHolder({ ctx, safety: plan.safety, everyMs, emit, control });
   const ledger = new FaultLedger({
@@ -142,6 +151,7 @@ export function startRun(o: RunOptions): RunHandle {
     }
     record.begin();
     guards.start();
+    objectives.start();
     const observers = observe(ctx, o.observers ?? [], emit);
     const stopKeepalive = new AbortController();
     control.hard.signal.addEventListener('abort', () => stopKeepalive.abort(), { once: true });
@@ -154,12 +164,15 @@ export function startRun(o: RunOptions): RunHandle {
     cancelMax();
     const reason = control.outcome?.reason ?? 'all steps passed';
     const remaining = await rollback(reason);
+    await objectives.settle(clock.now(), AbortSignal.any([measuring.signal, control.hard.signal]));
+    const missed = objectives.missed;
     await guards.close();
     await observers.stop();
     stopKeepalive.abort();
     await keeping;
     await holding;
-    return finish(control.outcome ?? { status: 'passed', reason }, remaining);
+    const outcome: Outcome = missed.length ? { status: 'objective-missed', reason: `recovery objective${missed.length > 1 ? 's' : ''} missed: ${missed.join(', ')}` } : { status: 'passed', reason };
+    return finish(control.outcome ?? outcome, remaining);
   }
 
   async function finish(out: Outcome, remaining: FaultRef[]): Promise<RunResult> {
@@ -202,6 +215,7 @@ export function startRun(o: RunOptions): RunHandle {
       if (interrupts === 1) {
         emit({ type: 'log', at: clock.now(), level: 'warn', message: `${reason}: rolling back (interrupt again to stop at once)` });
         control.abort('interrupted', reason);
+        measuring.abort();
         return;
       }
       control.hard.abort(new Aborted('stopped at once'));

@@ -96,6 +96,20 @@ export interface RunReport {
   nodes: NodeSeries[];
   /** Nodes a probe reported on that `nodes` leaves out, past its cap. */
   nodesLeftOut?: number;
+  /** The recovery objectives, in the order their clocks started: when each started and stopped, and the time to recover. */
+  objectives?: ObjectiveRecord[];
+}
+
+/** A recovery objective's clock as the report keeps it. */
+export interface ObjectiveRecord {
+  name: string;
+  status: 'running' | 'met' | 'missed' | 'unmeasured';
+  withinMs: number;
+  startedAt?: string;
+  endedAt?: string;
+  /** From the clock's start to the probe's first ok reading that stayed ok (met only). */
+  recoveryMs?: number;
+  detail: string;
 }
 
 const iso = (at: number) => new Date(at).toISOString();
@@ -258,6 +272,14 @@ export class ReportCollector {
           recoverCommand: e.recoverCommand,
         });
         break;
+      case 'objective': {
+        const list = (r.objectives ??= []);
+        let o = list.find((x) => x.name === e.name);
+        if (!o) list.push((o = { name: e.name, status: 'running', withinMs: e.withinMs, detail: e.detail }));
+        if (e.startedAt !== undefined) o.startedAt = iso(e.startedAt);
+        if (e.phase !== 'start') Object.assign(o, { status: e.phase, endedAt: iso(e.at), detail: e.detail }, e.recoveryMs === undefined ? {} : { recoveryMs: e.recoveryMs });
+        break;
+      }
       case 'log':
         if (e.level !== 'info') (r.warnings ??= []).push({ at: iso(e.at), message: e.message });
         break;

@@ -4,7 +4,7 @@ import { escapeMarkup as esc } from './markup.js';
 
 const seconds = (from?: string, to?: string) => (from && to ? ((Date.parse(to) - Date.parse(from)) / 1000).toFixed(3) : '0');
 
-/** JUnit XML for CI: one test case per step, one for the rollback, one per guard that fired. */
+/** JUnit XML for CI: one test case per step, one per guard that fired, one per recovery objective, one for the rollback. */
 export function renderJUnit(r: RunReport): string {
   const cases: string[] = [];
   for (const s of r.steps) {
@@ -15,6 +15,12 @@ export function renderJUnit(r: RunReport): string {
   }
   for (const g of r.guardFirings.filter((x) => x.response === 'abort' || x.response === 'remediate'))
     cases.push(`    <testcase classname="${esc(r.runbook)}.guards" name="${esc(`${g.guard} at ${g.at}`)}"><failure message="${esc(g.response)}">${esc(g.detail)}</failure></testcase>`);
+  for (const o of r.objectives ?? []) {
+    const attrs = `classname="${esc(r.runbook)}.objectives" name="${esc(o.name)}" time="${((o.recoveryMs ?? 0) / 1000).toFixed(3)}"`;
+    if (o.status === 'met') cases.push(`    <testcase ${attrs}><system-out>${esc(o.detail)}</system-out></testcase>`);
+    else if (o.status === 'missed') cases.push(`    <testcase ${attrs}><failure message="objective missed">${esc(o.detail)}</failure></testcase>`);
+    else cases.push(`    <testcase ${attrs}><skipped message="${esc(o.detail)}"/></testcase>`);
+  }
   const rb = `classname="${esc(r.runbook)}.rollback" name="every fault reverted"`;
   // reverts that needed more than one attempt, and failed ones with their attempts, as CI shows them
   const tries = r.faults

@@ -66,6 +66,8 @@ export function plainRenderer(write: (line: string) => void): (e: RunEvent) => v
         return write(`${t} ↺ rollback ${e.complete ? 'complete' : `INCOMPLETE: ${e.remaining.length} still applied`}`);
       case 'log':
         return write(`${t} ${e.level === 'info' ? '' : `${e.level}: `}${e.message}`);
+      case 'objective':
+        return write(`${t} ◷ objective ${e.name} ${e.phase === 'start' ? `clock started (${e.detail}; within ${formatDuration(e.withinMs)})` : `${e.phase.toUpperCase()}: ${e.detail}`}`);
       case 'run-end': {
         write(`${t} ■ ${e.status.toUpperCase()} after ${formatDuration(e.at - (started || e.at))}: ${e.reason}`);
         for (const f of e.remaining)

@@ -89,5 +89,13 @@ export function renderPlan(plan: Plan, context?: string): string {
   const order = rollbackOrder(plan);
   if (!order.length) out.push('  (nothing to revert: the runbook only observes)');
   order.forEach((l, i) => out.push(`  ${i + 1}. ${l}`));
+  if (plan.objectives.length) {
+    out.push('', 'Recovery objectives (measured after the rollback; a missed one ends the run with exit 5):');
+    for (const o of plan.objectives)
+      out.push(
+        `  - ${o.name}: from ${o.from === 'revert' ? 'the last fault reverted' : `the start of step "${o.from.step}"`} until ${o.probeId}${params(o.params, o.probe)} ` +
+          `reads ok and stays ok for ${formatDuration(o.holdForMs)}; objective ${formatDuration(o.withinMs)}`,
+      );
+  }
   return `${out.join('\n')}\n`;
 }

@@ -93,4 +93,17 @@ export const Report = z.object({
   observations: z.record(z.string(), z.unknown()),
   nodes: z.array(nodeSeries),
   nodesLeftOut: z.number().optional(),
+  objectives: z
+    .array(
+      z.object({
+        name: z.string(),
+        status: z.enum(['running', 'met', 'missed', 'unmeasured']),
+        withinMs: z.number(),
+        startedAt: at.optional(),
+        endedAt: at.optional(),
+        recoveryMs: z.number().optional(),
+        detail: z.string(),
+      }),
+    )
+    .optional(),
 });

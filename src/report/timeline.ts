@@ -1,7 +1,7 @@
 import type { Deletion } from '../kube/deletions.js';
 import { formatDuration } from '../core/duration.js';
 import type { FaultRef } from '../engine/events.js';
-import type { FaultRecord, Observation, RunReport } from './collect.js';
+import type { FaultRecord, ObjectiveRecord, Observation, RunReport } from './collect.js';
 import { attemptLine, onAttempt } from './attempts.js';
 import { type Axis, clock, grid, ms, SVG_W, xOf } from './axis.js';
 import { renderCurves } from './curves.js';
@@ -56,7 +56,12 @@ export function renderTimeline(r: RunReport): string {
 }
 
 function lastTime(r: RunReport, start: number): number {
-  const times = [...r.steps.flatMap((s) => [s.startedAt, s.endedAt]), ...r.faults.flatMap((f) => [f.appliedAt, f.revertedAt]), ...r.guardTransitions.map((g) => g.at)]
+  const times = [
+    ...r.steps.flatMap((s) => [s.startedAt, s.endedAt]),
+    ...r.faults.flatMap((f) => [f.appliedAt, f.revertedAt]),
+    ...r.guardTransitions.map((g) => g.at),
+    ...(r.objectives ?? []).map((o) => o.endedAt),
+  ]
     .map(ms)
     .filter(Number.isFinite);
   return Math.max(start + 1, ...times);
@@ -88,11 +93,27 @@ function lanes(r: RunReport, end: number): Group[] {
     const obs = o as Observation;
     return { label: name, spans: readingSpans(obs.history, end), marks: observationMarks(obs) };
   });
+  // each objective: its allowance (from the clock's start, `within` long), the clock until it stopped, the recovery
+  const objectives: Lane[] = (r.objectives ?? [])
+    .filter((o) => o.startedAt)
+    .map((o) => {
+      const from = ms(o.startedAt);
+      const recovered = o.recoveryMs === undefined ? [] : [{ at: from + o.recoveryMs, cls: 'recovered', title: `recovered after ${formatDuration(o.recoveryMs)}` }];
+      return {
+        label: o.name,
+        spans: [
+          { from, to: from + o.withinMs, cls: 'objective-window', title: `objective: within ${formatDuration(o.withinMs)}` },
+          { from, to: endOr(o.endedAt, end), cls: `objective-${o.status}`, title: `${o.status}: ${o.detail}` },
+        ],
+        marks: recovered,
+      };
+    });
   return [
     { title: 'Steps', lanes: steps },
     { title: 'Faults and remediations', lanes: faults },
     { title: 'Guards', lanes: guards },
     { title: 'Observed', lanes: observers },
+    { title: 'Recovery objectives', lanes: objectives },
   ].filter((g) => g.lanes.length > 0);
 }
 
@@ -174,6 +195,16 @@ function tables(r: RunReport): string {
     const dropped = r.attemptsDropped ? `<p class="none">${r.attemptsDropped} more not kept</p>` : '';
     parts.push('<h2>Retried after failures</h2>', table(['at', 'attempt'], r.attempts.map((a) => [t(a.at), esc(attemptLine(a))])) + dropped);
   }
+  if (r.objectives?.length) {
+    const recovered = (o: ObjectiveRecord) => (o.recoveryMs === undefined ? '—' : esc(formatDuration(o.recoveryMs)));
+    parts.push(
+      '<h2>Recovery objectives</h2>',
+      table(
+        ['objective', 'clock started', 'recovered after', 'within', 'status', 'detail'],
+        r.objectives.map((o) => [esc(o.name), t(o.startedAt), recovered(o), esc(formatDuration(o.withinMs)), o.status === 'missed' ? '<b>MISSED</b>' : esc(o.status), esc(o.detail)]),
+      ),
+    );
+  }
   parts.push('<h2>Guard firings</h2>', table(['at', 'guard', 'response', 'detail'], r.guardFirings.map((g) => [t(g.at), esc(g.guard), esc(g.response), esc(g.detail)])));
   for (const [name, o] of Object.entries(r.observations)) {
     const deletions = deletionsOf(o as Observation);
@@ -189,7 +220,7 @@ function page(r: RunReport, chart: string, body: string): string {
 <html lang="en"><head><meta charset="utf-8"><title>${esc(`${r.runbook} ${r.runId}: ${r.status}`)}</title>
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 6px}
-.status-passed{color:#1a7f37}.status-failed,.status-aborted,.status-rollback-incomplete{color:#b42318}.status-interrupted,.status-running{color:#b54708}
+.status-passed{color:#1a7f37}.status-failed,.status-aborted,.status-rollback-incomplete,.status-objective-missed{color:#b42318}.status-interrupted,.status-running{color:#b54708}
 table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f4f4f4}
 pre{background:#f7f7f7;padding:6px;overflow:auto;max-width:1100px}.still-applied{border:2px solid #b42318;padding:0 12px;margin:16px 0}.none{color:#777}
 svg text{font:12px system-ui,sans-serif}.group{font-weight:bold}.tick{fill:#666;text-anchor:middle}.grid{stroke:#eee}.end{stroke:#222;stroke-dasharray:4 3}
@@ -199,6 +230,7 @@ svg text{font:12px system-ui,sans-serif}.group{font-weight:bold}.tick{fill:#666;
 .fired-abort,.fired-remediate{fill:#cf222e}.fired-warn,.fired-hold{fill:#d4a72c}.fired-resume{fill:#2da44e}.deleted{fill:#8250df}.predicted{fill:none;stroke:#8250df;stroke-width:1.5}
 .lane,.values{margin:0;border-top:1px solid #eee}.lane svg,.values svg{display:block}.node{font-weight:bold}.scale{fill:#666;text-anchor:end;font-size:10px}
 .lease-fresh{fill:#dcf2e2}.lease-stale{fill:#f9c7c7}.lease-none{fill:#d0d7de}.lease-curve{fill:none;stroke:#57606a;stroke-width:1.2}
+.objective-window{fill:#eef4ff}.objective-met{fill:#2da44e}.objective-missed{fill:#cf222e}.objective-running,.objective-unmeasured{fill:#d0d7de}.recovered{fill:#1a7f37}
 .ready-True{fill:#2da44e}.ready-False{fill:#cf222e}.ready-Unknown{fill:#d4a72c}.ready-none{fill:#d0d7de}.taint{fill:#bc4c00}.curve{fill:none;stroke-width:1.6}
 </style></head><body>
 <h1>${esc(r.runbook)} — <span class="status-${esc(r.status)}">${esc(r.status.toUpperCase())}</span></h1>

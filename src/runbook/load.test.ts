@@ -144,6 +144,16 @@ describe('loadRunbook reports every problem as LINE:COL: PATH: message (got VALU
     ]);
   });
 
+  it("objectives: a duration for within, a known probe, a name of their own, a step that is there", async () => {
+    const got = await problems('bad-objectives.yaml');
+    expect(got).toEqual([
+      `13:15: spec.objectives[0].within: ${DURATION} (got "soon")`,
+      '14:13: spec.objectives[1].name: another objective has this name (got "leases fresh")',
+      expect.stringMatching(/^15:14: spec\.objectives\[1\]\.probe: unknown probe "node-leasez" \(did you mean "node-leases"\? known: /),
+      '19:20: spec.objectives[2].from.step: no step has this name (named steps: "cut node-1"; did you mean "cut node-1"?) (got "cut node-2")',
+    ]);
+  });
+
   it('a guard that remediates needs a remediation', async () => {
     expect(await problems('remediate-without-remediation.yaml')).toEqual([
       '9:20: spec.guards[0].onViolation: onViolation is "remediate" but spec.remediation is empty (got "remediate")',
@@ -255,6 +265,7 @@ describe('valid runbooks', () => {
       guards: [],
       steps: [{ wait: 500 }],
       remediation: [],
+      objectives: [],
       rollback: { within: 300_000 },
     });
   });

@@ -33,13 +33,13 @@ export async function checkRunbook(content: string | Uint8Array, file: string, c
   return { ok: true, value: { file, runbook: parsed.data, where: source.where } };
 }
 
-type RawSpec = { guards?: unknown; remediation?: unknown; steps?: unknown };
+type RawSpec = { guards?: unknown; remediation?: unknown; steps?: unknown; objectives?: unknown };
 
 /** Problems the schema cannot see: parts of the runbook that refer to each other. */
 function meaningProblems(source: YamlSource): Problem[] {
   const spec = (source.value as { spec?: RawSpec }).spec;
   if (!spec || typeof spec !== 'object') return [];
-  return [...remediationProblems(source, spec), ...revertProblems(source, spec)];
+  return [...remediationProblems(source, spec), ...revertProblems(source, spec), ...objectiveProblems(source, spec)];
 }
 
 function remediationProblems(source: YamlSource, spec: RawSpec): Problem[] {
@@ -89,6 +89,31 @@ function revertProblems(source: YamlSource, spec: RawSpec): Problem[] {
     if ('action' in s) {
       if (typeof s.name === 'string') named.push(s.name);
       else unnamed = true;
+    }
+  });
+  return problems;
+}
+
+/** Objectives have names of their own, and `from: {step: NAME}` names a step that has that name. */
+function objectiveProblems(source: YamlSource, spec: RawSpec): Problem[] {
+  const problems: Problem[] = [];
+  const objectives = spec.objectives;
+  if (!Array.isArray(objectives)) return problems;
+  const steps = Array.isArray(spec.steps) ? spec.steps : [];
+  const stepNames = steps.flatMap((s: unknown) => (s && typeof s === 'object' && typeof (s as { name?: unknown }).name === 'string' ? [(s as { name: string }).name] : []));
+  const seen = new Set<string>();
+  objectives.forEach((o: unknown, i) => {
+    if (!o || typeof o !== 'object') return;
+    const { name, from } = o as { name?: unknown; from?: unknown };
+    if (typeof name === 'string') {
+      if (seen.has(name)) problems.push(source.problem(['spec', 'objectives', i, 'name'], `another objective has this name (got ${JSON.stringify(name)})`));
+      seen.add(name);
+    }
+    const step = from && typeof from === 'object' ? (from as { step?: unknown }).step : undefined;
+    if (typeof step === 'string' && !stepNames.includes(step)) {
+      const h = didYouMean(step, stepNames);
+      const named = stepNames.map((n) => JSON.stringify(n)).join(', ') || 'none';
+      problems.push(source.problem(['spec', 'objectives', i, 'from', 'step'], `no step has this name (named steps: ${named}${h ? `; ${h}` : ''}) (got ${JSON.stringify(step)})`));
     }
   });
   return problems;

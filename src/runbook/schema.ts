@@ -103,6 +103,22 @@ const RemediationItem = z.strictObject({
   timeout: duration().prefault('5m'),
 });
 
+/**
+ * A recovery objective: a clock that starts when the run's faults are reverted (or when a named step starts) and stops
+ * when its probe first reads ok and stays ok for `holdFor`; met when that happens within `within`.
+ */
+const Objective = z.strictObject({
+  name: Name,
+  probe: ModuleId,
+  with: Params.default({}),
+  from: z
+    .union([z.literal('revert'), z.strictObject({ step: Name.meta({ description: 'the name of a step: the clock starts when that step starts' }) })])
+    .default('revert')
+    .meta({ description: "revert: the clock starts when the last of the run's faults is reverted (remediations aside); {step: NAME}: when that step starts" }),
+  holdFor: duration().prefault('10s').meta({ description: 'how long the probe must stay ok for the clock to stop at its first ok reading' }),
+  within: duration().meta({ description: 'the objective: the clock stops within this long, or the objective is missed (the run exits 5)' }),
+});
+
 /** A count of nodes or a percentage such as "50%". */
 const unavailableLimit = () =>
   z.union([z.number().int().min(0), z.string().regex(/^(?:100|[1-9]?[0-9])%$/, { message: 'expected a count or a percentage such as 50%' })]);
@@ -159,6 +175,10 @@ export const Runbook = z.strictObject({
     guards: z.array(Guard).default([]),
     steps: z.array(Step).min(1),
     remediation: z.array(RemediationItem).default([]),
+    objectives: z
+      .array(Objective)
+      .default([])
+      .meta({ description: 'recovery objectives, measured after the faults are reverted (the run waits for each to be met or missed)' }),
     rollback: z
       .strictObject({
         waitFor: ProbeRef.optional().meta({ description: 'must read ok before remediations are undone' }),
