@@ -188,13 +188,14 @@ describe('kube-runbook schema', () => {
     expect(JSON.parse(inv.stdout)).toMatchObject({ title: 'kube-runbook Inventory', properties: { kind: { const: 'Inventory' } } });
   });
 
-  it('--write writes both files, as committed', async () => {
+  it('--write writes every schema file, as committed', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'kr-schema-'));
     dirs.push(dir);
     const r = await cli('schema', '--write', '--out-dir', dir);
     expect(r.code).toBe(0);
-    expect(r.stdout).toBe(`wrote ${join(dir, 'runbook.schema.json')}\nwrote ${join(dir, 'inventory.schema.json')}\n`);
-    for (const name of ['runbook.schema.json', 'inventory.schema.json'])
+    const names = ['runbook.schema.json', 'inventory.schema.json', 'report.schema.json'];
+    expect(r.stdout).toBe(names.map((name) => `wrote ${join(dir, name)}\n`).join(''));
+    for (const name of names)
       expect(await readFile(join(dir, name), 'utf8')).toBe(await readFile(join(root, 'schema', name), 'utf8'));
   });
 });

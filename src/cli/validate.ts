@@ -22,7 +22,7 @@ export interface FileResult {
   ok: boolean;
   kind: Kind | null;
   problems: { line: number | null; col: number | null; path: string; message: string }[];
-  /** `Runbook name, N steps, M guards` */
+  /** `Runbook name, N steps, M guards[, K objectives]` */
   summary?: string;
 }
 
@@ -45,7 +45,7 @@ export async function validateFile(file: string): Promise<FileResult> {
     const c = await checkRunbook(content, file, defaultRegistry);
     if (!c.ok) return failed(kind, c.problems);
     const spec = c.value.runbook.spec;
-    const summary = `Runbook ${c.value.runbook.metadata.name}, ${plural(spec.steps.length, 'step')}, ${plural(spec.guards.length, 'guard')}`;
+    const summary = `Runbook ${c.value.runbook.metadata.name}, ${plural(spec.steps.length, 'step')}, ${plural(spec.guards.length, 'guard')}${spec.objectives.length ? `, ${plural(spec.objectives.length, 'objective')}` : ''}`;
     return { file, ok: true, kind, problems: [], summary };
   }
   if (kind === 'Inventory') {

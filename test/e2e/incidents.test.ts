@@ -81,6 +81,14 @@ describe(`apiserver-outage (Kubernetes ${LAB_VERSION})`, () => {
     expect(whileFrozen.filter((r) => r.status !== 'unknown').every((r) => r.detail.startsWith(`no eviction: ${frozenBy} (${freeze} on `))).toBe(true);
     expect(timeline(o)).toContain(`no eviction: ${frozenBy} (${freeze} on `);
     expectSafe(o);
+    // the recovery objectives, measured from the last fault's revert: met, in report.json, JUnit and the timeline
+    const objectives = o.report.objectives ?? [];
+    console.log(`apiserver-outage on ${LAB_VERSION}: ${objectives.map((x) => `${x.name} ${x.status} after ${x.recoveryMs} ms`).join('; ')}`);
+    expect(objectives.map((x) => `${x.name}: ${x.status}`).sort()).toEqual(['every lease fresh again: met', 'every node Ready again: met']);
+    for (const x of objectives) expect(x.recoveryMs, x.name).toBeLessThan(x.withinMs);
+    const junit = readFileSync(join(o.reportDir, 'junit.xml'), 'utf8');
+    for (const x of objectives) expect(junit).toContain(`<testcase classname="apiserver-outage.objectives" name="${x.name}"`);
+    expect(timeline(o)).toContain('<h2>Recovery objectives</h2>');
     await settled();
   });
 

@@ -3,8 +3,12 @@
  * each confirmation. (The incident runbooks are in incidents.test.ts.)
  */
 import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import type { RunReport } from '../../src/report/collect.js';
 import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
 import { REPO, cli, startLab, stopLab, until, whyRun, type LabInfo } from './helpers/lab.js';
 
@@ -60,6 +64,43 @@ describe('emergency runbooks', () => {
     expect(transcript.output).toContain('declined: Bring up the new control plane');
     expect(transcript.output).toMatch(/reverted stop-kubelet on node-1[\s\S]*reverted stop-controller-manager on cp-1/);
     expect(transcript.output).toContain('rollback complete');
+    await settled();
+  });
+});
+
+describe('a recovery objective set too tight', () => {
+  it('fails the run with exit 5 after a full rollback, and says so in the report and JUnit', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kr-objective-'));
+    const file = join(dir, 'too-tight.yaml');
+    const node1 = { nodes: { names: ['node-1'] }, staleAfter: '3s' };
+    writeFileSync(
+      file,
+      stringify({
+        apiVersion: 'kube-runbook/v1',
+        kind: 'Runbook',
+        metadata: { name: 'objective-too-tight' },
+        spec: {
+          safety: { allowContexts: [lab.context], faultTtl: '2m' },
+          steps: [
+            { name: "stop node-1's kubelet", action: 'stop-kubelet', with: { nodes: { names: ['node-1'] } } },
+            { name: 'its lease goes stale', expect: { probe: 'node-leases', with: node1, status: 'violated' }, within: '1m' },
+          ],
+          // its clock starts with the expect step: the Lease, still fresh then, goes stale before holdFor, and is
+          // fresh again only after the rollback, long past the second it is given
+          objectives: [{ name: "node-1's lease fresh within a second", probe: 'node-leases', with: node1, from: { step: 'its lease goes stale' }, holdFor: '10s', within: '1s' }],
+        },
+      }),
+    );
+    const r = await cli(['run', file, '-i', lab.inventoryFile, '--context', lab.context, '--yes', '--report-dir', join(dir, 'report')]);
+    expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(5);
+    const report = JSON.parse(readFileSync(join(dir, 'report', 'report.json'), 'utf8')) as RunReport;
+    expect(report.status).toBe('objective-missed');
+    expect(report.reason).toBe("recovery objective missed: node-1's lease fresh within a second");
+    expect(report.steps.map((st) => st.status)).toEqual(['passed', 'passed']);
+    expect(report.rollback?.complete).toBe(true);
+    expect(report.remaining).toEqual([]);
+    expect(report.objectives).toEqual([expect.objectContaining({ status: 'missed', withinMs: 1000, detail: expect.stringMatching(/^node-leases not ok within 1s \(last reading /) })]);
+    expect(readFileSync(join(dir, 'report', 'junit.xml'), 'utf8')).toMatch(/<testcase classname="objective-too-tight\.objectives" name="node-1&#39;s lease fresh within a second" time="0\.000"><failure message="objective missed">/);
     await settled();
   });
 });
