@@ -1,7 +1,7 @@
 // Guard latency: the time from a change written to the apiserver to the probe's reading that reflects it, against
 // a 1 s polling baseline (the default cadence of the best-known chaos tools), side by side in one run on the lab.
 //
-//   npm run build && node bench/guard-latency.bench.js        (root on Linux: it starts lab instance `prb`)
+//   npm run build && node bench/guard-latency.bench.js        (root on Linux: it starts lab instance `prb2`)
 //   KUBE_RUNBOOK_BENCH_INVENTORY=path/to/inventory.yaml ...   (use that cluster instead of a lab)
 //   KUBE_RUNBOOK_BENCH_SAMPLES=100                            (changes of each kind)
 //   KUBE_RUNBOOK_BENCH_PROBES_BESIDE=/path/to/another/checkout (built: its probes, on watches of their own, judge the
@@ -12,12 +12,12 @@
 // just before its write request is sent. The probes run on the shared watches; the baseline GETs the same object
 // every second. Prints its section of BENCHMARKS.md.
 import { cpus, loadavg, release, totalmem } from 'node:os';
+import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
+import { pathToFileURL } from 'node:url';
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { ensureLabBinaries, labDown, labUp } from '../dist/lab/index.js';
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { watchSpecs } from '../dist/kube/resources.js';
 import nodeReady from '../dist/probes/node-ready.js';
 import podDeletions from '../dist/probes/pod-deletions.js';
