@@ -9,6 +9,9 @@
 //
 //   npm run build && node bench/forecast.bench.js
 //   KUBE_RUNBOOK_BENCH_NODES=5000  KUBE_RUNBOOK_BENCH_FAILING="500 1500 2500 5000"  KUBE_RUNBOOK_BENCH_JUDGEMENTS=500
+//   KUBE_RUNBOOK_BENCH_COLD=64 (MiB read through before each judgement, outside the time taken, so that the fleet's
+//       memory is out of the processor's caches as in the executor, where watch events go through the heap between
+//       two judgements; 0: judged with the caches warm from the judgement before)
 //   KUBE_RUNBOOK_BENCH_FORECAST_BESIDE=/path/to/another/build/dist/forecast/forecast.js
 //       (another build's forecast, judged side by side: the two take turns on the same fleets and moments; it is
 //       given the pods both as one list of groups and per node, so that builds from before `podsOn` take them too)
@@ -29,6 +32,13 @@ const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
 const FAILING = (env.KUBE_RUNBOOK_BENCH_FAILING ?? '500 1500 2500 5000').split(/\s+/).filter(Boolean).map(Number);
 const JUDGEMENTS = Number(env.KUBE_RUNBOOK_BENCH_JUDGEMENTS ?? 500);
 const WARM_UP = 100;
+const COLD_MIB = Number(env.KUBE_RUNBOOK_BENCH_COLD ?? 64);
+// read through before each judgement: a buffer larger than the processor's last-level cache
+const COLD = new Float64Array((COLD_MIB * 2 ** 20) / 8);
+const coolCaches = () => {
+  // one write per 64-byte cache line
+  for (let i = 0; i < COLD.length; i += 8) COLD[i]++;
+};
 const BESIDE = env.KUBE_RUNBOOK_BENCH_FORECAST_BESIDE;
 const ZONES = ['zone-a', 'zone-b', 'zone-c'];
 const NOW = Date.UTC(2026, 10, 1);
@@ -136,6 +146,7 @@ for (const failing of FAILING) {
     // the sides take turns going first
     for (let k = 0; k < sides.length; k++) {
       const i = (j + k) % sides.length;
+      if (COLD_MIB > 0) coolCaches();
       const t0 = performance.now();
       const f = sides[i].judge({ now, settings: SETTINGS, nodes: given[i], healthy, pods: groups, podsOn, silentAfterMs: SILENT_AFTER, controllerRunning: true, taintsInTheSamePass: true, podsKept: 20, evictedPodsOnly: true, nodesKept: 100 });
       const ms = performance.now() - t0;
@@ -163,7 +174,7 @@ eviction-forecast probe calls it, on one thread and nothing else: ${NODES} nodes
 passed (three quarters silent 20–50 s and still Ready, a fifth Unknown, half of those tainted, the rest Ready=False),
 the others as counts per zone; 30 pods per node in three workloads' tolerations; the first 20 pods to be evicted and 100 nodes kept.
 ${JUDGEMENTS} judgements per size, the clock 250 ms further each time, after ${WARM_UP} to warm up; garbage
-collections during them counted in. Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}.
+collections during them counted in; ${COLD_MIB > 0 ? `before each judgement ${COLD_MIB} MiB read through outside the time taken, so that it starts with the processor's caches cold, as in the executor` : "each judgement starts with the caches warm from the one before"}. Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}.
 Date: ${new Date().toISOString().slice(0, 10)}.
 
 | failing nodes | forecast | pods on them (at risk) | judgement p50 | p99 | max | p50 per failing node | time in GC |

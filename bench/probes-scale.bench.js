@@ -18,6 +18,8 @@
 //   KUBE_RUNBOOK_BENCH_CHURN=10                                  (pod deletions per second, each replaced)
 //   KUBE_RUNBOOK_BENCH_RUNNING_WAIT=10m                          (longest wait for the fleet to set the pods Running)
 //   KUBE_RUNBOOK_BENCH_EXECUTOR_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/p"  (Node flags for the executor: where its time goes)
+//   KUBE_RUNBOOK_BENCH_EXECUTOR_BESIDE=/path/to/another/checkout  (built: its executor starts at the same moment, a
+//                                                                 third process, and is reported beside this build's)
 //
 // Besides its section, it keeps ~/.cache/kube-runbook/bench/probes-scale/last-run.json (every figure, each deletion's
 // delays, the executor's largest lease delay per 10 s) and executor-<pods>.log (its cluster access's log).
@@ -27,7 +29,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, homedir, loadavg, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -52,6 +54,8 @@ const INSTANCE = 'psc';
 const NS = 'kr-scale';
 const CLI = fileURLToPath(new URL('../bin/kube-runbook.js', import.meta.url));
 const EXECUTOR = fileURLToPath(new URL('parts/probes-executor.js', import.meta.url));
+// another build's executor beside this one's (a checkout with its own `npm run build`)
+const BESIDE = env.KUBE_RUNBOOK_BENCH_EXECUTOR_BESIDE;
 const INFORMER_SRC = fileURLToPath(new URL('baselines/informer', import.meta.url));
 const WORK = join(env.KUBE_RUNBOOK_CACHE_DIR ?? join(homedir(), '.cache', 'kube-runbook'), 'bench', 'probes-scale');
 const epochMs = () => performance.timeOrigin + performance.now();
@@ -203,21 +207,24 @@ async function main() {
       process.env.KUBE_RUNBOOK_BENCH_LOG = exLog;
       const ex = measured('executor', process.execPath, [...EXECUTOR_FLAGS, EXECUTOR, info.inventoryFile, info.kubeconfig, info.context]);
       const inf = measured('informer', informerBin, ['-kubeconfig', info.kubeconfig, '-context', info.context]);
+      const other = BESIDE ? measured('executor beside', process.execPath, [resolve(BESIDE, 'bench/parts/probes-executor.js'), info.inventoryFile, info.kubeconfig, info.context]) : undefined;
       // the first readings: every probe read, every informer synced
       const syncStart = epochMs();
       let exStart;
       let infStart;
+      let otherStart;
       for (;;) {
         if (epochMs() - syncStart > 900_000) throw new Error('the probes or informers did not read within 15 minutes');
         await sleep(1000);
         const [e, i] = await Promise.all([ex.stats(), inf.stats()]);
         if (!exStart && Object.keys(e.firstReadingMs).length === 6) exStart = e;
         if (!infStart && Object.keys(i.syncedAfterMs).length === 3) infStart = i;
-        if (exStart && infStart) break;
+        if (other && !otherStart && Object.keys((await other.stats()).firstReadingMs).length === 6) otherStart = await other.stats();
+        if (exStart && infStart && (!other || otherStart)) break;
       }
       // settle: the first stats after both have read is "after the initial lists"
       await sleep(5000);
-      const [exSynced, infSynced] = await Promise.all([ex.stats(), inf.stats()]);
+      const [exSynced, infSynced, otherSynced] = await Promise.all([ex.stats(), inf.stats(), other?.stats()]);
       log(`${pods} pods: executor ${exSynced.rssMiB.toFixed(0)} MiB, informer ${infSynced.rssMiB.toFixed(0)} MiB after the initial lists`);
 
       // churn: CHURN deletions per second (grace 0: the pod is gone at once), each pod replaced
@@ -249,14 +256,15 @@ async function main() {
       await sleep(5000);
       sampling = false;
       await sampler;
-      const [exEnd, infEnd] = await Promise.all([ex.stats(), inf.stats()]);
+      const [exEnd, infEnd, otherEnd] = await Promise.all([ex.stats(), inf.stats(), other?.stats()]);
       // what the executor holds: its heap after a full collection, asked for last (it changes what it measures)
       const exLive = await ex.live();
-      await Promise.all([ex.quit(), inf.quit()]);
+      await Promise.all([ex.quit(), inf.quit(), other?.quit()]);
       const delays = (m) => [...sent].filter(([n]) => m.deleted.has(n)).map(([n, t]) => m.deleted.get(n) - t);
       const exDel = delays(ex);
       const infDel = delays(inf);
-      rows.push({ pods, running: pods - left, load, created, exSynced, infSynced, exEnd, infEnd, exDel, infDel, sent: sent.size, holdMs, exStart, infStart, samples, exLive });
+      const beside = other ? { start: otherStart, synced: otherSynced, end: otherEnd, del: delays(other) } : undefined;
+      rows.push({ pods, running: pods - left, load, created, exSynced, infSynced, exEnd, infEnd, exDel, infDel, sent: sent.size, holdMs, exStart, infStart, samples, exLive, beside });
       // for diagnosis: each deletion's second into the hold and its delay to the executor and to the informer
       const timeline = [...sent].map(([n, t]) => [Math.round((t - holdStart) / 1000), ex.deleted.has(n) ? ex.deleted.get(n) - t : null, inf.deleted.has(n) ? inf.deleted.get(n) - t : null]);
       rows[rows.length - 1].deletionTimeline = timeline;
@@ -285,6 +293,18 @@ async function main() {
 const f1 = (x) => (x === null || x === undefined ? '–' : x.toFixed(1));
 const f2 = (x) => (x === null || x === undefined ? '–' : x.toFixed(2));
 const ratio = (a, b) => (a && b ? `${(a / b).toFixed(2)}×` : '–');
+
+/** The other build's executor (KUBE_RUNBOOK_BENCH_EXECUTOR_BESIDE), and this build's as a multiple of it. */
+function besideRows(r, cpuEx) {
+  const b = r.beside;
+  const cpu = b.end.cpuSeconds - b.synced.cpuSeconds;
+  const last = Math.max(...Object.values(b.start.firstReadingMs));
+  const judged = (s) => s.judgeMs['eviction-forecast'].cpu.p50;
+  return [
+    `| ${r.pods} | executor of ${BESIDE} | ${f1(b.synced.rssMiB)} MiB | ${f1(b.synced.heapMiB)} MiB | ${f1(b.end.rssMiB)} MiB | ${f1(cpu)} s (${f1((cpu / (r.holdMs / 1000)) * 100)} %) | ${f1(last / 1000)} s | ${f1(b.end.leaseDelayMs.p50)} / ${f1(b.end.leaseDelayMs.p99)} ms | ${f1(quantile(b.del, 0.5))} / ${f1(quantile(b.del, 0.99))} ms |`,
+    `| ${r.pods} | executor ÷ ${BESIDE} (forecast judgement CPU p50 ${ratio(judged(r.exEnd), judged(b.end))}) | ${ratio(r.exSynced.rssMiB, b.synced.rssMiB)} | | ${ratio(r.exEnd.rssMiB, b.end.rssMiB)} | ${ratio(cpuEx, cpu)} | | ${ratio(r.exEnd.leaseDelayMs.p99, b.end.leaseDelayMs.p99)} (p99) | ${ratio(quantile(r.exDel, 0.99), quantile(b.del, 0.99))} (p99) |`,
+  ];
+}
 
 function report(rows, go, fleet) {
   const ids = ['node-leases', 'node-ready', 'noexecute-taints', 'pod-deletions', 'eviction-forecast', 'endpoints-stability'];
@@ -315,6 +335,7 @@ ${rows
       `| ${r.pods} | executor | ${f1(r.exSynced.rssMiB)} MiB | ${f1(r.exSynced.heapMiB)} MiB | ${f1(r.exEnd.rssMiB)} MiB | ${f1(cpuEx)} s (${f1((cpuEx / (r.holdMs / 1000)) * 100)} %) | ${f1(lastEx / 1000)} s | ${f1(r.exEnd.leaseDelayMs.p50)} / ${f1(r.exEnd.leaseDelayMs.p99)} ms | ${f1(quantile(r.exDel, 0.5))} / ${f1(quantile(r.exDel, 0.99))} ms |`,
       `| ${r.pods} | informer | ${f1(r.infSynced.rssMiB)} MiB | ${f1(r.infSynced.heapMiB)} MiB | ${f1(r.infEnd.rssMiB)} MiB | ${f1(cpuInf)} s (${f1((cpuInf / (r.holdMs / 1000)) * 100)} %) | ${f1(lastInf / 1000)} s | ${f1(r.infEnd.leaseDelayMs.p50)} / ${f1(r.infEnd.leaseDelayMs.p99)} ms | ${f1(quantile(r.infDel, 0.5))} / ${f1(quantile(r.infDel, 0.99))} ms |`,
       `| ${r.pods} | executor ÷ informer | ${ratio(r.exSynced.rssMiB, r.infSynced.rssMiB)} | | ${ratio(r.exEnd.rssMiB, r.infEnd.rssMiB)} | ${ratio(cpuEx, cpuInf)} | | ${ratio(r.exEnd.leaseDelayMs.p99, r.infEnd.leaseDelayMs.p99)} (p99) | ${ratio(quantile(r.exDel, 0.99), quantile(r.infDel, 0.99))} (p99) |`,
+      ...(r.beside ? besideRows(r, cpuEx) : []),
     ].join('\n');
   })
   .join('\n')}
