@@ -99,8 +99,20 @@ actionTester(action, {
       name: 'a quota the node says that is not one the kernel writes',
       params: { component: 'kubelet', quota: '10%' },
       handler: node({ quota: ['quota=$(reboot)', 'period=100000'] }),
-      phase: 'prepare',
+      phase: 'preflight',
       code: 'CPU_CGROUP_UNREADABLE',
+    },
+    {
+      name: 'a cgroup v2 without the cpu controller (no cpu.max): refused before anything is applied',
+      params: { component: 'kubelet', quota: '10%' },
+      inventory: inventory('kubeadm'),
+      handler: (call) =>
+        purpose(call.script).endsWith(' read quota')
+          ? { code: 1, stdout: '', stderr: 'no cpu.max in /system.slice/kubelet.service: the cpu controller is not enabled for it\n' }
+          : node({ cgroup: 'cgroup=2 /system.slice/kubelet.service' })(call),
+      phase: 'preflight',
+      code: 'CPU_CGROUP_UNREADABLE',
+      message: /the cpu controller is not enabled/,
     },
   ],
   hostile: (value) => ({

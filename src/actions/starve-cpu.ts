@@ -73,22 +73,12 @@ export default defineAction({
     undo: 'writes back the quota and period that were set before (usually none: `max`); a cgroup that is gone needs nothing; the node-side dead-man runs the same script',
   },
 
+  // read-only, and all of it: a cgroup without the cpu controller is refused before anything is applied
   async preflight(ctx, params) {
-    await inspect(ctx, params.component);
+    await look(ctx, params);
   },
 
-  async prepare(ctx, params): Promise<State> {
-    const { node, pid, info } = await inspect(ctx, params.component);
-    const target = cpuTarget(node, params.component, info.get('cgroup') ?? '');
-    const r = await runOnNode(ctx, node, readCpuScript(target), { code: 'CPU_CGROUP_UNREADABLE', message: 'starve-cpu: cannot read the cpu quota', timeoutMs: 30_000 });
-    const now = lines(r.stdout);
-    const quota = now.get('quota') ?? '';
-    const period = now.get('period') ?? '';
-    if (!/^(?:\d+|max)$/.test(quota) || !/^\d+$/.test(period))
-      throw new KrError('CPU_CGROUP_UNREADABLE', `starve-cpu: the cpu quota of ${target.cgroup} on ${node} is not one the kernel writes (got ${quote(`${quota} ${period}`)})`);
-    const limit = { quota: String(Math.round((params.quota / 100) * CPU_PERIOD_US)), period: String(CPU_PERIOD_US) };
-    return { node, component: params.component, pid, ...target, limit, previous: { quota, period } };
-  },
+  prepare: (ctx, params) => look(ctx, params),
 
   async apply(ctx, state) {
     await runOnNode(ctx, state.node, writeCpuScript('apply', state, state.limit, false), { code: 'STARVE_FAILED', message: 'starve-cpu: cannot set the cpu quota', timeoutMs: 30_000 });
@@ -104,6 +94,20 @@ export default defineAction({
 
   describe: (p) => `limit the CPU of ${p.component} to ${p.quota}% of one CPU`,
 });
+
+/** Everything the revert needs: the process, its cgroup, the quota and period there are now. */
+async function look(ctx: ActionCtx, params: z.output<typeof Params>): Promise<State> {
+  const { node, pid, info } = await inspect(ctx, params.component);
+    const target = cpuTarget(node, params.component, info.get('cgroup') ?? '');
+    const r = await runOnNode(ctx, node, readCpuScript(target), { code: 'CPU_CGROUP_UNREADABLE', message: 'starve-cpu: cannot read the cpu quota', timeoutMs: 30_000 });
+    const now = lines(r.stdout);
+    const quota = now.get('quota') ?? '';
+    const period = now.get('period') ?? '';
+    if (!/^(?:\d+|max)$/.test(quota) || !/^\d+$/.test(period))
+      throw new KrError('CPU_CGROUP_UNREADABLE', `starve-cpu: the cpu quota of ${target.cgroup} on ${node} is not one the kernel writes (got ${quote(`${quota} ${period}`)})`);
+    const limit = { quota: String(Math.round((params.quota / 100) * CPU_PERIOD_US)), period: String(CPU_PERIOD_US) };
+    return { node, component: params.component, pid, ...target, limit, previous: { quota, period } };
+}
 
 const revertScript = (s: State) => writeCpuScript('revert', s, s.previous, true);
 
@@ -129,7 +133,5 @@ async function inspect(ctx: ActionCtx, component: Component) {
   const pid = Number(p.stdout.trim());
   if (!Number.isInteger(pid) || pid < 1) throw new KrError('PREFLIGHT_FAILED', `starve-cpu: no ${component} process id on ${node.name} (got ${quote(p.stdout.trim())})`);
   const r = await runOnNode(ctx, node.name, inspectScript(pid), { code: 'PREFLIGHT_FAILED', message: `starve-cpu: cannot find the cgroup of ${component}`, timeoutMs: 30_000 });
-  const info = lines(r.stdout);
-  cpuTarget(node.name, component, info.get('cgroup') ?? '');
-  return { node: node.name, pid, info };
+  return { node: node.name, pid, info: lines(r.stdout) };
 }
