@@ -33,12 +33,12 @@ async function complete(words: string[], env: Record<string, string> = {}): Prom
 }
 
 describe('kube-runbook __complete (what the completion scripts ask at each TAB)', () => {
-  it('offers subcommands, then the stop-* actions after `describe st`', async () => {
+  it('offers subcommands, then the actions after `describe st`', async () => {
     const top = await complete(['']);
     expect(top.values).toEqual(expect.arrayContaining(['plan', 'run', 'validate', 'describe', 'completion']));
     expect(top.values).not.toContain('__complete');
     const stop = await complete(['describe', 'st']);
-    expect(stop.values).toEqual(['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer', 'stop-scheduler']);
+    expect(stop.values).toEqual(['starve-cpu', 'stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer', 'stop-scheduler']);
     expect((await complete(['describe', 'node-'])).values).toEqual(['node-leases', 'node-ready']);
   });
 
@@ -78,7 +78,7 @@ describe('kubectl_complete-runbook (kubectl plugin completion)', () => {
   };
 
   it('answers in Cobra\'s protocol: ids with what they are, options, contexts, and runbook files by extension', async () => {
-    expect(await ask('describe', 'st')).toEqual([...['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer', 'stop-scheduler'].map((id) => `${id}\taction`), ':4']);
+    expect(await ask('describe', 'st')).toEqual([...['starve-cpu', 'stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer', 'stop-scheduler'].map((id) => `${id}\taction`), ':4']);
     // kubectl passes options as they are typed, without `--`
     expect((await ask('plan', '--o')).map((l) => l.split('\t')[0])).toEqual(['--offline', '--output', ':4']);
     expect(await ask('plan', 'rb.yaml', '--context', 'st')).toEqual(['staging-admin@staging\tkubeconfig context', ':4']);
@@ -122,15 +122,16 @@ function installed(): string {
 }
 
 describe('bash completion on a terminal', () => {
-  it('completes `kube-runbook describe st<TAB><TAB>` with the stop-* actions, runbook files and contexts', async () => {
+  it('completes `kube-runbook describe sto<TAB><TAB>` with the stop-* actions, runbook files and contexts', async () => {
     const t = new Terminal('bash --norc --noprofile -i', { cwd: root, env: { KUBECONFIG: kubeconfig, PATH: installed() } });
     try {
       await t.type('PS1="ready\\$ "; bind "set bell-style none"; source <(kube-runbook completion bash); echo sourced\n', /sourced\r?\nready\$ $/);
-      // st<TAB> writes the prefix the stop-* actions share, <TAB><TAB> lists them
-      await t.type('kube-runbook describe st\t', /describe stop-$/);
+      // sto<TAB> writes the prefix the stop-* actions share, <TAB><TAB> lists them
+      await t.type('kube-runbook describe sto\t', /describe stop-$/);
       const listed = await t.type('\t\t', /stop-scheduler[\s\S]*ready\$ kube-runbook describe stop-$/);
       for (const id of ['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer']) expect(listed).toContain(id);
       expect(listed).not.toContain('run-command');
+      expect(listed).not.toContain('starve-cpu');
       // one match is written out in full; runbook files and contexts (with colons) too
       await t.type('k\t', /describe stop-kubelet $/);
       await t.type('\x15kube-runbook plan runbooks/apiserver-ou\t', /plan runbooks\/apiserver-outage\.yaml $/);

@@ -106,6 +106,19 @@ describe('kube-runbook validate', () => {
     ]);
   });
 
+  it('an action parameter out of its range is refused where it stands, with the bad value', async () => {
+    const file = 'test/fixtures/invalid/bad-starve-cpu.yaml';
+    const r = await cli('validate', file);
+    expect(r.code).toBe(2);
+    noStack(r);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      `${file}:8:41: spec.steps[0].with.quota: expected a percentage of one CPU from 1% to 100%, such as 10% (got "0%")`,
+      `${file}:10:38: spec.steps[1].with.quota: expected a percentage of one CPU from 1% to 100%, such as 10% (got "150%")`,
+      `${file}:12:25: spec.steps[2].with.component: expected one of apiserver, etcd, controller-manager, scheduler, kubelet (got "kube-proxy")`,
+      '1 of 1 file invalid',
+    ]);
+  });
+
   it('--output json: one entry per file with positioned problems', async () => {
     const r = await cli('validate', '--output', 'json', 'test/fixtures/invalid/bad-duration.yaml', 'test/fixtures/valid/inventory-lab.yaml', 'nope.yaml');
     expect(r.code).toBe(2);

@@ -5,6 +5,7 @@ export const actions: Readonly<Record<string, () => Promise<Action>>> = {
   'block-kubelet-egress': async () => (await import('./block-kubelet-egress.js')).default,
   'disable-taint-eviction': async () => (await import('./disable-taint-eviction.js')).default,
   'run-command': async () => (await import('./run-command.js')).default,
+  'starve-cpu': async () => (await import('./starve-cpu.js')).default,
   'stop-apiserver': async () => (await import('./stop-apiserver.js')).default,
   'stop-controller-manager': async () => (await import('./stop-controller-manager.js')).default,
   'stop-etcd': async () => (await import('./stop-etcd.js')).default,

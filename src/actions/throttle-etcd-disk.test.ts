@@ -113,7 +113,7 @@ describe('throttle-etcd-disk scripts', () => {
       expect(r.code).toBe(0);
       const log = sb.calls().join('\n');
       expect(log).toMatch(/^unshare -m sh -c /m);
-      expect(log).toMatch(/ kr 1 printf .* \/lab\/etcd\/blkio\.throttle\.write_iops_device 254:0 10$/m);
+      expect(log).toMatch(/ kr 1 blkio printf .* \/lab\/etcd\/blkio\.throttle\.write_iops_device 254:0 10$/m);
     } finally {
       sb.dispose();
     }

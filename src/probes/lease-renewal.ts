@@ -4,12 +4,12 @@ import { reactive, watching } from '../contract/readings.js';
 import { defineProbe, REPORTED_ENTRIES } from '../contract/probe.js';
 import { formatDuration } from '../core/duration.js';
 import { duration } from '../core/zod-helpers.js';
-import { watchSpecs } from '../kube/resources.js';
+import { type SlimLease, watchSpecs } from '../kube/resources.js';
 
 const Params = z.strictObject({
   maxLateness: duration()
     .prefault('5s')
-    .meta({ description: "violated when a pool's p99 lateness is above this: how much later than its interval a renewal may come" }),
+    .meta({ description: "violated when a pool's p99 lateness, or a renewal not come yet, is later than this: how much later than its interval a renewal may come" }),
   window: duration().prefault('2m').meta({ description: 'renewals seen within this window make the percentiles' }),
   renewInterval: duration()
     .optional()
@@ -29,10 +29,13 @@ export interface PoolLateness {
   /** Renewals seen in the window. */
   samples: number;
   p50Ms: number;
+  p90Ms: number;
   p99Ms: number;
   maxMs: number;
   /** The nodes whose last renewal was the latest, latest first (up to 5). */
   latest: { node: string; latenessMs: number }[];
+  /** The nodes whose next renewal is already later than their interval, latest first (up to 5): how late it is so far. */
+  overdue: { node: string; overdueMs: number }[];
 }
 
 export interface LeaseRenewalValue {
@@ -54,29 +57,34 @@ interface Slot {
 
 /**
  * How late node Leases are renewed, per node pool: every renewal a watch brings (not a relist, which may span
- * several) gives its gap since the node's previous one; its lateness is the gap less the renew interval. The earliest
+ * several) gives its gap since the node's previous one; its lateness is the gap less the renew interval. A renewal
+ * that is due and has not come is overdue by the Lease's age less the interval, judged at each judgement. The earliest
  * sign of an overloaded control plane (incident 002): renewals come late well before a node misses its grace period.
- * Kept as per-slot histograms, so a judgement costs the same at 5 nodes and 5,000.
+ * Kept as per-slot histograms, so the percentiles cost the same at 5 nodes and 5,000; what is overdue is one pass
+ * over the Leases, at most once a second.
  */
 export default defineProbe({
   meta: {
     access: [READ_NODES, READ_NODE_LEASES],
     id: 'lease-renewal',
-    summary: 'How late node Leases are renewed, per pool (p50, p99, max); violated when a p99 is above maxLateness.',
+    summary: 'How late node Leases are renewed, per pool (p50, p90, p99, max); violated when a p99, or a renewal not come yet, is later than maxLateness.',
     description:
       "Watches the node Leases and, for every renewal, takes its gap since the node's previous renewal less the renew " +
       "interval (`renewInterval`, else a quarter of the lease's duration, as the kubelet renews): how late it came. Over " +
       "the last `window` it gives, per node pool (the value of `poolLabel`, else control plane and workers), the p50, " +
-      'p99 and largest lateness and the nodes that were latest. Late renewals are what an overloaded apiserver or etcd, ' +
-      'or a starved kubelet, shows first: a node goes NotReady only once one comes later than the grace period. Violated ' +
-      'when a pool with at least `minSamples` renewals has its p99 above `maxLateness`; unknown while the apiserver ' +
-      'cannot be watched.',
+      'p90, p99 and largest lateness and the nodes that were latest. A renewal that has not come yet is late already: ' +
+      'each node whose Lease is older than its interval counts as overdue by how much, at once, without waiting for it. ' +
+      'Late renewals are what an overloaded apiserver or etcd, or a starved kubelet, shows first: a node goes NotReady ' +
+      'only once one comes later than the grace period. Violated when a pool with at least `minSamples` renewals has its ' +
+      'p99 above `maxLateness`, or when any node is overdue by more than `maxLateness` (a timer, not a poll); unknown ' +
+      'while the apiserver cannot be watched.',
     params: Params,
-    report: (v: LeaseRenewalValue) => ({ pools: v.pools.slice(0, REPORTED_ENTRIES).map(({ latest: _, ...p }) => p) }),
+    report: (v: LeaseRenewalValue) => ({ pools: v.pools.slice(0, REPORTED_ENTRIES).map(({ latest: _, overdue, ...p }) => ({ ...p, overdueMs: overdue[0]?.overdueMs ?? 0 })) }),
   },
   start(ctx, params) {
     return watching(ctx, { nodes: watchSpecs.nodes(), leases: watchSpecs.nodeLeases() }, ({ nodes, leases }, watches) => {
       const slotMs = Math.max(1000, Math.ceil(params.window / SLOTS));
+      const intervalOf = (l: SlimLease) => params.renewInterval ?? (l.durationSeconds ?? 40) * 250;
       const slots = new Map<string, Slot[]>();
       const latestOf = new Map<string, number>();
       const poolOf = (node: string): string => {
@@ -90,8 +98,7 @@ export default defineProbe({
         const before = c.previous.renewTime;
         const after = c.object.renewTime;
         if (before === undefined || after === undefined || after <= before) return;
-        const interval = params.renewInterval ?? (c.object.durationSeconds ?? 40) * 250;
-        const late = Math.max(0, after - before - interval);
+        const late = Math.max(0, after - before - intervalOf(c.object));
         latestOf.set(c.object.name, late);
         const pool = poolOf(c.object.name);
         const now = ctx.clock.now();
@@ -117,6 +124,24 @@ export default defineProbe({
             if (list) list.push(name);
             else members.set(p, [name]);
           }
+          // a renewal that has not come yet is late already: a kubelet starved or cut off for good renews no more
+          const overdueOf = new Map<string, { node: string; overdueMs: number }[]>();
+          let dueAt = Infinity;
+          for (const lease of leases.store.values()) {
+            if (lease.renewTime === undefined || !nodes.store.has(lease.name)) continue;
+            const due = lease.renewTime + intervalOf(lease);
+            if (now <= due) {
+              dueAt = Math.min(dueAt, due + params.maxLateness + 1);
+              continue;
+            }
+            if (now - due <= params.maxLateness) dueAt = Math.min(dueAt, due + params.maxLateness + 1);
+            const pool = poolOf(lease.name);
+            const list = overdueOf.get(pool);
+            const entry = { node: lease.name, overdueMs: now - due };
+            if (list) list.push(entry);
+            else overdueOf.set(pool, [entry]);
+          }
+          for (const pool of overdueOf.keys()) if (!slots.has(pool)) slots.set(pool, []);
           for (const [pool, list] of slots) {
             while (list.length && now - list[0]!.start >= params.window) list.shift();
             const merged = new Uint32Array(BUCKETS);
@@ -127,35 +152,45 @@ export default defineProbe({
               n += s.n;
               max = Math.max(max, s.max);
             }
-            if (!n) continue;
+            const overdue = (overdueOf.get(pool) ?? []).sort((a, b) => b.overdueMs - a.overdueMs || a.node.localeCompare(b.node)).slice(0, 5);
+            if (!n && !overdue.length) continue;
             const names = members.get(pool) ?? [];
             const latest = names
               .map((node) => ({ node, latenessMs: latestOf.get(node) ?? 0 }))
               .filter((l) => l.latenessMs > 0)
               .sort((a, b) => b.latenessMs - a.latenessMs || a.node.localeCompare(b.node))
               .slice(0, 5);
-            pools.push({ pool, nodes: names.length, samples: n, p50Ms: percentile(merged, n, 0.5, max), p99Ms: percentile(merged, n, 0.99, max), maxMs: max, latest });
+            const q = (x: number) => (n ? percentile(merged, n, x, max) : 0);
+            pools.push({ pool, nodes: names.length, samples: n, p50Ms: q(0.5), p90Ms: q(0.9), p99Ms: q(0.99), maxMs: max, latest, overdue });
           }
           pools.sort((a, b) => a.pool.localeCompare(b.pool));
           const judged = pools.filter((p) => p.samples >= params.minSamples);
+          const overdue = pools.filter((p) => (p.overdue[0]?.overdueMs ?? 0) > params.maxLateness);
           const late = judged.filter((p) => p.p99Ms > params.maxLateness);
-          const say = (p: PoolLateness) =>
-            `${p.pool}: p99 ${formatDuration(p.p99Ms)} late (p50 ${formatDuration(p.p50Ms)}, max ${formatDuration(p.maxMs)}, ${p.samples} renewals` +
+          const sayLate = (p: PoolLateness) =>
+            `p99 ${formatDuration(p.p99Ms)} late (p50 ${formatDuration(p.p50Ms)}, p90 ${formatDuration(p.p90Ms)}, max ${formatDuration(p.maxMs)}, ${p.samples} renewals` +
             `${p.latest[0] ? `; latest ${p.latest[0].node}` : ''})`;
+          const sayOverdue = (p: PoolLateness) => {
+            const o = p.overdue.filter((x) => x.overdueMs > params.maxLateness);
+            return `${o.slice(0, 3).map((x) => `${x.node} ${formatDuration(x.overdueMs)}`).join(', ')}${o.length > 3 ? ', …' : ''} late and not renewed yet`;
+          };
+          const bad = pools.filter((p) => overdue.includes(p) || late.includes(p));
           const detail = !pools.length
             ? 'no renewal seen yet'
-            : late.length
-              ? late.map(say).join('; ')
+            : bad.length
+              ? bad
+                  .map((p) => `${p.pool}: ${[...(overdue.includes(p) ? [sayOverdue(p)] : []), ...(late.includes(p) ? [sayLate(p)] : [])].join('; ')}`)
+                  .join('; ')
               : judged.length
-                ? judged.map(say).join('; ')
+                ? judged.map((p) => `${p.pool}: ${sayLate(p)}`).join('; ')
                 : `too few renewals yet (${pools.map((p) => `${p.pool} ${p.samples}`).join(', ')}; ${params.minSamples} needed)`;
           return {
-            status: late.length ? 'violated' : 'ok',
+            status: bad.length ? 'violated' : 'ok',
             value: { pools } satisfies LeaseRenewalValue,
             detail,
-            key: `${late.map((p) => p.pool).join(',')}|${judged.length}`,
-            // the oldest slot leaves the window
-            recheckAt: Math.min(...[...slots.values()].flatMap((l) => (l[0] ? [l[0].start + params.window] : [])), Infinity),
+            key: `${late.map((p) => p.pool).join(',')}|${overdue.map((p) => p.pool).join(',')}|${judged.length}`,
+            // the oldest slot leaves the window, or a renewal that has not come becomes later than maxLateness
+            recheckAt: Math.min(...[...slots.values()].flatMap((l) => (l[0] ? [l[0].start + params.window] : [])), dueAt),
           };
         },
       });

@@ -1,5 +1,6 @@
 import { shq } from '../../core/shell.js';
 import { KR_FAIL, script } from '../../nodes/services/script.js';
+import { cgroupDo } from './cgroup-mount.js';
 
 /** The four limits, named as in cgroup v2's io.max. Values are decimal strings, or `max` for no limit. */
 export const IO_KEYS = ['rbps', 'wbps', 'riops', 'wiops'] as const;
@@ -24,33 +25,7 @@ export type IoTarget = {
   device: string;
 };
 
-/**
- * `kr_cg_do VERSION CODE ARGS…` runs the constant sh text CODE with $1 = the root of the blkio (v1) or unified (v2)
- * hierarchy and the ARGS after it. Where the hierarchy is not mounted in this mount namespace (`ip netns exec`
- * remounts /sys and hides it), it mounts it in a private mount namespace of its own (unshare -m), which vanishes
- * with it: nothing on the node's own mounts changes.
- */
-const KR_CG_DO = `kr_cg_mnt() {
-  if [ "$1" = 1 ]; then
-    awk '$3 == "cgroup" { n = split($4, o, ","); for (i = 1; i <= n; i++) if (o[i] == "blkio") { print $2; exit } }' /proc/self/mounts
-  else
-    awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts
-  fi
-}
-kr_cg_do() {
-  kr_v=$1
-  kr_c=$2
-  shift 2
-  kr_m=$(kr_cg_mnt "$kr_v")
-  if [ -n "$kr_m" ]; then
-    sh -c "$kr_c" kr "$kr_m" "$@"
-    return
-  fi
-  command -v unshare >/dev/null 2>&1 || { echo "the cgroup hierarchy is not mounted here, and unshare is missing" >&2; return 1; }
-  unshare -m sh -c 'v=$1; c=$2; shift 2
-if [ "$v" = 1 ]; then mount -t cgroup -o blkio kr /sys/fs/cgroup; else mount -t cgroup2 kr /sys/fs/cgroup; fi || exit 1
-sh -c "$c" kr /sys/fs/cgroup "$@"' kr "$kr_v" "$kr_c" "$@"
-}`;
+const KR_CG_DO = cgroupDo('blkio');
 
 const READ = `cat "$1$2" 2>/dev/null`;
 const WRITE = `printf '%s\\n' "$3" >"$1$2"`;

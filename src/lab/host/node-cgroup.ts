@@ -6,7 +6,8 @@ import { EXIT, KrError } from '../../core/errors.js';
 import { cgroupPids, killUntilGone } from './cgroup.js';
 
 /**
- * A real node's cgroup, as a node's cgroupfs layout: `<name>/system/` holds its containerd, shims and kubelet,
+ * A real node's cgroup, as a node's cgroupfs layout: `<name>/system/` holds its containerd and shims,
+ * `<name>/kubelet/` its kubelet (a cgroup of its own, as kubeadm's `kubelet.service`, so its CPU can be limited alone),
  * `<name>/kubepods/` (made by the kubelet, whose cgroupRoot is `/<name>`) its pods' containers. On cgroup v1 the
  * directory is made in every mounted hierarchy, on v2 in the unified one with the controllers delegated to it.
  */
@@ -47,24 +48,27 @@ export function missingControllers(h: Hierarchies | undefined): string[] {
   return NEEDED_CONTROLLERS[h.version].filter((c) => !h.controllers.includes(c)).map((c) => `the cgroup v${h.version} ${c} controller`);
 }
 
-/** Makes `<name>/` and `<name>/system/` in every hierarchy; returns the `system/` directories the daemons join. */
-export async function makeNodeCgroup(h: Hierarchies, name: string): Promise<string[]> {
+/** Makes `<name>/`, `<name>/system/` and `<name>/kubelet/` in every hierarchy; returns the directories the daemons join. */
+export async function makeNodeCgroup(h: Hierarchies, name: string): Promise<{ system: string[]; kubelet: string[] }> {
   const missing = missingControllers(h);
   if (missing.length)
     throw new KrError('LAB_REAL_NODE_MISSING', `real nodes need ${missing.join(', ')}, which this machine does not have`, { exit: EXIT.invalid });
   const systems: string[] = [];
+  const kubelets: string[] = [];
   for (const root of h.roots) {
     const dir = join(root, name);
     if (h.version === 2) await writeFile(join(root, 'cgroup.subtree_control'), NEEDED_CONTROLLERS[2].map((c) => `+${c}`).join(' '));
     await mkdir(join(dir, 'system'), { recursive: true });
+    await mkdir(join(dir, 'kubelet'), { recursive: true });
     if (h.version === 2) await writeFile(join(dir, 'cgroup.subtree_control'), NEEDED_CONTROLLERS[2].map((c) => `+${c}`).join(' '));
     // a v1 cpuset cgroup takes no task until it has CPUs and memory nodes: those of its parent
     if (existsSync(join(root, 'cpuset.cpus')))
-      for (const d of [dir, join(dir, 'system')])
+      for (const d of [dir, join(dir, 'system'), join(dir, 'kubelet')])
         for (const f of ['cpuset.cpus', 'cpuset.mems']) await writeFile(join(d, f), (await readFile(join(root, f), 'utf8')).trim());
     systems.push(join(dir, 'system'));
+    kubelets.push(join(dir, 'kubelet'));
   }
-  return systems;
+  return { system: systems, kubelet: kubelets };
 }
 
 /** Every cgroup directory under `dir` (itself included), deepest first. */

@@ -106,7 +106,7 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
     const f = realNodePaths(plan);
     for (const d of [f.containerdRoot, f.kubeletRoot, f.podLogs, f.cniConfDir, f.cniIpamDir]) await mkdir(d, { recursive: true });
     await mkdir(plan.runDir, { recursive: true, mode: 0o711 });
-    const system = await makeNodeCgroup(h, plan.cgroup);
+    const cgroups = await makeNodeCgroup(h, plan.cgroup);
     const containerd: ServiceSpec = {
       instance: c.instance,
       node: n.name,
@@ -114,7 +114,7 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
       dir: c.serviceDir(n.name, 'containerd'),
       netns: n.netns,
       netOnly: true,
-      cgroups: system,
+      cgroups: cgroups.system,
       command: [c.bin.containerd.containerd, `--config=${join(c.serviceDir(n.name, 'containerd'), 'config.toml')}`],
       // the shim is found on PATH
       env: { PATH: `${c.bin.containerd.dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin` },
@@ -129,7 +129,7 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
       dir: kubeletDir,
       netns: n.netns,
       netOnly: true,
-      cgroups: system,
+      cgroups: cgroups.kubelet,
       command: kubeletArgs(plan, join(kubeletDir, 'kubeconfig'), join(kubeletDir, 'config.yaml')),
       env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
       health: `${httpGet(`http://${n.ip}:${KUBELET_HEALTHZ_PORT}/healthz`)} | grep -qx ok`,
