@@ -3,14 +3,14 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { CoreV1Api, Exec, KubeConfig, KubernetesObjectApi, PatchStrategy, VersionApi, type KubernetesObject, type V1Status } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, Exec, KubeConfig, KubernetesObjectApi, PatchStrategy, VersionApi, type KubernetesObject, type V1Status } from '@kubernetes/client-node';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { labNames, rebootLabNode } from '../../src/lab/index.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
 import { cacheDir, instanceRunDir } from '../../src/lab/host/paths.js';
-import { REPO, cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**
  * Real nodes (`lab up --real-nodes 2`): the release's kubelet with containerd and runc, the sample Deployment in
@@ -136,16 +136,27 @@ describe('lab up --real-nodes 2', () => {
       return file;
     }
 
-    /** A runbook marking rnode-1 with a file of this machine (the node's disk) and holding it. */
-    function markRunbook(name: string, mark: string, hold: string): string {
+    /**
+     * A runbook cutting rnode-1's kubelet off the apiserver (scope auto: the whole node namespace on the lab, but for
+     * the agent's group), then `more` steps. faultTtl 8 s: a cut agent would see no run Lease renewal and its dead-man
+     * would revert the cut 8 s after it was made.
+     */
+    function egressRunbook(name: string, more: Record<string, unknown>[]): string {
       const file = join(work, `${name}.yaml`);
-      const steps = [
-        { name: 'mark rnode-1', action: 'run-command', with: { nodes: { names: ['rnode-1'] }, apply: `touch ${mark}`, revert: `rm -f ${mark}` } },
-        { name: 'hold', wait: hold },
-      ];
+      const steps = [{ name: 'cut rnode-1 off', action: 'block-kubelet-egress', with: { nodes: { names: ['rnode-1'] } } }, ...more];
       writeFileSync(file, stringify({ apiVersion: 'kube-runbook/v1', kind: 'Runbook', metadata: { name }, spec: { safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '8s' }, steps } }));
       return file;
     }
+
+    const netns = () => lab.nodes.find((n) => n.name === 'rnode-1')!.netns;
+    /** The block-kubelet-egress rules in rnode-1's network namespace (its chain KR-EGRESS-…). */
+    const egressRules = async () => (await inNetns(netns(), 'iptables -w 10 -S')).stdout.split('\n').filter((l) => l.includes('KR-EGRESS'));
+    const leaseRenewed = async () => {
+      const t = (await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'rnode-1', namespace: 'kube-node-lease' })).spec?.renewTime;
+      return t ? new Date(t).getTime() : 0;
+    };
+    /** rnode-1's kubelet renews its Lease again (it reaches the apiserver) after `since`. */
+    const renewsAgain = (since: number) => until("rnode-1's Lease renewed again", async () => (await leaseRenewed()) > since, 30_000, 500);
 
     const agentPods = async () => (await core.listNamespacedPod({ namespace: NS })).items;
     const agentPodsGone = (why: string) => until(`every agent pod gone ${why}`, async () => (await agentPods()).length === 0, 60_000, 500);
@@ -163,17 +174,17 @@ describe('lab up --real-nodes 2', () => {
       });
     }
 
-    /** A run held on rnode-1 and SIGKILLed once its fault is in place (after `beforeKill`); its state directory and log. */
-    async function killedRun(name: string, mark: string, beforeKill: () => Promise<void> = async () => {}): Promise<{ state: string; log: () => string }> {
+    /** A run cutting rnode-1 off, SIGKILLed once the cut is in place (after `beforeKill`); its state directory and log. */
+    async function killedRun(name: string, beforeKill: () => Promise<void> = async () => {}): Promise<{ state: string; log: () => string }> {
       const state = mkdtempSync(join(work, 'state-'));
-      const child: ChildProcess = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), 'run', markRunbook(name, mark, '60s'), '-i', inventory, '--yes', '--state-dir', state], {
+      const child: ChildProcess = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), 'run', egressRunbook(name, [{ name: 'hold', wait: '60s' }]), '-i', inventory, '--yes', '--state-dir', state], {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let out = '';
       child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
       child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
       const exited = new Promise((r) => child.once('exit', r));
-      await until(`${mark} applied through the agent`, () => existsSync(mark), 90_000, 200).catch((e: unknown) => {
+      await until('the cut in place in rnode-1 through the agent', async () => (await egressRules()).length > 0, 90_000, 200).catch((e: unknown) => {
         child.kill('SIGKILL');
         throw new Error(`${String(e)}\n${out.slice(-2000)}`);
       });
@@ -183,11 +194,15 @@ describe('lab up --real-nodes 2', () => {
       return { state, log: () => out.slice(-2000) };
     }
 
-    /** The dead-man reverted it within faultTtl (8 s) + 10 s of the kill; recover then finds it reverted and ends the agents. */
-    async function revertedByDeadMan(mark: string, run: { state: string; log: () => string }): Promise<void> {
-      await until(`${mark} reverted by the node's dead-man`, () => !existsSync(mark), 18_000, 200).catch((e: unknown) => {
+    /**
+     * The dead-man reverted the cut within faultTtl (8 s) + 10 s of the kill and rnode-1's kubelet renews its Lease
+     * again; recover then finds it reverted and ends the agents.
+     */
+    async function revertedByDeadMan(run: { state: string; log: () => string }): Promise<void> {
+      await until("the cut reverted by rnode-1's dead-man", async () => (await egressRules()).length === 0, 18_000, 200).catch((e: unknown) => {
         throw new Error(`${String(e)}\n${run.log()}`);
       });
+      await renewsAgain(realClock.now());
       const runId = readdirSync(join(run.state, 'runs'))[0]!.replace(/\.jsonl$/, '');
       expect(readdirSync(join(DEADMAN_ROOT, runId)).filter((d) => d.endsWith('.fired')), 'the fault\'s dead-man fired').toHaveLength(1);
       // --force: the killed executor renewed the run lock seconds ago
@@ -210,13 +225,15 @@ describe('lab up --real-nodes 2', () => {
       if (work) rmSync(work, { recursive: true, force: true });
     });
 
-    it('applies and reverts a fault through the agent in a privileged containerd container (image built by umoci)', async () => {
-      const mark = join(work, 'mark-run');
-      const seen: { applied: boolean; containers: string[] } = { applied: false, containers: [] };
+    it('cuts the kubelet off through the agent in a privileged containerd container (image built by umoci), which keeps the apiserver; then reverts', async () => {
+      const seen: { first?: number; last?: number; containers: string[] } = { containers: [] };
       let stop = false;
       const watching = (async () => {
         while (!stop) {
-          seen.applied ||= existsSync(mark);
+          if ((await egressRules()).length) {
+            seen.first ??= realClock.now();
+            seen.last = realClock.now();
+          }
           for (const p of await agentPods().catch(() => [])) {
             const c = p.status?.containerStatuses?.[0];
             if (c?.containerID && !seen.containers.includes(c.containerID)) seen.containers.push(c.containerID);
@@ -224,16 +241,27 @@ describe('lab up --real-nodes 2', () => {
           await realClock.sleep(200);
         }
       })();
-      const r = await cli(['run', markRunbook('real-agent', mark, '2s'), '-i', inventory, '--yes', '--output', 'json'], { timeoutMs: 300_000 });
+      const rb = egressRunbook('real-agent', [
+        { name: "rnode-1's Lease stops renewing", expect: { probe: 'node-leases', with: { nodes: { names: ['rnode-1'] }, staleAfter: '5s' }, status: 'violated' }, within: '30s' },
+        // longer than faultTtl: an agent cut off too would have seen no run Lease renewal, and its dead-man fired
+        { name: 'hold past faultTtl', wait: '10s' },
+      ]);
+      const r = await cli(['run', rb, '-i', inventory, '--yes', '--output', 'json'], { timeoutMs: 300_000 });
+      const ended = realClock.now();
       stop = true;
       await watching;
       expect(r.code, r.stderr.slice(-2000)).toBe(0);
-      const report = JSON.parse(r.stdout) as { preflight: { check: string; detail: string }[]; faults: { node?: string; status: string }[]; remaining: unknown[] };
+      const report = JSON.parse(r.stdout) as { runId: string; preflight: { check: string; detail: string }[]; faults: { node?: string; status: string }[]; remaining: unknown[] };
       expect(report.preflight.find((p) => p.check === 'agents')?.detail).toBe(`1 agent pod(s) running and answering in ${NS}`);
       expect(report.faults).toEqual([expect.objectContaining({ node: 'rnode-1', status: 'reverted' })]);
       expect(report.remaining).toEqual([]);
-      expect(seen.applied, 'the mark was made on the node').toBe(true);
-      expect(existsSync(mark)).toBe(false);
+      expect(seen.first, 'the chain was in rnode-1\'s namespace').toBeDefined();
+      // in place past faultTtl (8 s) + the lease going stale: no dead-man fired, the agent kept the apiserver
+      expect(seen.last! - seen.first!).toBeGreaterThan(12_000);
+      const deadmen = join(DEADMAN_ROOT, report.runId);
+      expect(existsSync(deadmen) ? readdirSync(deadmen).filter((d) => d.endsWith('.fired')) : [], 'no dead-man fired').toEqual([]);
+      expect(await egressRules()).toEqual([]);
+      await renewsAgain(ended);
       expect(seen.containers).toEqual([expect.stringMatching(/^containerd:\/\/[0-9a-f]{64}$/)]);
       // the inventory names no image: the default one, which real nodes hold as imported from the lab's OCI archive
       const imported = (await ctr(['images', 'ls', '-q'])).split('\n');
@@ -241,14 +269,12 @@ describe('lab up --real-nodes 2', () => {
       await agentPodsGone('after the run');
     });
 
-    it('the executor SIGKILLed mid-run: the dead-man reverts the fault within faultTtl + 10 s', async () => {
-      const mark = join(work, 'mark-executor-killed');
-      await revertedByDeadMan(mark, await killedRun('real-agent-kill', mark));
+    it('the executor SIGKILLed mid-run: the dead-man reverts the cut within faultTtl + 10 s', async () => {
+      await revertedByDeadMan(await killedRun('real-agent-kill'));
     });
 
     it("the agent's container killed, then the executor: the watcher outlived the container and reverts within faultTtl + 10 s", async () => {
-      const mark = join(work, 'mark-agent-killed');
-      const run = await killedRun('real-agent-container-kill', mark, async () => {
+      const run = await killedRun('real-agent-container-kill', async () => {
         // the running agent's container (containerd still holds those of the earlier runs' agents a while)
         const ids = (await agentPods()).flatMap((p) => p.status?.containerStatuses?.filter((c) => c.state?.running).map((c) => c.containerID!.replace(/^containerd:\/\//, '')) ?? []);
         expect(ids).toHaveLength(1);
@@ -256,7 +282,7 @@ describe('lab up --real-nodes 2', () => {
         await ctr(['tasks', 'kill', '--signal', 'SIGKILL', ids[0]!]);
         await until('the agent container dead', async () => !(await ctr(['tasks', 'ls'])).split('\n').some((l) => l.startsWith(ids[0]!) && /RUNNING/.test(l)), 15_000, 200);
       });
-      await revertedByDeadMan(mark, run);
+      await revertedByDeadMan(run);
     });
   });
 
