@@ -13,9 +13,11 @@ import { cacheDir, instanceRunDir } from '../../src/lab/host/paths.js';
 import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**
- * Real nodes (`lab up --real-nodes 2`): the release's kubelet with containerd and runc, the sample Deployment in
- * real containers reached through the apiserver (exec, logs), and nothing left after `lab down`. Fails, never
- * skips, on a machine that cannot run them.
+ * Real nodes (`lab up --real-nodes 2 --static-pods`): the release's kubelet with containerd and runc, the sample
+ * Deployment in real containers reached through the apiserver (exec, logs), node agents in real containers, the
+ * control plane as cp-1's static pods (stopped and started by every kubeadm-layout action, last), and nothing left
+ * after `lab down`. One lab for all of it: a lab up and down cost about 40 s of CI. Fails, never skips, on a machine
+ * that cannot run them.
  */
 const INSTANCE = 'e2ern';
 const SYSCTLS = ['vm/overcommit_memory', 'kernel/panic', 'kernel/panic_on_oops'];
@@ -29,8 +31,8 @@ let before: string[];
 beforeAll(async () => {
   before = sysctls();
   const t0 = realClock.now();
-  lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 2 });
-  process.stderr.write(`[lab] up with 2 real nodes took ${realClock.now() - t0} ms\n`);
+  lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 2, staticPods: true });
+  process.stderr.write(`[lab] up with 2 real nodes and a static-pod control plane took ${realClock.now() - t0} ms\n`);
   kc = new KubeConfig();
   kc.loadFromFile(lab.kubeconfig);
   core = kc.makeApiClient(CoreV1Api);
@@ -66,11 +68,11 @@ async function exec(namespace: string, pod: string, command: string[]): Promise<
   return { stdout, stderr, status };
 }
 
-describe('lab up --real-nodes 2', () => {
-  it("makes two Ready nodes whose kubelet is the apiserver's release, on containerd 2", async () => {
+describe('lab up --real-nodes 2 --static-pods', () => {
+  it("makes two Ready nodes and cp-1 whose kubelet is the apiserver's release, on containerd 2", async () => {
     const server = await kc.makeApiClient(VersionApi).getCode();
     const nodes = (await core.listNode()).items;
-    expect(nodes.map((n) => n.metadata?.name).sort()).toEqual(['rnode-1', 'rnode-2']);
+    expect(nodes.map((n) => n.metadata?.name).sort()).toEqual(['cp-1', 'rnode-1', 'rnode-2']);
     for (const n of nodes) {
       expect(n.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
       expect(n.status?.nodeInfo?.kubeletVersion).toBe(server.gitVersion);
@@ -286,6 +288,119 @@ describe('lab up --real-nodes 2', () => {
     });
   });
 
+  /**
+   * The control plane as static pods (the lab's `--static-pods`): cp-1's real kubelet runs etcd,
+   * the apiserver, the controller-manager and the scheduler from kubeadm's manifests, and every action's kubeadm
+   * layout runs for real through the CLI, one small runbook each: after the apply the component's container is gone
+   * (or runs with the changed flags), after the revert it runs again and the cluster answers.
+   */
+  describe("the control plane as cp-1's static pods", () => {
+    let work: string;
+    /** sh: exit 0 when the container named $1 runs in cp-1's containerd (its pid in $kr_pid), else 1. */
+    let running: string;
+
+    beforeAll(async () => {
+      work = mkdtempSync(join(tmpdir(), 'kr-static-'));
+      const ctr = /'?([^'\s]*\/ctr)'? /.exec(readFileSync(join(lab.stateDir, 'nodes', 'cp-1', 'containerd', 'health'), 'utf8'))![1]!;
+      const c = `'${ctr}' -a '${join(instanceRunDir(INSTANCE), 'cp-1', 'containerd.sock')}' -n k8s.io`;
+      running =
+        `kr_running() { for id in $(${c} containers ls -q "labels.\\"io.kubernetes.container.name\\"==$1" 2>/dev/null); do ` +
+        `kr_pid=$(${c} tasks ls 2>/dev/null | awk -v id="$id" '$1 == id && $3 == "RUNNING" {print $2}'); [ -n "$kr_pid" ] && return 0; done; return 1; }\n`;
+    });
+
+    afterAll(() => {
+      if (work) rmSync(work, { recursive: true, force: true });
+    });
+
+    /** Runs one action through the CLI: `before` holds first, the action, then `after` holds; all is reverted at the end. */
+    async function runAction(action: string, before: string, after: string, params: Record<string, unknown> = {}): Promise<void> {
+      const check = (name: string, run: string, status?: 'violated') => ({
+        name,
+        expect: { probe: 'command', with: { node: 'cp-1', interval: '500ms', run: `${running}${run}` }, ...(status ? { status } : {}) },
+        within: '60s',
+      });
+      const file = join(work, `${action}.yaml`);
+      writeFileSync(
+        file,
+        stringify({
+          apiVersion: 'kube-runbook/v1',
+          kind: 'Runbook',
+          metadata: { name: `static-${action}`, description: `${action} on a static-pod control plane` },
+          spec: {
+            safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '3m', maxUnavailable: { controlPlane: '100%' } },
+            steps: [check('before', before), { name: action, action, with: { nodes: 'control-plane', ...params } }, check('after', after)],
+          },
+        }),
+      );
+      const r = await cli(['run', file, '-i', lab.inventoryFile, '--yes', '-o', 'text'], { timeoutMs: 300_000 });
+      expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
+      expect(r.stdout).toContain(`reverted ${action} on cp-1`);
+    }
+
+    /**
+     * The cluster answers and the kubelet reports `component`'s container running again (the revert already waited for
+     * its health endpoint; Ready would add kubeadm's startup probe delay of 10 s).
+     */
+    async function back(component: string): Promise<void> {
+      await until(
+        `${component}'s container running again`,
+        async () => {
+          const pod = await core.readNamespacedPod({ name: `${component}-cp-1`, namespace: 'kube-system' });
+          return Boolean(pod.status?.containerStatuses?.[0]?.state?.running);
+        },
+        60_000,
+        500,
+      );
+    }
+
+    it("runs the control plane as cp-1's static pods from kubeadm's manifests, and writes a kubeadm inventory", async () => {
+      const inventory = parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { layout: string; kubeadm: { dir: string } } };
+      expect(inventory.spec.layout).toBe('kubeadm');
+      const manifests = join(inventory.spec.kubeadm.dir, 'manifests');
+      const version = (await core.readNode({ name: 'cp-1' })).status?.nodeInfo?.kubeletVersion;
+      for (const c of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler']) {
+        const manifest = parse(readFileSync(join(manifests, `${c}.yaml`), 'utf8')) as { spec: { hostNetwork: boolean; containers: { image: string; command: string[] }[] } };
+        expect(manifest.spec.hostNetwork).toBe(true);
+        expect(manifest.spec.containers[0]!.image).toBe(`localhost/kube-runbook/${c}:${version}`);
+        expect(manifest.spec.containers[0]!.command[0]).toBe(c);
+        const pod = await core.readNamespacedPod({ name: `${c}-cp-1`, namespace: 'kube-system' });
+        expect(pod.status?.phase).toBe('Running');
+        expect(pod.metadata?.annotations?.['kubernetes.io/config.source']).toBe('file');
+        expect(pod.status?.containerStatuses?.[0]?.containerID).toMatch(/^containerd:\/\/[0-9a-f]{64}$/);
+      }
+      const cp = await core.readNode({ name: 'cp-1' });
+      expect(cp.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+      expect(cp.metadata?.labels).toHaveProperty('node-role.kubernetes.io/control-plane', '');
+      expect(cp.spec?.taints).toContainEqual({ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' });
+      // the workload stays off the control plane
+      const demo = (await core.listNamespacedPod({ namespace: 'demo' })).items;
+      expect(demo.length).toBeGreaterThan(0);
+      expect(demo.every((p) => p.spec?.nodeName !== 'cp-1' && p.status?.phase === 'Running')).toBe(true);
+    });
+
+    // the controller-manager first: the apiserver and etcd outages make it and the scheduler crash (they lose their
+    // leader Lease), and the kubelet's crash-loop back-off, kept per pod UID, outlives a manifest parked and put back
+    it('disable-taint-eviction: the kubelet restarts the controller-manager with the edited manifest, and back', async () => {
+      const off = `kr_running kube-controller-manager && tr '\\000' '\\n' < /proc/$kr_pid/cmdline | grep -q -- '-taint-eviction-controller'`;
+      await runAction('disable-taint-eviction', `! { ${off}; }`, off);
+      await back('kube-controller-manager');
+      const kcm = await core.readNamespacedPod({ name: 'kube-controller-manager-cp-1', namespace: 'kube-system' });
+      expect(kcm.spec?.containers[0]?.command?.join(' ')).not.toContain('-taint-eviction-controller');
+    });
+
+    for (const [action, container] of [
+      ['stop-controller-manager', 'kube-controller-manager'],
+      ['stop-scheduler', 'kube-scheduler'],
+      ['stop-etcd', 'etcd'],
+      ['stop-apiserver', 'kube-apiserver'],
+    ] as const)
+      it(`${action}: parks the manifest, the kubelet kills the ${container} container; the revert brings it back`, async () => {
+        // the lab's only etcd member: its outage is the point
+        await runAction(action, `kr_running ${container}`, `! kr_running ${container}`, action === 'stop-etcd' ? { allowQuorumLoss: true } : {});
+        await back(container);
+      });
+  });
+
   it('leaves no process, mount, cgroup, namespace, chain or kernel setting behind after lab down', async () => {
     await stopLab(INSTANCE);
     expect(await leftovers(INSTANCE)).toEqual([]);
@@ -309,134 +424,6 @@ describe('lab up --real-nodes where containerd does not start', () => {
     expect(r.stderr).toContain('containerd of rnode-1 exited at start');
     expect(r.stderr).toContain('failed to mount the overlay snapshotter (a broken runtime)');
     expect(await leftovers(BROKEN)).toEqual([]);
-  });
-});
-
-/**
- * The control plane as static pods (`lab up --nodes 1 --real-nodes 1 --static-pods`): cp-1's real kubelet runs etcd,
- * the apiserver, the controller-manager and the scheduler from kubeadm's manifests, and every action's kubeadm
- * layout runs for real through the CLI, one small runbook each: after the apply the component's container is gone
- * (or runs with the changed flags), after the revert it runs again and the cluster answers.
- */
-describe('lab up --real-nodes 1 --static-pods', () => {
-  const SP = 'e2esp';
-  let sp: LabInfo;
-  let spCore: CoreV1Api;
-  let work: string;
-  /** sh: exit 0 when the container named $1 runs in cp-1's containerd (its pid in $kr_pid), else 1. */
-  let running: string;
-
-  beforeAll(async () => {
-    const t0 = realClock.now();
-    sp = await startLab({ instance: SP, nodes: 1, realNodes: 1, staticPods: true });
-    process.stderr.write(`[lab] up with a static-pod control plane took ${realClock.now() - t0} ms\n`);
-    const kc = new KubeConfig();
-    kc.loadFromFile(sp.kubeconfig);
-    spCore = kc.makeApiClient(CoreV1Api);
-    work = mkdtempSync(join(tmpdir(), 'kr-static-'));
-    const ctr = /'?([^'\s]*\/ctr)'? /.exec(readFileSync(join(sp.stateDir, 'nodes', 'cp-1', 'containerd', 'health'), 'utf8'))![1]!;
-    const c = `'${ctr}' -a '${join(instanceRunDir(SP), 'cp-1', 'containerd.sock')}' -n k8s.io`;
-    running =
-      `kr_running() { for id in $(${c} containers ls -q "labels.\\"io.kubernetes.container.name\\"==$1" 2>/dev/null); do ` +
-      `kr_pid=$(${c} tasks ls 2>/dev/null | awk -v id="$id" '$1 == id && $3 == "RUNNING" {print $2}'); [ -n "$kr_pid" ] && return 0; done; return 1; }\n`;
-  });
-
-  afterAll(async () => {
-    await stopLab(SP);
-    if (work) rmSync(work, { recursive: true, force: true });
-  });
-
-  /** Runs one action through the CLI: `before` holds first, the action, then `after` holds; all is reverted at the end. */
-  async function runAction(action: string, before: string, after: string, params: Record<string, unknown> = {}): Promise<void> {
-    const check = (name: string, run: string, status?: 'violated') => ({
-      name,
-      expect: { probe: 'command', with: { node: 'cp-1', interval: '500ms', run: `${running}${run}` }, ...(status ? { status } : {}) },
-      within: '60s',
-    });
-    const file = join(work, `${action}.yaml`);
-    writeFileSync(
-      file,
-      stringify({
-        apiVersion: 'kube-runbook/v1',
-        kind: 'Runbook',
-        metadata: { name: `static-${action}`, description: `${action} on a static-pod control plane` },
-        spec: {
-          safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '3m', maxUnavailable: { controlPlane: '100%' } },
-          steps: [check('before', before), { name: action, action, with: { nodes: 'control-plane', ...params } }, check('after', after)],
-        },
-      }),
-    );
-    const r = await cli(['run', file, '-i', sp.inventoryFile, '--yes', '-o', 'text'], { timeoutMs: 300_000 });
-    expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
-    expect(r.stdout).toContain(`reverted ${action} on cp-1`);
-  }
-
-  /**
-   * The cluster answers and the kubelet reports `component`'s container running again (the revert already waited for
-   * its health endpoint; Ready would add kubeadm's startup probe delay of 10 s).
-   */
-  async function back(component: string): Promise<void> {
-    await until(
-      `${component}'s container running again`,
-      async () => {
-        const pod = await spCore.readNamespacedPod({ name: `${component}-cp-1`, namespace: 'kube-system' });
-        return Boolean(pod.status?.containerStatuses?.[0]?.state?.running);
-      },
-      60_000,
-      500,
-    );
-  }
-
-  it("runs the control plane as cp-1's static pods from kubeadm's manifests, and writes a kubeadm inventory", async () => {
-    const inventory = parse(readFileSync(sp.inventoryFile, 'utf8')) as { spec: { layout: string; kubeadm: { dir: string } } };
-    expect(inventory.spec.layout).toBe('kubeadm');
-    const manifests = join(inventory.spec.kubeadm.dir, 'manifests');
-    const version = (await spCore.readNode({ name: 'cp-1' })).status?.nodeInfo?.kubeletVersion;
-    for (const c of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler']) {
-      const manifest = parse(readFileSync(join(manifests, `${c}.yaml`), 'utf8')) as { spec: { hostNetwork: boolean; containers: { image: string; command: string[] }[] } };
-      expect(manifest.spec.hostNetwork).toBe(true);
-      expect(manifest.spec.containers[0]!.image).toBe(`localhost/kube-runbook/${c}:${version}`);
-      expect(manifest.spec.containers[0]!.command[0]).toBe(c);
-      const pod = await spCore.readNamespacedPod({ name: `${c}-cp-1`, namespace: 'kube-system' });
-      expect(pod.status?.phase).toBe('Running');
-      expect(pod.metadata?.annotations?.['kubernetes.io/config.source']).toBe('file');
-      expect(pod.status?.containerStatuses?.[0]?.containerID).toMatch(/^containerd:\/\/[0-9a-f]{64}$/);
-    }
-    const cp = await spCore.readNode({ name: 'cp-1' });
-    expect(cp.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
-    expect(cp.metadata?.labels).toHaveProperty('node-role.kubernetes.io/control-plane', '');
-    expect(cp.spec?.taints).toContainEqual({ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' });
-    // the workload stays off the control plane
-    const demo = (await spCore.listNamespacedPod({ namespace: 'demo' })).items;
-    expect(demo.length).toBeGreaterThan(0);
-    expect(demo.every((p) => p.spec?.nodeName !== 'cp-1' && p.status?.phase === 'Running')).toBe(true);
-  });
-
-  // the controller-manager first: the apiserver and etcd outages make it and the scheduler crash (they lose their
-  // leader Lease), and the kubelet's crash-loop back-off, kept per pod UID, outlives a manifest parked and put back
-  it('disable-taint-eviction: the kubelet restarts the controller-manager with the edited manifest, and back', async () => {
-    const off = `kr_running kube-controller-manager && tr '\\000' '\\n' < /proc/$kr_pid/cmdline | grep -q -- '-taint-eviction-controller'`;
-    await runAction('disable-taint-eviction', `! { ${off}; }`, off);
-    await back('kube-controller-manager');
-    const kcm = await spCore.readNamespacedPod({ name: 'kube-controller-manager-cp-1', namespace: 'kube-system' });
-    expect(kcm.spec?.containers[0]?.command?.join(' ')).not.toContain('-taint-eviction-controller');
-  });
-
-  for (const [action, container] of [
-    ['stop-controller-manager', 'kube-controller-manager'],
-    ['stop-scheduler', 'kube-scheduler'],
-    ['stop-etcd', 'etcd'],
-    ['stop-apiserver', 'kube-apiserver'],
-  ] as const)
-    it(`${action}: parks the manifest, the kubelet kills the ${container} container; the revert brings it back`, async () => {
-      // the lab's only etcd member: its outage is the point
-      await runAction(action, `kr_running ${container}`, `! kr_running ${container}`, action === 'stop-etcd' ? { allowQuorumLoss: true } : {});
-      await back(container);
-    });
-
-  it('leaves nothing behind after lab down', async () => {
-    await stopLab(SP);
-    expect(await leftovers(SP)).toEqual([]);
   });
 });
 
