@@ -102,6 +102,27 @@ describe('lab up --real-nodes 2 --static-pods', () => {
     expect(failed.status).toBe('Failure');
   });
 
+  it("shows the real nodes' containers, as their containerd holds them, in lab containers and lab status", async () => {
+    const pods = (await core.listNamespacedPod({ namespace: 'demo' })).items;
+    const lines = pods.map((p) => {
+      const id = p.status!.containerStatuses![0]!.containerID!.replace(/^containerd:\/\//, '');
+      return { node: p.spec!.nodeName!, line: new RegExp(`running +demo/${p.metadata!.name!} web ${id.slice(0, 13)} since \\d{4}-`) };
+    });
+    const text = await cli(['lab', 'containers', '--instance', INSTANCE]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toMatch(/^rnode-1: 2 running, \d+ exited \(containerd\)$/m);
+    for (const l of lines) expect(text.stdout).toMatch(l.line);
+    // cp-1's containerd runs the control plane
+    const cp = await cli(['lab', 'containers', 'cp-1', '--instance', INSTANCE, '--json']);
+    const [state] = JSON.parse(cp.stdout) as { node: string; runtime: string; containers: { pod: string; running: boolean }[] }[];
+    expect(state!.runtime).toBe('containerd');
+    expect(state!.containers.filter((c) => c.running).map((c) => c.pod).sort()).toEqual(['etcd-cp-1', 'kube-apiserver-cp-1', 'kube-controller-manager-cp-1', 'kube-scheduler-cp-1']);
+    const status = await cli(['lab', 'status', '--instance', INSTANCE]);
+    expect(status.code, status.stdout).toBe(0);
+    expect(status.stdout).toContain('REAL CONTAINERS (containerd)');
+    for (const l of lines) expect(status.stdout).toMatch(new RegExp(`^  ${l.node} +${l.line.source}`, 'm'));
+  });
+
   it("loses its containers in a reboot, and its kubelet starts them again", async () => {
     const ids = async () =>
       Object.fromEntries(
