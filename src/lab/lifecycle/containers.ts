@@ -29,7 +29,7 @@ export async function realNodeContainers(n: LabNodeInfo): Promise<RealNodeContai
 export async function labContainers(info: LabInfo, node?: string): Promise<NodeContainers[]> {
   const nodes = shown(info);
   if (node !== undefined && !nodes.some((n) => n.name === node))
-    throw new KrError('LAB_BAD_NODE', `no worker node ${quote(node)} in lab ${info.instance} (nodes: ${nodes.map((n) => n.name).join(', ')})`, { exit: EXIT.invalid });
+    throw new KrError('LAB_BAD_NODE', `no node ${quote(node)} with containers in lab ${info.instance} (nodes: ${nodes.map((n) => n.name).join(', ')})`, { exit: EXIT.invalid });
   return Promise.all(nodes.filter((n) => node === undefined || n.name === node).map((n) => (n.real || n.runtime ? realNodeContainers(n) : readRuntime(info.stateDir, n.name))));
 }
 
