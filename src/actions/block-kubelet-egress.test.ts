@@ -65,6 +65,16 @@ actionTester(action, {
       },
     },
     {
+      name: 'cgroup v1 on a lab of `lab up --static-pods` (kubeadm, lab kubelets): auto is the whole node namespace',
+      inventory: { ...inventory({ layout: 'lab', endpoints: ['10.99.0.1:6443'] }), spec: { ...inventory({ layout: 'lab', endpoints: ['10.99.0.1:6443'] }).spec, layout: 'kubeadm', kubeadm: { kubelet: 'lab' } } },
+      handler: node(v1),
+      check(r) {
+        const s = r.prepared as EgressState;
+        assert.equal(s.cgroup, null);
+        assert.deepEqual(s.rules, [{ ip: '10.99.0.1', port: 6443, v6: false }]);
+      },
+    },
+    {
       name: 'nftables where iptables is absent, IPv6 included (scope node said explicitly)',
       inventory: inventory({ endpoints: ['[fd00::1]:6443', '10.0.0.1:6443'] }),
       params: { scope: 'node' },

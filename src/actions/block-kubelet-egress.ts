@@ -11,6 +11,7 @@ import { applyRules, egressRevert, type EgressRule, type EgressState } from './p
 import { apiserverEndpoints } from './parts/egress-endpoints.js';
 import { defineAction } from '../contract/action.js';
 import { LAB_AGENT_GID } from '../nodes/agent-protocol.js';
+import { labKubelets } from '../inventory/schema.js';
 
 const Params = z.strictObject({
   endpoints: z
@@ -118,7 +119,9 @@ export default defineAction({
     layouts: {
       kubeadm: 'matches the cgroup of `kubelet.service` (`-m cgroup --path system.slice/kubelet.service`) on cgroup v2 nodes, all node traffic on cgroup v1',
       k3s: "matches the cgroup of `k3s-agent.service` (the kubelet and the agent's apiserver proxy are one process) on cgroup v2, all node traffic otherwise",
-      lab: "each lab node is a network namespace: the chain goes into that namespace's OUTPUT, so it cuts exactly that node's kubelet simulator",
+      lab:
+        "each lab node is a network namespace (also under `lab up --static-pods`): the chain goes into that namespace's OUTPUT, so it cuts exactly that node's kubelet; " +
+        "under scope auto the lab's node agents (simulated or real containers, run in the lab's agent group) keep the apiserver",
     },
     undo: 'removes the jump from OUTPUT and deletes the chain (or deletes the nftables table); the node-side dead-man runs the same script',
     // scope node drops every process's traffic to the apiservers, a node agent's too; auto keeps to the kubelet's
@@ -137,8 +140,8 @@ export default defineAction({
     if (!pid) fail('the kubelet is not running there');
     if (params.scope === 'process' && !(d.cgroup && d.cgroupMatch))
       fail("scope process needs cgroup v2 and the firewall's cgroup match; use scope node or auto");
-    // a lab node's namespace holds only its kubelet: there, the node's traffic is the kubelet's
-    if (params.scope === 'auto' && !(d.cgroup && d.cgroupMatch) && ctx.inventory.spec.layout !== 'lab')
+    // a lab node's namespace holds only its kubelet (and its runtime): there, the node's traffic is the kubelet's
+    if (params.scope === 'auto' && !(d.cgroup && d.cgroupMatch) && !labKubelets(ctx.inventory))
       fail(
         "scope auto would widen to the whole node here (no cgroup v2 match for the kubelet): every process's traffic to the apiservers " +
           'would be dropped, not only the kubelet\'s; say `scope: node` to accept that, or run it where the kubelet has a cgroup v2 of its own',

@@ -1,10 +1,11 @@
 import { type Command, InvalidArgumentError } from 'commander';
-import { EXIT, KrError, quote } from '../core/errors.js';
+import { EXIT, quote } from '../core/errors.js';
 import { realClock } from '../core/clock.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { shq } from '../core/shell.js';
 import { parseDuration } from '../core/duration.js';
-import { DEFAULT_MINOR, labDown, labStatus, labUp, readLabInfo, readRuntime, rebootLabNode, SUPPORTED_MINORS } from '../lab/index.js';
+import { DEFAULT_MINOR, labDown, labStatus, labUp, readLabInfo, rebootLabNode, SUPPORTED_MINORS } from '../lab/index.js';
+import { labContainers, renderContainers } from '../lab/lifecycle/containers.js';
 import { installLab } from '../lab/install/install.js';
 import { ensureRealNodeBinaries } from '../lab/install/real-nodes.js';
 import { runFleet } from '../lab/sim/fleet.js';
@@ -206,25 +207,12 @@ function reboot(lab: Command, done: Done) {
 
 function containers(lab: Command, done: Done) {
   withInstance(lab.command('containers'))
-    .description("The simulated runtime's running containers and its kill log, per node.")
-    .argument('[node]', 'one node (default: every worker)')
+    .description("Each node's containers: the simulated runtime's running ones and its kill log, a real node's containerd's.")
+    .argument('[node]', 'one node (default: every worker, and cp-1 with --static-pods)')
     .option('--json', 'as JSON')
     .action(async (node: string | undefined, f: { instance: string; json?: boolean }) => {
-      const info = await readLabInfo(f.instance);
-      const workers = info.nodes.filter((n) => n.roles.includes('worker')).map((n) => n.name);
-      if (node && !workers.includes(node))
-        throw new KrError('LAB_BAD_NODE', `no worker node ${quote(node)} in lab ${info.instance} (nodes: ${workers.join(', ')})`, { exit: EXIT.invalid });
-      const states = await Promise.all((node ? [node] : workers).map((n) => readRuntime(info.stateDir, n)));
-      if (f.json) out.stdout(JSON.stringify(states, null, 2));
-      else {
-        const lines: string[] = [];
-        for (const s of states) {
-          lines.push(`${s.node}: ${s.containers.length} running, ${s.kills.length} killed`);
-          for (const c of s.containers) lines.push(`  running  ${c.namespace}/${c.pod} ${c.container} ${c.podIp} since ${c.startedAt}`);
-          for (const k of s.kills) lines.push(`  killed   ${k.at} ${k.namespace}/${k.pod} ${k.container}: ${k.reason}`);
-        }
-        out.stdout(lines.join('\n'));
-      }
+      const states = await labContainers(await readLabInfo(f.instance), node);
+      out.stdout(f.json ? JSON.stringify(states, null, 2) : renderContainers(states));
       done(EXIT.ok);
     });
 }

@@ -4,7 +4,7 @@ import type { Ctx } from '../contract/context.js';
 import type { KubeAccess } from '../kube/types.js';
 import { Inventory } from '../inventory/schema.js';
 import { newAgentKeys } from '../nodes/agent-auth.js';
-import { agentPodName, runLeaseName } from '../nodes/agent-protocol.js';
+import { agentPodName, LAB_AGENT_GID, runLeaseName } from '../nodes/agent-protocol.js';
 import { FakeAgentApi, FakeStatusError } from '../testing/fake-agent-api.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
@@ -104,6 +104,18 @@ describe('agent pods', () => {
     for (const o of [pod, secret]) expect(o.metadata.ownerReferences).toEqual([{ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', name: owner.name, uid: 'lease-uid' }]);
     // the run's key pair names its pods: recover's agents (keys of their own) never meet the run's
     expect(agentPodName(RUN, 'node-1', newAgentKeys().fingerprint)).not.toBe(pod.metadata.name);
+  });
+
+  it("run as root in the lab's agent group on lab nodes, so block-kubelet-egress's auto scope lets them through; elsewhere in the image's group", () => {
+    const spec = { lab: { stateDir: '/var/lib/kr-lab' }, transport: { type: 'agent' as const, namespace: 'kr-agents' }, nodes: [{ name: 'rnode-1' }] };
+    const lab = Inventory.parse(inventoryOf({ ...spec, layout: 'lab' }));
+    const staticPods = Inventory.parse(inventoryOf({ ...spec, layout: 'kubeadm', kubeadm: { kubelet: 'lab' } }));
+    for (const inv of [lab, staticPods]) {
+      const pod = agentPod(RUN, agentTargets(inv, inv.spec.nodes)[0]!, keys, 90_000) as unknown as PodObj;
+      expect(pod.spec.containers[0]!.securityContext).toEqual({ privileged: true, runAsUser: 0, runAsGroup: LAB_AGENT_GID });
+    }
+    const [t] = agentTargets(inventory, inventory.spec.nodes);
+    expect((agentPod(RUN, t!, keys, 90_000) as unknown as PodObj).spec.containers[0]!.securityContext).toEqual({ privileged: true });
   });
 
   it('only nodes reached through an agent get one', () => {

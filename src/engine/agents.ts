@@ -1,10 +1,11 @@
 import { formatDuration } from '../core/duration.js';
 import { KrError, messageOf } from '../core/errors.js';
 import type { Ctx } from '../contract/context.js';
-import { type AgentTransport, defaultAgentImage, type Inventory, type InventoryNode } from '../inventory/schema.js';
+import { type AgentTransport, defaultAgentImage, type Inventory, type InventoryNode, labKubelets } from '../inventory/schema.js';
 import type { Plan, PlannedAction } from './plan.js';
 import {
   AGENT_APP,
+  LAB_AGENT_GID,
   ANNOTATION_NODE,
   ANNOTATION_RUN,
   LABEL_NODE,
@@ -25,6 +26,11 @@ import type { AgentKeys } from '../nodes/agent-auth.js';
 export interface AgentTarget {
   node: InventoryNode;
   config: AgentTransport;
+  /**
+   * The group the agent runs as (still user root): the lab's, whose packets block-kubelet-egress's auto scope lets
+   * through where it widens to the whole node; absent elsewhere (the image's group).
+   */
+  group?: number;
 }
 
 
@@ -39,7 +45,7 @@ export function agentTargets(inventory: Inventory, nodes: readonly InventoryNode
   const out = new Map<string, AgentTarget>();
   for (const node of nodes) {
     const config = agentConfigOf(inventory, node);
-    if (config && !out.has(node.name)) out.set(node.name, { node, config });
+    if (config && !out.has(node.name)) out.set(node.name, { node, config, ...(labKubelets(inventory) ? { group: LAB_AGENT_GID } : {}) });
   }
   return [...out.values()];
 }
@@ -134,7 +140,8 @@ export function agentPod(runId: string, t: AgentTarget, keys: AgentKeys, faultTt
             { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
             { name: RESULT_KEY_ENV, valueFrom: { secretKeyRef: { name, key: RESULT_KEY_FIELD } } },
           ],
-          securityContext: { privileged: true },
+          // iptables' --gid-owner matches a socket's owner group, the process's primary one: root, in the lab's group
+          securityContext: { privileged: true, ...(t.group !== undefined ? { runAsUser: 0, runAsGroup: t.group } : {}) },
           resources: { requests: { cpu: '10m', memory: '64Mi' }, limits: { memory: '256Mi' } },
           terminationMessagePolicy: 'FallbackToLogsOnError',
         },

@@ -189,3 +189,9 @@ export const Inventory = z.strictObject({
 });
 export type Inventory = z.infer<typeof Inventory>;
 export type InventoryInput = z.input<typeof Inventory>;
+
+/**
+ * Whether the kubelets are the lab's (`lab up`): layout lab, or kubeadm with lab kubelets (`lab up --static-pods`).
+ * Each such node is a network namespace of its own holding only its kubelet, its runtime and host-network pods.
+ */
+export const labKubelets = (inventory: Inventory): boolean => inventory.spec.layout === 'lab' || inventory.spec.kubeadm?.kubelet === 'lab';

@@ -3,19 +3,21 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { CoreV1Api, Exec, KubeConfig, KubernetesObjectApi, PatchStrategy, VersionApi, type KubernetesObject, type V1Status } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, Exec, KubeConfig, KubernetesObjectApi, PatchStrategy, VersionApi, type KubernetesObject, type V1Status } from '@kubernetes/client-node';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { labNames, rebootLabNode } from '../../src/lab/index.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
 import { cacheDir, instanceRunDir } from '../../src/lab/host/paths.js';
-import { REPO, cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**
- * Real nodes (`lab up --real-nodes 2`): the release's kubelet with containerd and runc, the sample Deployment in
- * real containers reached through the apiserver (exec, logs), and nothing left after `lab down`. Fails, never
- * skips, on a machine that cannot run them.
+ * Real nodes (`lab up --real-nodes 2 --static-pods`): the release's kubelet with containerd and runc, the sample
+ * Deployment in real containers reached through the apiserver (exec, logs), node agents in real containers, the
+ * control plane as cp-1's static pods (stopped and started by every kubeadm-layout action, last), and nothing left
+ * after `lab down`. One lab for all of it: a lab up and down cost about 40 s of CI. Fails, never skips, on a machine
+ * that cannot run them.
  */
 const INSTANCE = 'e2ern';
 const SYSCTLS = ['vm/overcommit_memory', 'kernel/panic', 'kernel/panic_on_oops'];
@@ -29,8 +31,8 @@ let before: string[];
 beforeAll(async () => {
   before = sysctls();
   const t0 = realClock.now();
-  lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 2 });
-  process.stderr.write(`[lab] up with 2 real nodes took ${realClock.now() - t0} ms\n`);
+  lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 2, staticPods: true });
+  process.stderr.write(`[lab] up with 2 real nodes and a static-pod control plane took ${realClock.now() - t0} ms\n`);
   kc = new KubeConfig();
   kc.loadFromFile(lab.kubeconfig);
   core = kc.makeApiClient(CoreV1Api);
@@ -66,11 +68,11 @@ async function exec(namespace: string, pod: string, command: string[]): Promise<
   return { stdout, stderr, status };
 }
 
-describe('lab up --real-nodes 2', () => {
-  it("makes two Ready nodes whose kubelet is the apiserver's release, on containerd 2", async () => {
+describe('lab up --real-nodes 2 --static-pods', () => {
+  it("makes two Ready nodes and cp-1 whose kubelet is the apiserver's release, on containerd 2", async () => {
     const server = await kc.makeApiClient(VersionApi).getCode();
     const nodes = (await core.listNode()).items;
-    expect(nodes.map((n) => n.metadata?.name).sort()).toEqual(['rnode-1', 'rnode-2']);
+    expect(nodes.map((n) => n.metadata?.name).sort()).toEqual(['cp-1', 'rnode-1', 'rnode-2']);
     for (const n of nodes) {
       expect(n.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
       expect(n.status?.nodeInfo?.kubeletVersion).toBe(server.gitVersion);
@@ -98,6 +100,27 @@ describe('lab up --real-nodes 2', () => {
     }
     const failed = await exec('demo', pods[0]!.metadata!.name!, ['sh', '-c', 'exit 3']);
     expect(failed.status).toBe('Failure');
+  });
+
+  it("shows the real nodes' containers, as their containerd holds them, in lab containers and lab status", async () => {
+    const pods = (await core.listNamespacedPod({ namespace: 'demo' })).items;
+    const lines = pods.map((p) => {
+      const id = p.status!.containerStatuses![0]!.containerID!.replace(/^containerd:\/\//, '');
+      return { node: p.spec!.nodeName!, line: new RegExp(`running +demo/${p.metadata!.name!} web ${id.slice(0, 13)} since \\d{4}-`) };
+    });
+    const text = await cli(['lab', 'containers', '--instance', INSTANCE]);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toMatch(/^rnode-1: 2 running, \d+ exited \(containerd\)$/m);
+    for (const l of lines) expect(text.stdout).toMatch(l.line);
+    // cp-1's containerd runs the control plane
+    const cp = await cli(['lab', 'containers', 'cp-1', '--instance', INSTANCE, '--json']);
+    const [state] = JSON.parse(cp.stdout) as { node: string; runtime: string; containers: { pod: string; running: boolean }[] }[];
+    expect(state!.runtime).toBe('containerd');
+    expect(state!.containers.filter((c) => c.running).map((c) => c.pod).sort()).toEqual(['etcd-cp-1', 'kube-apiserver-cp-1', 'kube-controller-manager-cp-1', 'kube-scheduler-cp-1']);
+    const status = await cli(['lab', 'status', '--instance', INSTANCE]);
+    expect(status.code, status.stdout).toBe(0);
+    expect(status.stdout).toContain('REAL CONTAINERS (containerd)');
+    for (const l of lines) expect(status.stdout).toMatch(new RegExp(`^  ${l.node} +${l.line.source}`, 'm'));
   });
 
   it("loses its containers in a reboot, and its kubelet starts them again", async () => {
@@ -136,16 +159,27 @@ describe('lab up --real-nodes 2', () => {
       return file;
     }
 
-    /** A runbook marking rnode-1 with a file of this machine (the node's disk) and holding it. */
-    function markRunbook(name: string, mark: string, hold: string): string {
+    /**
+     * A runbook cutting rnode-1's kubelet off the apiserver (scope auto: the whole node namespace on the lab, but for
+     * the agent's group), then `more` steps. faultTtl 8 s: a cut agent would see no run Lease renewal and its dead-man
+     * would revert the cut 8 s after it was made.
+     */
+    function egressRunbook(name: string, more: Record<string, unknown>[]): string {
       const file = join(work, `${name}.yaml`);
-      const steps = [
-        { name: 'mark rnode-1', action: 'run-command', with: { nodes: { names: ['rnode-1'] }, apply: `touch ${mark}`, revert: `rm -f ${mark}` } },
-        { name: 'hold', wait: hold },
-      ];
+      const steps = [{ name: 'cut rnode-1 off', action: 'block-kubelet-egress', with: { nodes: { names: ['rnode-1'] } } }, ...more];
       writeFileSync(file, stringify({ apiVersion: 'kube-runbook/v1', kind: 'Runbook', metadata: { name }, spec: { safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '8s' }, steps } }));
       return file;
     }
+
+    const netns = () => lab.nodes.find((n) => n.name === 'rnode-1')!.netns;
+    /** The block-kubelet-egress rules in rnode-1's network namespace (its chain KR-EGRESS-…). */
+    const egressRules = async () => (await inNetns(netns(), 'iptables -w 10 -S')).stdout.split('\n').filter((l) => l.includes('KR-EGRESS'));
+    const leaseRenewed = async () => {
+      const t = (await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'rnode-1', namespace: 'kube-node-lease' })).spec?.renewTime;
+      return t ? new Date(t).getTime() : 0;
+    };
+    /** rnode-1's kubelet renews its Lease again (it reaches the apiserver) after `since`. */
+    const renewsAgain = (since: number) => until("rnode-1's Lease renewed again", async () => (await leaseRenewed()) > since, 30_000, 500);
 
     const agentPods = async () => (await core.listNamespacedPod({ namespace: NS })).items;
     const agentPodsGone = (why: string) => until(`every agent pod gone ${why}`, async () => (await agentPods()).length === 0, 60_000, 500);
@@ -163,17 +197,17 @@ describe('lab up --real-nodes 2', () => {
       });
     }
 
-    /** A run held on rnode-1 and SIGKILLed once its fault is in place (after `beforeKill`); its state directory and log. */
-    async function killedRun(name: string, mark: string, beforeKill: () => Promise<void> = async () => {}): Promise<{ state: string; log: () => string }> {
+    /** A run cutting rnode-1 off, SIGKILLed once the cut is in place (after `beforeKill`); its state directory and log. */
+    async function killedRun(name: string, beforeKill: () => Promise<void> = async () => {}): Promise<{ state: string; log: () => string }> {
       const state = mkdtempSync(join(work, 'state-'));
-      const child: ChildProcess = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), 'run', markRunbook(name, mark, '60s'), '-i', inventory, '--yes', '--state-dir', state], {
+      const child: ChildProcess = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), 'run', egressRunbook(name, [{ name: 'hold', wait: '60s' }]), '-i', inventory, '--yes', '--state-dir', state], {
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let out = '';
       child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
       child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
       const exited = new Promise((r) => child.once('exit', r));
-      await until(`${mark} applied through the agent`, () => existsSync(mark), 90_000, 200).catch((e: unknown) => {
+      await until('the cut in place in rnode-1 through the agent', async () => (await egressRules()).length > 0, 90_000, 200).catch((e: unknown) => {
         child.kill('SIGKILL');
         throw new Error(`${String(e)}\n${out.slice(-2000)}`);
       });
@@ -183,11 +217,15 @@ describe('lab up --real-nodes 2', () => {
       return { state, log: () => out.slice(-2000) };
     }
 
-    /** The dead-man reverted it within faultTtl (8 s) + 10 s of the kill; recover then finds it reverted and ends the agents. */
-    async function revertedByDeadMan(mark: string, run: { state: string; log: () => string }): Promise<void> {
-      await until(`${mark} reverted by the node's dead-man`, () => !existsSync(mark), 18_000, 200).catch((e: unknown) => {
+    /**
+     * The dead-man reverted the cut within faultTtl (8 s) + 10 s of the kill and rnode-1's kubelet renews its Lease
+     * again; recover then finds it reverted and ends the agents.
+     */
+    async function revertedByDeadMan(run: { state: string; log: () => string }): Promise<void> {
+      await until("the cut reverted by rnode-1's dead-man", async () => (await egressRules()).length === 0, 18_000, 200).catch((e: unknown) => {
         throw new Error(`${String(e)}\n${run.log()}`);
       });
+      await renewsAgain(realClock.now());
       const runId = readdirSync(join(run.state, 'runs'))[0]!.replace(/\.jsonl$/, '');
       expect(readdirSync(join(DEADMAN_ROOT, runId)).filter((d) => d.endsWith('.fired')), 'the fault\'s dead-man fired').toHaveLength(1);
       // --force: the killed executor renewed the run lock seconds ago
@@ -210,13 +248,15 @@ describe('lab up --real-nodes 2', () => {
       if (work) rmSync(work, { recursive: true, force: true });
     });
 
-    it('applies and reverts a fault through the agent in a privileged containerd container (image built by umoci)', async () => {
-      const mark = join(work, 'mark-run');
-      const seen: { applied: boolean; containers: string[] } = { applied: false, containers: [] };
+    it('cuts the kubelet off through the agent in a privileged containerd container (image built by umoci), which keeps the apiserver; then reverts', async () => {
+      const seen: { first?: number; last?: number; containers: string[] } = { containers: [] };
       let stop = false;
       const watching = (async () => {
         while (!stop) {
-          seen.applied ||= existsSync(mark);
+          if ((await egressRules()).length) {
+            seen.first ??= realClock.now();
+            seen.last = realClock.now();
+          }
           for (const p of await agentPods().catch(() => [])) {
             const c = p.status?.containerStatuses?.[0];
             if (c?.containerID && !seen.containers.includes(c.containerID)) seen.containers.push(c.containerID);
@@ -224,16 +264,27 @@ describe('lab up --real-nodes 2', () => {
           await realClock.sleep(200);
         }
       })();
-      const r = await cli(['run', markRunbook('real-agent', mark, '2s'), '-i', inventory, '--yes', '--output', 'json'], { timeoutMs: 300_000 });
+      const rb = egressRunbook('real-agent', [
+        { name: "rnode-1's Lease stops renewing", expect: { probe: 'node-leases', with: { nodes: { names: ['rnode-1'] }, staleAfter: '5s' }, status: 'violated' }, within: '30s' },
+        // longer than faultTtl: an agent cut off too would have seen no run Lease renewal, and its dead-man fired
+        { name: 'hold past faultTtl', wait: '10s' },
+      ]);
+      const r = await cli(['run', rb, '-i', inventory, '--yes', '--output', 'json'], { timeoutMs: 300_000 });
+      const ended = realClock.now();
       stop = true;
       await watching;
       expect(r.code, r.stderr.slice(-2000)).toBe(0);
-      const report = JSON.parse(r.stdout) as { preflight: { check: string; detail: string }[]; faults: { node?: string; status: string }[]; remaining: unknown[] };
+      const report = JSON.parse(r.stdout) as { runId: string; preflight: { check: string; detail: string }[]; faults: { node?: string; status: string }[]; remaining: unknown[] };
       expect(report.preflight.find((p) => p.check === 'agents')?.detail).toBe(`1 agent pod(s) running and answering in ${NS}`);
       expect(report.faults).toEqual([expect.objectContaining({ node: 'rnode-1', status: 'reverted' })]);
       expect(report.remaining).toEqual([]);
-      expect(seen.applied, 'the mark was made on the node').toBe(true);
-      expect(existsSync(mark)).toBe(false);
+      expect(seen.first, 'the chain was in rnode-1\'s namespace').toBeDefined();
+      // in place past faultTtl (8 s) + the lease going stale: no dead-man fired, the agent kept the apiserver
+      expect(seen.last! - seen.first!).toBeGreaterThan(12_000);
+      const deadmen = join(DEADMAN_ROOT, report.runId);
+      expect(existsSync(deadmen) ? readdirSync(deadmen).filter((d) => d.endsWith('.fired')) : [], 'no dead-man fired').toEqual([]);
+      expect(await egressRules()).toEqual([]);
+      await renewsAgain(ended);
       expect(seen.containers).toEqual([expect.stringMatching(/^containerd:\/\/[0-9a-f]{64}$/)]);
       // the inventory names no image: the default one, which real nodes hold as imported from the lab's OCI archive
       const imported = (await ctr(['images', 'ls', '-q'])).split('\n');
@@ -241,14 +292,12 @@ describe('lab up --real-nodes 2', () => {
       await agentPodsGone('after the run');
     });
 
-    it('the executor SIGKILLed mid-run: the dead-man reverts the fault within faultTtl + 10 s', async () => {
-      const mark = join(work, 'mark-executor-killed');
-      await revertedByDeadMan(mark, await killedRun('real-agent-kill', mark));
+    it('the executor SIGKILLed mid-run: the dead-man reverts the cut within faultTtl + 10 s', async () => {
+      await revertedByDeadMan(await killedRun('real-agent-kill'));
     });
 
     it("the agent's container killed, then the executor: the watcher outlived the container and reverts within faultTtl + 10 s", async () => {
-      const mark = join(work, 'mark-agent-killed');
-      const run = await killedRun('real-agent-container-kill', mark, async () => {
+      const run = await killedRun('real-agent-container-kill', async () => {
         // the running agent's container (containerd still holds those of the earlier runs' agents a while)
         const ids = (await agentPods()).flatMap((p) => p.status?.containerStatuses?.filter((c) => c.state?.running).map((c) => c.containerID!.replace(/^containerd:\/\//, '')) ?? []);
         expect(ids).toHaveLength(1);
@@ -256,8 +305,121 @@ describe('lab up --real-nodes 2', () => {
         await ctr(['tasks', 'kill', '--signal', 'SIGKILL', ids[0]!]);
         await until('the agent container dead', async () => !(await ctr(['tasks', 'ls'])).split('\n').some((l) => l.startsWith(ids[0]!) && /RUNNING/.test(l)), 15_000, 200);
       });
-      await revertedByDeadMan(mark, run);
+      await revertedByDeadMan(run);
     });
+  });
+
+  /**
+   * The control plane as static pods (the lab's `--static-pods`): cp-1's real kubelet runs etcd,
+   * the apiserver, the controller-manager and the scheduler from kubeadm's manifests, and every action's kubeadm
+   * layout runs for real through the CLI, one small runbook each: after the apply the component's container is gone
+   * (or runs with the changed flags), after the revert it runs again and the cluster answers.
+   */
+  describe("the control plane as cp-1's static pods", () => {
+    let work: string;
+    /** sh: exit 0 when the container named $1 runs in cp-1's containerd (its pid in $kr_pid), else 1. */
+    let running: string;
+
+    beforeAll(async () => {
+      work = mkdtempSync(join(tmpdir(), 'kr-static-'));
+      const ctr = /'?([^'\s]*\/ctr)'? /.exec(readFileSync(join(lab.stateDir, 'nodes', 'cp-1', 'containerd', 'health'), 'utf8'))![1]!;
+      const c = `'${ctr}' -a '${join(instanceRunDir(INSTANCE), 'cp-1', 'containerd.sock')}' -n k8s.io`;
+      running =
+        `kr_running() { for id in $(${c} containers ls -q "labels.\\"io.kubernetes.container.name\\"==$1" 2>/dev/null); do ` +
+        `kr_pid=$(${c} tasks ls 2>/dev/null | awk -v id="$id" '$1 == id && $3 == "RUNNING" {print $2}'); [ -n "$kr_pid" ] && return 0; done; return 1; }\n`;
+    });
+
+    afterAll(() => {
+      if (work) rmSync(work, { recursive: true, force: true });
+    });
+
+    /** Runs one action through the CLI: `before` holds first, the action, then `after` holds; all is reverted at the end. */
+    async function runAction(action: string, before: string, after: string, params: Record<string, unknown> = {}): Promise<void> {
+      const check = (name: string, run: string, status?: 'violated') => ({
+        name,
+        expect: { probe: 'command', with: { node: 'cp-1', interval: '500ms', run: `${running}${run}` }, ...(status ? { status } : {}) },
+        within: '60s',
+      });
+      const file = join(work, `${action}.yaml`);
+      writeFileSync(
+        file,
+        stringify({
+          apiVersion: 'kube-runbook/v1',
+          kind: 'Runbook',
+          metadata: { name: `static-${action}`, description: `${action} on a static-pod control plane` },
+          spec: {
+            safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '3m', maxUnavailable: { controlPlane: '100%' } },
+            steps: [check('before', before), { name: action, action, with: { nodes: 'control-plane', ...params } }, check('after', after)],
+          },
+        }),
+      );
+      const r = await cli(['run', file, '-i', lab.inventoryFile, '--yes', '-o', 'text'], { timeoutMs: 300_000 });
+      expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
+      expect(r.stdout).toContain(`reverted ${action} on cp-1`);
+    }
+
+    /**
+     * The cluster answers and the kubelet reports `component`'s container running again (the revert already waited for
+     * its health endpoint; Ready would add kubeadm's startup probe delay of 10 s).
+     */
+    async function back(component: string): Promise<void> {
+      await until(
+        `${component}'s container running again`,
+        async () => {
+          const pod = await core.readNamespacedPod({ name: `${component}-cp-1`, namespace: 'kube-system' });
+          return Boolean(pod.status?.containerStatuses?.[0]?.state?.running);
+        },
+        60_000,
+        500,
+      );
+    }
+
+    it("runs the control plane as cp-1's static pods from kubeadm's manifests, and writes a kubeadm inventory", async () => {
+      const inventory = parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { layout: string; kubeadm: { dir: string } } };
+      expect(inventory.spec.layout).toBe('kubeadm');
+      const manifests = join(inventory.spec.kubeadm.dir, 'manifests');
+      const version = (await core.readNode({ name: 'cp-1' })).status?.nodeInfo?.kubeletVersion;
+      for (const c of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler']) {
+        const manifest = parse(readFileSync(join(manifests, `${c}.yaml`), 'utf8')) as { spec: { hostNetwork: boolean; containers: { image: string; command: string[] }[] } };
+        expect(manifest.spec.hostNetwork).toBe(true);
+        expect(manifest.spec.containers[0]!.image).toBe(`localhost/kube-runbook/${c}:${version}`);
+        expect(manifest.spec.containers[0]!.command[0]).toBe(c);
+        const pod = await core.readNamespacedPod({ name: `${c}-cp-1`, namespace: 'kube-system' });
+        expect(pod.status?.phase).toBe('Running');
+        expect(pod.metadata?.annotations?.['kubernetes.io/config.source']).toBe('file');
+        expect(pod.status?.containerStatuses?.[0]?.containerID).toMatch(/^containerd:\/\/[0-9a-f]{64}$/);
+      }
+      const cp = await core.readNode({ name: 'cp-1' });
+      expect(cp.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
+      expect(cp.metadata?.labels).toHaveProperty('node-role.kubernetes.io/control-plane', '');
+      expect(cp.spec?.taints).toContainEqual({ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' });
+      // the workload stays off the control plane
+      const demo = (await core.listNamespacedPod({ namespace: 'demo' })).items;
+      expect(demo.length).toBeGreaterThan(0);
+      expect(demo.every((p) => p.spec?.nodeName !== 'cp-1' && p.status?.phase === 'Running')).toBe(true);
+    });
+
+    // the controller-manager first: the apiserver and etcd outages make it and the scheduler crash (they lose their
+    // leader Lease), and the kubelet's crash-loop back-off, kept per pod UID, outlives a manifest parked and put back
+    it('disable-taint-eviction: the kubelet restarts the controller-manager with the edited manifest, and back', async () => {
+      const off = `kr_running kube-controller-manager && tr '\\000' '\\n' < /proc/$kr_pid/cmdline | grep -q -- '-taint-eviction-controller'`;
+      await runAction('disable-taint-eviction', `! { ${off}; }`, off);
+      await back('kube-controller-manager');
+      const kcm = await core.readNamespacedPod({ name: 'kube-controller-manager-cp-1', namespace: 'kube-system' });
+      expect(kcm.spec?.containers[0]?.command?.join(' ')).not.toContain('-taint-eviction-controller');
+    });
+
+    for (const [action, container] of [
+      ['stop-controller-manager', 'kube-controller-manager'],
+      ['stop-scheduler', 'kube-scheduler'],
+      ['stop-etcd', 'etcd'],
+      ['stop-apiserver', 'kube-apiserver'],
+    ] as const)
+      it(`${action}: parks the manifest, the kubelet kills the ${container} container; the revert brings it back`, async () => {
+        // the lab's only etcd member: its outage is the point
+        await runAction(action, `kr_running ${container}`, `! kr_running ${container}`, action === 'stop-etcd' ? { allowQuorumLoss: true } : {});
+        await back(container);
+      });
   });
 
   it('leaves no process, mount, cgroup, namespace, chain or kernel setting behind after lab down', async () => {
@@ -283,134 +445,6 @@ describe('lab up --real-nodes where containerd does not start', () => {
     expect(r.stderr).toContain('containerd of rnode-1 exited at start');
     expect(r.stderr).toContain('failed to mount the overlay snapshotter (a broken runtime)');
     expect(await leftovers(BROKEN)).toEqual([]);
-  });
-});
-
-/**
- * The control plane as static pods (`lab up --nodes 1 --real-nodes 1 --static-pods`): cp-1's real kubelet runs etcd,
- * the apiserver, the controller-manager and the scheduler from kubeadm's manifests, and every action's kubeadm
- * layout runs for real through the CLI, one small runbook each: after the apply the component's container is gone
- * (or runs with the changed flags), after the revert it runs again and the cluster answers.
- */
-describe('lab up --real-nodes 1 --static-pods', () => {
-  const SP = 'e2esp';
-  let sp: LabInfo;
-  let spCore: CoreV1Api;
-  let work: string;
-  /** sh: exit 0 when the container named $1 runs in cp-1's containerd (its pid in $kr_pid), else 1. */
-  let running: string;
-
-  beforeAll(async () => {
-    const t0 = realClock.now();
-    sp = await startLab({ instance: SP, nodes: 1, realNodes: 1, staticPods: true });
-    process.stderr.write(`[lab] up with a static-pod control plane took ${realClock.now() - t0} ms\n`);
-    const kc = new KubeConfig();
-    kc.loadFromFile(sp.kubeconfig);
-    spCore = kc.makeApiClient(CoreV1Api);
-    work = mkdtempSync(join(tmpdir(), 'kr-static-'));
-    const ctr = /'?([^'\s]*\/ctr)'? /.exec(readFileSync(join(sp.stateDir, 'nodes', 'cp-1', 'containerd', 'health'), 'utf8'))![1]!;
-    const c = `'${ctr}' -a '${join(instanceRunDir(SP), 'cp-1', 'containerd.sock')}' -n k8s.io`;
-    running =
-      `kr_running() { for id in $(${c} containers ls -q "labels.\\"io.kubernetes.container.name\\"==$1" 2>/dev/null); do ` +
-      `kr_pid=$(${c} tasks ls 2>/dev/null | awk -v id="$id" '$1 == id && $3 == "RUNNING" {print $2}'); [ -n "$kr_pid" ] && return 0; done; return 1; }\n`;
-  });
-
-  afterAll(async () => {
-    await stopLab(SP);
-    if (work) rmSync(work, { recursive: true, force: true });
-  });
-
-  /** Runs one action through the CLI: `before` holds first, the action, then `after` holds; all is reverted at the end. */
-  async function runAction(action: string, before: string, after: string, params: Record<string, unknown> = {}): Promise<void> {
-    const check = (name: string, run: string, status?: 'violated') => ({
-      name,
-      expect: { probe: 'command', with: { node: 'cp-1', interval: '500ms', run: `${running}${run}` }, ...(status ? { status } : {}) },
-      within: '60s',
-    });
-    const file = join(work, `${action}.yaml`);
-    writeFileSync(
-      file,
-      stringify({
-        apiVersion: 'kube-runbook/v1',
-        kind: 'Runbook',
-        metadata: { name: `static-${action}`, description: `${action} on a static-pod control plane` },
-        spec: {
-          safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '3m', maxUnavailable: { controlPlane: '100%' } },
-          steps: [check('before', before), { name: action, action, with: { nodes: 'control-plane', ...params } }, check('after', after)],
-        },
-      }),
-    );
-    const r = await cli(['run', file, '-i', sp.inventoryFile, '--yes', '-o', 'text'], { timeoutMs: 300_000 });
-    expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
-    expect(r.stdout).toContain(`reverted ${action} on cp-1`);
-  }
-
-  /**
-   * The cluster answers and the kubelet reports `component`'s container running again (the revert already waited for
-   * its health endpoint; Ready would add kubeadm's startup probe delay of 10 s).
-   */
-  async function back(component: string): Promise<void> {
-    await until(
-      `${component}'s container running again`,
-      async () => {
-        const pod = await spCore.readNamespacedPod({ name: `${component}-cp-1`, namespace: 'kube-system' });
-        return Boolean(pod.status?.containerStatuses?.[0]?.state?.running);
-      },
-      60_000,
-      500,
-    );
-  }
-
-  it("runs the control plane as cp-1's static pods from kubeadm's manifests, and writes a kubeadm inventory", async () => {
-    const inventory = parse(readFileSync(sp.inventoryFile, 'utf8')) as { spec: { layout: string; kubeadm: { dir: string } } };
-    expect(inventory.spec.layout).toBe('kubeadm');
-    const manifests = join(inventory.spec.kubeadm.dir, 'manifests');
-    const version = (await spCore.readNode({ name: 'cp-1' })).status?.nodeInfo?.kubeletVersion;
-    for (const c of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler']) {
-      const manifest = parse(readFileSync(join(manifests, `${c}.yaml`), 'utf8')) as { spec: { hostNetwork: boolean; containers: { image: string; command: string[] }[] } };
-      expect(manifest.spec.hostNetwork).toBe(true);
-      expect(manifest.spec.containers[0]!.image).toBe(`localhost/kube-runbook/${c}:${version}`);
-      expect(manifest.spec.containers[0]!.command[0]).toBe(c);
-      const pod = await spCore.readNamespacedPod({ name: `${c}-cp-1`, namespace: 'kube-system' });
-      expect(pod.status?.phase).toBe('Running');
-      expect(pod.metadata?.annotations?.['kubernetes.io/config.source']).toBe('file');
-      expect(pod.status?.containerStatuses?.[0]?.containerID).toMatch(/^containerd:\/\/[0-9a-f]{64}$/);
-    }
-    const cp = await spCore.readNode({ name: 'cp-1' });
-    expect(cp.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
-    expect(cp.metadata?.labels).toHaveProperty('node-role.kubernetes.io/control-plane', '');
-    expect(cp.spec?.taints).toContainEqual({ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' });
-    // the workload stays off the control plane
-    const demo = (await spCore.listNamespacedPod({ namespace: 'demo' })).items;
-    expect(demo.length).toBeGreaterThan(0);
-    expect(demo.every((p) => p.spec?.nodeName !== 'cp-1' && p.status?.phase === 'Running')).toBe(true);
-  });
-
-  // the controller-manager first: the apiserver and etcd outages make it and the scheduler crash (they lose their
-  // leader Lease), and the kubelet's crash-loop back-off, kept per pod UID, outlives a manifest parked and put back
-  it('disable-taint-eviction: the kubelet restarts the controller-manager with the edited manifest, and back', async () => {
-    const off = `kr_running kube-controller-manager && tr '\\000' '\\n' < /proc/$kr_pid/cmdline | grep -q -- '-taint-eviction-controller'`;
-    await runAction('disable-taint-eviction', `! { ${off}; }`, off);
-    await back('kube-controller-manager');
-    const kcm = await spCore.readNamespacedPod({ name: 'kube-controller-manager-cp-1', namespace: 'kube-system' });
-    expect(kcm.spec?.containers[0]?.command?.join(' ')).not.toContain('-taint-eviction-controller');
-  });
-
-  for (const [action, container] of [
-    ['stop-controller-manager', 'kube-controller-manager'],
-    ['stop-scheduler', 'kube-scheduler'],
-    ['stop-etcd', 'etcd'],
-    ['stop-apiserver', 'kube-apiserver'],
-  ] as const)
-    it(`${action}: parks the manifest, the kubelet kills the ${container} container; the revert brings it back`, async () => {
-      // the lab's only etcd member: its outage is the point
-      await runAction(action, `kr_running ${container}`, `! kr_running ${container}`, action === 'stop-etcd' ? { allowQuorumLoss: true } : {});
-      await back(container);
-    });
-
-  it('leaves nothing behind after lab down', async () => {
-    await stopLab(SP);
-    expect(await leftovers(SP)).toEqual([]);
   });
 });
 

@@ -3,6 +3,7 @@ import type { FleetStats } from '../sim/fleet.js';
 import { describeSettings } from '../host/settings.js';
 import type { LabStatus } from './status.js';
 import { renderHa } from './ha-status.js';
+import { realContainerLines } from './containers.js';
 
 /** Text of `lab status`. */
 export function renderStatus(s: LabStatus): string {
@@ -18,8 +19,10 @@ export function renderStatus(s: LabStatus): string {
   for (const p of s.cluster?.pods ?? [])
     lines.push(`  ${`${p.namespace}/${p.name}`.padEnd(36)} ${(p.node ?? '-').padEnd(10)} ${p.terminating ? 'Terminating' : p.phase}`);
   if (s.ha) lines.push(...renderHa(s.ha));
-  lines.push('', 'SIMULATED CONTAINERS');
+  if (s.runtimes.length) lines.push('', 'SIMULATED CONTAINERS');
   for (const r of s.runtimes) lines.push(`  ${r.node.padEnd(10)} ${r.containers.length} running, ${r.kills.length} killed`);
+  if (s.realRuntimes.length) lines.push('', 'REAL CONTAINERS (containerd)');
+  for (const r of s.realRuntimes) lines.push(...realContainerLines(r, `  ${r.node.padEnd(10)} `));
   return lines.join('\n');
 }
 

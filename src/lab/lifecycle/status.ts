@@ -9,6 +9,7 @@ import { readRuntime, type RuntimeState } from '../sim/runtime.js';
 import { controlPlaneNodes } from '../host/settings.js';
 import { LB_NODE, PROMETHEUS_NODE } from '../host/paths.js';
 import { haStatus, type HaStatus } from './ha-status.js';
+import { realNodeContainers, type RealNodeContainers } from './containers.js';
 import { clusterSummary, type ClusterSummary } from './workload.js';
 
 export interface ComponentStatus {
@@ -24,6 +25,8 @@ export interface LabStatus {
   cluster?: ClusterSummary;
   clusterError?: string;
   runtimes: RuntimeState[];
+  /** Real nodes' containers, from their containerd. */
+  realRuntimes: RealNodeContainers[];
   /** An HA lab's etcd members and leader, controller leaders and HAProxy's backends. */
   ha?: HaStatus;
 }
@@ -55,7 +58,7 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
       return { node, service, running, healthy };
     }),
   );
-  const status: LabStatus = { info, components, runtimes: [] };
+  const status: LabStatus = { info, components, runtimes: [], realRuntimes: [] };
   try {
     const kc = new KubeConfig();
     kc.loadFromFile(info.kubeconfig);
@@ -66,5 +69,6 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
   }
   // the simulator's containers; a real node's are containerd's
   for (const n of info.nodes.filter((x) => x.roles.includes('worker') && !x.real)) status.runtimes.push(await readRuntime(info.stateDir, n.name));
+  status.realRuntimes = await Promise.all(info.nodes.filter((x) => x.runtime).map(realNodeContainers));
   return status;
 }

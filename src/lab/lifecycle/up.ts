@@ -316,6 +316,8 @@ async function up(
         { ...rc, apiserverUrl: cpServer, firstIndex: 200, staticPods: { [staticCp.name]: { manifests, images: Object.values(cpImages) } } },
         [staticCp],
       );
+      // its containerd holds the control plane's containers: `lab containers` and `lab status` read them there
+      for (const r of cpNodes) staticCp.runtime = { ctr: real.containerd.ctr, socket: realNodePaths(r.plan).socket };
     }
   }
   await writeInventory(paths.inventoryFile, info);
