@@ -98,3 +98,15 @@ ${spec}`);
     expect(errors()).toContain('/spec/guards/0/probe must be equal to one of the allowed values');
   });
 });
+
+/** A saved report through a standard JSON Schema validator, as tools reading report.json would check it. */
+describe('schema/report.schema.json in a JSON Schema validator (ajv)', () => {
+  it('accepts the report of a lab run in examples/reports, and refuses one of a newer version', async () => {
+    const ajv = new Ajv({ allErrors: true, strict: false });
+    formats.default(ajv);
+    const validate = ajv.compile(JSON.parse(await readFile(new URL('report.schema.json', schemaDir), 'utf8')));
+    const report = JSON.parse(await readFile(new URL('../examples/reports/apiserver-outage/report.json', import.meta.url), 'utf8'));
+    expect(validate(report), JSON.stringify(validate.errors)).toBe(true);
+    expect(validate({ ...report, reportVersion: 2 })).toBe(false);
+  });
+});

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { z } from 'zod';
 import { isKrError } from '../core/errors.js';
@@ -54,5 +55,18 @@ describe('a saved report read back', () => {
   it('names the line and column where the JSON breaks', () => {
     const f = failure(() => parseReport('{\n  "runId": "r-1",\n  "runbook": \n}\n', 'cut.json'));
     expect(f).toEqual({ code: 'REPORT_INVALID', exit: 2, text: 'cut.json: 1 problem\ncut.json:4:1: not JSON here: value expected' });
+  });
+});
+
+describe('examples/reports/apiserver-outage, a report of a lab run', () => {
+  const dir = new URL('../../examples/reports/apiserver-outage/', import.meta.url);
+  const read = (name: string) => readFileSync(new URL(name, dir), 'utf8');
+
+  it('reads back, and its timeline and JUnit are what kube-runbook report renders now', () => {
+    const r = parseReport(read('report.json'), 'report.json');
+    expect(r.objectives?.map((o) => o.status)).toEqual(['met', 'met']);
+    const regenerate = 'out of date: run kube-runbook report report.json --html timeline.html --junit junit.xml in that directory';
+    expect(renderTimeline(r) === read('timeline.html'), `timeline.html ${regenerate}`).toBe(true);
+    expect(renderJUnit(r) === read('junit.xml'), `junit.xml ${regenerate}`).toBe(true);
   });
 });
