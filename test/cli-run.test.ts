@@ -43,6 +43,8 @@ current-context: lab
 `,
 );
 const inventory = 'examples/inventory-local.yaml';
+/** `run` of the guards-and-remediation example against that cluster, with these flags. */
+const runExample = (...flags: string[]) => cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, ...flags]);
 
 describe('kube-runbook plan / run / recover (no cluster needed)', () => {
   it('plan --offline prints steps, guards and the rollback order, and touches nothing', async () => {
@@ -56,21 +58,21 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
   });
 
   it('run --dry-run shows the plan, runs the read-only preflight and is refused as the run would be (exit 3)', async () => {
-    const r = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--dry-run']);
+    const r = await runExample('--dry-run');
     expect(r.stdout).toContain('DRY RUN: nothing is executed.');
     expect(r.stdout).toMatch(/Steps:\n {2}1\. steady state/);
     expect(r.stdout).toContain('preflight ok   context: context "lab" is allowed');
     expect(r.stdout).toMatch(/preflight FAIL cluster: apiserver https:\/\/127.0.0.1:9 does not answer/);
     expect(r.stdout).toContain('REFUSED: a run would be refused');
     expect(r.code).toBe(3);
-    const other = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--context', 'production', '--dry-run']);
+    const other = await runExample('--context', 'production', '--dry-run');
     expect(other.code).toBe(3);
     expect(other.stdout).toContain('context "production" is not in spec.safety.allowContexts');
     noStack(r);
   }, 60_000);
 
   it('run refuses a context the runbook does not allow: exit 3, nothing applied', async () => {
-    const r = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--context', 'production']);
+    const r = await runExample('--context', 'production');
     expect(r.code).toBe(3);
     expect(r.stdout).toContain('context "production" is not in spec.safety.allowContexts (kind-*, lab)');
     expect(r.stdout).toMatch(/REFUSED/);
@@ -105,7 +107,7 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
   });
 
   it('run refuses when the cluster does not answer, and never prints the token', async () => {
-    const r = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--yes', '--report-dir', join(tmp, 'rep')]);
+    const r = await runExample('--yes', '--report-dir', join(tmp, 'rep'));
     expect(r.code).toBe(3);
     expect(r.stdout).toMatch(/preflight FAIL cluster: apiserver https:\/\/127.0.0.1:9 does not answer/);
     expect(`${r.stdout}${r.stderr}`).not.toContain('not-a-real-token');

@@ -8,6 +8,18 @@ import { ApiStatusError } from '../kube/source.js';
 
 const runbook = baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: { names: ['node-1'] } } }, { wait: '10m' }] });
 
+/** A second run while `run-first` holds the lock: refused (exit 3) naming the holder, having applied nothing. */
+async function refusedSecondRun(clock: FakeClock, kube: ReturnType<typeof fakeKubeAccess>) {
+  const secondLog: ActionRecord[] = [];
+  const second = await startTestRun({ runbook, actions: [recordingAction('fault-a', secondLog)], probes: [], clock, kube, runId: 'run-second' });
+  await clock.runUntil(() => second.events.some((e) => e.type === 'run-end'));
+  const r = await second.handle.result;
+  expect(r).toMatchObject({ status: 'refused', exitCode: 3 });
+  expect(r.reason).toContain(`another run holds the cluster-wide run lock (Lease kube-system/${RUN_LOCK_NAME}): run run-first (`);
+  expect(secondLog).toEqual([]);
+  return { second, reason: r.reason };
+}
+
 describe('run: the cluster-wide run lock', () => {
   it('a second run at once is refused (exit 3) naming the first one, and applies nothing; the lock is free again after the first ends', async () => {
     const clock = new FakeClock();
@@ -18,14 +30,8 @@ describe('run: the cluster-wide run lock', () => {
     const lease = kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { holderIdentity: string; acquireTime: string } };
     expect(lease.spec.holderIdentity).toBe('run-first');
 
-    const secondLog: ActionRecord[] = [];
-    const second = await startTestRun({ runbook, actions: [recordingAction('fault-a', secondLog)], probes: [], clock, kube, runId: 'run-second' });
-    await clock.runUntil(() => second.events.some((e) => e.type === 'run-end'));
-    const r = await second.handle.result;
-    expect(r).toMatchObject({ status: 'refused', exitCode: 3 });
-    expect(r.reason).toContain(`another run holds the cluster-wide run lock (Lease kube-system/${RUN_LOCK_NAME}): run run-first (`);
-    expect(r.reason).toContain(`since ${lease.spec.acquireTime}`);
-    expect(secondLog).toEqual([]);
+    const { second, reason } = await refusedSecondRun(clock, kube);
+    expect(reason).toContain(`since ${lease.spec.acquireTime}`);
     expect(second.nodes.calls.filter((c) => !c.script.includes('kube-runbook-ok'))).toEqual([]);
 
     first.handle.interrupt();
@@ -87,15 +93,9 @@ describe('run: no lock released while something is applied', () => {
     expect(lease().spec.leaseDurationSeconds).toBe(3600 + 60);
 
     await clock.advance(30 * 60_000);
-    const secondLog: ActionRecord[] = [];
-    const second = await startTestRun({ runbook, actions: [recordingAction('fault-a', secondLog)], probes: [], clock, kube, runId: 'run-second' });
-    await clock.runUntil(() => second.events.some((e) => e.type === 'run-end'));
-    const r = await second.handle.result;
-    expect(r).toMatchObject({ status: 'refused', exitCode: 3 });
-    expect(r.reason).toContain(`another run holds the cluster-wide run lock (Lease kube-system/${RUN_LOCK_NAME}): run run-first (`);
-    expect(r.reason).toContain('it ended with faults or remediations still applied, each undone by its node-side timer');
-    expect(r.reason).toContain('to clear it now: kube-runbook recover run-first');
-    expect(secondLog).toEqual([]);
+    const { reason } = await refusedSecondRun(clock, kube);
+    expect(reason).toContain('it ended with faults or remediations still applied, each undone by its node-side timer');
+    expect(reason).toContain('to clear it now: kube-runbook recover run-first');
 
     // once the remediation's timer has fired (1h after the run left it), the lock has expired too
     await clock.advance(31 * 60_000 + 1000);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { haproxyConfig, haproxyService, parseShowStat } from './haproxy.js';
+import { HA_MEMBERS } from '../../testing/lab-members.js';
 
 const plan = {
   instance: 'ha1',
@@ -7,11 +8,7 @@ const plan = {
   netns: 'kr-ha1-lb',
   vip: '10.213.4.250',
   caFile: '/s/pki/ca.crt',
-  members: [
-    { name: 'cp-1', ip: '10.213.4.2' },
-    { name: 'cp-2', ip: '10.213.4.203' },
-    { name: 'cp-3', ip: '10.213.4.204' },
-  ],
+  members: HA_MEMBERS,
   haproxyBinary: '/usr/sbin/haproxy',
 };
 

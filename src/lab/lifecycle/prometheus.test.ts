@@ -6,6 +6,7 @@ import { run } from '../host/host.js';
 import { prometheusConfig, prometheusConfigText, prometheusService, prometheusUrl, writePrometheusConfig, type PrometheusPlan } from './prometheus.js';
 import { serviceScripts, writeService } from './services.js';
 import { tempDirEach } from '../../testing/temp-dir.js';
+import { HA_MEMBERS } from '../../testing/lab-members.js';
 
 const plan = (dir = '/s/nodes/prom/prometheus'): PrometheusPlan => ({
   instance: 'prm',
@@ -15,11 +16,7 @@ const plan = (dir = '/s/nodes/prom/prometheus'): PrometheusPlan => ({
   caFile: '/s/pki/ca.crt',
   certFile: '/s/pki/prometheus.crt',
   keyFile: '/s/pki/prometheus.key',
-  members: [
-    { name: 'cp-1', ip: '10.213.4.2' },
-    { name: 'cp-2', ip: '10.213.4.203' },
-    { name: 'cp-3', ip: '10.213.4.204' },
-  ],
+  members: HA_MEMBERS,
   binary: '/usr/bin/prometheus',
 });
 
