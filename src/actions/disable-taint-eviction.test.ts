@@ -6,14 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { eventually, runNodeScript } from '../testing/node-script.js';
-import type { InventoryInput } from '../inventory/schema.js';
 import type { KubeAccess } from '../kube/types.js';
-import { layoutInventory, type TestLayout } from '../testing/inventories.js';
+import { controlPlaneInventory } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './disable-taint-eviction.js';
 import { applyScript, nodeSideRevertScript, revertScript } from './parts/taint-eviction.js';
+import { failingOn } from '../testing/fake-nodes.js';
 
-const inventory = (layout: TestLayout, node = 'cp-1', stateDir?: string): InventoryInput => layoutInventory(layout, [{ name: node, roles: ['control-plane'] }], stateDir);
+const inventory = controlPlaneInventory;
 
 const server = (gitVersion: string): Partial<KubeAccess> => ({
   // the version, and the nodes (none Ready with a lifecycle taint) the revert checks before evicting again
@@ -84,7 +84,7 @@ actionTester(action, {
     {
       name: 'the controller-manager does not come back healthy',
       kube: server('v1.37.2'),
-      handler: ({ script }) => ({ code: script.includes('disable-taint-eviction apply') ? 1 : 0, stdout: '', stderr: 'not healthy 120 s later' }),
+      handler: failingOn((script) => script.includes('disable-taint-eviction apply'), 'not healthy 120 s later'),
       phase: 'apply',
       code: 'SERVICE_RESTART_FAILED',
     },

@@ -4,15 +4,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { eventually, runNodeScript } from '../testing/node-script.js';
-import type { InventoryInput } from '../inventory/schema.js';
 import { serviceManager } from '../nodes/services/index.js';
 import type { ServiceTarget } from '../nodes/services/types.js';
 import { leasesFirstScript } from './parts/stop-service.js';
-import { layoutInventory, type TestLayout } from '../testing/inventories.js';
+import { controlPlaneInventory } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './stop-controller-manager.js';
+import { failingOn } from '../testing/fake-nodes.js';
 
-const inventory = (layout: TestLayout, node = 'cp-1', stateDir?: string): InventoryInput => layoutInventory(layout, [{ name: node, roles: ['control-plane'] }], stateDir);
+const inventory = controlPlaneInventory;
 
 actionTester(action, {
   inventory: inventory('kubeadm'),
@@ -52,7 +52,7 @@ actionTester(action, {
     {
       name: 'a status that is neither running nor stopped',
       inventory: inventory('lab'),
-      handler: ({ script }) => ({ code: script.startsWith('# kube-runbook: process status') ? 2 : 0, stdout: '', stderr: 'status broken' }),
+      handler: failingOn((script) => script.startsWith('# kube-runbook: process status'), 'status broken', { code: 2 }),
       phase: 'prepare',
       code: 'SERVICE_STATUS_FAILED',
     },
