@@ -1,47 +1,20 @@
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { inventoryOf } from '../src/testing/inventories.js';
+import { type Ran, runCli, writeKubeconfig } from './helpers/cli.js';
 
-/** Runs the BUILT cli (`npm test` builds first) as a user would, with no terminal. */
-const root = fileURLToPath(new URL('..', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'kr-cli-run-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-interface Ran {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: string[], env: Record<string, string> = {}): Promise<Ran> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['bin/kube-runbook.js', ...args],
-      { cwd: root, env: { ...process.env, KUBE_RUNBOOK_STATE_DIR: join(tmp, 'state'), KUBE_RUNBOOK_INVENTORY: '', KUBECONFIG: '', ...env } },
-      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = (args: string[], env: Record<string, string> = {}) =>
+  runCli(args, { KUBE_RUNBOOK_STATE_DIR: join(tmp, 'state'), KUBE_RUNBOOK_INVENTORY: '', KUBECONFIG: '', ...env });
 
 const noStack = (r: Ran) => expect(`${r.stdout}${r.stderr}`).not.toMatch(/^\s+at /m);
 
 // a cluster that does not answer: the context is allowed, nothing listens
-const kubeconfig = join(tmp, 'kubeconfig');
-writeFileSync(
-  kubeconfig,
-  `apiVersion: v1
-kind: Config
-clusters: [{name: nowhere, cluster: {server: "https://127.0.0.1:9"}}]
-users: [{name: u, user: {token: not-a-real-token-abcdef}}]
-contexts: [{name: lab, context: {cluster: nowhere, user: u}}, {name: production, context: {cluster: nowhere, user: u}}]
-current-context: lab
-`,
-);
+const kubeconfig = writeKubeconfig(join(tmp, 'kubeconfig'), 'https://127.0.0.1:9', ['lab', 'production']);
 const inventory = 'examples/inventory-local.yaml';
 /** `run` of the guards-and-remediation example against that cluster, with these flags. */
 const runExample = (...flags: string[]) => cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, ...flags]);

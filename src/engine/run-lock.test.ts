@@ -8,10 +8,14 @@ import { ApiStatusError } from '../kube/source.js';
 
 const runbook = baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: { names: ['node-1'] } } }, { wait: '10m' }] });
 
+/** A run of `runbook` on the cluster of `kube`, its action's calls recorded in `log`. */
+const startLockRun = (clock: FakeClock, kube: ReturnType<typeof fakeKubeAccess>, runId: string, log: ActionRecord[] = []) =>
+  startTestRun({ runbook, actions: [recordingAction('fault-a', log)], probes: [], clock, kube, runId });
+
 /** A second run while `run-first` holds the lock: refused (exit 3) naming the holder, having applied nothing. */
 async function refusedSecondRun(clock: FakeClock, kube: ReturnType<typeof fakeKubeAccess>) {
   const secondLog: ActionRecord[] = [];
-  const second = await startTestRun({ runbook, actions: [recordingAction('fault-a', secondLog)], probes: [], clock, kube, runId: 'run-second' });
+  const second = await startLockRun(clock, kube, 'run-second', secondLog);
   await clock.runUntil(() => second.events.some((e) => e.type === 'run-end'));
   const r = await second.handle.result;
   expect(r).toMatchObject({ status: 'refused', exitCode: 3 });
@@ -25,7 +29,7 @@ describe('run: the cluster-wide run lock', () => {
     const clock = new FakeClock();
     const kube = fakeKubeAccess(clock, { context: 'lab' });
     const firstLog: ActionRecord[] = [];
-    const first = await startTestRun({ runbook, actions: [recordingAction('fault-a', firstLog)], probes: [], clock, kube, runId: 'run-first' });
+    const first = await startLockRun(clock, kube, 'run-first', firstLog);
     await clock.runUntil(() => firstLog.some((r) => r.op === 'apply'));
     const lease = kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { holderIdentity: string; acquireTime: string } };
     expect(lease.spec.holderIdentity).toBe('run-first');
@@ -37,7 +41,7 @@ describe('run: the cluster-wide run lock', () => {
     first.handle.interrupt();
     await clock.runUntil(() => first.events.some((e) => e.type === 'run-end'));
     expect((await first.handle.result).status).toBe('interrupted');
-    const third = await startTestRun({ runbook, actions: [recordingAction('fault-a', [])], probes: [], clock, kube, runId: 'run-third' });
+    const third = await startLockRun(clock, kube, 'run-third');
     await clock.runUntil(() => third.events.some((e) => e.type === 'fault-applied'));
     third.handle.interrupt();
     await clock.runUntil(() => third.events.some((e) => e.type === 'run-end'));
@@ -47,7 +51,7 @@ describe('run: the cluster-wide run lock', () => {
   it('expires when its holder dies: a run whose holder stopped renewing is taken over after the lease duration', async () => {
     const clock = new FakeClock();
     const kube = fakeKubeAccess(clock, { context: 'lab' });
-    const dead = await startTestRun({ runbook, actions: [recordingAction('fault-a', [])], probes: [], clock, kube, runId: 'run-dead' });
+    const dead = await startLockRun(clock, kube, 'run-dead');
     await clock.runUntil(() => dead.events.some((e) => e.type === 'fault-applied'));
     // the holder vanishes (SIGKILL): its timers stop, nothing renews the lease any more
     const held = kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { renewTime: string; leaseDurationSeconds: number } };
@@ -55,7 +59,7 @@ describe('run: the cluster-wide run lock', () => {
     const frozen = JSON.parse(JSON.stringify(held)) as typeof held;
     const later = new FakeClock(Date.parse(frozen.spec.renewTime) + 121_000);
     kube.leases.set(`kube-system/${RUN_LOCK_NAME}`, frozen as never);
-    const next = await startTestRun({ runbook, actions: [recordingAction('fault-a', [])], probes: [], clock: later, kube, runId: 'run-next' });
+    const next = await startLockRun(later, kube, 'run-next');
     await later.runUntil(() => next.events.some((e) => e.type === 'fault-applied' || e.type === 'run-end'));
     expect(next.events.some((e) => e.type === 'fault-applied')).toBe(true);
     expect((kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { holderIdentity: string } }).spec.holderIdentity).toBe('run-next');
@@ -99,7 +103,7 @@ describe('run: no lock released while something is applied', () => {
 
     // once the remediation's timer has fired (1h after the run left it), the lock has expired too
     await clock.advance(31 * 60_000 + 1000);
-    const third = await startTestRun({ runbook, actions: [recordingAction('fault-a', [])], probes: [], clock, kube, runId: 'run-third' });
+    const third = await startLockRun(clock, kube, 'run-third');
     await clock.runUntil(() => third.events.some((e) => e.type === 'fault-applied' || e.type === 'run-end'));
     expect(third.events.some((e) => e.type === 'fault-applied')).toBe(true);
     third.handle.interrupt();
@@ -110,7 +114,7 @@ describe('run: no lock released while something is applied', () => {
     const clock = new FakeClock();
     const kube = fakeKubeAccess(clock, { context: 'lab' });
     const log: ActionRecord[] = [];
-    const h = await startTestRun({ runbook, actions: [recordingAction('fault-a', log)], probes: [], clock, kube, runId: 'run-lost' });
+    const h = await startLockRun(clock, kube, 'run-lost', log);
     await clock.runUntil(() => h.events.some((e) => e.type === 'fault-applied'));
     const lease = kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as LockLease;
     lease.spec.holderIdentity = 'run-other';
@@ -133,7 +137,7 @@ describe('run: no lock released while something is applied', () => {
         broken && path.includes('/leases/') && o?.method === 'PUT' ? Promise.reject(new ApiStatusError(503, 'the server is currently unable to handle the request')) : fake.json!<T>(path, o),
     };
     const log: ActionRecord[] = [];
-    const h = await startTestRun({ runbook, actions: [recordingAction('fault-a', log)], probes: [], clock, kube, runId: 'run-cut' });
+    const h = await startLockRun(clock, kube, 'run-cut', log);
     await clock.runUntil(() => h.events.some((e) => e.type === 'fault-applied'));
     // 40 s of 503s: renewals retried, the lock (2 min) still held, the run goes on
     broken = true;

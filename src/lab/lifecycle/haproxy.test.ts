@@ -1,14 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { haproxyConfig, haproxyService, parseShowStat } from './haproxy.js';
-import { HA_MEMBERS } from '../../testing/lab-members.js';
+import { HA_LAB } from '../../testing/ha-lab.js';
 
 const plan = {
   instance: 'ha1',
   dir: '/s/nodes/lb/haproxy',
   netns: 'kr-ha1-lb',
   vip: '10.213.4.250',
-  caFile: '/s/pki/ca.crt',
-  members: HA_MEMBERS,
+  ...HA_LAB,
   haproxyBinary: '/usr/sbin/haproxy',
 };
 
