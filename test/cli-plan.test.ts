@@ -3,26 +3,13 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { root, runCli } from './helpers/cli.js';
+import { root, runCli, writeKubeconfig } from './helpers/cli.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'kr-cli-plan-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 /** A kubeconfig whose one context points at SERVER. */
-function kubeconfig(name: string, server: string): string {
-  const file = join(tmp, name);
-  writeFileSync(
-    file,
-    `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "${server}"}}]
-users: [{name: u, user: {token: not-a-real-token-abcdef}}]
-contexts: [{name: closed, context: {cluster: c, user: u}}]
-current-context: closed
-`,
-  );
-  return file;
-}
+const kubeconfig = (name: string, server: string) => writeKubeconfig(join(tmp, name), server, ['closed']);
 
 /** Nothing listens on port 1: connecting is refused at once. */
 const closedPort = kubeconfig('closed', 'https://127.0.0.1:1');

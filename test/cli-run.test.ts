@@ -1,48 +1,23 @@
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { inventoryOf } from '../src/testing/inventories.js';
+import { type Ran, runCli, writeKubeconfig } from './helpers/cli.js';
 
-/** Runs the BUILT cli (`npm test` builds first) as a user would, with no terminal. */
-const root = fileURLToPath(new URL('..', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'kr-cli-run-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-interface Ran {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function cli(args: string[], env: Record<string, string> = {}): Promise<Ran> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['bin/kube-runbook.js', ...args],
-      { cwd: root, env: { ...process.env, KUBE_RUNBOOK_STATE_DIR: join(tmp, 'state'), KUBE_RUNBOOK_INVENTORY: '', KUBECONFIG: '', ...env } },
-      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const cli = (args: string[], env: Record<string, string> = {}) =>
+  runCli(args, { KUBE_RUNBOOK_STATE_DIR: join(tmp, 'state'), KUBE_RUNBOOK_INVENTORY: '', KUBECONFIG: '', ...env });
 
 const noStack = (r: Ran) => expect(`${r.stdout}${r.stderr}`).not.toMatch(/^\s+at /m);
 
 // a cluster that does not answer: the context is allowed, nothing listens
-const kubeconfig = join(tmp, 'kubeconfig');
-writeFileSync(
-  kubeconfig,
-  `apiVersion: v1
-kind: Config
-clusters: [{name: nowhere, cluster: {server: "https://127.0.0.1:9"}}]
-users: [{name: u, user: {token: not-a-real-token-abcdef}}]
-contexts: [{name: lab, context: {cluster: nowhere, user: u}}, {name: production, context: {cluster: nowhere, user: u}}]
-current-context: lab
-`,
-);
+const kubeconfig = writeKubeconfig(join(tmp, 'kubeconfig'), 'https://127.0.0.1:9', ['lab', 'production']);
 const inventory = 'examples/inventory-local.yaml';
+/** `run` of the guards-and-remediation example against that cluster, with these flags. */
+const runExample = (...flags: string[]) => cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, ...flags]);
 
 describe('kube-runbook plan / run / recover (no cluster needed)', () => {
   it('plan --offline prints steps, guards and the rollback order, and touches nothing', async () => {
@@ -56,21 +31,21 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
   });
 
   it('run --dry-run shows the plan, runs the read-only preflight and is refused as the run would be (exit 3)', async () => {
-    const r = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--dry-run']);
+    const r = await runExample('--dry-run');
     expect(r.stdout).toContain('DRY RUN: nothing is executed.');
     expect(r.stdout).toMatch(/Steps:\n {2}1\. steady state/);
     expect(r.stdout).toContain('preflight ok   context: context "lab" is allowed');
     expect(r.stdout).toMatch(/preflight FAIL cluster: apiserver https:\/\/127.0.0.1:9 does not answer/);
     expect(r.stdout).toContain('REFUSED: a run would be refused');
     expect(r.code).toBe(3);
-    const other = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--context', 'production', '--dry-run']);
+    const other = await runExample('--context', 'production', '--dry-run');
     expect(other.code).toBe(3);
     expect(other.stdout).toContain('context "production" is not in spec.safety.allowContexts');
     noStack(r);
   }, 60_000);
 
   it('run refuses a context the runbook does not allow: exit 3, nothing applied', async () => {
-    const r = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--context', 'production']);
+    const r = await runExample('--context', 'production');
     expect(r.code).toBe(3);
     expect(r.stdout).toContain('context "production" is not in spec.safety.allowContexts (kind-*, lab)');
     expect(r.stdout).toMatch(/REFUSED/);
@@ -105,7 +80,7 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
   });
 
   it('run refuses when the cluster does not answer, and never prints the token', async () => {
-    const r = await cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--yes', '--report-dir', join(tmp, 'rep')]);
+    const r = await runExample('--yes', '--report-dir', join(tmp, 'rep'));
     expect(r.code).toBe(3);
     expect(r.stdout).toMatch(/preflight FAIL cluster: apiserver https:\/\/127.0.0.1:9 does not answer/);
     expect(`${r.stdout}${r.stderr}`).not.toContain('not-a-real-token');

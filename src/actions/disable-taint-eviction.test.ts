@@ -1,19 +1,19 @@
 import { NOT_YET_EXIT } from '../nodes/services/script.js';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { eventually, runNodeScript } from '../testing/node-script.js';
-import type { InventoryInput } from '../inventory/schema.js';
+import { eventually, runNodeScript, scratchNode, writeNodeKubeconfig } from '../testing/node-script.js';
 import type { KubeAccess } from '../kube/types.js';
-import { layoutInventory, type TestLayout } from '../testing/inventories.js';
+import { controlPlaneInventory } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './disable-taint-eviction.js';
 import { applyScript, nodeSideRevertScript, revertScript } from './parts/taint-eviction.js';
+import { failingOn } from '../testing/fake-nodes.js';
 
-const inventory = (layout: TestLayout, node = 'cp-1', stateDir?: string): InventoryInput => layoutInventory(layout, [{ name: node, roles: ['control-plane'] }], stateDir);
+const inventory = controlPlaneInventory;
 
 const server = (gitVersion: string): Partial<KubeAccess> => ({
   // the version, and the nodes (none Ready with a lifecycle taint) the revert checks before evicting again
@@ -84,7 +84,7 @@ actionTester(action, {
     {
       name: 'the controller-manager does not come back healthy',
       kube: server('v1.37.2'),
-      handler: ({ script }) => ({ code: script.includes('disable-taint-eviction apply') ? 1 : 0, stdout: '', stderr: 'not healthy 120 s later' }),
+      handler: failingOn((script) => script.includes('disable-taint-eviction apply'), 'not healthy 120 s later'),
       phase: 'apply',
       code: 'SERVICE_RESTART_FAILED',
     },
@@ -140,15 +140,10 @@ describe('disable-taint-eviction on a kubeadm manifest (the scripts run for real
 });
 
 describe("disable-taint-eviction's node-side revert waits for the nodes first (the script runs for real, the apiserver is a stub curl)", () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kr-dte-node-'));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-  const svc = join(dir, 'kube-controller-manager');
-  const bin = join(dir, 'bin');
+  const { dir, svc, bin } = scratchNode('kr-dte-node-', 'kube-controller-manager');
   const nodes = join(dir, 'nodes.json');
   const started = join(dir, 'started');
-  mkdirSync(svc, { recursive: true });
-  mkdirSync(bin);
-  writeFileSync(join(svc, 'kubeconfig'), 'apiVersion: v1\nclusters:\n- cluster:\n    server: https://10.0.0.1:6443\n  name: lab\nusers:\n- name: kcm\n  user:\n    token: "secret-token"\n');
+  writeNodeKubeconfig(join(svc, 'kubeconfig'), 'https://10.0.0.1:6443', 'kcm', 'secret-token');
   writeFileSync(join(svc, 'extra-args'), '--controllers=*,-taint-eviction-controller\n');
   writeFileSync(join(svc, 'stop'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
   writeFileSync(join(svc, 'start'), `#!/bin/sh\ndate +%s >>'${started}'\n`, { mode: 0o755 });

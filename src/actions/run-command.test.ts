@@ -3,6 +3,7 @@ import type { InventoryInput } from '../inventory/schema.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './run-command.js';
 import { inventoryOf } from '../testing/inventories.js';
+import { failingOn } from '../testing/fake-nodes.js';
 
 const inventory: InventoryInput = inventoryOf({ layout: 'lab', lab: { stateDir: '/nonexistent' }, nodes: [{ name: 'node-1' }, { name: 'node-2' }] });
 
@@ -44,7 +45,7 @@ actionTester(action, {
     {
       name: 'a failing check refuses the run',
       params,
-      handler: ({ script }) => ({ code: script === params.check ? 1 : 0, stdout: '', stderr: 'touch: not found' }),
+      handler: failingOn((script) => script === params.check, 'touch: not found'),
       phase: 'preflight',
       code: 'PREFLIGHT_CHECK_FAILED',
       message: /touch: not found/,
@@ -52,7 +53,7 @@ actionTester(action, {
     {
       name: 'a failing apply',
       params,
-      handler: ({ script }) => ({ code: script === params.apply ? 2 : 0, stdout: '', stderr: 'read-only file system' }),
+      handler: failingOn((script) => script === params.apply, 'read-only file system', { code: 2 }),
       phase: 'apply',
       code: 'COMMAND_FAILED',
     },

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { InventoryInput } from '../inventory/schema.js';
 import { layoutInventory, type TestLayout, scriptPurpose } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
-import type { FakeHandler } from '../testing/fake-nodes.js';
+import { type FakeHandler, failingOn } from '../testing/fake-nodes.js';
 import action from './stop-apiserver.js';
 
 const inventory = (layout: TestLayout, stateDir?: string, node = 'cp-1'): InventoryInput =>
@@ -90,14 +90,14 @@ actionTester(action, {
     { name: 'a timeout without a unit', params: { timeout: '30' }, phase: 'params', code: 'INVALID_PARAMS' },
     {
       name: 'preflight refuses when the node says the manifest is missing',
-      handler: ({ script }) => (purpose(script).includes(' preflight ') ? { code: 1, stdout: '', stderr: 'no static pod manifest x\n' } : { code: 0, stdout: '', stderr: '' }),
+      handler: failingOn((script) => purpose(script).includes(' preflight '), 'no static pod manifest x\n'),
       phase: 'preflight',
       code: 'PREFLIGHT_FAILED',
       message: /no static pod manifest/,
     },
     {
       name: 'a failed stop fails apply',
-      handler: ({ script }) => (purpose(script).includes(' stop ') ? { code: 1, stdout: '', stderr: 'still running\n' } : { code: 0, stdout: '', stderr: '' }),
+      handler: failingOn((script) => purpose(script).includes(' stop '), 'still running\n'),
       phase: 'apply',
       code: 'SERVICE_STOP_FAILED',
     },

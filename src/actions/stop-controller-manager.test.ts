@@ -1,18 +1,17 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { eventually, runNodeScript } from '../testing/node-script.js';
-import type { InventoryInput } from '../inventory/schema.js';
+import { describe, expect, it } from 'vitest';
+import { eventually, runNodeScript, scratchNode, writeNodeKubeconfig } from '../testing/node-script.js';
 import { serviceManager } from '../nodes/services/index.js';
 import type { ServiceTarget } from '../nodes/services/types.js';
 import { leasesFirstScript } from './parts/stop-service.js';
-import { layoutInventory, type TestLayout } from '../testing/inventories.js';
+import { controlPlaneInventory } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './stop-controller-manager.js';
+import { failingOn } from '../testing/fake-nodes.js';
 
-const inventory = (layout: TestLayout, node = 'cp-1', stateDir?: string): InventoryInput => layoutInventory(layout, [{ name: node, roles: ['control-plane'] }], stateDir);
+const inventory = controlPlaneInventory;
 
 actionTester(action, {
   inventory: inventory('kubeadm'),
@@ -52,7 +51,7 @@ actionTester(action, {
     {
       name: 'a status that is neither running nor stopped',
       inventory: inventory('lab'),
-      handler: ({ script }) => ({ code: script.startsWith('# kube-runbook: process status') ? 2 : 0, stdout: '', stderr: 'status broken' }),
+      handler: failingOn((script) => script.startsWith('# kube-runbook: process status'), 'status broken', { code: 2 }),
       phase: 'prepare',
       code: 'SERVICE_STATUS_FAILED',
     },
@@ -61,17 +60,12 @@ actionTester(action, {
 });
 
 describe("stop-controller-manager's node-side revert starts it only once every kubelet heartbeats (the script runs for real, the apiserver is a stub curl)", () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kr-kcm-node-'));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-  const svc = join(dir, 'nodes', 'cp-1', 'kube-controller-manager');
-  const bin = join(dir, 'bin');
+  const { dir, svc, bin } = scratchNode('kr-kcm-node-', 'nodes', 'cp-1', 'kube-controller-manager');
   const leases = join(dir, 'leases.json');
   const started = join(svc, 'started');
-  mkdirSync(svc, { recursive: true });
-  mkdirSync(bin);
   // the controller-manager's own kubeconfig may not list Leases (curl fails on it); the lab's admin one may
-  writeFileSync(join(svc, 'kubeconfig'), 'apiVersion: v1\nclusters:\n- cluster:\n    server: https://10.0.0.9:6443\n  name: lab\nusers:\n- name: kcm\n  user:\n    token: "kcm-token"\n');
-  writeFileSync(join(dir, 'kubeconfig'), 'apiVersion: v1\nclusters:\n- cluster:\n    server: https://10.0.0.1:6443\n  name: lab\nusers:\n- name: admin\n  user:\n    token: "admin-token"\n');
+  writeNodeKubeconfig(join(svc, 'kubeconfig'), 'https://10.0.0.9:6443', 'kcm', 'kcm-token');
+  writeNodeKubeconfig(join(dir, 'kubeconfig'), 'https://10.0.0.1:6443', 'admin', 'admin-token');
   writeFileSync(join(svc, 'start'), `#!/bin/sh\ndate +%s >>'${started}'\ntouch '${svc}/up'\n`, { mode: 0o755 });
   writeFileSync(join(svc, 'stop'), `#!/bin/sh\nrm -f '${svc}/up'\n`, { mode: 0o755 });
   writeFileSync(join(svc, 'status'), `#!/bin/sh\nif [ -f '${svc}/up' ]; then echo running; else echo stopped; exit 3; fi\n`, { mode: 0o755 });

@@ -3,6 +3,7 @@ import type { InventoryInput } from '../inventory/schema.js';
 import { layoutInventory, type TestLayout } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './stop-kubelet.js';
+import { failingOn } from '../testing/fake-nodes.js';
 
 const inventory = (layout: TestLayout, node = 'node-1', stateDir?: string): InventoryInput =>
   layoutInventory(
@@ -55,7 +56,7 @@ actionTester(action, {
   invalid: [
     {
       name: 'a node without systemd',
-      handler: ({ script }) => ({ code: script.startsWith('# kube-runbook: systemd preflight') ? 1 : 0, stdout: '', stderr: 'systemctl not found: this node does not run systemd' }),
+      handler: failingOn((script) => script.startsWith('# kube-runbook: systemd preflight'), 'systemctl not found: this node does not run systemd'),
       phase: 'preflight',
       code: 'PREFLIGHT_FAILED',
       message: /does not run systemd/,

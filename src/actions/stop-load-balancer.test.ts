@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { InventoryInput } from '../inventory/schema.js';
 import { layoutInventory, type TestLayout, scriptPurpose } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
-import type { FakeHandler } from '../testing/fake-nodes.js';
+import { type FakeHandler, failingOn } from '../testing/fake-nodes.js';
 import action from './stop-load-balancer.js';
 
 const inventory = (layout: TestLayout, stateDir?: string, lb = 'lb'): InventoryInput =>
@@ -60,7 +60,7 @@ actionTester(action, {
     { name: 'unknown params', params: { vip: '1.2.3.4' }, phase: 'params', code: 'INVALID_PARAMS' },
     {
       name: 'a failed stop fails apply',
-      handler: ({ script }) => (purpose(script).includes(' stop ') ? { code: 1, stdout: '', stderr: 'still running\n' } : { code: 0, stdout: 'running\n', stderr: '' }),
+      handler: failingOn((script) => purpose(script).includes(' stop '), 'still running\n', { okStdout: 'running\n' }),
       phase: 'apply',
       code: 'SERVICE_STOP_FAILED',
     },

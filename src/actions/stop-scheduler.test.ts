@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import type { InventoryInput } from '../inventory/schema.js';
-import { layoutInventory, type TestLayout } from '../testing/inventories.js';
+import { controlPlaneInventory } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './stop-scheduler.js';
+import { failingOn } from '../testing/fake-nodes.js';
 
-const inventory = (layout: TestLayout, node = 'cp-1', stateDir?: string): InventoryInput => layoutInventory(layout, [{ name: node, roles: ['control-plane'] }], stateDir);
+const inventory = controlPlaneInventory;
 
 actionTester(action, {
   inventory: inventory('kubeadm'),
@@ -32,7 +32,7 @@ actionTester(action, {
   invalid: [
     {
       name: 'a revert that cannot start it again',
-      handler: ({ script }) => ({ code: script.startsWith('# kube-runbook: static-pod start') ? 1 : 0, stdout: '', stderr: 'kube-scheduler not healthy 120 s after its manifest was put back' }),
+      handler: failingOn((script) => script.startsWith('# kube-runbook: static-pod start'), 'kube-scheduler not healthy 120 s after its manifest was put back'),
       phase: 'revert',
       code: 'SERVICE_START_FAILED',
       message: /not healthy/,

@@ -40,9 +40,10 @@ export const register: Register = (program, done) => {
               context: cluster.kube?.contextName ?? null,
               offline: o.offline === true,
               steps: plan.steps.map(function strip(s): unknown {
-                if (s.kind === 'action') return { index: s.index, name: s.name, kind: s.kind, action: s.actionId, params: s.params, targets: s.targets?.map((t) => t.name) ?? null };
-                if (s.kind === 'expect') return { index: s.index, name: s.name, kind: s.kind, probe: s.probeId, params: s.params, status: s.status, withinMs: s.withinMs };
-                if (s.kind === 'parallel') return { index: s.index, name: s.name, kind: s.kind, children: s.children.map(strip) };
+                const head = { index: s.index, name: s.name, kind: s.kind };
+                if (s.kind === 'action') return { ...head, action: s.actionId, params: s.params, targets: s.targets?.map((t) => t.name) ?? null };
+                if (s.kind === 'expect') return { ...head, probe: s.probeId, params: s.params, status: s.status, withinMs: s.withinMs };
+                if (s.kind === 'parallel') return { ...head, children: s.children.map(strip) };
                 return s;
               }),
               guards: plan.guards.map((g) => ({ name: g.name, probe: g.probeId, params: g.params, onViolation: g.onViolation, onUnknown: g.onUnknown, unknownForMs: g.unknownForMs })),

@@ -98,14 +98,21 @@ export function describeCheck(c: AccessCheck): string {
   return `${c.verb} ${c.group ? `${c.resource}.${c.group}` : c.resource}${c.name ? ` ${c.name}` : ''}${c.namespace ? ` in ${c.namespace}` : ' (cluster-wide)'}`;
 }
 
+/**
+ * A list+watch permission, what a watching probe declares: cluster-wide unless `scope` gives a namespace (or the
+ * parameter naming it), and needed only for the parameter value `scope.onlyIf` says.
+ */
+export function watches(apiGroup: string, resource: string, why: string, scope: Pick<ResourceAccess, 'namespace' | 'onlyIf'> = {}): ResourceAccess {
+  return { apiGroup, resource, verbs: ['list', 'watch'], ...scope, why };
+}
+
+/** The list+watch of the leader-election Lease(s) that the `namespace/name` parameter `param` names. */
+export function watchesLeaderLeases(param: string, why: string): ResourceAccess {
+  return watches('coordination.k8s.io', 'leases', why, { namespace: { param } });
+}
+
 /** Declarations several modules share. */
-export const READ_NODES: ResourceAccess = { apiGroup: '', resource: 'nodes', verbs: ['list', 'watch'], why: "watches the cluster's Nodes" };
-export const READ_PODS: ResourceAccess = { apiGroup: '', resource: 'pods', verbs: ['list', 'watch'], why: 'watches the pods of every namespace' };
-export const READ_NODE_LEASES: ResourceAccess = {
-  apiGroup: 'coordination.k8s.io',
-  resource: 'leases',
-  verbs: ['list', 'watch'],
-  namespace: 'kube-node-lease',
-  why: "watches the nodes' heartbeat Leases",
-};
+export const READ_NODES = watches('', 'nodes', "watches the cluster's Nodes");
+export const READ_PODS = watches('', 'pods', 'watches the pods of every namespace');
+export const READ_NODE_LEASES = watches('coordination.k8s.io', 'leases', "watches the nodes' heartbeat Leases", { namespace: 'kube-node-lease' });
 export const GET_VERSION: NonResourceAccess = { nonResourceURL: '/version', verbs: ['get'], why: "reads the server's version" };

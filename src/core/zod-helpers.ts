@@ -12,6 +12,9 @@ export const duration = () =>
     .transform((s) => parseDuration(s)!)
     .meta({ description: 'duration: 500ms, 10s, 5m, 1h, 1m30s' });
 
+/** An http:// or https:// URL with no white space or quote in it (probes hand it to curl or wget on a node). */
+export const httpUrl = () => z.string().regex(/^https?:\/\/[^\s'"]+$/, { message: 'expected an http:// or https:// URL' });
+
 interface JsonNode {
   properties?: Record<string, JsonNode>;
   anyOf?: JsonNode[];

@@ -98,11 +98,15 @@ describe('recover tells a live run by the holder of its lock, not by the machine
     return { runId, clock, log: silentLogger, signal: new AbortController().signal, dryRun: false, inventory, kube, nodes: new FakeNodes(inventory.spec.nodes) };
   };
 
+  /** The cluster-wide run lock, taken just now by RUNID's executor at WHERE (2 min, renewed every 15 s). */
+  const lockHeldBy = (clock: FakeClock, kube: ReturnType<typeof fakeKubeAccess>, runId: string, where: string) =>
+    acquireRunLock(kube, { namespace: 'kube-system', runId, where, durationMs: 120_000, now: () => clock.now(), renewEveryMs: 15_000 });
+
   it('refuses while the run on another machine renews its lock, and takes and releases the lock once it has stopped renewing', async () => {
     const clock = new FakeClock();
     const kube = fakeKubeAccess(clock, { context: 'lab' });
     const view = journalOf('run-elsewhere');
-    await acquireRunLock(kube, { namespace: 'kube-system', runId: 'run-elsewhere', where: 'ops@another-host pid 4242', durationMs: 120_000, now: () => clock.now(), renewEveryMs: 15_000 });
+    await lockHeldBy(clock, kube, 'run-elsewhere', 'ops@another-host pid 4242');
     const recover = () => recoverRun(view, { ctx: ctxOf(clock, kube, 'run-elsewhere'), registry: defaultRegistry, emit: () => {} });
     await expect(recover()).rejects.toMatchObject({ code: 'RUN_STILL_ACTIVE', message: expect.stringContaining('its executor (ops@another-host pid 4242) renewed the cluster-wide run lock') });
     // two renewals missed and 15 s more: that process is gone
@@ -116,7 +120,7 @@ describe('recover tells a live run by the holder of its lock, not by the machine
     const clock = new FakeClock();
     const kube = fakeKubeAccess(clock, { context: 'lab' });
     const view = journalOf('run-old');
-    await acquireRunLock(kube, { namespace: 'kube-system', runId: 'run-new', where: 'ops@host-b pid 7', durationMs: 120_000, now: () => clock.now(), renewEveryMs: 15_000 });
+    await lockHeldBy(clock, kube, 'run-new', 'ops@host-b pid 7');
     await expect(recoverRun(view, { ctx: ctxOf(clock, kube, 'run-old'), registry: defaultRegistry, emit: () => {} })).rejects.toMatchObject({
       code: 'RUN_LOCKED',
       message: expect.stringContaining('run run-new (ops@host-b pid 7)'),

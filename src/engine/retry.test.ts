@@ -22,18 +22,22 @@ const ok =
   (undoCode = 0): FakeHandler =>
   ({ script }) => ({ code: isUndo({ script } as ExecCall) ? undoCode : 0, stdout: script.includes('kube-runbook-ok') ? 'kube-runbook-ok\n' : '', stderr: undoCode ? 'rm: cannot remove' : '' });
 
+/** A step of run-command on these nodes whose revert is UNDO. */
+const fault = (...nodes: string[]) => ({ action: 'run-command', with: { nodes: { names: nodes }, apply: 'touch /tmp/kr-fault', revert: UNDO } });
+
+/** A run of these steps, started, journaled to a file of its own. */
+async function startRun(steps: object[]) {
+  const journal = new Journal(join(dir, `run-${++runs}.jsonl`));
+  const h = await startTestRun({ runbook: baseRunbook({ steps }), actions: [runCommand], probes: [], journal });
+  return { ...h, journalFile: journal.file };
+}
+
 /** A run of run-command on node-1 and node-2 whose revert is UNDO; `then` is one more step (a failing one makes the run fail). */
 async function run(handler: FakeHandler, then: object = { wait: '10s' }) {
-  const journal = new Journal(join(dir, `run-${++runs}.jsonl`));
-  const h = await startTestRun({
-    runbook: baseRunbook({ steps: [{ action: 'run-command', with: { nodes: { names: ['node-1', 'node-2'] }, apply: 'touch /tmp/kr-fault', revert: UNDO } }, then] }),
-    actions: [runCommand],
-    probes: [],
-    journal,
-  });
+  const h = await startRun([fault('node-1', 'node-2'), then]);
   h.nodes.handler = handler;
   await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'), 30 * 60_000);
-  return { ...h, result: await h.handle.result, journal: readJournal(journal.file) };
+  return { ...h, result: await h.handle.result, journal: readJournal(h.journalFile) };
 }
 
 const of = <T extends RunEvent['type']>(events: RunEvent[], type: T) => events.filter((e): e is Extract<RunEvent, { type: T }> => e.type === type);
@@ -122,19 +126,7 @@ describe('run: reverts retried on transient failures', () => {
   });
 
   it('gives each revert its own time: a node unreachable for the whole faultTtl does not shorten the retries of a revert after it', async () => {
-    const journal = new Journal(join(dir, `run-${++runs}.jsonl`));
-    const h = await startTestRun({
-      runbook: baseRunbook({
-        steps: [
-          { action: 'run-command', with: { nodes: { names: ['node-1'] }, apply: 'touch /tmp/kr-fault', revert: UNDO } },
-          { action: 'run-command', with: { nodes: { names: ['node-2'] }, apply: 'touch /tmp/kr-fault', revert: UNDO } },
-          { wait: '10s' },
-        ],
-      }),
-      actions: [runCommand],
-      probes: [],
-      journal,
-    });
+    const h = await startRun([fault('node-1'), fault('node-2'), { wait: '10s' }]);
     // node-2 (reverted first: its step came last) never answers; node-1 answers on its 5th attempt
     const undoOn = (node: string) => (c: ExecCall) => isUndo(c) && c.node === node;
     h.nodes.handler = resetFirst(Number.MAX_SAFE_INTEGER, undoOn('node-2'), resetFirst(4, undoOn('node-1'), ok()));
@@ -164,13 +156,7 @@ describe('run: reverts retried on transient failures', () => {
   });
 
   it('a second interrupt while a revert waits to be retried stops at once', async () => {
-    const journal = new Journal(join(dir, `run-${++runs}.jsonl`));
-    const h = await startTestRun({
-      runbook: baseRunbook({ steps: [{ action: 'run-command', with: { nodes: { names: ['node-1'] }, apply: 'touch /tmp/kr-fault', revert: UNDO } }, { wait: '10m' }] }),
-      actions: [runCommand],
-      probes: [],
-      journal,
-    });
+    const h = await startRun([fault('node-1'), { wait: '10m' }]);
     h.nodes.handler = resetFirst(Number.MAX_SAFE_INTEGER, isUndo, ok());
     await h.clock.advance(1000);
     h.handle.interrupt('SIGINT');

@@ -8,30 +8,40 @@ import { ApiStatusError } from '../kube/source.js';
 
 const runbook = baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: { names: ['node-1'] } } }, { wait: '10m' }] });
 
+/** A run of `runbook` on the cluster of `kube`, its action's calls recorded in `log`. */
+const startLockRun = (clock: FakeClock, kube: ReturnType<typeof fakeKubeAccess>, runId: string, log: ActionRecord[] = []) =>
+  startTestRun({ runbook, actions: [recordingAction('fault-a', log)], probes: [], clock, kube, runId });
+
+/** A second run while `run-first` holds the lock: refused (exit 3) naming the holder, having applied nothing. */
+async function refusedSecondRun(clock: FakeClock, kube: ReturnType<typeof fakeKubeAccess>) {
+  const secondLog: ActionRecord[] = [];
+  const second = await startLockRun(clock, kube, 'run-second', secondLog);
+  await clock.runUntil(() => second.events.some((e) => e.type === 'run-end'));
+  const r = await second.handle.result;
+  expect(r).toMatchObject({ status: 'refused', exitCode: 3 });
+  expect(r.reason).toContain(`another run holds the cluster-wide run lock (Lease kube-system/${RUN_LOCK_NAME}): run run-first (`);
+  expect(secondLog).toEqual([]);
+  return { second, reason: r.reason };
+}
+
 describe('run: the cluster-wide run lock', () => {
   it('a second run at once is refused (exit 3) naming the first one, and applies nothing; the lock is free again after the first ends', async () => {
     const clock = new FakeClock();
     const kube = fakeKubeAccess(clock, { context: 'lab' });
     const firstLog: ActionRecord[] = [];
-    const first = await startTestRun({ runbook, actions: [recordingAction('fault-a', firstLog)], probes: [], clock, kube, runId: 'run-first' });
+    const first = await startLockRun(clock, kube, 'run-first', firstLog);
     await clock.runUntil(() => firstLog.some((r) => r.op === 'apply'));
     const lease = kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { holderIdentity: string; acquireTime: string } };
     expect(lease.spec.holderIdentity).toBe('run-first');
 
-    const secondLog: ActionRecord[] = [];
-    const second = await startTestRun({ runbook, actions: [recordingAction('fault-a', secondLog)], probes: [], clock, kube, runId: 'run-second' });
-    await clock.runUntil(() => second.events.some((e) => e.type === 'run-end'));
-    const r = await second.handle.result;
-    expect(r).toMatchObject({ status: 'refused', exitCode: 3 });
-    expect(r.reason).toContain(`another run holds the cluster-wide run lock (Lease kube-system/${RUN_LOCK_NAME}): run run-first (`);
-    expect(r.reason).toContain(`since ${lease.spec.acquireTime}`);
-    expect(secondLog).toEqual([]);
+    const { second, reason } = await refusedSecondRun(clock, kube);
+    expect(reason).toContain(`since ${lease.spec.acquireTime}`);
     expect(second.nodes.calls.filter((c) => !c.script.includes('kube-runbook-ok'))).toEqual([]);
 
     first.handle.interrupt();
     await clock.runUntil(() => first.events.some((e) => e.type === 'run-end'));
     expect((await first.handle.result).status).toBe('interrupted');
-    const third = await startTestRun({ runbook, actions: [recordingAction('fault-a', [])], probes: [], clock, kube, runId: 'run-third' });
+    const third = await startLockRun(clock, kube, 'run-third');
     await clock.runUntil(() => third.events.some((e) => e.type === 'fault-applied'));
     third.handle.interrupt();
     await clock.runUntil(() => third.events.some((e) => e.type === 'run-end'));
@@ -41,7 +51,7 @@ describe('run: the cluster-wide run lock', () => {
   it('expires when its holder dies: a run whose holder stopped renewing is taken over after the lease duration', async () => {
     const clock = new FakeClock();
     const kube = fakeKubeAccess(clock, { context: 'lab' });
-    const dead = await startTestRun({ runbook, actions: [recordingAction('fault-a', [])], probes: [], clock, kube, runId: 'run-dead' });
+    const dead = await startLockRun(clock, kube, 'run-dead');
     await clock.runUntil(() => dead.events.some((e) => e.type === 'fault-applied'));
     // the holder vanishes (SIGKILL): its timers stop, nothing renews the lease any more
     const held = kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { renewTime: string; leaseDurationSeconds: number } };
@@ -49,7 +59,7 @@ describe('run: the cluster-wide run lock', () => {
     const frozen = JSON.parse(JSON.stringify(held)) as typeof held;
     const later = new FakeClock(Date.parse(frozen.spec.renewTime) + 121_000);
     kube.leases.set(`kube-system/${RUN_LOCK_NAME}`, frozen as never);
-    const next = await startTestRun({ runbook, actions: [recordingAction('fault-a', [])], probes: [], clock: later, kube, runId: 'run-next' });
+    const next = await startLockRun(later, kube, 'run-next');
     await later.runUntil(() => next.events.some((e) => e.type === 'fault-applied' || e.type === 'run-end'));
     expect(next.events.some((e) => e.type === 'fault-applied')).toBe(true);
     expect((kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { holderIdentity: string } }).spec.holderIdentity).toBe('run-next');
@@ -87,19 +97,13 @@ describe('run: no lock released while something is applied', () => {
     expect(lease().spec.leaseDurationSeconds).toBe(3600 + 60);
 
     await clock.advance(30 * 60_000);
-    const secondLog: ActionRecord[] = [];
-    const second = await startTestRun({ runbook, actions: [recordingAction('fault-a', secondLog)], probes: [], clock, kube, runId: 'run-second' });
-    await clock.runUntil(() => second.events.some((e) => e.type === 'run-end'));
-    const r = await second.handle.result;
-    expect(r).toMatchObject({ status: 'refused', exitCode: 3 });
-    expect(r.reason).toContain(`another run holds the cluster-wide run lock (Lease kube-system/${RUN_LOCK_NAME}): run run-first (`);
-    expect(r.reason).toContain('it ended with faults or remediations still applied, each undone by its node-side timer');
-    expect(r.reason).toContain('to clear it now: kube-runbook recover run-first');
-    expect(secondLog).toEqual([]);
+    const { reason } = await refusedSecondRun(clock, kube);
+    expect(reason).toContain('it ended with faults or remediations still applied, each undone by its node-side timer');
+    expect(reason).toContain('to clear it now: kube-runbook recover run-first');
 
     // once the remediation's timer has fired (1h after the run left it), the lock has expired too
     await clock.advance(31 * 60_000 + 1000);
-    const third = await startTestRun({ runbook, actions: [recordingAction('fault-a', [])], probes: [], clock, kube, runId: 'run-third' });
+    const third = await startLockRun(clock, kube, 'run-third');
     await clock.runUntil(() => third.events.some((e) => e.type === 'fault-applied' || e.type === 'run-end'));
     expect(third.events.some((e) => e.type === 'fault-applied')).toBe(true);
     third.handle.interrupt();
@@ -110,7 +114,7 @@ describe('run: no lock released while something is applied', () => {
     const clock = new FakeClock();
     const kube = fakeKubeAccess(clock, { context: 'lab' });
     const log: ActionRecord[] = [];
-    const h = await startTestRun({ runbook, actions: [recordingAction('fault-a', log)], probes: [], clock, kube, runId: 'run-lost' });
+    const h = await startLockRun(clock, kube, 'run-lost', log);
     await clock.runUntil(() => h.events.some((e) => e.type === 'fault-applied'));
     const lease = kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as LockLease;
     lease.spec.holderIdentity = 'run-other';
@@ -133,7 +137,7 @@ describe('run: no lock released while something is applied', () => {
         broken && path.includes('/leases/') && o?.method === 'PUT' ? Promise.reject(new ApiStatusError(503, 'the server is currently unable to handle the request')) : fake.json!<T>(path, o),
     };
     const log: ActionRecord[] = [];
-    const h = await startTestRun({ runbook, actions: [recordingAction('fault-a', log)], probes: [], clock, kube, runId: 'run-cut' });
+    const h = await startLockRun(clock, kube, 'run-cut', log);
     await clock.runUntil(() => h.events.some((e) => e.type === 'fault-applied'));
     // 40 s of 503s: renewals retried, the lock (2 min) still held, the run goes on
     broken = true;

@@ -45,6 +45,15 @@ function setup(steps: ScriptStep[], options: Partial<WatchOptions> = {}) {
   return { clock, source, hub, w, changes, log };
 }
 
+/** A hub over a fake apiserver, closed after the test. */
+function serverHub() {
+  const clock = new FakeClock();
+  const server = new FakeApiServer(clock);
+  const hub = new WatchHub(server, clock, memoryLogger(), quiet);
+  hubs.push(hub);
+  return { clock, server, hub };
+}
+
 const watchCalls = (s: ScriptedSource) => s.calls.filter((c) => c.kind === 'watch');
 const names = (w: { store: ReadonlyMap<string, Slim> }) => [...w.store.values()].map((o) => o.name).sort();
 
@@ -192,10 +201,7 @@ describe('the shared watch helper, on recorded streams', () => {
   });
 
   it('shares one watch per key among probes and stops it when the last one lets go', async () => {
-    const clock = new FakeClock();
-    const server = new FakeApiServer(clock);
-    const hub = new WatchHub(server, clock, memoryLogger(), quiet);
-    hubs.push(hub);
+    const { clock, server, hub } = serverHub();
     const one = hub.watch(spec);
     const two = hub.watch(spec);
     await clock.advance(10);
@@ -213,10 +219,7 @@ describe('the shared watch helper, on recorded streams', () => {
   });
 
   it('goes unknown when the apiserver dies and fresh again when it is back, without waiting out the back-off', async () => {
-    const clock = new FakeClock();
-    const server = new FakeApiServer(clock);
-    const hub = new WatchHub(server, clock, memoryLogger(), quiet);
-    hubs.push(hub);
+    const { clock, server, hub } = serverHub();
     const w = hub.watch(spec);
     server.put(PATH, obj('a', 0));
     await clock.advance(10);

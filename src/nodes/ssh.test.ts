@@ -212,35 +212,35 @@ describe('ssh transport through a stand-in ssh client', () => {
     expect(markerExists(marker)).toBe(false);
   });
 
+  /** `true` run while the stub ssh fails as `how` says (`unreachable`: a host key unknown; `restarting`: refused). */
+  async function failingAs(how: 'unreachable' | 'restarting'): Promise<unknown> {
+    writeFileSync(join(dir, how), '');
+    try {
+      return await ssh.exec(node(), 'true');
+    } finally {
+      rmSync(join(dir, how));
+    }
+  }
+
   it("returns the script's own exit codes", async () => {
     expect(await ssh.exec(node(), 'echo no >&2; exit 254')).toEqual({ code: 254, stdout: '', stderr: 'no\n' });
   });
 
   it("throws NODE_UNREACHABLE with ssh's reason when ssh itself fails (exit 255)", async () => {
-    writeFileSync(join(dir, 'unreachable'), '');
-    try {
-      await expect(ssh.exec(node(), 'true')).rejects.toMatchObject({
-        code: 'NODE_UNREACHABLE',
-        message: 'cannot reach node "node-1" over ssh (ops@node-1): Host key verification failed.',
-        details: ['No ED25519 host key is known for node-1.'],
-        transient: undefined,
-      });
-    } finally {
-      rmSync(join(dir, 'unreachable'));
-    }
+    await expect(failingAs('unreachable')).rejects.toMatchObject({
+      code: 'NODE_UNREACHABLE',
+      message: 'cannot reach node "node-1" over ssh (ops@node-1): Host key verification failed.',
+      details: ['No ED25519 host key is known for node-1.'],
+      transient: undefined,
+    });
   });
 
   it('throws NODE_UNREACHABLE as transient when the connection is refused', async () => {
-    writeFileSync(join(dir, 'restarting'), '');
-    try {
-      await expect(ssh.exec(node(), 'true')).rejects.toMatchObject({
-        code: 'NODE_UNREACHABLE',
-        message: 'cannot reach node "node-1" over ssh (ops@node-1): ssh: connect to host node-1 port 22: Connection refused',
-        transient: 'connection refusal',
-      });
-    } finally {
-      rmSync(join(dir, 'restarting'));
-    }
+    await expect(failingAs('restarting')).rejects.toMatchObject({
+      code: 'NODE_UNREACHABLE',
+      message: 'cannot reach node "node-1" over ssh (ops@node-1): ssh: connect to host node-1 port 22: Connection refused',
+      transient: 'connection refusal',
+    });
   });
 
   it('kills the ssh client on timeout', async () => {

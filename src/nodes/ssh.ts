@@ -59,25 +59,25 @@ function jumpCommand(config: SshConfig, node: InventoryNode, hops: RegExpExecArr
 
 /** The options of every connection: to the node and to each jump host. */
 function connectionOptions(config: SshConfig, node: InventoryNode): string[] {
-  const argv = [
-    ...(config.ignoreUserConfig ? ['-F', 'none'] : []),
-    '-o', 'BatchMode=yes',
-    '-o', `ConnectTimeout=${Math.max(1, Math.ceil(config.connectTimeout / 1000))}`,
-    '-o', 'ServerAliveInterval=5',
-    '-o', 'ServerAliveCountMax=3',
-    '-o', `StrictHostKeyChecking=${config.strictHostKeyChecking}`,
-    '-o', 'LogLevel=ERROR',
+  const options = [
+    'BatchMode=yes',
+    `ConnectTimeout=${Math.max(1, Math.ceil(config.connectTimeout / 1000))}`,
+    'ServerAliveInterval=5',
+    'ServerAliveCountMax=3',
+    `StrictHostKeyChecking=${config.strictHostKeyChecking}`,
+    'LogLevel=ERROR',
     // No credential or channel leaves with the connection, whatever the user's ssh config says (options on the
     // command line win over it): no agent (-a), no X11 (-x), no Kerberos delegation, no port forwarding, no
     // LocalCommand, and no multiplexed master that an earlier ssh may have opened with forwarding on.
-    '-o', 'ClearAllForwardings=yes',
-    '-o', 'ForwardAgent=no',
-    '-o', 'ForwardX11=no',
-    '-o', 'GSSAPIDelegateCredentials=no',
-    '-o', 'PermitLocalCommand=no',
-    '-o', 'ControlMaster=no',
-    '-o', 'ControlPath=none',
+    'ClearAllForwardings=yes',
+    'ForwardAgent=no',
+    'ForwardX11=no',
+    'GSSAPIDelegateCredentials=no',
+    'PermitLocalCommand=no',
+    'ControlMaster=no',
+    'ControlPath=none',
   ];
+  const argv = [...(config.ignoreUserConfig ? ['-F', 'none'] : []), ...options.flatMap((o) => ['-o', o])];
   if (config.knownHostsFile !== undefined) {
     const f = config.knownHostsFile;
     check(node, 'knownHostsFile', f, !f.startsWith('-') && !CONTROL.test(f) && !/[\s"'\\]/.test(f));

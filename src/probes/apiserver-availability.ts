@@ -2,15 +2,13 @@ import { z } from 'zod';
 import type { Ctx } from '../contract/context.js';
 import { KrError, messageOf } from '../core/errors.js';
 import { formatDuration } from '../core/duration.js';
-import { duration } from '../core/zod-helpers.js';
+import { duration, httpUrl } from '../core/zod-helpers.js';
 import { httpGet } from '../kube/http-get.js';
 import { defineProbe, type Reading } from '../contract/probe.js';
 import { polled } from '../contract/readings.js';
 
 const Params = z.strictObject({
-  url: z
-    .string()
-    .regex(/^https?:\/\/[^\s'"]+$/, { message: 'expected an http:// or https:// URL' })
+  url: httpUrl()
     .optional()
     .meta({ description: "the address clients use (the VIP); https://<the inventory's first spec.apiserver.endpoints> when absent" }),
   path: z.string().regex(/^\/[^\s]*$/).default('/readyz'),

@@ -1,3 +1,4 @@
+import { watchesLeaderLeases } from '../contract/access.js';
 import { z } from 'zod';
 import { reactive, watching } from '../contract/readings.js';
 import { watchSpecs } from '../kube/resources.js';
@@ -19,7 +20,7 @@ export type { LeaderValue };
 /** Who leads kube-controller-manager (whose node lifecycle controller evicts) and whether it keeps renewing. */
 export default defineProbe({
   meta: {
-    access: [{ apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['list', 'watch'], namespace: { param: 'lease' }, why: 'watches the leader-election Lease `lease`' }],
+    access: [watchesLeaderLeases('lease', 'watches the leader-election Lease `lease`')],
     id: 'controller-manager',
     summary: "The controller-manager's leader Lease: holder, renewals, leader changes.",
     description:

@@ -1,5 +1,5 @@
 import { endpointSlicesVersion } from '../kube/discovery.js';
-import { READ_PODS } from '../contract/access.js';
+import { READ_PODS, watches } from '../contract/access.js';
 import { z } from 'zod';
 import { reactive, watching } from '../contract/readings.js';
 import { type SlimPod, type SlimService, watchSpecs } from '../kube/resources.js';
@@ -36,9 +36,9 @@ interface Candidate {
 export default defineProbe({
   meta: {
     access: [
-      { apiGroup: '', resource: 'services', verbs: ['list', 'watch'], why: 'watches the Services of every namespace' },
-      { apiGroup: '', resource: 'endpoints', verbs: ['list', 'watch'], onlyIf: { param: 'kind', equals: 'endpoints' }, why: 'watches Endpoints (`kind: endpoints`)' },
-      { apiGroup: 'discovery.k8s.io', resource: 'endpointslices', verbs: ['list', 'watch'], onlyIf: { param: 'kind', equals: 'endpointslices' }, why: 'watches EndpointSlices' },
+      watches('', 'services', 'watches the Services of every namespace'),
+      watches('', 'endpoints', 'watches Endpoints (`kind: endpoints`)', { onlyIf: { param: 'kind', equals: 'endpoints' } }),
+      watches('discovery.k8s.io', 'endpointslices', 'watches EndpointSlices', { onlyIf: { param: 'kind', equals: 'endpointslices' } }),
       READ_PODS,
     ],
     id: 'endpoints-stability',

@@ -4,14 +4,12 @@ import { messageOf } from '../core/errors.js';
 import { EtcdUnreachable, type EtcdScrape, etcdMembers, etcdTarget, quorumOf, scrapeEtcd } from '../kube/etcd-metrics.js';
 import { type Buckets, delta, histogram, quantile, sample } from '../kube/prometheus.js';
 import { formatDuration } from '../core/duration.js';
-import { duration } from '../core/zod-helpers.js';
+import { duration, httpUrl } from '../core/zod-helpers.js';
 import { defineProbe, type Reading } from '../contract/probe.js';
 import { polled } from '../contract/readings.js';
 
 const Params = z.strictObject({
-  url: z
-    .string()
-    .regex(/^https?:\/\/[^\s'"]+$/, { message: 'expected an http:// or https:// URL' })
+  url: httpUrl()
     .optional()
     .meta({ description: "etcd's client or metrics URL; http://127.0.0.1:2379 on a lab, :2381 (kubeadm's metrics port) elsewhere" }),
   node: z

@@ -1,4 +1,4 @@
-import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS } from '../contract/access.js';
+import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS, watchesLeaderLeases } from '../contract/access.js';
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
 import { type ControllerState, type Forecast, defaultSilentAfter, forecast, isFailing } from '../forecast/forecast.js';
@@ -57,7 +57,7 @@ export interface EvictionForecastValue {
 
 export default defineProbe({
   meta: {
-    access: [READ_NODES, READ_NODE_LEASES, READ_PODS, { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['list', 'watch'], namespace: { param: 'controllerManagerLease' }, why: 'watches the leader-election Lease `controllerManagerLease`' }, GET_VERSION],
+    access: [READ_NODES, READ_NODE_LEASES, READ_PODS, watchesLeaderLeases('controllerManagerLease', 'watches the leader-election Lease `controllerManagerLease`'), GET_VERSION],
     id: 'eviction-forecast',
     summary: 'Predicts per node the NotReady time and per pod the earliest eviction; violated when one is within margin.',
     description:

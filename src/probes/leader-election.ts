@@ -1,3 +1,4 @@
+import { watchesLeaderLeases } from '../contract/access.js';
 import { z } from 'zod';
 import { reactive, watching } from '../contract/readings.js';
 import { defineProbe } from '../contract/probe.js';
@@ -34,7 +35,7 @@ export interface LeaderElectionValue {
  */
 export default defineProbe({
   meta: {
-    access: [{ apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['list', 'watch'], namespace: { param: 'leases' }, why: 'watches the leader-election Leases `leases`' }],
+    access: [watchesLeaderLeases('leases', 'watches the leader-election Leases `leases`')],
     id: 'leader-election',
     summary: "The control plane's leader Leases (controller-manager, scheduler): holder, renewal age, leader changes.",
     description:

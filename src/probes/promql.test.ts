@@ -38,6 +38,13 @@ class FakePrometheus {
 }
 
 let t: ProbeTester;
+
+/** A file holding the bearer token `sekrit`, as a user writes one. */
+function tokenFile(): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'kr-promql-')), 'token');
+  writeFileSync(file, 'sekrit\n');
+  return file;
+}
 let prom: FakePrometheus;
 afterEach(async () => {
   await t.close();
@@ -108,10 +115,8 @@ describe('promql', () => {
   it("sends the bearer token, and takes the inventory's Prometheus when the runbook gives none", async () => {
     prom = new FakePrometheus();
     const url = await prom.listen();
-    const dir = mkdtempSync(join(tmpdir(), 'kr-promql-'));
-    writeFileSync(join(dir, 'token'), 'sekrit\n');
     t = new ProbeTester({
-      inventory: inventoryOf({ layout: 'lab', prometheus: { url, bearerTokenFile: join(dir, 'token'), tokenOverHttp: true }, nodes: [{ name: 'n' }] }, 'x'),
+      inventory: inventoryOf({ layout: 'lab', prometheus: { url, bearerTokenFile: tokenFile(), tokenOverHttp: true }, nodes: [{ name: 'n' }] }, 'x'),
     });
     prom.vector(1);
     const run = t.start(probe, { query: 'up', comparator: { op: '==', value: 1 } });
@@ -123,21 +128,20 @@ describe('promql', () => {
   it('does not send a bearer token over plain http without tokenOverHttp, and validate says so at the url', async () => {
     prom = new FakePrometheus();
     const url = await prom.listen();
-    const dir = mkdtempSync(join(tmpdir(), 'kr-promql-'));
-    writeFileSync(join(dir, 'token'), 'sekrit\n');
+    const token = tokenFile();
     t = new ProbeTester({
       inventory: inventoryOf({ layout: 'lab', prometheus: { url }, nodes: [{ name: 'n' }] }, 'x'),
     });
     prom.vector(1);
     // the runbook's token, the inventory's http url: only the run can see the two together
-    const own = t.start(probe, { query: 'up', comparator: { op: '==', value: 1 }, bearerTokenFile: join(dir, 'token') });
+    const own = t.start(probe, { query: 'up', comparator: { op: '==', value: 1 }, bearerTokenFile: token });
     const r = await readings(own, 1);
     expect(r.status).toBe('unknown');
     expect(r.detail).toBe(`cannot query ${url}: not sending the token of bearerTokenFile over plain http to ${url}: use https, or set tokenOverHttp: true (the probe)`);
     expect(prom.requests).toEqual([]);
     const parsed = probe.meta.params.safeParse({ url, query: 'up', comparator: { op: '==', value: 1 }, bearerTokenFile: '/t' });
     expect(parsed.error?.issues).toMatchObject([{ path: ['url'], message: 'the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true' }]);
-    const optIn = t.start(probe, { url, query: 'up', comparator: { op: '==', value: 1 }, bearerTokenFile: join(dir, 'token'), tokenOverHttp: true });
+    const optIn = t.start(probe, { url, query: 'up', comparator: { op: '==', value: 1 }, bearerTokenFile: token, tokenOverHttp: true });
     expect((await readings(optIn, 1)).status).toBe('ok');
     expect(prom.requests.map((q) => q.auth)).toEqual(['Bearer sekrit']);
   });
@@ -147,10 +151,8 @@ describe('promql', () => {
     const url = await prom.listen();
     const other = new FakePrometheus();
     const otherUrl = await other.listen();
-    const dir = mkdtempSync(join(tmpdir(), 'kr-promql-'));
-    writeFileSync(join(dir, 'token'), 'sekrit\n');
     t = new ProbeTester({
-      inventory: inventoryOf({ layout: 'lab', prometheus: { url, bearerTokenFile: join(dir, 'token'), tokenOverHttp: true }, nodes: [{ name: 'n' }] }, 'x'),
+      inventory: inventoryOf({ layout: 'lab', prometheus: { url, bearerTokenFile: tokenFile(), tokenOverHttp: true }, nodes: [{ name: 'n' }] }, 'x'),
     });
     try {
       other.vector(1);

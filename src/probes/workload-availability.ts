@@ -1,3 +1,4 @@
+import { watches } from '../contract/access.js';
 import { endpointSlicesVersion } from '../kube/discovery.js';
 import { z } from 'zod';
 import { reactive, watching } from '../contract/readings.js';
@@ -50,11 +51,11 @@ export default defineProbe({
       'is selected. Unknown while the apiserver cannot be watched.',
     params: Params,
     access: [
-      { apiGroup: 'apps', resource: 'deployments', verbs: ['list', 'watch'], namespace: { param: 'namespace' }, onlyIf: { param: 'kind', equals: 'Deployment' }, why: 'watches Deployments' },
-      { apiGroup: 'apps', resource: 'statefulsets', verbs: ['list', 'watch'], namespace: { param: 'namespace' }, onlyIf: { param: 'kind', equals: 'StatefulSet' }, why: 'watches StatefulSets' },
-      { apiGroup: 'apps', resource: 'daemonsets', verbs: ['list', 'watch'], namespace: { param: 'namespace' }, onlyIf: { param: 'kind', equals: 'DaemonSet' }, why: 'watches DaemonSets' },
-      { apiGroup: '', resource: 'services', verbs: ['list', 'watch'], onlyIf: { param: 'kind', equals: 'Service' }, why: 'watches Services' },
-      { apiGroup: 'discovery.k8s.io', resource: 'endpointslices', verbs: ['list', 'watch'], onlyIf: { param: 'kind', equals: 'Service' }, why: "counts the Services' ready endpoints" },
+      ...(['Deployment', 'StatefulSet', 'DaemonSet'] as const).map((kind) =>
+        watches('apps', `${kind.toLowerCase()}s`, `watches ${kind}s`, { namespace: { param: 'namespace' }, onlyIf: { param: 'kind', equals: kind } }),
+      ),
+      watches('', 'services', 'watches Services', { onlyIf: { param: 'kind', equals: 'Service' } }),
+      watches('discovery.k8s.io', 'endpointslices', "counts the Services' ready endpoints", { onlyIf: { param: 'kind', equals: 'Service' } }),
     ],
   },
   start(ctx, params) {

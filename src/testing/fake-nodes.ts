@@ -69,3 +69,11 @@ export function resetFirst(n: number, match: (call: ExecCall) => boolean, then: 
     return then(call);
   };
 }
+
+/**
+ * A test transport's behaviour: the scripts that `fails` picks exit `code` (1) printing `stderr` on stderr; every
+ * other script exits 0 printing `okStdout`.
+ */
+export function failingOn(fails: (script: string) => boolean, stderr: string, o: { code?: number; okStdout?: string } = {}): FakeHandler {
+  return ({ script }) => (fails(script) ? { code: o.code ?? 1, stdout: '', stderr } : { code: 0, stdout: o.okStdout ?? '', stderr: '' });
+}

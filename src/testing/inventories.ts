@@ -13,5 +13,9 @@ export function layoutInventory(layout: TestLayout, nodes: InventoryInput['spec'
   return inventoryOf({ layout, ...(layout === 'lab' ? { lab: { stateDir } } : {}), nodes });
 }
 
+/** An inventory of one control-plane node (cp-1 unless named) in `layout`. */
+export const controlPlaneInventory = (layout: TestLayout, node = 'cp-1', stateDir?: string): InventoryInput =>
+  layoutInventory(layout, [{ name: node, roles: ['control-plane'] }], stateDir);
+
 /** What a node script is for: its first line, `# kube-runbook: <purpose>`; fake nodes answer by it. */
 export const scriptPurpose = (script: string): string => script.split('\n')[0]!;

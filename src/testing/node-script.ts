@@ -1,4 +1,8 @@
 import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll } from 'vitest';
 
 /**
  * A node script run for real by /bin/sh, with `bin` first on its PATH (stub curl, kubectl, …): what it says so far,
@@ -16,4 +20,23 @@ export function runNodeScript(script: string, bin: string): { out: () => string;
 export async function eventually(what: () => boolean): Promise<boolean> {
   for (let i = 0; i < 200 && !what(); i++) await new Promise((r) => setTimeout(r, 50));
   return what();
+}
+
+/**
+ * A scratch node for a node script run for real, removed after the tests: `svc` (the component's directory, at
+ * `svcPath` below `dir`) and `bin` (for stub commands) made.
+ */
+export function scratchNode(prefix: string, ...svcPath: string[]): { dir: string; svc: string; bin: string } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const svc = join(dir, ...svcPath);
+  const bin = join(dir, 'bin');
+  mkdirSync(svc, { recursive: true });
+  mkdirSync(bin);
+  return { dir, svc, bin };
+}
+
+/** Writes FILE: the kubeconfig of a component on a node, one cluster at SERVER and a user with a bearer token. */
+export function writeNodeKubeconfig(file: string, server: string, user: string, token: string): void {
+  writeFileSync(file, `apiVersion: v1\nclusters:\n- cluster:\n    server: ${server}\n  name: lab\nusers:\n- name: ${user}\n  user:\n    token: "${token}"\n`);
 }

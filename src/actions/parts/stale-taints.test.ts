@@ -21,6 +21,16 @@ function ctxWith(nodes: () => unknown[] | undefined): { ctx: ActionCtx; clock: F
   return { clock, ctx: { clock, log: memoryLogger(), signal: new AbortController().signal, kube } as unknown as ActionCtx };
 }
 
+/** The wait still waits 3 s in, and goes on within 5 s once `change` has happened. */
+async function goesOnOnce(ctx: ActionCtx, clock: FakeClock, change: () => void): Promise<void> {
+  let done = false;
+  void waitForLifecycleTaintsGone(ctx, 60_000, 'test').then(() => (done = true));
+  await clock.advance(3000);
+  expect(done).toBe(false);
+  change();
+  expect(await clock.runUntil(() => done, 5000)).toBe(true);
+}
+
 describe('NoExecute taints left on Ready nodes', () => {
   it('names Ready nodes that still carry the unreachable or not-ready taint, not the ones still down', async () => {
     const { ctx } = ctxWith(() => [
@@ -36,12 +46,7 @@ describe('NoExecute taints left on Ready nodes', () => {
   it('waits until the lifecycle controller has taken them off', async () => {
     let tainted = true;
     const { ctx, clock } = ctxWith(() => [node('node-1', 'True', tainted ? 'node.kubernetes.io/unreachable' : undefined)]);
-    let done = false;
-    void waitForLifecycleTaintsGone(ctx, 60_000, 'test').then(() => (done = true));
-    await clock.advance(3000);
-    expect(done).toBe(false);
-    tainted = false;
-    expect(await clock.runUntil(() => done, 5000)).toBe(true);
+    await goesOnOnce(ctx, clock, () => (tainted = false));
   });
 
   it('refuses to go on when they stay past the timeout', async () => {
@@ -65,11 +70,6 @@ describe('NoExecute taints left on Ready nodes', () => {
   it('goes on once the nodes can be read again and carry no such taint', async () => {
     let readable = false;
     const { ctx, clock } = ctxWith(() => (readable ? [node('node-1', 'True')] : undefined));
-    let done = false;
-    void waitForLifecycleTaintsGone(ctx, 60_000, 'test').then(() => (done = true));
-    await clock.advance(3000);
-    expect(done).toBe(false);
-    readable = true;
-    expect(await clock.runUntil(() => done, 5000)).toBe(true);
+    await goesOnOnce(ctx, clock, () => (readable = true));
   });
 });

@@ -118,6 +118,17 @@ export function buildModuleText(kubeGoMod: string, version: string): { text: str
   return { text: lines.join('\n'), goVersion, staging };
 }
 
+/**
+ * The `go build` flags of a Kubernetes command, as the release builds them: stripped, without the test and SELinux-less
+ * code, and stamped with the version that `/version` and `--version` report.
+ */
+export function kubeBuildFlags(version: string): string[] {
+  const [major, minor] = version.split('.');
+  const x = (pkg: string) =>
+    [`gitVersion=v${version}`, `gitMajor=${major}`, `gitMinor=${minor}`, 'gitTreeState=clean', 'gitCommit='].map((kv) => `-X ${pkg}.${kv}`).join(' ');
+  return ['-trimpath', '-tags=selinux,notest,grpcnotrace', `-ldflags=-s -w ${x('k8s.io/component-base/version')} ${x('k8s.io/client-go/pkg/version')}`];
+}
+
 /** The etcd version a release is tested with: kubeadm's `DefaultEtcdVersion` in the release's source. */
 export function etcdVersionOf(constantsGo: string): string | undefined {
   return /DefaultEtcdVersion\s*=\s*"v?(\d+\.\d+\.\d+)/.exec(constantsGo)?.[1];
@@ -172,10 +183,6 @@ export async function goBuild(o: GoBuildOptions, root: string, work: string, rel
   await goRun(etcdDir, ['list', '-deps', 'go.etcd.io/etcd/server/v3', 'go.etcd.io/etcd/etcdctl/v3'], 'downloading the etcd modules');
   const downloadSeconds = secs(t0);
   log.info(`Kubernetes ${version}: modules downloaded in ${downloadSeconds}s; building with Go ${goVersion} (about 10 minutes on 2 cores)`);
-  const [major, minor] = version.split('.');
-  const x = (pkg: string) =>
-    [`gitVersion=v${version}`, `gitMajor=${major}`, `gitMinor=${minor}`, 'gitTreeState=clean', 'gitCommit='].map((kv) => `-X ${pkg}.${kv}`).join(' ');
-  const ldflags = `-s -w ${x('k8s.io/component-base/version')} ${x('k8s.io/client-go/pkg/version')}`;
   const t1 = clock.now();
   // One `go build` per module for all its commands, both modules at once: the go command schedules every package
   // of the three Kubernetes commands over the cores and links them side by side, and etcd's build fills the cores
@@ -189,7 +196,7 @@ export async function goBuild(o: GoBuildOptions, root: string, work: string, rel
   await Promise.all([
     timed(
       `Kubernetes ${version}: built ${KUBE_COMMANDS.join(', ')}`,
-      goRun(kubeDir, ['build', '-trimpath', '-tags=selinux,notest,grpcnotrace', `-ldflags=${ldflags}`, '-o', `${out}/`, ...KUBE_COMMANDS.map((b) => `${KUBE_MODULE}/cmd/${b}`)], `building ${KUBE_COMMANDS.join(', ')}`),
+      goRun(kubeDir, ['build', ...kubeBuildFlags(version), '-o', `${out}/`, ...KUBE_COMMANDS.map((b) => `${KUBE_MODULE}/cmd/${b}`)], `building ${KUBE_COMMANDS.join(', ')}`),
     ),
     timed(
       `etcd ${etcdVersion}: built etcd, etcdctl`,

@@ -105,6 +105,11 @@ async function ensurePackages(o: InstallOptions): Promise<void> {
   }
   const missing = await missingPackages(APT_PACKAGES);
   if (!missing.length) return;
+  await aptInstall(missing, o);
+}
+
+/** `apt-get update` and `apt-get install` of the missing packages, waiting for apt's own lock. */
+async function aptInstall(missing: string[], o: { log: Logger; signal?: AbortSignal }): Promise<void> {
   o.log.info(`installing ${missing.join(' ')} with apt-get`);
   const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   await must('LAB_APT_FAILED', 'apt-get', [...APT_WAIT, 'update'], { env: aptEnv, timeoutMs: 600_000, signal: o.signal });
@@ -132,10 +137,7 @@ export async function ensureAptPackages(packages: string[], o: { log: Logger; si
           exit: EXIT.refused,
           details: [`Install the Debian package(s) ${missing.join(' ')} (or your distribution's equivalent) and try again.`],
         });
-      o.log.info(`installing ${missing.join(' ')} with apt-get`);
-      const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-      await must('LAB_APT_FAILED', 'apt-get', [...APT_WAIT, 'update'], { env: aptEnv, timeoutMs: 600_000, signal: o.signal });
-      await must('LAB_APT_FAILED', 'apt-get', [...APT_WAIT, 'install', '-y', '--no-install-recommends', ...missing], { env: aptEnv, timeoutMs: 1_800_000, signal: o.signal });
+      await aptInstall(missing, o);
     },
     { timeoutMs: 1_800_000, clock: o.clock },
   );

@@ -4,7 +4,7 @@ import { realClock, type Clock } from '../../core/clock.js';
 import { EXIT, KrError } from '../../core/errors.js';
 import type { Logger } from '../../core/logger.js';
 import { binaryVersion, sha256, type BinaryManifest } from './binaries.js';
-import { buildModuleText, download, findGo, goEnv } from './gobuild.js';
+import { buildModuleText, download, findGo, goEnv, kubeBuildFlags } from './gobuild.js';
 import { must } from '../host/host.js';
 import type { LabBinariesInfo } from '../host/info.js';
 
@@ -44,11 +44,7 @@ export async function ensureKubelet(o: { log: Logger; clock?: Clock; signal?: Ab
   await goRun(['list', '-deps', 'k8s.io/kubernetes/cmd/kubelet'], 'downloading its modules');
   o.log.info(`kubelet ${version}: building it for real nodes (a few minutes on 2 cores; once)`);
   const t0 = clock.now();
-  const [major, minor] = version.split('.');
-  const x = (pkg: string) =>
-    [`gitVersion=v${version}`, `gitMajor=${major}`, `gitMinor=${minor}`, 'gitTreeState=clean', 'gitCommit='].map((kv) => `-X ${pkg}.${kv}`).join(' ');
-  const ldflags = `-s -w ${x('k8s.io/component-base/version')} ${x('k8s.io/client-go/pkg/version')}`;
-  await goRun(['build', '-trimpath', '-tags=selinux,notest,grpcnotrace', `-ldflags=${ldflags}`, '-o', join(work, 'kubelet'), 'k8s.io/kubernetes/cmd/kubelet'], 'building');
+  await goRun(['build', ...kubeBuildFlags(version), '-o', join(work, 'kubelet'), 'k8s.io/kubernetes/cmd/kubelet'], 'building');
   const seconds = Math.round((clock.now() - t0) / 1000);
   o.log.info(`kubelet ${version}: built in ${seconds}s`);
   await copyFile(join(work, 'kubelet'), `${file}.tmp`);

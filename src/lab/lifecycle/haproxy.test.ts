@@ -1,17 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { haproxyConfig, haproxyService, parseShowStat } from './haproxy.js';
+import { HA_LAB } from '../../testing/ha-lab.js';
 
 const plan = {
   instance: 'ha1',
   dir: '/s/nodes/lb/haproxy',
   netns: 'kr-ha1-lb',
   vip: '10.213.4.250',
-  caFile: '/s/pki/ca.crt',
-  members: [
-    { name: 'cp-1', ip: '10.213.4.2' },
-    { name: 'cp-2', ip: '10.213.4.203' },
-    { name: 'cp-3', ip: '10.213.4.204' },
-  ],
+  ...HA_LAB,
   haproxyBinary: '/usr/sbin/haproxy',
 };
 

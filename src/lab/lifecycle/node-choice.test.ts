@@ -1,17 +1,13 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { cgroupV1Machine } from '../../testing/lab-machine.js';
+import { tempDirEach } from '../../testing/temp-dir.js';
 import type { LabBinariesInfo } from '../host/info.js';
 import { chooseNodes } from './node-choice.js';
 
 const bin = (version: string): LabBinariesInfo => ({ dir: '/x', version, kubeApiserver: 'a', kubeControllerManager: 'c', kubeScheduler: 's', etcd: 'e' });
 
-let dir: string;
-beforeEach(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'kr-choice-'));
-});
-afterEach(() => rm(dir, { recursive: true, force: true }));
+let dir = '';
+tempDirEach('kr-choice-', (d) => (dir = d));
 
 describe('the nodes a demo lab gets', () => {
   it('simulated, with the reason, when not root', async () => {
@@ -26,13 +22,8 @@ describe('the nodes a demo lab gets', () => {
   });
 
   it('simulated on a machine without what `lab up --real-nodes` checks, naming it', async () => {
-    const cg = join(dir, 'cgroup');
-    for (const c of ['cpu', 'cpuacct', 'cpuset', 'memory']) {
-      await mkdir(join(cg, c), { recursive: true });
-      await writeFile(join(cg, c, 'cgroup.procs'), '');
-    }
-    await writeFile(join(dir, 'filesystems'), 'nodev\tsysfs\n\text4\nnodev\toverlay\n');
-    const c = await chooseNodes(bin('1.34.4'), { uid: 0, machine: { cgroupBase: cg, filesystemsFile: join(dir, 'filesystems') } });
+    const machine = await cgroupV1Machine(dir, ['cpu', 'cpuacct', 'cpuset', 'memory'], 'nodev\tsysfs\n\text4\nnodev\toverlay\n');
+    const c = await chooseNodes(bin('1.34.4'), { uid: 0, machine });
     expect(c).toEqual({ real: false, reason: 'real nodes need the cgroup v1 pids controller' });
   });
 });

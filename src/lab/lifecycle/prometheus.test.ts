@@ -6,20 +6,16 @@ import { run } from '../host/host.js';
 import { prometheusConfig, prometheusConfigText, prometheusService, prometheusUrl, writePrometheusConfig, type PrometheusPlan } from './prometheus.js';
 import { serviceScripts, writeService } from './services.js';
 import { tempDirEach } from '../../testing/temp-dir.js';
+import { HA_LAB } from '../../testing/ha-lab.js';
 
 const plan = (dir = '/s/nodes/prom/prometheus'): PrometheusPlan => ({
   instance: 'prm',
   dir,
   netns: 'kr-prm-prom',
   ip: '10.213.4.251',
-  caFile: '/s/pki/ca.crt',
+  ...HA_LAB,
   certFile: '/s/pki/prometheus.crt',
   keyFile: '/s/pki/prometheus.key',
-  members: [
-    { name: 'cp-1', ip: '10.213.4.2' },
-    { name: 'cp-2', ip: '10.213.4.203' },
-    { name: 'cp-3', ip: '10.213.4.204' },
-  ],
   binary: '/usr/bin/prometheus',
 });
 

@@ -1,17 +1,15 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { cgroupV1Machine } from '../../testing/lab-machine.js';
+import { tempDirEach } from '../../testing/temp-dir.js';
 import { realClock } from '../../core/clock.js';
 import { isKrError } from '../../core/errors.js';
 import { silentLogger } from '../../core/logger.js';
 import { checkRealNodes, startRealNodes, type RealNode } from './real-nodes.js';
 
-let dir: string;
-beforeEach(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'kr-real-'));
-});
-afterEach(() => rm(dir, { recursive: true, force: true }));
+let dir = '';
+tempDirEach('kr-real-', (d) => (dir = d));
 
 async function caught(p: Promise<unknown>): Promise<{ code: string; exit: number; message: string; details: string[] }> {
   try {
@@ -25,13 +23,7 @@ async function caught(p: Promise<unknown>): Promise<{ code: string; exit: number
 
 describe('--real-nodes on a machine without what it needs', () => {
   it('names every missing thing and exits 2', async () => {
-    const cg = join(dir, 'cgroup');
-    for (const c of ['cpu', 'cpuacct', 'cpuset', 'blkio']) {
-      await mkdir(join(cg, c), { recursive: true });
-      await writeFile(join(cg, c, 'cgroup.procs'), '');
-    }
-    await writeFile(join(dir, 'filesystems'), 'nodev\tsysfs\nnodev\ttmpfs\n\text4\n');
-    const e = await caught(checkRealNodes({ cgroupBase: cg, filesystemsFile: join(dir, 'filesystems') }));
+    const e = await caught(checkRealNodes(await cgroupV1Machine(dir, ['cpu', 'cpuacct', 'cpuset', 'blkio'], 'nodev\tsysfs\nnodev\ttmpfs\n\text4\n')));
     expect(e.code).toBe('LAB_REAL_NODE_MISSING');
     expect(e.exit).toBe(2);
     expect(e.message).toContain('the cgroup v1 memory controller');

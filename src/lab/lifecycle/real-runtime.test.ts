@@ -1,7 +1,7 @@
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { tempDirEach } from '../../testing/temp-dir.js';
 import { realClock } from '../../core/clock.js';
 import { isKrError } from '../../core/errors.js';
 import { parseRuntime, processStart, readRealRuntime, runtimeChange, type RealContainer, type RealRuntimeState } from './real-runtime.js';
@@ -26,11 +26,8 @@ const info = (id: string, pod: string, uid: string, createdAt = '2026-11-27T16:0
     4,
   );
 
-let dir: string;
-beforeEach(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'kr-rt-'));
-});
-afterEach(() => rm(dir, { recursive: true, force: true }));
+let dir = '';
+tempDirEach('kr-rt-', (d) => (dir = d));
 
 describe('a real node read through ctr', () => {
   it('lists its pods\' containers with their task state, pid and start time, from ctr over the node\'s socket', async () => {

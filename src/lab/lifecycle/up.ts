@@ -213,21 +213,23 @@ async function up(
   await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, paths.kubeconfig);
   // an executor that must see the cluster while the VIP is down (load-balancer-outage) talks to one member directly
   for (const m of info.members ?? []) await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, m.kubeconfig, m.apiserverUrl);
+  // what a control-plane member's components are written from; the first member's also serves the workers' kubelets
+  const componentsOf = (m: LabNodeInfo): comp.ComponentContext => ({
+    instance,
+    cpNode: m.name,
+    cpNetns: m.netns,
+    cpIp: m.ip,
+    members,
+    serviceDir: paths.serviceDir,
+    pki,
+    bin,
+    settings,
+    etcdCgroup: { dir: info.etcdCgroup, version: layout.version, name: names.cgroup },
+  });
   let staticControllers: (() => Promise<string>) | undefined;
   const perMember: { etcd: ServiceSpec; apiserver: ServiceSpec; controllers: ServiceSpec[] }[] = [];
   for (const m of cps) {
-    const c: comp.ComponentContext = {
-      instance,
-      cpNode: m.name,
-      cpNetns: m.netns,
-      cpIp: m.ip,
-      members,
-      serviceDir: paths.serviceDir,
-      pki,
-      bin,
-      settings,
-      etcdCgroup: { dir: info.etcdCgroup, version: layout.version, name: names.cgroup },
-    };
+    const c = componentsOf(m);
     const svc = { etcd: comp.etcdService(c), apiserver: comp.apiserverService(c), controllers: [comp.controllerManagerService(c), comp.schedulerService(c)] };
     if (cpImages) {
       // kubeadm's /etc/kubernetes of the member: its manifests and the components' kubeconfigs
@@ -246,7 +248,7 @@ async function up(
     await kc('scheduler', { certFile: pki.cert('scheduler'), keyFile: pki.key('scheduler') }, join(svc.controllers[1]!.dir, 'kubeconfig'), local);
     perMember.push(svc);
   }
-  const ctx0: comp.ComponentContext = { instance, cpNode: cp.name, cpNetns: cp.netns, cpIp: cp.ip, members, serviceDir: paths.serviceDir, pki, bin, settings, etcdCgroup: { dir: info.etcdCgroup, version: layout.version, name: names.cgroup } };
+  const ctx0 = componentsOf(cp);
   let lbService: ServiceSpec | undefined;
   if (lb) {
     const haproxyBinary = await findPackagedBinary('haproxy', 'haproxy', { log, signal: o.signal });

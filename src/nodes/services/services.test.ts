@@ -155,14 +155,19 @@ esac`,
   });
 });
 
+/** A lab service directory, made: `lab(name, body)` writes its executable script `name` (`$d` is the directory). */
+function labScripts(dir: string) {
+  mkdirSync(dir, { recursive: true });
+  return (name: string, body: string) => {
+    writeFileSync(join(dir, name), `#!/bin/sh\nd=$(dirname "$0")\n${body}\n`);
+    chmodSync(join(dir, name), 0o755);
+  };
+}
+
 describe('process manager (the lab)', () => {
   it("drives the lab's own scripts and waits for health", () => {
     const t: ProcessTarget = { manager: 'process', service: 'kubelet', dir: join(dir, 'nodes', 'node 1', 'kubelet') };
-    mkdirSync(t.dir, { recursive: true });
-    const lab = (name: string, body: string) => {
-      writeFileSync(join(t.dir, name), `#!/bin/sh\nd=$(dirname "$0")\n${body}\n`);
-      chmodSync(join(t.dir, name), 0o755);
-    };
+    const lab = labScripts(t.dir);
     lab('start', 'echo 777 >"$d/pid"; touch "$d/up"');
     lab('stop', 'rm -f "$d/up" "$d/pid"');
     lab('status', '[ -f "$d/up" ] || exit 3');
@@ -182,11 +187,7 @@ describe('process manager (the lab)', () => {
 describe('process manager: a start that meets a process still exiting', () => {
   it('starts it again once it is gone, instead of waiting for a process that will not come back', () => {
     const t: ProcessTarget = { manager: 'process', service: 'etcd', dir: join(dir, 'nodes', 'cp-1', 'etcd') };
-    mkdirSync(t.dir, { recursive: true });
-    const lab = (name: string, body: string) => {
-      writeFileSync(join(t.dir, name), `#!/bin/sh\nd=$(dirname "$0")\n${body}\n`);
-      chmodSync(join(t.dir, name), 0o755);
-    };
+    const lab = labScripts(t.dir);
     // the old process exits a few status checks after start looked (it said running, so start did nothing)
     writeFileSync(join(t.dir, 'exiting'), '3');
     lab('start', '[ -f "$d/exiting" ] && exit 0; touch "$d/up"; echo start >>"$d/starts"');
