@@ -11,7 +11,10 @@ export default tseslint.config(
       '@typescript-eslint/consistent-type-imports': 'error',
       'no-restricted-syntax': [
         'error',
-        { selector: "CallExpression[callee.object.name='Date'][callee.property.name='now']", message: 'Use ctx.clock.now() so tests can use a fake clock.' },
+        {
+          selector: "CallExpression[callee.object.name='Date'][callee.property.name='now']",
+          message: 'Use ctx.clock.now() so tests can use a fake clock.',
+        },
       ],
     },
   },

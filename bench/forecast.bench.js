@@ -91,7 +91,12 @@ function fleet(failing) {
       if (r() < 0.5) node.taints = [{ key: UNREACHABLE, effect: 'NoExecute', timeAdded: transition }];
     } else node.ready = { status: 'False', heartbeat: NOW - 1000, transition: NOW - Math.floor(r() * 60_000) };
     nodes.push(node);
-    for (let k = 0; k < 30; k++) pods.push({ key: `default/${name}-${String(k).padStart(2, '0')}`, node: name, tolerations: TOLERATIONS[k < 24 ? 0 : k < 29 ? 1 : 2] });
+    for (let k = 0; k < 30; k++)
+      pods.push({
+        key: `default/${name}-${String(k).padStart(2, '0')}`,
+        node: name,
+        tolerations: TOLERATIONS[k < 24 ? 0 : k < 29 ? 1 : 2],
+      });
   }
   const groups = groupPods(pods);
   const byNode = new Map();
@@ -148,7 +153,20 @@ for (const failing of FAILING) {
       const i = (j + k) % sides.length;
       if (COLD_MIB > 0) coolCaches();
       const t0 = performance.now();
-      const f = sides[i].judge({ now, settings: SETTINGS, nodes: given[i], healthy, pods: groups, podsOn, silentAfterMs: SILENT_AFTER, controllerRunning: true, taintsInTheSamePass: true, podsKept: 20, evictedPodsOnly: true, nodesKept: 100 });
+      const f = sides[i].judge({
+        now,
+        settings: SETTINGS,
+        nodes: given[i],
+        healthy,
+        pods: groups,
+        podsOn,
+        silentAfterMs: SILENT_AFTER,
+        controllerRunning: true,
+        taintsInTheSamePass: true,
+        podsKept: 20,
+        evictedPodsOnly: true,
+        nodesKept: 100,
+      });
       const ms = performance.now() - t0;
       if (j >= WARM_UP) {
         times[i].push(ms);
@@ -162,7 +180,16 @@ for (const failing of FAILING) {
   const gcShare = (gcMs - gcBefore) / timed;
   sides.forEach((side, i) => {
     const ts = times[i].sort((a, b) => a - b);
-    rows.push({ failing, side: side.name, atRisk: atRisk[i], p50: quantile(ts, 0.5), p99: quantile(ts, 0.99), max: ts[ts.length - 1], perNodeUs: (1000 * quantile(ts, 0.5)) / failing, gcShare });
+    rows.push({
+      failing,
+      side: side.name,
+      atRisk: atRisk[i],
+      p50: quantile(ts, 0.5),
+      p99: quantile(ts, 0.99),
+      max: ts[ts.length - 1],
+      perNodeUs: (1000 * quantile(ts, 0.5)) / failing,
+      gcShare,
+    });
   });
 }
 
@@ -174,11 +201,17 @@ eviction-forecast probe calls it, on one thread and nothing else: ${NODES} nodes
 passed (three quarters silent 20–50 s and still Ready, a fifth Unknown, half of those tainted, the rest Ready=False),
 the others as counts per zone; 30 pods per node in three workloads' tolerations; the first 20 pods to be evicted and 100 nodes kept.
 ${JUDGEMENTS} judgements per size, the clock 250 ms further each time, after ${WARM_UP} to warm up; garbage
-collections during them counted in; ${COLD_MIB > 0 ? `before each judgement ${COLD_MIB} MiB read through outside the time taken, so that it starts with the processor's caches cold, as in the executor` : "each judgement starts with the caches warm from the one before"}. Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}.
+collections during them counted in; ${COLD_MIB > 0 ? `before each judgement ${COLD_MIB} MiB read through outside the time taken, so that it starts with the processor's caches cold, as in the executor` : 'each judgement starts with the caches warm from the one before'}. Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}.
 Date: ${new Date().toISOString().slice(0, 10)}.
 
 | failing nodes | forecast | pods on them (at risk) | judgement p50 | p99 | max | p50 per failing node | time in GC |
 |---:|---|---:|---:|---:|---:|---:|---:|
-${rows.map((r) => { const mine = rows.find((x) => x.failing === r.failing && x.side === 'this build'); const vs = r === mine ? '' : ` (${(r.p50 / mine.p50).toFixed(2)}× / ${(r.p99 / mine.p99).toFixed(2)}×)`; return `| ${r.failing} | ${r.side}${vs} | ${r.failing * 30} (${r.atRisk}) | ${fmt(r.p50)} ms | ${fmt(r.p99)} ms | ${fmt(r.max)} ms | ${r.perNodeUs.toFixed(2)} µs | ${(100 * r.gcShare).toFixed(0)} % |`; }).join('\n')}
+${rows
+  .map((r) => {
+    const mine = rows.find((x) => x.failing === r.failing && x.side === 'this build');
+    const vs = r === mine ? '' : ` (${(r.p50 / mine.p50).toFixed(2)}× / ${(r.p99 / mine.p99).toFixed(2)}×)`;
+    return `| ${r.failing} | ${r.side}${vs} | ${r.failing * 30} (${r.atRisk}) | ${fmt(r.p50)} ms | ${fmt(r.p99)} ms | ${fmt(r.max)} ms | ${r.perNodeUs.toFixed(2)} µs | ${(100 * r.gcShare).toFixed(0)} % |`;
+  })
+  .join('\n')}
 ${BESIDE ? `\nBeside it, ${BESIDE}: its p50 and p99 in brackets as multiples of this build's; time in GC is the two's together.\n` : ''}
 `);

@@ -103,7 +103,20 @@ async function main() {
   const strategic = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
   const readyPatch = (status) => {
     const t = new Date().toISOString();
-    return { status: { conditions: [{ type: 'Ready', status, reason: 'Bench', message: 'flipped by the guard-latency benchmark', lastHeartbeatTime: t, lastTransitionTime: t }] } };
+    return {
+      status: {
+        conditions: [
+          {
+            type: 'Ready',
+            status,
+            reason: 'Bench',
+            message: 'flipped by the guard-latency benchmark',
+            lastHeartbeatTime: t,
+            lastTransitionTime: t,
+          },
+        ],
+      },
+    };
   };
   const version = JSON.parse((await kube.raw('/version')).body).gitVersion;
   const builds = [{ name: 'this build', watchSpecs, nodeReady, podDeletions, ctx, kube, abort }];
@@ -141,7 +154,12 @@ async function main() {
       b.podsWatch = b.kube.watches.watch(b.watchSpecs.pods());
       b.nodesWatch = b.kube.watches.watch(b.watchSpecs.nodes());
       b.podsWatch.subscribe((c) => {
-        if (c.type === 'modified' && c.object.namespace === NS && c.object.deletionTimestamp !== undefined && !b.podEventAt.has(c.object.name))
+        if (
+          c.type === 'modified' &&
+          c.object.namespace === NS &&
+          c.object.deletionTimestamp !== undefined &&
+          !b.podEventAt.has(c.object.name)
+        )
           b.podEventAt.set(c.object.name, now());
       });
       b.nodesWatch.subscribe((c) => {
@@ -167,14 +185,23 @@ async function main() {
     const polledReady = [];
     let lastPolledReady;
     pumps.push(
-      poll(ctx.signal, () => core.listNamespacedPod({ namespace: NS }), (list, t) => {
-        for (const p of list.items) if (p.metadata.deletionTimestamp && !polledDeleted.has(p.metadata.name)) polledDeleted.set(p.metadata.name, t);
-      }),
-      poll(ctx.signal, () => core.readNode({ name: NODE }), (n, t) => {
-        const s = n.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
-        if (s !== lastPolledReady) polledReady.push({ ready: s, t });
-        lastPolledReady = s;
-      }),
+      poll(
+        ctx.signal,
+        () => core.listNamespacedPod({ namespace: NS }),
+        (list, t) => {
+          for (const p of list.items)
+            if (p.metadata.deletionTimestamp && !polledDeleted.has(p.metadata.name)) polledDeleted.set(p.metadata.name, t);
+        },
+      ),
+      poll(
+        ctx.signal,
+        () => core.readNode({ name: NODE }),
+        (n, t) => {
+          const s = n.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+          if (s !== lastPolledReady) polledReady.push({ ready: s, t });
+          lastPolledReady = s;
+        },
+      ),
     );
     // The bench node has no kubelet: heartbeat its status so that the node lifecycle controller leaves it (and its
     // pods) alone; the status itself only changes when a flip below changes it.
@@ -182,11 +209,17 @@ async function main() {
       while (!ctx.signal.aborted) {
         await sleep(2000);
         const t = new Date().toISOString();
-        await core.patchNodeStatus({ name: NODE, body: { status: { conditions: [{ type: 'Ready', lastHeartbeatTime: t }] } } }, strategic).catch(() => {});
+        await core
+          .patchNodeStatus({ name: NODE, body: { status: { conditions: [{ type: 'Ready', lastHeartbeatTime: t }] } } }, strategic)
+          .catch(() => {});
       }
     })();
     pumps.push(heartbeat);
-    await waitUntil(() => builds.every((b) => b.ready === true) && lastPolledReady === true, 60_000, 'probes and pollers see the bench node Ready');
+    await waitUntil(
+      () => builds.every((b) => b.ready === true) && lastPolledReady === true,
+      60_000,
+      'probes and pollers see the bench node Ready',
+    );
     await sleep(1500);
 
     // --- pods getting a deletionTimestamp
@@ -203,7 +236,10 @@ async function main() {
         b.podApi.push(b.podEventAt.get(name) - t0);
         b.podOurs.push(b.deletionsAt[i] - b.podEventAt.get(name));
       }
-      void waitUntil(() => polledDeleted.has(name), 10_000, 'poll').then(() => podPoll.push(polledDeleted.get(name) - t0), () => {});
+      void waitUntil(() => polledDeleted.has(name), 10_000, 'poll').then(
+        () => podPoll.push(polledDeleted.get(name) - t0),
+        () => {},
+      );
       await sleep(gap());
     }
 
@@ -217,7 +253,11 @@ async function main() {
       const t0 = now();
       await core.patchNodeStatus({ name: NODE, body: readyPatch(want ? 'True' : 'False') }, strategic);
       for (const [k, b] of builds.entries()) {
-        await waitUntil(() => b.readyAt.slice(seen[k].watch).some((x) => x.ready === want), 10_000, `the probe's reading of flip ${i} (${b.name})`);
+        await waitUntil(
+          () => b.readyAt.slice(seen[k].watch).some((x) => x.ready === want),
+          10_000,
+          `the probe's reading of flip ${i} (${b.name})`,
+        );
         const reading = b.readyAt.slice(seen[k].watch).find((x) => x.ready === want).t;
         const event = b.nodeEvents.slice(seen[k].events).find((x) => x.ready === want).t;
         b.nodeWatch.push(reading - t0);
@@ -250,7 +290,8 @@ async function main() {
     const [ours, other] = builds;
     // the other build's figures as multiples of this build's
     const times = (a, b) => `${(a / b).toFixed(2)}×`;
-    const split = (b, api, judged) => `${f(quantile(b[api], 0.5))} / ${f(quantile(b[api], 0.99))} ms | ${f(quantile(b[judged], 0.5))} / ${f(quantile(b[judged], 0.99))} ms`;
+    const split = (b, api, judged) =>
+      `${f(quantile(b[api], 0.5))} / ${f(quantile(b[api], 0.99))} ms | ${f(quantile(b[judged], 0.5))} / ${f(quantile(b[judged], 0.99))} ms`;
     const cpu = cpus();
     console.log(
       [
@@ -261,9 +302,13 @@ async function main() {
           `Cluster: ${ownLab ? `lab instance ${INSTANCE} (2 simulated nodes, no workload)` : inventoryFile}, Kubernetes ${version}.`,
         '',
         'Time from just before the write request is sent to the moment the probe yields the reading that reflects it',
-        '(`pod-deletions` for a pod getting a deletionTimestamp, `node-ready` for a node\'s Ready flipping), and to the',
+        "(`pod-deletions` for a pod getting a deletionTimestamp, `node-ready` for a node's Ready flipping), and to the",
         'moment a poller that GETs the same object every second sees it. Both run at once, on the same changes.',
-        ...(other ? [`The probes of the build in ${other.name} ran beside this build's, in the same process on watches of their own, on the same changes.`] : []),
+        ...(other
+          ? [
+              `The probes of the build in ${other.name} ran beside this build's, in the same process on watches of their own, on the same changes.`,
+            ]
+          : []),
         '',
         '| change | build | samples (watch / poll) | watch p50 | watch p99 | 1 s poll p50 | 1 s poll p99 | ratio p50 | ratio p99 |',
         '|---|---|---|---|---|---|---|---|---|',

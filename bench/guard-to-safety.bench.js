@@ -61,8 +61,16 @@ try {
       if (!fired) throw new Error(`${runbook}: no guard fired (${report.reason})`);
       const safe =
         fired.response === 'abort'
-          ? report.faults.filter((f) => !f.remediation).map((f) => f.revertedAt).sort().at(-1)
-          : report.faults.filter((f) => f.remediation).map((f) => f.appliedAt).sort().at(-1);
+          ? report.faults
+              .filter((f) => !f.remediation)
+              .map((f) => f.revertedAt)
+              .sort()
+              .at(-1)
+          : report.faults
+              .filter((f) => f.remediation)
+              .map((f) => f.appliedAt)
+              .sort()
+              .at(-1);
       safeAfter.push(ms(fired.at, safe));
       const deletions = report.observations['pods deleted']?.value?.count ?? NaN;
       evicted.push(deletions);

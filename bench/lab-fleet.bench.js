@@ -24,7 +24,21 @@ function kr(...args) {
 }
 
 kr('lab', 'down', '--instance', INSTANCE);
-kr('lab', 'up', '--instance', INSTANCE, '--nodes', '0', '--no-workload', '--grace', '40s', '--monitor-period', '5s', '--lease-renew', '10s');
+kr(
+  'lab',
+  'up',
+  '--instance',
+  INSTANCE,
+  '--nodes',
+  '0',
+  '--no-workload',
+  '--grace',
+  '40s',
+  '--monitor-period',
+  '5s',
+  '--lease-renew',
+  '10s',
+);
 const rows = [];
 try {
   for (const n of SIZES) {

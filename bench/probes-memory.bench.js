@@ -30,13 +30,19 @@ import { quantile } from './parts/quantile.js';
 
 const env = process.env;
 const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
-const SIZES = (env.KUBE_RUNBOOK_BENCH_PODS ?? '1000 30000 150000').split(/\s+/).filter(Boolean).map(Number).sort((a, b) => a - b);
+const SIZES = (env.KUBE_RUNBOOK_BENCH_PODS ?? '1000 30000 150000')
+  .split(/\s+/)
+  .filter(Boolean)
+  .map(Number)
+  .sort((a, b) => a - b);
 const HOLD = parseDuration(env.KUBE_RUNBOOK_BENCH_HOLD ?? '2m');
 const CHURN = Number(env.KUBE_RUNBOOK_BENCH_CHURN ?? 10);
 const SILENT = Number(env.KUBE_RUNBOOK_BENCH_SILENT ?? Math.round(NODES / 10));
 const LAG = parseDuration(env.KUBE_RUNBOOK_BENCH_LAG ?? '0s');
 // the executor's heap as the CLI sets it up (src/core/heap.ts), and with V8's default young generation growth
-const FLAG_SETS = (env.KUBE_RUNBOOK_BENCH_NODE_FLAGS ?? '|-- --semi-space-growth-factor=2').split('|').map((s) => s.trim().split(/\s+/).filter(Boolean));
+const FLAG_SETS = (env.KUBE_RUNBOOK_BENCH_NODE_FLAGS ?? '|-- --semi-space-growth-factor=2')
+  .split('|')
+  .map((s) => s.trim().split(/\s+/).filter(Boolean));
 const EXECUTOR = fileURLToPath(new URL('parts/probes-executor.js', import.meta.url));
 // another build's executor beside this one's (a checkout with its own `npm run build`), as the CLI runs
 const BESIDE = env.KUBE_RUNBOOK_BENCH_EXECUTOR_BESIDE;
@@ -101,13 +107,21 @@ async function measure(pods) {
         if (first.has(k)) continue;
         const s = await e.stats();
         if (IDS.every((id) => s.firstReadingMs[id] !== undefined)) first.set(k, s);
-        else waiting.push(`${RUNS[k].name}: ${IDS.filter((id) => s.firstReadingMs[id] === undefined).map((id) => `${id} (${s.readings[id]?.detail ?? 'no reading'})`).join(', ')}`);
+        else
+          waiting.push(
+            `${RUNS[k].name}: ${IDS.filter((id) => s.firstReadingMs[id] === undefined)
+              .map((id) => `${id} (${s.readings[id]?.detail ?? 'no reading'})`)
+              .join(', ')}`,
+          );
       }
-      if (waiting.length && Math.round((epochMs() - started) / 1000) % 15 === 0) log(`waiting for the first readings of ${waiting.join('; ')}`);
+      if (waiting.length && Math.round((epochMs() - started) / 1000) % 15 === 0)
+        log(`waiting for the first readings of ${waiting.join('; ')}`);
     }
     await sleep(5000);
     const synced = await Promise.all(exs.map((e) => e.stats()));
-    log(`${pods} pods: ${synced.map((s, k) => `${RUNS[k].name} ${s.rssMiB.toFixed(0)} MiB (heap ${s.heapMiB.toFixed(0)})`).join(', ')} after the initial lists`);
+    log(
+      `${pods} pods: ${synced.map((s, k) => `${RUNS[k].name} ${s.rssMiB.toFixed(0)} MiB (heap ${s.heapMiB.toFixed(0)})`).join(', ')} after the initial lists`,
+    );
     // the churn starts now: pod deletions (the leases and nodes churn from the start), and SILENT nodes stop, so
     // that the eviction forecast has failing nodes to judge
     api.churn(CHURN);
@@ -121,7 +135,9 @@ async function measure(pods) {
     // from the DELETED event sent to the reading of pod-deletions that counts it
     const delays = exs.map((e) => [...api.deletedAt].filter(([n]) => e.deleted.has(n)).map(([n, t]) => e.deleted.get(n) - t));
     await Promise.all(exs.map((e) => e.quit()));
-    log(`${pods} pods: ${end.map((s, k) => `${RUNS[k].name} ${s.rssMiB.toFixed(0)} MiB`).join(', ')} at the end; unknown paths asked for: ${api.stats().unknownPaths.join(' ') || 'none'}`);
+    log(
+      `${pods} pods: ${end.map((s, k) => `${RUNS[k].name} ${s.rssMiB.toFixed(0)} MiB`).join(', ')} at the end; unknown paths asked for: ${api.stats().unknownPaths.join(' ') || 'none'}`,
+    );
     return { pods, first: [...exs.keys()].map((k) => first.get(k)), synced, end, live, deletions, seen, delays };
   } finally {
     api.close();

@@ -43,7 +43,11 @@ import { quantile } from './parts/quantile.js';
 
 const env = process.env;
 const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
-const SIZES = (env.KUBE_RUNBOOK_BENCH_PODS ?? '1000 30000 150000').split(/\s+/).filter(Boolean).map(Number).sort((a, b) => a - b);
+const SIZES = (env.KUBE_RUNBOOK_BENCH_PODS ?? '1000 30000 150000')
+  .split(/\s+/)
+  .filter(Boolean)
+  .map(Number)
+  .sort((a, b) => a - b);
 const HOLD = env.KUBE_RUNBOOK_BENCH_HOLD ?? '10m';
 const SHORT_HOLD = env.KUBE_RUNBOOK_BENCH_SHORT_HOLD ?? '2m';
 const CHURN = Number(env.KUBE_RUNBOOK_BENCH_CHURN ?? 10);
@@ -71,10 +75,22 @@ function kr(...args) {
 function buildInformer() {
   mkdirSync(WORK, { recursive: true });
   const bin = join(WORK, 'informer');
-  const goEnv = { ...env, GOTOOLCHAIN: 'local', GOFLAGS: '-mod=mod', GOMODCACHE: join(WORK, 'go', 'mod'), GOCACHE: join(WORK, 'go', 'build'), CGO_ENABLED: '0' };
+  const goEnv = {
+    ...env,
+    GOTOOLCHAIN: 'local',
+    GOFLAGS: '-mod=mod',
+    GOMODCACHE: join(WORK, 'go', 'mod'),
+    GOCACHE: join(WORK, 'go', 'build'),
+    CGO_ENABLED: '0',
+  };
   delete goEnv.GOROOT;
   delete goEnv.GOPATH;
-  const r = spawnSync('go', ['build', '-trimpath', '-o', bin, '.'], { cwd: INFORMER_SRC, env: goEnv, encoding: 'utf8', timeout: 1_200_000 });
+  const r = spawnSync('go', ['build', '-trimpath', '-o', bin, '.'], {
+    cwd: INFORMER_SRC,
+    env: goEnv,
+    encoding: 'utf8',
+    timeout: 1_200_000,
+  });
   if (r.status !== 0) throw new Error(`building the informer baseline failed (${r.status}): ${(r.stderr ?? '').slice(-2000)}`);
   const v = spawnSync('go', ['version'], { env: goEnv, encoding: 'utf8' }).stdout.trim();
   return { bin, go: v };
@@ -90,17 +106,36 @@ async function main() {
   const { bin: informerBin, go } = buildInformer();
   log(`informer built with ${go}`);
   kr('lab', 'down', '--instance', INSTANCE);
-  kr('lab', 'up', '--instance', INSTANCE, '--nodes', '0', '--no-workload', '--grace', '40s', '--monitor-period', '5s', '--lease-renew', '10s', '--etcd-quota', '8Gi');
+  kr(
+    'lab',
+    'up',
+    '--instance',
+    INSTANCE,
+    '--nodes',
+    '0',
+    '--no-workload',
+    '--grace',
+    '40s',
+    '--monitor-period',
+    '5s',
+    '--lease-renew',
+    '10s',
+    '--etcd-quota',
+    '8Gi',
+  );
   const info = await readLabInfo(INSTANCE);
   const http = new KubeHttp(loadClientConfig({ file: info.kubeconfig, context: info.context }), realClock);
   const api = async (path, o = {}) => {
     const a = await http.request(path, { timeoutMs: 60_000, ...o });
-    if (a.status >= 300 && !(o.okStatus ?? []).includes(a.status)) throw new Error(`${o.method ?? 'GET'} ${path}: ${a.status} ${a.body.slice(0, 300)}`);
+    if (a.status >= 300 && !(o.okStatus ?? []).includes(a.status))
+      throw new Error(`${o.method ?? 'GET'} ${path}: ${a.status} ${a.body.slice(0, 300)}`);
     return a.body ? JSON.parse(a.body) : {};
   };
 
   const fleetLog = createWriteStream(join(WORK, 'fleet.log'));
-  const fleet = spawn(process.execPath, [CLI, 'lab', 'fleet', '--instance', INSTANCE, '--count', String(NODES), '--zones', '3', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const fleet = spawn(process.execPath, [CLI, 'lab', 'fleet', '--instance', INSTANCE, '--count', String(NODES), '--zones', '3', '--json'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   fleet.stdout.pipe(fleetLog);
   fleet.stderr.pipe(fleetLog);
   let fleetOut = '';
@@ -115,7 +150,9 @@ async function main() {
       let cont = '';
       fleetNodes.length = 0;
       do {
-        const page = await api(`/api/v1/nodes?labelSelector=lab.kube-runbook.dev%2Ffleet%3D${INSTANCE}&limit=1000${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`);
+        const page = await api(
+          `/api/v1/nodes?labelSelector=lab.kube-runbook.dev%2Ffleet%3D${INSTANCE}&limit=1000${cont ? `&continue=${encodeURIComponent(cont)}` : ''}`,
+        );
         for (const node of page.items) {
           fleetNodes.push(node.metadata.name);
           if (node.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True') n++;
@@ -141,7 +178,11 @@ async function main() {
     }
     for (let i = 0; ; i++) {
       // pods need the namespace's default ServiceAccount, which its controller makes a moment after the namespace
-      const a = await http.request(`/api/v1/namespaces/${NS}/serviceaccounts`, { method: 'POST', body: { metadata: { name: 'default' } }, timeoutMs: 30_000 });
+      const a = await http.request(`/api/v1/namespaces/${NS}/serviceaccounts`, {
+        method: 'POST',
+        body: { metadata: { name: 'default' } },
+        timeoutMs: 30_000,
+      });
       if (a.status < 300 || a.status === 409) break;
       if (i > 60) throw new Error(`cannot create the default ServiceAccount in ${NS}: ${a.status}`);
       await sleep(1000);
@@ -167,7 +208,9 @@ async function main() {
           while (next < to) {
             const i = next++;
             for (let attempt = 0; ; attempt++) {
-              const a = await http.request(`/api/v1/namespaces/${NS}/pods`, { method: 'POST', body: podBody(i), timeoutMs: 60_000 }).catch((e) => ({ status: 0, body: String(e) }));
+              const a = await http
+                .request(`/api/v1/namespaces/${NS}/pods`, { method: 'POST', body: podBody(i), timeoutMs: 60_000 })
+                .catch((e) => ({ status: 0, body: String(e) }));
               if (a.status < 300 || a.status === 409) break;
               if (attempt > 20) throw new Error(`creating pod p-${i}: ${a.status} ${a.body.slice(0, 200)}`);
               await sleep(500 * (attempt + 1));
@@ -198,7 +241,9 @@ async function main() {
         await sleep(5000);
         left = await notRunning();
       }
-      log(`${pods} pods created in ${(created / 1000).toFixed(0)} s; ${pods - left} Running after ${((epochMs() - t0) / 1000).toFixed(0)} s`);
+      log(
+        `${pods} pods created in ${(created / 1000).toFixed(0)} s; ${pods - left} Running after ${((epochMs() - t0) / 1000).toFixed(0)} s`,
+      );
 
       const load = loadavg()[0];
       // the executor's cluster access logs to WORK/executor-<pods>.log (watches failing, restarting, relisting)
@@ -207,7 +252,14 @@ async function main() {
       process.env.KUBE_RUNBOOK_BENCH_LOG = exLog;
       const ex = measured('executor', process.execPath, [...EXECUTOR_FLAGS, EXECUTOR, info.inventoryFile, info.kubeconfig, info.context]);
       const inf = measured('informer', informerBin, ['-kubeconfig', info.kubeconfig, '-context', info.context]);
-      const other = BESIDE ? measured('executor beside', process.execPath, [resolve(BESIDE, 'bench/parts/probes-executor.js'), info.inventoryFile, info.kubeconfig, info.context]) : undefined;
+      const other = BESIDE
+        ? measured('executor beside', process.execPath, [
+            resolve(BESIDE, 'bench/parts/probes-executor.js'),
+            info.inventoryFile,
+            info.kubeconfig,
+            info.context,
+          ])
+        : undefined;
       // the first readings: every probe read, every informer synced
       const syncStart = epochMs();
       let exStart;
@@ -247,7 +299,9 @@ async function main() {
           if (wait > 0) await sleep(wait);
           const name = live.shift();
           sent.set(`${NS}/${name}`, epochMs());
-          await api(`/api/v1/namespaces/${NS}/pods/${name}?gracePeriodSeconds=0`, { method: 'DELETE', okStatus: [404] }).catch((e) => log(`delete ${name}: ${e.message}`));
+          await api(`/api/v1/namespaces/${NS}/pods/${name}?gracePeriodSeconds=0`, { method: 'DELETE', okStatus: [404] }).catch((e) =>
+            log(`delete ${name}: ${e.message}`),
+          );
           await createPods(nextPod, nextPod + 1, 1);
           live.push(`p-${nextPod++}`);
         }
@@ -264,11 +318,36 @@ async function main() {
       const exDel = delays(ex);
       const infDel = delays(inf);
       const beside = other ? { start: otherStart, synced: otherSynced, end: otherEnd, del: delays(other) } : undefined;
-      rows.push({ pods, running: pods - left, load, created, exSynced, infSynced, exEnd, infEnd, exDel, infDel, sent: sent.size, holdMs, exStart, infStart, samples, exLive, beside });
+      rows.push({
+        pods,
+        running: pods - left,
+        load,
+        created,
+        exSynced,
+        infSynced,
+        exEnd,
+        infEnd,
+        exDel,
+        infDel,
+        sent: sent.size,
+        holdMs,
+        exStart,
+        infStart,
+        samples,
+        exLive,
+        beside,
+      });
       // for diagnosis: each deletion's second into the hold and its delay to the executor and to the informer
-      const timeline = [...sent].map(([n, t]) => [Math.round((t - holdStart) / 1000), ex.deleted.has(n) ? ex.deleted.get(n) - t : null, inf.deleted.has(n) ? inf.deleted.get(n) - t : null]);
+      const timeline = [...sent].map(([n, t]) => [
+        Math.round((t - holdStart) / 1000),
+        ex.deleted.has(n) ? ex.deleted.get(n) - t : null,
+        inf.deleted.has(n) ? inf.deleted.get(n) - t : null,
+      ]);
       rows[rows.length - 1].deletionTimeline = timeline;
-      writeFileSync(join(WORK, 'last-run.json'), JSON.stringify(rows.map(({ exDel, infDel, ...r }) => ({ ...r, exDelN: exDel.length, infDelN: infDel.length }))));
+      writeFileSync(
+        join(WORK, 'last-run.json'),
+        JSON.stringify(rows.map(({ exDel, infDel, ...r }) => ({ ...r, exDelN: exDel.length, infDelN: infDel.length }))),
+      );
       log(`${pods} pods: done (${sent.size} deletions; executor saw ${exDel.length}, informer ${infDel.length})`);
     }
   } catch (e) {
@@ -351,14 +430,34 @@ judgement runs when an event can change the probe's verdict, and takes in every 
 
 | pods | ${ids.join(' | ')} |
 |---:|${ids.map(() => '---:').join('|')}|
-${rows.map((r) => `| ${r.pods} | ${ids.map((id) => { const j = r.exEnd.judgeMs[id]; return `${j.n}× p50 ${f1(j.p50)} (${f1(j.cpu.p50)}) p99 ${f1(j.p99)} (${f1(j.cpu.p99)})`; }).join(' | ')} |`).join('\n')}
+${rows
+  .map(
+    (r) =>
+      `| ${r.pods} | ${ids
+        .map((id) => {
+          const j = r.exEnd.judgeMs[id];
+          return `${j.n}× p50 ${f1(j.p50)} (${f1(j.cpu.p50)}) p99 ${f1(j.p99)} (${f1(j.cpu.p99)})`;
+        })
+        .join(' | ')} |`,
+  )
+  .join('\n')}
 
 CPU time per event over the hold (ms): each judgement's CPU time shared among the watch events it took in, one
 figure per event (p50 / p99, and how many events):
 
 | pods | ${ids.join(' | ')} |
 |---:|${ids.map(() => '---:').join('|')}|
-${rows.map((r) => `| ${r.pods} | ${ids.map((id) => { const c = r.exEnd.judgeMs[id].cpuPerChange; return c ? `${f2(c.p50)} / ${f2(c.p99)} (${c.n})` : '–'; }).join(' | ')} |`).join('\n')}
+${rows
+  .map(
+    (r) =>
+      `| ${r.pods} | ${ids
+        .map((id) => {
+          const c = r.exEnd.judgeMs[id].cpuPerChange;
+          return c ? `${f2(c.p50)} / ${f2(c.p99)} (${c.n})` : '–';
+        })
+        .join(' | ')} |`,
+  )
+  .join('\n')}
 
 The executor's memory through each hold (MiB; RSS, V8 heap used / committed, external to the heap), beside the
 informers' RSS, every 2 minutes:
@@ -372,7 +471,16 @@ watch-lists / watches opened / 410 Gone / failures / silent streams restarted, s
 
 | pods | failing nodes p50 / p99 / max (readings) | nodes | leases | pods |
 |---:|---:|---:|---:|---:|
-${rows.map((r) => { const f = r.exEnd.forecastFailing; const w = (k) => { const x = r.exEnd.watchStats?.[k]; return x ? `${x.lists} / ${x.streamedLists} / ${x.watches} / ${x.gone} / ${x.failures} / ${x.inactivityRestarts}` : '–'; }; return `| ${r.pods} | ${f.p50 ?? '–'} / ${f.p99 ?? '–'} / ${f.max ?? '–'} (${f.n}) | ${w('nodes')} | ${w('leases')} | ${w('pods')} |`; }).join('\n')}
+${rows
+  .map((r) => {
+    const f = r.exEnd.forecastFailing;
+    const w = (k) => {
+      const x = r.exEnd.watchStats?.[k];
+      return x ? `${x.lists} / ${x.streamedLists} / ${x.watches} / ${x.gone} / ${x.failures} / ${x.inactivityRestarts}` : '–';
+    };
+    return `| ${r.pods} | ${f.p50 ?? '–'} / ${f.p99 ?? '–'} / ${f.max ?? '–'} (${f.n}) | ${w('nodes')} | ${w('leases')} | ${w('pods')} |`;
+  })
+  .join('\n')}
 
 Pods Running when measured (set once by the fleet; at most ${RUNNING_WAIT} waited): ${rows.map((r) => `${r.running}/${r.pods}`).join(', ')}.
 Pod deletions sent / seen: ${rows.map((r) => `${r.pods} pods: ${r.sent} sent, executor ${r.exDel.length}, informer ${r.infDel.length}`).join('; ')}.

@@ -7,7 +7,18 @@
 // scripts/sea-lib.mjs, build/kube-runbook-<platform> and its archive build/kube-runbook-<platform>.tar.gz (the
 // executable, LICENSE and the kubectl completion entry), then the krew manifest of all of them, build/krew/runbook.yaml.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createHash } from 'node:crypto';
@@ -59,7 +70,16 @@ writeFileSync(join(out, 'kube-runbook.meta.json'), JSON.stringify(bundled.metafi
 
 const config = join(out, 'sea-config.json');
 const blob = join(out, 'sea-prep.blob');
-writeFileSync(config, JSON.stringify({ main: join(out, 'kube-runbook.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: false }));
+writeFileSync(
+  config,
+  JSON.stringify({
+    main: join(out, 'kube-runbook.cjs'),
+    output: blob,
+    disableExperimentalSEAWarning: true,
+    useCodeCache: false,
+    useSnapshot: false,
+  }),
+);
 execFileSync(hostNode, ['--experimental-sea-config', config], { stdio: 'inherit' });
 
 const strip = await llvmStrip();
@@ -69,7 +89,9 @@ for (const platform of PLATFORMS) {
   // the symbol tables and debug info: 17 MiB of Node's 121 MiB (x64), which nothing it runs needs
   execFileSync(strip, ['--strip-all', '-o', exe, await nodeBinary(platform)]);
   chmodSync(exe, 0o755);
-  execFileSync(hostNode, [join(root, 'node_modules', 'postject', 'dist', 'cli.js'), exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', FUSE], { stdio: 'ignore' });
+  execFileSync(hostNode, [join(root, 'node_modules', 'postject', 'dist', 'cli.js'), exe, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', FUSE], {
+    stdio: 'ignore',
+  });
   check(exe, platform);
   const archive = join(out, archiveName(platform));
   writeArchive(exe, archive);
@@ -79,7 +101,9 @@ for (const platform of PLATFORMS) {
 for (const f of ['sea-entry.mjs', 'sea-config.json', 'sea-prep.blob']) rmSync(join(out, f));
 mkdirSync(join(out, 'krew'), { recursive: true });
 writeFileSync(join(out, 'krew', 'runbook.yaml'), krewManifest(pkg.version, archives));
-log.info(`bundle ${MiB(statSync(join(out, 'kube-runbook.cjs')).size)}; wrote build/krew/runbook.yaml for ${PLATFORMS.map((p) => p.name).join(', ')}`);
+log.info(
+  `bundle ${MiB(statSync(join(out, 'kube-runbook.cjs')).size)}; wrote build/krew/runbook.yaml for ${PLATFORMS.map((p) => p.name).join(', ')}`,
+);
 
 /** The Node binary of PLATFORM at nodeVersion: this project's own when it is that platform's, else the cached one. */
 async function nodeBinary(platform) {
@@ -93,7 +117,9 @@ async function nodeBinary(platform) {
   const tmp = mkdtempSync(join(cacheDir(), 'node', '.fetch-'));
   try {
     // npm checks the tarball against the registry's integrity
-    const [packed] = JSON.parse(execFileSync('npm', ['pack', `${platform.nodePackage}@${nodeVersion}`, '--json', '--pack-destination', tmp], { encoding: 'utf8' }));
+    const [packed] = JSON.parse(
+      execFileSync('npm', ['pack', `${platform.nodePackage}@${nodeVersion}`, '--json', '--pack-destination', tmp], { encoding: 'utf8' }),
+    );
     execFileSync('tar', ['-xzf', join(tmp, packed.filename), '-C', tmp, 'package/bin/node']);
     rmSync(dir, { recursive: true, force: true });
     renameSync(join(tmp, 'package'), dir);
@@ -115,7 +141,8 @@ function check(exe, platform) {
   const machine = /Machine:\s*(.+)/.exec(execFileSync('readelf', ['-h', exe], { encoding: 'utf8' }))?.[1]?.trim();
   if (machine !== platform.machine) throw new Error(`${exe} is for ${machine}, not ${platform.machine}`);
   // the note's data is printed too, in hex: three times the blob
-  if (!execFileSync('readelf', ['-n', '-W', exe], { encoding: 'utf8', maxBuffer: 256 * 2 ** 20 }).includes('NODE_SEA_BLOB')) throw new Error(`${exe} has no NODE_SEA_BLOB note`);
+  if (!execFileSync('readelf', ['-n', '-W', exe], { encoding: 'utf8', maxBuffer: 256 * 2 ** 20 }).includes('NODE_SEA_BLOB'))
+    throw new Error(`${exe} has no NODE_SEA_BLOB note`);
   if (!readFileSync(exe).includes(`${FUSE}:1`)) throw new Error(`${exe}'s SEA fuse is not flipped`);
 }
 

@@ -11,7 +11,12 @@ interface Template {
   name: string;
   container?: { command?: string[]; args?: string[] };
   script?: { command: string[]; source: string };
-  steps?: { name: string; template: string; continueOn?: { failed?: boolean }; arguments?: { parameters: { name: string; value: string }[] } }[][];
+  steps?: {
+    name: string;
+    template: string;
+    continueOn?: { failed?: boolean };
+    arguments?: { parameters: { name: string; value: string }[] };
+  }[][];
   podSpecPatch?: string;
 }
 const wf = parse(readFileSync(`${root}deploy/argo/workflowtemplate.yaml`, 'utf8')) as { spec: { templates: Template[] } };
@@ -43,7 +48,10 @@ describe('deploy/argo/workflowtemplate.yaml', () => {
   it("judges the run's exit code in a verdict step that gets it, whatever it was", () => {
     const steps = template('cluster').steps!.flat();
     expect(steps.find((s) => s.name === 'run')).toMatchObject({ template: 'run', continueOn: { failed: true } });
-    expect(steps.find((s) => s.name === 'verdict')?.arguments?.parameters).toContainEqual({ name: 'exit-code', value: '{{steps.run.exitCode}}' });
+    expect(steps.find((s) => s.name === 'verdict')?.arguments?.parameters).toContainEqual({
+      name: 'exit-code',
+      value: '{{steps.run.exitCode}}',
+    });
   });
 
   it('every exit but 0 fails the step with the same code and says what it means', () => {

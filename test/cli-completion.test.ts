@@ -38,7 +38,15 @@ describe('kube-runbook __complete (what the completion scripts ask at each TAB)'
     expect(top.values).toEqual(expect.arrayContaining(['plan', 'run', 'validate', 'describe', 'completion']));
     expect(top.values).not.toContain('__complete');
     const stop = await complete(['describe', 'st']);
-    expect(stop.values).toEqual(['starve-cpu', 'stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer', 'stop-scheduler']);
+    expect(stop.values).toEqual([
+      'starve-cpu',
+      'stop-apiserver',
+      'stop-controller-manager',
+      'stop-etcd',
+      'stop-kubelet',
+      'stop-load-balancer',
+      'stop-scheduler',
+    ]);
     expect((await complete(['describe', 'node-'])).values).toEqual(['node-leases', 'node-ready']);
   });
 
@@ -73,12 +81,26 @@ describe('kube-runbook __complete (what the completion scripts ask at each TAB)'
  */
 describe('kubectl_complete-runbook (kubectl plugin completion)', () => {
   const ask = async (...words: string[]) => {
-    const r = await promisify(execFile)(process.execPath, ['bin/kubectl_complete-runbook.js', '__complete', ...words], { cwd: root, env: { ...process.env, KUBECONFIG: kubeconfig } });
+    const r = await promisify(execFile)(process.execPath, ['bin/kubectl_complete-runbook.js', '__complete', ...words], {
+      cwd: root,
+      env: { ...process.env, KUBECONFIG: kubeconfig },
+    });
     return r.stdout.trim().split('\n');
   };
 
-  it('answers in Cobra\'s protocol: ids with what they are, options, contexts, and runbook files by extension', async () => {
-    expect(await ask('describe', 'st')).toEqual([...['starve-cpu', 'stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer', 'stop-scheduler'].map((id) => `${id}\taction`), ':4']);
+  it("answers in Cobra's protocol: ids with what they are, options, contexts, and runbook files by extension", async () => {
+    expect(await ask('describe', 'st')).toEqual([
+      ...[
+        'starve-cpu',
+        'stop-apiserver',
+        'stop-controller-manager',
+        'stop-etcd',
+        'stop-kubelet',
+        'stop-load-balancer',
+        'stop-scheduler',
+      ].map((id) => `${id}\taction`),
+      ':4',
+    ]);
     // kubectl passes options as they are typed, without `--`
     expect((await ask('plan', '--o')).map((l) => l.split('\t')[0])).toEqual(['--offline', '--output', ':4']);
     expect(await ask('plan', 'rb.yaml', '--context', 'st')).toEqual(['staging-admin@staging\tkubeconfig context', ':4']);
@@ -102,7 +124,9 @@ describe('kube-runbook completion', () => {
     }
     const bad = await runCli(['completion', 'tcsh']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain("error: command-argument value 'tcsh' is invalid for argument 'shell'. Allowed choices are bash, zsh, fish.");
+    expect(bad.stderr).toContain(
+      "error: command-argument value 'tcsh' is invalid for argument 'shell'. Allowed choices are bash, zsh, fish.",
+    );
   });
 
   it('gives bash a script it parses', async () => {
@@ -125,11 +149,15 @@ describe('bash completion on a terminal', () => {
   it('completes `kube-runbook describe sto<TAB><TAB>` with the stop-* actions, runbook files and contexts', async () => {
     const t = new Terminal('bash --norc --noprofile -i', { cwd: root, env: { KUBECONFIG: kubeconfig, PATH: installed() } });
     try {
-      await t.type('PS1="ready\\$ "; bind "set bell-style none"; source <(kube-runbook completion bash); echo sourced\n', /sourced\r?\nready\$ $/);
+      await t.type(
+        'PS1="ready\\$ "; bind "set bell-style none"; source <(kube-runbook completion bash); echo sourced\n',
+        /sourced\r?\nready\$ $/,
+      );
       // sto<TAB> writes the prefix the stop-* actions share, <TAB><TAB> lists them
       await t.type('kube-runbook describe sto\t', /describe stop-$/);
       const listed = await t.type('\t\t', /stop-scheduler[\s\S]*ready\$ kube-runbook describe stop-$/);
-      for (const id of ['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer']) expect(listed).toContain(id);
+      for (const id of ['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer'])
+        expect(listed).toContain(id);
       expect(listed).not.toContain('run-command');
       expect(listed).not.toContain('starve-cpu');
       // one match is written out in full; runbook files and contexts (with colons) too

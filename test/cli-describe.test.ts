@@ -6,7 +6,8 @@ import { root, runCli } from './helpers/cli.js';
 const cli = (...args: string[]) => runCli(args);
 
 /** The ids docs/actions.md or docs/probes.md lists in its summary table, in its order. */
-const documentedIds = (file: string) => [...readFileSync(join(root, 'docs', file), 'utf8').matchAll(/^\| \[`([a-z0-9-]+)`\]/gm)].map((m) => m[1]);
+const documentedIds = (file: string) =>
+  [...readFileSync(join(root, 'docs', file), 'utf8').matchAll(/^\| \[`([a-z0-9-]+)`\]/gm)].map((m) => m[1]);
 
 beforeAll(() => {
   if (!existsSync(join(root, 'dist/cli/main.js'))) throw new Error('dist/ is missing: run `npm run build` first');
@@ -67,13 +68,23 @@ describe('kube-runbook describe', () => {
   it('prints one module as JSON: typed parameters, layouts, undo, access', async () => {
     const r = await cli('describe', 'stop-kubelet', '-o', 'json');
     expect(r.code).toBe(0);
-    const d = JSON.parse(r.stdout) as { type: string; kind: string; params: { name: string; type: string; default?: unknown }[]; layouts: Record<string, string>; undo: string; access: unknown[] };
+    const d = JSON.parse(r.stdout) as {
+      type: string;
+      kind: string;
+      params: { name: string; type: string; default?: unknown }[];
+      layouts: Record<string, string>;
+      undo: string;
+      access: unknown[];
+    };
     expect(d).toMatchObject({ id: 'stop-kubelet', type: 'action', kind: 'remediation', access: [] });
     expect(d.params).toContainEqual(expect.objectContaining({ name: 'nodes', default: 'workers' }));
     expect(d.params).toContainEqual(expect.objectContaining({ name: 'timeout', type: 'duration', default: '2m' }));
     expect(Object.keys(d.layouts)).toEqual(expect.arrayContaining(['kubeadm', 'k3s']));
     expect(d.undo).toMatch(/start/);
-    const p = JSON.parse((await cli('describe', 'node-leases', '--output', 'json')).stdout) as { type: string; access: { verbs: string[]; resource: string }[] };
+    const p = JSON.parse((await cli('describe', 'node-leases', '--output', 'json')).stdout) as {
+      type: string;
+      access: { verbs: string[]; resource: string }[];
+    };
     expect(p.type).toBe('probe');
     expect(p.access).toContainEqual(expect.objectContaining({ resource: 'leases' }));
   });

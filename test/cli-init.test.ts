@@ -17,28 +17,37 @@ describe('kube-runbook init', () => {
     ['k3s', 'k3s', 4],
     ['lab', 'lab', 4],
     ['agent', 'kubeadm', 3],
-  ])('--layout %s writes a runbook and an inventory that validate and plan --offline accept as written', async (layout, inventoryLayout, nodes) => {
-    const dir = join(tmp, layout);
-    const context = 'arn:aws:eks:eu-west-1:123456789012:cluster/prod';
-    const init = await runCli(['init', '--layout', layout, '--nodes', '3', '--context', context, '--dir', dir], env);
-    expect(init.code, init.stderr).toBe(0);
-    expect(init.stdout).toContain(`wrote ${join(dir, 'runbook.yaml')} and ${join(dir, 'inventory.yaml')} (layout ${layout}, 3 worker nodes, context ${context})`);
-    const validate = await runCli(['validate', dir], env);
-    expect(validate.code, validate.stderr).toBe(0);
-    expect(validate.stdout).toContain(`(Inventory starter-${layout}, ${nodes} nodes, layout ${inventoryLayout})`);
-    expect(validate.stdout).toContain('(Runbook starter-kubelet-stop, 3 steps, 2 guards)');
-    const plan = await runCli(['plan', join(dir, 'runbook.yaml'), '-i', join(dir, 'inventory.yaml'), '--offline'], env);
-    expect(plan.code, plan.stderr).toBe(0);
-    expect(plan.stdout).toContain('revert step 2: stop-kubelet on node-1');
-    const runbook = parse(readFileSync(join(dir, 'runbook.yaml'), 'utf8'));
-    expect(runbook.spec.safety.allowContexts).toEqual([context]);
-    const inventory = parse(readFileSync(join(dir, 'inventory.yaml'), 'utf8'));
-    expect(inventory.spec.context).toBe(context);
-    // the lab's: where `kube-runbook lab up` keeps its state and kubeconfig
-    if (layout === 'lab') expect(inventory.spec).toMatchObject({ lab: { stateDir: '/x/state/kube-runbook/lab/lab' }, kubeconfig: '/x/state/kube-runbook/lab/lab/kubeconfig' });
-  });
+  ])(
+    '--layout %s writes a runbook and an inventory that validate and plan --offline accept as written',
+    async (layout, inventoryLayout, nodes) => {
+      const dir = join(tmp, layout);
+      const context = 'arn:aws:eks:eu-west-1:123456789012:cluster/prod';
+      const init = await runCli(['init', '--layout', layout, '--nodes', '3', '--context', context, '--dir', dir], env);
+      expect(init.code, init.stderr).toBe(0);
+      expect(init.stdout).toContain(
+        `wrote ${join(dir, 'runbook.yaml')} and ${join(dir, 'inventory.yaml')} (layout ${layout}, 3 worker nodes, context ${context})`,
+      );
+      const validate = await runCli(['validate', dir], env);
+      expect(validate.code, validate.stderr).toBe(0);
+      expect(validate.stdout).toContain(`(Inventory starter-${layout}, ${nodes} nodes, layout ${inventoryLayout})`);
+      expect(validate.stdout).toContain('(Runbook starter-kubelet-stop, 3 steps, 2 guards)');
+      const plan = await runCli(['plan', join(dir, 'runbook.yaml'), '-i', join(dir, 'inventory.yaml'), '--offline'], env);
+      expect(plan.code, plan.stderr).toBe(0);
+      expect(plan.stdout).toContain('revert step 2: stop-kubelet on node-1');
+      const runbook = parse(readFileSync(join(dir, 'runbook.yaml'), 'utf8'));
+      expect(runbook.spec.safety.allowContexts).toEqual([context]);
+      const inventory = parse(readFileSync(join(dir, 'inventory.yaml'), 'utf8'));
+      expect(inventory.spec.context).toBe(context);
+      // the lab's: where `kube-runbook lab up` keeps its state and kubeconfig
+      if (layout === 'lab')
+        expect(inventory.spec).toMatchObject({
+          lab: { stateDir: '/x/state/kube-runbook/lab/lab' },
+          kubeconfig: '/x/state/kube-runbook/lab/lab/kubeconfig',
+        });
+    },
+  );
 
-  it('takes defaults with no terminal and no flags: kubeadm, 2 workers, kubeadm\'s context', async () => {
+  it("takes defaults with no terminal and no flags: kubeadm, 2 workers, kubeadm's context", async () => {
     const dir = join(tmp, 'defaults');
     const r = await runCli(['init', '--dir', dir], env);
     expect(r.code, r.stderr).toBe(0);

@@ -12,8 +12,11 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 function sh(script: string, cwd = root): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile('bash', ['-c', `set -o pipefail; ${script}`], { cwd, env: { ...process.env, NODE: process.execPath, KUBE_RUNBOOK_DEBUG: '' } }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    execFile(
+      'bash',
+      ['-c', `set -o pipefail; ${script}`],
+      { cwd, env: { ...process.env, NODE: process.execPath, KUBE_RUNBOOK_DEBUG: '' } },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
     );
   });
 }

@@ -54,7 +54,10 @@ describe('kube-runbook plan --offline', () => {
       kubeconfig('listening', `https://127.0.0.1:${l.port}`);
       const inv = join(tmp, 'inventory.yaml');
       const example = readFileSync(join(root, 'examples/inventory-kubeadm.yaml'), 'utf8');
-      writeFileSync(inv, example.replace(/^ {2}kubeconfig: .*$/m, '  kubeconfig: listening').replace(/^ {2}context: .*$/m, '  context: closed'));
+      writeFileSync(
+        inv,
+        example.replace(/^ {2}kubeconfig: .*$/m, '  kubeconfig: listening').replace(/^ {2}context: .*$/m, '  context: closed'),
+      );
       const offline = await plan('runbooks/apiserver-outage.yaml', '-i', inv, '--offline');
       expect(offline.code).toBe(0);
       expect(offline.stdout).toContain('stop-apiserver on cp-1, cp-2, cp-3');

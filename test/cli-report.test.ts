@@ -33,7 +33,9 @@ describe('kube-runbook report', () => {
   it('says in one line what the run did when asked for no file', async () => {
     const r = await cli('report', saved());
     expect(r.code).toBe(0);
-    expect(r.stdout).toBe('run r-1 of kubelet-partition on context "lab": aborted (guard eviction forecast violated), took 8s; 1 fault(s), 1 reverted, 1 guard firing(s)\n');
+    expect(r.stdout).toBe(
+      'run r-1 of kubelet-partition on context "lab": aborted (guard eviction forecast violated), took 8s; 1 fault(s), 1 reverted, 1 guard firing(s)\n',
+    );
   });
 
   it('refuses a report of a newer version, a broken one, and no source or two: one line each, exit 2', async () => {
@@ -41,10 +43,18 @@ describe('kube-runbook report', () => {
     writeFileSync(newer, JSON.stringify({ ...sampleReport(), reportVersion: 99 }));
     const broken = join(dir, 'broken.json');
     writeFileSync(broken, '{\n  "runId": "r-1",\n  "runbook": \n}\n');
-    const runs = await Promise.all([cli('report', newer), cli('report', broken), cli('report'), cli('report', saved(), '--from-configmap', 'kr/reports')]);
+    const runs = await Promise.all([
+      cli('report', newer),
+      cli('report', broken),
+      cli('report'),
+      cli('report', saved(), '--from-configmap', 'kr/reports'),
+    ]);
     expect(runs.map((r) => r.code)).toEqual([2, 2, 2, 2]);
-    expect(runs[0]!.stderr).toBe(`kube-runbook: ${newer}: reportVersion 99 is newer than this kube-runbook reads (1); render it with the kube-runbook that wrote it, or a newer one [REPORT_TOO_NEW]\n`);
+    expect(runs[0]!.stderr).toBe(
+      `kube-runbook: ${newer}: reportVersion 99 is newer than this kube-runbook reads (1); render it with the kube-runbook that wrote it, or a newer one [REPORT_TOO_NEW]\n`,
+    );
     expect(runs[1]!.stderr).toContain(`${broken}:4:1: not JSON here: value expected`);
-    for (const r of runs.slice(2)) expect(r.stderr).toBe('kube-runbook: give a report.json file or --from-configmap NAMESPACE/NAME (one of them) [REPORT_SOURCE]\n');
+    for (const r of runs.slice(2))
+      expect(r.stderr).toBe('kube-runbook: give a report.json file or --from-configmap NAMESPACE/NAME (one of them) [REPORT_SOURCE]\n');
   });
 });

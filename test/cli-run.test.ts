@@ -17,7 +17,8 @@ const noStack = (r: Ran) => expect(`${r.stdout}${r.stderr}`).not.toMatch(/^\s+at
 const kubeconfig = writeKubeconfig(join(tmp, 'kubeconfig'), 'https://127.0.0.1:9', ['lab', 'production']);
 const inventory = 'examples/inventory-local.yaml';
 /** `run` of the guards-and-remediation example against that cluster, with these flags. */
-const runExample = (...flags: string[]) => cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, ...flags]);
+const runExample = (...flags: string[]) =>
+  cli(['run', 'examples/guards-and-remediation.yaml', '-i', inventory, '--kubeconfig', kubeconfig, ...flags]);
 
 describe('kube-runbook plan / run / recover (no cluster needed)', () => {
   it('plan --offline prints steps, guards and the rollback order, and touches nothing', async () => {
@@ -62,12 +63,24 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
       const line = lines.findIndex((l) => l.includes('allowContexts: ["*"]'));
       const at = `${line + 1}:${lines[line]!.indexOf('"*"') + 1}`;
       expect(r.stderr).toMatch(
-        new RegExp(`^kube-runbook: ${file.replace(/[.]/g, '\\.')}:${at}: spec\\.safety\\.allowContexts\\[0\\]: "\\*" allows every context: name the one to run against with --context NAME`),
+        new RegExp(
+          `^kube-runbook: ${file.replace(/[.]/g, '\\.')}:${at}: spec\\.safety\\.allowContexts\\[0\\]: "\\*" allows every context: name the one to run against with --context NAME`,
+        ),
       );
       expect(r.stdout).not.toContain('preflight');
       noStack(r);
     }
-    const named = await cli(['run', 'runbooks/emergency/freeze-evictions.yaml', '-i', inventory, '--kubeconfig', kubeconfig, '--context', 'production', '--dry-run']);
+    const named = await cli([
+      'run',
+      'runbooks/emergency/freeze-evictions.yaml',
+      '-i',
+      inventory,
+      '--kubeconfig',
+      kubeconfig,
+      '--context',
+      'production',
+      '--dry-run',
+    ]);
     expect(named.stdout).toContain('preflight ok   context: context "production" is allowed');
     expect(named.code).toBe(3);
   }, 60_000);
@@ -110,8 +123,32 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
     const state = { node: 'here', apply: 'true', revert: `rm -f '${marker}'`, timeoutMs: 10_000 };
     const inv = inventoryOf({ layout: 'lab', transport: { type: 'local' }, nodes: [{ name: 'here', roles: ['worker'] }] }, 'x');
     const records = [
-      { type: 'run', at: 1, runId: 'r-ctx', runbookFile: 'rb.yaml', runbookName: 'rb', inventoryFile: 'inv.yaml', inventory: inv, kubeconfig, context: 'lab', allowContexts: ['lab'], faultTtlMs: 60_000, pid: 1, host: 'elsewhere' },
-      { type: 'prepared', at: 2, faultId: 'f01', action: 'run-command', node: 'here', step: '1 x', remediation: false, state, deadman: false },
+      {
+        type: 'run',
+        at: 1,
+        runId: 'r-ctx',
+        runbookFile: 'rb.yaml',
+        runbookName: 'rb',
+        inventoryFile: 'inv.yaml',
+        inventory: inv,
+        kubeconfig,
+        context: 'lab',
+        allowContexts: ['lab'],
+        faultTtlMs: 60_000,
+        pid: 1,
+        host: 'elsewhere',
+      },
+      {
+        type: 'prepared',
+        at: 2,
+        faultId: 'f01',
+        action: 'run-command',
+        node: 'here',
+        step: '1 x',
+        remediation: false,
+        state,
+        deadman: false,
+      },
       { type: 'applied', at: 3, faultId: 'f01', state },
     ];
     writeFileSync(join(runs, 'r-ctx.jsonl'), records.map((x) => JSON.stringify(x)).join('\n') + '\n');

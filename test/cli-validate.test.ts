@@ -67,14 +67,26 @@ describe('kube-runbook validate', () => {
     ['prose.yaml', '1:1: expected a mapping with apiVersion, kind, metadata, spec (got "Stop the apiserver'],
     ['multi-doc.yaml', '6:1: a second YAML document starts here; a file holds exactly one'],
     ['bad-with.yaml', '9:9: spec.steps[0].with.aply: unknown key "aply" (did you mean "apply"?)'],
-    ['steps-union.yaml', '7:7: spec.steps[0]: expected one of the keys action, expect, wait, confirm, revert, parallel; did you mean "action"?'],
-    ['bad-selector.yaml', '9:16: spec.steps[0].with.nodes: expected one of all, workers, control-plane; did you mean "workers"? (got "worker")'],
+    [
+      'steps-union.yaml',
+      '7:7: spec.steps[0]: expected one of the keys action, expect, wait, confirm, revert, parallel; did you mean "action"?',
+    ],
+    [
+      'bad-selector.yaml',
+      '9:16: spec.steps[0].with.nodes: expected one of all, workers, control-plane; did you mean "workers"? (got "worker")',
+    ],
     ['unknown-kind.yaml', '2:7: kind: unknown kind (expected one of Runbook, Inventory; did you mean "Runbook"?) (got "Runbok")'],
     ['revert-unknown.yaml', '11:15: spec.steps[2].revert: no earlier action step has this name'],
     ['bad-expressions.yaml', '8:98: spec.guards[0].with.condition: CEL: Unexpected token: EOF'],
     ['bad-inventory.yaml', '7:21: spec.transport.type: expected one of ssh, netns, local, agent; did you mean "ssh"? (got "sshh")'],
-    ['token-over-http.yaml', '9:14: spec.guards[0].with.url: the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true'],
-    ['inventory-token-over-http.yaml', '8:21: spec.prometheus.url: the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true'],
+    [
+      'token-over-http.yaml',
+      '9:14: spec.guards[0].with.url: the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true',
+    ],
+    [
+      'inventory-token-over-http.yaml',
+      '8:21: spec.prometheus.url: the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true',
+    ],
     ['remediation-ttl-given.yaml', '8:21: spec.safety.remediationTtl: remediationTtl (5m) must be longer than faultTtl (10m)'],
   ];
 
@@ -91,7 +103,13 @@ describe('kube-runbook validate', () => {
   });
 
   it('checks every file before failing, and says how many were invalid', async () => {
-    const r = await cli('validate', 'examples/confirm-step.yaml', 'test/fixtures/invalid/typo-key.yaml', 'missing.yaml', 'test/fixtures/valid/minimal.yaml');
+    const r = await cli(
+      'validate',
+      'examples/confirm-step.yaml',
+      'test/fixtures/invalid/typo-key.yaml',
+      'missing.yaml',
+      'test/fixtures/valid/minimal.yaml',
+    );
     expect(r.code).toBe(2);
     noStack(r);
     expect(r.stdout.trim().split('\n')).toEqual([
@@ -120,7 +138,14 @@ describe('kube-runbook validate', () => {
   });
 
   it('--output json: one entry per file with positioned problems', async () => {
-    const r = await cli('validate', '--output', 'json', 'test/fixtures/invalid/bad-duration.yaml', 'test/fixtures/valid/inventory-lab.yaml', 'nope.yaml');
+    const r = await cli(
+      'validate',
+      '--output',
+      'json',
+      'test/fixtures/invalid/bad-duration.yaml',
+      'test/fixtures/valid/inventory-lab.yaml',
+      'nope.yaml',
+    );
     expect(r.code).toBe(2);
     noStack(r);
     const out = JSON.parse(r.stdout) as unknown;
@@ -131,13 +156,23 @@ describe('kube-runbook validate', () => {
         kind: 'Runbook',
         problems: [
           { line: 7, col: 18, path: 'spec.safety.maxDuration', message: 'expected a duration such as 500ms, 10s, 5m or 1h (got "-5m")' },
-          { line: 10, col: 15, path: 'spec.steps[0].within', message: 'expected a duration such as 500ms, 10s, 5m or 1h (got "5 minutes")' },
+          {
+            line: 10,
+            col: 15,
+            path: 'spec.steps[0].within',
+            message: 'expected a duration such as 500ms, 10s, 5m or 1h (got "5 minutes")',
+          },
           { line: 11, col: 13, path: 'spec.steps[1].wait', message: 'expected a duration such as 500ms, 10s, 5m or 1h (got 10)' },
           { line: 13, col: 54, path: 'spec.steps[2].with.timeout', message: 'expected a duration such as 500ms, 10s, 5m or 1h (got "1d")' },
         ],
       },
       { file: 'test/fixtures/valid/inventory-lab.yaml', ok: true, kind: 'Inventory', problems: [] },
-      { file: 'nope.yaml', ok: false, kind: null, problems: [{ line: null, col: null, path: '', message: 'cannot read nope.yaml: no such file' }] },
+      {
+        file: 'nope.yaml',
+        ok: false,
+        kind: null,
+        problems: [{ line: null, col: null, path: '', message: 'cannot read nope.yaml: no such file' }],
+      },
     ]);
   });
 
@@ -150,7 +185,12 @@ describe('kube-runbook validate', () => {
       { line: 8, col: 98, path: 'spec.guards[0].with.condition', message: 'CEL: Unexpected token: EOF' },
       { line: 14, col: 54, path: 'spec.guards[1].with.condition', message: 'CEL: Unknown variable: objet' },
       { line: 21, col: 40, path: 'spec.guards[2].with.condition', message: 'CEL: Unexpected character: &' },
-      { line: 24, col: 58, path: 'spec.guards[3].with.selector', message: 'bad label selector "tier=frontend, bad key": "bad key" is not a label key' },
+      {
+        line: 24,
+        col: 58,
+        path: 'spec.guards[3].with.selector',
+        message: 'bad label selector "tier=frontend, bad key": "bad key" is not a label key',
+      },
       { line: 28, col: 80, path: 'spec.guards[4].with.query', message: 'PromQL: syntax error at "q"' },
     ]);
   });
@@ -166,7 +206,9 @@ describe('kube-runbook validate', () => {
       [15, 59, 'spec.guards[2].with.bodyMatches'],
     ]);
     expect(entry?.problems[0]?.message).toMatch(/^CEL: matches\(\): not an RE2 regular expression: /);
-    expect(entry?.problems[1]?.message).toBe('CEL: the condition would cost at least 15,444,442, more than the limit of 1,000,000 (nested loops over large lists)');
+    expect(entry?.problems[1]?.message).toBe(
+      'CEL: the condition would cost at least 15,444,442, more than the limit of 1,000,000 (nested loops over large lists)',
+    );
     expect(entry?.problems[2]?.message).toMatch(/^not an RE2 regular expression: /);
   });
 
@@ -208,7 +250,6 @@ describe('kube-runbook schema', () => {
     expect(r.code).toBe(0);
     const names = ['runbook.schema.json', 'inventory.schema.json', 'report.schema.json'];
     expect(r.stdout).toBe(names.map((name) => `wrote ${join(dir, name)}\n`).join(''));
-    for (const name of names)
-      expect(await readFile(join(dir, name), 'utf8')).toBe(await readFile(join(root, 'schema', name), 'utf8'));
+    for (const name of names) expect(await readFile(join(dir, name), 'utf8')).toBe(await readFile(join(root, 'schema', name), 'utf8'));
   });
 });

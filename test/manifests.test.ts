@@ -29,7 +29,11 @@ interface Obj {
   spec?: Record<string, unknown>;
 }
 
-async function objects(file: string, o: { schedule?: string; reportConfigmap?: boolean; namespace?: string; inventory?: string; sshSecret?: string } = {}, nonce?: string): Promise<Obj[]> {
+async function objects(
+  file: string,
+  o: { schedule?: string; reportConfigmap?: boolean; namespace?: string; inventory?: string; sshSecret?: string } = {},
+  nonce?: string,
+): Promise<Obj[]> {
   const path = file.startsWith('/') ? file : `${root}runbooks/${file}`;
   const { yaml } = await renderManifests(path, { inventory, namespace: 'kube-runbook', image: 'example/kube-runbook:test', ...o }, nonce);
   return parseAllDocuments(yaml).map((d) => d.toJS() as Obj);
@@ -57,10 +61,14 @@ function moduleIds(file: string): { actions: Set<string>; probes: Set<string> } 
 async function declared(file: string): Promise<Set<string>> {
   const { actions, probes } = moduleIds(file);
   const out = new Set(['|nodes|list', 'url|/version|get']); // the engine's own
-  const metas = [...(await Promise.all([...actions].map((id) => defaultRegistry.action(id)))), ...(await Promise.all([...probes].map((id) => defaultRegistry.probe(id))))];
+  const metas = [
+    ...(await Promise.all([...actions].map((id) => defaultRegistry.action(id)))),
+    ...(await Promise.all([...probes].map((id) => defaultRegistry.probe(id)))),
+  ];
   for (const m of metas)
     for (const a of m.meta.access)
-      for (const verb of a.verbs) out.add('nonResourceURL' in a ? `url|${a.nonResourceURL}|${verb}` : `${a.apiGroup}|${a.resource}|${verb}`);
+      for (const verb of a.verbs)
+        out.add('nonResourceURL' in a ? `url|${a.nonResourceURL}|${verb}` : `${a.apiGroup}|${a.resource}|${verb}`);
   return out;
 }
 
@@ -104,22 +112,34 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
       const lockNs = roles.filter((r) => r.kind === 'Role' && r.metadata.namespace === 'kube-system').flatMap((r) => r.rules ?? []);
       const isLeases = (r: Rule) => r.apiGroups?.[0] === 'coordination.k8s.io' && r.resources?.[0] === 'leases';
       expect(lockNs.some((r) => isLeases(r) && !r.resourceNames && r.verbs.includes('create'))).toBe(true);
-      expect(lockNs).toContainEqual({ apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['kube-runbook-run-lock'], verbs: ['get', 'update'] });
+      expect(lockNs).toContainEqual({
+        apiGroups: ['coordination.k8s.io'],
+        resources: ['leases'],
+        resourceNames: ['kube-runbook-run-lock'],
+        verbs: ['get', 'update'],
+      });
       const rules = roles
         .flatMap((r) => r.rules ?? [])
         .filter((r) => !r.resourceNames)
         .map((r) => (lockNs.includes(r) && isLeases(r) ? { ...r, verbs: r.verbs.filter((v) => v !== 'create') } : r))
         .filter((r) => r.verbs.length);
       expect(rules.length).toBeGreaterThan(0);
-      for (const r of rules) for (const list of [r.apiGroups, r.resources, r.nonResourceURLs, r.verbs]) expect(list ?? []).not.toContain('*');
+      for (const r of rules)
+        for (const list of [r.apiGroups, r.resources, r.nonResourceURLs, r.verbs]) expect(list ?? []).not.toContain('*');
       const allowed = await declared(file);
       for (const g of granted(rules)) expect(allowed, `${file} grants ${g}, which no module of it declares`).toContain(g);
-      for (const r of rules) expect(r.verbs.every((v) => ['get', 'list', 'watch'].includes(v)), JSON.stringify(r)).toBe(true);
+      for (const r of rules)
+        expect(
+          r.verbs.every((v) => ['get', 'list', 'watch'].includes(v)),
+          JSON.stringify(r),
+        ).toBe(true);
     });
 
   it('kubelet-partition: exactly these permissions', async () => {
     const objs = await objects('kubelet-partition.yaml');
-    const roles = objs.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role').map((o) => ({ kind: o.kind, namespace: o.metadata.namespace, rules: o.rules }));
+    const roles = objs
+      .filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role')
+      .map((o) => ({ kind: o.kind, namespace: o.metadata.namespace, rules: o.rules }));
     expect(roles).toEqual([
       {
         kind: 'ClusterRole',
@@ -131,7 +151,11 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
         ],
       },
       { kind: 'Role', namespace: 'default', rules: [{ apiGroups: [''], resources: ['endpoints'], verbs: ['get'] }] },
-      { kind: 'Role', namespace: 'kube-node-lease', rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['list', 'watch'] }] },
+      {
+        kind: 'Role',
+        namespace: 'kube-node-lease',
+        rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['list', 'watch'] }],
+      },
       {
         kind: 'Role',
         namespace: 'kube-system',
@@ -143,7 +167,14 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
       {
         kind: 'Role',
         namespace: 'kube-runbook',
-        rules: [{ apiGroups: [''], resources: ['configmaps'], resourceNames: ['kube-runbook-kubelet-partition-journal'], verbs: ['get', 'patch'] }],
+        rules: [
+          {
+            apiGroups: [''],
+            resources: ['configmaps'],
+            resourceNames: ['kube-runbook-kubelet-partition-journal'],
+            verbs: ['get', 'patch'],
+          },
+        ],
       },
     ]);
     expect(objs.map((o) => o.kind)).toEqual([
@@ -172,7 +203,9 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
     const cm = objs.find((o) => o.kind === 'ConfigMap' && 'data' in o) as unknown as { data: Record<string, string> };
     expect(cm.data['runbook.yaml']).toBe(readFileSync(`${root}runbooks/kubelet-partition.yaml`, 'utf8'));
     expect(cm.data['inventory.yaml']).toBe(readFileSync(inventory, 'utf8'));
-    const pod = (cron.spec as { jobTemplate: { spec: { template: { spec: { serviceAccountName: string; containers: { args: string[] }[] } } } } }).jobTemplate.spec.template.spec;
+    const pod = (
+      cron.spec as { jobTemplate: { spec: { template: { spec: { serviceAccountName: string; containers: { args: string[] }[] } } } } }
+    ).jobTemplate.spec.template.spec;
     expect(pod.serviceAccountName).toBe('kube-runbook-kubelet-partition');
     expect(pod.containers[0]!.args).toEqual([
       'run',
@@ -196,9 +229,17 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
     const rules = objs.flatMap((o) => o.rules ?? []);
     expect(rules.filter((r) => r.resources?.includes('configmaps') && (!r.resourceNames || r.verbs.includes('create')))).toEqual([]);
     // applying the manifests again must not wipe what a run wrote: these ConfigMaps carry no data of their own
-    for (const name of names) expect(objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name === name)).toEqual({ apiVersion: 'v1', kind: 'ConfigMap', metadata: expect.objectContaining({ name, namespace: 'kube-runbook' }) });
+    for (const name of names)
+      expect(objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name === name)).toEqual({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: expect.objectContaining({ name, namespace: 'kube-runbook' }),
+      });
     const job = objs.find((o) => o.kind === 'Job') as unknown as { spec: { template: { spec: { containers: { args: string[] }[] } } } };
-    expect(job.spec.template.spec.containers[0]!.args.slice(-2)).toEqual(['--report-configmap', 'kube-runbook/kube-runbook-kubelet-partition-report']);
+    expect(job.spec.template.spec.containers[0]!.args.slice(-2)).toEqual([
+      '--report-configmap',
+      'kube-runbook/kube-runbook-kubelet-partition-report',
+    ]);
   });
 
   it('the namespace admits only restricted pods, and the executor pod is one: non-root, RuntimeDefault seccomp, no privilege, requests set', async () => {
@@ -228,7 +269,9 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
 
   it("the Job's deadlines follow the runbook's faultTtl and maxDuration: SIGTERM leaves the rollback its whole time", async () => {
     const withSafety = (name: string, faultTtl: string, maxDuration: string) => {
-      const rb = parse(readFileSync(`${root}runbooks/kubelet-partition.yaml`, 'utf8')) as { spec: { safety: Record<string, unknown>; rollback: { within?: string } } };
+      const rb = parse(readFileSync(`${root}runbooks/kubelet-partition.yaml`, 'utf8')) as {
+        spec: { safety: Record<string, unknown>; rollback: { within?: string } };
+      };
       Object.assign(rb.spec.safety, { faultTtl, maxDuration });
       const file = join(tmp, name);
       writeFileSync(file, stringify(rb));
@@ -242,7 +285,11 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
     const grace = (j: typeof short) => j.spec.template.spec.terminationGracePeriodSeconds;
     expect(grace(short)).toBeGreaterThanOrEqual(2 * 60 + within);
     expect(grace(long) - grace(short)).toBe(5 * 60);
-    for (const [j, max] of [[short, 10 * 60], [long, 40 * 60]] as const) expect(j.spec.activeDeadlineSeconds).toBeGreaterThanOrEqual(max + grace(j));
+    for (const [j, max] of [
+      [short, 10 * 60],
+      [long, 40 * 60],
+    ] as const)
+      expect(j.spec.activeDeadlineSeconds).toBeGreaterThanOrEqual(max + grace(j));
     expect(long.spec.activeDeadlineSeconds - short.spec.activeDeadlineSeconds).toBe(30 * 60 + 5 * 60);
   });
 
@@ -261,7 +308,8 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
     const again = await objects('kubelet-partition.yaml', {}, 'n1');
     const b = await objects('kubelet-partition.yaml');
     const c = await objects('kubelet-partition.yaml');
-    const config = (objs: Obj[]) => objs.find((o) => o.kind === 'ConfigMap' && 'data' in o) as unknown as { metadata: { name: string }; immutable?: boolean };
+    const config = (objs: Obj[]) =>
+      objs.find((o) => o.kind === 'ConfigMap' && 'data' in o) as unknown as { metadata: { name: string }; immutable?: boolean };
     expect(config(a).immutable).toBe(true);
     expect(podOf(a).volumes).toContainEqual({ name: 'config', configMap: { name: config(a).metadata.name } });
     expect(config(b).metadata.name).toBe(config(a).metadata.name);
@@ -285,6 +333,9 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
   });
 
   it('refuses a bad schedule or namespace with exit 2', async () => {
-    await expect(objects('kubelet-partition.yaml', { schedule: 'weekly' })).rejects.toMatchObject({ exit: 2, message: expect.stringContaining('--schedule "weekly"') });
+    await expect(objects('kubelet-partition.yaml', { schedule: 'weekly' })).rejects.toMatchObject({
+      exit: 2,
+      message: expect.stringContaining('--schedule "weekly"'),
+    });
   });
 });

@@ -9,7 +9,9 @@ const OLD_NODE = '/usr/bin/node';
 
 function run(node: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(node, args, { cwd: root }, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }));
+    execFile(node, args, { cwd: root }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+    );
   });
 }
 

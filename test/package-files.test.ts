@@ -10,7 +10,9 @@ let files: Set<string>;
 
 beforeAll(async () => {
   const stdout = await new Promise<string>((resolve, reject) =>
-    execFile('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, maxBuffer: 16 * 1024 * 1024 }, (err, out) => (err ? reject(err) : resolve(out))),
+    execFile('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, maxBuffer: 16 * 1024 * 1024 }, (err, out) =>
+      err ? reject(err) : resolve(out),
+    ),
   );
   const [pack] = JSON.parse(stdout) as { files: { path: string }[] }[];
   files = new Set(pack!.files.map((f) => f.path));

@@ -50,6 +50,7 @@ for (const [kind, dir, registry, key] of [
 describe('generated reference', () => {
   it('docs/actions.md and docs/probes.md match the modules (run `npm run docs`)', async () => {
     const files = await renderReference();
-    for (const [name, text] of Object.entries(files)) expect(readFileSync(join('docs', name), 'utf8'), `docs/${name} is stale: run npm run docs`).toBe(text);
+    for (const [name, text] of Object.entries(files))
+      expect(readFileSync(join('docs', name), 'utf8'), `docs/${name} is stale: run npm run docs`).toBe(text);
   });
 });

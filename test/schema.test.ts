@@ -19,10 +19,13 @@ describe('schema/*.schema.json', () => {
     const runbook = JSON.parse(files.find((f) => f.name === 'runbook.schema.json')!.text);
     const guard = runbook.properties.spec.properties.guards.items;
     const then = (id: string) => {
-      const ref: string = guard.allOf.find((c: { if: { properties: { probe: { const: string } } } }) => c.if.properties.probe.const === id).then.properties.with.$ref;
+      const ref: string = guard.allOf.find((c: { if: { properties: { probe: { const: string } } } }) => c.if.properties.probe.const === id)
+        .then.properties.with.$ref;
       return runbook.definitions[ref.replace('#/definitions/', '')];
     };
-    expect(Object.keys(then('promql').properties)).toEqual(expect.arrayContaining(['url', 'query', 'comparator', 'for', 'empty', 'bearerTokenFile', 'ca']));
+    expect(Object.keys(then('promql').properties)).toEqual(
+      expect.arrayContaining(['url', 'query', 'comparator', 'for', 'empty', 'bearerTokenFile', 'ca']),
+    );
     expect(then('kubernetes-object').properties.aggregate).toBeDefined();
     expect(then('kubernetes-object').required).toEqual(['apiVersion', 'kind', 'condition']);
     expect(then('workload-availability').properties.kind.enum).toEqual(['Deployment', 'StatefulSet', 'DaemonSet', 'Service']);
@@ -30,7 +33,9 @@ describe('schema/*.schema.json', () => {
 
   it("gives each action's with: its parameters and the nodes it acts on by default", () => {
     const { definitions } = JSON.parse(files.find((f) => f.name === 'runbook.schema.json')!.text);
-    expect(Object.keys(definitions['action-throttle-etcd-disk'].properties)).toEqual(expect.arrayContaining(['nodes', 'readBps', 'writeBps']));
+    expect(Object.keys(definitions['action-throttle-etcd-disk'].properties)).toEqual(
+      expect.arrayContaining(['nodes', 'readBps', 'writeBps']),
+    );
     expect(definitions['action-stop-etcd'].properties.nodes.default).toEqual({ role: 'etcd' });
     expect(definitions['action-stop-kubelet'].properties.nodes.default).toBe('workers');
   });
@@ -49,7 +54,8 @@ kind: Runbook
 metadata: {name: schema-check}
 spec:
 ${spec}`);
-  const errors = () => (validate.errors ?? []).map((e: ErrorObject) => `${e.instancePath} ${e.message} ${JSON.stringify(e.params)}`).join('\n');
+  const errors = () =>
+    (validate.errors ?? []).map((e: ErrorObject) => `${e.instancePath} ${e.message} ${JSON.stringify(e.params)}`).join('\n');
 
   it('accepts every shipped runbook and example runbook', async () => {
     const dirs = ['runbooks', 'runbooks/emergency', 'examples'];

@@ -12,7 +12,13 @@ interface Manifest {
   spec: {
     version: string;
     caveats: string;
-    platforms: { selector: { matchLabels: Record<string, string> }; uri: string; sha256: string; bin: string; files: { from: string; to: string }[] }[];
+    platforms: {
+      selector: { matchLabels: Record<string, string> };
+      uri: string;
+      sha256: string;
+      bin: string;
+      files: { from: string; to: string }[];
+    }[];
   };
 }
 
@@ -33,7 +39,10 @@ describe('the krew manifest of `npm run package`', () => {
       { os: 'linux', arch: 'amd64' },
       { os: 'linux', arch: 'arm64' },
     ]);
-    expect(manifest.spec.platforms.map((p) => p.uri.split('/').slice(-2).join('/'))).toEqual(['v1.2.3/kube-runbook-linux-x64.tar.gz', 'v1.2.3/kube-runbook-linux-arm64.tar.gz']);
+    expect(manifest.spec.platforms.map((p) => p.uri.split('/').slice(-2).join('/'))).toEqual([
+      'v1.2.3/kube-runbook-linux-x64.tar.gz',
+      'v1.2.3/kube-runbook-linux-arm64.tar.gz',
+    ]);
     expect(manifest.spec.platforms.map((p) => p.sha256)).toEqual(['0'.repeat(64), '1'.repeat(64)]);
   });
 
@@ -60,7 +69,9 @@ describe('the completion entry in the archives', () => {
     for (const f of ['kube-runbook', 'kubectl_complete-runbook']) chmodSync(join(store, f), 0o755);
     symlinkSync(join(store, 'kubectl_complete-runbook'), join(bin, 'kubectl_complete-runbook'));
     const stdout = await new Promise<string>((resolve, reject) =>
-      execFile('kubectl_complete-runbook', ['__complete', 'describe', 'stop k'], { env: { PATH: `${bin}:/usr/bin:/bin` } }, (err, out) => (err ? reject(err) : resolve(out))),
+      execFile('kubectl_complete-runbook', ['__complete', 'describe', 'stop k'], { env: { PATH: `${bin}:/usr/bin:/bin` } }, (err, out) =>
+        err ? reject(err) : resolve(out),
+      ),
     );
     expect(stdout.trim().split('\n')).toEqual(['[__complete]', '[--cobra]', '[--]', '[describe]', '[stop k]']);
   });

@@ -13,7 +13,9 @@ import { createNodeAccess } from '../../dist/nodes/access.js';
 export async function benchCtx({ inventoryFile, kubeconfig, context }) {
   const inv = await loadInventory(inventoryFile);
   const file = process.env.KUBE_RUNBOOK_BENCH_LOG;
-  const log = file ? createLogger((level, msg) => appendFileSync(file, `${new Date().toISOString()} ${level} ${msg}\n`), 'debug') : silentLogger;
+  const log = file
+    ? createLogger((level, msg) => appendFileSync(file, `${new Date().toISOString()} ${level} ${msg}\n`), 'debug')
+    : silentLogger;
   const kube = createKubeAccess({ kubeconfig, context, clock: realClock, log });
   const ac = new AbortController();
   const ctx = {

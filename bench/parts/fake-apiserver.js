@@ -71,7 +71,13 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10, lagMs = 0 }) {
         { type: 'Hostname', address: nodeName(i) },
       ],
       daemonEndpoints: { kubeletEndpoint: { Port: 10250 } },
-      nodeInfo: { kubeletVersion: 'v1.37.2', kubeProxyVersion: 'v1.37.2', operatingSystem: 'linux', architecture: 'amd64', containerRuntimeVersion: 'containerd://2.1.0' },
+      nodeInfo: {
+        kubeletVersion: 'v1.37.2',
+        kubeProxyVersion: 'v1.37.2',
+        operatingSystem: 'linux',
+        architecture: 'amd64',
+        containerRuntimeVersion: 'containerd://2.1.0',
+      },
     },
   });
   const lease = (i) => ({
@@ -83,7 +89,9 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10, lagMs = 0 }) {
       uid: `00000000-0000-4000-9000-${String(i).padStart(12, '0')}`,
       resourceVersion: String(rv),
       creationTimestamp: born,
-      ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: nodeName(i), uid: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}` }],
+      ownerReferences: [
+        { apiVersion: 'v1', kind: 'Node', name: nodeName(i), uid: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}` },
+      ],
     },
     spec: { holderIdentity: nodeName(i), leaseDurationSeconds: 40, renewTime: micro(renewedAt[i]) },
   });
@@ -97,10 +105,37 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10, lagMs = 0 }) {
       resourceVersion: String(podRv.get(i) ?? 500),
       creationTimestamp: born,
       labels: { app: `app-${i % 50}`, 'pod-template-hash': `h${i % 50}` },
-      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: `app-${i % 50}-h${i % 50}`, uid: `00000000-0000-4000-b000-${String(i % 50).padStart(12, '0')}`, controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: 'apps/v1',
+          kind: 'ReplicaSet',
+          name: `app-${i % 50}-h${i % 50}`,
+          uid: `00000000-0000-4000-b000-${String(i % 50).padStart(12, '0')}`,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
       managedFields: [
-        { manager: 'kube-controller-manager', operation: 'Update', apiVersion: 'v1', time: born, fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': { 'f:labels': { '.': {}, 'f:app': {} } }, 'f:spec': { 'f:containers': { 'k:{"name":"c"}': { '.': {}, 'f:image': {}, 'f:name': {} } } } } },
-        { manager: 'kubelet', operation: 'Update', apiVersion: 'v1', time: born, fieldsType: 'FieldsV1', subresource: 'status', fieldsV1: { 'f:status': { 'f:conditions': {}, 'f:containerStatuses': {}, 'f:phase': {}, 'f:podIP': {} } } },
+        {
+          manager: 'kube-controller-manager',
+          operation: 'Update',
+          apiVersion: 'v1',
+          time: born,
+          fieldsType: 'FieldsV1',
+          fieldsV1: {
+            'f:metadata': { 'f:labels': { '.': {}, 'f:app': {} } },
+            'f:spec': { 'f:containers': { 'k:{"name":"c"}': { '.': {}, 'f:image': {}, 'f:name': {} } } },
+          },
+        },
+        {
+          manager: 'kubelet',
+          operation: 'Update',
+          apiVersion: 'v1',
+          time: born,
+          fieldsType: 'FieldsV1',
+          subresource: 'status',
+          fieldsV1: { 'f:status': { 'f:conditions': {}, 'f:containerStatuses': {}, 'f:phase': {}, 'f:podIP': {} } },
+        },
       ],
     },
     spec: {
@@ -131,11 +166,27 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10, lagMs = 0 }) {
     },
     status: {
       phase: 'Running',
-      conditions: ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({ type, status: 'True', lastProbeTime: null, lastTransitionTime: born })),
-      hostIP: `10.250.${((i % nodes) >> 8) & 255}.${i % nodes & 255}`,
+      conditions: ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({
+        type,
+        status: 'True',
+        lastProbeTime: null,
+        lastTransitionTime: born,
+      })),
+      hostIP: `10.250.${((i % nodes) >> 8) & 255}.${(i % nodes) & 255}`,
       podIP: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`,
       startTime: born,
-      containerStatuses: [{ name: 'c', state: { running: { startedAt: born } }, ready: true, restartCount: 0, image: 'registry.example/app:1.0', imageID: 'registry.example/app@sha256:0', containerID: `containerd://${String(i).padStart(64, '0')}`, started: true }],
+      containerStatuses: [
+        {
+          name: 'c',
+          state: { running: { startedAt: born } },
+          ready: true,
+          restartCount: 0,
+          image: 'registry.example/app:1.0',
+          imageID: 'registry.example/app@sha256:0',
+          containerID: `containerd://${String(i).padStart(64, '0')}`,
+          started: true,
+        },
+      ],
       qosClass: 'Burstable',
     },
   });
@@ -176,7 +227,14 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10, lagMs = 0 }) {
         if (url.searchParams.get('sendInitialEvents') === 'true') res.write(initialEventsEnd());
         return;
       }
-      return json(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: `${path} not found` });
+      return json(404, {
+        kind: 'Status',
+        apiVersion: 'v1',
+        status: 'Failure',
+        reason: 'NotFound',
+        code: 404,
+        message: `${path} not found`,
+      });
     }
     if (url.searchParams.get('watch')) {
       res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
@@ -195,7 +253,12 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10, lagMs = 0 }) {
     const to = Math.min(c.count(), from + limit);
     const items = [];
     for (let k = from; k < to; k++) items.push(c.item(k));
-    json(200, { kind: c.kind, apiVersion: 'v1', metadata: { resourceVersion: String(rv), ...(to < c.count() ? { continue: String(to) } : {}) }, items });
+    json(200, {
+      kind: c.kind,
+      apiVersion: 'v1',
+      metadata: { resourceVersion: String(rv), ...(to < c.count() ? { continue: String(to) } : {}) },
+      items,
+    });
   });
 
   const timers = [];
@@ -252,7 +315,8 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10, lagMs = 0 }) {
   // bookmarks every 10 s, as a watch cache sends them (the reflector restarts a watch silent for 90 s)
   timers.push(
     setInterval(() => {
-      for (const path of Object.keys(collections)) send(path, 'BOOKMARK', { kind: 'Bookmark', apiVersion: 'v1', metadata: { resourceVersion: String(rv) } });
+      for (const path of Object.keys(collections))
+        send(path, 'BOOKMARK', { kind: 'Bookmark', apiVersion: 'v1', metadata: { resourceVersion: String(rv) } });
     }, 10_000),
   );
 

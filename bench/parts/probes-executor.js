@@ -143,11 +143,20 @@ for await (const line of lines) {
     v8.setFlagsFromString('--expose-gc');
     runInNewContext('gc')();
     print({ ev: 'live', at: epochMs(), ...memory() });
-  }
-  else if (cmd === 'stats') {
+  } else if (cmd === 'stats') {
     const cpu = process.cpuUsage(cpu0);
-    const summary = (xs) => ({ n: xs.length, p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), max: xs.length ? xs.reduce((a, b) => Math.max(a, b)) : null });
-    const judgements = Object.fromEntries(Object.entries(judgeMs).map(([id, xs]) => [id, { ...summary(xs), cpu: summary(judgeCpuMs[id]), cpuPerChange: summary(changeCpuMs[id]) }]));
+    const summary = (xs) => ({
+      n: xs.length,
+      p50: quantile(xs, 0.5),
+      p99: quantile(xs, 0.99),
+      max: xs.length ? xs.reduce((a, b) => Math.max(a, b)) : null,
+    });
+    const judgements = Object.fromEntries(
+      Object.entries(judgeMs).map(([id, xs]) => [
+        id,
+        { ...summary(xs), cpu: summary(judgeCpuMs[id]), cpuPerChange: summary(changeCpuMs[id]) },
+      ]),
+    );
     for (const id of Object.keys(judgeMs)) {
       judgeMs[id] = [];
       judgeCpuMs[id] = [];

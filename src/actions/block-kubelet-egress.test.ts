@@ -8,13 +8,14 @@ import { actionTester, shellSandbox } from '../testing/action-tester.js';
 import type { FakeHandler } from '../testing/fake-nodes.js';
 import action from './block-kubelet-egress.js';
 
-const inventory = (o: { layout?: 'kubeadm' | 'k3s' | 'lab'; endpoints?: string[]; ssh?: boolean; node?: string } = {}): InventoryInput => (inventoryOf({
+const inventory = (o: { layout?: 'kubeadm' | 'k3s' | 'lab'; endpoints?: string[]; ssh?: boolean; node?: string } = {}): InventoryInput =>
+  inventoryOf({
     layout: o.layout ?? 'kubeadm',
     ...(o.layout === 'lab' ? { lab: { stateDir: '/nonexistent/lab' } } : {}),
     ...(o.endpoints ? { apiserver: { endpoints: o.endpoints } } : {}),
     ...(o.ssh ? { transport: { type: 'ssh', port: 2222 } } : {}),
     nodes: [{ name: o.node ?? 'node-1', roles: ['worker'] }],
-  }));
+  });
 
 const purpose = scriptPurpose;
 
@@ -66,7 +67,10 @@ actionTester(action, {
     },
     {
       name: 'cgroup v1 on a lab of `lab up --static-pods` (kubeadm, lab kubelets): auto is the whole node namespace',
-      inventory: { ...inventory({ layout: 'lab', endpoints: ['10.99.0.1:6443'] }), spec: { ...inventory({ layout: 'lab', endpoints: ['10.99.0.1:6443'] }).spec, layout: 'kubeadm', kubeadm: { kubelet: 'lab' } } },
+      inventory: {
+        ...inventory({ layout: 'lab', endpoints: ['10.99.0.1:6443'] }),
+        spec: { ...inventory({ layout: 'lab', endpoints: ['10.99.0.1:6443'] }).spec, layout: 'kubeadm', kubeadm: { kubelet: 'lab' } },
+      },
       handler: node(v1),
       check(r) {
         const s = r.prepared as EgressState;
@@ -95,7 +99,9 @@ actionTester(action, {
         server: 'https://vip.example:6443',
         raw: async () => ({
           status: 200,
-          body: JSON.stringify({ subsets: [{ addresses: [{ ip: '10.0.0.2' }, { ip: '10.0.0.3' }], ports: [{ name: 'https', port: 6443 }] }] }),
+          body: JSON.stringify({
+            subsets: [{ addresses: [{ ip: '10.0.0.2' }, { ip: '10.0.0.3' }], ports: [{ name: 'https', port: 6443 }] }],
+          }),
         }),
       },
       check(r) {
@@ -108,10 +114,22 @@ actionTester(action, {
     },
   ],
   invalid: [
-    { name: 'a node without iptables or nft', handler: node(['tool=none', 'root=yes']), phase: 'preflight', code: 'PREFLIGHT_FAILED', message: /neither iptables nor nft/ },
+    {
+      name: 'a node without iptables or nft',
+      handler: node(['tool=none', 'root=yes']),
+      phase: 'preflight',
+      code: 'PREFLIGHT_FAILED',
+      message: /neither iptables nor nft/,
+    },
     { name: 'not root', handler: node(['tool=iptables']), phase: 'preflight', message: /needs root/ },
     { name: 'no kubelet running', handler: node(v1, ''), phase: 'preflight', message: /kubelet is not running/ },
-    { name: 'scope process on cgroup v1', params: { scope: 'process' }, handler: node(v1), phase: 'preflight', message: /scope process needs cgroup v2/ },
+    {
+      name: 'scope process on cgroup v1',
+      params: { scope: 'process' },
+      handler: node(v1),
+      phase: 'preflight',
+      message: /scope process needs cgroup v2/,
+    },
     {
       name: 'scope auto where it would widen to the whole node (cgroup v1, kubeadm)',
       handler: node(v1),
@@ -120,12 +138,27 @@ actionTester(action, {
       message: /scope auto would widen to the whole node here .*say `scope: node` to accept that/,
     },
     { name: 'a host the node cannot resolve', params: { scope: 'node' }, handler: node(v1), phase: 'prepare', code: 'ENDPOINT_UNRESOLVED' },
-    { name: 'an endpoint without a port', params: { endpoints: ['10.0.0.1'] }, handler: node(v1), phase: 'preflight', code: 'BAD_ENDPOINT' },
-    { name: 'IPv6 endpoints without ip6tables', params: { endpoints: ['[fd00::1]:6443'], scope: 'node' }, handler: node(v1), phase: 'prepare', code: 'NO_FIREWALL_TOOL' },
+    {
+      name: 'an endpoint without a port',
+      params: { endpoints: ['10.0.0.1'] },
+      handler: node(v1),
+      phase: 'preflight',
+      code: 'BAD_ENDPOINT',
+    },
+    {
+      name: 'IPv6 endpoints without ip6tables',
+      params: { endpoints: ['[fd00::1]:6443'], scope: 'node' },
+      handler: node(v1),
+      phase: 'prepare',
+      code: 'NO_FIREWALL_TOOL',
+    },
   ],
   hostile: (value) => ({
     name: 'hostile node name, node answers and endpoint',
-    inventory: { ...inventory({ endpoints: ['10.0.0.1:6443'] }), spec: { ...inventory().spec, apiserver: { endpoints: ['10.0.0.1:6443'] }, nodes: [{ name: value }] } },
+    inventory: {
+      ...inventory({ endpoints: ['10.0.0.1:6443'] }),
+      spec: { ...inventory().spec, apiserver: { endpoints: ['10.0.0.1:6443'] }, nodes: [{ name: value }] },
+    },
     node: value,
     handler: node(['tool=iptables', 'root=yes', `cgroup=/x${value}`, 'cgroupmatch=yes', `addr=10.0.0.1 ${value}`], value),
   }),
@@ -152,9 +185,16 @@ describe('block-kubelet-egress scripts', () => {
       expect(sb.run(applyRules(state)).code).toBe(0);
       expect(sb.calls()).toContain('iptables -w -N KR-EGRESS-0A1B2C3D');
       expect(sb.calls()).toContain('iptables -w -A KR-EGRESS-0A1B2C3D -p tcp --sport 22 -j RETURN');
-      expect(sb.calls()).toContain('iptables -w -A KR-EGRESS-0A1B2C3D -p tcp -d 10.0.0.1 --dport 6443 -m cgroup --path system.slice/kubelet.service -j DROP');
-      expect(sb.calls()).toContain('ip6tables -w -A KR-EGRESS-0A1B2C3D -p tcp -d fd00::1 --dport 6443 -m cgroup --path system.slice/kubelet.service -j DROP');
-      expect(sb.calls().filter((c) => c.includes('-I OUTPUT'))).toEqual(['iptables -w -I OUTPUT 1 -j KR-EGRESS-0A1B2C3D', 'ip6tables -w -I OUTPUT 1 -j KR-EGRESS-0A1B2C3D']);
+      expect(sb.calls()).toContain(
+        'iptables -w -A KR-EGRESS-0A1B2C3D -p tcp -d 10.0.0.1 --dport 6443 -m cgroup --path system.slice/kubelet.service -j DROP',
+      );
+      expect(sb.calls()).toContain(
+        'ip6tables -w -A KR-EGRESS-0A1B2C3D -p tcp -d fd00::1 --dport 6443 -m cgroup --path system.slice/kubelet.service -j DROP',
+      );
+      expect(sb.calls().filter((c) => c.includes('-I OUTPUT'))).toEqual([
+        'iptables -w -I OUTPUT 1 -j KR-EGRESS-0A1B2C3D',
+        'ip6tables -w -I OUTPUT 1 -j KR-EGRESS-0A1B2C3D',
+      ]);
     } finally {
       sb.dispose();
     }

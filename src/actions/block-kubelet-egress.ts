@@ -14,18 +14,14 @@ import { LAB_AGENT_GID } from '../nodes/agent-protocol.js';
 import { labKubelets } from '../inventory/schema.js';
 
 const Params = z.strictObject({
-  endpoints: z
-    .array(z.string().min(1))
-    .min(1)
-    .optional()
-    .meta({ description: "host:port of the apiservers to cut off; else the inventory's spec.apiserver.endpoints, else the kubeconfig's server and the `kubernetes` Endpoints" }),
-  scope: z
-    .enum(['auto', 'process', 'node'])
-    .default('auto')
-    .meta({
-      description:
-        "process: only the kubelet's own traffic (its cgroup v2); node: all of the node's traffic to those endpoints; auto: process, and refused at preflight where that would widen to the whole node (on the lab, whose node namespace holds only the kubelet, node)",
-    }),
+  endpoints: z.array(z.string().min(1)).min(1).optional().meta({
+    description:
+      "host:port of the apiservers to cut off; else the inventory's spec.apiserver.endpoints, else the kubeconfig's server and the `kubernetes` Endpoints",
+  }),
+  scope: z.enum(['auto', 'process', 'node']).default('auto').meta({
+    description:
+      "process: only the kubelet's own traffic (its cgroup v2); node: all of the node's traffic to those endpoints; auto: process, and refused at preflight where that would widen to the whole node (on the lab, whose node namespace holds only the kubelet, node)",
+  }),
 });
 
 /** What the node says in prepare (read-only). */
@@ -102,7 +98,15 @@ async function detect(ctx: ActionCtx, endpoints: { host: string; port: number }[
 /** Drops the kubelet's packets to the apiservers, in a chain (or nft table) of our own; never the ssh connection. */
 export default defineAction({
   meta: {
-    access: [{ apiGroup: '', resource: 'endpoints', verbs: ['get'], namespace: 'default', why: "reads the apiserver's addresses (Endpoints default/kubernetes) when `endpoints` is not given" }],
+    access: [
+      {
+        apiGroup: '',
+        resource: 'endpoints',
+        verbs: ['get'],
+        namespace: 'default',
+        why: "reads the apiserver's addresses (Endpoints default/kubernetes) when `endpoints` is not given",
+      },
+    ],
     id: 'block-kubelet-egress',
     summary: "Drop the kubelet's traffic to the apiservers on nodes, in a firewall chain of our own.",
     description:
@@ -110,14 +114,15 @@ export default defineAction({
       "(the `endpoints` param, else the inventory's `spec.apiserver.endpoints`, else the kubeconfig's server and the addresses " +
       'of the `kubernetes` Endpoints), with iptables (and ip6tables for IPv6) or, where iptables is absent, an nftables table. ' +
       "Where the node runs cgroup v2 and the kubelet has a cgroup of its own, only the kubelet's sockets match (scope `process`); " +
-      "otherwise every packet of the node to those endpoints does (scope `node`). Packets from the ssh port are let through first, so " +
+      'otherwise every packet of the node to those endpoints does (scope `node`). Packets from the ssh port are let through first, so ' +
       "the transport's own connection is never cut. The node's Lease stops being renewed while the chain's counters rise.",
     params: Params,
     targets: 'nodes',
     defaultNodes: 'workers',
     kind: 'fault',
     layouts: {
-      kubeadm: 'matches the cgroup of `kubelet.service` (`-m cgroup --path system.slice/kubelet.service`) on cgroup v2 nodes, all node traffic on cgroup v1',
+      kubeadm:
+        'matches the cgroup of `kubelet.service` (`-m cgroup --path system.slice/kubelet.service`) on cgroup v2 nodes, all node traffic on cgroup v1',
       k3s: "matches the cgroup of `k3s-agent.service` (the kubelet and the agent's apiserver proxy are one process) on cgroup v2, all node traffic otherwise",
       lab:
         "each lab node is a network namespace (also under `lab up --static-pods`): the chain goes into that namespace's OUTPUT, so it cuts exactly that node's kubelet; " +
@@ -144,7 +149,7 @@ export default defineAction({
     if (params.scope === 'auto' && !(d.cgroup && d.cgroupMatch) && !labKubelets(ctx.inventory))
       fail(
         "scope auto would widen to the whole node here (no cgroup v2 match for the kubelet): every process's traffic to the apiservers " +
-          'would be dropped, not only the kubelet\'s; say `scope: node` to accept that, or run it where the kubelet has a cgroup v2 of its own',
+          "would be dropped, not only the kubelet's; say `scope: node` to accept that, or run it where the kubelet has a cgroup v2 of its own",
       );
   },
 
@@ -155,7 +160,8 @@ export default defineAction({
     const rules: EgressRule[] = [];
     for (const e of endpoints) {
       const ips = isIP(e.host) ? [e.host] : (d.addrs.get(e.host) ?? []);
-      if (!ips.length) throw new KrError('ENDPOINT_UNRESOLVED', `block-kubelet-egress: ${node.name} cannot resolve the apiserver host ${quote(e.host)}`);
+      if (!ips.length)
+        throw new KrError('ENDPOINT_UNRESOLVED', `block-kubelet-egress: ${node.name} cannot resolve the apiserver host ${quote(e.host)}`);
       for (const ip of ips) if (!rules.some((r) => r.ip === ip && r.port === e.port)) rules.push({ ip, port: e.port, v6: isIP(ip) === 6 });
     }
     if (rules.some((r) => r.v6) && d.tool === 'iptables' && !d.ip6)
@@ -164,7 +170,9 @@ export default defineAction({
     if (params.scope === 'process' && !processScope)
       throw new KrError('NO_PROCESS_SCOPE', `block-kubelet-egress: cannot match the kubelet's cgroup on ${node.name}`);
     if (!processScope && (node.transport ?? ctx.inventory.spec.transport).type === 'local')
-      ctx.log.warn(`block-kubelet-egress on ${node.name}: scope node on the executor's own machine also cuts the executor's view of those apiservers`);
+      ctx.log.warn(
+        `block-kubelet-egress on ${node.name}: scope node on the executor's own machine also cuts the executor's view of those apiservers`,
+      );
     const transport = node.transport ?? ctx.inventory.spec.transport;
     const hash = createHash('sha256').update(`${ctx.runId}/${node.name}`).digest('hex').slice(0, 8);
     return {
@@ -181,19 +189,33 @@ export default defineAction({
   },
 
   async apply(ctx, state) {
-    await runOnNode(ctx, state.node, applyRules(state), { code: 'FIREWALL_FAILED', message: 'block-kubelet-egress: could not add the rules', timeoutMs: 60_000 });
-    ctx.log.info(`block-kubelet-egress: ${state.node} drops ${state.rules.map((r) => `${r.ip}:${r.port}`).join(', ')} (${state.cgroup ? `cgroup ${state.cgroup}` : 'whole node'})`);
+    await runOnNode(ctx, state.node, applyRules(state), {
+      code: 'FIREWALL_FAILED',
+      message: 'block-kubelet-egress: could not add the rules',
+      timeoutMs: 60_000,
+    });
+    ctx.log.info(
+      `block-kubelet-egress: ${state.node} drops ${state.rules.map((r) => `${r.ip}:${r.port}`).join(', ')} (${state.cgroup ? `cgroup ${state.cgroup}` : 'whole node'})`,
+    );
     return state;
   },
 
   async revert(ctx, state) {
-    await runOnNode(ctx, state.node, egressRevert(state), { code: 'FIREWALL_FAILED', message: 'block-kubelet-egress: could not remove the rules', timeoutMs: 60_000 });
+    await runOnNode(ctx, state.node, egressRevert(state), {
+      code: 'FIREWALL_FAILED',
+      message: 'block-kubelet-egress: could not remove the rules',
+      timeoutMs: 60_000,
+    });
   },
 
   nodeSideRevert: (state) => egressRevert(state),
 
   describe: (params) =>
     `drop kubelet traffic to ${params.endpoints?.join(', ') ?? 'the apiservers'} (scope ${params.scope}${
-      params.scope === 'auto' ? ": the kubelet's traffic only; refused at preflight where it would widen to the whole node" : params.scope === 'node' ? ': every process of the node' : ''
+      params.scope === 'auto'
+        ? ": the kubelet's traffic only; refused at preflight where it would widen to the whole node"
+        : params.scope === 'node'
+          ? ': every process of the node'
+          : ''
     })`,
 });

@@ -18,7 +18,11 @@ const inventory = controlPlaneInventory;
 const server = (gitVersion: string): Partial<KubeAccess> => ({
   // the version, and the nodes (none Ready with a lifecycle taint) the revert checks before evicting again
   raw: async (path) =>
-    path === '/version' ? { status: 200, body: JSON.stringify({ gitVersion }) } : path === '/api/v1/nodes' ? { status: 200, body: JSON.stringify({ items: [] }) } : { status: 404, body: '' },
+    path === '/version'
+      ? { status: 200, body: JSON.stringify({ gitVersion }) }
+      : path === '/api/v1/nodes'
+        ? { status: 200, body: JSON.stringify({ items: [] }) }
+        : { status: 404, body: '' },
 });
 
 actionTester(action, {
@@ -36,13 +40,16 @@ actionTester(action, {
           backup: '/etc/kubernetes/kube-runbook-parked/kube-controller-manager.yaml.before-disable-taint-eviction',
         });
         assert.equal(r.prepared.changed, true);
-        assert.deepEqual(r.scripts.map((s) => s.script.split('\n')[0]), [
-          '# kube-runbook: disable-taint-eviction preflight (kubeadm)',
-          '# kube-runbook: disable-taint-eviction state (kubeadm)',
-          '# kube-runbook: disable-taint-eviction apply (kubeadm)',
-          '# kube-runbook: disable-taint-eviction revert (kubeadm)',
-          '# kube-runbook: disable-taint-eviction revert (kubeadm)',
-        ]);
+        assert.deepEqual(
+          r.scripts.map((s) => s.script.split('\n')[0]),
+          [
+            '# kube-runbook: disable-taint-eviction preflight (kubeadm)',
+            '# kube-runbook: disable-taint-eviction state (kubeadm)',
+            '# kube-runbook: disable-taint-eviction apply (kubeadm)',
+            '# kube-runbook: disable-taint-eviction revert (kubeadm)',
+            '# kube-runbook: disable-taint-eviction revert (kubeadm)',
+          ],
+        );
         // the node's dead-man waits for the nodes as the revert does, then runs the revert's own lines
         assert.match(r.nodeSideRevert!, /^# kube-runbook: disable-taint-eviction node-side revert \(kubeadm\)/);
         assert.ok(r.nodeSideRevert!.includes("kubeconfigs='/etc/kubernetes/admin.conf"));
@@ -73,14 +80,27 @@ actionTester(action, {
       handler: ({ script }) => ({ code: 0, stdout: script.includes('disable-taint-eviction state') ? 'disabled\n' : '', stderr: '' }),
       check(r) {
         assert.equal(r.prepared.changed, false);
-        assert.deepEqual(r.scripts.map((s) => s.phase), ['preflight', 'prepare']);
+        assert.deepEqual(
+          r.scripts.map((s) => s.phase),
+          ['preflight', 'prepare'],
+        );
         assert.equal(r.nodeSideRevert, undefined);
       },
     },
   ],
   invalid: [
-    { name: 'a server older than 1.29 is refused, naming stop-controller-manager', kube: server('v1.20.2'), phase: 'preflight', code: 'ACTION_UNSUPPORTED' },
-    { name: "a server whose version cannot be read", kube: { raw: async () => ({ status: 503, body: '' }) }, phase: 'preflight', code: 'PREFLIGHT_FAILED' },
+    {
+      name: 'a server older than 1.29 is refused, naming stop-controller-manager',
+      kube: server('v1.20.2'),
+      phase: 'preflight',
+      code: 'ACTION_UNSUPPORTED',
+    },
+    {
+      name: 'a server whose version cannot be read',
+      kube: { raw: async () => ({ status: 503, body: '' }) },
+      phase: 'preflight',
+      code: 'PREFLIGHT_FAILED',
+    },
     {
       name: 'the controller-manager does not come back healthy',
       kube: server('v1.37.2'),
@@ -89,7 +109,12 @@ actionTester(action, {
       code: 'SERVICE_RESTART_FAILED',
     },
   ],
-  hostile: (value) => ({ name: 'hostile lab paths', kube: server('v1.37.2'), inventory: inventory('lab', value, `/x/${value}`), node: value }),
+  hostile: (value) => ({
+    name: 'hostile lab paths',
+    kube: server('v1.37.2'),
+    inventory: inventory('lab', value, `/x/${value}`),
+    node: value,
+  }),
 });
 
 describe('disable-taint-eviction on a kubeadm manifest (the scripts run for real on a copy)', () => {
@@ -113,7 +138,11 @@ describe('disable-taint-eviction on a kubeadm manifest (the scripts run for real
       .join('\n') + '\n';
   // no controller-manager runs here: the scripts edit the file, then wait 0 s for it and fail; the edit is what counts
   const sh = (text: string) => spawnSync('/bin/sh', ['-c', text], { encoding: 'utf8' });
-  const target = (name: string) => ({ layout: 'kubeadm' as const, manifest: join(dir, `${name}.yaml`), backup: join(dir, 'parked', `${name}.yaml.orig`) });
+  const target = (name: string) => ({
+    layout: 'kubeadm' as const,
+    manifest: join(dir, `${name}.yaml`),
+    backup: join(dir, 'parked', `${name}.yaml.orig`),
+  });
 
   it('adds --controllers right after the command, and the revert puts the original back byte for byte', () => {
     const t = target('plain');
@@ -121,7 +150,12 @@ describe('disable-taint-eviction on a kubeadm manifest (the scripts run for real
     writeFileSync(t.manifest, original);
     // no controller-manager runs here: the wait for it ends "not yet", which a revert tries again
     expect(sh(applyScript(t, 0)).status).toBe(NOT_YET_EXIT);
-    expect(readFileSync(t.manifest, 'utf8')).toBe(original.replace('    - kube-controller-manager\n', '    - kube-controller-manager\n    - --controllers=*,-taint-eviction-controller\n'));
+    expect(readFileSync(t.manifest, 'utf8')).toBe(
+      original.replace(
+        '    - kube-controller-manager\n',
+        '    - kube-controller-manager\n    - --controllers=*,-taint-eviction-controller\n',
+      ),
+    );
     expect(readFileSync(t.backup, 'utf8')).toBe(original);
     expect(sh(revertScript(t, 0)).status).toBe(NOT_YET_EXIT);
     expect(readFileSync(t.manifest, 'utf8')).toBe(original);
@@ -148,12 +182,26 @@ describe("disable-taint-eviction's node-side revert waits for the nodes first (t
   writeFileSync(join(svc, 'stop'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
   writeFileSync(join(svc, 'start'), `#!/bin/sh\ndate +%s >>'${started}'\n`, { mode: 0o755 });
   // the apiserver: curl answers with nodes.json when it is there, fails (cannot connect) when not; no kubectl
-  writeFileSync(join(bin, 'curl'), `#!/bin/sh\necho "$@" >>'${dir}/curl.args'\n[ -f '${nodes}' ] || exit 7\ncat '${nodes}'\n`, { mode: 0o755 });
+  writeFileSync(join(bin, 'curl'), `#!/bin/sh\necho "$@" >>'${dir}/curl.args'\n[ -f '${nodes}' ] || exit 7\ncat '${nodes}'\n`, {
+    mode: 0o755,
+  });
   writeFileSync(join(bin, 'kubectl'), '#!/bin/sh\nexit 1\n', { mode: 0o755 });
   const node = (name: string, ready: string, taint?: string) => ({
     metadata: { name },
-    spec: taint ? { taints: [{ key: taint, effect: 'NoSchedule' }, { key: taint, effect: 'NoExecute', timeAdded: '2026-01-01T00:00:00Z' }] } : {},
-    status: { conditions: [{ type: 'MemoryPressure', status: 'False' }, { type: 'Ready', status: ready }] },
+    spec: taint
+      ? {
+          taints: [
+            { key: taint, effect: 'NoSchedule' },
+            { key: taint, effect: 'NoExecute', timeAdded: '2026-01-01T00:00:00Z' },
+          ],
+        }
+      : {},
+    status: {
+      conditions: [
+        { type: 'MemoryPressure', status: 'False' },
+        { type: 'Ready', status: ready },
+      ],
+    },
   });
   // pretty-printed, as an apiserver answers a client it takes for curl
   const list = (...items: object[]) => JSON.stringify({ kind: 'NodeList', apiVersion: 'v1', items }, null, 2);
@@ -163,7 +211,11 @@ describe("disable-taint-eviction's node-side revert waits for the nodes first (t
   it('restores taint eviction only once every node is Ready and no lifecycle NoExecute taint is left, saying why it waits', async () => {
     writeFileSync(nodes, list(node('node-1', 'True'), node('node-2', 'Unknown', 'node.kubernetes.io/unreachable')));
     const r = run(600);
-    expect(await until(() => r.out().includes('not restoring taint eviction yet: 1 of 2 node(s) not Ready, 1 unreachable/not-ready NoExecute taint(s)'))).toBe(true);
+    expect(
+      await until(() =>
+        r.out().includes('not restoring taint eviction yet: 1 of 2 node(s) not Ready, 1 unreachable/not-ready NoExecute taint(s)'),
+      ),
+    ).toBe(true);
     // Ready again, its taint not yet removed by the lifecycle controller: still not
     writeFileSync(nodes, list(node('node-1', 'True'), node('node-2', 'True', 'node.kubernetes.io/unreachable')));
     expect(await until(() => r.out().includes('0 of 2 node(s) not Ready, 1 unreachable/not-ready NoExecute taint(s)'))).toBe(true);
@@ -171,7 +223,9 @@ describe("disable-taint-eviction's node-side revert waits for the nodes first (t
     writeFileSync(nodes, list(node('node-1', 'True'), node('node-2', 'True')));
     // no controller-manager process runs here: after the restart its health wait ends "not yet"
     expect(await r.exit).toBe(NOT_YET_EXIT);
-    expect(r.out()).toMatch(/nodes settled \(0 of 2 node\(s\) not Ready, 0 unreachable\/not-ready NoExecute taint\(s\)\): restoring taint eviction/);
+    expect(r.out()).toMatch(
+      /nodes settled \(0 of 2 node\(s\) not Ready, 0 unreachable\/not-ready NoExecute taint\(s\)\): restoring taint eviction/,
+    );
     expect(readFileSync(started, 'utf8').trim().split('\n')).toHaveLength(1);
     expect(existsSync(join(svc, 'extra-args'))).toBe(false);
     // the kubeconfig's token went in a header file, not on curl's command line

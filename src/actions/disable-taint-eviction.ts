@@ -24,9 +24,9 @@ import {
 import { waitForLifecycleTaintsGone } from './parts/stale-taints.js';
 
 const Params = z.strictObject({
-  timeout: duration()
-    .prefault('2m')
-    .meta({ description: 'how long to wait for the controller-manager to run healthy with the new flags (and, after the revert, with the old ones)' }),
+  timeout: duration().prefault('2m').meta({
+    description: 'how long to wait for the controller-manager to run healthy with the new flags (and, after the revert, with the old ones)',
+  }),
 });
 
 type State = {
@@ -42,9 +42,13 @@ const MIN_MINOR = 29;
 /** Evictions frozen while every other controller keeps running (Kubernetes 1.29+). */
 export default defineAction<typeof Params, State>({
   meta: {
-    access: [GET_VERSION, { ...READ_NODES, verbs: ['list'], why: 'the revert waits until no Ready node still carries the NoExecute taint it got while silent' }],
+    access: [
+      GET_VERSION,
+      { ...READ_NODES, verbs: ['list'], why: 'the revert waits until no Ready node still carries the NoExecute taint it got while silent' },
+    ],
     id: 'disable-taint-eviction',
-    summary: 'Restart kube-controller-manager without the taint-eviction controller (1.29+): no pod is evicted, every other controller runs.',
+    summary:
+      'Restart kube-controller-manager without the taint-eviction controller (1.29+): no pod is evicted, every other controller runs.',
     description:
       'Since Kubernetes 1.29 the pods of a node with a NoExecute taint are deleted by the `taint-eviction-controller`, ' +
       'a controller of its own inside kube-controller-manager. This remediation restarts the controller-manager with ' +
@@ -68,13 +72,13 @@ export default defineAction<typeof Params, State>({
       k3s:
         `writes \`/etc/rancher/k3s/config.yaml.d/90-kube-runbook-disable-taint-eviction.yaml\` (\`kube-controller-manager-arg: controllers=${K3S_CONTROLLERS}\`) ` +
         'and restarts the `k3s` unit: k3s runs the controller-manager in its server process, so the apiserver restarts too',
-      lab: 'writes `--controllers=*,-taint-eviction-controller` to the service\'s `extra-args` and restarts the lab\'s kube-controller-manager process',
+      lab: "writes `--controllers=*,-taint-eviction-controller` to the service's `extra-args` and restarts the lab's kube-controller-manager process",
     },
     undo:
       'the revert first waits (up to `timeout`) until no Ready node still carries the unreachable/not-ready NoExecute taint it got while ' +
       'silent (evicting again with such a taint in place could delete its pods at once), then puts the original manifest back (kubeadm), removes the drop-in and restarts k3s (k3s) or removes `extra-args` and restarts ' +
       '(lab), then waits until the controller-manager runs healthy with the taint-eviction controller. The node-side dead-man ' +
-      'runs the same script after the same kind of check, made on the node with its kubeconfig (the controller-manager\'s, ' +
+      "runs the same script after the same kind of check, made on the node with its kubeconfig (the controller-manager's, " +
       'else admin.conf or k3s.yaml): it waits until every node is Ready and none carries those taints, checking every 5 s, ' +
       'and restores taint eviction anyway after 15 minutes, saying so in its log',
   },
@@ -109,7 +113,9 @@ export default defineAction<typeof Params, State>({
 
   async apply(ctx, state) {
     if (!state.changed) {
-      ctx.log.warn(`disable-taint-eviction: kube-controller-manager on ${state.node} already runs without the taint-eviction controller; left as it is`);
+      ctx.log.warn(
+        `disable-taint-eviction: kube-controller-manager on ${state.node} already runs without the taint-eviction controller; left as it is`,
+      );
       return state;
     }
     await runOnNode(ctx, state.node, applyScript(state.target, state.timeoutS), {
@@ -117,7 +123,9 @@ export default defineAction<typeof Params, State>({
       message: 'disable-taint-eviction: could not restart kube-controller-manager without the taint-eviction controller',
       timeoutMs: execTimeoutMs(state.timeoutS),
     });
-    ctx.log.info(`disable-taint-eviction: kube-controller-manager on ${state.node} runs without the taint-eviction controller`, { node: state.node });
+    ctx.log.info(`disable-taint-eviction: kube-controller-manager on ${state.node} runs without the taint-eviction controller`, {
+      node: state.node,
+    });
     return state;
   },
 
@@ -147,7 +155,8 @@ function targetOf(inventory: Inventory, node: InventoryNode): TaintEvictionTarge
       return k3sTarget();
     case 'lab': {
       const t = serviceTarget(inventory, node, 'kube-controller-manager');
-      if (t.manager !== 'process') throw new KrError('PREFLIGHT_FAILED', `disable-taint-eviction: the lab's controller-manager on ${node.name} is not a lab process`);
+      if (t.manager !== 'process')
+        throw new KrError('PREFLIGHT_FAILED', `disable-taint-eviction: the lab's controller-manager on ${node.name} is not a lab process`);
       return { layout: 'lab', dir: t.dir };
     }
   }

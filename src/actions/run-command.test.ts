@@ -5,7 +5,11 @@ import action from './run-command.js';
 import { inventoryOf } from '../testing/inventories.js';
 import { failingOn } from '../testing/fake-nodes.js';
 
-const inventory: InventoryInput = inventoryOf({ layout: 'lab', lab: { stateDir: '/nonexistent' }, nodes: [{ name: 'node-1' }, { name: 'node-2' }] });
+const inventory: InventoryInput = inventoryOf({
+  layout: 'lab',
+  lab: { stateDir: '/nonexistent' },
+  nodes: [{ name: 'node-1' }, { name: 'node-2' }],
+});
 
 const params = { apply: 'touch /tmp/kr-flag', revert: 'rm -f /tmp/kr-flag', check: 'command -v touch' };
 
@@ -34,7 +38,10 @@ actionTester(action, {
       name: 'no check: no preflight script',
       params: { apply: 'true', revert: 'true' },
       check(r) {
-        assert.deepEqual(r.scripts.map((s) => s.phase), ['apply', 'revert', 'revert-again']);
+        assert.deepEqual(
+          r.scripts.map((s) => s.phase),
+          ['apply', 'revert', 'revert-again'],
+        );
         assert.equal(r.prepared.timeoutMs, 60_000);
       },
     },

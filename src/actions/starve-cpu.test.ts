@@ -8,7 +8,14 @@ import type { FakeHandler } from '../testing/fake-nodes.js';
 import action from './starve-cpu.js';
 
 const inventory = (layout: TestLayout = 'lab', node = 'rnode-1', stateDir = '/nonexistent/lab'): InventoryInput =>
-  layoutInventory(layout, [{ name: node, roles: ['worker'] }, { name: 'cp-1', roles: ['control-plane', 'etcd'] }], stateDir);
+  layoutInventory(
+    layout,
+    [
+      { name: node, roles: ['worker'] },
+      { name: 'cp-1', roles: ['control-plane', 'etcd'] },
+    ],
+    stateDir,
+  );
 
 const purpose = scriptPurpose;
 
@@ -23,7 +30,8 @@ const node =
     return ok([]);
   };
 
-const phaseScript = (r: { scripts: { phase: string; script: string }[] }, phase: string) => r.scripts.find((s) => s.phase === phase)!.script;
+const phaseScript = (r: { scripts: { phase: string; script: string }[] }, phase: string) =>
+  r.scripts.find((s) => s.phase === phase)!.script;
 
 actionTester(action, {
   inventory: inventory(),
@@ -60,7 +68,10 @@ actionTester(action, {
       params: { component: 'apiserver', quota: '100%' },
       inventory: inventory('kubeadm', 'cp-1'),
       node: 'cp-1',
-      handler: node({ cgroup: 'cgroup=2 /kubepods.slice/kubepods-burstable.slice/cri-containerd-abc.scope', quota: ['quota=200000', 'period=100000'] }),
+      handler: node({
+        cgroup: 'cgroup=2 /kubepods.slice/kubepods-burstable.slice/cri-containerd-abc.scope',
+        quota: ['quota=200000', 'period=100000'],
+      }),
       check(r) {
         assert.match(r.scripts[0]!.script, /^proc=kube-apiserver$/m, 'the static pod found by its process');
         const apply = phaseScript(r, 'apply');
@@ -86,7 +97,13 @@ actionTester(action, {
     { name: 'a quota over one CPU', params: { component: 'kubelet', quota: '150%' }, phase: 'params', message: /from 1% to 100%/ },
     { name: 'a quota without a percent sign', params: { component: 'kubelet', quota: 10 }, phase: 'params', message: /such as 10%/ },
     { name: 'an unknown component', params: { component: 'kube-proxy', quota: '10%' }, phase: 'params' },
-    { name: 'the component not running', params: { component: 'kubelet', quota: '10%' }, handler: () => ({ code: 3, stdout: '', stderr: '' }), phase: 'preflight', code: 'PREFLIGHT_FAILED' },
+    {
+      name: 'the component not running',
+      params: { component: 'kubelet', quota: '10%' },
+      handler: () => ({ code: 3, stdout: '', stderr: '' }),
+      phase: 'preflight',
+      code: 'PREFLIGHT_FAILED',
+    },
     {
       name: 'the process in the root cgroup (a simulated kubelet)',
       params: { component: 'kubelet', quota: '10%' },
@@ -126,7 +143,9 @@ actionTester(action, {
 
 describe('starve-cpu scripts', () => {
   it('refuse limits that are not numbers', () => {
-    expect(() => writeCpuScript('apply', { version: 1, cgroup: '/x' }, { quota: '1; reboot', period: '100000' }, false)).toThrow(/microseconds/);
+    expect(() => writeCpuScript('apply', { version: 1, cgroup: '/x' }, { quota: '1; reboot', period: '100000' }, false)).toThrow(
+      /microseconds/,
+    );
     expect(() => writeCpuScript('apply', { version: 2, cgroup: '/x' }, { quota: 'max', period: 'max' }, false)).toThrow(/microseconds/);
   });
 

@@ -66,8 +66,9 @@ export default defineAction({
     defaultNodes: 'control-plane',
     kind: 'fault',
     layouts: {
-      kubeadm: "the control plane's static pods by their process (their container's cgroup); the kubelet is the systemd unit `kubelet` (its `kubelet.service` cgroup, which needs the cpu controller on v2: `CPUAccounting=yes`)",
-      k3s: 'the apiserver, controller-manager, scheduler, etcd and a server\'s kubelet are all the `k3s` process: its whole cgroup is limited; an agent\'s kubelet is `k3s-agent`, whose cgroup also holds containerd',
+      kubeadm:
+        "the control plane's static pods by their process (their container's cgroup); the kubelet is the systemd unit `kubelet` (its `kubelet.service` cgroup, which needs the cpu controller on v2: `CPUAccounting=yes`)",
+      k3s: "the apiserver, controller-manager, scheduler, etcd and a server's kubelet are all the `k3s` process: its whole cgroup is limited; an agent's kubelet is `k3s-agent`, whose cgroup also holds containerd",
       lab: "the lab process's cgroup: a real node's kubelet has one of its own (`kube-runbook-<instance>-rnode-N/kubelet`); the control plane and simulated kubelets run in the root cgroup and are refused, etcd's cgroup is the blkio one only",
     },
     undo: 'writes back the quota and period that were set before (usually none: `max`); a cgroup that is gone needs nothing; the node-side dead-man runs the same script',
@@ -81,13 +82,23 @@ export default defineAction({
   prepare: (ctx, params) => look(ctx, params),
 
   async apply(ctx, state) {
-    await runOnNode(ctx, state.node, writeCpuScript('apply', state, state.limit, false), { code: 'STARVE_FAILED', message: 'starve-cpu: cannot set the cpu quota', timeoutMs: 30_000 });
-    ctx.log.info(`starve-cpu: ${state.component} on ${state.node} limited to ${state.limit.quota} us per ${state.limit.period} us (cgroup ${state.cgroup})`);
+    await runOnNode(ctx, state.node, writeCpuScript('apply', state, state.limit, false), {
+      code: 'STARVE_FAILED',
+      message: 'starve-cpu: cannot set the cpu quota',
+      timeoutMs: 30_000,
+    });
+    ctx.log.info(
+      `starve-cpu: ${state.component} on ${state.node} limited to ${state.limit.quota} us per ${state.limit.period} us (cgroup ${state.cgroup})`,
+    );
     return state;
   },
 
   async revert(ctx, state) {
-    await runOnNode(ctx, state.node, revertScript(state), { code: 'STARVE_FAILED', message: 'starve-cpu: cannot restore the cpu quota', timeoutMs: 30_000 });
+    await runOnNode(ctx, state.node, revertScript(state), {
+      code: 'STARVE_FAILED',
+      message: 'starve-cpu: cannot restore the cpu quota',
+      timeoutMs: 30_000,
+    });
   },
 
   nodeSideRevert: (state) => revertScript(state),
@@ -98,15 +109,22 @@ export default defineAction({
 /** Everything the revert needs: the process, its cgroup, the quota and period there are now. */
 async function look(ctx: ActionCtx, params: z.output<typeof Params>): Promise<State> {
   const { node, pid, info } = await inspect(ctx, params.component);
-    const target = cpuTarget(node, params.component, info.get('cgroup') ?? '');
-    const r = await runOnNode(ctx, node, readCpuScript(target), { code: 'CPU_CGROUP_UNREADABLE', message: 'starve-cpu: cannot read the cpu quota', timeoutMs: 30_000 });
-    const now = lines(r.stdout);
-    const quota = now.get('quota') ?? '';
-    const period = now.get('period') ?? '';
-    if (!/^(?:\d+|max)$/.test(quota) || !/^\d+$/.test(period))
-      throw new KrError('CPU_CGROUP_UNREADABLE', `starve-cpu: the cpu quota of ${target.cgroup} on ${node} is not one the kernel writes (got ${quote(`${quota} ${period}`)})`);
-    const limit = { quota: String(Math.round((params.quota / 100) * CPU_PERIOD_US)), period: String(CPU_PERIOD_US) };
-    return { node, component: params.component, pid, ...target, limit, previous: { quota, period } };
+  const target = cpuTarget(node, params.component, info.get('cgroup') ?? '');
+  const r = await runOnNode(ctx, node, readCpuScript(target), {
+    code: 'CPU_CGROUP_UNREADABLE',
+    message: 'starve-cpu: cannot read the cpu quota',
+    timeoutMs: 30_000,
+  });
+  const now = lines(r.stdout);
+  const quota = now.get('quota') ?? '';
+  const period = now.get('period') ?? '';
+  if (!/^(?:\d+|max)$/.test(quota) || !/^\d+$/.test(period))
+    throw new KrError(
+      'CPU_CGROUP_UNREADABLE',
+      `starve-cpu: the cpu quota of ${target.cgroup} on ${node} is not one the kernel writes (got ${quote(`${quota} ${period}`)})`,
+    );
+  const limit = { quota: String(Math.round((params.quota / 100) * CPU_PERIOD_US)), period: String(CPU_PERIOD_US) };
+  return { node, component: params.component, pid, ...target, limit, previous: { quota, period } };
 }
 
 const revertScript = (s: State) => writeCpuScript('revert', s, s.previous, true);
@@ -131,7 +149,12 @@ async function inspect(ctx: ActionCtx, component: Component) {
     timeoutMs: 30_000,
   });
   const pid = Number(p.stdout.trim());
-  if (!Number.isInteger(pid) || pid < 1) throw new KrError('PREFLIGHT_FAILED', `starve-cpu: no ${component} process id on ${node.name} (got ${quote(p.stdout.trim())})`);
-  const r = await runOnNode(ctx, node.name, inspectScript(pid), { code: 'PREFLIGHT_FAILED', message: `starve-cpu: cannot find the cgroup of ${component}`, timeoutMs: 30_000 });
+  if (!Number.isInteger(pid) || pid < 1)
+    throw new KrError('PREFLIGHT_FAILED', `starve-cpu: no ${component} process id on ${node.name} (got ${quote(p.stdout.trim())})`);
+  const r = await runOnNode(ctx, node.name, inspectScript(pid), {
+    code: 'PREFLIGHT_FAILED',
+    message: `starve-cpu: cannot find the cgroup of ${component}`,
+    timeoutMs: 30_000,
+  });
   return { node: node.name, pid, info: lines(r.stdout) };
 }

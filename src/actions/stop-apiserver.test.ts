@@ -54,7 +54,12 @@ actionTester(action, {
       inventory: inventory('k3s'),
       handler: running,
       check(r) {
-        assert.deepEqual(r.prepared.target, { manager: 'systemd', service: 'kube-apiserver', unit: 'k3s', healthUrl: 'https://127.0.0.1:6443/readyz' });
+        assert.deepEqual(r.prepared.target, {
+          manager: 'systemd',
+          service: 'kube-apiserver',
+          unit: 'k3s',
+          healthUrl: 'https://127.0.0.1:6443/readyz',
+        });
         assert.match(r.scripts[2]!.script, /systemctl stop "\$unit"/);
         assert.ok(r.ctx.log.lines.some((l) => l.level === 'warn' && /whole control plane/.test(l.msg)));
       },
@@ -80,7 +85,10 @@ actionTester(action, {
       handler: stopped,
       check(r) {
         assert.equal(r.prepared.wasRunning, false);
-        assert.deepEqual(purposes(r.scripts), ['# kube-runbook: process preflight kube-apiserver', '# kube-runbook: process status kube-apiserver']);
+        assert.deepEqual(purposes(r.scripts), [
+          '# kube-runbook: process preflight kube-apiserver',
+          '# kube-runbook: process status kube-apiserver',
+        ]);
         assert.doesNotMatch(r.nodeSideRevert!, /start/);
       },
     },

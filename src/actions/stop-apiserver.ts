@@ -16,8 +16,9 @@ export default serviceStopAction({
   layouts: {
     kubeadm:
       'moves `/etc/kubernetes/manifests/kube-apiserver.yaml` to `/etc/kubernetes/kube-runbook-parked/` and waits until the container (crictl) or process (pgrep) is gone',
-    k3s: 'runs `systemctl stop k3s`: on a k3s server this stops the controller-manager, scheduler, embedded etcd and the node\'s kubelet too (containers keep running)',
+    k3s: "runs `systemctl stop k3s`: on a k3s server this stops the controller-manager, scheduler, embedded etcd and the node's kubelet too (containers keep running)",
     lab: "runs the lab's `stop` script of `kube-apiserver` on cp-1 and waits until `status` says stopped",
   },
-  k3sWarning: 'k3s runs the whole control plane in one unit: stopping the apiserver stops k3s (controller-manager, scheduler, kubelet) on this server',
+  k3sWarning:
+    'k3s runs the whole control plane in one unit: stopping the apiserver stops k3s (controller-manager, scheduler, kubelet) on this server',
 });

@@ -35,7 +35,12 @@ actionTester(action, {
       name: 'k3s: the k3s unit, with a warning that the whole server stops',
       inventory: inventory('k3s'),
       check(r) {
-        assert.deepEqual(r.prepared.target, { manager: 'systemd', service: 'kube-controller-manager', unit: 'k3s', healthUrl: 'https://127.0.0.1:6443/readyz' });
+        assert.deepEqual(r.prepared.target, {
+          manager: 'systemd',
+          service: 'kube-controller-manager',
+          unit: 'k3s',
+          healthUrl: 'https://127.0.0.1:6443/readyz',
+        });
         assert.ok(r.ctx.log.lines.some((l) => l.level === 'warn' && /whole k3s server/.test(l.msg)));
       },
     },
@@ -43,7 +48,11 @@ actionTester(action, {
       name: 'lab: the kube-controller-manager service directory on the node',
       inventory: inventory('lab'),
       check(r) {
-        assert.deepEqual(r.prepared.target, { manager: 'process', service: 'kube-controller-manager', dir: '/var/lib/kr-lab/nodes/cp-1/kube-controller-manager' });
+        assert.deepEqual(r.prepared.target, {
+          manager: 'process',
+          service: 'kube-controller-manager',
+          dir: '/var/lib/kr-lab/nodes/cp-1/kube-controller-manager',
+        });
       },
     },
   ],
@@ -68,7 +77,9 @@ describe("stop-controller-manager's node-side revert starts it only once every k
   writeNodeKubeconfig(join(dir, 'kubeconfig'), 'https://10.0.0.1:6443', 'admin', 'admin-token');
   writeFileSync(join(svc, 'start'), `#!/bin/sh\ndate +%s >>'${started}'\ntouch '${svc}/up'\n`, { mode: 0o755 });
   writeFileSync(join(svc, 'stop'), `#!/bin/sh\nrm -f '${svc}/up'\n`, { mode: 0o755 });
-  writeFileSync(join(svc, 'status'), `#!/bin/sh\nif [ -f '${svc}/up' ]; then echo running; else echo stopped; exit 3; fi\n`, { mode: 0o755 });
+  writeFileSync(join(svc, 'status'), `#!/bin/sh\nif [ -f '${svc}/up' ]; then echo running; else echo stopped; exit 3; fi\n`, {
+    mode: 0o755,
+  });
   writeFileSync(join(svc, 'health'), `#!/bin/sh\n[ -f '${svc}/up' ]\n`, { mode: 0o755 });
   writeFileSync(
     join(bin, 'curl'),
@@ -90,7 +101,8 @@ describe("stop-controller-manager's node-side revert starts it only once every k
       null,
       2,
     );
-  const run = (capS: number) => runNodeScript(leasesFirstScript('stop-controller-manager', target, serviceManager(target).start(target, 2), capS, 1), bin);
+  const run = (capS: number) =>
+    runNodeScript(leasesFirstScript('stop-controller-manager', target, serviceManager(target).start(target, 2), capS, 1), bin);
   const until = eventually;
   const at = (s: number) => `2026-01-01T00:00:${String(s).padStart(2, '0')}.000000Z`;
 
@@ -100,7 +112,9 @@ describe("stop-controller-manager's node-side revert starts it only once every k
     // node-1's kubelet heartbeats, node-2's is still stopped
     let beat = 1;
     const beating = setInterval(() => writeFileSync(leases, list({ 'node-1': at(++beat % 60), 'node-2': at(1) })), 200);
-    expect(await until(() => r.out().includes('not starting it yet: 1 of 2 node Lease(s) not renewed since the last check: node-2'))).toBe(true);
+    expect(await until(() => r.out().includes('not starting it yet: 1 of 2 node Lease(s) not renewed since the last check: node-2'))).toBe(
+      true,
+    );
     expect(existsSync(started)).toBe(false);
     clearInterval(beating);
     // node-2's kubelet is back

@@ -18,7 +18,7 @@ export default serviceStopAction({
   layouts: {
     kubeadm:
       'moves `/etc/kubernetes/manifests/kube-controller-manager.yaml` to `/etc/kubernetes/kube-runbook-parked/` and waits until the container (crictl) or process (pgrep) is gone',
-    k3s: 'runs `systemctl stop k3s`: k3s has no separate controller-manager, so this stops the apiserver, scheduler and the server\'s kubelet as well',
+    k3s: "runs `systemctl stop k3s`: k3s has no separate controller-manager, so this stops the apiserver, scheduler and the server's kubelet as well",
     lab: "runs the lab's `stop` script of `kube-controller-manager` on cp-1 and waits until `status` says stopped",
   },
   k3sWarning: 'k3s has no separate controller-manager: stopping it stops the whole k3s server (apiserver, scheduler, kubelet) on this node',

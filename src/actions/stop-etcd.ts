@@ -8,10 +8,9 @@ import { STATUS_STOPPED } from '../nodes/services/types.js';
 import { serviceStopAction, StopParams, type StopState } from './parts/stop-service.js';
 
 const Params = StopParams.extend({
-  allowQuorumLoss: z
-    .boolean()
-    .default(false)
-    .meta({ description: 'let the selection (or members already down) leave etcd without a quorum: no writes, the apiservers fail; off by default' }),
+  allowQuorumLoss: z.boolean().default(false).meta({
+    description: 'let the selection (or members already down) leave etcd without a quorum: no writes, the apiservers fail; off by default',
+  }),
 });
 type Params = z.output<typeof Params>;
 
@@ -49,7 +48,10 @@ export default defineAction<typeof Params, StopState>({
       );
     const members = etcdMembers(ctx.inventory.spec.nodes);
     if (!members.some((m) => m.name === node.name))
-      throw new KrError('NOT_AN_ETCD_MEMBER', `stop-etcd: ${quote(node.name)} is not an etcd member in the inventory (members: ${members.map((m) => m.name).join(', ') || 'none'})`);
+      throw new KrError(
+        'NOT_AN_ETCD_MEMBER',
+        `stop-etcd: ${quote(node.name)} is not an etcd member in the inventory (members: ${members.map((m) => m.name).join(', ') || 'none'})`,
+      );
     const selected = members.filter((m) => (ctx.selection ?? [node.name]).includes(m.name));
     const left = members.length - selected.length;
     if (left < quorumOf(members.length) && !params.allowQuorumLoss)

@@ -22,7 +22,12 @@ actionTester(action, {
       name: 'kubeadm: systemctl stop kubelet; revert waits for its healthz',
       check(r) {
         assert.equal(action.meta.defaultNodes, 'workers');
-        assert.deepEqual(r.prepared.target, { manager: 'systemd', service: 'kubelet', unit: 'kubelet', healthUrl: 'http://127.0.0.1:10248/healthz' });
+        assert.deepEqual(r.prepared.target, {
+          manager: 'systemd',
+          service: 'kubelet',
+          unit: 'kubelet',
+          healthUrl: 'http://127.0.0.1:10248/healthz',
+        });
         assert.match(r.scripts.find((s) => s.phase === 'apply')!.script, /systemctl stop "\$unit"/);
         assert.match(r.nodeSideRevert!, /systemctl start "\$unit"/);
         assert.match(r.nodeSideRevert!, /kr_http_ok "\$health_url"/);
@@ -56,7 +61,10 @@ actionTester(action, {
   invalid: [
     {
       name: 'a node without systemd',
-      handler: failingOn((script) => script.startsWith('# kube-runbook: systemd preflight'), 'systemctl not found: this node does not run systemd'),
+      handler: failingOn(
+        (script) => script.startsWith('# kube-runbook: systemd preflight'),
+        'systemctl not found: this node does not run systemd',
+      ),
       phase: 'preflight',
       code: 'PREFLIGHT_FAILED',
       message: /does not run systemd/,

@@ -25,14 +25,21 @@ actionTester(action, {
       name: 'lab: the scheduler directory',
       inventory: inventory('lab'),
       check(r) {
-        assert.deepEqual(r.prepared.target, { manager: 'process', service: 'kube-scheduler', dir: '/var/lib/kr-lab/nodes/cp-1/kube-scheduler' });
+        assert.deepEqual(r.prepared.target, {
+          manager: 'process',
+          service: 'kube-scheduler',
+          dir: '/var/lib/kr-lab/nodes/cp-1/kube-scheduler',
+        });
       },
     },
   ],
   invalid: [
     {
       name: 'a revert that cannot start it again',
-      handler: failingOn((script) => script.startsWith('# kube-runbook: static-pod start'), 'kube-scheduler not healthy 120 s after its manifest was put back'),
+      handler: failingOn(
+        (script) => script.startsWith('# kube-runbook: static-pod start'),
+        'kube-scheduler not healthy 120 s after its manifest was put back',
+      ),
       phase: 'revert',
       code: 'SERVICE_START_FAILED',
       message: /not healthy/,

@@ -13,7 +13,7 @@ export default serviceStopAction({
   layouts: {
     kubeadm:
       'moves `/etc/kubernetes/manifests/kube-scheduler.yaml` to `/etc/kubernetes/kube-runbook-parked/` and waits until the container (crictl) or process (pgrep) is gone',
-    k3s: 'runs `systemctl stop k3s`: k3s has no separate scheduler, so this stops the apiserver, controller-manager and the server\'s kubelet as well',
+    k3s: "runs `systemctl stop k3s`: k3s has no separate scheduler, so this stops the apiserver, controller-manager and the server's kubelet as well",
     lab: "runs the lab's `stop` script of `kube-scheduler` on cp-1 and waits until `status` says stopped",
   },
   k3sWarning: 'k3s has no separate scheduler: stopping it stops the whole k3s server (apiserver, controller-manager, kubelet) on this node',

@@ -53,7 +53,9 @@ actionTester(action, {
       name: 'cgroup v2: one io.max line',
       params: { readIops: 50, writeIops: 20 },
       inventory: inventory('kubeadm'),
-      handler: node({ inspect: ['cgroup=2 /kubepods.slice/kubepods-burstable.slice/cri-containerd-abc.scope', 'datadir=/var/lib/etcd', 'device=8:0'] }),
+      handler: node({
+        inspect: ['cgroup=2 /kubepods.slice/kubepods-burstable.slice/cri-containerd-abc.scope', 'datadir=/var/lib/etcd', 'device=8:0'],
+      }),
       check(r) {
         const apply = r.scripts.find((s) => s.phase === 'apply')!.script;
         assert.match(apply, /"\$cg\/io\.max" "\$dev riops=50 wiops=20"/);
@@ -76,7 +78,13 @@ actionTester(action, {
     { name: 'a byte size with a bad unit', params: { writeBps: '1MB' }, phase: 'params' },
     { name: 'zero iops', params: { writeIops: 0 }, phase: 'params' },
     { name: 'a relative data dir', params: { writeIops: 5, dataDir: 'etcd' }, phase: 'params' },
-    { name: 'etcd not running', params: { writeIops: 5 }, handler: () => ({ code: 3, stdout: '', stderr: '' }), phase: 'preflight', code: 'PREFLIGHT_FAILED' },
+    {
+      name: 'etcd not running',
+      params: { writeIops: 5 },
+      handler: () => ({ code: 3, stdout: '', stderr: '' }),
+      phase: 'preflight',
+      code: 'PREFLIGHT_FAILED',
+    },
     {
       name: 'etcd in the root cgroup',
       params: { writeIops: 5 },
@@ -103,7 +111,9 @@ actionTester(action, {
 
 describe('throttle-etcd-disk scripts', () => {
   it('refuse limits that are not numbers', () => {
-    expect(() => writeLimitsScript('apply', { version: 1, cgroup: '/x', device: '8:0' }, { wiops: '1; reboot' }, false)).toThrow(/number or max/);
+    expect(() => writeLimitsScript('apply', { version: 1, cgroup: '/x', device: '8:0' }, { wiops: '1; reboot' }, false)).toThrow(
+      /number or max/,
+    );
   });
 
   it('write through a private mount when the hierarchy is not visible (under ip netns exec)', () => {

@@ -9,7 +9,10 @@ import { defineAction } from '../contract/action.js';
 const UNIT: Record<string, number> = { '': 1, k: 1e3, M: 1e6, G: 1e9, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 };
 const bytes = () =>
   z
-    .union([z.number().int().min(1), z.string().regex(/^\d+(?:Ki|Mi|Gi|k|M|G)?$/, { message: 'expected bytes such as 1048576, 512Ki or 1Mi' })])
+    .union([
+      z.number().int().min(1),
+      z.string().regex(/^\d+(?:Ki|Mi|Gi|k|M|G)?$/, { message: 'expected bytes such as 1048576, 512Ki or 1Mi' }),
+    ])
     .transform((v) => (typeof v === 'number' ? v : Number(/^\d+/.exec(v)![0]) * UNIT[v.replace(/^\d+/, '')]!));
 const iops = () => z.number().int().min(1);
 
@@ -92,7 +95,7 @@ export default defineAction({
     kind: 'fault',
     layouts: {
       kubeadm: "finds the `etcd` static pod's process, its data dir through /proc/<pid>/root, and its container cgroup",
-      k3s: "embedded etcd runs inside the k3s server process: the whole `k3s` cgroup is limited on the disk of /var/lib/rancher/k3s/server/db",
+      k3s: 'embedded etcd runs inside the k3s server process: the whole `k3s` cgroup is limited on the disk of /var/lib/rancher/k3s/server/db',
       lab: "the lab's etcd runs in a cgroup of its own (`etcd/pid` in the lab state dir); cgroup v1 blkio on this machine, mounted privately when the node's namespace hides it",
     },
     undo: 'writes back the limits that were set before (none, usually); a cgroup that is gone needs nothing; the node-side dead-man runs the same script',
@@ -107,31 +110,60 @@ export default defineAction({
     const [version, ...path] = (info.get('cgroup') ?? '').split(' ');
     const cgroup = path.join(' ');
     const device = info.get('device') ?? '';
-    if (!/^\d+:\d+$/.test(device)) throw new KrError('ETCD_DISK_UNKNOWN', `throttle-etcd-disk: no disk found on ${node} (got ${quote(device)})`);
+    if (!/^\d+:\d+$/.test(device))
+      throw new KrError('ETCD_DISK_UNKNOWN', `throttle-etcd-disk: no disk found on ${node} (got ${quote(device)})`);
     if (!cgroup.startsWith('/') || cgroup === '/' || /[\n\0]/.test(cgroup))
-      throw new KrError('ETCD_CGROUP_UNSUITABLE', `throttle-etcd-disk: etcd on ${node} runs in no cgroup of its own (got ${quote(cgroup)}); limiting the root cgroup would slow the whole node`);
+      throw new KrError(
+        'ETCD_CGROUP_UNSUITABLE',
+        `throttle-etcd-disk: etcd on ${node} runs in no cgroup of its own (got ${quote(cgroup)}); limiting the root cgroup would slow the whole node`,
+      );
     const target: IoTarget = { version: version === '2' ? 2 : 1, cgroup, device };
-    const r = await runOnNode(ctx, node, readLimitsScript(target), { code: 'ETCD_CGROUP_UNREADABLE', message: 'throttle-etcd-disk: cannot read the io limits', timeoutMs: 30_000 });
+    const r = await runOnNode(ctx, node, readLimitsScript(target), {
+      code: 'ETCD_CGROUP_UNREADABLE',
+      message: 'throttle-etcd-disk: cannot read the io limits',
+      timeoutMs: 30_000,
+    });
     const now = lines(r.stdout);
     const previous = Object.fromEntries(IO_KEYS.map((k) => [k, /^\d+$/.test(now.get(k) ?? '') ? now.get(k)! : 'max'])) as IoLimits;
-    const keys: [IoKey, number | undefined][] = [['riops', params.readIops], ['wiops', params.writeIops], ['rbps', params.readBps], ['wbps', params.writeBps]];
+    const keys: [IoKey, number | undefined][] = [
+      ['riops', params.readIops],
+      ['wiops', params.writeIops],
+      ['rbps', params.readBps],
+      ['wbps', params.writeBps],
+    ];
     const limits = Object.fromEntries(keys.filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)])) as Partial<IoLimits>;
     return { node, pid, dataDir: info.get('datadir') ?? '', ...target, limits, previous };
   },
 
   async apply(ctx, state) {
-    await runOnNode(ctx, state.node, writeLimitsScript('apply', state, state.limits, false), { code: 'THROTTLE_FAILED', message: 'throttle-etcd-disk: cannot set the io limits', timeoutMs: 30_000 });
-    ctx.log.info(`throttle-etcd-disk: etcd on ${state.node} limited on ${state.device} (${Object.entries(state.limits).map(([k, v]) => `${k}=${v}`).join(' ')})`);
+    await runOnNode(ctx, state.node, writeLimitsScript('apply', state, state.limits, false), {
+      code: 'THROTTLE_FAILED',
+      message: 'throttle-etcd-disk: cannot set the io limits',
+      timeoutMs: 30_000,
+    });
+    ctx.log.info(
+      `throttle-etcd-disk: etcd on ${state.node} limited on ${state.device} (${Object.entries(state.limits)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ')})`,
+    );
     return state;
   },
 
   async revert(ctx, state) {
-    await runOnNode(ctx, state.node, revertScript(state), { code: 'THROTTLE_FAILED', message: 'throttle-etcd-disk: cannot restore the io limits', timeoutMs: 30_000 });
+    await runOnNode(ctx, state.node, revertScript(state), {
+      code: 'THROTTLE_FAILED',
+      message: 'throttle-etcd-disk: cannot restore the io limits',
+      timeoutMs: 30_000,
+    });
   },
 
   nodeSideRevert: (state) => revertScript(state),
 
-  describe: (p) => `limit etcd's disk: ${Object.entries(p).filter(([k, v]) => k !== 'dataDir' && v !== undefined).map(([k, v]) => `${k}=${v}`).join(' ')}`,
+  describe: (p) =>
+    `limit etcd's disk: ${Object.entries(p)
+      .filter(([k, v]) => k !== 'dataDir' && v !== undefined)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ')}`,
 });
 
 const revertScript = (s: State) => writeLimitsScript('revert', s, s.previous, true);
@@ -145,7 +177,8 @@ async function inspect(ctx: ActionCtx, dataDir: string | undefined) {
     timeoutMs: 30_000,
   });
   const pid = Number(p.stdout.trim());
-  if (!Number.isInteger(pid) || pid < 1) throw new KrError('PREFLIGHT_FAILED', `throttle-etcd-disk: no etcd process id on ${node.name} (got ${quote(p.stdout.trim())})`);
+  if (!Number.isInteger(pid) || pid < 1)
+    throw new KrError('PREFLIGHT_FAILED', `throttle-etcd-disk: no etcd process id on ${node.name} (got ${quote(p.stdout.trim())})`);
   const r = await runOnNode(ctx, node.name, inspectScript(pid, dataDir, ctx.inventory.spec.layout === 'k3s'), {
     code: 'PREFLIGHT_FAILED',
     message: "throttle-etcd-disk: cannot find etcd's disk and cgroup",

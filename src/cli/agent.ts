@@ -50,37 +50,64 @@ function defaultHostPid(): number {
 /** The agent in its pod: the in-cluster client, the scripts run on the host, until SIGTERM (the pod deleted). */
 async function runAgent(flags: AgentFlags): Promise<void> {
   if (!NAME.test(flags.node)) throw new KrError('BAD_NODE', `--node ${quote(flags.node)} is not a Node name`, { exit: EXIT.invalid });
-  if (!NAME.test(flags.namespace)) throw new KrError('BAD_NAMESPACE', `--namespace ${quote(flags.namespace)} is not a namespace name`, { exit: EXIT.invalid });
-  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(flags.runId)) throw new KrError('BAD_RUN_ID', `--run-id ${quote(flags.runId)} is not a run id`, { exit: EXIT.invalid });
-  if (flags.enter !== 'host' && flags.enter !== 'mount') throw new KrError('BAD_ENTER', `--enter is host or mount (got ${quote(flags.enter)})`, { exit: EXIT.invalid });
+  if (!NAME.test(flags.namespace))
+    throw new KrError('BAD_NAMESPACE', `--namespace ${quote(flags.namespace)} is not a namespace name`, { exit: EXIT.invalid });
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(flags.runId))
+    throw new KrError('BAD_RUN_ID', `--run-id ${quote(flags.runId)} is not a run id`, { exit: EXIT.invalid });
+  if (flags.enter !== 'host' && flags.enter !== 'mount')
+    throw new KrError('BAD_ENTER', `--enter is host or mount (got ${quote(flags.enter)})`, { exit: EXIT.invalid });
   const key = executorKey(flags.executorKey);
   if (!key) throw new KrError('BAD_EXECUTOR_KEY', `--executor-key is not an Ed25519 public key (base64 SPKI)`, { exit: EXIT.invalid });
   const faultTtlMs = parseDuration(flags.faultTtl);
-  if (faultTtlMs === undefined || faultTtlMs <= 0) throw new KrError('BAD_FAULT_TTL', `--fault-ttl ${quote(flags.faultTtl)} is not a duration`, { exit: EXIT.invalid });
+  if (faultTtlMs === undefined || faultTtlMs <= 0)
+    throw new KrError('BAD_FAULT_TTL', `--fault-ttl ${quote(flags.faultTtl)} is not a duration`, { exit: EXIT.invalid });
   const resultKey = Buffer.from(process.env[RESULT_KEY_ENV] ?? '', 'base64');
   if (resultKey.length < 32)
-    throw new KrError('NO_RESULT_KEY', `${RESULT_KEY_ENV} is not set to the node's result key (the executor gives it through a Secret in the pod's environment)`, {
-      exit: EXIT.invalid,
-    });
+    throw new KrError(
+      'NO_RESULT_KEY',
+      `${RESULT_KEY_ENV} is not set to the node's result key (the executor gives it through a Secret in the pod's environment)`,
+      {
+        exit: EXIT.invalid,
+      },
+    );
   // the lab's simulated nodes name their stand-in (the node's anchor process, as a pod's pause container)
   const hostPid = Number(process.env.KUBE_RUNBOOK_AGENT_HOST_PID ?? defaultHostPid());
-  if (!Number.isInteger(hostPid) || hostPid < 1) throw new KrError('BAD_HOST_PID', `KUBE_RUNBOOK_AGENT_HOST_PID is not a pid (got ${quote(process.env.KUBE_RUNBOOK_AGENT_HOST_PID)})`, { exit: EXIT.invalid });
-  const log = createLogger((level, msg) => process.stderr.write(`${new Date(realClock.now()).toISOString()} ${level} agent ${flags.node}: ${msg}\n`), 'info');
+  if (!Number.isInteger(hostPid) || hostPid < 1)
+    throw new KrError('BAD_HOST_PID', `KUBE_RUNBOOK_AGENT_HOST_PID is not a pid (got ${quote(process.env.KUBE_RUNBOOK_AGENT_HOST_PID)})`, {
+      exit: EXIT.invalid,
+    });
+  const log = createLogger(
+    (level, msg) => process.stderr.write(`${new Date(realClock.now()).toISOString()} ${level} agent ${flags.node}: ${msg}\n`),
+    'info',
+  );
   const kube = createKubeAccess({ inCluster: true, clock: realClock, log });
   const api = { json: kube.json!.bind(kube) };
-  const o = { node: flags.node, namespace: flags.namespace, runId: flags.runId, agent: process.env.POD_NAME ?? `agent-${flags.node}`, executorKey: key, resultKey, faultTtlMs };
+  const o = {
+    node: flags.node,
+    namespace: flags.namespace,
+    runId: flags.runId,
+    agent: process.env.POD_NAME ?? `agent-${flags.node}`,
+    executorKey: key,
+    resultKey,
+    faultTtlMs,
+  };
   await checkAgentAccess(o, api);
   const stop = new AbortController();
   for (const s of ['SIGTERM', 'SIGINT'] as const) process.once(s, () => stop.abort());
   const argv = hostArgv(flags.enter, hostPid);
-  log.info(`serving run ${flags.runId} from ${flags.namespace}; scripts run in the namespaces of pid ${hostPid} (${flags.enter === 'host' ? 'all' : 'mount only'})`);
+  log.info(
+    `serving run ${flags.runId} from ${flags.namespace}; scripts run in the namespaces of pid ${hostPid} (${flags.enter === 'host' ? 'all' : 'mount only'})`,
+  );
   const end = await serveAgent(o, {
     api,
     clock: realClock,
     log,
     signal: stop.signal,
     run: (wired, timeoutMs) =>
-      runProcess({ argv, stdin: wired, node: flags.node, transport: 'agent', timeoutMs }, { clock: realClock, log, maxOutputBytes: MAX_OUTPUT_BYTES }),
+      runProcess(
+        { argv, stdin: wired, node: flags.node, transport: 'agent', timeoutMs },
+        { clock: realClock, log, maxOutputBytes: MAX_OUTPUT_BYTES },
+      ),
   });
   kube.close?.();
   log.info(end === 'run gone' ? 'the run is gone; stopped (the pod completes)' : 'stopped');
@@ -91,9 +118,13 @@ export async function agentManifests(flags: { inventory?: string }): Promise<str
   const inv = await inventoryFrom(flags);
   const targets = agentTargets(inv.inventory, inv.inventory.spec.nodes);
   if (!targets.length)
-    throw new KrError('NO_AGENT_NODES', `the inventory ${quote(inv.inventory.metadata.name)} reaches no node through an agent (spec.transport type agent)`, {
-      exit: EXIT.invalid,
-    });
+    throw new KrError(
+      'NO_AGENT_NODES',
+      `the inventory ${quote(inv.inventory.metadata.name)} reaches no node through an agent (spec.transport type agent)`,
+      {
+        exit: EXIT.invalid,
+      },
+    );
   const accounts = new Map<string, { namespace: string; serviceAccount: string }>();
   for (const t of targets) accounts.set(`${t.config.namespace}/${t.config.serviceAccount}`, t.config);
   const labels = { 'app.kubernetes.io/name': 'kube-runbook-agent', 'app.kubernetes.io/managed-by': 'kube-runbook' };
@@ -113,7 +144,9 @@ export async function agentManifests(flags: { inventory?: string }): Promise<str
         },
       },
     });
-  for (const a of [...accounts.values()].sort((x, y) => `${x.namespace}/${x.serviceAccount}`.localeCompare(`${y.namespace}/${y.serviceAccount}`))) {
+  for (const a of [...accounts.values()].sort((x, y) =>
+    `${x.namespace}/${x.serviceAccount}`.localeCompare(`${y.namespace}/${y.serviceAccount}`),
+  )) {
     const meta = { name: a.serviceAccount, namespace: a.namespace, labels };
     // what the agent itself checks when it starts (agentNeeds): read its node's scripts, write their results, read the run Lease
     const rules = new Map<string, Set<string>>();
@@ -152,19 +185,30 @@ export const register: Register = (program, done) => {
     .option('--namespace <ns>', 'where the requests and the run Lease are')
     .option('--run-id <id>', 'the run it serves')
     .option('--enter <where>', "host: scripts run in PID 1's namespaces (nsenter); mount: in its mount namespace only (the lab)", 'host')
-    .option('--executor-key <base64>', "the public key of the executor that starts it: it runs only requests signed with the key's private half")
+    .option(
+      '--executor-key <base64>',
+      "the public key of the executor that starts it: it runs only requests signed with the key's private half",
+    )
     .option('--fault-ttl <duration>', "the run's faultTtl: this long without a renewal of the run Lease, the agent ends")
     .action(async (flags: Partial<AgentFlags>) => {
       const names = { node: 'node', namespace: 'namespace', runId: 'run-id', executorKey: 'executor-key', faultTtl: 'fault-ttl' } as const;
       for (const [f, name] of Object.entries(names))
         if (!flags[f as keyof typeof names])
-          throw new KrError('MISSING_OPTION', `kube-runbook agent needs --${name} (the executor starts agents; see kube-runbook agent manifests)`, { exit: EXIT.invalid });
+          throw new KrError(
+            'MISSING_OPTION',
+            `kube-runbook agent needs --${name} (the executor starts agents; see kube-runbook agent manifests)`,
+            { exit: EXIT.invalid },
+          );
       try {
         await runAgent(flags as AgentFlags);
       } catch (e) {
         // the pod's status shows why the agent could not serve (the executor's preflight reads it); the kubelet makes
         // the file, so nothing is written where there is none (outside a pod)
-        await writeFile(TERMINATION_LOG, `${isKrError(e) ? `${e.message}${e.details.length ? `; ${e.details.join('; ')}` : ''}` : messageOf(e)}\n`, { flag: 'r+' }).catch(() => undefined);
+        await writeFile(
+          TERMINATION_LOG,
+          `${isKrError(e) ? `${e.message}${e.details.length ? `; ${e.details.join('; ')}` : ''}` : messageOf(e)}\n`,
+          { flag: 'r+' },
+        ).catch(() => undefined);
         throw e;
       }
       done(EXIT.ok);

@@ -39,7 +39,9 @@ type LeaseItem = { metadata: { name: string }; spec?: { leaseDurationSeconds?: n
 export const register: Register = (program, done) => {
   program
     .command('audit')
-    .description("Read-only checks of the cluster's heartbeat settings (incident 3): grace vs lease renewals, monitor period, eviction rates, etcd latency.")
+    .description(
+      "Read-only checks of the cluster's heartbeat settings (incident 3): grace vs lease renewals, monitor period, eviction rates, etcd latency.",
+    )
     .option('-i, --inventory <file>', 'inventory file (default: $KUBE_RUNBOOK_INVENTORY; without one, only what the cluster itself shows)')
     .option('--kubeconfig <file>', "kubeconfig (default: the inventory's, else $KUBECONFIG)")
     .option('--context <name>', 'kubeconfig context')
@@ -58,9 +60,14 @@ export const register: Register = (program, done) => {
         let nodes: List<NodeItem>;
         let leases: List<LeaseItem>;
         try {
-          [nodes, leases] = await Promise.all([kube.raw(paths.nodes).then(json<List<NodeItem>>), kube.raw(paths.nodeLeases).then(json<List<LeaseItem>>)]);
+          [nodes, leases] = await Promise.all([
+            kube.raw(paths.nodes).then(json<List<NodeItem>>),
+            kube.raw(paths.nodeLeases).then(json<List<LeaseItem>>),
+          ]);
         } catch (e) {
-          throw new KrError('KUBE_UNAVAILABLE', `the apiserver of context ${kube.contextName} does not answer: ${messageOf(e)}`, { exit: EXIT.refused });
+          throw new KrError('KUBE_UNAVAILABLE', `the apiserver of context ${kube.contextName} does not answer: ${messageOf(e)}`, {
+            exit: EXIT.refused,
+          });
         }
         const resolved = await resolveControllerSettings(ctx);
         const now = realClock.now();
@@ -83,10 +90,24 @@ export const register: Register = (program, done) => {
         const checks = audit(facts);
         const failed = checks.some((c) => c.verdict === 'fail');
         if (o.output === 'json') {
-          out.stdout(JSON.stringify({ context: kube.contextName, version: resolved.version ?? null, settings: resolved.settings, sources: resolved.sources, checks }, null, 2));
+          out.stdout(
+            JSON.stringify(
+              {
+                context: kube.contextName,
+                version: resolved.version ?? null,
+                settings: resolved.settings,
+                sources: resolved.sources,
+                checks,
+              },
+              null,
+              2,
+            ),
+          );
         } else {
           const s = resolved.settings;
-          out.stdout(`Heartbeat audit of context ${kube.contextName}${resolved.version ? ` (Kubernetes ${resolved.version})` : ''}: ${facts.nodes.length} nodes`);
+          out.stdout(
+            `Heartbeat audit of context ${kube.contextName}${resolved.version ? ` (Kubernetes ${resolved.version})` : ''}: ${facts.nodes.length} nodes`,
+          );
           out.stdout(
             `settings: grace ${formatDuration(s.nodeMonitorGracePeriodMs)} (${resolved.sources.nodeMonitorGracePeriodMs}), monitor period ${formatDuration(s.nodeMonitorPeriodMs)} (${resolved.sources.nodeMonitorPeriodMs}), ` +
               `lease ${formatDuration(s.leaseDurationMs)} (${resolved.sources.leaseDurationMs}), eviction rate ${s.nodeEvictionRate}/s (${resolved.sources.nodeEvictionRate})`,
@@ -94,7 +115,9 @@ export const register: Register = (program, done) => {
           if (o.verbose) for (const n of resolved.notes) out.stdout(`  note: ${n}`);
           for (const c of checks) out.stdout(`${c.verdict.toUpperCase().padEnd(7)} ${c.id.padEnd(16)} ${c.detail}`);
           const count = (v: string) => checks.filter((c) => c.verdict === v).length;
-          out.stdout(`verdict: ${failed ? 'FAIL' : 'PASS'} (${count('fail')} fail, ${count('warn')} warn, ${count('unknown')} unknown, ${count('pass')} pass)`);
+          out.stdout(
+            `verdict: ${failed ? 'FAIL' : 'PASS'} (${count('fail')} fail, ${count('warn')} warn, ${count('unknown')} unknown, ${count('pass')} pass)`,
+          );
         }
         done(failed ? EXIT.failed : EXIT.ok);
       } finally {
@@ -117,7 +140,10 @@ async function etcdFacts(ctx: ReturnType<typeof makeCtx>, o: Options): Promise<A
       const q = quantile(0.99, histogram(s.metrics, name));
       return q === undefined ? null : Math.round(q * 10_000) / 10;
     };
-    return { walFsyncP99Ms: p99('etcd_disk_wal_fsync_duration_seconds'), backendCommitP99Ms: p99('etcd_disk_backend_commit_duration_seconds') };
+    return {
+      walFsyncP99Ms: p99('etcd_disk_wal_fsync_duration_seconds'),
+      backendCommitP99Ms: p99('etcd_disk_backend_commit_duration_seconds'),
+    };
   } catch (e) {
     return { error: isKrError(e) ? e.message : messageOf(e) };
   }

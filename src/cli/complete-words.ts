@@ -130,6 +130,7 @@ const COBRA_DIRECTIVE: Record<Then, number> = { words: 4, yaml: 8, file: 0, dir:
 
 /** The same completion in Cobra's protocol: a candidate per line (TAB, its description), then `:DIRECTIVE`. */
 export function cobraText(c: Completion): string {
-  const candidates = c.then === 'yaml' ? ['yaml', 'yml'] : c.candidates.map((x) => (x.description ? `${x.value}\t${x.description}` : x.value));
+  const candidates =
+    c.then === 'yaml' ? ['yaml', 'yml'] : c.candidates.map((x) => (x.description ? `${x.value}\t${x.description}` : x.value));
   return [...candidates, `:${COBRA_DIRECTIVE[c.then]}`].join('\n');
 }

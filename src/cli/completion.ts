@@ -10,7 +10,10 @@ import type { Register } from './types.js';
 /** Contexts from the kubeconfig files kubectl reads (read here: no kubectl needed, and no process per TAB). */
 const sources: CompletionSources = {
   contexts: (kubeconfig) => kubeconfigContexts(kubeconfig),
-  modules: () => [...registry.ids('action').map((id) => ({ id, kind: 'action' as const })), ...registry.ids('probe').map((id) => ({ id, kind: 'probe' as const }))],
+  modules: () => [
+    ...registry.ids('action').map((id) => ({ id, kind: 'action' as const })),
+    ...registry.ids('probe').map((id) => ({ id, kind: 'probe' as const })),
+  ],
 };
 
 /**

@@ -28,16 +28,22 @@ describe("the demo's outcome", () => {
       }),
     ).split('\n');
     expect(text[2]).toBe('  containers killed:   2: demo/a on rnode-1, demo/b on rnode-2');
-    expect(text[3]).toBe('                       counted by containerd of rnode-1, rnode-2, rnode-3 (container ids and start times before and after); 6 running at the start');
+    expect(text[3]).toBe(
+      '                       counted by containerd of rnode-1, rnode-2, rnode-3 (container ids and start times before and after); 6 running at the start',
+    );
   });
 
   it('names restarts in place', () => {
-    const text = renderOutcome(outcome({ killed: [{ pod: 'demo/a', node: 'rnode-1', at: '2026-11-27T16:59:00.000Z', reason: 'restarted' }], restarted: 1 })).split('\n');
+    const text = renderOutcome(
+      outcome({ killed: [{ pod: 'demo/a', node: 'rnode-1', at: '2026-11-27T16:59:00.000Z', reason: 'restarted' }], restarted: 1 }),
+    ).split('\n');
     expect(text[2]).toBe('  containers killed:   1 (1 restarted): demo/a on rnode-1');
   });
 
   it('names the simulator as the source on simulated nodes', () => {
-    const text = renderOutcome(outcome({ killedFrom: "the kubelet simulator's kill log of node-1, node-2, node-3", realContainersAtStart: 0 })).split('\n');
+    const text = renderOutcome(
+      outcome({ killedFrom: "the kubelet simulator's kill log of node-1, node-2, node-3", realContainersAtStart: 0 }),
+    ).split('\n');
     expect(text[2]).toBe('  containers killed:   0');
     expect(text[3]).toBe("                       counted by the kubelet simulator's kill log of node-1, node-2, node-3");
   });

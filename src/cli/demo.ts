@@ -68,18 +68,37 @@ export async function runAndMeasure(lab: LabInfo, runbook: string, guards: boole
   // a real node's containers as its containerd holds them: ids and start times before, and after, the run
   const before = await Promise.all(real.map(readRealRuntime));
   const started = realClock.now();
-  const exitCode = await runCliChild(['run', runbook, '-i', lab.inventoryFile, '--yes', '--report-dir', dir, ...(guards ? [] : ['--no-guards']), ...extra]);
+  const exitCode = await runCliChild([
+    'run',
+    runbook,
+    '-i',
+    lab.inventoryFile,
+    '--yes',
+    '--report-dir',
+    dir,
+    ...(guards ? [] : ['--no-guards']),
+    ...extra,
+  ]);
   // a kubelet that reconnects kills its containers within a few seconds: give it that long
   await realClock.sleep(8000);
   const report = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as RunReport;
   const deletions = report.observations['pods deleted'] as Observation | undefined;
-  const list = ((deletions?.value as { deletions?: { pod: string; node: string; at: number; cause: string }[] } | undefined)?.deletions ?? []).filter(
-    (d) => d.cause === 'taint-eviction',
-  );
+  const list = (
+    (deletions?.value as { deletions?: { pod: string; node: string; at: number; cause: string }[] } | undefined)?.deletions ?? []
+  ).filter((d) => d.cause === 'taint-eviction');
   const evicted = list.map((d) => ({ pod: d.pod, node: d.node, at: new Date(d.at).toISOString() }));
   const runtimes = await Promise.all(simulated.map((n) => readRuntime(lab.stateDir, n.name)));
   const killed: Outcome['killed'] = runtimes.flatMap((rt) =>
-    rt.kills.filter((k) => k.atMs >= started).map((k) => ({ pod: `${k.namespace}/${k.pod}`, node: k.node, at: k.at, reason: k.reason, container: k.container, id: k.containerId })),
+    rt.kills
+      .filter((k) => k.atMs >= started)
+      .map((k) => ({
+        pod: `${k.namespace}/${k.pod}`,
+        node: k.node,
+        at: k.at,
+        reason: k.reason,
+        container: k.container,
+        id: k.containerId,
+      })),
   );
   let restarted = 0;
   if (real.length) {
@@ -143,7 +162,9 @@ async function readyNodes(lab: LabInfo): Promise<string> {
   const { createKubeAccess } = await import('../kube/client.js');
   const kube = createKubeAccess({ kubeconfig: lab.kubeconfig, context: lab.context });
   try {
-    const list = await kube.json!<{ items: { status?: { conditions?: { type: string; status: string }[] } }[] }>('/api/v1/nodes', { timeoutMs: 10_000 });
+    const list = await kube.json!<{ items: { status?: { conditions?: { type: string; status: string }[] } }[] }>('/api/v1/nodes', {
+      timeoutMs: 10_000,
+    });
     const ready = list.items.filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length;
     return `${ready}/${list.items.length}`;
   } catch {
@@ -165,7 +186,9 @@ export function renderOutcome(o: Outcome): string {
     `  containers killed:   ${o.killed.length}${o.restarted ? ` (${o.restarted} restarted)` : ''}${o.killed.length ? `: ${o.killed.map((k) => `${k.pod} on ${k.node}`).join(', ')}` : ''}`,
     `                       counted by ${o.killedFrom}${o.killedFrom.startsWith('containerd') ? `; ${o.realContainersAtStart} running at the start` : ''}`,
     `  faults reverted:     ${faults.filter((f) => f.status === 'reverted').length}/${faults.length}` +
-      (remediations.length ? `; remediations applied ${remediations.length}, undone ${remediations.filter((f) => f.status === 'reverted').length}` : ''),
+      (remediations.length
+        ? `; remediations applied ${remediations.length}, undone ${remediations.filter((f) => f.status === 'reverted').length}`
+        : ''),
     `  nodes Ready at end:  ${o.readyAtEnd}`,
   ];
   const fired = r.guardFirings.find((g) => g.response === 'remediate' || g.response === 'abort');
@@ -199,7 +222,10 @@ export const register: Register = (program, done) => {
     .option('--keep', 'leave the lab running afterwards')
     .option('--simulated', 'run the lab on simulated nodes even where this machine can run real ones')
     .option('--instance <name>', 'lab instance', 'demo')
-    .option('--kubernetes-version <version>', `the lab's Kubernetes: ${SUPPORTED_MINORS.map((m) => `1.${m}`).join(', ')} (default 1.${DEFAULT_MINOR})`)
+    .option(
+      '--kubernetes-version <version>',
+      `the lab's Kubernetes: ${SUPPORTED_MINORS.map((m) => `1.${m}`).join(', ')} (default 1.${DEFAULT_MINOR})`,
+    )
     .action(async (o: { compare?: boolean; keep?: boolean; simulated?: boolean; instance: string; kubernetesVersion?: string }) => {
       const log = createLogger((_level, msg) => out.stderr(`lab: ${msg}`));
       out.stdout('Preparing the lab (the first time, Kubernetes is built once into the cache: about 10 minutes)…');
@@ -226,7 +252,10 @@ export const register: Register = (program, done) => {
         if (!o.keep) await labDown(o.instance);
       }
       out.stdout(`\nOutcome\n${outcomes.map(renderOutcome).join('\n\n')}`);
-      if (o.keep) out.stdout(`\nThe lab is still running: eval "$(kube-runbook lab env --instance ${o.instance})"; remove it with kube-runbook lab down --instance ${o.instance}`);
+      if (o.keep)
+        out.stdout(
+          `\nThe lab is still running: eval "$(kube-runbook lab env --instance ${o.instance})"; remove it with kube-runbook lab down --instance ${o.instance}`,
+        );
       const guarded = outcomes[0]!;
       const safe = guarded.evicted.length === 0 && guarded.killed.length === 0 && guarded.report.remaining.length === 0;
       done(safe ? EXIT.ok : EXIT.failed);

@@ -23,13 +23,18 @@ type Ask = (question: string, fallback: string) => Promise<string>;
 
 function terminalAsk(): { ask: Ask; close: () => void } {
   const rl = createInterface({ input: process.stdin, output: process.stderr });
-  return { ask: async (question, fallback) => (await rl.question(`${question} [${fallback}]: `)).trim() || fallback, close: () => rl.close() };
+  return {
+    ask: async (question, fallback) => (await rl.question(`${question} [${fallback}]: `)).trim() || fallback,
+    close: () => rl.close(),
+  };
 }
 
 function nodeCount(text: string): number {
   const n = Number(text);
   if (!/^\d+$/.test(text.trim()) || n < 1 || n > 500)
-    throw new KrError('INIT_BAD_NODES', `--nodes: expected a number of worker nodes from 1 to 500 (got ${quote(text)})`, { exit: EXIT.invalid });
+    throw new KrError('INIT_BAD_NODES', `--nodes: expected a number of worker nodes from 1 to 500 (got ${quote(text)})`, {
+      exit: EXIT.invalid,
+    });
   return n;
 }
 
@@ -43,7 +48,8 @@ function layoutOf(text: string): StarterLayout {
 async function settings(flags: InitFlags, ask: Ask | undefined): Promise<Starter> {
   const layout = flags.layout ?? (ask ? layoutOf(await ask(`layout (${LAYOUTS.join(', ')})`, 'kubeadm')) : 'kubeadm');
   const nodes = nodeCount(flags.nodes ?? (ask ? await ask('worker nodes', '2') : '2'));
-  const context = flags.context ?? (ask ? await ask('kubeconfig context the runbook may run against', DEFAULT_CONTEXT[layout]) : DEFAULT_CONTEXT[layout]);
+  const context =
+    flags.context ?? (ask ? await ask('kubeconfig context the runbook may run against', DEFAULT_CONTEXT[layout]) : DEFAULT_CONTEXT[layout]);
   return { layout, nodes, context, labStateDir: labPaths().stateDir };
 }
 
@@ -64,14 +70,21 @@ export const register: Register = (program, done) => {
       const paths = FILES.map((f) => join(flags.dir, f));
       if (!flags.force)
         for (const path of paths)
-          if (await access(path).then(() => true, () => false))
+          if (
+            await access(path).then(
+              () => true,
+              () => false,
+            )
+          )
             throw new KrError('INIT_EXISTS', `${path} exists: nothing was written (--force overwrites)`, { exit: EXIT.invalid });
       const terminal = process.stdin.isTTY ? terminalAsk() : undefined;
       const starter = await settings(flags, terminal?.ask).finally(() => terminal?.close());
       await mkdir(flags.dir, { recursive: true });
       await writeFile(paths[0]!, starterRunbook(starter));
       await writeFile(paths[1]!, starterInventory(starter));
-      out.stdout(`wrote ${paths.join(' and ')} (layout ${starter.layout}, ${starter.nodes} worker node${starter.nodes === 1 ? '' : 's'}, context ${starter.context})`);
+      out.stdout(
+        `wrote ${paths.join(' and ')} (layout ${starter.layout}, ${starter.nodes} worker node${starter.nodes === 1 ? '' : 's'}, context ${starter.context})`,
+      );
       out.stdout(`next: put your nodes in ${paths[1]}, then kube-runbook plan ${paths[0]} -i ${paths[1]}`);
       done(EXIT.ok);
     });

@@ -27,8 +27,9 @@ function clusterWith(given: Record<string, string> | undefined) {
       calls.push({ method: o.method ?? 'GET', body: o.body });
       if (o.method === 'PATCH') {
         expect(o.contentType).toBe('application/merge-patch+json');
-        for (const [k, v] of Object.entries((o.body as { data: Record<string, string | null> }).data)) if (v === null) delete data[k];
-        else data[k] = v;
+        for (const [k, v] of Object.entries((o.body as { data: Record<string, string | null> }).data))
+          if (v === null) delete data[k];
+          else data[k] = v;
       }
       return { data: { ...data } } as T;
     },
@@ -37,13 +38,40 @@ function clusterWith(given: Record<string, string> | undefined) {
 }
 
 const line = (r: object) => JSON.stringify(r) + '\n';
-const runRecord = (runId: string) => line({ type: 'run', at: 1, runId, runbookFile: 'rb.yaml', runbookName: 'rb', inventoryFile: 'inv.yaml', inventory: {}, context: 'in-cluster', faultTtlMs: 60_000, pid: 1, host: 'pod' });
-const prepared = line({ type: 'prepared', at: 2, faultId: 'f01-block', action: 'run-command', node: 'node-1', step: '2 cut', remediation: false, state: {}, deadman: true });
+const runRecord = (runId: string) =>
+  line({
+    type: 'run',
+    at: 1,
+    runId,
+    runbookFile: 'rb.yaml',
+    runbookName: 'rb',
+    inventoryFile: 'inv.yaml',
+    inventory: {},
+    context: 'in-cluster',
+    faultTtlMs: 60_000,
+    pid: 1,
+    host: 'pod',
+  });
+const prepared = line({
+  type: 'prepared',
+  at: 2,
+  faultId: 'f01-block',
+  action: 'run-command',
+  node: 'node-1',
+  step: '2 cut',
+  remediation: false,
+  state: {},
+  deadman: true,
+});
 
 describe('the journal kept in a ConfigMap', () => {
   it('before a run: removes the journals of runs that ended with nothing applied, keeps a killed run with a fault applied', async () => {
     const killed = runRecord('r-killed') + prepared + line({ type: 'applied', at: 3, faultId: 'f01-block', state: {} });
-    const ended = runRecord('r-ended') + prepared + line({ type: 'reverted', at: 4, faultId: 'f01-block', by: 'executor' }) + line({ type: 'end', at: 5, status: 'passed' });
+    const ended =
+      runRecord('r-ended') +
+      prepared +
+      line({ type: 'reverted', at: 4, faultId: 'f01-block', by: 'executor' }) +
+      line({ type: 'end', at: 5, status: 'passed' });
     const c = clusterWith({ 'r-killed.jsonl': killed, 'r-ended.jsonl': ended });
     expect(await prepareJournalConfigMap(c.kube, REF)).toEqual({ removed: ['r-ended'], applied: [{ runId: 'r-killed', faults: 1 }] });
     expect(Object.keys(c.data)).toEqual(['r-killed.jsonl']);
@@ -65,7 +93,9 @@ describe('the journal kept in a ConfigMap', () => {
     j.close();
     expect(c.data['r-now.jsonl']).toBe(readFileSync(j.file, 'utf8'));
     expect(c.data['r-other.jsonl']).toBe(runRecord('r-other'));
-    expect(c.calls.every((x) => x.method === 'PATCH' && Object.keys((x.body as { data: object }).data).join() === 'r-now.jsonl')).toBe(true);
+    expect(c.calls.every((x) => x.method === 'PATCH' && Object.keys((x.body as { data: object }).data).join() === 'r-now.jsonl')).toBe(
+      true,
+    );
   });
 
   it('recover --from-cluster: a journal the machine lacks (the pod and its disk are gone) is written where recover reads', async () => {

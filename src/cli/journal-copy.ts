@@ -41,7 +41,10 @@ function leftBy(text: string, runId: string): 'clean' | number | 'unreadable' {
  * removed, so the ConfigMap holds the runs `recover --from-cluster` may still need (and the last one's, until the next).
  * Returns the runs removed, and those whose journal says faults are still applied (a run whose pod went away).
  */
-export async function prepareJournalConfigMap(kube: KubeAccess, ref: ConfigMapRef): Promise<{ removed: string[]; applied: { runId: string; faults: number }[] }> {
+export async function prepareJournalConfigMap(
+  kube: KubeAccess,
+  ref: ConfigMapRef,
+): Promise<{ removed: string[]; applied: { runId: string; faults: number }[] }> {
   const copies = await readJournalCopies(kube, ref);
   const left = [...copies].map(([runId, text]) => ({ runId, left: leftBy(text, runId) }));
   const removed = left.filter((l) => l.left === 'clean').map((l) => l.runId);

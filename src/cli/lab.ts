@@ -38,7 +38,9 @@ function progressLogger(verbose = false): Logger {
 export const register: Register = (program, done) => {
   const lab = program
     .command('lab')
-    .description('A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) and simulated kubelets on this machine.');
+    .description(
+      'A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) and simulated kubelets on this machine.',
+    );
   install(lab, done);
   up(lab, done);
   down(lab, done);
@@ -58,10 +60,19 @@ function install(lab: Command, done: Done) {
       'Install what the lab needs (apt-get) and build a Kubernetes release once into the cache: 1.37 and 1.34 with Go from the Go module ' +
         "proxy (about 10 minutes each), 1.20 from Debian's source package (about 6 minutes).",
     )
-    .option('--kubernetes-version <version>', `${SUPPORTED_MINORS.map((m) => `1.${m}`).join(', ')}, or a patch release such as 1.37.2 (default 1.${DEFAULT_MINOR}: its newest patch)`)
-    .option('--bin-dir <dir>', 'use kube-apiserver, kube-controller-manager and kube-scheduler from this directory instead (or KUBEBUILDER_ASSETS)')
+    .option(
+      '--kubernetes-version <version>',
+      `${SUPPORTED_MINORS.map((m) => `1.${m}`).join(', ')}, or a patch release such as 1.37.2 (default 1.${DEFAULT_MINOR}: its newest patch)`,
+    )
+    .option(
+      '--bin-dir <dir>',
+      'use kube-apiserver, kube-controller-manager and kube-scheduler from this directory instead (or KUBEBUILDER_ASSETS)',
+    )
     .option('--force', 'rebuild even when the cache has binaries')
-    .option('--real-nodes', "also what real nodes need (`lab up --real-nodes`): the release's kubelet, containerd 2.x, Debian's runc and CNI plugins, the pause and workload images")
+    .option(
+      '--real-nodes',
+      "also what real nodes need (`lab up --real-nodes`): the release's kubelet, containerd 2.x, Debian's runc and CNI plugins, the pause and workload images",
+    )
     .action(async (f: { binDir?: string; force?: boolean; kubernetesVersion?: string; realNodes?: boolean }) => {
       const log = progressLogger();
       const bin = await installLab({ log, binDir: f.binDir, force: f.force, kubernetesVersion: f.kubernetesVersion });
@@ -112,9 +123,21 @@ function up(lab: Command, done: Done) {
   withInstance(lab.command('up'))
     .description('Start a lab; returns when every node is Ready and every pod runs. Needs root and `lab install` once.')
     .option('--nodes <n>', 'simulated worker nodes node-1..N', int, 3)
-    .option('--real-nodes <n>', "real worker nodes rnode-1..N: the release's kubelet with containerd and runc, pods in real containers (built once on first use; see docs/lab.md)", int)
-    .option('--static-pods', "run the control plane as static pods of a real kubelet on cp-1, from manifests as kubeadm writes them (the kubeadm layout of every action runs for real; needs --real-nodes; see docs/lab.md)")
-    .option('--control-planes <n>', 'control-plane members cp-1..N: 1, or 3 (or 5) for a 3-member etcd and leader-elected controllers behind HAProxy (the VIP)', int, 1)
+    .option(
+      '--real-nodes <n>',
+      "real worker nodes rnode-1..N: the release's kubelet with containerd and runc, pods in real containers (built once on first use; see docs/lab.md)",
+      int,
+    )
+    .option(
+      '--static-pods',
+      'run the control plane as static pods of a real kubelet on cp-1, from manifests as kubeadm writes them (the kubeadm layout of every action runs for real; needs --real-nodes; see docs/lab.md)',
+    )
+    .option(
+      '--control-planes <n>',
+      'control-plane members cp-1..N: 1, or 3 (or 5) for a 3-member etcd and leader-elected controllers behind HAProxy (the VIP)',
+      int,
+      1,
+    )
     .option('--zones <n>', 'zones zone-a, zone-b, ... the nodes are spread over', int, 1)
     .option('--grace <duration>', 'node-monitor-grace-period (default 8s)', dur)
     .option('--monitor-period <duration>', 'node-monitor-period (default 1s)', dur)
@@ -128,9 +151,18 @@ function up(lab: Command, done: Done) {
     .option('--large-cluster-size-threshold <n>', 'large-cluster-size-threshold (default 50)', int)
     .option('--replicas <n>', 'replicas of the sample Deployment (default 2 per node)', int)
     .option('--no-workload', 'no sample Deployment and Service')
-    .option('--prometheus', "also run Debian's Prometheus (apt-get installs it on first use) in a namespace of its own, scraping etcd (every 250 ms), the apiservers, controller-managers and schedulers (every second); the inventory's spec.prometheus points promql probes at it")
-    .option('--etcd-quota <size>', "etcd's space quota, 64Mi to 64Gi (default 512Mi: a throttled disk is felt; give more for 100k+ objects)")
-    .option('--kubernetes-version <version>', `the release to run: ${SUPPORTED_MINORS.map((m) => `1.${m}`).join(', ')} or a cached patch release (default 1.${DEFAULT_MINOR})`)
+    .option(
+      '--prometheus',
+      "also run Debian's Prometheus (apt-get installs it on first use) in a namespace of its own, scraping etcd (every 250 ms), the apiservers, controller-managers and schedulers (every second); the inventory's spec.prometheus points promql probes at it",
+    )
+    .option(
+      '--etcd-quota <size>',
+      "etcd's space quota, 64Mi to 64Gi (default 512Mi: a throttled disk is felt; give more for 100k+ objects)",
+    )
+    .option(
+      '--kubernetes-version <version>',
+      `the release to run: ${SUPPORTED_MINORS.map((m) => `1.${m}`).join(', ')} or a cached patch release (default 1.${DEFAULT_MINOR})`,
+    )
     .option('--bin-dir <dir>', 'Kubernetes binaries to use (or KUBEBUILDER_ASSETS; default: the cache `lab install` fills)')
     .option('--keep-on-failure', 'leave what was made when up fails (for debugging)')
     .option('--json', 'print the LabInfo as JSON')
@@ -141,11 +173,13 @@ function up(lab: Command, done: Done) {
       else
         out.stdout(
           [
-            `lab ${info.instance} is up in ${info.upSeconds}s: Kubernetes ${info.binaries?.version ?? "?"}, ${info.settings.nodes + (info.settings.realNodes ?? 0)} node(s) Ready${info.settings.realNodes ? ` (${info.settings.realNodes} real)` : ''}, ${info.members ? `${info.members.length} control-plane members behind the VIP ${info.apiserverUrl}` : `apiserver ${info.apiserverUrl}`}`,
+            `lab ${info.instance} is up in ${info.upSeconds}s: Kubernetes ${info.binaries?.version ?? '?'}, ${info.settings.nodes + (info.settings.realNodes ?? 0)} node(s) Ready${info.settings.realNodes ? ` (${info.settings.realNodes} real)` : ''}, ${info.members ? `${info.members.length} control-plane members behind the VIP ${info.apiserverUrl}` : `apiserver ${info.apiserverUrl}`}`,
             `  ${describeSettings(info.settings)}`,
             `  kubeconfig ${info.kubeconfig} (context ${info.context})`,
             `  inventory  ${info.inventoryFile}`,
-            ...(info.prometheus ? [`  prometheus ${info.prometheus.url} (scrapes etcd every 250 ms, the other components every second)`] : []),
+            ...(info.prometheus
+              ? [`  prometheus ${info.prometheus.url} (scrapes etcd every 250 ms, the other components every second)`]
+              : []),
             `Use it:  eval "$(kube-runbook lab env${info.instance === DEFAULT_INSTANCE ? '' : ` --instance ${info.instance}`})"`,
           ].join('\n'),
         );
@@ -180,7 +214,9 @@ function status(lab: Command, done: Done) {
 
 function env(lab: Command, done: Done) {
   withInstance(lab.command('env'))
-    .description('Print `export KUBECONFIG=...`, `export KUBE_RUNBOOK_INVENTORY=...` (and `export KUBE_RUNBOOK_PROMETHEUS=...` with --prometheus) for `eval`.')
+    .description(
+      'Print `export KUBECONFIG=...`, `export KUBE_RUNBOOK_INVENTORY=...` (and `export KUBE_RUNBOOK_PROMETHEUS=...` with --prometheus) for `eval`.',
+    )
     .action(async (f: { instance: string }) => {
       const info = await readLabInfo(f.instance);
       const lines = [`export KUBECONFIG=${shq(info.kubeconfig)}`, `export KUBE_RUNBOOK_INVENTORY=${shq(info.inventoryFile)}`];
@@ -226,33 +262,43 @@ function fleet(lab: Command, done: Done) {
     .option('--duration <duration>', 'stop after this long (default: until Ctrl-C)', dur)
     .option('--keep-nodes', 'leave the fleet nodes in the cluster when it stops')
     .option('--json', 'print the final figures as JSON')
-    .action(async (f: { instance: string; count: number; zones: number; leaseRenew: string; duration?: string; keepNodes?: boolean; json?: boolean }) => {
-      const stop = new AbortController();
-      const onSig = () => stop.abort();
-      process.once('SIGINT', onSig);
-      process.once('SIGTERM', onSig);
-      const cancelTimer = f.duration ? realClock.setTimer(parseDuration(f.duration) ?? 0, () => stop.abort()) : undefined;
-      const log = progressLogger();
-      try {
-        const final = await runFleet(
-          {
-            instance: f.instance,
-            count: f.count,
-            zones: f.zones,
-            leaseRenewMs: parseDuration(f.leaseRenew),
-            log,
-            cleanup: !f.keepNodes,
-            onProgress: (s) => log.info(fleetLine(s)),
-          },
-          stop.signal,
-        );
-        if (f.json) out.stdout(JSON.stringify(final));
-        else out.stdout(fleetLine(final));
-      } finally {
-        cancelTimer?.();
-        process.off('SIGINT', onSig);
-        process.off('SIGTERM', onSig);
-      }
-      done(EXIT.ok);
-    });
+    .action(
+      async (f: {
+        instance: string;
+        count: number;
+        zones: number;
+        leaseRenew: string;
+        duration?: string;
+        keepNodes?: boolean;
+        json?: boolean;
+      }) => {
+        const stop = new AbortController();
+        const onSig = () => stop.abort();
+        process.once('SIGINT', onSig);
+        process.once('SIGTERM', onSig);
+        const cancelTimer = f.duration ? realClock.setTimer(parseDuration(f.duration) ?? 0, () => stop.abort()) : undefined;
+        const log = progressLogger();
+        try {
+          const final = await runFleet(
+            {
+              instance: f.instance,
+              count: f.count,
+              zones: f.zones,
+              leaseRenewMs: parseDuration(f.leaseRenew),
+              log,
+              cleanup: !f.keepNodes,
+              onProgress: (s) => log.info(fleetLine(s)),
+            },
+            stop.signal,
+          );
+          if (f.json) out.stdout(JSON.stringify(final));
+          else out.stdout(fleetLine(final));
+        } finally {
+          cancelTimer?.();
+          process.off('SIGINT', onSig);
+          process.off('SIGTERM', onSig);
+        }
+        done(EXIT.ok);
+      },
+    );
 }

@@ -23,11 +23,17 @@ const commands: Record<string, Load> = {
   agent: () => import('./agent.js'),
   audit: () => import('./audit.js'),
   completion: () => import('./completion.js'),
-  demo: () => (typeof __KUBE_RUNBOOK_SINGLE_EXECUTABLE__ === 'boolean' ? Promise.resolve(npmOnly('demo')) : import('./demo.js').then(({ register }) => ({ register }))),
+  demo: () =>
+    typeof __KUBE_RUNBOOK_SINGLE_EXECUTABLE__ === 'boolean'
+      ? Promise.resolve(npmOnly('demo'))
+      : import('./demo.js').then(({ register }) => ({ register })),
   describe: () => import('./describe.js'),
   docs: () => import('./docs.js'),
   init: () => import('./init.js'),
-  lab: () => (typeof __KUBE_RUNBOOK_SINGLE_EXECUTABLE__ === 'boolean' ? Promise.resolve(npmOnly('lab')) : import('./lab.js').then(({ register }) => ({ register }))),
+  lab: () =>
+    typeof __KUBE_RUNBOOK_SINGLE_EXECUTABLE__ === 'boolean'
+      ? Promise.resolve(npmOnly('lab'))
+      : import('./lab.js').then(({ register }) => ({ register })),
   manifests: () => import('./manifests.js'),
   plan: () => import('./plan.js'),
   probes: () => import('./probes.js'),
@@ -58,7 +64,8 @@ export async function runCli(argv: string[]): Promise<ExitCode> {
     .showHelpAfterError()
     .exitOverride()
     .configureOutput({ writeOut: (s) => out.stdout(s), writeErr: (s) => out.stderr(s) });
-  for (const load of Object.values(commands)) (await load()).register(program, (c, o) => {
+  for (const load of Object.values(commands))
+    (await load()).register(program, (c, o) => {
       code = c;
       exitNow ||= o?.now === true;
     });

@@ -23,7 +23,8 @@ export function runDeadlines(plan: Plan): RunDeadlines {
 }
 
 /** The Nodes the runbook acts on (its steps' and its remediations'), as far as the plan resolves them without the cluster. */
-export const faultedNodes = (plan: Plan): string[] => [...new Set(plannedActions(plan).flatMap((a) => (a.targets ?? []).map((n) => n.name)))].sort();
+export const faultedNodes = (plan: Plan): string[] =>
+  [...new Set(plannedActions(plan).flatMap((a) => (a.targets ?? []).map((n) => n.name)))].sort();
 
 /** Eight hex digits of a SHA-256 of the parts: a name suffix that changes with what it names. */
 export const shortHash = (...parts: string[]): string => {
@@ -37,7 +38,13 @@ export const shortHash = (...parts: string[]): string => {
  * kubelet give the ssh Secret's files (root's, mode 0400) to group 1000 and let it read them (0440): the key stays
  * unreadable to anyone else, and ssh accepts it, as it is not owned by the user reading it.
  */
-export const RESTRICTED_POD = { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } } as const;
+export const RESTRICTED_POD = {
+  runAsNonRoot: true,
+  runAsUser: 1000,
+  runAsGroup: 1000,
+  fsGroup: 1000,
+  seccompProfile: { type: 'RuntimeDefault' },
+} as const;
 export const RESTRICTED_CONTAINER = {
   allowPrivilegeEscalation: false,
   readOnlyRootFilesystem: true,
@@ -63,7 +70,9 @@ export function avoidingNodes(nodes: readonly string[]): Record<string, unknown>
   if (!nodes.length) return undefined;
   return {
     nodeAffinity: {
-      requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'NotIn', values: [...nodes] }] }] },
+      requiredDuringSchedulingIgnoredDuringExecution: {
+        nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'NotIn', values: [...nodes] }] }],
+      },
     },
   };
 }

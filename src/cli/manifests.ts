@@ -42,7 +42,6 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** Five fields, as CronJob takes them (or @hourly and friends); the apiserver checks the rest. */
 const CRON = /^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$/;
 
-
 /**
  * Everything a cluster needs to run a runbook by itself: a Namespace that admits only `restricted` pods,
  * ServiceAccount, the least-privilege ClusterRole (and a Role per namespace where a module reads only there) with
@@ -51,14 +50,25 @@ const CRON = /^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+)
  * those, and a Job (or a CronJob that never runs two at once). Nothing is retried by Kubernetes: a fault injection is
  * not run twice by accident.
  */
-export async function renderManifests(runbookFile: string, flags: ManifestFlags, nonce = randomBytes(8).toString('hex')): Promise<{ yaml: string; warnings: string[] }> {
+export async function renderManifests(
+  runbookFile: string,
+  flags: ManifestFlags,
+  nonce = randomBytes(8).toString('hex'),
+): Promise<{ yaml: string; warnings: string[] }> {
   const [loaded, inv] = await Promise.all([loadRunbook(runbookFile, defaultRegistry), inventoryFrom(flags)]);
-  if (!DNS_LABEL.test(flags.namespace)) throw new KrError('BAD_NAMESPACE', `--namespace ${quote(flags.namespace)} is not a DNS label`, { exit: EXIT.invalid });
+  if (!DNS_LABEL.test(flags.namespace))
+    throw new KrError('BAD_NAMESPACE', `--namespace ${quote(flags.namespace)} is not a DNS label`, { exit: EXIT.invalid });
   if (flags.schedule !== undefined && !CRON.test(flags.schedule.trim()))
-    throw new KrError('BAD_SCHEDULE', `--schedule ${quote(flags.schedule)} is not a cron schedule (five fields, or @hourly, @daily…)`, { exit: EXIT.invalid });
+    throw new KrError('BAD_SCHEDULE', `--schedule ${quote(flags.schedule)} is not a cron schedule (five fields, or @hourly, @daily…)`, {
+      exit: EXIT.invalid,
+    });
   if (flags.sshSecret !== undefined && !DNS_LABEL.test(flags.sshSecret))
     throw new KrError('BAD_SECRET', `--ssh-secret ${quote(flags.sshSecret)} is not a Secret name`, { exit: EXIT.invalid });
-  const agentNamespaces = new Set([inv.inventory.spec.transport, ...inv.inventory.spec.nodes.map((n) => n.transport)].flatMap((t) => (t?.type === 'agent' ? [t.namespace] : [])));
+  const agentNamespaces = new Set(
+    [inv.inventory.spec.transport, ...inv.inventory.spec.nodes.map((n) => n.transport)].flatMap((t) =>
+      t?.type === 'agent' ? [t.namespace] : [],
+    ),
+  );
   if (agentNamespaces.has(flags.namespace))
     throw new KrError(
       'BAD_NAMESPACE',
@@ -83,7 +93,11 @@ export async function renderManifests(runbookFile: string, flags: ManifestFlags,
   const stateNames = [journalName, ...(flags.reportConfigmap ? [reportName] : [])];
 
   const docs: unknown[] = [
-    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: { 'app.kubernetes.io/name': 'kube-runbook', ...RESTRICTED_NAMESPACE_LABELS } } },
+    {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: ns, labels: { 'app.kubernetes.io/name': 'kube-runbook', ...RESTRICTED_NAMESPACE_LABELS } },
+    },
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta({ namespace: ns }) },
     { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: meta(), rules: cluster },
     {
@@ -178,17 +192,32 @@ export async function renderManifests(runbookFile: string, flags: ManifestFlags,
     volumes,
   };
   // a run is never retried by the Job controller: its exit code is the verdict, and a fault is not applied twice
-  const jobSpec = { backoffLimit: 0, activeDeadlineSeconds: deadlines.activeDeadlineSeconds, template: { metadata: { labels }, spec: podSpec } };
+  const jobSpec = {
+    backoffLimit: 0,
+    activeDeadlineSeconds: deadlines.activeDeadlineSeconds,
+    template: { metadata: { labels }, spec: podSpec },
+  };
   docs.push(
     flags.schedule
       ? {
           apiVersion: 'batch/v1',
           kind: 'CronJob',
           metadata: meta({ namespace: ns }),
-          spec: { schedule: flags.schedule.trim(), concurrencyPolicy: 'Forbid', successfulJobsHistoryLimit: 3, failedJobsHistoryLimit: 3, jobTemplate: { spec: jobSpec } },
+          spec: {
+            schedule: flags.schedule.trim(),
+            concurrencyPolicy: 'Forbid',
+            successfulJobsHistoryLimit: 3,
+            failedJobsHistoryLimit: 3,
+            jobTemplate: { spec: jobSpec },
+          },
         }
       : // a name per rendering: applying the same output again changes nothing, rendering again starts a new run
-        { apiVersion: 'batch/v1', kind: 'Job', metadata: { name: `${name}-${shortHash(runbookText, inventoryText, nonce)}`, namespace: ns, labels }, spec: jobSpec },
+        {
+          apiVersion: 'batch/v1',
+          kind: 'Job',
+          metadata: { name: `${name}-${shortHash(runbookText, inventoryText, nonce)}`, namespace: ns, labels },
+          spec: jobSpec,
+        },
   );
 
   const warnings: string[] = [];
@@ -199,20 +228,27 @@ export async function renderManifests(runbookFile: string, flags: ManifestFlags,
     );
   const nodes = plan.inventory.spec.nodes.map((n) => n.name);
   if (nodes.length && nodes.every((n) => avoided.includes(n)))
-    warnings.push(`the runbook acts on every node of the inventory (${nodes.join(', ')}): the Job's pod, kept off them, runs only on a Node the inventory does not list`);
+    warnings.push(
+      `the runbook acts on every node of the inventory (${nodes.join(', ')}): the Job's pod, kept off them, runs only on a Node the inventory does not list`,
+    );
   return { yaml: docs.map((d) => stringify(d, { lineWidth: 0, aliasDuplicateObjects: false })).join('---\n'), warnings };
 }
 
 export const register: Register = (program, done) => {
   program
     .command('manifests')
-    .description('Print the Kubernetes objects that run a runbook in the cluster: restricted namespace, least-privilege RBAC, ConfigMaps, Job or CronJob.')
+    .description(
+      'Print the Kubernetes objects that run a runbook in the cluster: restricted namespace, least-privilege RBAC, ConfigMaps, Job or CronJob.',
+    )
     .argument('<runbook>', 'runbook file')
     .option('-i, --inventory <file>', 'inventory file (default: $KUBE_RUNBOOK_INVENTORY)')
     .option('--schedule <cron>', 'a CronJob on this schedule (concurrencyPolicy: Forbid) instead of a Job')
     .option('--namespace <ns>', 'namespace of the ServiceAccount, ConfigMap and Job', 'kube-runbook')
     .option('--image <image>', 'executor image', `ghcr.io/kube-runbook/kube-runbook:${toolVersion()}`)
-    .option('--report-configmap', 'the Job also writes its report to the ConfigMap <name>-report (created empty here; the Job may get and patch that one ConfigMap)')
+    .option(
+      '--report-configmap',
+      'the Job also writes its report to the ConfigMap <name>-report (created empty here; the Job may get and patch that one ConfigMap)',
+    )
     .option('--ssh-secret <name>', 'a Secret with the ssh key and known_hosts the inventory names, mounted at ' + SSH_DIR)
     .action(async (file: string, flags: ManifestFlags) => {
       const { yaml, warnings } = await renderManifests(file, flags);

@@ -14,7 +14,10 @@ describe('a command the single executable leaves out', () => {
     for (const args of [['lab', 'up', '--nodes', '3', '--zones', '2'], ['lab', '--help'], ['lab']]) {
       const e = await program()
         .parseAsync(['node', 'kube-runbook', ...args])
-        .then(() => undefined, (err: unknown) => err);
+        .then(
+          () => undefined,
+          (err: unknown) => err,
+        );
       expect(e, args.join(' ')).toBeInstanceOf(KrError);
       expect((e as KrError).exit).toBe(2);
       expect((e as KrError).message).toBe('`lab` needs the npm package (npm install -g kube-runbook): the single executable leaves it out');

@@ -16,7 +16,11 @@ export function npmOnly(name: string): { register: Register } {
         .helpOption(false)
         .allowUnknownOption()
         .action(() => {
-          throw new KrError('NPM_PACKAGE_ONLY', `\`${name}\` needs the npm package (npm install -g kube-runbook): the single executable leaves it out`, { exit: EXIT.invalid });
+          throw new KrError(
+            'NPM_PACKAGE_ONLY',
+            `\`${name}\` needs the npm package (npm install -g kube-runbook): the single executable leaves it out`,
+            { exit: EXIT.invalid },
+          );
         });
     },
   };

@@ -12,13 +12,13 @@ export const register: Register = (program, done) => {
     .description('Print the resolved steps, guards, remediation and rollback order of a runbook; touches nothing.')
     .argument('<runbook>', 'runbook file')
     .option('-i, --inventory <file>', 'inventory file (default: $KUBE_RUNBOOK_INVENTORY)')
-    .option('--kubeconfig <file>', 'kubeconfig (default: the inventory\'s, else $KUBECONFIG)')
+    .option('--kubeconfig <file>', "kubeconfig (default: the inventory's, else $KUBECONFIG)")
     .option('--context <name>', 'kubeconfig context')
     .addOption(
-      new Option('--offline', 'plan without a cluster: no connection is tried; label selectors and version fallbacks (orElse) stay unresolved').conflicts([
-        'kubeconfig',
-        'context',
-      ]),
+      new Option(
+        '--offline',
+        'plan without a cluster: no connection is tried; label selectors and version fallbacks (orElse) stay unresolved',
+      ).conflicts(['kubeconfig', 'context']),
     )
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .action(async (file: string, o: { inventory?: string; kubeconfig?: string; context?: string; offline?: boolean; output: string }) => {
@@ -41,13 +41,26 @@ export const register: Register = (program, done) => {
               offline: o.offline === true,
               steps: plan.steps.map(function strip(s): unknown {
                 const head = { index: s.index, name: s.name, kind: s.kind };
-                if (s.kind === 'action') return { ...head, action: s.actionId, params: s.params, targets: s.targets?.map((t) => t.name) ?? null };
+                if (s.kind === 'action')
+                  return { ...head, action: s.actionId, params: s.params, targets: s.targets?.map((t) => t.name) ?? null };
                 if (s.kind === 'expect') return { ...head, probe: s.probeId, params: s.params, status: s.status, withinMs: s.withinMs };
                 if (s.kind === 'parallel') return { ...head, children: s.children.map(strip) };
                 return s;
               }),
-              guards: plan.guards.map((g) => ({ name: g.name, probe: g.probeId, params: g.params, onViolation: g.onViolation, onUnknown: g.onUnknown, unknownForMs: g.unknownForMs })),
-              remediation: plan.remediation.map((r) => ({ index: r.index, action: r.actionId, params: r.params, targets: r.targets?.map((t) => t.name) ?? null })),
+              guards: plan.guards.map((g) => ({
+                name: g.name,
+                probe: g.probeId,
+                params: g.params,
+                onViolation: g.onViolation,
+                onUnknown: g.onUnknown,
+                unknownForMs: g.unknownForMs,
+              })),
+              remediation: plan.remediation.map((r) => ({
+                index: r.index,
+                action: r.actionId,
+                params: r.params,
+                targets: r.targets?.map((t) => t.name) ?? null,
+              })),
             },
             null,
             2,

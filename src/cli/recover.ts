@@ -38,17 +38,29 @@ function pick(dir: string, runId: string | undefined, all: boolean): JournalView
   const files = listJournals(dir);
   if (runId) {
     const file = files.find((f) => basename(f, '.jsonl') === runId);
-    if (!file) throw new KrError('RUN_NOT_FOUND', `no journal for run "${runId}" under ${dir}${sudoHint()} (runs: ${files.slice(0, 10).map((f) => basename(f, '.jsonl')).join(', ') || 'none'})`, { exit: EXIT.invalid });
+    if (!file)
+      throw new KrError(
+        'RUN_NOT_FOUND',
+        `no journal for run "${runId}" under ${dir}${sudoHint()} (runs: ${
+          files
+            .slice(0, 10)
+            .map((f) => basename(f, '.jsonl'))
+            .join(', ') || 'none'
+        })`,
+        { exit: EXIT.invalid },
+      );
     return [readJournal(file)];
   }
-  const pending = files.flatMap((f) => {
-    try {
-      return [readJournal(f)];
-    } catch (e) {
-      out.stderr(`warning: skipping ${f}: ${messageOf(e)}`);
-      return [];
-    }
-  }).filter((v) => outstanding(v).length > 0 || agentsLeft(v));
+  const pending = files
+    .flatMap((f) => {
+      try {
+        return [readJournal(f)];
+      } catch (e) {
+        out.stderr(`warning: skipping ${f}: ${messageOf(e)}`);
+        return [];
+      }
+    })
+    .filter((v) => outstanding(v).length > 0 || agentsLeft(v));
   return all ? pending : pending.slice(0, 1);
 }
 
@@ -81,22 +93,33 @@ export const register: Register = (program, done) => {
     .argument('[run-id]', 'the run (default: the newest run with something still applied)')
     .option('--all', 'every run with something still applied')
     .option('--force', 'also when the run still seems alive, and undo remediations without waiting for the rollback condition')
-    .option('--from-cluster <namespace/name>', "also the journals kept in this ConfigMap (run --journal-configmap: in-cluster runs), reverted through this command's cluster")
+    .option(
+      '--from-cluster <namespace/name>',
+      "also the journals kept in this ConfigMap (run --journal-configmap: in-cluster runs), reverted through this command's cluster",
+    )
     .option('--in-cluster', "use the pod's ServiceAccount, not a kubeconfig (recover run as a Job)")
     .option('--kubeconfig <file>', 'kubeconfig (default: the one the run used)')
     .option('--context <name>', "kubeconfig context (default: the run's; must be allowed by its runbook's spec.safety.allowContexts)")
-    .option('--state-dir <dir>', 'where the runs\' journals are (default: $KUBE_RUNBOOK_STATE_DIR, else $XDG_STATE_HOME/kube-runbook, else ~/.local/state/kube-runbook)')
+    .option(
+      '--state-dir <dir>',
+      "where the runs' journals are (default: $KUBE_RUNBOOK_STATE_DIR, else $XDG_STATE_HOME/kube-runbook, else ~/.local/state/kube-runbook)",
+    )
     .option('-v, --verbose', 'debug logging on stderr')
     .action(async (runId: string | undefined, o: RecoverFlags) => {
       const log = stderrLogger(Boolean(o.verbose));
       const dir = runsDir(process.env, o.stateDir === undefined ? undefined : resolve(o.stateDir));
       // the cluster that keeps the journals is the one their faults are reverted through
       const fromCluster = o.fromCluster === undefined ? undefined : configMapRef('--from-cluster', o.fromCluster);
-      const shared = fromCluster || o.inCluster ? createKubeAccess({ kubeconfig: o.kubeconfig, context: o.context, inCluster: o.inCluster, log }) : undefined;
+      const shared =
+        fromCluster || o.inCluster
+          ? createKubeAccess({ kubeconfig: o.kubeconfig, context: o.context, inCluster: o.inCluster, log })
+          : undefined;
       const copied = fromCluster && shared ? await fetchJournalCopies(shared, fromCluster, dir) : new Set<string>();
       const views = pick(dir, runId, Boolean(o.all));
       if (!views.length) {
-        out.stdout(`Nothing to recover: no run under ${dir}${fromCluster ? ` or in ConfigMap ${fromCluster.namespace}/${fromCluster.name}` : ''} has a fault still applied.${sudoHint()}`);
+        out.stdout(
+          `Nothing to recover: no run under ${dir}${fromCluster ? ` or in ConfigMap ${fromCluster.namespace}/${fromCluster.name}` : ''} has a fault still applied.${sudoHint()}`,
+        );
         shared?.close?.();
         return done(EXIT.ok);
       }
@@ -108,16 +131,36 @@ export const register: Register = (program, done) => {
         if (!todo.length && !agentsLeft(view)) continue;
         let kube: KubeAccess;
         try {
-          kube = shared ?? createKubeAccess({ kubeconfig: o.kubeconfig ?? view.run.kubeconfig, context: o.context ?? view.run.context, log });
+          kube =
+            shared ?? createKubeAccess({ kubeconfig: o.kubeconfig ?? view.run.kubeconfig, context: o.context ?? view.run.context, log });
         } catch (e) {
           kube = offlineKube(o.context ?? view.run.context, messageOf(e));
           out.stderr(`warning: ${messageOf(e)}; reverting node faults without the cluster`);
         }
-        const ctx = makeCtx({ runId: view.run.runId, clock: realClock, log, signal: new AbortController().signal, inventory: view.run.inventory, kube });
+        const ctx = makeCtx({
+          runId: view.run.runId,
+          clock: realClock,
+          log,
+          signal: new AbortController().signal,
+          inventory: view.run.inventory,
+          kube,
+        });
         // what recover reverts goes to the cluster's copy too, so the next recover does not take the run again
-        const journal = fromCluster && shared && copied.has(view.run.runId) ? new Journal(view.file, configMapCopy(shared, fromCluster, view.run.runId, log)) : undefined;
-        const result = await recoverRun(view, { ctx, registry: defaultRegistry, emit: (e: RunEvent) => render(e), force: o.force, journal }).finally(() => kube === shared || kube.close?.());
-        if (journal && !(await journal.synced())) out.stderr(`  the journal's copy in ConfigMap ${fromCluster!.namespace}/${fromCluster!.name} lacks what was reverted; ${view.file} has it`);
+        const journal =
+          fromCluster && shared && copied.has(view.run.runId)
+            ? new Journal(view.file, configMapCopy(shared, fromCluster, view.run.runId, log))
+            : undefined;
+        const result = await recoverRun(view, {
+          ctx,
+          registry: defaultRegistry,
+          emit: (e: RunEvent) => render(e),
+          force: o.force,
+          journal,
+        }).finally(() => kube === shared || kube.close?.());
+        if (journal && !(await journal.synced()))
+          out.stderr(
+            `  the journal's copy in ConfigMap ${fromCluster!.namespace}/${fromCluster!.name} lacks what was reverted; ${view.file} has it`,
+          );
         for (const err of result.errors) out.stderr(`  ${err}`);
         if (result.remaining.length) {
           code = EXIT.rollbackIncomplete;

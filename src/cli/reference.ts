@@ -41,7 +41,10 @@ function typeOf(p: JsonSchemaProp): string {
 
 /** A module's `with:` parameters, from its zod schema (as a runbook writes them: durations as text). */
 export function paramRows(schema: z.ZodType): ParamRow[] {
-  const json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as { properties?: Record<string, JsonSchemaProp>; required?: string[] };
+  const json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as {
+    properties?: Record<string, JsonSchemaProp>;
+    required?: string[];
+  };
   return Object.entries(json.properties ?? {}).map(([name, p]) => ({
     name,
     type: typeOf(p),
@@ -78,8 +81,14 @@ function paramsTable(rows: ParamRow[]): string {
 function accessTable(access: readonly ApiAccess[]): string {
   if (!access.length) return '\n### Kubernetes API permissions\n\n_None: it works on nodes only._';
   const rows = access.map((a) => {
-    if ('nonResourceURL' in a) return `| \`${a.verbs.join(', ')}\` | \`${a.nonResourceURL}\` (non-resource URL) | cluster | ${tableCell(a.why)} |`;
-    const where = a.namespace === undefined ? 'cluster-wide' : typeof a.namespace === 'string' ? `namespace \`${a.namespace}\`` : `the namespace of \`${a.namespace.param}\``;
+    if ('nonResourceURL' in a)
+      return `| \`${a.verbs.join(', ')}\` | \`${a.nonResourceURL}\` (non-resource URL) | cluster | ${tableCell(a.why)} |`;
+    const where =
+      a.namespace === undefined
+        ? 'cluster-wide'
+        : typeof a.namespace === 'string'
+          ? `namespace \`${a.namespace}\``
+          : `the namespace of \`${a.namespace.param}\``;
     const when = a.onlyIf ? ` (when \`${a.onlyIf.param}\` is \`${a.onlyIf.equals}\`)` : '';
     return `| \`${a.verbs.join(', ')}\` | \`${a.apiGroup ? `${a.resource}.${a.apiGroup}` : a.resource}\` | ${where} | ${tableCell(a.why)}${when} |`;
   });
@@ -98,4 +107,3 @@ export function actionSection(m: ActionMeta): string {
 export function probeSection(m: ProbeMeta): string {
   return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n### Parameters (\`with:\`)\n\n${paramsTable(paramRows(m.params))}${accessTable(m.access)}`;
 }
-

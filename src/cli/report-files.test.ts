@@ -12,7 +12,13 @@ describe('writeReports', () => {
   it('writes the reports readable by their owner only, with tokens redacted as in logs', () => {
     const c = new ReportCollector();
     c.onEvent({ type: 'run-start', at: 0, runId: 'r1', runbook: 'rb', context: 'lab', dryRun: false, journal: '' });
-    c.onEvent({ type: 'preflight', at: 1, check: 'cluster', ok: false, detail: 'curl -H "Authorization: Bearer abcdefghijklmnop123" failed; eyJhbGciOiJ.eyJzdWIiOiJ.c2lnbmF0dXJl' });
+    c.onEvent({
+      type: 'preflight',
+      at: 1,
+      check: 'cluster',
+      ok: false,
+      detail: 'curl -H "Authorization: Bearer abcdefghijklmnop123" failed; eyJhbGciOiJ.eyJzdWIiOiJ.c2lnbmF0dXJl',
+    });
     const out = join(dir, 'reports');
     writeReports(out, c.report);
     expect(statSync(out).mode & 0o777).toBe(0o700);

@@ -33,7 +33,8 @@ async function source(file: string | undefined, o: ReportFlags): Promise<{ text:
   try {
     const text = (await readConfigMapData(kube, ref, 'report'))['report.json'];
     const name = `configmap ${ref.namespace}/${ref.name}`;
-    if (text === undefined) throw new KrError('REPORT_SOURCE', `${name} has no report.json key (is it a run's --report-configmap?)`, { exit: EXIT.invalid });
+    if (text === undefined)
+      throw new KrError('REPORT_SOURCE', `${name} has no report.json key (is it a run's --report-configmap?)`, { exit: EXIT.invalid });
     return { text, name: `${name} report.json` };
   } finally {
     kube.close?.();
@@ -55,7 +56,9 @@ function summary(r: RunReport): string {
 export const register: Register = (program, done) => {
   program
     .command('report')
-    .description("Render a saved run's report.json again: the timeline page, JUnit, or a one-line summary (a report kept in a log or a ConfigMap).")
+    .description(
+      "Render a saved run's report.json again: the timeline page, JUnit, or a one-line summary (a report kept in a log or a ConfigMap).",
+    )
     .argument('[file]', "the run's report.json")
     .option('--from-configmap <namespace/name>', 'read report.json from this ConfigMap (run --report-configmap: in-cluster runs)')
     .option('--html <file>', 'write the timeline page here')

@@ -97,10 +97,16 @@ export const register: Register = (program, done) => {
     .option('--context <name>', 'kubeconfig context (must be allowed by spec.safety.allowContexts)')
     .option('--in-cluster', "use the pod's ServiceAccount, not a kubeconfig; its context is `in-cluster` (see docs/in-cluster.md)")
     .option('--report-configmap <namespace/name>', 'also write report.json to this ConfigMap (server-side apply)')
-    .option('--journal-configmap <namespace/name>', 'also keep the journal in this existing ConfigMap as it is written, for `recover --from-cluster` (see docs/in-cluster.md)')
+    .option(
+      '--journal-configmap <namespace/name>',
+      'also keep the journal in this existing ConfigMap as it is written, for `recover --from-cluster` (see docs/in-cluster.md)',
+    )
     .option('-y, --yes', 'answer yes to every confirm step (for CI and scripts)')
     .option('--dry-run', 'print what would happen and execute nothing')
-    .option('--state-dir <dir>', 'where the journal goes (default: $KUBE_RUNBOOK_STATE_DIR, else $XDG_STATE_HOME/kube-runbook, else ~/.local/state/kube-runbook)')
+    .option(
+      '--state-dir <dir>',
+      'where the journal goes (default: $KUBE_RUNBOOK_STATE_DIR, else $XDG_STATE_HOME/kube-runbook, else ~/.local/state/kube-runbook)',
+    )
     .option('--report-dir <dir>', 'write report.json, junit.xml and timeline.html there')
     .addOption(new Option('-o, --output <format>', 'text: live view; json: the report on stdout').choices(['text', 'json']).default('text'))
     .option('--no-guards', 'do not start the guards (to see what happens without the safety net)')
@@ -111,8 +117,13 @@ export const register: Register = (program, done) => {
       const reportCm = flags.reportConfigmap === undefined ? undefined : configMapRef('--report-configmap', flags.reportConfigmap);
       const journalCm = flags.journalConfigmap === undefined ? undefined : configMapRef('--journal-configmap', flags.journalConfigmap);
       const p = await prepare(file, flags, clock, log, (loaded) => requireNamedContext(loaded, flags));
-      if (!p.kube && !flags.dryRun) throw p.kubeError ?? new KrError('KUBE_UNAVAILABLE', 'no cluster to run against', { exit: EXIT.refused });
-      const confirmer: Confirmer = flags.yes ? assumeYes : process.stdin.isTTY ? terminalConfirmer(process.stdin, process.stderr, clock) : nobody;
+      if (!p.kube && !flags.dryRun)
+        throw p.kubeError ?? new KrError('KUBE_UNAVAILABLE', 'no cluster to run against', { exit: EXIT.refused });
+      const confirmer: Confirmer = flags.yes
+        ? assumeYes
+        : process.stdin.isTTY
+          ? terminalConfirmer(process.stdin, process.stderr, clock)
+          : nobody;
       const runId = newRunId(p.plan.runbook.metadata.name, clock.now());
       if (flags.dryRun) {
         // the whole preflight, which only reads: what a real run would be refused for, the dry run is refused for too
@@ -121,8 +132,21 @@ export const register: Register = (program, done) => {
           out.stdout(`  preflight FAIL cluster: ${p.kubeError?.message ?? 'no cluster to run against'}`);
           return done(EXIT.refused);
         }
-        const ctx = makeCtx({ runId, clock, log, signal: new AbortController().signal, inventory: p.inv.inventory, kube: p.kube, dryRun: true });
-        const pf = await preflight(p.plan, ctx, confirmer, plainRenderer((l) => out.stdout(`  ${l}`))).finally(() => p.kube?.close?.());
+        const ctx = makeCtx({
+          runId,
+          clock,
+          log,
+          signal: new AbortController().signal,
+          inventory: p.inv.inventory,
+          kube: p.kube,
+          dryRun: true,
+        });
+        const pf = await preflight(
+          p.plan,
+          ctx,
+          confirmer,
+          plainRenderer((l) => out.stdout(`  ${l}`)),
+        ).finally(() => p.kube?.close?.());
         out.stdout(pf.ok ? '\nPreflight passed: a run would start.' : `\nREFUSED: a run would be refused: ${pf.failures.join('; ')}`);
         return done(pf.ok ? EXIT.ok : EXIT.refused);
       }
@@ -137,7 +161,9 @@ export const register: Register = (program, done) => {
       const dir = runsDir(process.env, flags.stateDir === undefined ? undefined : resolve(flags.stateDir));
       const journal = Journal.forRun(runId, dir, journalCm && configMapCopy(kube, journalCm, runId, log));
       const observers = await runObservers();
-      const collector = new ReportCollector(Object.fromEntries(observers.flatMap((o) => (o.probe.meta.report ? [[o.name, (v: unknown) => o.probe.meta.report!(v)]] : []))));
+      const collector = new ReportCollector(
+        Object.fromEntries(observers.flatMap((o) => (o.probe.meta.report ? [[o.name, (v: unknown) => o.probe.meta.report!(v)]] : []))),
+      );
       // the live task list redraws the screen: with confirmations to answer, a line per event reads better
       const tty = flags.output === 'text' && process.stdout.isTTY === true && !(p.plan.confirms && !flags.yes);
       const write = (line: string) => (flags.output === 'json' ? process.stderr : process.stdout).write(`${line}\n`);
@@ -163,7 +189,9 @@ export const register: Register = (program, done) => {
       stopForwarding();
       // the journal's last records (the reverts, the end) in the cluster's copy too, unless stopped at once
       if (journalCm && !result.forced && !(await journal.synced()))
-        out.stderr(`kube-runbook: the journal's copy in ConfigMap ${journalCm.namespace}/${journalCm.name} lacks the last records; the local journal ${journal.file} has them`);
+        out.stderr(
+          `kube-runbook: the journal's copy in ConfigMap ${journalCm.namespace}/${journalCm.name} lacks the last records; the local journal ${journal.file} has them`,
+        );
       await view.stop();
       if (reportCm) {
         try {
@@ -182,7 +210,9 @@ export const register: Register = (program, done) => {
       if (result.remaining.length) {
         out.stderr(`\n${result.remaining.length} fault(s) may still be applied:`);
         for (const f of result.remaining)
-          out.stderr(`  - ${f.action}${f.node ? ` on ${f.node}` : ''} (${f.faultId})${f.manualRevert ? `\n    by hand on the node:\n${indent(f.manualRevert, '      ')}` : ''}`);
+          out.stderr(
+            `  - ${f.action}${f.node ? ` on ${f.node}` : ''} (${f.faultId})${f.manualRevert ? `\n    by hand on the node:\n${indent(f.manualRevert, '      ')}` : ''}`,
+          );
         out.stderr(`Revert them with: ${result.recoverCommand}`);
       }
       // a second Ctrl-C stops at once: do not wait for work still in flight
@@ -196,7 +226,12 @@ async function writeReportConfigMap(kube: KubeAccess, ref: ConfigMapRef, report:
     method: 'PATCH',
     contentType: 'application/apply-patch+yaml',
     query: { fieldManager: 'kube-runbook', force: true },
-    body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: ref.name, namespace: ref.namespace }, data: { 'report.json': JSON.stringify(report, null, 2) } },
+    body: {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: ref.name, namespace: ref.namespace },
+      data: { 'report.json': JSON.stringify(report, null, 2) },
+    },
     timeoutMs: 30_000,
   });
 }

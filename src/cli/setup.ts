@@ -31,9 +31,13 @@ export interface ClusterOptions {
 export async function inventoryFrom(o: ClusterOptions): Promise<LoadedInventory> {
   const file = o.inventory ?? process.env.KUBE_RUNBOOK_INVENTORY;
   if (!file)
-    throw new KrError('NO_INVENTORY', 'no inventory: pass --inventory FILE or set KUBE_RUNBOOK_INVENTORY (the lab writes one: kube-runbook lab env)', {
-      exit: EXIT.invalid,
-    });
+    throw new KrError(
+      'NO_INVENTORY',
+      'no inventory: pass --inventory FILE or set KUBE_RUNBOOK_INVENTORY (the lab writes one: kube-runbook lab env)',
+      {
+        exit: EXIT.invalid,
+      },
+    );
   return loadInventory(file);
 }
 
@@ -66,12 +70,18 @@ async function clusterNodes(kube: KubeAccess): Promise<NodeSummary[] | KrError> 
     return await kube.listNodes();
   } catch (e) {
     const why = e instanceof ApiStatusError ? `answered ${e.status} to listing nodes: ${messageOf(e)}` : `does not answer: ${messageOf(e)}`;
-    return new KrError('KUBE_UNAVAILABLE', `the apiserver ${kube.server} of context ${quote(kube.contextName)} ${why}`, { exit: EXIT.refused, cause: e });
+    return new KrError('KUBE_UNAVAILABLE', `the apiserver ${kube.server} of context ${quote(kube.contextName)} ${why}`, {
+      exit: EXIT.refused,
+      cause: e,
+    });
   }
 }
 
 export function newRunId(name: string, now: number): string {
-  const t = new Date(now).toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const t = new Date(now)
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
   return `${t}-${name.slice(0, 40)}-${randomBytes(2).toString('hex')}`;
 }
 
@@ -141,7 +151,15 @@ export async function prepare(
   return { loaded, inv, plan, kube: cluster.kube, kubeError: cluster.error };
 }
 
-export function makeCtx(o: { runId: string; clock: Clock; log: Logger; signal: AbortSignal; inventory: Inventory; kube: KubeAccess; dryRun?: boolean }): Ctx {
+export function makeCtx(o: {
+  runId: string;
+  clock: Clock;
+  log: Logger;
+  signal: AbortSignal;
+  inventory: Inventory;
+  kube: KubeAccess;
+  dryRun?: boolean;
+}): Ctx {
   // drawn per process: what `recover` starts signs with keys of its own, and its agents are pods of their own
   const agentKeys = newAgentKeys();
   return {
@@ -161,7 +179,8 @@ export function makeCtx(o: { runId: string; clock: Clock; log: Logger; signal: A
       // read when a script goes to an agent, not before: a plan without a cluster never gets there
       api: {
         json: (path, options) => {
-          if (!o.kube.json) throw new KrError('KUBE_UNAVAILABLE', 'this cluster client cannot reach the node agents', { exit: EXIT.refused });
+          if (!o.kube.json)
+            throw new KrError('KUBE_UNAVAILABLE', 'this cluster client cannot reach the node agents', { exit: EXIT.refused });
           return o.kube.json(path, options);
         },
       },

@@ -22,7 +22,9 @@ describe('a run in its own process', () => {
     writeFileSync(runbookFile, childRunbook('hangup-test', `touch '${marker}'`, `rm -f '${marker}'`));
     const journals = join(dir, `runs-${signal}-${gone}`);
     const runId = `hup-${signal.toLowerCase()}-${gone}`;
-    const child = spawn(process.execPath, ['test/fixtures/engine-child.mjs', runbookFile, journals, runId], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['test/fixtures/engine-child.mjs', runbookFile, journals, runId], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let output = '';
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     await new Promise<void>((resolve, reject) => {

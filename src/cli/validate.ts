@@ -38,7 +38,10 @@ export async function validateFile(file: string): Promise<FileResult> {
     return { file, ok: false, kind: null, problems: [{ line: null, col: null, path: '', message: e.message }] };
   }
   const failed = (kind: Kind | null, problems: Problem[]): FileResult => ({ file, ok: false, kind, problems });
-  const { source, problems } = parseYamlSource(content, file, { what: 'a Runbook or an Inventory', keys: ['apiVersion', 'kind', 'metadata', 'spec'] });
+  const { source, problems } = parseYamlSource(content, file, {
+    what: 'a Runbook or an Inventory',
+    keys: ['apiVersion', 'kind', 'metadata', 'spec'],
+  });
   if (!source) return failed(null, sortProblems(problems));
   const kind = (source.value as { kind?: unknown }).kind;
   if (kind === 'Runbook') {
@@ -52,14 +55,23 @@ export async function validateFile(file: string): Promise<FileResult> {
     const c = await checkInventory(content, file);
     if (!c.ok) return failed(kind, c.problems);
     const inv = c.value.inventory;
-    return { file, ok: true, kind, problems: [], summary: `Inventory ${inv.metadata.name}, ${plural(inv.spec.nodes.length, 'node')}, layout ${inv.spec.layout}` };
+    return {
+      file,
+      ok: true,
+      kind,
+      problems: [],
+      summary: `Inventory ${inv.metadata.name}, ${plural(inv.spec.nodes.length, 'node')}, layout ${inv.spec.layout}`,
+    };
   }
   if (kind === undefined) {
     const at = source.locate([]);
     return failed(null, [...problems, { ...at, path: '', message: `missing required key "kind" (expected one of ${KINDS.join(', ')})` }]);
   }
   const h = typeof kind === 'string' ? didYouMean(kind, KINDS) : undefined;
-  return failed(null, [...problems, source.problem(['kind'], `unknown kind (expected one of ${KINDS.join(', ')}${h ? `; ${h}` : ''}) (got ${quote(kind)})`)]);
+  return failed(null, [
+    ...problems,
+    source.problem(['kind'], `unknown kind (expected one of ${KINDS.join(', ')}${h ? `; ${h}` : ''}) (got ${quote(kind)})`),
+  ]);
 }
 
 /** The files to check: files as given, directories searched for .yaml/.yml files (hidden ones and node_modules skipped). */
@@ -90,7 +102,11 @@ export const register: Register = (program, done) => {
     .command('validate')
     .description('check runbooks and inventories without touching a cluster; problems are printed as FILE:LINE:COL, exit code 2')
     .argument('<files...>', 'runbook and inventory files, or directories to search for .yaml files')
-    .addOption(new Option('-o, --output <format>', 'text, or json: [{file, ok, kind, problems: [{line, col, path, message}]}]').choices(['text', 'json']).default('text'))
+    .addOption(
+      new Option('-o, --output <format>', 'text, or json: [{file, ok, kind, problems: [{line, col, path, message}]}]')
+        .choices(['text', 'json'])
+        .default('text'),
+    )
     .action(async (paths: string[], opts: { output: 'text' | 'json' }) => {
       const { files, empty } = await expandPaths(paths);
       const results: FileResult[] = empty.map((dir) => ({
@@ -103,11 +119,25 @@ export const register: Register = (program, done) => {
         try {
           results.push(await validateFile(file));
         } catch (e) {
-          results.push({ file, ok: false, kind: null, problems: [{ line: null, col: null, path: '', message: `unexpected error: ${messageOf(e)}` }] });
+          results.push({
+            file,
+            ok: false,
+            kind: null,
+            problems: [{ line: null, col: null, path: '', message: `unexpected error: ${messageOf(e)}` }],
+          });
         }
       }
       const bad = results.filter((r) => !r.ok);
-      if (opts.output === 'json') out.stdout(redactText(JSON.stringify(results.map(({ summary: _s, ...r }) => r), null, 2)));
+      if (opts.output === 'json')
+        out.stdout(
+          redactText(
+            JSON.stringify(
+              results.map(({ summary: _s, ...r }) => r),
+              null,
+              2,
+            ),
+          ),
+        );
       else {
         for (const r of results) {
           if (r.ok) out.stdout(`ok ${r.file} (${r.summary})`);

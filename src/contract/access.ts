@@ -40,7 +40,13 @@ export interface NonResourceAccess {
 
 /** A permission with its namespace resolved against a module's params: what is checked and granted. */
 export type ResolvedAccess =
-  | { apiGroup: string; resource: string; verbs: readonly ApiVerb[]; namespace?: string; /** one object only (RBAC resourceNames) */ name?: string }
+  | {
+      apiGroup: string;
+      resource: string;
+      verbs: readonly ApiVerb[];
+      namespace?: string;
+      /** one object only (RBAC resourceNames) */ name?: string;
+    }
   | { nonResourceURL: string; verbs: readonly ['get'] };
 
 /** The permissions a module needs with these params. */
@@ -102,7 +108,12 @@ export function describeCheck(c: AccessCheck): string {
  * A list+watch permission, what a watching probe declares: cluster-wide unless `scope` gives a namespace (or the
  * parameter naming it), and needed only for the parameter value `scope.onlyIf` says.
  */
-export function watches(apiGroup: string, resource: string, why: string, scope: Pick<ResourceAccess, 'namespace' | 'onlyIf'> = {}): ResourceAccess {
+export function watches(
+  apiGroup: string,
+  resource: string,
+  why: string,
+  scope: Pick<ResourceAccess, 'namespace' | 'onlyIf'> = {},
+): ResourceAccess {
   return { apiGroup, resource, verbs: ['list', 'watch'], ...scope, why };
 }
 
@@ -114,5 +125,7 @@ export function watchesLeaderLeases(param: string, why: string): ResourceAccess 
 /** Declarations several modules share. */
 export const READ_NODES = watches('', 'nodes', "watches the cluster's Nodes");
 export const READ_PODS = watches('', 'pods', 'watches the pods of every namespace');
-export const READ_NODE_LEASES = watches('coordination.k8s.io', 'leases', "watches the nodes' heartbeat Leases", { namespace: 'kube-node-lease' });
+export const READ_NODE_LEASES = watches('coordination.k8s.io', 'leases', "watches the nodes' heartbeat Leases", {
+  namespace: 'kube-node-lease',
+});
 export const GET_VERSION: NonResourceAccess = { nonResourceURL: '/version', verbs: ['get'], why: "reads the server's version" };

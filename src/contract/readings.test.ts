@@ -13,7 +13,11 @@ const nodeCount = defineProbe({
   meta: { access: [], id: 'node-count', summary: 'test', description: 'test', params: z.strictObject({ minIntervalMs: z.number() }) },
   start: (ctx, params) =>
     watching(ctx, { nodes: watchSpecs.nodes() }, ({ nodes }, watches) =>
-      reactive(ctx, { watches, minIntervalMs: params.minIntervalMs, judge: () => ({ status: 'ok', value: nodes.store.size, detail: `${nodes.store.size} nodes` }) }),
+      reactive(ctx, {
+        watches,
+        minIntervalMs: params.minIntervalMs,
+        judge: () => ({ status: 'ok', value: nodes.store.size, detail: `${nodes.store.size} nodes` }),
+      }),
     ),
 });
 
@@ -64,4 +68,3 @@ describe('reactive', () => {
     expect(t.judgements - before).toBe(20);
   });
 });
-

@@ -174,7 +174,12 @@ export async function* reactive<V>(ctx: Ctx, o: ReactiveOptions<V>): AsyncGenera
 }
 
 /** The probe's judgement, or unknown while a watch is not fresh (`judged` false: the probe's judge was not called). */
-function judgeNow<V>(o: ReactiveOptions<V>, now: number, profile: Ctx['profile'], changes: number): Judgement<V | null> & { key: string; judged: boolean } {
+function judgeNow<V>(
+  o: ReactiveOptions<V>,
+  now: number,
+  profile: Ctx['profile'],
+  changes: number,
+): Judgement<V | null> & { key: string; judged: boolean } {
   for (const w of o.watches) {
     const f = w.freshness();
     if (!f.fresh) {

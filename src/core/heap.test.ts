@@ -39,7 +39,10 @@ function oldGenerationUnderReplacement(tune: boolean): { peak: number; live: num
     const live = v8.getHeapStatistics().used_heap_size;
     process.stdout.write(JSON.stringify({ peak: peak / 2 ** 20, live: live / 2 ** 20, kept: store.size }));
   `;
-  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' })) as { peak: number; live: number };
+  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' })) as {
+    peak: number;
+    live: number;
+  };
 }
 
 describe('tuneHeap', () => {

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { memoryLogger, redact, redactText } from './logger.js';
 
-const KEY_BODY = 'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\nMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu';
+const KEY_BODY =
+  'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\nMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu';
 
 describe('redaction', () => {
   it('removes a PEM private key of any kind, also inside JSON and when cut short, and keeps certificates', () => {
@@ -28,7 +29,10 @@ describe('redaction', () => {
 
   it('the logger redacts messages and fields before the sink sees them', () => {
     const log = memoryLogger();
-    log.warn('revert failed on https://u:pw@node-1/', { stderr: `-----BEGIN RSA PRIVATE KEY-----\n${KEY_BODY}\n-----END RSA PRIVATE KEY-----`, password: 'x' });
+    log.warn('revert failed on https://u:pw@node-1/', {
+      stderr: `-----BEGIN RSA PRIVATE KEY-----\n${KEY_BODY}\n-----END RSA PRIVATE KEY-----`,
+      password: 'x',
+    });
     expect(JSON.stringify(log.lines)).not.toMatch(/:pw@|MIIEvQ|"x"/);
     expect(log.lines[0]?.msg).toBe('revert failed on https://u:[redacted]@node-1/');
     expect(redact({ url: 'https://u:pw@h/' })).toEqual({ url: 'https://u:[redacted]@h/' });

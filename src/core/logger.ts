@@ -54,10 +54,12 @@ export function redact(value: unknown, maxDepth = 8, depth = 0): unknown {
 export function createLogger(sink: LogSink, minLevel: LogLevel = 'info'): Logger {
   const order: LogLevel[] = ['debug', 'info', 'warn', 'error'];
   const min = order.indexOf(minLevel);
-  const emit = (level: LogLevel) => (msg: string, fields: Record<string, unknown> = {}) => {
-    if (order.indexOf(level) < min) return;
-    sink(level, redactText(msg), redact(fields) as Record<string, unknown>);
-  };
+  const emit =
+    (level: LogLevel) =>
+    (msg: string, fields: Record<string, unknown> = {}) => {
+      if (order.indexOf(level) < min) return;
+      sink(level, redactText(msg), redact(fields) as Record<string, unknown>);
+    };
   return { debug: emit('debug'), info: emit('info'), warn: emit('warn'), error: emit('error') };
 }
 
@@ -66,5 +68,8 @@ export const silentLogger: Logger = createLogger(() => {}, 'error');
 /** A logger that keeps what it is told, for tests. */
 export function memoryLogger(): Logger & { lines: { level: LogLevel; msg: string; fields: Record<string, unknown> }[] } {
   const lines: { level: LogLevel; msg: string; fields: Record<string, unknown> }[] = [];
-  return Object.assign(createLogger((level, msg, fields) => lines.push({ level, msg, fields }), 'debug'), { lines });
+  return Object.assign(
+    createLogger((level, msg, fields) => lines.push({ level, msg, fields }), 'debug'),
+    { lines },
+  );
 }

@@ -56,7 +56,9 @@ describe('retrying', () => {
     const permanent = new KrError('COMMAND_FAILED', 'revert failed on node-1 (exit 1)');
     const { calls, fn } = failing(clock, [permanent, reset()]);
     const failures: FailedAttempt[] = [];
-    await expect(retrying(fn, { clock, deadline: clock.now() + 60_000, classify, onFailure: (f) => failures.push(f) })).rejects.toBe(permanent);
+    await expect(retrying(fn, { clock, deadline: clock.now() + 60_000, classify, onFailure: (f) => failures.push(f) })).rejects.toBe(
+      permanent,
+    );
     expect(calls).toHaveLength(1);
     expect(failures).toEqual([{ attempt: 1, error: 'revert failed on node-1 (exit 1)' }]);
   });
@@ -66,7 +68,9 @@ describe('retrying', () => {
     const start = clock.now();
     const { calls, fn } = failing(clock, Array.from({ length: 50 }, reset));
     const failures: FailedAttempt[] = [];
-    const result = retrying(fn, { clock, deadline: start + 2000, classify, onFailure: (f) => failures.push(f), backoff: half }).catch((e: unknown) => e);
+    const result = retrying(fn, { clock, deadline: start + 2000, classify, onFailure: (f) => failures.push(f), backoff: half }).catch(
+      (e: unknown) => e,
+    );
     await clock.advance(10_000);
     expect(await result).toMatchObject({ code: 'NODE_UNREACHABLE' });
     // waits 375, 750, then 875 (not 1500): the deadline at 2000

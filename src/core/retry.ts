@@ -63,8 +63,16 @@ export async function retrying<T>(fn: (attempt: number) => Promise<T>, o: RetryO
       const transient = error instanceof TypeError ? undefined : o.classify(error);
       const more = o.maxAttempts === undefined || attemptNumber < o.maxAttempts;
       const left = o.deadline - o.clock.now();
-      wait = transient !== undefined && more && left > 0 && !o.signal?.aborted ? Math.min(backoffDelay(attemptNumber, backoff), left) : undefined;
-      o.onFailure?.({ attempt: attemptNumber, error: messageOf(error), ...(transient === undefined ? {} : { transient }), ...(wait === undefined ? {} : { retryInMs: wait }) });
+      wait =
+        transient !== undefined && more && left > 0 && !o.signal?.aborted
+          ? Math.min(backoffDelay(attemptNumber, backoff), left)
+          : undefined;
+      o.onFailure?.({
+        attempt: attemptNumber,
+        error: messageOf(error),
+        ...(transient === undefined ? {} : { transient }),
+        ...(wait === undefined ? {} : { retryInMs: wait }),
+      });
     },
     shouldRetry: async () => {
       if (wait === undefined) return false;

@@ -43,7 +43,11 @@ export function sortProblems(problems: readonly Problem[]): Problem[] {
 }
 
 /** The error a loader throws: `<file>: N problems`, one detail line per problem. */
-export function invalidFileError(code: 'RUNBOOK_INVALID' | 'INVENTORY_INVALID' | 'REPORT_INVALID', file: string, problems: readonly Problem[]): KrError {
+export function invalidFileError(
+  code: 'RUNBOOK_INVALID' | 'INVENTORY_INVALID' | 'REPORT_INVALID',
+  file: string,
+  problems: readonly Problem[],
+): KrError {
   const sorted = sortProblems(problems);
   const n = sorted.length;
   return new KrError(code, `${file}: ${n} ${n === 1 ? 'problem' : 'problems'}`, {

@@ -123,7 +123,8 @@ export function pickOption(options: readonly Schema[], v: unknown): Pick {
   const matching = keyed.filter(({ o }) => requiredKeys(o).every((k) => k in v));
   if (matching.length === 1) return { index: matching[0]!.index };
   const present = discriminators.filter((k) => k in v);
-  if (present.length > 1) return { message: `expected only one of the keys ${discriminators.join(', ')}, but found ${present.join(' and ')}` };
+  if (present.length > 1)
+    return { message: `expected only one of the keys ${discriminators.join(', ')}, but found ${present.join(' and ')}` };
   if (present.length === 1) {
     // one discriminating key, but its variant also needs others: report that variant's problems
     const owner = keyed.find(({ o }) => requiredKeys(o).includes(present[0]!));

@@ -1,4 +1,16 @@
-import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, visit, type Document, type Node, type Pair, type YAMLError } from 'yaml';
+import {
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  LineCounter,
+  parseDocument,
+  visit,
+  type Document,
+  type Node,
+  type Pair,
+  type YAMLError,
+} from 'yaml';
 import { quote } from '../core/errors.js';
 import { type DocPath, type Problem, pathText } from './problems.js';
 import { scalarSourceOffset } from './scalar-offset.js';
@@ -67,8 +79,7 @@ export function parseYamlSource(content: string | Uint8Array, file: string, expe
   if (syntax.length > 0) return { problems: [...problems, ...rootCauses(syntax)] };
 
   const contents = doc.contents;
-  if (contents === null || contents === undefined)
-    return { problems: [at11(`the file is empty; expected ${expected.what}`)] };
+  if (contents === null || contents === undefined) return { problems: [at11(`the file is empty; expected ${expected.what}`)] };
   if (!isMap(contents)) {
     let got: string;
     try {
@@ -122,7 +133,12 @@ function rootCauses(syntax: Problem[]): Problem[] {
   const next = causes[MAX_SYNTAX_ERRORS]!;
   return [
     ...causes.slice(0, MAX_SYNTAX_ERRORS),
-    { line: next.line, col: next.col, path: '', message: `${rest} more YAML syntax ${rest === 1 ? 'error' : 'errors'} from here on, likely caused by the ones above` },
+    {
+      line: next.line,
+      col: next.col,
+      path: '',
+      message: `${rest} more YAML syntax ${rest === 1 ? 'error' : 'errors'} from here on, likely caused by the ones above`,
+    },
   ];
 }
 
@@ -136,7 +152,12 @@ function yamlProblem(e: YAMLError, text: string, doc: Document, pos: (offset: nu
   const lineText = text.split(/\r?\n/)[where.line - 1] ?? '';
   const indent = /^[ \t]*/.exec(lineText)?.[0] ?? '';
   if (e.code === 'TAB_AS_INDENT' || indent.includes('\t'))
-    return { line: where.line, col: indent.includes('\t') ? indent.indexOf('\t') + 1 : where.col, path: '', message: 'tab character used for indentation (YAML allows only spaces)' };
+    return {
+      line: where.line,
+      col: indent.includes('\t') ? indent.indexOf('\t') + 1 : where.col,
+      path: '',
+      message: 'tab character used for indentation (YAML allows only spaces)',
+    };
   if (e.code === 'MULTIPLE_DOCS') return { ...where, path: '', message: 'a second YAML document starts here; a file holds exactly one' };
   const indented = indent.length > 0 && (e.code === 'BAD_INDENT' || e.code === 'BLOCK_AS_IMPLICIT_KEY');
   const indentHint = indented ? ' (check the indentation of this line)' : '';
@@ -175,7 +196,11 @@ function findDuplicateKeys(doc: Document, pos: (offset: number) => { line: numbe
         const offset = (pair.key as Node | null)?.range?.[0];
         if (first && offset !== undefined) {
           const f = pos((first.key as Node | null)?.range?.[0] ?? 0);
-          found.set(offset, { ...pos(offset), path: pathText([...path, k]), message: `duplicate key ${JSON.stringify(k)} (first at ${f.line}:${f.col})` });
+          found.set(offset, {
+            ...pos(offset),
+            path: pathText([...path, k]),
+            message: `duplicate key ${JSON.stringify(k)} (first at ${f.line}:${f.col})`,
+          });
         } else seen.set(k, pair);
         visit(pair.value, [...path, k]);
       }

@@ -43,7 +43,8 @@ const hint = (word: unknown, candidates: readonly string[]) => {
  */
 export function zodProblems(schema: Schema, value: unknown, issues: readonly Issue[], base: DocPath, source: YamlSource): Problem[] {
   const out: Problem[] = [];
-  const at = (path: DocPath, message: string, where: 'value' | 'key' = 'value') => out.push(source.problem([...base, ...path], message, where));
+  const at = (path: DocPath, message: string, where: 'value' | 'key' = 'value') =>
+    out.push(source.problem([...base, ...path], message, where));
 
   const visit = (issue: Issue, prefix: DocPath) => {
     const path = [...prefix, ...issue.path] as (string | number)[];
@@ -97,7 +98,10 @@ export function zodProblems(schema: Schema, value: unknown, issues: readonly Iss
         at(path, `${custom ? issue.message : sizeMessage(issue)}${got(v)}`);
         return;
       case 'invalid_format':
-        at(path, `${custom ? issue.message : issue.format === 'regex' ? `expected text matching ${issue.pattern}` : `expected a valid ${issue.format}`}${got(v)}`);
+        at(
+          path,
+          `${custom ? issue.message : issue.format === 'regex' ? `expected text matching ${issue.pattern}` : `expected a valid ${issue.format}`}${got(v)}`,
+        );
         return;
       case 'not_multiple_of':
         at(path, `${custom ? issue.message : `expected a multiple of ${issue.divisor}`}${got(v)}`);

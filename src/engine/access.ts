@@ -21,7 +21,10 @@ const ENGINE_ACCESS: NeededAccess[] = [
 /** The cluster-wide run lock: one Lease in spec.safety.lockNamespace, created once, then read and renewed by name. */
 const runLockAccess = (namespace: string): NeededAccess[] => [
   { by: 'the run lock', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['create'], namespace } },
-  { by: 'the run lock', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['get', 'update'], namespace, name: RUN_LOCK_NAME } },
+  {
+    by: 'the run lock',
+    access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['get', 'update'], namespace, name: RUN_LOCK_NAME },
+  },
 ];
 
 /**
@@ -29,12 +32,20 @@ const runLockAccess = (namespace: string): NeededAccess[] => [
  * to them as ConfigMaps and their results read, the run Lease they follow written.
  */
 function agentAccess(plan: Plan): NeededAccess[] {
-  const namespaces = new Set(agentTargets(plan.inventory, plannedActions(plan).flatMap((a) => a.targets ?? [])).map((t) => t.config.namespace));
+  const namespaces = new Set(
+    agentTargets(
+      plan.inventory,
+      plannedActions(plan).flatMap((a) => a.targets ?? []),
+    ).map((t) => t.config.namespace),
+  );
   return [...namespaces].flatMap((namespace): NeededAccess[] => [
     { by: 'the node agents', access: { apiGroup: '', resource: 'pods', verbs: ['create', 'get', 'list', 'delete'], namespace } },
     { by: 'the node agents', access: { apiGroup: '', resource: 'secrets', verbs: ['create', 'list', 'delete'], namespace } },
     { by: 'the node agents', access: { apiGroup: '', resource: 'configmaps', verbs: ['create', 'get', 'list', 'delete'], namespace } },
-    { by: 'the node agents', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['create', 'get', 'update', 'delete'], namespace } },
+    {
+      by: 'the node agents',
+      access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['create', 'get', 'update', 'delete'], namespace },
+    },
   ]);
 }
 
@@ -69,7 +80,11 @@ export function planAccess(plan: Plan, observers: readonly ObserverProbe[] = [])
  * planAccess, and for a plan made without the server's version (`kube-runbook manifests`) also what each `orElse`
  * still to choose from needs (with the same params), since either may run.
  */
-export async function planAccessAnyServer(plan: Plan, registry: Registry, observers: readonly ObserverProbe[] = []): Promise<NeededAccess[]> {
+export async function planAccessAnyServer(
+  plan: Plan,
+  registry: Registry,
+  observers: readonly ObserverProbe[] = [],
+): Promise<NeededAccess[]> {
   const out = planAccess(plan, observers);
   for (const a of plannedActions(plan)) {
     if (!a.orElse) continue;
@@ -104,7 +119,10 @@ export interface PolicyRule {
 export function rbacRules(needed: readonly NeededAccess[]): { cluster: PolicyRule[]; namespaced: Record<string, PolicyRule[]> } {
   const verbs = new Map<string, Set<ApiVerb | 'get'>>();
   for (const { access } of needed) {
-    const key = 'nonResourceURL' in access ? `url|${access.nonResourceURL}` : `res|${access.namespace ?? ''}|${access.apiGroup}|${access.resource}|${access.name ?? ''}`;
+    const key =
+      'nonResourceURL' in access
+        ? `url|${access.nonResourceURL}`
+        : `res|${access.namespace ?? ''}|${access.apiGroup}|${access.resource}|${access.name ?? ''}`;
     const set = verbs.get(key) ?? new Set();
     for (const v of access.verbs) set.add(v);
     verbs.set(key, set);

@@ -19,11 +19,22 @@ import { inventoryOf } from '../testing/inventories.js';
 
 const RUN = '20260101T000000Z-agents-ab12';
 const keys = newAgentKeys();
-const inventory = Inventory.parse(inventoryOf({
-    layout: 'kubeadm',
-    transport: { type: 'agent', namespace: 'kr-agents', image: 'registry.example/agent:1', imagePullSecret: 'regcred', startTimeout: '20s' },
-    nodes: [{ name: 'node-1' }, { name: 'node-2' }, { name: 'cp-1', roles: ['control-plane'], transport: { type: 'ssh' } }],
-  }, 't'));
+const inventory = Inventory.parse(
+  inventoryOf(
+    {
+      layout: 'kubeadm',
+      transport: {
+        type: 'agent',
+        namespace: 'kr-agents',
+        image: 'registry.example/agent:1',
+        imagePullSecret: 'regcred',
+        startTimeout: '20s',
+      },
+      nodes: [{ name: 'node-1' }, { name: 'node-2' }, { name: 'cp-1', roles: ['control-plane'], transport: { type: 'ssh' } }],
+    },
+    't',
+  ),
+);
 
 interface PodObj {
   metadata: { name: string };
@@ -36,7 +47,7 @@ function setup(statusOf: (pod: PodObj) => unknown = () => ({ phase: 'Running', c
   const api = new FakeAgentApi();
   const json = api.json.bind(api);
   // the kubelet's part: a created pod gets the status `statusOf` says
-  api.json = async <T,>(path: string, o?: Parameters<typeof json>[1]) => {
+  api.json = async <T>(path: string, o?: Parameters<typeof json>[1]) => {
     const r = await json<T>(path, o);
     if (o?.method === 'POST' && path.endsWith('/pods')) {
       const pod = r as unknown as PodObj;
@@ -44,7 +55,11 @@ function setup(statusOf: (pod: PodObj) => unknown = () => ({ phase: 'Running', c
     }
     return r;
   };
-  const nodes = new FakeNodes(inventory.spec.nodes, ({ script }) => ({ code: 0, stdout: script.includes('kube-runbook-agent-ok') ? 'kube-runbook-agent-ok\n' : '', stderr: '' }));
+  const nodes = new FakeNodes(inventory.spec.nodes, ({ script }) => ({
+    code: 0,
+    stdout: script.includes('kube-runbook-agent-ok') ? 'kube-runbook-agent-ok\n' : '',
+    stderr: '',
+  }));
   const ctx: Ctx = {
     runId: RUN,
     clock,
@@ -86,28 +101,56 @@ describe('agent pods', () => {
     expect(pod.spec.containers[0]).toMatchObject({
       image: 'registry.example/agent:1',
       command: ['kube-runbook'],
-      args: ['agent', '--node', 'node-1', '--namespace', 'kr-agents', '--run-id', RUN, '--enter', 'host', '--executor-key', keys.publicKey, '--fault-ttl', '90s'],
+      args: [
+        'agent',
+        '--node',
+        'node-1',
+        '--namespace',
+        'kr-agents',
+        '--run-id',
+        RUN,
+        '--enter',
+        'host',
+        '--executor-key',
+        keys.publicKey,
+        '--fault-ttl',
+        '90s',
+      ],
       securityContext: { privileged: true },
       resources: { requests: { cpu: '10m', memory: '64Mi' } },
     });
   });
 
-  it("take the key they sign results with from a Secret of their own, and go with the run Lease", () => {
+  it('take the key they sign results with from a Secret of their own, and go with the run Lease', () => {
     const [t] = agentTargets(inventory, inventory.spec.nodes);
     const owner = { name: runLeaseName(RUN), uid: 'lease-uid' };
     const pod = agentPod(RUN, t!, keys, 90_000, owner) as unknown as PodObj & { metadata: { ownerReferences: unknown[] } };
-    const secret = agentSecret(RUN, t!, keys, owner) as { metadata: { name: string; ownerReferences: unknown[] }; immutable: boolean; stringData: Record<string, string> };
-    expect(pod.spec.containers[0]!.env).toContainEqual({ name: 'KUBE_RUNBOOK_RESULT_KEY', valueFrom: { secretKeyRef: { name: secret.metadata.name, key: 'result-key' } } });
+    const secret = agentSecret(RUN, t!, keys, owner) as {
+      metadata: { name: string; ownerReferences: unknown[] };
+      immutable: boolean;
+      stringData: Record<string, string>;
+    };
+    expect(pod.spec.containers[0]!.env).toContainEqual({
+      name: 'KUBE_RUNBOOK_RESULT_KEY',
+      valueFrom: { secretKeyRef: { name: secret.metadata.name, key: 'result-key' } },
+    });
     expect(secret.immutable).toBe(true);
     expect(Buffer.from(secret.stringData['result-key']!, 'base64')).toEqual(keys.resultKey('node-1'));
     expect(keys.resultKey('node-2')).not.toEqual(keys.resultKey('node-1'));
-    for (const o of [pod, secret]) expect(o.metadata.ownerReferences).toEqual([{ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', name: owner.name, uid: 'lease-uid' }]);
+    for (const o of [pod, secret])
+      expect(o.metadata.ownerReferences).toEqual([
+        { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', name: owner.name, uid: 'lease-uid' },
+      ]);
     // the run's key pair names its pods: recover's agents (keys of their own) never meet the run's
     expect(agentPodName(RUN, 'node-1', newAgentKeys().fingerprint)).not.toBe(pod.metadata.name);
   });
 
   it("run as root in the lab's agent group on lab nodes, so block-kubelet-egress's auto scope lets them through; elsewhere in the image's group", () => {
-    const spec = { lab: { stateDir: '/var/lib/kr-lab' }, transport: { type: 'agent' as const, namespace: 'kr-agents' }, nodes: [{ name: 'rnode-1' }] };
+    const spec = {
+      lab: { stateDir: '/var/lib/kr-lab' },
+      transport: { type: 'agent' as const, namespace: 'kr-agents' },
+      nodes: [{ name: 'rnode-1' }],
+    };
     const lab = Inventory.parse(inventoryOf({ ...spec, layout: 'lab' }));
     const staticPods = Inventory.parse(inventoryOf({ ...spec, layout: 'kubeadm', kubeadm: { kubelet: 'lab' } }));
     for (const inv of [lab, staticPods]) {
@@ -135,7 +178,9 @@ describe('starting and stopping the agents of a run', () => {
     api.put('pods', 'kr-agents', agentPod(RUN, t!, newAgentKeys(), 30_000) as never);
     expect(api.names('leases', 'kr-agents')).toEqual([runLeaseName(RUN)]);
     expect(nodes.calls.map((c) => c.node).sort()).toEqual(['node-1', 'node-2']);
-    const lease = api.objects.get(`leases/kr-agents/${runLeaseName(RUN)}`) as unknown as { spec: { holderIdentity: string; renewTime: string } };
+    const lease = api.objects.get(`leases/kr-agents/${runLeaseName(RUN)}`) as unknown as {
+      spec: { holderIdentity: string; renewTime: string };
+    };
     expect(lease.spec.holderIdentity).toBe(RUN);
     await clock.advance(5000);
     await agents.renew();
@@ -152,15 +197,22 @@ describe('starting and stopping the agents of a run', () => {
     }));
     const problems = await finish(clock, agents.start(new AbortController().signal));
     expect(problems).toEqual([
-      'node-1: image registry.example/agent:1 cannot be pulled (ErrImagePull: manifest unknown); fix spec.transport.image, or give the registry\'s credentials as spec.transport.imagePullSecret (a Secret in kr-agents)',
-      'node-2: image registry.example/agent:1 cannot be pulled (ErrImagePull: manifest unknown); fix spec.transport.image, or give the registry\'s credentials as spec.transport.imagePullSecret (a Secret in kr-agents)',
+      "node-1: image registry.example/agent:1 cannot be pulled (ErrImagePull: manifest unknown); fix spec.transport.image, or give the registry's credentials as spec.transport.imagePullSecret (a Secret in kr-agents)",
+      "node-2: image registry.example/agent:1 cannot be pulled (ErrImagePull: manifest unknown); fix spec.transport.image, or give the registry's credentials as spec.transport.imagePullSecret (a Secret in kr-agents)",
     ]);
   });
 
   it('an agent that exits says why (its missing permissions, from its termination message)', async () => {
     const { clock, agents } = setup(() => ({
       phase: 'Running',
-      containerStatuses: [{ state: { waiting: { reason: 'CrashLoopBackOff' } }, lastState: { terminated: { exitCode: 3, message: "the agent's ServiceAccount may not get leases.coordination.k8s.io in kr-agents\n" } } }],
+      containerStatuses: [
+        {
+          state: { waiting: { reason: 'CrashLoopBackOff' } },
+          lastState: {
+            terminated: { exitCode: 3, message: "the agent's ServiceAccount may not get leases.coordination.k8s.io in kr-agents\n" },
+          },
+        },
+      ],
     }));
     const [p] = await finish(clock, agents.start(new AbortController().signal));
     expect(p).toBe("node-1: the agent exited with 3: the agent's ServiceAccount may not get leases.coordination.k8s.io in kr-agents");
@@ -169,9 +221,12 @@ describe('starting and stopping the agents of a run', () => {
   it('a namespace whose Pod Security level refuses privileged pods is named, with the label that admits them', async () => {
     const { clock, api, agents } = setup();
     const json = api.json.bind(api);
-    api.json = async <T,>(path: string, o?: Parameters<typeof json>[1]) => {
+    api.json = async <T>(path: string, o?: Parameters<typeof json>[1]) => {
       if (o?.method === 'POST' && path.endsWith('/pods'))
-        throw new FakeStatusError(403, 'pods "x" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true, hostPID=true), privileged (container "agent" must not set securityContext.privileged=true)');
+        throw new FakeStatusError(
+          403,
+          'pods "x" is forbidden: violates PodSecurity "baseline:latest": host namespaces (hostNetwork=true, hostPID=true), privileged (container "agent" must not set securityContext.privileged=true)',
+        );
       return json<T>(path, o);
     };
     const [p] = await finish(clock, agents.start(new AbortController().signal));
@@ -184,7 +239,9 @@ describe('starting and stopping the agents of a run', () => {
     const t0 = clock.now();
     const [p] = await finish(clock, agents.start(new AbortController().signal));
     expect(clock.now() - t0).toBeGreaterThanOrEqual(20_000);
-    expect(p).toMatch(/^node-1: its agent pod kr-agents\/kr-agent-node-1-[0-9a-f]{8} did not start within 20s: Pending; is node node-1 Ready\?/);
+    expect(p).toMatch(
+      /^node-1: its agent pod kr-agents\/kr-agent-node-1-[0-9a-f]{8} did not start within 20s: Pending; is node node-1 Ready\?/,
+    );
   });
 });
 
@@ -196,7 +253,13 @@ describe('nodes reached through agents during an apiserver outage', () => {
   };
   const mixed = Inventory.parse({
     ...testInventory(),
-    spec: { ...testInventory().spec, nodes: [{ name: 'cp-1', roles: ['control-plane'] }, { name: 'node-1', transport: { type: 'agent', enter: 'mount' } }] },
+    spec: {
+      ...testInventory().spec,
+      nodes: [
+        { name: 'cp-1', roles: ['control-plane'] },
+        { name: 'node-1', transport: { type: 'agent', enter: 'mount' } },
+      ],
+    },
   });
   const planOf = (steps: unknown[]) =>
     buildPlan({ runbook: Runbook.parse(baseRunbook({ steps })), file: 't.yaml', inventory: mixed, registry: outageRegistry() });

@@ -33,7 +33,6 @@ export interface AgentTarget {
   group?: number;
 }
 
-
 /** The agent settings of a node, when it is reached through an agent. */
 export function agentConfigOf(inventory: Inventory, node: InventoryNode): AgentTransport | undefined {
   const t = node.transport ?? inventory.spec.transport;
@@ -56,7 +55,8 @@ interface Owner {
   uid: string;
 }
 
-const ownedBy = (o: Owner | undefined) => (o ? { ownerReferences: [{ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', name: o.name, uid: o.uid }] } : {});
+const ownedBy = (o: Owner | undefined) =>
+  o ? { ownerReferences: [{ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', name: o.name, uid: o.uid }] } : {};
 
 const agentLabels = (runId: string, t: AgentTarget) => ({
   'app.kubernetes.io/name': AGENT_APP,
@@ -171,7 +171,16 @@ interface PodLite {
 }
 
 /** Container states that will not pass by themselves (the image, its registry, the command). */
-const STUCK = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull', 'CrashLoopBackOff', 'CreateContainerConfigError', 'CreateContainerError', 'RunContainerError']);
+const STUCK = new Set([
+  'ErrImagePull',
+  'ImagePullBackOff',
+  'InvalidImageName',
+  'ErrImageNeverPull',
+  'CrashLoopBackOff',
+  'CreateContainerConfigError',
+  'CreateContainerError',
+  'RunContainerError',
+]);
 
 /** Why an agent pod cannot run, with the fix; undefined while it may still start. */
 function podProblem(pod: PodLite, t: AgentTarget): string | undefined {
@@ -197,7 +206,8 @@ function podProblem(pod: PodLite, t: AgentTarget): string | undefined {
 /** Why the agent's Secret could not be created, with the fix. */
 function secretProblem(e: unknown, t: AgentTarget): string {
   const ns = t.config.namespace;
-  if (statusOf(e) === 404) return `the namespace ${ns} does not exist; create it with kube-runbook agent manifests -i INVENTORY | kubectl apply -f -`;
+  if (statusOf(e) === 404)
+    return `the namespace ${ns} does not exist; create it with kube-runbook agent manifests -i INVENTORY | kubectl apply -f -`;
   if (statusOf(e) === 403)
     return `not allowed to create the agent's Secret in ${ns} (${messageOf(e).slice(0, 300)}); the executor needs create, list and delete on secrets there (kube-runbook manifests grants them)`;
   return `cannot create the agent's Secret: ${messageOf(e).slice(0, 300)}`;
@@ -232,12 +242,14 @@ function api(ctx: Ctx) {
 }
 
 function keysOf(ctx: Ctx): AgentKeys {
-  if (!ctx.agentKeys) throw new KrError('AGENT_KEYS_MISSING', 'this run has no keys to sign its node agents\' requests with', { exit: 3 });
+  if (!ctx.agentKeys) throw new KrError('AGENT_KEYS_MISSING', "this run has no keys to sign its node agents' requests with", { exit: 3 });
   return ctx.agentKeys;
 }
 
-const podsPath = (ns: string, name?: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/pods${name ? `/${encodeURIComponent(name)}` : ''}`;
-const secretsPath = (ns: string, name?: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets${name ? `/${encodeURIComponent(name)}` : ''}`;
+const podsPath = (ns: string, name?: string) =>
+  `/api/v1/namespaces/${encodeURIComponent(ns)}/pods${name ? `/${encodeURIComponent(name)}` : ''}`;
+const secretsPath = (ns: string, name?: string) =>
+  `/api/v1/namespaces/${encodeURIComponent(ns)}/secrets${name ? `/${encodeURIComponent(name)}` : ''}`;
 
 /**
  * The agents of one run: their pods and the run Lease, in each agent namespace the targets use. `start` creates them
@@ -281,7 +293,12 @@ export class RunAgents {
           labels: { 'app.kubernetes.io/managed-by': 'kube-runbook', [LABEL_RUN]: runLabel(this.ctx.runId) },
           ...(lease ? { resourceVersion: lease.metadata.resourceVersion } : {}),
         },
-        spec: { holderIdentity: this.ctx.runId, leaseDurationSeconds: Math.max(1, Math.ceil(this.leaseMs / 1000)), acquireTime: lease?.spec.acquireTime ?? now, renewTime: now },
+        spec: {
+          holderIdentity: this.ctx.runId,
+          leaseDurationSeconds: Math.max(1, Math.ceil(this.leaseMs / 1000)),
+          acquireTime: lease?.spec.acquireTime ?? now,
+          renewTime: now,
+        },
       };
       const written = lease
         ? await json<LeaseBody>(path, { method: 'PUT', body, timeoutMs: 10_000, signal })
@@ -316,7 +333,12 @@ export class RunAgents {
           if (statusOf(e) !== 409) return void problems.set(t.node.name, secretProblem(e, t));
         }
         try {
-          await json(podsPath(ns), { method: 'POST', body: agentPod(this.ctx.runId, t, keys, this.leaseMs, owner), timeoutMs: 30_000, signal });
+          await json(podsPath(ns), {
+            method: 'POST',
+            body: agentPod(this.ctx.runId, t, keys, this.leaseMs, owner),
+            timeoutMs: 30_000,
+            signal,
+          });
         } catch (e) {
           if (statusOf(e) !== 409) problems.set(t.node.name, createProblem(e, t));
         }
@@ -349,7 +371,9 @@ export class RunAgents {
           const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting?.reason;
           last = `${pod.status?.phase ?? 'Pending'}${waiting ? ` (${waiting})` : ''}`;
         } else {
-          const r = await this.ctx.nodes.exec(t.node.name, 'echo kube-runbook-agent-ok', { timeoutMs: 10_000, signal }).catch((e: unknown) => ({ code: -1, stdout: '', stderr: messageOf(e) }));
+          const r = await this.ctx.nodes
+            .exec(t.node.name, 'echo kube-runbook-agent-ok', { timeoutMs: 10_000, signal })
+            .catch((e: unknown) => ({ code: -1, stdout: '', stderr: messageOf(e) }));
           if (r.code === 0 && r.stdout.includes('kube-runbook-agent-ok')) return undefined;
           last = `running, but its agent did not answer (${r.stderr.trim().slice(0, 200) || `exit ${r.code}`})`;
         }

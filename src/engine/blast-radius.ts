@@ -15,7 +15,11 @@ interface Faulting {
   targets: InventoryNode[] | null;
   revertLast: boolean;
 }
-type StepLike = Faulting | { kind: 'parallel'; children: ({ kind: string } | Faulting)[] } | { kind: 'revert'; target: Faulting } | { kind: 'expect' | 'wait' | 'confirm' };
+type StepLike =
+  | Faulting
+  | { kind: 'parallel'; children: ({ kind: string } | Faulting)[] }
+  | { kind: 'revert'; target: Faulting }
+  | { kind: 'expect' | 'wait' | 'confirm' };
 
 type Role = keyof MaxUnavailable;
 const ROLE_WORDS: Record<Role, string> = { controlPlane: 'control-plane', worker: 'worker' };
@@ -44,7 +48,10 @@ export function checkBlastRadius(steps: StepLike[], inventory: InventoryNode[], 
   const add = (a: Faulting, where: string) => {
     if (a.revertLast || !a.targets) return;
     for (const n of a.targets) down.set(n.name, { role: roleOf(n), step: a });
-    by.set(a, a.targets.map((n) => n.name));
+    by.set(
+      a,
+      a.targets.map((n) => n.name),
+    );
     for (const role of ['controlPlane', 'worker'] as const) {
       const limit = resolveLimit(limits[role], totals[role]);
       const nodes = [...down].filter(([, d]) => d.role === role).map(([name]) => name);
@@ -63,7 +70,6 @@ export function checkBlastRadius(steps: StepLike[], inventory: InventoryNode[], 
     if (s.kind === 'action') add(s, where);
     else if (s.kind === 'parallel') {
       for (const [j, c] of s.children.entries()) if (isFaulting(c)) add(c, `${where}.parallel[${j}]`);
-    }
-    else if (s.kind === 'revert') for (const name of by.get(s.target) ?? []) if (down.get(name)?.step === s.target) down.delete(name);
+    } else if (s.kind === 'revert') for (const name of by.get(s.target) ?? []) if (down.get(name)?.step === s.target) down.delete(name);
   }
 }

@@ -20,11 +20,7 @@ export const nobody: Confirmer = { answerable: false, ask: async () => 'no' };
  * Asks on a terminal: prints the message (and the live context, e.g. the eviction forecast) and waits for y/n
  * until the timeout. Anything but y/yes is no.
  */
-export function terminalConfirmer(
-  input: NodeJS.ReadableStream,
-  output: NodeJS.WritableStream,
-  clock: Clock,
-): Confirmer {
+export function terminalConfirmer(input: NodeJS.ReadableStream, output: NodeJS.WritableStream, clock: Clock): Confirmer {
   return {
     answerable: true,
     ask(message, { timeoutMs, signal, context }) {

@@ -6,7 +6,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { armScript, bootUnit, deadmanDir, disarmScript, keepaliveScript, leavePodCgroup, settleScript, statusScript } from './deadman.js';
 
 /** A lab node's options: the boot hook in a directory under the test's root. */
-const onNode = (root: string, node = 'node-1') => ({ root, node, onBoot: 'revert' as const, bootHook: 'dir' as const, bootDir: join(root, 'boot.d') });
+const onNode = (root: string, node = 'node-1') => ({
+  root,
+  node,
+  onBoot: 'revert' as const,
+  bootHook: 'dir' as const,
+  bootDir: join(root, 'boot.d'),
+});
 
 const sh = (script: string) => spawnSync('/bin/sh', ['-s'], { input: script, encoding: 'utf8' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -29,7 +35,16 @@ describe('dead-man scripts (run for real with /bin/sh)', () => {
   it('fires the revert once the keepalive is older than the ttl, and records it', async () => {
     root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const marker = join(root, 'reverted');
-    const r = sh(armScript({ runId: 'run1', faultId: 'f01-x-node-1', ttlMs: 2000, revert: `echo done >'${marker}'`, allowSystemd: false, ...onNode(root) }));
+    const r = sh(
+      armScript({
+        runId: 'run1',
+        faultId: 'f01-x-node-1',
+        ttlMs: 2000,
+        revert: `echo done >'${marker}'`,
+        allowSystemd: false,
+        ...onNode(root),
+      }),
+    );
     expect(r.status).toBe(0);
     const dir = deadmanDir('run1', 'f01-x-node-1', root);
     expect(sh(statusScript('run1', 'f01-x-node-1', root)).stdout.trim()).toBe('armed');
@@ -90,7 +105,12 @@ describe('arming is confirmed', () => {
       mkdirSync(join(root, 'bin'));
       writeFileSync(join(root, 'bin', 'setsid'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
       const script = armScript({ runId: 'run9', faultId: 'f01-q', ttlMs: 60_000, revert: 'true', allowSystemd: false, ...onNode(root) });
-      const r = spawnSync('/bin/sh', ['-s'], { input: script, encoding: 'utf8', env: { PATH: `${join(root, 'bin')}:${process.env.PATH}` }, timeout: 20_000 });
+      const r = spawnSync('/bin/sh', ['-s'], {
+        input: script,
+        encoding: 'utf8',
+        env: { PATH: `${join(root, 'bin')}:${process.env.PATH}` },
+        timeout: 20_000,
+      });
       expect(r.stderr).toContain("the dead-man's watcher did not start");
       expect(r.status).toBe(1);
       expect(existsSync(deadmanDir('run9', 'f01-q', root))).toBe(false);
@@ -103,7 +123,9 @@ describe('arming is confirmed', () => {
     const root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const other = spawn('sleep', ['30'], { stdio: 'ignore' });
     try {
-      expect(sh(armScript({ runId: 'run8', faultId: 'f01-p', ttlMs: 60_000, revert: 'true', allowSystemd: false, ...onNode(root) })).status).toBe(0);
+      expect(
+        sh(armScript({ runId: 'run8', faultId: 'f01-p', ttlMs: 60_000, revert: 'true', allowSystemd: false, ...onNode(root) })).status,
+      ).toBe(0);
       const dir = deadmanDir('run8', 'f01-p', root);
       const watcher = Number(readFileSync(join(dir, 'watcher.pid'), 'utf8'));
       // as after a reboot: the recorded pid now belongs to another process
@@ -136,7 +158,16 @@ describe('after a reboot (the watcher gone, the boot step run)', () => {
     root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const marker = join(root, 'parked');
     writeFileSync(marker, '');
-    const r = sh(armScript({ runId: 'rb1', faultId: 'f01-stop-x-node-2', ttlMs: 600_000, revert: `rm -f '${marker}'`, allowSystemd: false, ...onNode(root, 'node-2') }));
+    const r = sh(
+      armScript({
+        runId: 'rb1',
+        faultId: 'f01-stop-x-node-2',
+        ttlMs: 600_000,
+        revert: `rm -f '${marker}'`,
+        allowSystemd: false,
+        ...onNode(root, 'node-2'),
+      }),
+    );
     expect(r.status).toBe(0);
     expect(r.stdout).toContain('boot-hook dir');
     const dir = deadmanDir('rb1', 'f01-stop-x-node-2', root);
@@ -154,7 +185,17 @@ describe('after a reboot (the watcher gone, the boot step run)', () => {
   it('a remediation is not undone by a reboot: its watcher starts again and waits for its ttl', async () => {
     root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const marker = join(root, 'undone');
-    sh(armScript({ runId: 'rb2', faultId: 'f01-freeze', ttlMs: 3000, revert: `touch '${marker}'`, allowSystemd: false, ...onNode(root), onBoot: 'rewatch' }));
+    sh(
+      armScript({
+        runId: 'rb2',
+        faultId: 'f01-freeze',
+        ttlMs: 3000,
+        revert: `touch '${marker}'`,
+        allowSystemd: false,
+        ...onNode(root),
+        onBoot: 'rewatch',
+      }),
+    );
     const dir = deadmanDir('rb2', 'f01-freeze', root);
     const hook = join(root, 'boot.d', 'node-1', 'rb2--f01-freeze');
     killWatcher(dir);
@@ -184,7 +225,7 @@ describe('after a reboot (the watcher gone, the boot step run)', () => {
   });
 });
 
-describe('the executor\'s revert and the dead-man never run at once', () => {
+describe("the executor's revert and the dead-man never run at once", () => {
   let root: string;
   afterEach(() => {
     spawnSync('/bin/sh', ['-c', `pkill -f ${JSON.stringify(root)} || true`]);
@@ -208,7 +249,9 @@ describe('the executor\'s revert and the dead-man never run at once', () => {
   it('settle waits for a dead-man that fired to finish its revert', async () => {
     root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const done = join(root, 'done');
-    sh(armScript({ runId: 'rc2', faultId: 'f01-a', ttlMs: 1000, revert: `sleep 2; touch '${done}'`, allowSystemd: false, ...onNode(root) }));
+    sh(
+      armScript({ runId: 'rc2', faultId: 'f01-a', ttlMs: 1000, revert: `sleep 2; touch '${done}'`, allowSystemd: false, ...onNode(root) }),
+    );
     const dir = deadmanDir('rc2', 'f01-a', root);
     utimesSync(join(dir, 'keepalive'), new Date(0), new Date(0));
     expect(await until(() => existsSync(`${dir}.fired`), 3000)).toBe(true);
@@ -221,7 +264,8 @@ describe('the executor\'s revert and the dead-man never run at once', () => {
     root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const log = join(root, 'log');
     const revert = (id: string) => `echo "start ${id}" >>'${log}'; sleep 1; echo "end ${id}" >>'${log}'`;
-    for (const id of ['f01-a', 'f02-b']) sh(armScript({ runId: 'rc3', faultId: id, ttlMs: 1000, revert: revert(id), allowSystemd: false, ...onNode(root) }));
+    for (const id of ['f01-a', 'f02-b'])
+      sh(armScript({ runId: 'rc3', faultId: id, ttlMs: 1000, revert: revert(id), allowSystemd: false, ...onNode(root) }));
     for (const id of ['f01-a', 'f02-b']) utimesSync(join(deadmanDir('rc3', id, root), 'keepalive'), new Date(0), new Date(0));
     const lines = () => (existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : []);
     expect(await until(() => lines().length === 4, 15_000), lines().join(', ')).toBe(true);

@@ -54,7 +54,6 @@ export interface ArmOptions {
   bootDir?: string;
 }
 
-
 /**
  * The watcher: polls the keepalive's age each second and fires once, then exits; exits when disarmed. Whether to
  * fire is decided again holding the fault's lock (`<dir>.lock`), which the executor's touch before its own revert

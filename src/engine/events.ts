@@ -29,7 +29,8 @@ export interface FaultRef {
 }
 
 /** What the engine tries again when it fails for a transient reason (src/engine/retry.ts). */
-export type RetriedOp = 'revert' | 'disarm' | 'keepalive' | 'arm' | 'prepare' | 'preflight' | 'settle' | 'apply' | 'leave' | 'lock' | 'agents';
+export type RetriedOp =
+  'revert' | 'disarm' | 'keepalive' | 'arm' | 'prepare' | 'preflight' | 'settle' | 'apply' | 'leave' | 'lock' | 'agents';
 
 /** One failed attempt: another follows after `retryInMs`, or, without it, the failure is final. */
 export interface Attempt {

@@ -12,11 +12,16 @@ import type { RunEvent } from './events.js';
 import { FaultLedger } from './faults.js';
 import { inventoryOf } from '../testing/inventories.js';
 
-const inventory = Inventory.parse(inventoryOf({
-    layout: 'kubeadm',
-    transport: { type: 'agent', namespace: 'kr-agents' },
-    nodes: [{ name: 'node-1' }, { name: 'node-2', transport: { type: 'ssh' } }],
-  }, 't'));
+const inventory = Inventory.parse(
+  inventoryOf(
+    {
+      layout: 'kubeadm',
+      transport: { type: 'agent', namespace: 'kr-agents' },
+      nodes: [{ name: 'node-1' }, { name: 'node-2', transport: { type: 'ssh' } }],
+    },
+    't',
+  ),
+);
 
 /** An action that cuts its node off (isolatesNode yes): its apply script never gets an answer through the agent. */
 const cutOff = defineAction({
@@ -49,11 +54,22 @@ function setup() {
     if (script === 'cut') {
       // the agent took the script, then the node went silent: the transport gives up after silenceMs
       expect(options.silenceMs).toBe(5000);
-      throw new KrError('NODE_UNREACHABLE', 'node "node-1": its agent took the script and went silent for 5s', { transient: 'agent silence' });
+      throw new KrError('NODE_UNREACHABLE', 'node "node-1": its agent took the script and went silent for 5s', {
+        transient: 'agent silence',
+      });
     }
     return { code: 0, stdout: '', stderr: '' };
   });
-  const ctx: Ctx = { runId: 'run-1', clock, log: memoryLogger(), signal: new AbortController().signal, dryRun: false, inventory, kube: {} as KubeAccess, nodes };
+  const ctx: Ctx = {
+    runId: 'run-1',
+    clock,
+    log: memoryLogger(),
+    signal: new AbortController().signal,
+    dryRun: false,
+    inventory,
+    kube: {} as KubeAccess,
+    nodes,
+  };
   const ledger = new FaultLedger({ ctx, journal: null, emit: (e) => events.push(e), faultTtlMs: 20_000 });
   return { clock, events, nodes, ledger };
 }
@@ -68,7 +84,9 @@ describe('faults on nodes reached through agents', () => {
     expect(events.map((e) => e.type)).toEqual(['log', 'fault-applied']);
     expect(events[0]).toMatchObject({
       level: 'warn',
-      message: expect.stringContaining("went silent after taking the apply, as this fault cuts the node off from the apiserver: counted applied; the node's dead-man reverts it 20s after"),
+      message: expect.stringContaining(
+        "went silent after taking the apply, as this fault cuts the node off from the apiserver: counted applied; the node's dead-man reverts it 20s after",
+      ),
     });
   });
 

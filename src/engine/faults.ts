@@ -88,11 +88,19 @@ export class FaultLedger {
     const agent = node ? agentConfigOf(this.o.ctx.inventory, node) : undefined;
     // a fault that cuts its node off from the apiserver cuts the node's agent off too, before it can answer
     const isolating = Boolean(agent) && (action.meta.isolatesNode?.(params as never) ?? 'no') !== 'no';
-    const ctx: ActionCtx = { ...this.o.ctx, signal, node, ...(isolating ? { nodes: answeringWithin(this.o.ctx.nodes, ISOLATED_SILENCE_MS) } : {}) };
+    const ctx: ActionCtx = {
+      ...this.o.ctx,
+      signal,
+      node,
+      ...(isolating ? { nodes: answeringWithin(this.o.ctx.nodes, ISOLATED_SILENCE_MS) } : {}),
+    };
     const retry = (who: Who) => this.retrying(who, signal, on.deadline);
     await this.o.beforeApply?.(action, remediation);
     const state = await withRetries('prepare', () => action.prepare(ctx, params), retry({ node: node?.name, what: action.meta.id }));
-    const faultId = `f${String(++this.seq).padStart(2, '0')}-${action.meta.id}${node ? `-${node.name}` : ''}`.replace(/[^A-Za-z0-9._-]/g, '_');
+    const faultId = `f${String(++this.seq).padStart(2, '0')}-${action.meta.id}${node ? `-${node.name}` : ''}`.replace(
+      /[^A-Za-z0-9._-]/g,
+      '_',
+    );
     const nodeSide = node ? action.nodeSideRevert(state) : undefined;
     const ref: FaultRef = { faultId, action: action.meta.id, node: node?.name, step, remediation, manualRevert: nodeSide };
     const fault: AppliedFault = { ref, action, node, state, deadman: false, reverted: false };
@@ -148,7 +156,8 @@ export class FaultLedger {
       }
       this.o.journal?.append({ type: 'applied', at: this.o.ctx.clock.now(), faultId, state: fault.state });
       this.o.emit({ type: 'fault-applied', at: this.o.ctx.clock.now(), fault: ref });
-      if (action.meta.stopsEvictions) this.o.effects?.set(faultId, { action: action.meta.id, node: node?.name, stops: action.meta.stopsEvictions });
+      if (action.meta.stopsEvictions)
+        this.o.effects?.set(faultId, { action: action.meta.id, node: node?.name, stops: action.meta.stopsEvictions });
       return fault;
     } catch (e) {
       const error = messageOf(e);
@@ -175,7 +184,14 @@ export class FaultLedger {
     } catch (e) {
       const error = messageOf(e);
       this.o.journal?.append({ type: 'revert-failed', at: clock.now(), faultId: fault.ref.faultId, error, attempts: failures.length });
-      this.o.emit({ type: 'fault-revert-failed', at: clock.now(), fault: fault.ref, error, attempts: failures.length, retried: retriedKinds(failures) });
+      this.o.emit({
+        type: 'fault-revert-failed',
+        at: clock.now(),
+        fault: fault.ref,
+        error,
+        attempts: failures.length,
+        retried: retriedKinds(failures),
+      });
       return error;
     }
     fault.reverted = true;
@@ -186,11 +202,13 @@ export class FaultLedger {
     if (fault.deadman && fault.node) {
       const node = fault.node.name;
       const disarm = disarmScript(this.o.ctx.runId, fault.ref.faultId);
-      const r = await withRetries('disarm', () => this.o.ctx.nodes.exec(node, disarm, { timeoutMs: 30_000, signal }), retry).catch((e: unknown) => ({
-        code: -1,
-        stdout: '',
-        stderr: messageOf(e),
-      }));
+      const r = await withRetries('disarm', () => this.o.ctx.nodes.exec(node, disarm, { timeoutMs: 30_000, signal }), retry).catch(
+        (e: unknown) => ({
+          code: -1,
+          stdout: '',
+          stderr: messageOf(e),
+        }),
+      );
       if (r.code !== 0) {
         const error = r.stderr.trim() || `exit ${r.code}`;
         this.o.journal?.append({ type: 'disarm-failed', at: clock.now(), faultId: fault.ref.faultId, node, error });
@@ -204,7 +222,8 @@ export class FaultLedger {
         });
       }
       const fired = /^fired (\S*)/m.exec(r.stdout);
-      if (fired) this.o.ctx.log.warn(`the node-side dead-man on ${node} had already reverted ${fault.ref.faultId} (exit ${fired[1] || '?'})`);
+      if (fired)
+        this.o.ctx.log.warn(`the node-side dead-man on ${node} had already reverted ${fault.ref.faultId} (exit ${fired[1] || '?'})`);
     }
     return undefined;
   }
@@ -218,11 +237,19 @@ export class FaultLedger {
   private async settle(fault: AppliedFault, signal: AbortSignal, deadline: number): Promise<void> {
     const node = fault.node!.name;
     const waitS = Math.max(1, Math.min(600, Math.ceil((deadline - this.o.ctx.clock.now()) / 1000)));
-    const settle = () => this.o.ctx.nodes.exec(node, settleScript(this.o.ctx.runId, fault.ref.faultId, waitS), { timeoutMs: (waitS + 30) * 1000, signal });
+    const settle = () =>
+      this.o.ctx.nodes.exec(node, settleScript(this.o.ctx.runId, fault.ref.faultId, waitS), { timeoutMs: (waitS + 30) * 1000, signal });
     // through an agent, a node cut off by the fault answers again once its dead-man has reverted it: wait for that
-    const r = await (agentConfigOf(this.o.ctx.inventory, fault.node!) ? withRetries('settle', settle, this.retrying({ fault }, signal, deadline)) : settle()).catch(() => undefined);
+    const r = await (
+      agentConfigOf(this.o.ctx.inventory, fault.node!)
+        ? withRetries('settle', settle, this.retrying({ fault }, signal, deadline))
+        : settle()
+    ).catch(() => undefined);
     const fired = r && /^fired (\S*)/m.exec(r.stdout);
-    if (fired) this.o.ctx.log.info(`the node-side dead-man on ${node} reverted ${fault.ref.faultId} first (exit ${fired[1]}); reverting it again to confirm`);
+    if (fired)
+      this.o.ctx.log.info(
+        `the node-side dead-man on ${node} reverted ${fault.ref.faultId} first (exit ${fired[1]}); reverting it again to confirm`,
+      );
   }
 
   /**
@@ -241,11 +268,13 @@ export class FaultLedger {
       const node = f.node.name;
       const touch = settleScript(this.o.ctx.runId, f.ref.faultId, 1);
       const retry: EngineRetry = { ...this.retrying({ fault: f }, signal, clock.now() + timeMs), safeToRepeat: true };
-      const r = await withRetries('leave', () => this.o.ctx.nodes.exec(node, touch, { timeoutMs: 30_000, signal }), retry).catch((e: unknown) => ({
-        code: -1,
-        stdout: '',
-        stderr: messageOf(e),
-      }));
+      const r = await withRetries('leave', () => this.o.ctx.nodes.exec(node, touch, { timeoutMs: 30_000, signal }), retry).catch(
+        (e: unknown) => ({
+          code: -1,
+          stdout: '',
+          stderr: messageOf(e),
+        }),
+      );
       if (r.code === 0 && /^armed$/m.test(r.stdout))
         this.o.emit({
           type: 'log',
@@ -254,7 +283,9 @@ export class FaultLedger {
           message: `${f.ref.faultId} left in place on ${node}: its node-side dead-man undoes it ${ttl} from now unless \`kube-runbook recover\` does first`,
         });
       else if (r.code === 0)
-        this.warn(`${f.ref.faultId} is left in place but its dead-man on ${node} ${r.stdout.trim() || 'is gone'}: check ${deadmanDir(this.o.ctx.runId, f.ref.faultId)} on ${node}`);
+        this.warn(
+          `${f.ref.faultId} is left in place but its dead-man on ${node} ${r.stdout.trim() || 'is gone'}: check ${deadmanDir(this.o.ctx.runId, f.ref.faultId)} on ${node}`,
+        );
       else
         this.warn(
           `${f.ref.faultId} is left in place; its dead-man on ${node} could not be touched (${r.stderr.trim() || `exit ${r.code}`}): ` +
@@ -316,13 +347,19 @@ export class FaultLedger {
   async keepalive(signal: AbortSignal, deadline: number): Promise<void> {
     // nodes reached through agents follow the run Lease instead (src/engine/agents.ts)
     const nodes = new Set(
-      this.faults.filter((f) => f.deadman && !f.reverted && f.node && !agentConfigOf(this.o.ctx.inventory, f.node)).map((f) => f.node!.name),
+      this.faults
+        .filter((f) => f.deadman && !f.reverted && f.node && !agentConfigOf(this.o.ctx.inventory, f.node))
+        .map((f) => f.node!.name),
     );
     const script = keepaliveScript(this.o.ctx.runId);
     await Promise.all(
       [...nodes].map(async (n) => {
         try {
-          const r = await withRetries('keepalive', () => this.o.ctx.nodes.exec(n, script, { timeoutMs: 15_000, signal }), this.retrying({ node: n }, signal, deadline));
+          const r = await withRetries(
+            'keepalive',
+            () => this.o.ctx.nodes.exec(n, script, { timeoutMs: 15_000, signal }),
+            this.retrying({ node: n }, signal, deadline),
+          );
           if (r.code !== 0) this.o.ctx.log.warn(`keepalive on ${n} failed: ${r.stderr.trim()}`);
         } catch (e) {
           this.o.ctx.log.warn(`keepalive on ${n} failed: ${messageOf(e)}`);
@@ -343,7 +380,13 @@ export class FaultLedger {
       backoff: this.o.backoff,
       record: (a: Attempt) => {
         const at = clock.now();
-        this.o.journal?.append({ type: 'attempt', at, ...a, ...(faultId === undefined ? {} : { faultId }), ...(node === undefined ? {} : { node }) });
+        this.o.journal?.append({
+          type: 'attempt',
+          at,
+          ...a,
+          ...(faultId === undefined ? {} : { faultId }),
+          ...(node === undefined ? {} : { node }),
+        });
         this.o.emit({ type: 'attempt', at, ...a, fault: who.fault?.ref, node, what: who.what });
       },
     };

@@ -8,8 +8,30 @@ import { Journal, outstanding, parseJournal, readJournal } from './journal.js';
 const dir = mkdtempSync(join(tmpdir(), 'kr-journal-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const run = { type: 'run', at: 1, runId: 'r1', runbookFile: 'rb.yaml', runbookName: 'rb', inventoryFile: 'inv.yaml', inventory: {}, context: 'lab', faultTtlMs: 60_000, pid: 1, host: 'h' };
-const prepared = (faultId: string) => ({ type: 'prepared', at: 2, faultId, action: 'run-command', node: 'node-1', step: '1 x', remediation: false, state: {}, deadman: true });
+const run = {
+  type: 'run',
+  at: 1,
+  runId: 'r1',
+  runbookFile: 'rb.yaml',
+  runbookName: 'rb',
+  inventoryFile: 'inv.yaml',
+  inventory: {},
+  context: 'lab',
+  faultTtlMs: 60_000,
+  pid: 1,
+  host: 'h',
+};
+const prepared = (faultId: string) => ({
+  type: 'prepared',
+  at: 2,
+  faultId,
+  action: 'run-command',
+  node: 'node-1',
+  step: '1 x',
+  remediation: false,
+  state: {},
+  deadman: true,
+});
 const write = (name: string, records: object[]) => {
   const file = join(dir, name);
   writeFileSync(file, records.map((r) => JSON.stringify(r)).join('\n') + '\n');
@@ -18,7 +40,14 @@ const write = (name: string, records: object[]) => {
 
 describe('readJournal', () => {
   it('reads a journal written before retries (no attempt records, no attempt counts)', () => {
-    const file = write('old.jsonl', [run, prepared('f01'), { type: 'applied', at: 3, faultId: 'f01', state: {} }, { type: 'reverted', at: 4, faultId: 'f01', by: 'executor' }, prepared('f02'), { type: 'revert-failed', at: 5, faultId: 'f02', error: 'exit 1' }]);
+    const file = write('old.jsonl', [
+      run,
+      prepared('f01'),
+      { type: 'applied', at: 3, faultId: 'f01', state: {} },
+      { type: 'reverted', at: 4, faultId: 'f01', by: 'executor' },
+      prepared('f02'),
+      { type: 'revert-failed', at: 5, faultId: 'f02', error: 'exit 1' },
+    ]);
     const view = readJournal(file);
     expect(view.faults.map((f) => [f.prepared.faultId, f.reverted, f.error, f.attempts])).toEqual([
       ['f01', true, undefined, []],
@@ -28,12 +57,31 @@ describe('readJournal', () => {
   });
 
   it("lists each fault's failed attempts, and skips attempts of nothing it knows", () => {
-    const attempt = (faultId: string | undefined, n: number, extra = {}) => ({ type: 'attempt', at: 5 + n, op: 'revert', faultId, node: 'node-1', attempt: n, error: 'reset', transient: 'connection reset', ...extra });
+    const attempt = (faultId: string | undefined, n: number, extra = {}) => ({
+      type: 'attempt',
+      at: 5 + n,
+      op: 'revert',
+      faultId,
+      node: 'node-1',
+      attempt: n,
+      error: 'reset',
+      transient: 'connection reset',
+      ...extra,
+    });
     const file = write('new.jsonl', [
       run,
       prepared('f01'),
       attempt('f01', 1, { retryInMs: 400 }),
-      { type: 'attempt', at: 6, op: 'keepalive', node: 'node-1', attempt: 1, error: 'reset', transient: 'connection reset', retryInMs: 300 },
+      {
+        type: 'attempt',
+        at: 6,
+        op: 'keepalive',
+        node: 'node-1',
+        attempt: 1,
+        error: 'reset',
+        transient: 'connection reset',
+        retryInMs: 300,
+      },
       attempt('f09', 1),
       attempt('f01', 2, { retryInMs: 900 }),
       { type: 'reverted', at: 8, faultId: 'f01', by: 'executor', attempts: 3 },
@@ -92,7 +140,10 @@ describe('readJournal', () => {
     j.append(run as never);
     j.append({ type: 'end', at: 9, status: 'passed' });
     j.close();
-    const records = readFileSync(file, 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as { version?: string });
+    const records = readFileSync(file, 'utf8')
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { version?: string });
     expect(records.map((r) => r.version)).toEqual([toolVersion(), toolVersion()]);
     expect(toolVersion()).toMatch(/^\d+\.\d+\.\d+/);
   });

@@ -1,4 +1,16 @@
-import { closeSync, fstatSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, statSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import { dirname, join } from 'node:path';
 import { KrError } from '../core/errors.js';
 import { redactStrings } from '../core/logger.js';
@@ -245,7 +257,9 @@ export function parseJournal(text: string, file: string): JournalView {
       if (i === lines.length - 1) continue;
     }
     if (!isRecord(record))
-      throw new KrError('JOURNAL_INVALID', `${file}:${i + 1}: not a journal record: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`, { exit: 2 });
+      throw new KrError('JOURNAL_INVALID', `${file}:${i + 1}: not a journal record: ${line.length > 80 ? `${line.slice(0, 79)}…` : line}`, {
+        exit: 2,
+      });
     records.push(record);
   }
   const run = records.find((r): r is RunRecord => r.type === 'run');
@@ -265,7 +279,10 @@ export function parseJournal(text: string, file: string): JournalView {
 }
 
 const isRecord = (r: unknown): r is JournalRecord =>
-  typeof r === 'object' && r !== null && typeof (r as { type?: unknown }).type === 'string' && typeof (r as { at?: unknown }).at === 'number';
+  typeof r === 'object' &&
+  r !== null &&
+  typeof (r as { type?: unknown }).type === 'string' &&
+  typeof (r as { at?: unknown }).at === 'number';
 
 function update(faults: Map<string, FaultEntry>, id: string, fn: (f: FaultEntry) => void): void {
   const f = faults.get(id);
@@ -283,5 +300,8 @@ export function listJournals(dir = runsDir()): string[] {
   } catch {
     return [];
   }
-  return names.sort().reverse().map((n) => join(dir, n));
+  return names
+    .sort()
+    .reverse()
+    .map((n) => join(dir, n));
 }

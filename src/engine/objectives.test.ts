@@ -14,7 +14,10 @@ async function cutRun(objectives: unknown[], o: { guard?: ScriptedProbe; steps?:
   const h = await startTestRun({
     runbook: baseRunbook({
       ...(o.guard ? { guards: [{ name: 'pods', probe: 'pods' }] } : {}),
-      steps: o.steps ?? [{ name: 'cut', action: 'cut', with: { nodes: { names: ['node-1'] } } }, { name: 'hold', wait: '10s' }],
+      steps: o.steps ?? [
+        { name: 'cut', action: 'cut', with: { nodes: { names: ['node-1'] } } },
+        { name: 'hold', wait: '10s' },
+      ],
       objectives,
     }),
     actions: [recordingAction('cut', log)],
@@ -68,12 +71,22 @@ describe('recovery objectives', () => {
     await reverted();
     await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'), 200_000);
     for (const e of h.events) collector.onEvent(e);
-    expect(await h.handle.result).toMatchObject({ status: 'objective-missed', exitCode: 5, remaining: [], reason: 'recovery objectives missed: leases fresh, from the hold' });
+    expect(await h.handle.result).toMatchObject({
+      status: 'objective-missed',
+      exitCode: 5,
+      remaining: [],
+      reason: 'recovery objectives missed: leases fresh, from the hold',
+    });
     expect(decided(h.events).map((e) => `${e.name} ${e.phase}`)).toEqual(['leases fresh missed', 'from the hold missed']);
     // in the order their clocks started: the hold's first
     expect(collector.report.objectives).toEqual([
       expect.objectContaining({ name: 'from the hold', status: 'missed', withinMs: 60_000 }),
-      expect.objectContaining({ name: 'leases fresh', status: 'missed', withinMs: 20_000, detail: 'leases not ok within 20s (last reading violated: node-1 stale)' }),
+      expect.objectContaining({
+        name: 'leases fresh',
+        status: 'missed',
+        withinMs: 20_000,
+        detail: 'leases not ok within 20s (last reading violated: node-1 stale)',
+      }),
     ]);
     const junit = renderJUnit(collector.report);
     expect(junit).toContain('<testcase classname="test.objectives" name="leases fresh" time="0.000"><failure message="objective missed">');
@@ -81,15 +94,21 @@ describe('recovery objectives', () => {
 
   it("an objective whose step never ran is unmeasured, and does not change the run's outcome", async () => {
     const guard = new ScriptedProbe('pods', { status: 'ok', value: null, detail: 'no deletions' });
-    const { h, leases } = await cutRun(
-      [{ name: 'after the second cut', probe: 'leases', from: { step: 'second cut' }, within: '1m' }],
-      { guard, steps: [{ name: 'cut', action: 'cut', with: { nodes: { names: ['node-1'] } } }, { wait: '10s' }, { name: 'second cut', action: 'cut', with: { nodes: { names: ['node-2'] } } }] },
-    );
+    const { h, leases } = await cutRun([{ name: 'after the second cut', probe: 'leases', from: { step: 'second cut' }, within: '1m' }], {
+      guard,
+      steps: [
+        { name: 'cut', action: 'cut', with: { nodes: { names: ['node-1'] } } },
+        { wait: '10s' },
+        { name: 'second cut', action: 'cut', with: { nodes: { names: ['node-2'] } } },
+      ],
+    });
     guard.push('violated', '1 pod deleted', h.clock.now());
     leases.push('ok', 'all fresh', h.clock.now());
     await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
     expect(await h.handle.result).toMatchObject({ status: 'aborted', exitCode: 1 });
-    expect(decided(h.events)).toEqual([expect.objectContaining({ phase: 'unmeasured', detail: 'its clock never started: step "second cut" did not run' })]);
+    expect(decided(h.events)).toEqual([
+      expect.objectContaining({ phase: 'unmeasured', detail: 'its clock never started: step "second cut" did not run' }),
+    ]);
   });
 
   it('an interrupt while the run waits for an objective ends the wait: unmeasured, exit 130', async () => {

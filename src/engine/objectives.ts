@@ -55,7 +55,8 @@ export class ObjectiveClocks {
   /** Run events the clocks start on: a named step's start, a fault's revert. */
   readonly onEvent = (e: RunEvent): void => {
     if (e.type === 'step-start')
-      for (const c of this.clocks) if (typeof c.objective.from === 'object' && c.objective.from.step === e.name) this.begin(c, e.at, `step "${e.name}" started`);
+      for (const c of this.clocks)
+        if (typeof c.objective.from === 'object' && c.objective.from.step === e.name) this.begin(c, e.at, `step "${e.name}" started`);
     if (e.type === 'fault-reverted' && !e.fault.remediation) this.lastRevert = Math.max(this.lastRevert ?? 0, e.at);
   };
 
@@ -65,10 +66,16 @@ export class ObjectiveClocks {
    */
   async settle(rolledBackAt: number, signal: AbortSignal): Promise<void> {
     for (const c of this.clocks)
-      if (c.objective.from === 'revert') this.begin(c, this.lastRevert ?? rolledBackAt, this.lastRevert === undefined ? 'nothing was applied' : 'the last fault was reverted');
+      if (c.objective.from === 'revert')
+        this.begin(
+          c,
+          this.lastRevert ?? rolledBackAt,
+          this.lastRevert === undefined ? 'nothing was applied' : 'the last fault was reverted',
+        );
     const now = () => this.ctx.clock.now();
     for (const c of this.clocks)
-      if (c.startedAt === undefined) this.end(c, 'unmeasured', now(), `its clock never started: step "${(c.objective.from as { step: string }).step}" did not run`);
+      if (c.startedAt === undefined)
+        this.end(c, 'unmeasured', now(), `its clock never started: step "${(c.objective.from as { step: string }).step}" did not run`);
     while (!signal.aborted && this.clocks.some((c) => !c.decided)) {
       for (const c of this.clocks) this.decide(c, now());
       if (this.clocks.every((c) => c.decided)) break;
@@ -87,7 +94,15 @@ export class ObjectiveClocks {
   private begin(c: Clock, at: number, why: string): void {
     if (c.startedAt !== undefined) return;
     c.startedAt = at;
-    this.emit({ type: 'objective', at, name: c.objective.name, phase: 'start', detail: why, withinMs: c.objective.withinMs, startedAt: at });
+    this.emit({
+      type: 'objective',
+      at,
+      name: c.objective.name,
+      phase: 'start',
+      detail: why,
+      withinMs: c.objective.withinMs,
+      startedAt: at,
+    });
     this.decide(c, this.ctx.clock.now());
   }
 
@@ -99,13 +114,28 @@ export class ObjectiveClocks {
     const since = c.okSince === null ? null : Math.max(c.okSince, c.startedAt);
     if (since !== null && since <= deadline && now - since >= o.holdForMs) {
       const recoveryMs = since - c.startedAt;
-      this.end(c, 'met', now, `${o.probeId} ok ${formatDuration(recoveryMs)} after the clock started and for ${formatDuration(now - since)} since (objective ${formatDuration(o.withinMs)})`, recoveryMs);
+      this.end(
+        c,
+        'met',
+        now,
+        `${o.probeId} ok ${formatDuration(recoveryMs)} after the clock started and for ${formatDuration(now - since)} since (objective ${formatDuration(o.withinMs)})`,
+        recoveryMs,
+      );
     } else if ((since === null || since > deadline) && now > deadline)
       this.end(c, 'missed', now, `${o.probeId} not ok within ${formatDuration(o.withinMs)} (last reading ${c.last})`);
   }
 
   private end(c: Clock, phase: 'met' | 'missed' | 'unmeasured', at: number, detail: string, recoveryMs?: number): void {
     c.decided = phase;
-    this.emit({ type: 'objective', at, name: c.objective.name, phase, detail, withinMs: c.objective.withinMs, startedAt: c.startedAt, recoveryMs });
+    this.emit({
+      type: 'objective',
+      at,
+      name: c.objective.name,
+      phase,
+      detail,
+      withinMs: c.objective.withinMs,
+      startedAt: c.startedAt,
+      recoveryMs,
+    });
   }
 }

@@ -16,11 +16,24 @@ const registry = registryOf([newer, older], []);
 const runbook = Runbook.parse(
   baseRunbook({
     steps: [{ wait: '1s' }],
-    remediation: [{ name: 'freeze', action: 'disable-taint-eviction', with: { nodes: 'control-plane' }, orElse: { action: 'stop-controller-manager', with: { nodes: 'control-plane' } } }],
+    remediation: [
+      {
+        name: 'freeze',
+        action: 'disable-taint-eviction',
+        with: { nodes: 'control-plane' },
+        orElse: { action: 'stop-controller-manager', with: { nodes: 'control-plane' } },
+      },
+    ],
   }),
 );
 const plan = (gitVersion?: string) =>
-  buildPlan({ runbook, file: 't.yaml', inventory: Inventory.parse(testInventory()), registry, serverVersion: parseKubeVersion(gitVersion) });
+  buildPlan({
+    runbook,
+    file: 't.yaml',
+    inventory: Inventory.parse(testInventory()),
+    registry,
+    serverVersion: parseKubeVersion(gitVersion),
+  });
 
 describe('orElse: an action and the one used where the server is too old for it', () => {
   it('a server new enough keeps the action', async () => {
@@ -33,8 +46,12 @@ describe('orElse: an action and the one used where the server is too old for it'
     const r = p.remediation[0]!;
     expect(r.actionId).toBe('stop-controller-manager');
     expect(r.targets?.map((t) => t.name)).toEqual(['cp-1']);
-    expect(r.substituted).toBe('disable-taint-eviction needs Kubernetes 1.29 or newer and the server is v1.20.2: using stop-controller-manager');
-    expect(renderPlan(p)).toContain('(disable-taint-eviction needs Kubernetes 1.29 or newer and the server is v1.20.2: using stop-controller-manager)');
+    expect(r.substituted).toBe(
+      'disable-taint-eviction needs Kubernetes 1.29 or newer and the server is v1.20.2: using stop-controller-manager',
+    );
+    expect(renderPlan(p)).toContain(
+      '(disable-taint-eviction needs Kubernetes 1.29 or newer and the server is v1.20.2: using stop-controller-manager)',
+    );
   });
 
   it('without the server version the plan keeps the action and says orElse is decided at run time', async () => {
@@ -49,13 +66,20 @@ describe('spec.safety.maxUnavailable', () => {
   const reg = registryOf([fault], []);
   const defaults = { safety: { allowContexts: ['lab'] } };
   const planOf = (spec: Record<string, unknown>) =>
-    buildPlan({ runbook: Runbook.parse(baseRunbook({ ...defaults, ...spec })), file: 't.yaml', inventory: Inventory.parse(testInventory()), registry: reg });
+    buildPlan({
+      runbook: Runbook.parse(baseRunbook({ ...defaults, ...spec })),
+      file: 't.yaml',
+      inventory: Inventory.parse(testInventory()),
+      registry: reg,
+    });
 
   it('refuses, at plan time, more workers faulted at once than the default (50%, rounded up: 2 of 3)', async () => {
     await expect(planOf({ steps: [{ action: 'run-command', with: { nodes: 'workers' } }] })).rejects.toMatchObject({
       code: 'MAX_UNAVAILABLE',
       exit: 2,
-      message: expect.stringContaining('spec.steps[0] (run-command on node-1, node-2, node-3): 3 of 3 worker nodes would be faulted at once'),
+      message: expect.stringContaining(
+        'spec.steps[0] (run-command on node-1, node-2, node-3): 3 of 3 worker nodes would be faulted at once',
+      ),
     });
     await expect(planOf({ steps: [{ action: 'run-command', with: { nodes: { role: 'worker', count: 2 } } }] })).resolves.toBeDefined();
   });
@@ -73,12 +97,30 @@ describe('spec.safety.maxUnavailable', () => {
 
   it('one control-plane node by default; limits as counts or percentages; protective steps do not count', async () => {
     const inv = testInventory(['cp-1', 'cp-2', 'node-1']);
-    const p = (spec: Record<string, unknown>) => buildPlan({ runbook: Runbook.parse(baseRunbook({ ...defaults, ...spec })), file: 't.yaml', inventory: Inventory.parse(inv), registry: reg });
+    const p = (spec: Record<string, unknown>) =>
+      buildPlan({
+        runbook: Runbook.parse(baseRunbook({ ...defaults, ...spec })),
+        file: 't.yaml',
+        inventory: Inventory.parse(inv),
+        registry: reg,
+      });
     await expect(p({ steps: [{ action: 'run-command', with: { nodes: 'control-plane' } }] })).rejects.toMatchObject({
-      message: expect.stringContaining('2 of 2 control-plane nodes would be faulted at once (cp-1, cp-2), more than spec.safety.maxUnavailable.controlPlane allows (1)'),
+      message: expect.stringContaining(
+        '2 of 2 control-plane nodes would be faulted at once (cp-1, cp-2), more than spec.safety.maxUnavailable.controlPlane allows (1)',
+      ),
     });
-    await expect(p({ safety: { allowContexts: ['lab'], maxUnavailable: { controlPlane: 2 } }, steps: [{ action: 'run-command', with: { nodes: 'control-plane' } }] })).resolves.toBeDefined();
-    await expect(p({ safety: { allowContexts: ['lab'], maxUnavailable: { controlPlane: '100%' } }, steps: [{ action: 'run-command', with: { nodes: 'control-plane' } }] })).resolves.toBeDefined();
+    await expect(
+      p({
+        safety: { allowContexts: ['lab'], maxUnavailable: { controlPlane: 2 } },
+        steps: [{ action: 'run-command', with: { nodes: 'control-plane' } }],
+      }),
+    ).resolves.toBeDefined();
+    await expect(
+      p({
+        safety: { allowContexts: ['lab'], maxUnavailable: { controlPlane: '100%' } },
+        steps: [{ action: 'run-command', with: { nodes: 'control-plane' } }],
+      }),
+    ).resolves.toBeDefined();
     await expect(p({ steps: [{ action: 'run-command', with: { nodes: 'control-plane' }, revertLast: true }] })).resolves.toBeDefined();
     expect(() => Runbook.parse(baseRunbook({ safety: { maxUnavailable: { worker: '150%' } }, steps: [{ wait: '1s' }] }))).toThrow();
   });

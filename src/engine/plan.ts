@@ -221,12 +221,19 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
     });
 
   const remediation: PlannedAction[] = [];
-  for (const [i, r] of runbook.spec.remediation.entries())
-    remediation.push(await planAction(`R${i + 1}`, r, `spec.remediation[${i}]`));
+  for (const [i, r] of runbook.spec.remediation.entries()) remediation.push(await planAction(`R${i + 1}`, r, `spec.remediation[${i}]`));
 
   const objectives: PlannedObjective[] = [];
   for (const o of runbook.spec.objectives)
-    objectives.push({ name: o.name, probeId: o.probe, probe: await registry.probe(o.probe), params: o.with, from: o.from, holdForMs: o.holdFor, withinMs: o.within });
+    objectives.push({
+      name: o.name,
+      probeId: o.probe,
+      probe: await registry.probe(o.probe),
+      params: o.with,
+      from: o.from,
+      holdForMs: o.holdFor,
+      withinMs: o.within,
+    });
 
   checkBlastRadius(steps, input.inventory.spec.nodes, runbook.spec.safety.maxUnavailable);
   const wf = runbook.spec.rollback.waitFor;

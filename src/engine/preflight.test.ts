@@ -12,7 +12,9 @@ describe('spec.safety.allowContexts', () => {
     expect(contextAllowed('in-cluster', server, ['in-cluster@https://10.96.0.1:443'])).toBe(true);
     expect(contextAllowed('in-cluster', 'https://10.96.0.2:443', ['in-cluster@https://10.96.0.1:443'])).toBe(false);
     expect(contextAllowed('in-cluster', 'https://10.96.0.1:443', ['lab@https://10.96.0.1:443', 'lab-*'])).toBe(false);
-    expect(contextAllowed('staging-eu', 'https://api.eu.staging.example:6443', ['staging-*@https://api.*.staging.example:6443'])).toBe(true);
+    expect(contextAllowed('staging-eu', 'https://api.eu.staging.example:6443', ['staging-*@https://api.*.staging.example:6443'])).toBe(
+      true,
+    );
   });
 
   it('a pattern of many stars against a long name answers at once (linear time)', () => {

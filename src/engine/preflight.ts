@@ -29,7 +29,13 @@ export interface PreflightResult {
  */
 export function contextAllowed(context: string, server: string, patterns: string[]): boolean {
   // on RE2: a pattern of many stars against a long name takes linear time, not the backtracking's polynomial
-  const glob = (p: string) => compilePattern(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`);
+  const glob = (p: string) =>
+    compilePattern(
+      `^${p
+        .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+        .replace(/\*/g, '.*')
+        .replace(/\?/g, '.')}$`,
+    );
   return patterns.some((p) => glob(p).test(p.includes('@') ? `${context}@${server}` : context));
 }
 
@@ -97,7 +103,13 @@ export async function preflight(
     check('cluster', true, `apiserver ${ctx.kube.server} answers`);
   } catch (e) {
     reachable = false;
-    check('cluster', false, e instanceof ApiStatusError ? `apiserver ${ctx.kube.server} answered ${e.status}` : `apiserver ${ctx.kube.server} does not answer: ${messageOf(e)}`);
+    check(
+      'cluster',
+      false,
+      e instanceof ApiStatusError
+        ? `apiserver ${ctx.kube.server} answered ${e.status}`
+        : `apiserver ${ctx.kube.server} does not answer: ${messageOf(e)}`,
+    );
   }
   // the same declarations (each module's meta.access, with its params) that `kube-runbook manifests` grants
   const checks = reachable ? distinctChecks(planAccess(plan, observers)) : [];
@@ -106,17 +118,26 @@ export async function preflight(
   for (const { check: a, by } of checks) {
     try {
       // a SelfSubjectAccessReview stores nothing: repeating it is harmless
-      if (!(await withRetries('preflight', () => ctx.kube.canI(a), retry('rbac', undefined, true)))) denied.push(`${describeCheck(a)} (for ${by.join(', ')})`);
+      if (!(await withRetries('preflight', () => ctx.kube.canI(a), retry('rbac', undefined, true))))
+        denied.push(`${describeCheck(a)} (for ${by.join(', ')})`);
     } catch (e) {
       denied.push(`${describeCheck(a)} (${messageOf(e)})`);
     }
   }
   if (reachable)
-    check('rbac', denied.length === 0, denied.length ? `not allowed: ${denied.join('; ')}` : `${checks.length} permission(s) the runbook and the run lock need are granted`);
+    check(
+      'rbac',
+      denied.length === 0,
+      denied.length ? `not allowed: ${denied.join('; ')}` : `${checks.length} permission(s) the runbook and the run lock need are granted`,
+    );
   if (reachable && !denied.length) {
     // read-only here (also for --dry-run): the run takes the lock right after a preflight that passed
     try {
-      const holder = await withRetries('preflight', () => runLockHolder(ctx.kube, { namespace: ns, runId: ctx.runId, now: () => ctx.clock.now() }), retry('run lock'));
+      const holder = await withRetries(
+        'preflight',
+        () => runLockHolder(ctx.kube, { namespace: ns, runId: ctx.runId, now: () => ctx.clock.now() }),
+        retry('run lock'),
+      );
       check('run lock', !holder, holder ? describeHolder(ns, holder) : `no other run holds Lease ${ns}/${RUN_LOCK_NAME}`);
     } catch (e) {
       check('run lock', false, `cannot read Lease ${ns}/${RUN_LOCK_NAME}: ${messageOf(e)}`);
@@ -131,14 +152,21 @@ export async function preflight(
   const outage = agentsDuringOutage(plan);
   if (outage.length) check('agents', false, outage.join('; '));
   if (viaAgent.size && !outage.length) {
-    if (!agents) check('agents', true, `dry run: ${viaAgent.size} agent pod(s) not started; ${[...viaAgent].sort().join(', ')} and their actions' checks are left to the run`);
+    if (!agents)
+      check(
+        'agents',
+        true,
+        `dry run: ${viaAgent.size} agent pod(s) not started; ${[...viaAgent].sort().join(', ')} and their actions' checks are left to the run`,
+      );
     else if (failures.length) check('agents', false, 'not started: the checks above failed');
     else {
       const problems = await agents.start(ctx.signal);
       check(
         'agents',
         problems.length === 0,
-        problems.length ? `cannot start the node agents: ${problems.join('; ')}` : `${agents.targets.length} agent pod(s) running and answering in ${agents.namespaces.join(', ')}`,
+        problems.length
+          ? `cannot start the node agents: ${problems.join('; ')}`
+          : `${agents.targets.length} agent pod(s) running and answering in ${agents.namespaces.join(', ')}`,
       );
       if (problems.length) return { ok: false, failures };
       skipped = new Set();
@@ -149,15 +177,24 @@ export async function preflight(
   await Promise.all(
     nodes.map(async (n) => {
       try {
-        const r = await withRetries('preflight', () => ctx.nodes.exec(n.name, 'echo kube-runbook-ok', { timeoutMs: 20_000, signal: ctx.signal }), retry('nodes', n.name));
-        if (r.code !== 0 || !r.stdout.includes('kube-runbook-ok')) unreachable.push(`${n.name} (exit ${r.code}: ${r.stderr.trim().slice(0, 200)})`);
+        const r = await withRetries(
+          'preflight',
+          () => ctx.nodes.exec(n.name, 'echo kube-runbook-ok', { timeoutMs: 20_000, signal: ctx.signal }),
+          retry('nodes', n.name),
+        );
+        if (r.code !== 0 || !r.stdout.includes('kube-runbook-ok'))
+          unreachable.push(`${n.name} (exit ${r.code}: ${r.stderr.trim().slice(0, 200)})`);
       } catch (e) {
         unreachable.push(`${n.name} (${messageOf(e)})`);
       }
     }),
   );
   if (nodes.length)
-    check('nodes', unreachable.length === 0, unreachable.length ? `unreachable: ${unreachable.sort().join('; ')}` : `${nodes.length} node(s) reachable`);
+    check(
+      'nodes',
+      unreachable.length === 0,
+      unreachable.length ? `unreachable: ${unreachable.sort().join('; ')}` : `${nodes.length} node(s) reachable`,
+    );
   if (unreachable.length) return { ok: false, failures };
 
   for (const a of actions) {
@@ -168,7 +205,11 @@ export async function preflight(
       try {
         const ready = a.action.preflight.bind(a.action);
         const selection = a.targets?.map((t) => t.name);
-        await withRetries('preflight', () => ready({ ...ctx, node, ...(selection ? { selection } : {}) }, a.params), retry(`action ${a.index} ${a.actionId}`, node?.name));
+        await withRetries(
+          'preflight',
+          () => ready({ ...ctx, node, ...(selection ? { selection } : {}) }, a.params),
+          retry(`action ${a.index} ${a.actionId}`, node?.name),
+        );
       } catch (e) {
         problems.push(`${node ? `${node.name}: ` : ''}${messageOf(e)}`);
       }

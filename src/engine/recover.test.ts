@@ -28,7 +28,9 @@ describe('recover in a fresh process', () => {
     const runbookFile = join(dir, 'runbook.json');
     writeFileSync(runbookFile, childRunbook('recover-test', `touch '${marker}'`, `rm -f '${marker}'; echo reverted >>'${dir}/log'`));
     const journals = join(dir, 'runs');
-    const child = spawn(process.execPath, ['test/fixtures/engine-child.mjs', runbookFile, journals], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['test/fixtures/engine-child.mjs', runbookFile, journals], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     await new Promise<void>((resolve, reject) => {
       child.stdout.on('data', (d: Buffer) => d.toString().includes('applied') && resolve());
       child.on('exit', (code) => reject(new Error(`child exited early (${code})`)));
@@ -95,7 +97,16 @@ describe('recover tells a live run by the holder of its lock, not by the machine
   };
   const ctxOf = (clock: FakeClock, kube: ReturnType<typeof fakeKubeAccess>, runId: string) => {
     const inventory = parseInventoryLoosely(testInventory());
-    return { runId, clock, log: silentLogger, signal: new AbortController().signal, dryRun: false, inventory, kube, nodes: new FakeNodes(inventory.spec.nodes) };
+    return {
+      runId,
+      clock,
+      log: silentLogger,
+      signal: new AbortController().signal,
+      dryRun: false,
+      inventory,
+      kube,
+      nodes: new FakeNodes(inventory.spec.nodes),
+    };
   };
 
   /** The cluster-wide run lock, taken just now by RUNID's executor at WHERE (2 min, renewed every 15 s). */
@@ -108,12 +119,17 @@ describe('recover tells a live run by the holder of its lock, not by the machine
     const view = journalOf('run-elsewhere');
     await lockHeldBy(clock, kube, 'run-elsewhere', 'ops@another-host pid 4242');
     const recover = () => recoverRun(view, { ctx: ctxOf(clock, kube, 'run-elsewhere'), registry: defaultRegistry, emit: () => {} });
-    await expect(recover()).rejects.toMatchObject({ code: 'RUN_STILL_ACTIVE', message: expect.stringContaining('its executor (ops@another-host pid 4242) renewed the cluster-wide run lock') });
+    await expect(recover()).rejects.toMatchObject({
+      code: 'RUN_STILL_ACTIVE',
+      message: expect.stringContaining('its executor (ops@another-host pid 4242) renewed the cluster-wide run lock'),
+    });
     // two renewals missed and 15 s more: that process is gone
     await clock.advance(46_000);
     const r = await recover();
     expect(r.errors).toEqual([]);
-    expect((kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { holderIdentity?: string } }).spec.holderIdentity).toBeUndefined();
+    expect(
+      (kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { holderIdentity?: string } }).spec.holderIdentity,
+    ).toBeUndefined();
   });
 
   it('refuses while another run holds the lock and lives, naming it', async () => {
@@ -121,9 +137,11 @@ describe('recover tells a live run by the holder of its lock, not by the machine
     const kube = fakeKubeAccess(clock, { context: 'lab' });
     const view = journalOf('run-old');
     await lockHeldBy(clock, kube, 'run-new', 'ops@host-b pid 7');
-    await expect(recoverRun(view, { ctx: ctxOf(clock, kube, 'run-old'), registry: defaultRegistry, emit: () => {} })).rejects.toMatchObject({
-      code: 'RUN_LOCKED',
-      message: expect.stringContaining('run run-new (ops@host-b pid 7)'),
-    });
+    await expect(recoverRun(view, { ctx: ctxOf(clock, kube, 'run-old'), registry: defaultRegistry, emit: () => {} })).rejects.toMatchObject(
+      {
+        code: 'RUN_LOCKED',
+        message: expect.stringContaining('run run-new (ops@host-b pid 7)'),
+      },
+    );
   });
 });

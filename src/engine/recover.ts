@@ -66,7 +66,11 @@ async function checkLive(view: JournalView, o: { ctx: Ctx; force?: boolean }): P
   const runId = view.run.runId;
   if (holder === 'unreadable') {
     if (runStillActive(view))
-      throw new KrError('RUN_STILL_ACTIVE', `run ${runId} is still in progress (pid ${view.run.pid}); interrupt it (Ctrl-C) to roll back, or pass --force`, { exit: 2 });
+      throw new KrError(
+        'RUN_STILL_ACTIVE',
+        `run ${runId} is still in progress (pid ${view.run.pid}); interrupt it (Ctrl-C) to roll back, or pass --force`,
+        { exit: 2 },
+      );
     return holder;
   }
   if (holder && holderLive(holder, now) && holder.runId === runId)
@@ -101,7 +105,14 @@ export async function recoverRun(
   const holder = await checkLive(view, o);
   // the run's journal, with its in-cluster copy when it was taken from there (what recover reverts goes there too)
   const journal = o.journal ?? new Journal(view.file);
-  const ledger = new FaultLedger({ ctx: o.ctx, journal, emit: o.emit, faultTtlMs: view.run.faultTtlMs, remediationTtlMs: view.run.remediationTtlMs, by: 'recover' });
+  const ledger = new FaultLedger({
+    ctx: o.ctx,
+    journal,
+    emit: o.emit,
+    faultTtlMs: view.run.faultTtlMs,
+    remediationTtlMs: view.run.remediationTtlMs,
+    by: 'recover',
+  });
   const todo = outstanding(view);
   const adopted: AppliedFault[] = [];
   for (const f of todo) {
@@ -123,7 +134,14 @@ export async function recoverRun(
   for (const f of missing) errors.push(`${f.ref.faultId}: node ${f.ref.node} is not in the journal's inventory`);
   // the run's agents: taken back (or started again) on the nodes with faults left, deleted on every node at the end
   const inv = o.ctx.inventory;
-  const pending = new RunAgents(o.ctx, agentTargets(inv, adopted.flatMap((f) => (f.node ? [f.node] : []))), view.run.faultTtlMs);
+  const pending = new RunAgents(
+    o.ctx,
+    agentTargets(
+      inv,
+      adopted.flatMap((f) => (f.node ? [f.node] : [])),
+    ),
+    view.run.faultTtlMs,
+  );
   if (pending.targets.length)
     for (const p of await pending.start(o.ctx.signal).catch((e: unknown) => [messageOf(e)]))
       o.ctx.log.warn(`node agent: ${p} (reverts there wait for the node's dead-man)`);
@@ -138,8 +156,13 @@ export async function recoverRun(
         async safeToUndoRemediations() {
           if (!wf || o.force) return true;
           const probe = await o.registry.probe(wf.probe);
-          if (await rollbackConditionHolds(o.ctx, { probeId: wf.probe, probe, params: wf.with, withinMs: wf.withinMs }, o.ctx.signal, o.emit)) return true;
-          errors.push(`remediation left in place: ${wf.probe} did not read ok within ${formatDuration(wf.withinMs)} (run recover --force to undo it anyway)`);
+          if (
+            await rollbackConditionHolds(o.ctx, { probeId: wf.probe, probe, params: wf.with, withinMs: wf.withinMs }, o.ctx.signal, o.emit)
+          )
+            return true;
+          errors.push(
+            `remediation left in place: ${wf.probe} did not read ok within ${formatDuration(wf.withinMs)} (run recover --force to undo it anyway)`,
+          );
           return false;
         },
       })),
@@ -173,7 +196,8 @@ export async function recoverRun(
 async function takeLock(view: JournalView, ctx: Ctx, holder: RunLockHolder | undefined | 'unreadable', adopted: AppliedFault[]) {
   const ns = view.run.lockNamespace;
   const runId = view.run.runId;
-  const ttl = (f: AppliedFault) => (f.ref.remediation ? (view.run.remediationTtlMs ?? view.run.faultTtlMs) + (f.action.meta.nodeSideWaitMs ?? 0) : view.run.faultTtlMs);
+  const ttl = (f: AppliedFault) =>
+    f.ref.remediation ? (view.run.remediationTtlMs ?? view.run.faultTtlMs) + (f.action.meta.nodeSideWaitMs ?? 0) : view.run.faultTtlMs;
   const forFaults = (faults: AppliedFault[]) => Math.max(view.run.faultTtlMs, ...faults.map(ttl)) + LOCK_MARGIN_MS;
   const opts = (state: RunLockState, durationMs: number): RunLockOptions => ({
     namespace: ns!,
@@ -218,7 +242,9 @@ async function takeLock(view: JournalView, ctx: Ctx, holder: RunLockHolder | und
         ? renewRunLock(ctx.kube, opts('left', forFaults(remaining)))
         : releaseRunLock(ctx.kube, { namespace: ns!, runId });
       await done.catch((e: unknown) =>
-        ctx.log.warn(`could not ${remaining.length ? 'renew' : 'release'} the cluster-wide run lock of ${runId} (it expires by itself): ${messageOf(e)}`),
+        ctx.log.warn(
+          `could not ${remaining.length ? 'renew' : 'release'} the cluster-wide run lock of ${runId} (it expires by itself): ${messageOf(e)}`,
+        ),
       );
     },
   };

@@ -20,10 +20,17 @@ const isUndo = (c: ExecCall) => c.script === UNDO;
 /** Every script succeeds (and preflight's echo echoes), unless `code` says otherwise for the revert. */
 const ok =
   (undoCode = 0): FakeHandler =>
-  ({ script }) => ({ code: isUndo({ script } as ExecCall) ? undoCode : 0, stdout: script.includes('kube-runbook-ok') ? 'kube-runbook-ok\n' : '', stderr: undoCode ? 'rm: cannot remove' : '' });
+  ({ script }) => ({
+    code: isUndo({ script } as ExecCall) ? undoCode : 0,
+    stdout: script.includes('kube-runbook-ok') ? 'kube-runbook-ok\n' : '',
+    stderr: undoCode ? 'rm: cannot remove' : '',
+  });
 
 /** A step of run-command on these nodes whose revert is UNDO. */
-const fault = (...nodes: string[]) => ({ action: 'run-command', with: { nodes: { names: nodes }, apply: 'touch /tmp/kr-fault', revert: UNDO } });
+const fault = (...nodes: string[]) => ({
+  action: 'run-command',
+  with: { nodes: { names: nodes }, apply: 'touch /tmp/kr-fault', revert: UNDO },
+});
 
 /** A run of these steps, started, journaled to a file of its own. */
 async function startRun(steps: object[]) {
@@ -40,7 +47,8 @@ async function run(handler: FakeHandler, then: object = { wait: '10s' }) {
   return { ...h, result: await h.handle.result, journal: readJournal(h.journalFile) };
 }
 
-const of = <T extends RunEvent['type']>(events: RunEvent[], type: T) => events.filter((e): e is Extract<RunEvent, { type: T }> => e.type === type);
+const of = <T extends RunEvent['type']>(events: RunEvent[], type: T) =>
+  events.filter((e): e is Extract<RunEvent, { type: T }> => e.type === type);
 
 describe('transientFailure', () => {
   it("takes a transport's verdict, the cluster's for apiserver errors, and calls everything else permanent", () => {
@@ -49,7 +57,9 @@ describe('transientFailure', () => {
     expect(transientFailure(new ApiStatusError(503, 'unavailable'))).toBe('apiserver 503');
     expect(transientFailure(new ApiStatusError(409, 'conflict'), { idempotentWrite: true })).toBe('conflict');
     expect(transientFailure(new ApiStatusError(422, 'invalid'))).toBeUndefined();
-    expect(transientFailure(new Error('watch failed', { cause: Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }) }))).toBe('connection reset');
+    expect(
+      transientFailure(new Error('watch failed', { cause: Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }) })),
+    ).toBe('connection reset');
     expect(transientFailure('connection reset')).toBeUndefined();
   });
 
@@ -59,8 +69,14 @@ describe('transientFailure', () => {
     expect(transientFailure(new KrError('EXEC_TIMEOUT', 'did not finish within 30s'))).toBeUndefined();
     expect(transientFailure(new ApiStatusError(500, 'internal'), revert)).toBe('apiserver 500');
     expect(transientFailure(new ApiStatusError(502, 'bad gateway'), revert)).toBe('apiserver 502');
-    expect(transientFailure(new KrError('SERVICE_RESTART_FAILED', 'not healthy 60 s later', { transient: 'health wait' }), revert)).toBe('health wait');
-    for (const e of [new ApiStatusError(403, 'forbidden'), new ApiStatusError(404, 'not found'), new KrError('BAD_PARAMS', 'with.timeout: expected a duration')])
+    expect(transientFailure(new KrError('SERVICE_RESTART_FAILED', 'not healthy 60 s later', { transient: 'health wait' }), revert)).toBe(
+      'health wait',
+    );
+    for (const e of [
+      new ApiStatusError(403, 'forbidden'),
+      new ApiStatusError(404, 'not found'),
+      new KrError('BAD_PARAMS', 'with.timeout: expected a duration'),
+    ])
       expect(transientFailure(e, revert)).toBeUndefined();
   });
 });
@@ -69,7 +85,12 @@ describe('run: reverts retried on transient failures', () => {
   it('a revert that meets connection resets goes through on a later attempt: the run passes (exit 0) and the journal lists the attempts', async () => {
     const h = await run(resetFirst(2, isUndo, ok()));
     expect(h.result).toMatchObject({ status: 'passed', exitCode: 0, remaining: [] });
-    expect(h.nodes.calls.filter(isUndo).map((c) => c.node).sort()).toEqual(['node-1', 'node-1', 'node-1', 'node-2', 'node-2', 'node-2']);
+    expect(
+      h.nodes.calls
+        .filter(isUndo)
+        .map((c) => c.node)
+        .sort(),
+    ).toEqual(['node-1', 'node-1', 'node-1', 'node-2', 'node-2', 'node-2']);
     for (const f of h.journal.faults) {
       expect(f.reverted).toBe(true);
       expect(f.attempts.map((a) => [a.op, a.attempt, a.transient, a.retryInMs! > 0])).toEqual([
@@ -89,12 +110,21 @@ describe('run: reverts retried on transient failures', () => {
   });
 
   it('a run whose step failed still exits 1, not 4, when its reverts go through after resets', async () => {
-    const failing = await run(resetFirst(3, isUndo, ({ script }) => (script === 'false-step' ? { code: 1, stdout: '', stderr: 'no' } : ok()({ script } as ExecCall))), {
-      action: 'run-command',
-      with: { nodes: { names: ['node-3'] }, apply: 'false-step', revert: 'true' },
-    });
+    const failing = await run(
+      resetFirst(3, isUndo, ({ script }) =>
+        script === 'false-step' ? { code: 1, stdout: '', stderr: 'no' } : ok()({ script } as ExecCall),
+      ),
+      {
+        action: 'run-command',
+        with: { nodes: { names: ['node-3'] }, apply: 'false-step', revert: 'true' },
+      },
+    );
     expect(failing.result).toMatchObject({ status: 'failed', exitCode: 1, remaining: [] });
-    expect(of(failing.events, 'fault-reverted').filter((e) => e.fault.node !== 'node-3').map((e) => e.attempts)).toEqual([4, 4]);
+    expect(
+      of(failing.events, 'fault-reverted')
+        .filter((e) => e.fault.node !== 'node-3')
+        .map((e) => e.attempts),
+    ).toEqual([4, 4]);
   });
 
   it('a permanent failure stops at once: one attempt, the fault left, exit 4', async () => {

@@ -54,4 +54,5 @@ export function withRetries<T>(op: RetriedOp, fn: () => Promise<T>, o: EngineRet
 }
 
 /** The kinds of the failures that were retried, in order (for "reverted on attempt 3 after 2 connection resets"). */
-export const retriedKinds = (failures: FailedAttempt[]): string[] => failures.flatMap((f) => (f.transient !== undefined && f.retryInMs !== undefined ? [f.transient] : []));
+export const retriedKinds = (failures: FailedAttempt[]): string[] =>
+  failures.flatMap((f) => (f.transient !== undefined && f.retryInMs !== undefined ? [f.transient] : []));

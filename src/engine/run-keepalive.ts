@@ -11,7 +11,10 @@ import { renewalRetries } from './run-lock-holder.js';
  * touch of each node's keepalive, and the run Lease the node agents watch renewed (they touch their nodes' keepalives
  * when they see it; tried again until the next renewal). Ends when `signal` aborts.
  */
-export async function keepAlive(o: { ctx: Ctx; ledger: FaultLedger; agents: RunAgents; everyMs: number; emit: RunEventSink }, signal: AbortSignal): Promise<void> {
+export async function keepAlive(
+  o: { ctx: Ctx; ledger: FaultLedger; agents: RunAgents; everyMs: number; emit: RunEventSink },
+  signal: AbortSignal,
+): Promise<void> {
   const { ctx, everyMs } = o;
   for (;;) {
     try {
@@ -21,8 +24,8 @@ export async function keepAlive(o: { ctx: Ctx; ledger: FaultLedger; agents: RunA
     }
     await o.ledger.keepalive(signal, ctx.clock.now() + everyMs);
     if (o.agents.targets.length)
-      await withRetries('agents', () => o.agents.renew(signal), renewalRetries(ctx, o.emit, signal, ctx.clock.now() + everyMs)).catch((e: unknown) =>
-        ctx.log.warn(`could not renew the run Lease of the node agents: ${messageOf(e)}`),
+      await withRetries('agents', () => o.agents.renew(signal), renewalRetries(ctx, o.emit, signal, ctx.clock.now() + everyMs)).catch(
+        (e: unknown) => ctx.log.warn(`could not renew the run Lease of the node agents: ${messageOf(e)}`),
       );
   }
 }

@@ -33,9 +33,7 @@ export class RunLockHolder {
   /** How long it must outlive a dead holder: until each dead-man of what the run applied has fired. */
   private outlast: number;
 
-  constructor(
-    private readonly o: { ctx: Ctx; safety: Plan['safety']; everyMs: number; emit: RunEventSink; control: RunControl },
-  ) {
+  constructor(private readonly o: { ctx: Ctx; safety: Plan['safety']; everyMs: number; emit: RunEventSink; control: RunControl }) {
     this.outlast = o.safety.faultTtl;
   }
 
@@ -79,7 +77,9 @@ export class RunLockHolder {
     if (!this.locked) return;
     const { ctx, emit } = this.o;
     if (!left.length) {
-      await releaseRunLock(ctx.kube, this.options()).catch((e: unknown) => ctx.log.warn(`could not release the cluster-wide run lock (it expires by itself): ${messageOf(e)}`));
+      await releaseRunLock(ctx.kube, this.options()).catch((e: unknown) =>
+        ctx.log.warn(`could not release the cluster-wide run lock (it expires by itself): ${messageOf(e)}`),
+      );
       return;
     }
     const ms = this.leftFor(left);
@@ -112,7 +112,11 @@ export class RunLockHolder {
     const { ctx, emit } = this.o;
     const expires = this.renewed + this.outlast + LOCK_MARGIN_MS;
     try {
-      const held = await withRetries('lock', () => renewRunLock(ctx.kube, this.options(state, durationMs)), renewalRetries(ctx, emit, signal, expires));
+      const held = await withRetries(
+        'lock',
+        () => renewRunLock(ctx.kube, this.options(state, durationMs)),
+        renewalRetries(ctx, emit, signal, expires),
+      );
       if (held) this.renewed = ctx.clock.now();
       else this.lost('another run holds it now (it expired, or was released)');
       return held;
@@ -139,7 +143,8 @@ export class RunLockHolder {
   /** How long the lock must outlast the run for what it leaves applied: until each dead-man has fired. */
   private leftFor(left: readonly AppliedFault[]): number {
     const { safety } = this.o;
-    const ttl = (f: AppliedFault) => (f.ref.remediation ? (safety.remediationTtl ?? safety.faultTtl) + (f.action.meta.nodeSideWaitMs ?? 0) : safety.faultTtl);
+    const ttl = (f: AppliedFault) =>
+      f.ref.remediation ? (safety.remediationTtl ?? safety.faultTtl) + (f.action.meta.nodeSideWaitMs ?? 0) : safety.faultTtl;
     return Math.max(...left.map(ttl)) + LOCK_MARGIN_MS;
   }
 }

@@ -54,7 +54,9 @@ describe('run: the cluster-wide run lock', () => {
     const dead = await startLockRun(clock, kube, 'run-dead');
     await clock.runUntil(() => dead.events.some((e) => e.type === 'fault-applied'));
     // the holder vanishes (SIGKILL): its timers stop, nothing renews the lease any more
-    const held = kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { renewTime: string; leaseDurationSeconds: number } };
+    const held = kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as {
+      spec: { renewTime: string; leaseDurationSeconds: number };
+    };
     expect(held.spec.leaseDurationSeconds).toBe(60 + 60); // faultTtl (1m) + 1m
     const frozen = JSON.parse(JSON.stringify(held)) as typeof held;
     const later = new FakeClock(Date.parse(frozen.spec.renewTime) + 121_000);
@@ -62,13 +64,18 @@ describe('run: the cluster-wide run lock', () => {
     const next = await startLockRun(later, kube, 'run-next');
     await later.runUntil(() => next.events.some((e) => e.type === 'fault-applied' || e.type === 'run-end'));
     expect(next.events.some((e) => e.type === 'fault-applied')).toBe(true);
-    expect((kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { holderIdentity: string } }).spec.holderIdentity).toBe('run-next');
+    expect((kube.leases.get(`kube-system/${RUN_LOCK_NAME}`) as unknown as { spec: { holderIdentity: string } }).spec.holderIdentity).toBe(
+      'run-next',
+    );
     next.handle.interrupt();
     await later.runUntil(() => next.events.some((e) => e.type === 'run-end'));
   });
 });
 
-type LockLease = { metadata: { annotations?: Record<string, string> }; spec: { holderIdentity?: string; leaseDurationSeconds?: number; renewTime?: string } };
+type LockLease = {
+  metadata: { annotations?: Record<string, string> };
+  spec: { holderIdentity?: string; leaseDurationSeconds?: number; renewTime?: string };
+};
 
 describe('run: no lock released while something is applied', () => {
   const remediating = baseRunbook({
@@ -78,7 +85,10 @@ describe('run: no lock released while something is applied', () => {
     rollback: { waitFor: { probe: 'leases' }, within: '1m' },
   });
   const modules = (log: ActionRecord[]) => [recordingAction('partition', log), recordingAction('freeze', log, { kind: 'remediation' })];
-  const probes = () => [new ScriptedProbe('forecast', { status: 'violated', value: null, detail: 'eviction in 5s' }).probe, new ScriptedProbe('leases', { status: 'violated', value: null, detail: 'stale' }).probe];
+  const probes = () => [
+    new ScriptedProbe('forecast', { status: 'violated', value: null, detail: 'eviction in 5s' }).probe,
+    new ScriptedProbe('leases', { status: 'violated', value: null, detail: 'stale' }).probe,
+  ];
 
   it('a run that leaves a remediation in place holds the lock until its timer has undone it: a second run is refused meanwhile, naming the holder and how to clear it', async () => {
     const clock = new FakeClock();
@@ -90,7 +100,10 @@ describe('run: no lock released while something is applied', () => {
     // the remediation's dead-man waits remediationTtl (1h by default): the lock outlasts it, should the executor die now
     expect(lease().spec.leaseDurationSeconds).toBe(3600 + 60);
     await clock.runUntil(() => first.events.some((e) => e.type === 'run-end'));
-    expect(await first.handle.result).toMatchObject({ status: 'rollback-incomplete', remaining: [expect.objectContaining({ action: 'freeze', node: 'cp-1' })] });
+    expect(await first.handle.result).toMatchObject({
+      status: 'rollback-incomplete',
+      remaining: [expect.objectContaining({ action: 'freeze', node: 'cp-1' })],
+    });
     // ended, the remediation left in place with its timer: the lock is held, by nobody alive, for as long
     expect(lease().spec.holderIdentity).toBe('run-first');
     expect(lease().metadata.annotations?.['kube-runbook/state']).toBe('left');
@@ -134,7 +147,9 @@ describe('run: no lock released while something is applied', () => {
     const kube = {
       ...fake,
       json: <T>(path: string, o?: Parameters<NonNullable<typeof fake.json>>[1]): Promise<T> =>
-        broken && path.includes('/leases/') && o?.method === 'PUT' ? Promise.reject(new ApiStatusError(503, 'the server is currently unable to handle the request')) : fake.json!<T>(path, o),
+        broken && path.includes('/leases/') && o?.method === 'PUT'
+          ? Promise.reject(new ApiStatusError(503, 'the server is currently unable to handle the request'))
+          : fake.json!<T>(path, o),
     };
     const log: ActionRecord[] = [];
     const h = await startLockRun(clock, kube, 'run-cut', log);

@@ -12,9 +12,7 @@ import type { Plan } from './plan.js';
 export class RunRecord {
   private written = false;
 
-  constructor(
-    private readonly o: { ctx: Ctx; plan: Plan; journal: Journal | null; inventoryFile: string; kubeconfig?: string },
-  ) {}
+  constructor(private readonly o: { ctx: Ctx; plan: Plan; journal: Journal | null; inventoryFile: string; kubeconfig?: string }) {}
 
   /** Writes the run record, once. */
   begin(): void {

@@ -9,7 +9,8 @@ import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fa
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
 import { FakeClock, flush } from '../testing/fake-clock.js';
 
-const ops = (log: ActionRecord[], op: ActionRecord['op']) => log.filter((r) => r.op === op).map((r) => `${r.action}@${r.node ?? 'cluster'}`);
+const ops = (log: ActionRecord[], op: ActionRecord['op']) =>
+  log.filter((r) => r.op === op).map((r) => `${r.action}@${r.node ?? 'cluster'}`);
 const stepEnds = (events: RunEvent[]) =>
   events.filter((e): e is Extract<RunEvent, { type: 'step-end' }> => e.type === 'step-end').map((e) => `${e.index}:${e.status}`);
 
@@ -72,7 +73,10 @@ describe('run: rollback always', () => {
     const h = await startTestRun({
       runbook: baseRunbook({
         guards: [{ probe: 'fsync', onViolation: 'abort' }],
-        steps: [{ expect: { probe: 'ready' }, within: '1m' }, { action: 'fault-a', with: { nodes: { names: ['node-1'] } } }],
+        steps: [
+          { expect: { probe: 'ready' }, within: '1m' },
+          { action: 'fault-a', with: { nodes: { names: ['node-1'] } } },
+        ],
       }),
       actions: [recordingAction('fault-a', log)],
       probes: [guard.probe, steady.probe],
@@ -169,7 +173,10 @@ describe('run: preflight', () => {
   it('refuses a context the runbook does not allow, touching nothing', async () => {
     const log: ActionRecord[] = [];
     const h = await startTestRun({
-      runbook: baseRunbook({ safety: { allowContexts: ['staging-*'], maxUnavailable: { worker: '100%' } }, steps: [{ action: 'fault-a' }] }),
+      runbook: baseRunbook({
+        safety: { allowContexts: ['staging-*'], maxUnavailable: { worker: '100%' } },
+        steps: [{ action: 'fault-a' }],
+      }),
       actions: [recordingAction('fault-a', log)],
       probes: [],
       context: 'production',
@@ -177,7 +184,9 @@ describe('run: preflight', () => {
     const r = await h.handle.result;
     expect(r.status).toBe('refused');
     expect(r.reason).toContain('context "production" is not in spec.safety.allowContexts (staging-*)');
-    expect(r.reason).toMatch(/Run against an allowed context with --context NAME, or, .* add "production" \(or "production@\S+", which pins its server too\) to spec\.safety\.allowContexts in \S+/);
+    expect(r.reason).toMatch(
+      /Run against an allowed context with --context NAME, or, .* add "production" \(or "production@\S+", which pins its server too\) to spec\.safety\.allowContexts in \S+/,
+    );
     expect(log).toEqual([]);
     expect(h.nodes.calls).toEqual([]);
   });
@@ -189,7 +198,8 @@ describe('run: preflight', () => {
       actions: [recordingAction('fault-a', log)],
       probes: [],
     });
-    h.nodes.handler = ({ node }) => (node === 'node-2' ? { code: 255, stdout: '', stderr: 'Connection refused' } : { code: 0, stdout: 'kube-runbook-ok', stderr: '' });
+    h.nodes.handler = ({ node }) =>
+      node === 'node-2' ? { code: 255, stdout: '', stderr: 'Connection refused' } : { code: 0, stdout: 'kube-runbook-ok', stderr: '' };
     const r = await h.handle.result;
     expect(r.status).toBe('refused');
     expect(r.reason).toContain('unreachable: node-2 (exit 255: Connection refused)');
@@ -201,7 +211,9 @@ describe('run: preflight', () => {
     const leader = new ScriptedProbe('leader', { status: 'ok', value: null, detail: 'led' });
     leader.probe.meta = {
       ...leader.probe.meta,
-      access: [{ apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['list', 'watch'], namespace: { param: 'lease' }, why: 'test' }],
+      access: [
+        { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['list', 'watch'], namespace: { param: 'lease' }, why: 'test' },
+      ],
     };
     const asked: string[] = [];
     const h = await startTestRun({
@@ -283,12 +295,16 @@ describe('run: remediation', () => {
     expect(r.status).toBe('rollback-incomplete');
     expect(r.remaining.map((f) => `${f.action}@${f.node}`)).toEqual(['freeze@cp-1']);
     expect(ops(log, 'revert')).toEqual(['partition@node-1']);
-    expect(h.events.find((e) => e.type === 'rollback-wait' && e.phase === 'timeout')).toMatchObject({ detail: expect.stringContaining('remediation left in place') });
+    expect(h.events.find((e) => e.type === 'rollback-wait' && e.phase === 'timeout')).toMatchObject({
+      detail: expect.stringContaining('remediation left in place'),
+    });
     // never without a timer: its dead-man (remediationTtl, 1h by default) stays armed, its keepalive touched once more
     // as the run leaves it, so it is undone 1h after the run ended unless recover does it first
     const cp = h.nodes.calls.filter((c) => c.node === 'cp-1');
     expect(cp.filter((c) => c.script.includes('rm -rf "$d" "$d.fired"'))).toEqual([]);
-    expect(cp.filter((c) => c.script.includes('watch.sh')).map((c) => /sh "\$d\/watch\.sh" "\$d" (\d+)/.exec(c.script)?.[1])).toEqual(['3600']);
+    expect(cp.filter((c) => c.script.includes('watch.sh')).map((c) => /sh "\$d\/watch\.sh" "\$d" (\d+)/.exec(c.script)?.[1])).toEqual([
+      '3600',
+    ]);
     // (the remediation was never reverted: the one touch-or-wait script on cp-1 is the touch as the run leaves it)
     expect(cp.filter((c) => c.script.includes('echo armed'))).toHaveLength(1);
   });
@@ -402,7 +418,10 @@ describe('run: dead-man', () => {
       probes: [],
     });
     await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
-    const ttlOf = (node: string) => /setsid sh "\$d\/watch\.sh" "\$d" (\d+)/.exec(h.nodes.calls.find((c) => c.node === node && c.script.includes('cat >"$d/watch.sh"'))!.script)?.[1];
+    const ttlOf = (node: string) =>
+      /setsid sh "\$d\/watch\.sh" "\$d" (\d+)/.exec(
+        h.nodes.calls.find((c) => c.node === node && c.script.includes('cat >"$d/watch.sh"'))!.script,
+      )?.[1];
     expect(ttlOf('cp-1')).toBe('3600');
     expect(ttlOf('node-1')).toBe('60');
   });
@@ -504,7 +523,9 @@ describe('run: a dead-man that cannot be disarmed', () => {
     const report = new ReportCollector();
     for (const e of h.events) report.onEvent(e);
     expect(report.report.warnings?.map((w) => w.message)).toEqual([
-      expect.stringMatching(/^dead-man of f01-fault-a-node-1 on node-1 not disarmed \(rm: cannot remove: read-only file system\): without keepalive its watcher runs the fault's revert again/),
+      expect.stringMatching(
+        /^dead-man of f01-fault-a-node-1 on node-1 not disarmed \(rm: cannot remove: read-only file system\): without keepalive its watcher runs the fault's revert again/,
+      ),
     ]);
     const lines = readFileSync(journal.file, 'utf8');
     expect(readJournal(journal.file).faults.map((f) => f.reverted)).toEqual([true]);
@@ -513,7 +534,8 @@ describe('run: a dead-man that cannot be disarmed', () => {
 });
 
 describe("run: the journal's in-cluster copy", () => {
-  const journalIn = (copy: ConstructorParameters<typeof Journal>[1]) => new Journal(join(mkdtempSync(join(tmpdir(), 'kr-copy-')), 'run.jsonl'), copy);
+  const journalIn = (copy: ConstructorParameters<typeof Journal>[1]) =>
+    new Journal(join(mkdtempSync(join(tmpdir(), 'kr-copy-')), 'run.jsonl'), copy);
 
   it('holds each fault before it is applied', async () => {
     const log: ActionRecord[] = [];

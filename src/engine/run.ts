@@ -97,7 +97,10 @@ export function startRun(o: RunOptions): RunHandle {
   // the node agents of the nodes acted on through them: started in preflight, renewed with the keepalive, deleted at the end
   const agents = new RunAgents(
     ctx,
-    agentTargets(plan.inventory, plannedActions(plan).flatMap((a) => a.targets ?? [])),
+    agentTargets(
+      plan.inventory,
+      plannedActions(plan).flatMap((a) => a.targets ?? []),
+    ),
     plan.safety.faultTtl,
     // a run killed while its agents start leaves pods: journaled from then on, so `recover` deletes them
     () => record.begin(),
@@ -171,7 +174,9 @@ export function startRun(o: RunOptions): RunHandle {
     stopKeepalive.abort();
     await keeping;
     await holding;
-    const outcome: Outcome = missed.length ? { status: 'objective-missed', reason: `recovery objective${missed.length > 1 ? 's' : ''} missed: ${missed.join(', ')}` } : { status: 'passed', reason };
+    const outcome: Outcome = missed.length
+      ? { status: 'objective-missed', reason: `recovery objective${missed.length > 1 ? 's' : ''} missed: ${missed.join(', ')}` }
+      : { status: 'passed', reason };
     return finish(control.outcome ?? outcome, remaining);
   }
 
@@ -181,7 +186,12 @@ export function startRun(o: RunOptions): RunHandle {
     // comes), and `recover` starts agents of its own; nothing privileged of this run stays on the nodes
     if (agents.started)
       for (const f of await agents.stop().catch((e: unknown) => [messageOf(e)]))
-        emit({ type: 'log', at: clock.now(), level: 'warn', message: `node agents not cleaned up: ${f} (kube-runbook recover ${ctx.runId} deletes them)` });
+        emit({
+          type: 'log',
+          at: clock.now(),
+          level: 'warn',
+          message: `node agents not cleaned up: ${f} (kube-runbook recover ${ctx.runId} deletes them)`,
+        });
     const status: RunStatus = remaining.length ? 'rollback-incomplete' : out.status;
     record.end(status);
     const result: RunResult = {
@@ -202,7 +212,11 @@ export function startRun(o: RunOptions): RunHandle {
       const reason = `internal error: ${messageOf(e)}`;
       return rollback(reason).then(
         (remaining) => finish({ status: 'failed', reason }, remaining),
-        () => finish({ status: 'failed', reason }, ledger.outstanding().map((f) => f.ref)),
+        () =>
+          finish(
+            { status: 'failed', reason },
+            ledger.outstanding().map((f) => f.ref),
+          ),
       );
     }),
     forcedResult,

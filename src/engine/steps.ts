@@ -62,12 +62,19 @@ export class StepRunner {
     const { guards, plan, control, ctx } = this.d;
     const holding = guards.holdingGuards();
     if (!holding.length) return;
-    this.d.emit({ type: 'log', at: ctx.clock.now(), level: 'info', message: `waiting for guards that cannot see yet: ${holding.join(', ')}` });
-    const bound = Math.max(...plan.guards.filter((g) => holding.includes(g.name)).map((g) => g.unknownForMs));
-    await control.withTimeout(ctx.clock, bound, 'guards', (signal) => guards.clear(signal)).catch((e: unknown) => {
-      if (control.steps.signal.aborted) throw e;
-      throw new Error(`guards still cannot see after ${formatDuration(bound)}: ${guards.holdingGuards().join(', ')}`);
+    this.d.emit({
+      type: 'log',
+      at: ctx.clock.now(),
+      level: 'info',
+      message: `waiting for guards that cannot see yet: ${holding.join(', ')}`,
     });
+    const bound = Math.max(...plan.guards.filter((g) => holding.includes(g.name)).map((g) => g.unknownForMs));
+    await control
+      .withTimeout(ctx.clock, bound, 'guards', (signal) => guards.clear(signal))
+      .catch((e: unknown) => {
+        if (control.steps.signal.aborted) throw e;
+        throw new Error(`guards still cannot see after ${formatDuration(bound)}: ${guards.holdingGuards().join(', ')}`);
+      });
   }
 
   private async runTracked(step: PlannedStep): Promise<void> {
@@ -95,7 +102,9 @@ export class StepRunner {
     const { ctx, control } = this.d;
     switch (step.kind) {
       case 'action':
-        await control.withTimeout(ctx.clock, step.timeoutMs, `step "${step.name}"`, (signal) => this.applyAction(step, step.revertLast, signal));
+        await control.withTimeout(ctx.clock, step.timeoutMs, `step "${step.name}"`, (signal) =>
+          this.applyAction(step, step.revertLast, signal),
+        );
         return step.targets ? `applied on ${step.targets.map((t) => t.name).join(', ')}` : 'applied';
       case 'expect':
         return this.expect(step);
@@ -111,7 +120,8 @@ export class StepRunner {
         await Promise.all(
           step.children.map((c) =>
             this.runTracked(c).catch((e: unknown) => {
-              if (!control.steps.signal.aborted) control.abort(control.applied ? 'failed' : 'refused', `step ${c.index} "${c.name}" failed: ${messageOf(e)}`);
+              if (!control.steps.signal.aborted)
+                control.abort(control.applied ? 'failed' : 'refused', `step ${c.index} "${c.name}" failed: ${messageOf(e)}`);
               throw e;
             }),
           ),
@@ -145,7 +155,10 @@ export class StepRunner {
     this.d.emit({ type: 'confirm', at: ctx.clock.now(), message: step.message, answer });
     if (answer === 'yes') return 'confirmed';
     if (answer === 'timeout' && step.onTimeout === 'continue') return 'no answer; continuing (onTimeout: continue)';
-    control.abort('aborted', answer === 'no' ? `declined: ${step.message}` : `no answer within ${formatDuration(step.timeoutMs)}: ${step.message}`);
+    control.abort(
+      'aborted',
+      answer === 'no' ? `declined: ${step.message}` : `no answer within ${formatDuration(step.timeoutMs)}: ${step.message}`,
+    );
     throw new Aborted('declined');
   }
 
@@ -156,8 +169,11 @@ export class StepRunner {
     const faults: AppliedFault[] = ledger.outstanding().filter((f) => f.ref.step === label);
     await ledger.revertInOrder(faults, control.hard.signal, this.d.concurrency, step.target.timeoutMs);
     const failed = faults.filter((f) => !f.reverted);
-    if (failed.length) throw new Error(`could not revert ${failed.map((f) => `${f.ref.action}${f.ref.node ? ` on ${f.ref.node}` : ''}`).join(', ')}`);
-    return faults.length ? `reverted ${faults.length} fault(s) of step ${step.target.index}` : `step ${step.target.index} left nothing to revert`;
+    if (failed.length)
+      throw new Error(`could not revert ${failed.map((f) => `${f.ref.action}${f.ref.node ? ` on ${f.ref.node}` : ''}`).join(', ')}`);
+    return faults.length
+      ? `reverted ${faults.length} fault(s) of step ${step.target.index}`
+      : `step ${step.target.index} left nothing to revert`;
   }
 }
 

@@ -44,9 +44,13 @@ async function setup(namespaces?: ReadonlySet<string>) {
     const all = [...nodes.store.values()];
     const failing = all.filter((n) => isFailing(n, renew(n.name), now, SILENT_AFTER));
     const healthy = new Map<string, number>();
-    for (const n of all) if (!(EXCLUDED in n.labels)) healthy.set(zoneOf(n.labels), (healthy.get(zoneOf(n.labels)) ?? 0) + (failing.includes(n) ? 0 : 1));
+    for (const n of all)
+      if (!(EXCLUDED in n.labels)) healthy.set(zoneOf(n.labels), (healthy.get(zoneOf(n.labels)) ?? 0) + (failing.includes(n) ? 0 : 1));
     // every node not silent, healthy or failing and still heartbeating, falls silent at its last heartbeat + silentAfter
-    const beats = all.map((n) => lastHeartbeatOf(n, renew(n.name))).filter((b) => b !== undefined && now - b <= SILENT_AFTER).map((b) => b! + SILENT_AFTER + 1);
+    const beats = all
+      .map((n) => lastHeartbeatOf(n, renew(n.name)))
+      .filter((b) => b !== undefined && now - b <= SILENT_AFTER)
+      .map((b) => b! + SILENT_AFTER + 1);
     const podsOf = (name: string) =>
       inOrder(
         groupPods(
@@ -67,7 +71,9 @@ async function setup(namespaces?: ReadonlySet<string>) {
           ready: n.ready && { status: n.ready.status, heartbeat: n.ready.heartbeat, transition: n.ready.transition },
           taints: n.taints,
           // asked for only where the forecast reads it: on a node with the controller's taint
-          taintedSince: n.taints.some((x) => x.effect === 'NoExecute' && [UNREACHABLE, NOT_READY].includes(x.key)) ? sinceOf(n.name) : undefined,
+          taintedSince: n.taints.some((x) => x.effect === 'NoExecute' && [UNREACHABLE, NOT_READY].includes(x.key))
+            ? sinceOf(n.name)
+            : undefined,
         }))
         .sort((a, b) => byCodeUnit(a.name, b.name)),
       healthy: Object.fromEntries([...healthy].sort()),
@@ -146,7 +152,12 @@ describe('forecast feed', () => {
       if (op === 0) {
         const labels: Record<string, string> = { [ZONE]: ['a', 'b', 'c'][rand(3)]! };
         if (rand(5) === 0) labels[EXCLUDED] = '';
-        t.putNode(n, { labels, ready: (['True', 'True', 'Unknown', 'False'] as const)[rand(4)], heartbeat: t.clock.now() - rand(3) * 1000, taints: rand(4) === 0 ? [{ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' }] : [] });
+        t.putNode(n, {
+          labels,
+          ready: (['True', 'True', 'Unknown', 'False'] as const)[rand(4)],
+          heartbeat: t.clock.now() - rand(3) * 1000,
+          taints: rand(4) === 0 ? [{ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' }] : [],
+        });
         what = `node ${n} put`;
       } else if (op === 1) {
         t.api.remove(paths.nodes, n);
@@ -195,7 +206,9 @@ describe('forecast feed', () => {
       expect(actual(t.clock.now()), what).toEqual(e);
       expect(e.failingPods['n-1'], what).toHaveLength(groups);
     };
-    const kinds = Array.from({ length: 6 }, (_, k) => [{ key: `k-${k}`, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 60 * (k + 1) }]);
+    const kinds = Array.from({ length: 6 }, (_, k) => [
+      { key: `k-${k}`, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 60 * (k + 1) },
+    ]);
     for (let k = 0; k < 6; k++) {
       t.putPod('default', `p-${k}`, { node: 'n-1', tolerations: kinds[k] });
       t.putPod('default', `q-${k}`, { node: 'n-1', tolerations: kinds[k] });
@@ -218,7 +231,8 @@ describe('forecast feed', () => {
       await check(`kind ${k} gone`, 5 - k);
     }
     // the tolerations' numbers given again to new kinds while q-0's is still in use on n-2
-    for (let k = 0; k < 3; k++) t.putPod('default', `r-${k}`, { node: 'n-1', tolerations: [{ operator: 'Exists', tolerationSeconds: k + 1 }] });
+    for (let k = 0; k < 3; k++)
+      t.putPod('default', `r-${k}`, { node: 'n-1', tolerations: [{ operator: 'Exists', tolerationSeconds: k + 1 }] });
     await check('new kinds', 3);
   });
 
@@ -234,7 +248,10 @@ describe('forecast feed', () => {
       for (const n of renew) t.renewLease(n);
       await t.advance(SILENT_AFTER / 2 - 1);
       const f = feed.fleet(t.clock.now(), SILENT_AFTER);
-      expect(rowsOf(f.nodes).map((n) => n.name), what).toEqual(names);
+      expect(
+        rowsOf(f.nodes).map((n) => n.name),
+        what,
+      ).toEqual(names);
       numbers.push(f.failingSet);
     };
     await fleet(['a-1', 'a-2', 'a-3'], 'all renewing', []);

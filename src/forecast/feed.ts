@@ -20,7 +20,10 @@ export interface ForecastFeed {
    * silent may fall silent (a healthy one then fails, a failing one still heartbeating is then judged silent); and a
    * number that changes whenever the set of failing nodes does.
    */
-  fleet(now: number, silentAfter: number): { nodes: ForecastNode[]; healthy: Map<string, number>; firstSilence: number; failingSet: number };
+  fleet(
+    now: number,
+    silentAfter: number,
+  ): { nodes: ForecastNode[]; healthy: Map<string, number>; firstSilence: number; failingSet: number };
   /** The pods on the node named that the forecast judges: not being deleted, and in `namespaces` when given. */
   podsOn(name: string): readonly PodGroup[];
 }
@@ -128,7 +131,11 @@ export function forecastFeed(
     slots.heartbeat[k] = n.ready?.heartbeat ?? NaN;
     slots.created[k] = n.created ?? NaN;
     const controllerTainted = n.taints.some(isControllerTaint);
-    slots.flags[k] = (isSound(n) ? SOUND : 0) | (EXCLUDED in n.labels ? EXCLUDED_FROM_ZONES : 0) | (n.taints.length ? HAS_TAINTS : 0) | (controllerTainted ? CONTROLLER_TAINT : 0);
+    slots.flags[k] =
+      (isSound(n) ? SOUND : 0) |
+      (EXCLUDED in n.labels ? EXCLUDED_FROM_ZONES : 0) |
+      (n.taints.length ? HAS_TAINTS : 0) |
+      (controllerTainted ? CONTROLLER_TAINT : 0);
     if (counted(k)) zoneSizes[z]!++;
   };
   const remove = (name: string) => {

@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { type ForecastInput, type ForecastNode, type ForecastPod, type LifecycleSettings, defaultSilentAfter, forecast as forecastGroups, groupPods, isFailing, zoneStateOf } from './forecast.js';
+import {
+  type ForecastInput,
+  type ForecastNode,
+  type ForecastPod,
+  type LifecycleSettings,
+  defaultSilentAfter,
+  forecast as forecastGroups,
+  groupPods,
+  isFailing,
+  zoneStateOf,
+} from './forecast.js';
 import type { SlimToleration } from '../kube/resources.js';
 import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
 import { seeded } from '../testing/seeded.js';
@@ -59,11 +69,16 @@ describe('eviction forecast', () => {
 
   it('a silent node: NotReady at last heartbeat + grace, taint one monitor period later, eviction after the toleration', () => {
     // A lab run of the real 1.20 controller: renewal 00:28:04 → NotReady/taint 00:28:13–14 → pods Terminating 00:28:34 (toleration 20 s).
-    const f = forecast({ ...on120,
+    const f = forecast({
+      ...on120,
       now: NOW,
       settings: lab,
       nodes: [node('node-1', s(6)), node('node-2', 500), node('node-3', 700)],
-      pods: [pod('default/web', 'node-1', defaultTolerations(20)), pod('default/bare', 'node-1', []), pod('kube-system/ds', 'node-1', [{ operator: 'Exists' }])],
+      pods: [
+        pod('default/web', 'node-1', defaultTolerations(20)),
+        pod('default/bare', 'node-1', []),
+        pod('kube-system/ds', 'node-1', [{ operator: 'Exists' }]),
+      ],
     });
     const n1 = f.nodes.find((n) => n.name === 'node-1')!;
     expect(n1).toMatchObject({ silent: true, notReady: false, lastHeartbeat: NOW - s(6) });
@@ -73,22 +88,39 @@ describe('eviction forecast', () => {
     expect(at['default/bare']).toBe(Date.UTC(2026, 0, 1, 0, 28, 13));
     expect(at['default/web']).toBe(Date.UTC(2026, 0, 1, 0, 28, 33));
     expect(at['kube-system/ds']).toBeUndefined();
-    expect(f.earliest).toEqual({ at: Date.UTC(2026, 0, 1, 0, 28, 13), pod: 'default/bare', node: 'node-1', likely: Date.UTC(2026, 0, 1, 0, 28, 13) });
+    expect(f.earliest).toEqual({
+      at: Date.UTC(2026, 0, 1, 0, 28, 13),
+      pod: 'default/bare',
+      node: 'node-1',
+      likely: Date.UTC(2026, 0, 1, 0, 28, 13),
+    });
     expect(f.atRisk).toBe(2);
   });
 
   it('newer controllers (kubernetes#120816, seen on 1.34 and 1.37): the taint comes in the pass that marks the node Unknown, and so the eviction', () => {
     // the lab's 1.37 controller: NotReady at 09:19:29.2, NoExecute taint 66 ms later, pods evicted 20 s after that
-    const f = forecast({ now: NOW, settings: lab, nodes: [node('node-1', s(6)), node('node-2', 500)], pods: [pod('default/web', 'node-1', defaultTolerations(20))] });
+    const f = forecast({
+      now: NOW,
+      settings: lab,
+      nodes: [node('node-1', s(6)), node('node-2', 500)],
+      pods: [pod('default/web', 'node-1', defaultTolerations(20))],
+    });
     const n1 = f.nodes.find((n) => n.name === 'node-1')!;
     expect(n1.notReadyAt).toBe(Date.UTC(2026, 0, 1, 0, 28, 12));
     expect(n1.taintAt).toBe(Date.UTC(2026, 0, 1, 0, 28, 12));
-    expect(f.earliest).toEqual({ at: Date.UTC(2026, 0, 1, 0, 28, 32), pod: 'default/web', node: 'node-1', likely: Date.UTC(2026, 0, 1, 0, 28, 32) });
+    expect(f.earliest).toEqual({
+      at: Date.UTC(2026, 0, 1, 0, 28, 32),
+      pod: 'default/web',
+      node: 'node-1',
+      likely: Date.UTC(2026, 0, 1, 0, 28, 32),
+    });
     // once marked Unknown (stored to the second), it is queued at that second, not a monitor period later: not
     // tainted yet, it can be any moment now
     const unknown = node('node-1', s(9), { ready: { status: 'Unknown', transition: NOW - 400 } });
     expect(forecast({ now: NOW, settings: lab, nodes: [unknown, node('node-2', 500)], pods: [] }).nodes[0]!.taintAt).toBe(NOW);
-    expect(forecast({ ...on120, now: NOW, settings: lab, nodes: [unknown, node('node-2', 500)], pods: [] }).nodes[0]!.taintAt).toBe(NOW + 600);
+    expect(forecast({ ...on120, now: NOW, settings: lab, nodes: [unknown, node('node-2', 500)], pods: [] }).nodes[0]!.taintAt).toBe(
+      NOW + 600,
+    );
   });
 
   it('uses the time a taint was really added, and the node reported NotReady by its kubelet gets the not-ready taint at once', () => {
@@ -114,7 +146,10 @@ describe('eviction forecast', () => {
     // one tolerations array on three failing nodes in a row: the middle one has a NoExecute taint of its own
     const tolerations = defaultTolerations(60);
     const down = (name: string, taints: ForecastNode['taints'] = []) =>
-      node(name, s(40), { ready: { status: 'Unknown', transition: NOW - s(30) }, taints: [...taints, { key: UNREACHABLE, effect: 'NoExecute', timeAdded: NOW - s(29) }] });
+      node(name, s(40), {
+        ready: { status: 'Unknown', transition: NOW - s(30) },
+        taints: [...taints, { key: UNREACHABLE, effect: 'NoExecute', timeAdded: NOW - s(29) }],
+      });
     const f = forecast({
       now: NOW,
       settings: lab,
@@ -130,11 +165,17 @@ describe('eviction forecast', () => {
   });
 
   it('taints a fully disrupted zone at the normal rate while another zone is up: one node every 10 s', () => {
-    const f = forecast({ ...on120,
+    const f = forecast({
+      ...on120,
       now: NOW,
       settings: lab,
       // a-1 went silent 3.5 s before a-2: surely queued first
-      nodes: [node('a-1', s(8), { zone: 'a' }), node('a-2', s(4.5), { zone: 'a' }), node('b-1', 100, { zone: 'b' }), node('b-2', 100, { zone: 'b' })],
+      nodes: [
+        node('a-1', s(8), { zone: 'a' }),
+        node('a-2', s(4.5), { zone: 'a' }),
+        node('b-1', 100, { zone: 'b' }),
+        node('b-2', 100, { zone: 'b' }),
+      ],
       pods: [pod('x/p1', 'a-1'), pod('x/p2', 'a-2')],
     });
     expect(f.masterDisruptionAt).toBeUndefined();
@@ -143,10 +184,16 @@ describe('eviction forecast', () => {
   });
 
   it('gives nodes that go silent together the earliest place each can have in the queue', () => {
-    const f = forecast({ ...on120,
+    const f = forecast({
+      ...on120,
       now: NOW,
       settings: lab,
-      nodes: [node('a-1', s(5), { zone: 'a' }), node('a-2', s(5), { zone: 'a' }), node('a-3', s(1), { zone: 'a' }), node('b-1', 100, { zone: 'b' })],
+      nodes: [
+        node('a-1', s(5), { zone: 'a' }),
+        node('a-2', s(5), { zone: 'a' }),
+        node('a-3', s(1), { zone: 'a' }),
+        node('b-1', 100, { zone: 'b' }),
+      ],
       pods: [],
     });
     expect(f.nodes.filter((n) => n.silent).map((n) => n.taintAt! - NOW)).toEqual([s(4), s(4)]);
@@ -187,7 +234,11 @@ describe('eviction forecast', () => {
     expect(kept.masterDisruptionAt).toBe(NOW);
     expect(kept.nodes.find((n) => n.name === 'a-1')?.keepsTaint).toBe(true);
     expect(kept.earliest).toEqual({ at: NOW - s(4) + s(30), pod: 'x/on-a-1', node: 'a-1', likely: NOW - s(4) + s(30) });
-    expect(kept.pods.find((p) => p.key === 'x/on-b-1')).toEqual({ key: 'x/on-b-1', node: 'b-1', why: 'all zones disrupted: evictions stopped' });
+    expect(kept.pods.find((p) => p.key === 'x/on-b-1')).toEqual({
+      key: 'x/on-b-1',
+      node: 'b-1',
+      why: 'all zones disrupted: evictions stopped',
+    });
 
     // every zone went down a moment ago: the controller is still removing taints; nothing is predicted yet
     const removing = forecast({ now: NOW, settings: lab, nodes: nodes(500), pods });
@@ -199,7 +250,8 @@ describe('eviction forecast', () => {
   });
 
   it('still predicts the evictions that come before the last zone goes down', () => {
-    const f = forecast({ ...on120,
+    const f = forecast({
+      ...on120,
       now: NOW,
       settings: lab,
       nodes: [node('n-1', s(7)), node('n-2', s(4.5))],
@@ -222,9 +274,11 @@ describe('eviction forecast', () => {
 
     // 40 of 60 nodes went NotReady one second apart, none tainted yet: any of them can be next, now; on 1.20, which
     // keeps them first in first out, the likely taints come 100 s apart (the secondary rate) in that order
-    const big = Array.from({ length: 60 }, (_, i) => node(`b-${String(i).padStart(2, '0')}`, i < 40 ? s(60) : 100, {
-      ready: i < 40 ? { status: 'Unknown', transition: NOW - s(50) + s(i) } : { status: 'True' },
-    }));
+    const big = Array.from({ length: 60 }, (_, i) =>
+      node(`b-${String(i).padStart(2, '0')}`, i < 40 ? s(60) : 100, {
+        ready: i < 40 ? { status: 'Unknown', transition: NOW - s(50) + s(i) } : { status: 'True' },
+      }),
+    );
     const f2 = forecast({ ...on120, requeuesEveryPass: false, now: NOW, settings: lab, nodes: big, pods: [] });
     const queued = f2.nodes.filter((n) => n.taintAt !== undefined);
     expect(queued).toHaveLength(40);
@@ -244,7 +298,13 @@ describe('eviction forecast', () => {
   });
 
   it('predicts nothing while no controller-manager leads, and says why', () => {
-    const f = forecast({ now: NOW, settings: lab, nodes: [node('n-1', s(30)), node('n-2', 100)], pods: [pod('x/p', 'n-1', [])], controller: { running: false } });
+    const f = forecast({
+      now: NOW,
+      settings: lab,
+      nodes: [node('n-1', s(30)), node('n-2', 100)],
+      pods: [pod('x/p', 'n-1', [])],
+      controller: { running: false },
+    });
     expect(f).toMatchObject({ frozen: 'no kube-controller-manager is leading', atRisk: 0 });
     expect(f.pods).toEqual([{ key: 'x/p', node: 'n-1', why: 'no kube-controller-manager is leading' }]);
   });
@@ -252,20 +312,44 @@ describe('eviction forecast', () => {
   it('with taint eviction off, still taints nodes but evicts no pod; a new leader counts from its start', () => {
     const nodes = [node('n-1', s(30)), node('n-2', 100), node('n-3', 100)];
     const pods = [pod('x/p', 'n-1', defaultTolerations(30))];
-    const off = forecast({ now: NOW, settings: lab, nodes, pods, controller: { evictionsOff: 'taint eviction disabled by this run (disable-taint-eviction on cp-1)' } });
+    const off = forecast({
+      now: NOW,
+      settings: lab,
+      nodes,
+      pods,
+      controller: { evictionsOff: 'taint eviction disabled by this run (disable-taint-eviction on cp-1)' },
+    });
     expect(off).toMatchObject({ frozen: 'taint eviction disabled by this run (disable-taint-eviction on cp-1)', atRisk: 0 });
     expect(off.nodes[0]!.taintAt).toBe(NOW);
     // what the run would see if it restored the controller now: a new leader, whose taint manager starts counting now
     const restored = forecast({ now: NOW, settings: lab, nodes, pods, controller: { running: true, since: NOW } });
     expect(restored.earliest?.at).toBe(NOW + s(8) + s(30));
     // the controller-manager restarting under it (its lease not held for a moment): the run's own reason comes first
-    const restarting = forecast({ now: NOW, settings: lab, nodes, pods, controller: { running: false, stoppedBecause: 'no kube-controller-manager holds kube-system/kube-controller-manager', evictionsOff: 'taint eviction disabled by this run (disable-taint-eviction on cp-1)' } });
-    expect(restarting.frozen).toBe('taint eviction disabled by this run (disable-taint-eviction on cp-1); no kube-controller-manager holds kube-system/kube-controller-manager');
+    const restarting = forecast({
+      now: NOW,
+      settings: lab,
+      nodes,
+      pods,
+      controller: {
+        running: false,
+        stoppedBecause: 'no kube-controller-manager holds kube-system/kube-controller-manager',
+        evictionsOff: 'taint eviction disabled by this run (disable-taint-eviction on cp-1)',
+      },
+    });
+    expect(restarting.frozen).toBe(
+      'taint eviction disabled by this run (disable-taint-eviction on cp-1); no kube-controller-manager holds kube-system/kube-controller-manager',
+    );
   });
 
   it("gives a new leader's grace period to nodes that were only silent when it took over", () => {
     // the leader took over 2 s ago: n-1, silent for 30 s, goes NotReady no earlier than 8 s after that
-    const f = forecast({ now: NOW, settings: lab, nodes: [node('n-1', s(30)), node('n-2', 100), node('n-3', 100)], pods: [pod('x/p', 'n-1', [])], controller: { since: NOW - s(2) } });
+    const f = forecast({
+      now: NOW,
+      settings: lab,
+      nodes: [node('n-1', s(30)), node('n-2', 100), node('n-3', 100)],
+      pods: [pod('x/p', 'n-1', [])],
+      controller: { since: NOW - s(2) },
+    });
     expect(f.nodes[0]).toMatchObject({ notReadyAt: NOW + s(6), taintAt: NOW + s(6) });
   });
 
@@ -337,7 +421,10 @@ describe('eviction forecast: many pods', () => {
     // judged one by one (no two pods share a tolerations array, so each is a group of its own) it is the same forecast
     const alone = [...pods].reverse().map((p) => ({ ...p, tolerations: [...p.tolerations] }));
     expect(groupPods(alone)).toHaveLength(pods.length);
-    for (const podsKept of [undefined, 0, 1, 4, 7]) expect(forecast({ now: NOW, settings: lab, nodes, pods: alone, podsKept })).toEqual(forecast({ now: NOW, settings: lab, nodes, pods, podsKept }));
+    for (const podsKept of [undefined, 0, 1, 4, 7])
+      expect(forecast({ now: NOW, settings: lab, nodes, pods: alone, podsKept })).toEqual(
+        forecast({ now: NOW, settings: lab, nodes, pods, podsKept }),
+      );
     // only the pods to be evicted listed: the first of those, and the same counts
     const evicted = all.pods.filter((p) => p.evictAt !== undefined);
     expect(evicted).toHaveLength(16);
@@ -361,7 +448,8 @@ describe('eviction forecast: healthy nodes as counts', () => {
         const o: Partial<ForecastNode> = { zone, excluded: r.next() < 0.08 };
         const kind = r.pick(['healthy', 'healthy', 'healthy', 'silent', 'unknown', 'false', 'tainted', 'young', 'back']);
         if (kind === 'silent') o.leaseRenew = NOW - s(5 + r.int(60));
-        if (kind === 'unknown') Object.assign(o, { leaseRenew: NOW - s(9 + r.int(40)), ready: { status: 'Unknown', transition: NOW - s(r.int(30)) } });
+        if (kind === 'unknown')
+          Object.assign(o, { leaseRenew: NOW - s(9 + r.int(40)), ready: { status: 'Unknown', transition: NOW - s(r.int(30)) } });
         if (kind === 'false') o.ready = { status: 'False', heartbeat: NOW - 500, transition: NOW - s(r.int(20)) };
         if (kind === 'tainted')
           Object.assign(o, {
@@ -379,7 +467,19 @@ describe('eviction forecast: healthy nodes as counts', () => {
     const pods: ForecastPod[] = [];
     for (const n of nodes)
       for (let i = 0, k = r.int(4); i < k; i++)
-        pods.push(pod(`ns/${n.name}-${i}`, n.name, r.pick([defaultTolerations(30), defaultTolerations(300), [], [{ operator: 'Exists' }], [{ key: 'dedicated', operator: 'Exists', effect: 'NoExecute', seconds: 20 }, ...defaultTolerations(60)]])));
+        pods.push(
+          pod(
+            `ns/${n.name}-${i}`,
+            n.name,
+            r.pick([
+              defaultTolerations(30),
+              defaultTolerations(300),
+              [],
+              [{ operator: 'Exists' }],
+              [{ key: 'dedicated', operator: 'Exists', effect: 'NoExecute', seconds: 20 }, ...defaultTolerations(60)],
+            ]),
+          ),
+        );
     const options = {
       controller: r.pick([{}, { running: true }, { running: false }]),
       taintsInTheSamePass: r.pick([undefined, true, false]),
@@ -402,7 +502,8 @@ describe('eviction forecast: healthy nodes as counts', () => {
       const names = new Set(failing.map((n) => n.name));
       expect(counted, `seed ${seed}`).toEqual({ ...all, nodes: all.nodes.filter((n) => names.has(n.name)), nodeCount: failing.length });
       // what it leaves out is what the full forecast says of a healthy node
-      for (const n of all.nodes.filter((x) => !names.has(x.name))) expect(n, `seed ${seed}`).toMatchObject({ silent: false, notReady: false, tainted: false });
+      for (const n of all.nodes.filter((x) => !names.has(x.name)))
+        expect(n, `seed ${seed}`).toMatchObject({ silent: false, notReady: false, tainted: false });
       compared++;
       if (healthy.size && failing.length) withHealthy++;
     }
@@ -416,7 +517,10 @@ describe('eviction forecast: healthy nodes as counts', () => {
     for (let seed = 1; seed <= 200; seed++) {
       const { nodes, pods, options } = fleet(seed);
       const r = seeded(seed + 1000);
-      const shuffled = nodes.map((n) => ({ n, k: r.next() })).sort((a, b) => a.k - b.k).map(({ n }) => n);
+      const shuffled = nodes
+        .map((n) => ({ n, k: r.next() }))
+        .sort((a, b) => a.k - b.k)
+        .map(({ n }) => n);
       const sorted = [...nodes].sort((a, b) => (a.name < b.name ? -1 : 1));
       const f = forecast({ now: NOW, settings: lab, nodes: sorted, pods, ...options });
       expect(forecast({ now: NOW, settings: lab, nodes: shuffled, pods, ...options }), `seed ${seed}`).toStrictEqual(f);

@@ -1,12 +1,32 @@
 import { byCodeUnit } from '../core/order.js';
 import type { SlimTaint } from '../kube/resources.js';
 import { type NodeRow, NOT_READY_TAINT, UNREACHABLE_TAINT, isFailingRow, nodeHealth } from './health.js';
-import { type Forecast, type ForecastInput, type ForecastNode, type NodeForecast, type PodGroup, defaultSilentAfter, isControllerTaint } from './model.js';
+import {
+  type Forecast,
+  type ForecastInput,
+  type ForecastNode,
+  type NodeForecast,
+  type PodGroup,
+  defaultSilentAfter,
+  isControllerTaint,
+} from './model.js';
 import { FirstPods, type MasterWindow, TolerationTimes, evictsAt, outcomeOf } from './pods.js';
 import { queueTaints } from './taint-queue.js';
 import { Zone } from './zones.js';
 
-export type { ControllerState, Forecast, ForecastInput, ForecastNode, ForecastPod, LifecycleSettings, NodeForecast, PodForecast, PodGroup, ZoneForecast, ZoneState } from './model.js';
+export type {
+  ControllerState,
+  Forecast,
+  ForecastInput,
+  ForecastNode,
+  ForecastPod,
+  LifecycleSettings,
+  NodeForecast,
+  PodForecast,
+  PodGroup,
+  ZoneForecast,
+  ZoneState,
+} from './model.js';
 export { defaultSilentAfter, groupPods, isFailing, lastHeartbeatOf } from './model.js';
 export { zoneStateOf } from './zones.js';
 
@@ -64,7 +84,10 @@ export function forecast(input: ForecastInput): Forecast {
 
   // pods: only those of failing nodes can be evicted
   // why no pod is evicted: what the run itself holds applied first, then a missing leader (one restarting, say)
-  const reasons = [controller.evictionsOff, controller.running === false ? (controller.stoppedBecause ?? 'no kube-controller-manager is leading') : undefined].filter((r) => r !== undefined);
+  const reasons = [
+    controller.evictionsOff,
+    controller.running === false ? (controller.stoppedBecause ?? 'no kube-controller-manager is leading') : undefined,
+  ].filter((r) => r !== undefined);
   const frozen = reasons.length > 0 ? reasons.join('; ') : undefined;
   const pods = new FirstPods(input.podsKept ?? Infinity, input.evictedPodsOnly, frozen);
   let atRisk = 0;
@@ -86,7 +109,15 @@ export function forecast(input: ForecastInput): Forecast {
       const soonest = at !== NEVER && (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod));
       const kept = pods.keeps(g.keys, at);
       // the likely moment is worked out only for pods the forecast reports
-      const likely = (kept || soonest) && r.taintLikely !== undefined ? evictsAt(outcomeOf(r.taintLikely, r.keepsTaint === true, tol, master, frozen !== undefined, leaderSince, true), r.taintLikely, tol, leaderSince) : NEVER;
+      const likely =
+        (kept || soonest) && r.taintLikely !== undefined
+          ? evictsAt(
+              outcomeOf(r.taintLikely, r.keepsTaint === true, tol, master, frozen !== undefined, leaderSince, true),
+              r.taintLikely,
+              tol,
+              leaderSince,
+            )
+          : NEVER;
       if (kept) pods.offer(g.keys, at, likely, r, tol, outcome);
       if (at === NEVER) continue;
       atRisk += g.keys.length;
@@ -101,7 +132,9 @@ export function forecast(input: ForecastInput): Forecast {
     nodes: reported,
     nodeCount: rows.length,
     pods: pods.sorted(),
-    zones: counted.map((z) => ({ zone: z.name, size: z.size, notReadyNow: z.notReadyNow, stateNow: z.stateNow })).sort((a, b) => byCodeUnit(a.zone, b.zone)),
+    zones: counted
+      .map((z) => ({ zone: z.name, size: z.size, notReadyNow: z.notReadyNow, stateNow: z.stateNow }))
+      .sort((a, b) => byCodeUnit(a.zone, b.zone)),
     masterDisruptionAt: masterAt,
     earliest,
     atRisk,
@@ -133,7 +166,13 @@ function masterWindow(zones: readonly Zone[]): MasterWindow {
  * evicts on it. So a taint still there a while after every zone went down stays (Ready transitions are stored to the
  * second, and the pass takes time). Marks them kept; returns when to judge again if that while has not passed yet.
  */
-function keptTaints(rows: readonly NodeRow[], zones: readonly Zone[], master: MasterWindow, now: number, period: number): number | undefined {
+function keptTaints(
+  rows: readonly NodeRow[],
+  zones: readonly Zone[],
+  master: MasterWindow,
+  now: number,
+  period: number,
+): number | undefined {
   if (master.late > now || !rows.some((r) => r.taintNow)) return undefined;
   let since = -NEVER;
   for (const z of zones) for (const r of z.rows) since = Math.max(since, r.node.ready?.transition ?? -NEVER);
@@ -145,7 +184,8 @@ function keptTaints(rows: readonly NodeRow[], zones: readonly Zone[], master: Ma
 
 /** The nodes by name: as given when they are in that order already (the feed's), else sorted. */
 function byName(nodes: readonly ForecastNode[]): readonly ForecastNode[] {
-  for (let i = 1; i < nodes.length; i++) if (!(nodes[i - 1]!.name < nodes[i]!.name)) return [...nodes].sort((a, b) => byCodeUnit(a.name, b.name));
+  for (let i = 1; i < nodes.length; i++)
+    if (!(nodes[i - 1]!.name < nodes[i]!.name)) return [...nodes].sort((a, b) => byCodeUnit(a.name, b.name));
   return nodes;
 }
 

@@ -55,7 +55,9 @@ export function groupPods(pods: Iterable<ForecastPod>): PodGroup[] {
     if (keys) keys.push(p.key);
     else byTolerations.set(p.tolerations, [p.key]);
   }
-  return [...groups].flatMap(([node, byTolerations]) => [...byTolerations].map(([tolerations, keys]) => ({ node, tolerations, keys: keys.sort(byCodeUnit) })));
+  return [...groups].flatMap(([node, byTolerations]) =>
+    [...byTolerations].map(([tolerations, keys]) => ({ node, tolerations, keys: keys.sort(byCodeUnit) })),
+  );
 }
 
 /** The kube-controller-manager the forecast predicts for. */
@@ -203,7 +205,12 @@ export function latestHeartbeatOrNaN(renew: number, beat: number, created: numbe
  * Whether the forecast can predict anything for this node now (its lease renewed at `renew`): silent, not Ready, or
  * with the controller's NoExecute taint. Nodes that are not failing can go to `healthy` as counts.
  */
-export function isFailing(n: Pick<ForecastNode, 'ready' | 'created' | 'taints'>, renew: number | undefined, now: number, silentAfter: number): boolean {
+export function isFailing(
+  n: Pick<ForecastNode, 'ready' | 'created' | 'taints'>,
+  renew: number | undefined,
+  now: number,
+  silentAfter: number,
+): boolean {
   const last = lastHeartbeatOf(n, renew);
   return !isSound(n) || last === undefined || now - last > silentAfter;
 }

@@ -26,7 +26,14 @@ const lab: LifecycleSettings = {
   largeClusterSizeThreshold: 50,
   leaseDurationMs: 8_000,
 };
-const production: LifecycleSettings = { ...lab, nodeMonitorGracePeriodMs: 50_000, nodeMonitorPeriodMs: 5_000, leaseDurationMs: 40_000, unhealthyZoneThreshold: 0.55, secondaryNodeEvictionRate: 0.01 };
+const production: LifecycleSettings = {
+  ...lab,
+  nodeMonitorGracePeriodMs: 50_000,
+  nodeMonitorPeriodMs: 5_000,
+  leaseDurationMs: 40_000,
+  unhealthyZoneThreshold: 0.55,
+  secondaryNodeEvictionRate: 0.01,
+};
 
 const tolerating = (ms: number): SlimToleration[] =>
   ms === 0 ? [] : [{ key: UNREACHABLE, operator: 'Exists', effect: 'NoExecute', ...(Number.isFinite(ms) ? { seconds: ms / 1000 } : {}) }];
@@ -47,12 +54,20 @@ function fleet(seed: number) {
   for (const zone of zones) {
     const size = 3 + r.int(r.next() < 0.4 ? 70 : 20);
     const scenario = r.pick(['healthy', 'few', 'partial', 'partial', 'all']);
-    const stopped = scenario === 'healthy' ? 0 : scenario === 'few' ? 1 + r.int(3) : scenario === 'all' ? size : Math.ceil(size * (0.2 + 0.6 * r.next()));
+    const stopped =
+      scenario === 'healthy' ? 0 : scenario === 'few' ? 1 + r.int(3) : scenario === 'all' ? size : Math.ceil(size * (0.2 + 0.6 * r.next()));
     for (let i = 0; i < size; i++)
-      nodes.push({ name: `${zone}-${String(i).padStart(3, '0')}`, zone, ...(r.next() < 0.05 ? { excluded: true } : {}), ...(i < stopped ? { stopsAt: stopFrom + r.next() * window } : {}) });
+      nodes.push({
+        name: `${zone}-${String(i).padStart(3, '0')}`,
+        zone,
+        ...(r.next() < 0.05 ? { excluded: true } : {}),
+        ...(i < stopped ? { stopsAt: stopFrom + r.next() * window } : {}),
+      });
   }
   const pods: SimPod[] = [];
-  for (const n of nodes) for (let i = 0, k = r.int(3); i < k; i++) pods.push({ key: `ns/${n.name}-${i}`, node: n.name, tolerationMs: r.pick([0, 15_000, 30_000, 300_000, Infinity]) });
+  for (const n of nodes)
+    for (let i = 0, k = r.int(3); i < k; i++)
+      pods.push({ key: `ns/${n.name}-${i}`, node: n.name, tolerationMs: r.pick([0, 15_000, 30_000, 300_000, Infinity]) });
   const leaderFrom = r.next() < 0.2 ? stopFrom + window + r.next() * 2 * settings.nodeMonitorGracePeriodMs : undefined;
   return { settings, requeue, taintsInTheSamePass, nodes, pods, stopFrom, window, leaderFrom };
 }
@@ -114,30 +129,39 @@ describe('the forecast against the controller, fleet after fleet', () => {
             taints: new Map(forecastNow.nodes.filter((n) => failing.has(n.name) && !n.tainted).map((n) => [n.name, n.taintAt])),
             evictions: new Map(forecastNow.pods.filter((p) => failing.has(p.node)).map((p) => [p.key, p.evictAt])),
           });
-          for (const n of forecastNow.nodes) if (n.taintAt !== undefined && n.taintLikely !== undefined) spread = Math.max(spread, n.taintLikely - n.taintAt);
+          for (const n of forecastNow.nodes)
+            if (n.taintAt !== undefined && n.taintLikely !== undefined) spread = Math.max(spread, n.taintLikely - n.taintAt);
           judged++;
         },
       });
       for (const p of predictions) {
         for (const [name, predicted] of p.taints) {
           const real = outcome.tainted.get(name);
-          if (real !== undefined && real > p.at && !(predicted !== undefined && predicted <= real)) late.push({ seed, at: p.at, what: `taint of ${name}`, predicted, real });
+          if (real !== undefined && real > p.at && !(predicted !== undefined && predicted <= real))
+            late.push({ seed, at: p.at, what: `taint of ${name}`, predicted, real });
         }
         for (const [key, predicted] of p.evictions) {
           const real = outcome.evicted.get(key);
-          if (real !== undefined && real > p.at && !(predicted !== undefined && predicted <= real)) late.push({ seed, at: p.at, what: `eviction of ${key}`, predicted, real });
+          if (real !== undefined && real > p.at && !(predicted !== undefined && predicted <= real))
+            late.push({ seed, at: p.at, what: `eviction of ${key}`, predicted, real });
         }
       }
       evictions += outcome.evicted.size;
       // taints out of the order the nodes stopped in, within a zone
       for (const zone of new Set(f.nodes.map((n) => n.zone))) {
         const stopped = f.nodes.filter((n) => n.zone === zone && outcome.tainted.has(n.name)).sort((a, b) => a.stopsAt! - b.stopsAt!);
-        for (let i = 1; i < stopped.length; i++) if (outcome.tainted.get(stopped[i]!.name)! < outcome.tainted.get(stopped[i - 1]!.name)!) outOfOrder++;
+        for (let i = 1; i < stopped.length; i++)
+          if (outcome.tainted.get(stopped[i]!.name)! < outcome.tainted.get(stopped[i - 1]!.name)!) outOfOrder++;
       }
     }
     const firstPerSeed = [...groupBy(late, (l) => l.seed).values()].map((ls) => ls[0]!);
     const worst = firstPerSeed.slice(0, Number(process.env.LATE_SHOWN ?? 5));
-    expect(worst.map((l) => `seed ${l.seed} at +${(l.at - START) / 1000}s: ${l.what} predicted ${l.predicted === undefined ? 'never' : `+${(l.predicted - START) / 1000}s`}, done +${(l.real - START) / 1000}s`)).toEqual([]);
+    expect(
+      worst.map(
+        (l) =>
+          `seed ${l.seed} at +${(l.at - START) / 1000}s: ${l.what} predicted ${l.predicted === undefined ? 'never' : `+${(l.predicted - START) / 1000}s`}, done +${(l.real - START) / 1000}s`,
+      ),
+    ).toEqual([]);
     // the fleets are ones where order matters: many taints came out of the order the nodes stopped in
     expect(outOfOrder).toBeGreaterThan(200);
     expect(evictions).toBeGreaterThan(1000);

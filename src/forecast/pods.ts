@@ -30,7 +30,15 @@ const countsFrom = (taintAt: number, leaderSince: number) => Math.max(taintAt, l
  * What becomes of pods tolerating the node's taints for `tol` ms, their taint coming at `taintAt` (NaN: none). For the
  * bound a taint that may come in the pass entering master disruption mode may stay; for the likely moment it does not.
  */
-export function outcomeOf(taintAt: number, keepsTaint: boolean, tol: number, master: MasterWindow, frozen: boolean, leaderSince: number, likely = false): Outcome {
+export function outcomeOf(
+  taintAt: number,
+  keepsTaint: boolean,
+  tol: number,
+  master: MasterWindow,
+  frozen: boolean,
+  leaderSince: number,
+  likely = false,
+): Outcome {
   if (frozen) return 'frozen';
   if (Number.isNaN(taintAt)) return 'untainted';
   if (tol === NEVER) return 'tolerated';

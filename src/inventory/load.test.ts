@@ -7,7 +7,6 @@ import { loadInventory, parseInventoryText } from './load.js';
 const fixtures = fileURLToPath(new URL('../../test/fixtures/', import.meta.url));
 const examples = fileURLToPath(new URL('../../examples/', import.meta.url));
 
-
 describe('loadInventory', () => {
   it('loads an inventory, defaults applied, paths as written, dir to resolve them', async () => {
     const file = join(fixtures, 'valid', 'inventory-lab.yaml');
@@ -15,13 +14,25 @@ describe('loadInventory', () => {
     expect(dir).toBe(dirname(file));
     expect(inventory.spec.kubeconfig).toBe('../kubeconfig');
     expect(inventory.spec.transport).toEqual({ type: 'netns' });
-    expect(inventory.spec.controller).toEqual({ nodeMonitorGracePeriod: 8000, nodeMonitorPeriod: 1000, defaultTolerationSeconds: 30, leaseDuration: 8000 });
+    expect(inventory.spec.controller).toEqual({
+      nodeMonitorGracePeriod: 8000,
+      nodeMonitorPeriod: 1000,
+      defaultTolerationSeconds: 30,
+      leaseDuration: 8000,
+    });
     expect(inventory.spec.nodes.map((n) => [n.name, n.roles, n.zone])).toEqual([
       ['cp-1', ['control-plane', 'etcd'], 'zone-a'],
       ['node-1', ['worker'], 'zone-a'],
       ['node-2', ['worker'], 'zone-b'],
     ]);
-    expect(inventory.spec.nodes[2]!.transport).toEqual({ type: 'ssh', user: 'admin', connectTimeout: 5000, strictHostKeyChecking: 'yes', sudo: false, ignoreUserConfig: false });
+    expect(inventory.spec.nodes[2]!.transport).toEqual({
+      type: 'ssh',
+      user: 'admin',
+      connectTimeout: 5000,
+      strictHostKeyChecking: 'yes',
+      sudo: false,
+      ignoreUserConfig: false,
+    });
     expect(where(['spec', 'nodes', 2, 'transport', 'user'])).toBe(`${file}:17:36`);
   });
 
@@ -49,7 +60,10 @@ describe('loadInventory', () => {
 
   it('a transport without its type', async () => {
     const e = await krFailure(
-      parseInventoryText('apiVersion: kube-runbook/v1\nkind: Inventory\nmetadata: {name: x}\nspec:\n  layout: lab\n  transport:\n    user: root\n  nodes: [{name: a}]\n', 'inv.yaml'),
+      parseInventoryText(
+        'apiVersion: kube-runbook/v1\nkind: Inventory\nmetadata: {name: x}\nspec:\n  layout: lab\n  transport:\n    user: root\n  nodes: [{name: a}]\n',
+        'inv.yaml',
+      ),
     );
     expect(e.details).toEqual(['inv.yaml:6:3: spec.transport: missing required key "type" (expected one of ssh, netns, local, agent)']);
   });

@@ -42,7 +42,9 @@ function duplicateNodes(source: YamlSource): Problem[] {
     if (j === undefined) first.set(name, i);
     else {
       const at = source.locate(['spec', 'nodes', j, 'name']);
-      problems.push(source.problem(['spec', 'nodes', i, 'name'], `duplicate node name (first at ${at.line}:${at.col}) (got ${JSON.stringify(name)})`));
+      problems.push(
+        source.problem(['spec', 'nodes', i, 'name'], `duplicate node name (first at ${at.line}:${at.col}) (got ${JSON.stringify(name)})`),
+      );
     }
   });
   return problems;

@@ -9,12 +9,15 @@ import { toolVersion } from '../core/version.js';
 const DNS_LABEL = '[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?';
 const NODE_NAME = new RegExp(`^(?=.{1,253}$)${DNS_LABEL}(?:\\.${DNS_LABEL})*$`);
 const nodeName = () =>
-  z.string().regex(NODE_NAME, { message: 'expected a Node name: lowercase letters, digits, "-" and "." (RFC 1123), at most 253 characters' });
+  z
+    .string()
+    .regex(NODE_NAME, { message: 'expected a Node name: lowercase letters, digits, "-" and "." (RFC 1123), at most 253 characters' });
 
 /** A host name (RFC 1123, any case) or an IPv4 / IPv6 address: what ssh may connect to, never an option. */
 const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*$/;
 // an IPv6 link-local address may name its interface (fe80::1%eth0)
-const isHost = (s: string) => HOST_NAME.test(s) || z.ipv4().safeParse(s).success || z.ipv6().safeParse(s.replace(/%[A-Za-z0-9_.-]+$/, '')).success;
+const isHost = (s: string) =>
+  HOST_NAME.test(s) || z.ipv4().safeParse(s).success || z.ipv6().safeParse(s.replace(/%[A-Za-z0-9_.-]+$/, '')).success;
 const host = () => z.string().refine(isHost, { message: 'expected a host name (RFC 1123) or an IP address' });
 
 /** `[user@]host[:port]` for ssh's jump host. */
@@ -25,7 +28,9 @@ const jumpHop = (s: string) => {
   return Boolean(h && isHost(h) && (m?.[3] === undefined || (Number(m[3]) >= 1 && Number(m[3]) <= 65535)));
 };
 const jumpHost = () =>
-  z.string().refine((s) => s.split(',').every(jumpHop), { message: 'expected [user@]host[:port] (several separated by commas) with host names or IP addresses' });
+  z.string().refine((s) => s.split(',').every(jumpHop), {
+    message: 'expected [user@]host[:port] (several separated by commas) with host names or IP addresses',
+  });
 
 /** How the executor reaches a node's shell. */
 export const SshTransport = z
@@ -59,7 +64,8 @@ const NetnsTransport = z
 const LocalTransport = z.strictObject({ type: z.literal('local') }).meta({ description: 'this machine' });
 
 const K8S_NAME = /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$/;
-const k8sName = (what: string) => z.string().regex(K8S_NAME, { message: `expected a ${what}: lowercase letters, digits and "-" (RFC 1123 label)` });
+const k8sName = (what: string) =>
+  z.string().regex(K8S_NAME, { message: `expected a ${what}: lowercase letters, digits and "-" (RFC 1123 label)` });
 
 /** The agent image of this version (deploy/agent/Dockerfile), when an inventory names none. */
 export const defaultAgentImage = () => `ghcr.io/kube-runbook/kube-runbook-agent:${toolVersion()}`;
@@ -68,23 +74,31 @@ export const defaultAgentImage = () => `ghcr.io/kube-runbook/kube-runbook-agent:
 export const AgentTransport = z
   .strictObject({
     type: z.literal('agent'),
-    namespace: k8sName('namespace name').default('kube-runbook-agent').meta({ description: 'where the agent pods, their scripts and the run Lease live' }),
+    namespace: k8sName('namespace name')
+      .default('kube-runbook-agent')
+      .meta({ description: 'where the agent pods, their scripts and the run Lease live' }),
     image: z
       .string()
       .regex(/^[A-Za-z0-9][A-Za-z0-9._/:@-]*$/, { message: 'expected an image reference (registry/name:tag or @sha256:digest)' })
       .max(512)
       .optional()
-      .meta({ description: 'the agent image (deploy/agent/Dockerfile); ghcr.io/kube-runbook/kube-runbook-agent:<this version> when absent' }),
-    imagePullSecret: k8sName('Secret name').optional().meta({ description: 'a Secret of type kubernetes.io/dockerconfigjson in the namespace, for a private registry' }),
-    serviceAccount: k8sName('ServiceAccount name').default('kube-runbook-agent').meta({ description: 'the agents\' ServiceAccount (`kube-runbook agent manifests`)' }),
+      .meta({
+        description: 'the agent image (deploy/agent/Dockerfile); ghcr.io/kube-runbook/kube-runbook-agent:<this version> when absent',
+      }),
+    imagePullSecret: k8sName('Secret name')
+      .optional()
+      .meta({ description: 'a Secret of type kubernetes.io/dockerconfigjson in the namespace, for a private registry' }),
+    serviceAccount: k8sName('ServiceAccount name')
+      .default('kube-runbook-agent')
+      .meta({ description: "the agents' ServiceAccount (`kube-runbook agent manifests`)" }),
     /**
      * `host`: scripts run in PID 1's namespaces (nsenter), on the host as ssh would. `mount`: in the host's mount
      * namespace only: the lab, whose simulated kubelet starts the agent in the node's network namespace already.
      */
-    enter: z
-      .enum(['host', 'mount'])
-      .default('host')
-      .meta({ description: "host: scripts run in PID 1's namespaces (nsenter); mount: in its mount namespace only (the lab, whose agents run in their node's network namespace)" }),
+    enter: z.enum(['host', 'mount']).default('host').meta({
+      description:
+        "host: scripts run in PID 1's namespaces (nsenter); mount: in its mount namespace only (the lab, whose agents run in their node's network namespace)",
+    }),
     startTimeout: duration().prefault('2m').meta({ description: 'how long preflight waits for every agent pod to run and answer' }),
   })
   .meta({ description: 'a privileged pod per node running `kube-runbook agent`, reached through the Kubernetes API' });
@@ -103,7 +117,9 @@ export const InventoryNode = z.strictObject({
   zone: z.string().min(1).optional(),
   netns: z
     .string()
-    .regex(/^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, { message: 'expected a network namespace name (letters, digits, "_", "." and "-")' })
+    .regex(/^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, {
+      message: 'expected a network namespace name (letters, digits, "_", "." and "-")',
+    })
     .optional()
     .meta({ description: 'network namespace (netns transport); the name when absent' }),
   transport: Transport.optional().meta({ description: 'overrides spec.transport for this node' }),
@@ -133,7 +149,9 @@ export const Inventory = z.strictObject({
   kind: z.literal('Inventory'),
   metadata: z.strictObject({ name: z.string().min(1), description: z.string().optional() }),
   spec: z.strictObject({
-    layout: Layout.meta({ description: 'how the control plane and kubelets run: kubeadm (static pods + systemd kubelet), k3s (systemd), lab' }),
+    layout: Layout.meta({
+      description: 'how the control plane and kubelets run: kubeadm (static pods + systemd kubelet), k3s (systemd), lab',
+    }),
     kubeconfig: z.string().min(1).optional().meta({ description: 'path; relative to this file; KUBECONFIG or ~/.kube/config when absent' }),
     context: z.string().min(1).optional(),
     transport: Transport.default({ type: 'local' }),
@@ -159,7 +177,11 @@ export const Inventory = z.strictObject({
       })
       .superRefine((p, ctx) => {
         if (p.bearerTokenFile && /^http:/i.test(String(p.url)) && !p.tokenOverHttp)
-          ctx.addIssue({ code: 'custom', path: ['url'], message: 'the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true' });
+          ctx.addIssue({
+            code: 'custom',
+            path: ['url'],
+            message: 'the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true',
+          });
       })
       .optional()
       .meta({ description: "the cluster's Prometheus, if it has one" }),
@@ -174,13 +196,16 @@ export const Inventory = z.strictObject({
               "kubeadm's directory on the control-plane nodes: `manifests/` (the kubelet's staticPodPath), `admin.conf`, `controller-manager.conf`; " +
               'manifests are parked in `kube-runbook-parked/` beside it',
           }),
-        kubelet: z
-          .enum(['systemd', 'lab'])
-          .default('systemd')
-          .meta({ description: "how the kubelets run: kubeadm's systemd unit `kubelet`, or lab services under `spec.lab.stateDir` (`lab up --static-pods`)" }),
+        kubelet: z.enum(['systemd', 'lab']).default('systemd').meta({
+          description:
+            "how the kubelets run: kubeadm's systemd unit `kubelet`, or lab services under `spec.lab.stateDir` (`lab up --static-pods`)",
+        }),
       })
       .optional()
-      .meta({ description: 'layout kubeadm: where its files are when not in /etc/kubernetes, and how its kubelets run (a lab of `lab up --static-pods`)' }),
+      .meta({
+        description:
+          'layout kubeadm: where its files are when not in /etc/kubernetes, and how its kubelets run (a lab of `lab up --static-pods`)',
+      }),
     lab: z
       .strictObject({ stateDir: z.string().min(1).meta({ description: "the lab's state directory (pids, run scripts, logs)" }) })
       .optional(),

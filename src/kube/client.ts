@@ -40,7 +40,9 @@ function kubeAccessOver(config: ClientConfig, http: KubeHttp, watches: WatchHub)
         query: { labelSelector },
         timeoutMs: 30_000,
       });
-      return list.items.map((n) => ({ name: n.metadata.name, labels: n.metadata.labels ?? {} })).sort((a, b) => a.name.localeCompare(b.name));
+      return list.items
+        .map((n) => ({ name: n.metadata.name, labels: n.metadata.labels ?? {} }))
+        .sort((a, b) => a.name.localeCompare(b.name));
     },
     async canI(check: AccessCheck): Promise<boolean> {
       const review = await http.json<{ status?: { allowed?: boolean } }>('/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {

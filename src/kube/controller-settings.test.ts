@@ -22,8 +22,15 @@ spec:
 
 describe('controller settings', () => {
   it('reads flags from a kubeadm manifest, a k3s config and a shell command line', () => {
-    expect(settingsFromFlags(kubeadmManifest)).toEqual({ nodeMonitorGracePeriodMs: 20_000, nodeMonitorPeriodMs: 2_000, nodeEvictionRate: 0.5, largeClusterSizeThreshold: 10 });
-    expect(settingsFromFlags('kube-controller-manager-arg:\n  - "node-monitor-grace-period=1m0s"\n  - "unhealthy-zone-threshold=0.7"')).toEqual({
+    expect(settingsFromFlags(kubeadmManifest)).toEqual({
+      nodeMonitorGracePeriodMs: 20_000,
+      nodeMonitorPeriodMs: 2_000,
+      nodeEvictionRate: 0.5,
+      largeClusterSizeThreshold: 10,
+    });
+    expect(
+      settingsFromFlags('kube-controller-manager-arg:\n  - "node-monitor-grace-period=1m0s"\n  - "unhealthy-zone-threshold=0.7"'),
+    ).toEqual({
       nodeMonitorGracePeriodMs: 60_000,
       unhealthyZoneThreshold: 0.7,
     });
@@ -37,7 +44,14 @@ describe('controller settings', () => {
     const configz = {
       componentconfig: {
         KubeCloudShared: { NodeMonitorPeriod: '5s' },
-        NodeLifecycleController: { NodeEvictionRate: 0.1, SecondaryNodeEvictionRate: 0.01, NodeStartupGracePeriod: '1m0s', NodeMonitorGracePeriod: '40s', LargeClusterSizeThreshold: 50, UnhealthyZoneThreshold: 0.55 },
+        NodeLifecycleController: {
+          NodeEvictionRate: 0.1,
+          SecondaryNodeEvictionRate: 0.01,
+          NodeStartupGracePeriod: '1m0s',
+          NodeMonitorGracePeriod: '40s',
+          LargeClusterSizeThreshold: 50,
+          UnhealthyZoneThreshold: 0.55,
+        },
       },
     };
     expect(settingsFromConfigz(configz)).toEqual({ ...versionDefaults(parseKubeVersion('v1.20.0')), leaseDurationMs: undefined });
@@ -52,11 +66,33 @@ describe('controller settings', () => {
     const clock = new FakeClock();
     const kube = fakeKubeAccess(clock);
     kube.rawHandler = () => ({ status: 200, body: '{"gitVersion":"v1.32.1"}' });
-    const inventory = Inventory.parse(inventoryOf({ layout: 'kubeadm', controller: { nodeMonitorPeriod: '3s' }, nodes: [{ name: 'cp-1', address: '127.0.0.1', roles: ['control-plane'] }, { name: 'w-1' }] }, 't'));
-    const nodes = new FakeNodes(inventory.spec.nodes, (c) => ({ code: 0, stdout: c.script.includes('manifests') ? kubeadmManifest : '', stderr: '' }));
+    const inventory = Inventory.parse(
+      inventoryOf(
+        {
+          layout: 'kubeadm',
+          controller: { nodeMonitorPeriod: '3s' },
+          nodes: [{ name: 'cp-1', address: '127.0.0.1', roles: ['control-plane'] }, { name: 'w-1' }],
+        },
+        't',
+      ),
+    );
+    const nodes = new FakeNodes(inventory.spec.nodes, (c) => ({
+      code: 0,
+      stdout: c.script.includes('manifests') ? kubeadmManifest : '',
+      stderr: '',
+    }));
     const r = await resolveControllerSettings({ inventory, nodes, clock, log: memoryLogger(), kube });
-    expect(r.settings).toMatchObject({ nodeMonitorPeriodMs: 3_000, nodeMonitorGracePeriodMs: 20_000, nodeStartupGracePeriodMs: 60_000, leaseDurationMs: 40_000 });
-    expect(r.sources).toMatchObject({ nodeMonitorPeriodMs: 'inventory', nodeMonitorGracePeriodMs: 'manifest', nodeStartupGracePeriodMs: 'defaults' });
+    expect(r.settings).toMatchObject({
+      nodeMonitorPeriodMs: 3_000,
+      nodeMonitorGracePeriodMs: 20_000,
+      nodeStartupGracePeriodMs: 60_000,
+      leaseDurationMs: 40_000,
+    });
+    expect(r.sources).toMatchObject({
+      nodeMonitorPeriodMs: 'inventory',
+      nodeMonitorGracePeriodMs: 'manifest',
+      nodeStartupGracePeriodMs: 'defaults',
+    });
     expect(r.version).toBe('v1.32.1');
     expect(nodes.scriptsOn('cp-1')).toEqual(['cat /etc/kubernetes/manifests/kube-controller-manager.yaml 2>/dev/null || true']);
     kube.close();

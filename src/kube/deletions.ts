@@ -1,7 +1,8 @@
 import type { SlimNode, SlimPod } from './resources.js';
 import { tolerationMs } from './tolerations.js';
 
-export type DeletionCause = 'taint-eviction' | 'api-eviction' | 'kubelet-eviction' | 'preemption' | 'garbage-collection' | 'delete' | 'unknown';
+export type DeletionCause =
+  'taint-eviction' | 'api-eviction' | 'kubelet-eviction' | 'preemption' | 'garbage-collection' | 'delete' | 'unknown';
 
 export interface Deletion {
   pod: string;

@@ -32,7 +32,11 @@ export async function discoverResource(kube: KubeAccess, apiVersion: string, kin
   const r = (list.resources ?? []).find((x) => x.kind === kind && x.name && !x.name.includes('/'));
   if (!r?.name) {
     const kinds = [...new Set((list.resources ?? []).filter((x) => x.name && !x.name.includes('/')).map((x) => x.kind))].sort();
-    throw new KrError('KUBE_RESOURCE_UNKNOWN', `${quote(apiVersion)} has no kind ${quote(kind)} (it serves: ${kinds.join(', ') || 'nothing'})`, { exit: 3 });
+    throw new KrError(
+      'KUBE_RESOURCE_UNKNOWN',
+      `${quote(apiVersion)} has no kind ${quote(kind)} (it serves: ${kinds.join(', ') || 'nothing'})`,
+      { exit: 3 },
+    );
   }
   return { apiVersion, kind, plural: r.name, namespaced: r.namespaced === true };
 }

@@ -53,13 +53,25 @@ export function etcdTarget(ctx: { inventory: Inventory }, o: Omit<EtcdAccess, 't
   return { url, node };
 }
 
-const METRICS = "'^(etcd_disk_(wal_fsync|backend_commit)_duration_seconds_bucket|etcd_server_(has_leader|is_leader|leader_changes_seen_total))'";
+const METRICS =
+  "'^(etcd_disk_(wal_fsync|backend_commit)_duration_seconds_bucket|etcd_server_(has_leader|is_leader|leader_changes_seen_total))'";
 
-export async function scrapeEtcd(ctx: { nodes: NodeAccess; clock: Clock; signal: AbortSignal }, where: EtcdTarget, params: EtcdAccess): Promise<EtcdScrape> {
+export async function scrapeEtcd(
+  ctx: { nodes: NodeAccess; clock: Clock; signal: AbortSignal },
+  where: EtcdTarget,
+  params: EtcdAccess,
+): Promise<EtcdScrape> {
   if (!where.node) {
     const get = async (path: string) => {
       try {
-        return await httpGet(where.url + path, { timeoutMs: params.timeout, signal: ctx.signal, clock: ctx.clock, ca: params.cacert, cert: params.cert, key: params.key });
+        return await httpGet(where.url + path, {
+          timeoutMs: params.timeout,
+          signal: ctx.signal,
+          clock: ctx.clock,
+          ca: params.cacert,
+          cert: params.cert,
+          key: params.key,
+        });
       } catch (e) {
         throw new EtcdUnreachable(messageOf(e));
       }
@@ -68,7 +80,11 @@ export async function scrapeEtcd(ctx: { nodes: NodeAccess; clock: Clock; signal:
     return { health: health.body, metrics: metrics.body };
   }
   const seconds = Math.max(1, Math.ceil(params.timeout / 1000));
-  const tls = [params.cacert && `--cacert ${shq(params.cacert)}`, params.cert && `--cert ${shq(params.cert)}`, params.key && `--key ${shq(params.key)}`]
+  const tls = [
+    params.cacert && `--cacert ${shq(params.cacert)}`,
+    params.cert && `--cert ${shq(params.cert)}`,
+    params.key && `--key ${shq(params.key)}`,
+  ]
     .filter(Boolean)
     .join(' ');
   const script = [

@@ -2,18 +2,32 @@ import { describe, expect, it } from 'vitest';
 import { parseKubeVersion, versionDefaults } from './versions.js';
 import { type AuditFacts, audit } from './heartbeat-audit.js';
 
-const sources = Object.fromEntries(Object.keys(versionDefaults(parseKubeVersion('v1.20.0'))).map((k) => [k, 'defaults'])) as AuditFacts['sources'];
+const sources = Object.fromEntries(
+  Object.keys(versionDefaults(parseKubeVersion('v1.20.0'))).map((k) => [k, 'defaults']),
+) as AuditFacts['sources'];
 const nodes = (n: number, zones = 1, leaseDurationSeconds = 40, leaseAgeMs = 3000) =>
   Array.from({ length: n }, (_, i) => ({ name: `node-${i}`, zone: `z${i % zones}`, leaseDurationSeconds, leaseAgeMs }));
 
 function facts(o: Partial<AuditFacts['settings']> = {}, extra: Partial<AuditFacts> = {}): AuditFacts {
-  return { settings: { ...versionDefaults(parseKubeVersion('v1.20.0')), ...o }, sources, nodes: nodes(3, 2), etcd: { walFsyncP99Ms: 2, backendCommitP99Ms: 8 }, ...extra };
+  return {
+    settings: { ...versionDefaults(parseKubeVersion('v1.20.0')), ...o },
+    sources,
+    nodes: nodes(3, 2),
+    etcd: { walFsyncP99Ms: 2, backendCommitP99Ms: 8 },
+    ...extra,
+  };
 }
 const verdicts = (f: AuditFacts) => Object.fromEntries(audit(f).map((c) => [c.id, c.verdict]));
 
 describe('heartbeat audit', () => {
   it('passes the defaults of Kubernetes 1.20 on a healthy two-zone cluster', () => {
-    expect(verdicts(facts())).toEqual({ 'heartbeat-grace': 'pass', 'monitor-period': 'pass', 'eviction-rate': 'pass', 'etcd-fsync': 'pass', 'lease-ages': 'pass' });
+    expect(verdicts(facts())).toEqual({
+      'heartbeat-grace': 'pass',
+      'monitor-period': 'pass',
+      'eviction-rate': 'pass',
+      'etcd-fsync': 'pass',
+      'lease-ages': 'pass',
+    });
   });
 
   it("fails incident 3's configuration: a 10 s grace with leases renewed every 10 s", () => {

@@ -28,12 +28,19 @@ const times = (x: number) => `${Math.round(x * 10) / 10}×`;
 
 function heartbeatGrace(facts: AuditFacts): AuditCheck {
   const { nodeMonitorGracePeriodMs: grace } = facts.settings;
-  const durations = [...new Set(facts.nodes.map((n) => n.leaseDurationSeconds).filter((d): d is number => d !== undefined))].sort((a, b) => b - a);
+  const durations = [...new Set(facts.nodes.map((n) => n.leaseDurationSeconds).filter((d): d is number => d !== undefined))].sort(
+    (a, b) => b - a,
+  );
   // The slowest renewing kubelet is the one that flaps first.
   const renew = (durations.length ? durations[0]! * 1000 : facts.settings.leaseDurationMs) / 4;
   const ratio = grace / renew;
   const what = `node-monitor-grace-period ${f(grace)} is ${times(ratio)} the lease renew interval ${f(renew)}${durations.length ? '' : ' (assumed)'}`;
-  if (ratio < 3) return { id: 'heartbeat-grace', verdict: 'fail', detail: `${what}: one or two late renewals make a node NotReady and evict its pods; keep grace ≥ 3× (better 4×)` };
+  if (ratio < 3)
+    return {
+      id: 'heartbeat-grace',
+      verdict: 'fail',
+      detail: `${what}: one or two late renewals make a node NotReady and evict its pods; keep grace ≥ 3× (better 4×)`,
+    };
   if (ratio < 4) return { id: 'heartbeat-grace', verdict: 'warn', detail: `${what}: meets 3×, but 4× leaves room for a slow etcd write` };
   return { id: 'heartbeat-grace', verdict: 'pass', detail: `${what} (rule: ≥ 3×)` };
 }
@@ -41,8 +48,14 @@ function heartbeatGrace(facts: AuditFacts): AuditCheck {
 function monitorPeriod(facts: AuditFacts): AuditCheck {
   const { nodeMonitorPeriodMs: p, nodeMonitorGracePeriodMs: grace } = facts.settings;
   const what = `node-monitor-period ${f(p)} against a grace of ${f(grace)}`;
-  if (p >= grace) return { id: 'monitor-period', verdict: 'fail', detail: `${what}: the controller looks less often than nodes may be silent` };
-  if (p > grace / 4) return { id: 'monitor-period', verdict: 'warn', detail: `${what}: NotReady is noticed up to ${f(p)} late; keep it ≤ a quarter of the grace` };
+  if (p >= grace)
+    return { id: 'monitor-period', verdict: 'fail', detail: `${what}: the controller looks less often than nodes may be silent` };
+  if (p > grace / 4)
+    return {
+      id: 'monitor-period',
+      verdict: 'warn',
+      detail: `${what}: NotReady is noticed up to ${f(p)} late; keep it ≤ a quarter of the grace`,
+    };
   return { id: 'monitor-period', verdict: 'pass', detail: what };
 }
 
@@ -61,10 +74,16 @@ function evictionRates(facts: AuditFacts): AuditCheck {
   const problems: string[] = [];
   if (s.nodeEvictionRate > 1) problems.push('more than one node a second: a network blip empties nodes before anyone can react');
   if (s.secondaryNodeEvictionRate > s.nodeEvictionRate) problems.push('the secondary rate is above the normal one');
-  if (s.unhealthyZoneThreshold >= 1 || s.unhealthyZoneThreshold < 0.3) problems.push(`unhealthy-zone-threshold ${s.unhealthyZoneThreshold} hardly ever or too easily slows evictions`);
-  if (zones.size === 1 && size > 0) problems.push('one zone: only losing every node stops evictions (master disruption mode); partial outages evict');
+  if (s.unhealthyZoneThreshold >= 1 || s.unhealthyZoneThreshold < 0.3)
+    problems.push(`unhealthy-zone-threshold ${s.unhealthyZoneThreshold} hardly ever or too easily slows evictions`);
+  if (zones.size === 1 && size > 0)
+    problems.push('one zone: only losing every node stops evictions (master disruption mode); partial outages evict');
   const serious = problems.filter((p) => !p.startsWith('one zone'));
-  return { id: 'eviction-rate', verdict: serious.length ? 'warn' : 'pass', detail: `${facts_}${problems.length ? `; ${problems.join('; ')}` : ''}` };
+  return {
+    id: 'eviction-rate',
+    verdict: serious.length ? 'warn' : 'pass',
+    detail: `${facts_}${problems.length ? `; ${problems.join('; ')}` : ''}`,
+  };
 }
 
 function etcdLatency(facts: AuditFacts): AuditCheck {
@@ -73,8 +92,13 @@ function etcdLatency(facts: AuditFacts): AuditCheck {
   if (wal === null && commit === null) return { id: 'etcd-fsync', verdict: 'unknown', detail: 'etcd has recorded no disk writes yet' };
   const what = `p99 since etcd started: WAL fsync ${wal ?? 'n/a'}ms, backend commit ${commit ?? 'n/a'}ms`;
   if ((wal ?? 0) >= 100 || (commit ?? 0) >= 250)
-    return { id: 'etcd-fsync', verdict: 'fail', detail: `${what}: writes this slow make lease renewals late (etcd wants p99 fsync < 10ms, commit < 25ms)` };
-  if ((wal ?? 0) >= 10 || (commit ?? 0) >= 25) return { id: 'etcd-fsync', verdict: 'warn', detail: `${what}: above etcd's recommended 10ms / 25ms` };
+    return {
+      id: 'etcd-fsync',
+      verdict: 'fail',
+      detail: `${what}: writes this slow make lease renewals late (etcd wants p99 fsync < 10ms, commit < 25ms)`,
+    };
+  if ((wal ?? 0) >= 10 || (commit ?? 0) >= 25)
+    return { id: 'etcd-fsync', verdict: 'warn', detail: `${what}: above etcd's recommended 10ms / 25ms` };
   return { id: 'etcd-fsync', verdict: 'pass', detail: what };
 }
 

@@ -45,10 +45,7 @@ export function httpGet(url: string, o: GetOptions): Promise<GetAnswer> {
   const start = o.clock.now();
   const max = o.maxBytes ?? 8 * 1024 * 1024;
   return new Promise<GetAnswer>((resolve, reject) => {
-    const tls =
-      u.protocol === 'https:'
-        ? { ca: pem(o.ca), cert: pem(o.cert), key: pem(o.key), rejectUnauthorized: !o.insecure }
-        : {};
+    const tls = u.protocol === 'https:' ? { ca: pem(o.ca), cert: pem(o.cert), key: pem(o.key), rejectUnauthorized: !o.insecure } : {};
     const req = (u.protocol === 'https:' ? https : http).request(u, { method: 'GET', headers: o.headers, agent: false, ...tls });
     let settled = false;
     const done = (e: Error | undefined, a?: GetAnswer) => {
@@ -68,7 +65,12 @@ export function httpGet(url: string, o: GetOptions): Promise<GetAnswer> {
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
-      const answer = (truncated: boolean) => ({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8'), truncated, ms: o.clock.now() - start });
+      const answer = (truncated: boolean) => ({
+        status: res.statusCode ?? 0,
+        body: Buffer.concat(chunks).toString('utf8'),
+        truncated,
+        ms: o.clock.now() - start,
+      });
       res.on('data', (chunk: Buffer) => {
         if (settled) return;
         if (size + chunk.length > max) {

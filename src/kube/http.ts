@@ -52,9 +52,7 @@ export class KubeHttp {
     const ac = new AbortController();
     const signal = o.signal ? AbortSignal.any([o.signal, ac.signal]) : ac.signal;
     const host = this.url(path).host;
-    const cancel = o.timeoutMs
-      ? this.clock.setTimer(o.timeoutMs, () => ac.abort(noAnswer(host, o.timeoutMs ?? 0)))
-      : undefined;
+    const cancel = o.timeoutMs ? this.clock.setTimer(o.timeoutMs, () => ac.abort(noAnswer(host, o.timeoutMs ?? 0))) : undefined;
     try {
       const res = await this.open(path, { ...o, timeoutMs: undefined, signal });
       res.setEncoding('utf8');
@@ -93,7 +91,12 @@ export class KubeHttp {
     this.agent ??= agentFor(secure, tls, this.config.proxyUrl);
     const lib = secure ? https : http;
     return new Promise<http.IncomingMessage>((resolve, reject) => {
-      const req = lib.request(url, { method: o.method ?? 'GET', headers, agent: this.agent, ...requestTls(secure, tls, this.config.proxyUrl) });
+      const req = lib.request(url, {
+        method: o.method ?? 'GET',
+        headers,
+        agent: this.agent,
+        ...requestTls(secure, tls, this.config.proxyUrl),
+      });
       let cancelTimer: (() => void) | undefined;
       const fail = (e: Error) => {
         cancelTimer?.();

@@ -45,16 +45,30 @@ export async function readJournalCopies(kube: KubeAccess, ref: ConfigMapRef, sig
 }
 
 /** The `data` of a ConfigMap (`what` names it in the error: the journal, the report); KrError exit 3 when it cannot be read. */
-export async function readConfigMapData(kube: KubeAccess, ref: ConfigMapRef, what: string, signal?: AbortSignal): Promise<Record<string, string>> {
+export async function readConfigMapData(
+  kube: KubeAccess,
+  ref: ConfigMapRef,
+  what: string,
+  signal?: AbortSignal,
+): Promise<Record<string, string>> {
   try {
     return (await api(kube)<{ data?: Record<string, string> }>(path(ref), { timeoutMs: 15_000, signal })).data ?? {};
   } catch (e) {
-    throw new KrError(`${what.toUpperCase()}_CONFIGMAP`, `cannot read the ${what} ConfigMap ${ref.namespace}/${ref.name}: ${messageOf(e)}`, { exit: EXIT.refused, cause: e });
+    throw new KrError(
+      `${what.toUpperCase()}_CONFIGMAP`,
+      `cannot read the ${what} ConfigMap ${ref.namespace}/${ref.name}: ${messageOf(e)}`,
+      { exit: EXIT.refused, cause: e },
+    );
   }
 }
 
 /** Sets (text) or removes (null) the journals of the given runs, leaving every other key as it is. */
-export async function writeJournalCopies(kube: KubeAccess, ref: ConfigMapRef, journals: Record<string, string | null>, signal?: AbortSignal): Promise<void> {
+export async function writeJournalCopies(
+  kube: KubeAccess,
+  ref: ConfigMapRef,
+  journals: Record<string, string | null>,
+  signal?: AbortSignal,
+): Promise<void> {
   const data = Object.fromEntries(Object.entries(journals).map(([runId, text]) => [journalKey(runId), text]));
   await api(kube)(path(ref), { method: 'PATCH', contentType: 'application/merge-patch+json', body: { data }, timeoutMs: 15_000, signal });
 }

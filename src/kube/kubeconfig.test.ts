@@ -46,7 +46,9 @@ describe('loadClientConfig', () => {
     const file = write(
       'conf/config',
       config({
-        clusters: [{ name: 'c', cluster: { server: 'https://10.0.0.1:6443', 'certificate-authority': 'ca.pem', 'tls-server-name': 'api.internal' } }],
+        clusters: [
+          { name: 'c', cluster: { server: 'https://10.0.0.1:6443', 'certificate-authority': 'ca.pem', 'tls-server-name': 'api.internal' } },
+        ],
         users: [{ name: 'u', user: { 'client-certificate-data': b64('CERT'), 'client-key-data': b64('KEY') } }],
         contexts: [{ name: 'ctx', context: { cluster: 'c', user: 'u' } }],
         current: 'ctx',
@@ -56,7 +58,12 @@ describe('loadClientConfig', () => {
     expect([c.contextName, c.server]).toEqual(['ctx', 'https://10.0.0.1:6443']);
     const creds = await c.credentials();
     expect(creds.ca?.toString()).toBe('CA PEM');
-    expect([creds.cert?.toString(), creds.key?.toString(), creds.servername, creds.insecure]).toEqual(['CERT', 'KEY', 'api.internal', false]);
+    expect([creds.cert?.toString(), creds.key?.toString(), creds.servername, creds.insecure]).toEqual([
+      'CERT',
+      'KEY',
+      'api.internal',
+      false,
+    ]);
     expect(creds.headers).toEqual({});
   });
 
@@ -82,14 +89,19 @@ describe('loadClientConfig', () => {
     expect((await loadClientConfig({ file, env: env() }).credentials()).insecure).toBe(true);
     const e = thrown(() => loadClientConfig({ file, context: 'three', env: env() }));
     expect([e.code, e.exit, e.message]).toEqual(['KUBE_CONTEXT_UNKNOWN', 2, 'no context "three" in the kubeconfig (known: one, two)']);
-    expect(e.details[0]).toMatch(/^it read .*; name one of its contexts with --context, or another kubeconfig with --kubeconfig \(kubectl config get-contexts lists them\)$/);
+    expect(e.details[0]).toMatch(
+      /^it read .*; name one of its contexts with --context, or another kubeconfig with --kubeconfig \(kubectl config get-contexts lists them\)$/,
+    );
   });
 
   it('merges KUBECONFIG as kubectl does: the first file to name an entry wins, paths relative to the file naming them', async () => {
     write('a/ca.pem', 'CA OF A');
     write('b/ca.pem', 'CA OF B');
     write('b/token', 'token-from-b\n');
-    const a = write('a/config', config({ clusters: [{ name: 'c', cluster: { server: 'https://first:6443', 'certificate-authority': 'ca.pem' } }], current: 'ctx' }));
+    const a = write(
+      'a/config',
+      config({ clusters: [{ name: 'c', cluster: { server: 'https://first:6443', 'certificate-authority': 'ca.pem' } }], current: 'ctx' }),
+    );
     const b = write(
       'b/config',
       config({
@@ -109,7 +121,12 @@ describe('loadClientConfig', () => {
     const token = write('token', 'one');
     const file = write(
       'config',
-      config({ clusters: [{ name: 'c', cluster: { server: 'https://c' } }], users: [{ name: 'u', user: { tokenFile: token } }], contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }], current: 'x' }),
+      config({
+        clusters: [{ name: 'c', cluster: { server: 'https://c' } }],
+        users: [{ name: 'u', user: { tokenFile: token } }],
+        contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+        current: 'x',
+      }),
     );
     const clock = new FakeClock();
     const c = loadClientConfig({ file, clock, env: env() });
@@ -124,7 +141,12 @@ describe('loadClientConfig', () => {
   it('sends basic auth when the user has a username and password', async () => {
     const file = write(
       'config',
-      config({ clusters: [{ name: 'c', cluster: { server: 'https://c' } }], users: [{ name: 'u', user: { username: 'admin', password: 'p:w' } }], contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }], current: 'x' }),
+      config({
+        clusters: [{ name: 'c', cluster: { server: 'https://c' } }],
+        users: [{ name: 'u', user: { username: 'admin', password: 'p:w' } }],
+        contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+        current: 'x',
+      }),
     );
     expect((await loadClientConfig({ file, env: env() }).credentials()).headers).toEqual({ Authorization: `Basic ${b64('admin:p:w')}` });
   });
@@ -147,8 +169,20 @@ describe('loadClientConfig', () => {
   it("takes a cluster's proxy-url as kubectl does, and refuses one it would not (exit 2, no password shown)", () => {
     const ctx = [{ name: 'x', context: { cluster: 'c', user: 'u' } }];
     const load = (proxy: string) =>
-      loadClientConfig({ file: write('config', config({ clusters: [{ name: 'c', cluster: { server: 'https://c', 'proxy-url': proxy } }], users: [{ name: 'u', user: {} }], contexts: ctx, current: 'x' })), env: env() });
-    for (const proxy of ['http://proxy:3128', 'https://user:pw@proxy:443', 'socks5://127.0.0.1:1080', 'socks5h://bastion:1080']) expect(load(proxy).proxyUrl?.href).toBe(new URL(proxy).href);
+      loadClientConfig({
+        file: write(
+          'config',
+          config({
+            clusters: [{ name: 'c', cluster: { server: 'https://c', 'proxy-url': proxy } }],
+            users: [{ name: 'u', user: {} }],
+            contexts: ctx,
+            current: 'x',
+          }),
+        ),
+        env: env(),
+      });
+    for (const proxy of ['http://proxy:3128', 'https://user:pw@proxy:443', 'socks5://127.0.0.1:1080', 'socks5h://bastion:1080'])
+      expect(load(proxy).proxyUrl?.href).toBe(new URL(proxy).href);
     for (const proxy of ['ftp://user:hunter2@proxy:21', 'not a url :hunter2@']) {
       const e = thrown(() => load(proxy));
       expect([e.code, e.exit]).toEqual(['KUBE_PROXY_URL', 2]);
@@ -160,12 +194,37 @@ describe('loadClientConfig', () => {
   it('says what is wrong with a kubeconfig it cannot use, exit 3', () => {
     const ctx = [{ name: 'x', context: { cluster: 'c', user: 'u' } }];
     const cases: [unknown, RegExp][] = [
-      [config({ clusters: [{ name: 'c', cluster: { server: 'https://c' } }], users: [{ name: 'u', user: {} }], contexts: ctx }), /has no current-context; give --context/],
+      [
+        config({ clusters: [{ name: 'c', cluster: { server: 'https://c' } }], users: [{ name: 'u', user: {} }], contexts: ctx }),
+        /has no current-context; give --context/,
+      ],
       [config({ users: [{ name: 'u', user: {} }], contexts: ctx, current: 'x' }), /context "x" names no cluster that exists/],
-      [config({ clusters: [{ name: 'c', cluster: { server: 'https://c' } }], contexts: ctx, current: 'x' }), /names user "u", which it does not define/],
-      [config({ clusters: [{ name: 'c', cluster: {} }], users: [{ name: 'u', user: {} }], contexts: ctx, current: 'x' }), /cluster "c" has no server/],
-      [config({ clusters: [{ name: 'c', cluster: { server: 'https://c' } }], users: [{ name: 'u', user: { 'client-certificate-data': b64('C') } }], contexts: ctx, current: 'x' }), /client certificate without its key/],
-      [config({ clusters: [{ name: 'c', cluster: { server: 'https://c', 'certificate-authority': 'nope.pem' } }], users: [{ name: 'u', user: {} }], contexts: ctx, current: 'x' }), /cannot read certificate-authority ".*nope\.pem"/],
+      [
+        config({ clusters: [{ name: 'c', cluster: { server: 'https://c' } }], contexts: ctx, current: 'x' }),
+        /names user "u", which it does not define/,
+      ],
+      [
+        config({ clusters: [{ name: 'c', cluster: {} }], users: [{ name: 'u', user: {} }], contexts: ctx, current: 'x' }),
+        /cluster "c" has no server/,
+      ],
+      [
+        config({
+          clusters: [{ name: 'c', cluster: { server: 'https://c' } }],
+          users: [{ name: 'u', user: { 'client-certificate-data': b64('C') } }],
+          contexts: ctx,
+          current: 'x',
+        }),
+        /client certificate without its key/,
+      ],
+      [
+        config({
+          clusters: [{ name: 'c', cluster: { server: 'https://c', 'certificate-authority': 'nope.pem' } }],
+          users: [{ name: 'u', user: {} }],
+          contexts: ctx,
+          current: 'x',
+        }),
+        /cannot read certificate-authority ".*nope\.pem"/,
+      ],
       ['clusters: [unclosed', /cannot load the kubeconfig ".*config"/],
     ];
     for (const [doc, message] of cases) {
@@ -173,15 +232,24 @@ describe('loadClientConfig', () => {
       expect([e.code, e.exit]).toEqual(['KUBE_UNAVAILABLE', 3]);
       expect(e.message).toMatch(message);
     }
-    expect(thrown(() => loadClientConfig({ file: join(dir, 'absent'), env: env() })).message).toMatch(/kubeconfig ".*absent" does not exist/);
-    expect(thrown(() => loadClientConfig({ env: env({ KUBECONFIG: join(dir, 'absent') }) })).message).toMatch(/KUBECONFIG names no file that exists/);
-    expect(thrown(() => loadClientConfig({ env: env() })).message).toBe('no kubeconfig: give --kubeconfig, set KUBECONFIG or create ~/.kube/config');
+    expect(thrown(() => loadClientConfig({ file: join(dir, 'absent'), env: env() })).message).toMatch(
+      /kubeconfig ".*absent" does not exist/,
+    );
+    expect(thrown(() => loadClientConfig({ env: env({ KUBECONFIG: join(dir, 'absent') }) })).message).toMatch(
+      /KUBECONFIG names no file that exists/,
+    );
+    expect(thrown(() => loadClientConfig({ env: env() })).message).toBe(
+      'no kubeconfig: give --kubeconfig, set KUBECONFIG or create ~/.kube/config',
+    );
   });
 
   describe('exec credential plugins', () => {
     /** A plugin that records each call (its args and KUBERNETES_EXEC_INFO) and answers with `answer`. */
     function plugin(answer: string, exit = 0): string {
-      const f = write('bin/plugin', `#!/bin/sh\nprintf '%s\\n' "$#" "$@" "$KUBERNETES_EXEC_INFO" "$EXTRA" >> "${dir}/calls"\necho '${answer}'\necho 'plugin says no' >&2\nexit ${exit}\n`);
+      const f = write(
+        'bin/plugin',
+        `#!/bin/sh\nprintf '%s\\n' "$#" "$@" "$KUBERNETES_EXEC_INFO" "$EXTRA" >> "${dir}/calls"\necho '${answer}'\necho 'plugin says no' >&2\nexit ${exit}\n`,
+      );
       chmodSync(f, 0o755);
       return f;
     }
@@ -196,13 +264,19 @@ describe('loadClientConfig', () => {
           current: 'x',
         }),
       );
-    const credential = (status: Record<string, unknown>) => JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status });
+    const credential = (status: Record<string, unknown>) =>
+      JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status });
 
     it('runs the plugin without a shell, with its args and env, and keeps the token until shortly before it expires', async () => {
       const clock = new FakeClock();
       const expiry = new Date(clock.now() + 60_000).toISOString();
       plugin(credential({ token: 'tok-1', expirationTimestamp: expiry }));
-      const file = withExec({ command: './bin/plugin', args: ['get-token', '$(touch pwned)', 'a b;c'], env: [{ name: 'EXTRA', value: 'x y' }], provideClusterInfo: true });
+      const file = withExec({
+        command: './bin/plugin',
+        args: ['get-token', '$(touch pwned)', 'a b;c'],
+        env: [{ name: 'EXTRA', value: 'x y' }],
+        provideClusterInfo: true,
+      });
       const c = loadClientConfig({ file, clock, env: env() });
       expect((await c.credentials()).headers).toEqual({ Authorization: 'Bearer tok-1' });
       expect((await c.credentials()).headers).toEqual({ Authorization: 'Bearer tok-1' });
@@ -240,12 +314,19 @@ describe('loadClientConfig', () => {
       await expect(wrong).rejects.toThrow(/answered something that is not an ExecCredential: kind "Other"/);
       await expect(wrong).rejects.not.toThrow(/secret-token/);
       await expect(
-        loadClientConfig({ file: withExec({ command: 'kr-no-such-plugin', installHint: 'install it with: brew install kr-plugin' }), env: env() }).credentials(),
+        loadClientConfig({
+          file: withExec({ command: 'kr-no-such-plugin', installHint: 'install it with: brew install kr-plugin' }),
+          env: env(),
+        }).credentials(),
       ).rejects.toThrow(/"kr-no-such-plugin" was not found \(install it with: brew install kr-plugin\)/);
-      expect(thrown(() => loadClientConfig({ file: withExec({ command: 'x', interactiveMode: 'Always' }), env: env() })).message).toMatch(/needs a terminal/);
-      expect(thrown(() => loadClientConfig({ file: withExec({ command: 'x', apiVersion: 'client.authentication.k8s.io/v1alpha1' }), env: env() })).message).toMatch(
-        /apiVersion "client.authentication.k8s.io\/v1alpha1"/,
+      expect(thrown(() => loadClientConfig({ file: withExec({ command: 'x', interactiveMode: 'Always' }), env: env() })).message).toMatch(
+        /needs a terminal/,
       );
+      expect(
+        thrown(() =>
+          loadClientConfig({ file: withExec({ command: 'x', apiVersion: 'client.authentication.k8s.io/v1alpha1' }), env: env() }),
+        ).message,
+      ).toMatch(/apiVersion "client.authentication.k8s.io\/v1alpha1"/);
     });
   });
 });

@@ -149,10 +149,16 @@ export function loadClientConfig(o: LoadOptions = {}): ClientConfig {
   const where = merged.files.map(quote).join(', ');
   const contextName = o.context ?? merged.current;
   if (o.context && !merged.contexts.has(o.context))
-    throw new KrError('KUBE_CONTEXT_UNKNOWN', `no context ${quote(o.context)} in the kubeconfig (known: ${[...merged.contexts.keys()].join(', ') || 'none'})`, {
-      exit: 2,
-      details: [`it read ${where}; name one of its contexts with --context, or another kubeconfig with --kubeconfig (kubectl config get-contexts lists them)`],
-    });
+    throw new KrError(
+      'KUBE_CONTEXT_UNKNOWN',
+      `no context ${quote(o.context)} in the kubeconfig (known: ${[...merged.contexts.keys()].join(', ') || 'none'})`,
+      {
+        exit: 2,
+        details: [
+          `it read ${where}; name one of its contexts with --context, or another kubeconfig with --kubeconfig (kubectl config get-contexts lists them)`,
+        ],
+      },
+    );
   if (!contextName) throw unavailable(`the kubeconfig ${where} has no current-context; give --context`);
   const context = merged.contexts.get(contextName);
   if (!context) throw unavailable(`the kubeconfig's current-context ${quote(contextName)} is not among its contexts (${where})`);
@@ -161,13 +167,15 @@ export function loadClientConfig(o: LoadOptions = {}): ClientConfig {
   if (!cluster) throw unavailable(`the kubeconfig's context ${quote(contextName)} names no cluster that exists (${where})`);
   const userName = str(context.value.user);
   const user = userName ? merged.users.get(userName) : undefined;
-  if (userName && !user) throw unavailable(`the kubeconfig's context ${quote(contextName)} names user ${quote(userName)}, which it does not define (${where})`);
+  if (userName && !user)
+    throw unavailable(`the kubeconfig's context ${quote(contextName)} names user ${quote(userName)}, which it does not define (${where})`);
   const server = str(cluster.value.server);
   if (!server) throw unavailable(`the kubeconfig's cluster ${quote(clusterName)} has no server (${where})`);
   const proxy = str(cluster.value['proxy-url']);
   const proxyUrl = proxy ? parseProxyUrl(proxy, `the kubeconfig's cluster ${quote(clusterName)} (${where})`) : undefined;
   const tls = clusterTls(cluster);
-  if (user && Object.keys(obj(user.value['auth-provider'])).length) return { ...authProviderConfig(files, contextName, server, tls), proxyUrl };
+  if (user && Object.keys(obj(user.value['auth-provider'])).length)
+    return { ...authProviderConfig(files, contextName, server, tls), proxyUrl };
   return {
     contextName,
     server,
@@ -199,7 +207,12 @@ function material(n: Named, field: string): Buffer | undefined {
 
 function clusterTls(c: Named): Tls {
   const ca = material(c, 'certificate-authority');
-  return { ca, insecure: c.value['insecure-skip-tls-verify'] === true, servername: str(c.value['tls-server-name']), caData: ca?.toString('base64') };
+  return {
+    ca,
+    insecure: c.value['insecure-skip-tls-verify'] === true,
+    servername: str(c.value['tls-server-name']),
+    caData: ca?.toString('base64'),
+  };
 }
 
 interface UserCtx {
@@ -214,7 +227,10 @@ function userCredentials(user: Named, u: UserCtx): () => Promise<Credentials> {
   const base = { ca: u.tls.ca, insecure: u.tls.insecure, servername: u.tls.servername };
   const cert = material(user, 'client-certificate');
   const key = material(user, 'client-key');
-  if (Boolean(cert) !== Boolean(key)) throw unavailable(`the kubeconfig's user of context ${quote(u.contextName)} has a client certificate without its key, or a key without its certificate`);
+  if (Boolean(cert) !== Boolean(key))
+    throw unavailable(
+      `the kubeconfig's user of context ${quote(u.contextName)} has a client certificate without its key, or a key without its certificate`,
+    );
   const token = str(user.value.token);
   const tokenFile = str(user.value.tokenFile);
   const username = str(user.value.username);
@@ -272,11 +288,15 @@ const EXEC_EARLY_MS = 10_000;
 function execPlugin(exec: Obj, dir: string, u: UserCtx): () => Promise<ExecCredential> {
   const apiVersion = str(exec.apiVersion) ?? '';
   if (!EXEC_API_VERSIONS.includes(apiVersion))
-    throw unavailable(`the kubeconfig's exec plugin of context ${quote(u.contextName)} has apiVersion ${quote(apiVersion)}; kube-runbook speaks ${EXEC_API_VERSIONS.join(' and ')}`);
+    throw unavailable(
+      `the kubeconfig's exec plugin of context ${quote(u.contextName)} has apiVersion ${quote(apiVersion)}; kube-runbook speaks ${EXEC_API_VERSIONS.join(' and ')}`,
+    );
   const command = str(exec.command);
   if (!command) throw unavailable(`the kubeconfig's exec plugin of context ${quote(u.contextName)} has no command`);
   if (exec.interactiveMode === 'Always')
-    throw unavailable(`the kubeconfig's exec plugin ${quote(command)} needs a terminal (interactiveMode: Always); kube-runbook runs without one`);
+    throw unavailable(
+      `the kubeconfig's exec plugin ${quote(command)} needs a terminal (interactiveMode: Always); kube-runbook runs without one`,
+    );
   // kubectl: a command with a path separator is relative to the kubeconfig; a bare name is looked up in PATH
   const file = command.includes('/') && !isAbsolute(command) ? join(dir, command) : command;
   const args = Array.isArray(exec.args) ? exec.args.filter((a): a is string => typeof a === 'string') : [];
@@ -300,13 +320,21 @@ function execPlugin(exec: Obj, dir: string, u: UserCtx): () => Promise<ExecCrede
       execFile(file, args, { env, timeout: EXEC_TIMEOUT_MS, maxBuffer: 4 * 2 ** 20, encoding: 'utf8' }, (err, stdout, stderr) => {
         if (err) {
           const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
-          const why = missing ? `${quote(command)} was not found` : `${quote(command)} failed: ${(stderr.trim() || err.message).slice(0, 500)}`;
-          return reject(unavailable(`the kubeconfig's exec plugin of context ${quote(u.contextName)}: ${why}${missing && hint ? ` (${hint.trim()})` : ''}`));
+          const why = missing
+            ? `${quote(command)} was not found`
+            : `${quote(command)} failed: ${(stderr.trim() || err.message).slice(0, 500)}`;
+          return reject(
+            unavailable(
+              `the kubeconfig's exec plugin of context ${quote(u.contextName)}: ${why}${missing && hint ? ` (${hint.trim()})` : ''}`,
+            ),
+          );
         }
         try {
           resolveRun(parseExecCredential(stdout, apiVersion));
         } catch (e) {
-          reject(unavailable(`the kubeconfig's exec plugin ${quote(command)} answered something that is not an ExecCredential: ${messageOf(e)}`));
+          reject(
+            unavailable(`the kubeconfig's exec plugin ${quote(command)} answered something that is not an ExecCredential: ${messageOf(e)}`),
+          );
         }
       });
     });
@@ -339,7 +367,8 @@ function inClusterConfig(env: Record<string, string | undefined>, clock: Clock):
   const port = env.KUBERNETES_SERVICE_PORT;
   if (!host || !port) throw unavailable('not in a pod: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set');
   for (const f of ['token', 'ca.crt'])
-    if (!existsSync(`${SERVICE_ACCOUNT}/${f}`)) throw unavailable(`no ServiceAccount ${f} at ${SERVICE_ACCOUNT}/${f} (automountServiceAccountToken off?)`);
+    if (!existsSync(`${SERVICE_ACCOUNT}/${f}`))
+      throw unavailable(`no ServiceAccount ${f} at ${SERVICE_ACCOUNT}/${f} (automountServiceAccountToken off?)`);
   const ca = readFileSync(`${SERVICE_ACCOUNT}/ca.crt`);
   const token = rereadEvery(`${SERVICE_ACCOUNT}/token`, clock);
   return {
@@ -369,7 +398,9 @@ function authProviderConfig(files: string[], contextName: string, server: string
     async credentials() {
       applying ??= load();
       const o: { headers?: Record<string, unknown>; cert?: Buffer; key?: Buffer } = { headers: {} };
-      await (await applying)(o);
+      await (
+        await applying
+      )(o);
       const headers = Object.fromEntries(Object.entries(o.headers ?? {}).map(([k, v]) => [k, String(v)]));
       return { headers, ca: tls.ca, cert: o.cert, key: o.key, insecure: tls.insecure, servername: tls.servername };
     },

@@ -37,7 +37,8 @@ export function parseLabelSelector(selector: string): LabelMatcher {
 }
 
 function checkKey(key: string, selector: string): void {
-  if (!KEY.test(key)) throw new KrError('LABEL_SELECTOR_INVALID', `bad label selector ${quote(selector)}: ${quote(key)} is not a label key`, { exit: 2 });
+  if (!KEY.test(key))
+    throw new KrError('LABEL_SELECTOR_INVALID', `bad label selector ${quote(selector)}: ${quote(key)} is not a label key`, { exit: 2 });
 }
 
 /** Whether two label maps hold the same labels. */

@@ -29,9 +29,13 @@ function pick(sel: NodeSelector, candidates: Candidate[], where: string): string
   const matches = sel.selector ? parseLabelSelector(sel.selector) : undefined;
   let picked = sorted.filter((n) => {
     if (matches && n.labels === undefined)
-      throw new KrError('SELECTOR_NEEDS_CLUSTER', `${where}: label selector ${quote(sel.selector!)} needs the cluster's Node labels, and this plan has no cluster (offline or not reachable)`, {
-        exit: 3,
-      });
+      throw new KrError(
+        'SELECTOR_NEEDS_CLUSTER',
+        `${where}: label selector ${quote(sel.selector!)} needs the cluster's Node labels, and this plan has no cluster (offline or not reachable)`,
+        {
+          exit: 3,
+        },
+      );
     return (
       (!sel.role || n.roles.includes(sel.role)) &&
       (!sel.names || sel.names.includes(n.name)) &&
@@ -58,7 +62,12 @@ export function selectNodes(sel: NodeSelector, inventory: InventoryNode[], clust
           { exit: 2 },
         );
   const labels = clusterNodes && new Map(clusterNodes.map((c) => [c.name, c.labels]));
-  const candidates = inventory.map((n) => ({ name: n.name, roles: n.roles, zones: [n.zone], labels: labels ? (labels.get(n.name) ?? null) : undefined }));
+  const candidates = inventory.map((n) => ({
+    name: n.name,
+    roles: n.roles,
+    zones: [n.zone],
+    labels: labels ? (labels.get(n.name) ?? null) : undefined,
+  }));
   const names = pick(sel, candidates, where);
   return names.map((name) => inventory.find((n) => n.name === name)!);
 }
@@ -68,7 +77,8 @@ function rolesOf(node: NodeSummary, inventory: InventoryNode[]): NodeRole[] {
   const listed = inventory.find((n) => n.name === node.name);
   if (listed) return listed.roles;
   const roles: NodeRole[] = [];
-  if ('node-role.kubernetes.io/control-plane' in node.labels || 'node-role.kubernetes.io/master' in node.labels) roles.push('control-plane');
+  if ('node-role.kubernetes.io/control-plane' in node.labels || 'node-role.kubernetes.io/master' in node.labels)
+    roles.push('control-plane');
   if ('node-role.kubernetes.io/etcd' in node.labels) roles.push('etcd');
   if (!roles.length || 'node-role.kubernetes.io/worker' in node.labels) roles.push('worker');
   return roles;

@@ -5,7 +5,9 @@ const scrape = (counts: number[]) =>
   [
     '# HELP etcd_disk_wal_fsync_duration_seconds The latency distributions of fsync called by WAL.',
     '# TYPE etcd_disk_wal_fsync_duration_seconds histogram',
-    ...['0.001', '0.002', '0.004', '0.008', '0.016', '+Inf'].map((le, i) => `etcd_disk_wal_fsync_duration_seconds_bucket{le="${le}"} ${counts[i]}`),
+    ...['0.001', '0.002', '0.004', '0.008', '0.016', '+Inf'].map(
+      (le, i) => `etcd_disk_wal_fsync_duration_seconds_bucket{le="${le}"} ${counts[i]}`,
+    ),
     `etcd_disk_wal_fsync_duration_seconds_sum 1.5`,
     `etcd_disk_wal_fsync_duration_seconds_count ${counts[5]}`,
     'etcd_server_has_leader 1',

@@ -23,7 +23,11 @@ export function parseProxyUrl(value: string, where: string): URL {
     throw new KrError('KUBE_PROXY_URL', `${where}: proxy-url ${quote(value.replace(/:[^:@/]*@/, ':***@'))} is not a URL`, { exit: 2 });
   }
   if (!PROTOCOLS.has(u.protocol))
-    throw new KrError('KUBE_PROXY_URL', `${where}: proxy-url ${quote(redactText(u.href))} is not http://, https:// or socks5:// (as kubectl takes them)`, { exit: 2 });
+    throw new KrError(
+      'KUBE_PROXY_URL',
+      `${where}: proxy-url ${quote(redactText(u.href))} is not http://, https:// or socks5:// (as kubectl takes them)`,
+      { exit: 2 },
+    );
   return u;
 }
 
@@ -37,7 +41,8 @@ export interface ServerTls {
 }
 
 /** What each request carries of the TLS options: all of them through a SOCKS tunnel, none otherwise (the agent has them). */
-export const requestTls = (secure: boolean, tls: ServerTls, proxy?: URL): Partial<ServerTls> => (secure && proxy?.protocol.startsWith('socks') ? tls : {});
+export const requestTls = (secure: boolean, tls: ServerTls, proxy?: URL): Partial<ServerTls> =>
+  secure && proxy?.protocol.startsWith('socks') ? tls : {};
 
 /** The keep-alive agent requests to the apiserver go through: directly, or through the proxy. */
 export function agentFor(secure: boolean, tls: ServerTls, proxy?: URL): http.Agent {

@@ -209,7 +209,12 @@ export class SharedWatch<T> {
     let listRv: string | undefined;
     this.stats.lists++;
     do {
-      const page = await this.d.source.list({ ...this.selection(), limit: this.d.options.pageSize, continue: cont, signal: this.stop.signal });
+      const page = await this.d.source.list({
+        ...this.selection(),
+        limit: this.d.options.pageSize,
+        continue: cont,
+        signal: this.stop.signal,
+      });
       this.live.contact();
       listRv ??= page.resourceVersion;
       for (const item of page.items) fresh.set(objectKey(item), this.spec.slim(item));
@@ -307,14 +312,18 @@ export class SharedWatch<T> {
           // server (or a proxy) that ignored sendInitialEvents would otherwise keep this watch "listing" for ever.
           // List from now on.
           this.streaming = false;
-          throw new Error(`a ${ev.type === 'BOOKMARK' ? 'bookmark that does not end them' : `${ev.type} event`} among the initial events of ${this.spec.path}: listing instead`);
+          throw new Error(
+            `a ${ev.type === 'BOOKMARK' ? 'bookmark that does not end them' : `${ev.type} event`} among the initial events of ${this.spec.path}: listing instead`,
+          );
         }
       }
       // An apiserver ends a watch it finds too slow to read its events ("Forcing watcher close due to unresponsiveness"):
       // the next one takes up from the last resourceVersion, and the events in between come late. Said, to be found.
       const lasted = this.d.clock.now() - opened;
       if (!signal.aborted && lasted < timeoutSeconds * 1000 - 1000)
-        this.d.log.debug(`watch ${this.spec.key}: the apiserver ended the stream after ${formatDuration(lasted)}, before the ${timeoutSeconds}s asked for`);
+        this.d.log.debug(
+          `watch ${this.spec.key}: the apiserver ended the stream after ${formatDuration(lasted)}, before the ${timeoutSeconds}s asked for`,
+        );
     } catch (e) {
       if (ac.signal.reason !== INACTIVE || this.stop.signal.aborted) throw e;
     } finally {
@@ -324,7 +333,8 @@ export class SharedWatch<T> {
       this.pending = undefined;
     }
     if (ac.signal.reason === UNREACHABLE) throw new Error(this.live.unreachable || 'apiserver unreachable');
-    if (cutShort && !this.stop.signal.aborted) throw new Error(`the stream of initial events of ${this.spec.path} ended before all of them came`);
+    if (cutShort && !this.stop.signal.aborted)
+      throw new Error(`the stream of initial events of ${this.spec.path} ended before all of them came`);
     this.backoff.healthyFor(this.d.clock.now() - opened);
     if (!this.stop.signal.aborted) this.setState('reconnecting');
     return true;
@@ -358,7 +368,6 @@ export class SharedWatch<T> {
     this.emit({ type: old === undefined ? 'added' : 'modified', key, object: obj, previous: old, relist: false });
   }
 }
-
 
 function isInitialEventsEnd(ev: WatchEvent): boolean {
   const annotations = ev.object.metadata?.annotations as Record<string, string> | undefined;

@@ -101,7 +101,12 @@ function slimNode(o: RawObject): SlimNode {
     name: str(m.name) ?? '',
     labels: strMap(m.labels),
     created: time(m.creationTimestamp),
-    taints: arr(spec.taints).map((t) => ({ key: str(t.key) ?? '', value: str(t.value), effect: str(t.effect) ?? '', timeAdded: time(t.timeAdded) })),
+    taints: arr(spec.taints).map((t) => ({
+      key: str(t.key) ?? '',
+      value: str(t.value),
+      effect: str(t.effect) ?? '',
+      timeAdded: time(t.timeAdded),
+    })),
     ready: ready
       ? {
           status: status === 'True' || status === 'False' ? status : 'Unknown',
@@ -177,7 +182,12 @@ function slimPod(o: RawObject): SlimPod {
 function slimService(o: RawObject): SlimService {
   const m = meta(o);
   const selector = strMap(obj(o.spec).selector);
-  return { namespace: str(m.namespace) ?? '', name: str(m.name) ?? '', labels: strMap(m.labels), selector: Object.keys(selector).length ? selector : undefined };
+  return {
+    namespace: str(m.namespace) ?? '',
+    name: str(m.name) ?? '',
+    labels: strMap(m.labels),
+    selector: Object.keys(selector).length ? selector : undefined,
+  };
 }
 
 function slimEndpoints(o: RawObject): SlimEndpoints {
@@ -199,7 +209,13 @@ function slimEndpointSlice(o: RawObject): SlimEndpoints {
     if (obj(e.conditions).ready === false) notReady++;
     else ready++;
   }
-  return { namespace: str(m.namespace) ?? '', name: str(m.name) ?? '', service: strMap(m.labels)['kubernetes.io/service-name'] ?? '', ready, notReady };
+  return {
+    namespace: str(m.namespace) ?? '',
+    name: str(m.name) ?? '',
+    service: strMap(m.labels)['kubernetes.io/service-name'] ?? '',
+    ready,
+    notReady,
+  };
 }
 
 export const NODE_LEASE_NAMESPACE = 'kube-node-lease';

@@ -118,13 +118,19 @@ export function holderLive(h: RunLockHolder, now: number): boolean {
 }
 
 /** Read-only: the holder, if any other run holds the lock (for preflight and --dry-run). */
-export async function runLockHolder(kube: KubeAccess, o: Pick<RunLockOptions, 'namespace' | 'runId' | 'now'>): Promise<RunLockHolder | undefined> {
+export async function runLockHolder(
+  kube: KubeAccess,
+  o: Pick<RunLockOptions, 'namespace' | 'runId' | 'now'>,
+): Promise<RunLockHolder | undefined> {
   const h = holderOf(await read(kube, o.namespace), o.now());
   return h && h.runId !== o.runId ? h : undefined;
 }
 
 /** Read-only: whoever holds the lock now, this run included (for `recover`). */
-export async function currentRunLockHolder(kube: KubeAccess, o: Pick<RunLockOptions, 'namespace' | 'now'>): Promise<RunLockHolder | undefined> {
+export async function currentRunLockHolder(
+  kube: KubeAccess,
+  o: Pick<RunLockOptions, 'namespace' | 'now'>,
+): Promise<RunLockHolder | undefined> {
   return holderOf(await read(kube, o.namespace), o.now());
 }
 
@@ -140,8 +146,18 @@ export async function acquireRunLock(kube: KubeAccess, o: RunLockOptions): Promi
   if (held && held.runId !== o.runId) throw new KrError('RUN_LOCKED', describeHolder(o.namespace, held), { exit: EXIT.refused });
   const now = iso(o.now());
   const body: Lease = {
-    metadata: { name: RUN_LOCK_NAME, namespace: o.namespace, annotations: annotations(o), ...(lease ? { resourceVersion: lease.metadata.resourceVersion } : {}) },
-    spec: { holderIdentity: o.runId, leaseDurationSeconds: Math.ceil(o.durationMs / 1000), acquireTime: held?.since ?? now, renewTime: now },
+    metadata: {
+      name: RUN_LOCK_NAME,
+      namespace: o.namespace,
+      annotations: annotations(o),
+      ...(lease ? { resourceVersion: lease.metadata.resourceVersion } : {}),
+    },
+    spec: {
+      holderIdentity: o.runId,
+      leaseDurationSeconds: Math.ceil(o.durationMs / 1000),
+      acquireTime: held?.since ?? now,
+      renewTime: now,
+    },
   };
   try {
     if (lease) await json(path(o.namespace, RUN_LOCK_NAME), { method: 'PUT', body, timeoutMs: 10_000 });
@@ -149,9 +165,16 @@ export async function acquireRunLock(kube: KubeAccess, o: RunLockOptions): Promi
   } catch (e) {
     if (e instanceof ApiStatusError && e.status === 409) {
       const winner = holderOf(await read(kube, o.namespace), o.now());
-      throw new KrError('RUN_LOCKED', winner ? describeHolder(o.namespace, winner) : 'another run took the cluster-wide run lock at the same moment', { exit: EXIT.refused });
+      throw new KrError(
+        'RUN_LOCKED',
+        winner ? describeHolder(o.namespace, winner) : 'another run took the cluster-wide run lock at the same moment',
+        { exit: EXIT.refused },
+      );
     }
-    throw new KrError('RUN_LOCK_FAILED', `cannot take the cluster-wide run lock (Lease ${o.namespace}/${RUN_LOCK_NAME}): ${messageOf(e)}`, { exit: EXIT.refused, cause: e });
+    throw new KrError('RUN_LOCK_FAILED', `cannot take the cluster-wide run lock (Lease ${o.namespace}/${RUN_LOCK_NAME}): ${messageOf(e)}`, {
+      exit: EXIT.refused,
+      cause: e,
+    });
   }
 }
 

@@ -19,7 +19,8 @@ export function trackTaintedSince(nodes: WatchHandle<SlimNode>, clock: Clock): (
   const track = (n: SlimNode, unseen: boolean) => {
     const t = controllerTaint(n);
     if (!t) since.delete(n.name);
-    else if (!since.has(n.name)) since.set(n.name, Math.min(t.timeAdded ?? clock.now(), unseen ? (n.ready?.transition ?? Infinity) : Infinity));
+    else if (!since.has(n.name))
+      since.set(n.name, Math.min(t.timeAdded ?? clock.now(), unseen ? (n.ready?.transition ?? Infinity) : Infinity));
   };
   let synced = nodes.freshness().synced;
   if (synced) for (const n of nodes.store.values()) track(n, true);

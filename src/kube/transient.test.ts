@@ -5,7 +5,8 @@ import { ApiStatusError } from './source.js';
 import { kubeTransient } from './transient.js';
 
 const errno = (code: string, message = `connect ${code} 10.0.0.1:6443`) => Object.assign(new Error(message), { code });
-const status = (code: number, details?: object) => statusFromBody(code, JSON.stringify({ kind: 'Status', message: `HTTP ${code}`, details }));
+const status = (code: number, details?: object) =>
+  statusFromBody(code, JSON.stringify({ kind: 'Status', message: `HTTP ${code}`, details }));
 
 describe('kubeTransient', () => {
   it('calls network errors transient, naming each', () => {
@@ -16,7 +17,9 @@ describe('kubeTransient', () => {
     expect(kubeTransient(errno('EAI_AGAIN'))).toBe('name resolution failure');
     expect(kubeTransient(new Error('socket hang up'))).toBe('connection reset');
     expect(kubeTransient(new Error('connect ECONNREFUSED'))).toBe('connection refusal');
-    expect(kubeTransient(new KrError('KUBE_NO_ANSWER', 'no answer from fake:6443 within 10000 ms', { transient: 'connection timeout' }))).toBe('connection timeout');
+    expect(
+      kubeTransient(new KrError('KUBE_NO_ANSWER', 'no answer from fake:6443 within 10000 ms', { transient: 'connection timeout' })),
+    ).toBe('connection timeout');
   });
 
   it('calls 429, 503, 504 and a 500 that says when to retry transient', () => {
@@ -40,7 +43,8 @@ describe('kubeTransient', () => {
   });
 
   it('calls other statuses, validation errors and bugs permanent', () => {
-    for (const code of [400, 401, 403, 404, 410, 422]) expect(kubeTransient(new ApiStatusError(code, `HTTP ${code}`)), String(code)).toBeUndefined();
+    for (const code of [400, 401, 403, 404, 410, 422])
+      expect(kubeTransient(new ApiStatusError(code, `HTTP ${code}`)), String(code)).toBeUndefined();
     expect(kubeTransient(new KrError('BAD_PARAMS', 'with.timeout: expected a duration'))).toBeUndefined();
     expect(kubeTransient(errno('ENOENT', 'open /etc/kubernetes/admin.conf'))).toBeUndefined();
     expect(kubeTransient(new TypeError('fetch ECONNRESET is not a function'))).toBeUndefined();

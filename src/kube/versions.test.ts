@@ -13,16 +13,34 @@ describe('Kubernetes versions', () => {
   });
 
   it('the taint-eviction controller is its own since 1.29; DisruptionTarget is written since 1.26', () => {
-    expect(traitsOf(v('v1.28.9'))).toMatchObject({ taintEvictor: 'node-lifecycle-controller', canDisableTaintEviction: false, writesDisruptionTarget: true });
+    expect(traitsOf(v('v1.28.9'))).toMatchObject({
+      taintEvictor: 'node-lifecycle-controller',
+      canDisableTaintEviction: false,
+      writesDisruptionTarget: true,
+    });
     expect(traitsOf(v('v1.29.0'))).toMatchObject({ taintEvictor: 'taint-eviction-controller', canDisableTaintEviction: true });
     expect(traitsOf(v('v1.20.2'))).toMatchObject({ writesDisruptionTarget: false, hasPodEvictionTimeoutFlag: true });
-    expect(traitsOf(v('v1.37.2'))).toMatchObject({ writesDisruptionTarget: true, hasPodEvictionTimeoutFlag: false, taintsInTheSamePass: true });
+    expect(traitsOf(v('v1.37.2'))).toMatchObject({
+      writesDisruptionTarget: true,
+      hasPodEvictionTimeoutFlag: false,
+      taintsInTheSamePass: true,
+    });
     // watch-list's sendInitialEvents: known since 1.27, not asked of older servers (they would ignore it)
-    expect([v('v1.26.15'), v('v1.27.0'), v('v1.34.4'), undefined].map((x) => traitsOf(x).knowsSendInitialEvents)).toEqual([false, true, true, false]);
+    expect([v('v1.26.15'), v('v1.27.0'), v('v1.34.4'), undefined].map((x) => traitsOf(x).knowsSendInitialEvents)).toEqual([
+      false,
+      true,
+      true,
+      false,
+    ]);
     expect(traitsOf(v('v1.20.2')).taintsInTheSamePass).toBe(false);
     expect(traitsOf(undefined).taintsInTheSamePass).toBe(true);
     // the taint queue: first in, first out on 1.20, re-queued in the workers' order every pass on 1.34 and 1.37
-    expect([v('v1.20.2'), v('v1.34.4'), v('v1.37.2'), undefined].map((x) => traitsOf(x).requeuesEveryPass)).toEqual([false, true, true, true]);
+    expect([v('v1.20.2'), v('v1.34.4'), v('v1.37.2'), undefined].map((x) => traitsOf(x).requeuesEveryPass)).toEqual([
+      false,
+      true,
+      true,
+      true,
+    ]);
   });
 
   it('an unknown version takes the safe side: 40 s grace, inferred causes, no taint-eviction switch', () => {

@@ -118,7 +118,9 @@ const known = new WeakMap<object, Promise<KubeVersion | undefined>>();
  * The server's version from `/version`, asked once per cluster access (a failed answer is asked again next time);
  * undefined when it cannot be read.
  */
-export function serverVersion(kube: { raw(path: string, o?: { timeoutMs?: number }): Promise<{ status: number; body: string }> }): Promise<KubeVersion | undefined> {
+export function serverVersion(kube: {
+  raw(path: string, o?: { timeoutMs?: number }): Promise<{ status: number; body: string }>;
+}): Promise<KubeVersion | undefined> {
   let p = known.get(kube);
   if (!p) {
     p = kube

@@ -42,7 +42,10 @@ describe('watch-list', () => {
     server.put(PATH, cm('b', '2'));
     server.remove(PATH, 'default/c');
     await clock.advance(10);
-    expect([...w.store.values()]).toEqual([{ name: 'a', v: '1' }, { name: 'b', v: '2' }]);
+    expect([...w.store.values()]).toEqual([
+      { name: 'a', v: '1' },
+      { name: 'b', v: '2' },
+    ]);
     expect(server.calls.map((c) => c.kind)).toEqual(['watch-list']);
     expect(w.stats).toMatchObject({ lists: 0, streamedLists: 1, watches: 1 });
   });

@@ -40,7 +40,6 @@ export interface WatchStats {
   streamedLists: number;
 }
 
-
 export interface WatchOptions {
   pageSize: number;
   /** The watch request's timeoutSeconds is drawn in [min, 2·min). */

@@ -23,9 +23,15 @@ const spec: WatchSpec<Slim> = {
 const obj = (name: string, rv: number, n = 1): RawObject => ({ metadata: { name, namespace: 'default', resourceVersion: String(rv) }, n });
 const ev = (type: WatchEvent['type'], name: string, rv: number, n = 1): WatchEvent => ({ type, object: obj(name, rv, n) });
 const bookmark = (rv: number): WatchEvent => ({ type: 'BOOKMARK', object: { metadata: { resourceVersion: String(rv) } } });
-const gone: WatchEvent = { type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version: 3 (90)' } };
+const gone: WatchEvent = {
+  type: 'ERROR',
+  object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version: 3 (90)' },
+};
 
-const quiet: Partial<WatchOptions> = { random: () => 0, backoff: { initialMs: 800, maxMs: 30_000, resetAfterMs: 120_000, jitter: 0, random: () => 0 } };
+const quiet: Partial<WatchOptions> = {
+  random: () => 0,
+  backoff: { initialMs: 800, maxMs: 30_000, resetAfterMs: 120_000, jitter: 0, random: () => 0 },
+};
 
 let hubs: WatchHub[] = [];
 afterEach(() => {
@@ -83,7 +89,9 @@ describe('the shared watch helper, on recorded streams', () => {
     await clock.advance(10);
     expect(watchCalls(source).map((c) => c.resourceVersion)).toEqual(['10', '40', '40']);
     // a stream the apiserver ends long before its timeout (as one it finds too slow a reader) is said in the log
-    expect(log.lines.filter((l) => l.level === 'debug' && l.msg.includes('the apiserver ended the stream after')).length).toBeGreaterThanOrEqual(2);
+    expect(
+      log.lines.filter((l) => l.level === 'debug' && l.msg.includes('the apiserver ended the stream after')).length,
+    ).toBeGreaterThanOrEqual(2);
   });
 
   it('never goes back in time: a stream whose resourceVersions go backwards is not applied, and the resume point stays the newest', async () => {

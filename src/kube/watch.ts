@@ -27,7 +27,6 @@ export interface WatchHandle<T> {
   release(): void;
 }
 
-
 /**
  * Every watch of one run, by key, sharing one liveness check of the apiserver. Created once per run by
  * createKubeAccess (ctx.kube.watches).
@@ -132,7 +131,9 @@ export class WatchHub implements Liveness {
   private async ping(): Promise<void> {
     this.pinging = true;
     const ac = new AbortController();
-    const cancel = this.clock.setTimer(this.options.pingTimeoutMs, () => ac.abort(new Error(`no answer within ${formatDuration(this.options.pingTimeoutMs)}`)));
+    const cancel = this.clock.setTimer(this.options.pingTimeoutMs, () =>
+      ac.abort(new Error(`no answer within ${formatDuration(this.options.pingTimeoutMs)}`)),
+    );
     try {
       await this.source.ping(ac.signal);
       this.contact();

@@ -18,7 +18,9 @@ export function createNodeAccess(inventory: Inventory, deps: AgentTransportDeps 
   const nodes = new Map<string, InventoryNode>();
   for (const n of inventory.spec.nodes) {
     if (nodes.has(n.name))
-      throw new KrError('DUPLICATE_NODE', `the inventory ${quote(inventory.metadata.name)} names node ${quote(n.name)} twice`, { exit: EXIT.invalid });
+      throw new KrError('DUPLICATE_NODE', `the inventory ${quote(inventory.metadata.name)} names node ${quote(n.name)} twice`, {
+        exit: EXIT.invalid,
+      });
     nodes.set(n.name, n);
   }
   const local = localTransport(deps);
@@ -28,7 +30,8 @@ export function createNodeAccess(inventory: Inventory, deps: AgentTransportDeps 
     const key = JSON.stringify(config);
     let t = made.get(key);
     if (!t) {
-      t = config.type === 'ssh' ? sshTransport(config, deps) : config.type === 'agent' ? agentTransport(config, deps) : netnsTransport(deps);
+      t =
+        config.type === 'ssh' ? sshTransport(config, deps) : config.type === 'agent' ? agentTransport(config, deps) : netnsTransport(deps);
       made.set(key, t);
     }
     return t;

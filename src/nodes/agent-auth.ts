@@ -1,4 +1,14 @@
-import { createHash, createHmac, createPublicKey, generateKeyPairSync, type KeyObject, randomBytes, sign, timingSafeEqual, verify } from 'node:crypto';
+import {
+  createHash,
+  createHmac,
+  createPublicKey,
+  generateKeyPairSync,
+  type KeyObject,
+  randomBytes,
+  sign,
+  timingSafeEqual,
+  verify,
+} from 'node:crypto';
 
 /**
  * Who may drive a node agent, and whose answers the executor believes. Anyone allowed to write ConfigMaps in the
@@ -39,11 +49,23 @@ export interface ResultClaims {
   timedOut?: boolean;
 }
 
-const requestBytes = (c: RequestClaims) => Buffer.from(JSON.stringify(['kube-runbook/request/v1', c.run, c.node, c.namespace, c.name, c.script, c.timeoutMs, c.deadline]));
+const requestBytes = (c: RequestClaims) =>
+  Buffer.from(JSON.stringify(['kube-runbook/request/v1', c.run, c.node, c.namespace, c.name, c.script, c.timeoutMs, c.deadline]));
 
 const resultBytes = (c: ResultClaims) =>
   Buffer.from(
-    JSON.stringify(['kube-runbook/result/v1', c.run, c.node, c.request, c.agent, c.state, c.code ?? null, c.stdout ?? null, c.stderr ?? null, c.timedOut === true]),
+    JSON.stringify([
+      'kube-runbook/result/v1',
+      c.run,
+      c.node,
+      c.request,
+      c.agent,
+      c.state,
+      c.code ?? null,
+      c.stdout ?? null,
+      c.stderr ?? null,
+      c.timedOut === true,
+    ]),
   );
 
 /** The executor's keys for one process: the request-signing key pair, and a result key per node drawn on first use. */

@@ -50,7 +50,10 @@ export const nodeLabel = (node: string) => hash(`node/${node}`, 12);
  * node and key, so `recover`'s agents (a key of their own) never meet the pods of the run's executor.
  */
 export function agentPodName(runId: string, node: string, keyFingerprint: string): string {
-  const readable = node.slice(0, 30).replace(/[^a-z0-9-]/g, '-').replace(/-+$/, '');
+  const readable = node
+    .slice(0, 30)
+    .replace(/[^a-z0-9-]/g, '-')
+    .replace(/-+$/, '');
   return `kr-agent-${readable}-${hash(`${runId}/${node}/${keyFingerprint}`, 8)}`;
 }
 
@@ -90,12 +93,25 @@ export interface AgentRequest {
 
 /** A request, signed by `sign` (the executor's AgentKeys.signRequest) over everything the agent acts on. */
 export function requestObject(namespace: string, runId: string, r: AgentRequest, sign: (c: RequestClaims) => string): ConfigMapLite {
-  const signature = sign({ run: runId, node: r.node, namespace, name: r.name, script: r.wired, timeoutMs: r.timeoutMs, deadline: r.deadline });
+  const signature = sign({
+    run: runId,
+    node: r.node,
+    namespace,
+    name: r.name,
+    script: r.wired,
+    timeoutMs: r.timeoutMs,
+    deadline: r.deadline,
+  });
   return {
     metadata: {
       name: r.name,
       namespace,
-      labels: { 'app.kubernetes.io/managed-by': 'kube-runbook', [LABEL_KIND]: 'request', [LABEL_RUN]: runLabel(runId), [LABEL_NODE]: nodeLabel(r.node) },
+      labels: {
+        'app.kubernetes.io/managed-by': 'kube-runbook',
+        [LABEL_KIND]: 'request',
+        [LABEL_RUN]: runLabel(runId),
+        [LABEL_NODE]: nodeLabel(r.node),
+      },
       annotations: { [ANNOTATION_NODE]: r.node, [ANNOTATION_RUN]: runId },
     },
     immutable: true,
@@ -132,7 +148,14 @@ export function readRequest(cm: ConfigMapLite, me: AgentIdentity): { request: Ag
 
 export type AgentResult =
   | { state: 'running'; agent: string }
-  | { state: 'done'; agent: string; code: number; stdout: string; stderr: string; /** the agent killed it at its timeout */ timedOut?: boolean };
+  | {
+      state: 'done';
+      agent: string;
+      code: number;
+      stdout: string;
+      stderr: string;
+      /** the agent killed it at its timeout */ timedOut?: boolean;
+    };
 
 const claimsOf = (run: string, node: string, request: string, r: AgentResult): ResultClaims =>
   r.state === 'done'
@@ -140,17 +163,29 @@ const claimsOf = (run: string, node: string, request: string, r: AgentResult): R
     : { run, node, request, agent: r.agent, state: 'running' };
 
 /** A result, signed with the node's result key over the request it answers and everything it says. */
-export function resultObject(namespace: string, request: ConfigMapLite, r: AgentResult, me: { runId: string; node: string; resultKey: Buffer }): ConfigMapLite {
+export function resultObject(
+  namespace: string,
+  request: ConfigMapLite,
+  r: AgentResult,
+  me: { runId: string; node: string; resultKey: Buffer },
+): ConfigMapLite {
   const data: Record<string, string> = { state: r.state, agent: r.agent };
-  if (r.state === 'done') Object.assign(data, { code: String(r.code), stdout: r.stdout, stderr: r.stderr }, r.timedOut ? { timedOut: 'true' } : {});
+  if (r.state === 'done')
+    Object.assign(data, { code: String(r.code), stdout: r.stdout, stderr: r.stderr }, r.timedOut ? { timedOut: 'true' } : {});
   data.signature = signResult(me.resultKey, claimsOf(me.runId, me.node, request.metadata.name, r));
   return {
     metadata: {
       name: resultName(request.metadata.name),
       namespace,
-      labels: { 'app.kubernetes.io/managed-by': 'kube-runbook', [LABEL_KIND]: 'result', ...pick(request.metadata.labels, [LABEL_RUN, LABEL_NODE]) },
+      labels: {
+        'app.kubernetes.io/managed-by': 'kube-runbook',
+        [LABEL_KIND]: 'result',
+        ...pick(request.metadata.labels, [LABEL_RUN, LABEL_NODE]),
+      },
       // deleted with its request by the garbage collector, should the executor not delete both itself
-      ...(request.metadata.uid ? { ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: request.metadata.name, uid: request.metadata.uid }] } : {}),
+      ...(request.metadata.uid
+        ? { ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: request.metadata.name, uid: request.metadata.uid }] }
+        : {}),
     },
     data,
   };
@@ -162,14 +197,25 @@ function parseResult(cm: ConfigMapLite): AgentResult | undefined {
   if (d.state !== 'done') return undefined;
   const code = Number(d.code);
   if (!Number.isInteger(code)) return undefined;
-  return { state: 'done', agent: d.agent ?? '', code, stdout: d.stdout ?? '', stderr: d.stderr ?? '', ...(d.timedOut === 'true' ? { timedOut: true } : {}) };
+  return {
+    state: 'done',
+    agent: d.agent ?? '',
+    code,
+    stdout: d.stdout ?? '',
+    stderr: d.stderr ?? '',
+    ...(d.timedOut === 'true' ? { timedOut: true } : {}),
+  };
 }
 
 /**
  * The result of `request` on `node` if its node's agent signed it, else why not: undefined (nothing readable yet),
  * or `forged` (a result this agent did not write, or changed since: not believed, whatever it says).
  */
-export function readResult(cm: ConfigMapLite, request: string, me: { runId: string; node: string; resultKey: Buffer }): AgentResult | 'forged' | undefined {
+export function readResult(
+  cm: ConfigMapLite,
+  request: string,
+  me: { runId: string; node: string; resultKey: Buffer },
+): AgentResult | 'forged' | undefined {
   const r = parseResult(cm);
   if (!r) return cm.data?.signature === undefined ? undefined : 'forged';
   return verifyResult(me.resultKey, claimsOf(me.runId, me.node, request, r), cm.data?.signature) ? r : 'forged';
@@ -201,6 +247,7 @@ export const statusOf = (e: unknown): number | undefined => {
   return typeof s === 'number' ? s : undefined;
 };
 
-export const configMapsPath = (ns: string, name?: string) => `/api/v1/namespaces/${encodeURIComponent(ns)}/configmaps${name ? `/${encodeURIComponent(name)}` : ''}`;
+export const configMapsPath = (ns: string, name?: string) =>
+  `/api/v1/namespaces/${encodeURIComponent(ns)}/configmaps${name ? `/${encodeURIComponent(name)}` : ''}`;
 export const leasePath = (ns: string, name?: string) =>
   `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases${name ? `/${encodeURIComponent(name)}` : ''}`;

@@ -70,7 +70,11 @@ export async function checkAgentAccess(o: Pick<AgentServerOptions, 'namespace' |
   for (const n of agentNeeds(o.namespace, o.runId)) {
     const review = await api.json<{ status?: { allowed?: boolean } }>('/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {
       method: 'POST',
-      body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: { ...n, namespace: o.namespace } } },
+      body: {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SelfSubjectAccessReview',
+        spec: { resourceAttributes: { ...n, namespace: o.namespace } },
+      },
       timeoutMs: 10_000,
     });
     if (!review.status?.allowed) missing.push(`${n.verb} ${n.group ? `${n.resource}.${n.group}` : n.resource} in ${o.namespace}`);
@@ -117,7 +121,11 @@ async function takeRequests(o: AgentServerOptions, d: AgentServerDeps): Promise<
   let failing = false;
   while (!d.signal.aborted) {
     try {
-      const list = await d.api.json<{ items: ConfigMapLite[] }>(configMapsPath(o.namespace), { query: { labelSelector: selector }, timeoutMs: 10_000, signal: d.signal });
+      const list = await d.api.json<{ items: ConfigMapLite[] }>(configMapsPath(o.namespace), {
+        query: { labelSelector: selector },
+        timeoutMs: 10_000,
+        signal: d.signal,
+      });
       if (failing) d.log.info('the apiserver answers again');
       failing = false;
       const names = new Set(list.items.map((c) => c.metadata.name));
@@ -182,13 +190,26 @@ async function handle(o: AgentServerOptions, d: AgentServerDeps, cm: ConfigMapLi
     result = { state: 'done', agent: o.agent, ...r };
   } catch (e) {
     const timedOut = e instanceof KrError && e.code === 'EXEC_TIMEOUT';
-    result = { state: 'done', agent: o.agent, code: timedOut ? 124 : 127, stdout: '', stderr: messageOf(e), ...(timedOut ? { timedOut: true } : {}) };
+    result = {
+      state: 'done',
+      agent: o.agent,
+      code: timedOut ? 124 : 127,
+      stdout: '',
+      stderr: messageOf(e),
+      ...(timedOut ? { timedOut: true } : {}),
+    };
   }
   d.log.info(`request ${req.name}: exit ${result.state === 'done' ? result.code : '?'} after ${d.clock.now() - t0} ms`);
   await writeResult(o, d, claim, cm, result);
 }
 
-async function writeResult(o: AgentServerOptions, d: AgentServerDeps, claim: ConfigMapLite, request: ConfigMapLite, result: AgentResult): Promise<void> {
+async function writeResult(
+  o: AgentServerOptions,
+  d: AgentServerDeps,
+  claim: ConfigMapLite,
+  request: ConfigMapLite,
+  result: AgentResult,
+): Promise<void> {
   const body = resultObject(o.namespace, request, result, { runId: o.runId, node: o.node, resultKey: o.resultKey });
   body.metadata.resourceVersion = claim.metadata.resourceVersion;
   const path = configMapsPath(o.namespace, claim.metadata.name);
@@ -254,7 +275,9 @@ async function followLease(o: AgentServerOptions, d: AgentServerDeps): Promise<b
     }
     if (read) readOnce = true;
     if (read && d.clock.now() - lastSeenAt > o.faultTtlMs) {
-      d.log.warn(`the run Lease has not been renewed for ${formatDuration(d.clock.now() - lastSeenAt)} (faultTtl ${formatDuration(o.faultTtlMs)}): the run is gone; ending`);
+      d.log.warn(
+        `the run Lease has not been renewed for ${formatDuration(d.clock.now() - lastSeenAt)} (faultTtl ${formatDuration(o.faultTtlMs)}): the run is gone; ending`,
+      );
       return true;
     }
     await d.clock.sleep(o.leasePollMs ?? 1000, d.signal).catch(() => undefined);

@@ -108,7 +108,12 @@ describe('the agent transport', () => {
 
   it('an agent never starts a request after its deadline, nor one withdrawn between its list and its claim', async () => {
     const { clock, api, ran, stop, startAgent, keys } = setup();
-    const late = requestObject(NS, RUN, { name: 'kr-exec-late', node: 'node-1', wired: 'touch /late', timeoutMs: 1000, deadline: clock.now() - 1 }, keys.signRequest);
+    const late = requestObject(
+      NS,
+      RUN,
+      { name: 'kr-exec-late', node: 'node-1', wired: 'touch /late', timeoutMs: 1000, deadline: clock.now() - 1 },
+      keys.signRequest,
+    );
     api.put('configmaps', NS, late as never);
     // a list answered from before the executor withdrew its request
     const withdrawn = requestObject(
@@ -118,7 +123,7 @@ describe('the agent transport', () => {
       keys.signRequest,
     );
     const list = api.json.bind(api);
-    api.json = async <T,>(path: string, o?: Parameters<typeof list>[1]) => {
+    api.json = async <T>(path: string, o?: Parameters<typeof list>[1]) => {
       const r = await list<T>(path, o);
       if (!path.endsWith('/configmaps') || o?.method) return r;
       return { items: [...(r as { items: unknown[] }).items, structuredClone(withdrawn)] } as T;
@@ -167,9 +172,13 @@ describe('a request whose write timed out', () => {
   /** The apiserver makes the write, and the answer is lost on the way back. */
   const losingAnswers = (api: FakeAgentApi) => {
     const json = api.json.bind(api);
-    api.json = async <T,>(path: string, o?: Parameters<typeof json>[1]) => {
+    api.json = async <T>(path: string, o?: Parameters<typeof json>[1]) => {
       const r = await json<T>(path, o);
-      if (o?.method === 'POST' && (o.body as ConfigMapLite).metadata.name.startsWith('kr-exec-') && !(o.body as ConfigMapLite).metadata.name.endsWith('-result'))
+      if (
+        o?.method === 'POST' &&
+        (o.body as ConfigMapLite).metadata.name.startsWith('kr-exec-') &&
+        !(o.body as ConfigMapLite).metadata.name.endsWith('-result')
+      )
         throw Object.assign(new Error('context deadline exceeded'), { code: 'ETIMEDOUT' });
       return r;
     };
@@ -221,7 +230,7 @@ describe('who may drive an agent, and whose answers count', () => {
     expect(api.names('configmaps', NS).filter((n) => n.endsWith('-result'))).toEqual([]);
     expect(warnings.sort()).toEqual([
       "refused request kr-exec-changed: its signature is not this run's executor's; nothing run",
-      'refused request kr-exec-moved: its signature is not this run\'s executor\'s; nothing run',
+      "refused request kr-exec-moved: its signature is not this run's executor's; nothing run",
       'refused request kr-exec-other-run: it is for another run; nothing run',
       "refused request kr-exec-stranger: its signature is not this run's executor's; nothing run",
       'refused request kr-exec-unsigned: it is not signed; nothing run',
@@ -248,7 +257,7 @@ describe('who may drive an agent, and whose answers count', () => {
     await settle(clock, agent);
   });
 
-  it('believes no result its node\'s agent did not sign: one written before the agent took the request is replaced, one written over its claim is written over', async () => {
+  it("believes no result its node's agent did not sign: one written before the agent took the request is replaced, one written over its claim is written over", async () => {
     const { clock, api, stop, transport, startAgent, warnings } = setup(async () => {
       await clock.sleep(3000);
       return { code: 0, stdout: 'real\n', stderr: '' };
@@ -265,7 +274,8 @@ describe('who may drive an agent, and whose answers count', () => {
           if (!name.startsWith('kr-exec-') || name.endsWith('-result')) continue;
           const result = api.objects.get(`configmaps/${NS}/${resultName(name)}`) as ConfigMapLite | undefined;
           if (!result) api.put('configmaps', NS, forge(name, 'done') as never);
-          else if (result.data?.stdout !== 'forged\n' && result.data?.state === 'running') api.put('configmaps', NS, forge(name, 'done') as never);
+          else if (result.data?.stdout !== 'forged\n' && result.data?.state === 'running')
+            api.put('configmaps', NS, forge(name, 'done') as never);
         }
         await clock.sleep(100).catch(() => undefined);
       }
@@ -275,15 +285,19 @@ describe('who may drive an agent, and whose answers count', () => {
     expect(r.value).toEqual({ code: 0, stdout: 'real\n', stderr: '' });
     expect(warnings).toEqual(
       expect.arrayContaining([
-        expect.stringMatching(/^node "node-1": the result kr-agents\/kr-exec-[0-9a-f-]+-result is not signed by the node's agent; not believed/),
-        expect.stringMatching(/^the result of request kr-exec-\S+ was (written by someone else first; replaced|changed by someone else; written over)/),
+        expect.stringMatching(
+          /^node "node-1": the result kr-agents\/kr-exec-[0-9a-f-]+-result is not signed by the node's agent; not believed/,
+        ),
+        expect.stringMatching(
+          /^the result of request kr-exec-\S+ was (written by someone else first; replaced|changed by someone else; written over)/,
+        ),
       ]),
     );
     stop.abort();
     await settle(clock, Promise.all([agent, forger]));
   });
 
-  it('another node\'s agent cannot answer for this node: its results do not verify with this node\'s key', async () => {
+  it("another node's agent cannot answer for this node: its results do not verify with this node's key", async () => {
     const { clock, api, stop, transport, keys } = setup();
     // node-2's agent (its own result key) takes a request for node-1, as a forger with node-2's Secret would
     const impostor = serveAgent(
@@ -306,18 +320,27 @@ describe('who may drive an agent, and whose answers count', () => {
 
   it('ends once the run Lease has not been renewed for faultTtl, and not before, nor while it cannot read it', async () => {
     const { clock, api, stop, startAgent } = setup();
-    api.put('leases', NS, { metadata: { name: runLeaseName(RUN) }, spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:00.000000Z' } });
+    api.put('leases', NS, {
+      metadata: { name: runLeaseName(RUN) },
+      spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:00.000000Z' },
+    });
     let end: string | undefined;
     void startAgent('node-1', { faultTtlMs: 20_000 }).then((e) => (end = e));
     await clock.advance(15_000);
-    api.put('leases', NS, { metadata: { name: runLeaseName(RUN) }, spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:15.000000Z' } });
+    api.put('leases', NS, {
+      metadata: { name: runLeaseName(RUN) },
+      spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:15.000000Z' },
+    });
     await clock.advance(19_000);
     expect(end).toBeUndefined();
     // cut off from the apiserver longer than faultTtl, while the run renews on: it serves on once back
     api.down = true;
     await clock.advance(30_000);
     expect(end).toBeUndefined();
-    api.put('leases', NS, { metadata: { name: runLeaseName(RUN) }, spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:01:04.000000Z' } });
+    api.put('leases', NS, {
+      metadata: { name: runLeaseName(RUN) },
+      spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:01:04.000000Z' },
+    });
     api.down = false;
     await clock.advance(2_000);
     expect(end).toBeUndefined();
@@ -365,12 +388,18 @@ describe('an agent started again after its executor is gone', () => {
   it('touches nothing for the renewal it finds: the dead-men keep counting from the last one the node saw', async () => {
     const { clock, api, ran, stop, startAgent } = setup();
     // the executor renewed, then was killed; the node's agent restarts later and reads that renewal
-    api.put('leases', NS, { metadata: { name: runLeaseName(RUN) }, spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:00.000000Z' } });
+    api.put('leases', NS, {
+      metadata: { name: runLeaseName(RUN) },
+      spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:00.000000Z' },
+    });
     const agent = startAgent();
     await clock.advance(10_000);
     expect(ran).toEqual([]);
     // a run that lives renews again: that one counts
-    api.put('leases', NS, { metadata: { name: runLeaseName(RUN) }, spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:12.000000Z' } });
+    api.put('leases', NS, {
+      metadata: { name: runLeaseName(RUN) },
+      spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:12.000000Z' },
+    });
     await clock.advance(2000);
     expect(ran).toHaveLength(1);
     expect(ran[0]!.wired).toContain(`/var/lib/kube-runbook/deadman/${RUN}`);
@@ -386,7 +415,9 @@ describe("the agent's permissions", () => {
     const e = await checkAgentAccess({ namespace: NS, runId: RUN }, api).catch((x: unknown) => x as KrError);
     expect(e).toBeInstanceOf(KrError);
     expect((e as KrError).code).toBe('AGENT_RBAC');
-    expect((e as KrError).message).toBe("the agent's ServiceAccount may not create configmaps in kr-agents, get leases.coordination.k8s.io in kr-agents");
+    expect((e as KrError).message).toBe(
+      "the agent's ServiceAccount may not create configmaps in kr-agents, get leases.coordination.k8s.io in kr-agents",
+    );
     expect((e as KrError).details[0]).toMatch(/kube-runbook agent manifests/);
   });
 });

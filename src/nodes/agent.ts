@@ -56,9 +56,13 @@ export function agentTransport(config: AgentConfig, deps: AgentTransportDeps): T
     async exec(node: InventoryNode, script: string, options: ExecOptions = {}): Promise<ExecResult> {
       const { api, runId, keys } = deps;
       if (!api || !runId || !keys)
-        throw new KrError('AGENT_UNAVAILABLE', `node ${quote(node.name)} is reached through its agent pod, which needs the cluster (no kubeconfig loaded)`, {
-          exit: EXIT.refused,
-        });
+        throw new KrError(
+          'AGENT_UNAVAILABLE',
+          `node ${quote(node.name)} is reached through its agent pod, which needs the cluster (no kubeconfig loaded)`,
+          {
+            exit: EXIT.refused,
+          },
+        );
       if (options.timeoutMs !== undefined && !(options.timeoutMs > 0))
         throw new KrError('EXEC_BAD_TIMEOUT', `a timeout must be more than 0ms (got ${quote(options.timeoutMs)})`, { exit: EXIT.invalid });
       const wired = wireScript(script, options.input);
@@ -100,7 +104,9 @@ export function agentTransport(config: AgentConfig, deps: AgentTransportDeps): T
           let r = cm && readResult(cm, name, me);
           if (r === 'forged') {
             if (!forgedSeen)
-              deps.log?.warn(`node ${quote(node.name)}: the result ${ns}/${resultName(name)} is not signed by the node's agent; not believed (waiting for the agent's own)`);
+              deps.log?.warn(
+                `node ${quote(node.name)}: the result ${ns}/${resultName(name)} is not signed by the node's agent; not believed (waiting for the agent's own)`,
+              );
             forgedSeen = true;
             r = undefined;
           }
@@ -112,16 +118,23 @@ export function agentTransport(config: AgentConfig, deps: AgentTransportDeps): T
           // the agent starts nothing after the deadline (pickupMs) by its own clock: a claim made just before it is given
           // time to show before the request is withdrawn, so a script is never left running beside its retry
           if (takenAt === undefined && now - started >= pickupMs + PICKUP_GRACE_MS)
-            throw unsent ?? new KrError(
-              'NODE_UNREACHABLE',
-              `node ${quote(node.name)}: its agent (pod ${pod}) did not take the script within ${formatDuration(pickupMs)} ` +
-                '(the pod is not running, or the node cannot reach the apiserver)',
-              { transient: 'agent silence' },
+            throw (
+              unsent ??
+              new KrError(
+                'NODE_UNREACHABLE',
+                `node ${quote(node.name)}: its agent (pod ${pod}) did not take the script within ${formatDuration(pickupMs)} ` +
+                  '(the pod is not running, or the node cannot reach the apiserver)',
+                { transient: 'agent silence' },
+              )
             );
           if (takenAt !== undefined && options.silenceMs !== undefined && now - takenAt >= options.silenceMs)
-            throw new KrError('NODE_UNREACHABLE', `node ${quote(node.name)}: its agent took the script and went silent for ${formatDuration(options.silenceMs)}`, {
-              transient: 'agent silence',
-            });
+            throw new KrError(
+              'NODE_UNREACHABLE',
+              `node ${quote(node.name)}: its agent took the script and went silent for ${formatDuration(options.silenceMs)}`,
+              {
+                transient: 'agent silence',
+              },
+            );
           if (takenAt !== undefined && now - takenAt >= timeoutMs + ANSWER_GRACE_MS) throw timedOut(node.name, timeoutMs);
           try {
             await clock.sleep(pollMs, signal);
@@ -137,11 +150,17 @@ export function agentTransport(config: AgentConfig, deps: AgentTransportDeps): T
 }
 
 function timedOut(node: string, timeoutMs: number): KrError {
-  return new KrError('EXEC_TIMEOUT', `the script on node ${quote(node)} (agent) did not finish within ${formatDuration(timeoutMs)}; it was killed`);
+  return new KrError(
+    'EXEC_TIMEOUT',
+    `the script on node ${quote(node)} (agent) did not finish within ${formatDuration(timeoutMs)}; it was killed`,
+  );
 }
 
 function aborted(node: string, signal: AbortSignal): KrError {
-  return new KrError('EXEC_ABORTED', `the script on node ${quote(node)} (agent) was interrupted`, { exit: EXIT.interrupted, cause: signal.reason });
+  return new KrError('EXEC_ABORTED', `the script on node ${quote(node)} (agent) was interrupted`, {
+    exit: EXIT.interrupted,
+    cause: signal.reason,
+  });
 }
 
 /** The request could not be written: permissions and a missing namespace are settled; the rest can pass. */
@@ -158,5 +177,7 @@ function requestFailed(node: string, ns: string, e: unknown): KrError {
       details: ['create it with `kube-runbook agent manifests -i INVENTORY | kubectl apply -f -`'],
     });
   const transient = status === undefined || status >= 500 || status === 429 ? 'apiserver failure' : undefined;
-  return new KrError('NODE_UNREACHABLE', `node ${quote(node)}: cannot reach its agent through the apiserver: ${messageOf(e)}`, { transient });
+  return new KrError('NODE_UNREACHABLE', `node ${quote(node)}: cannot reach its agent through the apiserver: ${messageOf(e)}`, {
+    transient,
+  });
 }

@@ -38,7 +38,12 @@ export interface ProcessSpec {
 const DRAIN_MS = 300;
 
 /** Errors of starting a process that can pass (the machine is short of processes or files for a moment). */
-const SPAWN_TRANSIENT: Record<string, string> = { EAGAIN: 'process start failure', ENOMEM: 'process start failure', EMFILE: 'process start failure', ENFILE: 'process start failure' };
+const SPAWN_TRANSIENT: Record<string, string> = {
+  EAGAIN: 'process start failure',
+  ENOMEM: 'process start failure',
+  EMFILE: 'process start failure',
+  ENFILE: 'process start failure',
+};
 
 /** Whether a failure to start the transport's program can pass: decided here for every transport that runs one. */
 export function spawnTransient(errno: string | undefined): string | undefined {
@@ -67,7 +72,9 @@ export function runProcess(spec: ProcessSpec, deps: TransportDeps = {}): Promise
   const { signal, timeoutMs, node, transport } = spec;
   if (signal?.aborted) return Promise.reject(aborted(spec, signal));
   if (timeoutMs !== undefined && !(timeoutMs > 0))
-    return Promise.reject(new KrError('EXEC_BAD_TIMEOUT', `a timeout must be more than 0ms (got ${quote(timeoutMs)})`, { exit: EXIT.invalid }));
+    return Promise.reject(
+      new KrError('EXEC_BAD_TIMEOUT', `a timeout must be more than 0ms (got ${quote(timeoutMs)})`, { exit: EXIT.invalid }),
+    );
   const env = spec.env ? { ...process.env, ...spec.env } : process.env;
   if (!which.sync(spec.argv[0], { nothrow: true, path: env.PATH ?? '' }))
     return Promise.reject(spawnFailed(spec, `${quote(spec.argv[0])} is not installed or not on PATH`));
@@ -125,7 +132,10 @@ export function runProcess(spec: ProcessSpec, deps: TransportDeps = {}): Promise
       if (stop === 'timeout') {
         log.debug('exec timed out', { node, transport, timeoutMs, ms });
         return reject(
-          new KrError('EXEC_TIMEOUT', `the script on node ${quote(node)} (${transport}) did not finish within ${formatDuration(timeoutMs ?? 0)}; it was killed`),
+          new KrError(
+            'EXEC_TIMEOUT',
+            `the script on node ${quote(node)} (${transport}) did not finish within ${formatDuration(timeoutMs ?? 0)}; it was killed`,
+          ),
         );
       }
       if (stop === 'abort' && signal) return reject(aborted(spec, signal));

@@ -64,14 +64,20 @@ describe('netns transport', () => {
 
   it('says a node is unreachable when its namespace does not exist', async () => {
     const run = netns.exec({ name: 'node-x', netns: `${ns}-missing`, roles: ['worker'] }, 'true');
-    await expect(run).rejects.toMatchObject({ code: 'NODE_UNREACHABLE', message: expect.stringContaining(`${ns}-missing`), transient: undefined });
+    await expect(run).rejects.toMatchObject({
+      code: 'NODE_UNREACHABLE',
+      message: expect.stringContaining(`${ns}-missing`),
+      transient: undefined,
+    });
   });
 
   it("calls ip's failure to enter a namespace transient, and the script's own exit codes permanent", () => {
     const ip = spawnSync('ip', ['netns', 'exec', `${ns}-missing`, 'true'], { encoding: 'utf8' });
     expect(ip.status).toBe(255);
     expect(netnsTransient({ code: 255, stdout: '', stderr: ip.stderr })).toBe('namespace entry failure');
-    expect(netnsTransient({ code: 255, stdout: '', stderr: 'setting the network namespace "n1" failed: Invalid argument\n' })).toBe('namespace entry failure');
+    expect(netnsTransient({ code: 255, stdout: '', stderr: 'setting the network namespace "n1" failed: Invalid argument\n' })).toBe(
+      'namespace entry failure',
+    );
     expect(netnsTransient({ code: 255, stdout: '', stderr: 'the script said so\n' })).toBeUndefined();
     expect(netnsTransient({ code: 1, stdout: '', stderr: ip.stderr })).toBeUndefined();
   });

@@ -21,7 +21,8 @@ export function netnsOf(node: InventoryNode): string {
 }
 
 /** What `ip netns exec` says when it could not enter the namespace; it then exits 255 before running anything. */
-const ENTRY_FAILED = /^(?:Cannot open network namespace|setting the network namespace .* failed|unshare failed|"mount --make-rslave \/" failed|mount of \/sys failed)/m;
+const ENTRY_FAILED =
+  /^(?:Cannot open network namespace|setting the network namespace .* failed|unshare failed|"mount --make-rslave \/" failed|mount of \/sys failed)/m;
 
 /**
  * Whether a result is the netns transport's own failure, and one that can pass: `ip netns exec` failing to enter
@@ -50,13 +51,22 @@ export function netnsTransport(deps: TransportDeps & { netnsDir?: string } = {})
         throw new KrError('NODE_UNREACHABLE', `node ${quote(node.name)}: there is no network namespace ${quote(ns)} on this machine`);
       }
       const r = await runProcess(
-        { argv: ['ip', 'netns', 'exec', ns, 'sh', '-s'], stdin, node: node.name, transport: 'netns', timeoutMs: options.timeoutMs, signal: options.signal },
+        {
+          argv: ['ip', 'netns', 'exec', ns, 'sh', '-s'],
+          stdin,
+          node: node.name,
+          transport: 'netns',
+          timeoutMs: options.timeoutMs,
+          signal: options.signal,
+        },
         deps,
       );
       const transient = netnsTransient(r);
       if (!transient) return r;
       const said = r.stderr.trim().split('\n')[0]?.slice(0, 300);
-      throw new KrError('NODE_UNREACHABLE', `node ${quote(node.name)}: cannot enter network namespace ${quote(ns)}: ${said}`, { transient });
+      throw new KrError('NODE_UNREACHABLE', `node ${quote(node.name)}: cannot enter network namespace ${quote(ns)}: ${said}`, {
+        transient,
+      });
     },
   };
 }

@@ -15,20 +15,35 @@ describe('sshArgv', () => {
   it('fails instead of prompting, checks host keys, forwards nothing and ends options before the destination', () => {
     expect(sshArgv(config({ user: 'ops' }), node({ address: '10.0.0.5' }))).toEqual([
       '-T',
-      '-o', 'BatchMode=yes',
-      '-o', 'ConnectTimeout=10',
-      '-o', 'ServerAliveInterval=5',
-      '-o', 'ServerAliveCountMax=3',
-      '-o', 'StrictHostKeyChecking=yes',
-      '-o', 'LogLevel=ERROR',
-      '-o', 'ClearAllForwardings=yes',
-      '-o', 'ForwardAgent=no',
-      '-o', 'ForwardX11=no',
-      '-o', 'GSSAPIDelegateCredentials=no',
-      '-o', 'PermitLocalCommand=no',
-      '-o', 'ControlMaster=no',
-      '-o', 'ControlPath=none',
-      '--', 'ops@10.0.0.5', 'sh -s',
+      '-o',
+      'BatchMode=yes',
+      '-o',
+      'ConnectTimeout=10',
+      '-o',
+      'ServerAliveInterval=5',
+      '-o',
+      'ServerAliveCountMax=3',
+      '-o',
+      'StrictHostKeyChecking=yes',
+      '-o',
+      'LogLevel=ERROR',
+      '-o',
+      'ClearAllForwardings=yes',
+      '-o',
+      'ForwardAgent=no',
+      '-o',
+      'ForwardX11=no',
+      '-o',
+      'GSSAPIDelegateCredentials=no',
+      '-o',
+      'PermitLocalCommand=no',
+      '-o',
+      'ControlMaster=no',
+      '-o',
+      'ControlPath=none',
+      '--',
+      'ops@10.0.0.5',
+      'sh -s',
     ]);
   });
 
@@ -36,7 +51,10 @@ describe('sshArgv', () => {
     const dir = mkdtempSync(join(tmpdir(), 'kr-ssh-g-'));
     try {
       const cfg = join(dir, 'config');
-      writeFileSync(cfg, 'Host *\n  ForwardAgent yes\n  ForwardX11 yes\n  LocalForward 8080 localhost:80\n  ControlMaster auto\n  ControlPath /tmp/cm-%r@%h\n  GSSAPIDelegateCredentials yes\n');
+      writeFileSync(
+        cfg,
+        'Host *\n  ForwardAgent yes\n  ForwardX11 yes\n  LocalForward 8080 localhost:80\n  ControlMaster auto\n  ControlPath /tmp/cm-%r@%h\n  GSSAPIDelegateCredentials yes\n',
+      );
       const argv = sshArgv(config({ user: 'ops' }), node({ address: '10.0.0.5' }));
       const options = argv.slice(0, argv.indexOf('--'));
       const effective = execFileSync('ssh', ['-G', '-F', cfg, ...options, 'ops@10.0.0.5'], { encoding: 'utf8' });
@@ -74,17 +92,37 @@ describe('sshArgv', () => {
   });
 
   it('ignores the user ssh config when asked, for the node and the jump hosts, which get the same options', () => {
-    const c = config({ ignoreUserConfig: true, knownHostsFile: '/etc/kr/known_hosts', identityFile: '/keys/id', jumpHost: 'bastion@jump-1:2200,[fd00::9]' });
+    const c = config({
+      ignoreUserConfig: true,
+      knownHostsFile: '/etc/kr/known_hosts',
+      identityFile: '/keys/id',
+      jumpHost: 'bastion@jump-1:2200,[fd00::9]',
+    });
     const argv = sshArgv(c, node({ address: '10.0.0.5' }));
     expect(argv.slice(0, 3)).toEqual(['-T', '-F', 'none']);
     const proxy = argv.find((a) => a.startsWith('ProxyCommand='))!.slice('ProxyCommand='.length);
     // what the node's ssh runs for the last hop, as ssh would: tokens expanded, then through the shell
     const words = (cmd: string, h: string, p: string) => {
       const expanded = cmd.replace(/%(%|h|p)/g, (_, t: string) => (t === '%' ? '%' : t === 'h' ? h : p));
-      return execFileSync('sh', ['-c', `for w in ${expanded.replace(/^ssh /, '')}; do printf '%s\\0' "$w"; done`], { encoding: 'utf8' }).split('\0').slice(0, -1);
+      return execFileSync('sh', ['-c', `for w in ${expanded.replace(/^ssh /, '')}; do printf '%s\\0' "$w"; done`], { encoding: 'utf8' })
+        .split('\0')
+        .slice(0, -1);
     };
     const last = words(proxy, '10.0.0.5', '22');
-    const same = ['-F', 'none', '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=yes', '-o', 'UserKnownHostsFile=/etc/kr/known_hosts', '-i', '/keys/id', '-o', 'IdentitiesOnly=yes'];
+    const same = [
+      '-F',
+      'none',
+      '-o',
+      'BatchMode=yes',
+      '-o',
+      'StrictHostKeyChecking=yes',
+      '-o',
+      'UserKnownHostsFile=/etc/kr/known_hosts',
+      '-i',
+      '/keys/id',
+      '-o',
+      'IdentitiesOnly=yes',
+    ];
     for (const w of same) expect(last).toContain(w);
     expect(last.slice(-4)).toEqual(['-W', '[10.0.0.5]:22', '--', 'fd00::9']);
     const inner = last[last.indexOf('-W') - 1]!;
@@ -130,7 +168,12 @@ describe('sshArgv', () => {
   });
 
   it('takes its settings from an inventory as parsed', () => {
-    const inv = Inventory.parse(inventoryOf({ layout: 'kubeadm', transport: { type: 'ssh', user: 'ops', connectTimeout: '4s', sudo: true }, nodes: [{ name: 'cp-1' }] }, 'prod'));
+    const inv = Inventory.parse(
+      inventoryOf(
+        { layout: 'kubeadm', transport: { type: 'ssh', user: 'ops', connectTimeout: '4s', sudo: true }, nodes: [{ name: 'cp-1' }] },
+        'prod',
+      ),
+    );
     const t = inv.spec.transport;
     if (t.type !== 'ssh') throw new Error('expected ssh');
     const argv = sshArgv(t, inv.spec.nodes[0]!, 30_000);

@@ -31,7 +31,12 @@ export function sshArgv(config: SshConfig, node: InventoryNode, timeoutMs?: numb
   if (config.jumpHost !== undefined) {
     const j = config.jumpHost;
     const hops = j.split(',').map((hop) => JUMP.exec(hop));
-    check(node, 'jumpHost', j, hops.every((m) => m !== null));
+    check(
+      node,
+      'jumpHost',
+      j,
+      hops.every((m) => m !== null),
+    );
     argv.push('-o', `ProxyCommand=${jumpCommand(config, node, hops as RegExpExecArray[])}`);
   }
   argv.push('--', config.user === undefined ? host : `${config.user}@${host}`, remoteCommand(config, timeoutMs));

@@ -35,7 +35,7 @@ describe('wireScript', () => {
   });
 
   it('gives the script its input byte for byte, without adding a newline', () => {
-    const input = "line one\n'quoted' \"double\" $(not run) `nor this`\n}\nno newline at the end";
+    const input = 'line one\n\'quoted\' "double" $(not run) `nor this`\n}\nno newline at the end';
     const r = sh(wireScript('cat\necho "<after>"', input));
     expect(r.stdout).toBe(`${input}<after>\n`);
     expect(sh(wireScript('wc -c', input)).stdout.trim()).toBe(String(Buffer.byteLength(input)));
@@ -62,7 +62,10 @@ describe('wireScript', () => {
   });
 
   it('refuses a NUL byte in the script or the input', () => {
-    for (const [script, input] of [['echo \0', undefined], ['cat', 'a\0b']] as const) {
+    for (const [script, input] of [
+      ['echo \0', undefined],
+      ['cat', 'a\0b'],
+    ] as const) {
       let error: unknown;
       try {
         wireScript(script, input);

@@ -12,7 +12,8 @@ afterEach(async () => {
 });
 
 /** A VIP whose answer the test changes: 200, 503, or (down) a closed port. */
-const serve = (answer: () => number): Promise<string> => server.start((req, res) => res.writeHead(req.url === '/readyz' ? answer() : 404).end('ok'));
+const serve = (answer: () => number): Promise<string> =>
+  server.start((req, res) => res.writeHead(req.url === '/readyz' ? answer() : 404).end('ok'));
 
 const until = (run: ReturnType<ProbeTester['start']>, pred: (v: AvailabilityValue, status: string) => boolean) =>
   readingFromServer(t, run, (x) => pred(x.value as AvailabilityValue, x.status), { tries: 400, realMs: 5, fakeMs: 100 });
@@ -41,7 +42,15 @@ describe('apiserver-availability', () => {
 
   it('defaults to the inventory VIP and reads a closed port as an error', async () => {
     t = new ProbeTester({
-      inventory: inventoryOf({ layout: 'lab', lab: { stateDir: '/x' }, apiserver: { endpoints: ['127.0.0.1:1'] }, nodes: [{ name: 'cp-1', roles: ['control-plane'] }] }, 'ha'),
+      inventory: inventoryOf(
+        {
+          layout: 'lab',
+          lab: { stateDir: '/x' },
+          apiserver: { endpoints: ['127.0.0.1:1'] },
+          nodes: [{ name: 'cp-1', roles: ['control-plane'] }],
+        },
+        'ha',
+      ),
     });
     const run = t.start(probe, { timeout: '500ms' });
     const r = await until(run, (_, s) => s === 'violated');

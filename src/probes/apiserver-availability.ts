@@ -11,12 +11,13 @@ const Params = z.strictObject({
   url: httpUrl()
     .optional()
     .meta({ description: "the address clients use (the VIP); https://<the inventory's first spec.apiserver.endpoints> when absent" }),
-  path: z.string().regex(/^\/[^\s]*$/).default('/readyz'),
-  cacert: z
+  path: z
     .string()
-    .min(1)
-    .optional()
-    .meta({ description: "CA file to check the server's certificate with; without it the certificate is not checked (no credentials are sent)" }),
+    .regex(/^\/[^\s]*$/)
+    .default('/readyz'),
+  cacert: z.string().min(1).optional().meta({
+    description: "CA file to check the server's certificate with; without it the certificate is not checked (no credentials are sent)",
+  }),
   interval: duration().prefault('500ms').meta({ description: 'how often a request is sent, as a client retrying would' }),
   timeout: duration().prefault('2s').meta({ description: 'an answer slower than this counts as an error' }),
   maxGap: duration().prefault('10s').meta({ description: 'violated while no request has succeeded for longer than this' }),
@@ -39,7 +40,13 @@ export interface AvailabilityValue {
 /** The apiserver as a client sees it through the address it uses (the VIP of an HA control plane). */
 export default defineProbe({
   meta: {
-    access: [{ nonResourceURL: '/readyz', verbs: ['get'], why: 'asks the apiserver (through the load balancer) whether it is ready, at an interval' }],
+    access: [
+      {
+        nonResourceURL: '/readyz',
+        verbs: ['get'],
+        why: 'asks the apiserver (through the load balancer) whether it is ready, at an interval',
+      },
+    ],
     id: 'apiserver-availability',
     summary: 'GET /readyz through the VIP at a short interval: errors and the longest gap without an answer.',
     description:
@@ -62,7 +69,14 @@ export default defineProbe({
       requests++;
       let up = false;
       try {
-        const a = await httpGet(url, { timeoutMs: params.timeout, signal: ctx.signal, clock: ctx.clock, ca: params.cacert, insecure: !params.cacert, maxBytes: 4096 });
+        const a = await httpGet(url, {
+          timeoutMs: params.timeout,
+          signal: ctx.signal,
+          clock: ctx.clock,
+          ca: params.cacert,
+          insecure: !params.cacert,
+          maxBytes: 4096,
+        });
         up = a.status === 200;
         if (!up) lastError = `HTTP ${a.status}`;
       } catch (e) {
@@ -73,7 +87,15 @@ export default defineProbe({
       if (lastOk !== undefined) longest = Math.max(longest, now - lastOk);
       if (up) lastOk = now;
       const gap = up || lastOk === undefined ? 0 : now - lastOk;
-      const value: AvailabilityValue = { url, requests, errors, up, currentGapMs: gap, longestGapMs: longest, ...(lastError ? { lastError } : {}) };
+      const value: AvailabilityValue = {
+        url,
+        requests,
+        errors,
+        up,
+        currentGapMs: gap,
+        longestGapMs: longest,
+        ...(lastError ? { lastError } : {}),
+      };
       const base = `${requests} request(s), ${errors} error(s), longest gap ${formatDuration(longest)}`;
       if (up) return { status: 'ok', at: now, value, detail: `answers; ${base}` };
       const detail = `no answer for ${formatDuration(gap)} (${lastError}); ${base}`;
@@ -85,7 +107,11 @@ export default defineProbe({
 });
 
 function endpointUrl(ctx: Ctx, params: Params): string {
-  const base = params.url ?? (ctx.inventory.spec.apiserver?.endpoints[0] ? `https://${ctx.inventory.spec.apiserver.endpoints[0]}` : undefined);
-  if (!base) throw new KrError('PROBE_NO_URL', 'apiserver-availability: give `url`, or list the VIP in the inventory (spec.apiserver.endpoints)', { exit: 2 });
+  const base =
+    params.url ?? (ctx.inventory.spec.apiserver?.endpoints[0] ? `https://${ctx.inventory.spec.apiserver.endpoints[0]}` : undefined);
+  if (!base)
+    throw new KrError('PROBE_NO_URL', 'apiserver-availability: give `url`, or list the VIP in the inventory (spec.apiserver.endpoints)', {
+      exit: 2,
+    });
   return base.replace(/\/$/, '') + params.path;
 }

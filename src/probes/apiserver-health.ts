@@ -41,7 +41,12 @@ export default defineProbe({
     params: Params,
   },
   start: (ctx, params) =>
-    polled(ctx, params.interval, () => check(ctx, params), (r) => `${r.status}|${r.detail.replace(/\d+ms|\d+(\.\d+)?s/g, '')}`),
+    polled(
+      ctx,
+      params.interval,
+      () => check(ctx, params),
+      (r) => `${r.status}|${r.detail.replace(/\d+ms|\d+(\.\d+)?s/g, '')}`,
+    ),
 });
 
 async function get(ctx: Ctx, path: string, timeoutMs: number): Promise<{ status: number; ms: number }> {

@@ -9,7 +9,8 @@ afterEach(async () => t.close());
 function metrics(o: { queued?: number; rejected?: number; slow?: number; fast?: number; watches?: number; camel?: boolean }): string {
   const pl = o.camel ? 'priorityLevel' : 'priority_level';
   const fs = o.camel ? 'flowSchema' : 'flow_schema';
-  const bucket = (verb: string, le: string, n: number) => `apiserver_request_duration_seconds_bucket{component="apiserver",verb="${verb}",resource="pods",le="${le}"} ${n}`;
+  const bucket = (verb: string, le: string, n: number) =>
+    `apiserver_request_duration_seconds_bucket{component="apiserver",verb="${verb}",resource="pods",le="${le}"} ${n}`;
   const fast = o.fast ?? 0;
   const slow = o.slow ?? 0;
   const watches = o.watches ?? 0;
@@ -44,7 +45,12 @@ describe('apiserver-load', () => {
     const run = t.start(probe, { interval: '5s' });
     const first = await run.until((r) => r.status === 'ok');
     expect(first.detail).toBe('6 executing, 0 queued, 0 rejected');
-    expect(first.value).toMatchObject({ inQueue: 0, rejected: 0, latencyP99Ms: null, inflight: { mutating: 1, readOnly: 5 } } satisfies Partial<ApiserverLoadValue>);
+    expect(first.value).toMatchObject({
+      inQueue: 0,
+      rejected: 0,
+      latencyP99Ms: null,
+      inflight: { mutating: 1, readOnly: 5 },
+    } satisfies Partial<ApiserverLoadValue>);
 
     // 200 more fast requests and many more watches ending: p99 within the fast bucket
     m = { fast: 300, watches: 5000 };

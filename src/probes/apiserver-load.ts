@@ -8,27 +8,27 @@ import { polled } from '../contract/readings.js';
 import { type Buckets, delta, histogram, quantile, series } from '../kube/prometheus.js';
 
 const Params = z.strictObject({
-  interval: duration().prefault('5s').meta({ description: 'how often the apiserver\'s /metrics is read; rejections and latency are counted over each interval' }),
+  interval: duration()
+    .prefault('5s')
+    .meta({ description: "how often the apiserver's /metrics is read; rejections and latency are counted over each interval" }),
   timeout: duration().prefault('5s').meta({ description: 'a /metrics answer slower than this counts as none' }),
   maxInQueue: z
     .number()
     .int()
     .min(0)
     .default(50)
-    .meta({ description: 'violated when more requests than this wait in the priority levels\' queues (API Priority and Fairness) at once' }),
+    .meta({ description: "violated when more requests than this wait in the priority levels' queues (API Priority and Fairness) at once" }),
   maxRejected: z
     .number()
     .int()
     .min(0)
     .default(0)
     .meta({ description: 'violated when the apiserver rejected (429) more requests than this in one interval' }),
-  maxLatency: duration()
-    .prefault('1s')
-    .meta({ description: "violated when the p99 latency of the interval's requests (but WATCH and CONNECT) is above this: the Kubernetes API call latency SLO" }),
-  unreachable: z
-    .enum(['violated', 'unknown'])
-    .default('unknown')
-    .meta({ description: 'what a /metrics that does not answer reads as' }),
+  maxLatency: duration().prefault('1s').meta({
+    description:
+      "violated when the p99 latency of the interval's requests (but WATCH and CONNECT) is above this: the Kubernetes API call latency SLO",
+  }),
+  unreachable: z.enum(['violated', 'unknown']).default('unknown').meta({ description: 'what a /metrics that does not answer reads as' }),
 });
 type Params = z.output<typeof Params>;
 
@@ -143,14 +143,18 @@ async function check(
   const inflight: Record<string, number> = {};
   for (const s of series(text, INFLIGHT)) inflight[s.labels.request_kind ?? s.labels.requestKind ?? ''] = s.value;
 
-  const sorted = [...levels.values()].sort((a, b) => b.inQueue - a.inQueue || b.rejected - a.rejected || a.priorityLevel.localeCompare(b.priorityLevel));
+  const sorted = [...levels.values()].sort(
+    (a, b) => b.inQueue - a.inQueue || b.rejected - a.rejected || a.priorityLevel.localeCompare(b.priorityLevel),
+  );
   const inQueue = sorted.reduce((n, l) => n + l.inQueue, 0);
   const rejected = sorted.reduce((n, l) => n + l.rejected, 0);
   const latencyP99Ms = p99 === undefined ? null : Math.round(p99 * 1000);
   const problems: string[] = [];
   if (inQueue > params.maxInQueue) problems.push(`${inQueue} requests queued (more than ${params.maxInQueue})`);
-  if (rejected > params.maxRejected) problems.push(`${rejected} rejected in ${formatDuration(params.interval)} (more than ${params.maxRejected})`);
-  if (latencyP99Ms !== null && latencyP99Ms > params.maxLatency) problems.push(`p99 ${formatDuration(latencyP99Ms)} (slower than ${formatDuration(params.maxLatency)})`);
+  if (rejected > params.maxRejected)
+    problems.push(`${rejected} rejected in ${formatDuration(params.interval)} (more than ${params.maxRejected})`);
+  if (latencyP99Ms !== null && latencyP99Ms > params.maxLatency)
+    problems.push(`p99 ${formatDuration(latencyP99Ms)} (slower than ${formatDuration(params.maxLatency)})`);
   const busiest = sorted
     .filter((l) => l.inQueue > 0 || l.rejected > 0)
     .slice(0, 3)

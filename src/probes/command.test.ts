@@ -14,7 +14,16 @@ function setup(handler: ConstructorParameters<typeof FakeNodes>[1]) {
   const inventory = Inventory.parse(testInventory());
   const nodes = new FakeNodes(inventory.spec.nodes, handler);
   const abort = new AbortController();
-  const ctx: Ctx = { runId: 't', clock, log: silentLogger, signal: abort.signal, dryRun: false, inventory, kube: fakeKubeAccess(clock), nodes };
+  const ctx: Ctx = {
+    runId: 't',
+    clock,
+    log: silentLogger,
+    signal: abort.signal,
+    dryRun: false,
+    inventory,
+    kube: fakeKubeAccess(clock),
+    nodes,
+  };
   return { clock, nodes, abort, ctx };
 }
 

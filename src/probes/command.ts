@@ -27,7 +27,13 @@ export default defineProbe({
       "The last line the script prints is the reading's detail.",
     params: Params,
   },
-  start: (ctx, params) => polled(ctx, params.interval, () => runOnce(ctx, params), (r) => `${r.status}|${r.detail}`),
+  start: (ctx, params) =>
+    polled(
+      ctx,
+      params.interval,
+      () => runOnce(ctx, params),
+      (r) => `${r.status}|${r.detail}`,
+    ),
 });
 
 async function runOnce(ctx: Ctx, params: Params): Promise<Reading<{ code: number | null }>> {

@@ -39,15 +39,19 @@ export default defineProbe({
         watches,
         judge(now) {
           const { value, exists, expired, expiresAt, limitMs } = leader.judge(now);
-          if (!exists)
-            return { status: 'violated', value, detail: `no Lease ${params.lease}: no controller-manager has led` };
+          if (!exists) return { status: 'violated', value, detail: `no Lease ${params.lease}: no controller-manager has led` };
           const { transitions, renewAgeMs: age } = value;
           const flapping = params.maxTransitions !== undefined && transitions > params.maxTransitions;
           const who = value.holder ?? 'nobody';
           const detail = expired
             ? `no leader: ${who} last renewed ${age === null ? 'never' : `${formatDuration(age)} ago`} (lease ${formatDuration(limitMs)})`
             : `${who} leads${transitions ? `, ${transitions} leader change${transitions === 1 ? '' : 's'}` : ''}${flapping ? ` (more than ${params.maxTransitions})` : ''}`;
-          return { status: expired || flapping ? 'violated' : 'ok', value, detail, recheckAt: expiresAt === undefined ? undefined : expiresAt + 1 };
+          return {
+            status: expired || flapping ? 'violated' : 'ok',
+            value,
+            detail,
+            recheckAt: expiresAt === undefined ? undefined : expiresAt + 1,
+          };
         },
       });
     });

@@ -54,7 +54,8 @@ export default defineProbe({
   start(ctx, params) {
     const specs = async () => ({
       services: watchSpecs.services(),
-      endpoints: params.kind === 'endpoints' ? watchSpecs.endpoints() : watchSpecs.endpointSlices(await endpointSlicesVersion(ctx.kube, ctx.signal)),
+      endpoints:
+        params.kind === 'endpoints' ? watchSpecs.endpoints() : watchSpecs.endpointSlices(await endpointSlicesVersion(ctx.kube, ctx.signal)),
       pods: watchSpecs.pods(),
     });
     return watching(ctx, specs, async function* ({ services, endpoints, pods }, watches) {
@@ -98,7 +99,8 @@ export default defineProbe({
         else if (before > 0 && now.n === 0) candidates.set(svc, { at: ctx.clock.now(), what: 'emptied' });
       });
       const podsByNs = new Map<string, Map<string, SlimPod>>();
-      for (const p of pods.store.values()) podsByNs.set(p.namespace, (podsByNs.get(p.namespace) ?? new Map()).set(`${p.namespace}/${p.name}`, p));
+      for (const p of pods.store.values())
+        podsByNs.set(p.namespace, (podsByNs.get(p.namespace) ?? new Map()).set(`${p.namespace}/${p.name}`, p));
       pods.subscribe((c) => {
         if (c.type !== 'added' && c.type !== 'modified' && c.type !== 'deleted') return;
         const ns = podsByNs.get(c.object.namespace) ?? new Map<string, SlimPod>();
@@ -147,8 +149,19 @@ export default defineProbe({
           }
           const parts: string[] = [];
           if (incidents.length)
-            parts.push(`${incidents.length} incident${incidents.length === 1 ? '' : 's'}: ${incidents.slice(-3).map((i) => `${i.service} ${i.what} with ${i.readyPods} ready pods`).join(', ')}`);
-          if (missing.length) parts.push(`no ready endpoints: ${missing.slice(0, 3).map((m) => `${m.service} for ${formatDuration(now - m.since)}`).join(', ')}`);
+            parts.push(
+              `${incidents.length} incident${incidents.length === 1 ? '' : 's'}: ${incidents
+                .slice(-3)
+                .map((i) => `${i.service} ${i.what} with ${i.readyPods} ready pods`)
+                .join(', ')}`,
+            );
+          if (missing.length)
+            parts.push(
+              `no ready endpoints: ${missing
+                .slice(0, 3)
+                .map((m) => `${m.service} for ${formatDuration(now - m.since)}`)
+                .join(', ')}`,
+            );
           return {
             status: incidents.length > params.max || missing.length ? 'violated' : 'ok',
             value: { incidents: incidents.slice(-50), missing },

@@ -7,7 +7,23 @@ import { inventoryOf } from '../testing/inventories.js';
 let t: ProbeTester;
 afterEach(async () => t.close());
 
-const LE = ['0.001', '0.002', '0.004', '0.008', '0.016', '0.032', '0.064', '0.128', '0.256', '0.512', '1.024', '2.048', '4.096', '8.192', '+Inf'];
+const LE = [
+  '0.001',
+  '0.002',
+  '0.004',
+  '0.008',
+  '0.016',
+  '0.032',
+  '0.064',
+  '0.128',
+  '0.256',
+  '0.512',
+  '1.024',
+  '2.048',
+  '4.096',
+  '8.192',
+  '+Inf',
+];
 
 /** etcd's metrics with `n` WAL fsyncs and commits so far, all of them taking about `seconds`. */
 function metrics(n: number, seconds: number, o: { leader?: boolean; changes?: number } = {}): string {
@@ -15,12 +31,14 @@ function metrics(n: number, seconds: number, o: { leader?: boolean; changes?: nu
   for (const name of ['etcd_disk_wal_fsync_duration_seconds', 'etcd_disk_backend_commit_duration_seconds'])
     for (const le of LE) lines.push(`${name}_bucket{le="${le}"} ${le === '+Inf' || Number(le) >= seconds ? n : 0}`);
   lines.push('etcd_server_has_leader 1');
-  if (o.leader !== undefined) lines.push(`etcd_server_is_leader ${o.leader ? 1 : 0}`, `etcd_server_leader_changes_seen_total ${o.changes ?? 1}`);
+  if (o.leader !== undefined)
+    lines.push(`etcd_server_is_leader ${o.leader ? 1 : 0}`, `etcd_server_leader_changes_seen_total ${o.changes ?? 1}`);
   return lines.join('\n');
 }
 
 /** An HA lab's inventory: three etcd members. */
-const haInventory: InventoryInput = inventoryOf({
+const haInventory: InventoryInput = inventoryOf(
+  {
     layout: 'lab',
     transport: { type: 'local' },
     lab: { stateDir: '/nonexistent/lab' },
@@ -30,7 +48,9 @@ const haInventory: InventoryInput = inventoryOf({
       { name: 'cp-3', roles: ['control-plane', 'etcd'] },
       { name: 'node-1', zone: 'zone-a' },
     ],
-  }, 'ha');
+  },
+  'ha',
+);
 
 describe('etcd-health', () => {
   it('scrapes through the etcd node and judges the p99 of the last interval', async () => {
@@ -40,7 +60,8 @@ describe('etcd-health', () => {
     let answering = true;
     t.nodes.handler = () => {
       writes += 100;
-      if (!answering) return { code: 0, stdout: '#unreachable curl: (7) Failed to connect to 127.0.0.1 port 2379: Connection refused\n', stderr: '' };
+      if (!answering)
+        return { code: 0, stdout: '#unreachable curl: (7) Failed to connect to 127.0.0.1 port 2379: Connection refused\n', stderr: '' };
       return { code: 0, stdout: `#health {"health":"true"}\n${metrics(writes, latency)}\n`, stderr: '' };
     };
     const run = t.start(probe, {});
@@ -50,7 +71,9 @@ describe('etcd-health', () => {
     expect(t.nodes.calls[0]?.script).toContain('fetch http://127.0.0.1:2379/metrics |');
     latency = 1.5; // a throttled disk: new writes take 1.5 s
     const slow = await run.until((r) => r.status === 'violated');
-    expect(slow.detail).toBe('healthy, WAL fsync p99 2037.8ms, backend commit p99 2037.8ms: WAL fsync p99 above 100ms; backend commit p99 above 250ms');
+    expect(slow.detail).toBe(
+      'healthy, WAL fsync p99 2037.8ms, backend commit p99 2037.8ms: WAL fsync p99 above 100ms; backend commit p99 above 250ms',
+    );
     answering = false;
     const down = await run.until((r) => r.detail.startsWith('etcd does not answer'));
     expect(down.status).toBe('violated');
@@ -92,7 +115,9 @@ describe('etcd-health', () => {
     const value = (r: { value: unknown }) => r.value as EtcdValue;
     const two = await run.until((r) => value(r).leader === 'cp-2');
     expect(two.status).toBe('violated');
-    expect(two.detail).toMatch(/^2 of 3 member\(s\) answer, leader cp-2, 1 leader change\(s\) \(cp-1 does not answer: .*\): 2 member\(s\) answer, fewer than 3$/);
+    expect(two.detail).toMatch(
+      /^2 of 3 member\(s\) answer, leader cp-2, 1 leader change\(s\) \(cp-1 does not answer: .*\): 2 member\(s\) answer, fewer than 3$/,
+    );
     expect(two.value).toMatchObject({ quorum: true, leaderChanges: 1 });
     // a second member goes: no quorum, no leader
     down.add('cp-2');

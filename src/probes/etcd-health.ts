@@ -12,19 +12,22 @@ const Params = z.strictObject({
   url: httpUrl()
     .optional()
     .meta({ description: "etcd's client or metrics URL; http://127.0.0.1:2379 on a lab, :2381 (kubeadm's metrics port) elsewhere" }),
-  node: z
-    .string()
-    .min(1)
-    .optional()
-    .meta({ description: 'inventory node to ask from (curl or wget on it); the first etcd or control-plane node when neither node nor direct is set' }),
+  node: z.string().min(1).optional().meta({
+    description:
+      'inventory node to ask from (curl or wget on it); the first etcd or control-plane node when neither node nor direct is set',
+  }),
   direct: z.boolean().default(false).meta({ description: 'ask the URL from this machine instead of through a node' }),
   cacert: z.string().min(1).optional().meta({ description: 'CA certificate file for https (on the node, or here when direct)' }),
   cert: z.string().min(1).optional().meta({ description: 'client certificate file' }),
   key: z.string().min(1).optional().meta({ description: 'client key file' }),
   interval: duration().prefault('5s').meta({ description: 'how often to scrape; percentiles cover the last interval' }),
   timeout: duration().prefault('3s'),
-  maxWalFsync: duration().prefault('100ms').meta({ description: 'violated when the p99 of etcd_disk_wal_fsync_duration_seconds is above this' }),
-  maxBackendCommit: duration().prefault('250ms').meta({ description: 'violated when the p99 of etcd_disk_backend_commit_duration_seconds is above this' }),
+  maxWalFsync: duration()
+    .prefault('100ms')
+    .meta({ description: 'violated when the p99 of etcd_disk_wal_fsync_duration_seconds is above this' }),
+  maxBackendCommit: duration()
+    .prefault('250ms')
+    .meta({ description: 'violated when the p99 of etcd_disk_backend_commit_duration_seconds is above this' }),
   unreachable: z.enum(['violated', 'unknown']).default('violated').meta({ description: 'what an etcd that does not answer reads as' }),
   members: z
     .boolean()
@@ -34,13 +37,16 @@ const Params = z.strictObject({
         'ask every etcd member of the inventory (each through its own node, at `url`): members, leader, leader changes and quorum; ' +
         'a member down reads ok while a quorum answers with a leader',
     }),
-  minMembers: z.number().int().min(1).optional().meta({ description: 'with `members`: violated while fewer members answer (e.g. 3: all back)' }),
-  electionGrace: duration()
-    .prefault('10s')
-    .meta({
-      description:
-        'with `members`: a quorum answering without a leader reads unknown this long (an election under way: the leader just went; with etcd\'s default 1 s election timeout, pre-vote and a busy host an election has been seen to take 5 s), violated after',
-    }),
+  minMembers: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .meta({ description: 'with `members`: violated while fewer members answer (e.g. 3: all back)' }),
+  electionGrace: duration().prefault('10s').meta({
+    description:
+      "with `members`: a quorum answering without a leader reads unknown this long (an election under way: the leader just went; with etcd's default 1 s election timeout, pre-vote and a busy host an election has been seen to take 5 s), violated after",
+  }),
 });
 type Params = z.output<typeof Params>;
 
@@ -72,7 +78,8 @@ export default defineProbe({
   meta: {
     access: [],
     id: 'etcd-health',
-    summary: 'etcd /health and the p99 of its WAL fsync and backend commit latencies; with `members`, members, leader, leader changes and quorum.',
+    summary:
+      'etcd /health and the p99 of its WAL fsync and backend commit latencies; with `members`, members, leader, leader changes and quorum.',
     description:
       "Scrapes etcd's `/health` and `/metrics` every `interval`, through a node (curl or wget run there by its " +
       'transport) or directly from this machine (`direct: true`). Ok when etcd is healthy and the p99 of ' +
@@ -116,11 +123,17 @@ function judge(ctx: Ctx, params: Params, s: EtcdScrape, wal: Buckets, commit: Bu
     const q = quantile(0.99, b);
     return q === undefined ? null : Math.round(q * 1000 * 10) / 10;
   };
-  const value: EtcdValue = { healthy, hasLeader: leader === undefined ? null : leader === 1, walFsyncP99Ms: ms(wal), backendCommitP99Ms: ms(commit) };
+  const value: EtcdValue = {
+    healthy,
+    hasLeader: leader === undefined ? null : leader === 1,
+    walFsyncP99Ms: ms(wal),
+    backendCommitP99Ms: ms(commit),
+  };
   const problems: string[] = [];
   if (!healthy) problems.push(`unhealthy (${s.health.trim().slice(0, 80) || 'no answer'})`);
   if (value.hasLeader === false) problems.push('no leader');
-  if (value.walFsyncP99Ms !== null && value.walFsyncP99Ms > params.maxWalFsync) problems.push(`WAL fsync p99 above ${formatDuration(params.maxWalFsync)}`);
+  if (value.walFsyncP99Ms !== null && value.walFsyncP99Ms > params.maxWalFsync)
+    problems.push(`WAL fsync p99 above ${formatDuration(params.maxWalFsync)}`);
   if (value.backendCommitP99Ms !== null && value.backendCommitP99Ms > params.maxBackendCommit)
     problems.push(`backend commit p99 above ${formatDuration(params.maxBackendCommit)}`);
   const fmt = (v: number | null) => (v === null ? 'n/a' : `${v}ms`);
@@ -147,12 +160,20 @@ function startMembers(ctx: Ctx, params: Params) {
         try {
           return { name: m.name, scrape: await scrapeEtcd(ctx, { url, node: m.name }, params) };
         } catch (e) {
-          return { name: m.name, error: e instanceof EtcdUnreachable ? `does not answer: ${messageOf(e)}` : `cannot reach its node: ${messageOf(e)}`, nodeDown: !(e instanceof EtcdUnreachable) };
+          return {
+            name: m.name,
+            error: e instanceof EtcdUnreachable ? `does not answer: ${messageOf(e)}` : `cannot reach its node: ${messageOf(e)}`,
+            nodeDown: !(e instanceof EtcdUnreachable),
+          };
         }
       }),
     );
     const at = ctx.clock.now();
-    const list: EtcdMemberValue[] = views.map((v) => ({ name: v.name, up: Boolean(v.scrape), leader: v.scrape ? sample(v.scrape.metrics, 'etcd_server_is_leader') === 1 : false }));
+    const list: EtcdMemberValue[] = views.map((v) => ({
+      name: v.name,
+      up: Boolean(v.scrape),
+      leader: v.scrape ? sample(v.scrape.metrics, 'etcd_server_is_leader') === 1 : false,
+    }));
     const leader = list.find((m) => m.leader)?.name ?? null;
     let counterGrew = 0;
     for (const v of views) {
@@ -186,7 +207,10 @@ function startMembers(ctx: Ctx, params: Params) {
     leaderlessSince = leader === null ? (leaderlessSince ?? at) : undefined;
     const electing = quorum && leader === null && at - leaderlessSince! < params.electionGrace;
     if (!quorum) problems.push(`no quorum: ${up} of ${members.length} member(s) answer, ${quorumOf(members.length)} needed`);
-    else if (electing) problems.push(`no leader for ${formatDuration(at - leaderlessSince!)}: an election is under way (unknown for up to ${formatDuration(params.electionGrace)})`);
+    else if (electing)
+      problems.push(
+        `no leader for ${formatDuration(at - leaderlessSince!)}: an election is under way (unknown for up to ${formatDuration(params.electionGrace)})`,
+      );
     else if (leader === null) problems.push('no leader');
     if (params.minMembers !== undefined && up < params.minMembers) problems.push(`${up} member(s) answer, fewer than ${params.minMembers}`);
     if (base?.status === 'violated') problems.push(base.detail.slice(base.detail.indexOf(': ') + 2));
@@ -201,5 +225,10 @@ function startMembers(ctx: Ctx, params: Params) {
     const status = problems.length ? (open ? 'unknown' : 'violated') : 'ok';
     return { status, at, value, detail };
   };
-  return polled(ctx, params.interval, check, (r) => `${r.status}|${r.value.leader}|${r.value.leaderChanges}|${r.value.members?.map((m) => Number(m.up)).join('')}`);
+  return polled(
+    ctx,
+    params.interval,
+    check,
+    (r) => `${r.status}|${r.value.leader}|${r.value.leaderChanges}|${r.value.members?.map((m) => Number(m.up)).join('')}`,
+  );
 }

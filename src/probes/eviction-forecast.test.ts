@@ -62,7 +62,11 @@ describe('eviction-forecast', () => {
     });
     await t.advance(1_000);
     t.api.update(paths.nodes, 'node-1', (n) => {
-      (n.spec as { taints: unknown[] }).taints.push({ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(t.clock.now()) });
+      (n.spec as { taints: unknown[] }).taints.push({
+        key: 'node.kubernetes.io/unreachable',
+        effect: 'NoExecute',
+        timeAdded: iso(t.clock.now()),
+      });
     });
     const violated = await run.until((r) => r.status === 'violated', 60_000);
     expect(violated.at).toBe(lastRenewal + 9_600 + 30_000 - 20_000);
@@ -78,7 +82,9 @@ describe('eviction-forecast', () => {
       t.api.update(paths.nodes, 'node-1', (n) => {
         const c = (n.status as { conditions: Record<string, string>[] }).conditions[0]!;
         Object.assign(c, { status: 'Unknown' });
-        (n.spec as { taints: unknown[] }).taints = [{ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(t.clock.now()) }];
+        (n.spec as { taints: unknown[] }).taints = [
+          { key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(t.clock.now()) },
+        ];
       });
     setTaint();
     const taintedAt = t.clock.now();
@@ -95,7 +101,9 @@ describe('eviction-forecast', () => {
     await run.until((r) => r.status === 'ok');
     const r = await run.until((x) => x.detail.includes('master disruption'));
     // all three fell silent together: any of them may be tainted in the pass that enters the mode, and keep it
-    expect(r.detail).toMatch(/^first eviction in 3\d(\.\d)?s, likely spared: default\/web-node-1 on node-1 \(3 pods at risk on 3 nodes\); all zones down: master disruption mode$/);
+    expect(r.detail).toMatch(
+      /^first eviction in 3\d(\.\d)?s, likely spared: default\/web-node-1 on node-1 \(3 pods at risk on 3 nodes\); all zones down: master disruption mode$/,
+    );
     expect((r.value as Value).earliestEviction).toMatchObject({ pod: 'default/web-node-1' });
     expect((r.value as { earliestEviction: { likely?: number } }).earliestEviction.likely).toBeUndefined();
   });
@@ -114,7 +122,12 @@ describe('eviction-forecast', () => {
     expect(r.detail).toMatch(/^first eviction in .*: default\/web-node-01-0 on node-01 \(42 pods at risk on 14 nodes\)$/);
     const v = r.value as { nodes: { name: string }[]; pods: { key: string }[]; atRisk: number };
     expect([v.nodes.length, v.atRisk, v.pods.length]).toEqual([14, 42, 20]);
-    expect(v.pods.slice(0, 4).map((p) => p.key)).toEqual(['default/web-node-01-0', 'default/web-node-01-1', 'default/web-node-01-2', 'default/web-node-02-0']);
+    expect(v.pods.slice(0, 4).map((p) => p.key)).toEqual([
+      'default/web-node-01-0',
+      'default/web-node-01-1',
+      'default/web-node-01-2',
+      'default/web-node-02-0',
+    ]);
   });
 
   it('counts only the pods on the nodes selected, and judges zones on every node', async () => {
@@ -179,22 +192,36 @@ describe('eviction-forecast', () => {
       t.api.update(paths.nodes, n, (node) => {
         const c = (node.status as { conditions: Record<string, string>[] }).conditions[0]!;
         Object.assign(c, { status: 'Unknown', lastTransitionTime: iso(down) });
-        if (n === 'node-1') (node.spec as { taints: unknown[] }).taints.push({ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(down) });
+        if (n === 'node-1')
+          (node.spec as { taints: unknown[] }).taints.push({
+            key: 'node.kubernetes.io/unreachable',
+            effect: 'NoExecute',
+            timeAdded: iso(down),
+          });
       });
     await t.advance(500);
     // the taint may be one the controller keeps: evicted at the earliest, likely not
-    const likely = (r: { value: unknown }) => (r.value as { earliestEviction: { likely?: number } | null } | null)?.earliestEviction?.likely;
+    const likely = (r: { value: unknown }) =>
+      (r.value as { earliestEviction: { likely?: number } | null } | null)?.earliestEviction?.likely;
     expect((run.last()!.value as Value).earliestEviction).toMatchObject({ node: 'node-1', pod: 'default/web-node-1', at: down + 30_000 });
     expect(likely(run.last()!)).toBeUndefined();
     const kept = await run.until((r) => likely(r) !== undefined, 5_000);
     // judged again on its own once the taint outlived the pass: a second (rounding) and a monitor period; kept
     expect(kept.at).toBe(down + 2_000);
-    expect((kept.value as Value).earliestEviction).toMatchObject({ node: 'node-1', pod: 'default/web-node-1', at: down + 30_000, likely: down + 30_000 });
+    expect((kept.value as Value).earliestEviction).toMatchObject({
+      node: 'node-1',
+      pod: 'default/web-node-1',
+      at: down + 30_000,
+      likely: down + 30_000,
+    });
   });
 
   it('says evictions are frozen while no controller-manager holds its leader lease', async () => {
     setup();
-    t.api.put('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', rawLease('kube-system', 'kube-controller-manager', t.clock.now(), 15, 'cp-1_abc'));
+    t.api.put(
+      '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases',
+      rawLease('kube-system', 'kube-controller-manager', t.clock.now(), 15, 'cp-1_abc'),
+    );
     const run = t.start(probe, { margin: '5m' });
     kubelets(['node-2', 'node-3']);
     await run.until((r) => r.status === 'ok');
@@ -214,8 +241,14 @@ describe('eviction-forecast', () => {
     expect(frozen.status).toBe('ok');
     // undone now, a new controller-manager gives node-1 its grace from its start (8 s, tainted a pass later on this
     // server) and its taint manager counts the 30 s toleration from then
-    expect(frozen.detail).toBe(`no eviction: taint eviction disabled by this run (disable-taint-eviction on cp-1); if restored now, first eviction in 39s: default/web-node-1 on node-1; failing: node-1`);
-    expect(frozen.value).toMatchObject({ frozen: 'taint eviction disabled by this run (disable-taint-eviction on cp-1)', earliestEviction: null, ifRestoredNow: { pod: 'default/web-node-1', inMs: 39_000 } });
+    expect(frozen.detail).toBe(
+      `no eviction: taint eviction disabled by this run (disable-taint-eviction on cp-1); if restored now, first eviction in 39s: default/web-node-1 on node-1; failing: node-1`,
+    );
+    expect(frozen.value).toMatchObject({
+      frozen: 'taint eviction disabled by this run (disable-taint-eviction on cp-1)',
+      earliestEviction: null,
+      ifRestoredNow: { pod: 'default/web-node-1', inMs: 39_000 },
+    });
     // the forecast stays quiet through what would otherwise be the eviction
     await t.advance(lastRenewal + 45_000 - t.clock.now());
     expect(run.readings.filter((r) => r.at > frozen.at && r.status === 'violated')).toEqual([]);

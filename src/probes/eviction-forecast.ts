@@ -57,17 +57,23 @@ export interface EvictionForecastValue {
 
 export default defineProbe({
   meta: {
-    access: [READ_NODES, READ_NODE_LEASES, READ_PODS, watchesLeaderLeases('controllerManagerLease', 'watches the leader-election Lease `controllerManagerLease`'), GET_VERSION],
+    access: [
+      READ_NODES,
+      READ_NODE_LEASES,
+      READ_PODS,
+      watchesLeaderLeases('controllerManagerLease', 'watches the leader-election Lease `controllerManagerLease`'),
+      GET_VERSION,
+    ],
     id: 'eviction-forecast',
     summary: 'Predicts per node the NotReady time and per pod the earliest eviction; violated when one is within margin.',
     description:
       'A model of the node lifecycle controller and the taint manager, fed by watches of Nodes, node Leases, Pods and ' +
       "the controller-manager's leader lease. A node that stopped renewing its lease goes NotReady at its last heartbeat " +
-      '+ the grace period (counted from a new leader\'s start when the leader changed since), is queued for the NoExecute ' +
+      "+ the grace period (counted from a new leader's start when the leader changed since), is queued for the NoExecute " +
       'taint, and each of its pods is evicted when its toleration runs out. Taints are rate-limited per zone (not at all ' +
       'in a small partially disrupted zone), and never given once every zone is down (master disruption mode), when the ' +
       'controller removes the taints but one added in the very pass that entered that mode. The controller re-queues ' +
-      'its NotReady nodes every pass in no set order (1.21+), so any queued node may get a zone\'s next token: each ' +
+      "its NotReady nodes every pass in no set order (1.21+), so any queued node may get a zone's next token: each " +
       'node is given the earliest moment it can be tainted (the bound the guard reads, never later than the controller) ' +
       'and the likely one (its share of the tokens it competes for; first in, first out on 1.20). While this run holds ' +
       '`disable-taint-eviction` or `stop-controller-manager` applied, or no controller-manager holds its lease, it ' +
@@ -77,14 +83,21 @@ export default defineProbe({
       'cannot be watched.',
     params: Params,
     report: (v: EvictionForecastValue) => ({
-      earliestEviction: v.earliestEviction ? { at: new Date(v.earliestEviction.at).toISOString(), pod: v.earliestEviction.pod, node: v.earliestEviction.node } : null,
+      earliestEviction: v.earliestEviction
+        ? { at: new Date(v.earliestEviction.at).toISOString(), pod: v.earliestEviction.pod, node: v.earliestEviction.node }
+        : null,
       atRisk: v.atRisk,
       frozen: v.frozen,
     }),
   },
   start(ctx, params) {
     const [ns, name] = params.controllerManagerLease.split('/') as [string, string];
-    const specs = { nodes: watchSpecs.nodes(), leases: watchSpecs.nodeLeases(), pods: watchSpecs.pods(), leader: watchSpecs.lease(ns, name) };
+    const specs = {
+      nodes: watchSpecs.nodes(),
+      leases: watchSpecs.nodeLeases(),
+      pods: watchSpecs.pods(),
+      leader: watchSpecs.lease(ns, name),
+    };
     return watching(ctx, specs, async function* ({ nodes, leases, pods, leader }, watches) {
       yield { status: 'unknown', at: ctx.clock.now(), value: null, detail: 'reading the controller settings' };
       let resolved: ResolvedSettings;
@@ -117,15 +130,29 @@ export default defineProbe({
         isFailing(c.previous, feed.renewOf(c.key), ctx.clock.now(), silentAfter) ||
         !sameLabels(c.previous.labels, c.object.labels);
       const mattersForLease = (c: ObjectChange<SlimLease>) =>
-        c.type !== 'modified' || failing(c.object.name) || failing(c.object.name, c.previous?.renewTime ?? -Infinity) || c.previous?.durationSeconds !== c.object.durationSeconds;
+        c.type !== 'modified' ||
+        failing(c.object.name) ||
+        failing(c.object.name, c.previous?.renewTime ?? -Infinity) ||
+        c.previous?.durationSeconds !== c.object.durationSeconds;
       const mattersForPod = (c: ObjectChange<SlimPod>) => failing(c.object.nodeName) || failing(c.previous?.nodeName);
       leases.subscribe((c) => {
-        if (c.type === 'synced' || c.type === 'added' || c.type === 'deleted' || (c.type === 'modified' && (c.relist || c.previous?.durationSeconds !== c.object.durationSeconds)))
+        if (
+          c.type === 'synced' ||
+          c.type === 'added' ||
+          c.type === 'deleted' ||
+          (c.type === 'modified' && (c.relist || c.previous?.durationSeconds !== c.object.durationSeconds))
+        )
           leasesChanged = true;
       });
       // the run's own remediations that stop evictions wake a judgement as they come and go
       const applied = ctx.applied;
-      const woken = [gated(nodes, mattersForNode), gated(leases, mattersForLease), gated(pods, mattersForPod), leader, ...(applied ? [appliedWatch(applied)] : [])];
+      const woken = [
+        gated(nodes, mattersForNode),
+        gated(leases, mattersForLease),
+        gated(pods, mattersForPod),
+        leader,
+        ...(applied ? [appliedWatch(applied)] : []),
+      ];
       yield* reactive(ctx, {
         watches: woken,
         // thousands of nodes failing at once make nearly every event matter: judge them in batches of a quarter second
@@ -134,7 +161,10 @@ export default defineProbe({
           const settings = { ...resolved.settings };
           if (leasesChanged) {
             leasesChanged = false;
-            const seen = [...leases.store.values()].map((l) => l.durationSeconds).filter((d): d is number => d !== undefined).sort((a, b) => a - b);
+            const seen = [...leases.store.values()]
+              .map((l) => l.durationSeconds)
+              .filter((d): d is number => d !== undefined)
+              .sort((a, b) => a - b);
             leaseDurationMs = seen.length ? seen[Math.floor(seen.length / 2)]! * 1000 : undefined;
           }
           if (resolved.sources.leaseDurationMs === 'defaults' && leaseDurationMs !== undefined) settings.leaseDurationMs = leaseDurationMs;
@@ -145,14 +175,28 @@ export default defineProbe({
           const fleet = feed.fleet(now, silentAfter);
           const lease = [...leader.store.values()][0];
           const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
-          const leading = lease === undefined ? undefined : leaseEnds !== undefined && leaseEnds > now && lease.holder !== undefined && lease.holder !== '';
+          const leading =
+            lease === undefined
+              ? undefined
+              : leaseEnds !== undefined && leaseEnds > now && lease.holder !== undefined && lease.holder !== '';
           const controller = controllerState(leading, lease?.acquireTime, applied?.current() ?? [], params.controllerManagerLease);
           if (podsOf) for (const n of fleet.nodes) if (!podsOf(n.name)) n.pods = undefined;
-          const judged = { now, settings, nodes: fleet.nodes, healthy: fleet.healthy, silentAfterMs: silentAfter, taintsInTheSamePass, requeuesEveryPass };
+          const judged = {
+            now,
+            settings,
+            nodes: fleet.nodes,
+            healthy: fleet.healthy,
+            silentAfterMs: silentAfter,
+            taintsInTheSamePass,
+            requeuesEveryPass,
+          };
           // the reading lists the first 20 pods to be evicted and the first 100 failing nodes; the forecast counts them all
           const f = forecast({ ...judged, controller, podsKept: 20, evictedPodsOnly: true, nodesKept: NODES_LISTED });
           // frozen: what would happen the moment the controller runs again as it did (a new leader, now)
-          const ifRestored = f.frozen !== undefined ? forecast({ ...judged, controller: { running: true, since: now }, podsKept: 0, nodesKept: 0 }).earliest : undefined;
+          const ifRestored =
+            f.frozen !== undefined
+              ? forecast({ ...judged, controller: { running: true, since: now }, podsKept: 0, nodesKept: 0 }).earliest
+              : undefined;
           const e = f.earliest;
           const violated = e !== undefined && e.at - now <= params.margin;
           // when a node may fall silent, be it healthy or failing and still heartbeating
@@ -187,8 +231,14 @@ export default defineProbe({
 });
 
 /** The controller as the forecast reads it: its leader lease, and what this run holds applied that stops evictions. */
-function controllerState(leading: boolean | undefined, acquired: number | undefined, applied: readonly AppliedEffect[], leaseName: string): ControllerState {
-  const by = (stops: AppliedEffect['stops']) => applied.filter((a) => a.stops === stops).map((a) => `${a.action}${a.node ? ` on ${a.node}` : ''}`);
+function controllerState(
+  leading: boolean | undefined,
+  acquired: number | undefined,
+  applied: readonly AppliedEffect[],
+  leaseName: string,
+): ControllerState {
+  const by = (stops: AppliedEffect['stops']) =>
+    applied.filter((a) => a.stops === stops).map((a) => `${a.action}${a.node ? ` on ${a.node}` : ''}`);
   const stopped = by('controller-manager');
   const off = by('taint-eviction');
   const c: ControllerState = { running: stopped.length > 0 ? false : leading, since: acquired };
@@ -200,13 +250,21 @@ function controllerState(leading: boolean | undefined, acquired: number | undefi
 
 /** The applied effects as a watch a judgement wakes on. */
 function appliedWatch(applied: AppliedEffects): Watched {
-  return { key: 'applied', freshness: () => ({ fresh: true, synced: true, state: 'watching', reason: "the run's applied actions" }), release: () => {}, subscribe: (fn) => applied.subscribe(fn) };
+  return {
+    key: 'applied',
+    freshness: () => ({ fresh: true, synced: true, state: 'watching', reason: "the run's applied actions" }),
+    release: () => {},
+    subscribe: (fn) => applied.subscribe(fn),
+  };
 }
 
 /** A reading's detail: the first eviction, or why none is coming, and what would follow the controller's return. */
 function describe(f: Forecast, now: number, nodeCount: number, ifRestored: Forecast['earliest']): string {
   const e = f.earliest;
-  const failing = someNames(f.nodes.slice(0, 10).map((n) => n.name), f.nodeCount);
+  const failing = someNames(
+    f.nodes.slice(0, 10).map((n) => n.name),
+    f.nodeCount,
+  );
   const when = (at: number) => (at > now ? `in ${formatDuration(at - now)}` : 'due now');
   if (e) {
     const likely = e.likely === undefined ? ', likely spared' : e.likely > e.at + 500 ? `, likely ${when(e.likely)}` : '';
@@ -215,6 +273,7 @@ function describe(f: Forecast, now: number, nodeCount: number, ifRestored: Forec
   }
   if (f.frozen !== undefined)
     return `no eviction: ${f.frozen}${ifRestored ? `; if restored now, first eviction ${when(ifRestored.at)}: ${ifRestored.pod} on ${ifRestored.node}` : '; none if restored now'}${f.nodeCount ? `; failing: ${failing}` : ''}`;
-  if (f.nodeCount) return `no eviction predicted; failing: ${failing}${f.masterDisruptionAt !== undefined ? ' (all zones down: master disruption mode)' : ''}`;
+  if (f.nodeCount)
+    return `no eviction predicted; failing: ${failing}${f.masterDisruptionAt !== undefined ? ' (all zones down: master disruption mode)' : ''}`;
   return `no eviction predicted: ${nodeCount} nodes heartbeating`;
 }

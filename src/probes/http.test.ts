@@ -19,7 +19,8 @@ async function serve(answer: () => { status: number; body: string }): Promise<st
 }
 
 /** Waits (really: the server is real) until the probe yielded a reading matching `pred`. */
-const until = (run: ReturnType<ProbeTester['start']>, pred: (s: string) => boolean) => readingFromServer(t, run, (x) => pred(x.status), { tries: 200, realMs: 10, fakeMs: 50 });
+const until = (run: ReturnType<ProbeTester['start']>, pred: (s: string) => boolean) =>
+  readingFromServer(t, run, (x) => pred(x.status), { tries: 200, realMs: 10, fakeMs: 50 });
 
 describe('http', () => {
   it('reads ok on a 2xx with a matching body and violated on anything else', async () => {

@@ -13,10 +13,13 @@ const MAX_BODY = 1024 * 1024;
 
 /** An RE2 pattern param: checked when the runbook is validated. */
 const rePattern = () =>
-  z.string().min(1).superRefine((s, ctx) => {
-    const p = patternProblem(s);
-    if (p) ctx.addIssue({ code: 'custom', message: p });
-  });
+  z
+    .string()
+    .min(1)
+    .superRefine((s, ctx) => {
+      const p = patternProblem(s);
+      if (p) ctx.addIssue({ code: 'custom', message: p });
+    });
 
 const Params = z.strictObject({
   url: z.url({ protocol: /^https?$/ }).meta({ description: 'http:// or https:// URL to GET' }),
@@ -59,17 +62,33 @@ export default defineProbe({
   },
   start(ctx, params) {
     const body = params.bodyMatches ? compilePattern(params.bodyMatches) : undefined;
-    return polled(ctx, params.interval, () => check(ctx, params, body), (r) => `${r.status}|${r.value.status}|${r.value.error ?? ''}`);
+    return polled(
+      ctx,
+      params.interval,
+      () => check(ctx, params, body),
+      (r) => `${r.status}|${r.value.status}|${r.value.error ?? ''}`,
+    );
   },
 });
 
 async function check(ctx: Ctx, params: Params, body?: Pattern): Promise<Reading<HttpValue>> {
   try {
-    const a = await httpGet(params.url, { timeoutMs: params.timeout, signal: ctx.signal, clock: ctx.clock, ca: params.ca, insecure: params.insecure, maxBytes: MAX_BODY });
+    const a = await httpGet(params.url, {
+      timeoutMs: params.timeout,
+      signal: ctx.signal,
+      clock: ctx.clock,
+      ca: params.ca,
+      insecure: params.insecure,
+      maxBytes: MAX_BODY,
+    });
     const statusOk = params.status ? params.status.includes(a.status) : a.status >= 200 && a.status < 400;
     const bodyOk = !body || body.test(a.body);
     const fast = params.maxLatency === undefined || a.ms <= params.maxLatency;
-    const problems = [!statusOk && 'unexpected status', !bodyOk && `body does not match /${body?.source}/${a.truncated ? ' in its first 1 MiB' : ''}`, !fast && 'too slow'].filter(Boolean);
+    const problems = [
+      !statusOk && 'unexpected status',
+      !bodyOk && `body does not match /${body?.source}/${a.truncated ? ' in its first 1 MiB' : ''}`,
+      !fast && 'too slow',
+    ].filter(Boolean);
     return {
       status: problems.length ? 'violated' : 'ok',
       at: ctx.clock.now(),
@@ -78,6 +97,11 @@ async function check(ctx: Ctx, params: Params, body?: Pattern): Promise<Reading<
     };
   } catch (e) {
     const error = messageOf(e);
-    return { status: params.unreachable, at: ctx.clock.now(), value: { status: null, latencyMs: null, error }, detail: `no answer: ${error}` };
+    return {
+      status: params.unreachable,
+      at: ctx.clock.now(),
+      value: { status: null, latencyMs: null, error },
+      detail: `no answer: ${error}`,
+    };
   }
 }

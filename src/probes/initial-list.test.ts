@@ -31,7 +31,12 @@ function bigSlowCluster() {
   }
   // node-3, listed last: silent for two minutes, NotReady, tainted NoExecute
   const since = START - 120_000;
-  t.putNode('node-3', { ready: 'Unknown', heartbeat: since, transition: since + 40_000, taints: [{ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: since + 45_000 }] });
+  t.putNode('node-3', {
+    ready: 'Unknown',
+    heartbeat: since,
+    transition: since + 40_000,
+    taints: [{ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: since + 45_000 }],
+  });
   t.renewLease('node-3', since);
   for (const n of [...HEALTHY, 'node-3']) t.putPod('default', `web-${n}`, { node: n, labels: { app: 'web' } });
   t.api.put(paths.services, { metadata: { namespace: 'default', name: 'web' }, spec: { selector: { app: 'web' } } });
@@ -115,7 +120,8 @@ describe('probes over a slow, interrupted watch-list (initial events streamed, a
       expect(t.api.calls.filter((x) => x.kind === 'list')).toEqual([]);
       // each resource's first stream was cut and a second one read it all
       const streams = t.api.calls.filter((x) => x.kind === 'watch-list');
-      for (const path of new Set(streams.map((s) => s.path))) expect(streams.filter((s) => s.path === path).length, path).toBeGreaterThanOrEqual(2);
+      for (const path of new Set(streams.map((s) => s.path)))
+        expect(streams.filter((s) => s.path === path).length, path).toBeGreaterThanOrEqual(2);
       await neverTheOtherVerdict(run, c.first);
     });
 });

@@ -15,7 +15,12 @@ const APPS = JSON.stringify({
 });
 const SHOP = '/apis/apps/v1/namespaces/shop/deployments';
 
-function deployment(name: string, replicas: number, available: number | undefined, labels: Record<string, string> = { app: 'checkout' }): RawObject {
+function deployment(
+  name: string,
+  replicas: number,
+  available: number | undefined,
+  labels: Record<string, string> = { app: 'checkout' },
+): RawObject {
   return {
     metadata: { namespace: 'shop', name, labels, managedFields: [{ manager: 'kubectl' }] },
     spec: { replicas },
@@ -70,7 +75,12 @@ describe('kubernetes-object', () => {
     // each object costs about 870,000 of the 2,000,000 a judgement may spend: two a judgement
     const items = Array.from({ length: 330 }, (_, i) => i);
     for (const name of ['a', 'b', 'c', 'd', 'e']) t.api.put(SHOP, { ...deployment(name, 1, 1), spec: { replicas: 1, items } });
-    const run = t.start(probe, { apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'shop', condition: 'object.spec.items.all(a, object.spec.items.all(b, a + b >= 0))' });
+    const run = t.start(probe, {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      namespace: 'shop',
+      condition: 'object.spec.items.all(a, object.spec.items.all(b, a + b >= 0))',
+    });
     const ok = await run.until((r) => r.status === 'ok');
     expect(ok.detail).toBe('5/5 Deployment meet the condition (all must)');
     const waiting = run.readings.filter((r) => r.status === 'unknown' && r.detail.includes('not judged yet')).map((r) => r.detail);

@@ -20,7 +20,8 @@ const Params = z.strictObject({
   selector: labelSelectorParam().optional().meta({ description: 'only objects matching this label selector' }),
   fieldSelector: z.string().min(1).optional().meta({ description: 'only objects matching this field selector (the apiserver applies it)' }),
   condition: celCondition().meta({
-    description: 'a CEL expression on `object` (the object as the apiserver sends it) that must be true, e.g. `object.status.availableReplicas >= object.spec.replicas - 1`',
+    description:
+      'a CEL expression on `object` (the object as the apiserver sends it) that must be true, e.g. `object.status.availableReplicas >= object.spec.replicas - 1`',
   }),
   aggregate: Aggregate.default('all').meta({ description: 'all objects, any of them, or {atLeast: N} must meet the condition' }),
   whenNone: z.enum(['violated', 'ok']).default('violated').meta({ description: 'the reading when no object is selected' }),
@@ -70,7 +71,8 @@ export default defineProbe({
     ],
   },
   start(ctx, params) {
-    const fieldSelector = [params.name ? `metadata.name=${params.name}` : undefined, params.fieldSelector].filter(Boolean).join(',') || undefined;
+    const fieldSelector =
+      [params.name ? `metadata.name=${params.name}` : undefined, params.fieldSelector].filter(Boolean).join(',') || undefined;
     const specs = async () => {
       const r = await discoverResource(ctx.kube, params.apiVersion, params.kind, ctx.signal);
       return { objects: objectsSpec(collectionPath(r, params.namespace), params.selector, fieldSelector) };
@@ -90,7 +92,12 @@ export default defineProbe({
           const budget: CelBudget = { left: JUDGEMENT_COST };
           let waiting = 0;
           for (const o of objects.store.values()) {
-            if ((params.namespace && o.namespace && o.namespace !== params.namespace) || (params.name && o.name !== params.name) || !matches(o.labels)) continue;
+            if (
+              (params.namespace && o.namespace && o.namespace !== params.namespace) ||
+              (params.name && o.name !== params.name) ||
+              !matches(o.labels)
+            )
+              continue;
             let v = judged.get(o.raw);
             if (!v) {
               if (budget.left < CEL_COST_LIMIT) {
@@ -104,7 +111,12 @@ export default defineProbe({
           }
           if (waiting > 0) {
             const detail = `${waiting} of ${waiting + verdicts.length} ${params.kind} not judged yet: the condition costs more than ${JUDGEMENT_COST.toLocaleString('en')} over them, judging on`;
-            return { status: 'unknown', value: { met: verdicts.filter((v) => v.ok).length, total: verdicts.length, objects: [] }, detail, recheckAt: now };
+            return {
+              status: 'unknown',
+              value: { met: verdicts.filter((v) => v.ok).length, total: verdicts.length, objects: [] },
+              detail,
+              recheckAt: now,
+            };
           }
           verdicts.sort((a, b) => a.object.localeCompare(b.object));
           const met = verdicts.filter((v) => v.ok).length;

@@ -7,7 +7,8 @@ import probe, { type LeaderElectionValue } from './leader-election.js';
 let t: ProbeTester;
 afterEach(async () => t.close());
 
-const renew = (name: string, holder: string) => t.api.put(paths.leases('kube-system'), rawLease('kube-system', name, t.clock.now(), 15, holder));
+const renew = (name: string, holder: string) =>
+  t.api.put(paths.leases('kube-system'), rawLease('kube-system', name, t.clock.now(), 15, holder));
 const KCM = 'kube-controller-manager';
 const SCHED = 'kube-scheduler';
 
@@ -69,7 +70,9 @@ describe('leader-election', () => {
 
   it('needs to watch Leases in the namespace of each one it is given', () => {
     const params = probe.meta.params.parse({ leases: ['kube-system/kube-controller-manager', 'other/lock'] });
-    expect(resolveAccess(probe.meta.access, params as Record<string, unknown>).map((a) => ('namespace' in a ? a.namespace : undefined))).toEqual(['kube-system', 'other']);
+    expect(
+      resolveAccess(probe.meta.access, params as Record<string, unknown>).map((a) => ('namespace' in a ? a.namespace : undefined)),
+    ).toEqual(['kube-system', 'other']);
   });
 
   it('refuses a lease that is not namespace/name', () => {

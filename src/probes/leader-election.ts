@@ -15,12 +15,10 @@ const Params = z.strictObject({
     .min(1)
     .default(['kube-system/kube-controller-manager', 'kube-system/kube-scheduler'])
     .meta({ description: 'namespace/name of each leader-election Lease watched' }),
-  maxRenewAge: duration()
-    .prefault('10s')
-    .meta({
-      description:
-        "violated when a leader's last renewal is older than this: past its renew deadline (10 s for kube-controller-manager and kube-scheduler) a leader gives its lease up",
-    }),
+  maxRenewAge: duration().prefault('10s').meta({
+    description:
+      "violated when a leader's last renewal is older than this: past its renew deadline (10 s for kube-controller-manager and kube-scheduler) a leader gives its lease up",
+  }),
   maxTransitions: maxTransitions(),
 });
 
@@ -39,7 +37,7 @@ export default defineProbe({
     id: 'leader-election',
     summary: "The control plane's leader Leases (controller-manager, scheduler): holder, renewal age, leader changes.",
     description:
-      'Watches leader-election Leases (by default kube-controller-manager\'s and kube-scheduler\'s). Ok while each has a ' +
+      "Watches leader-election Leases (by default kube-controller-manager's and kube-scheduler's). Ok while each has a " +
       'holder that renewed it within `maxRenewAge`; violated when one was not renewed that recently (its leader is ' +
       'about to give it up, or has: no controller taints nodes, no scheduler places pods), when one does not exist, ' +
       'and, with `maxTransitions`, when one changed leader more often than that. The value gives per Lease its holder, ' +
@@ -72,8 +70,10 @@ export default defineProbe({
               const when = age === null ? 'never renewed' : `${formatDuration(age)} ago`;
               // a leader that shuts down cleanly gives its Lease up: no holder from then on
               problems.push(`${name}: no leader (${value.holder ? `${value.holder} last renewed it ${when}` : `released ${when}`})`);
-            }
-            else if (age !== null && age > params.maxRenewAge) problems.push(`${name}: ${value.holder} renewed ${formatDuration(age)} ago (more than ${formatDuration(params.maxRenewAge)})`);
+            } else if (age !== null && age > params.maxRenewAge)
+              problems.push(
+                `${name}: ${value.holder} renewed ${formatDuration(age)} ago (more than ${formatDuration(params.maxRenewAge)})`,
+              );
             else if (params.maxTransitions !== undefined && value.transitions > params.maxTransitions)
               problems.push(`${name}: ${value.holder} leads${changes} (more than ${params.maxTransitions})`);
             else fine.push(`${name}: ${value.holder} leads${changes}`);

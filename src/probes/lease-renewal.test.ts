@@ -48,7 +48,9 @@ describe('lease-renewal', () => {
     const run = t.start(probe, { maxLateness: '5s', minSamples: 10, window: '2m' });
     // an overloaded apiserver: every worker's renewal 8 s late, w-3's 12 s
     await renewFor(120_000, ['cp-1', ...workers], (n) => (n === 'w-3' ? 12_000 : n === 'cp-1' ? 0 : 8_000));
-    const v = await run.until((x) => x.status === 'violated' && (x.value as LeaseRenewalValue).pools.some((p) => p.pool === 'workers' && p.samples >= 10));
+    const v = await run.until(
+      (x) => x.status === 'violated' && (x.value as LeaseRenewalValue).pools.some((p) => p.pool === 'workers' && p.samples >= 10),
+    );
     const pools = (v.value as LeaseRenewalValue).pools;
     const w = pools.find((p) => p.pool === 'workers')!;
     expect(w.p99Ms).toBeGreaterThanOrEqual(12_000);
@@ -59,10 +61,12 @@ describe('lease-renewal', () => {
     expect(w.p90Ms).toBeLessThanOrEqual(w.p99Ms);
     expect(w.latest[0]).toEqual({ node: 'w-3', latenessMs: 12_000 });
     expect(pools.find((p) => p.pool === 'control-plane')!.p99Ms).toBe(0);
-    expect(v.detail).toMatch(/^workers: (.+ late and not renewed yet; )?p99 12(\.\d+)?s late \(p50 8(\.\d+)?s, p90 \d+(\.\d+)?s, max 12s, \d+ renewals; latest w-3\)$/);
+    expect(v.detail).toMatch(
+      /^workers: (.+ late and not renewed yet; )?p99 12(\.\d+)?s late \(p50 8(\.\d+)?s, p90 \d+(\.\d+)?s, max 12s, \d+ renewals; latest w-3\)$/,
+    );
   });
 
-  it('groups by poolLabel when given, and judges no pool\'s percentiles before it has minSamples renewals', async () => {
+  it("groups by poolLabel when given, and judges no pool's percentiles before it has minSamples renewals", async () => {
     t = new ProbeTester();
     t.putNode('a-1', { labels: { pool: 'a' } });
     t.putNode('b-1', { labels: { pool: 'b' } });

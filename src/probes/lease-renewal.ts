@@ -7,19 +7,27 @@ import { duration } from '../core/zod-helpers.js';
 import { type SlimLease, watchSpecs } from '../kube/resources.js';
 
 const Params = z.strictObject({
-  maxLateness: duration()
-    .prefault('5s')
-    .meta({ description: "violated when a pool's p99 lateness, or a renewal not come yet, is later than this: how much later than its interval a renewal may come" }),
+  maxLateness: duration().prefault('5s').meta({
+    description:
+      "violated when a pool's p99 lateness, or a renewal not come yet, is later than this: how much later than its interval a renewal may come",
+  }),
   window: duration().prefault('2m').meta({ description: 'renewals seen within this window make the percentiles' }),
-  renewInterval: duration()
-    .optional()
-    .meta({ description: "how often kubelets renew; a quarter of each lease's duration when absent (the kubelet's own rule: 10 s for 40 s)" }),
+  renewInterval: duration().optional().meta({
+    description: "how often kubelets renew; a quarter of each lease's duration when absent (the kubelet's own rule: 10 s for 40 s)",
+  }),
   poolLabel: z
     .string()
     .regex(/^([a-z0-9.-]+\/)?[A-Za-z0-9._-]+$/, { message: 'expected a label key' })
     .optional()
-    .meta({ description: "node label whose value names a node's pool (e.g. eks.amazonaws.com/nodegroup); control plane and workers when absent" }),
-  minSamples: z.number().int().min(1).default(20).meta({ description: 'a pool with fewer renewals in the window is not judged (its percentiles say little)' }),
+    .meta({
+      description: "node label whose value names a node's pool (e.g. eks.amazonaws.com/nodegroup); control plane and workers when absent",
+    }),
+  minSamples: z
+    .number()
+    .int()
+    .min(1)
+    .default(20)
+    .meta({ description: 'a pool with fewer renewals in the window is not judged (its percentiles say little)' }),
 });
 
 /** One pool's renewal lateness over the window. */
@@ -67,11 +75,12 @@ export default defineProbe({
   meta: {
     access: [READ_NODES, READ_NODE_LEASES],
     id: 'lease-renewal',
-    summary: 'How late node Leases are renewed, per pool (p50, p90, p99, max); violated when a p99, or a renewal not come yet, is later than maxLateness.',
+    summary:
+      'How late node Leases are renewed, per pool (p50, p90, p99, max); violated when a p99, or a renewal not come yet, is later than maxLateness.',
     description:
       "Watches the node Leases and, for every renewal, takes its gap since the node's previous renewal less the renew " +
       "interval (`renewInterval`, else a quarter of the lease's duration, as the kubelet renews): how late it came. Over " +
-      "the last `window` it gives, per node pool (the value of `poolLabel`, else control plane and workers), the p50, " +
+      'the last `window` it gives, per node pool (the value of `poolLabel`, else control plane and workers), the p50, ' +
       'p90, p99 and largest lateness and the nodes that were latest. A renewal that has not come yet is late already: ' +
       'each node whose Lease is older than its interval counts as overdue by how much, at once, without waiting for it. ' +
       'Late renewals are what an overloaded apiserver or etcd, or a starved kubelet, shows first: a node goes NotReady ' +
@@ -79,7 +88,9 @@ export default defineProbe({
       'p99 above `maxLateness`, or when any node is overdue by more than `maxLateness` (a timer, not a poll); unknown ' +
       'while the apiserver cannot be watched.',
     params: Params,
-    report: (v: LeaseRenewalValue) => ({ pools: v.pools.slice(0, REPORTED_ENTRIES).map(({ latest: _, overdue, ...p }) => ({ ...p, overdueMs: overdue[0]?.overdueMs ?? 0 })) }),
+    report: (v: LeaseRenewalValue) => ({
+      pools: v.pools.slice(0, REPORTED_ENTRIES).map(({ latest: _, overdue, ...p }) => ({ ...p, overdueMs: overdue[0]?.overdueMs ?? 0 })),
+    }),
   },
   start(ctx, params) {
     return watching(ctx, { nodes: watchSpecs.nodes(), leases: watchSpecs.nodeLeases() }, ({ nodes, leases }, watches) => {
@@ -152,7 +163,9 @@ export default defineProbe({
               n += s.n;
               max = Math.max(max, s.max);
             }
-            const overdue = (overdueOf.get(pool) ?? []).sort((a, b) => b.overdueMs - a.overdueMs || a.node.localeCompare(b.node)).slice(0, 5);
+            const overdue = (overdueOf.get(pool) ?? [])
+              .sort((a, b) => b.overdueMs - a.overdueMs || a.node.localeCompare(b.node))
+              .slice(0, 5);
             if (!n && !overdue.length) continue;
             const names = members.get(pool) ?? [];
             const latest = names
@@ -161,7 +174,17 @@ export default defineProbe({
               .sort((a, b) => b.latenessMs - a.latenessMs || a.node.localeCompare(b.node))
               .slice(0, 5);
             const q = (x: number) => (n ? percentile(merged, n, x, max) : 0);
-            pools.push({ pool, nodes: names.length, samples: n, p50Ms: q(0.5), p90Ms: q(0.9), p99Ms: q(0.99), maxMs: max, latest, overdue });
+            pools.push({
+              pool,
+              nodes: names.length,
+              samples: n,
+              p50Ms: q(0.5),
+              p90Ms: q(0.9),
+              p99Ms: q(0.99),
+              maxMs: max,
+              latest,
+              overdue,
+            });
           }
           pools.sort((a, b) => a.pool.localeCompare(b.pool));
           const judged = pools.filter((p) => p.samples >= params.minSamples);
@@ -172,14 +195,20 @@ export default defineProbe({
             `${p.latest[0] ? `; latest ${p.latest[0].node}` : ''})`;
           const sayOverdue = (p: PoolLateness) => {
             const o = p.overdue.filter((x) => x.overdueMs > params.maxLateness);
-            return `${o.slice(0, 3).map((x) => `${x.node} ${formatDuration(x.overdueMs)}`).join(', ')}${o.length > 3 ? ', …' : ''} late and not renewed yet`;
+            return `${o
+              .slice(0, 3)
+              .map((x) => `${x.node} ${formatDuration(x.overdueMs)}`)
+              .join(', ')}${o.length > 3 ? ', …' : ''} late and not renewed yet`;
           };
           const bad = pools.filter((p) => overdue.includes(p) || late.includes(p));
           const detail = !pools.length
             ? 'no renewal seen yet'
             : bad.length
               ? bad
-                  .map((p) => `${p.pool}: ${[...(overdue.includes(p) ? [sayOverdue(p)] : []), ...(late.includes(p) ? [sayLate(p)] : [])].join('; ')}`)
+                  .map(
+                    (p) =>
+                      `${p.pool}: ${[...(overdue.includes(p) ? [sayOverdue(p)] : []), ...(late.includes(p) ? [sayLate(p)] : [])].join('; ')}`,
+                  )
                   .join('; ')
               : judged.length
                 ? judged.map((p) => `${p.pool}: ${sayLate(p)}`).join('; ')

@@ -53,7 +53,12 @@ export default defineProbe({
         gated(nodes, (c) => c.type !== 'modified' || c.previous === undefined || !sameLabels(c.previous.labels, c.object.labels)),
         gated(leases, (c) => {
           const before = c.previous;
-          return c.type !== 'modified' || before?.renewTime === undefined || ctx.clock.now() - before.renewTime > limitOf(before) || before.durationSeconds !== c.object.durationSeconds;
+          return (
+            c.type !== 'modified' ||
+            before?.renewTime === undefined ||
+            ctx.clock.now() - before.renewTime > limitOf(before) ||
+            before.durationSeconds !== c.object.durationSeconds
+          );
         }),
       ];
       const selection = trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);

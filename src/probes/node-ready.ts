@@ -10,7 +10,12 @@ import { defineProbe, REPORTED_ENTRIES } from '../contract/probe.js';
 
 const Params = z.strictObject({
   nodes: NodeSelector.default('all').meta({ description: 'which nodes: all, workers, control-plane or a selector' }),
-  allowNotReady: z.number().int().min(0).default(0).meta({ description: 'how many selected nodes may be not Ready before the reading is violated' }),
+  allowNotReady: z
+    .number()
+    .int()
+    .min(0)
+    .default(0)
+    .meta({ description: 'how many selected nodes may be not Ready before the reading is violated' }),
   flapping: z
     .strictObject({
       transitions: z.number().int().min(2).default(3).meta({ description: 'Ready transitions of one node…' }),
@@ -67,7 +72,12 @@ export default defineProbe({
       const woken = [
         gated(nodes, (c) => {
           const [a, b] = [c.previous, c.object];
-          return a === undefined || a.ready?.status !== b.ready?.status || a.ready?.transition !== b.ready?.transition || !sameLabels(a.labels, b.labels);
+          return (
+            a === undefined ||
+            a.ready?.status !== b.ready?.status ||
+            a.ready?.transition !== b.ready?.transition ||
+            !sameLabels(a.labels, b.labels)
+          );
         }),
       ];
       const selection = trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);
@@ -80,15 +90,32 @@ export default defineProbe({
             const recent = (transitions.get(name) ?? []).filter((t) => t > now - window);
             transitions.set(name, recent);
             if (recent.length) recheckAt = Math.min(recheckAt, recent[0]! + window + 1);
-            return { name, status: nodes.store.get(name)?.ready?.status ?? (nodes.store.has(name) ? 'none' : 'missing'), transitions: recent.length };
+            return {
+              name,
+              status: nodes.store.get(name)?.ready?.status ?? (nodes.store.has(name) ? 'none' : 'missing'),
+              transitions: recent.length,
+            };
           });
           const notReady = rows.filter((r) => r.status !== 'True');
           const flapping = rows.filter((r) => r.transitions >= params.flapping.transitions).map((r) => r.name);
-          const value: NodeReadyValue = { ready: rows.length - notReady.length, notReady: notReady.length, total: rows.length, nodes: rows, flapping };
+          const value: NodeReadyValue = {
+            ready: rows.length - notReady.length,
+            notReady: notReady.length,
+            total: rows.length,
+            nodes: rows,
+            flapping,
+          };
           const bad = notReady.length > params.allowNotReady || flapping.length > 0 || rows.length === 0;
           const parts = [`${value.ready}/${value.total} Ready`];
-          if (notReady.length) parts.push(`not Ready: ${notReady.slice(0, 5).map((r) => `${r.name} (${r.status})`).join(', ')}${notReady.length > 5 ? ', …' : ''}`);
-          if (flapping.length) parts.push(`flapping (≥${params.flapping.transitions} transitions in ${formatDuration(window)}): ${flapping.join(', ')}`);
+          if (notReady.length)
+            parts.push(
+              `not Ready: ${notReady
+                .slice(0, 5)
+                .map((r) => `${r.name} (${r.status})`)
+                .join(', ')}${notReady.length > 5 ? ', …' : ''}`,
+            );
+          if (flapping.length)
+            parts.push(`flapping (≥${params.flapping.transitions} transitions in ${formatDuration(window)}): ${flapping.join(', ')}`);
           return { status: bad ? 'violated' : 'ok', value, detail: parts.join('; '), recheckAt };
         },
       });

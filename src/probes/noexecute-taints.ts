@@ -50,7 +50,15 @@ export default defineProbe({
     return watching(ctx, { nodes: watchSpecs.nodes() }, ({ nodes }) => {
       const keys = new Set(params.keys);
       // only a change of taints or labels can change a reading; heartbeats are most node updates
-      const woken = [gated(nodes, (c) => c.previous === undefined || JSON.stringify(c.previous.taints) !== JSON.stringify(c.object.taints) || !sameLabels(c.previous.labels, c.object.labels))];
+      const woken = [
+        gated(
+          nodes,
+          (c) =>
+            c.previous === undefined ||
+            JSON.stringify(c.previous.taints) !== JSON.stringify(c.object.taints) ||
+            !sameLabels(c.previous.labels, c.object.labels),
+        ),
+      ];
       const selection = trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);
       return reactive(ctx, {
         watches: woken,
@@ -64,7 +72,10 @@ export default defineProbe({
           const detail = tainted.length
             ? tainted
                 .slice(0, 5)
-                .map((t) => `${t.node} ${t.key.replace('node.kubernetes.io/', '')}${t.addedAt === null ? '' : ` since ${formatDuration(now - t.addedAt)}`}`)
+                .map(
+                  (t) =>
+                    `${t.node} ${t.key.replace('node.kubernetes.io/', '')}${t.addedAt === null ? '' : ` since ${formatDuration(now - t.addedAt)}`}`,
+                )
                 .join(', ') + (tainted.length > 5 ? ', …' : '')
             : `no NoExecute taint on ${names.length} nodes`;
           return {

@@ -25,7 +25,11 @@ describe('pod-deletions', () => {
     await run.until((r) => r.status === 'ok');
     const taintedAt = t.clock.now();
     t.api.update(paths.nodes, 'node-1', (n) => {
-      (n.spec as { taints: unknown[] }).taints.push({ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(taintedAt) });
+      (n.spec as { taints: unknown[] }).taints.push({
+        key: 'node.kubernetes.io/unreachable',
+        effect: 'NoExecute',
+        timeAdded: iso(taintedAt),
+      });
     });
     await t.advance(30_000);
     const deletedAt = t.clock.now();
@@ -43,7 +47,11 @@ describe('pod-deletions', () => {
     await run.until((r) => r.status === 'ok');
     for (const n of ['node-1', 'node-2'])
       t.api.update(paths.nodes, n, (o) => {
-        (o.spec as { taints: unknown[] }).taints.push({ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(t.clock.now()) });
+        (o.spec as { taints: unknown[] }).taints.push({
+          key: 'node.kubernetes.io/unreachable',
+          effect: 'NoExecute',
+          timeAdded: iso(t.clock.now()),
+        });
       });
     await t.advance(400_000);
     // both come after the toleration ran out: only the one the taint-eviction controller marked is its eviction
@@ -61,7 +69,11 @@ describe('pod-deletions', () => {
     const taintedAt = t.clock.now();
     for (const n of ['node-1', 'node-2'])
       t.api.update(paths.nodes, n, (o) => {
-        (o.spec as { taints: unknown[] }).taints.push({ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(taintedAt) });
+        (o.spec as { taints: unknown[] }).taints.push({
+          key: 'node.kubernetes.io/unreachable',
+          effect: 'NoExecute',
+          timeAdded: iso(taintedAt),
+        });
       });
     await t.advance(10_000);
     t.terminatePod('default', 'web-2', 30); // 10 s after the taint, 300 s toleration: not the taint manager
@@ -77,7 +89,9 @@ describe('pod-deletions', () => {
     await run.until((r) => r.status === 'ok');
     const taint = () =>
       t.api.update(paths.nodes, 'node-1', (o) => {
-        (o.spec as { taints: unknown[] }).taints = [{ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(t.clock.now()) }];
+        (o.spec as { taints: unknown[] }).taints = [
+          { key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: iso(t.clock.now()) },
+        ];
       });
     taint();
     for (let i = 0; i < 3; i++) {

@@ -65,7 +65,10 @@ export default defineProbe({
         const now = ctx.clock.now();
         const deletedAt = p.deletionTimestamp !== undefined ? p.deletionTimestamp - (p.deletionGraceSeconds ?? 0) * 1000 : now;
         const node = p.nodeName ?? '';
-        const cause = how === 'vanished' && !p.disruption ? 'unknown' : deletionCause(p, nodes.store.get(node), deletedAt, taintedSince(node), writesDisruptionTarget);
+        const cause =
+          how === 'vanished' && !p.disruption
+            ? 'unknown'
+            : deletionCause(p, nodes.store.get(node), deletedAt, taintedSince(node), writesDisruptionTarget);
         deletions.push({ pod: `${p.namespace}/${p.name}`, node: p.nodeName ?? '', at: now, how, cause });
         byCause.set(cause, (byCause.get(cause) ?? 0) + 1);
       };
@@ -83,7 +86,10 @@ export default defineProbe({
         judge() {
           const n = deletions.length;
           const causes = [...byCause].map(([c, k]) => `${k} ${c}`).join(', ');
-          const latest = deletions.slice(-3).map((d) => `${d.pod} on ${d.node}`).join(', ');
+          const latest = deletions
+            .slice(-3)
+            .map((d) => `${d.pod} on ${d.node}`)
+            .join(', ');
           return {
             status: n > params.max ? 'violated' : 'ok',
             value: { count: n, deletions: deletions.slice(-50) },

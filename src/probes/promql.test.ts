@@ -116,7 +116,10 @@ describe('promql', () => {
     prom = new FakePrometheus();
     const url = await prom.listen();
     t = new ProbeTester({
-      inventory: inventoryOf({ layout: 'lab', prometheus: { url, bearerTokenFile: tokenFile(), tokenOverHttp: true }, nodes: [{ name: 'n' }] }, 'x'),
+      inventory: inventoryOf(
+        { layout: 'lab', prometheus: { url, bearerTokenFile: tokenFile(), tokenOverHttp: true }, nodes: [{ name: 'n' }] },
+        'x',
+      ),
     });
     prom.vector(1);
     const run = t.start(probe, { query: 'up', comparator: { op: '==', value: 1 } });
@@ -137,10 +140,14 @@ describe('promql', () => {
     const own = t.start(probe, { query: 'up', comparator: { op: '==', value: 1 }, bearerTokenFile: token });
     const r = await readings(own, 1);
     expect(r.status).toBe('unknown');
-    expect(r.detail).toBe(`cannot query ${url}: not sending the token of bearerTokenFile over plain http to ${url}: use https, or set tokenOverHttp: true (the probe)`);
+    expect(r.detail).toBe(
+      `cannot query ${url}: not sending the token of bearerTokenFile over plain http to ${url}: use https, or set tokenOverHttp: true (the probe)`,
+    );
     expect(prom.requests).toEqual([]);
     const parsed = probe.meta.params.safeParse({ url, query: 'up', comparator: { op: '==', value: 1 }, bearerTokenFile: '/t' });
-    expect(parsed.error?.issues).toMatchObject([{ path: ['url'], message: 'the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true' }]);
+    expect(parsed.error?.issues).toMatchObject([
+      { path: ['url'], message: 'the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true' },
+    ]);
     const optIn = t.start(probe, { url, query: 'up', comparator: { op: '==', value: 1 }, bearerTokenFile: token, tokenOverHttp: true });
     expect((await readings(optIn, 1)).status).toBe('ok');
     expect(prom.requests.map((q) => q.auth)).toEqual(['Bearer sekrit']);
@@ -152,7 +159,10 @@ describe('promql', () => {
     const other = new FakePrometheus();
     const otherUrl = await other.listen();
     t = new ProbeTester({
-      inventory: inventoryOf({ layout: 'lab', prometheus: { url, bearerTokenFile: tokenFile(), tokenOverHttp: true }, nodes: [{ name: 'n' }] }, 'x'),
+      inventory: inventoryOf(
+        { layout: 'lab', prometheus: { url, bearerTokenFile: tokenFile(), tokenOverHttp: true }, nodes: [{ name: 'n' }] },
+        'x',
+      ),
     });
     try {
       other.vector(1);
@@ -163,7 +173,9 @@ describe('promql', () => {
       const redirected = t.start(probe, { query: 'up', comparator: { op: '==', value: 1 } });
       const r = await readings(redirected, 1);
       expect(r.status).toBe('unknown');
-      expect(r.detail).toBe(`cannot query ${url}: HTTP 307: a redirect to "${otherUrl}/api/v1/query?query=up", not followed (give the url it names)`);
+      expect(r.detail).toBe(
+        `cannot query ${url}: HTTP 307: a redirect to "${otherUrl}/api/v1/query?query=up", not followed (give the url it names)`,
+      );
       expect(prom.requests.map((q) => q.auth)).toEqual(['Bearer sekrit']);
       expect(other.requests).toHaveLength(1);
     } finally {
@@ -176,7 +188,8 @@ describe('promql', () => {
     prom = new FakePrometheus();
     const url = await prom.listen();
     t = new ProbeTester();
-    prom.answer = (_req, res) => res.end(`{"status":"success","data":{"resultType":"vector","result":[${'{"metric":{},"value":[1,"1"]},'.repeat(300_000)}]}}`);
+    prom.answer = (_req, res) =>
+      res.end(`{"status":"success","data":{"resultType":"vector","result":[${'{"metric":{},"value":[1,"1"]},'.repeat(300_000)}]}}`);
     const run = t.start(probe, { url, query: 'up', comparator: { op: '==', value: 1 } });
     const r = await readings(run, 1);
     expect(r).toMatchObject({ status: 'unknown', detail: `cannot query ${url}: the answer is larger than 8 MiB: ask for fewer series` });

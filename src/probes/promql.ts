@@ -21,32 +21,41 @@ const Comparator = z.union([
 ]);
 type Comparator = z.output<typeof Comparator>;
 
-const Params = z.strictObject({
-  url: z
-    .url({ protocol: /^https?$/ })
-    .optional()
-    .meta({ description: "Prometheus's base URL (http://prometheus:9090); the inventory's spec.prometheus.url when absent" }),
-  query: promqlQuery().meta({ description: 'an instant PromQL query; every series it returns must meet the comparator' }),
-  comparator: Comparator.meta({ description: '{op: "<", value: 0.5} or {between: [min, max]}: what a healthy value is' }),
-  for: duration().prefault('0s').meta({ description: 'how long the comparator must fail, without a break, before the reading is violated' }),
-  interval: duration().prefault('5s').meta({ description: 'how often to ask' }),
-  timeout: duration().prefault('3s').meta({ description: 'an answer slower than this counts as none (unknown)' }),
-  empty: z.enum(['unknown', 'ok', 'violated']).default('unknown').meta({ description: 'what a result with no series (or only NaN) reads as' }),
-  bearerTokenFile: z
-    .string()
-    .min(1)
-    .optional()
-    .meta({ description: 'file holding a bearer token (read at each query, so a rotated token is picked up); sent only over https unless `tokenOverHttp`' }),
-  tokenOverHttp: z
-    .boolean()
-    .default(false)
-    .meta({ description: 'send the bearer token over plain http too (anyone on the path can read it: only for a Prometheus on a trusted link)' }),
-  ca: z.string().min(1).optional().meta({ description: 'CA certificate (PEM file) for https' }),
-  insecure: z.boolean().default(false).meta({ description: "do not check the server's certificate" }),
-}).superRefine((p, ctx) => {
-  if (p.bearerTokenFile && /^http:/i.test(p.url ?? '') && !p.tokenOverHttp)
-    ctx.addIssue({ code: 'custom', path: ['url'], message: 'the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true' });
-});
+const Params = z
+  .strictObject({
+    url: z
+      .url({ protocol: /^https?$/ })
+      .optional()
+      .meta({ description: "Prometheus's base URL (http://prometheus:9090); the inventory's spec.prometheus.url when absent" }),
+    query: promqlQuery().meta({ description: 'an instant PromQL query; every series it returns must meet the comparator' }),
+    comparator: Comparator.meta({ description: '{op: "<", value: 0.5} or {between: [min, max]}: what a healthy value is' }),
+    for: duration()
+      .prefault('0s')
+      .meta({ description: 'how long the comparator must fail, without a break, before the reading is violated' }),
+    interval: duration().prefault('5s').meta({ description: 'how often to ask' }),
+    timeout: duration().prefault('3s').meta({ description: 'an answer slower than this counts as none (unknown)' }),
+    empty: z
+      .enum(['unknown', 'ok', 'violated'])
+      .default('unknown')
+      .meta({ description: 'what a result with no series (or only NaN) reads as' }),
+    bearerTokenFile: z.string().min(1).optional().meta({
+      description:
+        'file holding a bearer token (read at each query, so a rotated token is picked up); sent only over https unless `tokenOverHttp`',
+    }),
+    tokenOverHttp: z.boolean().default(false).meta({
+      description: 'send the bearer token over plain http too (anyone on the path can read it: only for a Prometheus on a trusted link)',
+    }),
+    ca: z.string().min(1).optional().meta({ description: 'CA certificate (PEM file) for https' }),
+    insecure: z.boolean().default(false).meta({ description: "do not check the server's certificate" }),
+  })
+  .superRefine((p, ctx) => {
+    if (p.bearerTokenFile && /^http:/i.test(p.url ?? '') && !p.tokenOverHttp)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['url'],
+        message: 'the token of bearerTokenFile goes only over https: use an https:// url, or set tokenOverHttp: true',
+      });
+  });
 type Params = z.output<typeof Params>;
 
 /** Answers larger than this are refused (a query over too many series). */
@@ -100,7 +109,8 @@ function seriesOf(a: QueryAnswer): Series[] {
   const data = a.data ?? {};
   const num = (pair: unknown) => (Array.isArray(pair) ? Number(pair[1]) : Number.NaN);
   if (data.resultType === 'scalar') return [{ labels: {}, value: num(data.result) }].filter((s) => !Number.isNaN(s.value));
-  if (data.resultType !== 'vector') throw new Error(`the query gives a ${data.resultType ?? 'result of no type'}, not an instant vector or a scalar`);
+  if (data.resultType !== 'vector')
+    throw new Error(`the query gives a ${data.resultType ?? 'result of no type'}, not an instant vector or a scalar`);
   const out: Series[] = [];
   for (const r of Array.isArray(data.result) ? (data.result as { metric?: Record<string, string>; value?: unknown }[]) : []) {
     const value = num(r.value);
@@ -157,7 +167,9 @@ async function query(ctx: Ctx, url: string, params: Params, dispatcher: Agent): 
     const r = await request(u, { method: 'GET', headers, signal: ac.signal, dispatcher });
     if (r.statusCode >= 300 && r.statusCode < 400) {
       await r.body.dump();
-      throw new Error(`HTTP ${r.statusCode}: a redirect to ${JSON.stringify(String(r.headers.location ?? ''))}, not followed (give the url it names)`);
+      throw new Error(
+        `HTTP ${r.statusCode}: a redirect to ${JSON.stringify(String(r.headers.location ?? ''))}, not followed (give the url it names)`,
+      );
     }
     const text = await bodyText(r.body);
     let answer: QueryAnswer;
@@ -222,7 +234,12 @@ export default defineProbe({
       const shown = (s: Series) => `${series.length > 1 ? `${seriesName(s)} ` : ''}${s.value}`;
       if (!failing.length) {
         failingSince = undefined;
-        return { status: 'ok', at: now, value: { series }, detail: `${series.slice(0, 3).map(shown).join(', ')}${series.length > 3 ? ', …' : ''} (${healthy(params.comparator)})` };
+        return {
+          status: 'ok',
+          at: now,
+          value: { series },
+          detail: `${series.slice(0, 3).map(shown).join(', ')}${series.length > 3 ? ', …' : ''} (${healthy(params.comparator)})`,
+        };
       }
       failingSince ??= now;
       const held = now - failingSince;

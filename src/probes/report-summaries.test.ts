@@ -15,8 +15,15 @@ describe("what a run report keeps of each observer's readings", () => {
   });
 
   it('node-ready: the counts and the first 20 nodes not Ready, with their status', () => {
-    const nodes = [{ name: 'cp-1', status: 'True', transitions: 0 }, ...many(25, (i) => `node-${i}`).map((name) => ({ name, status: 'Unknown', transitions: 1 }))];
-    const r = nodeReady.meta.report!({ ready: 1, notReady: 25, total: 26, nodes, flapping: [] }) as { ready: number; total: number; notReady: string[] };
+    const nodes = [
+      { name: 'cp-1', status: 'True', transitions: 0 },
+      ...many(25, (i) => `node-${i}`).map((name) => ({ name, status: 'Unknown', transitions: 1 })),
+    ];
+    const r = nodeReady.meta.report!({ ready: 1, notReady: 25, total: 26, nodes, flapping: [] }) as {
+      ready: number;
+      total: number;
+      notReady: string[];
+    };
     expect(r.ready).toBe(1);
     expect(r.total).toBe(26);
     expect(r.notReady).toHaveLength(20);
@@ -42,6 +49,10 @@ describe("what a run report keeps of each observer's readings", () => {
       atRisk: 12,
       frozen: 'taint eviction disabled by this run (disable-taint-eviction on cp-1)',
     });
-    expect(evictionForecast.meta.report!({ ...value, earliestEviction: null, frozen: null })).toEqual({ earliestEviction: null, atRisk: 12, frozen: null });
+    expect(evictionForecast.meta.report!({ ...value, earliestEviction: null, frozen: null })).toEqual({
+      earliestEviction: null,
+      atRisk: 12,
+      frozen: null,
+    });
   });
 });

@@ -39,7 +39,10 @@ describe('workload-availability', () => {
 
   it('counts DaemonSets by numberReady against a fixed minimum, and is violated when none is selected', async () => {
     t = new ProbeTester();
-    t.api.put(DAEMONSETS, { metadata: { namespace: 'shop', name: 'agent', labels: {} }, status: { desiredNumberScheduled: 4, numberReady: 3 } });
+    t.api.put(DAEMONSETS, {
+      metadata: { namespace: 'shop', name: 'agent', labels: {} },
+      status: { desiredNumberScheduled: 4, numberReady: 3 },
+    });
     const run = t.start(probe, { kind: 'DaemonSet', namespace: 'shop', minReady: 3 });
     expect((await run.until((r) => r.status !== 'unknown')).detail).toBe('shop/agent 3/4 ready (needs 3)');
     const none = t.start(probe, { kind: 'StatefulSet', namespace: 'shop' });
@@ -49,7 +52,10 @@ describe('workload-availability', () => {
   it('counts the ready endpoints of Services from their EndpointSlices', async () => {
     t = new ProbeTester();
     t.kube.rawHandler = (path) => (path === '/apis/discovery.k8s.io/v1' ? { status: 200, body: '{}' } : { status: 404, body: '' });
-    t.api.put(paths.services, { metadata: { namespace: 'shop', name: 'checkout', labels: { tier: 'frontend' } }, spec: { selector: { app: 'checkout' } } });
+    t.api.put(paths.services, {
+      metadata: { namespace: 'shop', name: 'checkout', labels: { tier: 'frontend' } },
+      spec: { selector: { app: 'checkout' } },
+    });
     t.api.put(paths.services, { metadata: { namespace: 'shop', name: 'db', labels: { tier: 'backend' } }, spec: {} });
     const slice = (name: string, ready: boolean[]): RawObject => ({
       metadata: { namespace: 'shop', name, labels: { 'kubernetes.io/service-name': 'checkout' } },
@@ -59,7 +65,10 @@ describe('workload-availability', () => {
     t.api.put(SLICES, slice('checkout-a', [true, true]));
     t.api.put(SLICES, slice('checkout-b', [true, false]));
     const run = t.start(probe, { kind: 'Service', namespace: 'shop', selector: 'tier=frontend', minReady: 3 });
-    expect(await run.until((r) => r.status !== 'unknown')).toMatchObject({ status: 'ok', detail: 'shop/checkout 3/4 ready endpoints (needs 3)' });
+    expect(await run.until((r) => r.status !== 'unknown')).toMatchObject({
+      status: 'ok',
+      detail: 'shop/checkout 3/4 ready endpoints (needs 3)',
+    });
     t.api.put(SLICES, slice('checkout-a', [true, false]));
     expect((await run.until((r) => r.status === 'violated')).detail).toBe('1/1 below minimum: shop/checkout 2/4 ready endpoints (needs 3)');
   });

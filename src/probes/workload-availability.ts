@@ -11,9 +11,7 @@ import { defineProbe } from '../contract/probe.js';
 const MinReady = z
   .union([
     z.number().int().min(0),
-    z
-      .string()
-      .regex(/^(100|[1-9]?\d)(\.\d+)?%$/, { message: 'expected a whole number or a percentage such as "80%"' }),
+    z.string().regex(/^(100|[1-9]?\d)(\.\d+)?%$/, { message: 'expected a whole number or a percentage such as "80%"' }),
   ])
   .meta({ description: 'ready replicas (or ready endpoints) each one keeps: a number, or a percentage of those wanted such as "80%"' });
 
@@ -52,10 +50,15 @@ export default defineProbe({
     params: Params,
     access: [
       ...(['Deployment', 'StatefulSet', 'DaemonSet'] as const).map((kind) =>
-        watches('apps', `${kind.toLowerCase()}s`, `watches ${kind}s`, { namespace: { param: 'namespace' }, onlyIf: { param: 'kind', equals: kind } }),
+        watches('apps', `${kind.toLowerCase()}s`, `watches ${kind}s`, {
+          namespace: { param: 'namespace' },
+          onlyIf: { param: 'kind', equals: kind },
+        }),
       ),
       watches('', 'services', 'watches Services', { onlyIf: { param: 'kind', equals: 'Service' } }),
-      watches('discovery.k8s.io', 'endpointslices', "counts the Services' ready endpoints", { onlyIf: { param: 'kind', equals: 'Service' } }),
+      watches('discovery.k8s.io', 'endpointslices', "counts the Services' ready endpoints", {
+        onlyIf: { param: 'kind', equals: 'Service' },
+      }),
     ],
   },
   start(ctx, params) {
@@ -81,7 +84,10 @@ export default defineProbe({
       };
     };
     if (params.kind === 'Service') {
-      const specs = async () => ({ services: watchSpecs.services(), slices: watchSpecs.endpointSlices(await endpointSlicesVersion(ctx.kube, ctx.signal)) });
+      const specs = async () => ({
+        services: watchSpecs.services(),
+        slices: watchSpecs.endpointSlices(await endpointSlicesVersion(ctx.kube, ctx.signal)),
+      });
       return watching(ctx, specs, ({ services, slices }, watches) =>
         reactive(ctx, {
           watches,
@@ -112,7 +118,8 @@ export default defineProbe({
         judge() {
           const rows: WorkloadRow[] = [];
           for (const w of workloads.store.values())
-            if (inScope(w)) rows.push({ name: `${w.namespace}/${w.name}`, ready: w.ready, wanted: w.desired, need: needed(params.minReady, w.desired) });
+            if (inScope(w))
+              rows.push({ name: `${w.namespace}/${w.name}`, ready: w.ready, wanted: w.desired, need: needed(params.minReady, w.desired) });
           return judgeRows(rows);
         },
       }),

@@ -33,8 +33,11 @@ export function grid(axis: Axis, top: number, bottom: number, labels: boolean): 
   for (let s = 0; s * 1000 <= axis.span; s += step) {
     const tx = x(axis.start + s * 1000);
     out.push(`<line class="grid" x1="${tx}" y1="${top}" x2="${tx}" y2="${bottom}"/>`);
-    if (labels) out.push(`<text class="tick" x="${tx}" y="${top - 4}">${s === 0 ? '0s' : esc(formatDuration(Math.round(s * 1000)))}</text>`);
+    if (labels)
+      out.push(`<text class="tick" x="${tx}" y="${top - 4}">${s === 0 ? '0s' : esc(formatDuration(Math.round(s * 1000)))}</text>`);
   }
-  out.push(`<line class="end" x1="${x(axis.end)}" y1="${top}" x2="${x(axis.end)}" y2="${bottom}"><title>run ended ${clock(axis.end)}</title></line>`);
+  out.push(
+    `<line class="end" x1="${x(axis.end)}" y1="${top}" x2="${x(axis.end)}" y2="${bottom}"><title>run ended ${clock(axis.end)}</title></line>`,
+  );
   return out;
 }

@@ -113,7 +113,12 @@ export interface ObjectiveRecord {
 }
 
 const iso = (at: number) => new Date(at).toISOString();
-const entryOf = (at: number, r: { status: string; detail: string; value: unknown }): ReadingEntry => ({ at: iso(at), status: r.status, detail: r.detail, value: bounded(r.value) });
+const entryOf = (at: number, r: { status: string; detail: string; value: unknown }): ReadingEntry => ({
+  at: iso(at),
+  status: r.status,
+  detail: r.detail,
+  value: bounded(r.value),
+});
 
 /** A value as a report keeps it: each list in it (at its top level) cut to MAX_LIST entries, the rest counted. */
 function bounded(value: unknown): unknown {
@@ -173,7 +178,8 @@ export class ReportCollector {
     if (!h) this.histories.set(source, (h = { history: new ThinnedHistory<ReadingEntry>(MAX_READINGS) }));
     h.history.push(entryOf(at, reading), reading.status === 'violated' || reading.status !== h.status);
     h.status = reading.status;
-    if (h.history.thinned) (this.report.readingsThinned ??= {})[source] = { seen: h.history.seen, kept: h.history.entries.length, every: h.history.every };
+    if (h.history.thinned)
+      (this.report.readingsThinned ??= {})[source] = { seen: h.history.seen, kept: h.history.entries.length, every: h.history.every };
     return h.history.entries;
   }
 
@@ -277,7 +283,12 @@ export class ReportCollector {
         let o = list.find((x) => x.name === e.name);
         if (!o) list.push((o = { name: e.name, status: 'running', withinMs: e.withinMs, detail: e.detail }));
         if (e.startedAt !== undefined) o.startedAt = iso(e.startedAt);
-        if (e.phase !== 'start') Object.assign(o, { status: e.phase, endedAt: iso(e.at), detail: e.detail }, e.recoveryMs === undefined ? {} : { recoveryMs: e.recoveryMs });
+        if (e.phase !== 'start')
+          Object.assign(
+            o,
+            { status: e.phase, endedAt: iso(e.at), detail: e.detail },
+            e.recoveryMs === undefined ? {} : { recoveryMs: e.recoveryMs },
+          );
         break;
       }
       case 'log':

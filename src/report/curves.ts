@@ -93,13 +93,20 @@ function chart(c: Chart, axis: Axis): string {
   const height = Math.max(72, LINE_H * (c.curves.length + (c.more ? 1 : 0)) + 28);
   const y = (v: number) => height - 6 - ((v - lo) / (hi - lo)) * (height - 26);
   const out = [...grid(axis, 20, height, false), `<text class="node" x="4" y="15">${esc(c.source)}</text>`];
-  out.push(`<text class="scale" x="${LABEL_W - 6}" y="${y(hi) + 4}">${hi}</text>`, `<text class="scale" x="${LABEL_W - 6}" y="${y(lo)}">${lo}</text>`);
+  out.push(
+    `<text class="scale" x="${LABEL_W - 6}" y="${y(hi) + 4}">${hi}</text>`,
+    `<text class="scale" x="${LABEL_W - 6}" y="${y(lo)}">${lo}</text>`,
+  );
   out.push(`<line class="grid" x1="${LABEL_W}" y1="${y(lo)}" x2="${x(axis.end)}" y2="${y(lo)}"/>`);
   c.curves.forEach((k, i) => {
     const colour = COLOURS[i % COLOURS.length]!;
     const data = k.points.map((p) => `${new Date(p.at).toISOString()}=${p.value ?? ''}`).join(' ');
-    out.push(`<text class="label" x="14" y="${34 + i * LINE_H}" fill="${colour}">${esc(k.name.length > 44 ? `${k.name.slice(0, 43)}…` : k.name)}<title>${esc(k.name)}</title></text>`);
-    out.push(`<path class="curve" data-series="${esc(k.name)}" data-points="${esc(data)}" stroke="${colour}" d="${stepPath(k.points, c.until, x, y)}"><title>${esc(k.name)}</title></path>`);
+    out.push(
+      `<text class="label" x="14" y="${34 + i * LINE_H}" fill="${colour}">${esc(k.name.length > 44 ? `${k.name.slice(0, 43)}…` : k.name)}<title>${esc(k.name)}</title></text>`,
+    );
+    out.push(
+      `<path class="curve" data-series="${esc(k.name)}" data-points="${esc(data)}" stroke="${colour}" d="${stepPath(k.points, c.until, x, y)}"><title>${esc(k.name)}</title></path>`,
+    );
   });
   if (c.more) out.push(`<text class="label none" x="14" y="${34 + c.curves.length * LINE_H}">${c.more} more series not drawn</text>`);
   return `<section class="values" data-source="${esc(c.source)}"><svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="${esc(`values of ${c.source}`)}">\n${out.join('\n')}\n</svg></section>`;

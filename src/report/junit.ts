@@ -11,21 +11,28 @@ export function renderJUnit(r: RunReport): string {
     const attrs = `classname="${esc(r.runbook)}.steps" name="${esc(`${s.index}. ${s.name}`)}" time="${seconds(s.startedAt, s.endedAt)}"`;
     if (s.status === 'passed') cases.push(`    <testcase ${attrs}/>`);
     else if (s.status === 'skipped') cases.push(`    <testcase ${attrs}><skipped/></testcase>`);
-    else cases.push(`    <testcase ${attrs}><failure message="${esc(s.status ?? 'unfinished')}">${esc(s.detail ?? '')}</failure></testcase>`);
+    else
+      cases.push(`    <testcase ${attrs}><failure message="${esc(s.status ?? 'unfinished')}">${esc(s.detail ?? '')}</failure></testcase>`);
   }
   for (const g of r.guardFirings.filter((x) => x.response === 'abort' || x.response === 'remediate'))
-    cases.push(`    <testcase classname="${esc(r.runbook)}.guards" name="${esc(`${g.guard} at ${g.at}`)}"><failure message="${esc(g.response)}">${esc(g.detail)}</failure></testcase>`);
+    cases.push(
+      `    <testcase classname="${esc(r.runbook)}.guards" name="${esc(`${g.guard} at ${g.at}`)}"><failure message="${esc(g.response)}">${esc(g.detail)}</failure></testcase>`,
+    );
   for (const o of r.objectives ?? []) {
     const attrs = `classname="${esc(r.runbook)}.objectives" name="${esc(o.name)}" time="${((o.recoveryMs ?? 0) / 1000).toFixed(3)}"`;
     if (o.status === 'met') cases.push(`    <testcase ${attrs}><system-out>${esc(o.detail)}</system-out></testcase>`);
-    else if (o.status === 'missed') cases.push(`    <testcase ${attrs}><failure message="objective missed">${esc(o.detail)}</failure></testcase>`);
+    else if (o.status === 'missed')
+      cases.push(`    <testcase ${attrs}><failure message="objective missed">${esc(o.detail)}</failure></testcase>`);
     else cases.push(`    <testcase ${attrs}><skipped message="${esc(o.detail)}"/></testcase>`);
   }
   const rb = `classname="${esc(r.runbook)}.rollback" name="every fault reverted"`;
   // reverts that needed more than one attempt, and failed ones with their attempts, as CI shows them
   const tries = r.faults
     .filter((f) => (f.attempts ?? 1) > 1)
-    .map((f) => `${f.action}${f.node ? ` on ${f.node}` : ''} ${f.status === 'reverted' ? 'reverted' : 'not reverted'} ${onAttempt(f.attempts, f.retried)}`);
+    .map(
+      (f) =>
+        `${f.action}${f.node ? ` on ${f.node}` : ''} ${f.status === 'reverted' ? 'reverted' : 'not reverted'} ${onAttempt(f.attempts, f.retried)}`,
+    );
   const out = tries.length ? `<system-out>${esc(tries.join('\n'))}</system-out>` : '';
   cases.push(
     r.remaining.length

@@ -105,14 +105,18 @@ export function liveRenderer(plan: Plan): { onEvent(e: RunEvent): void; stop(): 
         case 'fault-applied':
         case 'fault-reverted': {
           const tries = e.type === 'fault-reverted' ? onAttempt(e.attempts, e.retried) : '';
-          lines.push(`${e.type === 'fault-applied' ? 'applied' : 'reverted'} ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}`);
+          lines.push(
+            `${e.type === 'fault-applied' ? 'applied' : 'reverted'} ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}`,
+          );
           show();
           break;
         }
         case 'fault-apply-failed':
         case 'fault-revert-failed': {
           const tries = e.type === 'fault-revert-failed' ? onAttempt(e.attempts, e.retried) : '';
-          lines.push(`FAILED ${e.type === 'fault-apply-failed' ? 'apply' : 'revert'} ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}: ${e.error}`);
+          lines.push(
+            `FAILED ${e.type === 'fault-apply-failed' ? 'apply' : 'revert'} ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}: ${e.error}`,
+          );
           show();
           break;
         }

@@ -40,7 +40,11 @@ describe('a saved report read back', () => {
 
   it('refuses a newer reportVersion in one line, exit 2', () => {
     const f = failure(() => parseReport(JSON.stringify({ ...report(), reportVersion: REPORT_VERSION + 1 }), 'new.json'));
-    expect(f).toEqual({ code: 'REPORT_TOO_NEW', exit: 2, text: `new.json: reportVersion ${REPORT_VERSION + 1} is newer than this kube-runbook reads (${REPORT_VERSION}); render it with the kube-runbook that wrote it, or a newer one` });
+    expect(f).toEqual({
+      code: 'REPORT_TOO_NEW',
+      exit: 2,
+      text: `new.json: reportVersion ${REPORT_VERSION + 1} is newer than this kube-runbook reads (${REPORT_VERSION}); render it with the kube-runbook that wrote it, or a newer one`,
+    });
   });
 
   it('names the line, column and field of a value that is wrong', () => {

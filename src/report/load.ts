@@ -27,9 +27,13 @@ export function parseReport(text: string, file: string): RunReport {
   if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
     const v = (value as { reportVersion?: unknown }).reportVersion;
     if (typeof v === 'number' && v > REPORT_VERSION)
-      throw new KrError('REPORT_TOO_NEW', `${file}: reportVersion ${v} is newer than this kube-runbook reads (${REPORT_VERSION}); render it with the kube-runbook that wrote it, or a newer one`, {
-        exit: EXIT.invalid,
-      });
+      throw new KrError(
+        'REPORT_TOO_NEW',
+        `${file}: reportVersion ${v} is newer than this kube-runbook reads (${REPORT_VERSION}); render it with the kube-runbook that wrote it, or a newer one`,
+        {
+          exit: EXIT.invalid,
+        },
+      );
     if (v === undefined) value = { reportVersion: REPORT_VERSION, ...value };
   }
   const parsed = Report.safeParse(value);

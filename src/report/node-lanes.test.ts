@@ -15,7 +15,9 @@ function render(events: RunEvent[]): string {
 
 /** The HTML of each `<section class="…" data-…="key">`. */
 function sections(html: string, cls: string): Map<string, string> {
-  return new Map([...html.matchAll(new RegExp(`<section class="${cls}" data-[a-z]+="([^"]*)">([\\s\\S]*?)</section>`, 'g'))].map((m) => [m[1]!, m[2]!]));
+  return new Map(
+    [...html.matchAll(new RegExp(`<section class="${cls}" data-[a-z]+="([^"]*)">([\\s\\S]*?)</section>`, 'g'))].map((m) => [m[1]!, m[2]!]),
+  );
 }
 
 describe('HTML timeline: node lanes and value curves', () => {
@@ -25,17 +27,30 @@ describe('HTML timeline: node lanes and value curves', () => {
     const lanes = sections(html, 'lane');
     expect([...lanes.keys()]).toEqual(['node-1', 'cp-1', 'node-2']);
     const n1 = lanes.get('node-1')!;
-    expect(n1).toContain(`data-kind="lease-age" data-state="stale" data-from="${iso(CUT.stale)}" data-to="${iso(CUT.renewed + 1)}" x="${x(CUT.stale)}"`);
-    expect(n1).toContain(`data-kind="ready" data-status="Unknown" data-from="${iso(CUT.unknown)}" data-to="${iso(CUT.ready)}" x="${x(CUT.unknown)}"`);
-    expect(n1).toContain(`data-kind="taint" data-keys="node.kubernetes.io/unreachable" data-from="${iso(CUT.tainted)}" data-to="${iso(CUT.untainted)}"`);
-    expect(n1).toContain(`data-kind="deleted" data-at="${iso(CUT.deleted)}" data-pod="demo/web-1" data-cause="taint-eviction" d="M${x(CUT.deleted)} `);
-    expect(n1).toContain(`data-kind="fault" data-action="block-kubelet-egress" data-from="${iso(CUT.applied)}" data-to="${iso(CUT.reverted)}"`);
+    expect(n1).toContain(
+      `data-kind="lease-age" data-state="stale" data-from="${iso(CUT.stale)}" data-to="${iso(CUT.renewed + 1)}" x="${x(CUT.stale)}"`,
+    );
+    expect(n1).toContain(
+      `data-kind="ready" data-status="Unknown" data-from="${iso(CUT.unknown)}" data-to="${iso(CUT.ready)}" x="${x(CUT.unknown)}"`,
+    );
+    expect(n1).toContain(
+      `data-kind="taint" data-keys="node.kubernetes.io/unreachable" data-from="${iso(CUT.tainted)}" data-to="${iso(CUT.untainted)}"`,
+    );
+    expect(n1).toContain(
+      `data-kind="deleted" data-at="${iso(CUT.deleted)}" data-pod="demo/web-1" data-cause="taint-eviction" d="M${x(CUT.deleted)} `,
+    );
+    expect(n1).toContain(
+      `data-kind="fault" data-action="block-kubelet-egress" data-from="${iso(CUT.applied)}" data-to="${iso(CUT.reverted)}"`,
+    );
     expect(lanes.get('node-2')).not.toMatch(/data-state="stale"|data-kind="taint"|data-kind="deleted"/);
   });
 
   it('draws the Lease age as a saw: highest (71 s) at the renewal after the cut, zero right after', () => {
     const n1 = sections(html, 'lane').get('node-1')!;
-    const points = /<polyline class="lease-curve"[^>]* points="([^"]*)"/.exec(n1)![1]!.split(' ').map((p) => p.split(',').map(Number) as [number, number]);
+    const points = /<polyline class="lease-curve"[^>]* points="([^"]*)"/
+      .exec(n1)![1]!
+      .split(' ')
+      .map((p) => p.split(',').map(Number) as [number, number]);
     const top = Math.min(...points.map((p) => p[1]));
     const peak = points.findIndex((p) => p[1] === top);
     expect(points[peak]![0].toFixed(1)).toBe(x(CUT.renewed));
@@ -54,7 +69,13 @@ describe('HTML timeline: node lanes and value curves', () => {
 
   it('breaks a curve where a reading had no value, and names the series past eight', () => {
     const series = (n: number, v: number) => ({ series: Array.from({ length: n }, (_, i) => ({ labels: { i: String(i) }, value: v })) });
-    const read = (s: number, value: unknown): RunEvent => ({ type: 'guard-reading', at: T0 + s * 1000, guard: 'q', armed: true, reading: { status: value ? 'ok' : 'unknown', at: T0 + s * 1000, detail: '', value } });
+    const read = (s: number, value: unknown): RunEvent => ({
+      type: 'guard-reading',
+      at: T0 + s * 1000,
+      guard: 'q',
+      armed: true,
+      reading: { status: value ? 'ok' : 'unknown', at: T0 + s * 1000, detail: '', value },
+    });
     const page = render([
       { type: 'run-start', at: T0, runId: 'r', runbook: 'rb', context: 'lab', dryRun: false, journal: '/j' },
       read(1, series(10, 1)),

@@ -65,35 +65,77 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis): string {
   out.push(`<text class="node" x="4" y="15">${esc(s.node)}</text>`);
   for (const f of r.faults.filter((f) => f.node === s.node && f.appliedAt)) {
     const to = f.status === 'reverted' && f.revertedAt ? ms(f.revertedAt) : end;
-    out.push(bar(x, 6, 10, { from: ms(f.appliedAt), to, state: f.status }, `data-kind="fault" data-action="${esc(f.action)}"`, f.remediation ? 'remediation' : 'fault', `${f.action}: ${f.status}`));
+    out.push(
+      bar(
+        x,
+        6,
+        10,
+        { from: ms(f.appliedAt), to, state: f.status },
+        `data-kind="fault" data-action="${esc(f.action)}"`,
+        f.remediation ? 'remediation' : 'fault',
+        `${f.action}: ${f.status}`,
+      ),
+    );
   }
   const label = (y: number, text: string) => `<text class="label" x="14" y="${y}">${esc(text)}</text>`;
 
   const curve = leaseCurve(s.lease, end);
   const top = Math.max(1000, ...curve.map((p) => p.ageMs));
-  out.push(label(rows.lease + 16, 'Lease age'), `<text class="scale" x="${LABEL_W - 6}" y="${rows.lease + 10}">${esc(formatDuration(top))}</text>`);
+  out.push(
+    label(rows.lease + 16, 'Lease age'),
+    `<text class="scale" x="${LABEL_W - 6}" y="${rows.lease + 10}">${esc(formatDuration(top))}</text>`,
+  );
   for (const seg of segments(s.lease, leaseState, end))
-    out.push(bar(x, rows.lease + 2, LEASE_H - 4, seg, `data-kind="lease-age" data-state="${seg.state}"`, `lease-${seg.state}`, `Lease ${seg.state === 'none' ? 'missing' : seg.state}: ${span(seg)}`));
+    out.push(
+      bar(
+        x,
+        rows.lease + 2,
+        LEASE_H - 4,
+        seg,
+        `data-kind="lease-age" data-state="${seg.state}"`,
+        `lease-${seg.state}`,
+        `Lease ${seg.state === 'none' ? 'missing' : seg.state}: ${span(seg)}`,
+      ),
+    );
   if (curve.length) {
     const y = (age: number) => rows.lease + LEASE_H - 2 - (age / top) * (LEASE_H - 6);
     const points = curve.map((p) => `${x(p.at).toFixed(1)},${y(p.ageMs).toFixed(1)}`).join(' ');
-    const data = s.lease.filter((p) => p.ageMs !== null).map((p) => `${p.at}=${p.ageMs}`).join(' ');
-    out.push(`<polyline class="lease-curve" data-kind="lease-age" data-series="lease age" data-points="${data}" points="${points}"><title>Lease age, sampled at renewals</title></polyline>`);
+    const data = s.lease
+      .filter((p) => p.ageMs !== null)
+      .map((p) => `${p.at}=${p.ageMs}`)
+      .join(' ');
+    out.push(
+      `<polyline class="lease-curve" data-kind="lease-age" data-series="lease age" data-points="${data}" points="${points}"><title>Lease age, sampled at renewals</title></polyline>`,
+    );
   }
 
   out.push(label(rows.ready + 14, 'Ready'));
   for (const seg of segments(s.ready, (e) => e.status, end))
-    out.push(bar(x, rows.ready + 3, ROW_H - 6, seg, `data-kind="ready" data-status="${esc(seg.state)}"`, `ready-${/^(True|False|Unknown)$/.test(seg.state) ? seg.state : 'none'}`, `Ready ${seg.state}: ${span(seg)}`));
+    out.push(
+      bar(
+        x,
+        rows.ready + 3,
+        ROW_H - 6,
+        seg,
+        `data-kind="ready" data-status="${esc(seg.state)}"`,
+        `ready-${/^(True|False|Unknown)$/.test(seg.state) ? seg.state : 'none'}`,
+        `Ready ${seg.state}: ${span(seg)}`,
+      ),
+    );
 
   out.push(label(rows.taint + 14, 'NoExecute taint'));
   for (const seg of segments(s.taints, (e) => e.keys.join(' '), end).filter((g) => g.state))
-    out.push(bar(x, rows.taint + 3, ROW_H - 6, seg, `data-kind="taint" data-keys="${esc(seg.state)}"`, 'taint', `${seg.state}: ${span(seg)}`));
+    out.push(
+      bar(x, rows.taint + 3, ROW_H - 6, seg, `data-kind="taint" data-keys="${esc(seg.state)}"`, 'taint', `${seg.state}: ${span(seg)}`),
+    );
 
   out.push(label(rows.deleted + 14, 'pods deleted'));
   for (const d of s.deleted) {
     const mx = x(ms(d.at)).toFixed(1);
     const attrs = `data-kind="deleted" data-at="${esc(d.at)}" data-pod="${esc(d.pod)}" data-cause="${esc(d.cause)}"`;
-    out.push(`<path class="deleted" ${attrs} d="M${mx} ${rows.deleted + 2} l5 8 l-5 8 l-5 -8 z"><title>${esc(`${clock(ms(d.at))} ${d.pod} deleted (${d.cause})`)}</title></path>`);
+    out.push(
+      `<path class="deleted" ${attrs} d="M${mx} ${rows.deleted + 2} l5 8 l-5 8 l-5 -8 z"><title>${esc(`${clock(ms(d.at))} ${d.pod} deleted (${d.cause})`)}</title></path>`,
+    );
   }
   const dropped = s.dropped ? `<p class="none">${s.dropped} older samples not kept</p>` : '';
   return `<section class="lane" data-node="${esc(s.node)}"><svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="${esc(`node ${s.node}`)}">\n${out.join('\n')}\n</svg>${dropped}</section>`;

@@ -5,7 +5,8 @@ import { ReportCollector } from './collect.js';
 
 const iso = (s: number) => new Date(T0 + s * 1000).toISOString();
 const reading = (s: number, value: unknown) => ({ status: 'ok' as const, at: T0 + s * 1000, detail: '', value });
-const leases = (s: number, nodes: { name: string; ageMs: number | null; stale: boolean }[]) => reading(s, { nodes, stale: nodes.filter((n) => n.stale).map((n) => n.name) });
+const leases = (s: number, nodes: { name: string; ageMs: number | null; stale: boolean }[]) =>
+  reading(s, { nodes, stale: nodes.filter((n) => n.stale).map((n) => n.name) });
 
 function collect(events: RunEvent[]) {
   const c = new ReportCollector();
@@ -55,8 +56,19 @@ describe('report.json: per-node series from the readings of observers, guards an
   });
 
   it('hears a run observer over a guard on the same node, and a guard where no observer spoke', () => {
-    const guard = (s: number, stale: boolean): RunEvent => ({ type: 'guard-reading', at: T0 + s * 1000, guard: 'leases', armed: true, reading: leases(s, [{ name: 'node-1', ageMs: (20 + s) * 1000, stale }]) });
-    const observer = (s: number): RunEvent => ({ type: 'observation', at: T0 + s * 1000, name: 'node leases', reading: leases(s, [{ name: 'node-1', ageMs: (20 + s) * 1000, stale: false }]) });
+    const guard = (s: number, stale: boolean): RunEvent => ({
+      type: 'guard-reading',
+      at: T0 + s * 1000,
+      guard: 'leases',
+      armed: true,
+      reading: leases(s, [{ name: 'node-1', ageMs: (20 + s) * 1000, stale }]),
+    });
+    const observer = (s: number): RunEvent => ({
+      type: 'observation',
+      at: T0 + s * 1000,
+      name: 'node leases',
+      reading: leases(s, [{ name: 'node-1', ageMs: (20 + s) * 1000, stale: false }]),
+    });
     const r2 = collect([guard(1, true), observer(2), guard(3, true), observer(4), guard(5, true)]);
     // the guard's 20 s threshold said stale first; once the observer (the lease's own 40 s) spoke, only it counts
     expect(node(r2, 'node-1')!.lease.map((l) => [l.at, l.stale])).toEqual([
@@ -70,10 +82,18 @@ describe('report.json: per-node series from the readings of observers, guards an
       type: 'step-reading',
       at: T0 + s * 1000,
       index: '1',
-      reading: reading(s, { tainted: nodes.map((n) => ({ node: n, key: 'node.kubernetes.io/not-ready', addedAt: null })), nodes: nodes.length }),
+      reading: reading(s, {
+        tainted: nodes.map((n) => ({ node: n, key: 'node.kubernetes.io/not-ready', addedAt: null })),
+        nodes: nodes.length,
+      }),
     });
     const deletion = { pod: 'demo/a', node: 'node-2', at: T0 + 2000, how: 'terminating', cause: 'delete' };
-    const deletions = (s: number): RunEvent => ({ type: 'observation', at: T0 + s * 1000, name: 'pods deleted', reading: reading(s, { count: 1, deletions: [deletion] }) });
+    const deletions = (s: number): RunEvent => ({
+      type: 'observation',
+      at: T0 + s * 1000,
+      name: 'pods deleted',
+      reading: reading(s, { count: 1, deletions: [deletion] }),
+    });
     const r2 = collect([taints(1, ['node-1', 'node-2']), deletions(2), taints(3, ['node-2']), deletions(4)]);
     expect(node(r2, 'node-1')!.taints).toEqual([
       { at: iso(1), keys: ['node.kubernetes.io/not-ready'] },
@@ -90,7 +110,12 @@ describe('report.json: per-node series from the readings of observers, guards an
       nodes[0] = { name: 'n-00', ageMs: s % 100 === 50 ? 45_000 : 0, stale: s % 100 === 50 };
       events.push({ type: 'observation', at: T0 + s * 1000, name: 'node leases', reading: leases(s, nodes) });
     }
-    events.push({ type: 'observation', at: T0 + 1_000_000, name: 'NoExecute taints', reading: reading(1000, { tainted: [{ node: 'n-25', key: 'node.kubernetes.io/unreachable', addedAt: null }], nodes: 1 }) });
+    events.push({
+      type: 'observation',
+      at: T0 + 1_000_000,
+      name: 'NoExecute taints',
+      reading: reading(1000, { tainted: [{ node: 'n-25', key: 'node.kubernetes.io/unreachable', addedAt: null }], nodes: 1 }),
+    });
     const r2 = collect(events);
     expect(r2.nodes.map((n) => n.node)).toEqual([...Array.from({ length: 10 }, (_, i) => `n-${String(i).padStart(2, '0')}`), 'n-25']);
     const n0 = node(r2, 'n-00')!;
@@ -105,7 +130,11 @@ describe('report.json: per-node series from the readings of observers, guards an
   });
 
   it('shows 50 nodes at most beside the faults’ targets, and counts the others', () => {
-    const tainted = Array.from({ length: 60 }, (_, i) => ({ node: `n-${String(i).padStart(2, '0')}`, key: 'node.kubernetes.io/unreachable', addedAt: null }));
+    const tainted = Array.from({ length: 60 }, (_, i) => ({
+      node: `n-${String(i).padStart(2, '0')}`,
+      key: 'node.kubernetes.io/unreachable',
+      addedAt: null,
+    }));
     const r2 = collect([
       { type: 'observation', at: T0 + 1000, name: 'NoExecute taints', reading: reading(1, { tainted, nodes: 60 }) },
       { type: 'fault-applied', at: T0 + 2000, fault: { ...partition, node: 'n-59' } },

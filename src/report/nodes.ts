@@ -91,7 +91,10 @@ function leaseFact(node: string, ageMs: number | null, stale: boolean): Fact {
 /** Every other renewal dropped, staleness changes and the latest sample kept; past the cap even so, the oldest. */
 function thin(s: NodeSeries): void {
   const before = s.lease.length;
-  s.lease = s.lease.filter((x, i, all) => i % 2 === 0 || i === all.length - 1 || x.stale !== all[i - 1]!.stale || (x.ageMs === null) !== (all[i - 1]!.ageMs === null));
+  s.lease = s.lease.filter(
+    (x, i, all) =>
+      i % 2 === 0 || i === all.length - 1 || x.stale !== all[i - 1]!.stale || (x.ageMs === null) !== (all[i - 1]!.ageMs === null),
+  );
   if (s.lease.length > MAX_LEASE) s.lease = s.lease.slice(s.lease.length - MAX_LEASE);
   s.dropped = (s.dropped ?? 0) + before - s.lease.length;
 }
@@ -148,13 +151,15 @@ function factsOf(value: unknown, listedBefore: Set<string> | undefined): { facts
   let listed: Set<string> | undefined;
   if (tainted) {
     const keys = new Map<string, string[]>();
-    for (const t of tainted) if (typeof t.node === 'string' && typeof t.key === 'string') keys.set(t.node, [...(keys.get(t.node) ?? []), t.key].sort());
+    for (const t of tainted)
+      if (typeof t.node === 'string' && typeof t.key === 'string') keys.set(t.node, [...(keys.get(t.node) ?? []), t.key].sort());
     for (const [node, k] of keys) facts.push(taintFact(node, k));
     for (const node of listedBefore ?? []) if (!keys.has(node)) facts.push(taintFact(node, []));
     listed = new Set(keys.keys());
   }
   for (const d of listOf(value, 'deletions') ?? [])
-    if (typeof d.node === 'string' && d.node && typeof d.pod === 'string' && typeof d.at === 'number') facts.push(deletedFact(d.node, d.pod, d.at, typeof d.cause === 'string' ? d.cause : 'unknown'));
+    if (typeof d.node === 'string' && d.node && typeof d.pod === 'string' && typeof d.at === 'number')
+      facts.push(deletedFact(d.node, d.pod, d.at, typeof d.cause === 'string' ? d.cause : 'unknown'));
   return { facts, listed };
 }
 
@@ -169,7 +174,12 @@ export class NodeTracker {
   private readonly admitted = new Set<string>();
   private readonly leftOut = new Set<string>();
   /** Per kind of fact, the best source heard on each node. */
-  private readonly rank: Record<Kind, Map<string, SourceRank>> = { lease: new Map(), ready: new Map(), taints: new Map(), deleted: new Map() };
+  private readonly rank: Record<Kind, Map<string, SourceRank>> = {
+    lease: new Map(),
+    ready: new Map(),
+    taints: new Map(),
+    deleted: new Map(),
+  };
   private readonly renewals: Renewals = new Map();
   private readonly listedBy = new Map<string, Set<string>>();
   private quiet = 0;

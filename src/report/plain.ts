@@ -22,9 +22,13 @@ export function plainRenderer(write: (line: string) => void): (e: RunEvent) => v
       case 'step-start':
         return write(`${t} ▶ ${e.index}. ${e.name}`);
       case 'step-end':
-        return write(`${t} ${e.status === 'passed' ? '✔' : e.status === 'skipped' ? '-' : '✖'} ${e.index}. ${e.name}: ${e.status} — ${e.detail}`);
+        return write(
+          `${t} ${e.status === 'passed' ? '✔' : e.status === 'skipped' ? '-' : '✖'} ${e.index}. ${e.name}: ${e.status} — ${e.detail}`,
+        );
       case 'fault-applied':
-        return write(`${t}   applied ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${e.fault.remediation ? ' (remediation)' : ''}`);
+        return write(
+          `${t}   applied ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${e.fault.remediation ? ' (remediation)' : ''}`,
+        );
       case 'fault-apply-failed':
         return write(`${t}   FAILED to apply ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}: ${e.error}`);
       case 'fault-reverted': {
@@ -33,7 +37,9 @@ export function plainRenderer(write: (line: string) => void): (e: RunEvent) => v
       }
       case 'fault-revert-failed': {
         const tries = onAttempt(e.attempts, e.retried);
-        return write(`${t}   FAILED to revert ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}: ${e.error}`);
+        return write(
+          `${t}   FAILED to revert ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}: ${e.error}`,
+        );
       }
       case 'attempt':
         // a final failure of a revert is said by its FAILED line; every other failed attempt is said here
@@ -67,11 +73,15 @@ export function plainRenderer(write: (line: string) => void): (e: RunEvent) => v
       case 'log':
         return write(`${t} ${e.level === 'info' ? '' : `${e.level}: `}${e.message}`);
       case 'objective':
-        return write(`${t} ◷ objective ${e.name} ${e.phase === 'start' ? `clock started (${e.detail}; within ${formatDuration(e.withinMs)})` : `${e.phase.toUpperCase()}: ${e.detail}`}`);
+        return write(
+          `${t} ◷ objective ${e.name} ${e.phase === 'start' ? `clock started (${e.detail}; within ${formatDuration(e.withinMs)})` : `${e.phase.toUpperCase()}: ${e.detail}`}`,
+        );
       case 'run-end': {
         write(`${t} ■ ${e.status.toUpperCase()} after ${formatDuration(e.at - (started || e.at))}: ${e.reason}`);
         for (const f of e.remaining)
-          write(`    still applied: ${f.action}${f.node ? ` on ${f.node}` : ''} (${f.faultId})${f.manualRevert ? `; by hand on the node: ${f.manualRevert.split('\n')[0]}` : ''}`);
+          write(
+            `    still applied: ${f.action}${f.node ? ` on ${f.node}` : ''} (${f.faultId})${f.manualRevert ? `; by hand on the node: ${f.manualRevert.split('\n')[0]}` : ''}`,
+          );
         if (e.recoverCommand) write(`    to revert: ${e.recoverCommand}`);
         return;
       }

@@ -12,11 +12,16 @@ const params = (p: Record<string, unknown>, module: { meta: { params: z.ZodType 
   return ` {${text.length > 100 ? `${text.slice(0, 99)}…` : text}}`;
 };
 
-const on = (a: PlannedAction): string => (a.targets ? ` on ${a.targets.map((t) => t.name).join(', ') || '(no node matches)'}` : ' (cluster)');
+const on = (a: PlannedAction): string =>
+  a.targets ? ` on ${a.targets.map((t) => t.name).join(', ') || '(no node matches)'}` : ' (cluster)';
 
 /** Which of an action and its `orElse` the plan took, and why. */
 const choice = (a: PlannedAction, indent: string): string =>
-  a.substituted ? `\n${indent}(${a.substituted})` : a.orElse ? `\n${indent}(or ${a.orElse}, where the server is too old for ${a.actionId}: decided at run time)` : '';
+  a.substituted
+    ? `\n${indent}(${a.substituted})`
+    : a.orElse
+      ? `\n${indent}(or ${a.orElse}, where the server is too old for ${a.actionId}: decided at run time)`
+      : '';
 
 /** How a fault on nodes reached through agents is undone, as a line under it. */
 const undo = (plan: Plan, a: PlannedAction, indent: string): string => {
@@ -31,7 +36,9 @@ function stepLine(s: PlannedStep, plan: Plan): string[] {
         `${s.index}. ${s.name} — ${s.actionId}${on(s)}${params(s.params, s.action)}${s.action.describe ? `\n       ${s.action.describe(s.params)}` : ''}${choice(s, '       ')}${undo(plan, s, '       ')}`,
       ];
     case 'expect':
-      return [`${s.index}. ${s.name} — expect ${s.probeId}${params(s.params, s.probe)} to read ${s.status} within ${formatDuration(s.withinMs)}`];
+      return [
+        `${s.index}. ${s.name} — expect ${s.probeId}${params(s.params, s.probe)} to read ${s.status} within ${formatDuration(s.withinMs)}`,
+      ];
     case 'wait':
       return [s.name === `wait ${formatDuration(s.ms)}` ? `${s.index}. ${s.name}` : `${s.index}. ${s.name} — wait ${formatDuration(s.ms)}`];
     case 'confirm':
@@ -47,7 +54,8 @@ function stepLine(s: PlannedStep, plan: Plan): string[] {
 function rollbackOrder(plan: Plan): string[] {
   const faults = stepActions(plan.steps);
   const early = new Set(plan.steps.filter((s) => s.kind === 'revert').map((s) => s.target));
-  const line = (a: PlannedAction) => `revert step ${a.index}: ${a.actionId}${on(a)}${early.has(a) ? ' (if the revert step did not already)' : ''}`;
+  const line = (a: PlannedAction) =>
+    `revert step ${a.index}: ${a.actionId}${on(a)}${early.has(a) ? ' (if the revert step did not already)' : ''}`;
   const reversed = faults.reverse();
   const lines = reversed.filter((a) => !a.revertLast).map(line);
   const last = [
@@ -56,7 +64,10 @@ function rollbackOrder(plan: Plan): string[] {
   ];
   if (last.length) {
     const wf = plan.rollback.waitFor;
-    if (wf) lines.push(`wait until ${wf.probeId}${params(wf.params, wf.probe)} reads ok (at most ${formatDuration(plan.rollback.withinMs)}; else what follows stays applied)`);
+    if (wf)
+      lines.push(
+        `wait until ${wf.probeId}${params(wf.params, wf.probe)} reads ok (at most ${formatDuration(plan.rollback.withinMs)}; else what follows stays applied)`,
+      );
     lines.push(...last);
   }
   return lines;
@@ -84,7 +95,8 @@ export function renderPlan(plan: Plan, context?: string): string {
   for (const w of agentsDuringOutage(plan)) out.push(`  warning: ${w} (preflight refuses this)`);
   out.push('', 'Remediation (applied once, when a guard says remediate):');
   if (!plan.remediation.length) out.push('  (none)');
-  for (const r of plan.remediation) out.push(`  ${r.index}. ${r.actionId}${on(r)}${params(r.params, r.action)}${choice(r, '      ')}${undo(plan, r, '      ')}`);
+  for (const r of plan.remediation)
+    out.push(`  ${r.index}. ${r.actionId}${on(r)}${params(r.params, r.action)}${choice(r, '      ')}${undo(plan, r, '      ')}`);
   out.push('', 'Rollback (always: on success, failure, abort, Ctrl-C, SIGTERM and SIGHUP):');
   const order = rollbackOrder(plan);
   if (!order.length) out.push('  (nothing to revert: the runbook only observes)');

@@ -7,9 +7,27 @@ import { renderTimeline } from './timeline.js';
 
 const T0 = Date.parse('2026-11-22T10:00:00.000Z');
 const HOSTILE = `<script>alert("x")</script> & 'co'`;
-const partition: FaultRef = { faultId: 'f01-block-node-1', action: 'block-kubelet-egress', node: 'node-1', step: '1 cut node-1', remediation: false };
-const freeze: FaultRef = { faultId: 'f02-freeze-cp-1', action: 'stop-controller-manager', node: 'cp-1', step: 'remediation', remediation: true, manualRevert: "start it: '$dir'/start" };
-const reading = (status: 'ok' | 'violated' | 'unknown', at: number, detail: string, value: unknown = null) => ({ status, at, detail, value });
+const partition: FaultRef = {
+  faultId: 'f01-block-node-1',
+  action: 'block-kubelet-egress',
+  node: 'node-1',
+  step: '1 cut node-1',
+  remediation: false,
+};
+const freeze: FaultRef = {
+  faultId: 'f02-freeze-cp-1',
+  action: 'stop-controller-manager',
+  node: 'cp-1',
+  step: 'remediation',
+  remediation: true,
+  manualRevert: "start it: '$dir'/start",
+};
+const reading = (status: 'ok' | 'violated' | 'unknown', at: number, detail: string, value: unknown = null) => ({
+  status,
+  at,
+  detail,
+  value,
+});
 
 /**
  * A run of 10 s: node-1 cut off at 2 s, the forecast guard fires at 5 s, the partition is reverted at 6 s on the
@@ -17,23 +35,52 @@ const reading = (status: 'ok' | 'violated' | 'unknown', at: number, detail: stri
  */
 function events(o: { freezeReverted: boolean }): RunEvent[] {
   const at = (s: number) => T0 + s * 1000;
-  const predicted = { earliestEviction: { at: new Date(at(14)).toISOString(), pod: 'demo/web-1', node: 'node-1' }, atRisk: 2, frozen: false };
+  const predicted = {
+    earliestEviction: { at: new Date(at(14)).toISOString(), pod: 'demo/web-1', node: 'node-1' },
+    atRisk: 2,
+    frozen: false,
+  };
   return [
     { type: 'run-start', at: at(0), runId: 'r-1', runbook: HOSTILE, context: 'lab', dryRun: false, journal: '/j' },
     { type: 'preflight', at: at(0), check: 'context', ok: true, detail: 'context "lab" is allowed' },
     { type: 'observation', at: at(0), name: 'pods deleted', reading: reading('unknown', at(0), 'listing') },
-    { type: 'observation', at: at(0.5), name: 'pods deleted', reading: reading('ok', at(0.5), 'no pod deleted', { count: 0, deletions: [] }) },
-    { type: 'guard-reading', at: at(0.5), guard: 'eviction forecast', reading: reading('ok', at(0.5), 'no eviction predicted'), armed: true },
+    {
+      type: 'observation',
+      at: at(0.5),
+      name: 'pods deleted',
+      reading: reading('ok', at(0.5), 'no pod deleted', { count: 0, deletions: [] }),
+    },
+    {
+      type: 'guard-reading',
+      at: at(0.5),
+      guard: 'eviction forecast',
+      reading: reading('ok', at(0.5), 'no eviction predicted'),
+      armed: true,
+    },
     { type: 'guard-reading', at: at(1), guard: 'eviction forecast', reading: reading('ok', at(1), 'no eviction predicted'), armed: true },
     { type: 'step-start', at: at(1), index: '1', name: 'cut node-1', kind: 'action' },
     { type: 'fault-applied', at: at(2), fault: partition },
     { type: 'step-end', at: at(2), index: '1', name: 'cut node-1', kind: 'action', status: 'passed', detail: 'applied on node-1' },
     { type: 'step-start', at: at(2), index: '2', name: 'hold', kind: 'wait' },
     { type: 'observation', at: at(4), name: 'eviction forecast', reading: reading('ok', at(4), 'first eviction in 10s', predicted) },
-    { type: 'guard-reading', at: at(5), guard: 'eviction forecast', reading: reading('violated', at(5), 'first eviction in 9s'), armed: true },
+    {
+      type: 'guard-reading',
+      at: at(5),
+      guard: 'eviction forecast',
+      reading: reading('violated', at(5), 'first eviction in 9s'),
+      armed: true,
+    },
     { type: 'guard-fired', at: at(5), guard: 'eviction forecast', response: 'abort', detail: 'first eviction in 9s' },
     { type: 'fault-applied', at: at(5.1), fault: freeze },
-    { type: 'step-end', at: at(5.1), index: '2', name: 'hold', kind: 'wait', status: 'aborted', detail: 'guard eviction forecast violated' },
+    {
+      type: 'step-end',
+      at: at(5.1),
+      index: '2',
+      name: 'hold',
+      kind: 'wait',
+      status: 'aborted',
+      detail: 'guard eviction forecast violated',
+    },
     { type: 'rollback-start', at: at(5.2), reason: 'guard eviction forecast violated', faults: [partition, freeze] },
     ...[1, 2].map((attempt) => ({
       type: 'attempt' as const,
@@ -47,7 +94,15 @@ function events(o: { freezeReverted: boolean }): RunEvent[] {
       retryInMs: 250 * attempt,
     })),
     { type: 'fault-reverted', at: at(6), fault: partition, attempts: 3, retried: ['connection reset', 'connection reset'] },
-    { type: 'observation', at: at(7), name: 'pods deleted', reading: reading('violated', at(7), '1 pod deleted', { count: 1, deletions: [{ pod: 'demo/web-2', node: 'node-1', at: at(7), how: 'terminating', cause: 'taint-eviction' }] }) },
+    {
+      type: 'observation',
+      at: at(7),
+      name: 'pods deleted',
+      reading: reading('violated', at(7), '1 pod deleted', {
+        count: 1,
+        deletions: [{ pod: 'demo/web-2', node: 'node-1', at: at(7), how: 'terminating', cause: 'taint-eviction' }],
+      }),
+    },
     ...(o.freezeReverted
       ? [{ type: 'fault-reverted' as const, at: at(9), fault: freeze, attempts: 1, retried: [] }]
       : [{ type: 'fault-revert-failed' as const, at: at(9), fault: freeze, error: 'start failed', attempts: 1, retried: [] }]),
@@ -83,8 +138,15 @@ describe('report collector', () => {
     ]);
     // a reading that repeats the status is not a change
     expect(r.guardTransitions.map((g) => g.status)).toEqual(['ok', 'violated']);
-    expect(r.guardFirings).toEqual([{ at: '2026-11-22T10:00:05.000Z', guard: 'eviction forecast', response: 'abort', detail: 'first eviction in 9s' }]);
-    expect(r.rollback).toEqual({ startedAt: '2026-11-22T10:00:05.200Z', endedAt: '2026-11-22T10:00:09.500Z', reason: 'guard eviction forecast violated', complete: true });
+    expect(r.guardFirings).toEqual([
+      { at: '2026-11-22T10:00:05.000Z', guard: 'eviction forecast', response: 'abort', detail: 'first eviction in 9s' },
+    ]);
+    expect(r.rollback).toEqual({
+      startedAt: '2026-11-22T10:00:05.200Z',
+      endedAt: '2026-11-22T10:00:09.500Z',
+      reason: 'guard eviction forecast violated',
+      complete: true,
+    });
     expect(r.faults[0]).toMatchObject({ attempts: 3, retried: ['connection reset', 'connection reset'] });
     expect(r.attempts.map((a) => [a.at, a.faultId, a.attempt, a.transient, a.retryInMs])).toEqual([
       ['2026-11-22T10:00:05.500Z', 'f01-block-node-1', 1, 'connection reset', 250],
@@ -121,7 +183,9 @@ describe('JUnit', () => {
     const ok = renderJUnit(collect({ freezeReverted: true }));
     expect(ok).toContain('tests="4" failures="2"');
     expect(ok).toContain('name="2. hold" time="3.100"><failure message="aborted">guard eviction forecast violated</failure>');
-    expect(ok).toContain('name="every fault reverted"><system-out>block-kubelet-egress on node-1 reverted on attempt 3 after 2 connection resets</system-out></testcase>');
+    expect(ok).toContain(
+      'name="every fault reverted"><system-out>block-kubelet-egress on node-1 reverted on attempt 3 after 2 connection resets</system-out></testcase>',
+    );
     expect(ok).not.toContain('<script>');
     expect(ok).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;co&#39;');
     const left = renderJUnit(collect({ freezeReverted: false }));
@@ -131,7 +195,9 @@ describe('JUnit', () => {
 
 describe('HTML timeline', () => {
   const rect = (html: string, title: RegExp) => {
-    const m = [...html.matchAll(/<rect class="([^"]+)" x="([\d.]+)" y="\d+" width="([\d.]+)" height="\d+"><title>([^<]*)<\/title>/g)].find((x) => title.test(x[4]!));
+    const m = [...html.matchAll(/<rect class="([^"]+)" x="([\d.]+)" y="\d+" width="([\d.]+)" height="\d+"><title>([^<]*)<\/title>/g)].find(
+      (x) => title.test(x[4]!),
+    );
     return m ? { cls: m[1], x: Number(m[2]), width: Number(m[3]) } : undefined;
   };
 
@@ -140,7 +206,15 @@ describe('HTML timeline', () => {
     expect(html.startsWith('<!DOCTYPE html>')).toBe(true);
     expect(html).not.toMatch(/<script/i);
     expect(html).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;');
-    for (const label of ['1. cut node-1', '2. hold', 'rollback', 'block-kubelet-egress on node-1', 'stop-controller-manager on cp-1 (remediation)', 'eviction forecast', 'pods deleted'])
+    for (const label of [
+      '1. cut node-1',
+      '2. hold',
+      'rollback',
+      'block-kubelet-egress on node-1',
+      'stop-controller-manager on cp-1 (remediation)',
+      'eviction forecast',
+      'pods deleted',
+    ])
       expect(html).toContain(`<title>${label}</title>`);
     expect(html).toContain('ABORTED');
     expect(html).not.toContain('Still applied');
@@ -161,7 +235,9 @@ describe('HTML timeline', () => {
     // from the guard's violation to the end of the run
     expect(violated?.width).toBeCloseTo((5 / 14) * 860, 0);
     // each failed attempt is a mark on its fault's lane, and a row of the retries table
-    expect(html).toContain('<title>10:00:05.800 attempt 2 to revert block-kubelet-egress on node-1 failed (connection reset): cannot reach node &quot;node-1&quot; over ssh (10.0.0.1): Connection reset by peer; retrying in 500ms</title>');
+    expect(html).toContain(
+      '<title>10:00:05.800 attempt 2 to revert block-kubelet-egress on node-1 failed (connection reset): cannot reach node &quot;node-1&quot; over ssh (10.0.0.1): Connection reset by peer; retrying in 500ms</title>',
+    );
     expect(html).toContain('<td>reverted on attempt 3 after 2 connection resets</td>');
     expect(html).toContain('<h2>Retried after failures</h2>');
     // the pods table names the deletion and its cause
@@ -185,12 +261,24 @@ describe('report.json: the values probes read', () => {
     const series = (v: number) => ({ series: [{ labels: {}, value: v }] });
     const evs: RunEvent[] = [
       { type: 'run-start', at: T0, runId: 'r-2', runbook: 'rb', context: 'lab', dryRun: false, journal: '/j' },
-      { type: 'guard-reading', at: T0 + 1000, guard: 'fsync p99', reading: reading('ok', T0 + 1000, '0.01 (< 0.5)', series(0.01)), armed: true },
+      {
+        type: 'guard-reading',
+        at: T0 + 1000,
+        guard: 'fsync p99',
+        reading: reading('ok', T0 + 1000, '0.01 (< 0.5)', series(0.01)),
+        armed: true,
+      },
       { type: 'step-start', at: T0 + 1000, index: '1', name: 'steady state', kind: 'expect' },
       { type: 'step-reading', at: T0 + 1500, index: '1', reading: reading('unknown', T0 + 1500, 'waiting', null) },
       { type: 'step-reading', at: T0 + 2000, index: '1', reading: reading('ok', T0 + 2000, '3/3 ready', { ready: 3, wanted: 3 }) },
       { type: 'step-end', at: T0 + 2000, index: '1', name: 'steady state', kind: 'expect', status: 'passed', detail: 'ok: 3/3 ready' },
-      { type: 'guard-reading', at: T0 + 3000, guard: 'fsync p99', reading: reading('violated', T0 + 3000, '0.8 not < 0.5', series(0.8)), armed: true },
+      {
+        type: 'guard-reading',
+        at: T0 + 3000,
+        guard: 'fsync p99',
+        reading: reading('violated', T0 + 3000, '0.8 not < 0.5', series(0.8)),
+        armed: true,
+      },
     ];
     for (const e of evs) c.onEvent(e);
     expect(c.report.guardReadings['fsync p99']?.map((r) => r.value)).toEqual([series(0.01), series(0.8)]);
@@ -204,7 +292,13 @@ describe('report.json: the values probes read', () => {
     const c = new ReportCollector();
     const nodes = Array.from({ length: 5000 }, (_, i) => ({ name: `n-${i}`, ageMs: 1000, stale: i === 4321 }));
     const value = { nodes, stale: ['n-4321'] };
-    c.onEvent({ type: 'guard-reading', at: T0, guard: 'leases', reading: reading('violated', T0, '1/5000 leases stale: n-4321 41s', value), armed: true });
+    c.onEvent({
+      type: 'guard-reading',
+      at: T0,
+      guard: 'leases',
+      reading: reading('violated', T0, '1/5000 leases stale: n-4321 41s', value),
+      armed: true,
+    });
     const kept = c.report.guardReadings['leases']?.[0]?.value as Record<string, unknown>;
     expect(kept.nodes).toEqual(nodes.slice(0, 100));
     expect(kept.nodesLeftOut).toBe(4900);

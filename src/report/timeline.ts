@@ -70,24 +70,42 @@ function lastTime(r: RunReport, start: number): number {
 function lanes(r: RunReport, end: number): Group[] {
   const steps: Lane[] = r.steps.map((s) => ({
     label: `${s.index}. ${s.name}`,
-    spans: [{ from: ms(s.startedAt), to: endOr(s.endedAt, end), cls: `step-${s.status ?? 'running'}`, title: `${s.kind}: ${s.status ?? 'unfinished'}${s.detail ? ` — ${s.detail}` : ''}` }],
+    spans: [
+      {
+        from: ms(s.startedAt),
+        to: endOr(s.endedAt, end),
+        cls: `step-${s.status ?? 'running'}`,
+        title: `${s.kind}: ${s.status ?? 'unfinished'}${s.detail ? ` — ${s.detail}` : ''}`,
+      },
+    ],
     marks: [],
   }));
   if (r.rollback) {
     const rb = r.rollback;
     const cls = rb.complete === false ? 'rollback-incomplete' : 'rollback';
-    steps.push({ label: 'rollback', spans: [{ from: ms(rb.startedAt), to: endOr(rb.endedAt, end), cls, title: `rollback: ${rb.reason}` }], marks: [] });
+    steps.push({
+      label: 'rollback',
+      spans: [{ from: ms(rb.startedAt), to: endOr(rb.endedAt, end), cls, title: `rollback: ${rb.reason}` }],
+      marks: [],
+    });
   }
   const faults: Lane[] = r.faults.map((f) => {
     const bar = faultBar(f, end);
-    const tries = r.attempts.filter((a) => a.faultId === f.faultId).map((a) => ({ at: ms(a.at), cls: 'attempt', title: `${clock(ms(a.at))} ${attemptLine(a)}` }));
+    const tries = r.attempts
+      .filter((a) => a.faultId === f.faultId)
+      .map((a) => ({ at: ms(a.at), cls: 'attempt', title: `${clock(ms(a.at))} ${attemptLine(a)}` }));
     return { label: faultLabel(f), spans: bar.spans, marks: [...bar.marks, ...tries] };
   });
   const guardNames = [...new Set([...r.guardTransitions.map((g) => g.guard), ...r.guardFirings.map((g) => g.guard)])];
   const guards: Lane[] = guardNames.map((name) => ({
     label: name,
-    spans: readingSpans(r.guardTransitions.filter((g) => g.guard === name), end),
-    marks: r.guardFirings.filter((g) => g.guard === name).map((g) => ({ at: ms(g.at), cls: `fired-${g.response}`, title: `${clock(ms(g.at))} fired → ${g.response}: ${g.detail}` })),
+    spans: readingSpans(
+      r.guardTransitions.filter((g) => g.guard === name),
+      end,
+    ),
+    marks: r.guardFirings
+      .filter((g) => g.guard === name)
+      .map((g) => ({ at: ms(g.at), cls: `fired-${g.response}`, title: `${clock(ms(g.at))} fired → ${g.response}: ${g.detail}` })),
   }));
   const observers: Lane[] = Object.entries(r.observations).map(([name, o]) => {
     const obs = o as Observation;
@@ -98,7 +116,10 @@ function lanes(r: RunReport, end: number): Group[] {
     .filter((o) => o.startedAt)
     .map((o) => {
       const from = ms(o.startedAt);
-      const recovered = o.recoveryMs === undefined ? [] : [{ at: from + o.recoveryMs, cls: 'recovered', title: `recovered after ${formatDuration(o.recoveryMs)}` }];
+      const recovered =
+        o.recoveryMs === undefined
+          ? []
+          : [{ at: from + o.recoveryMs, cls: 'recovered', title: `recovered after ${formatDuration(o.recoveryMs)}` }];
       return {
         label: o.name,
         spans: [
@@ -121,7 +142,8 @@ const faultLabel = (f: FaultRef) => `${f.action}${f.node ? ` on ${f.node}` : ''}
 
 function faultBar(f: FaultRecord, end: number): Pick<Lane, 'spans' | 'marks'> {
   const applied = ms(f.appliedAt);
-  if (!Number.isFinite(applied)) return { spans: [], marks: [{ at: endOr(f.revertedAt, end), cls: 'fault-failed', title: `${f.status}: ${f.error ?? ''}` }] };
+  if (!Number.isFinite(applied))
+    return { spans: [], marks: [{ at: endOr(f.revertedAt, end), cls: 'fault-failed', title: `${f.status}: ${f.error ?? ''}` }] };
   const reverted = f.status === 'reverted' && Number.isFinite(ms(f.revertedAt));
   const cls = reverted ? (f.remediation ? 'remediation' : 'fault') : 'remaining';
   const tries = onAttempt(f.attempts, f.retried);
@@ -133,13 +155,19 @@ function faultBar(f: FaultRecord, end: number): Pick<Lane, 'spans' | 'marks'> {
 
 /** Bars from each reading's status change to the next. */
 function readingSpans(changes: { at: string; status: string; detail: string }[], end: number): Span[] {
-  return changes.map((c, i) => ({ from: ms(c.at), to: i + 1 < changes.length ? ms(changes[i + 1]!.at) : end, cls: `reading-${c.status}`, title: `${c.status}: ${c.detail}` }));
+  return changes.map((c, i) => ({
+    from: ms(c.at),
+    to: i + 1 < changes.length ? ms(changes[i + 1]!.at) : end,
+    cls: `reading-${c.status}`,
+    title: `${c.status}: ${c.detail}`,
+  }));
 }
 
 /** The points an observer's values name: pods deleted (with their cause), and the forecast's predicted evictions. */
 function observationMarks(o: Observation): Mark[] {
   const marks: Mark[] = [];
-  for (const d of deletionsOf(o) ?? []) marks.push({ at: d.at, cls: 'deleted', title: `${clock(d.at)} ${d.pod} on ${d.node} deleted (${d.cause})` });
+  for (const d of deletionsOf(o) ?? [])
+    marks.push({ at: d.at, cls: 'deleted', title: `${clock(d.at)} ${d.pod} on ${d.node} deleted (${d.cause})` });
   const predicted = new Map<number, string>();
   for (const h of o.history) {
     const e = (h.value as { earliestEviction?: { at: string | number; pod: string; node: string } | null } | null)?.earliestEviction;
@@ -162,11 +190,15 @@ function svg(groups: Group[], axis: Axis): string {
       out.push(`<text class="label" x="14" y="${y + ROW_H - 7}">${esc(truncate(lane.label, 48))}<title>${esc(lane.label)}</title></text>`);
       for (const s of lane.spans) {
         const w = Math.max(x(s.to) - x(s.from), 2);
-        out.push(`<rect class="${esc(s.cls)}" x="${x(s.from).toFixed(1)}" y="${y + 4}" width="${w.toFixed(1)}" height="${ROW_H - 8}"><title>${esc(s.title)}</title></rect>`);
+        out.push(
+          `<rect class="${esc(s.cls)}" x="${x(s.from).toFixed(1)}" y="${y + 4}" width="${w.toFixed(1)}" height="${ROW_H - 8}"><title>${esc(s.title)}</title></rect>`,
+        );
       }
       for (const m of lane.marks) {
         const mx = x(m.at).toFixed(1);
-        out.push(`<path class="${esc(m.cls)}" d="M${mx} ${y + 2} l5 ${ROW_H / 2 - 2} l-5 ${ROW_H / 2 - 2} l-5 -${ROW_H / 2 - 2} z"><title>${esc(m.title)}</title></path>`);
+        out.push(
+          `<path class="${esc(m.cls)}" d="M${mx} ${y + 2} l5 ${ROW_H / 2 - 2} l-5 ${ROW_H / 2 - 2} l-5 -${ROW_H / 2 - 2} z"><title>${esc(m.title)}</title></path>`,
+        );
       }
       y += ROW_H;
     }
@@ -185,15 +217,45 @@ function tables(r: RunReport): string {
   const t = (iso?: string) => (iso ? esc(clock(ms(iso))) : '—');
   const parts: string[] = [];
   if (r.remaining.length) {
-    const items = r.remaining.map((f) => `<li><b>${esc(faultLabel(f))}</b> (${esc(f.faultId)})${f.manualRevert ? `<pre>${esc(f.manualRevert)}</pre>` : ''}</li>`);
-    parts.push(`<section class="still-applied"><h2>Still applied</h2><ul>${items.join('')}</ul>${r.recoverCommand ? `<p>Revert them with <code>${esc(r.recoverCommand)}</code></p>` : ''}</section>`);
+    const items = r.remaining.map(
+      (f) => `<li><b>${esc(faultLabel(f))}</b> (${esc(f.faultId)})${f.manualRevert ? `<pre>${esc(f.manualRevert)}</pre>` : ''}</li>`,
+    );
+    parts.push(
+      `<section class="still-applied"><h2>Still applied</h2><ul>${items.join('')}</ul>${r.recoverCommand ? `<p>Revert them with <code>${esc(r.recoverCommand)}</code></p>` : ''}</section>`,
+    );
   }
-  parts.push('<h2>Steps</h2>', table(['step', 'kind', 'started', 'ended', 'status', 'detail'], r.steps.map((s) => [esc(`${s.index}. ${s.name}`), esc(s.kind), t(s.startedAt), t(s.endedAt), esc(s.status ?? 'unfinished'), esc(s.detail ?? '')])));
-  const status = (f: FaultRecord) => [f.status, onAttempt(f.attempts, f.retried)].filter(Boolean).join(' ') + (f.error ? `: ${f.error}` : '');
-  parts.push('<h2>Faults</h2>', table(['fault', 'step', 'applied', 'reverted', 'status'], r.faults.map((f) => [esc(faultLabel(f)), esc(f.step), t(f.appliedAt), t(f.revertedAt), esc(status(f))])));
+  parts.push(
+    '<h2>Steps</h2>',
+    table(
+      ['step', 'kind', 'started', 'ended', 'status', 'detail'],
+      r.steps.map((s) => [
+        esc(`${s.index}. ${s.name}`),
+        esc(s.kind),
+        t(s.startedAt),
+        t(s.endedAt),
+        esc(s.status ?? 'unfinished'),
+        esc(s.detail ?? ''),
+      ]),
+    ),
+  );
+  const status = (f: FaultRecord) =>
+    [f.status, onAttempt(f.attempts, f.retried)].filter(Boolean).join(' ') + (f.error ? `: ${f.error}` : '');
+  parts.push(
+    '<h2>Faults</h2>',
+    table(
+      ['fault', 'step', 'applied', 'reverted', 'status'],
+      r.faults.map((f) => [esc(faultLabel(f)), esc(f.step), t(f.appliedAt), t(f.revertedAt), esc(status(f))]),
+    ),
+  );
   if (r.attempts.length) {
     const dropped = r.attemptsDropped ? `<p class="none">${r.attemptsDropped} more not kept</p>` : '';
-    parts.push('<h2>Retried after failures</h2>', table(['at', 'attempt'], r.attempts.map((a) => [t(a.at), esc(attemptLine(a))])) + dropped);
+    parts.push(
+      '<h2>Retried after failures</h2>',
+      table(
+        ['at', 'attempt'],
+        r.attempts.map((a) => [t(a.at), esc(attemptLine(a))]),
+      ) + dropped,
+    );
   }
   if (r.objectives?.length) {
     const recovered = (o: ObjectiveRecord) => (o.recoveryMs === undefined ? '—' : esc(formatDuration(o.recoveryMs)));
@@ -201,16 +263,42 @@ function tables(r: RunReport): string {
       '<h2>Recovery objectives</h2>',
       table(
         ['objective', 'clock started', 'recovered after', 'within', 'status', 'detail'],
-        r.objectives.map((o) => [esc(o.name), t(o.startedAt), recovered(o), esc(formatDuration(o.withinMs)), o.status === 'missed' ? '<b>MISSED</b>' : esc(o.status), esc(o.detail)]),
+        r.objectives.map((o) => [
+          esc(o.name),
+          t(o.startedAt),
+          recovered(o),
+          esc(formatDuration(o.withinMs)),
+          o.status === 'missed' ? '<b>MISSED</b>' : esc(o.status),
+          esc(o.detail),
+        ]),
       ),
     );
   }
-  parts.push('<h2>Guard firings</h2>', table(['at', 'guard', 'response', 'detail'], r.guardFirings.map((g) => [t(g.at), esc(g.guard), esc(g.response), esc(g.detail)])));
+  parts.push(
+    '<h2>Guard firings</h2>',
+    table(
+      ['at', 'guard', 'response', 'detail'],
+      r.guardFirings.map((g) => [t(g.at), esc(g.guard), esc(g.response), esc(g.detail)]),
+    ),
+  );
   for (const [name, o] of Object.entries(r.observations)) {
     const deletions = deletionsOf(o as Observation);
-    if (deletions) parts.push(`<h2>${esc(name)}</h2>`, table(['at', 'pod', 'node', 'cause'], deletions.map((d) => [esc(clock(d.at)), esc(d.pod), esc(d.node), esc(d.cause)])));
+    if (deletions)
+      parts.push(
+        `<h2>${esc(name)}</h2>`,
+        table(
+          ['at', 'pod', 'node', 'cause'],
+          deletions.map((d) => [esc(clock(d.at)), esc(d.pod), esc(d.node), esc(d.cause)]),
+        ),
+      );
   }
-  parts.push('<h2>Preflight</h2>', table(['check', 'result', 'detail'], r.preflight.map((p) => [esc(p.check), p.ok ? 'ok' : '<b>FAIL</b>', esc(p.detail)])));
+  parts.push(
+    '<h2>Preflight</h2>',
+    table(
+      ['check', 'result', 'detail'],
+      r.preflight.map((p) => [esc(p.check), p.ok ? 'ok' : '<b>FAIL</b>', esc(p.detail)]),
+    ),
+  );
   return parts.join('\n');
 }
 

@@ -15,7 +15,34 @@ function prng(seed: number) {
   };
 }
 
-const NOISE = [' ', '\t', '\n', ':', '-', '{', '}', '[', ']', '"', "'", '#', '&', '*', '!', '|', '>', '%', '@', '`', ',', '?', 'x', '5', '\u00e9', '\0'];
+const NOISE = [
+  ' ',
+  '\t',
+  '\n',
+  ':',
+  '-',
+  '{',
+  '}',
+  '[',
+  ']',
+  '"',
+  "'",
+  '#',
+  '&',
+  '*',
+  '!',
+  '|',
+  '>',
+  '%',
+  '@',
+  '`',
+  ',',
+  '?',
+  'x',
+  '5',
+  '\u00e9',
+  '\0',
+];
 
 function mutate(text: string, random: () => number): string {
   let t = text;
@@ -44,7 +71,9 @@ describe('checkRunbook on damaged runbooks', () => {
     for (let i = 0; i < 400; i++) {
       const text = mutate(original, random);
       const lines = text.split('\n').length;
-      const checked = await checkRunbook(text, 'fuzz.yaml', defaultRegistry).catch((e: unknown) => expect.fail(`case ${i} threw ${String(e)}:\n${text}`));
+      const checked = await checkRunbook(text, 'fuzz.yaml', defaultRegistry).catch((e: unknown) =>
+        expect.fail(`case ${i} threw ${String(e)}:\n${text}`),
+      );
       if (checked.ok) continue;
       invalid++;
       expect(checked.problems.length).toBeGreaterThan(0);

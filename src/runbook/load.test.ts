@@ -11,7 +11,6 @@ const fixtures = fileURLToPath(new URL('../../test/fixtures/', import.meta.url))
 const invalid = (name: string) => join(fixtures, 'invalid', name);
 const valid = (name: string) => join(fixtures, 'valid', name);
 
-
 /** Problems as the CLI prints them, without the file prefix. */
 async function problems(name: string): Promise<string[]> {
   const file = invalid(name);
@@ -144,7 +143,7 @@ describe('loadRunbook reports every problem as LINE:COL: PATH: message (got VALU
     ]);
   });
 
-  it("objectives: a duration for within, a known probe, a name of their own, a step that is there", async () => {
+  it('objectives: a duration for within, a known probe, a name of their own, a step that is there', async () => {
     const got = await problems('bad-objectives.yaml');
     expect(got).toEqual([
       `13:15: spec.objectives[0].within: ${DURATION} (got "soon")`,
@@ -173,13 +172,21 @@ describe('loadRunbook reports every problem as LINE:COL: PATH: message (got VALU
   });
 
   it('an Inventory given as a runbook', async () => {
-    const e = await krFailure(parseRunbookText('apiVersion: kube-runbook/v1\nkind: Inventory\nmetadata: {name: x}\nspec: {}\n', 'inv.yaml', defaultRegistry));
+    const e = await krFailure(
+      parseRunbookText('apiVersion: kube-runbook/v1\nkind: Inventory\nmetadata: {name: x}\nspec: {}\n', 'inv.yaml', defaultRegistry),
+    );
     expect(e.details).toContain('inv.yaml:2:7: kind: expected "Runbook" (got "Inventory")');
   });
 
   it('quotes long values shortened', async () => {
     const long = 'x'.repeat(500);
-    const e = await krFailure(parseRunbookText(`apiVersion: kube-runbook/v1\nkind: Runbook\nmetadata: {name: a}\nspec:\n  steps: [{wait: ${long}}]\n`, 'long.yaml', defaultRegistry));
+    const e = await krFailure(
+      parseRunbookText(
+        `apiVersion: kube-runbook/v1\nkind: Runbook\nmetadata: {name: a}\nspec:\n  steps: [{wait: ${long}}]\n`,
+        'long.yaml',
+        defaultRegistry,
+      ),
+    );
     expect(e.details).toHaveLength(1);
     expect(e.details[0]!.length).toBeLessThan(200);
     expect(e.details[0]).toMatch(/^long\.yaml:5:18: spec\.steps\[0\]\.wait: expected a duration .*\(got "x+…\)$/);
@@ -219,11 +226,21 @@ describe('valid runbooks', () => {
     const { runbook, file } = await loadRunbook(valid('full.yaml'), defaultRegistry);
     expect(file).toBe(valid('full.yaml'));
     const [steady, fault, seen, revert, wait, confirm, confirmLong, parallel] = runbook.spec.steps;
-    expect(steady).toEqual({ name: 'steady state', expect: { probe: 'command', with: { run: 'true', interval: 5000, timeout: 10_000 }, status: 'ok' }, within: 60_000 });
+    expect(steady).toEqual({
+      name: 'steady state',
+      expect: { probe: 'command', with: { run: 'true', interval: 5000, timeout: 10_000 }, status: 'ok' },
+      within: 60_000,
+    });
     expect(fault).toEqual({
       name: 'the fault',
       action: 'run-command',
-      with: { nodes: { role: 'worker', zone: 'zone-a', percent: 50 }, apply: 'touch /tmp/kr-full', revert: 'rm -f /tmp/kr-full', check: 'command -v touch', timeout: 10_000 },
+      with: {
+        nodes: { role: 'worker', zone: 'zone-a', percent: 50 },
+        apply: 'touch /tmp/kr-full',
+        revert: 'rm -f /tmp/kr-full',
+        check: 'command -v touch',
+        timeout: 10_000,
+      },
       timeout: 120_000,
       revertLast: false,
     });
@@ -233,9 +250,20 @@ describe('valid runbooks', () => {
     expect(confirm).toEqual({ confirm: 'Go on?', timeout: 300_000, onTimeout: 'rollback' });
     expect(confirmLong).toEqual({ confirm: { message: 'Really?', timeout: 60_000, onTimeout: 'continue' } });
     expect(parallel).toMatchObject({
-      parallel: [{ action: 'run-command', with: { nodes: { names: ['node-1'] }, timeout: 60_000 } }, { expect: { with: { interval: 5000 } } }, { wait: 1000 }],
+      parallel: [
+        { action: 'run-command', with: { nodes: { names: ['node-1'] }, timeout: 60_000 } },
+        { expect: { with: { interval: 5000 } } },
+        { wait: 1000 },
+      ],
     });
-    expect(runbook.spec.safety).toEqual({ allowContexts: ['lab', 'staging-*'], maxDuration: 900_000, faultTtl: 90_000, remediationTtl: 3_600_000, lockNamespace: 'kube-system', maxUnavailable: { controlPlane: 1, worker: '50%' } });
+    expect(runbook.spec.safety).toEqual({
+      allowContexts: ['lab', 'staging-*'],
+      maxDuration: 900_000,
+      faultTtl: 90_000,
+      remediationTtl: 3_600_000,
+      lockNamespace: 'kube-system',
+      maxUnavailable: { controlPlane: 1, worker: '50%' },
+    });
     expect(runbook.spec.guards[0]).toEqual({
       name: 'marker absent',
       probe: 'command',
@@ -245,8 +273,16 @@ describe('valid runbooks', () => {
       unknownFor: 20_000,
     });
     expect(runbook.spec.guards[1]).toMatchObject({ onViolation: 'warn', onUnknown: 'ignore', unknownFor: 60_000 });
-    expect(runbook.spec.remediation[0]!.with).toEqual({ nodes: 'workers', apply: 'touch /tmp/kr-protect', revert: 'rm -f /tmp/kr-protect', timeout: 60_000 });
-    expect(runbook.spec.rollback).toEqual({ waitFor: { probe: 'command', with: { run: '! test -e /tmp/kr-full', interval: 5000, timeout: 10_000 } }, within: 120_000 });
+    expect(runbook.spec.remediation[0]!.with).toEqual({
+      nodes: 'workers',
+      apply: 'touch /tmp/kr-protect',
+      revert: 'rm -f /tmp/kr-protect',
+      timeout: 60_000,
+    });
+    expect(runbook.spec.rollback).toEqual({
+      waitFor: { probe: 'command', with: { run: '! test -e /tmp/kr-full', interval: 5000, timeout: 10_000 } },
+      within: 120_000,
+    });
   });
 
   it("node-targeted actions without nodes get the module's default selector", async () => {
@@ -261,7 +297,14 @@ describe('valid runbooks', () => {
   it('minimal: defaults of the runbook itself', async () => {
     const { runbook } = await loadRunbook(valid('minimal.yaml'), defaultRegistry);
     expect(runbook.spec).toEqual({
-      safety: { allowContexts: [], maxDuration: 1_800_000, faultTtl: 600_000, remediationTtl: 3_600_000, lockNamespace: 'kube-system', maxUnavailable: { controlPlane: 1, worker: '50%' } },
+      safety: {
+        allowContexts: [],
+        maxDuration: 1_800_000,
+        faultTtl: 600_000,
+        remediationTtl: 3_600_000,
+        lockNamespace: 'kube-system',
+        maxUnavailable: { controlPlane: 1, worker: '50%' },
+      },
       guards: [],
       steps: [{ wait: 500 }],
       remediation: [],
@@ -271,7 +314,9 @@ describe('valid runbooks', () => {
   });
 
   it('JSON is YAML too; tabs inside a block scalar are text, not indentation', async () => {
-    expect((await loadRunbook(valid('json-style.yaml'), defaultRegistry)).runbook.spec.steps[0]).toMatchObject({ with: { nodes: { count: 1 } } });
+    expect((await loadRunbook(valid('json-style.yaml'), defaultRegistry)).runbook.spec.steps[0]).toMatchObject({
+      with: { nodes: { count: 1 } },
+    });
     const script = (await loadRunbook(valid('tabs-in-script.yaml'), defaultRegistry)).runbook.spec.steps[0];
     expect(script).toMatchObject({ with: { apply: 'if true; then\n\techo tab-indented shell is fine inside a block scalar\nfi\n' } });
   });

@@ -48,7 +48,12 @@ function remediationProblems(source: YamlSource, spec: RawSpec): Problem[] {
   if (Array.isArray(spec.guards) && !hasRemediation)
     spec.guards.forEach((g: unknown, i) => {
       if (g && typeof g === 'object' && (g as { onViolation?: unknown }).onViolation === 'remediate')
-        problems.push(source.problem(['spec', 'guards', i, 'onViolation'], 'onViolation is "remediate" but spec.remediation is empty (got "remediate")'));
+        problems.push(
+          source.problem(
+            ['spec', 'guards', i, 'onViolation'],
+            'onViolation is "remediate" but spec.remediation is empty (got "remediate")',
+          ),
+        );
     });
   return problems;
 }
@@ -100,20 +105,28 @@ function objectiveProblems(source: YamlSource, spec: RawSpec): Problem[] {
   const objectives = spec.objectives;
   if (!Array.isArray(objectives)) return problems;
   const steps = Array.isArray(spec.steps) ? spec.steps : [];
-  const stepNames = steps.flatMap((s: unknown) => (s && typeof s === 'object' && typeof (s as { name?: unknown }).name === 'string' ? [(s as { name: string }).name] : []));
+  const stepNames = steps.flatMap((s: unknown) =>
+    s && typeof s === 'object' && typeof (s as { name?: unknown }).name === 'string' ? [(s as { name: string }).name] : [],
+  );
   const seen = new Set<string>();
   objectives.forEach((o: unknown, i) => {
     if (!o || typeof o !== 'object') return;
     const { name, from } = o as { name?: unknown; from?: unknown };
     if (typeof name === 'string') {
-      if (seen.has(name)) problems.push(source.problem(['spec', 'objectives', i, 'name'], `another objective has this name (got ${JSON.stringify(name)})`));
+      if (seen.has(name))
+        problems.push(source.problem(['spec', 'objectives', i, 'name'], `another objective has this name (got ${JSON.stringify(name)})`));
       seen.add(name);
     }
     const step = from && typeof from === 'object' ? (from as { step?: unknown }).step : undefined;
     if (typeof step === 'string' && !stepNames.includes(step)) {
       const h = didYouMean(step, stepNames);
       const named = stepNames.map((n) => JSON.stringify(n)).join(', ') || 'none';
-      problems.push(source.problem(['spec', 'objectives', i, 'from', 'step'], `no step has this name (named steps: ${named}${h ? `; ${h}` : ''}) (got ${JSON.stringify(step)})`));
+      problems.push(
+        source.problem(
+          ['spec', 'objectives', i, 'from', 'step'],
+          `no step has this name (named steps: ${named}${h ? `; ${h}` : ''}) (got ${JSON.stringify(step)})`,
+        ),
+      );
     }
   });
   return problems;

@@ -29,7 +29,8 @@ function paramSites(runbook: unknown): ParamSite[] {
 }
 
 function walk(schema: z.ZodType, value: unknown, path: DocPath, sites: ParamSite[]): void {
-  if (schema instanceof z.ZodOptional || schema instanceof z.ZodDefault || schema instanceof z.ZodPrefault) return walk(schema.unwrap() as z.ZodType, value, path, sites);
+  if (schema instanceof z.ZodOptional || schema instanceof z.ZodDefault || schema instanceof z.ZodPrefault)
+    return walk(schema.unwrap() as z.ZodType, value, path, sites);
   if (schema instanceof z.ZodPipe) return walk(schema.in as z.ZodType, value, path, sites);
   if (schema instanceof z.ZodArray) {
     if (Array.isArray(value)) value.forEach((v, i) => walk(schema.element as z.ZodType, v, [...path, i], sites));

@@ -6,7 +6,9 @@ import { duration } from '../core/zod-helpers.js';
  * it. `with:` blocks are checked here only as mappings; the loader checks each against its action's or probe's
  * own schema and replaces it with the parsed value.
  */
-const Params = z.record(z.string(), z.unknown()).meta({ description: "parameters of the action or probe (see docs/actions.md, docs/probes.md)" });
+const Params = z
+  .record(z.string(), z.unknown())
+  .meta({ description: 'parameters of the action or probe (see docs/actions.md, docs/probes.md)' });
 const Name = z.string().min(1).max(120);
 const ModuleId = z.string().regex(/^[a-z][a-z0-9-]*$/, { message: 'expected an id such as stop-kubelet' });
 
@@ -49,13 +51,10 @@ const ActionStep = z.strictObject({
   with: Params.default({}),
   orElse: Fallback.optional(),
   timeout: duration().prefault('5m').meta({ description: 'limit for applying on all targets' }),
-  revertLast: z
-    .boolean()
-    .default(false)
-    .meta({
-      description:
-        'revert it with the remediations: last, and only once rollback.waitFor holds (for protective steps such as freezing the controller-manager)',
-    }),
+  revertLast: z.boolean().default(false).meta({
+    description:
+      'revert it with the remediations: last, and only once rollback.waitFor holds (for protective steps such as freezing the controller-manager)',
+  }),
 });
 
 const ExpectStep = z.strictObject({
@@ -85,7 +84,9 @@ const ConfirmStep = z.strictObject({
 
 const RevertStep = z.strictObject({
   name: Name.optional(),
-  revert: Name.meta({ description: 'the name of an earlier action step: its faults are reverted now, in reverse order, instead of at rollback' }),
+  revert: Name.meta({
+    description: 'the name of an earlier action step: its faults are reverted now, in reverse order, instead of at rollback',
+  }),
 });
 
 const ParallelStep = z.strictObject({
@@ -112,16 +113,27 @@ const Objective = z.strictObject({
   probe: ModuleId,
   with: Params.default({}),
   from: z
-    .union([z.literal('revert'), z.strictObject({ step: Name.meta({ description: 'the name of a step: the clock starts when that step starts' }) })])
+    .union([
+      z.literal('revert'),
+      z.strictObject({ step: Name.meta({ description: 'the name of a step: the clock starts when that step starts' }) }),
+    ])
     .default('revert')
-    .meta({ description: "revert: the clock starts when the last of the run's faults is reverted (remediations aside); {step: NAME}: when that step starts" }),
-  holdFor: duration().prefault('10s').meta({ description: 'how long the probe must stay ok for the clock to stop at its first ok reading' }),
+    .meta({
+      description:
+        "revert: the clock starts when the last of the run's faults is reverted (remediations aside); {step: NAME}: when that step starts",
+    }),
+  holdFor: duration()
+    .prefault('10s')
+    .meta({ description: 'how long the probe must stay ok for the clock to stop at its first ok reading' }),
   within: duration().meta({ description: 'the objective: the clock stops within this long, or the objective is missed (the run exits 5)' }),
 });
 
 /** A count of nodes or a percentage such as "50%". */
 const unavailableLimit = () =>
-  z.union([z.number().int().min(0), z.string().regex(/^(?:100|[1-9]?[0-9])%$/, { message: 'expected a count or a percentage such as 50%' })]);
+  z.union([
+    z.number().int().min(0),
+    z.string().regex(/^(?:100|[1-9]?[0-9])%$/, { message: 'expected a count or a percentage such as 50%' }),
+  ]);
 
 export const Runbook = z.strictObject({
   apiVersion: z.literal('kube-runbook/v1'),
@@ -140,26 +152,25 @@ export const Runbook = z.strictObject({
           .meta({
             description:
               'kubeconfig context names (globs: staging-*) the runbook may run against; `CONTEXT@SERVER` also matches the ' +
-              "apiserver URL (lab@https://10.213.0.2:6443; in a pod the context is `in-cluster`: in-cluster@https://10.96.0.1:443); none = refuse every context",
+              'apiserver URL (lab@https://10.213.0.2:6443; in a pod the context is `in-cluster`: in-cluster@https://10.96.0.1:443); none = refuse every context',
           }),
         maxDuration: duration().prefault('30m').meta({ description: 'the run is aborted and rolled back after this long' }),
-        faultTtl: duration()
-          .prefault('10m')
-          .meta({
-            description:
-              "a fault's node-side dead-man reverts it this long after the executor's last keepalive; a revert failing for a transient reason (a reset connection, an apiserver 503) is tried again for up to this long after the rollback starts",
-          }),
-        remediationTtl: duration()
-          .prefault('1h')
-          .meta({
-            description:
-              "a remediation's (and a protective step's) node-side dead-man undoes it only this long after the executor's last keepalive: longer than faultTtl, because a node cannot tell whether the cluster's leases are fresh again while the apiserver may be unreachable, and undoing a remediation too early is the cascade it prevents",
-          }),
+        faultTtl: duration().prefault('10m').meta({
+          description:
+            "a fault's node-side dead-man reverts it this long after the executor's last keepalive; a revert failing for a transient reason (a reset connection, an apiserver 503) is tried again for up to this long after the rollback starts",
+        }),
+        remediationTtl: duration().prefault('1h').meta({
+          description:
+            "a remediation's (and a protective step's) node-side dead-man undoes it only this long after the executor's last keepalive: longer than faultTtl, because a node cannot tell whether the cluster's leases are fresh again while the apiserver may be unreachable, and undoing a remediation too early is the cascade it prevents",
+        }),
         lockNamespace: z
           .string()
           .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, { message: 'expected a namespace name' })
           .default('kube-system')
-          .meta({ description: 'namespace of the Lease kube-runbook-run-lock that a run holds while it has anything applied (one run per cluster at a time)' }),
+          .meta({
+            description:
+              'namespace of the Lease kube-runbook-run-lock that a run holds while it has anything applied (one run per cluster at a time)',
+          }),
         maxUnavailable: z
           .strictObject({
             controlPlane: unavailableLimit().default(1),
@@ -168,7 +179,7 @@ export const Runbook = z.strictObject({
           .prefault({})
           .meta({
             description:
-              'at most this many nodes of each role (a count, or a percentage of the inventory\'s nodes of that role, rounded up) faulted at once by the steps; a plan that would exceed it is refused. Protective steps (revertLast) and remediations do not count',
+              "at most this many nodes of each role (a count, or a percentage of the inventory's nodes of that role, rounded up) faulted at once by the steps; a plan that would exceed it is refused. Protective steps (revertLast) and remediations do not count",
           }),
       })
       .prefault({}),

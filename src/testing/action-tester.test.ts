@@ -68,7 +68,11 @@ describe('actionTester', () => {
   });
 
   it('reports the phase that failed', async () => {
-    const r = runLifecycle(echoAction(shq), inventory, { name: 'x', params: { word: 'a' }, handler: () => Promise.reject(new Error('node down')) });
+    const r = runLifecycle(echoAction(shq), inventory, {
+      name: 'x',
+      params: { word: 'a' },
+      handler: () => Promise.reject(new Error('node down')),
+    });
     await expect(r).rejects.toMatchObject({ phase: 'apply' });
   });
 

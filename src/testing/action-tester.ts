@@ -304,7 +304,8 @@ export function shellSandbox(answers: StubAnswers = {}) {
     canary,
     canaryExists: () => existsSync(canary),
     /** The stubs called so far, one `name arg arg…` line each. */
-    calls: (): string[] => (existsSync(join(work, 'stub.log')) ? readFileSync(join(work, 'stub.log'), 'utf8').split('\n').filter(Boolean) : []),
+    calls: (): string[] =>
+      existsSync(join(work, 'stub.log')) ? readFileSync(join(work, 'stub.log'), 'utf8').split('\n').filter(Boolean) : [],
     run(text: string) {
       const r = spawnSync(SHELL, ['-s'], {
         input: text,

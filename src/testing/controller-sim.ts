@@ -132,7 +132,8 @@ export function simulateController(o: SimOptions): SimOutcome {
   for (const n of o.nodes) {
     const renews: number[] = [];
     const stop = n.stopsAt ?? Infinity;
-    for (let t = o.start - r.next() * renewMs - 3 * renewMs; t < Math.min(stop, o.end); t += renewMs * (1 + 0.04 * r.next())) renews.push(t);
+    for (let t = o.start - r.next() * renewMs - 3 * renewMs; t < Math.min(stop, o.end); t += renewMs * (1 + 0.04 * r.next()))
+      renews.push(t);
     states.set(n.name, { node: n, renews, seen: -1, status: 'True', transition: o.start - 3_600_000, heartbeat: o.start - r.int(60_000) });
   }
   const zones = [...new Set(o.nodes.map((n) => n.zone))];
@@ -154,7 +155,8 @@ export function simulateController(o: SimOptions): SimOutcome {
   const taintNode = (n: NodeState, t: number) => {
     n.taint = { added: t, since: n.taint?.since ?? t };
     if (!out.tainted.has(n.node.name)) out.tainted.set(n.node.name, t);
-    for (const p of podsOn.get(n.node.name) ?? []) if (Number.isFinite(p.tolerationMs) && !scheduled.has(p.key) && !out.evicted.has(p.key)) scheduled.set(p.key, t + p.tolerationMs);
+    for (const p of podsOn.get(n.node.name) ?? [])
+      if (Number.isFinite(p.tolerationMs) && !scheduled.has(p.key) && !out.evicted.has(p.key)) scheduled.set(p.key, t + p.tolerationMs);
   };
   const untaint = (n: NodeState) => {
     n.taint = undefined;
@@ -197,7 +199,14 @@ export function simulateController(o: SimOptions): SimOutcome {
       const notReady = members.filter((n) => n.status !== 'True').length;
       sizes.set(z, members.length);
       const ready = members.length - notReady;
-      newStates.set(z, ready === 0 && notReady > 0 ? 'FullDisruption' : notReady > 2 && notReady / members.length >= s.unhealthyZoneThreshold ? 'PartialDisruption' : 'Normal');
+      newStates.set(
+        z,
+        ready === 0 && notReady > 0
+          ? 'FullDisruption'
+          : notReady > 2 && notReady / members.length >= s.unhealthyZoneThreshold
+            ? 'PartialDisruption'
+            : 'Normal',
+      );
     }
     const allFull = [...newStates.values()].every((x) => x === 'FullDisruption');
     if (allFull && !allWasFull) {
@@ -248,7 +257,7 @@ export function simulateController(o: SimOptions): SimOutcome {
   let nextPass = Math.max(o.start, leaderFrom) + r.next() * s.nodeMonitorPeriodMs;
   let nextTaint = o.start + r.next() * TAINT_LOOP_MS;
   let looked = 0;
-  for (let t = o.start; t <= o.end; ) {
+  for (let t = o.start; t <= o.end;) {
     t = Math.min(nextPass, nextTaint, o.lookAt[looked] ?? Infinity, ...scheduled.values());
     if (t > o.end) break;
     if (t === o.lookAt[looked]) {

@@ -17,11 +17,12 @@ import { type FakeKubeAccess, fakeKubeAccess } from './fake-access.js';
 import { FakeNodes } from './fake-nodes.js';
 import { inventoryOf } from './inventories.js';
 
-export const testInventory = (nodes = ['cp-1', 'node-1', 'node-2', 'node-3']): InventoryInput => (inventoryOf({
+export const testInventory = (nodes = ['cp-1', 'node-1', 'node-2', 'node-3']): InventoryInput =>
+  inventoryOf({
     layout: 'lab',
     transport: { type: 'netns' },
     nodes: nodes.map((name) => ({ name, roles: name.startsWith('cp') ? ['control-plane'] : ['worker'] })),
-  }));
+  });
 
 export interface Harness {
   clock: FakeClock;
@@ -52,7 +53,13 @@ export async function startTestRun(o: {
   const clock = o.clock ?? new FakeClock();
   const inventory = parseInventoryLoosely(o.inventory ?? testInventory());
   const runbook = Runbook.parse(o.runbook);
-  const nodes = o.nodes ?? new FakeNodes(inventory.spec.nodes, ({ script }) => ({ code: 0, stdout: script.includes('kube-runbook-ok') ? 'kube-runbook-ok\n' : '', stderr: '' }));
+  const nodes =
+    o.nodes ??
+    new FakeNodes(inventory.spec.nodes, ({ script }) => ({
+      code: 0,
+      stdout: script.includes('kube-runbook-ok') ? 'kube-runbook-ok\n' : '',
+      stderr: '',
+    }));
   const fake = fakeKubeAccess(clock, { context: o.context ?? 'lab' });
   if (o.deny) fake.deny = o.deny;
   const kube = o.kube ?? fake;

@@ -27,7 +27,11 @@ export interface FakeKubeAccess extends KubeAccess {
 export function fakeKubeAccess(clock: Clock, o: { log?: Logger; watch?: Partial<WatchOptions>; context?: string } = {}): FakeKubeAccess {
   const apiserver = new FakeApiServer(clock);
   const watches = new WatchHub(apiserver, clock, o.log ?? silentLogger, { random: () => 0.5, ...o.watch });
-  const config = { contextName: o.context ?? 'fake', server: 'https://fake.invalid:6443', credentials: async () => ({ headers: {}, insecure: true }) };
+  const config = {
+    contextName: o.context ?? 'fake',
+    server: 'https://fake.invalid:6443',
+    credentials: async () => ({ headers: {}, insecure: true }),
+  };
   const access: FakeKubeAccess = {
     contextName: o.context ?? 'fake',
     server: 'https://fake.invalid:6443',

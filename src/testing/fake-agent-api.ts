@@ -68,7 +68,8 @@ export class FakeAgentApi implements AgentApi {
     if (method === 'PUT') {
       const body = structuredClone(o.body) as Obj;
       if (current.immutable) throw new FakeStatusError(422, `${name} is immutable`);
-      if (body.metadata.resourceVersion && body.metadata.resourceVersion !== current.metadata.resourceVersion) throw new FakeStatusError(409, 'conflict');
+      if (body.metadata.resourceVersion && body.metadata.resourceVersion !== current.metadata.resourceVersion)
+        throw new FakeStatusError(409, 'conflict');
       body.metadata = { ...body.metadata, uid: current.metadata.uid, resourceVersion: String(this.rv++) };
       this.objects.set(key(name), body);
       return structuredClone(body) as T;

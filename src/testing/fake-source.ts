@@ -242,20 +242,36 @@ export class FakeApiServer implements ListWatchSource {
   }
 
   async watch(req: WatchRequest): Promise<AsyncIterable<WatchEvent>> {
-    this.calls.push({ kind: req.sendInitialEvents ? 'watch-list' : 'watch', path: req.path, resourceVersion: req.resourceVersion, at: this.clock.now() });
+    this.calls.push({
+      kind: req.sendInitialEvents ? 'watch-list' : 'watch',
+      path: req.path,
+      resourceVersion: req.resourceVersion,
+      at: this.clock.now(),
+    });
     await this.gate(req.signal);
     let queue: WatchEvent[];
     let initial: WatchEvent[] = [];
     if (req.sendInitialEvents && this.watchList !== 'ignored') {
-      if (this.watchList !== 'on') throw new ApiStatusError(422, 'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled');
+      if (this.watchList !== 'on')
+        throw new ApiStatusError(
+          422,
+          'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled',
+        );
       // the current state as ADDED events, then the bookmark that ends them; changes from then on
-      initial = [...this.collection(req.path).values()].filter((o) => matchesField(o, req.fieldSelector)).map((o) => ({ type: 'ADDED' as const, object: structuredClone(o) }));
-      initial.push({ type: 'BOOKMARK', object: { metadata: { resourceVersion: String(this.rv), annotations: { [INITIAL_EVENTS_END]: 'true' } } } });
+      initial = [...this.collection(req.path).values()]
+        .filter((o) => matchesField(o, req.fieldSelector))
+        .map((o) => ({ type: 'ADDED' as const, object: structuredClone(o) }));
+      initial.push({
+        type: 'BOOKMARK',
+        object: { metadata: { resourceVersion: String(this.rv), annotations: { [INITIAL_EVENTS_END]: 'true' } } },
+      });
       queue = [];
     } else {
       const from = Number(req.resourceVersion || this.rv);
       if (from < this.compactedTo) throw new ApiStatusError(410, `too old resource version: ${from} (${this.compactedTo})`);
-      queue = this.history.filter((h) => h.path === req.path && h.rv > from && matchesField(h.ev.object, req.fieldSelector)).map((h) => structuredClone(h.ev));
+      queue = this.history
+        .filter((h) => h.path === req.path && h.rv > from && matchesField(h.ev.object, req.fieldSelector))
+        .map((h) => structuredClone(h.ev));
     }
     let wakeUp: (() => void) | undefined;
     let error: Error | undefined;
@@ -298,7 +314,8 @@ export class FakeApiServer implements ListWatchSource {
 
   /** A bookmark at the current resourceVersion to every open watch of `path`, as the watch cache sends them. */
   bookmark(path: string): void {
-    for (const w of this.open) if (w.path === path) w.push({ type: 'BOOKMARK', object: { metadata: { resourceVersion: String(this.rv) } } });
+    for (const w of this.open)
+      if (w.path === path) w.push({ type: 'BOOKMARK', object: { metadata: { resourceVersion: String(this.rv) } } });
   }
 
   async ping(signal: AbortSignal): Promise<void> {

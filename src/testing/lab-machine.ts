@@ -5,7 +5,11 @@ import { join } from 'node:path';
  * A machine as `lab up --real-nodes` looks at it, under DIR: a cgroup v1 hierarchy of these controllers and a
  * /proc/filesystems of this text; returned as the paths the checks are told to read.
  */
-export async function cgroupV1Machine(dir: string, controllers: string[], filesystems: string): Promise<{ cgroupBase: string; filesystemsFile: string }> {
+export async function cgroupV1Machine(
+  dir: string,
+  controllers: string[],
+  filesystems: string,
+): Promise<{ cgroupBase: string; filesystemsFile: string }> {
   const cgroupBase = join(dir, 'cgroup');
   for (const c of controllers) {
     await mkdir(join(cgroupBase, c), { recursive: true });

@@ -38,5 +38,8 @@ export function scratchNode(prefix: string, ...svcPath: string[]): { dir: string
 
 /** Writes FILE: the kubeconfig of a component on a node, one cluster at SERVER and a user with a bearer token. */
 export function writeNodeKubeconfig(file: string, server: string, user: string, token: string): void {
-  writeFileSync(file, `apiVersion: v1\nclusters:\n- cluster:\n    server: ${server}\n  name: lab\nusers:\n- name: ${user}\n  user:\n    token: "${token}"\n`);
+  writeFileSync(
+    file,
+    `apiVersion: v1\nclusters:\n- cluster:\n    server: ${server}\n  name: lab\nusers:\n- name: ${user}\n  user:\n    token: "${token}"\n`,
+  );
 }

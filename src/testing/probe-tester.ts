@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import { parseInventoryLoosely } from './loose-inventory.js';
 import type { Ctx } from '../contract/context.js';
 import { memoryLogger } from '../core/logger.js';
-import type { Inventory} from '../inventory/schema.js';
+import type { Inventory } from '../inventory/schema.js';
 import { type InventoryInput, type InventoryNode } from '../inventory/schema.js';
 import { type FakeKubeAccess, fakeKubeAccess } from './fake-access.js';
 import type { FakeApiServer } from './fake-source.js';
@@ -31,27 +31,27 @@ export interface ProbeRun {
 }
 
 const labInventory: InventoryInput = inventoryOf({
-    layout: 'lab',
-    transport: { type: 'local' },
-    controller: {
-      nodeMonitorGracePeriod: '8s',
-      nodeMonitorPeriod: '1s',
-      nodeStartupGracePeriod: '60s',
-      nodeEvictionRate: 0.1,
-      secondaryNodeEvictionRate: 0.01,
-      unhealthyZoneThreshold: 0.55,
-      largeClusterSizeThreshold: 50,
-      defaultTolerationSeconds: 30,
-      leaseDuration: '8s',
-    },
-    lab: { stateDir: '/nonexistent/lab' },
-    nodes: [
-      { name: 'cp-1', roles: ['control-plane', 'etcd'] },
-      { name: 'node-1', zone: 'zone-a' },
-      { name: 'node-2', zone: 'zone-a' },
-      { name: 'node-3', zone: 'zone-b' },
-    ],
-  });
+  layout: 'lab',
+  transport: { type: 'local' },
+  controller: {
+    nodeMonitorGracePeriod: '8s',
+    nodeMonitorPeriod: '1s',
+    nodeStartupGracePeriod: '60s',
+    nodeEvictionRate: 0.1,
+    secondaryNodeEvictionRate: 0.01,
+    unhealthyZoneThreshold: 0.55,
+    largeClusterSizeThreshold: 50,
+    defaultTolerationSeconds: 30,
+    leaseDuration: '8s',
+  },
+  lab: { stateDir: '/nonexistent/lab' },
+  nodes: [
+    { name: 'cp-1', roles: ['control-plane', 'etcd'] },
+    { name: 'node-1', zone: 'zone-a' },
+    { name: 'node-2', zone: 'zone-a' },
+    { name: 'node-3', zone: 'zone-b' },
+  ],
+});
 
 export class ProbeTester {
   readonly clock: FakeClock;
@@ -132,7 +132,9 @@ export class ProbeTester {
           stepMs,
         );
         if (!ok || !found)
-          throw new Error(`no matching reading within ${maxMs} ms; last: ${JSON.stringify(readings[readings.length - 1] ?? null).slice(0, 400)}`);
+          throw new Error(
+            `no matching reading within ${maxMs} ms; last: ${JSON.stringify(readings[readings.length - 1] ?? null).slice(0, 400)}`,
+          );
         return found;
       },
       async stop() {
@@ -173,7 +175,11 @@ export class ProbeTester {
   /** Marks a pod for deletion as the apiserver does on DELETE with a grace period. */
   terminatePod(namespace: string, name: string, graceSeconds = 30, conditions: unknown[] = []): RawObject {
     return this.api.update(paths.pods, `${namespace}/${name}`, (p) => {
-      p.metadata = { ...p.metadata, deletionTimestamp: iso(this.clock.now() + graceSeconds * 1000), deletionGracePeriodSeconds: graceSeconds };
+      p.metadata = {
+        ...p.metadata,
+        deletionTimestamp: iso(this.clock.now() + graceSeconds * 1000),
+        deletionGracePeriodSeconds: graceSeconds,
+      };
       if (conditions.length) (p.status as { conditions: unknown[] }).conditions.push(...conditions);
     });
   }

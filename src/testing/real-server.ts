@@ -27,7 +27,12 @@ export class TestServer {
  * Waits until `run` yielded a reading matching `pred`, for a probe that talks to a real server: real time passes for
  * the server's answers (`realMs`) and the fake clock moves (`fakeMs`) in turns, `tries` times at most.
  */
-export async function readingFromServer(t: ProbeTester, run: ProbeRun, pred: (r: Reading) => boolean, o: { tries: number; realMs: number; fakeMs: number }): Promise<Reading> {
+export async function readingFromServer(
+  t: ProbeTester,
+  run: ProbeRun,
+  pred: (r: Reading) => boolean,
+  o: { tries: number; realMs: number; fakeMs: number },
+): Promise<Reading> {
   for (let i = 0; i < o.tries; i++) {
     const r = run.readings.find(pred);
     if (r) return r;

@@ -38,7 +38,10 @@ spec:
 /** Starts `kube-runbook run`; resolves with the run id once both faults are applied. */
 function startRun(file: string): Promise<string> {
   return new Promise((resolvePromise, reject) => {
-    const c = spawn(process.execPath, [BIN, 'run', file, '-i', fx.lab.inventoryFile, '--yes', '-o', 'text'], { env: fx.env(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = spawn(process.execPath, [BIN, 'run', file, '-i', fx.lab.inventoryFile, '--yes', '-o', 'text'], {
+      env: fx.env(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     child = c;
     let out = '';
     let runId = '';

@@ -135,7 +135,11 @@ describe('throttle-etcd-disk on the lab', () => {
   async function writeThroughApiserver(n: number, tag: string) {
     for (let i = 0; i < n; i++) {
       const name = `kr-e2e-${tag}-${i}`;
-      await kube.json!('/api/v1/namespaces/default/configmaps', { method: 'POST', body: { metadata: { name }, data: { i: String(i) } }, timeoutMs: 30_000 });
+      await kube.json!('/api/v1/namespaces/default/configmaps', {
+        method: 'POST',
+        body: { metadata: { name }, data: { i: String(i) } },
+        timeoutMs: 30_000,
+      });
       await kube.json!(`/api/v1/namespaces/default/configmaps/${name}`, { method: 'DELETE', timeoutMs: 30_000 });
     }
   }
@@ -152,13 +156,18 @@ describe('throttle-etcd-disk on the lab', () => {
     const throttled = await measure('throttled');
     await action.revert(actx, state);
     const after = await measure('after');
-    console.log(`etcd WAL fsync p99: ${base.p99 * 1000} ms before (${base.fsyncs} fsyncs), ${throttled.p99 * 1000} ms throttled (${throttled.fsyncs}), ${after.p99 * 1000} ms after the revert`);
+    console.log(
+      `etcd WAL fsync p99: ${base.p99 * 1000} ms before (${base.fsyncs} fsyncs), ${throttled.p99 * 1000} ms throttled (${throttled.fsyncs}), ${after.p99 * 1000} ms after the revert`,
+    );
     expect(base.fsyncs).toBeGreaterThan(20);
     expect(throttled.fsyncs).toBeGreaterThan(10);
     expect(throttled.p99).toBeGreaterThanOrEqual(10 * base.p99);
     expect(after.p99).toBeLessThan(throttled.p99);
     const files = state.version === 2 ? ['io.max'] : ['blkio.throttle.write_iops_device', 'blkio.throttle.read_iops_device'];
-    for (const f of files) expect(readFileSync(join(lab.etcdCgroup, f), 'utf8'), `${f} after the revert`).not.toMatch(new RegExp(`^${String(state.device)} .*\\d`, 'm'));
+    for (const f of files)
+      expect(readFileSync(join(lab.etcdCgroup, f), 'utf8'), `${f} after the revert`).not.toMatch(
+        new RegExp(`^${String(state.device)} .*\\d`, 'm'),
+      );
   });
 });
 

@@ -38,7 +38,12 @@ function runbook(name: string, faultTtl: string, steps: unknown[]): string {
   const file = join(work, `${name}.yaml`);
   writeFileSync(
     file,
-    stringify({ apiVersion: 'kube-runbook/v1', kind: 'Runbook', metadata: { name }, spec: { safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl }, steps } }),
+    stringify({
+      apiVersion: 'kube-runbook/v1',
+      kind: 'Runbook',
+      metadata: { name },
+      spec: { safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl }, steps },
+    }),
   );
   return file;
 }
@@ -51,11 +56,14 @@ async function sh(cmd: string, args: string[]): Promise<string> {
     const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'ignore'], timeout: 30_000 });
     let out = '';
     c.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    c.on('close', (code, signal) => (signal ? reject(new Error(`${cmd} ${args.join(' ')}: killed by ${signal} (no answer in 30 s)`)) : resolve(out)));
+    c.on('close', (code, signal) =>
+      signal ? reject(new Error(`${cmd} ${args.join(' ')}: killed by ${signal} (no answer in 30 s)`)) : resolve(out),
+    );
   });
 }
 
-const egressRules = async (node: string) => (await sh('ip', ['netns', 'exec', netnsOf(node), 'iptables', '-w', '10', '-S'])).split('\n').filter((l) => l.includes('KR-EGRESS'));
+const egressRules = async (node: string) =>
+  (await sh('ip', ['netns', 'exec', netnsOf(node), 'iptables', '-w', '10', '-S'])).split('\n').filter((l) => l.includes('KR-EGRESS'));
 const kubeletPid = (node: string) => readFileSync(join(lab.stateDir, 'nodes', node, 'kubelet', 'pid'), 'utf8').trim();
 const kubeletUp = async (node: string) => {
   try {
@@ -72,8 +80,7 @@ async function agentPods(): Promise<string[]> {
 }
 
 /** The run's agent pods are deleted; gone once their kubelets have killed their processes (seconds). */
-const agentPodsGone = (why = '') =>
-  until(`every agent pod gone${why}`, async () => (await agentPods()).length === 0, 30_000, 500);
+const agentPodsGone = (why = '') => until(`every agent pod gone${why}`, async () => (await agentPods()).length === 0, 30_000, 500);
 
 interface Report {
   status: string;
@@ -90,14 +97,18 @@ async function runJson(file: string, inv: string, args: string[] = []): Promise<
 function expectSafe(o: Outcome) {
   expect(o.evicted, 'pods deleted by eviction').toEqual([]);
   // the agents' own containers go with their pods at the end of the run: every other container lives on
-  expect(o.killed.filter((k) => !k.pod.startsWith(`${NS}/kr-agent-`)), 'containers killed').toEqual([]);
+  expect(
+    o.killed.filter((k) => !k.pod.startsWith(`${NS}/kr-agent-`)),
+    'containers killed',
+  ).toEqual([]);
   expect(o.killed.every((k) => k.reason.startsWith('pod marked for deletion') || k.reason === 'pod deleted')).toBe(true);
   expect(o.report.remaining, 'faults left applied').toEqual([]);
   expect(o.report.faults.every((f) => f.status === 'reverted')).toBe(true);
   expect(o.report.rollback?.complete).toBe(true);
 }
 
-const settled = () => until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
+const settled = () =>
+  until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
 
 beforeAll(async () => {
   lab = await startLab({ instance: INSTANCE, nodes: 3 });
@@ -170,7 +181,9 @@ describe('faults through agents', () => {
       { name: 'hold', wait: '40s' },
     ]);
     const plan = await cli(['plan', rb, '-i', inventory]);
-    expect(plan.stdout).toContain("undone only by the node's dead-man, 20s after the last run Lease renewal the node saw: it cuts the node's agent off from the apiserver too");
+    expect(plan.stdout).toContain(
+      "undone only by the node's dead-man, 20s after the last run Lease renewal the node saw: it cuts the node's agent off from the apiserver too",
+    );
     let firstSeen: number | undefined;
     let lastSeen: number | undefined;
     let stop = false;
@@ -215,7 +228,13 @@ describe('someone else who may write ConfigMaps in the agent namespace', () => {
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'intruder' },
       subjects: [{ kind: 'ServiceAccount', name: 'intruder', namespace: NS }],
     } as KubernetesObject);
-    const token = (await coreApi(lab).createNamespacedServiceAccountToken({ name: 'intruder', namespace: NS, body: { spec: { audiences: [], expirationSeconds: 3600 } } })).status!.token;
+    const token = (
+      await coreApi(lab).createNamespacedServiceAccountToken({
+        name: 'intruder',
+        namespace: NS,
+        body: { spec: { audiences: [], expirationSeconds: 3600 } },
+      })
+    ).status!.token;
     const kc = new KubeConfig();
     kc.loadFromFile(lab.kubeconfig);
     const cluster = kc.getCurrentCluster()!;
@@ -252,7 +271,9 @@ describe('someone else who may write ConfigMaps in the agent namespace', () => {
     const intruding = (async () => {
       while (!stop) {
         const cms = (await intruder.listNamespacedConfigMap({ namespace: NS }).catch(() => ({ items: [] }))).items;
-        const request = cms.find((c) => c.metadata?.labels?.['kube-runbook/kind'] === 'request' && c.metadata.annotations?.['kube-runbook/node-name'] === 'node-1');
+        const request = cms.find(
+          (c) => c.metadata?.labels?.['kube-runbook/kind'] === 'request' && c.metadata.annotations?.['kube-runbook/node-name'] === 'node-1',
+        );
         // a request of its own for node-1, as the executor labels them, signed with nothing the agent knows
         if (request && !written) {
           written = { labels: request.metadata!.labels!, annotations: request.metadata!.annotations! };
@@ -260,13 +281,22 @@ describe('someone else who may write ConfigMaps in the agent namespace', () => {
             namespace: NS,
             body: {
               metadata: { name: `kr-exec-intruder-${tag}`, labels: written.labels, annotations: written.annotations },
-              data: { script: `touch ${intruded}`, timeoutMs: '10000', deadline: new Date(realClock.now() + 60_000).toISOString(), signature: 'AAAA' },
+              data: {
+                script: `touch ${intruded}`,
+                timeoutMs: '10000',
+                deadline: new Date(realClock.now() + 60_000).toISOString(),
+                signature: 'AAAA',
+              },
             },
           });
         }
         // every running script of node-1 "finished fine", as far as whoever reads the results can tell
         for (const c of cms)
-          if (c.metadata?.name?.endsWith('-result') && c.data?.state === 'running' && c.metadata.labels?.['kube-runbook/node'] === written?.labels['kube-runbook/node']) {
+          if (
+            c.metadata?.name?.endsWith('-result') &&
+            c.data?.state === 'running' &&
+            c.metadata.labels?.['kube-runbook/node'] === written?.labels['kube-runbook/node']
+          ) {
             const body = { ...c, data: { ...c.data, state: 'done', code: '0', stdout: 'forged', stderr: '' } };
             await intruder.replaceNamespacedConfigMap({ name: c.metadata.name, namespace: NS, body }).then(
               () => forged.push(c.metadata!.name!),
@@ -283,13 +313,18 @@ describe('someone else who may write ConfigMaps in the agent namespace', () => {
     expect(written, 'the intruder saw a request to copy').toBeDefined();
     expect(forged.length, 'results forged').toBeGreaterThan(0);
     expect(code, stderr.slice(-2000)).toBe(4);
-    expect(report.faults).toEqual([expect.objectContaining({ action: 'run-command', node: 'node-1', status: expect.not.stringMatching(/^reverted$/) })]);
+    expect(report.faults).toEqual([
+      expect.objectContaining({ action: 'run-command', node: 'node-1', status: expect.not.stringMatching(/^reverted$/) }),
+    ]);
     expect(report.remaining).toHaveLength(1);
     expect(stderr).toMatch(/run-command revert failed on node-1 \(exit 1\): revert refused/);
     expect(stderr).toMatch(/the result kr-agent\/kr-exec-\S+-result is not signed by the node's agent; not believed/);
     expect(existsSync(intruded), "the intruder's script ran").toBe(false);
     const left = (await coreApi(lab).listNamespacedConfigMap({ namespace: NS })).items.map((c) => c.metadata!.name!);
-    expect(left.filter((n) => n.startsWith(`kr-exec-intruder-${tag}-result`)), 'an agent took the intruder\'s request').toEqual([]);
+    expect(
+      left.filter((n) => n.startsWith(`kr-exec-intruder-${tag}-result`)),
+      "an agent took the intruder's request",
+    ).toEqual([]);
     // exit 4: the agents are gone all the same (the fault's dead-man holds the revert; recover starts agents of its own)
     await agentPodsGone(' after exit 4');
     // recover, through agents of its own, reverts it and releases the run lock
@@ -298,7 +333,9 @@ describe('someone else who may write ConfigMaps in the agent namespace', () => {
     expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
     expect(existsSync(applied)).toBe(false);
     await agentPodsGone(' after recover');
-    await coreApi(lab).deleteNamespacedConfigMap({ name: `kr-exec-intruder-${tag}`, namespace: NS }).catch(() => undefined);
+    await coreApi(lab)
+      .deleteNamespacedConfigMap({ name: `kr-exec-intruder-${tag}`, namespace: NS })
+      .catch(() => undefined);
     rmSync(fixed, { force: true });
   });
 });
@@ -316,9 +353,13 @@ describe('the executor SIGKILLed during a run over agents', () => {
   for (const killAfterMs of [4000 + Math.floor(Math.random() * 3000)])
     it(`killed ${killAfterMs} ms in: nothing applied faultTtl + 10 s later, every agent pod gone after recover`, async () => {
       const state = mkdtempSync(join(work, 'state-'));
-      const child: ChildProcess = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), 'run', rb(), '-i', inventory, '--yes', '--state-dir', state], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child: ChildProcess = spawn(
+        process.execPath,
+        [join(REPO, 'bin', 'kube-runbook.js'), 'run', rb(), '-i', inventory, '--yes', '--state-dir', state],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       let out = '';
       child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
       child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
@@ -328,7 +369,8 @@ describe('the executor SIGKILLed during a run over agents', () => {
       await exited;
       const killedAt = realClock.now();
       // each step says when it ends: a step that hangs shows in the log
-      const step = (what: string) => console.log(`agent run killed ${killAfterMs} ms in: ${what} at +${((realClock.now() - killedAt) / 1000).toFixed(1)} s`);
+      const step = (what: string) =>
+        console.log(`agent run killed ${killAfterMs} ms in: ${what} at +${((realClock.now() - killedAt) / 1000).toFixed(1)} s`);
       await realClock.sleep(30_000); // faultTtl + 10 s
       expect(await kubeletUp('node-1'), `node-1's kubelet runs again\n${out.slice(-1500)}`).toBe(true);
       expect(await egressRules('node-3'), `node-3's rules are gone\n${out.slice(-1500)}`).toEqual([]);
@@ -345,7 +387,8 @@ describe('the executor SIGKILLed during a run over agents', () => {
 });
 
 describe('preflight refuses bad agent settings with the cause and the fix, applying nothing', () => {
-  const rb = () => runbook('agent-refused', '30s', [{ name: 'stop a kubelet', action: 'stop-kubelet', with: { nodes: { names: ['node-1'] } } }]);
+  const rb = () =>
+    runbook('agent-refused', '30s', [{ name: 'stop a kubelet', action: 'stop-kubelet', with: { nodes: { names: ['node-1'] } } }]);
 
   it('an image that cannot start', async () => {
     const inv = agentInventory('inventory-bad-image', { image: 'ghcr.io/kube-runbook/kube-runbook-agent:no-such-tag' });
@@ -373,17 +416,25 @@ describe('preflight refuses bad agent settings with the cause and the fix, apply
     expect(noSa.report.faults).toEqual([]);
     const m = await cli(['agent', 'manifests', '-i', inv]);
     for (const d of parseAllDocuments(m.stdout)) await apply(d.toJS() as KubernetesObject);
-    await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kr-agent-psa', labels: { 'pod-security.kubernetes.io/enforce': 'baseline' } } } as KubernetesObject);
+    await apply({
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: 'kr-agent-psa', labels: { 'pod-security.kubernetes.io/enforce': 'baseline' } },
+    } as KubernetesObject);
     const { code, report } = await runJson(rb(), inv);
     expect(code).toBe(3);
     const detail = report.preflight.find((p) => p.check === 'agents')?.detail ?? '';
-    expect(detail).toMatch(/^cannot start the node agents: node-1: the namespace kr-agent-psa refuses privileged pods \(Pod Security: .*violates PodSecurity "baseline:latest"/);
+    expect(detail).toMatch(
+      /^cannot start the node agents: node-1: the namespace kr-agent-psa refuses privileged pods \(Pod Security: .*violates PodSecurity "baseline:latest"/,
+    );
     expect(detail).toContain('kubectl label namespace kr-agent-psa pod-security.kubernetes.io/enforce=privileged --overwrite');
     expect(report.faults).toEqual([]);
   });
 
   it("the agents' RBAC without the run Lease: the agent says which permission, and preflight quotes it", async () => {
-    const manifests = parseAllDocuments((await cli(['agent', 'manifests', '-i', inventory])).stdout).map((d) => d.toJS() as KubernetesObject & { rules?: { resources: string[] }[] });
+    const manifests = parseAllDocuments((await cli(['agent', 'manifests', '-i', inventory])).stdout).map(
+      (d) => d.toJS() as KubernetesObject & { rules?: { resources: string[] }[] },
+    );
     const role = manifests.find((o) => o.kind === 'Role')!;
     await apply({ ...role, rules: role.rules!.filter((r) => !r.resources.includes('leases')) } as KubernetesObject);
     try {

@@ -26,7 +26,9 @@ import { labContext } from './helpers/lab-context.js';
 const run = promisify(execFile);
 const INSTANCE = instanceFor('fsc');
 const FULL = process.env.KUBE_RUNBOOK_FORECAST_SCALE === 'full';
-const SHAPE = FULL ? { zoneSize: 60, largeCluster: 50, silentA: 18, silentB: 6 } : { zoneSize: 20, largeCluster: 10, silentA: 6, silentB: 2 };
+const SHAPE = FULL
+  ? { zoneSize: 60, largeCluster: 50, silentA: 18, silentB: 6 }
+  : { zoneSize: 20, largeCluster: 10, silentA: 6, silentB: 2 };
 const TOLERATION_MS = 15_000;
 
 afterAll(async () => {
@@ -50,13 +52,15 @@ class Observed {
     hub.watch(watchSpecs.nodes()).subscribe((c) => {
       if (c.type !== 'added' && c.type !== 'modified') return;
       const n: SlimNode = c.object;
-      if (n.taints.some((t) => t.key === UNREACHABLE && t.effect === 'NoExecute') && !this.tainted.has(n.name)) this.tainted.set(n.name, realClock.now());
+      if (n.taints.some((t) => t.key === UNREACHABLE && t.effect === 'NoExecute') && !this.tainted.has(n.name))
+        this.tainted.set(n.name, realClock.now());
     });
     hub.watch(watchSpecs.pods()).subscribe((c) => {
       if (c.type !== 'modified') return;
       const p: SlimPod = c.object;
       const key = `${p.namespace}/${p.name}`;
-      if (p.deletionTimestamp !== undefined && c.previous?.deletionTimestamp === undefined && p.nodeName && !this.deleted.has(key)) this.deleted.set(key, { node: p.nodeName, at: realClock.now() });
+      if (p.deletionTimestamp !== undefined && c.previous?.deletionTimestamp === undefined && p.nodeName && !this.deleted.has(key))
+        this.deleted.set(key, { node: p.nodeName, at: realClock.now() });
     });
   }
 
@@ -115,7 +119,11 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
       }
       // zone-a's backlog at 0.05 nodes/s, and a toleration and a pass more
       const backlogMs = (SHAPE.silentA / 0.05) * 1000;
-      await waitFor(() => silent.every((n) => observed.tainted.has(n) && observed.firstEviction(n) !== undefined), 40_000 + backlogMs + 120_000, 'every silent node tainted and its pods evicted');
+      await waitFor(
+        () => silent.every((n) => observed.tainted.has(n) && observed.firstEviction(n) !== undefined),
+        40_000 + backlogMs + 120_000,
+        'every silent node tainted and its pods evicted',
+      );
 
       const late: string[] = [];
       const unforeseen: string[] = [];
@@ -123,13 +131,25 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
       for (const name of silent) {
         const taint = observed.tainted.get(name)!;
         const eviction = observed.firstEviction(name)!;
-        const before = (at: number) => observed.readings.filter((r) => r.value && r.at < at).map((r) => ({ at: r.at, v: r.value as Value }));
-        const taints = before(taint).map(({ at, v }) => ({ at, n: v.nodes.find((n) => n.name === name) })).filter((x) => x.n?.taintAt !== undefined && !x.n.tainted);
-        const evictions = before(eviction).map(({ at, v }) => ({ at, e: Math.min(...v.pods.filter((p) => p.node === name && p.evictAt !== undefined).map((p) => p.evictAt!)) })).filter((x) => Number.isFinite(x.e));
+        const before = (at: number) =>
+          observed.readings.filter((r) => r.value && r.at < at).map((r) => ({ at: r.at, v: r.value as Value }));
+        const taints = before(taint)
+          .map(({ at, v }) => ({ at, n: v.nodes.find((n) => n.name === name) }))
+          .filter((x) => x.n?.taintAt !== undefined && !x.n.tainted);
+        const evictions = before(eviction)
+          .map(({ at, v }) => ({
+            at,
+            e: Math.min(...v.pods.filter((p) => p.node === name && p.evictAt !== undefined).map((p) => p.evictAt!)),
+          }))
+          .filter((x) => Number.isFinite(x.e));
         if (taints.length === 0) unforeseen.push(`taint of ${name}`);
         if (evictions.length === 0) unforeseen.push(`eviction on ${name}`);
-        for (const t of taints) if (t.n!.taintAt! > taint) late.push(`${name}: taint forecast at ${new Date(t.at).toISOString()} for ${t.n!.taintAt! - taint} ms after it came`);
-        for (const e of evictions) if (e.e > eviction) late.push(`${name}: eviction forecast at ${new Date(e.at).toISOString()} for ${e.e - eviction} ms after it came`);
+        for (const t of taints)
+          if (t.n!.taintAt! > taint)
+            late.push(`${name}: taint forecast at ${new Date(t.at).toISOString()} for ${t.n!.taintAt! - taint} ms after it came`);
+        for (const e of evictions)
+          if (e.e > eviction)
+            late.push(`${name}: eviction forecast at ${new Date(e.at).toISOString()} for ${e.e - eviction} ms after it came`);
         for (const t of taints) spread = Math.max(spread, (t.n!.taintLikely ?? t.n!.taintAt!) - t.n!.taintAt!);
       }
       // taints out of the order the kubelets stopped in, zone by zone

@@ -51,7 +51,9 @@ function measure(l: LabInfo) {
         lastOk = realClock.now();
       }
       for (const m of members) {
-        const r = await fetch(`${m.etcdUrl}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(500) }).catch(() => undefined);
+        const r = await fetch(`${m.etcdUrl}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(500) }).catch(
+          () => undefined,
+        );
         const body = r?.ok ? ((await r.json()) as { header?: { member_id?: string }; leader?: string }) : undefined;
         if (body?.leader && body.leader === body.header?.member_id) note('etcd', m.name);
       }
@@ -72,7 +74,8 @@ function measure(l: LabInfo) {
   return async () => {
     stop = true;
     await loop;
-    const t0 = (x: { value: string; at: number }[]) => x.map((e) => `${e.value.slice(0, 12)}@${new Date(e.at).toISOString().slice(11, 23)}`).join(' → ');
+    const t0 = (x: { value: string; at: number }[]) =>
+      x.map((e) => `${e.value.slice(0, 12)}@${new Date(e.at).toISOString().slice(11, 23)}`).join(' → ');
     const figures = {
       etcdLeaders: t0(leaders.etcd!),
       controllerManagerLeaders: t0(leaders['kube-controller-manager']!),
@@ -93,17 +96,23 @@ async function makeEtcdLeader(l: LabInfo, name: string): Promise<void> {
   };
   const members = l.members!;
   const target = members.find((m) => m.name === name)!;
-  const status = async (url: string) => (await post(url, '/v3/maintenance/status', {})) as { header: { member_id: string }; leader: string };
+  const status = async (url: string) =>
+    (await post(url, '/v3/maintenance/status', {})) as { header: { member_id: string }; leader: string };
   const targetId = (await status(target.etcdUrl)).header.member_id;
-  await until(`etcd's leader to be ${name}`, async () => {
-    for (const m of members) {
-      const s = await status(m.etcdUrl).catch(() => undefined);
-      if (!s || s.leader !== s.header.member_id) continue;
-      if (s.leader === targetId) return true;
-      await post(m.etcdUrl, '/v3/maintenance/transfer-leadership', { targetID: targetId }).catch(() => undefined);
-    }
-    return false;
-  }, 30_000, 500);
+  await until(
+    `etcd's leader to be ${name}`,
+    async () => {
+      for (const m of members) {
+        const s = await status(m.etcdUrl).catch(() => undefined);
+        if (!s || s.leader !== s.header.member_id) continue;
+        if (s.leader === targetId) return true;
+        await post(m.etcdUrl, '/v3/maintenance/transfer-leadership', { targetID: targetId }).catch(() => undefined);
+      }
+      return false;
+    },
+    30_000,
+    500,
+  );
 }
 
 async function game(name: string, extra: string[] = []): Promise<Outcome> {
@@ -118,7 +127,8 @@ const deleted = (o: Outcome) => {
   const obs = o.report.observations['pods deleted'] as { value?: { deletions?: unknown[] } } | undefined;
   return obs?.value?.deletions ?? [];
 };
-const notReadyTransitions = (o: Outcome) => o.report.guardTransitions.filter((t) => t.guard === 'every node stays Ready' && t.status === 'violated');
+const notReadyTransitions = (o: Outcome) =>
+  o.report.guardTransitions.filter((t) => t.guard === 'every node stays Ready' && t.status === 'violated');
 
 beforeAll(async () => {
   lab = await startLab({ instance: INSTANCE, nodes: 3, controlPlanes: 3 });
@@ -156,7 +166,13 @@ describe('etcd-member-loss', () => {
     expect(o.exitCode, whyRun(o)).toBe(0);
     expect(notReadyTransitions(o)).toEqual([]);
     expect(deleted(o)).toEqual([]);
-    await until('three etcd members healthy', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).stdout.match(/^ {2}cp-\d +http\S+ +(leader|follower)$/gm)?.length === 3, 60_000, 1000);
+    await until(
+      'three etcd members healthy',
+      async () =>
+        (await cli(['lab', 'status', '--instance', INSTANCE])).stdout.match(/^ {2}cp-\d +http\S+ +(leader|follower)$/gm)?.length === 3,
+      60_000,
+      1000,
+    );
   });
 });
 

@@ -11,7 +11,16 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BatchV1Api, CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, PatchStrategy, type V1Pod, type V1PodSpec } from '@kubernetes/client-node';
+import {
+  BatchV1Api,
+  CoreV1Api,
+  KubeConfig,
+  KubernetesObjectApi,
+  type KubernetesObject,
+  PatchStrategy,
+  type V1Pod,
+  type V1PodSpec,
+} from '@kubernetes/client-node';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toolVersion } from '../../src/core/version.js';
@@ -84,8 +93,9 @@ const podOf = async (job: string) => (await core.listNamespacedPod({ namespace: 
 
 /** Complete or Failed, once the Job is; else ''. */
 const outcomeOf = async (job: Job): Promise<string> =>
-  (await batch.readNamespacedJob({ namespace: NS, name: job.metadata.name })).status?.conditions?.find((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True')
-    ?.type ?? '';
+  (await batch.readNamespacedJob({ namespace: NS, name: job.metadata.name })).status?.conditions?.find(
+    (c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True',
+  )?.type ?? '';
 
 /** Waits for the Job to be Complete or Failed; its pod, the container's exit code and the pod's log. */
 async function finished(job: Job): Promise<Finished> {
@@ -104,7 +114,11 @@ async function runJob(job: Job): Promise<Finished> {
 /** The pod of a Job once its container runs. */
 const running = async (job: Job): Promise<V1Pod> => {
   let pod: V1Pod | undefined;
-  await until(`a running pod of Job ${job.metadata.name}`, async () => (pod = await podOf(job.metadata.name))?.status?.containerStatuses?.[0]?.state?.running !== undefined, 120_000);
+  await until(
+    `a running pod of Job ${job.metadata.name}`,
+    async () => (pod = await podOf(job.metadata.name))?.status?.containerStatuses?.[0]?.state?.running !== undefined,
+    120_000,
+  );
   return pod!;
 };
 
@@ -129,7 +143,10 @@ function ensureSshd(): void {
   const madePolicy = !existsSync(policy);
   if (madePolicy) writeFileSync(policy, '#!/bin/sh\nexit 101\n', { mode: 0o755 });
   try {
-    const r = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'openssh-server'], { env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }, encoding: 'utf8' });
+    const r = spawnSync('apt-get', ['install', '-y', '--no-install-recommends', 'openssh-server'], {
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+      encoding: 'utf8',
+    });
     if (r.status !== 0) throw new Error(`cannot install openssh-server with apt-get: ${r.stderr.slice(-2000)}`);
   } finally {
     if (madePolicy) rmSync(policy, { force: true });
@@ -182,7 +199,9 @@ async function startSshd(): Promise<{ key: string; knownHosts: string }> {
   ];
   writeFileSync(file('sshd_config'), config.join('\n'));
   let log = '';
-  const d = spawn('ip', ['netns', 'exec', node.netns, '/usr/sbin/sshd', '-D', '-e', '-f', file('sshd_config')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const d = spawn('ip', ['netns', 'exec', node.netns, '/usr/sbin/sshd', '-D', '-e', '-f', file('sshd_config')], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   sshd = d;
   d.stderr.on('data', (b: Buffer) => (log += b.toString()));
   await until(`sshd listening on ${node.ip}:22`, () => d.exitCode === null && accepts(node.ip, 22), 10_000, 100).catch((e: unknown) => {
@@ -221,7 +240,9 @@ beforeAll(async () => {
   secret = await startSshd();
 
   // the shipped runbook, allowed in-cluster on this lab (its own allowContexts name kubeconfig contexts)
-  const rb = parse(readFileSync(join(REPO, 'runbooks', 'kubelet-partition.yaml'), 'utf8')) as { spec: { safety: { allowContexts: string[] } } };
+  const rb = parse(readFileSync(join(REPO, 'runbooks', 'kubelet-partition.yaml'), 'utf8')) as {
+    spec: { safety: { allowContexts: string[] } };
+  };
   rb.spec.safety.allowContexts = [IN_CLUSTER];
   const partitionFile = join(work, 'kubelet-partition.yaml');
   writeFileSync(partitionFile, stringify(rb));
@@ -236,15 +257,25 @@ beforeAll(async () => {
   markFile = join(work, 'mark');
   const markRunbook = join(work, 'mark-rnode-1.yaml');
   const steps = [
-    { name: 'mark rnode-1', action: 'run-command', with: { nodes: { names: ['rnode-1'] }, apply: `touch ${markFile}`, revert: `rm -f ${markFile}` } },
+    {
+      name: 'mark rnode-1',
+      action: 'run-command',
+      with: { nodes: { names: ['rnode-1'] }, apply: `touch ${markFile}`, revert: `rm -f ${markFile}` },
+    },
     { name: 'hold', wait: '60s' },
   ];
   const safety = { allowContexts: [IN_CLUSTER, 'lab-*'], maxDuration: '5m', faultTtl: '3m' };
-  writeFileSync(markRunbook, stringify({ apiVersion: 'kube-runbook/v1', kind: 'Runbook', metadata: { name: 'mark-rnode-1' }, spec: { safety, steps } }));
+  writeFileSync(
+    markRunbook,
+    stringify({ apiVersion: 'kube-runbook/v1', kind: 'Runbook', metadata: { name: 'mark-rnode-1' }, spec: { safety, steps } }),
+  );
   const viaAgent = inventoryWith('inventory-agent', { type: 'agent', namespace: AGENT_NS, enter: 'mount', startTimeout: '45s' });
 
   const agents = cli(['agent', 'manifests', '-i', viaAgent]);
-  [partition, mark] = await Promise.all([manifestsOf(partitionFile, viaSsh, ['--report-configmap', '--ssh-secret', SSH_SECRET]), manifestsOf(markRunbook, viaAgent, [])]);
+  [partition, mark] = await Promise.all([
+    manifestsOf(partitionFile, viaSsh, ['--report-configmap', '--ssh-secret', SSH_SECRET]),
+    manifestsOf(markRunbook, viaAgent, []),
+  ]);
   const a = await agents;
   expect(a.code, a.stderr).toBe(0);
   for (const d of parseAllDocuments(a.stdout)) await apply(d.toJS() as KubernetesObject);
@@ -267,7 +298,10 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
     const [namespace] = partition;
     expect(namespace).toMatchObject({ kind: 'Namespace', metadata: { name: NS } });
     await apply(namespace!);
-    await core.createNamespacedSecret({ namespace: NS, body: { metadata: { name: SSH_SECRET }, stringData: { id_ed25519: secret.key, known_hosts: secret.knownHosts } } });
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: SSH_SECRET }, stringData: { id_ed25519: secret.key, known_hosts: secret.knownHosts } },
+    });
     for (const o of [...partition, ...mark]) if (o.kind !== 'Job') await apply(o);
     expect(partition.map((o) => o.kind)).toContain('ClusterRole');
     expect(partition.at(-1)?.kind).toBe('Job');
@@ -282,10 +316,25 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
     expect(pod.status?.containerStatuses?.[0]?.imageID).toMatch(/^sha256:[0-9a-f]{64}$/);
     // no registry was asked: the image is the one the lab imported (a pull of localhost/ would fail)
     const events = (await core.listNamespacedEvent({ namespace: NS, fieldSelector: `involvedObject.name=${pod.metadata!.name!}` })).items;
-    expect(events.filter((e) => e.reason === 'Pulled').map((e) => e.message)).toEqual([`Container image "${IMAGE}" already present on machine and can be accessed by the pod`]);
+    expect(events.filter((e) => e.reason === 'Pulled').map((e) => e.message)).toEqual([
+      `Container image "${IMAGE}" already present on machine and can be accessed by the pod`,
+    ]);
     // the ssh key as the executor (uid 1000, group 1000) sees it: root's, readable by its group (fsGroup) and by
     // nobody else; OpenSSH checks a key's mode only when the user reading it owns it
-    const key = statSync(join(lab.stateDir, 'nodes', 'rnode-2', 'kubelet-root', 'pods', pod.metadata!.uid!, 'volumes', 'kubernetes.io~secret', 'ssh', 'id_ed25519'));
+    const key = statSync(
+      join(
+        lab.stateDir,
+        'nodes',
+        'rnode-2',
+        'kubelet-root',
+        'pods',
+        pod.metadata!.uid!,
+        'volumes',
+        'kubernetes.io~secret',
+        'ssh',
+        'id_ed25519',
+      ),
+    );
     expect({ mode: (key.mode & 0o777).toString(8), uid: key.uid, gid: key.gid }).toEqual({ mode: '440', uid: 0, gid: 1000 });
   });
 
@@ -301,11 +350,14 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
       expect(r.outcome).toBe('Failed');
       const report = reportOf(r.log);
       expect(report.status).toBe('refused');
-      expect(report.preflight.find((p) => p.check === 'context')).toMatchObject({ ok: true, detail: `context "in-cluster" is allowed (server https://${SERVICE_IP}:443)` });
+      expect(report.preflight.find((p) => p.check === 'context')).toMatchObject({
+        ok: true,
+        detail: `context "in-cluster" is allowed (server https://${SERVICE_IP}:443)`,
+      });
       const rbac = report.preflight.find((p) => p.check === 'rbac')!;
       expect(rbac.ok).toBe(false);
       expect(rbac.detail).toBe(
-        "not allowed: list pods (cluster-wide) (for observer pod-deletions, observer eviction-forecast); watch pods (cluster-wide) (for observer pod-deletions, observer eviction-forecast)",
+        'not allowed: list pods (cluster-wide) (for observer pod-deletions, observer eviction-forecast); watch pods (cluster-wide) (for observer pod-deletions, observer eviction-forecast)',
       );
       expect(report.faults).toEqual([]);
     } finally {
@@ -320,7 +372,10 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
     const bare = { ...spec, securityContext: undefined, containers: spec.containers.map((c) => ({ ...c, securityContext: undefined })) };
     const refused = await core.createNamespacedPod({ namespace: NS, body: pod(bare), dryRun: 'All' }).then(
       () => ({ code: 201, message: 'admitted' }),
-      (e: { code?: number; body?: string }) => ({ code: e.code, message: (JSON.parse(e.body ?? '{}') as { message?: string }).message ?? '' }),
+      (e: { code?: number; body?: string }) => ({
+        code: e.code,
+        message: (JSON.parse(e.body ?? '{}') as { message?: string }).message ?? '',
+      }),
     );
     expect(refused.code).toBe(403);
     expect(refused.message).toMatch(/is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false/);
@@ -353,7 +408,19 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
     writeFileSync(logged, JSON.stringify(report));
     const out = (from: string, ext: string) => join(work, `${from}.${ext}`);
     const [fromCm, fromLog] = await Promise.all([
-      cli(['report', '--from-configmap', `${namespace}/${name}`, '--kubeconfig', lab.kubeconfig, '--context', lab.context, '--html', out('cm', 'html'), '--junit', out('cm', 'xml')]),
+      cli([
+        'report',
+        '--from-configmap',
+        `${namespace}/${name}`,
+        '--kubeconfig',
+        lab.kubeconfig,
+        '--context',
+        lab.context,
+        '--html',
+        out('cm', 'html'),
+        '--junit',
+        out('cm', 'xml'),
+      ]),
       cli(['report', logged, '--html', out('log', 'html'), '--junit', out('log', 'xml')]),
     ]);
     expect([fromCm.code, fromLog.code], `${fromCm.stderr}${fromLog.stderr}`).toEqual([0, 0]);
@@ -398,12 +465,24 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
     expect(killed.outcome).toBe('Failed');
     await core.deleteNamespacedPod({ namespace: NS, name: pod.metadata!.name!, gracePeriodSeconds: 0 });
     const fault = parseJournal((await journals())[`${runId}.jsonl`]!, journalCm).faults;
-    expect(fault.map((f) => [f.prepared.action, f.prepared.node, f.applied, f.reverted])).toEqual([['run-command', 'rnode-1', true, false]]);
+    expect(fault.map((f) => [f.prepared.action, f.prepared.node, f.applied, f.reverted])).toEqual([
+      ['run-command', 'rnode-1', true, false],
+    ]);
     expect(existsSync(markFile)).toBe(true);
 
     // recover from a workstation, with an empty state dir, finds the run in the cluster's copy; the lock was renewed
     // seconds ago, so it cannot tell the run dead and refuses (exit 2), until whoever saw the pod go says so
-    const early = await cli(['recover', '--from-cluster', journalCm, '--kubeconfig', lab.kubeconfig, '--context', lab.context, '--state-dir', mkdtempSync(join(work, 'state-'))]);
+    const early = await cli([
+      'recover',
+      '--from-cluster',
+      journalCm,
+      '--kubeconfig',
+      lab.kubeconfig,
+      '--context',
+      lab.context,
+      '--state-dir',
+      mkdtempSync(join(work, 'state-')),
+    ]);
     expect(early.code, early.stderr.slice(-3000)).toBe(2);
     expect(early.stderr).toContain(`run ${runId} is still in progress: its executor`);
     // so says a recover Job: a pod of the run's ServiceAccount, its own state dir empty too

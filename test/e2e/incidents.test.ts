@@ -19,7 +19,8 @@ let lab: LabInfo;
 const runbook = (name: string) => join(REPO, 'runbooks', name);
 
 /** Every node Ready and every pod Running again (the Deployment replaces evicted pods). */
-const settled = () => until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
+const settled = () =>
+  until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
 
 /** Where the containers killed were counted: containerd of each real node, else the simulator's kill log. */
 function expectCountedByTheRuntime(o: Outcome) {
@@ -70,20 +71,32 @@ describe(`apiserver-outage (Kubernetes ${LAB_VERSION})`, () => {
     const freeze = traitsOf(version).canDisableTaintEviction ? 'disable-taint-eviction' : 'stop-controller-manager';
     expect(remediation.map((f) => f.action)).toEqual([freeze]);
     // the controller-manager comes back only after every other fault is reverted
-    const lastFault = o.report.faults.filter((f) => !f.remediation).map((f) => f.revertedAt!).sort().at(-1)!;
+    const lastFault = o.report.faults
+      .filter((f) => !f.remediation)
+      .map((f) => f.revertedAt!)
+      .sort()
+      .at(-1)!;
     expect(remediation[0]!.revertedAt! > lastFault).toBe(true);
     // while the freeze holds the forecast predicts no eviction and says why, and so does the timeline
-    const frozenBy = freeze === 'disable-taint-eviction' ? 'taint eviction disabled by this run' : 'kube-controller-manager stopped by this run';
+    const frozenBy =
+      freeze === 'disable-taint-eviction' ? 'taint eviction disabled by this run' : 'kube-controller-manager stopped by this run';
     const settle = new Date(Date.parse(remediation[0]!.appliedAt!) + 1000).toISOString();
     const whileFrozen = o.report.guardReadings['eviction forecast']!.filter((r) => r.at > settle && r.at < remediation[0]!.revertedAt!);
     expect(whileFrozen.length, 'readings while the freeze held').toBeGreaterThan(0);
-    expect(whileFrozen.filter((r) => (r.value as { earliestEviction: unknown } | null)?.earliestEviction), 'evictions forecast while frozen').toEqual([]);
-    expect(whileFrozen.filter((r) => r.status !== 'unknown').every((r) => r.detail.startsWith(`no eviction: ${frozenBy} (${freeze} on `))).toBe(true);
+    expect(
+      whileFrozen.filter((r) => (r.value as { earliestEviction: unknown } | null)?.earliestEviction),
+      'evictions forecast while frozen',
+    ).toEqual([]);
+    expect(
+      whileFrozen.filter((r) => r.status !== 'unknown').every((r) => r.detail.startsWith(`no eviction: ${frozenBy} (${freeze} on `)),
+    ).toBe(true);
     expect(timeline(o)).toContain(`no eviction: ${frozenBy} (${freeze} on `);
     expectSafe(o);
     // the recovery objectives, measured from the last fault's revert: met, in report.json, JUnit and the timeline
     const objectives = o.report.objectives ?? [];
-    console.log(`apiserver-outage on ${LAB_VERSION}: ${objectives.map((x) => `${x.name} ${x.status} after ${x.recoveryMs} ms`).join('; ')}`);
+    console.log(
+      `apiserver-outage on ${LAB_VERSION}: ${objectives.map((x) => `${x.name} ${x.status} after ${x.recoveryMs} ms`).join('; ')}`,
+    );
     expect(objectives.map((x) => `${x.name}: ${x.status}`).sort()).toEqual(['every lease fresh again: met', 'every node Ready again: met']);
     for (const x of objectives) expect(x.recoveryMs, x.name).toBeLessThan(x.withinMs);
     const junit = readFileSync(join(o.reportDir, 'junit.xml'), 'utf8');
@@ -92,7 +105,7 @@ describe(`apiserver-outage (Kubernetes ${LAB_VERSION})`, () => {
     await settled();
   });
 
-  it('without guards: the cascade happens: the evicted pods\' containers are killed', async () => {
+  it("without guards: the cascade happens: the evicted pods' containers are killed", async () => {
     const o = await runAndMeasure(lab, runbook('apiserver-outage.yaml'), false);
     expect(o.evicted.length).toBeGreaterThan(0);
     expectCountedByTheRuntime(o);

@@ -13,7 +13,8 @@ import { LAB_VERSION, REAL_NODES, REPO, cli, startLab, stopLab, until, workerNod
 const INSTANCE = 'kpc';
 let lab: LabInfo;
 const runbook = (name: string) => join(REPO, 'runbooks', name);
-const settled = () => until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
+const settled = () =>
+  until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
 const timeline = (reportDir: string) => readFileSync(join(reportDir, 'timeline.html'), 'utf8');
 
 beforeAll(async () => {
@@ -25,7 +26,7 @@ afterAll(async () => {
 });
 
 describe(`kubelet-partition (Kubernetes ${LAB_VERSION})`, () => {
-  it('without guards: the controller evicts the cut-off node\'s pods and the kubelet kills them on reconnect', async () => {
+  it("without guards: the controller evicts the cut-off node's pods and the kubelet kills them on reconnect", async () => {
     const o = await runAndMeasure(lab, runbook('kubelet-partition.yaml'), false);
     expect(o.evicted.length).toBeGreaterThan(0);
     expect(o.killedFrom).toMatch(REAL_NODES ? /^containerd of rnode-1, rnode-2, rnode-3 / : /^the kubelet simulator's kill log/);

@@ -13,9 +13,13 @@ afterAll(async () => {
 /** Starts `lab up` and SIGKILLs it once its progress output shows `step`. */
 async function killUpAt(step: string): Promise<string> {
   await labBinaries();
-  const child = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), 'lab', 'up', '--instance', INSTANCE, '--nodes', '2', '--kubernetes-version', LAB_VERSION], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [join(REPO, 'bin', 'kube-runbook.js'), 'lab', 'up', '--instance', INSTANCE, '--nodes', '2', '--kubernetes-version', LAB_VERSION],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let stderr = '';
   child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
   const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));

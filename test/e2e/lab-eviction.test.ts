@@ -32,8 +32,10 @@ afterAll(async () => {
   expect(await leftovers(INSTANCE)).toEqual([]);
 });
 
-const kubelet = (script: string) => inNetns(labNames(INSTANCE).netns('node-1'), `'${join(lab.stateDir, 'nodes', 'node-1', 'kubelet', script)}'`);
-const podsOn = async (node: string): Promise<V1Pod[]> => (await core.listNamespacedPod({ namespace: 'demo', fieldSelector: `spec.nodeName=${node}` })).items;
+const kubelet = (script: string) =>
+  inNetns(labNames(INSTANCE).netns('node-1'), `'${join(lab.stateDir, 'nodes', 'node-1', 'kubelet', script)}'`);
+const podsOn = async (node: string): Promise<V1Pod[]> =>
+  (await core.listNamespacedPod({ namespace: 'demo', fieldSelector: `spec.nodeName=${node}` })).items;
 const noExecute = (n: V1Node) => n.spec?.taints?.find((t) => t.key === 'node.kubernetes.io/unreachable' && t.effect === 'NoExecute');
 
 describe(`a silent kubelet on the real controller-manager (incident 1, Kubernetes ${LAB_VERSION})`, () => {
@@ -82,7 +84,9 @@ describe(`a silent kubelet on the real controller-manager (incident 1, Kubernete
     // which controller evicted, as the server says it: DisruptionTarget/DeletionByTaintManager since 1.26, nothing before
     const traits = traitsOf(parseKubeVersion(lab.binaries?.version));
     const reasons = marked.map((p) => p.status?.conditions?.find((c) => c.type === 'DisruptionTarget')?.reason ?? 'none');
-    process.stderr.write(`[lab] Kubernetes ${lab.binaries?.version}: evicted by ${traits.taintEvictor}; DisruptionTarget: ${[...new Set(reasons)].join(', ')}\n`);
+    process.stderr.write(
+      `[lab] Kubernetes ${lab.binaries?.version}: evicted by ${traits.taintEvictor}; DisruptionTarget: ${[...new Set(reasons)].join(', ')}\n`,
+    );
     expect(reasons).toEqual(marked.map(() => (traits.writesDisruptionTarget ? 'DeletionByTaintManager' : 'none')));
 
     // the kubelet is away: its containers keep running, nobody kills them
@@ -91,7 +95,11 @@ describe(`a silent kubelet on the real controller-manager (incident 1, Kubernete
     expect(away.kills).toEqual([]);
 
     expect((await kubelet('start')).code).toBe(0);
-    await until('the kubelet to kill the containers of the marked pods', async () => (await readRuntime(lab.stateDir, 'node-1')).kills.length >= victims.length, 30_000);
+    await until(
+      'the kubelet to kill the containers of the marked pods',
+      async () => (await readRuntime(lab.stateDir, 'node-1')).kills.length >= victims.length,
+      30_000,
+    );
     const back = await readRuntime(lab.stateDir, 'node-1');
     expect(back.kills.map((k) => k.podUid).sort()).toEqual(victims);
     for (const k of back.kills) {
@@ -100,10 +108,18 @@ describe(`a silent kubelet on the real controller-manager (incident 1, Kubernete
     }
     expect(back.containers.filter((c) => victims.includes(c.podUid))).toEqual([]);
 
-    await until('the deletions to be finalized', async () => (await podsOn('node-1')).every((p) => !victims.includes(p.metadata!.uid!)), 30_000);
-    await until('node-1 Ready and untainted again', async () => {
-      const n = await core.readNode({ name: 'node-1' });
-      return n.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True' && !noExecute(n);
-    }, 30_000);
+    await until(
+      'the deletions to be finalized',
+      async () => (await podsOn('node-1')).every((p) => !victims.includes(p.metadata!.uid!)),
+      30_000,
+    );
+    await until(
+      'node-1 Ready and untainted again',
+      async () => {
+        const n = await core.readNode({ name: 'node-1' });
+        return n.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True' && !noExecute(n);
+      },
+      30_000,
+    );
   });
 });

@@ -23,23 +23,47 @@ afterAll(async () => {
 });
 
 const readyFleet = async () =>
-  (await core.listNode({ labelSelector: `${FLEET_LABEL}=${INSTANCE}` })).items.filter((n) => n.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True').length;
+  (await core.listNode({ labelSelector: `${FLEET_LABEL}=${INSTANCE}` })).items.filter(
+    (n) => n.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True',
+  ).length;
 
 describe('lab fleet', () => {
   it('keeps its nodes Ready past the grace period, runs a pod bound to one and kills it on deletion, then removes its nodes', async () => {
     const stop = new AbortController();
     const progress: FleetStats[] = [];
-    const fleet = runFleet({ instance: INSTANCE, count: COUNT, zones: 3, leaseRenewMs: 2000, progressMs: 1000, log: memoryLogger(), onProgress: (s) => progress.push(s) }, stop.signal);
+    const fleet = runFleet(
+      {
+        instance: INSTANCE,
+        count: COUNT,
+        zones: 3,
+        leaseRenewMs: 2000,
+        progressMs: 1000,
+        log: memoryLogger(),
+        onProgress: (s) => progress.push(s),
+      },
+      stop.signal,
+    );
     try {
       await until(`${COUNT} fleet nodes Ready`, async () => (await readyFleet()) === COUNT, 60_000, 500);
-      const zones = new Set((await core.listNode({ labelSelector: `${FLEET_LABEL}=${INSTANCE}` })).items.map((n) => n.metadata?.labels?.['topology.kubernetes.io/zone']));
+      const zones = new Set(
+        (await core.listNode({ labelSelector: `${FLEET_LABEL}=${INSTANCE}` })).items.map(
+          (n) => n.metadata?.labels?.['topology.kubernetes.io/zone'],
+        ),
+      );
       expect([...zones].sort()).toEqual(['zone-a', 'zone-b', 'zone-c']);
 
       await core.createNamespacedPod({
         namespace: 'default',
-        body: { metadata: { name: 'on-fleet' }, spec: { nodeName: 'fleet-00003', automountServiceAccountToken: false, containers: [{ name: 'c', image: 'pause' }] } },
+        body: {
+          metadata: { name: 'on-fleet' },
+          spec: { nodeName: 'fleet-00003', automountServiceAccountToken: false, containers: [{ name: 'c', image: 'pause' }] },
+        },
       });
-      await until('the pod Running on fleet-00003', async () => (await core.readNamespacedPod({ name: 'on-fleet', namespace: 'default' })).status?.phase === 'Running', 20_000);
+      await until(
+        'the pod Running on fleet-00003',
+        async () => (await core.readNamespacedPod({ name: 'on-fleet', namespace: 'default' })).status?.phase === 'Running',
+        20_000,
+      );
       expect((await readRuntime(lab.stateDir, 'fleet-00003')).containers.map((c) => c.pod)).toEqual(['on-fleet']);
 
       // hold past two grace periods: nobody may go NotReady
@@ -51,7 +75,11 @@ describe('lab fleet', () => {
 
       await core.deleteNamespacedPod({ name: 'on-fleet', namespace: 'default' });
       await until('the container killed', async () => (await readRuntime(lab.stateDir, 'fleet-00003')).kills.length === 1, 20_000);
-      await until('the pod gone', async () => !(await core.listNamespacedPod({ namespace: 'default' })).items.some((p) => p.metadata?.name === 'on-fleet'), 20_000);
+      await until(
+        'the pod gone',
+        async () => !(await core.listNamespacedPod({ namespace: 'default' })).items.some((p) => p.metadata?.name === 'on-fleet'),
+        20_000,
+      );
     } finally {
       stop.abort();
       await fleet;

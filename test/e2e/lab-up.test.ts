@@ -64,7 +64,10 @@ describe('lab up', () => {
     const pods = (await core.listNamespacedPod({ namespace: 'demo' })).items;
     for (const node of ['node-1', 'node-2', 'node-3']) {
       const rt = await readRuntime(lab.stateDir, node);
-      const bound = pods.filter((p) => p.spec?.nodeName === node).map((p) => p.metadata?.uid).sort();
+      const bound = pods
+        .filter((p) => p.spec?.nodeName === node)
+        .map((p) => p.metadata?.uid)
+        .sort();
       expect(rt.containers.map((c) => c.podUid).sort()).toEqual(bound);
       expect(rt.kills).toEqual([]);
     }
@@ -74,7 +77,8 @@ describe('lab up', () => {
     const kc = new KubeConfig();
     kc.loadFromFile(lab.kubeconfig);
     const leases = kc.makeApiClient(CoordinationV1Api);
-    const read = async () => new Date((await leases.readNamespacedLease({ name: 'node-2', namespace: 'kube-node-lease' })).spec!.renewTime!).getTime();
+    const read = async () =>
+      new Date((await leases.readNamespacedLease({ name: 'node-2', namespace: 'kube-node-lease' })).spec!.renewTime!).getTime();
     const first = await read();
     await until('a renewal', async () => (await read()) > first, 5000, 100);
     const second = await read();
@@ -87,7 +91,12 @@ describe('lab up', () => {
     const inv = Inventory.parse(parse(await readFile(lab.inventoryFile, 'utf8')));
     expect(inv.spec.layout).toBe('lab');
     expect(inv.spec.transport).toEqual({ type: 'netns' });
-    expect(inv.spec.controller).toMatchObject({ nodeMonitorGracePeriod: 8000, nodeMonitorPeriod: 1000, leaseDuration: 8000, defaultTolerationSeconds: 30 });
+    expect(inv.spec.controller).toMatchObject({
+      nodeMonitorGracePeriod: 8000,
+      nodeMonitorPeriod: 1000,
+      leaseDuration: 8000,
+      defaultTolerationSeconds: 30,
+    });
     for (const n of inv.spec.nodes) expect((await inNetns(n.netns!, 'ip -4 -o addr show eth0')).stdout).toContain(n.address);
     const kubeconfig = parse(await readFile(lab.kubeconfig, 'utf8')) as { 'current-context': string };
     expect(kubeconfig['current-context']).toBe('lab-e2eup');
@@ -113,7 +122,11 @@ describe('lab up', () => {
     expect((await inNetns(netns, `'${svc('node-2', 'kubelet', 'stop')}'`)).code).toBe(0);
     expect((await inNetns(netns, `'${svc('node-2', 'kubelet', 'start')}'`)).code).toBe(0);
     expect((await inNetns(netns, `'${svc('node-2', 'kubelet', 'status')}'`)).code).toBe(0);
-    await until('the restarted kubelet to renew its lease', async () => (await inNetns(netns, `'${svc('node-2', 'kubelet', 'health')}'`)).code === 0, 10_000);
+    await until(
+      'the restarted kubelet to renew its lease',
+      async () => (await inNetns(netns, `'${svc('node-2', 'kubelet', 'health')}'`)).code === 0,
+      10_000,
+    );
     const pid = (await readFile(svc('node-2', 'kubelet', 'pid'), 'utf8')).trim();
     expect((await inNetns(netns, `ip netns identify ${pid}`)).stdout.trim()).toBe(netns);
   });
@@ -122,7 +135,11 @@ describe('lab up', () => {
     const cgroupOf = async () => readFile(`/proc/${(await readFile(svc('cp-1', 'etcd', 'pid'), 'utf8')).trim()}/cgroup`, 'utf8');
     expect(await cgroupOf()).toContain('kube-runbook-e2eup-etcd');
     expect((await inNetns('kr-e2eup-cp-1', `'${svc('cp-1', 'etcd', 'stop')}' && '${svc('cp-1', 'etcd', 'start')}'`)).code).toBe(0);
-    await until('etcd healthy again', async () => (await inNetns('kr-e2eup-cp-1', `'${svc('cp-1', 'etcd', 'health')}'`)).code === 0, 30_000);
+    await until(
+      'etcd healthy again',
+      async () => (await inNetns('kr-e2eup-cp-1', `'${svc('cp-1', 'etcd', 'health')}'`)).code === 0,
+      30_000,
+    );
     expect(await cgroupOf()).toContain('kube-runbook-e2eup-etcd');
   });
 
@@ -162,15 +179,30 @@ describe('a kubeconfig with proxy-url', () => {
     await writeFile(file, stringify(kc));
     return file;
   };
-  const plan = (kubeconfig: string) => cli(['plan', 'runbooks/apiserver-outage.yaml', '--inventory', lab.inventoryFile, '--kubeconfig', kubeconfig]);
+  const plan = (kubeconfig: string) =>
+    cli(['plan', 'runbooks/apiserver-outage.yaml', '--inventory', lab.inventoryFile, '--kubeconfig', kubeconfig]);
 
   beforeAll(async () => {
     await ensureAptPackages(['tinyproxy', 'dante-server'], { log: createLogger((_l, msg) => process.stderr.write(`[proxies] ${msg}\n`)) });
     dir = await mkdtemp(join(tmpdir(), 'kr-proxy-'));
     // the address this machine reaches the apiserver from: the tunnels leave from it
-    const via = /\bsrc (\S+)/.exec(execFileSync('ip', ['-4', 'route', 'get', new URL(lab.apiserverUrl).hostname], { encoding: 'utf8' }))?.[1];
+    const via = /\bsrc (\S+)/.exec(
+      execFileSync('ip', ['-4', 'route', 'get', new URL(lab.apiserverUrl).hostname], { encoding: 'utf8' }),
+    )?.[1];
     expect(via, 'a route to the apiserver').toBeDefined();
-    await writeFile(join(dir, 'tinyproxy.conf'), ['User nobody', 'Group nogroup', `Port ${HTTP_PORT}`, 'Listen 127.0.0.1', 'Allow 127.0.0.1', 'LogLevel Connect', 'MaxClients 20', ''].join('\n'));
+    await writeFile(
+      join(dir, 'tinyproxy.conf'),
+      [
+        'User nobody',
+        'Group nogroup',
+        `Port ${HTTP_PORT}`,
+        'Listen 127.0.0.1',
+        'Allow 127.0.0.1',
+        'LogLevel Connect',
+        'MaxClients 20',
+        '',
+      ].join('\n'),
+    );
     await writeFile(
       join(dir, 'danted.conf'),
       [
@@ -188,9 +220,11 @@ describe('a kubeconfig with proxy-url', () => {
     );
     start('tinyproxy', ['/usr/bin/tinyproxy', '-d', '-c', join(dir, 'tinyproxy.conf')]);
     start('danted', ['/usr/sbin/danted', '-f', join(dir, 'danted.conf')]);
-    await until('both proxies to listen', async () => (await listening(HTTP_PORT)) && (await listening(SOCKS_PORT)), 20_000).catch((e: unknown) => {
-      throw new Error(`${String(e)}\ntinyproxy: ${logs.tinyproxy.slice(-500)}\ndanted: ${logs.danted.slice(-500)}`);
-    });
+    await until('both proxies to listen', async () => (await listening(HTTP_PORT)) && (await listening(SOCKS_PORT)), 20_000).catch(
+      (e: unknown) => {
+        throw new Error(`${String(e)}\ntinyproxy: ${logs.tinyproxy.slice(-500)}\ndanted: ${logs.danted.slice(-500)}`);
+      },
+    );
   });
 
   afterAll(async () => {

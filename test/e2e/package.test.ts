@@ -5,7 +5,18 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { parse } from 'yaml';
@@ -33,8 +44,11 @@ interface Ran {
 
 function run(file: string, args: string[], o: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<Ran> {
   return new Promise((resolve) => {
-    execFile(file, args, { cwd: o.cwd ?? work, env: o.env ?? process.env, maxBuffer: 64 * 1024 * 1024, timeout: 600_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+    execFile(
+      file,
+      args,
+      { cwd: o.cwd ?? work, env: o.env ?? process.env, maxBuffer: 64 * 1024 * 1024, timeout: 600_000 },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
     );
   });
 }
@@ -69,7 +83,11 @@ describe('install anywhere', () => {
     const help = await run(bin, ['--help'], { env });
     expect(help.code, help.stderr).toBe(0);
     expect(help.stdout).toContain('Usage: kube-runbook');
-    const validate = await run(bin, ['validate', join(prefix, 'lib', 'node_modules', 'kube-runbook', 'runbooks', 'kubelet-partition.yaml')], { env });
+    const validate = await run(
+      bin,
+      ['validate', join(prefix, 'lib', 'node_modules', 'kube-runbook', 'runbooks', 'kubelet-partition.yaml')],
+      { env },
+    );
     expect(validate.code, validate.stderr).toBe(0);
     expect(validate.stdout).toContain('ok ');
     const kubectl = await run(join(prefix, 'bin', 'kubectl-runbook'), ['--help'], { env });
@@ -93,10 +111,18 @@ describe('install anywhere', () => {
       const validate = await run(EXE, ['validate', join(REPO, 'runbooks', 'kubelet-partition.yaml')], { env });
       expect(validate.code, validate.stderr).toBe(0);
       expect(validate.stdout).toContain('(Runbook kubelet-partition, 5 steps, 2 guards)');
-      const plan = await run(EXE, ['plan', join(REPO, 'runbooks', 'kubelet-partition.yaml'), '-i', join(REPO, 'examples', 'inventory-lab.yaml'), '--offline'], { env });
+      const plan = await run(
+        EXE,
+        ['plan', join(REPO, 'runbooks', 'kubelet-partition.yaml'), '-i', join(REPO, 'examples', 'inventory-lab.yaml'), '--offline'],
+        { env },
+      );
       expect(plan.code, plan.stderr).toBe(0);
       expect(plan.stdout).toContain('revert step 2: block-kubelet-egress on node-1');
-      const bad = await run(EXE, ['validate', join(REPO, 'test', 'fixtures', 'invalid', readdirSync(join(REPO, 'test', 'fixtures', 'invalid'))[0]!)], { env });
+      const bad = await run(
+        EXE,
+        ['validate', join(REPO, 'test', 'fixtures', 'invalid', readdirSync(join(REPO, 'test', 'fixtures', 'invalid'))[0]!)],
+        { env },
+      );
       expect(bad.code).toBe(2);
       expect(bad.stderr + bad.stdout).not.toContain('    at ');
     });
@@ -107,12 +133,16 @@ describe('install anywhere', () => {
         const r = await run(EXE, args, { env });
         expect(r.code, args.join(' ')).toBe(2);
         expect(r.stdout).toBe('');
-        expect(r.stderr.trim()).toBe(`kube-runbook: \`${args[0]}\` needs the npm package (npm install -g kube-runbook): the single executable leaves it out [NPM_PACKAGE_ONLY]`);
+        expect(r.stderr.trim()).toBe(
+          `kube-runbook: \`${args[0]}\` needs the npm package (npm install -g kube-runbook): the single executable leaves it out [NPM_PACKAGE_ONLY]`,
+        );
       }
     });
 
     it('bundles neither the lab nor the Kubernetes client’s generated API', () => {
-      const meta = JSON.parse(readFileSync(join(REPO, 'build', 'kube-runbook.meta.json'), 'utf8')) as { outputs: Record<string, { inputs: Record<string, { bytesInOutput: number }> }> };
+      const meta = JSON.parse(readFileSync(join(REPO, 'build', 'kube-runbook.meta.json'), 'utf8')) as {
+        outputs: Record<string, { inputs: Record<string, { bytesInOutput: number }> }>;
+      };
       const inputs = Object.entries(Object.values(meta.outputs)[0]!.inputs);
       const bytes = (files: RegExp) => inputs.filter(([f]) => files.test(f)).reduce((sum, [, i]) => sum + i.bytesInOutput, 0);
       expect(bytes(/dist\/cli\/(lab|demo)\.js$/)).toBe(0);
@@ -127,7 +157,15 @@ describe('install anywhere', () => {
       const manifest = parse(readFileSync(join(REPO, 'build', 'krew', 'runbook.yaml'), 'utf8')) as {
         kind: string;
         metadata: { name: string };
-        spec: { platforms: { sha256: string; bin: string; uri: string; selector: { matchLabels: Record<string, string> }; files: { from: string }[] }[] };
+        spec: {
+          platforms: {
+            sha256: string;
+            bin: string;
+            uri: string;
+            selector: { matchLabels: Record<string, string> };
+            files: { from: string }[];
+          }[];
+        };
       };
       expect(manifest.kind).toBe('Plugin');
       expect(manifest.metadata.name).toBe('runbook');
@@ -142,7 +180,12 @@ describe('install anywhere', () => {
         expect(listed.uri.endsWith(`/${archiveName(p)}`)).toBe(true);
         expect(listed.bin).toBe('kube-runbook');
         const tar = await run('tar', ['-tzvf', archive]);
-        expect(tar.stdout.trim().split('\n').map((l) => `${l.slice(0, 10)} ${l.split(' ').at(-1)}`)).toEqual(['-rwxr-xr-x kube-runbook', '-rwxr-xr-x kubectl_complete-runbook', '-rw-r--r-- LICENSE']);
+        expect(
+          tar.stdout
+            .trim()
+            .split('\n')
+            .map((l) => `${l.slice(0, 10)} ${l.split(' ').at(-1)}`),
+        ).toEqual(['-rwxr-xr-x kube-runbook', '-rwxr-xr-x kubectl_complete-runbook', '-rw-r--r-- LICENSE']);
         expect(listed.files.map((f) => f.from)).toEqual(ARCHIVE_FILES);
         // Node's own binary stripped (103 MiB on x64, most of it V8 and ICU's data) and a bundle of 3 MiB
         expect(statSync(built(p)).size / 2 ** 20, executableName(p)).toBeLessThan(110);
@@ -179,7 +222,11 @@ describe('install anywhere', () => {
       const env = { PATH: pathWithoutNode(), HOME: work };
       const version = await run(QEMU, ['-L', '/usr/aarch64-linux-gnu', exe, '--version'], { env });
       expect(version.stdout.trim(), version.stderr).toBe(JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')).version);
-      const validate = await run(QEMU, ['-L', '/usr/aarch64-linux-gnu', exe, 'validate', join(REPO, 'runbooks', 'kubelet-partition.yaml')], { env });
+      const validate = await run(
+        QEMU,
+        ['-L', '/usr/aarch64-linux-gnu', exe, 'validate', join(REPO, 'runbooks', 'kubelet-partition.yaml')],
+        { env },
+      );
       expect(validate.code, validate.stderr).toBe(0);
       expect(validate.stdout).toContain('(Runbook kubelet-partition, 5 steps, 2 guards)');
     }, 600_000);
@@ -207,10 +254,14 @@ describe('shell completion in zsh and fish', () => {
     // zle is off on a dumb terminal; under xterm it writes control sequences after the prompt, which Terminal leaves out
     const t = new Terminal('zsh -f -i', { cwd: REPO, env: { PATH: path, TERM: 'xterm', HOME: work } });
     try {
-      await t.type("autoload -U compinit; compinit -u; source <(kube-runbook completion zsh); PS1='ready$ '; echo sourced\n", /sourced\r?\n[\s\S]*ready\$ $/);
+      await t.type(
+        "autoload -U compinit; compinit -u; source <(kube-runbook completion zsh); PS1='ready$ '; echo sourced\n",
+        /sourced\r?\n[\s\S]*ready\$ $/,
+      );
       await t.type('kube-runbook describe st\t', /describe stop-$/);
       const listed = await t.type('\t', /stop-scheduler[\s\S]*describe stop-$/);
-      for (const id of ['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer']) expect(listed).toContain(id);
+      for (const id of ['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer'])
+        expect(listed).toContain(id);
       expect(listed).not.toContain('run-command');
     } finally {
       await t.end('\x15exit\n');
@@ -218,13 +269,25 @@ describe('shell completion in zsh and fish', () => {
   }, 60_000);
 
   it("fish: completes describe's ids with what they are, and runbook files", async () => {
-    const r = await run('fish', ['--no-config', '-c', "kube-runbook completion fish | source; complete -C 'kube-runbook describe st'; complete -C 'kube-runbook plan runbooks/apiserver-ou'"], {
-      cwd: REPO,
-      env: { ...process.env, PATH: path, HOME: work },
-    });
+    const r = await run(
+      'fish',
+      [
+        '--no-config',
+        '-c',
+        "kube-runbook completion fish | source; complete -C 'kube-runbook describe st'; complete -C 'kube-runbook plan runbooks/apiserver-ou'",
+      ],
+      {
+        cwd: REPO,
+        env: { ...process.env, PATH: path, HOME: work },
+      },
+    );
     expect(r.code, r.stderr).toBe(0);
     const lines = r.stdout.trim().split('\n');
-    expect(lines.filter((l) => l.startsWith('stop-'))).toEqual(['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer', 'stop-scheduler'].map((id) => `${id}\taction`));
+    expect(lines.filter((l) => l.startsWith('stop-'))).toEqual(
+      ['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer', 'stop-scheduler'].map(
+        (id) => `${id}\taction`,
+      ),
+    );
     expect(lines).toContain('runbooks/apiserver-outage.yaml');
   }, 60_000);
 });

@@ -74,7 +74,8 @@ describe(`cluster probes when the apiserver stops and starts (Kubernetes ${LAB_V
       for (;;) {
         const missing = PROBES.map(([id]) => id).filter((id) => !pred(last(id)));
         if (!missing.length) return;
-        if (realClock.now() > end) throw new Error(`${what}: still not for ${missing.map((id) => `${id} (${last(id)?.status}: ${last(id)?.detail})`).join(', ')}`);
+        if (realClock.now() > end)
+          throw new Error(`${what}: still not for ${missing.map((id) => `${id} (${last(id)?.status}: ${last(id)?.detail})`).join(', ')}`);
         await realClock.sleep(50);
       }
     };
@@ -92,15 +93,22 @@ describe(`cluster probes when the apiserver stops and starts (Kubernetes ${LAB_V
         const r = list.find((x, i) => x.status === 'unknown' && list.slice(i).every((y) => y.status === 'unknown'));
         return [id, r ? r.at - stoppedAt : Infinity] as const;
       });
-      for (const [id, ms] of took) expect(ms, `${id} read unknown ${ms} ms after the apiserver stopped`).toBeLessThanOrEqual(STALE_BOUND_MS);
+      for (const [id, ms] of took)
+        expect(ms, `${id} read unknown ${ms} ms after the apiserver stopped`).toBeLessThanOrEqual(STALE_BOUND_MS);
       console.log(`unknown after the apiserver stopped taking connections (ms): ${took.map(([id, ms]) => `${id} ${ms}`).join(', ')}`);
       await stopping;
 
       await realClock.sleep(3_000);
       await apiserver('start');
       const startedAt = realClock.now();
-      await waitAll((r) => r !== undefined && r.status !== 'unknown' && r.at >= startedAt, 60_000, 'known again after the apiserver started');
-      const back = PROBES.map(([id]) => [id, readings.get(id)!.find((x) => x.at >= startedAt && x.status !== 'unknown')!.at - startedAt] as const);
+      await waitAll(
+        (r) => r !== undefined && r.status !== 'unknown' && r.at >= startedAt,
+        60_000,
+        'known again after the apiserver started',
+      );
+      const back = PROBES.map(
+        ([id]) => [id, readings.get(id)!.find((x) => x.at >= startedAt && x.status !== 'unknown')!.at - startedAt] as const,
+      );
       console.log(`known again after the apiserver started (ms): ${back.map(([id, ms]) => `${id} ${ms}`).join(', ')}`);
     } finally {
       await probes.close(() => Promise.race([Promise.allSettled(pumps), realClock.sleep(10_000)]));

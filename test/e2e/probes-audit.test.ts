@@ -52,7 +52,11 @@ describe(`kube-runbook audit on the lab (Kubernetes ${LAB_VERSION})`, () => {
     const r = await audit('-i', inventory('from-cluster', undefined), '-o', 'json');
     expect(r.stderr).not.toMatch(/\n\s+at /);
     expect(r.code).toBe(0);
-    const out = JSON.parse(r.stdout) as { sources: Record<string, string>; settings: Record<string, number>; checks: { id: string; verdict: string }[] };
+    const out = JSON.parse(r.stdout) as {
+      sources: Record<string, string>;
+      settings: Record<string, number>;
+      checks: { id: string; verdict: string }[];
+    };
     // /configz of the controller-manager (client-certificate credentials), else its command line on cp-1
     expect(['configz', 'manifest']).toContain(out.sources.nodeMonitorGracePeriodMs);
     expect(out.sources.nodeMonitorPeriodMs).toBe(out.sources.nodeMonitorGracePeriodMs);

@@ -29,7 +29,16 @@ afterAll(async () => {
 async function up(o: { nodes: number; zones: number }): Promise<LabInfo> {
   await labDown(INSTANCE);
   const binaries = await labBinaries();
-  lab = await labUp({ binaries, instance: INSTANCE, nodes: o.nodes, zones: o.zones, grace: '8s', monitorPeriod: '1s', leaseRenew: '2s', toleration: '20s' });
+  lab = await labUp({
+    binaries,
+    instance: INSTANCE,
+    nodes: o.nodes,
+    zones: o.zones,
+    grace: '8s',
+    monitorPeriod: '1s',
+    leaseRenew: '2s',
+    toleration: '20s',
+  });
   return lab;
 }
 
@@ -127,9 +136,14 @@ function expectKeptTaintForecast(observed: Observed, kept: string[]): void {
     const before = observed.readings.filter((r) => r.value && r.at < actual!);
     const predicted = before.map((r) => ({ at: r.at, evictAt: podsEvictAt(r.value as Value, name) }));
     expect(predicted.at(-1)?.evictAt, `the last forecast before the eviction on ${name} predicts it`).toBeDefined();
-    expect(predicted.filter((p) => p.evictAt !== undefined && p.evictAt > actual!), `forecasts later than the eviction on ${name}`).toEqual([]);
+    expect(
+      predicted.filter((p) => p.evictAt !== undefined && p.evictAt > actual!),
+      `forecasts later than the eviction on ${name}`,
+    ).toEqual([]);
     const since = predicted.findLastIndex((p) => p.evictAt === undefined) + 1;
-    console.log(`kept taint on ${name}: eviction predicted ${actual! - predicted[since]!.at} ms ahead, early by ${actual! - predicted.at(-1)!.evictAt!} ms`);
+    console.log(
+      `kept taint on ${name}: eviction predicted ${actual! - predicted[since]!.at} ms ahead, early by ${actual! - predicted.at(-1)!.evictAt!} ms`,
+    );
   }
 }
 
@@ -149,8 +163,16 @@ describe(`eviction-forecast against the real controller (Kubernetes ${LAB_VERSIO
       const bound = 1000 + 2000;
       const nodeOf = (v: Value) => v.nodes.find((n) => n.name === 'node-1');
       const nr = compare(observed.readings, (v) => nodeOf(v)?.notReadyAt, observed.notReady.get('node-1')!, bound, 'NotReady of node-1');
-      const ev = compare(observed.readings, (v) => (v.earliestEviction?.node === 'node-1' ? v.earliestEviction.at : undefined), observed.firstEviction('node-1')!, bound, 'first eviction on node-1');
-      console.log(`one node: NotReady early by ${nr.early} ms (forecast ${nr.madeBefore} ms ahead), first eviction early by ${ev.early} ms (forecast ${ev.madeBefore} ms ahead)`);
+      const ev = compare(
+        observed.readings,
+        (v) => (v.earliestEviction?.node === 'node-1' ? v.earliestEviction.at : undefined),
+        observed.firstEviction('node-1')!,
+        bound,
+        'first eviction on node-1',
+      );
+      console.log(
+        `one node: NotReady early by ${nr.early} ms (forecast ${nr.madeBefore} ms ahead), first eviction early by ${ev.early} ms (forecast ${ev.madeBefore} ms ahead)`,
+      );
     } finally {
       await stop();
     }
@@ -181,11 +203,22 @@ describe(`eviction-forecast against the real controller (Kubernetes ${LAB_VERSIO
       // An eviction on a taint the last pass may keep is possible, never likely: the bound may predict one, the
       // likely moment says none.
       if (kept.length === 0) {
-        expect(after.filter((r) => (r.value as Value).earliestEviction?.likely !== undefined), 'forecasts with a likely eviction').toEqual([]);
-        console.log(`all silent: seen ${observed.readings[from]!.at - stoppedAt} ms after the stop; ${after.length} forecasts since, none with a likely eviction`);
+        expect(
+          after.filter((r) => (r.value as Value).earliestEviction?.likely !== undefined),
+          'forecasts with a likely eviction',
+        ).toEqual([]);
+        console.log(
+          `all silent: seen ${observed.readings[from]!.at - stoppedAt} ms after the stop; ${after.length} forecasts since, none with a likely eviction`,
+        );
       } else {
         const kcm = await readFile(join(l.stateDir, 'nodes', 'cp-1', 'kube-controller-manager', 'log'), 'utf8').catch(() => '');
-        console.log(`the controller kept the taint of ${kept.join(', ')}:\n${kcm.split('\n').filter((x) => /disruption|Taint|taint/.test(x)).slice(-8).join('\n')}`);
+        console.log(
+          `the controller kept the taint of ${kept.join(', ')}:\n${kcm
+            .split('\n')
+            .filter((x) => /disruption|Taint|taint/.test(x))
+            .slice(-8)
+            .join('\n')}`,
+        );
         expectKeptTaintForecast(observed, kept);
       }
     } finally {

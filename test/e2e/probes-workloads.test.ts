@@ -66,9 +66,18 @@ describe(`kubernetes-object and workload-availability in the lab (Kubernetes ${L
     // timed from the request: the watch event can arrive before the answer to the request does
     const scaledAt = realClock.now();
     // without the resourceVersion read above: the Deployment's status has changed since (a conflict otherwise)
-    await apps.replaceNamespacedDeploymentScale({ name: 'demo', namespace: 'demo', body: { metadata: { name: 'demo', namespace: 'demo' }, spec: { replicas: replicas - 1 } } });
+    await apps.replaceNamespacedDeploymentScale({
+      name: 'demo',
+      namespace: 'demo',
+      body: { metadata: { name: 'demo', namespace: 'demo' }, spec: { replicas: replicas - 1 } },
+    });
     await until('kubernetes-object to be violated', () => object.some((r) => r.at >= scaledAt && r.status === 'violated'), 10_000, 20);
-    await until('workload-availability to see the new size', () => avail.some((r) => r.at >= scaledAt && (r.value as { wanted?: number })?.wanted === replicas - 1), 10_000, 20);
+    await until(
+      'workload-availability to see the new size',
+      () => avail.some((r) => r.at >= scaledAt && (r.value as { wanted?: number })?.wanted === replicas - 1),
+      10_000,
+      20,
+    );
     const objectMs = object.find((r) => r.at >= scaledAt && r.status === 'violated')!.at - scaledAt;
     const availMs = avail.find((r) => r.at >= scaledAt && (r.value as { wanted?: number })?.wanted === replicas - 1)!.at - scaledAt;
     console.log(`seen after the scale request was sent: kubernetes-object ${objectMs} ms, workload-availability ${availMs} ms`);

@@ -38,14 +38,18 @@ const guard = (parse(readFileSync(RUNBOOK, 'utf8')) as { spec: { guards: GuardSp
 async function query(q: string): Promise<{ metric: Record<string, string>; value: [number, string] }[]> {
   const u = new URL('/api/v1/query', lab.prometheus!.url);
   u.searchParams.set('query', q);
-  const r = (await (await fetch(u, { signal: AbortSignal.timeout(3000) })).json()) as { status: string; data: { result: { metric: Record<string, string>; value: [number, string] }[] } };
+  const r = (await (await fetch(u, { signal: AbortSignal.timeout(3000) })).json()) as {
+    status: string;
+    data: { result: { metric: Record<string, string>; value: [number, string] }[] };
+  };
   if (r.status !== 'success') throw new Error(`query ${q}: ${JSON.stringify(r)}`);
   return r.data.result;
 }
 
 const service = (verb: string) => sh('sh', [join(lab.stateDir, 'nodes', 'prom', 'prometheus', verb)]);
 /** Every node Ready and every pod Running (`lab status` exit 0, which needs Prometheus healthy too). */
-const settled = () => until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
+const settled = () =>
+  until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
 
 beforeAll(async () => {
   lab = await startLab({ instance: INSTANCE, nodes: 3, prometheus: true });
@@ -72,7 +76,13 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
 
     const up = await query('up');
     const byJob = Object.fromEntries(up.map((s) => [`${s.metric.job}/${s.metric.node}`, s.value[1]]));
-    expect(byJob).toEqual({ 'etcd/cp-1': '1', 'kube-apiserver/cp-1': '1', 'kube-controller-manager/cp-1': '1', 'kube-scheduler/cp-1': '1', 'prometheus/prom': '1' });
+    expect(byJob).toEqual({
+      'etcd/cp-1': '1',
+      'kube-apiserver/cp-1': '1',
+      'kube-controller-manager/cp-1': '1',
+      'kube-scheduler/cp-1': '1',
+      'prometheus/prom': '1',
+    });
     // each component's own metrics, read through the certificate and RBAC the lab gave Prometheus
     for (const [metric, job] of [
       ['etcd_disk_wal_fsync_duration_seconds_count', 'etcd'],
@@ -120,7 +130,15 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
       console.log(
         `promql guard: unknown ${unknown.at - stopping} ms after stop began (${unknown.detail}); ok again ${back.at - starting} ms after start (${back.detail})`,
       );
-      await until('Prometheus healthy again', async () => (await service('health').then(() => true, () => false)), 30_000);
+      await until(
+        'Prometheus healthy again',
+        async () =>
+          await service('health').then(
+            () => true,
+            () => false,
+          ),
+        30_000,
+      );
     } finally {
       await close(() => Promise.race([pump, realClock.sleep(10_000)]));
     }
@@ -163,7 +181,10 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
     // before the throttle the guard read ok: the abort is the throttle's doing
     const before = (r.guardReadings[GUARD] ?? []).filter((x) => x.at < throttle!.appliedAt!);
     expect(before.length).toBeGreaterThan(0);
-    expect(before.every((x) => x.status === 'ok'), JSON.stringify(before)).toBe(true);
+    expect(
+      before.every((x) => x.status === 'ok'),
+      JSON.stringify(before),
+    ).toBe(true);
     const leaseLate = r.guardTransitions.find((t) => t.guard === LEASE_GUARD && t.status === 'violated');
     expect(r.guardTransitions.filter((t) => t.guard === 'no node NotReady' && t.status === 'violated')).toEqual([]);
 

@@ -3,7 +3,17 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { CoordinationV1Api, CoreV1Api, Exec, KubeConfig, KubernetesObjectApi, PatchStrategy, VersionApi, type KubernetesObject, type V1Status } from '@kubernetes/client-node';
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  Exec,
+  KubeConfig,
+  KubernetesObjectApi,
+  PatchStrategy,
+  VersionApi,
+  type KubernetesObject,
+  type V1Status,
+} from '@kubernetes/client-node';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
@@ -56,10 +66,20 @@ async function exec(namespace: string, pod: string, command: string[]): Promise<
   const status = await new Promise<string>((resolve, reject) => {
     const timer = realClock.setTimer(30_000, () => reject(new Error(`exec in ${pod} did not end within 30 s`)));
     new Exec(kc)
-      .exec(namespace, pod, 'web', command, sink((s) => (stdout += s)), sink((s) => (stderr += s)), null, false, (st: V1Status) => {
-        timer();
-        resolve(st.status ?? '');
-      })
+      .exec(
+        namespace,
+        pod,
+        'web',
+        command,
+        sink((s) => (stdout += s)),
+        sink((s) => (stderr += s)),
+        null,
+        false,
+        (st: V1Status) => {
+          timer();
+          resolve(st.status ?? '');
+        },
+      )
       .catch((e: unknown) => {
         timer();
         reject(e instanceof Error ? e : new Error(String(e)));
@@ -77,7 +97,9 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       expect(n.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
       expect(n.status?.nodeInfo?.kubeletVersion).toBe(server.gitVersion);
       expect(n.status?.nodeInfo?.containerRuntimeVersion).toMatch(/^containerd:\/\/2\./);
-      expect(n.status?.addresses?.find((a) => a.type === 'InternalIP')?.address).toBe(lab.nodes.find((x) => x.name === n.metadata?.name)?.ip);
+      expect(n.status?.addresses?.find((a) => a.type === 'InternalIP')?.address).toBe(
+        lab.nodes.find((x) => x.name === n.metadata?.name)?.ip,
+      );
     }
   });
 
@@ -116,17 +138,25 @@ describe('lab up --real-nodes 2 --static-pods', () => {
     const cp = await cli(['lab', 'containers', 'cp-1', '--instance', INSTANCE, '--json']);
     const [state] = JSON.parse(cp.stdout) as { node: string; runtime: string; containers: { pod: string; running: boolean }[] }[];
     expect(state!.runtime).toBe('containerd');
-    expect(state!.containers.filter((c) => c.running).map((c) => c.pod).sort()).toEqual(['etcd-cp-1', 'kube-apiserver-cp-1', 'kube-controller-manager-cp-1', 'kube-scheduler-cp-1']);
+    expect(
+      state!.containers
+        .filter((c) => c.running)
+        .map((c) => c.pod)
+        .sort(),
+    ).toEqual(['etcd-cp-1', 'kube-apiserver-cp-1', 'kube-controller-manager-cp-1', 'kube-scheduler-cp-1']);
     const status = await cli(['lab', 'status', '--instance', INSTANCE]);
     expect(status.code, status.stdout).toBe(0);
     expect(status.stdout).toContain('REAL CONTAINERS (containerd)');
     for (const l of lines) expect(status.stdout).toMatch(new RegExp(`^  ${l.node} +${l.line.source}`, 'm'));
   });
 
-  it("loses its containers in a reboot, and its kubelet starts them again", async () => {
+  it('loses its containers in a reboot, and its kubelet starts them again', async () => {
     const ids = async () =>
       Object.fromEntries(
-        (await core.listNamespacedPod({ namespace: 'demo', fieldSelector: 'spec.nodeName=rnode-1' })).items.map((p) => [p.metadata!.name!, p.status?.containerStatuses?.[0]?.containerID ?? '']),
+        (await core.listNamespacedPod({ namespace: 'demo', fieldSelector: 'spec.nodeName=rnode-1' })).items.map((p) => [
+          p.metadata!.name!,
+          p.status?.containerStatuses?.[0]?.containerID ?? '',
+        ]),
       );
     const before = await ids();
     expect(Object.keys(before)).toHaveLength(2);
@@ -153,7 +183,8 @@ describe('lab up --real-nodes 2 --static-pods', () => {
     /** The lab's inventory with its workers reached through agents, as test/e2e/agent.test.ts writes it. */
     function agentInventory(): string {
       const inv = parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { nodes: { roles: string[]; transport?: unknown }[] } };
-      for (const n of inv.spec.nodes) if (n.roles.includes('worker')) n.transport = { type: 'agent', namespace: NS, enter: 'mount', startTimeout: '45s' };
+      for (const n of inv.spec.nodes)
+        if (n.roles.includes('worker')) n.transport = { type: 'agent', namespace: NS, enter: 'mount', startTimeout: '45s' };
       const file = join(lab.stateDir, 'inventory-agent.yaml');
       writeFileSync(file, stringify(inv));
       return file;
@@ -167,7 +198,15 @@ describe('lab up --real-nodes 2 --static-pods', () => {
     function egressRunbook(name: string, more: Record<string, unknown>[]): string {
       const file = join(work, `${name}.yaml`);
       const steps = [{ name: 'cut rnode-1 off', action: 'block-kubelet-egress', with: { nodes: { names: ['rnode-1'] } } }, ...more];
-      writeFileSync(file, stringify({ apiVersion: 'kube-runbook/v1', kind: 'Runbook', metadata: { name }, spec: { safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '8s' }, steps } }));
+      writeFileSync(
+        file,
+        stringify({
+          apiVersion: 'kube-runbook/v1',
+          kind: 'Runbook',
+          metadata: { name },
+          spec: { safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '8s' }, steps },
+        }),
+      );
       return file;
     }
 
@@ -175,7 +214,8 @@ describe('lab up --real-nodes 2 --static-pods', () => {
     /** The block-kubelet-egress rules in rnode-1's network namespace (its chain KR-EGRESS-…). */
     const egressRules = async () => (await inNetns(netns(), 'iptables -w 10 -S')).stdout.split('\n').filter((l) => l.includes('KR-EGRESS'));
     const leaseRenewed = async () => {
-      const t = (await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'rnode-1', namespace: 'kube-node-lease' })).spec?.renewTime;
+      const t = (await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'rnode-1', namespace: 'kube-node-lease' })).spec
+        ?.renewTime;
       return t ? new Date(t).getTime() : 0;
     };
     /** rnode-1's kubelet renews its Lease again (it reaches the apiserver) after `since`. */
@@ -188,9 +228,19 @@ describe('lab up --real-nodes 2 --static-pods', () => {
     function ctr(args: string[]): Promise<string> {
       const dir =
         process.env.KUBE_RUNBOOK_CONTAINERD_DIR ??
-        join(cacheDir(), readdirSync(cacheDir()).filter((d) => d.startsWith('containerd-') && existsSync(join(cacheDir(), d, 'ctr'))).sort().at(-1)!);
+        join(
+          cacheDir(),
+          readdirSync(cacheDir())
+            .filter((d) => d.startsWith('containerd-') && existsSync(join(cacheDir(), d, 'ctr')))
+            .sort()
+            .at(-1)!,
+        );
       return new Promise((resolve, reject) => {
-        const c = spawn(join(dir, 'ctr'), ['--address', join(instanceRunDir(INSTANCE), 'rnode-1', 'containerd.sock'), '--namespace', 'k8s.io', ...args], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
+        const c = spawn(
+          join(dir, 'ctr'),
+          ['--address', join(instanceRunDir(INSTANCE), 'rnode-1', 'containerd.sock'), '--namespace', 'k8s.io', ...args],
+          { stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 },
+        );
         let out = '';
         c.stdout.on('data', (b: Buffer) => (out += b.toString()));
         c.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`ctr ${args.join(' ')}: exit ${code}`))));
@@ -198,19 +248,37 @@ describe('lab up --real-nodes 2 --static-pods', () => {
     }
 
     /** A run cutting rnode-1 off, SIGKILLed once the cut is in place (after `beforeKill`); its state directory and log. */
-    async function killedRun(name: string, beforeKill: () => Promise<void> = async () => {}): Promise<{ state: string; log: () => string }> {
+    async function killedRun(
+      name: string,
+      beforeKill: () => Promise<void> = async () => {},
+    ): Promise<{ state: string; log: () => string }> {
       const state = mkdtempSync(join(work, 'state-'));
-      const child: ChildProcess = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), 'run', egressRunbook(name, [{ name: 'hold', wait: '60s' }]), '-i', inventory, '--yes', '--state-dir', state], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      const child: ChildProcess = spawn(
+        process.execPath,
+        [
+          join(REPO, 'bin', 'kube-runbook.js'),
+          'run',
+          egressRunbook(name, [{ name: 'hold', wait: '60s' }]),
+          '-i',
+          inventory,
+          '--yes',
+          '--state-dir',
+          state,
+        ],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       let out = '';
       child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
       child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
       const exited = new Promise((r) => child.once('exit', r));
-      await until('the cut in place in rnode-1 through the agent', async () => (await egressRules()).length > 0, 90_000, 200).catch((e: unknown) => {
-        child.kill('SIGKILL');
-        throw new Error(`${String(e)}\n${out.slice(-2000)}`);
-      });
+      await until('the cut in place in rnode-1 through the agent', async () => (await egressRules()).length > 0, 90_000, 200).catch(
+        (e: unknown) => {
+          child.kill('SIGKILL');
+          throw new Error(`${String(e)}\n${out.slice(-2000)}`);
+        },
+      );
       await beforeKill();
       child.kill('SIGKILL');
       await exited;
@@ -222,12 +290,17 @@ describe('lab up --real-nodes 2 --static-pods', () => {
      * again; recover then finds it reverted and ends the agents.
      */
     async function revertedByDeadMan(run: { state: string; log: () => string }): Promise<void> {
-      await until("the cut reverted by rnode-1's dead-man", async () => (await egressRules()).length === 0, 18_000, 200).catch((e: unknown) => {
-        throw new Error(`${String(e)}\n${run.log()}`);
-      });
+      await until("the cut reverted by rnode-1's dead-man", async () => (await egressRules()).length === 0, 18_000, 200).catch(
+        (e: unknown) => {
+          throw new Error(`${String(e)}\n${run.log()}`);
+        },
+      );
       await renewsAgain(realClock.now());
       const runId = readdirSync(join(run.state, 'runs'))[0]!.replace(/\.jsonl$/, '');
-      expect(readdirSync(join(DEADMAN_ROOT, runId)).filter((d) => d.endsWith('.fired')), 'the fault\'s dead-man fired').toHaveLength(1);
+      expect(
+        readdirSync(join(DEADMAN_ROOT, runId)).filter((d) => d.endsWith('.fired')),
+        "the fault's dead-man fired",
+      ).toHaveLength(1);
       // --force: the killed executor renewed the run lock seconds ago
       const r = await cli(['recover', '--state-dir', run.state, '--all', '--force'], { timeoutMs: 300_000 });
       expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
@@ -241,7 +314,8 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       const objects = KubernetesObjectApi.makeApiClient(kc);
       const m = await cli(['agent', 'manifests', '-i', inventory]);
       expect(m.code, m.stderr).toBe(0);
-      for (const d of parseAllDocuments(m.stdout)) await objects.patch(d.toJS() as KubernetesObject, undefined, undefined, 'kube-runbook-e2e', true, PatchStrategy.ServerSideApply);
+      for (const d of parseAllDocuments(m.stdout))
+        await objects.patch(d.toJS() as KubernetesObject, undefined, undefined, 'kube-runbook-e2e', true, PatchStrategy.ServerSideApply);
     });
 
     afterAll(() => {
@@ -265,7 +339,11 @@ describe('lab up --real-nodes 2 --static-pods', () => {
         }
       })();
       const rb = egressRunbook('real-agent', [
-        { name: "rnode-1's Lease stops renewing", expect: { probe: 'node-leases', with: { nodes: { names: ['rnode-1'] }, staleAfter: '5s' }, status: 'violated' }, within: '30s' },
+        {
+          name: "rnode-1's Lease stops renewing",
+          expect: { probe: 'node-leases', with: { nodes: { names: ['rnode-1'] }, staleAfter: '5s' }, status: 'violated' },
+          within: '30s',
+        },
         // longer than faultTtl: an agent cut off too would have seen no run Lease renewal, and its dead-man fired
         { name: 'hold past faultTtl', wait: '10s' },
       ]);
@@ -274,11 +352,16 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       stop = true;
       await watching;
       expect(r.code, r.stderr.slice(-2000)).toBe(0);
-      const report = JSON.parse(r.stdout) as { runId: string; preflight: { check: string; detail: string }[]; faults: { node?: string; status: string }[]; remaining: unknown[] };
+      const report = JSON.parse(r.stdout) as {
+        runId: string;
+        preflight: { check: string; detail: string }[];
+        faults: { node?: string; status: string }[];
+        remaining: unknown[];
+      };
       expect(report.preflight.find((p) => p.check === 'agents')?.detail).toBe(`1 agent pod(s) running and answering in ${NS}`);
       expect(report.faults).toEqual([expect.objectContaining({ node: 'rnode-1', status: 'reverted' })]);
       expect(report.remaining).toEqual([]);
-      expect(seen.first, 'the chain was in rnode-1\'s namespace').toBeDefined();
+      expect(seen.first, "the chain was in rnode-1's namespace").toBeDefined();
       // in place past faultTtl (8 s) + the lease going stale: no dead-man fired, the agent kept the apiserver
       expect(seen.last! - seen.first!).toBeGreaterThan(12_000);
       const deadmen = join(DEADMAN_ROOT, report.runId);
@@ -288,7 +371,12 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       expect(seen.containers).toEqual([expect.stringMatching(/^containerd:\/\/[0-9a-f]{64}$/)]);
       // the inventory names no image: the default one, which real nodes hold as imported from the lab's OCI archive
       const imported = (await ctr(['images', 'ls', '-q'])).split('\n');
-      expect(imported).toEqual(expect.arrayContaining([expect.stringMatching(/^localhost\/kube-runbook\/kube-runbook-agent:/), expect.stringMatching(/^ghcr\.io\/kube-runbook\/kube-runbook-agent:/)]));
+      expect(imported).toEqual(
+        expect.arrayContaining([
+          expect.stringMatching(/^localhost\/kube-runbook\/kube-runbook-agent:/),
+          expect.stringMatching(/^ghcr\.io\/kube-runbook\/kube-runbook-agent:/),
+        ]),
+      );
       await agentPodsGone('after the run');
     });
 
@@ -299,11 +387,19 @@ describe('lab up --real-nodes 2 --static-pods', () => {
     it("the agent's container killed, then the executor: the watcher outlived the container and reverts within faultTtl + 10 s", async () => {
       const run = await killedRun('real-agent-container-kill', async () => {
         // the running agent's container (containerd still holds those of the earlier runs' agents a while)
-        const ids = (await agentPods()).flatMap((p) => p.status?.containerStatuses?.filter((c) => c.state?.running).map((c) => c.containerID!.replace(/^containerd:\/\//, '')) ?? []);
+        const ids = (await agentPods()).flatMap(
+          (p) =>
+            p.status?.containerStatuses?.filter((c) => c.state?.running).map((c) => c.containerID!.replace(/^containerd:\/\//, '')) ?? [],
+        );
         expect(ids).toHaveLength(1);
         expect((await ctr(['containers', 'ls', '-q'])).split('\n')).toContain(ids[0]);
         await ctr(['tasks', 'kill', '--signal', 'SIGKILL', ids[0]!]);
-        await until('the agent container dead', async () => !(await ctr(['tasks', 'ls'])).split('\n').some((l) => l.startsWith(ids[0]!) && /RUNNING/.test(l)), 15_000, 200);
+        await until(
+          'the agent container dead',
+          async () => !(await ctr(['tasks', 'ls'])).split('\n').some((l) => l.startsWith(ids[0]!) && /RUNNING/.test(l)),
+          15_000,
+          200,
+        );
       });
       await revertedByDeadMan(run);
     });
@@ -380,7 +476,9 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       const manifests = join(inventory.spec.kubeadm.dir, 'manifests');
       const version = (await core.readNode({ name: 'cp-1' })).status?.nodeInfo?.kubeletVersion;
       for (const c of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler']) {
-        const manifest = parse(readFileSync(join(manifests, `${c}.yaml`), 'utf8')) as { spec: { hostNetwork: boolean; containers: { image: string; command: string[] }[] } };
+        const manifest = parse(readFileSync(join(manifests, `${c}.yaml`), 'utf8')) as {
+          spec: { hostNetwork: boolean; containers: { image: string; command: string[] }[] };
+        };
         expect(manifest.spec.hostNetwork).toBe(true);
         expect(manifest.spec.containers[0]!.image).toBe(`localhost/kube-runbook/${c}:${version}`);
         expect(manifest.spec.containers[0]!.command[0]).toBe(c);
@@ -417,7 +515,12 @@ describe('lab up --real-nodes 2 --static-pods', () => {
     ] as const)
       it(`${action}: parks the manifest, the kubelet kills the ${container} container; the revert brings it back`, async () => {
         // the lab's only etcd member: its outage is the point
-        await runAction(action, `kr_running ${container}`, `! kr_running ${container}`, action === 'stop-etcd' ? { allowQuorumLoss: true } : {});
+        await runAction(
+          action,
+          `kr_running ${container}`,
+          `! kr_running ${container}`,
+          action === 'stop-etcd' ? { allowQuorumLoss: true } : {},
+        );
         await back(container);
       });
   });
@@ -438,9 +541,15 @@ describe('lab up --real-nodes where containerd does not start', () => {
   });
 
   it('says so, quoting its log, exits 2 and leaves nothing behind', async () => {
-    writeFileSync(join(dir, 'containerd'), '#!/bin/sh\necho "containerd: failed to mount the overlay snapshotter (a broken runtime)" >&2\nexit 1\n', { mode: 0o755 });
+    writeFileSync(
+      join(dir, 'containerd'),
+      '#!/bin/sh\necho "containerd: failed to mount the overlay snapshotter (a broken runtime)" >&2\nexit 1\n',
+      { mode: 0o755 },
+    );
     for (const f of ['ctr', 'containerd-shim-runc-v2']) writeFileSync(join(dir, f), '#!/bin/sh\nexit 1\n', { mode: 0o755 });
-    const r = await cli(['lab', 'up', '--instance', BROKEN, '--nodes', '0', '--real-nodes', '1'], { env: { ...process.env, KUBE_RUNBOOK_CONTAINERD_DIR: dir } });
+    const r = await cli(['lab', 'up', '--instance', BROKEN, '--nodes', '0', '--real-nodes', '1'], {
+      env: { ...process.env, KUBE_RUNBOOK_CONTAINERD_DIR: dir },
+    });
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr).toContain('containerd of rnode-1 exited at start');
     expect(r.stderr).toContain('failed to mount the overlay snapshotter (a broken runtime)');

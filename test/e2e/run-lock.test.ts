@@ -28,13 +28,17 @@ spec:
   return file;
 }
 
-const kubeletRunning = async (node: string) => (await fx.nodes.exec(node, `${fx.lab.stateDir}/nodes/${node}/kubelet/status`, { timeoutMs: 20_000 })).code === 0;
+const kubeletRunning = async (node: string) =>
+  (await fx.nodes.exec(node, `${fx.lab.stateDir}/nodes/${node}/kubelet/status`, { timeoutMs: 20_000 })).code === 0;
 
 describe('the cluster-wide run lock on the lab', () => {
   it('a second run while the first has a fault applied exits 3 naming the first run id; nothing of it is applied', async () => {
     const out: string[] = [];
     const runId = await new Promise<string>((resolvePromise, reject) => {
-      const c = spawn(process.execPath, [BIN, 'run', runbook('lock-first', 'node-1'), '-i', fx.lab.inventoryFile, '--yes'], { env: fx.env(), stdio: ['ignore', 'pipe', 'pipe'] });
+      const c = spawn(process.execPath, [BIN, 'run', runbook('lock-first', 'node-1'), '-i', fx.lab.inventoryFile, '--yes'], {
+        env: fx.env(),
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       first = c;
       let id = '';
       const onData = (d: Buffer) => {
@@ -50,9 +54,15 @@ describe('the cluster-wide run lock on the lab', () => {
     expect(runId).not.toBe('');
     expect(await kubeletRunning('node-1')).toBe(false);
 
-    const second = spawnSync(process.execPath, [BIN, 'run', runbook('lock-second', 'node-2'), '-i', fx.lab.inventoryFile, '--yes'], { env: fx.env(), encoding: 'utf8', timeout: 180_000 });
+    const second = spawnSync(process.execPath, [BIN, 'run', runbook('lock-second', 'node-2'), '-i', fx.lab.inventoryFile, '--yes'], {
+      env: fx.env(),
+      encoding: 'utf8',
+      timeout: 180_000,
+    });
     expect(second.status, `${second.stdout}\n${second.stderr}`).toBe(3);
-    expect(second.stdout).toContain(`another run holds the cluster-wide run lock (Lease kube-system/kube-runbook-run-lock): run ${runId} (`);
+    expect(second.stdout).toContain(
+      `another run holds the cluster-wide run lock (Lease kube-system/kube-runbook-run-lock): run ${runId} (`,
+    );
     expect(second.stdout).not.toMatch(/applied stop-kubelet/);
     expect(await kubeletRunning('node-2')).toBe(true);
 
@@ -61,7 +71,11 @@ describe('the cluster-wide run lock on the lab', () => {
     first!.kill('SIGTERM');
     expect(await ended).toBe(130);
     expect(await kubeletRunning('node-1')).toBe(true);
-    const dry = spawnSync(process.execPath, [BIN, 'run', runbook('lock-third', 'node-2'), '-i', fx.lab.inventoryFile, '--dry-run'], { env: fx.env(), encoding: 'utf8', timeout: 180_000 });
+    const dry = spawnSync(process.execPath, [BIN, 'run', runbook('lock-third', 'node-2'), '-i', fx.lab.inventoryFile, '--dry-run'], {
+      env: fx.env(),
+      encoding: 'utf8',
+      timeout: 180_000,
+    });
     expect(dry.stdout).toContain('preflight ok   run lock: no other run holds Lease kube-system/kube-runbook-run-lock');
     expect(dry.status, `${dry.stdout}\n${dry.stderr}`).toBe(0);
   });

@@ -17,7 +17,8 @@ let lab: LabInfo;
 const runbook = (name: string) => join(REPO, 'runbooks', name);
 
 /** Every node Ready and every pod Running again (the Deployment replaces evicted pods). */
-const settled = () => until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
+const settled = () =>
+  until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
 
 function expectSafe(o: Outcome) {
   expect(o.evicted, 'pods deleted by eviction').toEqual([]);
@@ -26,7 +27,6 @@ function expectSafe(o: Outcome) {
   expect(o.report.faults.every((f) => f.status === 'reverted')).toBe(true);
   expect(o.report.rollback?.complete).toBe(true);
 }
-
 
 beforeAll(async () => {
   lab = await startLab({ instance: INSTANCE, nodes: 3 });
@@ -87,7 +87,16 @@ describe('a recovery objective set too tight', () => {
           ],
           // its clock starts with the expect step: the Lease, still fresh then, goes stale before holdFor, and is
           // fresh again only after the rollback, long past the second it is given
-          objectives: [{ name: "node-1's lease fresh within a second", probe: 'node-leases', with: node1, from: { step: 'its lease goes stale' }, holdFor: '10s', within: '1s' }],
+          objectives: [
+            {
+              name: "node-1's lease fresh within a second",
+              probe: 'node-leases',
+              with: node1,
+              from: { step: 'its lease goes stale' },
+              holdFor: '10s',
+              within: '1s',
+            },
+          ],
         },
       }),
     );
@@ -99,8 +108,16 @@ describe('a recovery objective set too tight', () => {
     expect(report.steps.map((st) => st.status)).toEqual(['passed', 'passed']);
     expect(report.rollback?.complete).toBe(true);
     expect(report.remaining).toEqual([]);
-    expect(report.objectives).toEqual([expect.objectContaining({ status: 'missed', withinMs: 1000, detail: expect.stringMatching(/^node-leases not ok within 1s \(last reading /) })]);
-    expect(readFileSync(join(dir, 'report', 'junit.xml'), 'utf8')).toMatch(/<testcase classname="objective-too-tight\.objectives" name="node-1&#39;s lease fresh within a second" time="0\.000"><failure message="objective missed">/);
+    expect(report.objectives).toEqual([
+      expect.objectContaining({
+        status: 'missed',
+        withinMs: 1000,
+        detail: expect.stringMatching(/^node-leases not ok within 1s \(last reading /),
+      }),
+    ]);
+    expect(readFileSync(join(dir, 'report', 'junit.xml'), 'utf8')).toMatch(
+      /<testcase classname="objective-too-tight\.objectives" name="node-1&#39;s lease fresh within a second" time="0\.000"><failure message="objective missed">/,
+    );
     await settled();
   });
 });
@@ -109,7 +126,10 @@ describe('a recovery objective set too tight', () => {
 function inTerminal(args: string[], answers: [string, string][]): Promise<{ code: number | null; output: string }> {
   const command = [process.execPath, join(REPO, 'bin', 'kube-runbook.js'), ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
   return new Promise((resolve) => {
-    const child = spawn('script', ['-qfec', command, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, TERM: 'dumb' } });
+    const child = spawn('script', ['-qfec', command, '/dev/null'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, TERM: 'dumb' },
+    });
     let output = '';
     let from = 0;
     const pending = [...answers];

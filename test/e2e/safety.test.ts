@@ -72,7 +72,10 @@ const stopKubeletRunbook = (name: string) =>
 /** Starts `kube-runbook run`; resolves with the run id and the output so far once `ready` matches the output. */
 function startRun(file: string, ready: RegExp): Promise<{ runId: string; out: () => string }> {
   return new Promise((resolvePromise, reject) => {
-    const c = spawn(process.execPath, [BIN, 'run', file, '-i', lab.inventoryFile, '--yes', '-o', 'text'], { env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const c = spawn(process.execPath, [BIN, 'run', file, '-i', lab.inventoryFile, '--yes', '-o', 'text'], {
+      env: env(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     child = c;
     let out = '';
     let runId = '';
@@ -91,7 +94,8 @@ function startRun(file: string, ready: RegExp): Promise<{ runId: string; out: ()
   });
 }
 
-const exited = (c: ChildProcess) => new Promise<number | null>((r) => (c.exitCode !== null ? r(c.exitCode) : c.once('exit', (code) => r(code))));
+const exited = (c: ChildProcess) =>
+  new Promise<number | null>((r) => (c.exitCode !== null ? r(c.exitCode) : c.once('exit', (code) => r(code))));
 
 /** The demo workload's pods, watched by polling from now on: any pod deleted or replaced is recorded. */
 function watchPods(): { stop: () => Promise<{ deleted: string[]; uidsBefore: string[]; uidsAfter: string[] }> } {
@@ -102,7 +106,9 @@ function watchPods(): { stop: () => Promise<{ deleted: string[]; uidsBefore: str
   let on = true;
   const loop = (async () => {
     while (on) {
-      const pods = (await core.listPodForAllNamespaces().catch(() => undefined))?.items.filter((p) => p.metadata?.namespace !== 'kube-system');
+      const pods = (await core.listPodForAllNamespaces().catch(() => undefined))?.items.filter(
+        (p) => p.metadata?.namespace !== 'kube-system',
+      );
       if (pods) {
         last = pods.map((p) => p.metadata!.uid!).sort();
         first ??= last;
@@ -131,7 +137,10 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
     child!.kill('SIGHUP');
     expect(await exited(child!)).toBe(130);
     expect(healthy('node-2', 'kubelet')).toBe(true);
-    const journal = readFileSync(join(work, 'state', 'runs', `${runId}.jsonl`), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { type: string; status?: string });
+    const journal = readFileSync(join(work, 'state', 'runs', `${runId}.jsonl`), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { type: string; status?: string });
     expect(journal.filter((r) => r.type === 'reverted')).toHaveLength(1);
     expect(journal.at(-1)).toMatchObject({ type: 'end', status: 'interrupted' });
   });
@@ -186,15 +195,24 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
     expect(spawnSync(join(lab.stateDir, 'nodes', 'node-2', 'kubelet', 'stop')).status).toBe(0);
 
     // the fault's dead-man (faultTtl 15 s) reverts the egress block; node-1's lease is renewed again
-    const egress = await until('the egress block reverted by the dead-man', async () => {
-      const r = spawnSync('ip', ['netns', 'exec', lab.nodes.find((n) => n.name === 'node-1')!.netns, 'iptables', '-w', '-S'], { encoding: 'utf8' });
-      return r.status === 0 && !r.stdout.includes('KR-EGRESS');
-    }, 60_000);
+    const egress = await until(
+      'the egress block reverted by the dead-man',
+      async () => {
+        const r = spawnSync('ip', ['netns', 'exec', lab.nodes.find((n) => n.name === 'node-1')!.netns, 'iptables', '-w', '-S'], {
+          encoding: 'utf8',
+        });
+        return r.status === 0 && !r.stdout.includes('KR-EGRESS');
+      },
+      60_000,
+    );
     console.log(`dead-man: egress block reverted ${(egress / 1000).toFixed(1)} s after SIGKILL (faultTtl 15 s)`);
     // past faultTtl, and past remediationTtl while node-2's kubelet is silent, the controller-manager stays stopped:
     // its dead-man fires at remediationTtl and waits for every node Lease to be renewed
     while (realClock.now() - killedAt < 60_000) {
-      expect(running('cp-1', 'kube-controller-manager'), `controller-manager restarted ${realClock.now() - killedAt} ms after SIGKILL`).toBe(false);
+      expect(
+        running('cp-1', 'kube-controller-manager'),
+        `controller-manager restarted ${realClock.now() - killedAt} ms after SIGKILL`,
+      ).toBe(false);
       await realClock.sleep(1000);
     }
     const fired = () => readdirSync(join(DEADMAN_ROOT, runId)).find((n) => n.includes('stop-controller-manager') && n.endsWith('.fired'));
@@ -206,7 +224,9 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
     expect(spawnSync(join(lab.stateDir, 'nodes', 'node-2', 'kubelet', 'start')).status).toBe(0);
     const cmBack = await until('the controller-manager healthy', () => healthy('cp-1', 'kube-controller-manager'), 90_000);
     expect(log()).toMatch(/kubelets heartbeat \(all \d+ node Lease\(s\) renewed since the last check\): starting it/);
-    console.log(`dead-man: controller-manager started ${(cmBack / 1000).toFixed(1)} s after node-2's kubelet (${((realClock.now() - killedAt) / 1000).toFixed(0)} s after SIGKILL)`);
+    console.log(
+      `dead-man: controller-manager started ${(cmBack / 1000).toFixed(1)} s after node-2's kubelet (${((realClock.now() - killedAt) / 1000).toFixed(0)} s after SIGKILL)`,
+    );
     expect(realClock.now()).toBeGreaterThan(kubeletBack);
     // recover finds everything undone by the dead-men and releases the run lock
     const r = await cli(['recover', runId], { env: env(), timeoutMs: 300_000 });
@@ -217,7 +237,8 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
     expect(seen.deleted, 'pods deleted').toEqual([]);
     expect(seen.uidsAfter, 'pods replaced').toEqual(seen.uidsBefore);
     expect(seen.uidsBefore.length).toBeGreaterThan(0);
-    for (const node of ['node-1', 'node-2']) expect((await readRuntime(lab.stateDir, node)).kills, `containers killed on ${node}`).toEqual([]);
+    for (const node of ['node-1', 'node-2'])
+      expect((await readRuntime(lab.stateDir, node)).kills, `containers killed on ${node}`).toEqual([]);
   });
 
   it('the executor SIGKILLed with taint eviction disabled and the kubelets stopped: taint eviction comes back only after every kubelet has, no pod evicted', async () => {
@@ -247,7 +268,8 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
       'taint eviction restored by the dead-man',
       async () => {
         const nodes = (await core.listNode().catch(() => undefined))?.items.filter((n) => n.metadata?.name?.startsWith('node-'));
-        const ready = nodes?.length === 2 && nodes.every((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+        const ready =
+          nodes?.length === 2 && nodes.every((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
         if (nodes && !ready) notReadySeen = true;
         if (ready && allReadyAt === undefined) allReadyAt = realClock.now();
         if (!ready) allReadyAt = undefined;
@@ -258,14 +280,24 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
       250,
     ).catch((e: unknown) => {
       const fired = join(DEADMAN_ROOT, runId, 'f01-disable-taint-eviction-cp-1.fired', 'revert.log');
-      throw new Error(`${String(e)}; the dead-man's log:\n${existsSync(fired) ? readFileSync(fired, 'utf8') : `(none: ${readdirSync(join(DEADMAN_ROOT, runId)).join(', ')})`}`);
+      throw new Error(
+        `${String(e)}; the dead-man's log:\n${existsSync(fired) ? readFileSync(fired, 'utf8') : `(none: ${readdirSync(join(DEADMAN_ROOT, runId)).join(', ')})`}`,
+      );
     });
     expect(notReadySeen, 'the nodes went NotReady while their kubelets were stopped').toBe(true);
     expect(allReadyAt, 'every node Ready when taint eviction came back').toBeDefined();
     expect(restoredAt!).toBeGreaterThanOrEqual(allReadyAt!);
     const log = readFileSync(join(DEADMAN_ROOT, runId, 'f01-disable-taint-eviction-cp-1.fired', 'revert.log'), 'utf8');
-    expect(log).toMatch(/nodes settled \(0 of \d+ node\(s\) not Ready, 0 unreachable\/not-ready NoExecute taint\(s\)\): restoring taint eviction/);
-    console.log(`dead-man: taint eviction restored ${((restoredAt! - allReadyAt!) / 1000).toFixed(1)} s after every node was Ready; it waited:\n${log.split('\n').filter((l) => l.includes('not restoring')).slice(0, 3).join('\n')}`);
+    expect(log).toMatch(
+      /nodes settled \(0 of \d+ node\(s\) not Ready, 0 unreachable\/not-ready NoExecute taint\(s\)\): restoring taint eviction/,
+    );
+    console.log(
+      `dead-man: taint eviction restored ${((restoredAt! - allReadyAt!) / 1000).toFixed(1)} s after every node was Ready; it waited:\n${log
+        .split('\n')
+        .filter((l) => l.includes('not restoring'))
+        .slice(0, 3)
+        .join('\n')}`,
+    );
     await until('the controller-manager healthy with taint eviction', () => healthy('cp-1', 'kube-controller-manager'), 60_000);
     // past the lab's toleration (30 s) since the nodes were tainted: nothing evicted
     await realClock.sleep(10_000);
@@ -296,7 +328,10 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
     expect(readFileSync(join(dir, 'watcher'), 'utf8').trim()).toBe('detached');
     expect(r.stdout).toMatch(/left in place on cp-1: its node-side dead-man undoes it 10m from now/);
     // and the lock stays held for it: a second run is refused, told how to clear it
-    const second = await cli(['run', stopKubeletRunbook('after-left'), '-i', lab.inventoryFile, '--dry-run'], { env: env(), timeoutMs: 120_000 });
+    const second = await cli(['run', stopKubeletRunbook('after-left'), '-i', lab.inventoryFile, '--dry-run'], {
+      env: env(),
+      timeoutMs: 120_000,
+    });
     expect(second.stdout).toContain(`run ${runId} (`);
     expect(second.stdout).toContain(`kube-runbook recover ${runId}`);
     const rec = await cli(['recover', runId, '--force'], { env: env(), timeoutMs: 180_000 });

@@ -38,7 +38,8 @@ afterAll(async () => {
   await stopLab(INSTANCE);
 });
 
-const kubelet = (node: string, script: string) => inNetns(`kr-${INSTANCE}-${node}`, `'${join(lab.stateDir, 'nodes', node, 'kubelet', script)}'`);
+const kubelet = (node: string, script: string) =>
+  inNetns(`kr-${INSTANCE}-${node}`, `'${join(lab.stateDir, 'nodes', node, 'kubelet', script)}'`);
 const demoPods = async (): Promise<V1Pod[]> => (await core.listNamespacedPod({ namespace: 'demo' })).items;
 const tainted = (n: V1Node) => n.spec?.taints?.some((t) => t.key === 'node.kubernetes.io/unreachable' && t.effect === 'NoExecute') ?? false;
 const deleting = (pods: V1Pod[], node: string) => pods.filter((p) => p.spec?.nodeName === node && p.metadata?.deletionTimestamp);
@@ -67,14 +68,25 @@ describe(`disable-taint-eviction (Kubernetes ${LAB_VERSION})`, () => {
       // well past the toleration: the taint-eviction controller would have evicted by now
       await realClock.sleep(Math.max(0, taintedAt + TOLERATION + 15_000 - realClock.now()));
       expect(tainted(await core.readNode({ name: 'node-1' })), 'node-1 still tainted').toBe(true);
-      expect(deleting(await demoPods(), 'node-1').map((p) => p.metadata!.name), 'pods evicted while taint eviction is off').toEqual([]);
+      expect(
+        deleting(await demoPods(), 'node-1').map((p) => p.metadata!.name),
+        'pods evicted while taint eviction is off',
+      ).toEqual([]);
 
       await action.revert(ctx, state);
       reverted = true;
-      await until('the taint-eviction controller to evict node-1\'s pods', async () => deleting(await demoPods(), 'node-1').length > 0, 90_000, 200);
+      await until(
+        "the taint-eviction controller to evict node-1's pods",
+        async () => deleting(await demoPods(), 'node-1').length > 0,
+        90_000,
+        200,
+      );
       const evicted = deleting(await demoPods(), 'node-1');
       for (const p of evicted)
-        expect(p.status?.conditions?.find((c) => c.type === 'DisruptionTarget'), `${p.metadata!.name} DisruptionTarget`).toMatchObject({
+        expect(
+          p.status?.conditions?.find((c) => c.type === 'DisruptionTarget'),
+          `${p.metadata!.name} DisruptionTarget`,
+        ).toMatchObject({
           status: 'True',
           reason: 'DeletionByTaintManager',
         });

@@ -25,7 +25,13 @@ interface El {
   attrs: Record<string, string>;
 }
 
-const unescape = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+const unescape = (s: string) =>
+  s
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
 
 /** The start tags of a piece of serialized DOM, with their attributes. */
 function elements(html: string): El[] {
@@ -48,14 +54,27 @@ function sections(dom: string, cls: string, key: string): Map<string, El[]> {
 const kind = (els: El[], k: string) => els.filter((e) => e.attrs['data-kind'] === k);
 
 async function ensureChromium(): Promise<void> {
-  if (!existsSync(CHROMIUM)) await ensureAptPackages(['chromium'], { log: createLogger((_level, msg) => process.stderr.write(`[chromium] ${msg}\n`)) });
+  if (!existsSync(CHROMIUM))
+    await ensureAptPackages(['chromium'], { log: createLogger((_level, msg) => process.stderr.write(`[chromium] ${msg}\n`)) });
   expect(existsSync(CHROMIUM), `${CHROMIUM} after apt-get install chromium`).toBe(true);
 }
 
 async function dumpDom(file: string): Promise<string> {
   const profile = mkdtempSync(join(tmpdir(), 'kr-chromium-'));
-  const flags = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-  const { stdout } = await run(CHROMIUM, [...flags, `--user-data-dir=${profile}`, '--dump-dom', `file://${file}`], { timeout: 120_000, maxBuffer: 64 * 1024 * 1024 });
+  const flags = [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+  ];
+  const { stdout } = await run(CHROMIUM, [...flags, `--user-data-dir=${profile}`, '--dump-dom', `file://${file}`], {
+    timeout: 120_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
   return stdout;
 }
 
@@ -93,9 +112,19 @@ describe('timeline.html in headless Chromium', () => {
     // cause before effect, on the page as in the data: the Unknown bar starts right of where the Lease turned stale
     const unknown = kind(lane, 'ready').find((e) => e.attrs['data-status'] === 'Unknown')!;
     expect(Number(unknown.attrs.x)).toBeGreaterThan(Number(stale!.attrs.x));
-    expect(kind(lane, 'taint').map((e) => e.attrs)).toEqual([expect.objectContaining({ 'data-keys': 'node.kubernetes.io/unreachable', 'data-from': iso(CUT.tainted), 'data-to': iso(CUT.untainted) })]);
-    expect(kind(lane, 'deleted').map((e) => e.attrs)).toEqual([expect.objectContaining({ 'data-pod': 'demo/web-1', 'data-at': iso(CUT.deleted), 'data-cause': 'taint-eviction' })]);
-    expect(kind(lane, 'fault').map((e) => [e.attrs['data-action'], e.attrs['data-from'], e.attrs['data-to']])).toEqual([['block-kubelet-egress', iso(CUT.applied), iso(CUT.reverted)]]);
+    expect(kind(lane, 'taint').map((e) => e.attrs)).toEqual([
+      expect.objectContaining({
+        'data-keys': 'node.kubernetes.io/unreachable',
+        'data-from': iso(CUT.tainted),
+        'data-to': iso(CUT.untainted),
+      }),
+    ]);
+    expect(kind(lane, 'deleted').map((e) => e.attrs)).toEqual([
+      expect.objectContaining({ 'data-pod': 'demo/web-1', 'data-at': iso(CUT.deleted), 'data-cause': 'taint-eviction' }),
+    ]);
+    expect(kind(lane, 'fault').map((e) => [e.attrs['data-action'], e.attrs['data-from'], e.attrs['data-to']])).toEqual([
+      ['block-kubelet-egress', iso(CUT.applied), iso(CUT.reverted)],
+    ]);
     // the age curve climbs past 40 s while the node is cut off
     const curve = kind(lane, 'lease-age').find((e) => e.tag === 'polyline')!;
     const ages = curve.attrs['data-points']!.split(' ').map((p) => Number(p.split('=')[1]));
@@ -105,7 +134,11 @@ describe('timeline.html in headless Chromium', () => {
   it('shows the other nodes fresh, Ready and untainted throughout', () => {
     for (const node of ['cp-1', 'node-2']) {
       const lane = sections(dom, 'lane', 'data-node').get(node)!;
-      expect(kind(lane, 'lease-age').filter((e) => e.tag === 'rect').map((e) => e.attrs['data-state'])).toEqual(['fresh']);
+      expect(
+        kind(lane, 'lease-age')
+          .filter((e) => e.tag === 'rect')
+          .map((e) => e.attrs['data-state']),
+      ).toEqual(['fresh']);
       expect(kind(lane, 'ready').map((e) => e.attrs['data-status'])).toEqual(['True']);
       expect(kind(lane, 'taint')).toEqual([]);
       expect(kind(lane, 'deleted')).toEqual([]);

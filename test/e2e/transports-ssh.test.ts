@@ -42,7 +42,8 @@ let sshdLog = '';
 let madePrivsepDir = false;
 const file = (name: string) => join(dir, name);
 
-const run = (cmd: string, args: string[], env?: NodeJS.ProcessEnv) => execFileSync(cmd, args, { encoding: 'utf8', env: { ...process.env, ...env } });
+const run = (cmd: string, args: string[], env?: NodeJS.ProcessEnv) =>
+  execFileSync(cmd, args, { encoding: 'utf8', env: { ...process.env, ...env } });
 const has = (cmd: string) => spawnSync('sh', ['-c', `command -v ${shq(cmd)}`]).status === 0;
 
 function ensureOpenssh(): void {
@@ -88,8 +89,7 @@ const accepts = (p: number) =>
     s.once('error', () => resolve(false));
   });
 
-const userPids = () =>
-  (spawnSync('pgrep', ['-u', user], { encoding: 'utf8' }).stdout ?? '').split('\n').filter(Boolean).map(Number);
+const userPids = () => (spawnSync('pgrep', ['-u', user], { encoding: 'utf8' }).stdout ?? '').split('\n').filter(Boolean).map(Number);
 
 const keyLine = (pub: string) => `[127.0.0.1]:${port} ${readFileSync(file(pub), 'utf8').trim().split(' ').slice(0, 2).join(' ')}\n`;
 
@@ -107,7 +107,8 @@ beforeAll(async () => {
   if (process.getuid?.() !== 0) throw new Error('the ssh transport tests add a user and run sshd: run them as root');
   ensureOpenssh();
   chmodSync(dir, 0o755);
-  for (const key of ['host_key', 'other_host_key', 'client_key']) run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', key, '-f', file(key)]);
+  for (const key of ['host_key', 'other_host_key', 'client_key'])
+    run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', key, '-f', file(key)]);
   writeFileSync(file('authorized_keys'), readFileSync(file('client_key.pub')), { mode: 0o644 });
   chmodSync(file('authorized_keys'), 0o644);
   run('useradd', ['--create-home', '--shell', '/bin/sh', '--password', '*', user]);
@@ -194,11 +195,16 @@ describe('ssh transport against a real sshd on 127.0.0.1', () => {
 
   it('is reached through NodeAccess with the inventory settings', async () => {
     writeFileSync(file('known_hosts'), keyLine('host_key.pub'));
-    const inv = Inventory.parse(inventoryOf({
-        layout: 'kubeadm',
-        transport: { type: 'ssh', user, port, identityFile: file('client_key'), knownHostsFile: file('known_hosts') },
-        nodes: [{ name: 'w1', address: '127.0.0.1' }],
-      }, 'ssh-e2e'));
+    const inv = Inventory.parse(
+      inventoryOf(
+        {
+          layout: 'kubeadm',
+          transport: { type: 'ssh', user, port, identityFile: file('client_key'), knownHostsFile: file('known_hosts') },
+          nodes: [{ name: 'w1', address: '127.0.0.1' }],
+        },
+        'ssh-e2e',
+      ),
+    );
     const nodes = createNodeAccess(inv);
     expect(await nodes.exec('w1', 'cat; id -un', { input: 'hello ' })).toEqual({ code: 0, stdout: `hello ${user}\n`, stderr: '' });
   });
@@ -265,7 +271,16 @@ describe('ssh transport against a real sshd on 127.0.0.1', () => {
  * or a revert.
  */
 const touchFile = defineAction({
-  meta: { id: 'touch-file', summary: 'a file in the home of the ssh user', description: 'test', params: z.object({ tag: z.string() }), targets: 'nodes', kind: 'fault', undo: 'rm', access: [] },
+  meta: {
+    id: 'touch-file',
+    summary: 'a file in the home of the ssh user',
+    description: 'test',
+    params: z.object({ tag: z.string() }),
+    targets: 'nodes',
+    kind: 'fault',
+    undo: 'rm',
+    access: [],
+  },
   async prepare(ctx, params) {
     return { node: ctx.node!.name, file: `krt-fault-${params.tag}-${ctx.node!.name}` };
   },
@@ -285,14 +300,26 @@ describe('a run over ssh while sshd restarts', () => {
   it('reverts every fault once sshd is back: the reverts that met a stopped sshd are retried, no exit 4', async () => {
     writeFileSync(file('known_hosts'), keyLine('host_key.pub'));
     const tag = randomBytes(3).toString('hex');
-    const inventory = Inventory.parse(inventoryOf({
-        layout: 'kubeadm',
-        transport: { type: 'ssh', user, port, identityFile: file('client_key'), knownHostsFile: file('known_hosts'), connectTimeout: '3s' },
-        nodes: [
-          { name: 'n1', address: '127.0.0.1' },
-          { name: 'n2', address: '127.0.0.1' },
-        ],
-      }, 'ssh-restart'));
+    const inventory = Inventory.parse(
+      inventoryOf(
+        {
+          layout: 'kubeadm',
+          transport: {
+            type: 'ssh',
+            user,
+            port,
+            identityFile: file('client_key'),
+            knownHostsFile: file('known_hosts'),
+            connectTimeout: '3s',
+          },
+          nodes: [
+            { name: 'n1', address: '127.0.0.1' },
+            { name: 'n2', address: '127.0.0.1' },
+          ],
+        },
+        'ssh-restart',
+      ),
+    );
     const runbook = Runbook.parse({
       apiVersion: 'kube-runbook/v1',
       kind: 'Runbook',
@@ -352,7 +379,11 @@ describe('a run over ssh while sshd restarts', () => {
     for (const f of view.faults) {
       expect(f.reverted).toBe(true);
       expect(f.attempts.length).toBeGreaterThan(0);
-      expect(f.attempts[0]).toMatchObject({ op: 'revert', transient: 'connection refusal', error: expect.stringContaining('Connection refused') });
+      expect(f.attempts[0]).toMatchObject({
+        op: 'revert',
+        transient: 'connection refusal',
+        error: expect.stringContaining('Connection refused'),
+      });
     }
   });
 });

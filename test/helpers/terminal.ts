@@ -10,7 +10,10 @@ export class Terminal {
   private readonly proc: ChildProcessWithoutNullStreams;
 
   constructor(command: string, o: { cwd: string; env: Record<string, string | undefined> }) {
-    this.proc = spawn('script', ['-qfec', command, '/dev/null'], { cwd: o.cwd, env: { ...process.env, TERM: 'dumb', INPUTRC: '/dev/null', COLUMNS: '200', ...o.env } });
+    this.proc = spawn('script', ['-qfec', command, '/dev/null'], {
+      cwd: o.cwd,
+      env: { ...process.env, TERM: 'dumb', INPUTRC: '/dev/null', COLUMNS: '200', ...o.env },
+    });
     this.proc.stdout.on('data', (d: Buffer) => (this.screen += d.toString()));
   }
 

@@ -41,7 +41,14 @@ export function readCpuScript(t: CpuTarget): string {
           'echo "quota=$q"',
           'echo "period=$p"',
         ];
-  return script('starve-cpu read quota', vars(t), KR_FAIL, KR_CG_DO, `kr_cg_do "$version" ${shq(IS_DIR)} "$cg" || kr_fail "no cgroup $cg"`, ...body);
+  return script(
+    'starve-cpu read quota',
+    vars(t),
+    KR_FAIL,
+    KR_CG_DO,
+    `kr_cg_do "$version" ${shq(IS_DIR)} "$cg" || kr_fail "no cgroup $cg"`,
+    ...body,
+  );
 }
 
 /**

@@ -48,7 +48,14 @@ export function readLimitsScript(t: IoTarget): string {
           `v=$(kr_cg_do "$version" ${shq(READ)} "$cg/${V1_FILE[k]}" | sed -n "s/^$dev //p")`,
           `echo "${k}=\${v:-max}"`,
         ]);
-  return script('throttle-etcd-disk read limits', vars(t), KR_FAIL, KR_CG_DO, `kr_cg_do "$version" ${shq(IS_DIR)} "$cg" || kr_fail "no cgroup $cg"`, ...body);
+  return script(
+    'throttle-etcd-disk read limits',
+    vars(t),
+    KR_FAIL,
+    KR_CG_DO,
+    `kr_cg_do "$version" ${shq(IS_DIR)} "$cg" || kr_fail "no cgroup $cg"`,
+    ...body,
+  );
 }
 
 /**
@@ -57,10 +64,13 @@ export function readLimitsScript(t: IoTarget): string {
  */
 export function writeLimitsScript(purpose: string, t: IoTarget, limits: Partial<IoLimits>, missingOk: boolean): string {
   const keys = IO_KEYS.filter((k) => limits[k] !== undefined);
-  for (const k of keys) if (!/^(?:\d+|max)$/.test(limits[k]!)) throw new Error(`an io limit is a number or max, not ${JSON.stringify(limits[k])}`);
+  for (const k of keys)
+    if (!/^(?:\d+|max)$/.test(limits[k]!)) throw new Error(`an io limit is a number or max, not ${JSON.stringify(limits[k])}`);
   const writes =
     t.version === 2
-      ? [`kr_cg_do "$version" ${shq(WRITE)} "$cg/io.max" "$dev ${keys.map((k) => `${k}=${limits[k]}`).join(' ')}" || kr_fail "cannot write $cg/io.max"`]
+      ? [
+          `kr_cg_do "$version" ${shq(WRITE)} "$cg/io.max" "$dev ${keys.map((k) => `${k}=${limits[k]}`).join(' ')}" || kr_fail "cannot write $cg/io.max"`,
+        ]
       : keys.map(
           (k) =>
             `kr_cg_do "$version" ${shq(WRITE)} "$cg/${V1_FILE[k]}" "$dev ${limits[k] === 'max' ? '0' : limits[k]}" || kr_fail "cannot write $cg/${V1_FILE[k]}"`,

@@ -11,7 +11,10 @@ const IPV6 = /^[0-9A-Fa-f:.]+$/;
 
 /** `host:port`, `[v6]:port` or an https URL; the port is required except in URLs (443 there). */
 export function parseEndpoint(text: string): Endpoint {
-  const bad = () => new KrError('BAD_ENDPOINT', `an apiserver endpoint is host:port, [IPv6]:port or https://host:port (got ${quote(text)})`, { exit: EXIT.invalid });
+  const bad = () =>
+    new KrError('BAD_ENDPOINT', `an apiserver endpoint is host:port, [IPv6]:port or https://host:port (got ${quote(text)})`, {
+      exit: EXIT.invalid,
+    });
   let host: string;
   let port: string;
   if (/^https?:\/\//.test(text)) {
@@ -54,11 +57,16 @@ export async function apiserverEndpoints(ctx: ActionCtx, given?: string[]): Prom
       const eps = JSON.parse(r.body) as EndpointsObject;
       for (const s of eps.subsets ?? [])
         for (const a of s.addresses ?? [])
-          for (const p of s.ports ?? []) if (a.ip && p.port && (!p.name || p.name === 'https')) found.push(parseEndpoint(a.ip.includes(':') ? `[${a.ip}]:${p.port}` : `${a.ip}:${p.port}`));
+          for (const p of s.ports ?? [])
+            if (a.ip && p.port && (!p.name || p.name === 'https'))
+              found.push(parseEndpoint(a.ip.includes(':') ? `[${a.ip}]:${p.port}` : `${a.ip}:${p.port}`));
     }
   } catch (e) {
     if (!found.length)
-      throw new KrError('NO_APISERVER_ENDPOINTS', `no apiserver endpoints: give them in the inventory (spec.apiserver.endpoints) or the runbook (with.endpoints); ${messageOf(e)}`);
+      throw new KrError(
+        'NO_APISERVER_ENDPOINTS',
+        `no apiserver endpoints: give them in the inventory (spec.apiserver.endpoints) or the runbook (with.endpoints); ${messageOf(e)}`,
+      );
   }
   return dedupe(found);
 }

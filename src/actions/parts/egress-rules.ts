@@ -26,14 +26,26 @@ function iptablesApply(s: EgressState): string[] {
   const lines: string[] = [];
   for (const t of families(s)) {
     const v6 = t === 'ip6tables';
-    lines.push(`${shCommand(t, '-w', '-N', s.chain)} 2>/dev/null || ${shCommand(t, '-w', '-F', s.chain)} || kr_fail "cannot create chain $chain"`);
-    if (s.keepSourcePort !== null) lines.push(`${shCommand(t, '-w', '-A', s.chain, '-p', 'tcp', '--sport', s.keepSourcePort, '-j', 'RETURN')} || kr_fail "cannot add rule"`);
-    if (s.keepGid != null) lines.push(`${shCommand(t, '-w', '-A', s.chain, '-p', 'tcp', '-m', 'owner', '--gid-owner', s.keepGid, '-j', 'RETURN')} || kr_fail "cannot add rule"`);
+    lines.push(
+      `${shCommand(t, '-w', '-N', s.chain)} 2>/dev/null || ${shCommand(t, '-w', '-F', s.chain)} || kr_fail "cannot create chain $chain"`,
+    );
+    if (s.keepSourcePort !== null)
+      lines.push(
+        `${shCommand(t, '-w', '-A', s.chain, '-p', 'tcp', '--sport', s.keepSourcePort, '-j', 'RETURN')} || kr_fail "cannot add rule"`,
+      );
+    if (s.keepGid != null)
+      lines.push(
+        `${shCommand(t, '-w', '-A', s.chain, '-p', 'tcp', '-m', 'owner', '--gid-owner', s.keepGid, '-j', 'RETURN')} || kr_fail "cannot add rule"`,
+      );
     for (const r of s.rules.filter((x) => x.v6 === v6)) {
       const scope = s.cgroup ? ['-m', 'cgroup', '--path', s.cgroup] : [];
-      lines.push(`${shCommand(t, '-w', '-A', s.chain, '-p', 'tcp', '-d', r.ip, '--dport', r.port, ...scope, '-j', 'DROP')} || kr_fail "cannot add rule"`);
+      lines.push(
+        `${shCommand(t, '-w', '-A', s.chain, '-p', 'tcp', '-d', r.ip, '--dport', r.port, ...scope, '-j', 'DROP')} || kr_fail "cannot add rule"`,
+      );
     }
-    lines.push(`${shCommand(t, '-w', '-C', 'OUTPUT', '-j', s.chain)} 2>/dev/null || ${shCommand(t, '-w', '-I', 'OUTPUT', '1', '-j', s.chain)} || kr_fail "cannot jump to $chain from OUTPUT"`);
+    lines.push(
+      `${shCommand(t, '-w', '-C', 'OUTPUT', '-j', s.chain)} 2>/dev/null || ${shCommand(t, '-w', '-I', 'OUTPUT', '1', '-j', s.chain)} || kr_fail "cannot jump to $chain from OUTPUT"`,
+    );
   }
   return lines;
 }
@@ -42,8 +54,19 @@ function iptablesApply(s: EgressState): string[] {
 export function nftRuleset(s: EgressState): string {
   const scope = s.cgroup ? ` socket cgroupv2 level ${s.cgroup.split('/').length} ${JSON.stringify(s.cgroup)}` : '';
   const rules = s.rules.map((r) => `    ${r.v6 ? 'ip6' : 'ip'} daddr ${r.ip} tcp dport ${r.port}${scope} counter drop`);
-  const keep = [...(s.keepSourcePort !== null ? [`    tcp sport ${s.keepSourcePort} return`] : []), ...(s.keepGid != null ? [`    meta skgid ${s.keepGid} return`] : [])];
-  return [`table inet ${s.table} {`, '  chain output {', '    type filter hook output priority 0; policy accept;', ...keep, ...rules, '  }', '}'].join('\n');
+  const keep = [
+    ...(s.keepSourcePort !== null ? [`    tcp sport ${s.keepSourcePort} return`] : []),
+    ...(s.keepGid != null ? [`    meta skgid ${s.keepGid} return`] : []),
+  ];
+  return [
+    `table inet ${s.table} {`,
+    '  chain output {',
+    '    type filter hook output priority 0; policy accept;',
+    ...keep,
+    ...rules,
+    '  }',
+    '}',
+  ].join('\n');
 }
 
 /** Adds the rules; safe to run again (the chain is flushed and refilled, the jump added once). */
@@ -55,7 +78,13 @@ export function applyRules(s: EgressState): string {
           'nft list table inet "$table" >/dev/null 2>&1 && { nft delete table inet "$table" || kr_fail "cannot replace table $table"; }',
           `printf '%s\\n' ${shq(nftRuleset(s))} | nft -f - || kr_fail "cannot add table $table"`,
         ];
-  return script(`block-kubelet-egress apply ${s.tool}`, { chain: s.chain, table: s.table }, KR_FAIL, ...body, 'echo "egress to the apiservers blocked"');
+  return script(
+    `block-kubelet-egress apply ${s.tool}`,
+    { chain: s.chain, table: s.table },
+    KR_FAIL,
+    ...body,
+    'echo "egress to the apiservers blocked"',
+  );
 }
 
 /** Removes every trace of the rules; idempotent, and correct after a half-done apply. */
@@ -78,5 +107,11 @@ export function egressRevert(s: EgressState): string {
       '  nft delete table inet "$table" || kr_fail "cannot delete table $table"',
       'fi',
     );
-  return script(`block-kubelet-egress revert ${s.tool}`, { chain: s.chain, table: s.table }, KR_FAIL, ...body, 'echo "egress rules removed"');
+  return script(
+    `block-kubelet-egress revert ${s.tool}`,
+    { chain: s.chain, table: s.table },
+    KR_FAIL,
+    ...body,
+    'echo "egress rules removed"',
+  );
 }

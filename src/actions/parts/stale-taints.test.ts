@@ -54,7 +54,10 @@ describe('NoExecute taints left on Ready nodes', () => {
     let error: unknown;
     void waitForLifecycleTaintsGone(ctx, 10_000, 'disable-taint-eviction revert').catch((e: unknown) => (error = e));
     await clock.runUntil(() => error !== undefined, 30_000);
-    expect(error).toMatchObject({ code: 'TAINTS_REMAIN', message: expect.stringContaining('Ready node(s) node-1 still carry the unreachable/not-ready NoExecute taint after 10s') });
+    expect(error).toMatchObject({
+      code: 'TAINTS_REMAIN',
+      message: expect.stringContaining('Ready node(s) node-1 still carry the unreachable/not-ready NoExecute taint after 10s'),
+    });
   });
 
   it('fails closed when the nodes cannot be read: asks again until the deadline, then refuses', async () => {

@@ -47,11 +47,12 @@ export async function waitForLifecycleTaintsGone(ctx: ActionCtx, timeoutMs: numb
       throw new KrError(
         'TAINTS_UNKNOWN',
         `${what}: the nodes could not be read for ${formatDuration(timeoutMs)} to check that no Ready node still carries the unreachable/not-ready NoExecute taint; ` +
-          'evicting again could delete such a node\'s pods at once, so it stays as it is (`kube-runbook recover` tries again once the apiserver answers)',
+          "evicting again could delete such a node's pods at once, so it stays as it is (`kube-runbook recover` tries again once the apiserver answers)",
         // a wait that has not succeeded yet: the revert is tried again until its own deadline
         { transient: 'nodes unreadable' },
       );
-    if (tainted === undefined) ctx.log.warn(`${what}: cannot read the nodes to check for NoExecute taints left on Ready nodes; asking again`);
+    if (tainted === undefined)
+      ctx.log.warn(`${what}: cannot read the nodes to check for NoExecute taints left on Ready nodes; asking again`);
     else if (!tainted.length) return;
     else if (ctx.clock.now() >= deadline)
       throw new KrError(

@@ -8,9 +8,9 @@ import { STATUS_STOPPED, type ServiceName, type ServiceTarget } from '../../node
 import { controlPlaneKubeconfigs, KR_API_GET, KR_LEASES_RENEWED, waitBeforeActing } from './node-api.js';
 
 export const StopParams = z.strictObject({
-  timeout: duration()
-    .prefault('2m')
-    .meta({ description: 'how long to wait for the service to be gone after stopping it, and to be healthy again after the revert starts it' }),
+  timeout: duration().prefault('2m').meta({
+    description: 'how long to wait for the service to be gone after stopping it, and to be healthy again after the revert starts it',
+  }),
 });
 export type StopParams = typeof StopParams;
 
@@ -130,7 +130,8 @@ export function serviceStopAction(spec: ServiceStopSpec): Action<StopParams, Sto
     },
 
     nodeSideRevert: (state) => {
-      if (!state.wasRunning) return script(`${meta.id} node-side revert: nothing to undo`, {}, ': # the service was not running before the run');
+      if (!state.wasRunning)
+        return script(`${meta.id} node-side revert: nothing to undo`, {}, ': # the service was not running before the run');
       const start = serviceManager(state.target).start(state.target, state.timeoutS);
       return leasesRenewedFirst ? leasesFirstScript(meta.id, state.target, start) : start;
     },

@@ -69,11 +69,24 @@ kr_kcm_healthy() {
   kr_http_ok "https://127.0.0.1:10257/healthz"
 }`;
 
-const common = (t: TaintEvictionTarget) => [KR_FAIL, KR_WAIT, KR_NOT_YET, KR_HTTP_OK, KR_KCM, KR_KCM_HEALTHY, ...(t.layout === 'k3s' ? [K3S_KCM] : [])];
+const common = (t: TaintEvictionTarget) => [
+  KR_FAIL,
+  KR_WAIT,
+  KR_NOT_YET,
+  KR_HTTP_OK,
+  KR_KCM,
+  KR_KCM_HEALTHY,
+  ...(t.layout === 'k3s' ? [K3S_KCM] : []),
+];
 
 /** Read-only: prints `disabled` when it already runs without the taint-eviction controller, else `enabled`. */
 export function stateScript(t: TaintEvictionTarget): string {
-  return script(`disable-taint-eviction state (${t.layout})`, vars(t), ...common(t), 'if kr_kcm_off; then echo disabled; else echo enabled; fi');
+  return script(
+    `disable-taint-eviction state (${t.layout})`,
+    vars(t),
+    ...common(t),
+    'if kr_kcm_off; then echo disabled; else echo enabled; fi',
+  );
 }
 
 export function preflightScript(t: TaintEvictionTarget): string {
@@ -92,9 +105,18 @@ export function preflightScript(t: TaintEvictionTarget): string {
       'systemctl cat "$unit" >/dev/null 2>&1 || kr_fail "no systemd unit $unit: disable-taint-eviction runs on k3s servers"',
       '[ -f "$dropin" ] && kr_fail "$dropin is left from an earlier run: run kube-runbook recover"',
     ],
-    lab: ['[ -x "$dir/stop" ] && [ -x "$dir/start" ] || kr_fail "no lab service directory $dir"', '[ -f "$dir/extra-args" ] && kr_fail "$dir/extra-args is left from an earlier run: run kube-runbook recover"'],
+    lab: [
+      '[ -x "$dir/stop" ] && [ -x "$dir/start" ] || kr_fail "no lab service directory $dir"',
+      '[ -f "$dir/extra-args" ] && kr_fail "$dir/extra-args is left from an earlier run: run kube-runbook recover"',
+    ],
   };
-  return script(`disable-taint-eviction preflight (${t.layout})`, vars(t), ...common(t), ...body[t.layout], 'kr_kcm_args >/dev/null || kr_fail "kube-controller-manager does not run on this node"');
+  return script(
+    `disable-taint-eviction preflight (${t.layout})`,
+    vars(t),
+    ...common(t),
+    ...body[t.layout],
+    'kr_kcm_args >/dev/null || kr_fail "kube-controller-manager does not run on this node"',
+  );
 }
 
 /** Turns the taint-eviction controller off and waits until the controller-manager runs that way and is healthy. */
@@ -147,7 +169,12 @@ export function revertScript(t: TaintEvictionTarget, timeoutS: number): string {
       'fi',
       'rm -f "$backup.tmp"',
     ],
-    k3s: ['if [ -f "$dropin" ]; then', '  rm -f "$dropin" || kr_fail "cannot remove $dropin"', '  systemctl restart "$unit" || kr_fail "systemctl restart $unit failed"', 'fi'],
+    k3s: [
+      'if [ -f "$dropin" ]; then',
+      '  rm -f "$dropin" || kr_fail "cannot remove $dropin"',
+      '  systemctl restart "$unit" || kr_fail "systemctl restart $unit failed"',
+      'fi',
+    ],
     lab: [
       'if [ -f "$dir/extra-args" ] || kr_kcm_args | grep -q -- "^--controllers=.*,$flag"; then',
       '  rm -f "$dir/extra-args"',
@@ -187,7 +214,10 @@ export const NODE_SIDE_WAIT_S = 900;
 
 /** Where a control-plane node keeps a kubeconfig that may list nodes, by layout (after the controller-manager's own). */
 function kubeconfigsOf(t: TaintEvictionTarget): string[] {
-  return controlPlaneKubeconfigs(t.layout, t.layout === 'lab' ? t.dir : t.layout === 'kubeadm' ? t.manifest.replace(/\/manifests\/[^/]+$/, '') : undefined);
+  return controlPlaneKubeconfigs(
+    t.layout,
+    t.layout === 'lab' ? t.dir : t.layout === 'kubeadm' ? t.manifest.replace(/\/manifests\/[^/]+$/, '') : undefined,
+  );
 }
 
 /**

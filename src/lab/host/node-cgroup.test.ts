@@ -51,8 +51,12 @@ describe("a real node's cgroup", () => {
   it('is made in every v1 hierarchy with system/ and kubelet/ children, cpusets filled from the parent', async () => {
     await v1(['cpu', 'cpuacct', 'cpuset', 'memory', 'pids']);
     const made = await makeNodeCgroup((await hierarchies(base))!, 'kube-runbook-t-rnode-1');
-    expect(made.system.sort()).toEqual(['cpu', 'cpuacct', 'cpuset', 'memory', 'pids'].map((c) => join(base, c, 'kube-runbook-t-rnode-1', 'system')));
-    expect(made.kubelet.sort()).toEqual(['cpu', 'cpuacct', 'cpuset', 'memory', 'pids'].map((c) => join(base, c, 'kube-runbook-t-rnode-1', 'kubelet')));
+    expect(made.system.sort()).toEqual(
+      ['cpu', 'cpuacct', 'cpuset', 'memory', 'pids'].map((c) => join(base, c, 'kube-runbook-t-rnode-1', 'system')),
+    );
+    expect(made.kubelet.sort()).toEqual(
+      ['cpu', 'cpuacct', 'cpuset', 'memory', 'pids'].map((c) => join(base, c, 'kube-runbook-t-rnode-1', 'kubelet')),
+    );
     expect(await readFile(join(base, 'cpuset', 'kube-runbook-t-rnode-1', 'system', 'cpuset.cpus'), 'utf8')).toBe('0-1');
     expect(await readFile(join(base, 'cpuset', 'kube-runbook-t-rnode-1', 'kubelet', 'cpuset.mems'), 'utf8')).toBe('0');
     expect((await cgroupTrees('kube-runbook-t-', base)).length).toBe(5);

@@ -52,7 +52,9 @@ export function missingControllers(h: Hierarchies | undefined): string[] {
 export async function makeNodeCgroup(h: Hierarchies, name: string): Promise<{ system: string[]; kubelet: string[] }> {
   const missing = missingControllers(h);
   if (missing.length)
-    throw new KrError('LAB_REAL_NODE_MISSING', `real nodes need ${missing.join(', ')}, which this machine does not have`, { exit: EXIT.invalid });
+    throw new KrError('LAB_REAL_NODE_MISSING', `real nodes need ${missing.join(', ')}, which this machine does not have`, {
+      exit: EXIT.invalid,
+    });
   const systems: string[] = [];
   const kubelets: string[] = [];
   for (const root of h.roots) {
@@ -86,7 +88,8 @@ async function tree(dir: string): Promise<string[]> {
 export async function cgroupTrees(prefix: string, base = BASE): Promise<string[]> {
   const h = await hierarchies(base);
   const out: string[] = [];
-  for (const root of h?.roots ?? []) for (const name of await readdir(root).catch(() => [] as string[])) if (name.startsWith(prefix)) out.push(join(root, name));
+  for (const root of h?.roots ?? [])
+    for (const name of await readdir(root).catch(() => [] as string[])) if (name.startsWith(prefix)) out.push(join(root, name));
   return out;
 }
 

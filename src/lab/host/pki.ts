@@ -87,7 +87,14 @@ export async function makePki(
 function kubeletCerts(kubelets: { name: string; ip: string }[]): CertSpec[] {
   if (!kubelets.length) return [];
   return [
-    ...kubelets.map((k) => ({ name: kubeletCertName(k.name), cn: `system:node:${k.name}`, org: 'system:nodes', usage: 'serverAuth' as const, dns: [k.name], ips: [k.ip] })),
+    ...kubelets.map((k) => ({
+      name: kubeletCertName(k.name),
+      cn: `system:node:${k.name}`,
+      org: 'system:nodes',
+      usage: 'serverAuth' as const,
+      dns: [k.name],
+      ips: [k.ip],
+    })),
     { name: KUBELET_CLIENT, cn: 'kube-apiserver-kubelet-client', org: 'system:masters', usage: 'clientAuth' },
   ];
 }

@@ -39,7 +39,12 @@ describe('lab settings', () => {
 
   it('takes durations as text or milliseconds', () => {
     const s = resolveSettings({ grace: '40s', leaseRenew: 10_000, toleration: '5m', monitorPeriod: '500ms' });
-    expect(s).toMatchObject({ nodeMonitorGracePeriod: 40_000, leaseDuration: 40_000, defaultTolerationSeconds: 300, nodeMonitorPeriod: 500 });
+    expect(s).toMatchObject({
+      nodeMonitorGracePeriod: 40_000,
+      leaseDuration: 40_000,
+      defaultTolerationSeconds: 300,
+      nodeMonitorPeriod: 500,
+    });
   });
 
   it.each([

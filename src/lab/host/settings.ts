@@ -87,20 +87,27 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
   const zones = int('zones', o.zones ?? 1, 1, 26);
   const leaseRenew = ms('lease-renew', o.leaseRenew ?? '2s', 100);
   const toleration = ms('toleration', o.toleration ?? '30s', 0);
-  if (toleration % 1000 !== 0)
-    throw bad('toleration', o.toleration, 'a whole number of seconds, e.g. 30s (a number is milliseconds)');
+  if (toleration % 1000 !== 0) throw bad('toleration', o.toleration, 'a whole number of seconds, e.g. 30s (a number is milliseconds)');
   const controlPlanes = o.controlPlanes ?? 1;
   if (![1, 3, 5].includes(controlPlanes))
     throw bad('control-planes', o.controlPlanes, '1, 3 or 5 (an etcd cluster wants an odd number of members)');
   const staticPods = flag('static-pods', o.staticPods ?? false);
   if (staticPods && !realNodes)
-    throw new KrError('LAB_BAD_OPTION', "--static-pods must be given with --real-nodes N (cp-1's kubelet, containerd and images are those of real nodes), e.g. --real-nodes 1", {
-      exit: EXIT.invalid,
-    });
+    throw new KrError(
+      'LAB_BAD_OPTION',
+      "--static-pods must be given with --real-nodes N (cp-1's kubelet, containerd and images are those of real nodes), e.g. --real-nodes 1",
+      {
+        exit: EXIT.invalid,
+      },
+    );
   if (staticPods && controlPlanes !== 1)
-    throw new KrError('LAB_BAD_OPTION', `--static-pods runs one control-plane member (got --control-planes ${controlPlanes}): an HA control plane of static pods is not there yet`, {
-      exit: EXIT.invalid,
-    });
+    throw new KrError(
+      'LAB_BAD_OPTION',
+      `--static-pods runs one control-plane member (got --control-planes ${controlPlanes}): an HA control plane of static pods is not there yet`,
+      {
+        exit: EXIT.invalid,
+      },
+    );
   const s: LabSettings = {
     controlPlanes,
     nodes,

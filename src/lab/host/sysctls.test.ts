@@ -23,7 +23,7 @@ beforeEach(async () => {
 });
 afterEach(() => rm(dir, { recursive: true, force: true }));
 
-describe("the kernel settings a kubelet changes", () => {
+describe('the kernel settings a kubelet changes', () => {
   it('are put back as they were before the first real node once the last one is gone', async () => {
     await saveKubeletSysctls(run, proc);
     // the kubelets set theirs
@@ -36,7 +36,11 @@ describe("the kernel settings a kubelet changes", () => {
     expect(await restoreKubeletSysctls(run, cgroups, proc)).toEqual([]);
     expect(await get('kernel/panic')).toBe('10');
     await rm(join(cgroups, 'kube-runbook-b-rnode-1'), { recursive: true });
-    expect((await restoreKubeletSysctls(run, cgroups, proc)).sort()).toEqual(['kernel.panic=1', 'kernel.panic_on_oops=0', 'vm.overcommit_memory=0']);
+    expect((await restoreKubeletSysctls(run, cgroups, proc)).sort()).toEqual([
+      'kernel.panic=1',
+      'kernel.panic_on_oops=0',
+      'vm.overcommit_memory=0',
+    ]);
     expect([await get('vm/overcommit_memory'), await get('kernel/panic'), await get('kernel/panic_on_oops')]).toEqual(['0', '1', '0']);
     // nothing recorded any more: a later down changes nothing
     await set('kernel/panic', '10');

@@ -50,12 +50,20 @@ describe('apt sources', () => {
   it('reads deb822 stanzas, skipping comments', () => {
     const e = parseDeb822(DEBIAN, 'debian.sources');
     expect(e).toHaveLength(2);
-    expect(e[0]).toMatchObject({ types: ['deb'], uris: ['http://deb.debian.org/debian'], suites: ['bookworm', 'bookworm-updates'], components: ['main'] });
+    expect(e[0]).toMatchObject({
+      types: ['deb'],
+      uris: ['http://deb.debian.org/debian'],
+      suites: ['bookworm', 'bookworm-updates'],
+      components: ['main'],
+    });
     expect(e[0]!.signedBy).toBe('/usr/share/keyrings/debian-archive-keyring.gpg');
   });
 
   it('reads one-line entries with options', () => {
-    const e = parseOneLine('# comment\ndeb [arch=amd64 signed-by=/usr/share/keyrings/ubuntu-archive-keyring.gpg] http://archive.ubuntu.com/ubuntu noble main universe\n', 'x.list');
+    const e = parseOneLine(
+      '# comment\ndeb [arch=amd64 signed-by=/usr/share/keyrings/ubuntu-archive-keyring.gpg] http://archive.ubuntu.com/ubuntu noble main universe\n',
+      'x.list',
+    );
     expect(e).toEqual([
       {
         types: ['deb'],
@@ -99,7 +107,14 @@ describe('apt sources', () => {
 
   it('reads the codename from os-release', () => {
     expect(parseOsRelease('ID=debian\nVERSION_CODENAME=bookworm\n')).toEqual({ id: 'debian', like: [], codename: 'bookworm' });
-    expect(parseOsRelease('ID=ubuntu\nID_LIKE=debian\nVERSION_CODENAME=noble\n')).toMatchObject({ id: 'ubuntu', like: ['debian'], codename: 'noble' });
-    expect(parseOsRelease('ID="linuxmint"\nUBUNTU_CODENAME=jammy\nID_LIKE="ubuntu debian"\n')).toMatchObject({ codename: 'jammy', like: ['ubuntu', 'debian'] });
+    expect(parseOsRelease('ID=ubuntu\nID_LIKE=debian\nVERSION_CODENAME=noble\n')).toMatchObject({
+      id: 'ubuntu',
+      like: ['debian'],
+      codename: 'noble',
+    });
+    expect(parseOsRelease('ID="linuxmint"\nUBUNTU_CODENAME=jammy\nID_LIKE="ubuntu debian"\n')).toMatchObject({
+      codename: 'jammy',
+      like: ['ubuntu', 'debian'],
+    });
   });
 });

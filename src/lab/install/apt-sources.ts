@@ -51,7 +51,12 @@ export function parseOneLine(text: string, file: string): AptEntry[] {
     const line = raw.replace(/#.*/, '').trim();
     const m = /^(deb|deb-src)\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+)\s*(.*)$/.exec(line);
     if (!m) continue;
-    const options = new Map((m[2] ?? '').split(/\s+/).filter(Boolean).map((o) => o.split('=', 2) as [string, string]));
+    const options = new Map(
+      (m[2] ?? '')
+        .split(/\s+/)
+        .filter(Boolean)
+        .map((o) => o.split('=', 2) as [string, string]),
+    );
     entries.push({
       types: [m[1]!],
       uris: [m[3]!],

@@ -17,7 +17,10 @@ async function cacheEntry(root: string, version: string): Promise<string> {
     await chmod(join(dir, b), 0o755);
     files[b] = { sha256: await sha256(join(dir, b)), size: 1 };
   }
-  await writeFile(join(dir, 'manifest.json'), JSON.stringify({ kind: 'kube-runbook/lab-binaries', version, source: 'test', builtAt: '', files }));
+  await writeFile(
+    join(dir, 'manifest.json'),
+    JSON.stringify({ kind: 'kube-runbook/lab-binaries', version, source: 'test', builtAt: '', files }),
+  );
   return dir;
 }
 
@@ -67,7 +70,15 @@ describe('lab Kubernetes versions', () => {
   });
 
   it("the Debian build gets Debian's Go and none of this machine's GO variables", () => {
-    const env = debianGoEnv('/src', { PATH: '/usr/local/go/bin:/usr/bin', GOROOT: '/usr/local/go', GOTOOLCHAIN: 'go1.26.8', GOFLAGS: '-mod=mod', GOPATH: '/root/go', HOME: '/root', BASH_ENV: '/root/.bashrc' });
+    const env = debianGoEnv('/src', {
+      PATH: '/usr/local/go/bin:/usr/bin',
+      GOROOT: '/usr/local/go',
+      GOTOOLCHAIN: 'go1.26.8',
+      GOFLAGS: '-mod=mod',
+      GOPATH: '/root/go',
+      HOME: '/root',
+      BASH_ENV: '/root/.bashrc',
+    });
     expect(env).toMatchObject({ GOROOT: '/usr/lib/go', GOPATH: '/src/.go', GOFLAGS: '', GO111MODULE: 'off', GOENV: 'off' });
     expect(env.PATH!.startsWith('/usr/lib/go/bin:')).toBe(true);
     // no shell startup file of the user's is read by the build's bash scripts (one may put a newer Go first on PATH)

@@ -28,13 +28,21 @@ export function parseLabVersion(text: string | undefined): { minor: number; vers
   const m = /^v?1\.(\d+)(?:\.(\d+))?$/.exec(text.trim());
   const minor = m ? Number(m[1]) : NaN;
   if (!m || !(SUPPORTED_MINORS as readonly number[]).includes(minor))
-    throw new KrError('LAB_VERSION_UNSUPPORTED', `--kubernetes-version ${quote(text)}: the lab supports ${SUPPORTED_MINORS.map((v) => `1.${v}`).join(', ')}`, {
-      exit: EXIT.invalid,
-    });
+    throw new KrError(
+      'LAB_VERSION_UNSUPPORTED',
+      `--kubernetes-version ${quote(text)}: the lab supports ${SUPPORTED_MINORS.map((v) => `1.${v}`).join(', ')}`,
+      {
+        exit: EXIT.invalid,
+      },
+    );
   if (m[2] !== undefined && routeOf(minor) === 'debian')
-    throw new KrError('LAB_VERSION_UNSUPPORTED', `--kubernetes-version ${quote(text)}: 1.20 comes from Debian's source package, whatever patch it holds: give 1.20`, {
-      exit: EXIT.invalid,
-    });
+    throw new KrError(
+      'LAB_VERSION_UNSUPPORTED',
+      `--kubernetes-version ${quote(text)}: 1.20 comes from Debian's source package, whatever patch it holds: give 1.20`,
+      {
+        exit: EXIT.invalid,
+      },
+    );
   return { minor, version: m[2] !== undefined ? `1.${minor}.${m[2]}` : undefined };
 }
 
@@ -79,7 +87,12 @@ export async function findLabBinaries(o: FindOptions = {}): Promise<LabBinariesI
     }
     const manifest = await readManifest(dir);
     if (!manifest) continue;
-    return { dir, version: manifest.version, ...paths(dir), etcd: manifest.files.etcd ? join(dir, 'etcd') : await findEtcd(undefined, env) };
+    return {
+      dir,
+      version: manifest.version,
+      ...paths(dir),
+      etcd: manifest.files.etcd ? join(dir, 'etcd') : await findEtcd(undefined, env),
+    };
   }
   return undefined;
 }

@@ -65,8 +65,7 @@ export async function buildFromSource(o: BuildOptions, root: string): Promise<vo
   } finally {
     tick();
   }
-  if (r.code !== 0)
-    throw new KrError('LAB_BUILD_FAILED', `make failed (exit ${r.code}) in ${src}`, { details: lastLines.slice(-12) });
+  if (r.code !== 0) throw new KrError('LAB_BUILD_FAILED', `make failed (exit ${r.code}) in ${src}`, { details: lastLines.slice(-12) });
   log.info(`build finished in ${Math.round((clock.now() - started) / 1000)}s`);
   await cacheBinaries(join(src, '_output', 'bin'), root, `Debian kubernetes ${sourceVersion}`, clock);
   await rm(work, { recursive: true, force: true });
@@ -91,7 +90,14 @@ export async function cacheBinaries(
     await chmod(join(tmp, name), 0o755);
     files[name] = { sha256: await sha256(join(tmp, name)), size: (await stat(join(tmp, name))).size };
   }
-  const manifest: BinaryManifest = { kind: 'kube-runbook/lab-binaries', version, source, builtAt: new Date(clock.now()).toISOString(), ...extra, files };
+  const manifest: BinaryManifest = {
+    kind: 'kube-runbook/lab-binaries',
+    version,
+    source,
+    builtAt: new Date(clock.now()).toISOString(),
+    ...extra,
+    files,
+  };
   await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   await rm(final, { recursive: true, force: true });
   await rename(tmp, final);
@@ -107,7 +113,8 @@ export async function cacheBinaries(
  */
 export function debianGoEnv(src: string, base: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(base)) if (!k.startsWith('GO') && !k.startsWith('CGO_') && k !== 'BASH_ENV' && k !== 'ENV') env[k] = v;
+  for (const [k, v] of Object.entries(base))
+    if (!k.startsWith('GO') && !k.startsWith('CGO_') && k !== 'BASH_ENV' && k !== 'ENV') env[k] = v;
   return {
     ...env,
     HOME: join(src, '.go', 'home'),

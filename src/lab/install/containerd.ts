@@ -63,7 +63,10 @@ const pathsOf = (dir: string, version: string): ContainerdBinaries => ({
 });
 
 /** containerd from the cache, built first when missing (about 2 to 4 minutes on 2 cores). Call under the install lock. */
-export async function ensureContainerd(o: { log: Logger; clock?: Clock; signal?: AbortSignal; env?: NodeJS.ProcessEnv }, root: string): Promise<ContainerdBinaries> {
+export async function ensureContainerd(
+  o: { log: Logger; clock?: Clock; signal?: AbortSignal; env?: NodeJS.ProcessEnv },
+  root: string,
+): Promise<ContainerdBinaries> {
   const final = join(root, `containerd-${CONTAINERD_VERSION}`);
   const have = await cached(final);
   if (have) return have;
@@ -78,7 +81,10 @@ export async function ensureContainerd(o: { log: Logger; clock?: Clock; signal?:
   const mod = await download(first.go, `${CONTAINERD_MODULE}@v${CONTAINERD_VERSION}`, env, o.signal);
   const goLine = /^go\s+(\S+)/m.exec(await readFile(mod.GoMod, 'utf8'))?.[1] ?? '1.24';
   const { go, version: goVersion } = await findGo(goLine, o.env);
-  await writeFile(join(work, 'go.mod'), `module kube-runbook-lab-containerd\n\ngo ${goLine}\n\nrequire ${CONTAINERD_MODULE} v${CONTAINERD_VERSION}\n`);
+  await writeFile(
+    join(work, 'go.mod'),
+    `module kube-runbook-lab-containerd\n\ngo ${goLine}\n\nrequire ${CONTAINERD_MODULE} v${CONTAINERD_VERSION}\n`,
+  );
   const pkgs = CONTAINERD_COMMANDS.map((c) => `${CONTAINERD_MODULE}/cmd/${c}`);
   const goRun = (args: string[], what: string) =>
     must('LAB_BUILD_FAILED', go, args, { cwd: work, env, timeoutMs: 3_600_000, signal: o.signal }).catch((e: unknown) => {
@@ -100,7 +106,13 @@ export async function ensureContainerd(o: { log: Logger; clock?: Clock; signal?:
     await chmod(join(tmp, name), 0o755);
     files[name] = { sha256: await sha256(join(tmp, name)), size: (await stat(join(tmp, name))).size };
   }
-  const manifest: ContainerdManifest = { kind: 'kube-runbook/containerd', version: CONTAINERD_VERSION, builtAt: new Date(clock.now()).toISOString(), build: { seconds, go: goVersion }, files };
+  const manifest: ContainerdManifest = {
+    kind: 'kube-runbook/containerd',
+    version: CONTAINERD_VERSION,
+    builtAt: new Date(clock.now()).toISOString(),
+    build: { seconds, go: goVersion },
+    files,
+  };
   await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
   await rm(final, { recursive: true, force: true });
   await rename(tmp, final);

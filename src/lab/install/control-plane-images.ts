@@ -22,7 +22,11 @@ export const binaryInImage = (c: ControlPlaneComponent): string => `/usr/local/b
  * it for that release). Built with umoci like the real nodes' images (see images.ts), from the cache when the
  * binaries did not change. The binaries are static, so the image needs nothing else.
  */
-export async function ensureControlPlaneImages(o: { log: Logger; signal?: AbortSignal }, root: string, bin: LabBinariesInfo): Promise<ControlPlaneImages> {
+export async function ensureControlPlaneImages(
+  o: { log: Logger; signal?: AbortSignal },
+  root: string,
+  bin: LabBinariesInfo,
+): Promise<ControlPlaneImages> {
   const files: Record<ControlPlaneComponent, string | undefined> = {
     etcd: bin.etcd,
     'kube-apiserver': bin.kubeApiserver,
@@ -37,16 +41,28 @@ export async function ensureControlPlaneImages(o: { log: Logger; signal?: AbortS
       const out: Partial<ControlPlaneImages> = {};
       for (const c of CONTROL_PLANE_COMPONENTS) {
         const file = files[c];
-        if (!file) throw new KrError('LAB_BINARIES_MISSING', `--static-pods needs ${c} of Kubernetes ${bin.version}; run \`kube-runbook lab install\``, { exit: EXIT.refused });
-        out[c] = await cachedImage(o, dir, `${c}-v${bin.version}`, `${IMAGE_REPO}/${c}:v${bin.version}`, await sha256(file), async (rootfs) => {
-          const target = join(rootfs, binaryInImage(c));
-          await mkdir(join(rootfs, 'usr', 'local', 'bin'), { recursive: true });
-          for (const d of ['tmp', 'var/lib', 'etc']) await mkdir(join(rootfs, d), { recursive: true });
-          await chmod(join(rootfs, 'tmp'), 0o1777);
-          await copyFile(file, target);
-          await chmod(target, 0o755);
-          return { env: ['PATH=/usr/local/bin:/usr/bin:/bin'] };
-        });
+        if (!file)
+          throw new KrError(
+            'LAB_BINARIES_MISSING',
+            `--static-pods needs ${c} of Kubernetes ${bin.version}; run \`kube-runbook lab install\``,
+            { exit: EXIT.refused },
+          );
+        out[c] = await cachedImage(
+          o,
+          dir,
+          `${c}-v${bin.version}`,
+          `${IMAGE_REPO}/${c}:v${bin.version}`,
+          await sha256(file),
+          async (rootfs) => {
+            const target = join(rootfs, binaryInImage(c));
+            await mkdir(join(rootfs, 'usr', 'local', 'bin'), { recursive: true });
+            for (const d of ['tmp', 'var/lib', 'etc']) await mkdir(join(rootfs, d), { recursive: true });
+            await chmod(join(rootfs, 'tmp'), 0o1777);
+            await copyFile(file, target);
+            await chmod(target, 0o755);
+            return { env: ['PATH=/usr/local/bin:/usr/bin:/bin'] };
+          },
+        );
       }
       return out as ControlPlaneImages;
     },

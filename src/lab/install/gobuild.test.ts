@@ -42,8 +42,23 @@ describe('the Go-module build of a Kubernetes release', () => {
   });
 
   it("keeps none of this machine's GO variables but GOPROXY, and pins the toolchain and caches under the cache", () => {
-    const env = goEnv('/c', { PATH: '/usr/bin', GOROOT: '/usr/local/go', GOFLAGS: '-mod=vendor', GOTOOLCHAIN: 'auto', GOPROXY: 'https://proxy.example', CGO_CFLAGS: '-O0' });
-    expect(env).toMatchObject({ PATH: '/usr/bin', GOPROXY: 'https://proxy.example', GOTOOLCHAIN: 'local', GOFLAGS: '-mod=mod', GOMODCACHE: '/c/go/mod', GOCACHE: '/c/go/build', GOENV: 'off' });
+    const env = goEnv('/c', {
+      PATH: '/usr/bin',
+      GOROOT: '/usr/local/go',
+      GOFLAGS: '-mod=vendor',
+      GOTOOLCHAIN: 'auto',
+      GOPROXY: 'https://proxy.example',
+      CGO_CFLAGS: '-O0',
+    });
+    expect(env).toMatchObject({
+      PATH: '/usr/bin',
+      GOPROXY: 'https://proxy.example',
+      GOTOOLCHAIN: 'local',
+      GOFLAGS: '-mod=mod',
+      GOMODCACHE: '/c/go/mod',
+      GOCACHE: '/c/go/build',
+      GOENV: 'off',
+    });
     expect(env.GOROOT).toBeUndefined();
     expect(env.CGO_CFLAGS).toBeUndefined();
   });

@@ -50,9 +50,14 @@ const older = (a: number[], b: number[]) => {
  */
 export async function findGo(needs: string, env: NodeJS.ProcessEnv = process.env): Promise<{ go: string; version: string }> {
   const want = parseGoVersion(`go${needs}`) ?? [1, 0, 0];
-  const candidates = [env.KUBE_RUNBOOK_GO, '/usr/local/go/bin/go', ...(env.PATH ?? '').split(':').filter(Boolean).map((p) => join(p, 'go'))].filter(
-    (c): c is string => Boolean(c),
-  );
+  const candidates = [
+    env.KUBE_RUNBOOK_GO,
+    '/usr/local/go/bin/go',
+    ...(env.PATH ?? '')
+      .split(':')
+      .filter(Boolean)
+      .map((p) => join(p, 'go')),
+  ].filter((c): c is string => Boolean(c));
   const seen: string[] = [];
   for (const go of [...new Set(candidates)]) {
     const r = await run(go, ['version'], { env: { ...env, GOTOOLCHAIN: 'local', GOENV: 'off' }, timeoutMs: 20_000 });
@@ -63,7 +68,9 @@ export async function findGo(needs: string, env: NodeJS.ProcessEnv = process.env
     if (!older(v, want)) return { go, version: v.join('.') };
   }
   throw new KrError('LAB_GO_MISSING', `building this Kubernetes release needs Go ${needs} or newer; found ${seen.join(', ') || 'no go'}`, {
-    details: ['Install a newer Go (e.g. from the Go project) and point KUBE_RUNBOOK_GO at its `go` binary, or pass --bin-dir with binaries you have.'],
+    details: [
+      'Install a newer Go (e.g. from the Go project) and point KUBE_RUNBOOK_GO at its `go` binary, or pass --bin-dir with binaries you have.',
+    ],
   });
 }
 
@@ -87,7 +94,8 @@ export interface ModuleInfo {
 export async function download(go: string, mod: string, env: NodeJS.ProcessEnv, signal?: AbortSignal): Promise<ModuleInfo> {
   const out = await must('LAB_SOURCE_FAILED', go, ['mod', 'download', '-json', mod], { env, timeoutMs: 1_800_000, signal });
   const info = JSON.parse(out) as Partial<ModuleInfo> & { Error?: string };
-  if (info.Error || !info.GoMod || !info.Dir) throw new KrError('LAB_SOURCE_FAILED', `go mod download ${mod}: ${info.Error ?? 'no module directory'}`);
+  if (info.Error || !info.GoMod || !info.Dir)
+    throw new KrError('LAB_SOURCE_FAILED', `go mod download ${mod}: ${info.Error ?? 'no module directory'}`);
   return { GoMod: info.GoMod, Dir: info.Dir };
 }
 
@@ -100,7 +108,9 @@ export function buildModuleText(kubeGoMod: string, version: string): { text: str
   const godebug = kubeGoMod.match(/^godebug\s+.*$/gm) ?? [];
   const godebugBlock = /^godebug\s*\(([\s\S]*?)^\)/m.exec(kubeGoMod);
   const required = new Set([...kubeGoMod.matchAll(/^\s*(?:require\s+)?(k8s\.io\/[\w./-]+)\s+v0\.0\.0\b/gm)].map((m) => m[1]!));
-  const staging = [...kubeGoMod.matchAll(/^\s*(k8s\.io\/[\w./-]+)\s+=>\s+\.\/staging\//gm)].map((m) => m[1]!).filter((m) => required.has(m));
+  const staging = [...kubeGoMod.matchAll(/^\s*(k8s\.io\/[\w./-]+)\s+=>\s+\.\/staging\//gm)]
+    .map((m) => m[1]!)
+    .filter((m) => required.has(m));
   const stagingVersion = `v0.${version.split('.').slice(1).join('.')}`;
   const lines = [
     'module kube-runbook-lab-build',
@@ -125,8 +135,14 @@ export function buildModuleText(kubeGoMod: string, version: string): { text: str
 export function kubeBuildFlags(version: string): string[] {
   const [major, minor] = version.split('.');
   const x = (pkg: string) =>
-    [`gitVersion=v${version}`, `gitMajor=${major}`, `gitMinor=${minor}`, 'gitTreeState=clean', 'gitCommit='].map((kv) => `-X ${pkg}.${kv}`).join(' ');
-  return ['-trimpath', '-tags=selinux,notest,grpcnotrace', `-ldflags=-s -w ${x('k8s.io/component-base/version')} ${x('k8s.io/client-go/pkg/version')}`];
+    [`gitVersion=v${version}`, `gitMajor=${major}`, `gitMinor=${minor}`, 'gitTreeState=clean', 'gitCommit=']
+      .map((kv) => `-X ${pkg}.${kv}`)
+      .join(' ');
+  return [
+    '-trimpath',
+    '-tags=selinux,notest,grpcnotrace',
+    `-ldflags=-s -w ${x('k8s.io/component-base/version')} ${x('k8s.io/client-go/pkg/version')}`,
+  ];
 }
 
 /** The etcd version a release is tested with: kubeadm's `DefaultEtcdVersion` in the release's source. */
@@ -151,7 +167,12 @@ export interface GoBuilt {
 }
 
 /** Downloads and builds `1.<minor>`'s newest patch (or `version` when given) into `<work>/out`. */
-export async function goBuild(o: GoBuildOptions, root: string, work: string, release: { minor: number; version?: string }): Promise<GoBuilt> {
+export async function goBuild(
+  o: GoBuildOptions,
+  root: string,
+  work: string,
+  release: { minor: number; version?: string },
+): Promise<GoBuilt> {
   const { log, clock } = o;
   const env = goEnv(root, o.env);
   const firstGo = await findGo('1.21', o.env);
@@ -162,8 +183,14 @@ export async function goBuild(o: GoBuildOptions, root: string, work: string, rel
   const kube = await download(firstGo.go, `${KUBE_MODULE}@v${version}`, env, o.signal);
   const built = buildModuleText(await readFile(kube.GoMod, 'utf8'), version);
   const { go, version: goVersion } = await findGo(built.goVersion, o.env);
-  const etcdVersion = etcdVersionOf(await readFile(join(kube.Dir, 'cmd', 'kubeadm', 'app', 'constants', 'constants.go'), 'utf8').catch(() => ''));
-  if (!etcdVersion) throw new KrError('LAB_SOURCE_FAILED', `cannot tell which etcd Kubernetes ${version} is tested with (no DefaultEtcdVersion in its kubeadm constants)`);
+  const etcdVersion = etcdVersionOf(
+    await readFile(join(kube.Dir, 'cmd', 'kubeadm', 'app', 'constants', 'constants.go'), 'utf8').catch(() => ''),
+  );
+  if (!etcdVersion)
+    throw new KrError(
+      'LAB_SOURCE_FAILED',
+      `cannot tell which etcd Kubernetes ${version} is tested with (no DefaultEtcdVersion in its kubeadm constants)`,
+    );
   const kubeDir = join(work, 'kubernetes');
   const etcdDir = join(work, 'etcd');
   const out = join(work, 'out');
@@ -174,10 +201,13 @@ export async function goBuild(o: GoBuildOptions, root: string, work: string, rel
     join(etcdDir, 'go.mod'),
     `module kube-runbook-lab-etcd\n\ngo ${built.goVersion}\n\nrequire (\n\tgo.etcd.io/etcd/server/v3 v${etcdVersion}\n\tgo.etcd.io/etcd/etcdctl/v3 v${etcdVersion}\n)\n`,
   );
-  log.info(`Kubernetes ${version}: resolving its modules (${built.staging.length} staging modules at v0.${version.split('.').slice(1).join('.')}) and etcd ${etcdVersion}`);
-  const goRun = (cwd: string, args: string[], what: string) => must('LAB_BUILD_FAILED', go, args, { cwd, env, timeoutMs: 3_600_000, signal: o.signal }).catch((e: unknown) => {
-    throw e instanceof KrError ? new KrError('LAB_BUILD_FAILED', `${what}: ${e.message}`) : e;
-  });
+  log.info(
+    `Kubernetes ${version}: resolving its modules (${built.staging.length} staging modules at v0.${version.split('.').slice(1).join('.')}) and etcd ${etcdVersion}`,
+  );
+  const goRun = (cwd: string, args: string[], what: string) =>
+    must('LAB_BUILD_FAILED', go, args, { cwd, env, timeoutMs: 3_600_000, signal: o.signal }).catch((e: unknown) => {
+      throw e instanceof KrError ? new KrError('LAB_BUILD_FAILED', `${what}: ${e.message}`) : e;
+    });
   // listing the packages' dependencies downloads exactly the modules the build needs
   await goRun(kubeDir, ['list', '-deps', ...KUBE_COMMANDS.map((b) => `${KUBE_MODULE}/cmd/${b}`)], 'downloading the Kubernetes modules');
   await goRun(etcdDir, ['list', '-deps', 'go.etcd.io/etcd/server/v3', 'go.etcd.io/etcd/etcdctl/v3'], 'downloading the etcd modules');
@@ -196,7 +226,11 @@ export async function goBuild(o: GoBuildOptions, root: string, work: string, rel
   await Promise.all([
     timed(
       `Kubernetes ${version}: built ${KUBE_COMMANDS.join(', ')}`,
-      goRun(kubeDir, ['build', ...kubeBuildFlags(version), '-o', `${out}/`, ...KUBE_COMMANDS.map((b) => `${KUBE_MODULE}/cmd/${b}`)], `building ${KUBE_COMMANDS.join(', ')}`),
+      goRun(
+        kubeDir,
+        ['build', ...kubeBuildFlags(version), '-o', `${out}/`, ...KUBE_COMMANDS.map((b) => `${KUBE_MODULE}/cmd/${b}`)],
+        `building ${KUBE_COMMANDS.join(', ')}`,
+      ),
     ),
     timed(
       `etcd ${etcdVersion}: built etcd, etcdctl`,

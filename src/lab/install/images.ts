@@ -58,14 +58,18 @@ async function build(o: { log: Logger; signal?: AbortSignal }, dir: string, kube
   const tag = pauseTagOf(await readFile(join(kubeDir, 'build', 'pause', 'Makefile'), 'utf8').catch(() => '')) ?? '3.10';
   const busybox = (await run('/bin/sh', ['-c', 'command -v busybox'])).stdout.trim() || '/bin/busybox';
   const pause = await cachedImage(o, dir, `pause-${tag}`, `${IMAGE_REPO}/pause:${tag}`, await sha256(pauseSrc), async (rootfs) => {
-    await must('LAB_IMAGE_FAILED', 'cc', ['-Os', '-Wall', '-static', `-DVERSION=v${tag}`, '-o', join(rootfs, 'pause'), pauseSrc], { timeoutMs: 120_000 });
+    await must('LAB_IMAGE_FAILED', 'cc', ['-Os', '-Wall', '-static', `-DVERSION=v${tag}`, '-o', join(rootfs, 'pause'), pauseSrc], {
+      timeoutMs: 120_000,
+    });
     return { entrypoint: ['/pause'], user: '65535:65535' };
   });
   const workload = await cachedImage(o, dir, 'busybox', WORKLOAD_IMAGE, await sha256(busybox), async (rootfs) => {
     await mkdir(join(rootfs, 'bin'), { recursive: true });
     await copyFile(busybox, join(rootfs, 'bin', 'busybox'));
     await chmod(join(rootfs, 'bin', 'busybox'), 0o755);
-    const applets = (await must('LAB_IMAGE_FAILED', busybox, ['--list'])).split('\n').filter((a) => /^[\w.[-]+$/.test(a) && a !== 'busybox');
+    const applets = (await must('LAB_IMAGE_FAILED', busybox, ['--list']))
+      .split('\n')
+      .filter((a) => /^[\w.[-]+$/.test(a) && a !== 'busybox');
     for (const a of applets) await symlink('busybox', join(rootfs, 'bin', a)).catch(() => {});
     for (const d of ['etc', 'tmp', 'root', 'www']) await mkdir(join(rootfs, d), { recursive: true });
     await chmod(join(rootfs, 'tmp'), 0o1777);

@@ -124,7 +124,10 @@ async function aptInstall(missing: string[], o: { log: Logger; signal?: AbortSig
  * Debian packages only some labs need (HAProxy for `--control-planes 3`), installed when first needed with the
  * same apt-get path and lock as `lab install`, so a fresh machine gets them and two labs never run apt at once.
  */
-export async function ensureAptPackages(packages: string[], o: { log: Logger; signal?: AbortSignal; clock?: Clock; env?: NodeJS.ProcessEnv }): Promise<void> {
+export async function ensureAptPackages(
+  packages: string[],
+  o: { log: Logger; signal?: AbortSignal; clock?: Clock; env?: NodeJS.ProcessEnv },
+): Promise<void> {
   const root = defaultCacheDir(o.env ?? process.env);
   await withLock(
     join(root, 'apt.lock'),

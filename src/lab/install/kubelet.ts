@@ -14,7 +14,11 @@ import type { LabBinariesInfo } from '../host/info.js';
  * cache directory beside kube-apiserver, and added to its manifest. Built on first use only: labs of simulated
  * nodes never need it. Most of its packages are in the Go build cache after the control plane's build.
  */
-export async function ensureKubelet(o: { log: Logger; clock?: Clock; signal?: AbortSignal; env?: NodeJS.ProcessEnv }, root: string, bin: LabBinariesInfo): Promise<string> {
+export async function ensureKubelet(
+  o: { log: Logger; clock?: Clock; signal?: AbortSignal; env?: NodeJS.ProcessEnv },
+  root: string,
+  bin: LabBinariesInfo,
+): Promise<string> {
   const file = join(bin.dir, 'kubelet');
   const manifestFile = join(bin.dir, 'manifest.json');
   const manifest = await readFile(manifestFile, 'utf8')
@@ -22,8 +26,16 @@ export async function ensureKubelet(o: { log: Logger; clock?: Clock; signal?: Ab
     .catch(() => undefined);
   if (!manifest) {
     // --bin-dir / KUBEBUILDER_ASSETS: the user's kubelet must sit beside the other binaries
-    if (await access(file, constants.X_OK).then(() => true, () => false)) return checkVersion(file, bin.version);
-    throw new KrError('LAB_BINARIES_MISSING', `real nodes need a kubelet in ${bin.dir} (the directory of the lab's kube-apiserver)`, { exit: EXIT.invalid });
+    if (
+      await access(file, constants.X_OK).then(
+        () => true,
+        () => false,
+      )
+    )
+      return checkVersion(file, bin.version);
+    throw new KrError('LAB_BINARIES_MISSING', `real nodes need a kubelet in ${bin.dir} (the directory of the lab's kube-apiserver)`, {
+      exit: EXIT.invalid,
+    });
   }
   if (manifest.files.kubelet && (await sha256(file).catch(() => '')) === manifest.files.kubelet.sha256) return file;
   const clock = o.clock ?? realClock;
@@ -63,6 +75,7 @@ export async function ensureKubelet(o: { log: Logger; clock?: Clock; signal?: Ab
 
 async function checkVersion(file: string, want: string): Promise<string> {
   const got = await binaryVersion(file);
-  if (got !== want) throw new KrError('LAB_BINARIES_MISSING', `${file} is kubelet ${got}, not ${want} (the lab's apiserver)`, { exit: EXIT.invalid });
+  if (got !== want)
+    throw new KrError('LAB_BINARIES_MISSING', `${file} is kubelet ${got}, not ${want} (the lab's apiserver)`, { exit: EXIT.invalid });
   return file;
 }

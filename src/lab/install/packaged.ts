@@ -14,6 +14,9 @@ export async function findPackagedBinary(binary: string, pkg: string, o: { log: 
   if (found) return found;
   await ensureAptPackages([pkg], o);
   const after = await where();
-  if (!after) throw new KrError('LAB_BINARIES_MISSING', `${binary} is not on PATH after installing the Debian package ${pkg}`, { exit: EXIT.refused });
+  if (!after)
+    throw new KrError('LAB_BINARIES_MISSING', `${binary} is not on PATH after installing the Debian package ${pkg}`, {
+      exit: EXIT.refused,
+    });
   return after;
 }

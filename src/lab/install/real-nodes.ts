@@ -46,10 +46,14 @@ export async function ensureRealNodeBinaries(
   bin: LabBinariesInfo,
 ): Promise<RealNodeBinaries> {
   if (routeOf(Number(bin.version.split('.')[1])) === 'debian')
-    throw new KrError('LAB_REAL_NODES_UNSUPPORTED', `real nodes run on Kubernetes 1.37 and 1.34 (built from the Go module proxy); this lab runs ${bin.version}`, {
-      exit: EXIT.invalid,
-      details: ['Use --kubernetes-version 1.37 (the default) or 1.34 with --real-nodes, or simulated nodes (--nodes) on 1.20.'],
-    });
+    throw new KrError(
+      'LAB_REAL_NODES_UNSUPPORTED',
+      `real nodes run on Kubernetes 1.37 and 1.34 (built from the Go module proxy); this lab runs ${bin.version}`,
+      {
+        exit: EXIT.invalid,
+        details: ['Use --kubernetes-version 1.37 (the default) or 1.34 with --real-nodes, or simulated nodes (--nodes) on 1.20.'],
+      },
+    );
   const env = o.env ?? process.env;
   const root = defaultCacheDir(env);
   await ensureAptPackages(REAL_NODE_PACKAGES, o);
@@ -58,13 +62,23 @@ export async function ensureRealNodeBinaries(
     join(root, `install-1.${minor}.lock`),
     async () => {
       const kubelet = await ensureKubelet(o, root, bin);
-      const containerd = env.KUBE_RUNBOOK_CONTAINERD_DIR ? await ownContainerd(env.KUBE_RUNBOOK_CONTAINERD_DIR) : await ensureContainerd(o, root);
+      const containerd = env.KUBE_RUNBOOK_CONTAINERD_DIR
+        ? await ownContainerd(env.KUBE_RUNBOOK_CONTAINERD_DIR)
+        : await ensureContainerd(o, root);
       const first = await findGo('1.21', o.env);
       const kube = await download(first.go, `k8s.io/kubernetes@v${bin.version}`, goEnv(root, o.env), o.signal);
       const images = await ensureImages(o, root, kube.Dir);
       const built = await ensureRuntimeImages(o, join(root, 'images'), ['executor', 'agent']);
       const image = (name: BuiltImage['recipe']['name']) => built.find((b) => b.recipe.name === name)!;
-      return { kubelet, containerd, runc: await findRunc(), cniBinDir: await findCniBinDir(), images, agentImage: image('agent'), executorImage: image('executor') };
+      return {
+        kubelet,
+        containerd,
+        runc: await findRunc(),
+        cniBinDir: await findCniBinDir(),
+        images,
+        agentImage: image('agent'),
+        executorImage: image('executor'),
+      };
     },
     { timeoutMs: 3_600_000, clock: o.clock },
   );
@@ -72,14 +86,26 @@ export async function ensureRealNodeBinaries(
 
 /** `KUBE_RUNBOOK_CONTAINERD_DIR`: a containerd of the user's own (2.x), with ctr and containerd-shim-runc-v2 beside it. */
 async function ownContainerd(dir: string): Promise<ContainerdBinaries> {
-  const b = { dir, version: 'KUBE_RUNBOOK_CONTAINERD_DIR', containerd: join(dir, 'containerd'), ctr: join(dir, 'ctr'), shim: join(dir, 'containerd-shim-runc-v2') };
+  const b = {
+    dir,
+    version: 'KUBE_RUNBOOK_CONTAINERD_DIR',
+    containerd: join(dir, 'containerd'),
+    ctr: join(dir, 'ctr'),
+    shim: join(dir, 'containerd-shim-runc-v2'),
+  };
   for (const f of [b.containerd, b.ctr, b.shim])
     if (!(await executable(f)))
-      throw new KrError('LAB_REAL_NODE_MISSING', `KUBE_RUNBOOK_CONTAINERD_DIR=${dir} has no executable ${f.slice(dir.length + 1)}`, { exit: EXIT.invalid });
+      throw new KrError('LAB_REAL_NODE_MISSING', `KUBE_RUNBOOK_CONTAINERD_DIR=${dir} has no executable ${f.slice(dir.length + 1)}`, {
+        exit: EXIT.invalid,
+      });
   return b;
 }
 
-const executable = (f: string) => access(f, constants.X_OK).then(() => true, () => false);
+const executable = (f: string) =>
+  access(f, constants.X_OK).then(
+    () => true,
+    () => false,
+  );
 
 async function findRunc(): Promise<string> {
   for (const f of ['/usr/sbin/runc', '/usr/bin/runc', '/usr/local/sbin/runc', '/usr/local/bin/runc']) if (await executable(f)) return f;
@@ -87,8 +113,14 @@ async function findRunc(): Promise<string> {
 }
 
 async function findCniBinDir(): Promise<string> {
-  for (const d of CNI_BIN_DIRS) if ((await executable(join(d, 'bridge'))) && (await executable(join(d, 'host-local'))) && (await executable(join(d, 'loopback')))) return d;
-  throw new KrError('LAB_REAL_NODE_MISSING', `real nodes need the CNI plugins bridge, host-local and loopback in ${CNI_BIN_DIRS.join(' or ')} (Debian package containernetworking-plugins)`, {
-    exit: EXIT.invalid,
-  });
+  for (const d of CNI_BIN_DIRS)
+    if ((await executable(join(d, 'bridge'))) && (await executable(join(d, 'host-local'))) && (await executable(join(d, 'loopback'))))
+      return d;
+  throw new KrError(
+    'LAB_REAL_NODE_MISSING',
+    `real nodes need the CNI plugins bridge, host-local and loopback in ${CNI_BIN_DIRS.join(' or ')} (Debian package containernetworking-plugins)`,
+    {
+      exit: EXIT.invalid,
+    },
+  );
 }

@@ -22,7 +22,9 @@ function finalStage(file: string) {
     env: Object.fromEntries(arg('ENV').map((e) => e.split('=') as [string, string])),
     user: arg('USER')[0],
     entrypoint: JSON.parse(arg('ENTRYPOINT')[0] ?? 'null') as string[] | null,
-    dirs: runs.flatMap((r) => [...r.matchAll(/mkdir -p (\S+) && chown (\S+) (\S+)/g)].map((m) => ({ path: m[1]!, owner: m[2]!, again: m[3]! }))),
+    dirs: runs.flatMap((r) =>
+      [...r.matchAll(/mkdir -p (\S+) && chown (\S+) (\S+)/g)].map((m) => ({ path: m[1]!, owner: m[2]!, again: m[3]! })),
+    ),
   };
 }
 
@@ -79,7 +81,8 @@ describe('the executor and agent images built without Docker', () => {
   });
 
   it("names the .deb files as apt-get download writes them, an epoch's colon escaped", () => {
-    const show = 'Package: libcap2\nVersion: 1:2.66-4+deb12u3+b1\nArchitecture: amd64\nFilename: pool/main/libc/libcap2/libcap2_2.66-4+deb12u3+b1_amd64.deb\n\n' +
+    const show =
+      'Package: libcap2\nVersion: 1:2.66-4+deb12u3+b1\nArchitecture: amd64\nFilename: pool/main/libc/libcap2/libcap2_2.66-4+deb12u3+b1_amd64.deb\n\n' +
       'Package: dash\nSource: dash\nVersion: 0.5.12-2\nArchitecture: amd64\n';
     expect(debNames(show)).toEqual(['libcap2_1%3a2.66-4+deb12u3+b1_amd64.deb', 'dash_0.5.12-2_amd64.deb']);
   });

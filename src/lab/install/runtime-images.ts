@@ -50,7 +50,8 @@ export const BASE = { image: 'node:24-bookworm-slim', nodeMajor: 24, debian: 'bo
 const BASE_PACKAGES = ['libc6', 'libgcc-s1', 'libstdc++6', 'coreutils', 'dash'];
 
 /** The base image's users: root, and `node` (1000), whom the executor runs as. */
-const PASSWD = 'root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n';
+const PASSWD =
+  'root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000::/home/node:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n';
 const GROUP = 'root:x:0:\nnode:x:1000:\nnogroup:x:65534:\n';
 const PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -123,7 +124,17 @@ export function withLibraries(roots: string[], graph: Map<string, string[]>): st
 
 /** The dependency graph under `packages`, in one `apt-cache depends --recurse`. */
 async function dependencyGraph(packages: string[], signal?: AbortSignal): Promise<Map<string, string[]>> {
-  const args = ['depends', '--recurse', '--no-recommends', '--no-suggests', '--no-conflicts', '--no-breaks', '--no-replaces', '--no-enhances', ...packages];
+  const args = [
+    'depends',
+    '--recurse',
+    '--no-recommends',
+    '--no-suggests',
+    '--no-conflicts',
+    '--no-breaks',
+    '--no-replaces',
+    '--no-enhances',
+    ...packages,
+  ];
   return libraryDepends(await must('LAB_IMAGE_FAILED', 'apt-cache', args, { timeoutMs: 60_000, signal }));
 }
 
@@ -141,13 +152,18 @@ export function debNames(show: string): string[] {
 
 /** The .deb file of each package's candidate version in `debs` (downloaded once). */
 async function debFiles(o: { signal?: AbortSignal }, debs: string, packages: string[]): Promise<string[]> {
-  const show = await must('LAB_IMAGE_FAILED', 'apt-cache', ['show', '--no-all-versions', ...packages], { timeoutMs: 60_000, signal: o.signal });
+  const show = await must('LAB_IMAGE_FAILED', 'apt-cache', ['show', '--no-all-versions', ...packages], {
+    timeoutMs: 60_000,
+    signal: o.signal,
+  });
   const files = debNames(show);
-  if (files.length !== packages.length) throw new KrError('LAB_IMAGE_FAILED', `apt-cache show found ${files.length} of the ${packages.length} packages ${packages.join(' ')}`);
+  if (files.length !== packages.length)
+    throw new KrError('LAB_IMAGE_FAILED', `apt-cache show found ${files.length} of the ${packages.length} packages ${packages.join(' ')}`);
   await mkdir(debs, { recursive: true });
   const have = new Set(await readdir(debs));
   const missing = packages.filter((_, i) => !have.has(files[i]!));
-  if (missing.length) await must('LAB_IMAGE_FAILED', 'apt-get', ['download', ...missing], { cwd: debs, timeoutMs: 600_000, signal: o.signal });
+  if (missing.length)
+    await must('LAB_IMAGE_FAILED', 'apt-get', ['download', ...missing], { cwd: debs, timeoutMs: 600_000, signal: o.signal });
   const now = new Set(await readdir(debs));
   const absent = files.filter((f) => !now.has(f));
   if (absent.length) throw new KrError('LAB_IMAGE_FAILED', `apt-get download did not write ${absent.join(', ')} in ${debs}`);
@@ -163,7 +179,10 @@ async function nodeBinary(): Promise<string> {
     const v = await run(f, ['--version']);
     if (v.code === 0 && v.stdout.trim().startsWith(`v${BASE.nodeMajor}.`)) return f;
   }
-  throw new KrError('LAB_IMAGE_FAILED', `the images run Node.js ${BASE.nodeMajor}, and neither this project's node_modules/node nor ${process.execPath} is`);
+  throw new KrError(
+    'LAB_IMAGE_FAILED',
+    `the images run Node.js ${BASE.nodeMajor}, and neither this project's node_modules/node nor ${process.execPath} is`,
+  );
 }
 
 export interface BuiltImage extends LabImage {
@@ -190,7 +209,11 @@ async function buildAll(o: { log: Logger; signal?: AbortSignal }, dir: string, n
   await mkdir(pack, { recursive: true });
   // the project's npm on the node the images carry; --ignore-scripts: dist/ is built already (`npm run images` builds)
   const env = { ...process.env, PATH: `${dirname(node)}:${process.env.PATH ?? ''}` };
-  await must('LAB_IMAGE_FAILED', 'npm', ['pack', '--ignore-scripts', '--pack-destination', pack, packageRoot()], { env, timeoutMs: 120_000, signal: o.signal });
+  await must('LAB_IMAGE_FAILED', 'npm', ['pack', '--ignore-scripts', '--pack-destination', pack, packageRoot()], {
+    env,
+    timeoutMs: 120_000,
+    signal: o.signal,
+  });
   const tgz = (await readdir(pack)).find((f) => f.endsWith('.tgz'));
   if (!tgz) throw new KrError('LAB_IMAGE_FAILED', `npm pack wrote no .tgz in ${pack}`);
   const tarball = join(pack, tgz);
@@ -205,7 +228,11 @@ async function buildAll(o: { log: Logger; signal?: AbortSignal }, dir: string, n
       .digest('hex');
     const img = await cachedImage(o, dir, recipe.name, recipe.ref, input, async (rootfs) => {
       await fillRootfs(o, rootfs, { recipe, debs, node, tarball, env });
-      return { entrypoint: recipe.entrypoint, user: recipe.user, env: [`PATH=${PATH}`, ...Object.entries(recipe.env).map(([k, v]) => `${k}=${v}`)] };
+      return {
+        entrypoint: recipe.entrypoint,
+        user: recipe.user,
+        env: [`PATH=${PATH}`, ...Object.entries(recipe.env).map(([k, v]) => `${k}=${v}`)],
+      };
     });
     out.push({ ...img, recipe });
   }
@@ -241,7 +268,18 @@ async function fillRootfs(
   await must(
     'LAB_IMAGE_FAILED',
     'npm',
-    ['install', '-g', '--prefix', join(rootfs, 'usr', 'local'), '--omit=dev', '--prefer-offline', '--ignore-scripts', '--no-audit', '--no-fund', i.tarball],
+    [
+      'install',
+      '-g',
+      '--prefix',
+      join(rootfs, 'usr', 'local'),
+      '--omit=dev',
+      '--prefer-offline',
+      '--ignore-scripts',
+      '--no-audit',
+      '--no-fund',
+      i.tarball,
+    ],
     { env: i.env, timeoutMs: 600_000, signal: o.signal },
   );
   for (const d of ['etc', 'root', 'home/node', 'var/lib']) await mkdir(join(rootfs, d), { recursive: true });

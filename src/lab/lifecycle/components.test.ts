@@ -46,10 +46,20 @@ describe('simulated node services', () => {
   });
 
   it("a group of simulators runs in the host's namespace, names its directory and is started again when it dies", () => {
-    const svc = kubeletSimsService(ctx('/var/lib/lab'), '/var/lib/lab/kubelet-sims/group-2', 'group-2', '/usr/bin/node', '/opt/kr/dist/lab/sim/kubelet-sim.js');
+    const svc = kubeletSimsService(
+      ctx('/var/lib/lab'),
+      '/var/lib/lab/kubelet-sims/group-2',
+      'group-2',
+      '/usr/bin/node',
+      '/opt/kr/dist/lab/sim/kubelet-sim.js',
+    );
     expect(svc.netns).toBeUndefined();
     expect(svc.restart).toBe(true);
-    expect(svc.command).toEqual(['/usr/bin/node', '/opt/kr/dist/lab/sim/kubelet-sim.js', '--group=/var/lib/lab/kubelet-sims/group-2/group.json']);
+    expect(svc.command).toEqual([
+      '/usr/bin/node',
+      '/opt/kr/dist/lab/sim/kubelet-sim.js',
+      '--group=/var/lib/lab/kubelet-sims/group-2/group.json',
+    ]);
     expect(serviceScripts(svc).run).not.toContain('netns');
   });
 });

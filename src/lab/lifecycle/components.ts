@@ -203,7 +203,12 @@ export function apiSocketOf(kubeletDir: string): string {
 
 /** A path as one word of a socat address (its separators `:` and `,` cannot be escaped portably: refused). */
 function socatPath(path: string): string {
-  if (/[:,!\s]/.test(path)) throw new KrError('LAB_BAD_STATE_DIR', `the lab's state directory cannot hold a socat socket path: ${quote(path)} (no ':', ',', '!' or spaces)`, { exit: EXIT.invalid });
+  if (/[:,!\s]/.test(path))
+    throw new KrError(
+      'LAB_BAD_STATE_DIR',
+      `the lab's state directory cannot hold a socat socket path: ${quote(path)} (no ':', ',', '!' or spaces)`,
+      { exit: EXIT.invalid },
+    );
   return path;
 }
 

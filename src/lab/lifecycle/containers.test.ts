@@ -13,7 +13,12 @@ const ID = (c: string) => c.repeat(64);
 const ctrInfo = (id: string, pod: string) =>
   JSON.stringify({
     ID: id,
-    Labels: { 'io.kubernetes.container.name': 'web', 'io.kubernetes.pod.name': pod, 'io.kubernetes.pod.namespace': 'demo', 'io.kubernetes.pod.uid': `uid-${pod}` },
+    Labels: {
+      'io.kubernetes.container.name': 'web',
+      'io.kubernetes.pod.name': pod,
+      'io.kubernetes.pod.namespace': 'demo',
+      'io.kubernetes.pod.uid': `uid-${pod}`,
+    },
     CreatedAt: '2026-11-27T16:00:00Z',
   });
 
@@ -41,9 +46,23 @@ esac
   await chmod(ctr, 0o755);
   const runtime = join(dir, 'nodes', 'node-1', 'runtime');
   await mkdir(runtime, { recursive: true });
-  const sim = { node: 'node-1', namespace: 'demo', pod: 'web-s', podUid: 'uid-s', container: 'web', podIp: '10.244.1.2', startedAt: '2026-11-27T15:00:00.000Z' };
+  const sim = {
+    node: 'node-1',
+    namespace: 'demo',
+    pod: 'web-s',
+    podUid: 'uid-s',
+    container: 'web',
+    podIp: '10.244.1.2',
+    startedAt: '2026-11-27T15:00:00.000Z',
+  };
   await writeFile(join(runtime, 'containers.json'), JSON.stringify({ containers: [sim] }));
-  const node = (name: string, o: Partial<LabNodeInfo> = {}): LabNodeInfo => ({ name, netns: `kr-t-${name}`, ip: '10.0.0.9', roles: ['worker'], ...o });
+  const node = (name: string, o: Partial<LabNodeInfo> = {}): LabNodeInfo => ({
+    name,
+    netns: `kr-t-${name}`,
+    ip: '10.0.0.9',
+    roles: ['worker'],
+    ...o,
+  });
   const nodes = [
     node('cp-1', { roles: ['control-plane', 'etcd'] }),
     node('node-1'),
@@ -85,7 +104,12 @@ describe('lab status', () => {
   it("shows real nodes' containers under their own heading, beside the simulated ones' counts", async () => {
     const info = await lab();
     const [sim, ...real] = await labContainers(info);
-    const status = { info: { ...info, apiserverUrl: 'https://10.0.0.1:6443', phase: 'up', settings: {} }, components: [], runtimes: [sim], realRuntimes: real } as unknown as LabStatus;
+    const status = {
+      info: { ...info, apiserverUrl: 'https://10.0.0.1:6443', phase: 'up', settings: {} },
+      components: [],
+      runtimes: [sim],
+      realRuntimes: real,
+    } as unknown as LabStatus;
     const text = renderStatus(status);
     expect(text).toContain('SIMULATED CONTAINERS\n  node-1     1 running, 0 killed');
     expect(text).toContain(

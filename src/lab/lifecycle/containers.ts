@@ -29,8 +29,16 @@ export async function realNodeContainers(n: LabNodeInfo): Promise<RealNodeContai
 export async function labContainers(info: LabInfo, node?: string): Promise<NodeContainers[]> {
   const nodes = shown(info);
   if (node !== undefined && !nodes.some((n) => n.name === node))
-    throw new KrError('LAB_BAD_NODE', `no node ${quote(node)} with containers in lab ${info.instance} (nodes: ${nodes.map((n) => n.name).join(', ')})`, { exit: EXIT.invalid });
-  return Promise.all(nodes.filter((n) => node === undefined || n.name === node).map((n) => (n.real || n.runtime ? realNodeContainers(n) : readRuntime(info.stateDir, n.name))));
+    throw new KrError(
+      'LAB_BAD_NODE',
+      `no node ${quote(node)} with containers in lab ${info.instance} (nodes: ${nodes.map((n) => n.name).join(', ')})`,
+      { exit: EXIT.invalid },
+    );
+  return Promise.all(
+    nodes
+      .filter((n) => node === undefined || n.name === node)
+      .map((n) => (n.real || n.runtime ? realNodeContainers(n) : readRuntime(info.stateDir, n.name))),
+  );
 }
 
 const isReal = (s: NodeContainers): s is RealNodeContainers => 'runtime' in s;
@@ -42,7 +50,8 @@ export function realContainerLines(s: RealNodeContainers, indent: string): strin
   if (s.error) return [`${indent}(containerd unreadable: ${s.error})`];
   if (!s.containers.length) return [`${indent}(no containers)`];
   return s.containers.map(
-    (c) => `${indent}${(c.running ? 'running' : 'exited').padEnd(8)} ${c.namespace}/${c.pod} ${c.container} ${shortId(c.id)} ${c.running ? `since ${c.startedAt ?? c.createdAt}` : `created ${c.createdAt}`}`,
+    (c) =>
+      `${indent}${(c.running ? 'running' : 'exited').padEnd(8)} ${c.namespace}/${c.pod} ${c.container} ${shortId(c.id)} ${c.running ? `since ${c.startedAt ?? c.createdAt}` : `created ${c.createdAt}`}`,
   );
 }
 

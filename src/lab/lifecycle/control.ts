@@ -19,7 +19,8 @@ export async function startAndWait(dir: string, timeoutMs: number, clock: Clock,
   for (;;) {
     if ((await sh(shq(join(dir, 'health')))).code === 0) return;
     if ((await sh(shq(join(dir, 'status')))).code !== 0) throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} exited at start`);
-    if (clock.now() > deadline) throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} was not healthy within ${timeoutMs / 1000}s`);
+    if (clock.now() > deadline)
+      throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} was not healthy within ${timeoutMs / 1000}s`);
     await clock.sleep(200, signal);
   }
 }

@@ -61,9 +61,9 @@ async function down(instance: string, o: DownOptions): Promise<DownReport> {
   const info = existsSync(paths.infoFile) ? await readLabInfoFile(paths.infoFile, instance).catch(() => undefined) : undefined;
   const stateDirs = [...new Set([paths.stateDir, info?.stateDir].filter((x): x is string => Boolean(x)))];
   const layout = cgroupLayout();
-  const cgroups = [...new Set([info?.etcdCgroup, layout ? join(layout.root, names.cgroup) : undefined].filter((x): x is string => Boolean(x)))].filter(
-    (d) => existsSync(d),
-  );
+  const cgroups = [
+    ...new Set([info?.etcdCgroup, layout ? join(layout.root, names.cgroup) : undefined].filter((x): x is string => Boolean(x))),
+  ].filter((d) => existsSync(d));
   // real nodes: a cgroup tree per node in every hierarchy, and containerd's state and sockets under the run directory
   const runDir = instanceRunDir(instance);
   const trees = (await cgroupTrees(names.cgroupPrefix)).filter((d) => !cgroups.includes(d));
@@ -99,7 +99,11 @@ async function down(instance: string, o: DownOptions): Promise<DownReport> {
 
   report.mounts = await unmountUnder([...stateDirs, runDir]);
   const stuck = await listMountsUnder([...stateDirs, runDir]);
-  if (stuck.length) throw new KrError('LAB_DOWN_INCOMPLETE', `could not unmount ${stuck.slice(0, 5).join(', ')}${stuck.length > 5 ? ` and ${stuck.length - 5} more` : ''}`);
+  if (stuck.length)
+    throw new KrError(
+      'LAB_DOWN_INCOMPLETE',
+      `could not unmount ${stuck.slice(0, 5).join(', ')}${stuck.length > 5 ? ` and ${stuck.length - 5} more` : ''}`,
+    );
   for (const cg of cgroups) await removeCgroup(cg, clock);
   for (const t of trees) await removeCgroupTree(t, clock);
   const root = (await hierarchies())?.roots[0];
@@ -110,7 +114,8 @@ async function down(instance: string, o: DownOptions): Promise<DownReport> {
   const sandboxes = await sandboxIds([...stateDirs.map((d) => join(d, 'nodes')), runDir]);
   const results = '/var/lib/cni/results';
   for (const f of await readdir(results).catch(() => [] as string[]))
-    if (f.startsWith(names.prefix) || sandboxes.has(/^cni-loopback-([0-9a-f]{64})-lo$/.exec(f)?.[1] ?? '')) await rm(join(results, f), { force: true });
+    if (f.startsWith(names.prefix) || sandboxes.has(/^cni-loopback-([0-9a-f]{64})-lo$/.exec(f)?.[1] ?? ''))
+      await rm(join(results, f), { force: true });
   await rm(runDir, { recursive: true, force: true });
   if (!o.keepState) {
     for (const d of stateDirs) {
@@ -130,7 +135,8 @@ async function sandboxIds(dirs: string[]): Promise<Set<string>> {
   const ids = new Set<string>();
   for (const d of dirs)
     for (const node of await readdir(d).catch(() => [] as string[]))
-      for (const id of await readdir(join(d, node, 'containerd', 'io.containerd.grpc.v1.cri', 'sandboxes')).catch(() => [] as string[])) ids.add(id);
+      for (const id of await readdir(join(d, node, 'containerd', 'io.containerd.grpc.v1.cri', 'sandboxes')).catch(() => [] as string[]))
+        ids.add(id);
   return ids;
 }
 

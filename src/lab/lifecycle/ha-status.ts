@@ -60,7 +60,9 @@ export async function haStatus(info: LabInfo, kc: KubeConfig, timeoutMs = 3000):
   await api.close();
   const status: HaStatus = { etcd, ...(etcdLeader ? { etcdLeader } : {}), leases, backends: [] };
   try {
-    status.backends = parseShowStat(await statsCommand(join(info.stateDir, 'nodes', LB_NODE, 'haproxy', 'stats.sock'), 'show stat', timeoutMs));
+    status.backends = parseShowStat(
+      await statsCommand(join(info.stateDir, 'nodes', LB_NODE, 'haproxy', 'stats.sock'), 'show stat', timeoutMs),
+    );
   } catch (e) {
     status.backendsError = messageOf(e);
   }
@@ -71,13 +73,18 @@ export async function haStatus(info: LabInfo, kc: KubeConfig, timeoutMs = 3000):
 export function renderHa(h: HaStatus): string[] {
   const lines = ['', 'ETCD MEMBERS'];
   for (const e of h.etcd)
-    lines.push(`  ${e.member.padEnd(10)} ${e.url.padEnd(28)} ${e.error ? `unreachable (${e.error})` : e.member === h.etcdLeader ? 'leader' : 'follower'}`);
+    lines.push(
+      `  ${e.member.padEnd(10)} ${e.url.padEnd(28)} ${e.error ? `unreachable (${e.error})` : e.member === h.etcdLeader ? 'leader' : 'follower'}`,
+    );
   if (!h.etcdLeader) lines.push('  (no leader seen)');
   lines.push('', 'LEADERS');
   for (const l of h.leases)
-    lines.push(`  ${l.name.padEnd(24)} ${l.error ? `(${l.error})` : `${l.holder ?? '-'}, renewed ${l.renewTime ?? '-'}, ${l.transitions ?? 0} transition(s)`}`);
+    lines.push(
+      `  ${l.name.padEnd(24)} ${l.error ? `(${l.error})` : `${l.holder ?? '-'}, renewed ${l.renewTime ?? '-'}, ${l.transitions ?? 0} transition(s)`}`,
+    );
   lines.push('', 'HAPROXY BACKENDS');
   if (h.backendsError) lines.push(`  (stats socket: ${h.backendsError})`);
-  for (const b of h.backends) lines.push(`  ${b.server.padEnd(10)} ${b.status.padEnd(10)} ${b.check}${b.lastChangeS !== undefined ? `, for ${b.lastChangeS}s` : ''}`);
+  for (const b of h.backends)
+    lines.push(`  ${b.server.padEnd(10)} ${b.status.padEnd(10)} ${b.check}${b.lastChangeS !== undefined ? `, for ${b.lastChangeS}s` : ''}`);
   return lines;
 }

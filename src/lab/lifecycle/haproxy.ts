@@ -90,7 +90,9 @@ export function parseShowStat(csv: string, backend = 'apiservers'): BackendState
   const lines = csv.split('\n').filter((l) => l.trim());
   const head = lines[0]?.replace(/^#\s*/, '').split(',') ?? [];
   const col = (name: string) => head.indexOf(name);
-  const [px, sv, status, lastchg, checkStatus, checkCode] = ['pxname', 'svname', 'status', 'lastchg', 'check_status', 'check_code'].map(col);
+  const [px, sv, status, lastchg, checkStatus, checkCode] = ['pxname', 'svname', 'status', 'lastchg', 'check_status', 'check_code'].map(
+    col,
+  );
   const out: BackendState[] = [];
   for (const line of lines.slice(1)) {
     const f = line.split(',');

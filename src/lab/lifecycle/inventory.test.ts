@@ -31,20 +31,37 @@ const info = (): LabInfo => ({
 describe('lab inventory', () => {
   it('is a valid lab inventory with netns transport, relative kubeconfig and the state dir', () => {
     const inv = Inventory.parse(labInventory(info()));
-    expect(inv.spec).toMatchObject({ layout: 'lab', transport: { type: 'netns' }, kubeconfig: 'kubeconfig', context: 'lab-t1', lab: { stateDir: '/h/t1' } });
+    expect(inv.spec).toMatchObject({
+      layout: 'lab',
+      transport: { type: 'netns' },
+      kubeconfig: 'kubeconfig',
+      context: 'lab-t1',
+      lab: { stateDir: '/h/t1' },
+    });
     expect(inv.spec.apiserver?.endpoints).toEqual(['10.213.3.2:6443']);
   });
 
   it("of a static-pod lab has kubeadm's layout in cp-1's kubeadm directory; the control plane is cp-1's static pods, kubelets stay lab services", () => {
     const inv = Inventory.parse(labInventory({ ...info(), settings: resolveSettings({ nodes: 2, realNodes: 1, staticPods: true }) }));
-    expect(inv.spec).toMatchObject({ layout: 'kubeadm', kubeadm: { dir: '/h/t1/nodes/cp-1/kubernetes', kubelet: 'lab' }, transport: { type: 'netns' }, lab: { stateDir: '/h/t1' } });
+    expect(inv.spec).toMatchObject({
+      layout: 'kubeadm',
+      kubeadm: { dir: '/h/t1/nodes/cp-1/kubernetes', kubelet: 'lab' },
+      transport: { type: 'netns' },
+      lab: { stateDir: '/h/t1' },
+    });
     const cp = inv.spec.nodes.find((n) => n.name === 'cp-1')!;
     expect(serviceTarget(inv, cp, 'kube-apiserver')).toMatchObject({
       manager: 'static-pod',
       manifest: '/h/t1/nodes/cp-1/kubernetes/manifests/kube-apiserver.yaml',
       parked: '/h/t1/nodes/cp-1/kubernetes/kube-runbook-parked/kube-apiserver.yaml',
     });
-    expect(serviceTarget(inv, inv.spec.nodes.find((n) => n.name === 'node-1')!, 'kubelet')).toEqual({ manager: 'process', service: 'kubelet', dir: '/h/t1/nodes/node-1/kubelet' });
+    expect(
+      serviceTarget(
+        inv,
+        inv.spec.nodes.find((n) => n.name === 'node-1')!,
+        'kubelet',
+      ),
+    ).toEqual({ manager: 'process', service: 'kubelet', dir: '/h/t1/nodes/node-1/kubelet' });
   });
 
   it('carries every controller setting the lab runs with', () => {
@@ -84,7 +101,12 @@ describe('lab inventory', () => {
     const ha: LabInfo = {
       ...info(),
       apiserverUrl: 'https://10.213.3.250:6443',
-      members: ['cp-1', 'cp-2', 'cp-3'].map((name, i) => ({ name, apiserverUrl: `https://10.213.3.${i ? 202 + i : 2}:6443`, etcdUrl: `http://10.213.3.${i ? 202 + i : 2}:2379`, kubeconfig: `/h/t1/kubeconfig-${name}` })),
+      members: ['cp-1', 'cp-2', 'cp-3'].map((name, i) => ({
+        name,
+        apiserverUrl: `https://10.213.3.${i ? 202 + i : 2}:6443`,
+        etcdUrl: `http://10.213.3.${i ? 202 + i : 2}:2379`,
+        kubeconfig: `/h/t1/kubeconfig-${name}`,
+      })),
       nodes: [
         { name: 'cp-1', netns: 'kr-t1-cp-1', ip: '10.213.3.2', roles: ['control-plane', 'etcd'] },
         { name: 'cp-2', netns: 'kr-t1-cp-2', ip: '10.213.3.203', roles: ['control-plane', 'etcd'] },
@@ -95,7 +117,11 @@ describe('lab inventory', () => {
     };
     const inv = Inventory.parse(labInventory(ha));
     expect(inv.spec.apiserver?.endpoints).toEqual(['10.213.3.250:6443']);
-    expect(inv.spec.nodes.filter((n) => n.roles.includes('etcd')).map((n) => n.address)).toEqual(['10.213.3.2', '10.213.3.203', '10.213.3.204']);
+    expect(inv.spec.nodes.filter((n) => n.roles.includes('etcd')).map((n) => n.address)).toEqual([
+      '10.213.3.2',
+      '10.213.3.203',
+      '10.213.3.204',
+    ]);
     expect(inv.spec.nodes.find((n) => n.name === 'lb')?.roles).toEqual(['load-balancer']);
     expect(inv.metadata.description).toContain('3 members behind HAProxy');
   });

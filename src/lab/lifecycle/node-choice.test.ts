@@ -4,7 +4,14 @@ import { tempDirEach } from '../../testing/temp-dir.js';
 import type { LabBinariesInfo } from '../host/info.js';
 import { chooseNodes } from './node-choice.js';
 
-const bin = (version: string): LabBinariesInfo => ({ dir: '/x', version, kubeApiserver: 'a', kubeControllerManager: 'c', kubeScheduler: 's', etcd: 'e' });
+const bin = (version: string): LabBinariesInfo => ({
+  dir: '/x',
+  version,
+  kubeApiserver: 'a',
+  kubeControllerManager: 'c',
+  kubeScheduler: 's',
+  etcd: 'e',
+});
 
 let dir = '';
 tempDirEach('kr-choice-', (d) => (dir = d));

@@ -12,10 +12,14 @@ export type NodeChoice = { real: true } | { real: false; reason: string };
  * (root on Linux, a release whose kubelet runs on containerd 2, cgroup controllers, overlayfs, nsenter and umount),
  * then by having their binaries: installed or built once into the cache. Otherwise the reason, in one clause.
  */
-export async function chooseNodes(bin: LabBinariesInfo, o: { log?: Logger; signal?: AbortSignal; machine?: MachineFacts; uid?: number } = {}): Promise<NodeChoice> {
+export async function chooseNodes(
+  bin: LabBinariesInfo,
+  o: { log?: Logger; signal?: AbortSignal; machine?: MachineFacts; uid?: number } = {},
+): Promise<NodeChoice> {
   const uid = o.uid ?? process.getuid?.();
   if (process.platform !== 'linux' || uid !== 0) return { real: false, reason: 'real nodes need root on Linux' };
-  if (routeOf(Number(bin.version.split('.')[1])) === 'debian') return { real: false, reason: `Kubernetes ${bin.version}'s kubelet does not run on containerd 2 (real nodes run on 1.37 and 1.34)` };
+  if (routeOf(Number(bin.version.split('.')[1])) === 'debian')
+    return { real: false, reason: `Kubernetes ${bin.version}'s kubelet does not run on containerd 2 (real nodes run on 1.37 and 1.34)` };
   const problems = await realNodeProblems(o.machine);
   if (problems.length) return { real: false, reason: `real nodes need ${problems.join(', ')}` };
   try {

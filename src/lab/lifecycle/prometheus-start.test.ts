@@ -22,7 +22,12 @@ describe("the lab's Prometheus start", () => {
             health: 'down',
             lastError: 'server returned HTTP status 403 Forbidden',
           },
-          { labels: { job: 'kube-apiserver', node: 'cp-1' }, scrapeUrl: 'https://10.213.4.2:6443/metrics', health: 'unknown', lastError: '' },
+          {
+            labels: { job: 'kube-apiserver', node: 'cp-1' },
+            scrapeUrl: 'https://10.213.4.2:6443/metrics',
+            health: 'unknown',
+            lastError: '',
+          },
         ],
       },
     };

@@ -33,7 +33,10 @@ export function targetsNotUp(answer: unknown): { total: number; notUp: string[] 
   const targets = ((answer as { data?: { activeTargets?: ActiveTarget[] } } | undefined)?.data?.activeTargets ?? []) as ActiveTarget[];
   const notUp = targets
     .filter((t) => t.health !== 'up')
-    .map((t) => `${t.labels?.job ?? '?'} ${t.labels?.node ?? '?'} (${t.scrapeUrl ?? '?'}): ${t.health ?? 'no health'}${t.lastError ? `: ${t.lastError}` : ''}`);
+    .map(
+      (t) =>
+        `${t.labels?.job ?? '?'} ${t.labels?.node ?? '?'} (${t.scrapeUrl ?? '?'}): ${t.health ?? 'no health'}${t.lastError ? `: ${t.lastError}` : ''}`,
+    );
   return { total: targets.length, notUp };
 }
 
@@ -41,7 +44,14 @@ export function targetsNotUp(answer: unknown): { total: number; notUp: string[] 
  * Grants Prometheus its read of `/metrics`, starts it and waits until it scrapes every target (the proof that its
  * addresses, TLS settings and certificate fit each component). Returns the number of targets.
  */
-export async function startPrometheus(o: { dir: string; url: string; admin: KubeConfig; clock: Clock; signal?: AbortSignal; timeoutMs?: number }): Promise<number> {
+export async function startPrometheus(o: {
+  dir: string;
+  url: string;
+  admin: KubeConfig;
+  clock: Clock;
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}): Promise<number> {
   const rbac = o.admin.makeApiClient(RbacAuthorizationV1Api);
   const { role, binding } = metricsReaderRbac();
   await ignoreExists(() => rbac.createClusterRole({ body: role }));
@@ -60,9 +70,13 @@ export async function startPrometheus(o: { dir: string; url: string; admin: Kube
       error = messageOf(e);
     }
     if (o.clock.now() > deadline)
-      throw new KrError('LAB_PROMETHEUS_TARGETS', `Prometheus (${o.url}) did not scrape every control-plane component within ${timeoutMs / 1000}s`, {
-        details: last ? (last.total ? last.notUp : ['it has no targets']) : [`its targets could not be read: ${error}`],
-      });
+      throw new KrError(
+        'LAB_PROMETHEUS_TARGETS',
+        `Prometheus (${o.url}) did not scrape every control-plane component within ${timeoutMs / 1000}s`,
+        {
+          details: last ? (last.total ? last.notUp : ['it has no targets']) : [`its targets could not be read: ${error}`],
+        },
+      );
     await o.clock.sleep(500, o.signal);
   }
 }

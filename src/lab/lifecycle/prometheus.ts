@@ -66,9 +66,19 @@ export function prometheusConfig(p: PrometheusPlan): { global: Record<string, st
       evaluation_interval: PROMETHEUS_SCRAPE_INTERVAL,
     },
     scrape_configs: [
-      { job_name: 'etcd', scrape_interval: ETCD_SCRAPE_INTERVAL, scrape_timeout: ETCD_SCRAPE_INTERVAL, static_configs: perMember(ETCD_PORT) },
+      {
+        job_name: 'etcd',
+        scrape_interval: ETCD_SCRAPE_INTERVAL,
+        scrape_timeout: ETCD_SCRAPE_INTERVAL,
+        static_configs: perMember(ETCD_PORT),
+      },
       // the apiservers' serving certificate is the lab CA's, for every member's address
-      { job_name: 'kube-apiserver', scheme: 'https', tls_config: { ca_file: p.caFile, ...client }, static_configs: perMember(APISERVER_PORT) },
+      {
+        job_name: 'kube-apiserver',
+        scheme: 'https',
+        tls_config: { ca_file: p.caFile, ...client },
+        static_configs: perMember(APISERVER_PORT),
+      },
       // the controller-manager and scheduler serve with certificates they sign themselves
       {
         job_name: 'kube-controller-manager',
@@ -76,7 +86,12 @@ export function prometheusConfig(p: PrometheusPlan): { global: Record<string, st
         tls_config: { ...client, insecure_skip_verify: true },
         static_configs: perMember(CONTROLLER_MANAGER_PORT),
       },
-      { job_name: 'kube-scheduler', scheme: 'https', tls_config: { ...client, insecure_skip_verify: true }, static_configs: perMember(SCHEDULER_PORT) },
+      {
+        job_name: 'kube-scheduler',
+        scheme: 'https',
+        tls_config: { ...client, insecure_skip_verify: true },
+        static_configs: perMember(SCHEDULER_PORT),
+      },
       { job_name: 'prometheus', static_configs: [{ targets: [`${p.ip}:${PROMETHEUS_PORT}`], labels: { node: PROMETHEUS_NODE } }] },
     ],
   };

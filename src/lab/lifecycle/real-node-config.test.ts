@@ -22,21 +22,38 @@ const plan: RealNodePlan = {
   statusReportFrequency: '1m',
   bin: {
     kubelet: '/cache/kubernetes-1.37.2/kubelet',
-    containerd: { dir: '/cache/containerd-2.4.2', version: '2.4.2', containerd: '/cache/containerd-2.4.2/containerd', ctr: '/cache/containerd-2.4.2/ctr', shim: '/cache/containerd-2.4.2/containerd-shim-runc-v2' },
+    containerd: {
+      dir: '/cache/containerd-2.4.2',
+      version: '2.4.2',
+      containerd: '/cache/containerd-2.4.2/containerd',
+      ctr: '/cache/containerd-2.4.2/ctr',
+      shim: '/cache/containerd-2.4.2/containerd-shim-runc-v2',
+    },
     runc: '/usr/sbin/runc',
     cniBinDir: '/usr/lib/cni',
     images: {
       pause: { ref: 'localhost/kube-runbook/pause:3.10.2', archive: '/cache/images/pause.oci.tar' },
       workload: { ref: 'localhost/kube-runbook/busybox:lab', archive: '/cache/images/busybox.oci.tar' },
     },
-    agentImage: { ref: 'localhost/kube-runbook/kube-runbook-agent:0.1.0', archive: '/cache/images/agent.oci.tar', recipe: runtimeImages('0.1.0')[1]! },
-    executorImage: { ref: 'localhost/kube-runbook/kube-runbook:0.1.0', archive: '/cache/images/executor.oci.tar', recipe: runtimeImages('0.1.0')[0]! },
+    agentImage: {
+      ref: 'localhost/kube-runbook/kube-runbook-agent:0.1.0',
+      archive: '/cache/images/agent.oci.tar',
+      recipe: runtimeImages('0.1.0')[1]!,
+    },
+    executorImage: {
+      ref: 'localhost/kube-runbook/kube-runbook:0.1.0',
+      archive: '/cache/images/executor.oci.tar',
+      recipe: runtimeImages('0.1.0')[0]!,
+    },
   },
 };
 
 describe("a real node's configuration", () => {
   it("of a static-pod control plane: the kubelet runs kubeadm's manifests directory and registers with its control-plane taint", () => {
-    const cfg = parse(kubeletConfig({ ...plan, node: 'cp-1', staticPodPath: '/st/rn/nodes/cp-1/kubernetes/manifests' })) as Record<string, unknown>;
+    const cfg = parse(kubeletConfig({ ...plan, node: 'cp-1', staticPodPath: '/st/rn/nodes/cp-1/kubernetes/manifests' })) as Record<
+      string,
+      unknown
+    >;
     expect(cfg.staticPodPath).toBe('/st/rn/nodes/cp-1/kubernetes/manifests');
     expect(cfg.registerWithTaints).toEqual([{ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' }]);
     const worker = parse(kubeletConfig(plan)) as Record<string, unknown>;
@@ -64,7 +81,10 @@ describe("a real node's configuration", () => {
   it("gives each node a pod network of its own, apart from the simulator's", () => {
     expect(realPodCidr(1)).toBe('100.96.1.0/24');
     expect(realPodCidr(2)).not.toBe(podCidrOf(2));
-    const cni = JSON.parse(cniConfig(plan)) as { name: string; plugins: { type: string; ipam: { ranges: { subnet: string }[][]; dataDir: string } }[] };
+    const cni = JSON.parse(cniConfig(plan)) as {
+      name: string;
+      plugins: { type: string; ipam: { ranges: { subnet: string }[][]; dataDir: string } }[];
+    };
     expect(cni.name).toBe('kr-rn-rnode-2');
     expect(cni.plugins[0]).toMatchObject({ type: 'bridge', bridge: 'cni0', isGateway: true, ipMasq: true });
     expect(cni.plugins[0]!.ipam.ranges[0]![0]!.subnet).toBe('100.96.2.0/24');

@@ -64,7 +64,12 @@ const toml = (v: string | number | boolean | string[]): string =>
 
 function tomlTables(tables: [string, Record<string, string | number | boolean | string[]>][]): string {
   return tables
-    .map(([name, kv]) => `${name ? `[${name}]\n` : ''}${Object.entries(kv).map(([k, v]) => `${k} = ${toml(v)}\n`).join('')}`)
+    .map(
+      ([name, kv]) =>
+        `${name ? `[${name}]\n` : ''}${Object.entries(kv)
+          .map(([k, v]) => `${k} = ${toml(v)}\n`)
+          .join('')}`,
+    )
     .join('\n');
 }
 
@@ -79,7 +84,12 @@ export function containerdConfig(p: RealNodePlan): string {
         root: f.containerdRoot,
         state: f.containerdState,
         // NRI would listen on /var/run/nri, shared by every node; the other snapshotters are not built
-        disabled_plugins: ['io.containerd.nri.v1.nri', 'io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.zfs', 'io.containerd.snapshotter.v1.devmapper'],
+        disabled_plugins: [
+          'io.containerd.nri.v1.nri',
+          'io.containerd.snapshotter.v1.btrfs',
+          'io.containerd.snapshotter.v1.zfs',
+          'io.containerd.snapshotter.v1.devmapper',
+        ],
       },
     ],
     ['grpc', { address: f.socket }],

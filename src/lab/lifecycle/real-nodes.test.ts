@@ -23,7 +23,9 @@ async function caught(p: Promise<unknown>): Promise<{ code: string; exit: number
 
 describe('--real-nodes on a machine without what it needs', () => {
   it('names every missing thing and exits 2', async () => {
-    const e = await caught(checkRealNodes(await cgroupV1Machine(dir, ['cpu', 'cpuacct', 'cpuset', 'blkio'], 'nodev\tsysfs\nnodev\ttmpfs\n\text4\n')));
+    const e = await caught(
+      checkRealNodes(await cgroupV1Machine(dir, ['cpu', 'cpuacct', 'cpuset', 'blkio'], 'nodev\tsysfs\nnodev\ttmpfs\n\text4\n')),
+    );
     expect(e.code).toBe('LAB_REAL_NODE_MISSING');
     expect(e.exit).toBe(2);
     expect(e.message).toContain('the cgroup v1 memory controller');
@@ -39,13 +41,16 @@ describe('--real-nodes on a machine without what it needs', () => {
     await expect(checkRealNodes({ cgroupBase: cg, filesystemsFile: join(dir, 'filesystems') })).resolves.toBeUndefined();
   });
 
-  it("says a containerd that exits at start is bad input, quoting its log, and starts no kubelet", async () => {
+  it('says a containerd that exits at start is bad input, quoting its log, and starts no kubelet', async () => {
     const svc = (name: string, scripts: Record<string, string>) => {
       const d = join(dir, name);
-      return { d, write: async () => {
-        await mkdir(d, { recursive: true });
-        for (const [f, body] of Object.entries(scripts)) await writeFile(join(d, f), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
-      } };
+      return {
+        d,
+        write: async () => {
+          await mkdir(d, { recursive: true });
+          for (const [f, body] of Object.entries(scripts)) await writeFile(join(d, f), `#!/bin/sh\n${body}\n`, { mode: 0o755 });
+        },
+      };
     };
     const containerd = svc('containerd', { start: 'exit 0', status: 'exit 3', health: 'exit 1' });
     const kubelet = svc('kubelet', { start: `touch ${join(dir, 'kubelet-started')}` });

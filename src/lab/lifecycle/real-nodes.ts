@@ -37,7 +37,7 @@ export interface MachineFacts {
 export async function realNodeProblems(m: MachineFacts = {}): Promise<string[]> {
   const problems = missingControllers(await hierarchies(m.cgroupBase));
   const fs = await readFile(m.filesystemsFile ?? '/proc/filesystems', 'utf8').catch(() => '');
-  if (!/\toverlay$/m.test(fs)) problems.push('the overlay filesystem (containerd\'s overlayfs snapshotter; `modprobe overlay`)');
+  if (!/\toverlay$/m.test(fs)) problems.push("the overlay filesystem (containerd's overlayfs snapshotter; `modprobe overlay`)");
   for (const tool of ['nsenter', 'umount']) if (!(await have(tool))) problems.push(`the ${tool} command`);
   return problems;
 }
@@ -46,10 +46,14 @@ export async function realNodeProblems(m: MachineFacts = {}): Promise<string[]> 
 export async function checkRealNodes(m: MachineFacts = {}): Promise<void> {
   const problems = await realNodeProblems(m);
   if (problems.length)
-    throw new KrError('LAB_REAL_NODE_MISSING', `--real-nodes needs ${problems.join(', ')}; this machine does not have ${problems.length > 1 ? 'them' : 'it'}`, {
-      exit: EXIT.invalid,
-      details: ['Simulated nodes (--nodes) need none of this.'],
-    });
+    throw new KrError(
+      'LAB_REAL_NODE_MISSING',
+      `--real-nodes needs ${problems.join(', ')}; this machine does not have ${problems.length > 1 ? 'them' : 'it'}`,
+      {
+        exit: EXIT.invalid,
+        details: ['Simulated nodes (--nodes) need none of this.'],
+      },
+    );
 }
 
 export interface RealNode {
@@ -150,7 +154,13 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
       userName: `${c.names.context}-${n.name}`,
       user: { token: c.pki.tokens[`system:node:${n.name}`]! },
     });
-    out.push({ plan, containerd, kubelet, apiserverUrl: c.apiserverUrl, ...(c.staticPods?.[n.name] ? { images: c.staticPods[n.name]!.images } : {}) });
+    out.push({
+      plan,
+      containerd,
+      kubelet,
+      apiserverUrl: c.apiserverUrl,
+      ...(c.staticPods?.[n.name] ? { images: c.staticPods[n.name]!.images } : {}),
+    });
   }
   return out;
 }
@@ -165,10 +175,14 @@ export async function startRealNodes(nodes: RealNode[], o: { clock: Clock; log: 
   for (const n of nodes) {
     const f = realNodePaths(n.plan);
     const ctr = (args: string[]) =>
-      must('LAB_IMAGE_IMPORT_FAILED', n.plan.bin.containerd.ctr, ['--address', f.socket, '--namespace', 'k8s.io', 'images', ...args], { timeoutMs: 120_000, signal: o.signal });
+      must('LAB_IMAGE_IMPORT_FAILED', n.plan.bin.containerd.ctr, ['--address', f.socket, '--namespace', 'k8s.io', 'images', ...args], {
+        timeoutMs: 120_000,
+        signal: o.signal,
+      });
     const { agentImage, executorImage } = n.plan.bin;
     const base = (img: LabImage) => ['--base-name', img.ref.slice(0, img.ref.lastIndexOf(':')), img.archive];
-    for (const img of [n.plan.bin.images.pause, n.plan.bin.images.workload, agentImage, ...(n.images ?? [])]) await ctr(['import', ...base(img)]);
+    for (const img of [n.plan.bin.images.pause, n.plan.bin.images.workload, agentImage, ...(n.images ?? [])])
+      await ctr(['import', ...base(img)]);
     // the executor's (the Job of `kube-runbook manifests`) left packed: containerd's CRI unpacks an image when it first
     // creates a container of it, so only the node the Job runs on pays for it (about 1 s a node instead of 4)
     await ctr(['import', '--no-unpack', ...base(executorImage)]);
@@ -194,7 +208,8 @@ async function routeKubernetesService(n: RealNode, signal?: AbortSignal): Promis
   const api = new URL(n.apiserverUrl);
   const to = `${api.hostname.replace(/^\[(.*)\]$/, '$1')}:${api.port || '443'}`;
   const ns = `ip netns exec ${shq(n.plan.netns)}`;
-  const rule = (chain: string) => `${ns} iptables -w 10 -t nat -A ${chain} -d ${SERVICE_IP}/32 -p tcp --dport 443 -j DNAT --to-destination ${shq(to)}`;
+  const rule = (chain: string) =>
+    `${ns} iptables -w 10 -t nat -A ${chain} -d ${SERVICE_IP}/32 -p tcp --dport 443 -j DNAT --to-destination ${shq(to)}`;
   // a route first: a connection is routed before OUTPUT's DNAT, and the node's namespace has no default route
   const script = `set -e
 dev=$(${ns} ip -o route get ${shq(api.hostname.replace(/^\[(.*)\]$/, '$1'))} | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p')
@@ -212,10 +227,14 @@ async function waitContainerd(n: RealNode, clock: Clock, signal?: AbortSignal): 
     const running = (await sh(shq(join(n.containerd.dir, 'status')))).code === 0;
     if (!running || clock.now() > deadline) {
       const log = (await readFile(join(n.containerd.dir, 'log'), 'utf8').catch(() => '')).trim().split('\n').filter(Boolean).slice(-6);
-      throw new KrError('LAB_REAL_NODE_RUNTIME', `containerd of ${n.plan.node} ${running ? 'did not answer within 30s' : 'exited at start'}`, {
-        exit: EXIT.invalid,
-        details: log.map((l) => `  ${l.slice(0, 300)}`),
-      });
+      throw new KrError(
+        'LAB_REAL_NODE_RUNTIME',
+        `containerd of ${n.plan.node} ${running ? 'did not answer within 30s' : 'exited at start'}`,
+        {
+          exit: EXIT.invalid,
+          details: log.map((l) => `  ${l.slice(0, 300)}`),
+        },
+      );
     }
     await clock.sleep(200, signal);
   }

@@ -30,7 +30,7 @@ let dir = '';
 tempDirEach('kr-rt-', (d) => (dir = d));
 
 describe('a real node read through ctr', () => {
-  it('lists its pods\' containers with their task state, pid and start time, from ctr over the node\'s socket', async () => {
+  it("lists its pods' containers with their task state, pid and start time, from ctr over the node's socket", async () => {
     const ctr = join(dir, 'ctr');
     const args = join(dir, 'args');
     // a ctr that answers as containerd 2's does: tasks (sandboxes among them), the containers a label selects, their info
@@ -55,7 +55,14 @@ esac
     );
     await chmod(ctr, 0o755);
     const socket = join(dir, 'containerd.sock');
-    const s = await readRealRuntime({ name: 'rnode-1', netns: 'kr-t-rnode-1', ip: '10.0.0.211', roles: ['worker'], real: true, runtime: { ctr, socket } });
+    const s = await readRealRuntime({
+      name: 'rnode-1',
+      netns: 'kr-t-rnode-1',
+      ip: '10.0.0.211',
+      roles: ['worker'],
+      real: true,
+      runtime: { ctr, socket },
+    });
     expect(s.node).toBe('rnode-1');
     // the third container was removed between the listing and its info: left out
     expect(s.containers.map((c) => [c.pod, c.running])).toEqual([
@@ -63,7 +70,14 @@ esac
       ['web-b', false],
     ]);
     const a = s.containers[0]!;
-    expect(a).toMatchObject({ id: ID(1), namespace: 'demo', podUid: 'uid-a', container: 'web', pid: process.pid, createdAt: '2026-11-27T16:00:00.000000000Z' });
+    expect(a).toMatchObject({
+      id: ID(1),
+      namespace: 'demo',
+      podUid: 'uid-a',
+      container: 'web',
+      pid: process.pid,
+      createdAt: '2026-11-27T16:00:00.000000000Z',
+    });
     // this test's own process stands in for the task: it started before now, and after the machine booted
     expect(Date.parse(a.startedAt!)).toBeLessThanOrEqual(realClock.now());
     expect(Date.parse(a.startedAt!)).toBeGreaterThan(realClock.now() - process.uptime() * 1000 - 60_000);
@@ -76,7 +90,14 @@ esac
     const ctr = join(dir, 'ctr');
     await writeFile(ctr, '#!/bin/sh\necho "ctr: failed to dial: connection refused" >&2\nexit 1\n');
     await chmod(ctr, 0o755);
-    const e = await readRealRuntime({ name: 'rnode-2', netns: 'n', ip: 'i', roles: ['worker'], real: true, runtime: { ctr, socket: join(dir, 's') } }).catch((x: unknown) => x);
+    const e = await readRealRuntime({
+      name: 'rnode-2',
+      netns: 'n',
+      ip: 'i',
+      roles: ['worker'],
+      real: true,
+      runtime: { ctr, socket: join(dir, 's') },
+    }).catch((x: unknown) => x);
     expect(isKrError(e) && e.code).toBe('LAB_REAL_NODE_RUNTIME');
     expect((e as Error).message).toBe("reading rnode-2's containerd failed: ctr: failed to dial: connection refused");
   });
@@ -113,7 +134,7 @@ describe('what changed between two readings', () => {
     expect(runtimeChange(on(c(1, 'a'), c(2, 'b')), on(c(1, 'a'), c(2, 'b')))).toEqual({ killed: [], started: [] });
   });
 
-  it('a container stopped or removed was killed; a new pod\'s container was started', () => {
+  it("a container stopped or removed was killed; a new pod's container was started", () => {
     const ch = runtimeChange(on(c(1, 'a'), c(2, 'b'), c(3, 'c')), on(c(1, 'a', { running: false }), c(3, 'c'), c(4, 'd')));
     expect(ch.killed.map((k) => [k.pod, k.restarted])).toEqual([
       ['a', false],
@@ -123,7 +144,10 @@ describe('what changed between two readings', () => {
   });
 
   it('a pod running its container again under a new id, or the same task started anew, was restarted', () => {
-    const ch = runtimeChange(on(c(1, 'a'), c(2, 'b')), on(c(1, 'a', { running: false }), c(5, 'a'), c(2, 'b', { startedAt: '2026-11-27T16:05:00.000Z' })));
+    const ch = runtimeChange(
+      on(c(1, 'a'), c(2, 'b')),
+      on(c(1, 'a', { running: false }), c(5, 'a'), c(2, 'b', { startedAt: '2026-11-27T16:05:00.000Z' })),
+    );
     expect(ch.killed.map((k) => [k.pod, k.restarted])).toEqual([
       ['a', true],
       ['b', true],

@@ -93,9 +93,16 @@ export function parseRuntime(node: string, text: string, startOf: (pid: number) 
 
 /** A real node's containers, from its containerd (`lab up` recorded where its ctr and socket are). */
 export async function readRealRuntime(n: LabNodeInfo): Promise<RealRuntimeState> {
-  if (!n.runtime) throw new KrError('LAB_REAL_NODE_RUNTIME', `${n.name} is not a real node of a lab that records its containerd (lab up again)`, { exit: EXIT.invalid });
+  if (!n.runtime)
+    throw new KrError('LAB_REAL_NODE_RUNTIME', `${n.name} is not a real node of a lab that records its containerd (lab up again)`, {
+      exit: EXIT.invalid,
+    });
   const r = await sh(runtimeScript(n.runtime.ctr, n.runtime.socket), { timeoutMs: 60_000 });
-  if (r.code !== 0) throw new KrError('LAB_REAL_NODE_RUNTIME', `reading ${n.name}'s containerd failed: ${r.stderr.trim().split('\n').at(-1) ?? `exit ${r.code}`}`);
+  if (r.code !== 0)
+    throw new KrError(
+      'LAB_REAL_NODE_RUNTIME',
+      `reading ${n.name}'s containerd failed: ${r.stderr.trim().split('\n').at(-1) ?? `exit ${r.code}`}`,
+    );
   const boot = await bootTime();
   const stats = new Map<number, string>();
   for (const m of r.stdout.matchAll(/^(\S+)\s+(\d+)\s+RUNNING\s*$/gm)) {
@@ -144,7 +151,12 @@ export function runtimeChange(before: RealRuntimeState[], after: RealRuntimeStat
   const runningAfter = [...now.values()].filter((c) => c.running);
   const killed = [...was.values()]
     .filter((c) => c.running && !sameRun(c, now.get(key(c))))
-    .map((c) => ({ ...c, restarted: runningAfter.some((a) => a.podUid === c.podUid && a.container === c.container && (a.id !== c.id || a.startedAt !== c.startedAt)) }));
+    .map((c) => ({
+      ...c,
+      restarted: runningAfter.some(
+        (a) => a.podUid === c.podUid && a.container === c.container && (a.id !== c.id || a.startedAt !== c.startedAt),
+      ),
+    }));
   const started = runningAfter.filter((a) => !sameRun(a, was.get(key(a))));
   return { killed, started };
 }

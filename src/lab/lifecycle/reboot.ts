@@ -48,7 +48,10 @@ export async function rebootLabNode(instance: string, node: string, o: RebootOpt
   const clock = o.clock ?? realClock;
   const info = await readLabInfo(instance);
   const n = info.nodes.find((x) => x.name === node);
-  if (!n) throw new KrError('LAB_BAD_NODE', `no node ${quote(node)} in lab ${instance} (nodes: ${info.nodes.map((x) => x.name).join(', ')})`, { exit: EXIT.invalid });
+  if (!n)
+    throw new KrError('LAB_BAD_NODE', `no node ${quote(node)} in lab ${instance} (nodes: ${info.nodes.map((x) => x.name).join(', ')})`, {
+      exit: EXIT.invalid,
+    });
 
   let killed = await killUntilGone(() => netnsPids(n.netns), clock);
   if (n.real) killed += await powerCutRealNode(instance, node, clock);
@@ -57,7 +60,10 @@ export async function rebootLabNode(instance: string, node: string, o: RebootOpt
   const nodeDir = join(labPaths(instance).nodesDir, node);
   const started: string[] = [];
   const down: string[] = [];
-  for (const service of (await readdir(nodeDir, { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory()).map((e) => e.name).sort()) {
+  for (const service of (await readdir(nodeDir, { withFileTypes: true }).catch(() => []))
+    .filter((e) => e.isDirectory())
+    .map((e) => e.name)
+    .sort()) {
     const dir = join(nodeDir, service);
     if (!existsSync(join(dir, 'start'))) continue;
     if (existsSync(join(dir, 'down'))) {
@@ -65,7 +71,8 @@ export async function rebootLabNode(instance: string, node: string, o: RebootOpt
       continue;
     }
     const r = await run(join(dir, 'start'), []);
-    if (r.code !== 0) throw new KrError('LAB_START_FAILED', `${node}: ${service} did not start at boot (exit ${r.code}): ${r.stderr.trim()}`);
+    if (r.code !== 0)
+      throw new KrError('LAB_START_FAILED', `${node}: ${service} did not start at boot (exit ${r.code}): ${r.stderr.trim()}`);
     started.push(service);
   }
 
@@ -75,7 +82,9 @@ export async function rebootLabNode(instance: string, node: string, o: RebootOpt
     const r = await sh(`setsid ip netns exec ${shq(n.netns)} /bin/sh ${shq(join(bootDir, s))} </dev/null >/dev/null 2>&1 &\n`);
     if (r.code !== 0) throw new KrError('LAB_BOOT_FAILED', `${node}: boot script ${s} did not start: ${r.stderr.trim()}`);
   }
-  log.info(`lab: ${node} booted: started ${started.join(', ') || 'nothing'}; down ${down.join(', ') || 'nothing'}; ${bootScripts.length} boot script(s)`);
+  log.info(
+    `lab: ${node} booted: started ${started.join(', ') || 'nothing'}; down ${down.join(', ') || 'nothing'}; ${bootScripts.length} boot script(s)`,
+  );
   return { node, killed, started, down, bootScripts };
 }
 

@@ -9,8 +9,15 @@ import { realContainerLines } from './containers.js';
 export function renderStatus(s: LabStatus): string {
   const version = s.info.binaries ? `Kubernetes ${s.info.binaries.version}, ` : '';
   const prometheus = s.info.prometheus ? `, prometheus ${s.info.prometheus.url}` : '';
-  const lines = [`lab ${s.info.instance} (${s.info.phase}), ${version}apiserver ${s.info.apiserverUrl}${prometheus}, ${describeSettings(s.info.settings)}`, '', 'COMPONENTS'];
-  for (const c of s.components) lines.push(`  ${c.node.padEnd(10)} ${c.service.padEnd(24)} ${c.running ? (c.healthy ? 'healthy' : 'running, not healthy') : 'stopped'}`);
+  const lines = [
+    `lab ${s.info.instance} (${s.info.phase}), ${version}apiserver ${s.info.apiserverUrl}${prometheus}, ${describeSettings(s.info.settings)}`,
+    '',
+    'COMPONENTS',
+  ];
+  for (const c of s.components)
+    lines.push(
+      `  ${c.node.padEnd(10)} ${c.service.padEnd(24)} ${c.running ? (c.healthy ? 'healthy' : 'running, not healthy') : 'stopped'}`,
+    );
   lines.push('', 'NODES');
   if (!s.cluster) lines.push(`  (apiserver unreachable: ${s.clusterError ?? 'unknown'})`);
   for (const n of s.cluster?.nodes ?? [])

@@ -44,7 +44,12 @@ describe('lab service scripts', () => {
   });
 
   it("a real node's run enters only the network namespace and joins each hierarchy's system/ cgroup first", () => {
-    const real = { ...spec(dir), cgroup: undefined, netOnly: true, cgroups: ['/sys/fs/cgroup/cpu/kube-runbook-t1-rnode-1/system', '/sys/fs/cgroup/memory/kube-runbook-t1-rnode-1/system'] };
+    const real = {
+      ...spec(dir),
+      cgroup: undefined,
+      netOnly: true,
+      cgroups: ['/sys/fs/cgroup/cpu/kube-runbook-t1-rnode-1/system', '/sys/fs/cgroup/memory/kube-runbook-t1-rnode-1/system'],
+    };
     const text = serviceScripts(real).run;
     expect(text).toContain(`exec nsenter --net=/run/netns/kr-t1-node-1 -- '${dir.replace(/'/g, `'\\''`)}'/run`);
     expect(text).not.toContain('ip netns exec');
@@ -90,7 +95,12 @@ describe('lab service scripts', () => {
   it('start and run replace pid by rename, so status never reads it empty while the component starts', async () => {
     for (const text of Object.values(serviceScripts(spec(dir)))) expect(text).not.toMatch(/> [^\n&]*\/pid\n/);
     // no namespace and no cgroup: `run` runs here as it is
-    const plain: ServiceSpec = { ...spec(dir), netns: '', cgroup: undefined, command: ['/bin/sh', '-c', 'while :; do sleep 0.1; done', join(dir, 'marker')] };
+    const plain: ServiceSpec = {
+      ...spec(dir),
+      netns: '',
+      cgroup: undefined,
+      command: ['/bin/sh', '-c', 'while :; do sleep 0.1; done', join(dir, 'marker')],
+    };
     await writeService(plain);
     expect((await run(join(dir, 'start'), [])).code).toBe(0);
     const codes: number[] = [];
@@ -99,7 +109,11 @@ describe('lab service scripts', () => {
     const pid = Number(await readFile(join(dir, 'pid'), 'utf8'));
     expect((await run(join(dir, 'stop'), [])).code).toBe(0);
     expect((await run(join(dir, 'status'), [])).code).toBe(3);
-    expect(await readFile(`/proc/${pid}/status`, 'utf8').then((t) => /^State:\s*Z/m.test(t)).catch(() => true)).toBe(true);
+    expect(
+      await readFile(`/proc/${pid}/status`, 'utf8')
+        .then((t) => /^State:\s*Z/m.test(t))
+        .catch(() => true),
+    ).toBe(true);
     expect((await readdir(dir)).filter((f) => f.startsWith('pid'))).toEqual([]);
   });
 
@@ -122,7 +136,10 @@ describe('lab service scripts', () => {
       if (!child) await new Promise((r) => setTimeout(r, 50));
     }
     expect(child).toMatch(/^\d+$/);
-    const alive = (pid: string) => readFile(`/proc/${pid}/status`, 'utf8').then((t) => !/^State:\s*Z/m.test(t)).catch(() => false);
+    const alive = (pid: string) =>
+      readFile(`/proc/${pid}/status`, 'utf8')
+        .then((t) => !/^State:\s*Z/m.test(t))
+        .catch(() => false);
     expect(await alive(child)).toBe(true);
     expect((await run(join(dir, 'stop'), [])).code).toBe(0);
     expect((await run(join(dir, 'status'), [])).code).toBe(3);

@@ -89,7 +89,8 @@ export function serviceScripts(spec: ServiceSpec): Record<(typeof SERVICE_SCRIPT
     writePid(d, '$!') +
     `exit 0\n`;
   // the group when asked, else (or when it is no group leader: started by hand) the process
-  const kill = (sig: string) => (spec.killGroup ? `kill -${sig} -"$pid" 2>/dev/null || kill -${sig} "$pid" 2>/dev/null\n` : `kill -${sig} "$pid" 2>/dev/null\n`);
+  const kill = (sig: string) =>
+    spec.killGroup ? `kill -${sig} -"$pid" 2>/dev/null || kill -${sig} "$pid" 2>/dev/null\n` : `kill -${sig} "$pid" 2>/dev/null\n`;
   const stop =
     head(
       `Stops it: TERM, then KILL after ${spec.stopTimeoutSec}s. Exit 0 also when it was not running. It stays stopped across a ` +
@@ -161,7 +162,8 @@ function supervise(): string {
  * inside that private mount namespace only.
  */
 function joinCgroup(cg: { dir: string; version: 1 | 2; name: string }): string {
-  const inCg = cg.version === 1 ? `grep -q ${shq(`:blkio:/${cg.name}$`)} /proc/$$/cgroup` : `grep -qx ${shq(`0::/${cg.name}`)} /proc/$$/cgroup`;
+  const inCg =
+    cg.version === 1 ? `grep -q ${shq(`:blkio:/${cg.name}$`)} /proc/$$/cgroup` : `grep -qx ${shq(`0::/${cg.name}`)} /proc/$$/cgroup`;
   const mount = cg.version === 1 ? 'mount -t cgroup -o blkio none "$m"' : 'mount -t cgroup2 none "$m"';
   return (
     `if ! ${inCg}; then\n` +

@@ -23,12 +23,24 @@ const c: ComponentContext = {
     tokenFile: `${pkiDir}/tokens.csv`,
     tokens: {},
   },
-  bin: { dir: '/cache/k', version: '1.37.2', kubeApiserver: '/cache/k/kube-apiserver', kubeControllerManager: '/cache/k/kube-controller-manager', kubeScheduler: '/cache/k/kube-scheduler', etcd: '/cache/k/etcd' },
+  bin: {
+    dir: '/cache/k',
+    version: '1.37.2',
+    kubeApiserver: '/cache/k/kube-apiserver',
+    kubeControllerManager: '/cache/k/kube-controller-manager',
+    kubeScheduler: '/cache/k/kube-scheduler',
+    etcd: '/cache/k/etcd',
+  },
   settings: resolveSettings({ realNodes: 1, staticPods: true }),
   etcdCgroup: { dir: '/sys/fs/cgroup/blkio/kube-runbook-sp-etcd', version: 1, name: 'kube-runbook-sp-etcd' },
 };
 const image = (n: string) => ({ ref: `localhost/kube-runbook/${n}:v1.37.2`, archive: `/cache/images/${n}.oci.tar` });
-const images = { etcd: image('etcd'), 'kube-apiserver': image('kube-apiserver'), 'kube-controller-manager': image('kube-controller-manager'), 'kube-scheduler': image('kube-scheduler') };
+const images = {
+  etcd: image('etcd'),
+  'kube-apiserver': image('kube-apiserver'),
+  'kube-controller-manager': image('kube-controller-manager'),
+  'kube-scheduler': image('kube-scheduler'),
+};
 const nodeDir = '/st/sp/nodes/cp-1';
 
 interface Pod {
@@ -58,7 +70,8 @@ describe("the static-pod control plane's manifests", () => {
       expect(pod.spec.containers[0]!.image).toBe(`localhost/kube-runbook/${name}:v1.37.2`);
       expect(pod.spec.containers[0]!.command[0]).toBe(name);
       // every mount is a hostPath volume of the pod, at the same path
-      for (const m of pod.spec.containers[0]!.volumeMounts) expect(pod.spec.volumes.find((v) => v.name === m.name)?.hostPath.path).toBe(m.mountPath);
+      for (const m of pod.spec.containers[0]!.volumeMounts)
+        expect(pod.spec.volumes.find((v) => v.name === m.name)?.hostPath.path).toBe(m.mountPath);
     }
   });
 
@@ -66,13 +79,17 @@ describe("the static-pod control plane's manifests", () => {
     const etcd = pods.etcd!.spec.containers[0]!;
     expect(etcd.command).toContain('--listen-metrics-urls=http://127.0.0.1:2381');
     expect(etcd.livenessProbe.httpGet).toMatchObject({ host: '127.0.0.1', port: 2381, scheme: 'HTTP' });
-    expect(pods.etcd!.spec.volumes).toContainEqual({ name: 'etcd-data', hostPath: { path: '/st/sp/nodes/cp-1/etcd/data', type: 'DirectoryOrCreate' } });
+    expect(pods.etcd!.spec.volumes).toContainEqual({
+      name: 'etcd-data',
+      hostPath: { path: '/st/sp/nodes/cp-1/etcd/data', type: 'DirectoryOrCreate' },
+    });
   });
 
   it("point the controllers at kubeadm's kubeconfigs and mount the lab's certificates read-only", () => {
     const kcm = pods['kube-controller-manager']!.spec.containers[0]!;
     const conf = `${kubernetesDir(nodeDir)}/controller-manager.conf`;
-    for (const f of ['--kubeconfig', '--authentication-kubeconfig', '--authorization-kubeconfig']) expect(kcm.command).toContain(`${f}=${conf}`);
+    for (const f of ['--kubeconfig', '--authentication-kubeconfig', '--authorization-kubeconfig'])
+      expect(kcm.command).toContain(`${f}=${conf}`);
     expect(kcm.volumeMounts).toContainEqual({ name: 'kubeconfig', mountPath: conf, readOnly: true });
     expect(kcm.volumeMounts).toContainEqual({ name: 'k8s-certs', mountPath: pkiDir, readOnly: true });
     expect(pods['kube-scheduler']!.spec.containers[0]!.command).toContain(`--kubeconfig=${kubernetesDir(nodeDir)}/scheduler.conf`);
@@ -86,7 +103,9 @@ describe("the static-pod control plane's manifests", () => {
 describe('--static-pods', () => {
   it('needs --real-nodes and one control-plane member (exit 2)', () => {
     expect(() => resolveSettings({ staticPods: true })).toThrow(/--static-pods must be given with --real-nodes N/);
-    expect(() => resolveSettings({ staticPods: true, realNodes: 1, controlPlanes: 3 })).toThrow(/--static-pods runs one control-plane member \(got --control-planes 3\)/);
+    expect(() => resolveSettings({ staticPods: true, realNodes: 1, controlPlanes: 3 })).toThrow(
+      /--static-pods runs one control-plane member \(got --control-planes 3\)/,
+    );
     try {
       resolveSettings({ staticPods: true });
     } catch (e) {

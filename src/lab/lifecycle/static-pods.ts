@@ -1,7 +1,12 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { binaryInImage, CONTROL_PLANE_COMPONENTS, type ControlPlaneComponent, type ControlPlaneImages } from '../install/control-plane-images.js';
+import {
+  binaryInImage,
+  CONTROL_PLANE_COMPONENTS,
+  type ControlPlaneComponent,
+  type ControlPlaneImages,
+} from '../install/control-plane-images.js';
 import * as comp from './components.js';
 
 /**
@@ -85,13 +90,18 @@ function staticPodManifest(c: ControlPlaneComponent, image: string, p: StaticPod
 }
 
 /** Each component's manifest for control-plane member `c` (one-member labs only). */
-export function staticPodManifests(c: comp.ComponentContext, images: ControlPlaneImages, nodeDir: string): Record<ControlPlaneComponent, string> {
+export function staticPodManifests(
+  c: comp.ComponentContext,
+  images: ControlPlaneImages,
+  nodeDir: string,
+): Record<ControlPlaneComponent, string> {
   const k8s = kubernetesDir(nodeDir);
   const certs: Volume = { name: 'k8s-certs', path: c.pki.dir, type: 'DirectoryOrCreate', readOnly: true };
   const ca: Volume = { name: 'ca-certs', path: '/etc/ssl/certs', type: 'DirectoryOrCreate', readOnly: true };
   const kubeconfig = (file: string): Volume => ({ name: 'kubeconfig', path: join(k8s, file), type: 'FileOrCreate', readOnly: true });
   // the controllers read their kubeconfig from kubeadm's place, not from the lab service's directory
-  const withKubeconfig = (cmd: string[], file: string) => cmd.map((a) => a.replace(/^(--(?:authentication-|authorization-)?kubeconfig=).*$/, `$1${join(k8s, file)}`));
+  const withKubeconfig = (cmd: string[], file: string) =>
+    cmd.map((a) => a.replace(/^(--(?:authentication-|authorization-)?kubeconfig=).*$/, `$1${join(k8s, file)}`));
   const etcd = comp.etcdService(c).command;
   const etcdData = etcd.find((a) => a.startsWith('--data-dir='))!.slice('--data-dir='.length);
   const plans: Record<ControlPlaneComponent, StaticPodPlan> = {
@@ -130,7 +140,9 @@ export function staticPodManifests(c: comp.ComponentContext, images: ControlPlan
     'kube-controller-manager': {},
     'kube-scheduler': {},
   };
-  return Object.fromEntries(CONTROL_PLANE_COMPONENTS.map((x) => [x, staticPodManifest(x, images[x].ref, plans[x], annotations[x])])) as Record<ControlPlaneComponent, string>;
+  return Object.fromEntries(
+    CONTROL_PLANE_COMPONENTS.map((x) => [x, staticPodManifest(x, images[x].ref, plans[x], annotations[x])]),
+  ) as Record<ControlPlaneComponent, string>;
 }
 
 /**

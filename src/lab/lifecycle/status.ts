@@ -43,7 +43,9 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
     ),
     ...(info.members ? [[LB_NODE, 'haproxy'] as [string, string]] : []),
     ...(info.prometheus ? [[PROMETHEUS_NODE, 'prometheus'] as [string, string]] : []),
-    ...info.nodes.filter((n) => n.roles.includes('worker')).flatMap((n): [string, string][] => [...(n.real ? [[n.name, 'containerd'] as [string, string]] : []), [n.name, 'kubelet']]),
+    ...info.nodes
+      .filter((n) => n.roles.includes('worker'))
+      .flatMap((n): [string, string][] => [...(n.real ? [[n.name, 'containerd'] as [string, string]] : []), [n.name, 'kubelet']]),
   ];
   // the processes that simulate the nodes, a group of nodes each
   const groups = (await readdir(join(info.stateDir, 'kubelet-sims')).catch(() => [] as string[])).sort();
@@ -68,7 +70,8 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
     status.clusterError = messageOf(e);
   }
   // the simulator's containers; a real node's are containerd's
-  for (const n of info.nodes.filter((x) => x.roles.includes('worker') && !x.real)) status.runtimes.push(await readRuntime(info.stateDir, n.name));
+  for (const n of info.nodes.filter((x) => x.roles.includes('worker') && !x.real))
+    status.runtimes.push(await readRuntime(info.stateDir, n.name));
   status.realRuntimes = await Promise.all(info.nodes.filter((x) => x.runtime).map(realNodeContainers));
   return status;
 }

@@ -72,24 +72,37 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
   const settings = resolveSettings(o);
   labNames(instance);
   if (process.platform !== 'linux' || process.getuid?.() !== 0)
-    throw new KrError('LAB_NEEDS_ROOT', 'the lab runs as root on Linux (it makes network namespaces, veths, an iptables chain and a cgroup)', {
-      exit: EXIT.refused,
-    });
+    throw new KrError(
+      'LAB_NEEDS_ROOT',
+      'the lab runs as root on Linux (it makes network namespaces, veths, an iptables chain and a cgroup)',
+      {
+        exit: EXIT.refused,
+      },
+    );
   const sim = simulatorScript();
   if (!existsSync(sim)) throw new KrError('LAB_NOT_BUILT', `${sim} is missing; run \`npm run build\` first`, { exit: EXIT.refused });
   const release = parseLabVersion(o.kubernetesVersion);
   if (settings.staticPods && release.minor === 20)
-    throw new KrError('LAB_BAD_OPTION', '--static-pods runs on Kubernetes 1.37 and 1.34 (a real kubelet of the release); this lab would run 1.20', { exit: EXIT.invalid });
+    throw new KrError(
+      'LAB_BAD_OPTION',
+      '--static-pods runs on Kubernetes 1.37 and 1.34 (a real kubelet of the release); this lab would run 1.20',
+      { exit: EXIT.invalid },
+    );
   const bin = o.binaries ?? (await findLabBinaries({ binDir: o.binDir, log: o.log, release: o.binDir ? undefined : release }));
   if (!bin) {
     const v = o.kubernetesVersion ?? `1.${release.minor}`;
-    throw new KrError('LAB_BINARIES_MISSING', `no Kubernetes ${v} binaries; run \`kube-runbook lab install --kubernetes-version ${v}\` first (about 10 minutes once)`, {
-      exit: EXIT.refused,
-    });
+    throw new KrError(
+      'LAB_BINARIES_MISSING',
+      `no Kubernetes ${v} binaries; run \`kube-runbook lab install --kubernetes-version ${v}\` first (about 10 minutes once)`,
+      {
+        exit: EXIT.refused,
+      },
+    );
   }
   if (!bin.etcd) throw new KrError('LAB_BINARIES_MISSING', 'etcd is not installed; run `kube-runbook lab install`', { exit: EXIT.refused });
   const tools = await missingLabTools();
-  if (tools.length) throw new KrError('LAB_TOOLS_MISSING', `${tools.join(', ')} not found; run \`kube-runbook lab install\``, { exit: EXIT.refused });
+  if (tools.length)
+    throw new KrError('LAB_TOOLS_MISSING', `${tools.join(', ')} not found; run \`kube-runbook lab install\``, { exit: EXIT.refused });
   // real nodes: what the machine lacks is said before anything is built or made; their binaries are built once
   let real: RealNodeBinaries | undefined;
   let cpImages: ControlPlaneImages | undefined;
@@ -142,12 +155,27 @@ async function up(
   const ha = (settings.controlPlanes ?? 1) > 1;
   const workers = Array.from({ length: settings.nodes }, (_, i) => `node-${i + 1}`);
   const realWorkers = Array.from({ length: settings.realNodes ?? 0 }, (_, i) => `rnode-${i + 1}`);
-  const cps: LabNodeInfo[] = controlPlaneNodes(settings).map((n) => ({ name: n, netns: names.netns(n), ip: nodeIp(third, n), roles: ['control-plane', 'etcd'] }));
-  const lb: LabNodeInfo | undefined = ha ? { name: LB_NODE, netns: names.netns(LB_NODE), ip: nodeIp(third, LB_NODE), roles: ['load-balancer'] } : undefined;
-  const prom = settings.prometheus ? { node: PROMETHEUS_NODE, netns: names.netns(PROMETHEUS_NODE), ip: nodeIp(third, PROMETHEUS_NODE) } : undefined;
+  const cps: LabNodeInfo[] = controlPlaneNodes(settings).map((n) => ({
+    name: n,
+    netns: names.netns(n),
+    ip: nodeIp(third, n),
+    roles: ['control-plane', 'etcd'],
+  }));
+  const lb: LabNodeInfo | undefined = ha
+    ? { name: LB_NODE, netns: names.netns(LB_NODE), ip: nodeIp(third, LB_NODE), roles: ['load-balancer'] }
+    : undefined;
+  const prom = settings.prometheus
+    ? { node: PROMETHEUS_NODE, netns: names.netns(PROMETHEUS_NODE), ip: nodeIp(third, PROMETHEUS_NODE) }
+    : undefined;
   const nodes: LabNodeInfo[] = [
     ...cps,
-    ...workers.map((n, i) => ({ name: n, netns: names.netns(n), ip: nodeIp(third, n), zone: zoneOf(i + 1, settings.zones), roles: ['worker' as const] })),
+    ...workers.map((n, i) => ({
+      name: n,
+      netns: names.netns(n),
+      ip: nodeIp(third, n),
+      zone: zoneOf(i + 1, settings.zones),
+      roles: ['worker' as const],
+    })),
     ...realWorkers.map((n, i) => ({
       name: n,
       netns: names.netns(n),
@@ -193,7 +221,11 @@ async function up(
   };
   await writeLabInfo(info);
   const netNodes = [...nodes, ...(prom ? [{ name: prom.node, netns: prom.netns, ip: prom.ip }] : [])];
-  await makeNodesNet(names, { subnet: info.subnet, gateway: `${SUBNET_BASE}.${third}.1`, nodes: netNodes.map((n) => ({ ...n, veth: names.veth(n.name) })) });
+  await makeNodesNet(names, {
+    subnet: info.subnet,
+    gateway: `${SUBNET_BASE}.${third}.1`,
+    nodes: netNodes.map((n) => ({ ...n, veth: names.veth(n.name) })),
+  });
   await makeCgroup(layout, names.cgroup);
 
   step('certificates, tokens and service-account keys');
@@ -212,7 +244,8 @@ async function up(
     writeKubeconfig(file, { context: names.context, server, caFile: pki.caCert, userName: `${names.context}-${name}`, user });
   await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, paths.kubeconfig);
   // an executor that must see the cluster while the VIP is down (load-balancer-outage) talks to one member directly
-  for (const m of info.members ?? []) await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, m.kubeconfig, m.apiserverUrl);
+  for (const m of info.members ?? [])
+    await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, m.kubeconfig, m.apiserverUrl);
   // what a control-plane member's components are written from; the first member's also serves the workers' kubelets
   const componentsOf = (m: LabNodeInfo): comp.ComponentContext => ({
     instance,
@@ -230,29 +263,66 @@ async function up(
   const perMember: { etcd: ServiceSpec; apiserver: ServiceSpec; controllers: ServiceSpec[] }[] = [];
   for (const m of cps) {
     const c = componentsOf(m);
-    const svc = { etcd: comp.etcdService(c), apiserver: comp.apiserverService(c), controllers: [comp.controllerManagerService(c), comp.schedulerService(c)] };
+    const svc = {
+      etcd: comp.etcdService(c),
+      apiserver: comp.apiserverService(c),
+      controllers: [comp.controllerManagerService(c), comp.schedulerService(c)],
+    };
     if (cpImages) {
       // kubeadm's /etc/kubernetes of the member: its manifests and the components' kubeconfigs
       const k8s = kubernetesDir(join(paths.nodesDir, m.name));
       await writeStaticPods(c, cpImages, join(paths.nodesDir, m.name), ['etcd', 'kube-apiserver']);
       staticControllers = () => writeStaticPods(c, cpImages, join(paths.nodesDir, m.name), ['kube-controller-manager', 'kube-scheduler']);
-      await kc('admin', { certFile: pki.cert('admin'), keyFile: pki.key('admin') }, join(k8s, 'admin.conf'), `https://${m.ip}:${comp.APISERVER_PORT}`);
-      await kc('controller-manager', { certFile: pki.cert('controller-manager'), keyFile: pki.key('controller-manager') }, join(k8s, 'controller-manager.conf'), `https://${m.ip}:${comp.APISERVER_PORT}`);
-      await kc('scheduler', { certFile: pki.cert('scheduler'), keyFile: pki.key('scheduler') }, join(k8s, 'scheduler.conf'), `https://${m.ip}:${comp.APISERVER_PORT}`);
+      await kc(
+        'admin',
+        { certFile: pki.cert('admin'), keyFile: pki.key('admin') },
+        join(k8s, 'admin.conf'),
+        `https://${m.ip}:${comp.APISERVER_PORT}`,
+      );
+      await kc(
+        'controller-manager',
+        { certFile: pki.cert('controller-manager'), keyFile: pki.key('controller-manager') },
+        join(k8s, 'controller-manager.conf'),
+        `https://${m.ip}:${comp.APISERVER_PORT}`,
+      );
+      await kc(
+        'scheduler',
+        { certFile: pki.cert('scheduler'), keyFile: pki.key('scheduler') },
+        join(k8s, 'scheduler.conf'),
+        `https://${m.ip}:${comp.APISERVER_PORT}`,
+      );
       continue;
     }
     for (const s of [svc.etcd, svc.apiserver, ...svc.controllers]) await writeService(s);
     // as on kubeadm, a member's controller-manager and scheduler talk to their own apiserver, not through the VIP
     const local = `https://${m.ip}:${comp.APISERVER_PORT}`;
-    await kc('controller-manager', { certFile: pki.cert('controller-manager'), keyFile: pki.key('controller-manager') }, join(svc.controllers[0]!.dir, 'kubeconfig'), local);
-    await kc('scheduler', { certFile: pki.cert('scheduler'), keyFile: pki.key('scheduler') }, join(svc.controllers[1]!.dir, 'kubeconfig'), local);
+    await kc(
+      'controller-manager',
+      { certFile: pki.cert('controller-manager'), keyFile: pki.key('controller-manager') },
+      join(svc.controllers[0]!.dir, 'kubeconfig'),
+      local,
+    );
+    await kc(
+      'scheduler',
+      { certFile: pki.cert('scheduler'), keyFile: pki.key('scheduler') },
+      join(svc.controllers[1]!.dir, 'kubeconfig'),
+      local,
+    );
     perMember.push(svc);
   }
   const ctx0 = componentsOf(cp);
   let lbService: ServiceSpec | undefined;
   if (lb) {
     const haproxyBinary = await findPackagedBinary('haproxy', 'haproxy', { log, signal: o.signal });
-    const plan = { instance, dir: paths.serviceDir(LB_NODE, 'haproxy'), netns: lb.netns, vip: lb.ip, caFile: pki.caCert, members, haproxyBinary };
+    const plan = {
+      instance,
+      dir: paths.serviceDir(LB_NODE, 'haproxy'),
+      netns: lb.netns,
+      vip: lb.ip,
+      caFile: pki.caCert,
+      members,
+      haproxyBinary,
+    };
     lbService = haproxyService(plan);
     await writeService(lbService);
     await writeHaproxyConfig(plan);
@@ -295,7 +365,10 @@ async function up(
       apiSocket: comp.apiSocketOf(svc.dir),
       netns: n.netns,
       // pods of the node agent's image run `kube-runbook agent` for real, as this CLI
-      agent: { image: defaultAgentImage(), cli: [process.execPath, fileURLToPath(new URL('../../../bin/kube-runbook.js', import.meta.url))] },
+      agent: {
+        image: defaultAgentImage(),
+        cli: [process.execPath, fileURLToPath(new URL('../../../bin/kube-runbook.js', import.meta.url))],
+      },
     };
     await writeFile(join(svc.dir, 'config.json'), `${JSON.stringify(cfg, null, 2)}\n`);
   });
@@ -356,7 +429,14 @@ async function up(
   admin.loadFromFile(paths.kubeconfig);
   if (settings.workload) {
     step(`sample workload (${settings.replicas} replicas in namespace demo)`);
-    await createWorkload(admin, settings.replicas, clock, o.signal, realNodes.length ? WORKLOAD_IMAGE : undefined, staticCp ? [staticCp.name] : []);
+    await createWorkload(
+      admin,
+      settings.replicas,
+      clock,
+      o.signal,
+      realNodes.length ? WORKLOAD_IMAGE : undefined,
+      staticCp ? [staticCp.name] : [],
+    );
   }
   step(`waiting for ${workers.length + realWorkers.length} node(s) Ready and every pod running`);
   await waitServiceAccount(admin, 'default', clock, o.signal);
@@ -406,7 +486,14 @@ async function waitStaticControlPlane(ip: string, caFile: string, clock: Clock, 
 async function markControlPlane(admin: KubeConfig, node: string): Promise<void> {
   const core = admin.makeApiClient(CoreV1Api);
   await core.patchNode(
-    { name: node, body: { metadata: { labels: { 'node-role.kubernetes.io/control-plane': '', 'node.kubernetes.io/exclude-from-external-load-balancers': '' } } } },
+    {
+      name: node,
+      body: {
+        metadata: {
+          labels: { 'node-role.kubernetes.io/control-plane': '', 'node.kubernetes.io/exclude-from-external-load-balancers': '' },
+        },
+      },
+    },
     setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
   );
 }
@@ -425,7 +512,14 @@ async function writeSimGroups(c: comp.ComponentContext, stateDir: string, worker
     const svc = comp.kubeletSimsService(c, join(stateDir, 'kubelet-sims', group), group, process.execPath, simScript);
     await writeService(svc);
     const members = workers.slice(g * NODES_PER_SIM_PROCESS, (g + 1) * NODES_PER_SIM_PROCESS);
-    await writeFile(join(svc.dir, 'group.json'), `${JSON.stringify(members.map((n) => join(c.serviceDir(n, 'kubelet'), 'config.json')), null, 2)}\n`);
+    await writeFile(
+      join(svc.dir, 'group.json'),
+      `${JSON.stringify(
+        members.map((n) => join(c.serviceDir(n, 'kubelet'), 'config.json')),
+        null,
+        2,
+      )}\n`,
+    );
     dirs.push(svc.dir);
   }
   return dirs;

@@ -13,7 +13,14 @@ const WORKLOAD_NAME = 'demo';
  * `avoid`: nodes that hold none of its pods (the control plane of `--static-pods`): out of the spread's count by node
  * affinity, not by their taint, so that a node not Ready yet (tainted not-ready for a moment) still counts.
  */
-export async function createWorkload(kc: KubeConfig, replicas: number, clock: Clock, signal?: AbortSignal, image?: string, avoid: string[] = []): Promise<void> {
+export async function createWorkload(
+  kc: KubeConfig,
+  replicas: number,
+  clock: Clock,
+  signal?: AbortSignal,
+  image?: string,
+  avoid: string[] = [],
+): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
   const apps = kc.makeApiClient(AppsV1Api);
   const labels = { app: WORKLOAD_NAME };
@@ -40,9 +47,19 @@ export async function createWorkload(kc: KubeConfig, replicas: number, clock: Cl
                 },
               ],
               ...(avoid.length
-                ? { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'NotIn', values: avoid }] }] } } } }
+                ? {
+                    affinity: {
+                      nodeAffinity: {
+                        requiredDuringSchedulingIgnoredDuringExecution: {
+                          nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'NotIn', values: avoid }] }],
+                        },
+                      },
+                    },
+                  }
                 : {}),
-              containers: [image ? realContainer(image) : { name: 'web', image: 'registry.k8s.io/pause:3.2', ports: [{ containerPort: 8080 }] }],
+              containers: [
+                image ? realContainer(image) : { name: 'web', image: 'registry.k8s.io/pause:3.2', ports: [{ containerPort: 8080 }] },
+              ],
             },
           },
         },
@@ -82,7 +99,8 @@ export async function waitServiceAccount(kc: KubeConfig, namespace: string, cloc
       await core.readNamespacedServiceAccount({ name: 'default', namespace });
       return;
     } catch (e) {
-      if (clock.now() > deadline) throw new KrError('LAB_NOT_READY', `no default ServiceAccount in namespace ${namespace}: ${messageOf(e)}`);
+      if (clock.now() > deadline)
+        throw new KrError('LAB_NOT_READY', `no default ServiceAccount in namespace ${namespace}: ${messageOf(e)}`);
       await clock.sleep(200, signal);
     }
   }
@@ -152,7 +170,9 @@ export async function waitReady(
       }
       if (o.clock.now() > deadline) {
         const notReady = o.nodes.filter((n) => !last?.nodes.some((x) => x.name === n && x.ready));
-        const pending = (last?.pods ?? []).filter((p) => p.phase !== 'Running' || !p.ready).map((p) => `${p.namespace}/${p.name} ${p.phase}`);
+        const pending = (last?.pods ?? [])
+          .filter((p) => p.phase !== 'Running' || !p.ready)
+          .map((p) => `${p.namespace}/${p.name} ${p.phase}`);
         throw new KrError('LAB_NOT_READY', `the lab did not become ready within ${Math.round(o.timeoutMs / 1000)}s`, {
           details: [
             `nodes not Ready: ${notReady.join(', ') || 'none'}`,

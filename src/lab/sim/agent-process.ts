@@ -84,7 +84,11 @@ export class AgentProcesses {
     this.tracked.set(uid, t);
     const image = pod.spec?.containers?.[0]?.image ?? '';
     if (image !== this.o.image) {
-      t.state = { kind: 'image', reason: 'ErrImagePull', message: `manifest unknown: the lab's registry has ${this.o.image} only (not ${image})` };
+      t.state = {
+        kind: 'image',
+        reason: 'ErrImagePull',
+        message: `manifest unknown: the lab's registry has ${this.o.image} only (not ${image})`,
+      };
       return;
     }
     const dir = join(this.o.dir, uid);
@@ -106,7 +110,9 @@ export class AgentProcesses {
     } catch (e) {
       t.restarts++;
       t.state = { kind: 'exited', exitCode: 128, message: `cannot start the container: ${messageOf(e)}`, restarts: t.restarts };
-      this.o.log.warn(`the agent of ${t.pod.metadata.namespace}/${t.pod.metadata.name} did not start (${messageOf(e)}); trying again in ${RESTART_MS / 1000}s`);
+      this.o.log.warn(
+        `the agent of ${t.pod.metadata.namespace}/${t.pod.metadata.name} did not start (${messageOf(e)}); trying again in ${RESTART_MS / 1000}s`,
+      );
       this.onChange(uid);
       t.cancel = this.o.clock.setTimer(RESTART_MS, () => {
         if (this.tracked.get(uid) === t) void this.trySpawn(uid, t);
@@ -196,7 +202,8 @@ export class AgentProcesses {
       if (e.value !== undefined) out[e.name] = e.value;
       else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') out[e.name] = pod.metadata.name;
       else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') out[e.name] = ns;
-      else if (e.valueFrom?.secretKeyRef) out[e.name] = await this.o.secretKey(ns, e.valueFrom.secretKeyRef.name, e.valueFrom.secretKeyRef.key);
+      else if (e.valueFrom?.secretKeyRef)
+        out[e.name] = await this.o.secretKey(ns, e.valueFrom.secretKeyRef.name, e.valueFrom.secretKeyRef.key);
       else throw new Error(`env ${e.name}: this lab resolves values, metadata.name/namespace and secretKeyRef only`);
     }
     return out;
@@ -225,13 +232,17 @@ export class AgentProcesses {
     const policy = t.pod.spec?.restartPolicy ?? 'Always';
     if (policy === 'Never' || (policy === 'OnFailure' && code === 0)) {
       t.state = { kind: 'ended', exitCode: code, message, restarts: t.restarts };
-      this.o.log.info(`the agent of ${t.pod.metadata.namespace}/${t.pod.metadata.name} exited with ${code}; its pod ends (restartPolicy ${policy})`);
+      this.o.log.info(
+        `the agent of ${t.pod.metadata.namespace}/${t.pod.metadata.name} exited with ${code}; its pod ends (restartPolicy ${policy})`,
+      );
       this.onChange(uid);
       return;
     }
     t.restarts++;
     t.state = { kind: 'exited', exitCode: code, message, restarts: t.restarts };
-    this.o.log.warn(`the agent of ${t.pod.metadata.namespace}/${t.pod.metadata.name} exited with ${code}; starting it again in ${RESTART_MS / 1000}s`);
+    this.o.log.warn(
+      `the agent of ${t.pod.metadata.namespace}/${t.pod.metadata.name} exited with ${code}; starting it again in ${RESTART_MS / 1000}s`,
+    );
     this.onChange(uid);
     t.cancel = this.o.clock.setTimer(RESTART_MS, () => {
       if (this.tracked.get(uid) === t) void this.trySpawn(uid, t);

@@ -46,7 +46,12 @@ describe('SimApi through a node forwarder socket', () => {
     expect((await api.readNode('node-3'))?.metadata.uid).toBe('u3');
     const events: string[] = [];
     await new Promise<void>((resolve) => {
-      void api.watcher.watch('/api/v1/pods', { fieldSelector: 'spec.nodeName=node-3' }, (type: string, obj: { metadata: { name: string } }) => events.push(`${type} ${obj.metadata.name}`), () => resolve());
+      void api.watcher.watch(
+        '/api/v1/pods',
+        { fieldSelector: 'spec.nodeName=node-3' },
+        (type: string, obj: { metadata: { name: string } }) => events.push(`${type} ${obj.metadata.name}`),
+        () => resolve(),
+      );
     });
     await api.close();
     expect(seen).toEqual(['GET /api/v1/nodes/node-3', 'GET /api/v1/pods watch']);
@@ -55,7 +60,10 @@ describe('SimApi through a node forwarder socket', () => {
 
   it('fails fast when the forwarder is gone (a stopped kubelet), without reaching the address', async () => {
     const api = new SimApi(kubeconfig(), 5_000, 4, join(dir, 'nothing.sock'));
-    const e = await api.readNode('node-3').then(() => undefined, (x: unknown) => x);
+    const e = await api.readNode('node-3').then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     expect(JSON.stringify(causes(e))).toContain('ENOENT');
     await api.close();
     expect(seen).toEqual([]);
@@ -65,6 +73,7 @@ describe('SimApi through a node forwarder socket', () => {
 /** The codes and messages of an error and its causes. */
 function causes(e: unknown): string[] {
   const out: string[] = [];
-  for (let x = e as { code?: string; message?: string; cause?: unknown } | undefined; x; x = x.cause as typeof x) out.push(`${x.code ?? ''} ${x.message ?? ''}`);
+  for (let x = e as { code?: string; message?: string; cause?: unknown } | undefined; x; x = x.cause as typeof x)
+    out.push(`${x.code ?? ''} ${x.message ?? ''}`);
   return out;
 }

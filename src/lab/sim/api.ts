@@ -60,7 +60,9 @@ export class SimApi {
   }
 
   async readLease(name: string): Promise<{ resourceVersion?: string } | undefined> {
-    return orNotFound(async () => plain(await this.limited(() => this.coord.readNamespacedLease({ name, namespace: 'kube-node-lease' }, this.opts()))));
+    return orNotFound(async () =>
+      plain(await this.limited(() => this.coord.readNamespacedLease({ name, namespace: 'kube-node-lease' }, this.opts()))),
+    );
   }
 
   async createLease(body: object): Promise<{ metadata?: { resourceVersion?: string } }> {
@@ -104,7 +106,9 @@ export class SimApi {
   /** Deletes a pod at once (grace 0), only if it is still the same pod (uid precondition). Quiet when it is gone. */
   async finalizePod(namespace: string, name: string, uid: string): Promise<void> {
     try {
-      await this.limited(() => this.core.deleteNamespacedPod({ name, namespace, body: { gracePeriodSeconds: 0, preconditions: { uid } } }, this.opts()));
+      await this.limited(() =>
+        this.core.deleteNamespacedPod({ name, namespace, body: { gracePeriodSeconds: 0, preconditions: { uid } } }, this.opts()),
+      );
     } catch (e) {
       if (statusOf(e) === 404 || statusOf(e) === 409) return;
       throw e;
@@ -118,7 +122,13 @@ export class SimApi {
         {
           name: serviceAccount,
           namespace,
-          body: { spec: { audiences: [], expirationSeconds: 86_400, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.name, uid: pod.uid } } },
+          body: {
+            spec: {
+              audiences: [],
+              expirationSeconds: 86_400,
+              boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.name, uid: pod.uid },
+            },
+          },
         },
         this.opts(),
       ),
@@ -130,7 +140,9 @@ export class SimApi {
 
   /** A key of a Secret a pod on this node names (the node authorizer lets its kubelet read no other), decoded. */
   async podSecretKey(namespace: string, name: string, key: string): Promise<string> {
-    const secret = plain<{ data?: Record<string, string> }>(await this.limited(() => this.core.readNamespacedSecret({ name, namespace }, this.opts())));
+    const secret = plain<{ data?: Record<string, string> }>(
+      await this.limited(() => this.core.readNamespacedSecret({ name, namespace }, this.opts())),
+    );
     const value = secret.data?.[key];
     if (value === undefined) throw new Error(`secret ${namespace}/${name} has no key ${key}`);
     return Buffer.from(value, 'base64').toString('utf8');

@@ -66,7 +66,9 @@ function fleetNodeName(i: number): string {
  */
 export async function runFleet(o: FleetOptions, signal: AbortSignal): Promise<FleetStats> {
   if (!Number.isInteger(o.count) || o.count < 1 || o.count > MAX_FLEET)
-    throw new KrError('LAB_BAD_OPTION', `--count must be a whole number from 1 to ${MAX_FLEET} (got ${quote(o.count)})`, { exit: EXIT.invalid });
+    throw new KrError('LAB_BAD_OPTION', `--count must be a whole number from 1 to ${MAX_FLEET} (got ${quote(o.count)})`, {
+      exit: EXIT.invalid,
+    });
   const clock = o.clock ?? realClock;
   const log = o.log ?? silentLogger;
   const info = await readLabInfo(o.instance ?? 'lab');
@@ -126,7 +128,15 @@ export async function runFleet(o: FleetOptions, signal: AbortSignal): Promise<Fl
         kubeletVersion: `v${info.binaries?.version ?? '0.0.0'}`,
         labels: { [FLEET_LABEL]: info.instance },
       },
-      { api, clock, log: quiet, runtime, random: Math.random, cachedNode: () => nodes.get(name), firstRenewDelayMs: firstRenewOffset(i - 1, o.count, leaseDurationMs) },
+      {
+        api,
+        clock,
+        log: quiet,
+        runtime,
+        random: Math.random,
+        cachedNode: () => nodes.get(name),
+        firstRenewDelayMs: firstRenewOffset(i - 1, o.count, leaseDurationMs),
+      },
     );
     sims.set(name, sim);
   }
@@ -176,7 +186,11 @@ export async function runFleet(o: FleetOptions, signal: AbortSignal): Promise<Fl
       flaps,
       renewals,
       ...(steady && window > 0
-        ? { allReadyAfterMs: steady.at - started, steadyRenewalsPerSecond: Math.round(((renewals - steady.renewals) / window) * 10) / 10, maxRenewGapMs: Math.max(...list.map((s) => s.maxRenewGapMs)) }
+        ? {
+            allReadyAfterMs: steady.at - started,
+            steadyRenewalsPerSecond: Math.round(((renewals - steady.renewals) / window) * 10) / 10,
+            maxRenewGapMs: Math.max(...list.map((s) => s.maxRenewGapMs)),
+          }
         : {}),
       elapsedMs: now - started,
       cpuSeconds: Math.round(Object.values(process.cpuUsage(cpu0)).reduce((a, b) => a + b, 0) / 10_000) / 100,
@@ -217,7 +231,14 @@ async function fleetKubeConfig(info: LabInfo): Promise<KubeConfig> {
   if (!token) throw new KrError('LAB_STATE_BROKEN', `no fleet token in ${info.stateDir}/pki/tokens.csv`);
   const kc = new KubeConfig();
   kc.loadFromOptions({
-    clusters: [{ name: info.context, server: info.apiserverUrl, caData: (await readFile(`${info.stateDir}/pki/ca.crt`)).toString('base64'), skipTLSVerify: false }],
+    clusters: [
+      {
+        name: info.context,
+        server: info.apiserverUrl,
+        caData: (await readFile(`${info.stateDir}/pki/ca.crt`)).toString('base64'),
+        skipTLSVerify: false,
+      },
+    ],
     users: [{ name: 'fleet', token }],
     contexts: [{ name: info.context, cluster: info.context, user: 'fleet' }],
     currentContext: info.context,

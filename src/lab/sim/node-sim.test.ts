@@ -9,7 +9,11 @@ import type { KubeletCalls } from './api.js';
 import { NodeSim } from './node-sim.js';
 import type { NodeLite, PodLite, SimNodeConfig } from './types.js';
 
-type Obj = { metadata?: { resourceVersion?: string; uid?: string; name?: string }; spec?: Record<string, unknown>; status?: Record<string, unknown> };
+type Obj = {
+  metadata?: { resourceVersion?: string; uid?: string; name?: string };
+  spec?: Record<string, unknown>;
+  status?: Record<string, unknown>;
+};
 
 /** An apiserver that can be cut off: calls fail while `up` is false. */
 class FakeApiserver implements KubeletCalls {
@@ -37,7 +41,8 @@ class FakeApiserver implements KubeletCalls {
   }
   async replaceLease(_name: string, body: object) {
     this.check();
-    if ((body as Obj).metadata?.resourceVersion !== this.lease?.metadata?.resourceVersion) throw Object.assign(new Error('Conflict'), { statusCode: 409 });
+    if ((body as Obj).metadata?.resourceVersion !== this.lease?.metadata?.resourceVersion)
+      throw Object.assign(new Error('Conflict'), { statusCode: 409 });
     this.lease = { ...(body as Obj), metadata: { ...(body as Obj).metadata, resourceVersion: String(++this.rv) } };
     this.renewTimes.push(String((body as { spec: { renewTime: string } }).spec.renewTime));
     return this.lease;
@@ -66,7 +71,9 @@ class FakeApiserver implements KubeletCalls {
   }
   /** What the node lifecycle controller does to a silent node. */
   markUnknown() {
-    const conds = (this.node?.status?.conditions ?? []).map((c) => (c.type === 'Ready' ? { ...c, status: 'Unknown', reason: 'NodeStatusUnknown' } : c));
+    const conds = (this.node?.status?.conditions ?? []).map((c) =>
+      c.type === 'Ready' ? { ...c, status: 'Unknown', reason: 'NodeStatusUnknown' } : c,
+    );
     this.node = { ...this.node!, status: { conditions: conds } };
   }
 }
@@ -121,10 +128,19 @@ describe('kubelet simulator', () => {
 
   it('registers its Node like a kubelet: zone labels, capacity, addresses, Ready', () => {
     expect(api.node?.metadata.labels).toMatchObject({ 'topology.kubernetes.io/zone': 'zone-a', 'kubernetes.io/hostname': 'node-1' });
-    const status = api.node?.status as unknown as { capacity: Record<string, string>; addresses: { type: string; address: string }[]; conditions: { type: string; status: string }[] };
+    const status = api.node?.status as unknown as {
+      capacity: Record<string, string>;
+      addresses: { type: string; address: string }[];
+      conditions: { type: string; status: string }[];
+    };
     expect(status.capacity).toMatchObject({ pods: '110' });
     expect(status.addresses).toContainEqual({ type: 'InternalIP', address: '10.213.0.3' });
-    expect(status.conditions.map((c) => `${c.type}=${c.status}`)).toEqual(['MemoryPressure=False', 'DiskPressure=False', 'PIDPressure=False', 'Ready=True']);
+    expect(status.conditions.map((c) => `${c.type}=${c.status}`)).toEqual([
+      'MemoryPressure=False',
+      'DiskPressure=False',
+      'PIDPressure=False',
+      'Ready=True',
+    ]);
   });
 
   it('renews its Lease every lease duration / 4 with jitter, owned by its Node', async () => {
@@ -141,7 +157,12 @@ describe('kubelet simulator', () => {
 
   it('keeps its containers while cut off, and kills those of pods deleted meanwhile when it is back', async () => {
     await sim.onPods([pod('a', 'uid-a'), pod('b', 'uid-b'), pod('c', 'uid-c')]);
-    expect(runtime.list().map((c) => c.pod).sort()).toEqual(['a', 'b', 'c']);
+    expect(
+      runtime
+        .list()
+        .map((c) => c.pod)
+        .sort(),
+    ).toEqual(['a', 'b', 'c']);
     expect(api.podPatches.map((p) => p.body.status.phase)).toEqual(['Running', 'Running', 'Running']);
     expect(new Set(api.podPatches.map((p) => p.body.status.podIP)).size).toBe(3);
 

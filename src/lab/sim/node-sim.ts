@@ -8,7 +8,6 @@ import type { NodeLite, PodLite, SimNodeConfig, WatchEventType } from './types.j
 
 export type { NodeSimDeps } from './deps.js';
 
-
 /**
  * One simulated kubelet: registers its Node, renews its Lease, posts NodeStatus on change and periodically,
  * and runs the pods bound to it as simulated containers. Cut off from the apiserver it keeps its containers;
@@ -139,7 +138,14 @@ export class NodeSim {
       return;
     }
     const changed = conditionsChanged(node);
-    if (statusDue({ lastPostMs: this.lastStatusPost, nowMs: this.d.clock.now(), reportFrequencyMs: this.cfg.statusReportFrequencyMs, changed }))
+    if (
+      statusDue({
+        lastPostMs: this.lastStatusPost,
+        nowMs: this.d.clock.now(),
+        reportFrequencyMs: this.cfg.statusReportFrequencyMs,
+        changed,
+      })
+    )
       await this.postStatus(node);
   }
 

@@ -1,7 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import type { SimContainer } from './runtime.js';
 import { newer } from './list-watch.js';
-import { conditionsChanged, freePodIp, kubeletConditions, leaseObject, microTime, podCidrOf, podStatusCurrent, podStatusPatch } from './objects.js';
+import {
+  conditionsChanged,
+  freePodIp,
+  kubeletConditions,
+  leaseObject,
+  microTime,
+  podCidrOf,
+  podStatusCurrent,
+  podStatusPatch,
+} from './objects.js';
 import { decidePod, orphanedPods } from './reconcile.js';
 import type { PodLite } from './types.js';
 
@@ -23,13 +32,22 @@ describe('what the simulator posts', () => {
     expect(microTime(T)).toBe('2026-01-01T00:00:05.123000Z');
     const lease = leaseObject({ name: 'node-1', leaseDurationMs: 8000 } as never, T, { resourceVersion: '42', nodeUid: 'u' });
     expect(lease.spec).toEqual({ holderIdentity: 'node-1', leaseDurationSeconds: 8, renewTime: '2026-01-01T00:00:05.123000Z' });
-    expect(lease.metadata).toMatchObject({ namespace: 'kube-node-lease', resourceVersion: '42', ownerReferences: [{ kind: 'Node', uid: 'u' }] });
+    expect(lease.metadata).toMatchObject({
+      namespace: 'kube-node-lease',
+      resourceVersion: '42',
+      ownerReferences: [{ kind: 'Node', uid: 'u' }],
+    });
   });
 
   it('sees the controller setting Ready=Unknown as a change to report', () => {
     const ours = { metadata: { name: 'n' }, status: { conditions: kubeletConditions(undefined, T) } };
     expect(conditionsChanged(ours)).toBe(false);
-    const unknown = { metadata: { name: 'n' }, status: { conditions: ours.status.conditions.map((c) => (c.type === 'Ready' ? { ...c, status: 'Unknown', reason: 'NodeStatusUnknown' } : c)) } };
+    const unknown = {
+      metadata: { name: 'n' },
+      status: {
+        conditions: ours.status.conditions.map((c) => (c.type === 'Ready' ? { ...c, status: 'Unknown', reason: 'NodeStatusUnknown' } : c)),
+      },
+    };
     expect(conditionsChanged(unknown)).toBe(true);
     expect(conditionsChanged(undefined)).toBe(true);
   });
@@ -45,7 +63,12 @@ describe('what the simulator posts', () => {
     const patch = podStatusPatch('10.213.0.3', [container('u1')], T);
     expect(patch.status).toMatchObject({ phase: 'Running', hostIP: '10.213.0.3', podIP: '100.64.1.2', podIPs: [{ ip: '100.64.1.2' }] });
     expect(patch.status.conditions.map((c) => c.type)).toEqual(['Initialized', 'Ready', 'ContainersReady', 'PodScheduled']);
-    expect(patch.status.containerStatuses[0]).toMatchObject({ name: 'web', ready: true, containerID: 'kr-sim://c-u1', state: { running: {} } });
+    expect(patch.status.containerStatuses[0]).toMatchObject({
+      name: 'web',
+      ready: true,
+      containerID: 'kr-sim://c-u1',
+      state: { running: {} },
+    });
     const current = { ...pod('u1'), status: JSON.parse(JSON.stringify(patch.status)) as PodLite['status'] };
     expect(podStatusCurrent(current, [container('u1')])).toBe(true);
     expect(podStatusCurrent(current, [container('u1', '100.64.1.9')])).toBe(false);
@@ -77,7 +100,9 @@ describe('what the simulator does with a pod', () => {
   });
 
   it('finds containers whose pod the apiserver no longer has', () => {
-    expect(orphanedPods([container('u1'), container('u2'), container('u2')], [pod('u1')])).toEqual([{ podUid: 'u2', namespace: 'demo', pod: 'p-u2' }]);
+    expect(orphanedPods([container('u1'), container('u2'), container('u2')], [pod('u1')])).toEqual([
+      { podUid: 'u2', namespace: 'demo', pod: 'p-u2' },
+    ]);
   });
 
   it('never lets a watch go back to an older resourceVersion', () => {
@@ -89,7 +114,12 @@ describe('what the simulator does with a pod', () => {
 
 describe('the status of a container whose command runs for real (the node agent)', () => {
   it('an exit reads as a kubelet shows it: CrashLoopBackOff, the last state with its code and last words, not Ready', () => {
-    const s = podStatusPatch('10.0.0.1', [container('a')], T, { kind: 'exited', exitCode: 3, message: 'may not get leases', restarts: 2 }).status;
+    const s = podStatusPatch('10.0.0.1', [container('a')], T, {
+      kind: 'exited',
+      exitCode: 3,
+      message: 'may not get leases',
+      restarts: 2,
+    }).status;
     expect(s.conditions.find((c) => c.type === 'Ready')?.status).toBe('False');
     expect(s.containerStatuses[0]).toMatchObject({
       ready: false,
@@ -100,8 +130,15 @@ describe('the status of a container whose command runs for real (the node agent)
   });
 
   it('an image the lab does not have reads as ErrImagePull; a running one as running and Ready', () => {
-    const pulled = podStatusPatch('10.0.0.1', [container('a')], T, { kind: 'image', reason: 'ErrImagePull', message: 'manifest unknown' }).status;
-    expect(pulled.containerStatuses[0]).toMatchObject({ ready: false, state: { waiting: { reason: 'ErrImagePull', message: 'manifest unknown' } } });
+    const pulled = podStatusPatch('10.0.0.1', [container('a')], T, {
+      kind: 'image',
+      reason: 'ErrImagePull',
+      message: 'manifest unknown',
+    }).status;
+    expect(pulled.containerStatuses[0]).toMatchObject({
+      ready: false,
+      state: { waiting: { reason: 'ErrImagePull', message: 'manifest unknown' } },
+    });
     const running = podStatusPatch('10.0.0.1', [container('a')], T, { kind: 'running' }).status;
     expect(running.containerStatuses[0]).toMatchObject({ ready: true, state: { running: { startedAt: '2026-01-01T00:00:00Z' } } });
     expect(running.conditions.find((c) => c.type === 'Ready')?.status).toBe('True');

@@ -174,7 +174,9 @@ function processStatus(p: ProcessState, startedAt: string) {
     case 'image':
       return { state: { waiting: { reason: p.reason, message: p.message } } };
     case 'ended':
-      return { state: { terminated: { exitCode: p.exitCode, reason: p.exitCode === 0 ? 'Completed' : 'Error', message: p.message, startedAt } } };
+      return {
+        state: { terminated: { exitCode: p.exitCode, reason: p.exitCode === 0 ? 'Completed' : 'Error', message: p.message, startedAt } },
+      };
     case 'exited':
       return {
         state: { waiting: { reason: 'CrashLoopBackOff', message: 'back-off 10s restarting failed container' } },

@@ -34,7 +34,8 @@ export class PodWorker {
     this.pods.clear();
     for (const pod of pods) this.pods.set(pod.metadata.uid ?? '', pod);
     return this.enqueue(async () => {
-      for (const gone of orphanedPods(this.d.runtime.list(), pods)) await this.kill(gone.podUid, `${gone.namespace}/${gone.pod}`, REASON_GONE);
+      for (const gone of orphanedPods(this.d.runtime.list(), pods))
+        await this.kill(gone.podUid, `${gone.namespace}/${gone.pod}`, REASON_GONE);
       for (const pod of pods) await this.trySync(pod);
     });
   }
@@ -71,7 +72,8 @@ export class PodWorker {
     const containers = this.d.runtime.ofPod(uid);
     const processes = this.d.processes;
     // a process container this simulator ran before it restarted: adopted (or started again)
-    if (processes?.handles(pod) && containers.length && !processes.state(uid) && !pod.metadata.deletionTimestamp) await processes.start(pod);
+    if (processes?.handles(pod) && containers.length && !processes.state(uid) && !pod.metadata.deletionTimestamp)
+      await processes.start(pod);
     const state = processes?.state(uid);
     const action = decidePod(pod, containers, podStatusCurrent(pod, containers) && (state === undefined || state.kind === 'running'));
     switch (action.kind) {

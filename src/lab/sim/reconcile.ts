@@ -6,15 +6,12 @@ import type { PodLite } from './types.js';
  * runtime runs. Pure, so the kill rules (incident 1's damage) are tested without a cluster.
  */
 export type PodAction =
-  | { kind: 'kill-and-finalize'; reason: string }
-  | { kind: 'finalize' }
-  | { kind: 'start' }
-  | { kind: 'report' }
-  | { kind: 'none' };
+  { kind: 'kill-and-finalize'; reason: string } | { kind: 'finalize' } | { kind: 'start' } | { kind: 'report' } | { kind: 'none' };
 
 export function decidePod(pod: PodLite, containers: SimContainer[], statusCurrent: boolean): PodAction {
   if (pod.metadata.deletionTimestamp) {
-    if (containers.length) return { kind: 'kill-and-finalize', reason: `pod marked for deletion (deletionTimestamp ${pod.metadata.deletionTimestamp})` };
+    if (containers.length)
+      return { kind: 'kill-and-finalize', reason: `pod marked for deletion (deletionTimestamp ${pod.metadata.deletionTimestamp})` };
     return { kind: 'finalize' };
   }
   const phase = pod.status?.phase;

@@ -15,10 +15,13 @@ import { firstRenewOffset } from './timing.js';
 import { WheelClock } from './wheel.js';
 
 export function lineLogger(name: string): Logger {
-  return createLogger((level, msg, fields) => {
-    const extra = Object.keys(fields).length ? ` ${JSON.stringify(fields)}` : '';
-    process.stdout.write(`${new Date(realClock.now()).toISOString()} ${level} ${name}: ${msg}${extra}\n`);
-  }, process.env.KUBE_RUNBOOK_DEBUG ? 'debug' : 'info');
+  return createLogger(
+    (level, msg, fields) => {
+      const extra = Object.keys(fields).length ? ` ${JSON.stringify(fields)}` : '';
+      process.stdout.write(`${new Date(realClock.now()).toISOString()} ${level} ${name}: ${msg}${extra}\n`);
+    },
+    process.env.KUBE_RUNBOOK_DEBUG ? 'debug' : 'info',
+  );
 }
 
 /** How one process runs its share of the nodes: their timers on one clock, their first renewals spread out. */
@@ -93,7 +96,6 @@ async function touch(file: string, atMs: number): Promise<void> {
     await writeFile(file, '').catch(() => {});
   }
 }
-
 
 /** The runner of the agent image's pods: their processes get this cluster's address and CA. */
 async function agentProcesses(cfg: KubeletSimFile, kc: KubeConfig, api: SimApi, clock: Clock, log: Logger): Promise<AgentProcesses> {

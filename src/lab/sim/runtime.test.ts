@@ -30,7 +30,12 @@ describe('simulated container runtime', () => {
     await a.start([c('c1', 'u1'), c('c2', 'u2')]);
     const b = new RuntimeStore(dir, 'node-1');
     await b.load();
-    expect(b.list().map((x) => x.id).sort()).toEqual(['c1', 'c2']);
+    expect(
+      b
+        .list()
+        .map((x) => x.id)
+        .sort(),
+    ).toEqual(['c1', 'c2']);
     expect((await readRuntime(stateDir, 'node-1')).containers).toHaveLength(2);
   });
 

@@ -1,15 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../testing/fake-clock.js';
-import {
-  firstRenewOffset,
-  jittered,
-  leaseExpired,
-  nextRenewDelay,
-  renewInterval,
-  retryDelay,
-  statusDue,
-  watchBackoff,
-} from './timing.js';
+import { firstRenewOffset, jittered, leaseExpired, nextRenewDelay, renewInterval, retryDelay, statusDue, watchBackoff } from './timing.js';
 
 describe('lease renewal timing', () => {
   it('renews every quarter of the lease duration, like the kubelet', () => {

@@ -45,7 +45,8 @@ export function serviceTarget(inventory: Inventory, node: InventoryNode, service
     case 'kubeadm': {
       // a lab of `lab up --static-pods`: kubeadm's layout for the control plane, its kubelets are lab services
       if (service === 'kubelet' && inventory.spec.kubeadm?.kubelet === 'lab') {
-        if (!inventory.spec.lab?.stateDir) throw new KrError('LAB_STATE_DIR_MISSING', 'the inventory has spec.kubeadm.kubelet lab but no spec.lab.stateDir');
+        if (!inventory.spec.lab?.stateDir)
+          throw new KrError('LAB_STATE_DIR_MISSING', 'the inventory has spec.kubeadm.kubelet lab but no spec.lab.stateDir');
         return labProcess(inventory.spec.lab.stateDir, node, service);
       }
       if (service === 'kubelet') return { manager: 'systemd', service, unit: 'kubelet', healthUrl: KUBELET_HEALTH };
@@ -118,7 +119,11 @@ export async function runOnNode(
   const r = await ctx.nodes.exec(node, text, { timeoutMs: what.timeoutMs, signal: ctx.signal });
   if (r.code !== 0 && !(what.okCodes ?? []).includes(r.code)) {
     const why = (r.stderr.trim() || r.stdout.trim()).split('\n').slice(-5).join('; ').slice(0, 500);
-    throw new KrError(what.code, `${what.message} on ${node} (exit ${r.code})${why ? `: ${why}` : ''}`, r.code === NOT_YET_EXIT ? { transient: 'health wait' } : {});
+    throw new KrError(
+      what.code,
+      `${what.message} on ${node} (exit ${r.code})${why ? `: ${why}` : ''}`,
+      r.code === NOT_YET_EXIT ? { transient: 'health wait' } : {},
+    );
   }
   return r;
 }

@@ -33,7 +33,12 @@ function stub(name: string, body: string) {
 }
 
 function run(script: string) {
-  const r = spawnSync('/bin/sh', ['-s'], { input: script, encoding: 'utf8', env: { PATH: `${bin}:/usr/bin:/bin`, KR_NODE: dir }, timeout: 10_000 });
+  const r = spawnSync('/bin/sh', ['-s'], {
+    input: script,
+    encoding: 'utf8',
+    env: { PATH: `${bin}:/usr/bin:/bin`, KR_NODE: dir },
+    timeout: 10_000,
+  });
   return { code: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
@@ -191,7 +196,10 @@ describe('process manager: a start that meets a process still exiting', () => {
     // the old process exits a few status checks after start looked (it said running, so start did nothing)
     writeFileSync(join(t.dir, 'exiting'), '3');
     lab('start', '[ -f "$d/exiting" ] && exit 0; touch "$d/up"; echo start >>"$d/starts"');
-    lab('status', 'if [ -f "$d/exiting" ]; then n=$(cat "$d/exiting"); if [ "$n" -le 0 ]; then rm -f "$d/exiting"; exit 3; fi; echo $((n - 1)) >"$d/exiting"; exit 0; fi; [ -f "$d/up" ] || exit 3');
+    lab(
+      'status',
+      'if [ -f "$d/exiting" ]; then n=$(cat "$d/exiting"); if [ "$n" -le 0 ]; then rm -f "$d/exiting"; exit 3; fi; echo $((n - 1)) >"$d/exiting"; exit 0; fi; [ -f "$d/up" ] || exit 3',
+    );
     lab('health', '[ -f "$d/up" ]');
     lab('stop', 'rm -f "$d/up"');
     const r = run(serviceManager(t).start(t, 10));
@@ -202,14 +210,26 @@ describe('process manager: a start that meets a process still exiting', () => {
 
 describe('serviceTarget', () => {
   const inv = (layout: 'kubeadm' | 'k3s' | 'lab') =>
-    Inventory.parse(inventoryOf({ layout, lab: { stateDir: '/var/lib/lab/' }, nodes: [{ name: 'cp-1', roles: ['control-plane'] }, { name: 'w-1' }] }, 'x'));
+    Inventory.parse(
+      inventoryOf(
+        { layout, lab: { stateDir: '/var/lib/lab/' }, nodes: [{ name: 'cp-1', roles: ['control-plane'] }, { name: 'w-1' }] },
+        'x',
+      ),
+    );
   it('picks the manager by layout', () => {
     const [cp, w] = inv('kubeadm').spec.nodes;
     if (!cp || !w) throw new Error('two nodes expected');
-    expect(serviceTarget(inv('kubeadm'), cp, 'etcd')).toMatchObject({ manager: 'static-pod', manifest: '/etc/kubernetes/manifests/etcd.yaml' });
+    expect(serviceTarget(inv('kubeadm'), cp, 'etcd')).toMatchObject({
+      manager: 'static-pod',
+      manifest: '/etc/kubernetes/manifests/etcd.yaml',
+    });
     expect(serviceTarget(inv('kubeadm'), w, 'kubelet')).toMatchObject({ manager: 'systemd', unit: 'kubelet' });
     expect(serviceTarget(inv('k3s'), cp, 'kube-scheduler')).toMatchObject({ manager: 'systemd', unit: 'k3s' });
     expect(serviceTarget(inv('k3s'), w, 'kubelet')).toMatchObject({ manager: 'systemd', unit: 'k3s-agent' });
-    expect(serviceTarget(inv('lab'), w, 'kubelet')).toEqual({ manager: 'process', service: 'kubelet', dir: '/var/lib/lab/nodes/w-1/kubelet' });
+    expect(serviceTarget(inv('lab'), w, 'kubelet')).toEqual({
+      manager: 'process',
+      service: 'kubelet',
+      dir: '/var/lib/lab/nodes/w-1/kubelet',
+    });
   });
 });

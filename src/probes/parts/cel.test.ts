@@ -24,7 +24,10 @@ describe('CEL conditions', () => {
     });
     expect(celProblem("'web-1'.matches(1) && object.x")?.message).toBe("CEL: found no matching overload for 'string.matches(int)'");
     const c = compileCondition('object.metadata.name.matches(object.spec.pattern)');
-    expect(c({ metadata: { name: 'x' }, spec: { pattern: '(a' } })).toEqual({ ok: false, error: expect.stringContaining('not an RE2 regular expression') as string });
+    expect(c({ metadata: { name: 'x' }, spec: { pattern: '(a' } })).toEqual({
+      ok: false,
+      error: expect.stringContaining('not an RE2 regular expression') as string,
+    });
   });
 
   it('refuses at validate a condition whose cost is over the limit even on the smallest object', () => {

@@ -169,7 +169,8 @@ function prepare(expression: string): Prepared {
   if (re2) return { problem: re2 };
   const r = run.check();
   if (!r.valid) return { problem: { message: `CEL: ${said(r.error)}`, offset: (r.error as CelError | undefined)?.range?.start ?? 0 } };
-  if (r.type !== 'bool' && r.type !== 'dyn') return { problem: { message: `CEL: the condition must be true or false (it gives ${r.type})`, offset: 0 } };
+  if (r.type !== 'bool' && r.type !== 'dyn')
+    return { problem: { message: `CEL: the condition must be true or false (it gives ${r.type})`, offset: 0 } };
   const cost = estimate(root);
   if (cost > CEL_COST_LIMIT)
     return {
@@ -188,10 +189,13 @@ export function celProblem(expression: string): ExpressionError | undefined {
 
 /** A CEL condition param: checked when the runbook is validated, with the position of the error inside it. */
 export const celCondition = () =>
-  z.string().min(1).superRefine((s, ctx) => {
-    const p = celProblem(s);
-    if (p) ctx.addIssue({ code: 'custom', message: p.message, params: { offset: p.offset } });
-  });
+  z
+    .string()
+    .min(1)
+    .superRefine((s, ctx) => {
+      const p = celProblem(s);
+      if (p) ctx.addIssue({ code: 'custom', message: p.message, params: { offset: p.offset } });
+    });
 
 /** JSON as CEL sees it: whole numbers are CEL ints (as Kubernetes gives them), so `replicas - 1` is int arithmetic. */
 function toCel(v: unknown): unknown {

@@ -4,7 +4,12 @@ import type { WatchHandle } from '../../kube/watch.js';
 
 /** The `maxTransitions` parameter of the probes that watch leader Leases. */
 export const maxTransitions = () =>
-  z.number().int().min(0).optional().meta({ description: 'violated when a Lease changed leader more often than this while watched (absent: not checked)' });
+  z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .meta({ description: 'violated when a Lease changed leader more often than this while watched (absent: not checked)' });
 
 /** A leader-election Lease as a probe reports it. */
 export interface LeaderValue {
@@ -62,7 +67,13 @@ export class LeaderLease {
   judge(now: number): LeaderState {
     const l = this.handle.store.get(this.key);
     const counts = { renewals: this.renewals, transitions: this.transitions, maxRenewGapMs: this.maxGap };
-    if (!l) return { value: { holder: null, renewAgeMs: null, leaseDurationSeconds: null, ...counts }, exists: false, expired: true, limitMs: 15_000 };
+    if (!l)
+      return {
+        value: { holder: null, renewAgeMs: null, leaseDurationSeconds: null, ...counts },
+        exists: false,
+        expired: true,
+        limitMs: 15_000,
+      };
     const age = l.renewTime === undefined ? null : now - l.renewTime;
     const limitMs = (l.durationSeconds ?? 15) * 1000;
     const expired = age === null || age > limitMs || !l.holder;

@@ -18,14 +18,18 @@ export function promqlProblem(query: string): ExpressionError | undefined {
   });
   if (!first) return undefined;
   const before = /([A-Za-z_][A-Za-z0-9_]*)\s*$/.exec(query.slice(0, first.from));
-  if (before && query[first.from] === '(') return { message: `PromQL: unknown function ${JSON.stringify(before[1])}`, offset: before.index };
+  if (before && query[first.from] === '(')
+    return { message: `PromQL: unknown function ${JSON.stringify(before[1])}`, offset: before.index };
   const near = query.slice(first.from, Math.max(first.to, first.from + 1)).trim();
   return { message: `PromQL: syntax error ${near ? `at ${JSON.stringify(near)}` : 'at the end of the query'}`, offset: first.from };
 }
 
 /** A PromQL query param: its syntax is checked when the runbook is validated, the error located inside it. */
 export const promqlQuery = () =>
-  z.string().min(1).superRefine((s, ctx) => {
-    const p = promqlProblem(s);
-    if (p) ctx.addIssue({ code: 'custom', message: p.message, params: { offset: p.offset } });
-  });
+  z
+    .string()
+    .min(1)
+    .superRefine((s, ctx) => {
+      const p = promqlProblem(s);
+      if (p) ctx.addIssue({ code: 'custom', message: p.message, params: { offset: p.offset } });
+    });

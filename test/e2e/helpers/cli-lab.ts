@@ -39,7 +39,8 @@ export function cliLab(instance: string, o: { recoverAfter?: boolean } = {}): Cl
     fx.work = mkdtempSync(join(tmpdir(), `kr-e2e-${instance}-`));
   });
   afterAll(async () => {
-    if (o.recoverAfter && fx.work) spawnSync(process.execPath, [BIN, 'recover', '--all', '--force'], { env: fx.env(), encoding: 'utf8', timeout: 120_000 });
+    if (o.recoverAfter && fx.work)
+      spawnSync(process.execPath, [BIN, 'recover', '--all', '--force'], { env: fx.env(), encoding: 'utf8', timeout: 120_000 });
     await stopLab(instance);
     if (fx.work) rmSync(fx.work, { recursive: true, force: true });
   });

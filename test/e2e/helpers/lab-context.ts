@@ -13,7 +13,10 @@ export interface LabContext {
   close(drained?: () => Promise<unknown>): Promise<void>;
 }
 
-export async function labContext(lab: Pick<LabInfo, 'inventoryFile' | 'kubeconfig' | 'context'>, o: { runId?: string } = {}): Promise<LabContext> {
+export async function labContext(
+  lab: Pick<LabInfo, 'inventoryFile' | 'kubeconfig' | 'context'>,
+  o: { runId?: string } = {},
+): Promise<LabContext> {
   const { inventory } = await loadInventory(lab.inventoryFile);
   const log = memoryLogger();
   const kube = createKubeAccess({ kubeconfig: lab.kubeconfig, context: lab.context, clock: realClock, log });

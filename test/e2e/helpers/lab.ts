@@ -35,14 +35,16 @@ export const LAB_VERSION = process.env.KUBE_RUNBOOK_LAB_VERSION ?? '1.37';
 export const REAL_NODES = routeOf(Number(LAB_VERSION.split('.')[1])) === 'go-modules';
 
 /** `count` worker nodes, real ones where the release supports them (REAL_NODES), else simulated. */
-export const workerNodes = (count: number): { nodes: number; realNodes?: number } => (REAL_NODES ? { nodes: 0, realNodes: count } : { nodes: count });
+export const workerNodes = (count: number): { nodes: number; realNodes?: number } =>
+  REAL_NODES ? { nodes: 0, realNodes: count } : { nodes: count };
 
 /**
  * A lab instance name for this suite's release: the default release's as given, another release's with its minor
  * number appended (`inc` → `inc34`), so that the releases' suites can run side by side. Names
  * given here are at most 4 characters (an instance name has 6).
  */
-export const instanceFor = (base: string): string => (process.env.KUBE_RUNBOOK_LAB_VERSION && LAB_VERSION !== '1.37' ? `${base}${LAB_VERSION.split('.')[1]}` : base);
+export const instanceFor = (base: string): string =>
+  process.env.KUBE_RUNBOOK_LAB_VERSION && LAB_VERSION !== '1.37' ? `${base}${LAB_VERSION.split('.')[1]}` : base;
 
 /** The binaries of LAB_VERSION, built into the cache when missing. */
 export const labBinaries = () => ensureLabBinaries({ log, kubernetesVersion: LAB_VERSION });
@@ -67,9 +69,15 @@ export function coreApi(lab: LabInfo): CoreV1Api {
 export const REPO = fileURLToPath(new URL('../../..', import.meta.url));
 
 /** Runs the built CLI (`npm run build` first) with Node 24; resolves with its exit code and output. */
-export function cli(args: string[], o: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function cli(
+  args: string[],
+  o: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), ...args], { env: o.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), ...args], {
+      env: o.env ?? process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
@@ -89,7 +97,9 @@ export async function until(what: string, cond: () => Promise<boolean> | boolean
   for (;;) {
     // a check that does not answer (a request or command that hangs) ends the wait at the deadline too
     let cancel: (() => void) | undefined;
-    const deadline = new Promise<never>((_, reject) => (cancel = realClock.setTimer(Math.max(0, t0 + timeoutMs - realClock.now()), () => reject(late()))));
+    const deadline = new Promise<never>(
+      (_, reject) => (cancel = realClock.setTimer(Math.max(0, t0 + timeoutMs - realClock.now()), () => reject(late()))),
+    );
     try {
       if (await Promise.race([Promise.resolve(cond()).catch(() => false), deadline])) return realClock.now() - t0;
     } finally {
@@ -118,7 +128,8 @@ export async function leftovers(instance: string): Promise<string[]> {
     if (name?.startsWith(names.prefix)) out.push(`link ${name}`);
   }
   for (const l of (await sh('iptables', ['-w', '-S'])).split('\n')) if (l.includes(names.chainPrefix)) out.push(`iptables ${l}`);
-  for (const root of ['/sys/fs/cgroup/blkio', '/sys/fs/cgroup']) if (existsSync(join(root, names.cgroup))) out.push(`cgroup ${join(root, names.cgroup)}`);
+  for (const root of ['/sys/fs/cgroup/blkio', '/sys/fs/cgroup'])
+    if (existsSync(join(root, names.cgroup))) out.push(`cgroup ${join(root, names.cgroup)}`);
   for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
     let cmd: string;
     try {
@@ -126,7 +137,8 @@ export async function leftovers(instance: string): Promise<string[]> {
     } catch {
       continue;
     }
-    if (cmd.includes(`${paths.stateDir}/`) && Number(pid) !== process.pid) out.push(`process ${pid} ${cmd.replace(/\0/g, ' ').slice(0, 120)}`);
+    if (cmd.includes(`${paths.stateDir}/`) && Number(pid) !== process.pid)
+      out.push(`process ${pid} ${cmd.replace(/\0/g, ' ').slice(0, 120)}`);
   }
   // a process keeps its network namespace alive after `ip netns del`: an HA lab's HAProxy must not survive in one
   for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
@@ -159,7 +171,8 @@ function realNodeLeftovers(instance: string): string[] {
       return '';
     }
   };
-  for (const h of ls('/sys/fs/cgroup')) for (const n of ls(join('/sys/fs/cgroup', h))) if (n.startsWith(names.cgroupPrefix)) out.push(`cgroup ${join('/sys/fs/cgroup', h, n)}`);
+  for (const h of ls('/sys/fs/cgroup'))
+    for (const n of ls(join('/sys/fs/cgroup', h))) if (n.startsWith(names.cgroupPrefix)) out.push(`cgroup ${join('/sys/fs/cgroup', h, n)}`);
   for (const n of ls('/sys/fs/cgroup')) if (n.startsWith(names.cgroupPrefix)) out.push(`cgroup ${join('/sys/fs/cgroup', n)}`);
   for (const pid of ls('/proc').filter((p) => /^\d+$/.test(p))) {
     const cmd = read(`/proc/${pid}/cmdline`);
@@ -201,7 +214,14 @@ export function inNetns(netns: string, script: string): Promise<{ code: number |
 }
 
 /** What a person reads first when a run did not end as expected: its reason, the step that failed, the guards that fired. */
-export function whyRun(o: { exitCode: number; report: { reason: string; steps: { index: string; name: string; status?: string; detail?: string }[]; guardFirings: { at: string; guard: string; response: string; detail: string }[] } }): string {
+export function whyRun(o: {
+  exitCode: number;
+  report: {
+    reason: string;
+    steps: { index: string; name: string; status?: string; detail?: string }[];
+    guardFirings: { at: string; guard: string; response: string; detail: string }[];
+  };
+}): string {
   const failed = o.report.steps.filter((s) => s.status && s.status !== 'passed' && s.status !== 'skipped');
   return [
     `exit ${o.exitCode}: ${o.report.reason}`,
