@@ -56,6 +56,9 @@ const bundled = await build({
   minify: true,
   keepNames: true,
   metafile: true,
+  // jsonc-parser's main is a UMD build whose factory requires its parts by expression, which a bundle cannot follow;
+  // its ES module build is the same code
+  alias: { 'jsonc-parser': 'jsonc-parser/lib/esm/main.js' },
   define: {
     // no package.json beside the executable: the version is written in (src/core/version.ts)
     __KUBE_RUNBOOK_VERSION__: JSON.stringify(pkg.version),

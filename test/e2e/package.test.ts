@@ -125,6 +125,16 @@ describe('install anywhere', () => {
       );
       expect(bad.code).toBe(2);
       expect(bad.stderr + bad.stdout).not.toContain('    at ');
+      // a saved report rendered again, and a broken one placed (each command's libraries are in the bundle)
+      const saved = join(REPO, 'examples', 'reports', 'apiserver-outage', 'report.json');
+      const html = join(work, 'again.html');
+      const report = await run(EXE, ['report', saved, '--html', html], { env });
+      expect(report.code, report.stderr).toBe(0);
+      expect(readFileSync(html, 'utf8')).toBe(readFileSync(join(REPO, 'examples', 'reports', 'apiserver-outage', 'timeline.html'), 'utf8'));
+      writeFileSync(join(work, 'broken.json'), '{\n  "runId": \n}\n');
+      const broken = await run(EXE, ['report', join(work, 'broken.json')], { env });
+      expect(broken.code).toBe(2);
+      expect(broken.stderr).toContain(`${join(work, 'broken.json')}:3:1: not JSON here: value expected`);
     });
 
     it('says in one line that the lab and the demo need the npm package (exit 2)', async () => {
@@ -235,7 +245,7 @@ describe('install anywhere', () => {
 
 /**
  * `kube-runbook completion zsh|fish` in the real shells, from Debian's packages (bash's is a unit test, bash being
- * everywhere): the same question as there, `kube-runbook describe st<TAB>`, answered with the stop-* actions.
+ * everywhere): the same question as there, `kube-runbook describe st<TAB>`, answered with the stop-* actions (and starve-cpu).
  */
 describe('shell completion in zsh and fish', () => {
   let path: string;
@@ -250,7 +260,7 @@ describe('shell completion in zsh and fish', () => {
     path = `${bin}:${process.env.PATH}`;
   });
 
-  it('zsh (after compinit): st<TAB> writes the prefix the stop-* actions share, <TAB> lists them', async () => {
+  it('zsh (after compinit): st<TAB> lists the stop-* actions and starve-cpu, the ids it starts', async () => {
     // zle is off on a dumb terminal; under xterm it writes control sequences after the prompt, which Terminal leaves out
     const t = new Terminal('zsh -f -i', { cwd: REPO, env: { PATH: path, TERM: 'xterm', HOME: work } });
     try {
@@ -258,9 +268,8 @@ describe('shell completion in zsh and fish', () => {
         "autoload -U compinit; compinit -u; source <(kube-runbook completion zsh); PS1='ready$ '; echo sourced\n",
         /sourced\r?\n[\s\S]*ready\$ $/,
       );
-      await t.type('kube-runbook describe st\t', /describe stop-$/);
-      const listed = await t.type('\t', /stop-scheduler[\s\S]*describe stop-$/);
-      for (const id of ['stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer'])
+      const listed = await t.type('kube-runbook describe st\t', /stop-scheduler[\s\S]*describe st$/);
+      for (const id of ['starve-cpu', 'stop-apiserver', 'stop-controller-manager', 'stop-etcd', 'stop-kubelet', 'stop-load-balancer'])
         expect(listed).toContain(id);
       expect(listed).not.toContain('run-command');
     } finally {
