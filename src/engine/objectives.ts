@@ -7,7 +7,7 @@ import { consumeProbe } from './probe-stream.js';
 /** How often undecided clocks are looked at while the run waits for them (their readings decide, this only ends waits). */
 const TICK_MS = 250;
 
-interface Clock {
+interface ObjectiveClock {
   objective: PlannedObjective;
   /** When its clock started; undefined until then. */
   startedAt?: number;
@@ -24,7 +24,7 @@ interface Clock {
  * every clock is met or missed.
  */
 export class ObjectiveClocks {
-  private readonly clocks: Clock[];
+  private readonly clocks: ObjectiveClock[];
   private readonly stop = new AbortController();
   private lastRevert: number | undefined;
   private readonly probes: Promise<void>[] = [];
@@ -35,10 +35,6 @@ export class ObjectiveClocks {
     private readonly emit: RunEventSink,
   ) {
     this.clocks = objectives.map((objective) => ({ objective, okSince: null, last: 'no reading yet' }));
-  }
-
-  get any(): boolean {
-    return this.clocks.length > 0;
   }
 
   start(): void {
@@ -91,7 +87,7 @@ export class ObjectiveClocks {
     return this.clocks.filter((c) => c.decided === 'missed').map((c) => c.objective.name);
   }
 
-  private begin(c: Clock, at: number, why: string): void {
+  private begin(c: ObjectiveClock, at: number, why: string): void {
     if (c.startedAt !== undefined) return;
     c.startedAt = at;
     this.emit({
@@ -107,7 +103,7 @@ export class ObjectiveClocks {
   }
 
   /** Met once an ok streak that began within the objective has lasted holdFor; missed once none can. */
-  private decide(c: Clock, now: number): void {
+  private decide(c: ObjectiveClock, now: number): void {
     const o = c.objective;
     if (c.decided || c.startedAt === undefined) return;
     const deadline = c.startedAt + o.withinMs;
@@ -125,7 +121,7 @@ export class ObjectiveClocks {
       this.end(c, 'missed', now, `${o.probeId} not ok within ${formatDuration(o.withinMs)} (last reading ${c.last})`);
   }
 
-  private end(c: Clock, phase: 'met' | 'missed' | 'unmeasured', at: number, detail: string, recoveryMs?: number): void {
+  private end(c: ObjectiveClock, phase: 'met' | 'missed' | 'unmeasured', at: number, detail: string, recoveryMs?: number): void {
     c.decided = phase;
     this.emit({
       type: 'objective',

@@ -1,6 +1,5 @@
 import { shq } from '../../core/shell.js';
-import { KR_FAIL, script } from '../../nodes/services/script.js';
-import { cgroupDo } from './cgroup-mount.js';
+import { CG_WRITE as WRITE, cgroupScript } from './cgroup-mount.js';
 
 /** Where a process's CPU is limited; plain JSON. */
 export type CpuTarget = {
@@ -16,10 +15,7 @@ export type CpuLimit = { quota: string; period: string };
 /** The period every quota is set with: the kernel's default, 100 ms, so 1 % of one CPU is its smallest quota (1 ms). */
 export const CPU_PERIOD_US = 100_000;
 
-const KR_CG_DO = cgroupDo('cpu');
 const READ = `cat "$1$2"`;
-const WRITE = `printf '%s\\n' "$3" >"$1$2"`;
-const IS_DIR = `[ -d "$1$2" ]`;
 
 const vars = (t: CpuTarget) => ({ version: t.version, cg: t.cgroup });
 
@@ -41,14 +37,7 @@ export function readCpuScript(t: CpuTarget): string {
           'echo "quota=$q"',
           'echo "period=$p"',
         ];
-  return script(
-    'starve-cpu read quota',
-    vars(t),
-    KR_FAIL,
-    KR_CG_DO,
-    `kr_cg_do "$version" ${shq(IS_DIR)} "$cg" || kr_fail "no cgroup $cg"`,
-    ...body,
-  );
+  return cgroupScript('cpu', 'starve-cpu read quota', vars(t), 'kr_fail "no cgroup $cg"', body);
 }
 
 /**
@@ -69,13 +58,8 @@ export function writeCpuScript(purpose: string, t: CpuTarget, limit: CpuLimit, m
           `kr_cg_do "$version" ${shq(WRITE)} "$cg/cpu.cfs_quota_us" "$v1q" || kr_fail "cannot write $cg/cpu.cfs_quota_us"`,
         ];
   const missing = missingOk ? 'echo "cgroup $cg is gone: nothing to undo"; exit 0' : 'kr_fail "no cgroup $cg (did the process restart?)"';
-  return script(
-    `starve-cpu ${purpose}`,
-    { ...vars(t), quota: limit.quota, period: limit.period },
-    KR_FAIL,
-    KR_CG_DO,
-    `kr_cg_do "$version" ${shq(IS_DIR)} "$cg" || { ${missing}; }`,
+  return cgroupScript('cpu', `starve-cpu ${purpose}`, { ...vars(t), quota: limit.quota, period: limit.period }, `{ ${missing}; }`, [
     ...writes,
     'echo "cpu limit of $cg: $quota per $period us"',
-  );
+  ]);
 }

@@ -1,6 +1,5 @@
 import { shq } from '../../core/shell.js';
-import { KR_FAIL, script } from '../../nodes/services/script.js';
-import { cgroupDo } from './cgroup-mount.js';
+import { CG_WRITE as WRITE, cgroupScript } from './cgroup-mount.js';
 
 /** The four limits, named as in cgroup v2's io.max. Values are decimal strings, or `max` for no limit. */
 export const IO_KEYS = ['rbps', 'wbps', 'riops', 'wiops'] as const;
@@ -25,11 +24,7 @@ export type IoTarget = {
   device: string;
 };
 
-const KR_CG_DO = cgroupDo('blkio');
-
 const READ = `cat "$1$2" 2>/dev/null`;
-const WRITE = `printf '%s\\n' "$3" >"$1$2"`;
-const IS_DIR = `[ -d "$1$2" ]`;
 
 const vars = (t: IoTarget) => ({ version: t.version, cg: t.cgroup, dev: t.device });
 
@@ -48,14 +43,7 @@ export function readLimitsScript(t: IoTarget): string {
           `v=$(kr_cg_do "$version" ${shq(READ)} "$cg/${V1_FILE[k]}" | sed -n "s/^$dev //p")`,
           `echo "${k}=\${v:-max}"`,
         ]);
-  return script(
-    'throttle-etcd-disk read limits',
-    vars(t),
-    KR_FAIL,
-    KR_CG_DO,
-    `kr_cg_do "$version" ${shq(IS_DIR)} "$cg" || kr_fail "no cgroup $cg"`,
-    ...body,
-  );
+  return cgroupScript('blkio', 'throttle-etcd-disk read limits', vars(t), 'kr_fail "no cgroup $cg"', body);
 }
 
 /**
@@ -76,13 +64,8 @@ export function writeLimitsScript(purpose: string, t: IoTarget, limits: Partial<
             `kr_cg_do "$version" ${shq(WRITE)} "$cg/${V1_FILE[k]}" "$dev ${limits[k] === 'max' ? '0' : limits[k]}" || kr_fail "cannot write $cg/${V1_FILE[k]}"`,
         );
   const missing = missingOk ? 'echo "cgroup $cg is gone: nothing to undo"; exit 0' : 'kr_fail "no cgroup $cg (did etcd restart?)"';
-  return script(
-    `throttle-etcd-disk ${purpose}`,
-    vars(t),
-    KR_FAIL,
-    KR_CG_DO,
-    `kr_cg_do "$version" ${shq(IS_DIR)} "$cg" || { ${missing}; }`,
+  return cgroupScript('blkio', `throttle-etcd-disk ${purpose}`, vars(t), `{ ${missing}; }`, [
     ...writes,
     `echo "io limits of $cg on $dev: ${keys.map((k) => `${k}=${limits[k]}`).join(' ')}"`,
-  );
+  ]);
 }

@@ -1,3 +1,6 @@
+import { KR_FAIL, script } from '../../nodes/services/script.js';
+import { shq } from '../../core/shell.js';
+
 /**
  * `kr_cg_do VERSION CODE ARGS…` runs the constant sh text CODE with $1 = the root of the CONTROLLER hierarchy (cgroup
  * v1) or the unified one (v2) and the ARGS after it. Where the hierarchy is not mounted in this mount namespace
@@ -5,7 +8,7 @@
  * which vanishes with it: nothing on the node's own mounts changes. A v1 hierarchy is mounted with every controller
  * it holds (`cpu,cpuacct` where they share one), as the kernel takes it only so.
  */
-export function cgroupDo(controller: 'blkio' | 'cpu'): string {
+function cgroupDo(controller: 'blkio' | 'cpu'): string {
   return `kr_cg_mnt() {
   if [ "$1" = 1 ]; then
     awk '$3 == "cgroup" { n = split($4, o, ","); for (i = 1; i <= n; i++) if (o[i] == "${controller}") { print $2; exit } }' /proc/self/mounts
@@ -28,4 +31,22 @@ kr_cg_do() {
 if [ "$v" = 1 ]; then mount -t cgroup -o "$o" kr /sys/fs/cgroup; else mount -t cgroup2 kr /sys/fs/cgroup; fi || exit 1
 sh -c "$c" kr /sys/fs/cgroup "$@"' kr "$kr_v" "\${kr_o:-${controller}}" "$kr_c" "$@"
 }`;
+}
+
+/** sh text for `kr_cg_do`: write $3 to the file $2 of the hierarchy rooted at $1. */
+export const CG_WRITE = `printf '%s\\n' "$3" >"$1$2"`;
+const CG_IS_DIR = `[ -d "$1$2" ]`;
+
+/**
+ * A script on the cgroup `$cg` of CONTROLLER's hierarchy (`vars` sets `version` and `cg`, and whatever `body` reads):
+ * kr_fail and kr_cg_do, then `onMissing` (sh) where the cgroup is not there, then `body`.
+ */
+export function cgroupScript(
+  controller: 'blkio' | 'cpu',
+  purpose: string,
+  vars: Record<string, string | number>,
+  onMissing: string,
+  body: string[],
+): string {
+  return script(purpose, vars, KR_FAIL, cgroupDo(controller), `kr_cg_do "$version" ${shq(CG_IS_DIR)} "$cg" || ${onMissing}`, ...body);
 }
