@@ -8,31 +8,21 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, PatchStrategy } from '@kubernetes/client-node';
-import { parse, parseAllDocuments, stringify } from 'yaml';
+import { parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
 import { realClock } from '../../src/core/clock.js';
+import { AGENT_NS, agentInventory, agentPodsGone as agentPodsGoneIn, applyAgentManifests } from './helpers/agents.js';
 import { REPO, cli, coreApi, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 const INSTANCE = 'ag1';
-const NS = 'kr-agent';
+const NS = AGENT_NS;
 let lab: LabInfo;
 let work: string;
 let inventory: string;
 let objects: KubernetesObjectApi;
 
 const apply = (o: KubernetesObject) => objects.patch(o, undefined, undefined, 'kube-runbook-e2e', true, PatchStrategy.ServerSideApply);
-
-/** The lab's inventory with its workers reached through agents in `namespace` (and more settings). */
-function agentInventory(name: string, transport: Record<string, unknown> = {}): string {
-  const inv = parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { nodes: { roles: string[]; transport?: unknown }[] } };
-  for (const n of inv.spec.nodes)
-    if (n.roles.includes('worker')) n.transport = { type: 'agent', namespace: NS, enter: 'mount', startTimeout: '45s', ...transport };
-  // beside the lab's own: its kubeconfig is named relative to the file
-  const file = join(lab.stateDir, `${name}.yaml`);
-  writeFileSync(file, stringify(inv));
-  return file;
-}
 
 function runbook(name: string, faultTtl: string, steps: unknown[]): string {
   const file = join(work, `${name}.yaml`);
@@ -74,13 +64,8 @@ const kubeletUp = async (node: string) => {
   }
 };
 
-async function agentPods(): Promise<string[]> {
-  const pods = await coreApi(lab).listNamespacedPod({ namespace: NS });
-  return pods.items.map((p) => p.metadata!.name!);
-}
-
 /** The run's agent pods are deleted; gone once their kubelets have killed their processes (seconds). */
-const agentPodsGone = (why = '') => until(`every agent pod gone${why}`, async () => (await agentPods()).length === 0, 30_000, 500);
+const agentPodsGone = (why = '') => agentPodsGoneIn(lab, why, 30_000);
 
 interface Report {
   status: string;
@@ -116,10 +101,8 @@ beforeAll(async () => {
   const kc = new KubeConfig();
   kc.loadFromFile(lab.kubeconfig);
   objects = KubernetesObjectApi.makeApiClient(kc);
-  inventory = agentInventory('inventory-agent');
-  const r = await cli(['agent', 'manifests', '-i', inventory]);
-  expect(r.code, r.stderr).toBe(0);
-  for (const d of parseAllDocuments(r.stdout)) await apply(d.toJS() as KubernetesObject);
+  inventory = agentInventory(lab);
+  await applyAgentManifests(lab, inventory);
 }, 1_200_000);
 
 afterAll(async () => {
@@ -128,22 +111,13 @@ afterAll(async () => {
   expect(await leftovers(INSTANCE)).toEqual([]);
 });
 
-describe('the incident runbooks with workers over agents', () => {
+describe('an incident runbook with workers over agents (apiserver-outage over agents: incidents.test.ts)', () => {
   it('kubelet-partition: aborts before the first eviction, 0 evicted, 0 killed, everything reverted, no agent pod left', async () => {
     await settled();
     const o = await runAndMeasure({ ...lab, inventoryFile: inventory }, join(REPO, 'runbooks', 'kubelet-partition.yaml'), true);
     expect(o.report.preflight.find((p) => p.check === 'agents')?.detail).toMatch(/^\d agent pod\(s\) running and answering in kr-agent$/);
     expect(o.report.guardFirings.some((g) => g.guard === 'eviction forecast' && g.response === 'abort')).toBe(true);
     expect(o.report.faults.map((f) => `${f.action} ${f.node}`)).toEqual([expect.stringMatching(/^block-kubelet-egress node-\d$/)]);
-    expectSafe(o);
-    await agentPodsGone();
-    await settled();
-  });
-
-  it('apiserver-outage as shipped (control plane over netns, workers over agents): evictions frozen, restored last, 0 evicted, 0 killed', async () => {
-    const o = await runAndMeasure({ ...lab, inventoryFile: inventory }, join(REPO, 'runbooks', 'apiserver-outage.yaml'), true);
-    expect(o.report.guardFirings.some((g) => g.response === 'remediate')).toBe(true);
-    expect(o.report.faults.some((f) => f.node?.startsWith('node-'))).toBe(true);
     expectSafe(o);
     await agentPodsGone();
     await settled();
@@ -391,7 +365,7 @@ describe('preflight refuses bad agent settings with the cause and the fix, apply
     runbook('agent-refused', '30s', [{ name: 'stop a kubelet', action: 'stop-kubelet', with: { nodes: { names: ['node-1'] } } }]);
 
   it('an image that cannot start', async () => {
-    const inv = agentInventory('inventory-bad-image', { image: 'ghcr.io/kube-runbook/kube-runbook-agent:no-such-tag' });
+    const inv = agentInventory(lab, 'inventory-bad-image', { image: 'ghcr.io/kube-runbook/kube-runbook-agent:no-such-tag' });
     const { code, report } = await runJson(rb(), inv);
     expect(code).toBe(3);
     expect(report.status).toBe('refused');
@@ -407,7 +381,7 @@ describe('preflight refuses bad agent settings with the cause and the fix, apply
 
   it('a ServiceAccount that is not there, then a namespace whose Pod Security level refuses privileged pods', async () => {
     await apply({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'kr-agent-psa' } } as KubernetesObject);
-    const inv = agentInventory('inventory-psa', { namespace: 'kr-agent-psa' });
+    const inv = agentInventory(lab, 'inventory-psa', { namespace: 'kr-agent-psa' });
     const noSa = await runJson(rb(), inv);
     expect(noSa.code).toBe(3);
     expect(noSa.report.preflight.find((p) => p.check === 'agents')?.detail).toMatch(

@@ -1,25 +1,17 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { Writable } from 'node:stream';
-import {
-  CoordinationV1Api,
-  CoreV1Api,
-  Exec,
-  KubeConfig,
-  KubernetesObjectApi,
-  PatchStrategy,
-  VersionApi,
-  type KubernetesObject,
-  type V1Status,
-} from '@kubernetes/client-node';
-import { parse, parseAllDocuments, stringify } from 'yaml';
+import { CoordinationV1Api, CoreV1Api, Exec, KubeConfig, VersionApi, type V1Status } from '@kubernetes/client-node';
+import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { labNames, rebootLabNode } from '../../src/lab/index.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
+import { hierarchies } from '../../src/lab/host/node-cgroup.js';
 import { cacheDir, instanceRunDir } from '../../src/lab/host/paths.js';
+import { AGENT_NS, agentInventory, applyAgentManifests } from './helpers/agents.js';
 import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**
@@ -175,20 +167,67 @@ describe('lab up --real-nodes 2 --static-pods', () => {
     );
   });
 
+  it("starve-cpu on rnode-2's real kubelet: its renewals come late and the guard aborts before NotReady; the quota is put back", async () => {
+    // rnode-2's kubelet's own cgroup in the cpu hierarchy (v1 here; v2 has one tree)
+    const h = (await hierarchies())!;
+    const cpuRoot = h.version === 2 ? h.roots[0]! : h.roots.find((r) => basename(r).split(',').includes('cpu'))!;
+    const cg = join(cpuRoot, labNames(INSTANCE).nodeCgroup('rnode-2'), 'kubelet');
+    const quota = () =>
+      readFileSync(join(cg, h.version === 2 ? 'cpu.max' : 'cpu.cfs_quota_us'), 'utf8')
+        .trim()
+        .split(' ')[0]!;
+    const throttled = () => Number(/nr_throttled (\d+)/.exec(readFileSync(join(cg, 'cpu.stat'), 'utf8'))![1]);
+    const quotaBefore = quota();
+    const throttledBefore = throttled();
+    const work = mkdtempSync(join(tmpdir(), 'kr-starve-'));
+    const file = join(work, 'slow-kubelet.yaml');
+    // examples/slow-kubelet.yaml, with a tighter lateness (the lab renews every 2 s with an 8 s grace)
+    const example = parse(readFileSync(join(REPO, 'examples', 'slow-kubelet.yaml'), 'utf8')) as {
+      spec: { guards: { name: string; with: Record<string, unknown> }[]; steps: { with?: Record<string, unknown> }[] };
+    };
+    example.spec.guards.find((g) => g.name === 'renewals come late')!.with = { maxLateness: '1s', window: '30s', minSamples: 5 };
+    example.spec.steps.find((st) => st.with?.component === 'kubelet')!.with!.nodes = { names: ['rnode-2'] };
+    writeFileSync(file, stringify(example));
+    const seen: string[] = [];
+    let stop = false;
+    const watching = (async () => {
+      while (!stop) {
+        seen.push(quota());
+        await realClock.sleep(500);
+      }
+    })();
+    const r = await cli(['run', file, '-i', lab.inventoryFile, '--yes', '--output', 'json'], { timeoutMs: 300_000 });
+    stop = true;
+    await watching;
+    rmSync(work, { recursive: true, force: true });
+    const report = JSON.parse(r.stdout) as {
+      status: string;
+      guardFirings: { at: string; guard: string; response: string; detail: string }[];
+      guardTransitions: { guard: string; status: string }[];
+      faults: { action: string; node?: string; status: string; appliedAt?: string }[];
+    };
+    expect(report.status, r.stderr.slice(-2000)).toBe('aborted');
+    expect(r.code).toBe(1);
+    const fault = report.faults.find((f) => f.action === 'starve-cpu')!;
+    expect(fault).toMatchObject({ node: 'rnode-2', status: 'reverted' });
+    // 1 % of one CPU while applied, and what was there before afterwards
+    expect(seen).toContain('1000');
+    expect(quota()).toBe(quotaBefore);
+    expect(throttled(), 'periods the kubelet was throttled in').toBeGreaterThan(throttledBefore);
+    // the lateness guard fired, after the quota was set; no node went NotReady
+    const firing = report.guardFirings.find((g) => g.guard === 'renewals come late');
+    expect(firing, JSON.stringify(report.guardFirings)).toMatchObject({ response: 'abort' });
+    expect(Date.parse(firing!.at)).toBeGreaterThan(Date.parse(fault.appliedAt!));
+    console.log(
+      `starve-cpu on rnode-2: ${firing!.detail}, ${((Date.parse(firing!.at) - Date.parse(fault.appliedAt!)) / 1000).toFixed(1)} s after the quota`,
+    );
+    expect(report.guardTransitions.filter((t) => t.guard === 'no node NotReady' && t.status === 'violated')).toEqual([]);
+  });
+
   describe('node agents as real containers (spec.transport agent on rnode-1)', () => {
-    const NS = 'kr-agent';
+    const NS = AGENT_NS;
     let work: string;
     let inventory: string;
-
-    /** The lab's inventory with its workers reached through agents, as test/e2e/agent.test.ts writes it. */
-    function agentInventory(): string {
-      const inv = parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { nodes: { roles: string[]; transport?: unknown }[] } };
-      for (const n of inv.spec.nodes)
-        if (n.roles.includes('worker')) n.transport = { type: 'agent', namespace: NS, enter: 'mount', startTimeout: '45s' };
-      const file = join(lab.stateDir, 'inventory-agent.yaml');
-      writeFileSync(file, stringify(inv));
-      return file;
-    }
 
     /**
      * A runbook cutting rnode-1's kubelet off the apiserver (scope auto: the whole node namespace on the lab, but for
@@ -310,12 +349,8 @@ describe('lab up --real-nodes 2 --static-pods', () => {
 
     beforeAll(async () => {
       work = mkdtempSync(join(tmpdir(), 'kr-real-agent-'));
-      inventory = agentInventory();
-      const objects = KubernetesObjectApi.makeApiClient(kc);
-      const m = await cli(['agent', 'manifests', '-i', inventory]);
-      expect(m.code, m.stderr).toBe(0);
-      for (const d of parseAllDocuments(m.stdout))
-        await objects.patch(d.toJS() as KubernetesObject, undefined, undefined, 'kube-runbook-e2e', true, PatchStrategy.ServerSideApply);
+      inventory = agentInventory(lab);
+      await applyAgentManifests(lab, inventory);
     });
 
     afterAll(() => {
