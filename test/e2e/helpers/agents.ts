@@ -33,7 +33,7 @@ export async function applyAgentManifests(lab: LabInfo, inventory: string): Prom
 }
 
 /** The agent pods in AGENT_NS, by name. */
-export async function agentPods(lab: LabInfo): Promise<string[]> {
+async function agentPods(lab: LabInfo): Promise<string[]> {
   return (await coreApi(lab).listNamespacedPod({ namespace: AGENT_NS })).items.map((p) => p.metadata!.name!);
 }
 
