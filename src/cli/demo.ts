@@ -205,7 +205,10 @@ export function renderOutcome(o: Outcome): string {
   if (fired) lines.push(`  guard:               ${fired.guard} → ${fired.response} at ${time(fired.at)}: ${fired.detail}`);
   for (const obj of r.objectives ?? [])
     lines.push(
-      `  objective:           ${obj.name}: ${obj.status === 'met' ? `met, recovered ${formatDuration(obj.recoveryMs ?? 0)} after the revert` : obj.status.toUpperCase()} (within ${formatDuration(obj.withinMs)})`,
+      `  objective:           ${obj.name}: ${obj.status === 'met' ? `met, recovered ${formatDuration(obj.recoveryMs ?? 0)} after the revert` : obj.status.toUpperCase()} (within ${formatDuration(obj.withinMs)})` +
+        (obj.nodes?.maxMs === undefined
+          ? ''
+          : `; per node p50 ${formatDuration(obj.nodes.p50Ms!)}, max ${formatDuration(obj.nodes.maxMs)} (${obj.nodes.slowest})`),
     );
   lines.push(`  timeline:            ${join(o.reportDir, 'timeline.html')} (report.json, junit.xml beside it)`);
   return lines.join('\n');

@@ -29,6 +29,11 @@ export interface ProbeMeta<P extends z.ZodType = z.ZodType, V = unknown> {
    * observers): a summary a person reads in report.json. The value as it is when absent.
    */
   report?(value: V): unknown;
+  /**
+   * For a probe that judges selected nodes one by one: the nodes a reading's value holds not ok (a stale Lease, not
+   * Ready, a NoExecute taint). Recovery objectives time each node's recovery by it (p50 and max over the nodes).
+   */
+  notOkNodes?(value: V): readonly string[];
 }
 
 /**

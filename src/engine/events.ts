@@ -55,6 +55,21 @@ export interface ObjectiveEvent {
   withinMs: number;
   startedAt?: number;
   recoveryMs?: number;
+  /** Met or missed, when the objective's probe judges nodes one by one: each node's time to recover. */
+  nodes?: ObjectiveNodes;
+}
+
+/** The nodes of an objective: each one not ok at its clock's start or after it, timed from the start to its recovery. */
+export interface ObjectiveNodes {
+  /** How many were not ok during the clock and are ok again. */
+  recovered: number;
+  /** Their times to recover (nearest rank), and the slowest node; absent when none was broken. */
+  p50Ms?: number;
+  maxMs?: number;
+  slowest?: string;
+  /** Those still not ok when the clock stopped: how many, and the first names. */
+  notRecovered: number;
+  notRecoveredNames: string[];
 }
 
 /** Everything a run reports, in order; renderers (live view, JSON, JUnit) only read these. */

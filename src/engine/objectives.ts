@@ -1,6 +1,7 @@
 import type { Ctx } from '../contract/context.js';
+import { REPORTED_ENTRIES, type Reading } from '../contract/probe.js';
 import { formatDuration } from '../core/duration.js';
-import type { ObjectiveEvent, RunEvent, RunEventSink } from './events.js';
+import type { ObjectiveEvent, ObjectiveNodes, RunEvent, RunEventSink } from './events.js';
 import type { PlannedObjective } from './plan.js';
 import { consumeProbe } from './probe-stream.js';
 
@@ -15,6 +16,47 @@ interface ObjectiveClock {
   okSince: number | null;
   last: string;
   decided?: ObjectiveEvent['phase'];
+  /** Per node, for a probe that judges nodes one by one (`notOkNodes`); absent for the others. */
+  nodes?: NodeMarks;
+  /** Cancels the timer that decides it when its ok streak has held long enough, or its time is up. */
+  cancelRecheck?: () => void;
+}
+
+/**
+ * Each node a probe has held not ok: when it last was, and the first reading since that held it ok again (undefined
+ * while it is not). A node that breaks again after it recovered starts over.
+ */
+class NodeMarks {
+  private readonly marks = new Map<string, { lastBadAt: number; okAgainAt?: number }>();
+  private bad = new Set<string>();
+
+  constructor(private readonly notOk: (value: unknown) => readonly string[]) {}
+
+  /** An unknown reading says nothing about any node. */
+  read(r: Reading): void {
+    if (r.status === 'unknown' || r.value === null || r.value === undefined) return;
+    const now = new Set(this.notOk(r.value));
+    for (const n of now) this.marks.set(n, { lastBadAt: r.at });
+    for (const n of this.bad) if (!now.has(n)) this.marks.get(n)!.okAgainAt = r.at;
+    this.bad = now;
+  }
+
+  /** Each node broken at `startedAt` or after it: its time to recover from `startedAt`, or still not ok. */
+  summary(startedAt: number): ObjectiveNodes {
+    const times: { node: string; ms: number }[] = [];
+    const still: string[] = [];
+    for (const [node, m] of this.marks)
+      if (m.okAgainAt === undefined) still.push(node);
+      else if (m.okAgainAt > startedAt) times.push({ node, ms: m.okAgainAt - startedAt });
+    times.sort((a, b) => a.ms - b.ms);
+    const slowest = times.at(-1);
+    return {
+      recovered: times.length,
+      ...(slowest ? { p50Ms: times[Math.ceil(times.length / 2) - 1]!.ms, maxMs: slowest.ms, slowest: slowest.node } : {}),
+      notRecovered: still.length,
+      notRecoveredNames: still.sort().slice(0, REPORTED_ENTRIES),
+    };
+  }
 }
 
 /**
@@ -27,6 +69,8 @@ export class ObjectiveClocks {
   private readonly clocks: ObjectiveClock[];
   private readonly stop = new AbortController();
   private lastRevert: number | undefined;
+  /** Per action step (FaultRef.step): its faults applied, and reverted. */
+  private readonly faultsOf = new Map<string, { applied: number; reverted: number }>();
   private readonly probes: Promise<void>[] = [];
 
   constructor(
@@ -34,7 +78,10 @@ export class ObjectiveClocks {
     private readonly ctx: Ctx,
     private readonly emit: RunEventSink,
   ) {
-    this.clocks = objectives.map((objective) => ({ objective, okSince: null, last: 'no reading yet' }));
+    this.clocks = objectives.map((objective) => {
+      const notOk = objective.probe.meta.notOkNodes;
+      return { objective, okSince: null, last: 'no reading yet', ...(notOk ? { nodes: new NodeMarks(notOk) } : {}) };
+    });
   }
 
   start(): void {
@@ -43,18 +90,38 @@ export class ObjectiveClocks {
         consumeProbe(this.ctx, c.objective.probe, c.objective.params, this.stop.signal, (r) => {
           c.okSince = r.status === 'ok' ? (c.okSince ?? r.at) : null;
           c.last = `${r.status}: ${r.detail}`;
+          if (!c.decided) c.nodes?.read(r);
           this.decide(c, this.ctx.clock.now());
         }),
       );
   }
 
-  /** Run events the clocks start on: a named step's start, a fault's revert. */
+  /** Run events the clocks start on: a named step's start, a fault's revert, the last of a step's faults reverted. */
   readonly onEvent = (e: RunEvent): void => {
     if (e.type === 'step-start')
-      for (const c of this.clocks)
-        if (typeof c.objective.from === 'object' && c.objective.from.step === e.name) this.begin(c, e.at, `step "${e.name}" started`);
-    if (e.type === 'fault-reverted' && !e.fault.remediation) this.lastRevert = Math.max(this.lastRevert ?? 0, e.at);
+      for (const c of this.clocks) {
+        const from = c.objective.from;
+        if (typeof from === 'object' && 'step' in from && from.step === e.name) this.begin(c, e.at, `step "${e.name}" started`);
+      }
+    if (e.type === 'fault-applied') this.countOf(e.fault.step).applied++;
+    if (e.type === 'fault-reverted') {
+      if (!e.fault.remediation) this.lastRevert = Math.max(this.lastRevert ?? 0, e.at);
+      const n = this.countOf(e.fault.step);
+      n.reverted++;
+      if (n.reverted === n.applied)
+        for (const c of this.clocks) {
+          const from = c.objective.from;
+          if (typeof from === 'object' && 'revertOf' in from && from.label === e.fault.step)
+            this.begin(c, e.at, `the faults of step "${from.revertOf}" were reverted`);
+        }
+    }
   };
+
+  private countOf(step: string): { applied: number; reverted: number } {
+    let n = this.faultsOf.get(step);
+    if (!n) this.faultsOf.set(step, (n = { applied: 0, reverted: 0 }));
+    return n;
+  }
 
   /**
    * After the rollback: the `revert` clocks start at the last fault's revert (the rollback's end when nothing was
@@ -70,8 +137,7 @@ export class ObjectiveClocks {
         );
     const now = () => this.ctx.clock.now();
     for (const c of this.clocks)
-      if (c.startedAt === undefined)
-        this.end(c, 'unmeasured', now(), `its clock never started: step "${(c.objective.from as { step: string }).step}" did not run`);
+      if (c.startedAt === undefined) this.end(c, 'unmeasured', now(), `its clock never started: ${this.notStarted(c)}`);
     while (!signal.aborted && this.clocks.some((c) => !c.decided)) {
       for (const c of this.clocks) this.decide(c, now());
       if (this.clocks.every((c) => c.decided)) break;
@@ -80,6 +146,16 @@ export class ObjectiveClocks {
     for (const c of this.clocks) if (!c.decided) this.end(c, 'unmeasured', now(), `stopped before it was decided (last reading ${c.last})`);
     this.stop.abort();
     await Promise.all(this.probes);
+  }
+
+  private notStarted(c: ObjectiveClock): string {
+    const from = c.objective.from;
+    if (typeof from !== 'object') return 'nothing was reverted';
+    if ('step' in from) return `step "${from.step}" did not run`;
+    const n = this.faultsOf.get(from.label);
+    return n?.applied
+      ? `${n.applied - n.reverted} of step "${from.revertOf}"'s faults were not reverted`
+      : `step "${from.revertOf}" applied nothing`;
   }
 
   /** Whether any objective was missed. */
@@ -119,19 +195,43 @@ export class ObjectiveClocks {
       );
     } else if ((since === null || since > deadline) && now > deadline)
       this.end(c, 'missed', now, `${o.probeId} not ok within ${formatDuration(o.withinMs)} (last reading ${c.last})`);
+    // no reading may come for a while: decide on time all the same
+    else this.recheck(c, since !== null && since <= deadline ? since + o.holdForMs : deadline + 1, now);
+  }
+
+  private recheck(c: ObjectiveClock, at: number, now: number): void {
+    c.cancelRecheck?.();
+    c.cancelRecheck = this.ctx.clock.setTimer(Math.max(0, at - now), () => this.decide(c, this.ctx.clock.now()));
   }
 
   private end(c: ObjectiveClock, phase: 'met' | 'missed' | 'unmeasured', at: number, detail: string, recoveryMs?: number): void {
     c.decided = phase;
+    c.cancelRecheck?.();
+    const nodes = phase !== 'unmeasured' && c.startedAt !== undefined ? c.nodes?.summary(c.startedAt) : undefined;
     this.emit({
       type: 'objective',
       at,
       name: c.objective.name,
       phase,
-      detail,
+      detail: nodes ? `${detail}; ${nodesText(nodes)}` : detail,
       withinMs: c.objective.withinMs,
       startedAt: c.startedAt,
       recoveryMs,
+      ...(nodes ? { nodes } : {}),
     });
   }
+}
+
+/** One line: how long the nodes took, and which have not recovered. */
+function nodesText(n: ObjectiveNodes): string {
+  const parts = [
+    n.recovered
+      ? `${n.recovered} node(s) recovered, p50 ${formatDuration(n.p50Ms!)}, max ${formatDuration(n.maxMs!)} (${n.slowest})`
+      : 'no node was broken while the clock ran',
+  ];
+  if (n.notRecovered)
+    parts.push(
+      `${n.notRecovered} not recovered: ${n.notRecoveredNames.join(', ')}${n.notRecovered > n.notRecoveredNames.length ? ', …' : ''}`,
+    );
+  return parts.join('; ');
 }

@@ -4,7 +4,7 @@ import type { Inventory, InventoryNode } from '../inventory/schema.js';
 import type { NodeSummary } from '../kube/types.js';
 import type { Probe } from '../contract/probe.js';
 import { formatDuration } from '../core/duration.js';
-import type { Fallback, Runbook, Step } from '../runbook/schema.js';
+import type { Fallback, Runbook, Step, StepObjective } from '../runbook/schema.js';
 import { atLeast, type KubeVersion } from '../kube/versions.js';
 import type { NodeSelector } from '../runbook/selectors.js';
 import type { Registry } from '../contract/registry.js';
@@ -28,6 +28,8 @@ export interface PlannedAction {
   substituted?: string;
   /** The `orElse` still to choose from: the plan was made without knowing the server's version. */
   orElse?: string;
+  /** The step's own recovery objectives, as the runbook gives them (planned with the run's: Plan.objectives). */
+  objectives?: StepObjective[];
 }
 export interface PlannedExpect {
   kind: 'expect';
@@ -84,8 +86,11 @@ export interface PlannedObjective {
   probeId: string;
   probe: Probe;
   params: Record<string, unknown>;
-  /** `revert`: when the last fault is reverted; else when the named step starts. */
-  from: 'revert' | { step: string };
+  /**
+   * `revert`: when the run's last fault is reverted; `step`: when the named step starts; `revertOf`: when the last of
+   * that action step's faults is reverted (`label` is the faults' step, as FaultRef.step says it).
+   */
+  from: 'revert' | { step: string } | { revertOf: string; label: string };
   holdForMs: number;
   withinMs: number;
 }
@@ -122,7 +127,15 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
   const { runbook, registry } = input;
   const planAction = async (
     index: string,
-    given: { name?: string; action: string; with: Record<string, unknown>; timeout: number; revertLast?: boolean; orElse?: Fallback },
+    given: {
+      name?: string;
+      action: string;
+      with: Record<string, unknown>;
+      timeout: number;
+      revertLast?: boolean;
+      orElse?: Fallback;
+      objectives?: StepObjective[];
+    },
     where: string,
   ): Promise<PlannedAction> => {
     let item = given;
@@ -155,6 +168,7 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
       selector,
       timeoutMs: item.timeout,
       revertLast: item.revertLast ?? false,
+      ...(given.objectives?.length ? { objectives: given.objectives } : {}),
       substituted,
       orElse: !substituted && given.orElse && min !== undefined && !version ? given.orElse.action : undefined,
     };
@@ -224,16 +238,19 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
   for (const [i, r] of runbook.spec.remediation.entries()) remediation.push(await planAction(`R${i + 1}`, r, `spec.remediation[${i}]`));
 
   const objectives: PlannedObjective[] = [];
-  for (const o of runbook.spec.objectives)
+  const planObjective = async (o: StepObjective, from: PlannedObjective['from']) =>
     objectives.push({
       name: o.name,
       probeId: o.probe,
       probe: await registry.probe(o.probe),
       params: o.with,
-      from: o.from,
+      from,
       holdForMs: o.holdFor,
       withinMs: o.within,
     });
+  for (const o of runbook.spec.objectives) await planObjective(o, o.from);
+  for (const a of stepActions(steps))
+    for (const o of a.objectives ?? []) await planObjective(o, { revertOf: a.name, label: `${a.index} ${a.name}` });
 
   checkBlastRadius(steps, input.inventory.spec.nodes, runbook.spec.safety.maxUnavailable);
   const wf = runbook.spec.rollback.waitFor;

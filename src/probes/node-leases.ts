@@ -43,6 +43,7 @@ export default defineProbe({
       'stale and coming back), every quarter second. Unknown while the apiserver cannot be watched.',
     params: Params,
     report: (v: NodeLeasesValue) => ({ stale: v.stale.slice(0, REPORTED_ENTRIES) }),
+    notOkNodes: (v: NodeLeasesValue) => v.stale,
   },
   start(ctx, params) {
     return watching(ctx, { nodes: watchSpecs.nodes(), leases: watchSpecs.nodeLeases() }, ({ nodes, leases }) => {

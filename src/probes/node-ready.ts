@@ -46,6 +46,7 @@ export default defineProbe({
       'the watch (each change of status or of lastTransitionTime) since the probe started. Unknown while the apiserver ' +
       'cannot be watched.',
     params: Params,
+    notOkNodes: (v: NodeReadyValue) => v.nodes.filter((n) => n.status !== 'True').map((n) => n.name),
     report: (v: NodeReadyValue) => ({
       ready: v.ready,
       total: v.total,

@@ -44,6 +44,7 @@ export default defineProbe({
       'toleration of it runs out. Violated while more than `max` selected nodes carry one; the value lists each with ' +
       'the time it was added. Unknown while the apiserver cannot be watched.',
     params: Params,
+    notOkNodes: (v: NoExecuteTaintsValue) => [...new Set(v.tainted.map((t) => t.node))],
     report: (v: NoExecuteTaintsValue) => ({ tainted: v.tainted.slice(0, REPORTED_ENTRIES).map((t) => `${t.node} ${t.key}`) }),
   },
   start(ctx, params) {

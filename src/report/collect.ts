@@ -1,5 +1,5 @@
 import { ThinnedHistory } from './thinned.js';
-import type { Attempt, FaultRef, RunEvent, RunStatus, StepKind, StepStatus } from '../engine/events.js';
+import type { Attempt, FaultRef, ObjectiveNodes, RunEvent, RunStatus, StepKind, StepStatus } from '../engine/events.js';
 import { NodeTracker, type NodeSeries } from './nodes.js';
 import { REPORT_VERSION } from './schema.js';
 
@@ -109,6 +109,8 @@ export interface ObjectiveRecord {
   endedAt?: string;
   /** From the clock's start to the probe's first ok reading that stayed ok (met only). */
   recoveryMs?: number;
+  /** Each node's time to recover, for a probe that judges nodes one by one (met or missed). */
+  nodes?: ObjectiveNodes;
   detail: string;
 }
 
@@ -288,6 +290,7 @@ export class ReportCollector {
             o,
             { status: e.phase, endedAt: iso(e.at), detail: e.detail },
             e.recoveryMs === undefined ? {} : { recoveryMs: e.recoveryMs },
+            e.nodes ? { nodes: e.nodes } : {},
           );
         break;
       }

@@ -105,9 +105,16 @@ export function renderPlan(plan: Plan, context?: string): string {
     out.push('', 'Recovery objectives (measured after the rollback; a missed one ends the run with exit 5):');
     for (const o of plan.objectives)
       out.push(
-        `  - ${o.name}: from ${o.from === 'revert' ? 'the last fault reverted' : `the start of step "${o.from.step}"`} until ${o.probeId}${params(o.params, o.probe)} ` +
+        `  - ${o.name}: from ${clockStart(o.from)} until ${o.probeId}${params(o.params, o.probe)} ` +
           `reads ok and stays ok for ${formatDuration(o.holdForMs)}; objective ${formatDuration(o.withinMs)}`,
       );
   }
   return `${out.join('\n')}\n`;
+}
+
+/** What starts an objective's clock, as plan says it. */
+function clockStart(from: Plan['objectives'][number]['from']): string {
+  if (from === 'revert') return 'the last fault reverted';
+  if ('step' in from) return `the start of step "${from.step}"`;
+  return `the last of step "${from.revertOf}"'s faults reverted`;
 }

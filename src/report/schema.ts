@@ -102,6 +102,16 @@ export const Report = z.object({
         startedAt: at.optional(),
         endedAt: at.optional(),
         recoveryMs: z.number().optional(),
+        nodes: z
+          .object({
+            recovered: z.number(),
+            p50Ms: z.number().optional(),
+            maxMs: z.number().optional(),
+            slowest: z.string().optional(),
+            notRecovered: z.number(),
+            notRecoveredNames: z.array(z.string()),
+          })
+          .optional(),
         detail: z.string(),
       }),
     )

@@ -259,14 +259,19 @@ function tables(r: RunReport): string {
   }
   if (r.objectives?.length) {
     const recovered = (o: ObjectiveRecord) => (o.recoveryMs === undefined ? '—' : esc(formatDuration(o.recoveryMs)));
+    const perNode = ({ nodes: n }: ObjectiveRecord) =>
+      n?.maxMs === undefined
+        ? '—'
+        : esc(`${formatDuration(n.p50Ms!)} / ${formatDuration(n.maxMs)} (${n.recovered} node(s); slowest ${n.slowest ?? ''})`);
     parts.push(
       '<h2>Recovery objectives</h2>',
       table(
-        ['objective', 'clock started', 'recovered after', 'within', 'status', 'detail'],
+        ['objective', 'clock started', 'recovered after', 'per node p50 / max', 'within', 'status', 'detail'],
         r.objectives.map((o) => [
           esc(o.name),
           t(o.startedAt),
           recovered(o),
+          perNode(o),
           esc(formatDuration(o.withinMs)),
           o.status === 'missed' ? '<b>MISSED</b>' : esc(o.status),
           esc(o.detail),

@@ -143,13 +143,17 @@ describe('loadRunbook reports every problem as LINE:COL: PATH: message (got VALU
     ]);
   });
 
-  it('objectives: a duration for within, a known probe, a name of their own, a step that is there', async () => {
+  it("objectives, the run's and a step's: a duration for within, a known probe, a name of their own, a step that is there", async () => {
     const got = await problems('bad-objectives.yaml');
     expect(got).toEqual([
-      `13:15: spec.objectives[0].within: ${DURATION} (got "soon")`,
-      '14:13: spec.objectives[1].name: another objective has this name (got "leases fresh")',
-      expect.stringMatching(/^15:14: spec\.objectives\[1\]\.probe: unknown probe "node-leasez" \(did you mean "node-leases"\? known: /),
-      '19:20: spec.objectives[2].from.step: no step has this name (named steps: "cut node-1"; did you mean "cut node-1"?) (got "cut node-2")',
+      '11:17: spec.steps[0].objectives[0].name: another objective has this name (got "ready again")',
+      expect.stringMatching(
+        /^12:18: spec\.steps\[0\]\.objectives\[0\]\.probe: unknown probe "node-readyy" \(did you mean "node-ready"\? known: /,
+      ),
+      `17:15: spec.objectives[0].within: ${DURATION} (got "soon")`,
+      '18:13: spec.objectives[1].name: another objective has this name (got "leases fresh")',
+      expect.stringMatching(/^19:14: spec\.objectives\[1\]\.probe: unknown probe "node-leasez" \(did you mean "node-leases"\? known: /),
+      '23:20: spec.objectives[2].from.step: no step has this name (named steps: "cut node-1"; did you mean "cut node-1"?) (got "cut node-2")',
     ]);
   });
 

@@ -99,22 +99,37 @@ function revertProblems(source: YamlSource, spec: RawSpec): Problem[] {
   return problems;
 }
 
-/** Objectives have names of their own, and `from: {step: NAME}` names a step that has that name. */
+/** Every objective in the runbook with where it is: the run's, then each action step's own (in parallel steps too). */
+function allObjectives(spec: RawSpec): { path: DocPath; objective: unknown }[] {
+  const out: { path: DocPath; objective: unknown }[] = [];
+  const list = (path: DocPath, v: unknown) => {
+    if (Array.isArray(v)) v.forEach((objective, i) => out.push({ path: [...path, i], objective }));
+  };
+  list(['spec', 'objectives'], spec.objectives);
+  const field = (o: unknown, key: string): unknown => (o && typeof o === 'object' ? (o as Record<string, unknown>)[key] : undefined);
+  const steps = Array.isArray(spec.steps) ? spec.steps : [];
+  steps.forEach((s: unknown, i) => {
+    list(['spec', 'steps', i, 'objectives'], field(s, 'objectives'));
+    const children = field(s, 'parallel');
+    if (Array.isArray(children))
+      children.forEach((c, j) => list(['spec', 'steps', i, 'parallel', j, 'objectives'], field(c, 'objectives')));
+  });
+  return out;
+}
+
+/** Objectives have names of their own (the run's and the steps' together), and `from: {step: NAME}` names a step that has that name. */
 function objectiveProblems(source: YamlSource, spec: RawSpec): Problem[] {
   const problems: Problem[] = [];
-  const objectives = spec.objectives;
-  if (!Array.isArray(objectives)) return problems;
   const steps = Array.isArray(spec.steps) ? spec.steps : [];
   const stepNames = steps.flatMap((s: unknown) =>
     s && typeof s === 'object' && typeof (s as { name?: unknown }).name === 'string' ? [(s as { name: string }).name] : [],
   );
   const seen = new Set<string>();
-  objectives.forEach((o: unknown, i) => {
-    if (!o || typeof o !== 'object') return;
+  for (const { path, objective: o } of allObjectives(spec)) {
+    if (!o || typeof o !== 'object') continue;
     const { name, from } = o as { name?: unknown; from?: unknown };
     if (typeof name === 'string') {
-      if (seen.has(name))
-        problems.push(source.problem(['spec', 'objectives', i, 'name'], `another objective has this name (got ${JSON.stringify(name)})`));
+      if (seen.has(name)) problems.push(source.problem([...path, 'name'], `another objective has this name (got ${JSON.stringify(name)})`));
       seen.add(name);
     }
     const step = from && typeof from === 'object' ? (from as { step?: unknown }).step : undefined;
@@ -123,12 +138,12 @@ function objectiveProblems(source: YamlSource, spec: RawSpec): Problem[] {
       const named = stepNames.map((n) => JSON.stringify(n)).join(', ') || 'none';
       problems.push(
         source.problem(
-          ['spec', 'objectives', i, 'from', 'step'],
+          [...path, 'from', 'step'],
           `no step has this name (named steps: ${named}${h ? `; ${h}` : ''}) (got ${JSON.stringify(step)})`,
         ),
       );
     }
-  });
+  }
   return problems;
 }
 

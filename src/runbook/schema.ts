@@ -45,6 +45,38 @@ const Fallback = z
       "used instead of the action where the cluster cannot run it (the action's minimum Kubernetes version, e.g. disable-taint-eviction needs 1.29); plan and report say which was used",
   });
 
+/** What every recovery objective says: its name, its probe, how long the probe must hold, and the objective. */
+const objectiveFields = {
+  name: Name,
+  probe: ModuleId,
+  with: Params.default({}),
+  holdFor: duration()
+    .prefault('10s')
+    .meta({ description: 'how long the probe must stay ok for the clock to stop at its first ok reading' }),
+  within: duration().meta({ description: 'the objective: the clock stops within this long, or the objective is missed (the run exits 5)' }),
+};
+
+/**
+ * A recovery objective: a clock that starts when the run's faults are reverted (or when a named step starts) and stops
+ * when its probe first reads ok and stays ok for `holdFor`; met when that happens within `within`.
+ */
+const Objective = z.strictObject({
+  ...objectiveFields,
+  from: z
+    .union([
+      z.literal('revert'),
+      z.strictObject({ step: Name.meta({ description: 'the name of a step: the clock starts when that step starts' }) }),
+    ])
+    .default('revert')
+    .meta({
+      description:
+        "revert: the clock starts when the last of the run's faults is reverted (remediations aside); {step: NAME}: when that step starts",
+    }),
+});
+
+/** An action step's own recovery objective: its clock starts when the last of that step's faults is reverted. */
+const StepObjective = z.strictObject(objectiveFields);
+
 const ActionStep = z.strictObject({
   name: Name.optional(),
   action: ModuleId,
@@ -54,6 +86,10 @@ const ActionStep = z.strictObject({
   revertLast: z.boolean().default(false).meta({
     description:
       'revert it with the remediations: last, and only once rollback.waitFor holds (for protective steps such as freezing the controller-manager)',
+  }),
+  objectives: z.array(StepObjective).optional().meta({
+    description:
+      "recovery objectives of this step: each clock starts when the last of the step's faults is reverted (by a revert step or the rollback)",
   }),
 });
 
@@ -102,30 +138,6 @@ const RemediationItem = z.strictObject({
   with: Params.default({}),
   orElse: Fallback.optional(),
   timeout: duration().prefault('5m'),
-});
-
-/**
- * A recovery objective: a clock that starts when the run's faults are reverted (or when a named step starts) and stops
- * when its probe first reads ok and stays ok for `holdFor`; met when that happens within `within`.
- */
-const Objective = z.strictObject({
-  name: Name,
-  probe: ModuleId,
-  with: Params.default({}),
-  from: z
-    .union([
-      z.literal('revert'),
-      z.strictObject({ step: Name.meta({ description: 'the name of a step: the clock starts when that step starts' }) }),
-    ])
-    .default('revert')
-    .meta({
-      description:
-        "revert: the clock starts when the last of the run's faults is reverted (remediations aside); {step: NAME}: when that step starts",
-    }),
-  holdFor: duration()
-    .prefault('10s')
-    .meta({ description: 'how long the probe must stay ok for the clock to stop at its first ok reading' }),
-  within: duration().meta({ description: 'the objective: the clock stops within this long, or the objective is missed (the run exits 5)' }),
 });
 
 /** A count of nodes or a percentage such as "50%". */
@@ -213,3 +225,4 @@ export type Runbook = z.output<typeof Runbook>;
 export type Step = z.output<typeof Step>;
 export type ProbeRef = z.output<typeof ProbeRef>;
 export type Fallback = z.output<typeof Fallback>;
+export type StepObjective = z.output<typeof StepObjective>;

@@ -50,11 +50,19 @@ export class ScriptedProbe {
   starts = 0;
   readonly probe: Probe;
 
-  constructor(id: string, initial?: Omit<Reading, 'at'>) {
+  /** `o.perNode`: it judges nodes one by one, and a value `{notOk: [names]}` says which are not ok. */
+  constructor(id: string, initial?: Omit<Reading, 'at'>, o: { perNode?: boolean } = {}) {
     const listeners = this.listeners;
     const state = { starts: () => this.starts++, last: () => this.last };
     this.probe = defineProbe({
-      meta: { id, summary: `scripted probe ${id}`, description: 'test', params: z.object({}).passthrough(), access: [] },
+      meta: {
+        id,
+        summary: `scripted probe ${id}`,
+        description: 'test',
+        params: z.object({}).passthrough(),
+        access: [],
+        ...(o.perNode ? { notOkNodes: (v: unknown) => (v as { notOk: string[] }).notOk } : {}),
+      },
       async *start(ctx) {
         state.starts();
         const queue: Reading[] = [];
@@ -84,8 +92,8 @@ export class ScriptedProbe {
     });
   }
 
-  push(status: Reading['status'], detail: string = status, at = 0): void {
-    this.last = { status, at, value: null, detail };
+  push(status: Reading['status'], detail: string = status, at = 0, value: unknown = null): void {
+    this.last = { status, at, value, detail };
     for (const l of this.listeners) l(this.last);
   }
 
