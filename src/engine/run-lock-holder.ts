@@ -13,6 +13,13 @@ import { withRetries } from './retry.js';
 /** How much longer than the dead-men it covers the lock lasts after its last renewal. */
 const LOCK_MARGIN_MS = 60_000;
 
+/**
+ * How long the end of a run tries to release the lock through transient failures: an apiserver just back from an
+ * etcd or apiserver fault may answer 503 or reset connections for a while, and a lock not released keeps the next run
+ * out until it expires (minutes).
+ */
+const RELEASE_RETRY_MS = 30_000;
+
 /** Retries of what a run renews (its lock, its agents' Lease), each until `deadline`, reported as attempts. */
 export const renewalRetries = (ctx: Pick<Ctx, 'clock'>, emit: RunEventSink, signal: AbortSignal, deadline: number) => ({
   clock: ctx.clock,
@@ -77,8 +84,14 @@ export class RunLockHolder {
     if (!this.locked) return;
     const { ctx, emit } = this.o;
     if (!left.length) {
-      await releaseRunLock(ctx.kube, this.options()).catch((e: unknown) =>
-        ctx.log.warn(`could not release the cluster-wide run lock (it expires by itself): ${messageOf(e)}`),
+      await withRetries(
+        'lock',
+        () => releaseRunLock(ctx.kube, this.options()),
+        renewalRetries(ctx, emit, this.o.control.hard.signal, ctx.clock.now() + RELEASE_RETRY_MS),
+      ).catch((e: unknown) =>
+        ctx.log.warn(
+          `could not release the cluster-wide run lock (it expires by itself, ${formatDuration(this.outlast + LOCK_MARGIN_MS)} after its last renewal): ${messageOf(e)}`,
+        ),
       );
       return;
     }

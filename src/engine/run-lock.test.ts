@@ -169,4 +169,36 @@ describe('run: no lock released while something is applied', () => {
     expect(r.reason).toContain('could not be renewed before it expired');
     expect(log.map((x) => x.op)).toEqual(['prepare', 'apply', 'revert']);
   });
+
+  it('the lock is released at the end through an apiserver that answers 503 for a while (after an etcd fault, say)', async () => {
+    const clock = new FakeClock();
+    const fake = fakeKubeAccess(clock, { context: 'lab' });
+    let failures = 0;
+    const kube = {
+      ...fake,
+      json: <T>(path: string, o?: Parameters<NonNullable<typeof fake.json>>[1]): Promise<T> => {
+        const releasing =
+          path.includes(`/leases/${RUN_LOCK_NAME}`) &&
+          o?.method === 'PUT' &&
+          !(o.body as { spec: { holderIdentity?: string } }).spec.holderIdentity;
+        if (releasing && failures < 3) {
+          failures++;
+          return Promise.reject(new ApiStatusError(503, 'the server is currently unable to handle the request'));
+        }
+        return fake.json!<T>(path, o);
+      },
+    };
+    const h = await startLockRun(clock, kube, 'run-first');
+    await clock.runUntil(() => h.events.some((e) => e.type === 'fault-applied'));
+    h.handle.interrupt();
+    await clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    expect(failures).toBe(3);
+    expect(h.events.filter((e) => e.type === 'attempt' && e.op === 'lock' && e.transient === 'apiserver 503')).toHaveLength(3);
+    // free at once for the next run
+    const next = await startLockRun(clock, kube, 'run-next');
+    await clock.runUntil(() => next.events.some((e) => e.type === 'fault-applied'));
+    next.handle.interrupt();
+    await clock.runUntil(() => next.events.some((e) => e.type === 'run-end'));
+    expect((await next.handle.result).status).toBe('interrupted');
+  });
 });
