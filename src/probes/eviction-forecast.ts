@@ -35,7 +35,8 @@ const Params = z.strictObject({
     .meta({
       description:
         'also predict the evictions of the device taint eviction controller (1.36+): watches ResourceClaims, ResourceSlices ' +
-        'and (1.37+) DeviceTaintRules of resource.k8s.io/v1; false leaves them out (and needs no permission on them)',
+        'and (1.37+) DeviceTaintRules of resource.k8s.io/v1; false leaves them out (and needs no permission on them), as ' +
+        'it must on a server that does not serve resource.k8s.io/v1: the forecast reads unknown while it cannot watch them',
     }),
 });
 
