@@ -147,6 +147,10 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
         rules: [
           { apiGroups: [''], resources: ['nodes'], verbs: ['list', 'watch'] },
           { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch'] },
+          // eviction-forecast's device taints (deviceTaints, on by default)
+          { apiGroups: ['resource.k8s.io'], resources: ['devicetaintrules'], verbs: ['list', 'watch'] },
+          { apiGroups: ['resource.k8s.io'], resources: ['resourceclaims'], verbs: ['list', 'watch'] },
+          { apiGroups: ['resource.k8s.io'], resources: ['resourceslices'], verbs: ['list', 'watch'] },
           { nonResourceURLs: ['/version'], verbs: ['get'] },
         ],
       },

@@ -54,6 +54,11 @@ actionTester(action, {
         assert.match(r.nodeSideRevert!, /^# kube-runbook: disable-taint-eviction node-side revert \(kubeadm\)/);
         assert.ok(r.nodeSideRevert!.includes("kubeconfigs='/etc/kubernetes/admin.conf"));
         assert.ok(r.nodeSideRevert!.includes('mv -f "$backup" "$manifest"'));
+        // 1.36+: the device taint eviction controller is not frozen by it, and the preflight says so
+        assert.deepEqual(
+          r.ctx.log.lines.filter((l) => l.level === 'warn' && /device-taint-eviction-controller keeps running/.test(l.msg)).length,
+          1,
+        );
       },
     },
     {
@@ -63,6 +68,11 @@ actionTester(action, {
       check(r) {
         assert.equal(r.prepared.target.layout, 'k3s');
         assert.match(r.scripts.find((s) => s.phase === 'apply')!.script, /systemctl restart "\$unit"/);
+        // 1.34: device taints evict only with the alpha gate on; no warning
+        assert.deepEqual(
+          r.ctx.log.lines.filter((l) => /device-taint/.test(l.msg)),
+          [],
+        );
       },
     },
     {

@@ -56,7 +56,10 @@ export default defineAction<typeof Params, State>({
       'every other controller keep working, but no pod is evicted. Gentler than `stop-controller-manager`, which stops all ' +
       'of them. Preflight refuses it on a server older than 1.29 (use `stop-controller-manager` there, or give the step ' +
       '`orElse: {action: stop-controller-manager}`, which a plan takes on such servers). The revert puts the original flags ' +
-      'back; undo it only once the Leases are fresh again (`rollback.waitFor`).',
+      'back; undo it only once the Leases are fresh again (`rollback.waitFor`). It freezes the evictions of node taints ' +
+      'only: since 1.36 the `device-taint-eviction-controller` (on by default, GA in 1.37) keeps deleting the pods of ' +
+      'ResourceClaims whose devices get a NoExecute taint (from a ResourceSlice or a DeviceTaintRule); the preflight says so ' +
+      'on such servers, `eviction-forecast` keeps predicting them, and only `stop-controller-manager` stops them too.',
     params: Params,
     targets: 'nodes',
     defaultNodes: 'control-plane',
@@ -92,6 +95,11 @@ export default defineAction<typeof Params, State>({
         'ACTION_UNSUPPORTED',
         `disable-taint-eviction needs Kubernetes 1.${MIN_MINOR} or newer (the taint-eviction controller is part of the node lifecycle ` +
           `controller before that); the server is ${version.gitVersion}: use stop-controller-manager, or add orElse: {action: stop-controller-manager}`,
+      );
+    if (traitsOf(version).evictsForDeviceTaints)
+      ctx.log.warn(
+        `disable-taint-eviction: on ${version.gitVersion} the device-taint-eviction-controller keeps running: pods whose ` +
+          'ResourceClaims use a device with a NoExecute taint are still evicted (stop-controller-manager stops that too)',
       );
     await runOnNode(ctx, node.name, preflightScript(targetOf(ctx.inventory, node)), {
       code: 'PREFLIGHT_FAILED',

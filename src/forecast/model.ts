@@ -165,8 +165,11 @@ export interface Forecast {
   zones: ZoneForecast[];
   /** Every zone fully disrupted for sure: the controller removes taints and evicts nothing. `now` when already so. */
   masterDisruptionAt?: number;
-  /** The first pod evicted, at the earliest; `likely`: that pod's likely eviction, absent when it is likely spared. */
-  earliest?: { at: number; pod: string; node: string; likely?: number };
+  /**
+   * The first pod evicted, at the earliest; `likely`: that pod's likely eviction, absent when it is likely spared;
+   * `cause`: set when it is not a node's NoExecute taint (a device taint, device-taints.ts).
+   */
+  earliest?: { at: number; pod: string; node: string; likely?: number; cause?: string };
   /** Pods with a predicted eviction, and the nodes they are on. */
   atRisk: number;
   nodesAtRisk: number;

@@ -2,7 +2,14 @@ import type { SlimNode, SlimPod } from './resources.js';
 import { tolerationMs } from './tolerations.js';
 
 export type DeletionCause =
-  'taint-eviction' | 'api-eviction' | 'kubelet-eviction' | 'preemption' | 'garbage-collection' | 'delete' | 'unknown';
+  | 'taint-eviction'
+  | 'device-taint-eviction'
+  | 'api-eviction'
+  | 'kubelet-eviction'
+  | 'preemption'
+  | 'garbage-collection'
+  | 'delete'
+  | 'unknown';
 
 export interface Deletion {
   pod: string;
@@ -16,6 +23,8 @@ export interface Deletion {
 
 const BY_CONDITION: Record<string, DeletionCause> = {
   DeletionByTaintManager: 'taint-eviction',
+  // the device taint eviction controller (pkg/controller/devicetainteviction, addConditionAndDeletePod)
+  DeletionByDeviceTaintManager: 'device-taint-eviction',
   EvictionByEvictionAPI: 'api-eviction',
   PreemptionByScheduler: 'preemption',
   PreemptionByKubeScheduler: 'preemption',

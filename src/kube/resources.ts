@@ -76,15 +76,15 @@ export interface SlimEndpoints {
 }
 
 type Obj = Record<string, unknown>;
-const obj = (v: unknown): Obj => (v && typeof v === 'object' ? (v as Obj) : {});
-const arr = (v: unknown): Obj[] => (Array.isArray(v) ? v.map(obj) : []);
-const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
-const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+export const obj = (v: unknown): Obj => (v && typeof v === 'object' ? (v as Obj) : {});
+export const arr = (v: unknown): Obj[] => (Array.isArray(v) ? v.map(obj) : []);
+export const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+export const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
 const strMap = (v: unknown): Record<string, string> =>
   Object.fromEntries(Object.entries(obj(v)).filter((e): e is [string, string] => typeof e[1] === 'string'));
 
 /** Milliseconds of a Kubernetes timestamp (RFC 3339, seconds or microseconds). */
-function time(v: unknown): number | undefined {
+export function time(v: unknown): number | undefined {
   if (typeof v !== 'string' || !v) return undefined;
   const t = Date.parse(v);
   return Number.isNaN(t) ? undefined : t;

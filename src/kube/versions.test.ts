@@ -43,6 +43,18 @@ describe('Kubernetes versions', () => {
     ]);
   });
 
+  it('device taints evict by default since 1.36; DeviceTaintRules are served in resource.k8s.io/v1 since 1.37', () => {
+    const of = (s: string) => traitsOf(v(s));
+    expect([of('v1.34.4'), of('v1.35.0'), of('v1.36.1'), of('v1.37.2')].map((t) => t.evictsForDeviceTaints)).toEqual([
+      false,
+      false,
+      true,
+      true,
+    ]);
+    expect([of('v1.36.1'), of('v1.37.2')].map((t) => t.servesDeviceTaintRules)).toEqual([false, true]);
+    expect(traitsOf(undefined).evictsForDeviceTaints).toBe(false);
+  });
+
   it('an unknown version takes the safe side: 40 s grace, inferred causes, no taint-eviction switch', () => {
     expect(versionDefaults(undefined).nodeMonitorGracePeriodMs).toBe(40_000);
     expect(traitsOf(undefined)).toMatchObject({ canDisableTaintEviction: false, writesDisruptionTarget: false });

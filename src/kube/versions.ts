@@ -59,6 +59,15 @@ export interface VersionTraits {
    * parameter with the feature off refuses the watch; older ones would ignore it, so they are not asked.
    */
   knowsSendInitialEvents: boolean;
+  /**
+   * The device taint eviction controller (`device-taint-eviction-controller`, KEP-5055) runs by default: it deletes
+   * the pods of allocated ResourceClaims whose devices carry a NoExecute taint, with the DisruptionTarget reason
+   * `DeletionByDeviceTaintManager` (feature gate DRADeviceTaints: alpha and off in 1.33–1.35, beta and on in 1.36, GA
+   * in 1.37). `--controllers=*,-taint-eviction-controller` leaves it running.
+   */
+  evictsForDeviceTaints: boolean;
+  /** DeviceTaintRules are served in resource.k8s.io/v1 by default (DRADeviceTaintRules: GA and on in 1.37, beta and off in 1.36). */
+  servesDeviceTaintRules: boolean;
 }
 
 /**
@@ -77,6 +86,8 @@ export function traitsOf(version: KubeVersion | undefined): VersionTraits {
     taintsInTheSamePass: atLeast(version, 21) || version === undefined,
     requeuesEveryPass: atLeast(version, 21) || version === undefined,
     knowsSendInitialEvents: atLeast(version, 27),
+    evictsForDeviceTaints: atLeast(version, 36),
+    servesDeviceTaintRules: atLeast(version, 37),
   };
 }
 

@@ -257,6 +257,123 @@ describe('eviction-forecast', () => {
     expect(back.value).toMatchObject({ frozen: null, ifRestoredNow: null });
   });
 
+  describe('device taints (1.36+)', () => {
+    const RESOURCE = '/apis/resource.k8s.io/v1';
+    /** A 1.37 server; web-node-1's claim holds fake.example.com/pool-1/gpu-0, tolerating a NoExecute taint for `seconds`. */
+    function draSetup(seconds?: number) {
+      setup();
+      t.kube.rawHandler = (path) => (path === '/version' ? { status: 200, body: '{"gitVersion":"v1.37.2"}' } : { status: 404, body: '' });
+      kubelets(['node-1', 'node-2', 'node-3']);
+      t.api.put(`${RESOURCE}/resourceslices`, {
+        metadata: { name: 'node-1-fake' },
+        spec: { driver: 'fake.example.com', pool: { name: 'pool-1' }, devices: [{ name: 'gpu-0' }, { name: 'gpu-1' }] },
+      });
+      t.api.put(`${RESOURCE}/resourceclaims`, {
+        metadata: { namespace: 'default', name: 'gpu' },
+        status: {
+          allocation: {
+            devices: {
+              results: [
+                {
+                  request: 'gpu',
+                  driver: 'fake.example.com',
+                  pool: 'pool-1',
+                  device: 'gpu-0',
+                  tolerations: [{ key: 'example.com/broken', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: seconds }],
+                },
+              ],
+            },
+          },
+          reservedFor: [{ resource: 'pods', name: 'web-node-1', uid: 'uid-default-web-node-1' }],
+        },
+      });
+    }
+    const taintRule = (device: string, at: number) =>
+      t.api.put(`${RESOURCE}/devicetaintrules`, {
+        metadata: { name: 'broken-gpu' },
+        spec: {
+          deviceSelector: { driver: 'fake.example.com', pool: 'pool-1', device },
+          taint: { key: 'example.com/broken', effect: 'NoExecute', timeAdded: iso(at) },
+        },
+      });
+
+    it("predicts the pod of a claim whose device gets a NoExecute DeviceTaintRule at the taint's time + its toleration, and names it", async () => {
+      draSetup(30);
+      const run = t.start(probe, { margin: '10s' });
+      await run.until((r) => r.status === 'ok');
+      // a taint on another device of the pool changes nothing
+      taintRule('gpu-1', t.clock.now());
+      await t.advance(1_000);
+      expect(run.last()!.detail).toBe('no eviction predicted: 3 nodes heartbeating');
+      const taintedAt = t.clock.now();
+      taintRule('gpu-0', taintedAt);
+      const seen = await run.until((r) => r.detail.startsWith('first eviction'));
+      // judged in batches of a quarter second: 30 s less the time the taint took to wake it
+      expect(seen.detail).toMatch(
+        /^first eviction in (29\.\d|30)s: default\/web-node-1 on node-1, device taint broken-gpu on fake\.example\.com\/pool-1\/gpu-0 \(1 pod at risk/,
+      );
+      expect(seen.value).toMatchObject({ earliestEviction: { pod: 'default/web-node-1', at: taintedAt + 30_000 } });
+      // violated once within margin, with no further event
+      const violated = await run.until((r) => r.status === 'violated', 60_000);
+      expect(violated.at).toBe(taintedAt + 20_000);
+    });
+
+    it('predicts a taint in the ResourceSlice itself, at once without a toleration; disable-taint-eviction does not stop it', async () => {
+      draSetup(undefined);
+      // the claim's toleration has no seconds: it tolerates example.com/broken forever; another key is not tolerated
+      t.api.update(`${RESOURCE}/resourceslices`, 'node-1-fake', (o) => {
+        (o.spec as { devices: Record<string, unknown>[] }).devices[0]!.taints = [
+          { key: 'example.com/broken', effect: 'NoExecute', timeAdded: iso(t.clock.now()) },
+        ];
+      });
+      t.applied.set('f1', { action: 'disable-taint-eviction', node: 'cp-1', stops: 'taint-eviction' });
+      const run = t.start(probe, { margin: '10s' });
+      await run.until((r) => r.status === 'ok');
+      await t.advance(1_000);
+      expect(run.last()!.detail).toMatch(/^no eviction: taint eviction disabled by this run/);
+      t.api.update(`${RESOURCE}/resourceslices`, 'node-1-fake', (o) => {
+        (o.spec as { devices: Record<string, unknown>[] }).devices[0]!.taints = [
+          { key: 'example.com/overheated', effect: 'NoExecute', timeAdded: iso(t.clock.now()) },
+        ];
+      });
+      const v = await run.until((r) => r.status === 'violated');
+      expect(v.detail).toBe(
+        'first eviction due now: default/web-node-1 on node-1, device taint example.com/overheated of ResourceSlice node-1-fake on fake.example.com/pool-1/gpu-0 (1 pod at risk on 1 node)',
+      );
+    });
+
+    it('is frozen while the controller-manager is stopped, and says the device taint eviction would follow its return', async () => {
+      draSetup(0);
+      t.applied.set('f1', { action: 'stop-controller-manager', node: 'cp-1', stops: 'controller-manager' });
+      const run = t.start(probe, { margin: '10s' });
+      await run.until((r) => r.status === 'ok');
+      const taintedAt = t.clock.now();
+      taintRule('gpu-0', taintedAt);
+      const frozen = await run.until((r) => (r.value as { ifRestoredNow: unknown } | null)?.ifRestoredNow != null);
+      expect(frozen.status).toBe('ok');
+      expect(frozen.value).toMatchObject({ earliestEviction: null, ifRestoredNow: { pod: 'default/web-node-1', at: taintedAt } });
+      expect(frozen.detail).toMatch(
+        /^no eviction: kube-controller-manager stopped by this run .*; if restored now, first eviction due now: default\/web-node-1/,
+      );
+    });
+
+    it('watches nothing of resource.k8s.io on a 1.34 server, nor with deviceTaints: false', async () => {
+      draSetup(0);
+      t.kube.rawHandler = (path) => (path === '/version' ? { status: 200, body: '{"gitVersion":"v1.34.4"}' } : { status: 404, body: '' });
+      taintRule('gpu-0', t.clock.now());
+      const run = t.start(probe, { margin: '10s' });
+      await run.until((r) => r.status === 'ok');
+      await t.advance(2_000);
+      expect(run.last()!.detail).toBe('no eviction predicted: 3 nodes heartbeating');
+      await run.stop();
+      t.kube.rawHandler = (path) => (path === '/version' ? { status: 200, body: '{"gitVersion":"v1.37.2"}' } : { status: 404, body: '' });
+      const off = t.start(probe, { margin: '10s', deviceTaints: false });
+      await off.until((r) => r.status === 'ok');
+      await t.advance(2_000);
+      expect(off.last()!.detail).toBe('no eviction predicted: 3 nodes heartbeating');
+    });
+  });
+
   it('is unknown while the apiserver is away', async () => {
     setup();
     kubelets(['node-1', 'node-2', 'node-3']);

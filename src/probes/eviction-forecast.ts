@@ -1,8 +1,11 @@
-import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS, watchesLeaderLeases } from '../contract/access.js';
+import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS, watches, watchesLeaderLeases } from '../contract/access.js';
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
 import { type ControllerState, type Forecast, defaultSilentAfter, forecast, isFailing } from '../forecast/forecast.js';
 import { forecastFeed } from '../forecast/feed.js';
+import { deviceTaintEvictions, withDeviceEvictions } from '../forecast/device-taints.js';
+import { type SlimDeviceTaintRule, type SlimResourceClaim, type SlimResourceSlice, draWatchSpecs } from '../kube/dra.js';
+import type { WatchHandle } from '../kube/watch.js';
 import { trackNodeSelection } from '../kube/node-selection.js';
 import { cannotSee, gated, type ObjectChange, reactive, sameLabels, type Watched, watching } from '../contract/readings.js';
 import type { AppliedEffect, AppliedEffects } from '../contract/context.js';
@@ -11,7 +14,7 @@ import { trackTaintedSince } from '../kube/taint-since.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { duration } from '../core/zod-helpers.js';
-import { parseKubeVersion, traitsOf } from '../kube/versions.js';
+import { parseKubeVersion, serverVersion, traitsOf } from '../kube/versions.js';
 import { defineProbe } from '../contract/probe.js';
 
 const Params = z.strictObject({
@@ -26,7 +29,18 @@ const Params = z.strictObject({
     .regex(/^[a-z0-9.-]+\/[a-z0-9.-]+$/)
     .default('kube-system/kube-controller-manager')
     .meta({ description: 'namespace/name of the leader lease: while nobody holds it, evictions are frozen' }),
+  deviceTaints: z
+    .boolean()
+    .default(true)
+    .meta({
+      description:
+        'also predict the evictions of the device taint eviction controller (1.36+): watches ResourceClaims, ResourceSlices ' +
+        'and (1.37+) DeviceTaintRules of resource.k8s.io/v1; false leaves them out (and needs no permission on them), as ' +
+        'it must on a server that does not serve resource.k8s.io/v1: the forecast reads unknown while it cannot watch them',
+    }),
 });
+
+const ON_DEVICE_TAINTS = { onlyIf: { param: 'deviceTaints', equals: 'true' } };
 
 /** The names in a reading's detail: the first ten of `count`, and how many more. */
 function someNames(names: string[], count: number): string {
@@ -63,6 +77,9 @@ export default defineProbe({
       READ_PODS,
       watchesLeaderLeases('controllerManagerLease', 'watches the leader-election Lease `controllerManagerLease`'),
       GET_VERSION,
+      watches('resource.k8s.io', 'resourceclaims', 'watches ResourceClaims: the devices allocated to pods', ON_DEVICE_TAINTS),
+      watches('resource.k8s.io', 'resourceslices', "watches ResourceSlices: their devices' taints", ON_DEVICE_TAINTS),
+      watches('resource.k8s.io', 'devicetaintrules', 'watches DeviceTaintRules: taints put on devices', ON_DEVICE_TAINTS),
     ],
     id: 'eviction-forecast',
     summary: 'Predicts per node the NotReady time and per pod the earliest eviction; violated when one is within margin.',
@@ -79,7 +96,11 @@ export default defineProbe({
       '`disable-taint-eviction` or `stop-controller-manager` applied, or no controller-manager holds its lease, it ' +
       'predicts no eviction, says why, and gives the first eviction that would follow were the controller restored now. ' +
       'The controller settings come from the inventory, else /configz, else the static-pod manifest, else the defaults ' +
-      "of the server's version. Violated when the earliest eviction is within `margin`; unknown while the apiserver " +
+      "of the server's version. A second path is predicted beside it (1.36+, `deviceTaints`): the device taint eviction " +
+      'controller deletes the pods of an allocated ResourceClaim whose device has a NoExecute taint, in its ResourceSlice or ' +
+      "from a DeviceTaintRule, at the taint's timeAdded + the smallest tolerationSeconds of the claim's matching " +
+      'tolerations (at once without one); the reading names the taint and the device. `disable-taint-eviction` does not ' +
+      'stop that controller; `stop-controller-manager` does. Violated when the earliest eviction is within `margin`; unknown while the apiserver ' +
       'cannot be watched.',
     params: Params,
     report: (v: EvictionForecastValue) => ({
@@ -92,13 +113,21 @@ export default defineProbe({
   },
   start(ctx, params) {
     const [ns, name] = params.controllerManagerLease.split('/') as [string, string];
-    const specs = {
-      nodes: watchSpecs.nodes(),
-      leases: watchSpecs.nodeLeases(),
-      pods: watchSpecs.pods(),
-      leader: watchSpecs.lease(ns, name),
+    const specs = async () => {
+      // the device taint eviction controller runs by default since 1.36; DeviceTaintRules are served in v1 since 1.37
+      const traits = params.deviceTaints ? traitsOf(await serverVersion(ctx.kube)) : undefined;
+      return {
+        nodes: watchSpecs.nodes(),
+        leases: watchSpecs.nodeLeases(),
+        pods: watchSpecs.pods(),
+        leader: watchSpecs.lease(ns, name),
+        ...(traits?.evictsForDeviceTaints ? { claims: draWatchSpecs.resourceClaims(), slices: draWatchSpecs.resourceSlices() } : {}),
+        ...(traits?.servesDeviceTaintRules ? { rules: draWatchSpecs.deviceTaintRules() } : {}),
+      };
     };
-    return watching(ctx, specs, async function* ({ nodes, leases, pods, leader }, watches) {
+    return watching(ctx, specs, async function* (handles, watches) {
+      const { nodes, leases, pods, leader } = handles;
+      const dra = handles as Partial<DraHandles>;
       yield { status: 'unknown', at: ctx.clock.now(), value: null, detail: 'reading the controller settings' };
       let resolved: ResolvedSettings;
       try {
@@ -151,8 +180,25 @@ export default defineProbe({
         gated(leases, mattersForLease),
         gated(pods, mattersForPod),
         leader,
+        ...[dra.claims, dra.slices, dra.rules].filter((w) => w !== undefined),
         ...(applied ? [appliedWatch(applied)] : []),
       ];
+      // the pods the device taint eviction controller deletes, counted as the node taint's are (namespaces, nodes)
+      const deviceEvictions = (now: number) =>
+        dra.claims && dra.slices
+          ? deviceTaintEvictions({
+              now,
+              claims: dra.claims.store.values(),
+              slices: dra.slices.store.values(),
+              rules: dra.rules?.store.values() ?? [],
+              nodeOf: (namespace, podName, uid) => {
+                const p = pods.store.get(`${namespace}/${podName}`);
+                if (!p?.nodeName || p.uid !== uid || p.deletionTimestamp !== undefined) return undefined;
+                if ((namespaces && !namespaces.has(namespace)) || (podsOf && !podsOf(p.nodeName))) return undefined;
+                return p.nodeName;
+              },
+            })
+          : [];
       yield* reactive(ctx, {
         watches: woken,
         // thousands of nodes failing at once make nearly every event matter: judge them in batches of a quarter second
@@ -191,11 +237,20 @@ export default defineProbe({
             requeuesEveryPass,
           };
           // the reading lists the first 20 pods to be evicted and the first 100 failing nodes; the forecast counts them all
-          const f = forecast({ ...judged, controller, podsKept: 20, evictedPodsOnly: true, nodesKept: NODES_LISTED });
+          const devices = deviceEvictions(now);
+          const f = withDeviceEvictions(
+            forecast({ ...judged, controller, podsKept: 20, evictedPodsOnly: true, nodesKept: NODES_LISTED }),
+            devices,
+            controller.running === false,
+          );
           // frozen: what would happen the moment the controller runs again as it did (a new leader, now)
           const ifRestored =
             f.frozen !== undefined
-              ? forecast({ ...judged, controller: { running: true, since: now }, podsKept: 0, nodesKept: 0 }).earliest
+              ? withDeviceEvictions(
+                  forecast({ ...judged, controller: { running: true, since: now }, podsKept: 0, nodesKept: 0 }),
+                  devices,
+                  false,
+                ).earliest
               : undefined;
           const e = f.earliest;
           const violated = e !== undefined && e.at - now <= params.margin;
@@ -229,6 +284,12 @@ export default defineProbe({
     });
   },
 });
+
+type DraHandles = {
+  claims: WatchHandle<SlimResourceClaim>;
+  slices: WatchHandle<SlimResourceSlice>;
+  rules: WatchHandle<SlimDeviceTaintRule>;
+};
 
 /** The controller as the forecast reads it: its leader lease, and what this run holds applied that stops evictions. */
 function controllerState(
@@ -269,7 +330,8 @@ function describe(f: Forecast, now: number, nodeCount: number, ifRestored: Forec
   if (e) {
     const likely = e.likely === undefined ? ', likely spared' : e.likely > e.at + 500 ? `, likely ${when(e.likely)}` : '';
     const master = f.masterDisruptionAt !== undefined ? '; all zones down: master disruption mode' : '';
-    return `first eviction ${when(e.at)}${likely}: ${e.pod} on ${e.node} (${f.atRisk} pod${f.atRisk === 1 ? '' : 's'} at risk on ${f.nodesAtRisk} node${f.nodesAtRisk === 1 ? '' : 's'})${master}`;
+    const cause = e.cause !== undefined ? `, ${e.cause}` : '';
+    return `first eviction ${when(e.at)}${likely}: ${e.pod} on ${e.node}${cause} (${f.atRisk} pod${f.atRisk === 1 ? '' : 's'} at risk on ${f.nodesAtRisk} node${f.nodesAtRisk === 1 ? '' : 's'})${master}`;
   }
   if (f.frozen !== undefined)
     return `no eviction: ${f.frozen}${ifRestored ? `; if restored now, first eviction ${when(ifRestored.at)}: ${ifRestored.pod} on ${ifRestored.node}` : '; none if restored now'}${f.nodeCount ? `; failing: ${failing}` : ''}`;

@@ -62,6 +62,19 @@ describe('pod-deletions', () => {
     expect(t.kube.rawCalls).toContain('/version');
   });
 
+  it('tells a device taint eviction (1.36+) from a node taint eviction by the DisruptionTarget reason', async () => {
+    setup();
+    t.kube.rawHandler = (path) => (path === '/version' ? { status: 200, body: '{"gitVersion":"v1.37.2"}' } : { status: 404, body: '' });
+    const run = t.start(probe, { max: 5 });
+    await run.until((r) => r.status === 'ok');
+    // no node taint at all: only the device taint eviction controller's mark tells the cause
+    t.terminatePod('default', 'web-1', 30, [{ type: 'DisruptionTarget', status: 'True', reason: 'DeletionByDeviceTaintManager' }]);
+    t.terminatePod('default', 'web-2', 30, [{ type: 'DisruptionTarget', status: 'True', reason: 'DeletionByTaintManager' }]);
+    const v = await run.until((r) => deletions(r).length === 2);
+    expect(deletions(v).map((d) => `${d.pod} ${d.cause}`)).toEqual(['default/web-1 device-taint-eviction', 'default/web-2 taint-eviction']);
+    expect(v.detail).toBe('2 pods deleted (1 device-taint-eviction, 1 taint-eviction): default/web-1 on node-1, default/web-2 on node-2');
+  });
+
   it('tells a taint eviction that comes late (a restarted controller-manager starts its timers afresh) from a delete that comes too early', async () => {
     setup();
     const run = t.start(probe, {});

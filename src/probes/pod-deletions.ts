@@ -41,7 +41,9 @@ export default defineProbe({
       'Watches Pods from the moment the probe starts and records each pod bound to a node that gets a deletionTimestamp ' +
       '(it is terminating: its containers will be killed when its node syncs) or disappears without one. The cause is ' +
       'given when it can be told: `taint-eviction` (the taint manager: by its DisruptionTarget condition on servers that ' +
-      "write it, 1.26 and newer; on older ones by the timing of the node's NoExecute taint and the pod's toleration), `api-eviction`, `kubelet-eviction`, `preemption`, " +
+      "write it, 1.26 and newer; on older ones by the timing of the node's NoExecute taint and the pod's toleration), " +
+      '`device-taint-eviction` (the device taint eviction controller, 1.36+: a NoExecute taint on a device of one of its ' +
+      'allocated ResourceClaims; DisruptionTarget reason `DeletionByDeviceTaintManager`), `api-eviction`, `kubelet-eviction`, `preemption`, ' +
       '`garbage-collection`, else `delete`. Namespace, label and node filters narrow what counts; violated when more ' +
       'than `max` were seen. Unknown while the apiserver cannot be watched (a pod that vanished meanwhile is counted ' +
       'when the watch relists).',

@@ -1,5 +1,13 @@
 import { join } from 'node:path';
-import { AppsV1Api, CoreV1Api, KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import {
+  AppsV1Api,
+  CoreV1Api,
+  KubeConfig,
+  KubernetesObjectApi,
+  type KubernetesObject,
+  type V1Node,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RevertState } from '../../src/contract/action.js';
 import type { ActionCtx } from '../../src/contract/context.js';
@@ -8,6 +16,10 @@ import { defaultRegistry } from '../../src/engine/registry.js';
 import type { KubeAccess } from '../../src/kube/types.js';
 import { inNetns, LAB_VERSION, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 import { labContext } from './helpers/lab-context.js';
+import type { Reading } from '../../src/contract/probe.js';
+import type { Deletion } from '../../src/kube/deletions.js';
+import forecastProbe, { type EvictionForecastValue } from '../../src/probes/eviction-forecast.js';
+import deletionsProbe from '../../src/probes/pod-deletions.js';
 
 /**
  * disable-taint-eviction on the real controller-manager (1.29+): with a node NotReady and tainted past the
@@ -19,6 +31,7 @@ const TOLERATION = 10_000;
 let lab: LabInfo;
 let core: CoreV1Api;
 let apps: AppsV1Api;
+let objects: KubernetesObjectApi;
 let kube: KubeAccess;
 let ctx: ActionCtx;
 
@@ -28,6 +41,7 @@ beforeAll(async () => {
   kc.loadFromFile(lab.kubeconfig);
   core = kc.makeApiClient(CoreV1Api);
   apps = kc.makeApiClient(AppsV1Api);
+  objects = KubernetesObjectApi.makeApiClient(kc);
   const base = (await labContext(lab, { runId: `e2e-dte-${process.pid}` })).ctx;
   kube = base.kube;
   ctx = { ...base, node: base.inventory.spec.nodes.find((n) => n.name === 'cp-1') };
@@ -93,6 +107,130 @@ describe(`disable-taint-eviction (Kubernetes ${LAB_VERSION})`, () => {
     } finally {
       if (!reverted) await action.revert(ctx, state).catch(() => {});
       await kubelet('node-1', 'start');
+    }
+  });
+
+  it('a NoExecute DeviceTaintRule on an allocated device: the device-taint-eviction-controller evicts, forecast in time and named', async () => {
+    // a ResourceSlice by hand (a fake driver, one device on node-2), allocated by the real scheduler; the simulated
+    // kubelet runs the pod without any DRA plugin. The claim tolerates the taint for 3 s.
+    const DRIVER = 'fake.example.com';
+    const NS = 'dra';
+    const v1 = 'resource.k8s.io/v1';
+    const made: (KubernetesObject & { spec?: unknown })[] = [
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } },
+      {
+        apiVersion: v1,
+        kind: 'DeviceClass',
+        metadata: { name: 'fake-gpu' },
+        spec: { selectors: [{ cel: { expression: `device.driver == "${DRIVER}"` } }] },
+      },
+      {
+        apiVersion: v1,
+        kind: 'ResourceSlice',
+        metadata: { name: 'node-2-fake' },
+        spec: {
+          driver: DRIVER,
+          nodeName: 'node-2',
+          pool: { name: 'node-2', generation: 1, resourceSliceCount: 1 },
+          devices: [{ name: 'gpu-0' }],
+        },
+      },
+      {
+        apiVersion: v1,
+        kind: 'ResourceClaim',
+        metadata: { name: 'gpu', namespace: NS },
+        spec: {
+          devices: {
+            requests: [
+              {
+                name: 'gpu',
+                exactly: {
+                  deviceClassName: 'fake-gpu',
+                  tolerations: [{ key: 'example.com/broken', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 3 }],
+                },
+              },
+            ],
+          },
+        },
+      },
+    ];
+    const rule: KubernetesObject & { spec: unknown } = {
+      apiVersion: v1,
+      kind: 'DeviceTaintRule',
+      metadata: { name: 'broken-gpu' },
+      spec: {
+        deviceSelector: { driver: DRIVER, pool: 'node-2', device: 'gpu-0' },
+        taint: { key: 'example.com/broken', effect: 'NoExecute' },
+      },
+    };
+    const { ctx: probeCtx, close } = await labContext(lab);
+    const forecasts: Reading[] = [];
+    const deletions: Reading[] = [];
+    const pumps: Promise<void>[] = [];
+    try {
+      for (const o of made) await objects.create(o);
+      await core.createNamespacedPod({
+        namespace: NS,
+        body: {
+          metadata: { name: 'gpu-user' },
+          spec: {
+            resourceClaims: [{ name: 'gpu', resourceClaimName: 'gpu' }],
+            containers: [{ name: 'main', image: 'registry.k8s.io/pause:3.2', resources: { claims: [{ name: 'gpu' }] } }],
+          },
+        },
+      });
+      await until(
+        'gpu-user scheduled on node-2 with its claim and running',
+        async () => {
+          const p = await core.readNamespacedPod({ name: 'gpu-user', namespace: NS });
+          return p.spec?.nodeName === 'node-2' && p.status?.phase === 'Running';
+        },
+        30_000,
+        200,
+      );
+      const start = (probe: typeof forecastProbe | typeof deletionsProbe, params: unknown, into: Reading[]) =>
+        pumps.push(
+          (async () => {
+            for await (const r of probe.start(probeCtx, probe.meta.params.parse(params) as never)) into.push(r);
+          })().catch(() => {}),
+        );
+      start(forecastProbe, { namespaces: [NS], margin: '1s' }, forecasts);
+      start(deletionsProbe, { namespaces: [NS] }, deletions);
+      await until(
+        'both probes to read ok',
+        async () => forecasts.at(-1)?.status === 'ok' && deletions.at(-1)?.status === 'ok',
+        30_000,
+        100,
+      );
+      expect(forecasts.at(-1)!.detail).toMatch(/^no eviction predicted/);
+
+      await objects.create(rule);
+      const ruleAt = realClock.now();
+      const deleted = (): Deletion | undefined =>
+        (deletions.at(-1)?.value as { deletions?: Deletion[] } | null)?.deletions?.find((d) => d.pod === `${NS}/gpu-user`);
+      await until('the device taint eviction controller to delete gpu-user', async () => deleted() !== undefined, 30_000, 100);
+      const d = deleted()!;
+      expect(d).toMatchObject({ node: 'node-2', cause: 'device-taint-eviction' });
+      const p = await core.readNamespacedPod({ name: 'gpu-user', namespace: NS }).catch(() => undefined);
+      if (p)
+        expect(p.status?.conditions?.find((c) => c.type === 'DisruptionTarget')).toMatchObject({ reason: 'DeletionByDeviceTaintManager' });
+
+      // the forecast named the taint and the device, and said so no later than the deletion came
+      const first = forecasts.find((r) => (r.value as EvictionForecastValue | null)?.earliestEviction?.pod === `${NS}/gpu-user`);
+      expect(first, 'a forecast of gpu-user').toBeDefined();
+      expect(first!.detail).toContain(`device taint broken-gpu on ${DRIVER}/node-2/gpu-0`);
+      const predicted = (first!.value as EvictionForecastValue).earliestEviction!.at;
+      expect(predicted, 'forecast eviction time vs. the deletion seen').toBeLessThanOrEqual(d.at);
+      expect(first!.at).toBeLessThanOrEqual(d.at);
+      const iso = (t: number) => new Date(t).toISOString();
+      console.log(
+        `DeviceTaintRule created ${iso(ruleAt)}; forecast at ${iso(first!.at)}: eviction at ${iso(predicted)}; deletion seen ${iso(d.at)} (${d.cause})`,
+      );
+    } finally {
+      await close(() => Promise.all(pumps));
+      await objects.delete(rule).catch(() => {});
+      await core.deleteNamespacedPod({ name: 'gpu-user', namespace: NS, gracePeriodSeconds: 0 }).catch(() => {});
+      for (const o of [...made].reverse()) await objects.delete(o).catch(() => {});
     }
   });
 });
