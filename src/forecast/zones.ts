@@ -25,16 +25,59 @@ function rateOf(state: ZoneState, size: number, s: LifecycleSettings): number {
   return size > s.largeClusterSizeThreshold ? s.secondaryNodeEvictionRate : 0;
 }
 
-/** How many of the sorted `xs` are at most t. */
-function countAtMost(xs: ArrayLike<number>, t: number): number {
-  let lo = 0;
-  let hi = xs.length;
+/** How many of the sorted `xs` are at most t, that count known to lie from lo to hi. */
+function countAtMost(xs: ArrayLike<number>, t: number, lo = 0, hi = xs.length): number {
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
     if (xs[mid]! <= t) lo = mid + 1;
     else hi = mid;
   }
   return lo;
+}
+
+/**
+ * Moments in ascending order, counted at moments asked mostly in ascending order too: the taint queue walks forward
+ * in time node by node. Each count is searched from the one before, a few places away, by steps doubling (an
+ * exponential search), rather than over thousands of nodes' moments each time.
+ */
+class SortedMoments {
+  /** The count last answered: where the next search starts. */
+  private from = 0;
+
+  constructor(readonly moments: Float64Array) {}
+
+  /** The last moment; NEVER when there is none. */
+  get last(): number {
+    return this.moments[this.moments.length - 1] ?? NEVER;
+  }
+
+  /** How many are at most t. */
+  countAtMost(t: number): number {
+    const xs = this.moments;
+    // the count lies from lo to hi
+    let lo: number;
+    let hi: number;
+    let step = 1;
+    if (this.from === 0 || xs[this.from - 1]! <= t) {
+      // at `from` or after it
+      lo = this.from;
+      while (lo + step <= xs.length && xs[lo + step - 1]! <= t) {
+        lo += step;
+        step *= 2;
+      }
+      hi = Math.min(lo + step, xs.length);
+    } else {
+      // before `from`
+      hi = this.from - 1;
+      while (hi - step >= 0 && xs[hi - step]! > t) {
+        hi -= step;
+        step *= 2;
+      }
+      lo = Math.max(hi - step, 0);
+    }
+    this.from = countAtMost(xs, t, lo, hi);
+    return this.from;
+  }
 }
 
 export class Zone {
@@ -45,9 +88,9 @@ export class Zone {
   size = 0;
   notReadyNow = 0;
   /** When each counted node goes down at the earliest and at the latest, sorted. */
-  private early = new Float64Array(0);
-  private late = new Float64Array(0);
-  private changes?: number[];
+  private early = new SortedMoments(new Float64Array(0));
+  private late = new SortedMoments(new Float64Array(0));
+  private changes?: Float64Array;
   private taintableFrom?: number[];
   private partialFrom?: number;
 
@@ -61,16 +104,16 @@ export class Zone {
     const n = this.rows.length;
     this.size = n + healthy;
     // typed arrays sort numbers natively: thousands of nodes down at once are sorted at every judgement
-    this.early = new Float64Array(n);
-    this.late = new Float64Array(n);
+    const early = new Float64Array(n);
+    const late = new Float64Array(n);
     for (let i = 0; i < n; i++) {
       const r = this.rows[i]!;
       if (r.notReady) this.notReadyNow++;
-      this.early[i] = r.downEarly;
-      this.late[i] = r.downLate;
+      early[i] = r.downEarly;
+      late[i] = r.downLate;
     }
-    this.early.sort();
-    this.late.sort();
+    this.early = new SortedMoments(early.sort());
+    this.late = new SortedMoments(late.sort());
   }
 
   get stateNow(): ZoneState {
@@ -79,17 +122,17 @@ export class Zone {
 
   /** The moment every node of the zone may be down at the soonest; NEVER while one stays Ready. */
   get possiblyAllDownAt(): number {
-    return this.size > this.rows.length || this.size === 0 ? NEVER : (this.early[this.early.length - 1] ?? NEVER);
+    return this.size > this.rows.length || this.size === 0 ? NEVER : this.early.last;
   }
 
   /** The moment every node of the zone is surely down; NEVER while one may stay Ready. */
   get surelyAllDownAt(): number {
-    return this.size > this.rows.length || this.size === 0 ? NEVER : (this.late[this.late.length - 1] ?? NEVER);
+    return this.size > this.rows.length || this.size === 0 ? NEVER : this.late.last;
   }
 
   /** The highest tainting rate the zone can have at t: the states of every NotReady count possible then. */
   fastestRateAt(t: number): number {
-    return this.fastestRateOf(countAtMost(this.late, t), countAtMost(this.early, t));
+    return this.fastestRateOf(this.late.countAtMost(t), this.early.countAtMost(t));
   }
 
   /**
@@ -97,13 +140,13 @@ export class Zone {
    * possible then lies between the fewest surely down at a and the most possibly down at b.
    */
   fastestRateBetween(a: number, b: number): number {
-    return this.fastestRateOf(countAtMost(this.late, a), countAtMost(this.early, b));
+    return this.fastestRateOf(this.late.countAtMost(a), this.early.countAtMost(b));
   }
 
   /** The lowest tainting rate the zone can have at t. */
   slowestRateAt(t: number): number {
-    const lo = countAtMost(this.late, t);
-    const hi = countAtMost(this.early, t);
+    const lo = this.late.countAtMost(t);
+    const hi = this.early.countAtMost(t);
     let slowest = Math.min(this.rateOfCount(lo), this.rateOfCount(hi));
     if (this.partialBetween(lo, hi)) slowest = Math.min(slowest, rateOf('PartialDisruption', this.size, this.s));
     return slowest;
@@ -127,9 +170,13 @@ export class Zone {
     return Math.max(lo, this.partialFrom) <= Math.min(hi, this.size - 1);
   }
 
-  /** The moments its rate can change: as a count changes, at a node's earliest or latest moment down. */
-  private changeMoments(): readonly number[] {
-    return (this.changes ??= [...new Set([...this.early, ...this.late])].filter(Number.isFinite).sort((a, b) => a - b));
+  /**
+   * The moments its rate can change: as a count changes, at a node's earliest or latest moment down. `early` and
+   * `late` are sorted already, so the two are merged, not sorted again: thousands of nodes down at once give
+   * thousands of moments at every judgement.
+   */
+  private changeMoments(): ArrayLike<number> {
+    return (this.changes ??= mergeFinite(this.early.moments, this.late.moments));
   }
 
   /** The first moment from t on at which the zone may taint (its rate may be above 0); NEVER when it never will. */
@@ -146,6 +193,19 @@ export class Zone {
     return found;
   }
 }
+/** The finite moments of the ascending `a` and `b` together, ascending, each once. */
+function mergeFinite(a: Float64Array, b: Float64Array): Float64Array {
+  const out = new Float64Array(a.length + b.length);
+  let size = 0;
+  let i = 0;
+  let k = 0;
+  while (i < a.length || k < b.length) {
+    const next = k === b.length || (i < a.length && a[i]! <= b[k]!) ? a[i++]! : b[k++]!;
+    if (Number.isFinite(next) && (size === 0 || out[size - 1] !== next)) out[size++] = next;
+  }
+  return out.subarray(0, size);
+}
+
 /** The fewest NotReady nodes that make a zone of `size` partially disrupted (more than 2, and the threshold). */
 function firstPartialCount(size: number, threshold: number): number {
   let k = Math.max(3, Math.ceil(threshold * size));
