@@ -44,7 +44,7 @@ export function startTelemetry(o: TelemetryOptions): RunTelemetry {
   const once = new WarnOnce(o.warn);
   const failed = (what: string) => (r: { error?: Error }) =>
     once.say(
-      `kube-runbook: warning: the run's ${what} could not be sent to ${o.settings.shownAs}: ${r.error ? messageOf(r.error) : 'export failed'} ` +
+      `kube-runbook: warning: the run's telemetry (${what}) could not be sent to ${o.settings.shownAs}: ${r.error ? messageOf(r.error) : 'export failed'} ` +
         '(the run goes on; no further telemetry warnings)',
     );
   const resource = defaultResource()
