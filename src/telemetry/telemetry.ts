@@ -42,6 +42,16 @@ export interface TelemetryOptions {
  */
 export function startTelemetry(o: TelemetryOptions): RunTelemetry {
   const once = new WarnOnce(o.warn);
+  try {
+    return exporting(o, once);
+  } catch (e) {
+    // a setting the SDK refuses: the run goes on without telemetry
+    once.say(`kube-runbook: warning: the run's telemetry is off: ${messageOf(e)}`);
+    return { onEvent: () => undefined, shutdown: () => Promise.resolve() };
+  }
+}
+
+function exporting(o: TelemetryOptions, once: WarnOnce): RunTelemetry {
   const failed = (what: string) => (r: { error?: Error }) =>
     once.say(
       `kube-runbook: warning: the run's telemetry (${what}) could not be sent to ${o.settings.shownAs}: ${r.error ? messageOf(r.error) : 'export failed'} ` +
