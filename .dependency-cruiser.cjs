@@ -14,7 +14,7 @@ const LAYERS = [
   ['contract'], //    ctx, defineAction, defineProbe, readings, registry
   ['actions', 'probes'], // one module per file
   ['engine'], //      plan, run, rollback, journal, recover
-  ['report'], //      renderers of run events
+  ['report', 'telemetry'], // renderers of run events; their export as OpenTelemetry traces and metrics
   ['cli'], //         one file per command; the only importer of lab
   ['testing'], //     fakes and testers, imported by tests only (not built into dist/)
 ];

@@ -112,6 +112,7 @@ interface UpFlags {
   replicas?: number;
   workload: boolean;
   prometheus?: boolean;
+  otel?: boolean;
   etcdQuota?: string;
   binDir?: string;
   kubernetesVersion?: string;
@@ -156,6 +157,11 @@ function up(lab: Command, done: Done) {
       "also run Debian's Prometheus (apt-get installs it on first use) in a namespace of its own, scraping etcd (every 250 ms), the apiservers, controller-managers and schedulers (every second); the inventory's spec.prometheus points promql probes at it",
     )
     .option(
+      '--otel',
+      "also run an OTLP receiver (an OpenTelemetry Collector, built once from the Go module proxy on first use) on the lab's address; " +
+        '`lab env` exports OTEL_EXPORTER_OTLP_ENDPOINT, so runs send it their trace and metrics, which it writes to otlp.jsonl (see docs/telemetry.md)',
+    )
+    .option(
       '--etcd-quota <size>',
       "etcd's space quota, 64Mi to 64Gi (default 512Mi: a throttled disk is felt; give more for 100k+ objects)",
     )
@@ -168,7 +174,14 @@ function up(lab: Command, done: Done) {
     .option('--json', 'print the LabInfo as JSON')
     .action(async (f: UpFlags) => {
       const log = progressLogger();
-      const info = await labUp({ ...f, log, workload: f.workload, prometheus: f.prometheus ?? false, keepOnFailure: f.keepOnFailure });
+      const info = await labUp({
+        ...f,
+        log,
+        workload: f.workload,
+        prometheus: f.prometheus ?? false,
+        otel: f.otel ?? false,
+        keepOnFailure: f.keepOnFailure,
+      });
       if (f.json) out.stdout(JSON.stringify(info, null, 2));
       else
         out.stdout(
@@ -179,6 +192,9 @@ function up(lab: Command, done: Done) {
             `  inventory  ${info.inventoryFile}`,
             ...(info.prometheus
               ? [`  prometheus ${info.prometheus.url} (scrapes etcd every 250 ms, the other components every second)`]
+              : []),
+            ...(info.otel
+              ? [`  otlp       ${info.otel.endpoint} (OpenTelemetry Collector ${info.otel.version}, writing ${info.otel.file})`]
               : []),
             `Use it:  eval "$(kube-runbook lab env${info.instance === DEFAULT_INSTANCE ? '' : ` --instance ${info.instance}`})"`,
           ].join('\n'),
@@ -215,12 +231,14 @@ function status(lab: Command, done: Done) {
 function env(lab: Command, done: Done) {
   withInstance(lab.command('env'))
     .description(
-      'Print `export KUBECONFIG=...`, `export KUBE_RUNBOOK_INVENTORY=...` (and `export KUBE_RUNBOOK_PROMETHEUS=...` with --prometheus) for `eval`.',
+      'Print `export KUBECONFIG=...`, `export KUBE_RUNBOOK_INVENTORY=...` (and `export KUBE_RUNBOOK_PROMETHEUS=...` with --prometheus, ' +
+        '`export OTEL_EXPORTER_OTLP_ENDPOINT=...` with --otel) for `eval`.',
     )
     .action(async (f: { instance: string }) => {
       const info = await readLabInfo(f.instance);
       const lines = [`export KUBECONFIG=${shq(info.kubeconfig)}`, `export KUBE_RUNBOOK_INVENTORY=${shq(info.inventoryFile)}`];
       if (info.prometheus) lines.push(`export KUBE_RUNBOOK_PROMETHEUS=${shq(info.prometheus.url)}`);
+      if (info.otel) lines.push(`export OTEL_EXPORTER_OTLP_ENDPOINT=${shq(info.otel.endpoint)}`);
       out.stdout(lines.join('\n'));
       done(EXIT.ok);
     });

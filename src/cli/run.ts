@@ -21,6 +21,8 @@ import { configMapRef, type ConfigMapRef } from '../kube/journal-configmap.js';
 import { configMapCopy, prepareJournalConfigMap } from './journal-copy.js';
 import { redactedReport, writeReports } from './report-files.js';
 import { forwardSignals } from './signals.js';
+import { otelSettings } from '../telemetry/settings.js';
+import { startTelemetry } from '../telemetry/telemetry.js';
 import { kubeconfigPath, makeCtx, newRunId, prepare, stderrLogger } from './setup.js';
 import type { Register } from './types.js';
 
@@ -85,6 +87,7 @@ interface RunFlags {
   output: 'text' | 'json';
   guards: boolean;
   verbose?: boolean;
+  otelEndpoint?: string;
 }
 
 export const register: Register = (program, done) => {
@@ -110,10 +113,16 @@ export const register: Register = (program, done) => {
     .option('--report-dir <dir>', 'write report.json, junit.xml and timeline.html there')
     .addOption(new Option('-o, --output <format>', 'text: live view; json: the report on stdout').choices(['text', 'json']).default('text'))
     .option('--no-guards', 'do not start the guards (to see what happens without the safety net)')
+    .option(
+      '--otel-endpoint <url>',
+      'export the run as one OpenTelemetry trace and its metrics over OTLP/HTTP to this base URL (e.g. http://127.0.0.1:4318); ' +
+        'wins over OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables, which turn export on by themselves (see docs/telemetry.md)',
+    )
     .option('-v, --verbose', 'debug logging on stderr')
     .action(async (file: string, flags: RunFlags) => {
       const log = stderrLogger(Boolean(flags.verbose));
       const clock = realClock;
+      const otel = otelSettings(process.env, flags.otelEndpoint);
       const reportCm = flags.reportConfigmap === undefined ? undefined : configMapRef('--report-configmap', flags.reportConfigmap);
       const journalCm = flags.journalConfigmap === undefined ? undefined : configMapRef('--journal-configmap', flags.journalConfigmap);
       const p = await prepare(file, flags, clock, log, (loaded) => requireNamedContext(loaded, flags));
@@ -168,9 +177,18 @@ export const register: Register = (program, done) => {
       const tty = flags.output === 'text' && process.stdout.isTTY === true && !(p.plan.confirms && !flags.yes);
       const write = (line: string) => (flags.output === 'json' ? process.stderr : process.stdout).write(`${line}\n`);
       const view = tty ? liveRenderer(p.plan) : { onEvent: plainRenderer(write), stop: async () => {} };
+      const telemetry =
+        otel &&
+        startTelemetry({
+          settings: otel,
+          target: { clusterHost: serverHost(kube.server), nodes: p.inv.inventory.spec.nodes.map((n) => n.name) },
+          clock,
+          warn: (line) => out.stderr(line),
+        });
       const emit = (e: RunEvent) => {
         collector.onEvent(e);
         view.onEvent(e);
+        telemetry?.onEvent(e);
       };
       const ctx = makeCtx({ runId, clock, log, signal: new AbortController().signal, inventory: p.inv.inventory, kube });
       const handle = startRun({
@@ -193,6 +211,8 @@ export const register: Register = (program, done) => {
           `kube-runbook: the journal's copy in ConfigMap ${journalCm.namespace}/${journalCm.name} lacks the last records; the local journal ${journal.file} has them`,
         );
       await view.stop();
+      // a second Ctrl-C stops at once: what is still queued is dropped
+      if (!result.forced) await telemetry?.shutdown();
       if (reportCm) {
         try {
           await writeReportConfigMap(kube, reportCm, redactedReport(collector.report));
@@ -235,6 +255,15 @@ async function writeReportConfigMap(kube: KubeAccess, ref: ConfigMapRef, report:
     timeoutMs: 30_000,
   });
 }
+
+/** The apiserver's host and port, as the trace names the cluster: nothing of the URL's user or path. */
+const serverHost = (server: string) => {
+  try {
+    return new URL(server).host;
+  } catch {
+    return undefined;
+  }
+};
 
 const indent = (text: string, pad: string) =>
   text

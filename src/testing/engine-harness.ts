@@ -49,6 +49,8 @@ export async function startTestRun(o: {
   /** Another run's cluster (two runs at once); a cluster of its own by default. */
   kube?: KubeAccess;
   runId?: string;
+  /** Also handed every event as it is emitted (an exporter under test, say). */
+  observe?: (e: RunEvent) => void;
 }): Promise<Harness> {
   const clock = o.clock ?? new FakeClock();
   const inventory = parseInventoryLoosely(o.inventory ?? testInventory());
@@ -79,7 +81,10 @@ export async function startTestRun(o: {
     plan,
     ctx,
     journal: o.journal ?? null,
-    emit: (e) => events.push(e),
+    emit: (e) => {
+      events.push(e);
+      o.observe?.(e);
+    },
     confirmer: o.confirmer ?? assumeYes,
     inventoryFile: 'inventory.yaml',
     guards: o.guards,

@@ -1,6 +1,7 @@
 /**
  * The emergency runbooks against the lab's real control plane: with --yes, and in a terminal where a person answers
- * each confirmation. (The incident runbooks are in incidents.test.ts.)
+ * each confirmation (the incident runbooks are in incidents.test.ts); a recovery objective set too tight, its run
+ * exported to the lab's OTLP receiver (`lab up --otel`) as one trace and its metrics.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -10,7 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { RunReport } from '../../src/report/collect.js';
 import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
-import { REPO, cli, startLab, stopLab, until, whyRun, type LabInfo } from './helpers/lab.js';
+import { freePort } from '../../src/lab/lifecycle/otel.js';
+import { REPO, cli, leftovers, startLab, stopLab, until, whyRun, type LabInfo } from './helpers/lab.js';
 
 const INSTANCE = 'rbk';
 let lab: LabInfo;
@@ -29,11 +31,13 @@ function expectSafe(o: Outcome) {
 }
 
 beforeAll(async () => {
-  lab = await startLab({ instance: INSTANCE, nodes: 3 });
+  lab = await startLab({ instance: INSTANCE, nodes: 3, otel: true });
 }, 1_200_000);
 
 afterAll(async () => {
   await stopLab(INSTANCE);
+  // the OTLP receiver goes with the rest
+  expect(await leftovers(INSTANCE)).toEqual([]);
 });
 
 describe('emergency runbooks', () => {
@@ -69,7 +73,7 @@ describe('emergency runbooks', () => {
 });
 
 describe('a recovery objective set too tight', () => {
-  it('fails the run with exit 5 after a full rollback, and says so in the report and JUnit', async () => {
+  it('fails the run with exit 5 after a full rollback, says so in the report and JUnit, and exports the run as one trace', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kr-objective-'));
     const file = join(dir, 'too-tight.yaml');
     const node1 = { nodes: { names: ['node-1'] }, staleAfter: '3s' };
@@ -81,6 +85,8 @@ describe('a recovery objective set too tight', () => {
         metadata: { name: 'objective-too-tight' },
         spec: {
           safety: { allowContexts: [lab.context], faultTtl: '2m' },
+          // it fires when node-1's Lease goes stale, and only warns: the run goes on
+          guards: [{ name: 'node-1 lease', probe: 'node-leases', with: node1, onViolation: 'warn' }],
           steps: [
             { name: "stop node-1's kubelet", action: 'stop-kubelet', with: { nodes: { names: ['node-1'] } } },
             { name: 'its lease goes stale', expect: { probe: 'node-leases', with: node1, status: 'violated' }, within: '1m' },
@@ -100,8 +106,14 @@ describe('a recovery objective set too tight', () => {
         },
       }),
     );
-    const r = await cli(['run', file, '-i', lab.inventoryFile, '--context', lab.context, '--yes', '--report-dir', join(dir, 'report')]);
+    // the receiver as `lab env` gives it
+    const env = (await cli(['lab', 'env', '--instance', INSTANCE])).stdout;
+    expect(env).toContain(`export OTEL_EXPORTER_OTLP_ENDPOINT=${lab.otel!.endpoint}`);
+    const r = await cli(['run', file, '-i', lab.inventoryFile, '--context', lab.context, '--yes', '--report-dir', join(dir, 'report')], {
+      env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: lab.otel!.endpoint },
+    });
     expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(5);
+    expect(r.stderr).not.toContain('telemetry');
     const report = JSON.parse(readFileSync(join(dir, 'report', 'report.json'), 'utf8')) as RunReport;
     expect(report.status).toBe('objective-missed');
     expect(report.reason).toBe("recovery objective missed: node-1's lease fresh within a second");
@@ -118,9 +130,156 @@ describe('a recovery objective set too tight', () => {
     expect(readFileSync(join(dir, 'report', 'junit.xml'), 'utf8')).toMatch(
       /<testcase classname="objective-too-tight\.objectives" name="node-1&#39;s lease fresh within a second" time="0\.000"><failure message="objective missed">/,
     );
+
+    // what the collector wrote: one trace, the run's span tree, the objective's metric
+    let received: Received = { spans: [], metrics: [], text: '' };
+    await until(
+      'the collector to write the run',
+      () => {
+        received = collected(lab.otel!.file);
+        return received.metrics.some((m) => m.name === 'kube_runbook.objective.recovery') && received.spans.some((sp) => !sp.parentSpanId);
+      },
+      15_000,
+    );
+    const { spans, metrics, text } = received;
+    expect(new Set(spans.map((sp) => sp.traceId)).size).toBe(1);
+    const roots = spans.filter((sp) => !sp.parentSpanId);
+    expect(roots.map((sp) => sp.name)).toEqual(['run objective-too-tight']);
+    const root = roots[0]!;
+    expect(attrs(root.attributes)).toMatchObject({
+      'kube_runbook.run.id': report.runId,
+      'kube_runbook.runbook': 'objective-too-tight',
+      'kube_runbook.context': lab.context,
+      'kube_runbook.cluster': new URL(lab.apiserverUrl).host,
+      'kube_runbook.nodes': expect.arrayContaining(['cp-1', 'node-1', 'node-2', 'node-3']),
+      'kube_runbook.status': 'objective-missed',
+    });
+    const byId = new Map(spans.map((sp) => [sp.spanId, sp]));
+    const tree = spans
+      .filter((sp) => sp.parentSpanId)
+      .map((sp) => `${byId.get(sp.parentSpanId!)?.name ?? '?'} > ${sp.name} ${String(attrs(sp.attributes)['k8s.node.name'] ?? '')}`.trim());
+    expect(tree.sort()).toEqual(
+      [
+        "run objective-too-tight > step stop node-1's kubelet",
+        'run objective-too-tight > step its lease goes stale',
+        "step stop node-1's kubelet > apply stop-kubelet node-1",
+        'run objective-too-tight > rollback',
+        'rollback > revert stop-kubelet node-1',
+      ].sort(),
+    );
+    const fired = root.events.filter((ev) => ev.name === 'guard fired').map((ev) => attrs(ev.attributes));
+    expect(fired).toContainEqual(
+      expect.objectContaining({
+        'kube_runbook.guard': 'node-1 lease',
+        'kube_runbook.guard.response': 'warn',
+        'kube_runbook.reading.status': 'violated',
+      }),
+    );
+    expect(root.events.map((ev) => ev.name)).toContain('objective missed');
+    const recovery = metrics.find((m) => m.name === 'kube_runbook.objective.recovery')!;
+    expect(recovery.histogram!.dataPoints.map((dp) => attrs(dp.attributes))).toContainEqual(
+      expect.objectContaining({
+        'kube_runbook.objective': "node-1's lease fresh within a second",
+        'kube_runbook.objective.result': 'missed',
+      }),
+    );
+    expect(metrics.map((m) => m.name)).toEqual(expect.arrayContaining(['kube_runbook.faults.applied', 'kube_runbook.faults.reverted']));
+    // nothing of the kubeconfig's credentials
+    const kubeconfig = readFileSync(lab.kubeconfig, 'utf8');
+    const keyData = /client-key-data: (\S+)/.exec(kubeconfig)?.[1] ?? '';
+    expect(keyData.length).toBeGreaterThan(100);
+    expect(text).not.toContain(keyData.slice(0, 64));
+    expect(text).not.toContain(Buffer.from(keyData, 'base64').toString('utf8').split('\n')[1]!);
+    expect(text).not.toMatch(/PRIVATE KEY|BEGIN CERTIFICATE|Bearer /);
     await settled();
   });
+
+  it('a receiver that is down costs one warning line, and the run ends as it would without export', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kr-otel-down-'));
+    const file = join(dir, 'pause.yaml');
+    writeFileSync(
+      file,
+      stringify({
+        apiVersion: 'kube-runbook/v1',
+        kind: 'Runbook',
+        metadata: { name: 'otel-down' },
+        spec: { safety: { allowContexts: [lab.context] }, steps: [{ name: 'pause', wait: '1s' }] },
+      }),
+    );
+    const before = collected(lab.otel!.file).spans.length;
+    // a port of the lab's address nothing listens on; the flag wins over the environment's (the lab's receiver)
+    const host = new URL(lab.otel!.endpoint).hostname;
+    const closed = `http://${host}:${await freePort(host)}`;
+    const args = ['run', file, '-i', lab.inventoryFile, '--context', lab.context, '--yes'];
+    const without = await cli(args);
+    const down = await cli([...args, '--otel-endpoint', closed], {
+      env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: lab.otel!.endpoint },
+    });
+    expect(without.code, without.stderr).toBe(0);
+    expect(down.code, down.stderr).toBe(without.code);
+    const warnings = down.stderr.split('\n').filter((l) => l.includes('telemetry'));
+    expect(warnings).toEqual([
+      expect.stringMatching(new RegExp(`^kube-runbook: warning: the run's telemetry .*could not be sent to ${closed}`)),
+    ]);
+    expect(collected(lab.otel!.file).spans.length).toBe(before);
+  });
 });
+
+interface OtlpValue {
+  stringValue?: string;
+  intValue?: string | number;
+  boolValue?: boolean;
+  arrayValue?: { values?: OtlpValue[] };
+}
+type OtlpAttributes = { key: string; value: OtlpValue }[] | undefined;
+interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  attributes?: OtlpAttributes;
+  events?: { name: string; attributes?: OtlpAttributes }[];
+}
+interface OtlpMetric {
+  name: string;
+  histogram?: { dataPoints: { attributes?: OtlpAttributes }[] };
+}
+interface Received {
+  spans: (OtlpSpan & { events: NonNullable<OtlpSpan['events']> })[];
+  metrics: OtlpMetric[];
+  text: string;
+}
+
+const plain = (v: OtlpValue): unknown =>
+  v.arrayValue ? (v.arrayValue.values ?? []).map(plain) : (v.stringValue ?? (v.intValue === undefined ? v.boolValue : Number(v.intValue)));
+const attrs = (list: OtlpAttributes) => Object.fromEntries((list ?? []).map((a) => [a.key, plain(a.value)]));
+
+/** The collector's file exporter output: a JSON line per request it received (OTLP JSON). */
+function collected(file: string): Received {
+  let text = '';
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return { spans: [], metrics: [], text };
+  }
+  const lines = text.split('\n').filter((l) => l.trim());
+  const parsed = lines.map(
+    (l) =>
+      JSON.parse(l) as {
+        resourceSpans?: { scopeSpans?: { spans?: OtlpSpan[] }[] }[];
+        resourceMetrics?: { scopeMetrics?: { metrics?: OtlpMetric[] }[] }[];
+      },
+  );
+  return {
+    spans: parsed.flatMap((p) =>
+      (p.resourceSpans ?? []).flatMap((rs) =>
+        (rs.scopeSpans ?? []).flatMap((ss) => (ss.spans ?? []).map((sp) => ({ ...sp, events: sp.events ?? [] }))),
+      ),
+    ),
+    metrics: parsed.flatMap((p) => (p.resourceMetrics ?? []).flatMap((rm) => (rm.scopeMetrics ?? []).flatMap((sm) => sm.metrics ?? []))),
+    text,
+  };
+}
 
 /** Runs the CLI in a pseudo-terminal (util-linux `script`), answering each prompt when its text appears. */
 function inTerminal(args: string[], answers: [string, string][]): Promise<{ code: number | null; output: string }> {

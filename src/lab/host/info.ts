@@ -37,6 +37,16 @@ export interface LabPrometheusInfo {
   ip: string;
 }
 
+/** The lab's OTLP receiver (`lab up --otel`): an OpenTelemetry Collector on this machine. */
+export interface LabOtelInfo {
+  /** What OTEL_EXPORTER_OTLP_ENDPOINT takes: `http://<the lab's address>:<port>`. */
+  endpoint: string;
+  /** Every trace and metric it received, a JSON line per request (OTLP JSON). */
+  file: string;
+  /** Its version. */
+  version: string;
+}
+
 /** What a running lab is; `lab.json` in the state directory. */
 export interface LabInfo {
   instance: string;
@@ -58,6 +68,8 @@ export interface LabInfo {
   }[];
   /** `lab up --prometheus`: Prometheus in its own namespace, scraping every control-plane component. */
   prometheus?: LabPrometheusInfo;
+  /** `lab up --otel`: the OTLP receiver. */
+  otel?: LabOtelInfo;
   /** cp-1..N, node-1..N and, in an HA lab, `lb` (HAProxy). */
   nodes: LabNodeInfo[];
   settings: LabSettings;

@@ -11,6 +11,8 @@ export const DEFAULT_INSTANCE = 'lab';
 export const LB_NODE = 'lb';
 /** The namespace of `lab up --prometheus`: Debian's Prometheus scraping the control plane. */
 export const PROMETHEUS_NODE = 'prom';
+/** Where `lab up --otel`'s OTLP receiver keeps its service directory (it runs on this machine, in no namespace). */
+export const OTEL_NODE = 'otel';
 const INSTANCE = /^[a-z0-9]{1,6}$/;
 
 export function checkInstance(instance: string): string {

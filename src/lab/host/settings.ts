@@ -42,6 +42,8 @@ export interface LabUpOptions {
   replicas?: number;
   /** Debian's Prometheus in a namespace of its own, scraping every control-plane component (default false). */
   prometheus?: boolean;
+  /** An OpenTelemetry Collector receiving OTLP on the lab's address (default false; built once from the Go module proxy). */
+  otel?: boolean;
   /** etcd's --quota-backend-bytes as `512Mi` or `8Gi` (default 512Mi: small, so a disk throttle is felt; large clusters need more). */
   etcdQuota?: string;
 }
@@ -71,6 +73,8 @@ export interface LabSettings {
   replicas: number;
   /** Prometheus scrapes the control plane; absent in the state of labs made before it existed (none). */
   prometheus?: boolean;
+  /** An OTLP receiver runs; absent in the state of labs made before it existed (none). */
+  otel?: boolean;
   /** etcd's space quota in bytes; absent in the state of labs made before it was a setting (512 MiB). */
   etcdQuotaBytes?: number;
 }
@@ -128,6 +132,7 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
     workload: o.workload ?? true,
     replicas: int('replicas', o.replicas ?? Math.max(2, 2 * (nodes + realNodes)), 0, 10_000),
     prometheus: flag('prometheus', o.prometheus ?? false),
+    otel: flag('otel', o.otel ?? false),
     etcdQuotaBytes: o.etcdQuota === undefined ? DEFAULT_ETCD_QUOTA_BYTES : quota(o.etcdQuota),
   };
   if (s.workload && nodes + realNodes === 0) s.workload = false;

@@ -4,7 +4,7 @@ import type { Clock } from '../../core/clock.js';
 import { KrError } from '../../core/errors.js';
 import { shq } from '../../core/shell.js';
 import { sh } from '../host/host.js';
-import { labPaths, LB_NODE, PROMETHEUS_NODE } from '../host/paths.js';
+import { labPaths, LB_NODE, OTEL_NODE, PROMETHEUS_NODE } from '../host/paths.js';
 import { controlPlaneNodes, type LabSettings } from '../host/settings.js';
 
 /** Runs a service's `start` script. */
@@ -45,6 +45,7 @@ export async function logTails(instance: string, settings: LabSettings): Promise
     ),
     ...((settings.controlPlanes ?? 1) > 1 ? [[LB_NODE, 'haproxy'] as [string, string]] : []),
     ...(settings.prometheus ? [[PROMETHEUS_NODE, 'prometheus'] as [string, string]] : []),
+    ...(settings.otel ? [[OTEL_NODE, 'otelcol'] as [string, string]] : []),
     ...Array.from({ length: Math.min(settings.nodes, 3) }, (_, i): [string, string] => [`node-${i + 1}`, 'kubelet']),
     ...Array.from({ length: Math.min(settings.realNodes ?? 0, 2) }, (_, i): [string, string][] => [
       [`rnode-${i + 1}`, 'containerd'],

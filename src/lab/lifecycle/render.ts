@@ -9,8 +9,9 @@ import { realContainerLines } from './containers.js';
 export function renderStatus(s: LabStatus): string {
   const version = s.info.binaries ? `Kubernetes ${s.info.binaries.version}, ` : '';
   const prometheus = s.info.prometheus ? `, prometheus ${s.info.prometheus.url}` : '';
+  const otel = s.info.otel ? `, otlp ${s.info.otel.endpoint}` : '';
   const lines = [
-    `lab ${s.info.instance} (${s.info.phase}), ${version}apiserver ${s.info.apiserverUrl}${prometheus}, ${describeSettings(s.info.settings)}`,
+    `lab ${s.info.instance} (${s.info.phase}), ${version}apiserver ${s.info.apiserverUrl}${prometheus}${otel}, ${describeSettings(s.info.settings)}`,
     '',
     'COMPONENTS',
   ];

@@ -7,7 +7,7 @@ import { sh } from '../host/host.js';
 import { readLabInfo, type LabInfo } from '../host/info.js';
 import { readRuntime, type RuntimeState } from '../sim/runtime.js';
 import { controlPlaneNodes } from '../host/settings.js';
-import { LB_NODE, PROMETHEUS_NODE } from '../host/paths.js';
+import { LB_NODE, OTEL_NODE, PROMETHEUS_NODE } from '../host/paths.js';
 import { haStatus, type HaStatus } from './ha-status.js';
 import { realNodeContainers, type RealNodeContainers } from './containers.js';
 import { clusterSummary, type ClusterSummary } from './workload.js';
@@ -43,6 +43,7 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
     ),
     ...(info.members ? [[LB_NODE, 'haproxy'] as [string, string]] : []),
     ...(info.prometheus ? [[PROMETHEUS_NODE, 'prometheus'] as [string, string]] : []),
+    ...(info.otel ? [[OTEL_NODE, 'otelcol'] as [string, string]] : []),
     ...info.nodes
       .filter((n) => n.roles.includes('worker'))
       .flatMap((n): [string, string][] => [...(n.real ? [[n.name, 'containerd'] as [string, string]] : []), [n.name, 'kubelet']]),

@@ -40,6 +40,9 @@ import { cacheDir, instanceRunDir } from '../host/paths.js';
 import { ensureControlPlaneImages, type ControlPlaneImages } from '../install/control-plane-images.js';
 import { kubernetesDir, manifestsDir, writeStaticPods } from './static-pods.js';
 import { httpGet } from './services.js';
+import { ensureOtelcol, type OtelcolBinary } from '../install/otelcol.js';
+import { freePort, otelEndpoint, otelFile, otelService, writeOtelConfig } from './otel.js';
+import { OTEL_NODE } from '../host/paths.js';
 
 export interface LabUpRunOptions extends LabUpOptions {
   log?: Logger;
@@ -111,6 +114,10 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
     real = await ensureRealNodeBinaries({ log: o.log ?? silentLogger, clock: o.clock, signal: o.signal }, bin);
     if (settings.staticPods) cpImages = await ensureControlPlaneImages({ log: o.log ?? silentLogger, signal: o.signal }, cacheDir(), bin);
   }
+  // the OTLP receiver: built once into the cache (a fresh machine builds it here, saying so)
+  const otelcol = settings.otel
+    ? await ensureOtelcol({ log: o.log ?? silentLogger, clock: o.clock, signal: o.signal }, cacheDir())
+    : undefined;
   return withLock(join(machineRunDir(), `lab-${instance}.lock`), async () => {
     const paths = labPaths(instance);
     // a static-pod lab's cp-1 runs a kubelet rather than an apiserver service
@@ -121,7 +128,7 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
       });
     await labDown(instance, { locked: true, log: silentLogger });
     try {
-      return await up(instance, settings, bin, sim, o, real, cpImages);
+      return await up(instance, settings, bin, sim, o, real, cpImages, otelcol);
     } catch (e) {
       const details = await logTails(instance, settings);
       if (!o.keepOnFailure) await labDown(instance, { locked: true, log: silentLogger }).catch(() => {});
@@ -139,6 +146,7 @@ async function up(
   o: LabUpRunOptions,
   real?: RealNodeBinaries,
   cpImages?: ControlPlaneImages,
+  otelcol?: OtelcolBinary,
 ): Promise<LabInfo> {
   const clock = o.clock ?? realClock;
   const log = o.log ?? silentLogger;
@@ -189,6 +197,13 @@ async function up(
   const cp = cps[0]!;
   // the VIP of an HA lab is the load balancer's address: kubelets and the kubeconfig go through it
   const apiserverHost = lb?.ip ?? cp.ip;
+  // the OTLP receiver listens on the lab's address on this machine (the bridge's), where runs here and in the lab reach it
+  const otel = otelcol
+    ? await (async () => {
+        const host = `${SUBNET_BASE}.${third}.1`;
+        return { instance, dir: paths.serviceDir(OTEL_NODE, 'otelcol'), host, port: await freePort(host), binary: otelcol.binary };
+      })()
+    : undefined;
   const info: LabInfo = {
     instance,
     stateDir: paths.stateDir,
@@ -208,6 +223,7 @@ async function up(
         }
       : {}),
     ...(prom ? { prometheus: { url: prometheusUrl(prom.ip), ...prom } } : {}),
+    ...(otel && otelcol ? { otel: { endpoint: otelEndpoint(otel), file: otelFile(otel.dir), version: otelcol.version } } : {}),
     nodes,
     settings,
     phase: 'starting',
@@ -344,6 +360,10 @@ async function up(
     await writeService(prometheusService(promPlan));
     await writePrometheusConfig(promPlan);
   }
+  if (otel) {
+    await writeService(otelService(otel));
+    await writeOtelConfig(otel);
+  }
   // hundreds of nodes: their files written side by side
   await eachLimited([...nodes.filter((x) => x.roles.includes('worker') && !x.real).entries()], 16, async ([i, n]) => {
     const svc = comp.kubeletService(ctx0, n.name, n.netns, { host: apiserverHost, port: comp.APISERVER_PORT });
@@ -459,6 +479,10 @@ async function up(
     step(`prometheus: ${info.prometheus.url}, scraping the control plane`);
     const targets = await startPrometheus({ dir: promPlan.dir, url: info.prometheus.url, admin, clock, signal: o.signal });
     step(`prometheus scrapes ${targets} targets`);
+  }
+  if (otel && info.otel) {
+    step(`OTLP receiver (OpenTelemetry Collector ${info.otel.version}): ${info.otel.endpoint}, writing ${info.otel.file}`);
+    await startAndWait(otel.dir, 30_000, clock, o.signal);
   }
   info.phase = 'up';
   info.upSeconds = Math.round((clock.now() - started) / 100) / 10;

@@ -1,0 +1,222 @@
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { realClock } from '../core/clock.js';
+import type { RunEvent } from '../engine/events.js';
+import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
+import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
+import { type RunTelemetry, startTelemetry } from './telemetry.js';
+import { otelSettings } from './settings.js';
+
+interface Received {
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** An OTLP/HTTP receiver: keeps every request, answers 200 (the exporters send JSON). */
+async function receiver(): Promise<{ url: string; got: Received[]; close(): Promise<void> }> {
+  const got: Received[] = [];
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      got.push({ path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, got, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+/** A port nothing listens on. */
+async function closedPort(): Promise<string> {
+  const r = await receiver();
+  await r.close();
+  return r.url;
+}
+
+interface OtlpValue {
+  stringValue?: string;
+  intValue?: string | number;
+  boolValue?: boolean;
+  arrayValue?: { values: OtlpValue[] };
+}
+interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  attributes: { key: string; value: OtlpValue }[];
+  events: { name: string; attributes: { key: string; value: OtlpValue }[] }[];
+}
+
+const plain = (v: OtlpValue): unknown =>
+  v.arrayValue ? v.arrayValue.values.map(plain) : (v.stringValue ?? (v.intValue === undefined ? v.boolValue : Number(v.intValue)));
+const attrs = (list: { key: string; value: OtlpValue }[]) => Object.fromEntries(list.map((a) => [a.key, plain(a.value)]));
+
+const spansOf = (got: Received[]): OtlpSpan[] =>
+  got
+    .filter((r) => r.path === '/v1/traces')
+    .flatMap((r) =>
+      (JSON.parse(r.body) as { resourceSpans: { scopeSpans: { spans: OtlpSpan[] }[] }[] }).resourceSpans.flatMap((rs) =>
+        rs.scopeSpans.flatMap((ss) => ss.spans),
+      ),
+    );
+
+const metricNames = (got: Received[]): string[] =>
+  got
+    .filter((r) => r.path === '/v1/metrics')
+    .flatMap((r) =>
+      (JSON.parse(r.body) as { resourceMetrics: { scopeMetrics: { metrics: { name: string }[] }[] }[] }).resourceMetrics.flatMap((rm) =>
+        rm.scopeMetrics.flatMap((sm) => sm.metrics.map((m) => m.name)),
+      ),
+    );
+
+/**
+ * A run on the fake cluster: a step applies `cut` on node-1 and node-2, a guard fires while the run waits, the
+ * rollback reverts both; an objective is measured after it.
+ */
+async function guardedRun(observe?: (e: RunEvent) => void) {
+  const log: ActionRecord[] = [];
+  const guard = new ScriptedProbe('pods', { status: 'ok', value: null, detail: 'no deletions' });
+  const leases = new ScriptedProbe('leases', { status: 'ok', value: null, detail: 'all fresh' });
+  const h = await startTestRun({
+    runbook: baseRunbook({
+      guards: [{ name: 'pods', probe: 'pods', onViolation: 'abort' }],
+      steps: [
+        { name: 'cut', action: 'cut', with: { nodes: { names: ['node-1', 'node-2'] } } },
+        { name: 'hold', wait: '5m' },
+      ],
+      objectives: [{ name: 'leases fresh', probe: 'leases', within: '1m' }],
+    }),
+    actions: [recordingAction('cut', log)],
+    probes: [guard.probe, leases.probe],
+    observe,
+  });
+  await h.clock.runUntil(() => h.events.some((e) => e.type === 'step-start' && e.name === 'hold'));
+  guard.push('violated', '1 pod deleted: default/web-1', h.clock.now());
+  await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+  return { h, result: await h.handle.result };
+}
+
+describe('OpenTelemetry export of a run', () => {
+  let telemetry: RunTelemetry | undefined;
+  afterEach(async () => {
+    await telemetry?.shutdown();
+    telemetry = undefined;
+    vi.unstubAllEnvs();
+  });
+
+  it('sends one trace whose span tree is the run, with its attributes and no secret, and its metrics', async () => {
+    const r = await receiver();
+    vi.stubEnv('OTEL_EXPORTER_OTLP_HEADERS', 'authorization=Bearer s3cret-otlp-token');
+    const warnings: string[] = [];
+    telemetry = startTelemetry({
+      settings: otelSettings({}, r.url)!,
+      target: { clusterHost: 'fake.invalid:6443', nodes: ['cp-1', 'node-1', 'node-2', 'node-3'] },
+      clock: realClock,
+      warn: (l) => warnings.push(l),
+    });
+    const { result } = await guardedRun(telemetry.onEvent);
+    expect(result.status).toBe('aborted');
+    await telemetry.shutdown();
+    await r.close();
+
+    expect(warnings).toEqual([]);
+    const spans = spansOf(r.got);
+    expect(new Set(spans.map((s) => s.traceId)).size).toBe(1);
+    const [root, ...others] = spans.filter((s) => !s.parentSpanId);
+    expect(others).toEqual([]);
+    expect(root!.name).toBe('run test');
+    expect(attrs(root!.attributes)).toMatchObject({
+      'kube_runbook.run.id': 'run-test',
+      'kube_runbook.runbook': 'test',
+      'kube_runbook.context': 'lab',
+      'kube_runbook.cluster': 'fake.invalid:6443',
+      'kube_runbook.nodes': ['cp-1', 'node-1', 'node-2', 'node-3'],
+      'kube_runbook.status': 'aborted',
+    });
+    const byId = new Map(spans.map((s) => [s.spanId, s]));
+    const tree = spans
+      .filter((s) => s.parentSpanId)
+      .map(
+        (s) =>
+          `${byId.get(s.parentSpanId!)!.name} > ${s.name}${attrs(s.attributes)['k8s.node.name'] ? ` @${String(attrs(s.attributes)['k8s.node.name'])}` : ''}`,
+      )
+      .sort();
+    expect(tree).toEqual(
+      [
+        'run test > step cut',
+        'run test > step hold',
+        'step cut > apply cut @node-1',
+        'step cut > apply cut @node-2',
+        'run test > rollback',
+        'rollback > revert cut @node-1',
+        'rollback > revert cut @node-2',
+      ].sort(),
+    );
+    const fired = root!.events.find((e) => e.name === 'guard fired');
+    expect(attrs(fired!.attributes)).toMatchObject({
+      'kube_runbook.guard': 'pods',
+      'kube_runbook.guard.response': 'abort',
+      'kube_runbook.reading.status': 'violated',
+      'kube_runbook.reading.detail': '1 pod deleted: default/web-1',
+    });
+    expect(root!.events.map((e) => e.name)).toEqual(expect.arrayContaining(['objective start', 'objective met']));
+
+    // the headers went to the receiver, never into what it received
+    const traces = r.got.find((g) => g.path === '/v1/traces')!;
+    expect(traces.headers.authorization).toBe('Bearer s3cret-otlp-token');
+    for (const g of r.got) expect(g.body).not.toContain('s3cret');
+
+    expect(metricNames(r.got)).toEqual(
+      expect.arrayContaining([
+        'kube_runbook.faults.applied',
+        'kube_runbook.faults.reverted',
+        'kube_runbook.guard.readings',
+        'kube_runbook.guard.firings',
+        'kube_runbook.objective.recovery',
+      ]),
+    );
+  });
+
+  it('a receiver that is down costs one warning and changes nothing of the run', async () => {
+    const without = await guardedRun();
+    const warnings: string[] = [];
+    const url = await closedPort();
+    telemetry = startTelemetry({
+      settings: otelSettings({}, url)!,
+      target: { nodes: ['node-1'] },
+      clock: realClock,
+      warn: (l) => warnings.push(l),
+    });
+    const withDown = await guardedRun(telemetry.onEvent);
+    await telemetry.shutdown();
+    expect(withDown.result.exitCode).toBe(without.result.exitCode);
+    expect(withDown.result.status).toBe(without.result.status);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(url);
+  });
+});
+
+describe('otelSettings', () => {
+  it('is off without an endpoint, on with the standard variables, and the flag wins', () => {
+    expect(otelSettings({})).toBeUndefined();
+    expect(otelSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' })).toBeUndefined();
+    expect(otelSettings({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://u:p@c:4318/v1/traces?key=k' })).toEqual({
+      shownAs: 'https://c:4318/v1/traces',
+    });
+    expect(otelSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://env:4318' }, 'http://flag:4318/')).toEqual({
+      tracesUrl: 'http://flag:4318/v1/traces',
+      metricsUrl: 'http://flag:4318/v1/metrics',
+      shownAs: 'http://flag:4318',
+    });
+  });
+
+  it('names a bad --otel-endpoint and exits 2', () => {
+    expect(() => otelSettings({}, 'collector:4318')).toThrow(expect.objectContaining({ code: 'OTEL_ENDPOINT_INVALID', exit: 2 }));
+    expect(() => otelSettings({}, 'not a url')).toThrow(/--otel-endpoint "not a url": not a URL/);
+  });
+});
