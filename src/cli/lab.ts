@@ -7,7 +7,9 @@ import { parseDuration } from '../core/duration.js';
 import { DEFAULT_MINOR, labDown, labStatus, labUp, readLabInfo, rebootLabNode, SUPPORTED_MINORS } from '../lab/index.js';
 import { labContainers, renderContainers } from '../lab/lifecycle/containers.js';
 import { installLab } from '../lab/install/install.js';
+import { ensureOtelcol } from '../lab/install/otelcol.js';
 import { ensureRealNodeBinaries } from '../lab/install/real-nodes.js';
+import { cacheDir } from '../lab/host/paths.js';
 import { runFleet } from '../lab/sim/fleet.js';
 import { fleetLine, renderStatus } from '../lab/lifecycle/render.js';
 import { describeSettings } from '../lab/host/settings.js';
@@ -73,7 +75,8 @@ function install(lab: Command, done: Done) {
       '--real-nodes',
       "also what real nodes need (`lab up --real-nodes`): the release's kubelet, containerd 2.x, Debian's runc and CNI plugins, the pause and workload images",
     )
-    .action(async (f: { binDir?: string; force?: boolean; kubernetesVersion?: string; realNodes?: boolean }) => {
+    .option('--otel', 'also the OpenTelemetry Collector `lab up --otel` runs, built with Go from the Go module proxy (about 6 minutes)')
+    .action(async (f: { binDir?: string; force?: boolean; kubernetesVersion?: string; realNodes?: boolean; otel?: boolean }) => {
       const log = progressLogger();
       const bin = await installLab({ log, binDir: f.binDir, force: f.force, kubernetesVersion: f.kubernetesVersion });
       out.stdout(`Kubernetes ${bin.version}: ${bin.dir}\netcd: ${bin.etcd}`);
@@ -87,6 +90,10 @@ function install(lab: Command, done: Done) {
             `images: ${real.images.pause.ref} (${real.images.pause.archive}), ${real.images.workload.ref} (${real.images.workload.archive})`,
           ].join('\n'),
         );
+      }
+      if (f.otel) {
+        const otel = await ensureOtelcol({ log }, cacheDir());
+        out.stdout(`OpenTelemetry Collector ${otel.version}: ${otel.binary}`);
       }
       done(EXIT.ok);
     });
