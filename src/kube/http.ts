@@ -12,6 +12,8 @@ export interface RequestOptions {
   contentType?: string;
   query?: Record<string, string | number | boolean | undefined>;
   body?: unknown;
+  /** Extra headers (User-Agent, Impersonate-User); the kubeconfig's credentials always win over them. */
+  headers?: Record<string, string>;
   timeoutMs?: number;
   signal?: AbortSignal;
 }
@@ -77,7 +79,7 @@ export class KubeHttp {
   async open(path: string, o: RequestOptions = {}): Promise<http.IncomingMessage> {
     const url = this.url(path, o.query);
     const creds = await this.config.credentials();
-    const headers: Record<string, string> = { Accept: 'application/json', ...creds.headers };
+    const headers: Record<string, string> = { Accept: 'application/json', ...o.headers, ...creds.headers };
     const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
     if (payload !== undefined) headers['Content-Type'] = o.contentType ?? 'application/json';
     const secure = url.protocol === 'https:';
