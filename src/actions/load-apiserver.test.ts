@@ -18,6 +18,7 @@ interface Call {
   headers: Record<string, string>;
   query?: RequestOptions['query'];
   body?: unknown;
+  discardBody?: boolean;
 }
 
 const TOKEN = 'kubeconfig-token-that-must-not-leak';
@@ -29,7 +30,15 @@ function fakeApi(clock: FakeClock, o: { status?: (c: Call) => number | undefined
   let inFlight = 0;
   let maxInFlight = 0;
   const record = (path: string, opts: RequestOptions = {}): Call => {
-    const c = { at: clock.now(), path, method: opts.method ?? 'GET', headers: opts.headers ?? {}, query: opts.query, body: opts.body };
+    const c = {
+      at: clock.now(),
+      path,
+      method: opts.method ?? 'GET',
+      headers: opts.headers ?? {},
+      query: opts.query,
+      body: opts.body,
+      discardBody: opts.discardBody,
+    };
     calls.push(c);
     return c;
   };
@@ -196,6 +205,8 @@ describe('load-apiserver identity', () => {
     expect(load.length).toBeGreaterThan(40);
     for (const c of load)
       expect(c.headers).toEqual({ 'Impersonate-User': 'system:serviceaccount:team-a:prober', 'User-Agent': 'kubelet-liveness-like' });
+    // only the status is read of the load's answers: none is kept
+    expect(load.every((c) => c.discardBody === true)).toBe(true);
     const setup = api.calls.filter((c) => !c.headers['Impersonate-User']);
     expect(setup.map((c) => `${c.method} ${c.path}`)).toEqual([
       'GET /api/v1/namespaces/kr-load',

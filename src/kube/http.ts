@@ -14,6 +14,8 @@ export interface RequestOptions {
   body?: unknown;
   /** Extra headers (User-Agent, Impersonate-User); the kubeconfig's credentials always win over them. */
   headers?: Record<string, string>;
+  /** `request` reads the answer to its end but keeps none of it (body ''): a request load needs only the status. */
+  discardBody?: boolean;
   timeoutMs?: number;
   signal?: AbortSignal;
 }
@@ -59,7 +61,7 @@ export class KubeHttp {
       const res = await this.open(path, { ...o, timeoutMs: undefined, signal });
       res.setEncoding('utf8');
       let body = '';
-      for await (const chunk of res) body += chunk as string;
+      for await (const chunk of res) if (!o.discardBody) body += chunk as string;
       return { status: res.statusCode ?? 0, body };
     } catch (e) {
       throw signal.aborted && signal.reason instanceof Error ? signal.reason : e;
