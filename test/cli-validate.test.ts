@@ -137,6 +137,20 @@ describe('kube-runbook validate', () => {
     ]);
   });
 
+  it("load-apiserver: a qps above its bound, a ServiceAccount without namespace, a write to a user's object", async () => {
+    const file = 'test/fixtures/invalid/bad-load-apiserver.yaml';
+    const r = await cli('validate', file);
+    expect(r.code).toBe(2);
+    noStack(r);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      `${file}:8:19: spec.steps[0].with.qps: expected a number <= 2000 (got 5000)`,
+      `${file}:12:13: spec.steps[1].with.as: expected a ServiceAccount as namespace/name (got "prober")`,
+      `${file}:14:60: spec.steps[1].with.requests[0].namespace: its own objects are in kr-load: leave namespace out (got "kube-system")`,
+      `${file}:14:79: spec.steps[1].with.requests[0].name: patch reaches only the object the action creates: leave name out (got "kubeadm-config")`,
+      '1 of 1 file invalid',
+    ]);
+  });
+
   it('--output json: one entry per file with positioned problems', async () => {
     const r = await cli(
       'validate',

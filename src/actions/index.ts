@@ -4,6 +4,7 @@ import type { Action } from '../contract/action.js';
 export const actions: Readonly<Record<string, () => Promise<Action>>> = {
   'block-kubelet-egress': async () => (await import('./block-kubelet-egress.js')).default,
   'disable-taint-eviction': async () => (await import('./disable-taint-eviction.js')).default,
+  'load-apiserver': async () => (await import('./load-apiserver.js')).default,
   'run-command': async () => (await import('./run-command.js')).default,
   'starve-cpu': async () => (await import('./starve-cpu.js')).default,
   'stop-apiserver': async () => (await import('./stop-apiserver.js')).default,

@@ -1,7 +1,7 @@
 import type { AccessCheck } from '../kube/types.js';
 
 /** The Kubernetes API verbs a module may declare; never `*`. */
-export type ApiVerb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete';
+export type ApiVerb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete' | 'impersonate';
 
 /**
  * One API permission a module needs, in its `meta.access`. The same declaration makes the preflight RBAC check
@@ -19,6 +19,8 @@ export interface ResourceAccess {
    * `{ param }`: the namespace part of that `namespace/name` parameter (of each, for a list of them).
    */
   namespace?: string | { param: string };
+  /** One object only (RBAC resourceNames): that name, or `{ param }`, the name part of that `namespace/name` parameter. */
+  name?: string | { param: string };
   /** Needed only when that parameter has that value (e.g. endpoints-stability's `kind`). */
   onlyIf?: { param: string; equals: string };
   /**
@@ -61,7 +63,9 @@ export function resolveAccess(declared: readonly ApiAccess[], params: Record<str
     const apiVersion = a.of ? String(params[a.of.apiVersion] ?? '') : '';
     const apiGroup = a.of ? (apiVersion.includes('/') ? apiVersion.split('/')[0]! : '') : a.apiGroup;
     const resource = a.of ? guessResource(String(params[a.of.kind] ?? '')) : a.resource;
-    for (const namespace of namespacesOf(a, params)) out.push({ apiGroup, resource, verbs: a.verbs, ...(namespace ? { namespace } : {}) });
+    const name = typeof a.name === 'object' ? String(params[a.name.param] ?? '').split('/')[1] : a.name;
+    for (const namespace of namespacesOf(a, params))
+      out.push({ apiGroup, resource, verbs: a.verbs, ...(namespace ? { namespace } : {}), ...(name ? { name } : {}) });
   }
   return out;
 }

@@ -25,6 +25,21 @@ export interface Ctx {
   profile?: { judge<T>(fn: () => T, changes: number): T };
   /** What this run holds applied that changes how the cluster behaves, for probes that model it; absent outside a run. */
   applied?: AppliedEffects;
+  /** Work an action runs in this process while its fault holds (a request load); absent where nothing may run. */
+  tasks?: ExecutorTasks;
+}
+
+/**
+ * Work that runs in the executor process itself, not on a node: an action's `apply` starts it under a key it keeps in
+ * its state, its `revert` stops it by that key. It ends with the process (a SIGKILL stops it at once, so it needs no
+ * dead-man), when the run is stopped at once, and when the run ends. A process that did not start a key (`recover`)
+ * has nothing to stop under it: the process that ran it is gone, and the work with it.
+ */
+export interface ExecutorTasks {
+  /** Starts `run`, whose signal aborts on `stop(key)` and when the run stops; a key already running is refused. */
+  start(key: string, run: (signal: AbortSignal) => Promise<void>): void;
+  /** Aborts the work under `key` and waits for it to end; returns at once when nothing runs under it here. */
+  stop(key: string): Promise<void>;
 }
 
 /** An applied action that stops evictions (ActionMeta.stopsEvictions), as the eviction forecast reads it. */

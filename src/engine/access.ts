@@ -129,7 +129,7 @@ export function rbacRules(needed: readonly NeededAccess[]): { cluster: PolicyRul
   }
   const cluster: PolicyRule[] = [];
   const namespaced: Record<string, PolicyRule[]> = {};
-  const order: ApiVerb[] = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'];
+  const order: ApiVerb[] = ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'impersonate'];
   for (const [key, set] of [...verbs.entries()].sort(([a], [b]) => a.localeCompare(b))) {
     const vs = order.filter((v) => set.has(v));
     const [kind, ...rest] = key.split('|');

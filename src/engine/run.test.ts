@@ -129,6 +129,34 @@ describe('run: rollback always', () => {
     expect(r.recoverCommand).toBe('kube-runbook recover run-test');
   });
 
+  it("work an action runs in the executor ends when the run is stopped at once, though the action's revert never ran", async () => {
+    const log: ActionRecord[] = [];
+    const load = recordingAction('load', log, { targets: 'cluster', nodeSide: false });
+    let ticks = 0;
+    load.apply = async (ctx, state) => {
+      ctx.tasks!.start('load/run-test', async (signal) => {
+        while (!signal.aborted)
+          await ctx.clock.sleep(100, signal).then(
+            () => ticks++,
+            () => {},
+          );
+      });
+      return state;
+    };
+    // a revert that hangs: only the run's own stop can end the work
+    load.revert = (ctx) => ctx.clock.sleep(3_600_000, ctx.signal);
+    const h = await startTestRun({ runbook: baseRunbook({ steps: [{ action: 'load' }, { wait: '10m' }] }), actions: [load], probes: [] });
+    expect(await h.clock.runUntil(() => ticks >= 10, 60_000)).toBe(true);
+    h.handle.interrupt('SIGINT');
+    await h.clock.advance(1_000);
+    h.handle.interrupt('SIGINT');
+    await h.handle.result;
+    await flush();
+    const stoppedAt = ticks;
+    await h.clock.advance(10_000);
+    expect(ticks).toBe(stoppedAt);
+  });
+
   it('a failing step fails the run and still reverts; a failing revert makes it rollback-incomplete', async () => {
     const log: ActionRecord[] = [];
     const probe = new ScriptedProbe('leases', { status: 'ok', value: null, detail: 'fresh' });

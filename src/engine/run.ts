@@ -19,6 +19,7 @@ import { keepAlive } from './run-keepalive.js';
 import { RunLockHolder } from './run-lock-holder.js';
 import { RunRecord } from './run-record.js';
 import { StepRunner } from './steps.js';
+import { RunTasks } from './tasks.js';
 import { agentTargets, RunAgents } from './agents.js';
 import { plannedActions } from './plan.js';
 
@@ -68,7 +69,10 @@ export function startRun(o: RunOptions): RunHandle {
   const control = new RunControl();
   // what the run holds applied that stops evictions, for the probes that model the controller
   const effects = new RunEffects();
-  const ctx: Ctx = { ...o.ctx, signal: control.hard.signal, applied: effects };
+  // what actions run in this process (a request load): stopped by their reverts, at the latest when the run ends
+  const tasks = new RunTasks(o.ctx.log);
+  control.hard.signal.addEventListener('abort', () => void tasks.stopAll(), { once: true });
+  const ctx: Ctx = { ...o.ctx, signal: control.hard.signal, applied: effects, tasks };
   // the keepalive's and the lock's renewal period: a quarter of faultTtl, 1–30 s
   const everyMs = Math.max(1000, Math.min(plan.safety.faultTtl / 4, 30_000));
   // the recovery objectives' clocks start on the run's own events (a step's start, a fault's revert)
@@ -181,6 +185,7 @@ export function startRun(o: RunOptions): RunHandle {
   }
 
   async function finish(out: Outcome, remaining: FaultRef[]): Promise<RunResult> {
+    await tasks.stopAll();
     await lock.end(remaining.length ? ledger.outstanding() : [], recoverCommand);
     // with faults left too: the dead-men revert them without the agents (the run Lease is deleted, so no keepalive
     // comes), and `recover` starts agents of its own; nothing privileged of this run stays on the nodes

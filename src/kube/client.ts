@@ -35,6 +35,7 @@ function kubeAccessOver(config: ClientConfig, http: KubeHttp, watches: WatchHub)
     config,
     watches,
     json: (path, o) => http.json(path, o),
+    request: (path, o) => http.request(path, o),
     async listNodes(labelSelector?: string): Promise<NodeSummary[]> {
       const list = await http.json<{ items: { metadata: { name: string; labels?: Record<string, string> } }[] }>('/api/v1/nodes', {
         query: { labelSelector },

@@ -12,6 +12,10 @@ export interface RequestOptions {
   contentType?: string;
   query?: Record<string, string | number | boolean | undefined>;
   body?: unknown;
+  /** Extra headers (User-Agent, Impersonate-User); the kubeconfig's credentials always win over them. */
+  headers?: Record<string, string>;
+  /** `request` reads the answer to its end but keeps none of it (body ''): a request load needs only the status. */
+  discardBody?: boolean;
   timeoutMs?: number;
   signal?: AbortSignal;
 }
@@ -57,7 +61,7 @@ export class KubeHttp {
       const res = await this.open(path, { ...o, timeoutMs: undefined, signal });
       res.setEncoding('utf8');
       let body = '';
-      for await (const chunk of res) body += chunk as string;
+      for await (const chunk of res) if (!o.discardBody) body += chunk as string;
       return { status: res.statusCode ?? 0, body };
     } catch (e) {
       throw signal.aborted && signal.reason instanceof Error ? signal.reason : e;
@@ -77,7 +81,7 @@ export class KubeHttp {
   async open(path: string, o: RequestOptions = {}): Promise<http.IncomingMessage> {
     const url = this.url(path, o.query);
     const creds = await this.config.credentials();
-    const headers: Record<string, string> = { Accept: 'application/json', ...creds.headers };
+    const headers: Record<string, string> = { Accept: 'application/json', ...o.headers, ...creds.headers };
     const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
     if (payload !== undefined) headers['Content-Type'] = o.contentType ?? 'application/json';
     const secure = url.protocol === 'https:';

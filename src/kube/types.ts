@@ -45,6 +45,8 @@ export interface KubeAccess {
   readonly watches?: WatchHub;
   /** JSON of a 2xx answer to `path`; other statuses throw ApiStatusError (src/kube/source.ts). Set by createKubeAccess. */
   json?<T>(path: string, options?: RequestOptions): Promise<T>;
+  /** A whole answer to `path` whatever its status (network failures and timeouts throw). Set by createKubeAccess. */
+  request?(path: string, options?: RequestOptions): Promise<RawResponse>;
   /** Stops every watch and closes connections (end of the run). Set by createKubeAccess. */
   close?(): void;
 }

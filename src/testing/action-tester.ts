@@ -15,6 +15,7 @@ import type { KubeAccess } from '../kube/types.js';
 import { shq } from '../core/shell.js';
 import { FakeClock } from './fake-clock.js';
 import { FakeNodes, type ExecCall, type FakeHandler } from './fake-nodes.js';
+import { RunTasks } from '../engine/tasks.js';
 
 export type Phase = 'params' | 'preflight' | 'prepare' | 'apply' | 'revert' | 'revert-again';
 
@@ -32,6 +33,8 @@ export interface Scenario {
   /** How the nodes answer each script (exit 0, no output when absent). Scripts start with `# kube-runbook: <purpose>`. */
   handler?: FakeHandler;
   kube?: Partial<KubeAccess>;
+  /** The clock the action sees (a fresh FakeClock when absent): a fake apiserver answering on a clock is handed the same. */
+  clock?: FakeClock;
   runId?: string;
 }
 
@@ -83,10 +86,12 @@ function testCtx(inventory: InventoryInput, nodes: FakeNodes, scenario: Scenario
   const nodeName = scenario.node ?? inv.spec.nodes[0]?.name;
   const node = inv.spec.nodes.find((n) => n.name === nodeName);
   const kube = scenario.kube;
+  const log = memoryLogger();
   return {
     runId: scenario.runId ?? 'run-0001',
-    clock: new FakeClock(),
-    log: memoryLogger(),
+    clock: scenario.clock ?? new FakeClock(),
+    log,
+    tasks: new RunTasks(log),
     signal: new AbortController().signal,
     dryRun: false,
     inventory: inv,
@@ -132,7 +137,9 @@ export async function runLifecycle<S extends RevertState>(
   const prepared = await phase('prepare', () => action.prepare(ctx, params));
   assertPlainJson(prepared, 'prepare');
   const nodeSideRevert = action.nodeSideRevert(structuredClone(prepared));
-  if (action.meta.kind === 'fault') assert.ok(nodeSideRevert?.trim(), `${action.meta.id} is a fault: nodeSideRevert must give a script`);
+  // a fault on nodes is undone by its node's dead-man; a cluster one runs on no node (load-apiserver: in the executor)
+  if (action.meta.kind === 'fault' && action.meta.targets === 'nodes')
+    assert.ok(nodeSideRevert?.trim(), `${action.meta.id} is a fault: nodeSideRevert must give a script`);
   const applied = await phase('apply', () => action.apply(ctx, structuredClone(prepared)));
   assertPlainJson(applied, 'apply');
   await phase('revert', () => action.revert(ctx, structuredClone(applied)));

@@ -8,6 +8,8 @@ import type { ActionCtx } from '../../src/contract/context.js';
 import type { KubeAccess } from '../../src/kube/types.js';
 import { startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 import { labContext } from './helpers/lab-context.js';
+import { RunTasks } from '../../src/engine/tasks.js';
+import { series } from '../../src/kube/prometheus.js';
 
 /**
  * Every action against the lab's real control plane: the effect is visible, the revert removes it completely,
@@ -168,6 +170,122 @@ describe('throttle-etcd-disk on the lab', () => {
       expect(readFileSync(join(lab.etcdCgroup, f), 'utf8'), `${f} after the revert`).not.toMatch(
         new RegExp(`^${String(state.device)} .*\\d`, 'm'),
       );
+  });
+});
+
+describe('load-apiserver on the lab', () => {
+  const SA = { namespace: 'default', name: 'kr-load-e2e' };
+  const post = (path: string, body: unknown) => kube.json!(path, { method: 'POST', body, timeoutMs: 10_000 }).catch(ignoreConflict);
+  const ignoreConflict = (e: unknown) => {
+    if ((e as { status?: number }).status !== 409) throw e;
+  };
+  const rbac = '/apis/rbac.authorization.k8s.io/v1';
+  const LEVEL = 'workload-low';
+
+  /** The FlowSchema's dispatched requests, and what executes in its priority level now. */
+  async function flow(): Promise<{ dispatched: number; executing: number }> {
+    const text = (await kube.raw('/metrics', { timeoutMs: 5000 })).body;
+    const sum = (name: string, match: (l: Record<string, string>) => boolean) =>
+      series(text, name)
+        .filter((x) => match(x.labels))
+        .reduce((n, x) => n + x.value, 0);
+    return {
+      dispatched: sum('apiserver_flowcontrol_dispatched_requests_total', (l) => l.flow_schema === 'kr-load-e2e'),
+      executing: sum('apiserver_flowcontrol_current_executing_requests', (l) => l.priority_level === LEVEL),
+    };
+  }
+
+  beforeAll(async () => {
+    // the culprit's identity: a ServiceAccount that may list pods and patch ConfigMaps in kr-load, and a FlowSchema for it
+    await post(`/api/v1/namespaces/${SA.namespace}/serviceaccounts`, { metadata: { name: SA.name } });
+    await post('/api/v1/namespaces', { metadata: { name: 'kr-load' } });
+    const subjects = [{ kind: 'ServiceAccount', ...SA }];
+    await post(`${rbac}/clusterroles`, { metadata: { name: SA.name }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }] });
+    await post(`${rbac}/clusterrolebindings`, {
+      metadata: { name: SA.name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: SA.name },
+      subjects,
+    });
+    await post(`${rbac}/namespaces/kr-load/roles`, {
+      metadata: { name: SA.name },
+      rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['patch'] }],
+    });
+    await post(`${rbac}/namespaces/kr-load/rolebindings`, {
+      metadata: { name: SA.name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: SA.name },
+      subjects,
+    });
+    await post('/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas', {
+      metadata: { name: 'kr-load-e2e' },
+      spec: {
+        priorityLevelConfiguration: { name: LEVEL },
+        matchingPrecedence: 500,
+        distinguisherMethod: { type: 'ByUser' },
+        rules: [
+          {
+            subjects: [{ kind: 'ServiceAccount', serviceAccount: SA }],
+            resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true }],
+          },
+        ],
+      },
+    });
+  });
+
+  it('100 qps as a ServiceAccount: its FlowSchema dispatches them and its priority level executes them; none after the revert', async () => {
+    const tasks = new RunTasks(ctx.log);
+    const lctx: ActionCtx = { ...ctx, tasks };
+    const action = await defaultRegistry.action('load-apiserver');
+    const params = action.meta.params.parse({
+      qps: 100,
+      concurrency: 20,
+      userAgent: 'kubelet-liveness-like',
+      as: `${SA.namespace}/${SA.name}`,
+      requests: [
+        { verb: 'list', resource: 'pods', weight: 4 },
+        { verb: 'patch', resource: 'configmaps' },
+      ],
+    });
+    // the apiserver takes the new FlowSchema in within a moment (its Dangling condition set): until then the load goes elsewhere
+    await until(
+      'the FlowSchema is taken in',
+      async () => {
+        const fs = await kube.json!<{ status?: { conditions?: { type: string; status: string }[] } }>(
+          '/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/kr-load-e2e',
+          { timeoutMs: 5000 },
+        );
+        return fs.status?.conditions?.some((c) => c.type === 'Dangling' && c.status === 'False') ?? false;
+      },
+      10_000,
+    );
+    const before = await flow();
+    const state = await action.prepare(lctx, params);
+    const applied = (await action.apply(lctx, state)) as typeof state;
+    const startedAt = realClock.now();
+    let busiest = 0;
+    while (realClock.now() - startedAt < 4000) {
+      busiest = Math.max(busiest, (await flow()).executing);
+      await sleep(100);
+    }
+    const during = await flow();
+    const seconds = (realClock.now() - startedAt) / 1000;
+    await action.revert(lctx, applied);
+    expect(tasks.keys).toEqual([]);
+    const after = await flow();
+    await sleep(2000);
+    const later = await flow();
+    console.log(
+      `load-apiserver: ${during.dispatched - before.dispatched} dispatched by FlowSchema kr-load-e2e in ${seconds.toFixed(1)} s, ` +
+        `${LEVEL} executing at most ${busiest} (before ${before.executing}); ${later.dispatched - after.dispatched} in the 2 s after the revert`,
+    );
+    expect(during.dispatched - before.dispatched).toBeGreaterThan(0.7 * 100 * seconds);
+    expect(during.dispatched - before.dispatched).toBeLessThan(100 * seconds + 20);
+    expect(busiest).toBeGreaterThan(before.executing);
+    expect(later.dispatched).toBe(after.dispatched);
+    expect(later.executing).toBe(0);
+    const cm = await kube.raw(`/api/v1/namespaces/kr-load/configmaps/${(applied.own as { configmaps: string }).configmaps}`, {
+      timeoutMs: 5000,
+    });
+    expect(cm.status, 'its ConfigMap is deleted').toBe(404);
   });
 });
 

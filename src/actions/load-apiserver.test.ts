@@ -1,0 +1,278 @@
+import { describe, expect, it } from 'vitest';
+import action from './load-apiserver.js';
+import type { ActionCtx } from '../contract/context.js';
+import type { RequestOptions } from '../kube/http.js';
+import { ApiStatusError } from '../kube/source.js';
+import type { KubeAccess, RawResponse } from '../kube/types.js';
+import { memoryLogger } from '../core/logger.js';
+import { isKrError } from '../core/errors.js';
+import { RunTasks } from '../engine/tasks.js';
+import { actionTester } from '../testing/action-tester.js';
+import { FakeClock } from '../testing/fake-clock.js';
+import { controlPlaneInventory } from '../testing/inventories.js';
+
+interface Call {
+  at: number;
+  path: string;
+  method: string;
+  headers: Record<string, string>;
+  query?: RequestOptions['query'];
+  body?: unknown;
+  discardBody?: boolean;
+}
+
+const TOKEN = 'kubeconfig-token-that-must-not-leak';
+
+/** An apiserver answering on the fake clock after `delayMs` (0 at first, set once the load runs), with `status` per call (200, and 404 for a missing kr-load). */
+function fakeApi(clock: FakeClock, o: { status?: (c: Call) => number | undefined } = {}) {
+  const calls: Call[] = [];
+  let namespace = false;
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const record = (path: string, opts: RequestOptions = {}): Call => {
+    const c = {
+      at: clock.now(),
+      path,
+      method: opts.method ?? 'GET',
+      headers: opts.headers ?? {},
+      query: opts.query,
+      body: opts.body,
+      discardBody: opts.discardBody,
+    };
+    calls.push(c);
+    return c;
+  };
+  const answer = (c: Call): number => {
+    const s = o.status?.(c);
+    if (s !== undefined) return s;
+    if (c.path === '/api/v1/namespaces/kr-load' && c.method === 'GET') return namespace ? 200 : 404;
+    if (c.path === '/api/v1/namespaces' && c.method === 'POST') namespace = true;
+    return c.method === 'POST' ? 201 : 200;
+  };
+  const kube: Partial<KubeAccess> = {
+    contextName: 'fake',
+    server: 'https://fake.invalid:6443',
+    config: {
+      contextName: 'fake',
+      server: 'https://fake.invalid:6443',
+      credentials: async () => ({ headers: { Authorization: `Bearer ${TOKEN}` }, insecure: false }),
+    },
+    async request(path, opts): Promise<RawResponse> {
+      const c = record(path, opts);
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      try {
+        if (api.delayMs) await clock.sleep(api.delayMs, opts?.signal);
+        return { status: answer(c), body: '{}' };
+      } finally {
+        inFlight--;
+      }
+    },
+    async json<T>(path: string, opts?: RequestOptions): Promise<T> {
+      const status = answer(record(path, opts));
+      if (status > 299) throw new ApiStatusError(status, `HTTP ${status}`);
+      return {} as T;
+    },
+  };
+  const api = {
+    delayMs: 0,
+    kube,
+    calls,
+    get maxInFlight() {
+      return maxInFlight;
+    },
+    /** The load's own requests (sent as the ServiceAccount) per whole fake second since `from`. */
+    perSecond(from: number, seconds: number): number[] {
+      const load = calls.filter((c) => c.headers['Impersonate-User']);
+      return Array.from({ length: seconds }, (_, i) => load.filter((c) => c.at >= from + i * 1000 && c.at < from + (i + 1) * 1000).length);
+    },
+  };
+  return api;
+}
+
+const PARAMS = {
+  qps: 50,
+  concurrency: 10,
+  userAgent: 'kubelet-liveness-like',
+  as: 'team-a/prober',
+  requests: [
+    { verb: 'list', resource: 'pods', weight: 3 },
+    { verb: 'patch', resource: 'configmaps' },
+  ],
+};
+
+function loadCtx(clock: FakeClock, kube: Partial<KubeAccess>) {
+  const log = memoryLogger();
+  const tasks = new RunTasks(log);
+  const ctx = { runId: 'run-0001', clock, log, signal: new AbortController().signal, dryRun: false, kube, tasks } as unknown as ActionCtx;
+  return { ctx, log, tasks };
+}
+
+async function applied(ctx: ActionCtx, params: unknown) {
+  const state = await action.prepare(ctx, action.meta.params.parse(params));
+  return action.apply(ctx, state);
+}
+
+describe('load-apiserver pacing', () => {
+  it('starts qps requests in every fake second, mixed by weight', async () => {
+    const clock = new FakeClock();
+    const api = fakeApi(clock);
+    const { ctx } = loadCtx(clock, api.kube);
+    const state = await applied(ctx, PARAMS);
+    const t0 = clock.now();
+    await clock.advance(5000);
+    expect(api.perSecond(t0, 5).slice(1)).toEqual([50, 50, 50, 50]);
+    const second = api.calls.filter((c) => c.headers['Impersonate-User'] && c.at >= t0 + 1000 && c.at < t0 + 2000);
+    // weights 3 and 1, spread evenly (list, list, patch, list, …): of the 51st to the 100th request, 37 and 13
+    expect(second.filter((c) => c.method === 'GET' && c.path === '/api/v1/pods')).toHaveLength(37);
+    expect(
+      second.filter((c) => c.method === 'PATCH' && c.path === `/api/v1/namespaces/kr-load/configmaps/${state.own.configmaps}`),
+    ).toHaveLength(13);
+    await action.revert(ctx, state);
+  });
+
+  it('keeps at most `concurrency` unanswered: slow answers slow the load down instead', async () => {
+    const clock = new FakeClock();
+    const api = fakeApi(clock);
+    const { ctx } = loadCtx(clock, api.kube);
+    const state = await applied(ctx, { ...PARAMS, qps: 100, concurrency: 5 });
+    api.delayMs = 500;
+    const t0 = clock.now();
+    await clock.advance(4000);
+    expect(api.maxInFlight).toBe(5);
+    // five at once, each answered after 500 ms: ten a second, not a hundred
+    expect(api.perSecond(t0, 4).slice(1)).toEqual([10, 10, 10]);
+    await action.revert(ctx, state);
+  });
+});
+
+describe('load-apiserver stops', () => {
+  it('on revert: no request after it, and the objects it wrote are deleted', async () => {
+    const clock = new FakeClock();
+    const api = fakeApi(clock);
+    const { ctx, tasks } = loadCtx(clock, api.kube);
+    const state = await applied(ctx, PARAMS);
+    api.delayMs = 50;
+    await clock.advance(2000);
+    expect(tasks.keys).toEqual([state.key]);
+    await action.revert(ctx, state);
+    expect(tasks.keys).toEqual([]);
+    const sent = api.calls.length;
+    await clock.advance(5000);
+    expect(api.calls.length).toBe(sent);
+    expect(api.calls.filter((c) => c.method === 'DELETE').map((c) => c.path)).toEqual([
+      `/api/v1/namespaces/kr-load/configmaps/${state.own.configmaps}`,
+    ]);
+  });
+
+  it('when the run stops (its tasks stopped), with requests in flight cancelled; a revert after that still cleans up', async () => {
+    const clock = new FakeClock();
+    const api = fakeApi(clock);
+    const { ctx, tasks } = loadCtx(clock, api.kube);
+    const state = await applied(ctx, { ...PARAMS, qps: 10, concurrency: 3 });
+    api.delayMs = 5000;
+    await clock.advance(1000);
+    await tasks.stopAll();
+    const sent = api.calls.length;
+    await clock.advance(10_000);
+    expect(api.calls.length).toBe(sent);
+    expect(clock.pending).toBe(0);
+    await action.revert(ctx, state);
+    expect(api.calls.filter((c) => c.method === 'DELETE')).toHaveLength(1);
+  });
+
+  it('in a process that did not start it (recover): the revert only deletes the objects', async () => {
+    const clock = new FakeClock();
+    const api = fakeApi(clock);
+    const { ctx } = loadCtx(clock, api.kube);
+    const state = await applied(ctx, PARAMS);
+    const other = loadCtx(clock, api.kube);
+    await action.revert(other.ctx, JSON.parse(JSON.stringify(state)) as typeof state);
+    expect(api.calls.filter((c) => c.method === 'DELETE')).toHaveLength(1);
+    await action.revert(ctx, state);
+  });
+});
+
+describe('load-apiserver identity', () => {
+  it('sends the load as the ServiceAccount with its User-Agent; its own setup and cleanup as the executor; no credential in logs or state', async () => {
+    const clock = new FakeClock();
+    const api = fakeApi(clock);
+    const { ctx, log } = loadCtx(clock, api.kube);
+    const state = await applied(ctx, PARAMS);
+    await clock.advance(1000);
+    await action.revert(ctx, state);
+    const load = api.calls.filter((c) => c.headers['Impersonate-User']);
+    expect(load.length).toBeGreaterThan(40);
+    for (const c of load)
+      expect(c.headers).toEqual({ 'Impersonate-User': 'system:serviceaccount:team-a:prober', 'User-Agent': 'kubelet-liveness-like' });
+    // only the status is read of the load's answers: none is kept
+    expect(load.every((c) => c.discardBody === true)).toBe(true);
+    const setup = api.calls.filter((c) => !c.headers['Impersonate-User']);
+    expect(setup.map((c) => `${c.method} ${c.path}`)).toEqual([
+      'GET /api/v1/namespaces/kr-load',
+      'POST /api/v1/namespaces',
+      'POST /api/v1/namespaces/kr-load/configmaps',
+      `DELETE /api/v1/namespaces/kr-load/configmaps/${state.own.configmaps}`,
+    ]);
+    const written = JSON.stringify([state, log.lines, action.describe!(action.meta.params.parse(PARAMS))]);
+    expect(written).not.toContain(TOKEN);
+    expect(written).not.toMatch(/Bearer|Authorization/i);
+    expect(log.lines.some((l) => /\d+ requests in .* as team-a\/prober \(2xx \d+\)/.test(l.msg))).toBe(true);
+  });
+
+  it('refuses before the load starts when the ServiceAccount may not make a request, and starts nothing', async () => {
+    const clock = new FakeClock();
+    const api = fakeApi(clock, { status: (c) => (c.path === '/api/v1/pods' ? 403 : undefined) });
+    const { ctx, tasks } = loadCtx(clock, api.kube);
+    const state = await action.prepare(ctx, action.meta.params.parse(PARAMS));
+    const e = await action.apply(ctx, state).catch((x: unknown) => x);
+    expect(isKrError(e) && e.code).toBe('LOAD_REFUSED');
+    expect(String((e as Error).message)).toContain('list /api/v1/pods as team-a/prober answered 403');
+    expect(tasks.keys).toEqual([]);
+  });
+});
+
+actionTester(action, {
+  inventory: controlPlaneInventory('lab'),
+  valid: [
+    {
+      name: 'reads and writes of its own objects: the plan says what, from where, how it stops',
+      params: PARAMS,
+      kube: fakeApi(new FakeClock()).kube,
+      check: ({ applied, nodeSideRevert }) => {
+        expect(nodeSideRevert).toBeUndefined();
+        expect(applied.own).toEqual({ configmaps: expect.stringMatching(/^load-run-0001-/) });
+        expect(action.describe!(action.meta.params.parse(PARAMS))).toBe(
+          '50 requests/s (at most 10 at once) from the executor as team-a/prober (User-Agent "kubelet-liveness-like"): ' +
+            '75% list pods, 25% patch its own configmaps in kr-load; stops on revert, when the run stops, and with the executor process',
+        );
+      },
+    },
+  ],
+  invalid: [
+    { name: 'qps above 2000', phase: 'params', params: { ...PARAMS, qps: 5000 }, message: /<=2000[\s\S]*qps/ },
+    { name: 'concurrency 0', phase: 'params', params: { ...PARAMS, concurrency: 0 }, message: /concurrency/ },
+    { name: 'no ServiceAccount', phase: 'params', params: { ...PARAMS, as: undefined }, message: /as/ },
+    { name: 'a ServiceAccount without namespace', phase: 'params', params: { ...PARAMS, as: 'prober' }, message: /namespace\/name/ },
+    {
+      name: "a write to a user's object",
+      phase: 'params',
+      params: { ...PARAMS, requests: [{ verb: 'patch', resource: 'configmaps', namespace: 'kube-system', name: 'kubeadm-config' }] },
+      message: /its own objects are in kr-load[\s\S]*leave name out/,
+    },
+    {
+      name: 'a write to Nodes',
+      phase: 'params',
+      params: { ...PARAMS, requests: [{ verb: 'update', resource: 'nodes/status' }] },
+      message: /writes only its own configmaps or leases/,
+    },
+    {
+      name: 'a get without a name',
+      phase: 'params',
+      params: { ...PARAMS, requests: [{ verb: 'get', resource: 'pods' }] },
+      message: /needs the name/,
+    },
+    { name: 'a user agent with a newline', phase: 'params', params: { ...PARAMS, userAgent: 'a\nX-Evil: 1' }, message: /printable ASCII/ },
+    { name: 'from nodes (not built)', phase: 'params', params: { ...PARAMS, from: 'nodes' }, message: /executor/ },
+  ],
+});
