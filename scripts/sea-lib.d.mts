@@ -19,3 +19,4 @@ export function executableName(platform: Platform): string;
 export function archiveName(platform: Platform): string;
 export function completionEntry(): string;
 export function krewManifest(version: string, archives: { platform: Platform; sha256: string }[]): string;
+export function selfExtracting(o: { version: string; platform: Platform; unpacked: Buffer }): Buffer;
