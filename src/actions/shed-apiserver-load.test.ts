@@ -172,6 +172,23 @@ actionTester(action, {
         assert.equal(fromMetrics.objects.size, 0);
       },
     },
+    {
+      name: 'a FlowSchema matched before the new one that names the same ServiceAccount: said, as it keeps their requests',
+      params: { subjects: [{ serviceAccount: 'kr-load/noisy' }] },
+      kube: fakeApi([
+        ...STOCK,
+        fs('noisy-first', 'workload-low', 500, { kind: 'ServiceAccount', serviceAccount: { namespace: 'kr-load', name: 'noisy' } }),
+      ]).kube,
+      check(r) {
+        assert.deepEqual(
+          r.ctx.log.lines.filter((l) => l.level === 'warn').map((l) => l.msg),
+          [
+            'shed-apiserver-load: the FlowSchema noisy-first (matchingPrecedence 500) is matched before 901 and names serviceaccount kr-load/noisy: ' +
+              'what it matches is not shed (top: 1 sheds by copying it instead)',
+          ],
+        );
+      },
+    },
   ],
   invalid: [
     {

@@ -96,7 +96,8 @@ export default defineAction<typeof Params, State>({
       `${PROTECTED_LEVELS.join(', ')} and their FlowSchemas' subjects (kubelets' Lease renewals, the controller-manager's and the ` +
       "scheduler's leader election, system:masters, kube-system's ServiceAccounts): preflight and prepare refuse them " +
       '(`SHED_PROTECTED`). Named subjects get a matchingPrecedence above every FlowSchema of those levels, so their clients ' +
-      'are matched there first whatever is named. The objects are named `kube-runbook-shed-…` and labelled with the run; ' +
+      'are matched there first whatever is named; a FlowSchema matched before that one which names the same subject keeps ' +
+      'their requests, and prepare says so (`top` copies such a FlowSchema instead). The objects are named `kube-runbook-shed-…` and labelled with the run; ' +
       'preflight says what it will create.',
     params: Params,
     targets: 'cluster',
@@ -107,7 +108,7 @@ export default defineAction<typeof Params, State>({
       lab: "objects of the lab's apiserver (each member's, with several control planes)",
     },
     undo:
-      'deletes the FlowSchemas, then the priority level (already gone: nothing to do); the clients are classified as before at ' +
+      'deletes the FlowSchemas, then the priority level (one already gone counts as deleted); the clients are classified as before at ' +
       'once. It is written in the journal before it is created: `kube-runbook recover` deletes what a run that died left. It ' +
       'runs on no node and has no node-side timer: until a revert or `recover`, the objects stay',
     access: [
@@ -161,6 +162,7 @@ export default defineAction<typeof Params, State>({
           ...(params.resources.includes('*') ? { nonResourceRules: [{ verbs: params.verbs, nonResourceURLs: ['*'] }] } : {}),
         },
       ];
+      warnShadowed(ctx, subjects, schemas);
       return {
         level,
         schemas: [schemaObject(`${base}-1`, labels, base, namedPrecedence(schemas), rules, 'ByUser')],
@@ -269,6 +271,21 @@ async function metrics(ctx: ActionCtx): Promise<string> {
   if (r.status !== 200)
     throw new KrError('SHED_METRICS', `shed-apiserver-load: the apiserver's /metrics answered ${r.status} ${quote(r.body, 200)}`);
   return r.body;
+}
+
+/** A FlowSchema matched before the new one that names a subject keeps their requests: said, not refused. */
+function warnShadowed(ctx: ActionCtx, subjects: readonly Subject[], schemas: readonly FlowSchema[]): void {
+  const at = namedPrecedence(schemas);
+  for (const f of schemas)
+    for (const s of subjects)
+      if (
+        (f.spec.matchingPrecedence ?? 1000) < at &&
+        (f.spec.rules ?? []).some((r) => r.subjects.some((x) => JSON.stringify(x) === JSON.stringify(s)))
+      )
+        ctx.log.warn(
+          `shed-apiserver-load: the FlowSchema ${f.metadata.name} (matchingPrecedence ${f.spec.matchingPrecedence}) is matched before ` +
+            `${at} and names ${subjectText(s)}: what it matches is not shed (top: 1 sheds by copying it instead)`,
+        );
 }
 
 function refuseProtected(why: string | undefined, schema?: string): void {
