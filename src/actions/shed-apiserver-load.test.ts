@@ -69,8 +69,7 @@ function fakeApi(schemas: FlowSchema[] = STOCK, metrics: string[] = ['']) {
   const objects = new Map<string, unknown>();
   let scrape = 0;
   const kube: Partial<KubeAccess> = {
-    raw: async () => ({ status: 200, body: '{}' }),
-    async request(path: string): Promise<RawResponse> {
+    async raw(path: string): Promise<RawResponse> {
       calls.push({ method: 'GET', path });
       if (path === '/metrics') return { status: 200, body: metrics[Math.min(scrape++, metrics.length - 1)]! };
       return { status: 404, body: '' };

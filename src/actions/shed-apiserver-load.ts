@@ -139,7 +139,7 @@ export default defineAction<typeof Params, State>({
       );
       return;
     }
-    const r = await api(ctx).request!('/metrics', { timeoutMs: 10_000, signal: ctx.signal });
+    const r = await api(ctx).raw('/metrics', { timeoutMs: 10_000, signal: ctx.signal });
     if (r.status !== 200) throw new KrError('PREFLIGHT_FAILED', `shed-apiserver-load: the apiserver's /metrics answered ${r.status}`);
     ctx.log.info(
       `shed-apiserver-load: will create the priority level ${NAME_PREFIX}… (${shaping(params)}) and a FlowSchema for each of the ` +
@@ -257,7 +257,7 @@ export default defineAction<typeof Params, State>({
 
 function api(ctx: ActionCtx): KubeAccess {
   const kube = ctx.kube;
-  if (!kube.request || !kube.json) throw new KrError('KUBE_UNAVAILABLE', 'shed-apiserver-load: this cluster access cannot send requests');
+  if (!kube.json) throw new KrError('KUBE_UNAVAILABLE', 'shed-apiserver-load: this cluster access cannot send requests');
   return kube;
 }
 
@@ -267,7 +267,7 @@ async function flowSchemas(ctx: ActionCtx): Promise<FlowSchema[]> {
 }
 
 async function metrics(ctx: ActionCtx): Promise<string> {
-  const r = await api(ctx).request!('/metrics', { timeoutMs: 10_000, signal: ctx.signal });
+  const r = await api(ctx).raw('/metrics', { timeoutMs: 10_000, signal: ctx.signal });
   if (r.status !== 200)
     throw new KrError('SHED_METRICS', `shed-apiserver-load: the apiserver's /metrics answered ${r.status} ${quote(r.body, 200)}`);
   return r.body;
