@@ -191,18 +191,22 @@ actionTester(action, {
   ],
   invalid: [
     {
-      name: 'system:masters is refused in preflight',
+      name: 'system:masters is refused where it is written',
       params: { subjects: [{ group: 'system:masters' }] },
-      kube: fakeApi().kube,
-      phase: 'preflight',
-      code: 'SHED_PROTECTED',
+      phase: 'params',
+      message: /never shed group system:masters: system:masters is exempt/,
     },
     {
       name: "a kubelet's user is refused: its Lease renewals are its node's heartbeat",
       params: { subjects: [{ serviceAccount: 'default/web' }, { user: 'system:node:node-1' }] },
-      kube: fakeApi().kube,
-      phase: 'preflight',
+      phase: 'params',
       message: /system:node:node-1 is a kubelet/,
+    },
+    {
+      name: "the controller-manager's leader election is refused",
+      params: { subjects: [{ user: 'system:kube-controller-manager' }] },
+      phase: 'params',
+      message: /leader election/,
     },
     {
       name: "a subject a cluster's own FlowSchema puts in node-high is refused",
@@ -236,6 +240,7 @@ actionTester(action, {
     { name: 'subjects and top together', params: { subjects: [{ user: 'alice' }], top: 1 }, phase: 'params' },
     { name: 'neither subjects nor top', params: {}, phase: 'params' },
     { name: 'a ServiceAccount without its namespace', params: { subjects: [{ serviceAccount: 'noisy' }] }, phase: 'params' },
+    { name: 'verbs with top', params: { top: 1, verbs: ['get'] }, phase: 'params', message: /verbs narrows subjects/ },
   ],
 });
 

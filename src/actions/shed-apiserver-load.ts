@@ -16,6 +16,7 @@ import {
   NAME_PREFIX,
   PROTECTED_LEVELS,
   protectedPrecedence,
+  protectedSubject,
   protectedWhy,
   schemaObject,
   type Subject,
@@ -49,12 +50,12 @@ const Params = z
     verbs: z
       .array(z.enum(['*', 'get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'deletecollection']))
       .min(1)
-      .default(['*'])
+      .optional()
       .meta({ description: 'with `subjects`: the verbs of theirs to shed (default all, also non-resource requests such as /healthz)' }),
     resources: z
       .array(z.string().regex(/^(\*|[a-z][a-z0-9.]*(\/[a-z]+)?)$/, { message: 'expected a resource such as pods, pods/status or *' }))
       .min(1)
-      .default(['*'])
+      .optional()
       .meta({ description: 'with `subjects`: the resources (plural, any API group) of theirs to shed (default all)' }),
     top: z.number().int().min(1).max(5).optional().meta({
       description:
@@ -69,8 +70,16 @@ const Params = z
     }),
   })
   .superRefine((p, c) => {
-    if ((p.subjects === undefined) === (p.top === undefined))
-      c.addIssue({ code: 'custom', path: p.subjects ? ['top'] : [], message: 'give either subjects or top, not both' });
+    if (p.subjects && p.top !== undefined) c.addIssue({ code: 'custom', path: ['top'], message: 'give subjects or top, not both' });
+    if (!p.subjects && p.top === undefined) c.addIssue({ code: 'custom', path: [], message: 'give subjects (the clients to shed) or top' });
+    // the subjects known without a cluster to carry its heartbeat or control loops: refused where they are written
+    p.subjects?.forEach((s, i) => {
+      const subject = toSubject(s);
+      const why = protectedSubject(subject);
+      if (why) c.addIssue({ code: 'custom', path: ['subjects', i], message: `never shed ${subjectText(subject)}: ${why}` });
+    });
+    for (const k of ['verbs', 'resources'] as const)
+      if (p[k] && !p.subjects) c.addIssue({ code: 'custom', path: [k], message: `${k} narrows subjects: it goes with subjects, not top` });
   });
 type Params = z.output<typeof Params>;
 
@@ -94,7 +103,9 @@ export default defineAction<typeof Params, State>({
       'over `window`, plus `…_current_inqueue_requests`): each is copied, rules, subjects and distinguisher, into a FlowSchema of ' +
       'matchingPrecedence one lower (matched first), so it takes exactly the requests the original took. Never shed: the levels ' +
       `${PROTECTED_LEVELS.join(', ')} and their FlowSchemas' subjects (kubelets' Lease renewals, the controller-manager's and the ` +
-      "scheduler's leader election, system:masters, kube-system's ServiceAccounts): preflight and prepare refuse them " +
+      "scheduler's leader election, system:masters, kube-system's ServiceAccounts): `validate` refuses those named " +
+      'in the runbook (system:masters, system:nodes, system:node:*, system:kube-controller-manager, system:kube-scheduler, ' +
+      "kube-system's ServiceAccounts), preflight and prepare also those the cluster's FlowSchemas put in such a level " +
       '(`SHED_PROTECTED`). Named subjects get a matchingPrecedence above every FlowSchema of those levels, so their clients ' +
       'are matched there first whatever is named; a FlowSchema matched before that one which names the same subject keeps ' +
       'their requests, and prepare says so (`top` copies such a FlowSchema instead). The objects are named `kube-runbook-shed-…` and labelled with the run; ' +
@@ -155,11 +166,13 @@ export default defineAction<typeof Params, State>({
     if (params.subjects) {
       const subjects = params.subjects.map(toSubject);
       refuseProtected(protectedWhy(subjects, schemas));
+      const verbs = params.verbs ?? ['*'];
+      const resources = params.resources ?? ['*'];
       const rules: Json[] = [
         {
           subjects,
-          resourceRules: [{ verbs: params.verbs, apiGroups: ['*'], resources: params.resources, clusterScope: true, namespaces: ['*'] }],
-          ...(params.resources.includes('*') ? { nonResourceRules: [{ verbs: params.verbs, nonResourceURLs: ['*'] }] } : {}),
+          resourceRules: [{ verbs, apiGroups: ['*'], resources, clusterScope: true, namespaces: ['*'] }],
+          ...(resources.includes('*') ? { nonResourceRules: [{ verbs, nonResourceURLs: ['*'] }] } : {}),
         },
       ];
       warnShadowed(ctx, subjects, schemas);

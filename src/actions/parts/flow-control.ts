@@ -33,7 +33,7 @@ export interface FlowSchema {
 }
 
 /** Why shedding this subject would starve the cluster's own heartbeat or control loops; undefined when it would not. */
-function protectedSubject(s: Subject): string | undefined {
+export function protectedSubject(s: Subject): string | undefined {
   if (s.kind === 'Group') {
     if (s.group.name === 'system:masters') return 'system:masters is exempt: the cluster administrators';
     if (s.group.name === 'system:nodes') return "system:nodes are the kubelets: their Lease renewals are the nodes' heartbeat";
