@@ -55,7 +55,11 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
   });
 
   it('run refuses a runbook that allows every context unless --context names one: exit 2 at the "*"', async () => {
-    for (const file of ['runbooks/emergency/freeze-evictions.yaml', 'runbooks/emergency/control-plane-failover.yaml']) {
+    for (const file of [
+      'runbooks/emergency/freeze-evictions.yaml',
+      'runbooks/emergency/control-plane-failover.yaml',
+      'runbooks/emergency/shed-apiserver-load.yaml',
+    ]) {
       const r = await cli(['run', file, '-i', inventory, '--kubeconfig', kubeconfig, '--yes']);
       expect(r.code).toBe(2);
       // where the "*" is in the file, as an editor counts (1-based line and column)

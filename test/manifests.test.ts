@@ -103,8 +103,12 @@ const podOf = (objs: Obj[]) => jobOf(objs).spec.template.spec;
 describe('kube-runbook manifests: least privilege from the modules’ own declarations', () => {
   it('ships runbooks to check', () => expect(shipped.length).toBeGreaterThan(3));
 
+  // the one shipped runbook that writes API objects: its FlowSchema and priority level, created and deleted
+  const writes: Record<string, string[]> = {
+    'emergency/shed-apiserver-load.yaml': ['flowschemas', 'prioritylevelconfigurations'],
+  };
   for (const file of shipped)
-    it(`${file}: no wildcard, nothing but what its modules declare, read-only`, async () => {
+    it(`${file}: no wildcard, nothing but what its modules declare, read-only${writes[file] ? ` but ${writes[file].join(' and ')}` : ''}`, async () => {
       const objs = await objects(file);
       const roles = objs.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role');
       expect(roles.filter((o) => o.kind === 'ClusterRole')).toHaveLength(1);
@@ -130,7 +134,13 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
       for (const g of granted(rules)) expect(allowed, `${file} grants ${g}, which no module of it declares`).toContain(g);
       for (const r of rules)
         expect(
-          r.verbs.every((v) => ['get', 'list', 'watch'].includes(v)),
+          r.verbs.every(
+            (v) =>
+              ['get', 'list', 'watch'].includes(v) ||
+              (['create', 'delete'].includes(v) &&
+                r.apiGroups?.join() === 'flowcontrol.apiserver.k8s.io' &&
+                r.resources?.every((x) => writes[file]?.includes(x))),
+          ),
           JSON.stringify(r),
         ).toBe(true);
     });

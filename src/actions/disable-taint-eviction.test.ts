@@ -10,7 +10,7 @@ import type { KubeAccess } from '../kube/types.js';
 import { controlPlaneInventory } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './disable-taint-eviction.js';
-import { applyScript, nodeSideRevertScript, revertScript } from './parts/taint-eviction.js';
+import { applyScript, exclusionsOf, nodeSideRevertScript, revertScript } from './parts/taint-eviction.js';
 import { failingOn } from '../testing/fake-nodes.js';
 
 const inventory = controlPlaneInventory;
@@ -54,11 +54,11 @@ actionTester(action, {
         assert.match(r.nodeSideRevert!, /^# kube-runbook: disable-taint-eviction node-side revert \(kubeadm\)/);
         assert.ok(r.nodeSideRevert!.includes("kubeconfigs='/etc/kubernetes/admin.conf"));
         assert.ok(r.nodeSideRevert!.includes('mv -f "$backup" "$manifest"'));
-        // 1.36+: the device taint eviction controller is not frozen by it, and the preflight says so
-        assert.deepEqual(
-          r.ctx.log.lines.filter((l) => l.level === 'warn' && /device-taint-eviction-controller keeps running/.test(l.msg)).length,
-          1,
-        );
+        // 1.36+: the device taint eviction controller is turned off with it, and back on by the revert and the dead-man
+        assert.equal(r.prepared.off, '-taint-eviction-controller,-device-taint-eviction-controller');
+        for (const s of [r.scripts.find((s) => s.phase === 'apply')!.script, r.nodeSideRevert!])
+          assert.match(s, /^flag=-taint-eviction-controller,-device-taint-eviction-controller$/m);
+        assert.equal(r.ctx.log.lines.filter((l) => /turns off the device-taint-eviction-controller too/.test(l.msg)).length, 1);
       },
     },
     {
@@ -67,8 +67,11 @@ actionTester(action, {
       inventory: inventory('k3s'),
       check(r) {
         assert.equal(r.prepared.target.layout, 'k3s');
-        assert.match(r.scripts.find((s) => s.phase === 'apply')!.script, /systemctl restart "\$unit"/);
-        // 1.34: device taints evict only with the alpha gate on; no warning
+        const apply = r.scripts.find((s) => s.phase === 'apply')!.script;
+        assert.match(apply, /systemctl restart "\$unit"/);
+        // 1.34: device taints evict only with the alpha gate on; the flag stays as on 1.29-1.35
+        assert.equal(r.prepared.off, '-taint-eviction-controller');
+        assert.match(apply, /^k3s_controllers='\*,tokencleaner,-taint-eviction-controller'$/m);
         assert.deepEqual(
           r.ctx.log.lines.filter((l) => /device-taint/.test(l.msg)),
           [],
@@ -80,6 +83,7 @@ actionTester(action, {
       kube: server('v1.37.2'),
       inventory: inventory('lab'),
       check(r) {
+        assert.match(r.scripts.find((s) => s.phase === 'apply')!.script, /"--controllers=\*,\$flag"/);
         assert.deepEqual(r.prepared.target, { layout: 'lab', dir: '/var/lib/kr-lab/nodes/cp-1/kube-controller-manager' });
         assert.match(r.scripts[0]!.script, /^match=\/var\/lib\/kr-lab\/nodes\/cp-1\/kube-controller-manager$/m);
       },
@@ -181,6 +185,22 @@ describe('disable-taint-eviction on a kubeadm manifest (the scripts run for real
     sh(revertScript(t, 0));
     expect(readFileSync(t.manifest, 'utf8')).toBe(original);
   });
+
+  it('1.36+: turns off the device taint eviction controller too; without the original, the revert removes both', () => {
+    const t = target('device');
+    const original = manifest('');
+    writeFileSync(t.manifest, original);
+    const off = exclusionsOf(true);
+    expect(sh(applyScript(t, 0, off)).status).toBe(NOT_YET_EXIT);
+    expect(readFileSync(t.manifest, 'utf8')).toContain(
+      '    - kube-controller-manager\n    - --controllers=*,-taint-eviction-controller,-device-taint-eviction-controller\n',
+    );
+    rmSync(t.backup);
+    sh(revertScript(t, 0, off));
+    expect(readFileSync(t.manifest, 'utf8')).toBe(
+      original.replace('    - kube-controller-manager\n', '    - kube-controller-manager\n    - --controllers=*\n'),
+    );
+  });
 });
 
 describe("disable-taint-eviction's node-side revert waits for the nodes first (the script runs for real, the apiserver is a stub curl)", () => {
@@ -215,7 +235,7 @@ describe("disable-taint-eviction's node-side revert waits for the nodes first (t
   });
   // pretty-printed, as an apiserver answers a client it takes for curl
   const list = (...items: object[]) => JSON.stringify({ kind: 'NodeList', apiVersion: 'v1', items }, null, 2);
-  const run = (capS: number) => runNodeScript(nodeSideRevertScript({ layout: 'lab', dir: svc }, 0, capS, 1), bin);
+  const run = (capS: number) => runNodeScript(nodeSideRevertScript({ layout: 'lab', dir: svc }, 0, undefined, capS, 1), bin);
   const until = eventually;
 
   it('restores taint eviction only once every node is Ready and no lifecycle NoExecute taint is left, saying why it waits', async () => {

@@ -10,8 +10,10 @@ import { runOnNode, serviceTarget, targetNode } from '../nodes/services/index.js
 import { execTimeoutMs, seconds } from '../nodes/services/script.js';
 import {
   applyScript,
+  DEVICE_FLAG,
+  exclusionsOf,
   FLAG,
-  K3S_CONTROLLERS,
+  k3sControllers,
   k3sTarget,
   kubeadmTarget,
   NODE_SIDE_WAIT_S,
@@ -35,6 +37,11 @@ type State = {
   timeoutS: number;
   /** false when it already ran without the taint-eviction controller: then apply and revert leave it as it was. */
   changed: boolean;
+  /**
+   * What `--controllers` gets appended: `-taint-eviction-controller`, and on 1.36+ `,-device-taint-eviction-controller`
+   * (`exclusionsOf`). Absent in journals written before the device controller was turned off too: the first alone.
+   */
+  off?: string;
 };
 
 const MIN_MINOR = 29;
@@ -53,13 +60,16 @@ export default defineAction<typeof Params, State>({
       'Since Kubernetes 1.29 the pods of a node with a NoExecute taint are deleted by the `taint-eviction-controller`, ' +
       'a controller of its own inside kube-controller-manager. This remediation restarts the controller-manager with ' +
       `\`--controllers=...,${FLAG}\`: nodes are still marked NotReady and tainted, endpoints, ReplicaSets, Deployments and ` +
-      'every other controller keep working, but no pod is evicted. Gentler than `stop-controller-manager`, which stops all ' +
+      'every other controller keep working, but no pod is evicted. On 1.36+ it turns off the ' +
+      `\`device-taint-eviction-controller\` too (\`--controllers=...,${FLAG},${DEVICE_FLAG}\`), which runs by default there ` +
+      '(GA in 1.37) and deletes the pods of ResourceClaims whose devices get a NoExecute taint (from a ResourceSlice or a ' +
+      'DeviceTaintRule): both eviction paths stop. On 1.29–1.35 that controller is off unless its alpha gate ' +
+      '`DRADeviceTaints` is on, and the flag is left as it was. Gentler than `stop-controller-manager`, which stops all ' +
       'of them. Preflight refuses it on a server older than 1.29 (use `stop-controller-manager` there, or give the step ' +
       '`orElse: {action: stop-controller-manager}`, which a plan takes on such servers). The revert puts the original flags ' +
-      'back; undo it only once the Leases are fresh again (`rollback.waitFor`). It freezes the evictions of node taints ' +
-      'only: since 1.36 the `device-taint-eviction-controller` (on by default, GA in 1.37) keeps deleting the pods of ' +
-      'ResourceClaims whose devices get a NoExecute taint (from a ResourceSlice or a DeviceTaintRule); the preflight says so ' +
-      'on such servers, `eviction-forecast` keeps predicting them, and only `stop-controller-manager` stops them too.',
+      'back; undo it only once the Leases are fresh again (`rollback.waitFor`). A controller-manager that already runs ' +
+      'without the taint-eviction controller is left as it is (its device controller too). `eviction-forecast` still ' +
+      'predicts device taint evictions while it is applied (early, never late).',
     params: Params,
     targets: 'nodes',
     defaultNodes: 'control-plane',
@@ -70,12 +80,12 @@ export default defineAction<typeof Params, State>({
     layouts: {
       kubeadm:
         'keeps `/etc/kubernetes/manifests/kube-controller-manager.yaml` in `/etc/kubernetes/kube-runbook-parked/`, writes it back with ' +
-        '`--controllers=*,-taint-eviction-controller` added (or the exclusion appended to an existing `--controllers`), and waits until ' +
+        `\`--controllers=*,${FLAG}\` (on 1.36+ \`,${DEVICE_FLAG}\` too) added (or the exclusions appended to an existing \`--controllers\`), and waits until ` +
         'the kubelet has restarted the static pod with it and `/healthz` answers',
       k3s:
-        `writes \`/etc/rancher/k3s/config.yaml.d/90-kube-runbook-disable-taint-eviction.yaml\` (\`kube-controller-manager-arg: controllers=${K3S_CONTROLLERS}\`) ` +
+        `writes \`/etc/rancher/k3s/config.yaml.d/90-kube-runbook-disable-taint-eviction.yaml\` (\`kube-controller-manager-arg: controllers=${k3sControllers(FLAG)}\`, on 1.36+ \`${k3sControllers(exclusionsOf(true))}\`) ` +
         'and restarts the `k3s` unit: k3s runs the controller-manager in its server process, so the apiserver restarts too',
-      lab: "writes `--controllers=*,-taint-eviction-controller` to the service's `extra-args` and restarts the lab's kube-controller-manager process",
+      lab: `writes \`--controllers=*,${FLAG}\` (on 1.36+ \`,${DEVICE_FLAG}\` too) to the service's \`extra-args\` and restarts the lab's kube-controller-manager process`,
     },
     undo:
       'the revert first waits (up to `timeout`) until no Ready node still carries the unreachable/not-ready NoExecute taint it got while ' +
@@ -97,9 +107,9 @@ export default defineAction<typeof Params, State>({
           `controller before that); the server is ${version.gitVersion}: use stop-controller-manager, or add orElse: {action: stop-controller-manager}`,
       );
     if (traitsOf(version).evictsForDeviceTaints)
-      ctx.log.warn(
-        `disable-taint-eviction: on ${version.gitVersion} the device-taint-eviction-controller keeps running: pods whose ` +
-          'ResourceClaims use a device with a NoExecute taint are still evicted (stop-controller-manager stops that too)',
+      ctx.log.info(
+        `disable-taint-eviction: on ${version.gitVersion} it turns off the device-taint-eviction-controller too: ` +
+          'pods whose ResourceClaims use a device with a NoExecute taint are not evicted either',
       );
     await runOnNode(ctx, node.name, preflightScript(targetOf(ctx.inventory, node)), {
       code: 'PREFLIGHT_FAILED',
@@ -116,7 +126,9 @@ export default defineAction<typeof Params, State>({
       message: 'disable-taint-eviction: cannot tell how kube-controller-manager runs',
       timeoutMs: 30_000,
     });
-    return { node: node.name, target, timeoutS: seconds(params.timeout), changed: r.stdout.trim() !== 'disabled' };
+    // the device controller's name is known to every release that runs it by default; an older one may refuse it
+    const off = exclusionsOf(traitsOf(await serverVersion(ctx.kube)).evictsForDeviceTaints);
+    return { node: node.name, target, timeoutS: seconds(params.timeout), changed: r.stdout.trim() !== 'disabled', off };
   },
 
   async apply(ctx, state) {
@@ -126,12 +138,12 @@ export default defineAction<typeof Params, State>({
       );
       return state;
     }
-    await runOnNode(ctx, state.node, applyScript(state.target, state.timeoutS), {
+    await runOnNode(ctx, state.node, applyScript(state.target, state.timeoutS, state.off), {
       code: 'SERVICE_RESTART_FAILED',
       message: 'disable-taint-eviction: could not restart kube-controller-manager without the taint-eviction controller',
       timeoutMs: execTimeoutMs(state.timeoutS),
     });
-    ctx.log.info(`disable-taint-eviction: kube-controller-manager on ${state.node} runs without the taint-eviction controller`, {
+    ctx.log.info(`disable-taint-eviction: kube-controller-manager on ${state.node} runs with --controllers=...,${state.off ?? FLAG}`, {
       node: state.node,
     });
     return state;
@@ -141,7 +153,7 @@ export default defineAction<typeof Params, State>({
     if (!state.changed) return;
     // evictions resume only once no Ready node still carries the taint it got while silent
     await waitForLifecycleTaintsGone(ctx, state.timeoutS * 1000, 'disable-taint-eviction revert');
-    await runOnNode(ctx, state.node, revertScript(state.target, state.timeoutS), {
+    await runOnNode(ctx, state.node, revertScript(state.target, state.timeoutS, state.off), {
       code: 'SERVICE_RESTART_FAILED',
       message: 'disable-taint-eviction: could not restart kube-controller-manager with its original flags',
       timeoutMs: execTimeoutMs(state.timeoutS),
@@ -150,9 +162,10 @@ export default defineAction<typeof Params, State>({
   },
 
   // the same check as the revert's above, on the node: it waits for the nodes before evicting again
-  nodeSideRevert: (state) => (state.changed ? nodeSideRevertScript(state.target, state.timeoutS) : undefined),
+  nodeSideRevert: (state) => (state.changed ? nodeSideRevertScript(state.target, state.timeoutS, state.off) : undefined),
 
-  describe: (p) => `restart kube-controller-manager with --controllers=...,${FLAG} (waits up to ${formatDuration(p.timeout)})`,
+  describe: (p) =>
+    `restart kube-controller-manager with --controllers=...,${FLAG} (1.36+: ,${DEVICE_FLAG} too; waits up to ${formatDuration(p.timeout)})`,
 });
 
 function targetOf(inventory: Inventory, node: InventoryNode): TaintEvictionTarget {

@@ -6,6 +6,7 @@ export const actions: Readonly<Record<string, () => Promise<Action>>> = {
   'disable-taint-eviction': async () => (await import('./disable-taint-eviction.js')).default,
   'load-apiserver': async () => (await import('./load-apiserver.js')).default,
   'run-command': async () => (await import('./run-command.js')).default,
+  'shed-apiserver-load': async () => (await import('./shed-apiserver-load.js')).default,
   'starve-cpu': async () => (await import('./starve-cpu.js')).default,
   'stop-apiserver': async () => (await import('./stop-apiserver.js')).default,
   'stop-controller-manager': async () => (await import('./stop-controller-manager.js')).default,

@@ -17,6 +17,7 @@ import { defaultRegistry } from './registry.js';
 import { createNodeAccess } from '../nodes/access.js';
 import { fakeKubeAccess } from '../testing/fake-access.js';
 import { childRunbook } from '../testing/child-runbook.js';
+import type { RequestOptions } from '../kube/http.js';
 
 // The child imports the built engine (dist/): `npm test` builds first.
 const dir = mkdtempSync(join(tmpdir(), 'kr-recover-'));
@@ -68,6 +69,59 @@ describe('recover in a fresh process', () => {
     // the journal now says so: a second recover has nothing to do, and the killed run has ended
     expect(outstanding(readJournal(file!))).toEqual([]);
     expect(readJournal(file!).status).toBe('interrupted');
+  });
+});
+
+describe('recover deletes the API objects a cluster-side action left', () => {
+  it("shed-apiserver-load's FlowSchema and priority level, by name from the journal alone", async () => {
+    const file = join(dir, 'run-shed.jsonl');
+    const j = new Journal(file);
+    const inventory = parseInventoryLoosely(testInventory());
+    j.append({
+      type: 'run',
+      at: 0,
+      runId: 'run-shed',
+      runbookFile: 'shed-apiserver-load.yaml',
+      runbookName: 'shed-apiserver-load',
+      inventoryFile: 'inventory.yaml',
+      inventory,
+      context: 'lab',
+      allowContexts: ['*'],
+      lockNamespace: 'kube-system',
+      faultTtlMs: 60_000,
+      pid: 4242,
+      host: 'another-host',
+    });
+    const state = {
+      level: { metadata: { name: 'kube-runbook-shed-run-shed-x' } },
+      schemas: [{ metadata: { name: 'kube-runbook-shed-run-shed-x-1' } }],
+      shed: ['the FlowSchema service-accounts (workload-low)'],
+    };
+    const step = 'shed the busiest clients';
+    j.append({ type: 'prepared', at: 1, faultId: 'f01', action: 'shed-apiserver-load', step, remediation: false, state, deadman: false });
+    j.append({ type: 'applied', at: 2, faultId: 'f01', state });
+    j.close();
+    const clock = new FakeClock();
+    const kube = fakeKubeAccess(clock, { context: 'lab' });
+    const deleted: string[] = [];
+    const json = kube.json!.bind(kube);
+    kube.json = async <T>(path: string, opts?: RequestOptions): Promise<T> => {
+      if (opts?.method !== 'DELETE') return json<T>(path, opts);
+      deleted.push(path);
+      return {} as T;
+    };
+    const ctx = { runId: 'run-shed', clock, log: silentLogger, signal: new AbortController().signal, dryRun: false, inventory, kube };
+    const result = await recoverRun(readJournal(file), {
+      ctx: { ...ctx, nodes: new FakeNodes(inventory.spec.nodes) },
+      registry: defaultRegistry,
+      emit: () => {},
+    });
+    expect(result.errors).toEqual([]);
+    expect(deleted).toEqual([
+      '/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/kube-runbook-shed-run-shed-x-1',
+      '/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations/kube-runbook-shed-run-shed-x',
+    ]);
+    expect(outstanding(readJournal(file))).toEqual([]);
   });
 });
 

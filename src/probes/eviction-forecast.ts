@@ -99,8 +99,10 @@ export default defineProbe({
       "of the server's version. A second path is predicted beside it (1.36+, `deviceTaints`): the device taint eviction " +
       'controller deletes the pods of an allocated ResourceClaim whose device has a NoExecute taint, in its ResourceSlice or ' +
       "from a DeviceTaintRule, at the taint's timeAdded + the smallest tolerationSeconds of the claim's matching " +
-      'tolerations (at once without one); the reading names the taint and the device. `disable-taint-eviction` does not ' +
-      'stop that controller; `stop-controller-manager` does. Violated when the earliest eviction is within `margin`; unknown while the apiserver ' +
+      'tolerations (at once without one); the reading names the taint and the device. Only a stopped ' +
+      'controller-manager (`stop-controller-manager`, or no leader) freezes that prediction: `disable-taint-eviction` turns ' +
+      'that controller off too on 1.36+, but it may leave one that already ran without taint eviction as it was, so ' +
+      'the forecast keeps predicting device evictions while it is applied (early, never late). Violated when the earliest eviction is within `margin`; unknown while the apiserver ' +
       'cannot be watched.',
     params: Params,
     report: (v: EvictionForecastValue) => ({

@@ -287,6 +287,69 @@ describe('load-apiserver on the lab', () => {
     });
     expect(cm.status, 'its ConfigMap is deleted').toBe(404);
   });
+
+  it("shed-apiserver-load top 1: the load's FlowSchema is copied into a low priority level that now serves it; the revert deletes both", async () => {
+    const tasks = new RunTasks(ctx.log);
+    const lctx: ActionCtx = { ...ctx, tasks };
+    const load = await defaultRegistry.action('load-apiserver');
+    const loadParams = load.meta.params.parse({
+      qps: 100,
+      as: `${SA.namespace}/${SA.name}`,
+      requests: [{ verb: 'list', resource: 'pods' }],
+    });
+    const loading = await load.apply(lctx, await load.prepare(lctx, loadParams));
+    const shed = await defaultRegistry.action('shed-apiserver-load');
+    const params = shed.meta.params.parse({ top: 1, window: '3s' });
+    let state: RevertState | undefined;
+    try {
+      await shed.preflight!(lctx, params);
+      state = await shed.prepare(lctx, params);
+      expect(state.shed).toEqual(['the FlowSchema kr-load-e2e (workload-low)']);
+      await shed.apply(lctx, state);
+      const level = (state.level as { metadata: { name: string } }).metadata.name;
+      const fc = '/apis/flowcontrol.apiserver.k8s.io/v1';
+      await until(
+        'the new FlowSchema is taken in',
+        async () => {
+          const fs = await kube.json!<{ status?: { conditions?: { type: string; status: string }[] } }>(`${fc}/flowschemas/${level}-1`, {
+            timeoutMs: 5000,
+          });
+          return fs.status?.conditions?.some((c) => c.type === 'Dangling' && c.status === 'False') ?? false;
+        },
+        10_000,
+      );
+      /** Requests dispatched so far by the new FlowSchema into the new level, and by the original. */
+      const counts = async () => {
+        const text = (await kube.raw('/metrics', { timeoutMs: 5000 })).body;
+        const total = (match: (l: Record<string, string>) => boolean) =>
+          series(text, 'apiserver_flowcontrol_dispatched_requests_total')
+            .filter((x) => match(x.labels))
+            .reduce((n, x) => n + x.value, 0);
+        return {
+          shed: total((l) => l.priority_level === level && l.flow_schema === `${level}-1`),
+          original: total((l) => l.flow_schema === 'kr-load-e2e'),
+        };
+      };
+      const before = await counts();
+      const startedAt = realClock.now();
+      await sleep(3000);
+      const after = await counts();
+      const seconds = (realClock.now() - startedAt) / 1000;
+      console.log(
+        `shed-apiserver-load: ${after.shed - before.shed} dispatched in ${level} in ${seconds.toFixed(1)} s, ` +
+          `${after.original - before.original} still by kr-load-e2e`,
+      );
+      expect(after.shed - before.shed).toBeGreaterThan(0.5 * 100 * seconds);
+      expect(after.original - before.original).toBeLessThan(5);
+      await shed.revert(lctx, state);
+      state = undefined;
+      for (const path of [`${fc}/flowschemas/${level}-1`, `${fc}/prioritylevelconfigurations/${level}`])
+        expect((await kube.raw(path, { timeoutMs: 5000 })).status, `${path} deleted`).toBe(404);
+    } finally {
+      if (state) await shed.revert(lctx, state).catch(() => {});
+      await load.revert(lctx, loading);
+    }
+  });
 });
 
 // Last: without an apiserver the lab's controller-manager and scheduler lose their leader lease and exit, and

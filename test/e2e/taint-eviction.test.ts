@@ -66,6 +66,13 @@ describe(`disable-taint-eviction (Kubernetes ${LAB_VERSION})`, () => {
     const state = (await action.apply(ctx, await action.prepare(ctx, params))) as RevertState;
     let reverted = false;
     try {
+      // both eviction paths off where the device taint eviction controller runs by default (1.36+)
+      const kcm = await inNetns(`kr-${INSTANCE}-cp-1`, `pgrep -af -- '${join(lab.stateDir, 'nodes', 'cp-1', 'kube-controller-manager')}'`);
+      expect(kcm.stdout).toMatch(
+        Number(LAB_VERSION.split('.')[1]) >= 36
+          ? /--controllers=\*,-taint-eviction-controller,-device-taint-eviction-controller(\s|$)/m
+          : /--controllers=\*,-taint-eviction-controller(\s|$)/m,
+      );
       const victims = (await demoPods()).filter((p) => p.spec?.nodeName === 'node-1');
       expect(victims.length).toBeGreaterThan(0);
       expect((await kubelet('node-1', 'stop')).code).toBe(0);

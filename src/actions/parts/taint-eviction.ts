@@ -3,11 +3,16 @@ import { controlPlaneKubeconfigs, KR_API_GET, waitBeforeActing } from './node-ap
 
 /**
  * Node scripts of `disable-taint-eviction`: restart the controller-manager with the taint-eviction controller
- * turned off (`--controllers=...,-taint-eviction-controller`, Kubernetes 1.29+), and back as it was. Each layout
- * keeps the original where the revert (and the node-side dead-man) finds it without the executor.
+ * turned off (`--controllers=...,-taint-eviction-controller`, Kubernetes 1.29+), on 1.36+ the device taint eviction
+ * controller with it (`-device-taint-eviction-controller`), and back as it was. Each layout keeps the original where
+ * the revert (and the node-side dead-man) finds it without the executor.
  */
 export const FLAG = '-taint-eviction-controller';
-export const K3S_CONTROLLERS = '*,tokencleaner,-taint-eviction-controller';
+/** `names.DeviceTaintEvictionController`: a name every controller-manager since 1.33 knows (older ones refuse it). */
+export const DEVICE_FLAG = '-device-taint-eviction-controller';
+/** What `--controllers` gets appended, as one text: `-taint-eviction-controller[,-device-taint-eviction-controller]`. */
+export const exclusionsOf = (device: boolean): string => (device ? `${FLAG},${DEVICE_FLAG}` : FLAG);
+export const k3sControllers = (off: string): string => `*,tokencleaner,${off}`;
 
 export type TaintEvictionTarget =
   | { layout: 'kubeadm'; manifest: string; backup: string }
@@ -29,7 +34,9 @@ export const k3sTarget = (): TaintEvictionTarget => ({
 
 /**
  * `kr_kcm_args`: the running controller-manager's command line, one argument per line (empty when it does not
- * run; with `$match`, only one whose command line holds it). `kr_kcm_off`: it runs with the taint-eviction controller turned off; `kr_kcm_on`: it runs without that.
+ * run; with `$match`, only one whose command line holds it). `kr_kcm_off`: it runs with the taint-eviction controller
+ * turned off; `kr_kcm_all_off`: with every exclusion of `$flag` (the device one too on 1.36+); `kr_kcm_on`: it runs
+ * with the taint-eviction controller.
  */
 const KR_KCM = `kr_kcm_args() {
   kr_net=$(readlink /proc/$$/ns/net 2>/dev/null)
@@ -44,6 +51,9 @@ const KR_KCM = `kr_kcm_args() {
 }
 kr_kcm_off() {
   kr_kcm_args | grep -q -- '^--controllers=.*,${FLAG}' && kr_kcm_healthy
+}
+kr_kcm_all_off() {
+  kr_kcm_args | grep '^--controllers=' | grep -qF -- ",$flag" && kr_kcm_healthy
 }
 kr_kcm_on() {
   kr_kcm_args >/dev/null || return 1
@@ -119,8 +129,11 @@ export function preflightScript(t: TaintEvictionTarget): string {
   );
 }
 
-/** Turns the taint-eviction controller off and waits until the controller-manager runs that way and is healthy. */
-export function applyScript(t: TaintEvictionTarget, timeoutS: number): string {
+/**
+ * Turns the taint-eviction controller off (with `off`, every controller it names: `exclusionsOf`) and waits until
+ * the controller-manager runs that way and is healthy.
+ */
+export function applyScript(t: TaintEvictionTarget, timeoutS: number, off = FLAG): string {
   const body: Record<TaintEvictionTarget['layout'], string[]> = {
     kubeadm: [
       'mkdir -p "${backup%/*}" || kr_fail "cannot create ${backup%/*}"',
@@ -148,17 +161,20 @@ export function applyScript(t: TaintEvictionTarget, timeoutS: number): string {
   };
   return script(
     `disable-taint-eviction apply (${t.layout})`,
-    { ...vars(t), flag: FLAG, wait_s: timeoutS },
+    { ...vars(t, off), flag: off, wait_s: timeoutS },
     ...common(t),
-    'if kr_kcm_off; then echo "kube-controller-manager already runs without the taint-eviction controller"; exit 0; fi',
+    'if kr_kcm_all_off; then echo "kube-controller-manager already runs with --controllers=...,$flag"; exit 0; fi',
     ...body[t.layout],
-    'kr_wait "$wait_s" kr_kcm_off || kr_not_yet "kube-controller-manager is not running healthy with --controllers=...,$flag $wait_s s later"',
-    'echo "kube-controller-manager runs without the taint-eviction controller"',
+    'kr_wait "$wait_s" kr_kcm_all_off || kr_not_yet "kube-controller-manager is not running healthy with --controllers=...,$flag $wait_s s later"',
+    'echo "kube-controller-manager runs with --controllers=...,$flag"',
   );
 }
 
-/** Puts the original back and waits until the controller-manager runs with taint eviction again and is healthy. */
-export function revertScript(t: TaintEvictionTarget, timeoutS: number): string {
+/**
+ * Puts the original back and waits until the controller-manager runs with taint eviction again and is healthy; `off`
+ * is what the apply appended (a manifest whose original is gone loses just that).
+ */
+export function revertScript(t: TaintEvictionTarget, timeoutS: number, off = FLAG): string {
   const body: Record<TaintEvictionTarget['layout'], string[]> = {
     kubeadm: [
       'if [ -f "$backup" ]; then',
@@ -185,7 +201,7 @@ export function revertScript(t: TaintEvictionTarget, timeoutS: number): string {
   };
   return script(
     `disable-taint-eviction revert (${t.layout})`,
-    { ...vars(t), flag: FLAG, wait_s: timeoutS },
+    { ...vars(t, off), flag: off, wait_s: timeoutS },
     ...common(t),
     ...body[t.layout],
     'kr_wait "$wait_s" kr_kcm_on || kr_not_yet "kube-controller-manager is not running healthy with taint eviction $wait_s s later"',
@@ -193,12 +209,12 @@ export function revertScript(t: TaintEvictionTarget, timeoutS: number): string {
   );
 }
 
-function vars(t: TaintEvictionTarget): Record<string, string> {
+function vars(t: TaintEvictionTarget, off = FLAG): Record<string, string> {
   switch (t.layout) {
     case 'kubeadm':
       return { manifest: t.manifest, backup: t.backup, match: '' };
     case 'k3s':
-      return { dropin: t.dropin, unit: t.unit, k3s_controllers: K3S_CONTROLLERS, match: '' };
+      return { dropin: t.dropin, unit: t.unit, k3s_controllers: k3sControllers(off), match: '' };
     case 'lab':
       // several labs may run on one machine: only the controller-manager of this service directory counts
       return { dir: t.dir, match: t.dir };
@@ -245,12 +261,12 @@ kr_nodes_settled() {
  * evicting now could delete them at once), as the executor's revert waits for them; after `capS` it restores it
  * anyway and says so. Everything it says goes to the dead-man's revert.log.
  */
-export function nodeSideRevertScript(t: TaintEvictionTarget, timeoutS: number, capS = NODE_SIDE_WAIT_S, everyS = 5): string {
-  const revert = revertScript(t, timeoutS).split('\n');
+export function nodeSideRevertScript(t: TaintEvictionTarget, timeoutS: number, off = FLAG, capS = NODE_SIDE_WAIT_S, everyS = 5): string {
+  const revert = revertScript(t, timeoutS, off).split('\n');
   // the revert's own lines after its header (`# kube-runbook: …` and `set -u`)
   return script(
     `disable-taint-eviction node-side revert (${t.layout})`,
-    { ...vars(t), kubeconfigs: kubeconfigsOf(t).join('\n'), cap_s: capS, every_s: everyS },
+    { ...vars(t, off), kubeconfigs: kubeconfigsOf(t).join('\n'), cap_s: capS, every_s: everyS },
     ...common(t),
     KR_NODES_SETTLED,
     ...waitBeforeActing('kr_nodes_settled', 'nodes settled', 'restoring taint eviction'),
