@@ -8,7 +8,10 @@ import { memoryLogger } from '../core/logger.js';
 import { isKrError } from '../core/errors.js';
 import { RunTasks } from '../engine/tasks.js';
 import { actionTester, runLifecycle } from '../testing/action-tester.js';
-import type { ExecCall } from '../testing/fake-nodes.js';
+import { type ExecCall, FakeNodes } from '../testing/fake-nodes.js';
+import { fakeKubeAccess } from '../testing/fake-access.js';
+import { baseRunbook, startTestRun, testInventory } from '../testing/engine-harness.js';
+import { parseInventoryLoosely } from '../testing/loose-inventory.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { controlPlaneInventory, scriptPurpose } from '../testing/inventories.js';
 
@@ -380,5 +383,62 @@ describe('load-apiserver from: nodes', () => {
   it('outside a run (no fault ttl to end by) refuses to prepare', async () => {
     const e = await runLifecycle(action, controlPlaneInventory('lab'), { ...scenario(), faultTtlMs: 0 }).catch((x: unknown) => x);
     expect(String(e)).toMatch(/prepare failed: .*only in a run/);
+  });
+});
+
+describe('load-apiserver from: nodes in a run', () => {
+  it("arms each node's dead-man before its load starts, and stops every node's load when the run ends", async () => {
+    const clock = new FakeClock();
+    const base = fakeKubeAccess(clock, { context: 'lab' });
+    const api = fakeApi(clock);
+    // the run's own Leases (lock, agents) on the shared fake; the load's requests on the one that answers them
+    const kube: KubeAccess = {
+      ...base,
+      request: api.kube.request!,
+      json: <T>(path: string, o?: RequestOptions) => (path.includes('/leases') ? base.json!<T>(path, o) : api.kube.json!<T>(path, o)),
+    };
+    const inventory = testInventory();
+    const nodes = new FakeNodes(parseInventoryLoosely(inventory).spec.nodes, (c) =>
+      scriptPurpose(c.script).endsWith('start')
+        ? { code: 0, stdout: 'started 4242\n', stderr: '' }
+        : { code: 0, stdout: c.script.includes('kube-runbook-ok') ? 'kube-runbook-ok\n' : '', stderr: '' },
+    );
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        steps: [
+          {
+            action: 'load-apiserver',
+            // as the language gives it: every default filled in (the harness does not parse `with:`)
+            with: { ...action.meta.params.parse({ ...PARAMS, from: 'nodes' }), nodes: { names: ['node-1', 'node-2'] } },
+          },
+          { wait: '10s' },
+        ],
+      }),
+      actions: [action],
+      probes: [],
+      kube,
+      clock,
+      nodes,
+      inventory,
+    });
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r, JSON.stringify(h.events.filter((e) => e.type === 'run-end' || e.type === 'log'))).toMatchObject({
+      status: 'passed',
+      remaining: [],
+    });
+    for (const node of ['node-1', 'node-2']) {
+      // the dead-man's arm script writes its watcher and the revert (src/engine/deadman.ts)
+      const seen = nodes.scriptsOn(node).map((s) => (s.startsWith('set -eu') && s.includes('watch.sh') ? 'arm' : scriptPurpose(s)));
+      const arm = seen.indexOf('arm');
+      const start = seen.indexOf('# kube-runbook: load-apiserver start');
+      const stop = seen.indexOf('# kube-runbook: load-apiserver stop');
+      expect(arm, `${node}: ${seen.join(', ')}`).toBeGreaterThanOrEqual(0);
+      expect(start, `${node}: the load starts after its dead-man is armed`).toBeGreaterThan(arm);
+      expect(stop, `${node}: the run's end stops it`).toBeGreaterThan(start);
+    }
+    expect(nodes.scriptsOn('node-3')).toEqual([]);
+    // the dead-man's revert is the same stop script
+    expect(nodes.scriptsOn('node-1').find((s) => s.includes('watch.sh'))).toContain('# kube-runbook: load-apiserver stop');
   });
 });

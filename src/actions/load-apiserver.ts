@@ -142,7 +142,8 @@ export default defineAction({
       "script's input, never on a command line nor in a log; the node keeps it in a file only root reads and removes it when " +
       'the load ends. Each node is a fault of its own, armed with the node-side dead-man before the load starts: the load ' +
       'stops when reverted, when the run ends, and on every node `faultTtl` after the run is gone (executor killed, node cut ' +
-      'off); it also ends by itself `faultTtl` after it started. Request weights are kept to within 1/200 on the nodes.',
+      'off); it also ends by itself `faultTtl` after it started, whatever happens, so a load from nodes lasts `faultTtl` at most ' +
+      '(raise `spec.safety.faultTtl` for a longer one). Request weights are kept to within 1/200 on the nodes.',
     params: Params,
     targets: 'cluster',
     nodesWhen: { param: 'from', equals: 'nodes' },
@@ -355,7 +356,8 @@ function describeLoad(
   if (p.from === 'nodes' || p.node)
     return (
       `${p.qps} requests/s (at most ${p.concurrency} at once) ${p.node ? `from ${p.node}` : 'split across the nodes'} as ${p.as} ` +
-      `(User-Agent ${quote(p.userAgent)}): ${mix}; stops on revert, when the run ends, and by the node's dead-man faultTtl after the run is gone`
+      `(User-Agent ${quote(p.userAgent)}): ${mix}; stops on revert, when the run ends, by the node's dead-man faultTtl after the run is gone, ` +
+      'and by itself faultTtl after it started'
     );
   return (
     `${p.qps} requests/s (at most ${p.concurrency} at once) from the executor as ${p.as} (User-Agent ${quote(p.userAgent)}): ${mix}; ` +

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { wireScript } from '../../nodes/wire.js';
 import { eventually, scratchNode } from '../../testing/node-script.js';
-import { curlConfig, curlRate, type NodeLoadPlan, nodeLoadStartScript, nodeLoadStopScript } from './node-load.js';
+import { curlConfig, curlPace, type NodeLoadPlan, nodeLoadStartScript, nodeLoadStopScript } from './node-load.js';
 
 const TOKEN = 'sa-token-never-on-a-command-line';
 
@@ -29,7 +29,7 @@ const plan = (dir: string, o: Partial<NodeLoadPlan> = {}): NodeLoadPlan => ({
 /** A node: a stub curl that answers 200 after a moment, and the load's directory-to-be. */
 function node() {
   const n = scratchNode('kr-node-load-');
-  writeFileSync(join(n.bin, 'curl'), '#!/bin/sh\nsleep 0.2\necho 200\n', { mode: 0o755 });
+  writeFileSync(join(n.bin, 'curl'), '#!/bin/sh\nsleep 0.2\necho 200 >&2\n', { mode: 0o755 });
   return { ...n, load: join(n.dir, 'load', 'run-1', 'f1') };
 }
 
@@ -72,9 +72,13 @@ describe('the load on a node', () => {
     expect(conf).not.toContain(TOKEN);
   });
 
-  it('pace: the node qps shared by its curl processes, per hour, never 0', () => {
-    expect(curlRate(20, 3)).toBe('24000/h');
-    expect(curlRate(0.0001, 500)).toBe('1/h');
+  it("pace: the node's qps shared by its curl processes, per hour, never 0; a run of curl holds about 5 s of requests", () => {
+    // 20 qps from 3 processes: 6.67/s each, 34 requests (5 s) a run, 0.15 s between two runs of curl
+    expect(curlPace(20, 3, 1)).toEqual({ rate: '24000/h', gap: '0.150', reps: 34 });
+    expect(curlPace(20, 3, 4)).toMatchObject({ reps: 9 });
+    expect(curlPace(2000, 1, 1)).toMatchObject({ rate: '7200000/h', reps: 1000 });
+    expect(curlPace(0.0001, 500, 1)).toEqual({ rate: '1/h', gap: '3600.000', reps: 1 });
+    expect(curlConfig(plan('/d'), 0, 3).split('next\n')).toHaveLength(12);
   });
 
   it('starts detached with the token in a file only its owner reads, never on a command line; the stop kills it all', async () => {

@@ -58,10 +58,15 @@ function cycle(requests: readonly LoadRequest[]): LoadRequest[] {
   return Array.from({ length: scaled.reduce((n, r) => n + r.weight, 0) }, () => next());
 }
 
-/** curl's config: one cycle of the requests, each with the node's credentials and the load's User-Agent. */
-export function curlConfig(p: NodeLoadPlan, now: number): string {
+/** How many requests one curl process's config holds at most (its cycles repeated): about 250 bytes each. */
+const CONFIG_MAX = 1000;
+
+/** curl's config: `reps` cycles of the requests, each with the node's credentials and the load's User-Agent. */
+export function curlConfig(p: NodeLoadPlan, now: number, reps = 1): string {
   const server = p.server.replace(/\/+$/, '');
-  return cycle(p.requests)
+  const one = cycle(p.requests);
+  return Array.from({ length: reps }, () => one)
+    .flat()
     .map((r) => {
       const call = callFor(r, p.own, p.runId, now);
       const query = call.query
@@ -76,7 +81,8 @@ export function curlConfig(p: NodeLoadPlan, now: number): string {
         'max-time = 10',
         'silent',
         `output = ${curlValue('/dev/null')}`,
-        `write-out = ${curlValue('%{http_code}\\n')}`,
+        // to stderr, which curl does not buffer: the counts are on the node as the answers come
+        `write-out = ${curlValue('%{stderr}%{http_code}\\n')}`,
       ];
       if (call.body !== undefined)
         lines.push(
@@ -88,22 +94,31 @@ export function curlConfig(p: NodeLoadPlan, now: number): string {
     .join('next\n');
 }
 
-/** One curl's pace: the node's qps shared by its curl processes, as curl's `--rate` takes it (a whole number per hour). */
-export function curlRate(qps: number, processes: number): string {
-  return `${Math.max(1, Math.floor((qps / processes) * 3600))}/h`;
+/**
+ * One curl process's pace: the node's qps shared by its curl processes, as curl's `--rate` takes it (a whole number
+ * per hour, rounded down); `gap`, the seconds between two of its requests, which its loop waits between two runs of curl
+ * (`--rate` paces one run only); `reps`, the cycles of requests one run holds: about 5 s of them, at most CONFIG_MAX
+ * requests, so that curl is not started for every request.
+ */
+export function curlPace(qps: number, processes: number, cycleLength: number): { rate: string; gap: string; reps: number } {
+  const perHour = Math.max(1, Math.floor((qps / processes) * 3600));
+  const perSecond = perHour / 3600;
+  const reps = Math.max(1, Math.min(Math.floor(CONFIG_MAX / cycleLength), Math.ceil((perSecond * 5) / cycleLength)));
+  return { rate: `${perHour}/h`, gap: Math.max(0.001, 1 / perSecond).toFixed(3), reps };
 }
 
 /**
  * The load itself, run detached: `processes` loops of curl, a killer that ends the group at the deadline (removing
- * the token first). Arguments: the directory, the seconds, the processes, the rate.
+ * the token first). Arguments: the directory, the seconds, the processes, curl's rate, the gap between two runs of curl.
  */
-const LOAD_SH = `d=$1; secs=$2; n=$3; rate=$4
+const LOAD_SH = `d=$1; secs=$2; n=$3; rate=$4; gap=$5
 end=$(( $(date +%s) + secs ))
 ( sleep "$secs"; rm -f "$d/auth"; kill -9 0 ) &
 i=0
 while [ "$i" -lt "$n" ]; do
   ( while [ "$(date +%s)" -lt "$end" ] && [ -f "$d/auth" ]; do
-      curl --rate "$rate" --config "$d/curl.conf" >>"$d/codes.$i" 2>/dev/null || sleep 1
+      curl --rate "$rate" --config "$d/curl.conf" >/dev/null 2>>"$d/codes.$i" || sleep 1
+      sleep "$gap"
     done ) &
   i=$((i + 1))
 done
@@ -143,14 +158,16 @@ export function nodeLoadCheckScript(): string {
  */
 export function nodeLoadStartScript(p: NodeLoadPlan, now: number): string {
   const processes = p.concurrency;
+  const pace = curlPace(p.qps, processes, cycle(p.requests).length);
   return script(
     'load-apiserver start',
     {
       d: p.dir,
       secs: p.seconds,
       n: processes,
-      rate: curlRate(p.qps, processes),
-      conf: curlConfig(p, now),
+      rate: pace.rate,
+      gap: pace.gap,
+      conf: curlConfig(p, now, pace.reps),
       ca: p.ca ?? '',
       load: LOAD_SH,
     },
@@ -164,7 +181,7 @@ export function nodeLoadStartScript(p: NodeLoadPlan, now: number): string {
     'printf "%s" "$conf" >"$d/curl.conf"',
     '[ -z "$ca" ] || printf "%s" "$ca" >"$d/ca.crt"',
     'printf "%s" "$load" >"$d/load.sh"',
-    'setsid sh "$d/load.sh" "$d" "$secs" "$n" "$rate" </dev/null >/dev/null 2>&1 &',
+    'setsid sh "$d/load.sh" "$d" "$secs" "$n" "$rate" "$gap" </dev/null >/dev/null 2>&1 &',
     'echo $! >"$d/pid"',
     'sleep 0.2',
     'tr "\\000" " " <"/proc/$(cat "$d/pid")/cmdline" 2>/dev/null | grep -qF "$d/load.sh" || { rm -rf "$d"; kr_fail "the load did not start"; }',
