@@ -137,7 +137,7 @@ describe('kube-runbook validate', () => {
     ]);
   });
 
-  it("load-apiserver: a qps above its bound, a ServiceAccount without namespace, a write to a user's object", async () => {
+  it("load-apiserver: a qps above its bound, a ServiceAccount without namespace, a write to a user's object, nodes and from disagreeing", async () => {
     const file = 'test/fixtures/invalid/bad-load-apiserver.yaml';
     const r = await cli('validate', file);
     expect(r.code).toBe(2);
@@ -147,6 +147,9 @@ describe('kube-runbook validate', () => {
       `${file}:12:13: spec.steps[1].with.as: expected a ServiceAccount as namespace/name (got "prober")`,
       `${file}:14:60: spec.steps[1].with.requests[0].namespace: its own objects are in kr-load: leave namespace out (got "kube-system")`,
       `${file}:14:79: spec.steps[1].with.requests[0].name: patch reaches only the object the action creates: leave name out (got "kubeadm-config")`,
+      `${file}:16:13: spec.steps[2].with: from: nodes needs nodes: the nodes to run it on (all, workers, {names: [...]}, ...)`,
+      `${file}:18:21: spec.steps[3].with.nodes: nodes applies only with from: nodes (got from: executor)`,
+      `${file}:20:41: spec.steps[4].with.nodes.role: expected one of control-plane, worker, etcd, load-balancer (got "wizard")`,
       '1 of 1 file invalid',
     ]);
   });

@@ -7,9 +7,13 @@ import type { KubeAccess, RawResponse } from '../kube/types.js';
 import { memoryLogger } from '../core/logger.js';
 import { isKrError } from '../core/errors.js';
 import { RunTasks } from '../engine/tasks.js';
-import { actionTester } from '../testing/action-tester.js';
+import { actionTester, runLifecycle } from '../testing/action-tester.js';
+import { type ExecCall, FakeNodes } from '../testing/fake-nodes.js';
+import { fakeKubeAccess } from '../testing/fake-access.js';
+import { baseRunbook, startTestRun, testInventory } from '../testing/engine-harness.js';
+import { parseInventoryLoosely } from '../testing/loose-inventory.js';
 import { FakeClock } from '../testing/fake-clock.js';
-import { controlPlaneInventory } from '../testing/inventories.js';
+import { controlPlaneInventory, scriptPurpose } from '../testing/inventories.js';
 
 interface Call {
   at: number;
@@ -22,6 +26,8 @@ interface Call {
 }
 
 const TOKEN = 'kubeconfig-token-that-must-not-leak';
+/** What the TokenRequest API answers for the ServiceAccount: the nodes' credential. */
+const SA_TOKEN = 'serviceaccount-token-that-must-not-leak';
 
 /** An apiserver answering on the fake clock after `delayMs` (0 at first, set once the load runs), with `status` per call (200, and 404 for a missing kr-load). */
 function fakeApi(clock: FakeClock, o: { status?: (c: Call) => number | undefined } = {}) {
@@ -55,7 +61,11 @@ function fakeApi(clock: FakeClock, o: { status?: (c: Call) => number | undefined
     config: {
       contextName: 'fake',
       server: 'https://fake.invalid:6443',
-      credentials: async () => ({ headers: { Authorization: `Bearer ${TOKEN}` }, insecure: false }),
+      credentials: async () => ({
+        headers: { Authorization: `Bearer ${TOKEN}` },
+        ca: Buffer.from('-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n'),
+        insecure: false,
+      }),
     },
     async request(path, opts): Promise<RawResponse> {
       const c = record(path, opts);
@@ -71,7 +81,7 @@ function fakeApi(clock: FakeClock, o: { status?: (c: Call) => number | undefined
     async json<T>(path: string, opts?: RequestOptions): Promise<T> {
       const status = answer(record(path, opts));
       if (status > 299) throw new ApiStatusError(status, `HTTP ${status}`);
-      return {} as T;
+      return (path.endsWith('/token') ? { status: { token: SA_TOKEN } } : {}) as T;
     },
   };
   const api = {
@@ -273,6 +283,162 @@ actionTester(action, {
       message: /needs the name/,
     },
     { name: 'a user agent with a newline', phase: 'params', params: { ...PARAMS, userAgent: 'a\nX-Evil: 1' }, message: /printable ASCII/ },
-    { name: 'from nodes (not built)', phase: 'params', params: { ...PARAMS, from: 'nodes' }, message: /executor/ },
+    { name: 'from somewhere else', phase: 'params', params: { ...PARAMS, from: 'pods' }, message: /executor[\s\S]*nodes/ },
+    {
+      name: 'from nodes, concurrency below one request at once per node',
+      phase: 'preflight',
+      params: { ...PARAMS, from: 'nodes', concurrency: 2 },
+      selection: ['cp-1', 'node-1', 'node-2'],
+      code: 'LOAD_TOO_NARROW',
+      message: /concurrency 2 is split across 3 nodes[\s\S]*raise concurrency to 3/,
+    },
+    {
+      name: 'from nodes, a node without a curl that paces',
+      phase: 'preflight',
+      params: { ...PARAMS, from: 'nodes' },
+      kube: fakeApi(new FakeClock()).kube,
+      handler: (c) =>
+        scriptPurpose(c.script).endsWith('check') ? { code: 1, stdout: '', stderr: 'curl is older than 7.84 (no --rate)' } : OK,
+      message: /cannot send the load on cp-1 \(exit 1\): curl is older than 7.84/,
+    },
+    {
+      name: 'from nodes, the node cannot start it',
+      phase: 'apply',
+      params: { ...PARAMS, from: 'nodes' },
+      kube: fakeApi(new FakeClock()).kube,
+      handler: (c) => (scriptPurpose(c.script).endsWith('start') ? { code: 1, stdout: '', stderr: 'the load did not start' } : OK),
+      code: 'LOAD_START_FAILED',
+      message: /on cp-1 \(exit 1\)/,
+    },
   ],
+  hostile: (value) => ({
+    name: 'hostile user agent, from nodes',
+    params: { ...PARAMS, from: 'nodes', userAgent: value },
+    kube: fakeApi(new FakeClock()).kube,
+    handler: nodeAnswers,
+  }),
+});
+
+const OK = { code: 0, stdout: '', stderr: '' };
+
+/** The node's side: the load starts, and its stop says what curl got. */
+function nodeAnswers(c: ExecCall) {
+  const purpose = scriptPurpose(c.script);
+  if (purpose.endsWith('start')) return { code: 0, stdout: 'started 4242\n', stderr: '' };
+  if (purpose.endsWith('stop')) return { code: 0, stdout: 'answers 200=57 429=3\n', stderr: '' };
+  return OK;
+}
+
+describe('load-apiserver from: nodes', () => {
+  const params = { ...PARAMS, from: 'nodes', qps: 60, concurrency: 10 };
+  const scenario = (clock = new FakeClock()) => ({
+    name: 'from nodes',
+    params,
+    selection: ['cp-1', 'node-1', 'node-2'],
+    kube: fakeApi(clock).kube,
+    clock,
+    handler: nodeAnswers,
+    faultTtlMs: 45_000,
+  });
+
+  it("checks the node, then starts its share as the ServiceAccount's token, which travels on the input only", async () => {
+    const r = await runLifecycle(action, controlPlaneInventory('lab'), scenario());
+    const purposes = r.scripts.map((c) => `${c.phase} ${scriptPurpose(c.script)}`);
+    expect(purposes).toEqual([
+      'preflight # kube-runbook: load-apiserver check',
+      'apply # kube-runbook: load-apiserver start',
+      'revert # kube-runbook: load-apiserver stop',
+      'revert-again # kube-runbook: load-apiserver stop',
+    ]);
+    const start = r.scripts.find((c) => c.phase === 'apply')!;
+    expect(start.options.input).toBe(`Authorization: Bearer ${SA_TOKEN}\n`);
+    // the node's share: 60 qps and 10 at once over 3 nodes is 20 qps from 3 curl processes (6.67/s, 24000 an hour, each)
+    expect(start.script).toMatch(/^n='?3'?$/m);
+    expect(start.script).toMatch(/^rate='?24000\/h'?$/m);
+    expect(start.script).toMatch(/^secs='?45'?$/m);
+    expect(start.script).toContain('user-agent = "kubelet-liveness-like"');
+    expect(r.applied).toMatchObject({ node: 'cp-1', qps: 20, concurrency: 3, seconds: 45 });
+    expect(r.applied.dir).toMatch(/^\/var\/lib\/kube-runbook\/load\/run-0001\/load-run-0001-[a-z0-9]+-cp-1$/);
+    // the dead-man of this node runs the same stop script as the revert
+    expect(r.nodeSideRevert).toBe(r.scripts.find((c) => c.phase === 'revert')!.script);
+    expect(r.nodeSideRevert).toContain(r.applied.dir as string);
+    const everything = [...r.scripts.map((c) => c.script), JSON.stringify(r.applied), r.ctx.log.lines.map((l) => l.msg).join('\n')].join(
+      '\n',
+    );
+    for (const secret of [SA_TOKEN, TOKEN]) expect(everything).not.toContain(secret);
+    expect(r.ctx.log.lines.map((l) => l.msg).join('\n')).toContain('cp-1 got 200: 57 429: 3');
+  });
+
+  it('asks the TokenRequest API for a token of the ServiceAccount that outlives the fault, and checks each request once first', async () => {
+    const clock = new FakeClock();
+    const api = fakeApi(clock);
+    await runLifecycle(action, controlPlaneInventory('lab'), { ...scenario(clock), kube: api.kube, faultTtlMs: 20 * 60_000 });
+    const token = api.calls.filter((c) => c.path === '/api/v1/namespaces/team-a/serviceaccounts/prober/token');
+    expect(token).toHaveLength(1);
+    expect(token[0]!.body).toMatchObject({ kind: 'TokenRequest', spec: { expirationSeconds: 20 * 60 + 60 } });
+    // as from the executor: each kind of request once, as the ServiceAccount, before the node starts anything
+    expect(api.calls.filter((c) => c.headers['Impersonate-User'] === 'system:serviceaccount:team-a:prober')).toHaveLength(2);
+  });
+
+  it('outside a run (no fault ttl to end by) refuses to prepare', async () => {
+    const e = await runLifecycle(action, controlPlaneInventory('lab'), { ...scenario(), faultTtlMs: 0 }).catch((x: unknown) => x);
+    expect(String(e)).toMatch(/prepare failed: .*only in a run/);
+  });
+});
+
+describe('load-apiserver from: nodes in a run', () => {
+  it("arms each node's dead-man before its load starts, and stops every node's load when the run ends", async () => {
+    const clock = new FakeClock();
+    const base = fakeKubeAccess(clock, { context: 'lab' });
+    const api = fakeApi(clock);
+    // the run's own Leases (lock, agents) on the shared fake; the load's requests on the one that answers them
+    const kube: KubeAccess = {
+      ...base,
+      request: api.kube.request!,
+      json: <T>(path: string, o?: RequestOptions) => (path.includes('/leases') ? base.json!<T>(path, o) : api.kube.json!<T>(path, o)),
+    };
+    const inventory = testInventory();
+    const nodes = new FakeNodes(parseInventoryLoosely(inventory).spec.nodes, (c) =>
+      scriptPurpose(c.script).endsWith('start')
+        ? { code: 0, stdout: 'started 4242\n', stderr: '' }
+        : { code: 0, stdout: c.script.includes('kube-runbook-ok') ? 'kube-runbook-ok\n' : '', stderr: '' },
+    );
+    const h = await startTestRun({
+      runbook: baseRunbook({
+        steps: [
+          {
+            action: 'load-apiserver',
+            // as the language gives it: every default filled in (the harness does not parse `with:`)
+            with: { ...action.meta.params.parse({ ...PARAMS, from: 'nodes' }), nodes: { names: ['node-1', 'node-2'] } },
+          },
+          { wait: '10s' },
+        ],
+      }),
+      actions: [action],
+      probes: [],
+      kube,
+      clock,
+      nodes,
+      inventory,
+    });
+    await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
+    const r = await h.handle.result;
+    expect(r, JSON.stringify(h.events.filter((e) => e.type === 'run-end' || e.type === 'log'))).toMatchObject({
+      status: 'passed',
+      remaining: [],
+    });
+    for (const node of ['node-1', 'node-2']) {
+      // the dead-man's arm script writes its watcher and the revert (src/engine/deadman.ts)
+      const seen = nodes.scriptsOn(node).map((s) => (s.startsWith('set -eu') && s.includes('watch.sh') ? 'arm' : scriptPurpose(s)));
+      const arm = seen.indexOf('arm');
+      const start = seen.indexOf('# kube-runbook: load-apiserver start');
+      const stop = seen.indexOf('# kube-runbook: load-apiserver stop');
+      expect(arm, `${node}: ${seen.join(', ')}`).toBeGreaterThanOrEqual(0);
+      expect(start, `${node}: the load starts after its dead-man is armed`).toBeGreaterThan(arm);
+      expect(stop, `${node}: the run's end stops it`).toBeGreaterThan(start);
+    }
+    expect(nodes.scriptsOn('node-3')).toEqual([]);
+    // the dead-man's revert is the same stop script
+    expect(nodes.scriptsOn('node-1').find((s) => s.includes('watch.sh'))).toContain('# kube-runbook: load-apiserver stop');
+  });
 });

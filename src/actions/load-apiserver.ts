@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { ActionCtx } from '../contract/context.js';
 import { defineAction } from '../contract/action.js';
-import { KrError, quote } from '../core/errors.js';
+import { EXIT, KrError, quote } from '../core/errors.js';
 import { formatDuration } from '../core/duration.js';
 import { ApiStatusError } from '../kube/source.js';
 import type { KubeAccess } from '../kube/types.js';
@@ -21,6 +21,8 @@ import {
   runLoad,
   send,
 } from './parts/api-load.js';
+import { nodeLoadCheckScript, nodeLoadDir, nodeLoadStartScript, nodeLoadStopScript } from './parts/node-load.js';
+import { runOnNode, targetNode } from '../nodes/services/index.js';
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$/;
@@ -89,15 +91,24 @@ const Params = z.strictObject({
         'the ServiceAccount `namespace/name` the requests are sent as (impersonation), so API Priority and Fairness classifies them by the FlowSchema that matches it; it needs the rights its requests use',
     }),
   from: z
-    .enum(['executor'])
+    .enum(['executor', 'nodes'])
     .default('executor')
-    .meta({ description: 'where the load runs: `executor`, in the executor process (stops with it)' }),
+    .meta({
+      description:
+        'where the load is sent from: `executor`, the executor process (stops with it); `nodes`, each node of `nodes` (required then) ' +
+        'with curl, `qps` and `concurrency` split evenly across them, so the apiserver sees it come from the nodes as kubelets',
+    }),
 });
 type Params = z.output<typeof Params>;
 
 type State = {
-  /** Whose task the load is in this process (ExecutorTasks). */
+  /** Whose task the load is in this process (ExecutorTasks); with `from: nodes`, the name of its directory on the node. */
   key: string;
+  /** `from: nodes`: the node that sends this share, and its directory there; absent (older journals) or null: the executor. */
+  node?: string | null;
+  dir?: string | null;
+  /** `from: nodes`: how long the load runs at most on the node, from its start (the fault's ttl). */
+  seconds?: number;
   as: string;
   userAgent: string;
   qps: number;
@@ -110,7 +121,8 @@ type State = {
 export default defineAction({
   meta: {
     id: 'load-apiserver',
-    summary: 'Send a bounded load of API requests as a ServiceAccount from the executor: an overloaded apiserver (incident 3).',
+    summary:
+      'Send a bounded load of API requests as a ServiceAccount, from the executor or from the nodes: an overloaded apiserver (incident 3).',
     description:
       'Sends `qps` requests a second, at most `concurrency` unanswered at once, from the executor process: the `requests` mixed by ' +
       'weight, sent as the ServiceAccount `as` (impersonation headers) with the User-Agent `userAgent`, so that API Priority and ' +
@@ -121,18 +133,30 @@ export default defineAction({
       'sends each request once and refuses when the apiserver does not allow it. The load stops when the action is reverted, ' +
       'when the run is stopped at once, and with the executor process (a SIGKILL stops it at once); it runs on no node, so it ' +
       'needs no dead-man. Sending as a ServiceAccount by impersonation needs no token: nothing secret is created, held or ' +
-      'logged, and nothing stays valid after the executor is gone.',
+      'logged, and nothing stays valid after the executor is gone. ' +
+      'With `from: nodes` each node of `nodes` sends its share instead, so the apiserver sees the requests come from the ' +
+      "nodes' addresses, as it saw the kubelets': `qps` and `concurrency` are split evenly across the nodes (each node " +
+      '`qps`/N requests a second, `concurrency`/N rounded down at once: preflight refuses fewer than one), sent by curl (7.84 or ' +
+      'newer, for `--rate`; preflight names a node without it) with a token of the ServiceAccount that the executor gets from ' +
+      "the TokenRequest API for the fault's ttl (at least 10 minutes, the least the API gives) and hands to the node on the " +
+      "script's input, never on a command line nor in a log; the node keeps it in a file only root reads and removes it when " +
+      'the load ends. Each node is a fault of its own, armed with the node-side dead-man before the load starts: the load ' +
+      'stops when reverted, when the run ends, and on every node `faultTtl` after the run is gone (executor killed, node cut ' +
+      'off); it also ends by itself `faultTtl` after it started, whatever happens, so a load from nodes lasts `faultTtl` at most ' +
+      '(raise `spec.safety.faultTtl` for a longer one). Request weights are kept to within 1/200 on the nodes.',
     params: Params,
     targets: 'cluster',
+    nodesWhen: { param: 'from', equals: 'nodes' },
     kind: 'fault',
     layouts: {
       kubeadm: 'requests to the apiserver of the kubeconfig (through its load balancer, if it names one)',
       k3s: "requests to the k3s server's apiserver of the kubeconfig",
-      lab: "requests to the lab's apiserver (through HAProxy with several control planes)",
+      lab: "requests to the lab's apiserver (through HAProxy with several control planes); `from: nodes`: from each node's network namespace, with the host's curl",
     },
     undo:
       `stops the load (requests in flight are cancelled) and deletes the objects it created in \`${LOAD_NAMESPACE}\`; the empty namespace stays, ` +
-      'for the next run and for the Role `manifests` grants there. `recover` in a new process deletes the objects: the load ended with the process that ran it',
+      'for the next run and for the Role `manifests` grants there. `recover` in a new process deletes the objects: the load ended with the process that ran it. ' +
+      "`from: nodes`: kills the node's load (its process group) and removes its files, the token with them; the node-side dead-man runs the same script",
     access: [
       {
         apiGroup: '',
@@ -141,6 +165,15 @@ export default defineAction({
         namespace: { param: 'as' },
         name: { param: 'as' },
         why: 'sends the load as that ServiceAccount (impersonation), and as no one else',
+      },
+      {
+        apiGroup: '',
+        resource: 'serviceaccounts/token',
+        verbs: ['create'],
+        namespace: { param: 'as' },
+        name: { param: 'as' },
+        onlyIf: { param: 'from', equals: 'nodes' },
+        why: 'gets a short-lived token of that ServiceAccount (TokenRequest) for the nodes to send the load with',
       },
       { apiGroup: '', resource: 'namespaces', verbs: ['create'], why: `creates its namespace ${LOAD_NAMESPACE} when missing` },
       { apiGroup: '', resource: 'namespaces', verbs: ['get'], name: LOAD_NAMESPACE, why: `reads its namespace ${LOAD_NAMESPACE}` },
@@ -161,8 +194,20 @@ export default defineAction({
     ],
   },
 
+  async preflight(ctx, params) {
+    if (params.from !== 'nodes') return;
+    const node = targetNode(ctx, 'load-apiserver');
+    share(params, ctx.selection?.length ?? 1, node.name);
+    await runOnNode(ctx, node.name, nodeLoadCheckScript(), {
+      code: 'PREFLIGHT_FAILED',
+      message: 'load-apiserver: this node cannot send the load',
+      timeoutMs: 30_000,
+    });
+  },
+
   prepare(ctx, params): Promise<State> {
-    const suffix = `${ctx.runId}-${ctx.clock.now().toString(36)}`
+    const onNode = params.from === 'nodes' ? targetNode(ctx, 'load-apiserver').name : null;
+    const suffix = `${ctx.runId}-${ctx.clock.now().toString(36)}${onNode ? `-${onNode}` : ''}`
       .toLowerCase()
       .replace(/[^a-z0-9-]/g, '-')
       .slice(-40)
@@ -170,21 +215,27 @@ export default defineAction({
     const own: OwnObjects = {};
     for (const r of params.requests)
       if (isWritable(r.resource) && (r.verb !== 'get' || !r.name)) own[r.resource] = `load-${suffix}`.replace(/-+$/, '');
+    const requests = params.requests.map((r) => ({ ...r, namespace: r.namespace ?? null, name: r.name ?? null }));
+    const common = { as: params.as, userAgent: params.userAgent, requests, own };
+    if (!onNode)
+      return Promise.resolve({ key: `load-apiserver/${ctx.runId}/${suffix}`, ...common, qps: params.qps, concurrency: params.concurrency });
+    if (!ctx.faultTtlMs)
+      throw new KrError('LOAD_NOWHERE', 'load-apiserver: a load from nodes runs only in a run (it lasts faultTtl at most)');
+    const key = `load-${suffix}`.replace(/[^a-z0-9.-]/g, '-').slice(-100);
     return Promise.resolve({
-      key: `load-apiserver/${ctx.runId}/${suffix}`,
-      as: params.as,
-      userAgent: params.userAgent,
-      qps: params.qps,
-      concurrency: params.concurrency,
-      requests: params.requests.map((r) => ({ ...r, namespace: r.namespace ?? null, name: r.name ?? null })),
-      own,
+      key,
+      node: onNode,
+      dir: nodeLoadDir(ctx.runId, key),
+      seconds: Math.max(1, Math.ceil(ctx.faultTtlMs / 1000)),
+      ...common,
+      ...share(params, ctx.selection?.length ?? 1, onNode),
     });
   },
 
   async apply(ctx, state) {
     const kube = load(ctx);
     const tasks = ctx.tasks;
-    if (!tasks) throw new KrError('LOAD_NOWHERE', 'load-apiserver: this process runs no load (only a run does)');
+    if (!tasks && !state.node) throw new KrError('LOAD_NOWHERE', 'load-apiserver: this process runs no load (only a run does)');
     await ensureNamespace(ctx, kube);
     for (const [resource, name] of Object.entries(state.own) as [Writable, string][]) {
       const body = ownObject(resource, name, ctx.runId, ctx.clock.now());
@@ -204,8 +255,12 @@ export default defineAction({
             (status === 403 ? `(grant ${state.as} the right, and the executor impersonate on it)` : ''),
         );
     }
+    if (state.node) {
+      await startOnNode(ctx, kube, state);
+      return state;
+    }
     const startedAt = ctx.clock.now();
-    tasks.start(state.key, async (signal) => {
+    tasks!.start(state.key, async (signal) => {
       const counts = await runLoad(kube, plan, ctx.clock, ctx.log, signal);
       const total = Object.values(counts).reduce((n, c) => n + c, 0);
       const by = Object.entries(counts)
@@ -221,7 +276,15 @@ export default defineAction({
   },
 
   async revert(ctx, state) {
-    await ctx.tasks?.stop(state.key);
+    if (state.node && state.dir) {
+      const r = await runOnNode(ctx, state.node, nodeLoadStopScript(state.dir), {
+        code: 'LOAD_STOP_FAILED',
+        message: 'load-apiserver: cannot stop the load',
+        timeoutMs: 30_000,
+      });
+      const answers = /^answers (.*)$/m.exec(r.stdout)?.[1];
+      if (answers) ctx.log.info(`load-apiserver: ${state.node} got ${answers.replace(/=/g, ': ')}`);
+    } else await ctx.tasks?.stop(state.key);
     const kube = load(ctx);
     for (const [resource, name] of Object.entries(state.own) as [Writable, string][])
       await kube.json!(objectPath(resource, LOAD_NAMESPACE, name), { method: 'DELETE', timeoutMs: 10_000 }).catch((e: unknown) => {
@@ -229,8 +292,8 @@ export default defineAction({
       });
   },
 
-  // it runs on no node: the load ends with the executor process
-  nodeSideRevert: () => undefined,
+  // from the executor it runs on no node: the load ends with the executor process; from a node, the node kills it
+  nodeSideRevert: (state) => (state.node && state.dir ? nodeLoadStopScript(state.dir) : undefined),
 
   describe: (p) => describeLoad(p),
 });
@@ -274,6 +337,8 @@ async function ensureNamespace(ctx: ActionCtx, kube: KubeAccess): Promise<void> 
 /** What the load is, where it runs and how it stops: for plans, reports and the apply's log. */
 function describeLoad(
   p: Pick<Params, 'qps' | 'concurrency' | 'as' | 'userAgent'> & {
+    from?: string;
+    node?: string | null;
     requests: readonly { verb: string; resource: LoadResource; namespace?: string | null; name?: string | null; weight: number }[];
   },
 ): string {
@@ -288,8 +353,71 @@ function describeLoad(
       return `${Math.round((100 * r.weight) / total)}% ${r.verb} ${what}${r.verb === 'create' ? ' (dry run)' : ''}`;
     })
     .join(', ');
+  if (p.from === 'nodes' || p.node)
+    return (
+      `${p.qps} requests/s (at most ${p.concurrency} at once) ${p.node ? `from ${p.node}` : 'split across the nodes'} as ${p.as} ` +
+      `(User-Agent ${quote(p.userAgent)}): ${mix}; stops on revert, when the run ends, by the node's dead-man faultTtl after the run is gone, ` +
+      'and by itself faultTtl after it started'
+    );
   return (
     `${p.qps} requests/s (at most ${p.concurrency} at once) from the executor as ${p.as} (User-Agent ${quote(p.userAgent)}): ${mix}; ` +
     'stops on revert, when the run stops, and with the executor process'
   );
+}
+
+/** A node's share of the load: qps and concurrency split evenly across the `nodes` nodes. */
+function share(p: Pick<Params, 'qps' | 'concurrency'>, nodes: number, node: string): { qps: number; concurrency: number } {
+  const concurrency = Math.floor(p.concurrency / nodes);
+  if (concurrency < 1)
+    throw new KrError(
+      'LOAD_TOO_NARROW',
+      `load-apiserver: concurrency ${p.concurrency} is split across ${nodes} nodes, less than one request at once for ${node}: ` +
+        `raise concurrency to ${nodes} or more, or select fewer nodes`,
+      { exit: EXIT.invalid },
+    );
+  return { qps: p.qps / nodes, concurrency };
+}
+
+/**
+ * Starts a node's share: a token for the ServiceAccount from the TokenRequest API (valid for the fault's ttl and a
+ * minute, at least the 10 minutes the API allows), handed to the node on the script's input, never in its text.
+ */
+async function startOnNode(ctx: ActionCtx, kube: KubeAccess, state: State): Promise<void> {
+  const [namespace, name] = state.as.split('/') as [string, string];
+  const seconds = state.seconds ?? 60;
+  const review = await kube.json!<{ status?: { token?: string } }>(
+    `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${encodeURIComponent(name)}/token`,
+    {
+      method: 'POST',
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: Math.max(600, seconds + 60) } },
+      timeoutMs: 10_000,
+    },
+  );
+  const token = review.status?.token;
+  if (!token || /[\s]/.test(token))
+    throw new KrError('LOAD_NO_TOKEN', `load-apiserver: the TokenRequest for ${state.as} returned no token`);
+  const credentials = await kube.config.credentials();
+  const text = nodeLoadStartScript(
+    {
+      dir: state.dir!,
+      server: kube.server,
+      ca: credentials.ca ? credentials.ca.toString('utf8') : null,
+      insecure: credentials.insecure,
+      userAgent: state.userAgent,
+      requests: state.requests,
+      own: state.own,
+      runId: ctx.runId,
+      qps: state.qps,
+      concurrency: state.concurrency,
+      seconds,
+    },
+    ctx.clock.now(),
+  );
+  const r = await ctx.nodes.exec(state.node!, text, { timeoutMs: 30_000, signal: ctx.signal, input: `Authorization: Bearer ${token}\n` });
+  if (r.code !== 0)
+    throw new KrError(
+      'LOAD_START_FAILED',
+      `load-apiserver: cannot start the load on ${state.node} (exit ${r.code}): ${quote(r.stderr.trim() || r.stdout.trim(), 300)}`,
+    );
+  ctx.log.info(`load-apiserver: ${state.node}: ${describeLoad(state)}`);
 }

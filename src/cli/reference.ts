@@ -56,16 +56,18 @@ export function paramRows(schema: z.ZodType): ParamRow[] {
 
 /** The `nodes` parameter every action on nodes takes (the engine resolves it, not the action's schema). */
 export function nodesRow(m: ActionMeta): ParamRow[] {
+  const which = 'which nodes: all, workers, control-plane, or {role, names, zone, selector, count, percent}';
+  if (m.nodesWhen)
+    return [
+      {
+        name: 'nodes',
+        type: 'node selector',
+        required: false,
+        description: `${which}; only with \`${m.nodesWhen.param}: ${m.nodesWhen.equals}\`, and then required`,
+      },
+    ];
   if (m.targets !== 'nodes') return [];
-  return [
-    {
-      name: 'nodes',
-      type: 'node selector',
-      required: false,
-      default: m.defaultNodes ?? 'all',
-      description: 'which nodes: all, workers, control-plane, or {role, names, zone, selector, count, percent}',
-    },
-  ];
+  return [{ name: 'nodes', type: 'node selector', required: false, default: m.defaultNodes ?? 'all', description: which }];
 }
 
 export const tableCell = (s: string): string => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
@@ -100,7 +102,7 @@ export function actionSection(m: ActionMeta): string {
   const layouts = Object.entries(m.layouts ?? {})
     .map(([k, v]) => `- **${k}**: ${v}`)
     .join('\n');
-  return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n**Kind:** ${m.kind}. **Targets:** ${m.targets}.\n\n### Parameters (\`with:\`)\n\n${paramsTable([...nodesRow(m), ...paramRows(m.params)])}${layouts ? `\n### By layout\n\n${layouts}\n` : ''}\n### How it is undone\n\n${m.undo}\n${accessTable(m.access)}`;
+  return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n**Kind:** ${m.kind}. **Targets:** ${m.targets}${m.nodesWhen ? ` (nodes with \`${m.nodesWhen.param}: ${m.nodesWhen.equals}\`)` : ''}.\n\n### Parameters (\`with:\`)\n\n${paramsTable([...nodesRow(m), ...paramRows(m.params)])}${layouts ? `\n### By layout\n\n${layouts}\n` : ''}\n### How it is undone\n\n${m.undo}\n${accessTable(m.access)}`;
 }
 
 /** A probe's section of docs/probes.md (also what `describe PROBE` prints). */

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { Layout } from '../inventory/schema.js';
+import type { NodesWhen } from '../runbook/catalog.js';
 import type { NodeSelector } from '../runbook/selectors.js';
 import type { ApiAccess } from './access.js';
 import type { ActionCtx } from './context.js';
@@ -19,6 +20,11 @@ export interface ActionMeta<P extends z.ZodType = z.ZodType> {
   targets: 'nodes' | 'cluster';
   /** Node selector used when `with.nodes` is absent. */
   defaultNodes?: NodeSelector;
+  /**
+   * A `cluster` action that runs on nodes when this param has this value: then applied once per node of `with.nodes`
+   * (required), each with its own revert and dead-man (`targetsNodes` decides, in the language and in the plan).
+   */
+  nodesWhen?: NodesWhen;
   /** `fault` breaks something; `remediation` protects the cluster; `neutral` (run-command) can be either. */
   kind: 'fault' | 'remediation' | 'neutral';
   /** What it does on each layout (docs). */

@@ -58,6 +58,8 @@ export interface AppliedEffects {
 /** An action's context: for node-targeted actions, the node it is applied on. */
 export interface ActionCtx extends Ctx {
   node?: InventoryNode;
-  /** In preflight: every node the step applies the action on (a check across the selection, e.g. etcd's quorum). */
+  /** In preflight and apply: every node the step applies the action on (a check across the selection, e.g. etcd's quorum). */
   selection?: readonly string[];
+  /** In prepare and apply: how long the fault's node-side dead-man waits without keepalive (faultTtl, remediationTtl). */
+  faultTtlMs?: number;
 }

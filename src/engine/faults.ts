@@ -48,6 +48,8 @@ export interface ApplyOn {
   remediation: boolean;
   signal: AbortSignal;
   deadline: number;
+  /** Every node the step applies the action on (ActionCtx.selection). */
+  selection?: readonly string[];
 }
 
 /** Whose attempts: a fault's, or, before there is one, a node's (prepare, keepalive) with what it was doing. */
@@ -88,10 +90,13 @@ export class FaultLedger {
     const agent = node ? agentConfigOf(this.o.ctx.inventory, node) : undefined;
     // a fault that cuts its node off from the apiserver cuts the node's agent off too, before it can answer
     const isolating = Boolean(agent) && (action.meta.isolatesNode?.(params as never) ?? 'no') !== 'no';
+    const ttlMs = remediation ? (this.o.remediationTtlMs ?? this.o.faultTtlMs) : this.o.faultTtlMs;
     const ctx: ActionCtx = {
       ...this.o.ctx,
       signal,
       node,
+      faultTtlMs: ttlMs,
+      ...(on.selection ? { selection: on.selection } : {}),
       ...(isolating ? { nodes: answeringWithin(this.o.ctx.nodes, ISOLATED_SILENCE_MS) } : {}),
     };
     const retry = (who: Who) => this.retrying(who, signal, on.deadline);
@@ -125,7 +130,7 @@ export class FaultLedger {
         const arm = armScript({
           runId: this.o.ctx.runId,
           faultId,
-          ttlMs: remediation ? (this.o.remediationTtlMs ?? this.o.faultTtlMs) : this.o.faultTtlMs,
+          ttlMs,
           revert: nodeSide,
           allowSystemd: !lab,
           node: lab ? (node.netns ?? node.name) : node.name,

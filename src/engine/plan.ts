@@ -9,6 +9,7 @@ import { atLeast, type KubeVersion } from '../kube/versions.js';
 import type { NodeSelector } from '../runbook/selectors.js';
 import type { Registry } from '../contract/registry.js';
 import { selectNodes } from '../kube/node-selection.js';
+import { targetsNodes } from '../runbook/catalog.js';
 import { checkBlastRadius } from './blast-radius.js';
 
 export interface PlannedAction {
@@ -152,7 +153,8 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
     const { nodes, ...params } = item.with as { nodes?: NodeSelector } & Record<string, unknown>;
     let targets: InventoryNode[] | null = null;
     let selector: NodeSelector | undefined;
-    if (action.meta.targets === 'nodes') {
+    const onNodes = targetsNodes(action.meta, params);
+    if (onNodes) {
       selector = nodes ?? action.meta.defaultNodes ?? 'all';
       targets = selectNodes(selector, input.inventory.spec.nodes, input.clusterNodes, `${where}.with.nodes`);
     }
@@ -163,7 +165,7 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
       name: item.name ?? `${item.action}${on}`,
       actionId: item.action,
       action,
-      params: action.meta.targets === 'nodes' ? params : (item.with as Record<string, unknown>),
+      params: onNodes ? params : (item.with as Record<string, unknown>),
       targets,
       selector,
       timeoutMs: item.timeout,

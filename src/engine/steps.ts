@@ -33,7 +33,13 @@ export class StepRunner {
       if (signal.aborted) throw new Aborted('stopped before applying');
       guards.arm();
       control.applied = true;
-      const on = { step: `${a.index} ${a.name}`, remediation, signal, deadline: this.d.ctx.clock.now() + a.timeoutMs };
+      const on = {
+        step: `${a.index} ${a.name}`,
+        remediation,
+        signal,
+        deadline: this.d.ctx.clock.now() + a.timeoutMs,
+        ...(a.targets ? { selection: a.targets.map((t) => t.name) } : {}),
+      };
       await eachLimited(a.targets ?? [undefined], this.d.concurrency, async (node) => {
         await ledger.apply(a.action, a.params, node, on);
       });

@@ -10,6 +10,24 @@ export interface ParamsMeta {
   targets?: 'nodes' | 'cluster';
   /** The selector used when `with.nodes` is absent. */
   defaultNodes?: NodeSelector;
+  /** For a cluster action that its params can send to nodes instead: when (ActionMeta.nodesWhen). */
+  nodesWhen?: NodesWhen;
+}
+
+/**
+ * A cluster action whose params can send it to nodes: when `param` is `equals`, it is applied once per node of
+ * `with.nodes` (which it then requires: it has no default) like a node-targeted action, each node with its own revert
+ * and dead-man; otherwise once for the cluster, and `with.nodes` is refused.
+ */
+export interface NodesWhen {
+  param: string;
+  equals: string;
+}
+
+/** Whether an action with these (parsed) params is applied on nodes. */
+export function targetsNodes(meta: Pick<ParamsMeta, 'targets' | 'nodesWhen'>, params: Record<string, unknown>): boolean {
+  if (meta.targets === 'nodes') return true;
+  return meta.nodesWhen !== undefined && params[meta.nodesWhen.param] === meta.nodesWhen.equals;
 }
 
 /**

@@ -59,11 +59,16 @@ function inputSchema(schema: z.ZodType): Json {
   return rest;
 }
 
-/** An action's `with:`: its own parameters and, for a node-targeted one, `nodes` (a NodeSelector) beside them. */
+/** An action's `with:`: its own parameters and, for one that can run on nodes, `nodes` (a NodeSelector) beside them. */
 function actionWith(meta: ParamsMeta): Json {
   const own = inputSchema(meta.params);
-  if (meta.targets !== 'nodes') return own;
-  const nodes = { ...inputSchema(NodeSelector), description: 'the nodes to act on', default: meta.defaultNodes ?? 'all' };
+  if (meta.targets !== 'nodes' && !meta.nodesWhen) return own;
+  const nodes = meta.nodesWhen
+    ? {
+        ...inputSchema(NodeSelector),
+        description: `the nodes to act on: with ${meta.nodesWhen.param}: ${meta.nodesWhen.equals}, and then required`,
+      }
+    : { ...inputSchema(NodeSelector), description: 'the nodes to act on', default: meta.defaultNodes ?? 'all' };
   return { ...own, properties: { nodes, ...(own.properties as Json | undefined) } };
 }
 

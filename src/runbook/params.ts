@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { messageOf } from '../core/errors.js';
-import type { ModuleCatalog, ModuleKind, ParamsMeta } from './catalog.js';
+import { type ModuleCatalog, type ModuleKind, type ParamsMeta, targetsNodes } from './catalog.js';
 import { didYouMean } from '../document/did-you-mean.js';
 import { type DocPath, type Problem, pathText } from '../document/problems.js';
 import { moduleKindOf, Runbook } from './schema.js';
@@ -79,7 +79,8 @@ export interface ParamsChecked {
 
 /**
  * Checks each `with:` against its module's own schema. For node-targeted actions `nodes` is a NodeSelector
- * (the module's defaultNodes, else `all`, when absent) and the module schema checks the rest.
+ * (the module's defaultNodes, else `all`, when absent) and the module schema checks the rest; for a cluster action
+ * whose params can send it to nodes (`nodesWhen`), `nodes` is required when they do and refused when they do not.
  * Sites whose id already has a problem are left alone.
  */
 export async function checkParams(source: YamlSource, known: readonly Problem[], catalog: ModuleCatalog): Promise<ParamsChecked> {
@@ -112,21 +113,43 @@ export async function checkParams(source: YamlSource, known: readonly Problem[],
     let params: Obj = given ?? {};
     let nodes: unknown;
     let ok = true;
-    if (site.kind === 'action' && meta.targets === 'nodes') {
-      const { nodes: selector, ...rest } = params;
-      params = rest;
-      const sel = selector ?? meta.defaultNodes ?? 'all';
-      const r = await NodeSelector.safeParseAsync(sel);
-      if (r.success) nodes = r.data;
+    const checkSelector = async (sel: unknown) => {
+      const s = await NodeSelector.safeParseAsync(sel);
+      if (s.success) nodes = s.data;
       else {
         ok = false;
-        problems.push(...zodProblems(NodeSelector, sel, r.error.issues, [...withPath, 'nodes'], source));
+        problems.push(...zodProblems(NodeSelector, sel, s.error.issues, [...withPath, 'nodes'], source));
       }
-    }
+    };
+    const when = site.kind === 'action' ? meta.nodesWhen : undefined;
+    const { nodes: selector, ...rest } = params;
+    if (site.kind === 'action' && meta.targets === 'nodes') {
+      params = rest;
+      await checkSelector(selector ?? meta.defaultNodes ?? 'all');
+    } else if (when) params = rest;
     const r = await meta.params.safeParseAsync(params);
     if (!r.success) {
       problems.push(...zodProblems(meta.params, params, r.error.issues, withPath, source));
       continue;
+    }
+    if (when) {
+      const value = (r.data as Obj)[when.param];
+      if (!targetsNodes(meta, r.data as Obj)) {
+        if (selector !== undefined) {
+          ok = false;
+          problems.push(
+            source.problem(
+              [...withPath, 'nodes'],
+              `nodes applies only with ${when.param}: ${when.equals} (got ${when.param}: ${String(value)})`,
+            ),
+          );
+        }
+      } else if (selector === undefined) {
+        ok = false;
+        problems.push(
+          source.problem(withPath, `${when.param}: ${when.equals} needs nodes: the nodes to run it on (all, workers, {names: [...]}, ...)`),
+        );
+      } else await checkSelector(selector);
     }
     if (ok) outputs.set(siteKey(site.path), nodes === undefined ? r.data : { ...(r.data as Obj), nodes });
   }

@@ -28,8 +28,10 @@ export interface Scenario {
   inventory?: InventoryInput;
   /** Target node name (node-targeted actions); the inventory's first node when absent. */
   node?: string;
-  /** Every node of the step (ctx.selection in preflight); absent unless given. */
+  /** Every node of the step (ctx.selection in preflight and apply); absent unless given. */
   selection?: string[];
+  /** The fault's dead-man ttl (ctx.faultTtlMs), as a run gives it; 10 minutes when absent. */
+  faultTtlMs?: number;
   /** How the nodes answer each script (exit 0, no output when absent). Scripts start with `# kube-runbook: <purpose>`. */
   handler?: FakeHandler;
   kube?: Partial<KubeAccess>;
@@ -98,6 +100,7 @@ function testCtx(inventory: InventoryInput, nodes: FakeNodes, scenario: Scenario
     nodes,
     node,
     ...(scenario.selection ? { selection: scenario.selection } : {}),
+    faultTtlMs: scenario.faultTtlMs ?? 600_000,
     get kube(): KubeAccess {
       if (!kube) throw new KrError('KUBE_UNAVAILABLE', 'no cluster in this test');
       return kube as KubeAccess;

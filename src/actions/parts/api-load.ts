@@ -148,7 +148,7 @@ class Pacer {
 }
 
 /** Picks the requests in proportion to their weights, spread evenly (smooth weighted round robin, as nginx does). */
-function weightedRoundRobin<T extends { weight: number }>(items: readonly T[]): () => T {
+export function weightedRoundRobin<T extends { weight: number }>(items: readonly T[]): () => T {
   const current = items.map(() => 0);
   const total = items.reduce((n, i) => n + i.weight, 0);
   return () => {
