@@ -195,7 +195,7 @@ describe('forecast feed', () => {
     expect(sameSets).toBeGreaterThan(50);
   });
 
-  it("reads a node's groups of pods from its map while they are more than its columns hold, and from its columns again", async () => {
+  it("keeps a node's groups of pods as kinds of tolerations come and go, and as its Node goes and comes back", async () => {
     t = new ProbeTester();
     t.putNode('n-1', { labels: { [ZONE]: 'a' }, ready: 'Unknown' });
     t.putNode('n-2', { labels: { [ZONE]: 'a' }, ready: 'False' });
@@ -214,7 +214,7 @@ describe('forecast feed', () => {
       t.putPod('default', `q-${k}`, { node: 'n-1', tolerations: kinds[k] });
       await check(`${k + 1} kinds on n-1`, k + 1);
     }
-    // its Node gone and back: another slot, the same groups
+    // its Node gone and back: the same groups
     t.api.remove(paths.nodes, 'n-1');
     await t.advance(50);
     expect(feed.fleet(t.clock.now(), SILENT_AFTER).nodes.map((n) => n.name)).toEqual(['n-2']);

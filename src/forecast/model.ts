@@ -199,11 +199,6 @@ function latestHeartbeat(renew: number | undefined, beat: number | undefined, cr
   return renew === undefined ? (beat ?? created) : beat === undefined ? renew : Math.max(renew, beat);
 }
 
-/** latestHeartbeat on numbers, NaN standing for none (and returned when there is none). */
-export function latestHeartbeatOrNaN(renew: number, beat: number, created: number): number {
-  return Number.isNaN(renew) ? (Number.isNaN(beat) ? created : beat) : Number.isNaN(beat) ? renew : Math.max(renew, beat);
-}
-
 /**
  * Whether the forecast can predict anything for this node now (its lease renewed at `renew`): silent, not Ready, or
  * with the controller's NoExecute taint. Nodes that are not failing can go to `healthy` as counts.
