@@ -236,6 +236,30 @@ describe('forecast feed', () => {
     await check('new kinds', 3);
   });
 
+  it("hands the pods only of the nodes selected, and a failing node's new pods while nothing else changed", async () => {
+    t = new ProbeTester();
+    t.putNode('n-1', { labels: { [ZONE]: 'a' }, ready: 'Unknown' });
+    t.putNode('n-2', { labels: { [ZONE]: 'a' }, ready: 'Unknown' });
+    t.putPod('default', 'p-1', { node: 'n-1' });
+    t.putPod('default', 'p-2', { node: 'n-2' });
+    const nodes = t.kube.watches.watch(watchSpecs.nodes());
+    const leases = t.kube.watches.watch(watchSpecs.nodeLeases());
+    const pods = t.kube.watches.watch(watchSpecs.pods());
+    await t.clock.runUntil(() => [nodes, leases, pods].every((w) => w.freshness().synced), 10_000, 10);
+    const feed = forecastFeed(nodes, leases, pods, { podsOf: (n) => n === 'n-1', taintedSince: sinceOf });
+    const podKeys = () =>
+      Object.fromEntries(feed.fleet(t.clock.now(), SILENT_AFTER).nodes.map((n) => [n.name, (n.pods ?? []).flatMap((g) => g.keys)]));
+    expect(podKeys()).toEqual({ 'n-1': ['default/p-1'], 'n-2': [] });
+    // only pods change: the failing nodes are the same, their pods are not
+    t.putPod('default', 'p-3', { node: 'n-1', tolerations: [{ operator: 'Exists' }] });
+    t.putPod('default', 'p-4', { node: 'n-2' });
+    await t.advance(50);
+    expect(podKeys()).toEqual({ 'n-1': ['default/p-1', 'default/p-3'], 'n-2': [] });
+    t.api.remove(paths.pods, 'default/p-1');
+    await t.advance(50);
+    expect(podKeys()).toEqual({ 'n-1': ['default/p-3'], 'n-2': [] });
+  });
+
   it('gives a new failing-set number when a node fails or recovers, the same one while the failing nodes stay', async () => {
     t = new ProbeTester();
     for (const n of ['a-1', 'a-2', 'a-3']) {

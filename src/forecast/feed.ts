@@ -18,7 +18,8 @@ export interface ForecastFeed {
   /**
    * The failing nodes as the forecast reads them, by name; the others counted per zone; the first moment a node not
    * silent may fall silent (a healthy one then fails, a failing one still heartbeating is then judged silent); and a
-   * number that changes whenever the set of failing nodes does.
+   * number that changes whenever the set of failing nodes does. While no Node or Lease changed and no node can
+   * have fallen silent, the same answer is handed out again, only the pods of nodes whose pods changed looked at.
    */
   fleet(
     now: number,
@@ -60,7 +61,12 @@ export function forecastFeed(
   nodes: WatchHandle<SlimNode>,
   leases: WatchHandle<SlimLease>,
   pods: WatchHandle<SlimPod>,
-  o: { namespaces?: ReadonlySet<string>; taintedSince(node: string): number | undefined },
+  o: {
+    namespaces?: ReadonlySet<string>;
+    /** Whether the pods on the node named are judged (all when not given). */
+    podsOf?: (node: string) => boolean;
+    taintedSince(node: string): number | undefined;
+  },
 ): ForecastFeed {
   const kept = new Map<string, Kept>();
   // the nodes by name, worked out again when a node comes or goes
@@ -69,6 +75,10 @@ export function forecastFeed(
   // Per node its pods' groups, kept by the pods watch: a pod's key is put in (or taken out of) its group's sorted
   // keys as it comes and goes, so that the first judgement after many nodes fail at once does not group their pods.
   const feedPods = new FeedPods(o.namespaces);
+  // What changed since the last fleet(): a Node or a Lease (the failing nodes are found again in a pass over every
+  // node), or only the pods of some nodes (their groups are handed out again, nothing else).
+  let nodesChanged = true;
+  const podsChanged = new Set<Kept>();
 
   const zoneCount = (name: string): ZoneCount => {
     let z = zones.get(name);
@@ -76,6 +86,7 @@ export function forecastFeed(
     return z;
   };
   const put = (n: SlimNode) => {
+    nodesChanged = true;
     const before = kept.get(n.name);
     if (before?.counted) before.counted.size--;
     const zone = zoneOf(n.labels);
@@ -108,6 +119,7 @@ export function forecastFeed(
   const remove = (name: string) => {
     const k = kept.get(name);
     if (!k) return;
+    nodesChanged = true;
     if (k.counted) k.counted.size--;
     kept.delete(name);
     feedPods.release(name);
@@ -121,20 +133,32 @@ export function forecastFeed(
   leases.subscribe((c) => {
     if (c.type !== 'added' && c.type !== 'modified' && c.type !== 'deleted') return;
     const k = kept.get(c.object.name);
-    if (k) k.node.leaseRenew = c.type === 'deleted' ? undefined : c.object.renewTime;
+    if (!k) return;
+    nodesChanged = true;
+    k.node.leaseRenew = c.type === 'deleted' ? undefined : c.object.renewTime;
   });
 
   for (const [key, p] of pods.store) feedPods.change(key, p, undefined);
+  const podsMoved = (name: string | undefined) => {
+    const k = name === undefined ? undefined : kept.get(name);
+    if (k) podsChanged.add(k);
+  };
   pods.subscribe((c) => {
     if (c.type === 'added' || c.type === 'modified') feedPods.change(c.key, c.object, c.previous);
     else if (c.type === 'deleted') feedPods.change(c.key, undefined, c.object);
+    else return;
+    podsMoved(c.object.nodeName);
+    podsMoved(c.previous?.nodeName);
   });
+  const podsFor = (k: Kept) => (o.podsOf && !o.podsOf(k.node.name) ? undefined : groupsOf(k.pods));
 
   /** isFailing, on a node kept and its last heartbeat: failing (-Infinity), or the moment it may fall silent. */
   const silentFrom = (k: Kept, beat: number | undefined): number => (!k.sound || beat === undefined ? -Infinity : beat);
   // the failing nodes as the last fleet() found them, and the number that changes with them
   let lastFailing: Kept[] = [];
   let failingSet = 0;
+  // the last fleet(), handed out again while no Node or Lease changed and no node can have fallen silent since
+  let last: { now: number; silentAfter: number; sameUntil: number; fleet: ReturnType<ForecastFeed['fleet']> } | undefined;
   const inNameOrder = (): Kept[] => (byName ??= [...kept.values()].sort((a, b) => byCodeUnit(a.node.name, b.node.name)));
   return {
     renewOf: (name) => kept.get(name)?.node.leaseRenew,
@@ -143,22 +167,30 @@ export function forecastFeed(
       return k !== undefined && now - silentFrom(k, lastHeartbeatOf(k.node, renew ?? k.node.leaseRenew)) > silentAfter;
     },
     fleet(now, silentAfter) {
+      if (last && !nodesChanged && silentAfter === last.silentAfter && now >= last.now && now <= last.sameUntil) {
+        for (const k of podsChanged) k.node.pods = podsFor(k);
+        podsChanged.clear();
+        return last.fleet;
+      }
+      nodesChanged = false;
+      podsChanged.clear();
       const failing: Kept[] = [];
       const out: ForecastNode[] = [];
       for (const z of zones.values()) z.failing = 0;
-      let firstSilence = Infinity;
+      // the last moment no node not silent yet has fallen silent: the latest heartbeat + silentAfter of the first
+      let sameUntil = Infinity;
       for (const k of inNameOrder()) {
         const n = k.node;
         const beat = lastHeartbeatOf(n, n.leaseRenew);
         const last = silentFrom(k, beat);
         if (now - last <= silentAfter) {
-          firstSilence = Math.min(firstSilence, last + silentAfter + 1);
+          sameUntil = Math.min(sameUntil, last + silentAfter);
           continue;
         }
         // failing, but heartbeating yet: silent from then on
-        if (beat !== undefined && now - beat <= silentAfter) firstSilence = Math.min(firstSilence, beat + silentAfter + 1);
+        if (beat !== undefined && now - beat <= silentAfter) sameUntil = Math.min(sameUntil, beat + silentAfter);
         if (k.counted) k.counted.failing++;
-        n.pods = groupsOf(k.pods);
+        n.pods = podsFor(k);
         // asked for only where the forecast reads it, on a node with the controller's taint
         n.taintedSince = k.controllerTainted ? o.taintedSince(n.name) : undefined;
         failing.push(k);
@@ -168,7 +200,8 @@ export function forecastFeed(
       lastFailing = failing;
       const healthy = new Map<string, number>();
       for (const z of zones.values()) if (z.size > 0) healthy.set(z.name, z.size - z.failing);
-      return { nodes: out, healthy, firstSilence, failingSet };
+      last = { now, silentAfter, sameUntil, fleet: { nodes: out, healthy, firstSilence: sameUntil + 1, failingSet } };
+      return last.fleet;
     },
     podsOn: (name) => feedPods.list(name),
   };
