@@ -1,11 +1,12 @@
 import { byCodeUnit } from '../core/order.js';
 import type { SlimTaint } from '../kube/resources.js';
-import { type NodeRow, NOT_READY_TAINT, UNREACHABLE_TAINT, isFailingRow, nodeHealth } from './health.js';
+import { NOT_READY_TAINT, UNREACHABLE_TAINT, isFailingRow, nodeHealth } from './health.js';
 import {
   type Forecast,
   type ForecastInput,
   type ForecastNode,
   type NodeForecast,
+  type NodeRow,
   type PodGroup,
   defaultSilentAfter,
   isControllerTaint,

@@ -1,4 +1,4 @@
-import type { NodeRow } from './health.js';
+import type { NodeRow } from './model.js';
 import type { Zone } from './zones.js';
 
 /*
