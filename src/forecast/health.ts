@@ -40,7 +40,7 @@ export function nodeHealth(node: ForecastNode, c: HealthContext): NodeRow {
   // the node's row from the judgement before, rewritten field by field: at thousands of failing nodes, rows made anew
   // at every judgement were most of what it allocated (and a time held in a field keeps its box when rewritten)
   const row = (node.health ??= blankRow(node));
-  row.lastHeartbeat = lastHeartbeat;
+  row.lastHeartbeat = lastHeartbeat ?? NaN;
   row.silent = silent;
   row.notReady = notReady;
   row.notReadyAt = seen + grace;
@@ -49,10 +49,10 @@ export function nodeHealth(node: ForecastNode, c: HealthContext): NodeRow {
   row.queuedFrom = NEVER;
   row.queuedBy = NEVER;
   row.taintNow = taintNow;
-  row.taintedAt = taintNow ? (node.taintedSince ?? taintNow.timeAdded ?? now) : undefined;
+  row.taintedAt = taintNow ? (node.taintedSince ?? taintNow.timeAdded ?? now) : NaN;
   row.taint = undefined;
-  row.taintAt = undefined;
-  row.taintLikely = undefined;
+  row.taintAt = NaN;
+  row.taintLikely = NaN;
   row.held = undefined;
   row.keepsTaint = false;
   if (notReady) {
@@ -82,7 +82,7 @@ export function nodeHealth(node: ForecastNode, c: HealthContext): NodeRow {
 function blankRow(node: ForecastNode): NodeRow {
   return {
     node,
-    lastHeartbeat: undefined,
+    lastHeartbeat: NaN,
     silent: false,
     notReady: false,
     notReadyAt: NEVER,
@@ -91,10 +91,10 @@ function blankRow(node: ForecastNode): NodeRow {
     queuedFrom: NEVER,
     queuedBy: NEVER,
     taintNow: undefined,
-    taintedAt: undefined,
+    taintedAt: NaN,
     taint: undefined,
-    taintAt: undefined,
-    taintLikely: undefined,
+    taintAt: NaN,
+    taintLikely: NaN,
     held: undefined,
     keepsTaint: false,
   };

@@ -38,7 +38,8 @@ export interface ForecastNode {
 /** One node's health in a judgement: what is known of it and the moments the controller can act on it. */
 export interface NodeRow {
   node: ForecastNode;
-  lastHeartbeat?: number;
+  /** Its times are NaN where there is none: a field that only ever holds numbers keeps its box when rewritten. */
+  lastHeartbeat: number;
   silent: boolean;
   notReady: boolean;
   /** When it went NotReady (observed), or the earliest moment it will (predicted). */
@@ -52,12 +53,12 @@ export interface NodeRow {
   queuedBy: number;
   /** The controller's NoExecute taint on it now, and since when (the taint manager's start). */
   taintNow?: SlimTaint;
-  taintedAt?: number;
+  taintedAt: number;
   /** The taint it has or will get: unreachable for Unknown, not-ready for False. */
   taint?: SlimTaint;
   /** Filled by the taint queue: the earliest and the likely moment of its taint, or why none is coming. */
-  taintAt?: number;
-  taintLikely?: number;
+  taintAt: number;
+  taintLikely: number;
   held?: string;
   keepsTaint?: boolean;
 }

@@ -173,7 +173,7 @@ describe('the forecast against the controller, fleet after fleet', () => {
   it('judges nodes kept from one judgement to the next (their rows rewritten) as it judges them anew', () => {
     let compared = 0;
     let failing = 0;
-    for (let seed = 1; seed <= 60; seed++) {
+    for (let seed = 1; seed <= 30; seed++) {
       const f = fleet(seed);
       const silentAfter = defaultSilentAfter(f.settings);
       const from = f.stopFrom - 5_000;
@@ -226,7 +226,7 @@ describe('the forecast against the controller, fleet after fleet', () => {
         },
       });
     }
-    expect(compared).toBeGreaterThan(3_000);
-    expect(failing).toBeGreaterThan(1_000);
+    expect(compared).toBeGreaterThan(1_500);
+    expect(failing).toBeGreaterThan(400);
   });
 });
