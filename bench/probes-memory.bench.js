@@ -7,7 +7,8 @@
 //
 //   npm run build && node bench/probes-memory.bench.js
 //   KUBE_RUNBOOK_BENCH_NODES=5000  KUBE_RUNBOOK_BENCH_PODS="1000 30000 150000"  KUBE_RUNBOOK_BENCH_HOLD=2m
-//   KUBE_RUNBOOK_BENCH_SILENT=500 (nodes that stop at the start of the hold)
+//   KUBE_RUNBOOK_BENCH_SILENT=500 (nodes that stop at the start of the hold; as many as KUBE_RUNBOOK_BENCH_NODES: every
+//   node fails, an apiserver outage's aftermath, the eviction forecast's worst case)
 //   KUBE_RUNBOOK_BENCH_LAG=0s (each renewal and status seen that long after it was written: a cluster behind its
 //   kubelets, as a lab behind its fleet; past the 40 s lease duration, every Lease is stale when seen)
 //   KUBE_RUNBOOK_BENCH_CHURN=10  KUBE_RUNBOOK_BENCH_NODE_FLAGS="|-- --semi-space-growth-factor=2"   (the default)

@@ -195,7 +195,7 @@ describe('forecast feed', () => {
     expect(sameSets).toBeGreaterThan(50);
   });
 
-  it("reads a node's groups of pods from its map while they are more than its columns hold, and from its columns again", async () => {
+  it("keeps a node's groups of pods as kinds of tolerations come and go, and as its Node goes and comes back", async () => {
     t = new ProbeTester();
     t.putNode('n-1', { labels: { [ZONE]: 'a' }, ready: 'Unknown' });
     t.putNode('n-2', { labels: { [ZONE]: 'a' }, ready: 'False' });
@@ -214,7 +214,7 @@ describe('forecast feed', () => {
       t.putPod('default', `q-${k}`, { node: 'n-1', tolerations: kinds[k] });
       await check(`${k + 1} kinds on n-1`, k + 1);
     }
-    // its Node gone and back: another slot, the same groups
+    // its Node gone and back: the same groups
     t.api.remove(paths.nodes, 'n-1');
     await t.advance(50);
     expect(feed.fleet(t.clock.now(), SILENT_AFTER).nodes.map((n) => n.name)).toEqual(['n-2']);
@@ -234,6 +234,30 @@ describe('forecast feed', () => {
     for (let k = 0; k < 3; k++)
       t.putPod('default', `r-${k}`, { node: 'n-1', tolerations: [{ operator: 'Exists', tolerationSeconds: k + 1 }] });
     await check('new kinds', 3);
+  });
+
+  it("hands the pods only of the nodes selected, and a failing node's new pods while nothing else changed", async () => {
+    t = new ProbeTester();
+    t.putNode('n-1', { labels: { [ZONE]: 'a' }, ready: 'Unknown' });
+    t.putNode('n-2', { labels: { [ZONE]: 'a' }, ready: 'Unknown' });
+    t.putPod('default', 'p-1', { node: 'n-1' });
+    t.putPod('default', 'p-2', { node: 'n-2' });
+    const nodes = t.kube.watches.watch(watchSpecs.nodes());
+    const leases = t.kube.watches.watch(watchSpecs.nodeLeases());
+    const pods = t.kube.watches.watch(watchSpecs.pods());
+    await t.clock.runUntil(() => [nodes, leases, pods].every((w) => w.freshness().synced), 10_000, 10);
+    const feed = forecastFeed(nodes, leases, pods, { podsOf: (n) => n === 'n-1', taintedSince: sinceOf });
+    const podKeys = () =>
+      Object.fromEntries(feed.fleet(t.clock.now(), SILENT_AFTER).nodes.map((n) => [n.name, (n.pods ?? []).flatMap((g) => g.keys)]));
+    expect(podKeys()).toEqual({ 'n-1': ['default/p-1'], 'n-2': [] });
+    // only pods change: the failing nodes are the same, their pods are not
+    t.putPod('default', 'p-3', { node: 'n-1', tolerations: [{ operator: 'Exists' }] });
+    t.putPod('default', 'p-4', { node: 'n-2' });
+    await t.advance(50);
+    expect(podKeys()).toEqual({ 'n-1': ['default/p-1', 'default/p-3'], 'n-2': [] });
+    t.api.remove(paths.pods, 'default/p-1');
+    await t.advance(50);
+    expect(podKeys()).toEqual({ 'n-1': ['default/p-3'], 'n-2': [] });
   });
 
   it('gives a new failing-set number when a node fails or recovers, the same one while the failing nodes stay', async () => {

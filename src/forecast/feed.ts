@@ -1,4 +1,4 @@
-import { type ForecastNode, type PodGroup, isControllerTaint, isSound, latestHeartbeatOrNaN } from './model.js';
+import { type ForecastNode, type PodGroup, isControllerTaint, isSound, lastHeartbeatOf } from './model.js';
 import { FeedPods, type NodePods, groupsOf } from './feed-pods.js';
 import { byCodeUnit } from '../core/order.js';
 import { NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, zoneOf } from '../kube/resources.js';
@@ -18,7 +18,8 @@ export interface ForecastFeed {
   /**
    * The failing nodes as the forecast reads them, by name; the others counted per zone; the first moment a node not
    * silent may fall silent (a healthy one then fails, a failing one still heartbeating is then judged silent); and a
-   * number that changes whenever the set of failing nodes does.
+   * number that changes whenever the set of failing nodes does. While no Node or Lease changed and no node can
+   * have fallen silent, the same answer is handed out again, only the pods of nodes whose pods changed looked at.
    */
   fleet(
     now: number,
@@ -30,123 +31,99 @@ export interface ForecastFeed {
 
 const EXCLUDED = 'node.kubernetes.io/exclude-disruption';
 
-/** What a node's flags say (Slots.flags). */
-const SOUND = 1;
-const EXCLUDED_FROM_ZONES = 2;
-const HAS_TAINTS = 4;
-const CONTROLLER_TAINT = 8;
-
 /** Every node without taints is given this one empty array: a judgement reads it, not one array per node. */
 const NO_TAINTS = Object.freeze([]) as unknown as SlimTaint[];
 
-const orNone = (x: number): number | undefined => (Number.isNaN(x) ? undefined : x);
-
-/** Columns that grow by doubling, and keep what they hold as they do. */
-const wider = <T extends Float64Array | Int32Array | Uint8Array>(a: T, capacity: number, make: (n: number) => T): T => {
-  const b = make(capacity);
-  b.set(a);
-  return b;
-};
+/** A zone's nodes counted in its state (not excluded from disruption checks), and how many of them the last pass found failing. */
+interface ZoneCount {
+  name: string;
+  size: number;
+  failing: number;
+}
 
 /**
- * What the feed keeps of each node, in columns indexed by a slot the node keeps while it exists: a pass over
- * thousands of nodes reads a few small arrays side by side rather than an object per node scattered through the heap,
- * which is what a judgement's time went to. Times are in ms; NaN stands for none.
+ * What the feed keeps of a node while it exists: the node as the forecast reads it, kept up to date by the watch
+ * handlers as its Node and its Lease change (its pods and taintedSince are filled in by the pass that finds it
+ * failing), so that a judgement reads thousands of failing nodes without making an object for each.
  */
-class Slots {
-  renew = new Float64Array(0);
-  heartbeat = new Float64Array(0);
-  created = new Float64Array(0);
-  flags = new Uint8Array(0);
-  /** An index into the feed's zone names. */
-  zone = new Int32Array(0);
-  readonly names: (string | undefined)[] = [];
-  readonly nodes: (SlimNode | undefined)[] = [];
+interface Kept {
+  node: ForecastNode;
+  /** Ready and without the controller's NoExecute taint (isSound): failing only once it falls silent. */
+  sound: boolean;
+  controllerTainted: boolean;
+  /** Its zone, when it counts in its zone's state. */
+  counted?: ZoneCount;
   /** Its pods, held by FeedPods. */
-  readonly pods: (NodePods | undefined)[] = [];
-  private readonly free: number[] = [];
-  private used = 0;
-
-  take(): number {
-    const k = this.free.pop();
-    if (k !== undefined) return k;
-    if (this.used === this.flags.length) this.grow(Math.max(64, 2 * this.used));
-    return this.used++;
-  }
-
-  release(k: number): void {
-    this.names[k] = this.nodes[k] = this.pods[k] = undefined;
-    this.flags[k] = 0;
-    this.free.push(k);
-  }
-
-  private grow(capacity: number): void {
-    this.renew = wider(this.renew, capacity, (n) => new Float64Array(n));
-    this.heartbeat = wider(this.heartbeat, capacity, (n) => new Float64Array(n));
-    this.created = wider(this.created, capacity, (n) => new Float64Array(n));
-    this.flags = wider(this.flags, capacity, (n) => new Uint8Array(n));
-    this.zone = wider(this.zone, capacity, (n) => new Int32Array(n));
-  }
+  pods: NodePods;
 }
 
 export function forecastFeed(
   nodes: WatchHandle<SlimNode>,
   leases: WatchHandle<SlimLease>,
   pods: WatchHandle<SlimPod>,
-  o: { namespaces?: ReadonlySet<string>; taintedSince(node: string): number | undefined },
+  o: {
+    namespaces?: ReadonlySet<string>;
+    /** Whether the pods on the node named are judged (all when not given). */
+    podsOf?: (node: string) => boolean;
+    taintedSince(node: string): number | undefined;
+  },
 ): ForecastFeed {
-  const slots = new Slots();
-  const slotOf = new Map<string, number>();
-  // the nodes' slots by name, worked out again when a node comes or goes
-  let byName: Int32Array | undefined;
-  // a node came or went since the last fleet(): the same slots may be other nodes
-  let byNameChanged = true;
-  const zoneIds = new Map<string, number>();
-  const zoneNames: string[] = [];
-  // per zone, its nodes not excluded from disruption checks
-  const zoneSizes: number[] = [];
+  const kept = new Map<string, Kept>();
+  // the nodes by name, worked out again when a node comes or goes
+  let byName: Kept[] | undefined;
+  const zones = new Map<string, ZoneCount>();
   // Per node its pods' groups, kept by the pods watch: a pod's key is put in (or taken out of) its group's sorted
   // keys as it comes and goes, so that the first judgement after many nodes fail at once does not group their pods.
   const feedPods = new FeedPods(o.namespaces);
+  // What changed since the last fleet(): a Node or a Lease (the failing nodes are found again in a pass over every
+  // node), or only the pods of some nodes (their groups are handed out again, nothing else).
+  let nodesChanged = true;
+  const podsChanged = new Set<Kept>();
 
-  const counted = (k: number) => (slots.flags[k]! & EXCLUDED_FROM_ZONES) === 0;
+  const zoneCount = (name: string): ZoneCount => {
+    let z = zones.get(name);
+    if (!z) zones.set(name, (z = { name, size: 0, failing: 0 }));
+    return z;
+  };
   const put = (n: SlimNode) => {
-    let k = slotOf.get(n.name);
-    if (k === undefined) {
-      slotOf.set(n.name, (k = slots.take()));
-      slots.names[k] = n.name;
-      slots.pods[k] = feedPods.hold(n.name);
-      slots.renew[k] = leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime ?? NaN;
-      byName = undefined;
-      byNameChanged = true;
-    } else if (counted(k)) zoneSizes[slots.zone[k]!]!--;
+    nodesChanged = true;
+    const before = kept.get(n.name);
+    if (before?.counted) before.counted.size--;
     const zone = zoneOf(n.labels);
-    let z = zoneIds.get(zone);
-    if (z === undefined) {
-      zoneIds.set(zone, (z = zoneNames.push(zone) - 1));
-      zoneSizes.push(0);
-    }
-    slots.nodes[k] = n;
-    slots.zone[k] = z;
-    slots.heartbeat[k] = n.ready?.heartbeat ?? NaN;
-    slots.created[k] = n.created ?? NaN;
+    const excluded = EXCLUDED in n.labels;
+    const counted = excluded ? undefined : zoneCount(zone);
+    if (counted) counted.size++;
+    // every field in one literal: nodes of one shape
+    const node: ForecastNode = {
+      name: n.name,
+      zone,
+      excluded,
+      created: n.created,
+      ready: n.ready,
+      leaseRenew: before ? before.node.leaseRenew : leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime,
+      taints: n.taints.length ? n.taints : NO_TAINTS,
+      pods: undefined,
+      taintedSince: undefined,
+    };
     const controllerTainted = n.taints.some(isControllerTaint);
-    slots.flags[k] =
-      (isSound(n) ? SOUND : 0) |
-      (EXCLUDED in n.labels ? EXCLUDED_FROM_ZONES : 0) |
-      (n.taints.length ? HAS_TAINTS : 0) |
-      (controllerTainted ? CONTROLLER_TAINT : 0);
-    if (counted(k)) zoneSizes[z]!++;
+    if (before) {
+      before.node = node;
+      before.sound = isSound(n);
+      before.controllerTainted = controllerTainted;
+      before.counted = counted;
+    } else {
+      kept.set(n.name, { node, sound: isSound(n), controllerTainted, counted, pods: feedPods.hold(n.name) });
+      byName = undefined;
+    }
   };
   const remove = (name: string) => {
-    const k = slotOf.get(name);
-    if (k === undefined) return;
-    if (counted(k)) zoneSizes[slots.zone[k]!]!--;
-    slotOf.delete(name);
-    slots.release(k);
+    const k = kept.get(name);
+    if (!k) return;
+    nodesChanged = true;
+    if (k.counted) k.counted.size--;
+    kept.delete(name);
     feedPods.release(name);
     byName = undefined;
-    byNameChanged = true;
   };
   for (const n of nodes.store.values()) put(n);
   nodes.subscribe((c) => {
@@ -155,76 +132,76 @@ export function forecastFeed(
   });
   leases.subscribe((c) => {
     if (c.type !== 'added' && c.type !== 'modified' && c.type !== 'deleted') return;
-    const k = slotOf.get(c.object.name);
-    if (k !== undefined) slots.renew[k] = c.type === 'deleted' ? NaN : (c.object.renewTime ?? NaN);
+    const k = kept.get(c.object.name);
+    if (!k) return;
+    nodesChanged = true;
+    k.node.leaseRenew = c.type === 'deleted' ? undefined : c.object.renewTime;
   });
 
   for (const [key, p] of pods.store) feedPods.change(key, p, undefined);
+  const podsMoved = (name: string | undefined) => {
+    const k = name === undefined ? undefined : kept.get(name);
+    if (k) podsChanged.add(k);
+  };
   pods.subscribe((c) => {
     if (c.type === 'added' || c.type === 'modified') feedPods.change(c.key, c.object, c.previous);
     else if (c.type === 'deleted') feedPods.change(c.key, undefined, c.object);
+    else return;
+    podsMoved(c.object.nodeName);
+    podsMoved(c.previous?.nodeName);
   });
+  const podsFor = (k: Kept) => (o.podsOf && !o.podsOf(k.node.name) ? undefined : groupsOf(k.pods));
 
-  const lastHeartbeat = (k: number, renew: number): number => latestHeartbeatOrNaN(renew, slots.heartbeat[k]!, slots.created[k]!);
-  /** isFailing, on a node's columns: failing (-Infinity), or the moment it may fall silent. */
-  const silentFrom = (k: number, renew: number): number => {
-    const last = lastHeartbeat(k, renew);
-    return !(slots.flags[k]! & SOUND) || Number.isNaN(last) ? -Infinity : last;
-  };
+  /** isFailing, on a node kept and its last heartbeat: failing (-Infinity), or the moment it may fall silent. */
+  const silentFrom = (k: Kept, beat: number | undefined): number => (!k.sound || beat === undefined ? -Infinity : beat);
   // the failing nodes as the last fleet() found them, and the number that changes with them
-  let lastFailing: number[] = [];
+  let lastFailing: Kept[] = [];
   let failingSet = 0;
-  const inNameOrder = (): Int32Array => (byName ??= Int32Array.from([...slotOf].sort((a, b) => byCodeUnit(a[0], b[0])).map(([, k]) => k)));
+  // the last fleet(), handed out again while no Node or Lease changed and no node can have fallen silent since
+  let last: { now: number; silentAfter: number; sameUntil: number; fleet: ReturnType<ForecastFeed['fleet']> } | undefined;
+  const inNameOrder = (): Kept[] => (byName ??= [...kept.values()].sort((a, b) => byCodeUnit(a.node.name, b.node.name)));
   return {
-    renewOf: (name) => {
-      const k = slotOf.get(name);
-      return k === undefined ? undefined : orNone(slots.renew[k]!);
-    },
+    renewOf: (name) => kept.get(name)?.node.leaseRenew,
     failing(name, now, silentAfter, renew) {
-      const k = name === undefined ? undefined : slotOf.get(name);
-      return k !== undefined && now - silentFrom(k, renew ?? slots.renew[k]!) > silentAfter;
+      const k = name === undefined ? undefined : kept.get(name);
+      return k !== undefined && now - silentFrom(k, lastHeartbeatOf(k.node, renew ?? k.node.leaseRenew)) > silentAfter;
     },
     fleet(now, silentAfter) {
+      if (last && !nodesChanged && silentAfter === last.silentAfter && now >= last.now && now <= last.sameUntil) {
+        for (const k of podsChanged) k.node.pods = podsFor(k);
+        podsChanged.clear();
+        return last.fleet;
+      }
+      nodesChanged = false;
+      podsChanged.clear();
+      const failing: Kept[] = [];
       const out: ForecastNode[] = [];
-      const slotsOut: number[] = [];
-      const failingIn = new Int32Array(zoneNames.length);
-      let firstSilence = Infinity;
+      for (const z of zones.values()) z.failing = 0;
+      // the last moment no node not silent yet has fallen silent: the latest heartbeat + silentAfter of the first
+      let sameUntil = Infinity;
       for (const k of inNameOrder()) {
-        const renew = slots.renew[k]!;
-        const last = silentFrom(k, renew);
+        const n = k.node;
+        const beat = lastHeartbeatOf(n, n.leaseRenew);
+        const last = silentFrom(k, beat);
         if (now - last <= silentAfter) {
-          firstSilence = Math.min(firstSilence, last + silentAfter + 1);
+          sameUntil = Math.min(sameUntil, last + silentAfter);
           continue;
         }
         // failing, but heartbeating yet: silent from then on
-        const beat = lastHeartbeat(k, renew);
-        if (now - beat <= silentAfter) firstSilence = Math.min(firstSilence, beat + silentAfter + 1);
-        if (counted(k)) failingIn[slots.zone[k]!]!++;
-        const flags = slots.flags[k]!;
-        const n = slots.nodes[k]!;
-        const name = slots.names[k]!;
-        // every field in one literal: nodes of one shape; taintedSince asked for only where the forecast reads it,
-        // on a node with the controller's taint
-        const f: ForecastNode = {
-          name,
-          zone: zoneNames[slots.zone[k]!]!,
-          excluded: (flags & EXCLUDED_FROM_ZONES) !== 0,
-          created: orNone(slots.created[k]!),
-          ready: n.ready,
-          leaseRenew: orNone(renew),
-          taints: flags & HAS_TAINTS ? n.taints : NO_TAINTS,
-          pods: groupsOf(slots.pods[k]!),
-          taintedSince: flags & CONTROLLER_TAINT ? o.taintedSince(name) : undefined,
-        };
-        out.push(f);
-        slotsOut.push(k);
+        if (beat !== undefined && now - beat <= silentAfter) sameUntil = Math.min(sameUntil, beat + silentAfter);
+        if (k.counted) k.counted.failing++;
+        n.pods = podsFor(k);
+        // asked for only where the forecast reads it, on a node with the controller's taint
+        n.taintedSince = k.controllerTainted ? o.taintedSince(n.name) : undefined;
+        failing.push(k);
+        out.push(n);
       }
-      if (slotsOut.length !== lastFailing.length || slotsOut.some((k, i) => lastFailing[i] !== k) || byNameChanged) failingSet++;
-      byNameChanged = false;
-      lastFailing = slotsOut;
+      if (failing.length !== lastFailing.length || failing.some((k, i) => lastFailing[i] !== k)) failingSet++;
+      lastFailing = failing;
       const healthy = new Map<string, number>();
-      for (let z = 0; z < zoneNames.length; z++) if (zoneSizes[z]! > 0) healthy.set(zoneNames[z]!, zoneSizes[z]! - failingIn[z]!);
-      return { nodes: out, healthy, firstSilence, failingSet };
+      for (const z of zones.values()) if (z.size > 0) healthy.set(z.name, z.size - z.failing);
+      last = { now, silentAfter, sameUntil, fleet: { nodes: out, healthy, firstSilence: sameUntil + 1, failingSet } };
+      return last.fleet;
     },
     podsOn: (name) => feedPods.list(name),
   };

@@ -1,11 +1,12 @@
 import { byCodeUnit } from '../core/order.js';
 import type { SlimTaint } from '../kube/resources.js';
-import { type NodeRow, NOT_READY_TAINT, UNREACHABLE_TAINT, isFailingRow, nodeHealth } from './health.js';
+import { NOT_READY_TAINT, UNREACHABLE_TAINT, isFailingRow, nodeHealth } from './health.js';
 import {
   type Forecast,
   type ForecastInput,
   type ForecastNode,
   type NodeForecast,
+  type NodeRow,
   type PodGroup,
   defaultSilentAfter,
   isControllerTaint,
@@ -99,7 +100,7 @@ export function forecast(input: ForecastInput): Forecast {
     const groups = r.node.pods ?? NO_PODS;
     if (groups.length === 0) continue;
     const taints = noExecuteOn(r);
-    const taintAt = r.taintAt ?? NaN;
+    const taintAt = r.taintAt;
     let nodeAtRisk = false;
     for (const g of groups) {
       const tol = tolerated.of(taints, g.tolerations);
@@ -110,7 +111,7 @@ export function forecast(input: ForecastInput): Forecast {
       const kept = pods.keeps(g.keys, at);
       // the likely moment is worked out only for pods the forecast reports
       const likely =
-        (kept || soonest) && r.taintLikely !== undefined
+        (kept || soonest) && !Number.isNaN(r.taintLikely)
           ? evictsAt(
               outcomeOf(r.taintLikely, r.keepsTaint === true, tol, master, frozen !== undefined, leaderSince, true),
               r.taintLikely,
@@ -205,19 +206,21 @@ function noExecuteOn(r: NodeRow): readonly SlimTaint[] {
   return [...(own ?? []), c];
 }
 
+const orNone = (t: number): number | undefined => (Number.isNaN(t) ? undefined : t);
+
 function nodeForecast(r: NodeRow): NodeForecast {
   const f: NodeForecast = {
     name: r.node.name,
     zone: r.node.zone,
-    lastHeartbeat: r.lastHeartbeat,
+    lastHeartbeat: orNone(r.lastHeartbeat),
     silent: r.silent,
     notReady: r.notReady,
     tainted: r.taintNow !== undefined,
-    taintAt: r.taintAt,
+    taintAt: orNone(r.taintAt),
     notReadyAt: r.notReadyAt,
   };
-  if (r.taintLikely !== undefined && r.taintLikely !== r.taintAt) f.taintLikely = r.taintLikely;
-  else if (r.taintAt !== undefined) f.taintLikely = r.taintAt;
+  if (!Number.isNaN(r.taintLikely) && r.taintLikely !== r.taintAt) f.taintLikely = r.taintLikely;
+  else if (!Number.isNaN(r.taintAt)) f.taintLikely = r.taintAt;
   if (r.keepsTaint) f.keepsTaint = true;
   if (r.held) f.held = r.held;
   return f;

@@ -1,4 +1,4 @@
-import { type ForecastNode, type LifecycleSettings, isControllerTaint, lastHeartbeatOf } from './model.js';
+import { type ForecastNode, type LifecycleSettings, type NodeRow, isControllerTaint, lastHeartbeatOf } from './model.js';
 import type { SlimTaint } from '../kube/resources.js';
 import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
 
@@ -9,33 +9,6 @@ import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
  */
 
 const NEVER = Infinity;
-
-/** One node's health in a judgement: what is known of it and the moments the controller can act on it. */
-export interface NodeRow {
-  node: ForecastNode;
-  lastHeartbeat?: number;
-  silent: boolean;
-  notReady: boolean;
-  /** When it went NotReady (observed), or the earliest moment it will (predicted). */
-  notReadyAt: number;
-  /** Earliest and latest moment the controller counts it NotReady (NEVER: stays Ready); its transition when it is already. */
-  downEarly: number;
-  downLate: number;
-  /** The earliest moment it can be queued for the NoExecute taint (NEVER: not). */
-  queuedFrom: number;
-  /** The moment it is surely queued (NEVER: it may never be, its heartbeats back). */
-  queuedBy: number;
-  /** The controller's NoExecute taint on it now, and since when (the taint manager's start). */
-  taintNow?: SlimTaint;
-  taintedAt?: number;
-  /** The taint it has or will get: unreachable for Unknown, not-ready for False. */
-  taint?: SlimTaint;
-  /** Filled by the taint queue: the earliest and the likely moment of its taint, or why none is coming. */
-  taintAt?: number;
-  taintLikely?: number;
-  held?: string;
-  keepsTaint?: boolean;
-}
 
 /** The taint the controller puts on a node it sees NotReady (Ready=False) or Unknown; shared, never changed. */
 export const NOT_READY_TAINT: Readonly<SlimTaint> = Object.freeze({ key: NOT_READY, effect: 'NoExecute' });
@@ -64,25 +37,24 @@ export function nodeHealth(node: ForecastNode, c: HealthContext): NodeRow {
   const grace = status !== undefined ? s.nodeMonitorGracePeriodMs : s.nodeStartupGracePeriodMs;
   // a new leader has seen no heartbeat before its start: it counts the grace period from then
   const seen = Math.max(lastHeartbeat ?? now, c.leaderSince);
-  // every field in one literal: rows of one shape, made by the hundred at each judgement
-  const row: NodeRow = {
-    node,
-    lastHeartbeat,
-    silent,
-    notReady,
-    notReadyAt: seen + grace,
-    downEarly: NEVER,
-    downLate: NEVER,
-    queuedFrom: NEVER,
-    queuedBy: NEVER,
-    taintNow,
-    taintedAt: taintNow ? (node.taintedSince ?? taintNow.timeAdded ?? now) : undefined,
-    taint: undefined,
-    taintAt: undefined,
-    taintLikely: undefined,
-    held: undefined,
-    keepsTaint: false,
-  };
+  // the node's row from the judgement before, rewritten field by field: at thousands of failing nodes, rows made anew
+  // at every judgement were most of what it allocated (and a time held in a field keeps its box when rewritten)
+  const row = (node.health ??= blankRow(node));
+  row.lastHeartbeat = lastHeartbeat ?? NaN;
+  row.silent = silent;
+  row.notReady = notReady;
+  row.notReadyAt = seen + grace;
+  row.downEarly = NEVER;
+  row.downLate = NEVER;
+  row.queuedFrom = NEVER;
+  row.queuedBy = NEVER;
+  row.taintNow = taintNow;
+  row.taintedAt = taintNow ? (node.taintedSince ?? taintNow.timeAdded ?? now) : NaN;
+  row.taint = undefined;
+  row.taintAt = NaN;
+  row.taintLikely = NaN;
+  row.held = undefined;
+  row.keepsTaint = false;
   if (notReady) {
     const transition = node.ready?.transition ?? now;
     row.notReadyAt = transition;
@@ -104,6 +76,28 @@ export function nodeHealth(node: ForecastNode, c: HealthContext): NodeRow {
   if (taintNow) row.taint = taintNow;
   else if (notReady || silent) row.taint = status === 'False' ? NOT_READY_TAINT : UNREACHABLE_TAINT;
   return row;
+}
+
+/** A node's first row, every field in one literal: rows of one shape. */
+function blankRow(node: ForecastNode): NodeRow {
+  return {
+    node,
+    lastHeartbeat: NaN,
+    silent: false,
+    notReady: false,
+    notReadyAt: NEVER,
+    downEarly: NEVER,
+    downLate: NEVER,
+    queuedFrom: NEVER,
+    queuedBy: NEVER,
+    taintNow: undefined,
+    taintedAt: NaN,
+    taint: undefined,
+    taintAt: NaN,
+    taintLikely: NaN,
+    held: undefined,
+    keepsTaint: false,
+  };
 }
 
 /** Failing: silent, not Ready, or tainted. Only failing nodes' pods can be evicted. */

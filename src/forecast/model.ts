@@ -27,6 +27,40 @@ export interface ForecastNode {
    * timeAdded while the node stays down, but the taint manager keeps the eviction time it scheduled first.
    */
   taintedSince?: number;
+  /**
+   * Its health as the last judgement worked it out (health.ts), kept with the node and rewritten by the next: at
+   * thousands of failing nodes a judgement then rewrites their rows instead of making them anew. Made by the first
+   * judgement of the node; nothing reads it between judgements.
+   */
+  health?: NodeRow;
+}
+
+/** One node's health in a judgement: what is known of it and the moments the controller can act on it. */
+export interface NodeRow {
+  node: ForecastNode;
+  /** Its times are NaN where there is none: a field that only ever holds numbers keeps its box when rewritten. */
+  lastHeartbeat: number;
+  silent: boolean;
+  notReady: boolean;
+  /** When it went NotReady (observed), or the earliest moment it will (predicted). */
+  notReadyAt: number;
+  /** Earliest and latest moment the controller counts it NotReady (NEVER: stays Ready); its transition when it is already. */
+  downEarly: number;
+  downLate: number;
+  /** The earliest moment it can be queued for the NoExecute taint (NEVER: not). */
+  queuedFrom: number;
+  /** The moment it is surely queued (NEVER: it may never be, its heartbeats back). */
+  queuedBy: number;
+  /** The controller's NoExecute taint on it now, and since when (the taint manager's start). */
+  taintNow?: SlimTaint;
+  taintedAt: number;
+  /** The taint it has or will get: unreachable for Unknown, not-ready for False. */
+  taint?: SlimTaint;
+  /** Filled by the taint queue: the earliest and the likely moment of its taint, or why none is coming. */
+  taintAt: number;
+  taintLikely: number;
+  held?: string;
+  keepsTaint?: boolean;
 }
 
 export interface ForecastPod {
@@ -197,11 +231,6 @@ export function lastHeartbeatOf(n: Pick<ForecastNode, 'ready' | 'created'>, rene
 
 function latestHeartbeat(renew: number | undefined, beat: number | undefined, created: number | undefined): number | undefined {
   return renew === undefined ? (beat ?? created) : beat === undefined ? renew : Math.max(renew, beat);
-}
-
-/** latestHeartbeat on numbers, NaN standing for none (and returned when there is none). */
-export function latestHeartbeatOrNaN(renew: number, beat: number, created: number): number {
-  return Number.isNaN(renew) ? (Number.isNaN(beat) ? created : beat) : Number.isNaN(beat) ? renew : Math.max(renew, beat);
 }
 
 /**

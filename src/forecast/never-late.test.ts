@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type ForecastPod, defaultSilentAfter, forecast, groupPods } from './forecast.js';
+import { type ForecastNode, type ForecastPod, defaultSilentAfter, forecast, groupPods } from './forecast.js';
 import type { LifecycleSettings } from '../kube/versions.js';
 import type { SlimToleration } from '../kube/resources.js';
 import { UNREACHABLE } from '../kube/tolerations.js';
@@ -168,5 +168,65 @@ describe('the forecast against the controller, fleet after fleet', () => {
     expect(judged).toBeGreaterThan(10_000);
     // and the likely moment is reported apart from the bound where the order is not known
     expect(spread).toBeGreaterThan(0);
+  });
+
+  it('judges nodes kept from one judgement to the next (their rows rewritten) as it judges them anew', () => {
+    let compared = 0;
+    let failing = 0;
+    for (let seed = 1; seed <= 30; seed++) {
+      const f = fleet(seed);
+      const silentAfter = defaultSilentAfter(f.settings);
+      const from = f.stopFrom - 5_000;
+      const end = f.stopFrom + f.window + f.settings.nodeMonitorGracePeriodMs + 120_000;
+      const step = f.settings.nodeMonitorPeriodMs * 3 + 700;
+      const lookAt = Array.from({ length: Math.floor((end - from) / step) }, (_, k) => from + k * step);
+      const byNode = groupBy(
+        groupPods(f.pods.map((p): ForecastPod => ({ key: p.key, node: p.node, tolerations: tolerating(p.tolerationMs) }))),
+        (g) => g.node,
+      );
+      // the nodes as the probe's feed keeps them: one object per node, its fields rewritten as its Node and Lease change
+      const kept = new Map<string, ForecastNode>();
+      simulateController({
+        settings: f.settings,
+        requeue: f.requeue,
+        taintsInTheSamePass: f.taintsInTheSamePass,
+        nodes: f.nodes,
+        pods: f.pods,
+        seed,
+        start: START,
+        end,
+        leaderFrom: f.leaderFrom,
+        lookAt,
+        look(at, nodes) {
+          const judged = nodes.map((n) => {
+            const k = kept.get(n.name) ?? { ...n };
+            kept.set(n.name, Object.assign(k, n, { pods: byNode.get(n.name) ?? [] }));
+            return k;
+          });
+          const anew = () => nodes.map((n) => ({ ...n, pods: byNode.get(n.name) ?? [] }));
+          // as the probe judges: the reading, and while frozen what follows a new leader now, on the same nodes
+          for (const input of [
+            { controller: f.leaderFrom !== undefined ? { since: f.leaderFrom } : {}, podsKept: 20, evictedPodsOnly: true, nodesKept: 100 },
+            { controller: { running: true, since: at }, podsKept: 0, nodesKept: 0 },
+            { controller: { running: false } },
+          ]) {
+            const common = {
+              now: at,
+              settings: f.settings,
+              silentAfterMs: silentAfter,
+              taintsInTheSamePass: f.taintsInTheSamePass,
+              requeuesEveryPass: f.requeue,
+            };
+            expect(forecast({ ...common, ...input, nodes: judged }), `seed ${seed} at +${(at - START) / 1000}s`).toEqual(
+              forecast({ ...common, ...input, nodes: anew() }),
+            );
+            compared++;
+          }
+          if (judged.some((n) => n.health?.silent || n.health?.notReady)) failing++;
+        },
+      });
+    }
+    expect(compared).toBeGreaterThan(1_500);
+    expect(failing).toBeGreaterThan(400);
   });
 });

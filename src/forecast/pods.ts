@@ -1,7 +1,7 @@
 import type { PodForecast } from './model.js';
 import type { SlimTaint, SlimToleration } from '../kube/resources.js';
 import { tolerationMs } from '../kube/tolerations.js';
-import type { NodeRow } from './health.js';
+import type { NodeRow } from './model.js';
 
 /*
  * The taint manager (the taint-eviction controller since 1.29): a pod on a node with NoExecute taints is deleted

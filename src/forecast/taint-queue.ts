@@ -1,4 +1,4 @@
-import type { NodeRow } from './health.js';
+import type { NodeRow } from './model.js';
 import type { Zone } from './zones.js';
 
 /*
@@ -32,7 +32,7 @@ export function queueTaints(zone: Zone, o: { now: number; cutoff: number; requeu
     if (r.taintNow) {
       r.taintAt = r.taintedAt;
       r.taintLikely = r.taintedAt;
-      lastTaint = Math.max(lastTaint, r.taintNow.timeAdded ?? r.taintedAt!);
+      lastTaint = Math.max(lastTaint, r.taintNow.timeAdded ?? r.taintedAt);
     }
   // by the moment each can be queued; members come in name order, kept for the same moment
   const queued = inQueueOrder(zone.members);

@@ -1,5 +1,5 @@
 import type { LifecycleSettings, ZoneState } from './model.js';
-import type { NodeRow } from './health.js';
+import type { NodeRow } from './model.js';
 
 /*
  * Zones, as the controller's handleDisruption sees them after each pass: a zone's state from how many of its nodes

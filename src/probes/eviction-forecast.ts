@@ -142,7 +142,6 @@ export default defineProbe({
       const { taintsInTheSamePass, requeuesEveryPass } = traitsOf(parseKubeVersion(resolved.version));
       const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
       const taintedSince = trackTaintedSince(nodes, ctx.clock);
-      const feed = forecastFeed(nodes, leases, pods, { namespaces, taintedSince });
       // What a judgement reads of the whole fleet is worked out again only when the fleet changes (a node or lease
       // added or gone, labels or lease durations changed), not on every event: at thousands of nodes that would be
       // most of the cost.
@@ -150,6 +149,7 @@ export default defineProbe({
       const selected = trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);
       // 'all' selects every Node
       const podsOf = params.nodes === 'all' ? undefined : (name: string) => selected.has(name);
+      const feed = forecastFeed(nodes, leases, pods, { namespaces, podsOf, taintedSince });
       let leaseDurationMs: number | undefined;
       let silentAfter = params.silentAfter ?? defaultSilentAfter(resolved.settings);
       const failing = (name: string | undefined, renew?: number) => feed.failing(name, ctx.clock.now(), silentAfter, renew);
@@ -228,7 +228,6 @@ export default defineProbe({
               ? undefined
               : leaseEnds !== undefined && leaseEnds > now && lease.holder !== undefined && lease.holder !== '';
           const controller = controllerState(leading, lease?.acquireTime, applied?.current() ?? [], params.controllerManagerLease);
-          if (podsOf) for (const n of fleet.nodes) if (!podsOf(n.name)) n.pods = undefined;
           const judged = {
             now,
             settings,
