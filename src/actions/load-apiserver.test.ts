@@ -369,6 +369,14 @@ describe('load-apiserver from: nodes', () => {
     expect(r.ctx.log.lines.map((l) => l.msg).join('\n')).toContain('cp-1 got 200: 57 429: 3');
   });
 
+  it("ends by itself faultTtl after the run's latest end, not faultTtl after it starts", async () => {
+    const clock = new FakeClock();
+    // a run with 9 minutes left of its maxDuration: the load may last them, then its dead-man's 45 s
+    const r = await runLifecycle(action, controlPlaneInventory('lab'), { ...scenario(clock), runEndsBy: clock.now() + 9 * 60_000 });
+    expect(r.applied).toMatchObject({ seconds: 9 * 60 + 45 });
+    expect(r.scripts.find((c) => c.phase === 'apply')!.script).toMatch(/^secs='?585'?$/m);
+  });
+
   it('asks the TokenRequest API for a token of the ServiceAccount that outlives the fault, and checks each request once first', async () => {
     const clock = new FakeClock();
     const api = fakeApi(clock);

@@ -138,12 +138,12 @@ export default defineAction({
       "nodes' addresses, as it saw the kubelets': `qps` and `concurrency` are split evenly across the nodes (each node " +
       '`qps`/N requests a second, `concurrency`/N rounded down at once: preflight refuses fewer than one), sent by curl (7.84 or ' +
       'newer, for `--rate`; preflight names a node without it) with a token of the ServiceAccount that the executor gets from ' +
-      "the TokenRequest API for the fault's ttl (at least 10 minutes, the least the API gives) and hands to the node on the " +
+      'the TokenRequest API for as long as the load may last (at least 10 minutes, the least the API gives) and hands to the node on the ' +
       "script's input, never on a command line nor in a log; the node keeps it in a file only root reads and removes it when " +
       'the load ends. Each node is a fault of its own, armed with the node-side dead-man before the load starts: the load ' +
       'stops when reverted, when the run ends, and on every node `faultTtl` after the run is gone (executor killed, node cut ' +
-      'off); it also ends by itself `faultTtl` after it started, whatever happens, so a load from nodes lasts `faultTtl` at most ' +
-      '(raise `spec.safety.faultTtl` for a longer one). Request weights are kept to within 1/200 on the nodes.',
+      'off); it also ends by itself, whatever happens, `faultTtl` after the latest end of the run (`spec.safety.maxDuration`). ' +
+      'Request weights are kept to within 1/200 on the nodes.',
     params: Params,
     targets: 'cluster',
     nodesWhen: { param: 'from', equals: 'nodes' },
@@ -220,13 +220,14 @@ export default defineAction({
     if (!onNode)
       return Promise.resolve({ key: `load-apiserver/${ctx.runId}/${suffix}`, ...common, qps: params.qps, concurrency: params.concurrency });
     if (!ctx.faultTtlMs)
-      throw new KrError('LOAD_NOWHERE', 'load-apiserver: a load from nodes runs only in a run (it lasts faultTtl at most)');
+      throw new KrError('LOAD_NOWHERE', 'load-apiserver: a load from nodes runs only in a run (it ends by itself faultTtl after the run)');
     const key = `load-${suffix}`.replace(/[^a-z0-9.-]/g, '-').slice(-100);
     return Promise.resolve({
       key,
       node: onNode,
       dir: nodeLoadDir(ctx.runId, key),
-      seconds: Math.max(1, Math.ceil(ctx.faultTtlMs / 1000)),
+      // past the run's end plus faultTtl the run has reverted it or the node's dead-man has: the load's own bound
+      seconds: Math.max(1, Math.ceil(((ctx.runEndsBy ?? ctx.clock.now()) - ctx.clock.now() + ctx.faultTtlMs) / 1000)),
       ...common,
       ...share(params, ctx.selection?.length ?? 1, onNode),
     });
@@ -357,7 +358,7 @@ function describeLoad(
     return (
       `${p.qps} requests/s (at most ${p.concurrency} at once) ${p.node ? `from ${p.node}` : 'split across the nodes'} as ${p.as} ` +
       `(User-Agent ${quote(p.userAgent)}): ${mix}; stops on revert, when the run ends, by the node's dead-man faultTtl after the run is gone, ` +
-      'and by itself faultTtl after it started'
+      "and by itself faultTtl after the run's maxDuration"
     );
   return (
     `${p.qps} requests/s (at most ${p.concurrency} at once) from the executor as ${p.as} (User-Agent ${quote(p.userAgent)}): ${mix}; ` +

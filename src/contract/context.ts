@@ -62,4 +62,10 @@ export interface ActionCtx extends Ctx {
   selection?: readonly string[];
   /** In prepare and apply: how long the fault's node-side dead-man waits without keepalive (faultTtl, remediationTtl). */
   faultTtlMs?: number;
+  /**
+   * In prepare and apply, during a run: by when (the clock's ms) the run ends at the latest, by its maxDuration. What a
+   * fault leaves running on its own can bound itself by this plus faultTtlMs: past it, the run has reverted the fault or
+   * its dead-man has fired.
+   */
+  runEndsBy?: number;
 }

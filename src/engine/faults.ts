@@ -32,6 +32,8 @@ export interface FaultLedgerOptions {
   faultTtlMs: number;
   /** The dead-man's wait for remediations and protective steps (spec.safety.remediationTtl); faultTtlMs when absent. */
   remediationTtlMs?: number;
+  /** By when the run ends at the latest (ActionCtx.runEndsBy); absent for recover, which applies nothing. */
+  runEndsBy?: number;
   /** Who reverts, for the journal. */
   by?: 'executor' | 'recover';
   /** The back-off between attempts (tests pass a constant `random`). */
@@ -96,6 +98,7 @@ export class FaultLedger {
       signal,
       node,
       faultTtlMs: ttlMs,
+      ...(this.o.runEndsBy === undefined ? {} : { runEndsBy: this.o.runEndsBy }),
       ...(on.selection ? { selection: on.selection } : {}),
       ...(isolating ? { nodes: answeringWithin(this.o.ctx.nodes, ISOLATED_SILENCE_MS) } : {}),
     };

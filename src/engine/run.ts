@@ -91,6 +91,8 @@ export function startRun(o: RunOptions): RunHandle {
     emit,
     faultTtlMs: plan.safety.faultTtl,
     remediationTtlMs: plan.safety.remediationTtl,
+    // the maxDuration timer starts a little later (after preflight): the faultTtl that faults add to this covers that
+    runEndsBy: clock.now() + plan.safety.maxDuration,
     effects,
     beforeApply: (action, remediation) => (remediation ? lock.outlastRemediation(action) : Promise.resolve()),
   });

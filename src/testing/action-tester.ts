@@ -32,6 +32,8 @@ export interface Scenario {
   selection?: string[];
   /** The fault's dead-man ttl (ctx.faultTtlMs), as a run gives it; 10 minutes when absent. */
   faultTtlMs?: number;
+  /** By when the run ends at the latest (ctx.runEndsBy), as a run gives it; absent when not set. */
+  runEndsBy?: number;
   /** How the nodes answer each script (exit 0, no output when absent). Scripts start with `# kube-runbook: <purpose>`. */
   handler?: FakeHandler;
   kube?: Partial<KubeAccess>;
@@ -101,6 +103,7 @@ function testCtx(inventory: InventoryInput, nodes: FakeNodes, scenario: Scenario
     node,
     ...(scenario.selection ? { selection: scenario.selection } : {}),
     faultTtlMs: scenario.faultTtlMs ?? 600_000,
+    ...(scenario.runEndsBy === undefined ? {} : { runEndsBy: scenario.runEndsBy }),
     get kube(): KubeAccess {
       if (!kube) throw new KrError('KUBE_UNAVAILABLE', 'no cluster in this test');
       return kube as KubeAccess;

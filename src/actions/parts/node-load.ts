@@ -18,8 +18,8 @@ import { type LoadRequest, type OwnObjects, callFor, weightedRoundRobin } from '
  *
  * How it stops: the load runs detached in a process group of its own (setsid), its leader's pid in `pid`; the revert
  * (and the dead-man, which runs the same script) kills the group and every process that runs its files. The load ends
- * by itself at its deadline too (faultTtl after it starts: a killer in the group kills the group), so it never outlives
- * that even if the dead-man failed.
+ * by itself at its deadline too (faultTtl after the run's latest end by its maxDuration: a killer in the group kills
+ * the group), so it never outlives the run by more than faultTtl even if the dead-man failed.
  *
  * Layout on the node: /var/lib/kube-runbook/load/<runId>/<key>/{auth, ca.crt, curl.conf, load.sh, pid, codes.N}
  */
