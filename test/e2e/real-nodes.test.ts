@@ -11,7 +11,10 @@ import { labNames, rebootLabNode } from '../../src/lab/index.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
 import { hierarchies } from '../../src/lab/host/node-cgroup.js';
 import { cacheDir, instanceRunDir } from '../../src/lab/host/paths.js';
+import type { KubeAccess } from '../../src/kube/types.js';
+import { series } from '../../src/kube/prometheus.js';
 import { AGENT_NS, agentInventory, applyAgentManifests } from './helpers/agents.js';
+import { labContext, type LabContext } from './helpers/lab-context.js';
 import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**
@@ -22,8 +25,27 @@ import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo }
  * that cannot run them.
  */
 const INSTANCE = 'e2ern';
+/**
+ * The unguarded control-plane-overload, in two stages: under the example's load cp-1's etcd limited to ETCD_QUOTA of
+ * one CPU for NOT_READY_HOLD, then its apiserver to APISERVER_QUOTA too under a second load of MORE_LOAD for KCM_HOLD.
+ */
+const ETCD_QUOTA = '1%';
+const NOT_READY_HOLD = '30s';
+const APISERVER_QUOTA = '5%';
+const MORE_LOAD = { qps: 1000, concurrency: 300 };
+const KCM_HOLD = '20s';
 const SYSCTLS = ['vm/overcommit_memory', 'kernel/panic', 'kernel/panic_on_oops'];
 const sysctls = () => SYSCTLS.map((k) => readFileSync(`/proc/sys/${k}`, 'utf8').trim());
+
+/** What the tests change of examples/control-plane-overload.yaml. */
+type ExampleRunbook = {
+  metadata: { name: string };
+  spec: {
+    safety: Record<string, unknown>;
+    guards: Record<string, unknown>[];
+    steps: { name?: string; action?: string; wait?: string; with?: Record<string, unknown> }[];
+  };
+};
 
 let lab: LabInfo;
 let kc: KubeConfig;
@@ -223,6 +245,386 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       `starve-cpu on rnode-2: ${firing!.detail}, ${((Date.parse(firing!.at) - Date.parse(fault.appliedAt!)) / 1000).toFixed(1)} s after the quota`,
     );
     expect(report.guardTransitions.filter((t) => t.guard === 'no node NotReady' && t.status === 'violated')).toEqual([]);
+  });
+
+  /**
+   * examples/control-plane-overload.yaml (incident 3) on the real nodes: a liveness-probe-like load from the executor
+   * as a ServiceAccount that its own FlowSchema puts in workload-low, while cgroup quotas starve rnode-2's kubelet and,
+   * unguarded, cp-1's etcd and apiserver containers. Guarded it aborts before harm; unguarded the lab shows the harm; a SIGKILLed
+   * executor takes its load with it and the node-side dead-man puts the quota back.
+   */
+  describe('examples/control-plane-overload.yaml: a ServiceAccount loads the apiserver while CPU starves', () => {
+    const SA = { namespace: 'default', name: 'liveness-load' };
+    const LEVEL = 'workload-low';
+    const KCM = 'kube-controller-manager';
+    let lc: LabContext;
+    let kube: KubeAccess;
+    let work: string;
+
+    type Report = {
+      runId: string;
+      status: string;
+      guardFirings: { at: string; guard: string; response: string; detail: string }[];
+      guardTransitions: { at: string; guard: string; status: string; detail?: string }[];
+      faults: { action: string; node?: string; status: string; appliedAt?: string; revertedAt?: string }[];
+      remaining: unknown[];
+    };
+
+    /** A cgroup v1 or v2 file of `cgroup` (relative to the cpu hierarchy's root). */
+    let cpuFile: (cgroup: string, file: 'quota' | 'stat') => string;
+    const kubeletCgroup = () => join(labNames(INSTANCE).nodeCgroup('rnode-2'), 'kubelet');
+    const quotaOf = (cgroup: string) => readFileSync(cpuFile(cgroup, 'quota'), 'utf8').trim().split(' ')[0]!;
+    const throttledOf = (cgroup: string) => Number(/nr_throttled (\d+)/.exec(readFileSync(cpuFile(cgroup, 'stat'), 'utf8'))![1]);
+
+    /** The cgroup (cpu hierarchy) of cp-1's container whose process is `comm`, or undefined while none runs. */
+    function componentCgroup(comm: string): string | undefined {
+      const inCp1 = `/${labNames(INSTANCE).nodeCgroup('cp-1')}/`;
+      for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+        try {
+          // the kernel keeps the first 15 characters of a process's name
+          if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() !== comm.slice(0, 15)) continue;
+          const line = readFileSync(`/proc/${pid}/cgroup`, 'utf8')
+            .split('\n')
+            .find((l) => /^\d+:([^:]*,)?cpu(,[^:]*)?:|^0::/.test(l));
+          const cg = line?.replace(/^\d+:[^:]*:/, '');
+          if (cg?.startsWith(inCp1)) return cg;
+        } catch {
+          // the process ended while read
+        }
+      }
+      return undefined;
+    }
+
+    /** What the load's FlowSchema dispatched so far, what its priority level executes now, the apiserver's in-flight requests. */
+    async function flow(): Promise<{ dispatched: number; executing: number; inflight: number }> {
+      const text = (await kube.raw('/metrics', { timeoutMs: 10_000 })).body;
+      const sum = (name: string, match: (l: Record<string, string>) => boolean) =>
+        series(text, name)
+          .filter((x) => match(x.labels))
+          .reduce((n, x) => n + x.value, 0);
+      return {
+        dispatched: sum('apiserver_flowcontrol_dispatched_requests_total', (l) => l.flow_schema === SA.name),
+        executing: sum('apiserver_flowcontrol_current_executing_requests', (l) => l.priority_level === LEVEL),
+        inflight: sum('apiserver_current_inflight_requests', () => true),
+      };
+    }
+
+    /** The load stopped: its priority level executes no more than `baseline`, and its FlowSchema dispatches nothing for 2 s. */
+    const loadStopped = (baseline: number, within: number) =>
+      until(
+        'the load stopped',
+        async () => {
+          const a = await flow();
+          await realClock.sleep(2000);
+          const b = await flow();
+          return b.dispatched === a.dispatched && b.executing <= baseline;
+        },
+        within,
+        0,
+      );
+
+    /** The controller-manager's leader Lease: its holder and leader changes. */
+    async function kcmLease(): Promise<{ holder: string; transitions: number }> {
+      const l = await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: KCM, namespace: 'kube-system' });
+      return { holder: l.spec?.holderIdentity ?? '', transitions: l.spec?.leaseTransitions ?? 0 };
+    }
+
+    /** Each node's Ready condition: its status and when it last changed. */
+    async function readiness(): Promise<Record<string, { status: string; since: string }>> {
+      return Object.fromEntries(
+        (await core.listNode()).items.map((n) => {
+          const c = n.status?.conditions?.find((x) => x.type === 'Ready');
+          return [n.metadata!.name!, { status: c?.status ?? '', since: new Date(c?.lastTransitionTime ?? 0).toISOString() }];
+        }),
+      );
+    }
+    const allReady = async () => Object.values(await readiness()).every((r) => r.status === 'True');
+
+    /** The example, with `edit` made to it, written to a file of its own; the kubelet starved is rnode-2's. */
+    function variant(name: string, edit: (rb: ExampleRunbook) => void): string {
+      const rb = parse(readFileSync(join(REPO, 'examples', 'control-plane-overload.yaml'), 'utf8')) as ExampleRunbook;
+      rb.metadata.name = name;
+      rb.spec.steps.find((s) => s.with?.component === 'kubelet')!.with!.nodes = { names: ['rnode-2'] };
+      edit(rb);
+      const file = join(work, `${name}.yaml`);
+      writeFileSync(file, stringify(rb));
+      return file;
+    }
+    const hold = (rb: ExampleRunbook, wait: string) => (rb.spec.steps.find((s) => s.wait)!.wait = wait);
+
+    beforeAll(async () => {
+      work = mkdtempSync(join(tmpdir(), 'kr-overload-'));
+      lc = await labContext(lab);
+      kube = lc.ctx.kube;
+      const h = (await hierarchies())!;
+      const cpuRoot = h.version === 2 ? h.roots[0]! : h.roots.find((r) => basename(r).split(',').includes('cpu'))!;
+      cpuFile = (cg, f) => join(cpuRoot, cg, f === 'stat' ? 'cpu.stat' : h.version === 2 ? 'cpu.max' : 'cpu.cfs_quota_us');
+      // what the example's header asks for before the run: the ServiceAccount, its rights, and a FlowSchema for it
+      const post = (path: string, body: unknown) =>
+        kube.json!(path, { method: 'POST', body, timeoutMs: 10_000 }).catch((e: unknown) => {
+          if ((e as { status?: number }).status !== 409) throw e;
+        });
+      const rbac = '/apis/rbac.authorization.k8s.io/v1';
+      const subjects = [{ kind: 'ServiceAccount', ...SA }];
+      const role = (kind: 'ClusterRole' | 'Role', name: string) => ({ apiGroup: 'rbac.authorization.k8s.io', kind, name });
+      await post(`/api/v1/namespaces/${SA.namespace}/serviceaccounts`, { metadata: { name: SA.name } });
+      await post('/api/v1/namespaces', { metadata: { name: 'kr-load' } });
+      await post(`${rbac}/clusterroles`, {
+        metadata: { name: 'pod-reader' },
+        rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }],
+      });
+      await post(`${rbac}/clusterrolebindings`, { metadata: { name: SA.name }, roleRef: role('ClusterRole', 'pod-reader'), subjects });
+      await post(`${rbac}/namespaces/kr-load/roles`, {
+        metadata: { name: 'load-writer' },
+        rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['patch'] }],
+      });
+      await post(`${rbac}/namespaces/kr-load/rolebindings`, {
+        metadata: { name: SA.name },
+        roleRef: role('Role', 'load-writer'),
+        subjects,
+      });
+      await post('/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas', {
+        metadata: { name: SA.name },
+        spec: {
+          priorityLevelConfiguration: { name: LEVEL },
+          matchingPrecedence: 500,
+          distinguisherMethod: { type: 'ByUser' },
+          rules: [
+            {
+              subjects: [{ kind: 'ServiceAccount', serviceAccount: SA }],
+              resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true }],
+            },
+          ],
+        },
+      });
+      await until(
+        'the FlowSchema taken in',
+        async () => {
+          const fs = await kube.json!<{ status?: { conditions?: { type: string; status: string }[] } }>(
+            `/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/${SA.name}`,
+            { timeoutMs: 5000 },
+          );
+          return fs.status?.conditions?.some((c) => c.type === 'Dangling' && c.status === 'False') ?? false;
+        },
+        10_000,
+      );
+    });
+
+    afterAll(async () => {
+      await lc?.close();
+      if (work) rmSync(work, { recursive: true, force: true });
+    });
+
+    it("guarded: under the load, rnode-2's kubelet starved, the guards abort before harm; quota and load gone", async () => {
+      const t0 = realClock.now();
+      const file = variant('overload-guarded', (rb) => {
+        rb.spec.safety.faultTtl = '30s';
+        // a guard fired 4 s (apiserver latency, the machine busy) to 51 s (lateness, the machine quiet) after the quota
+        hold(rb, '2m');
+        // the lateness of the kubelet test above: on a quiet machine the load keeps the apiserver's p99 under 2 s and a
+        // kubelet at 1 % renews well within 2 s late, and the example runs its hold out; at 300 ms its guard fires
+        rb.spec.guards.find((g) => g.name === 'renewals come late')!.with = { maxLateness: '300ms', window: '20s', minSamples: 3 };
+      });
+      const cg = kubeletCgroup();
+      const quotaBefore = quotaOf(cg);
+      const throttledBefore = throttledOf(cg);
+      const leaseBefore = await kcmLease();
+      const readyBefore = await readiness();
+      const before = await flow();
+      const seen: string[] = [];
+      let stop = false;
+      const watching = (async () => {
+        while (!stop) {
+          seen.push(quotaOf(cg));
+          await realClock.sleep(500);
+        }
+      })();
+      const r = await cli(['run', file, '-i', lab.inventoryFile, '--yes', '--output', 'json'], { timeoutMs: 300_000 });
+      stop = true;
+      await watching;
+      const report = JSON.parse(r.stdout) as Report;
+      const during = await flow();
+      expect(report.status, r.stderr.slice(-3000)).toBe('aborted');
+      expect(r.code).toBe(1);
+      const starve = report.faults.find((f) => f.action === 'starve-cpu')!;
+      expect(starve).toMatchObject({ node: 'rnode-2', status: 'reverted' });
+      expect(report.faults.find((f) => f.action === 'load-apiserver')).toMatchObject({ status: 'reverted' });
+      expect(report.remaining).toEqual([]);
+      // the quota while applied, and what was there before afterwards; the kubelet was throttled
+      expect(seen).toContain('1000');
+      expect(quotaOf(cg)).toBe(quotaBefore);
+      expect(throttledOf(cg), 'periods the kubelet was throttled in').toBeGreaterThan(throttledBefore);
+      // the load went through its FlowSchema, and stopped with the revert
+      expect(during.dispatched - before.dispatched, 'requests its FlowSchema dispatched').toBeGreaterThan(100);
+      await loadStopped(before.executing, 10_000);
+      // a guard fired, after the quota was set; no node went NotReady, the controller-manager kept its Lease
+      const firing = report.guardFirings.find((g) => g.response === 'abort');
+      expect(firing, JSON.stringify(report.guardFirings)).toBeDefined();
+      expect(Date.parse(firing!.at)).toBeGreaterThan(Date.parse(starve.appliedAt!));
+      expect(report.guardTransitions.filter((t) => t.guard === 'no node NotReady' && t.status === 'violated')).toEqual([]);
+      expect(await readiness()).toEqual(readyBefore);
+      expect(await kcmLease()).toEqual(leaseBefore);
+      const after = await flow();
+      console.log(
+        `control-plane-overload guarded: ${firing!.guard}: ${firing!.detail}, ${((Date.parse(firing!.at) - Date.parse(starve.appliedAt!)) / 1000).toFixed(1)} s after the quota; ` +
+          `${during.dispatched - before.dispatched} requests dispatched; ${LEVEL} executing ${after.executing} (before ${before.executing}), ` +
+          `in flight ${after.inflight} (before ${before.inflight}); ${((realClock.now() - t0) / 1000).toFixed(1)} s`,
+      );
+    });
+
+    /**
+     * The example unguarded (its guards only warn), the overload growing in two stages: first cp-1's etcd starved
+     * (writes crawl: Lease renewals land late, the controller-manager marks nodes NotReady), then its apiserver too,
+     * under a second, larger load (the controller-manager cannot renew its leader Lease in time, gives it up and exits;
+     * the kubelet starts it again and it takes the Lease again). What the test saw while it ran and after.
+     */
+    async function unguarded() {
+      const t0 = realClock.now();
+      const file = variant('overload-unguarded', (rb) => {
+        rb.spec.safety.faultTtl = '60s';
+        rb.spec.safety.maxUnavailable = { worker: '100%', controlPlane: '100%' };
+        for (const g of rb.spec.guards) Object.assign(g, { onViolation: 'warn', onUnknown: 'ignore' });
+        const load = rb.spec.steps.find((s) => s.action === 'load-apiserver')!;
+        const at = rb.spec.steps.findIndex((s) => s.wait);
+        const starve = (component: string, quota: string) => ({
+          name: `starve cp-1's ${component}`,
+          action: 'starve-cpu',
+          with: { nodes: 'control-plane', component, quota },
+        });
+        rb.spec.steps.splice(
+          at,
+          1,
+          starve('etcd', ETCD_QUOTA),
+          { name: 'nodes go NotReady', wait: NOT_READY_HOLD },
+          starve('apiserver', APISERVER_QUOTA),
+          { name: 'the load grows', action: 'load-apiserver', with: { ...load.with, ...MORE_LOAD } },
+          { name: 'the controller-manager loses its Lease', wait: KCM_HOLD },
+        );
+      });
+      const cgroups = { etcd: componentCgroup('etcd'), apiserver: componentCgroup('kube-apiserver') };
+      expect(cgroups.etcd, "cp-1's etcd container").toBeDefined();
+      expect(cgroups.apiserver, "cp-1's kube-apiserver container").toBeDefined();
+      const quotasBefore = { etcd: quotaOf(cgroups.etcd!), apiserver: quotaOf(cgroups.apiserver!), kubelet: quotaOf(kubeletCgroup()) };
+      const leaseBefore = await kcmLease();
+      const readyBefore = await readiness();
+      const before = await flow();
+      // what the test sees while it runs (reads through the starved control plane fail at times)
+      const notReady = new Set<string>();
+      const holders = new Set<string>([leaseBefore.holder]);
+      let stop = false;
+      const watching = (async () => {
+        while (!stop) {
+          await readiness()
+            .then((r) => Object.entries(r).forEach(([n, x]) => x.status !== 'True' && notReady.add(n)))
+            .catch(() => undefined);
+          await kcmLease()
+            .then((l) => holders.add(l.holder))
+            .catch(() => undefined);
+          await realClock.sleep(1000);
+        }
+      })();
+      const r = await cli(['run', file, '-i', lab.inventoryFile, '--yes', '--output', 'json'], { timeoutMs: 400_000 });
+      stop = true;
+      await watching;
+      const report = JSON.parse(r.stdout) as Report;
+      const readyAfter = await readiness();
+      // a controller-manager that gave its Lease up takes it again in its new container a Lease duration (15 s) later
+      let leaseAfter = await kcmLease();
+      await until(
+        'a leader change',
+        async () => {
+          leaseAfter = await kcmLease();
+          return leaseAfter.transitions > leaseBefore.transitions || leaseAfter.holder !== leaseBefore.holder;
+        },
+        40_000,
+        1000,
+      ).catch(() => undefined);
+      const flapped = Object.keys(readyBefore).filter((n) => readyAfter[n]!.since !== readyBefore[n]!.since);
+      console.log(
+        `control-plane-overload unguarded: NotReady seen ${[...notReady].join(', ') || 'none'}, ` +
+          `Ready changed on ${flapped.join(', ') || 'none'}; ${KCM} Lease ${leaseBefore.holder} (${leaseBefore.transitions}) → ${leaseAfter.holder} (${leaseAfter.transitions}), ` +
+          `holders seen ${holders.size}; guards violated: ${[...new Set(report.guardTransitions.filter((t) => t.status === 'violated').map((t) => t.guard))].join(', ')}; ` +
+          `${((realClock.now() - t0) / 1000).toFixed(1)} s`,
+      );
+      return { r, report, flapped, leaseBefore, leaseAfter, quotasBefore, before };
+    }
+
+    it("unguarded (guards only warn), cp-1's etcd then apiserver starved too: nodes flap NotReady, the controller-manager's leader changes; all reverted", async () => {
+      const o = await unguarded();
+      expect(o.report.status, o.r.stderr.slice(-3000)).toBe('passed');
+      expect(o.report.faults.map((f) => `${f.action} ${f.node ?? 'cluster'} ${f.status}`).sort()).toEqual([
+        'load-apiserver cluster reverted',
+        'load-apiserver cluster reverted',
+        'starve-cpu cp-1 reverted',
+        'starve-cpu cp-1 reverted',
+        'starve-cpu rnode-2 reverted',
+      ]);
+      expect(o.report.remaining).toEqual([]);
+      // harm: a node went NotReady and came back, the controller-manager's leader changed
+      expect(o.flapped.length, 'nodes whose Ready condition changed and is True again').toBeGreaterThan(0);
+      expect(o.leaseAfter.transitions > o.leaseBefore.transitions || o.leaseAfter.holder !== o.leaseBefore.holder, 'a leader change').toBe(
+        true,
+      );
+      // everything put back: every node Ready, the quotas (of the same containers, or ones the kubelet started afresh), the load
+      await until('every node Ready again', allReady, 60_000, 1000);
+      expect({
+        etcd: quotaOf(componentCgroup('etcd')!),
+        apiserver: quotaOf(componentCgroup('kube-apiserver')!),
+        kubelet: quotaOf(kubeletCgroup()),
+      }).toEqual(o.quotasBefore);
+      await loadStopped(o.before.executing, 20_000);
+    });
+
+    it('the executor SIGKILLed under the load: the load stops at once, the dead-man puts the quota back within faultTtl', async () => {
+      const t0 = realClock.now();
+      const state = mkdtempSync(join(work, 'state-'));
+      const file = variant('overload-kill', (rb) => {
+        rb.spec.safety.faultTtl = '10s';
+        hold(rb, '60s');
+      });
+      const cg = kubeletCgroup();
+      const quotaBefore = quotaOf(cg);
+      const before = await flow();
+      const child = spawn(
+        process.execPath,
+        [join(REPO, 'bin', 'kube-runbook.js'), 'run', file, '-i', lab.inventoryFile, '--yes', '--no-guards', '--state-dir', state],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      let out = '';
+      child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+      child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      await until(
+        'the quota set and the load running',
+        async () => quotaOf(cg) === '1000' && (await flow()).dispatched > before.dispatched + 50,
+        90_000,
+        200,
+      ).catch((e: unknown) => {
+        child.kill('SIGKILL');
+        throw new Error(`${String(e)}\n${out.slice(-2000)}`);
+      });
+      child.kill('SIGKILL');
+      await exited;
+      const killedAt = realClock.now();
+      await loadStopped(before.executing, 10_000);
+      const loadGone = realClock.now() - killedAt;
+      await until("the quota put back by rnode-2's dead-man", () => quotaOf(cg) === quotaBefore, 15_000, 200);
+      const quotaBack = realClock.now() - killedAt;
+      console.log(
+        `control-plane-overload SIGKILLed: load stopped ${(loadGone / 1000).toFixed(1)} s (with 2 s seen quiet), quota back ${(quotaBack / 1000).toFixed(1)} s after the kill`,
+      );
+      const rec = await cli(['recover', '--state-dir', state, '--all', '--force'], { timeoutMs: 300_000 });
+      expect(rec.code, `${rec.stdout}\n${rec.stderr}`).toBe(0);
+      const own = await kube.json!<{ items: unknown[] }>('/api/v1/namespaces/kr-load/configmaps', {
+        query: { labelSelector: 'app.kubernetes.io/managed-by=kube-runbook' },
+        timeoutMs: 5000,
+      });
+      expect(own.items, "the load's ConfigMap, after recover").toEqual([]);
+      console.log(`control-plane-overload SIGKILLed: ${((realClock.now() - t0) / 1000).toFixed(1)} s`);
+      expect(quotaBack, 'faultTtl (10 s) + 5 s').toBeLessThan(15_000);
+    });
   });
 
   describe('node agents as real containers (spec.transport agent on rnode-1)', () => {
