@@ -10,7 +10,6 @@ import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, PatchStrategy } from '@kubernetes/client-node';
 import { parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
 import { realClock } from '../../src/core/clock.js';
 import { AGENT_NS, agentInventory, agentPodsGone as agentPodsGoneIn, applyAgentManifests } from './helpers/agents.js';
 import { REPO, cli, coreApi, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
@@ -79,19 +78,6 @@ async function runJson(file: string, inv: string, args: string[] = []): Promise<
   return { code: r.code, report: JSON.parse(r.stdout) as Report, stderr: r.stderr };
 }
 
-function expectSafe(o: Outcome) {
-  expect(o.evicted, 'pods deleted by eviction').toEqual([]);
-  // the agents' own containers go with their pods at the end of the run: every other container lives on
-  expect(
-    o.killed.filter((k) => !k.pod.startsWith(`${NS}/kr-agent-`)),
-    'containers killed',
-  ).toEqual([]);
-  expect(o.killed.every((k) => k.reason.startsWith('pod marked for deletion') || k.reason === 'pod deleted')).toBe(true);
-  expect(o.report.remaining, 'faults left applied').toEqual([]);
-  expect(o.report.faults.every((f) => f.status === 'reverted')).toBe(true);
-  expect(o.report.rollback?.complete).toBe(true);
-}
-
 const settled = () =>
   until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
 
@@ -109,19 +95,6 @@ afterAll(async () => {
   await stopLab(INSTANCE);
   if (work) rmSync(work, { recursive: true, force: true });
   expect(await leftovers(INSTANCE)).toEqual([]);
-});
-
-describe('an incident runbook with workers over agents (apiserver-outage over agents: incidents.test.ts)', () => {
-  it('kubelet-partition: aborts before the first eviction, 0 evicted, 0 killed, everything reverted, no agent pod left', async () => {
-    await settled();
-    const o = await runAndMeasure({ ...lab, inventoryFile: inventory }, join(REPO, 'runbooks', 'kubelet-partition.yaml'), true);
-    expect(o.report.preflight.find((p) => p.check === 'agents')?.detail).toMatch(/^\d agent pod\(s\) running and answering in kr-agent$/);
-    expect(o.report.guardFirings.some((g) => g.guard === 'eviction forecast' && g.response === 'abort')).toBe(true);
-    expect(o.report.faults.map((f) => `${f.action} ${f.node}`)).toEqual([expect.stringMatching(/^block-kubelet-egress node-\d$/)]);
-    expectSafe(o);
-    await agentPodsGone();
-    await settled();
-  });
 });
 
 describe('faults through agents', () => {
