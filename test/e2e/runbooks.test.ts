@@ -262,7 +262,11 @@ function collected(file: string): Received {
   } catch {
     return { spans: [], metrics: [], text };
   }
-  const lines = text.split('\n').filter((l) => l.trim());
+  // the collector may be writing its last line as it is read: only lines it has ended count
+  const lines = text
+    .split('\n')
+    .slice(0, -1)
+    .filter((l) => l.trim());
   const parsed = lines.map(
     (l) =>
       JSON.parse(l) as {
