@@ -1,8 +1,16 @@
 import { execFileSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { stripTypeScriptTypes } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 
-const HEAP = fileURLToPath(new URL('./heap.ts', import.meta.url));
+// heap.ts as the built CLI runs it, plain JavaScript: a child that loads TypeScript itself first loads a compiler whose
+// memory changes what a single-threaded collector does (4.6× live instead of 3.0×), which the CLI never sees.
+const dir = mkdtempSync(join(tmpdir(), 'heap-test-'));
+const HEAP = join(dir, 'heap.mjs');
+writeFileSync(HEAP, stripTypeScriptTypes(readFileSync(new URL('./heap.ts', import.meta.url), 'utf8')));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** The young generation's size (MiB) in a fresh Node after it made 200 MB of short-lived objects. */
 function youngGenerationAfterChurn(tune: boolean): number {
@@ -20,7 +28,9 @@ function youngGenerationAfterChurn(tune: boolean): number {
 /**
  * The most heap in use, and what is live at the end, in a fresh Node whose store of 20,000 objects (about 20 MiB) is
  * replaced entry by entry 30 times over, as a watch's store is by its events: each old entry dies in the old
- * generation.
+ * generation. `--predictable` makes the collector single-threaded and its schedule a function of the allocation alone,
+ * so the figures repeat to the megabyte however busy the machine is; with concurrent marking they depend on how soon
+ * the marking thread gets a core (2.0× and 2.8× live seen from the same build).
  */
 function oldGenerationUnderReplacement(tune: boolean): { peak: number; live: number } {
   const script = `
@@ -31,15 +41,17 @@ function oldGenerationUnderReplacement(tune: boolean): { peak: number; live: num
     for (let i = 0; i < 20000; i++) store.set(i, make(i, 0));
     let peak = 0;
     for (let r = 1; r <= 30; r++) {
-      for (let i = 0; i < 20000; i++) store.set(i, make(i, r));
-      peak = Math.max(peak, v8.getHeapStatistics().used_heap_size);
+      for (let i = 0; i < 20000; i++) {
+        store.set(i, make(i, r));
+        if (i % 500 === 0) peak = Math.max(peak, v8.getHeapStatistics().used_heap_size);
+      }
     }
     v8.setFlagsFromString('--expose-gc');
     (await import('node:vm')).runInNewContext('gc')();
     const live = v8.getHeapStatistics().used_heap_size;
     process.stdout.write(JSON.stringify({ peak: peak / 2 ** 20, live: live / 2 ** 20, kept: store.size }));
   `;
-  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' })) as {
+  return JSON.parse(execFileSync(process.execPath, ['--predictable', '--input-type=module', '-e', script], { encoding: 'utf8' })) as {
     peak: number;
     live: number;
   };
@@ -50,10 +62,10 @@ describe('tuneHeap', () => {
     const tuned = oldGenerationUnderReplacement(true);
     const untuned = oldGenerationUnderReplacement(false);
     const say = `peak ${tuned.peak.toFixed(0)} MiB around ${tuned.live.toFixed(0)} MiB live with tuneHeap, ${untuned.peak.toFixed(0)} MiB without`;
-    // half again as much, and the young generation and a collection's lag behind the allocation (concurrent marking,
-    // slower when the other test files run beside it: 2.0× seen); V8's default factor gives over 4×
-    expect(tuned.peak, say).toBeLessThanOrEqual(tuned.live * 2.5);
-    expect(untuned.peak, say).toBeGreaterThan(tuned.peak * 1.5);
+    // half again as much, the young generation, and what is allocated while a collection marks (3.0× live seen);
+    // V8's default factor gives 6.0×
+    expect(tuned.peak, say).toBeLessThanOrEqual(tuned.live * 3.5);
+    expect(untuned.peak, say).toBeGreaterThan(tuned.peak * 1.6);
   });
 
   it("keeps V8's young generation small under a stream of short-lived objects (watch events)", () => {
