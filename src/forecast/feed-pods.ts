@@ -36,7 +36,7 @@ export class FeedPods {
     return p?.nodeName !== undefined && p.deletionTimestamp === undefined && (!this.namespaces || this.namespaces.has(p.namespace));
   }
 
-  /** A node's groups of pods as a list, made when first asked for after a group comes or goes. */
+  /** A node's groups of pods as a list, made when first asked for after a pod comes or goes. */
   list(node: string): readonly PodGroup[] {
     const on = this.byNode.get(node);
     return on ? groupsOf(on) : NONE;
@@ -76,10 +76,9 @@ export class FeedPods {
       const i = sortedIndex(g.keys, key);
       if (g.keys[i] === key) return;
       g.keys.splice(i, 0, key);
-    } else {
-      on.by.set(p.tolerations, { node: p.nodeName, tolerations: p.tolerations, keys: [key] });
-      on.list = undefined;
-    }
+    } else on.by.set(p.tolerations, { node: p.nodeName, tolerations: p.tolerations, keys: [key] });
+    // a new list whenever the node's pods change: a judgement keeps what it worked out of a list (ForecastNode.pods)
+    on.list = undefined;
   }
 
   private remove(key: string, p: SlimPod & { nodeName: string }): void {
@@ -89,14 +88,14 @@ export class FeedPods {
     const i = sortedIndex(g.keys, key);
     if (g.keys[i] !== key) return;
     g.keys.splice(i, 1);
+    on.list = undefined;
     if (g.keys.length > 0) return;
     on.by.delete(p.tolerations);
-    on.list = undefined;
     if (on.by.size === 0 && !on.held) this.byNode.delete(p.nodeName);
   }
 }
 
-/** A node's groups of pods as a list, made when first asked for after a group comes or goes. */
+/** A node's groups of pods as a list, made when first asked for after a pod comes or goes. */
 export const groupsOf = (on: NodePods): readonly PodGroup[] => (on.list ??= [...on.by.values()]);
 
 /** Where `key` is or goes in the sorted `keys` (code-unit order). */

@@ -1,6 +1,6 @@
 import { byCodeUnit } from '../core/order.js';
 import type { SlimTaint } from '../kube/resources.js';
-import { NOT_READY_TAINT, UNREACHABLE_TAINT, isFailingRow, nodeHealth } from './health.js';
+import { NOT_READY_TAINT, UNREACHABLE_TAINT, blankRow, isFailingRow, nodeHealth } from './health.js';
 import {
   type Forecast,
   type ForecastInput,
@@ -11,7 +11,7 @@ import {
   defaultSilentAfter,
   isControllerTaint,
 } from './model.js';
-import { FirstPods, type MasterWindow, TolerationTimes, evictsAt, outcomeOf } from './pods.js';
+import { FirstPods, type MasterWindow, TolerationTimes, evictsAt, outcomeOf, podTimesOf } from './pods.js';
 import { queueTaints } from './taint-queue.js';
 import { Zone } from './zones.js';
 
@@ -57,21 +57,19 @@ export function forecast(input: ForecastInput): Forecast {
     queueDelay: input.taintsInTheSamePass === false ? s.nodeMonitorPeriodMs : 0,
     leaderSince,
   };
-  const rows = byName(input.nodes).map((n) => nodeHealth(n, health));
+  const layout = layoutOf(input.nodes);
+  // a failing node's pods by toleration time, while the node is at hand
+  const tolerated = new TolerationTimes();
+  for (const n of layout.nodes) {
+    const r = nodeHealth(n, health);
+    if (isFailingRow(r)) podTimesOf(r, noExecuteOn(r), n.pods ?? NO_PODS, tolerated);
+  }
+  const rows = layout.rows;
 
   // zones: only nodes not excluded from disruption checks count in a zone's state, the healthy ones by number
   const zones = new Map<string, Zone>();
-  const zoneOf = (name: string) => {
-    let z = zones.get(name);
-    if (!z) zones.set(name, (z = new Zone(name, s)));
-    return z;
-  };
-  for (const r of rows) {
-    const z = zoneOf(r.node.zone);
-    z.members.push(r);
-    if (!r.node.excluded) z.rows.push(r);
-  }
-  for (const [name, healthy] of input.healthy ?? []) if (healthy > 0) zoneOf(name);
+  for (const [name, z] of layout.zones) zones.set(name, new Zone(name, s, z.members, z.rows));
+  for (const [name, healthy] of input.healthy ?? []) if (healthy > 0 && !zones.has(name)) zones.set(name, new Zone(name, s));
   for (const z of zones.values()) z.close(input.healthy?.get(z.name) ?? 0);
   const counted = [...zones.values()].filter((z) => z.size > 0);
 
@@ -94,38 +92,47 @@ export function forecast(input: ForecastInput): Forecast {
   let atRisk = 0;
   let nodesAtRisk = 0;
   let earliest: Forecast['earliest'];
-  const tolerated = new TolerationTimes();
   for (const r of rows) {
-    if (!isFailingRow(r)) continue;
+    if (!isFailingRow(r) || r.podCount === 0) continue;
+    // the pods at risk: the groups up to the last one evicted, by toleration time; most often all or none of them
+    const first = evictionOf(r, r.shortest, master, frozen !== undefined, leaderSince);
+    if (first !== NEVER) {
+      nodesAtRisk++;
+      if (evictionOf(r, r.longest, master, frozen !== undefined, leaderSince) !== NEVER) atRisk += r.podsForAWhile;
+      else {
+        const times = r.times;
+        let risky = 2;
+        while (evictionOf(r, times[risky]!, master, frozen !== undefined, leaderSince) !== NEVER) risky += 2;
+        atRisk += times[risky - 1]!;
+      }
+    }
+    // group by group only where a pod may be reported or be the first evicted: a few nodes of thousands
+    const soonest = first !== NEVER && (!earliest || first < earliest.at || (first === earliest.at && r.firstKey < earliest.pod));
+    if (!soonest && !pods.keeps(r.firstKey, first)) continue;
     const groups = r.node.pods ?? NO_PODS;
-    if (groups.length === 0) continue;
-    const taints = noExecuteOn(r);
+    const taints = r.timesFor ?? NO_TAINTS;
     const taintAt = r.taintAt;
-    let nodeAtRisk = false;
+    const keepsTaint = r.keepsTaint === true;
     for (const g of groups) {
       const tol = tolerated.of(taints, g.tolerations);
-      const outcome = outcomeOf(taintAt, r.keepsTaint === true, tol, master, frozen !== undefined, leaderSince);
+      const outcome = outcomeOf(taintAt, keepsTaint, tol, master, frozen !== undefined, leaderSince);
       const at = evictsAt(outcome, taintAt, tol, leaderSince);
       // a group's first key is read only on a tie: most groups are judged by their time alone
-      const soonest = at !== NEVER && (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod));
-      const kept = pods.keeps(g.keys, at);
+      const sooner = at !== NEVER && (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod));
+      const kept = pods.keeps(g.keys[0]!, at);
       // the likely moment is worked out only for pods the forecast reports
       const likely =
-        (kept || soonest) && !Number.isNaN(r.taintLikely)
+        (kept || sooner) && !Number.isNaN(r.taintLikely)
           ? evictsAt(
-              outcomeOf(r.taintLikely, r.keepsTaint === true, tol, master, frozen !== undefined, leaderSince, true),
+              outcomeOf(r.taintLikely, keepsTaint, tol, master, frozen !== undefined, leaderSince, true),
               r.taintLikely,
               tol,
               leaderSince,
             )
           : NEVER;
       if (kept) pods.offer(g.keys, at, likely, r, tol, outcome);
-      if (at === NEVER) continue;
-      atRisk += g.keys.length;
-      nodeAtRisk = true;
-      if (soonest) earliest = { at, pod: g.keys[0]!, node: r.node.name, ...(likely !== NEVER ? { likely } : {}) };
+      if (sooner) earliest = { at, pod: g.keys[0]!, node: r.node.name, ...(likely !== NEVER ? { likely } : {}) };
     }
-    if (nodeAtRisk) nodesAtRisk++;
   }
   const reported = rows.slice(0, input.nodesKept ?? rows.length).map(nodeForecast);
   return {
@@ -143,6 +150,11 @@ export function forecast(input: ForecastInput): Forecast {
     ...(frozen !== undefined ? { frozen } : {}),
     keepsTaintsFrom,
   };
+}
+
+/** When pods of the row tolerating its taint for `tol` ms are evicted at the earliest; NEVER when not. */
+function evictionOf(r: NodeRow, tol: number, master: MasterWindow, frozen: boolean, leaderSince: number): number {
+  return evictsAt(outcomeOf(r.taintAt, r.keepsTaint === true, tol, master, frozen, leaderSince), r.taintAt, tol, leaderSince);
 }
 
 /**
@@ -181,6 +193,37 @@ function keptTaints(
   if (now < keptAfter) return keptAfter;
   for (const r of rows) if (r.taintNow) r.keepsTaint = true;
   return undefined;
+}
+
+/** A judgement's nodes by name, their rows, and the rows by zone: what stays the same while its nodes do. */
+interface Layout {
+  nodes: readonly ForecastNode[];
+  rows: NodeRow[];
+  zones: Map<string, { members: NodeRow[]; rows: NodeRow[] }>;
+}
+
+/**
+ * Kept for the next judgement of the same array of nodes (a node's row is kept with it): the feed hands the same
+ * array again while no Node or Lease changed, and thousands of failing nodes are then judged without laying them out
+ * again. ForecastInput.nodes is never changed in place.
+ */
+const layouts = new WeakMap<readonly ForecastNode[], Layout>();
+
+function layoutOf(given: readonly ForecastNode[]): Layout {
+  const had = layouts.get(given);
+  if (had) return had;
+  const nodes = byName(given);
+  const rows = nodes.map((n) => (n.health ??= blankRow(n)));
+  const zones = new Map<string, { members: NodeRow[]; rows: NodeRow[] }>();
+  for (const r of rows) {
+    let z = zones.get(r.node.zone);
+    if (!z) zones.set(r.node.zone, (z = { members: [], rows: [] }));
+    z.members.push(r);
+    if (!r.node.excluded) z.rows.push(r);
+  }
+  const layout = { nodes, rows, zones };
+  layouts.set(given, layout);
+  return layout;
 }
 
 /** The nodes by name: as given when they are in that order already (the feed's), else sorted. */

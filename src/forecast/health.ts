@@ -79,7 +79,7 @@ export function nodeHealth(node: ForecastNode, c: HealthContext): NodeRow {
 }
 
 /** A node's first row, every field in one literal: rows of one shape. */
-function blankRow(node: ForecastNode): NodeRow {
+export function blankRow(node: ForecastNode): NodeRow {
   return {
     node,
     lastHeartbeat: NaN,
@@ -97,6 +97,14 @@ function blankRow(node: ForecastNode): NodeRow {
     taintLikely: NaN,
     held: undefined,
     keepsTaint: false,
+    timesOf: undefined,
+    timesFor: undefined,
+    times: [],
+    podCount: 0,
+    podsForAWhile: 0,
+    shortest: NEVER,
+    longest: NEVER,
+    firstKey: '',
   };
 }
 

@@ -20,7 +20,10 @@ export interface ForecastNode {
   ready?: { status: 'True' | 'False' | 'Unknown'; heartbeat?: number; transition?: number };
   leaseRenew?: number;
   taints: readonly SlimTaint[];
-  /** Its pods that can be evicted, grouped (see groupPods); none when left out. Read only on failing nodes. */
+  /**
+   * Its pods that can be evicted, grouped (see groupPods); none when left out. Read only on failing nodes. Never
+   * changed in place: a new array when a pod comes or goes, so that a judgement keeps what it worked out of the last.
+   */
   pods?: readonly PodGroup[];
   /**
    * Since when its NoExecute taint has been on without a break. The controller re-adds the taint with a new
@@ -61,6 +64,24 @@ export interface NodeRow {
   taintLikely: number;
   held?: string;
   keepsTaint?: boolean;
+  /**
+   * Its pods by how long they tolerate the taints they are judged on (podTimesOf, pods.ts), kept from the last
+   * judgement while its pod groups and those taints are the same arrays: the toleration times ascending (NEVER last),
+   * each followed by how many pods the groups up to it hold. What a judgement needs of a node whose pods cannot be the
+   * first reported: pods at risk are those of a prefix (the longer a toleration, the later the eviction). Most
+   * failing nodes are judged on the fields after it alone.
+   */
+  timesOf?: readonly PodGroup[];
+  timesFor?: readonly SlimTaint[];
+  times: number[];
+  /** How many pods it has, and how many of them tolerate the taints for a while only (not forever). */
+  podCount: number;
+  podsForAWhile: number;
+  /** The shortest and the longest toleration time short of forever (NEVER: none). */
+  shortest: number;
+  longest: number;
+  /** The first key of the pods that tolerate for the shortest time. */
+  firstKey: string;
 }
 
 export interface ForecastPod {
@@ -113,7 +134,11 @@ export interface ControllerState {
 export interface ForecastInput {
   now: number;
   settings: LifecycleSettings;
-  /** The nodes, each name once. Nodes that are not failing may be left out and counted in `healthy` instead. */
+  /**
+   * The nodes, each name once. Nodes that are not failing may be left out and counted in `healthy` instead. Never
+   * changed in place (a node's fields may change, not its name, zone or exclusion): a judgement keeps how it laid out
+   * an array of nodes for the next judgement of the same array.
+   */
   nodes: readonly ForecastNode[];
   /**
    * Nodes left out of `nodes` because nothing can be predicted for them now, counted by zone: Ready, heartbeating

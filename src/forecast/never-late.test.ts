@@ -78,6 +78,13 @@ function groupBy<T, K>(xs: readonly T[], key: (x: T) => K): Map<K, T[]> {
   return out;
 }
 
+/** `key` behind a prefix worked out from it (FNV-1a): keys sorted in no order of their nodes or pods. */
+function scrambled(key: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  return `${((h >>> 0) % 997).toString().padStart(3, '0')}/${key}`;
+}
+
 interface Late {
   seed: number;
   at: number;
@@ -228,5 +235,68 @@ describe('the forecast against the controller, fleet after fleet', () => {
     }
     expect(compared).toBeGreaterThan(1_500);
     expect(failing).toBeGreaterThan(400);
+  });
+
+  it('reports the first pods, the earliest eviction and the pods at risk as a judgement of every pod does', () => {
+    let compared = 0;
+    let atRisk = 0;
+    for (let seed = 1; seed <= 40; seed++) {
+      const f = fleet(seed);
+      const from = f.stopFrom - 5_000;
+      const end = f.stopFrom + f.window + f.settings.nodeMonitorGracePeriodMs + 200_000;
+      const step = f.settings.nodeMonitorPeriodMs * 3 + 700;
+      const lookAt = Array.from({ length: Math.floor((end - from) / step) }, (_, k) => from + k * step);
+      // keys in no order of nodes or pods, so that pods evicted at one moment are told apart by key; each pod twice, in
+      // two groups of one toleration time
+      const byNode = groupBy(
+        groupPods(
+          f.pods.flatMap((p): ForecastPod[] =>
+            [p.key, `${p.key}-twin`].map((key) => ({ key: scrambled(key), node: p.node, tolerations: tolerating(p.tolerationMs) })),
+          ),
+        ),
+        (g) => g.node,
+      );
+      const kept = new Map<string, ForecastNode>();
+      simulateController({
+        settings: f.settings,
+        requeue: f.requeue,
+        taintsInTheSamePass: f.taintsInTheSamePass,
+        nodes: f.nodes,
+        pods: f.pods,
+        seed,
+        start: START,
+        end,
+        leaderFrom: f.leaderFrom,
+        lookAt,
+        look(at, nodes) {
+          const common = {
+            now: at,
+            settings: f.settings,
+            taintsInTheSamePass: f.taintsInTheSamePass,
+            requeuesEveryPass: f.requeue,
+            controller: f.leaderFrom !== undefined ? { since: f.leaderFrom } : {},
+          };
+          // as the probe judges, on nodes kept from one judgement to the next; and every pod, on nodes anew
+          const judged = nodes.map((n) => {
+            const k = kept.get(n.name) ?? { ...n };
+            kept.set(n.name, Object.assign(k, n, { pods: byNode.get(n.name) ?? [] }));
+            return k;
+          });
+          const first = forecast({ ...common, nodes: judged, podsKept: 5, evictedPodsOnly: true });
+          const all = forecast({ ...common, nodes: nodes.map((n) => ({ ...n, pods: byNode.get(n.name) ?? [] })) });
+          const evicted = all.pods.filter((p) => p.evictAt !== undefined);
+          const say = `seed ${seed} at +${(at - START) / 1000}s`;
+          expect(first.pods, say).toEqual(evicted.slice(0, 5));
+          expect(first.earliest, say).toEqual(all.earliest);
+          // as the probe asks what a new leader would do: no pods listed, the earliest eviction alone
+          expect(forecast({ ...common, nodes: judged, podsKept: 0 }).earliest, say).toEqual(all.earliest);
+          expect([first.atRisk, first.nodesAtRisk], say).toEqual([evicted.length, new Set(evicted.map((p) => p.node)).size]);
+          atRisk += first.atRisk;
+          compared++;
+        },
+      });
+    }
+    expect(compared).toBeGreaterThan(1_000);
+    expect(atRisk).toBeGreaterThan(10_000);
   });
 });

@@ -1,4 +1,4 @@
-import type { PodForecast } from './model.js';
+import type { PodForecast, PodGroup } from './model.js';
 import type { SlimTaint, SlimToleration } from '../kube/resources.js';
 import { tolerationMs } from '../kube/tolerations.js';
 import type { NodeRow } from './model.js';
@@ -95,13 +95,13 @@ export class FirstPods {
     private readonly frozenBecause = '',
   ) {}
 
-  /** Whether the first of the pods `keys` (sorted), evicted at `at`, would be kept: when not, none of them is. */
-  keeps(keys: readonly string[], at: number): boolean {
+  /** Whether a pod `key`, evicted at `at`, would be kept: when not, no pod evicted then with a later key or later is. */
+  keeps(key: string, at: number): boolean {
     if (this.evictedOnly && at === NEVER) return false;
     if (this.kept.length < this.n) return true;
     if (this.n === 0) return false;
     const last = this.kept[this.n - 1]!;
-    return at < last.at || (at === last.at && keys[0]! < last.key);
+    return at < last.at || (at === last.at && key < last.key);
   }
 
   /** The pods `keys` (sorted), evicted at `at` (NEVER: not), likely at `likely`. */
@@ -163,4 +163,36 @@ export class TolerationTimes {
     }
     return this.ms;
   }
+}
+
+/**
+ * Fills the row's pods by toleration time of `taints` (NodeRow.times and the fields after it), unless its groups and
+ * the taints are the arrays they were worked out from: a failing node then costs a judgement its row, not a visit to
+ * each group and keys.
+ */
+export function podTimesOf(row: NodeRow, taints: readonly SlimTaint[], groups: readonly PodGroup[], tolerated: TolerationTimes): void {
+  if (row.timesOf === groups && row.timesFor === taints) return;
+  const tols = groups.map((g) => tolerated.of(taints, g.tolerations));
+  const order = tols.map((_, i) => i).sort((a, b) => tols[a]! - tols[b]! || a - b);
+  const times: number[] = [];
+  let sum = 0;
+  let firstKey: string | undefined;
+  row.podsForAWhile = 0;
+  row.longest = NEVER;
+  for (const i of order) {
+    const keys = groups[i]!.keys;
+    const tol = tols[i]!;
+    times.push(tol, (sum += keys.length));
+    if (tol === tols[order[0]!] && (firstKey === undefined || keys[0]! < firstKey)) firstKey = keys[0];
+    if (tol !== NEVER) {
+      row.podsForAWhile = sum;
+      row.longest = tol;
+    }
+  }
+  row.timesOf = groups;
+  row.timesFor = taints;
+  row.times = times;
+  row.podCount = sum;
+  row.shortest = times[0] ?? NEVER;
+  row.firstKey = firstKey ?? '';
 }

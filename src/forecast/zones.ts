@@ -81,10 +81,6 @@ class SortedMoments {
 }
 
 export class Zone {
-  /** Its nodes counted in its state (not excluded), and its size with the healthy ones passed as a count. */
-  readonly rows: NodeRow[] = [];
-  /** Every node of the zone, excluded ones too: the ones its queue taints. */
-  readonly members: NodeRow[] = [];
   size = 0;
   notReadyNow = 0;
   /** When each counted node goes down at the earliest and at the latest, sorted. */
@@ -97,6 +93,10 @@ export class Zone {
   constructor(
     readonly name: string,
     private readonly s: LifecycleSettings,
+    /** Every node of the zone, excluded ones too: the ones its queue taints. */
+    readonly members: readonly NodeRow[] = [],
+    /** Its nodes counted in its state (not excluded from disruption checks). */
+    readonly rows: readonly NodeRow[] = [],
   ) {}
 
   /** Called once every node is in: the zone's size with `healthy` nodes more. */
