@@ -89,20 +89,21 @@ export function forecast(input: ForecastInput): Forecast {
   ].filter((r) => r !== undefined);
   const frozen = reasons.length > 0 ? reasons.join('; ') : undefined;
   const pods = new FirstPods(input.podsKept ?? Infinity, input.evictedPodsOnly, frozen);
+  const isFrozen = frozen !== undefined;
   let atRisk = 0;
   let nodesAtRisk = 0;
   let earliest: Forecast['earliest'];
   for (const r of rows) {
     if (!isFailingRow(r) || r.podCount === 0) continue;
     // the pods at risk: the groups up to the last one evicted, by toleration time; most often all or none of them
-    const first = evictionOf(r, r.shortest, master, frozen !== undefined, leaderSince);
+    const first = evictionOf(r, r.shortest, master, isFrozen, leaderSince);
     if (first !== NEVER) {
       nodesAtRisk++;
-      if (evictionOf(r, r.longest, master, frozen !== undefined, leaderSince) !== NEVER) atRisk += r.podsForAWhile;
+      if (evictionOf(r, r.longest, master, isFrozen, leaderSince) !== NEVER) atRisk += r.podsForAWhile;
       else {
         const times = r.times;
         let risky = 2;
-        while (evictionOf(r, times[risky]!, master, frozen !== undefined, leaderSince) !== NEVER) risky += 2;
+        while (evictionOf(r, times[risky]!, master, isFrozen, leaderSince) !== NEVER) risky += 2;
         atRisk += times[risky - 1]!;
       }
     }
@@ -115,7 +116,7 @@ export function forecast(input: ForecastInput): Forecast {
     const keepsTaint = r.keepsTaint === true;
     for (const g of groups) {
       const tol = tolerated.of(taints, g.tolerations);
-      const outcome = outcomeOf(taintAt, keepsTaint, tol, master, frozen !== undefined, leaderSince);
+      const outcome = outcomeOf(taintAt, keepsTaint, tol, master, isFrozen, leaderSince);
       const at = evictsAt(outcome, taintAt, tol, leaderSince);
       // a group's first key is read only on a tie: most groups are judged by their time alone
       const sooner = at !== NEVER && (!earliest || at < earliest.at || (at === earliest.at && g.keys[0]! < earliest.pod));
@@ -123,12 +124,7 @@ export function forecast(input: ForecastInput): Forecast {
       // the likely moment is worked out only for pods the forecast reports
       const likely =
         (kept || sooner) && !Number.isNaN(r.taintLikely)
-          ? evictsAt(
-              outcomeOf(r.taintLikely, keepsTaint, tol, master, frozen !== undefined, leaderSince, true),
-              r.taintLikely,
-              tol,
-              leaderSince,
-            )
+          ? evictsAt(outcomeOf(r.taintLikely, keepsTaint, tol, master, isFrozen, leaderSince, true), r.taintLikely, tol, leaderSince)
           : NEVER;
       if (kept) pods.offer(g.keys, at, likely, r, tol, outcome);
       if (sooner) earliest = { at, pod: g.keys[0]!, node: r.node.name, ...(likely !== NEVER ? { likely } : {}) };

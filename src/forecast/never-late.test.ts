@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type ForecastNode, type ForecastPod, defaultSilentAfter, forecast, groupPods } from './forecast.js';
+import { type ForecastNode, type ForecastPod, type PodGroup, defaultSilentAfter, forecast, groupPods } from './forecast.js';
 import type { LifecycleSettings } from '../kube/versions.js';
 import type { SlimToleration } from '../kube/resources.js';
 import { UNREACHABLE } from '../kube/tolerations.js';
@@ -83,6 +83,45 @@ function scrambled(key: string): string {
   let h = 0x811c9dc5;
   for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
   return `${((h >>> 0) % 997).toString().padStart(3, '0')}/${key}`;
+}
+
+/**
+ * Runs the controller over fleet `f` from 5 s before its nodes stop until `after` ms past the last one's grace
+ * period, and at a look every 3 monitor periods + 0.7 s hands `look` the moment, the nodes as the probe's feed keeps
+ * them (one object per node, its fields rewritten as its Node and Lease change) and the same nodes made anew; each
+ * node's pods from `byNode`.
+ */
+function lookEvery(
+  f: ReturnType<typeof fleet>,
+  seed: number,
+  after: number,
+  byNode: ReadonlyMap<string, PodGroup[]>,
+  look: (at: number, judged: ForecastNode[], anew: () => ForecastNode[]) => void,
+): void {
+  const from = f.stopFrom - 5_000;
+  const end = f.stopFrom + f.window + f.settings.nodeMonitorGracePeriodMs + after;
+  const step = f.settings.nodeMonitorPeriodMs * 3 + 700;
+  const kept = new Map<string, ForecastNode>();
+  simulateController({
+    settings: f.settings,
+    requeue: f.requeue,
+    taintsInTheSamePass: f.taintsInTheSamePass,
+    nodes: f.nodes,
+    pods: f.pods,
+    seed,
+    start: START,
+    end,
+    leaderFrom: f.leaderFrom,
+    lookAt: Array.from({ length: Math.floor((end - from) / step) }, (_, k) => from + k * step),
+    look(at, nodes) {
+      const judged = nodes.map((n) => {
+        const k = kept.get(n.name) ?? { ...n };
+        kept.set(n.name, Object.assign(k, n, { pods: byNode.get(n.name) ?? [] }));
+        return k;
+      });
+      look(at, judged, () => nodes.map((n) => ({ ...n, pods: byNode.get(n.name) ?? [] })));
+    },
+  });
 }
 
 interface Late {
@@ -183,54 +222,30 @@ describe('the forecast against the controller, fleet after fleet', () => {
     for (let seed = 1; seed <= 30; seed++) {
       const f = fleet(seed);
       const silentAfter = defaultSilentAfter(f.settings);
-      const from = f.stopFrom - 5_000;
-      const end = f.stopFrom + f.window + f.settings.nodeMonitorGracePeriodMs + 120_000;
-      const step = f.settings.nodeMonitorPeriodMs * 3 + 700;
-      const lookAt = Array.from({ length: Math.floor((end - from) / step) }, (_, k) => from + k * step);
       const byNode = groupBy(
         groupPods(f.pods.map((p): ForecastPod => ({ key: p.key, node: p.node, tolerations: tolerating(p.tolerationMs) }))),
         (g) => g.node,
       );
-      // the nodes as the probe's feed keeps them: one object per node, its fields rewritten as its Node and Lease change
-      const kept = new Map<string, ForecastNode>();
-      simulateController({
-        settings: f.settings,
-        requeue: f.requeue,
-        taintsInTheSamePass: f.taintsInTheSamePass,
-        nodes: f.nodes,
-        pods: f.pods,
-        seed,
-        start: START,
-        end,
-        leaderFrom: f.leaderFrom,
-        lookAt,
-        look(at, nodes) {
-          const judged = nodes.map((n) => {
-            const k = kept.get(n.name) ?? { ...n };
-            kept.set(n.name, Object.assign(k, n, { pods: byNode.get(n.name) ?? [] }));
-            return k;
-          });
-          const anew = () => nodes.map((n) => ({ ...n, pods: byNode.get(n.name) ?? [] }));
-          // as the probe judges: the reading, and while frozen what follows a new leader now, on the same nodes
-          for (const input of [
-            { controller: f.leaderFrom !== undefined ? { since: f.leaderFrom } : {}, podsKept: 20, evictedPodsOnly: true, nodesKept: 100 },
-            { controller: { running: true, since: at }, podsKept: 0, nodesKept: 0 },
-            { controller: { running: false } },
-          ]) {
-            const common = {
-              now: at,
-              settings: f.settings,
-              silentAfterMs: silentAfter,
-              taintsInTheSamePass: f.taintsInTheSamePass,
-              requeuesEveryPass: f.requeue,
-            };
-            expect(forecast({ ...common, ...input, nodes: judged }), `seed ${seed} at +${(at - START) / 1000}s`).toEqual(
-              forecast({ ...common, ...input, nodes: anew() }),
-            );
-            compared++;
-          }
-          if (judged.some((n) => n.health?.silent || n.health?.notReady)) failing++;
-        },
+      lookEvery(f, seed, 120_000, byNode, (at, judged, anew) => {
+        // as the probe judges: the reading, and while frozen what follows a new leader now, on the same nodes
+        for (const input of [
+          { controller: f.leaderFrom !== undefined ? { since: f.leaderFrom } : {}, podsKept: 20, evictedPodsOnly: true, nodesKept: 100 },
+          { controller: { running: true, since: at }, podsKept: 0, nodesKept: 0 },
+          { controller: { running: false } },
+        ]) {
+          const common = {
+            now: at,
+            settings: f.settings,
+            silentAfterMs: silentAfter,
+            taintsInTheSamePass: f.taintsInTheSamePass,
+            requeuesEveryPass: f.requeue,
+          };
+          expect(forecast({ ...common, ...input, nodes: judged }), `seed ${seed} at +${(at - START) / 1000}s`).toEqual(
+            forecast({ ...common, ...input, nodes: anew() }),
+          );
+          compared++;
+        }
+        if (judged.some((n) => n.health?.silent || n.health?.notReady)) failing++;
       });
     }
     expect(compared).toBeGreaterThan(1_500);
@@ -242,10 +257,6 @@ describe('the forecast against the controller, fleet after fleet', () => {
     let atRisk = 0;
     for (let seed = 1; seed <= 40; seed++) {
       const f = fleet(seed);
-      const from = f.stopFrom - 5_000;
-      const end = f.stopFrom + f.window + f.settings.nodeMonitorGracePeriodMs + 200_000;
-      const step = f.settings.nodeMonitorPeriodMs * 3 + 700;
-      const lookAt = Array.from({ length: Math.floor((end - from) / step) }, (_, k) => from + k * step);
       // keys in no order of nodes or pods, so that pods evicted at one moment are told apart by key; each pod twice, in
       // two groups of one toleration time
       const byNode = groupBy(
@@ -256,44 +267,26 @@ describe('the forecast against the controller, fleet after fleet', () => {
         ),
         (g) => g.node,
       );
-      const kept = new Map<string, ForecastNode>();
-      simulateController({
-        settings: f.settings,
-        requeue: f.requeue,
-        taintsInTheSamePass: f.taintsInTheSamePass,
-        nodes: f.nodes,
-        pods: f.pods,
-        seed,
-        start: START,
-        end,
-        leaderFrom: f.leaderFrom,
-        lookAt,
-        look(at, nodes) {
-          const common = {
-            now: at,
-            settings: f.settings,
-            taintsInTheSamePass: f.taintsInTheSamePass,
-            requeuesEveryPass: f.requeue,
-            controller: f.leaderFrom !== undefined ? { since: f.leaderFrom } : {},
-          };
-          // as the probe judges, on nodes kept from one judgement to the next; and every pod, on nodes anew
-          const judged = nodes.map((n) => {
-            const k = kept.get(n.name) ?? { ...n };
-            kept.set(n.name, Object.assign(k, n, { pods: byNode.get(n.name) ?? [] }));
-            return k;
-          });
-          const first = forecast({ ...common, nodes: judged, podsKept: 5, evictedPodsOnly: true });
-          const all = forecast({ ...common, nodes: nodes.map((n) => ({ ...n, pods: byNode.get(n.name) ?? [] })) });
-          const evicted = all.pods.filter((p) => p.evictAt !== undefined);
-          const say = `seed ${seed} at +${(at - START) / 1000}s`;
-          expect(first.pods, say).toEqual(evicted.slice(0, 5));
-          expect(first.earliest, say).toEqual(all.earliest);
-          // as the probe asks what a new leader would do: no pods listed, the earliest eviction alone
-          expect(forecast({ ...common, nodes: judged, podsKept: 0 }).earliest, say).toEqual(all.earliest);
-          expect([first.atRisk, first.nodesAtRisk], say).toEqual([evicted.length, new Set(evicted.map((p) => p.node)).size]);
-          atRisk += first.atRisk;
-          compared++;
-        },
+      lookEvery(f, seed, 200_000, byNode, (at, judged, anew) => {
+        const common = {
+          now: at,
+          settings: f.settings,
+          taintsInTheSamePass: f.taintsInTheSamePass,
+          requeuesEveryPass: f.requeue,
+          controller: f.leaderFrom !== undefined ? { since: f.leaderFrom } : {},
+        };
+        // as the probe judges, on nodes kept from one judgement to the next; and every pod, on nodes anew
+        const first = forecast({ ...common, nodes: judged, podsKept: 5, evictedPodsOnly: true });
+        const all = forecast({ ...common, nodes: anew() });
+        const evicted = all.pods.filter((p) => p.evictAt !== undefined);
+        const say = `seed ${seed} at +${(at - START) / 1000}s`;
+        expect(first.pods, say).toEqual(evicted.slice(0, 5));
+        expect(first.earliest, say).toEqual(all.earliest);
+        // as the probe asks what a new leader would do: no pods listed, the earliest eviction alone
+        expect(forecast({ ...common, nodes: judged, podsKept: 0 }).earliest, say).toEqual(all.earliest);
+        expect([first.atRisk, first.nodesAtRisk], say).toEqual([evicted.length, new Set(evicted.map((p) => p.node)).size]);
+        atRisk += first.atRisk;
+        compared++;
       });
     }
     expect(compared).toBeGreaterThan(1_000);
