@@ -69,7 +69,7 @@ export default defineAction({
       kubeadm:
         "the control plane's static pods by their process (their container's cgroup); the kubelet is the systemd unit `kubelet` (its `kubelet.service` cgroup, which needs the cpu controller on v2: `CPUAccounting=yes`)",
       k3s: "the apiserver, controller-manager, scheduler, etcd and a server's kubelet are all the `k3s` process: its whole cgroup is limited; an agent's kubelet is `k3s-agent`, whose cgroup also holds containerd",
-      lab: "the lab process's cgroup: a real node's kubelet has one of its own (`kube-runbook-<instance>-rnode-N/kubelet`); the control plane and simulated kubelets run in the root cgroup and are refused, etcd's cgroup is the blkio one only; under `lab up --static-pods` the inventory has the kubeadm layout: the control plane's containers on cp-1 and the real nodes' kubelets",
+      lab: "the lab process's cgroup: each control-plane member's apiserver, etcd, controller-manager and scheduler has a cpu cgroup of its own (`kube-runbook-<instance>-cp-N/<component>`; on cgroup v2 etcd's is its io cgroup), as has a real node's kubelet (`kube-runbook-<instance>-rnode-N/kubelet`); a simulated node's kubelet runs in the root cgroup and is refused; under `lab up --static-pods` the inventory has the kubeadm layout: the control plane's containers on cp-1 and the real nodes' kubelets",
     },
     undo: 'writes back the quota and period that were set before (usually none: `max`); a cgroup that is gone needs nothing; the node-side dead-man runs the same script',
   },

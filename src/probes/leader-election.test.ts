@@ -54,6 +54,33 @@ describe('leader-election', () => {
     expect(v.detail).toBe('kube-scheduler: no leader (released 0ms ago); kube-controller-manager: cp-1_a leads');
   });
 
+  it('with maxLeaderless, a released Lease is a handover for that long: ok once the next leader takes it, lost if none does', async () => {
+    t = new ProbeTester();
+    renew(KCM, 'cp-2_a');
+    renew(SCHED, 'cp-2_b');
+    const run = t.start(probe, { maxLeaderless: '5s' });
+    await run.until((r) => r.status === 'ok');
+    await t.advance(1000);
+    renew(SCHED, '');
+    const handing = await run.until((r) => r.detail.includes('kube-scheduler: released'));
+    expect(handing.status).toBe('ok');
+    expect(handing.detail).toBe('kube-controller-manager: cp-2_a leads; kube-scheduler: released 0ms ago, being handed over');
+    await t.advance(2000);
+    renew(SCHED, 'cp-1_b');
+    const taken = await run.until((r) => r.detail.includes('cp-1_b leads'));
+    expect(taken.status).toBe('ok');
+    // the controller-manager's leader gives up too, and nobody takes it: lost the moment its grace ends
+    renew(KCM, '');
+    const releasedAt = t.clock.now();
+    for (let i = 0; i < 6; i++) {
+      await t.advance(1000);
+      renew(SCHED, 'cp-1_b');
+    }
+    const lost = await run.until((r) => r.status === 'violated', 30_000);
+    expect(lost.at).toBe(releasedAt + 5000);
+    expect(lost.detail).toBe('kube-controller-manager: no leader (released 5s ago); kube-scheduler: cp-1_b leads, 1 leader change');
+  });
+
   it('counts leader changes against maxTransitions; a missing Lease is violated', async () => {
     t = new ProbeTester();
     renew(KCM, 'cp-1_a');

@@ -19,6 +19,14 @@ const Params = z.strictObject({
     description:
       "violated when a leader's last renewal is older than this: past its renew deadline (10 s for kube-controller-manager and kube-scheduler) a leader gives its lease up",
   }),
+  maxLeaderless: duration()
+    .prefault('0s')
+    .meta({
+      description:
+        'how long a Lease its leader gave up cleanly (a shutdown, a graceful leader transition) may stay without a holder before it ' +
+        'counts as lost: the next candidate takes a released Lease within its retry period (2 s for kube-controller-manager and ' +
+        'kube-scheduler); 0s: at once. A Lease that ran out without being given up is lost at once either way',
+    }),
   maxTransitions: maxTransitions(),
 });
 
@@ -38,7 +46,7 @@ export default defineProbe({
     summary: "The control plane's leader Leases (controller-manager, scheduler): holder, renewal age, leader changes.",
     description:
       "Watches leader-election Leases (by default kube-controller-manager's and kube-scheduler's). Ok while each has a " +
-      'holder that renewed it within `maxRenewAge`; violated when one was not renewed that recently (its leader is ' +
+      'holder that renewed it within `maxRenewAge`, or was given up cleanly within `maxLeaderless`; violated when one was not renewed that recently (its leader is ' +
       'about to give it up, or has: no controller taints nodes, no scheduler places pods), when one does not exist, ' +
       'and, with `maxTransitions`, when one changed leader more often than that. The value gives per Lease its holder, ' +
       'the age of its last renewal, the longest gap between renewals seen, and the renewals and leader changes seen. ' +
@@ -65,8 +73,12 @@ export default defineProbe({
             const name = leader.key.split('/')[1]!;
             const age = value.renewAgeMs;
             const changes = value.transitions ? `, ${value.transitions} leader change${value.transitions === 1 ? '' : 's'}` : '';
+            const released = exists && !value.holder && age !== null;
             if (!exists) problems.push(`${name}: no Lease ${leader.key}`);
-            else if (expired) {
+            else if (released && age < params.maxLeaderless) {
+              fine.push(`${name}: released ${formatDuration(age)} ago, being handed over`);
+              recheckAt = Math.min(recheckAt ?? Infinity, now - age + params.maxLeaderless);
+            } else if (expired) {
               const when = age === null ? 'never renewed' : `${formatDuration(age)} ago`;
               // a leader that shuts down cleanly gives its Lease up: no holder from then on
               problems.push(`${name}: no leader (${value.holder ? `${value.holder} last renewed it ${when}` : `released ${when}`})`);

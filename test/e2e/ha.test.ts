@@ -4,8 +4,10 @@
  * and no pod deleted; load-balancer-outage (the VIP dies) ends with nothing evicted and nothing killed. While each
  * runs, this file measures what a person would look at and prints it: when the etcd, controller-manager and
  * scheduler leaders changed, the longest gap without an answer through the VIP, and the longest gap between two
- * renewals of any node Lease.
+ * renewals of any node Lease. examples/control-plane-overload-ha.yaml (incident 3 with one member left behind the VIP,
+ * loaded and its apiserver starved of CPU) aborts before a node goes NotReady or a leader is lost.
  */
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:https';
 import { join } from 'node:path';
@@ -13,7 +15,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
 import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
 import { realClock } from '../../src/core/clock.js';
+import { labNames } from '../../src/lab/index.js';
+import type { KubeAccess } from '../../src/kube/types.js';
+import { labContext } from './helpers/lab-context.js';
 import { REPO, cli, leftovers, startLab, stopLab, until, whyRun, type LabInfo } from './helpers/lab.js';
+import { cpuCgroups, createLoadIdentity, flow, loadStopped } from './helpers/overload.js';
 
 const INSTANCE = 'ha1';
 let lab: LabInfo;
@@ -115,6 +121,44 @@ async function makeEtcdLeader(l: LabInfo, name: string): Promise<void> {
   );
 }
 
+/**
+ * Moves the controller-manager's and scheduler's leadership to `name` a while before a run (as makeEtcdLeader does
+ * etcd's): the other members' controllers stop until `name`'s renew both Leases, then start again as candidates.
+ */
+async function makeLeadersOn(l: LabInfo, name: string, kube: KubeAccess): Promise<void> {
+  const others = l.members!.filter((m) => m.name !== name);
+  const script = (node: string, service: string, what: 'start' | 'stop') => execFileSync(join(l.stateDir, 'nodes', node, service, what));
+  const renewals = async () =>
+    Promise.all(
+      CONTROLLERS.map(async (c) => {
+        const lease = await kube.json!<{ spec: { holderIdentity?: string; renewTime?: string } }>(
+          `/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/${c}`,
+          { timeoutMs: 5000 },
+        );
+        return `${lease.spec.holderIdentity ?? ''}@${lease.spec.renewTime ?? ''}`;
+      }),
+    );
+  for (const m of others) for (const c of CONTROLLERS) script(m.name, c, 'stop');
+  try {
+    // the only candidates left are `name`'s: a holder that keeps renewing is theirs
+    await until(
+      `the leaders on ${name}`,
+      async () => {
+        const a = await renewals();
+        await realClock.sleep(2500);
+        const b = await renewals();
+        return a.every((x, i) => !x.startsWith('@') && x.split('@')[0] === b[i]!.split('@')[0] && x !== b[i]);
+      },
+      60_000,
+      0,
+    );
+  } finally {
+    for (const m of others) for (const c of CONTROLLERS) script(m.name, c, 'start');
+  }
+}
+
+const CONTROLLERS = ['kube-controller-manager', 'kube-scheduler'];
+
 async function game(name: string, extra: string[] = []): Promise<Outcome> {
   const done = measure(lab);
   const o = await runAndMeasure(lab, runbook(name), true, extra);
@@ -182,5 +226,98 @@ describe('load-balancer-outage', () => {
     expect(o.evicted).toEqual([]);
     expect(o.killed).toEqual([]);
     expect(o.report.remaining).toEqual([]);
+  });
+});
+
+describe('examples/control-plane-overload-ha.yaml', () => {
+  type Report = {
+    status: string;
+    steps: { name: string; readings?: { value?: { holder?: string } }[] }[];
+    guardFirings: { at: string; guard: string; response: string; detail: string }[];
+    guardTransitions: { guard: string; status: string }[];
+    faults: { action: string; node?: string; status: string; appliedAt?: string }[];
+    remaining: unknown[];
+  };
+
+  it('cp-1 alone behind the VIP, loaded, its apiserver starved: aborts before a node is NotReady or a leader lost; all put back', async () => {
+    const t0 = realClock.now();
+    const lc = await labContext(lab);
+    try {
+      const kube = lc.ctx.kube;
+      await createLoadIdentity(kube);
+      // on this small machine a leader that moves to cp-1 during the run starts its controllers as cp-1 takes all the
+      // traffic, renews late and the guard aborts before the load: as the example's header says, they move first
+      await makeLeadersOn(lab, 'cp-1', kube);
+      await realClock.sleep(10_000);
+      const { quotaOf, throttledOf } = await cpuCgroups();
+      // the lab's members run each component in a cpu cgroup of its own, as kubeadm's static pods do
+      const cg = join(labNames(INSTANCE).nodeCgroup('cp-1'), 'kube-apiserver');
+      const quotaBefore = quotaOf(cg);
+      const throttledBefore = throttledOf(cg);
+      const before = await flow(kube);
+      const readyBefore = await lc.ctx.kube.json!<{
+        items: { metadata: { name: string }; status: { conditions: { type: string; lastTransitionTime: string }[] } }[];
+      }>('/api/v1/nodes', { timeoutMs: 10_000 });
+      const seen = new Set<string>();
+      let stop = false;
+      const watching = (async () => {
+        while (!stop) {
+          seen.add(quotaOf(cg));
+          await realClock.sleep(200);
+        }
+      })();
+      const r = await cli(
+        ['run', join(REPO, 'examples', 'control-plane-overload-ha.yaml'), '-i', lab.inventoryFile, '--yes', '--output', 'json'],
+        {
+          timeoutMs: 300_000,
+        },
+      );
+      stop = true;
+      await watching;
+      expect(r.stdout.trimStart().startsWith('{'), `the run's report on stdout (exit ${r.code}): ${r.stderr.slice(-3000)}`).toBe(true);
+      const report = JSON.parse(r.stdout) as Report;
+      expect(report.status, r.stderr.slice(-3000)).toBe('aborted');
+      expect(r.code).toBe(1);
+      // the guards abort once cp-1 answers too late (the controller-manager's renewals, the apiserver's latency): after the
+      // quota, at the failover or under the load; whatever was applied by then is reverted
+      const faults = report.faults.map((f) => `${f.action} ${f.node ?? 'cluster'} ${f.status}`);
+      expect(faults).toContain('starve-cpu cp-1 reverted');
+      expect(faults.filter((f) => !f.endsWith(' reverted'))).toEqual([]);
+      expect(report.remaining).toEqual([]);
+      // cp-1's apiserver had half a CPU, was throttled, and has its quota back
+      expect([...seen]).toContain('50000');
+      expect(quotaOf(cg)).toBe(quotaBefore);
+      expect(throttledOf(cg), "periods cp-1's apiserver was throttled in").toBeGreaterThan(throttledBefore);
+      // a guard aborted after the quota; no node went NotReady; the leader cp-1 took before the load kept its Lease
+      const starve = report.faults.find((f) => f.action === 'starve-cpu')!;
+      const firing = report.guardFirings.find((g) => g.response === 'abort');
+      expect(firing, JSON.stringify(report.guardFirings)).toBeDefined();
+      expect(Date.parse(firing!.at)).toBeGreaterThanOrEqual(Date.parse(starve.appliedAt!));
+      expect(report.guardTransitions.filter((t) => t.guard === 'no node NotReady' && t.status === 'violated')).toEqual([]);
+      const leader = report.steps.find((st) => st.name === "cp-1's controller-manager leads")?.readings?.at(-1)?.value?.holder;
+      expect(leader).toBeTruthy();
+      const lease = await kube.json!<{ spec: { holderIdentity: string } }>(
+        '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-controller-manager',
+        {
+          timeoutMs: 10_000,
+        },
+      );
+      expect(lease.spec.holderIdentity).toBe(leader);
+      const readyAfter = await kube.json!<typeof readyBefore>('/api/v1/nodes', { timeoutMs: 10_000 });
+      const since = (l: typeof readyBefore) =>
+        Object.fromEntries(l.items.map((n) => [n.metadata.name, n.status.conditions.find((c) => c.type === 'Ready')?.lastTransitionTime]));
+      expect(since(readyAfter)).toEqual(since(readyBefore));
+      // the load, when it had started, went through its FlowSchema and stopped with the revert
+      const during = await flow(kube);
+      if (faults.includes('load-apiserver cluster reverted'))
+        expect(during.dispatched - before.dispatched, 'requests its FlowSchema dispatched').toBeGreaterThan(0);
+      await loadStopped(kube, before.executing, 10_000);
+      console.log(
+        `control-plane-overload-ha: ${firing!.guard}: ${firing!.detail}, ${((Date.parse(firing!.at) - Date.parse(starve.appliedAt!)) / 1000).toFixed(1)} s after the quota; ` +
+          `faults ${faults.join(', ')}; ${during.dispatched - before.dispatched} requests dispatched; ${((realClock.now() - t0) / 1000).toFixed(1)} s`,
+      );
+    } finally {
+      await lc.close();
+    }
   });
 });

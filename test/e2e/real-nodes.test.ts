@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { CoordinationV1Api, CoreV1Api, Exec, KubeConfig, VersionApi, type V1Status } from '@kubernetes/client-node';
 import { parse, stringify } from 'yaml';
@@ -9,12 +9,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { labNames, rebootLabNode } from '../../src/lab/index.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
-import { hierarchies } from '../../src/lab/host/node-cgroup.js';
 import { cacheDir, instanceRunDir } from '../../src/lab/host/paths.js';
 import type { KubeAccess } from '../../src/kube/types.js';
-import { series } from '../../src/kube/prometheus.js';
 import { AGENT_NS, agentInventory, applyAgentManifests } from './helpers/agents.js';
 import { labContext, type LabContext } from './helpers/lab-context.js';
+import { LOAD_LEVEL, cpuCgroups, createLoadIdentity, flow as flowOf, loadStopped as loadStoppedOf } from './helpers/overload.js';
 import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**
@@ -191,14 +190,10 @@ describe('lab up --real-nodes 2 --static-pods', () => {
 
   it("starve-cpu on rnode-2's real kubelet: its renewals come late and the guard aborts before NotReady; the quota is put back", async () => {
     // rnode-2's kubelet's own cgroup in the cpu hierarchy (v1 here; v2 has one tree)
-    const h = (await hierarchies())!;
-    const cpuRoot = h.version === 2 ? h.roots[0]! : h.roots.find((r) => basename(r).split(',').includes('cpu'))!;
-    const cg = join(cpuRoot, labNames(INSTANCE).nodeCgroup('rnode-2'), 'kubelet');
-    const quota = () =>
-      readFileSync(join(cg, h.version === 2 ? 'cpu.max' : 'cpu.cfs_quota_us'), 'utf8')
-        .trim()
-        .split(' ')[0]!;
-    const throttled = () => Number(/nr_throttled (\d+)/.exec(readFileSync(join(cg, 'cpu.stat'), 'utf8'))![1]);
+    const cpu = await cpuCgroups();
+    const cg = join(labNames(INSTANCE).nodeCgroup('rnode-2'), 'kubelet');
+    const quota = () => cpu.quotaOf(cg);
+    const throttled = () => cpu.throttledOf(cg);
     const quotaBefore = quota();
     const throttledBefore = throttled();
     const work = mkdtempSync(join(tmpdir(), 'kr-starve-'));
@@ -254,8 +249,6 @@ describe('lab up --real-nodes 2 --static-pods', () => {
    * executor takes its load with it and the node-side dead-man puts the quota back.
    */
   describe('examples/control-plane-overload.yaml: a ServiceAccount loads the apiserver while CPU starves', () => {
-    const SA = { namespace: 'default', name: 'liveness-load' };
-    const LEVEL = 'workload-low';
     const KCM = 'kube-controller-manager';
     let lc: LabContext;
     let kube: KubeAccess;
@@ -270,11 +263,9 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       remaining: unknown[];
     };
 
-    /** A cgroup v1 or v2 file of `cgroup` (relative to the cpu hierarchy's root). */
-    let cpuFile: (cgroup: string, file: 'quota' | 'stat') => string;
+    let quotaOf: (cgroup: string) => string;
+    let throttledOf: (cgroup: string) => number;
     const kubeletCgroup = () => join(labNames(INSTANCE).nodeCgroup('rnode-2'), 'kubelet');
-    const quotaOf = (cgroup: string) => readFileSync(cpuFile(cgroup, 'quota'), 'utf8').trim().split(' ')[0]!;
-    const throttledOf = (cgroup: string) => Number(/nr_throttled (\d+)/.exec(readFileSync(cpuFile(cgroup, 'stat'), 'utf8'))![1]);
 
     /** The cgroup (cpu hierarchy) of cp-1's container whose process is `comm`, or undefined while none runs. */
     function componentCgroup(comm: string): string | undefined {
@@ -295,33 +286,8 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       return undefined;
     }
 
-    /** What the load's FlowSchema dispatched so far, what its priority level executes now, the apiserver's in-flight requests. */
-    async function flow(): Promise<{ dispatched: number; executing: number; inflight: number }> {
-      const text = (await kube.raw('/metrics', { timeoutMs: 10_000 })).body;
-      const sum = (name: string, match: (l: Record<string, string>) => boolean) =>
-        series(text, name)
-          .filter((x) => match(x.labels))
-          .reduce((n, x) => n + x.value, 0);
-      return {
-        dispatched: sum('apiserver_flowcontrol_dispatched_requests_total', (l) => l.flow_schema === SA.name),
-        executing: sum('apiserver_flowcontrol_current_executing_requests', (l) => l.priority_level === LEVEL),
-        inflight: sum('apiserver_current_inflight_requests', () => true),
-      };
-    }
-
-    /** The load stopped: its priority level executes no more than `baseline`, and its FlowSchema dispatches nothing for 2 s. */
-    const loadStopped = (baseline: number, within: number) =>
-      until(
-        'the load stopped',
-        async () => {
-          const a = await flow();
-          await realClock.sleep(2000);
-          const b = await flow();
-          return b.dispatched === a.dispatched && b.executing <= baseline;
-        },
-        within,
-        0,
-      );
+    const flow = () => flowOf(kube);
+    const loadStopped = (baseline: number, within: number) => loadStoppedOf(kube, baseline, within);
 
     /** The controller-manager's leader Lease: its holder and leader changes. */
     async function kcmLease(): Promise<{ holder: string; transitions: number }> {
@@ -356,58 +322,8 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       work = mkdtempSync(join(tmpdir(), 'kr-overload-'));
       lc = await labContext(lab);
       kube = lc.ctx.kube;
-      const h = (await hierarchies())!;
-      const cpuRoot = h.version === 2 ? h.roots[0]! : h.roots.find((r) => basename(r).split(',').includes('cpu'))!;
-      cpuFile = (cg, f) => join(cpuRoot, cg, f === 'stat' ? 'cpu.stat' : h.version === 2 ? 'cpu.max' : 'cpu.cfs_quota_us');
-      // what the example's header asks for before the run: the ServiceAccount, its rights, and a FlowSchema for it
-      const post = (path: string, body: unknown) =>
-        kube.json!(path, { method: 'POST', body, timeoutMs: 10_000 }).catch((e: unknown) => {
-          if ((e as { status?: number }).status !== 409) throw e;
-        });
-      const rbac = '/apis/rbac.authorization.k8s.io/v1';
-      const subjects = [{ kind: 'ServiceAccount', ...SA }];
-      const role = (kind: 'ClusterRole' | 'Role', name: string) => ({ apiGroup: 'rbac.authorization.k8s.io', kind, name });
-      await post(`/api/v1/namespaces/${SA.namespace}/serviceaccounts`, { metadata: { name: SA.name } });
-      await post('/api/v1/namespaces', { metadata: { name: 'kr-load' } });
-      await post(`${rbac}/clusterroles`, {
-        metadata: { name: 'pod-reader' },
-        rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }],
-      });
-      await post(`${rbac}/clusterrolebindings`, { metadata: { name: SA.name }, roleRef: role('ClusterRole', 'pod-reader'), subjects });
-      await post(`${rbac}/namespaces/kr-load/roles`, {
-        metadata: { name: 'load-writer' },
-        rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['patch'] }],
-      });
-      await post(`${rbac}/namespaces/kr-load/rolebindings`, {
-        metadata: { name: SA.name },
-        roleRef: role('Role', 'load-writer'),
-        subjects,
-      });
-      await post('/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas', {
-        metadata: { name: SA.name },
-        spec: {
-          priorityLevelConfiguration: { name: LEVEL },
-          matchingPrecedence: 500,
-          distinguisherMethod: { type: 'ByUser' },
-          rules: [
-            {
-              subjects: [{ kind: 'ServiceAccount', serviceAccount: SA }],
-              resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true }],
-            },
-          ],
-        },
-      });
-      await until(
-        'the FlowSchema taken in',
-        async () => {
-          const fs = await kube.json!<{ status?: { conditions?: { type: string; status: string }[] } }>(
-            `/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/${SA.name}`,
-            { timeoutMs: 5000 },
-          );
-          return fs.status?.conditions?.some((c) => c.type === 'Dangling' && c.status === 'False') ?? false;
-        },
-        10_000,
-      );
+      ({ quotaOf, throttledOf } = await cpuCgroups());
+      await createLoadIdentity(kube);
     });
 
     afterAll(async () => {
@@ -467,7 +383,7 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       const after = await flow();
       console.log(
         `control-plane-overload guarded: ${firing!.guard}: ${firing!.detail}, ${((Date.parse(firing!.at) - Date.parse(starve.appliedAt!)) / 1000).toFixed(1)} s after the quota; ` +
-          `${during.dispatched - before.dispatched} requests dispatched; ${LEVEL} executing ${after.executing} (before ${before.executing}), ` +
+          `${during.dispatched - before.dispatched} requests dispatched; ${LOAD_LEVEL} executing ${after.executing} (before ${before.executing}), ` +
           `in flight ${after.inflight} (before ${before.inflight}); ${((realClock.now() - t0) / 1000).toFixed(1)} s`,
       );
     });

@@ -65,3 +65,15 @@ export async function cgroupPids(dir: string): Promise<number[]> {
     .map(Number)
     .filter((n) => Number.isInteger(n) && n > 0);
 }
+
+/**
+ * A cgroup a lab component's `run` script joins: `dir` in this mount namespace, `name` its path under the hierarchy's
+ * root, `options` the hierarchy's controllers as `mount -t cgroup -o` takes them on v1 (`blkio`, `cpu,cpuacct`),
+ * where the script mounts it itself inside `ip netns exec`'s fresh /sys.
+ */
+export interface CgroupJoin {
+  dir: string;
+  version: 1 | 2;
+  name: string;
+  options: string;
+}

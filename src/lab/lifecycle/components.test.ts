@@ -3,7 +3,16 @@ import { isKrError } from '../../core/errors.js';
 import type { LabBinariesInfo } from '../host/info.js';
 import type { LabPki } from '../host/pki.js';
 import { resolveSettings } from '../host/settings.js';
-import { apiSocketOf, kubeletService, kubeletSimsService, type ComponentContext } from './components.js';
+import {
+  apiserverService,
+  apiSocketOf,
+  controllerManagerService,
+  etcdService,
+  kubeletService,
+  kubeletSimsService,
+  schedulerService,
+  type ComponentContext,
+} from './components.js';
 import { serviceScripts } from './services.js';
 
 const ctx = (stateDir: string): ComponentContext => ({
@@ -16,7 +25,7 @@ const ctx = (stateDir: string): ComponentContext => ({
   pki: {} as LabPki,
   bin: {} as LabBinariesInfo,
   settings: resolveSettings({}),
-  etcdCgroup: { dir: '/sys/fs/cgroup/kube-runbook-sa-etcd', version: 2, name: 'kube-runbook-sa-etcd' },
+  etcdCgroup: { dir: '/sys/fs/cgroup/kube-runbook-sa-etcd', version: 2, name: 'kube-runbook-sa-etcd', options: '' },
 });
 
 describe('simulated node services', () => {
@@ -61,5 +70,36 @@ describe('simulated node services', () => {
       '--group=/var/lib/lab/kubelet-sims/group-2/group.json',
     ]);
     expect(serviceScripts(svc).run).not.toContain('netns');
+  });
+});
+
+describe("a control-plane member's components", () => {
+  const cpu = (s: string) => ({
+    dir: `/sys/fs/cgroup/cpu,cpuacct/kube-runbook-sa-cp-1/${s}`,
+    version: 1 as const,
+    name: `kube-runbook-sa-cp-1/${s}`,
+    options: 'cpu,cpuacct',
+  });
+  const c: ComponentContext = {
+    ...ctx('/var/lib/lab'),
+    pki: { cert: (n: string) => `/pki/${n}.crt`, key: (n: string) => `/pki/${n}.key` } as LabPki,
+    etcdCgroup: { dir: '/sys/fs/cgroup/blkio/kube-runbook-sa-etcd', version: 1, name: 'kube-runbook-sa-etcd', options: 'blkio' },
+    cpuCgroups: new Map(['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler'].map((s) => [s, cpu(s)])),
+  };
+
+  it('each joins its own cpu cgroup, etcd its blkio one too; from inside ip netns exec they mount the hierarchy themselves', () => {
+    expect(apiserverService(c).joins).toEqual([cpu('kube-apiserver')]);
+    expect(controllerManagerService(c).joins).toEqual([cpu('kube-controller-manager')]);
+    expect(schedulerService(c).joins).toEqual([cpu('kube-scheduler')]);
+    expect(etcdService(c).joins).toEqual([c.etcdCgroup, cpu('etcd')]);
+    const run = serviceScripts(apiserverService(c)).run;
+    expect(run).toContain("grep -q ':cpu,cpuacct:/kube-runbook-sa-cp-1/kube-apiserver$' /proc/$$/cgroup");
+    expect(run).toContain('mount -t cgroup -o cpu,cpuacct none "$m"');
+    // joined before the script enters the node's namespace
+    expect(run.indexOf('kube-apiserver/cgroup.procs')).toBeLessThan(run.indexOf('ip netns exec'));
+  });
+
+  it("a simulated node's forwarder joins none of them", () => {
+    expect(kubeletService(c, 'node-1', 'kr-sa-node-1', { host: '10.213.0.2', port: 6443 }).joins).toEqual([]);
   });
 });

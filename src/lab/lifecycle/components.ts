@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { EXIT, KrError, quote } from '../../core/errors.js';
 import { shq } from '../../core/shell.js';
 import type { LabBinariesInfo } from '../host/info.js';
+import type { CgroupJoin } from '../host/cgroup.js';
 import type { LabPki } from '../host/pki.js';
 import { KUBELET_CLIENT, SERVICE_CIDR } from '../host/pki.js';
 import { httpGet, type ServiceSpec } from './services.js';
@@ -20,7 +21,10 @@ export interface ComponentContext {
   pki: LabPki;
   bin: LabBinariesInfo;
   settings: LabSettings;
-  etcdCgroup: { dir: string; version: 1 | 2; name: string };
+  /** etcd's blkio (v1) or io (v2) cgroup, `throttle-etcd-disk`'s. */
+  etcdCgroup: CgroupJoin;
+  /** The member's components' own cpu cgroups, by service; a component without one runs in the lab's. */
+  cpuCgroups?: ReadonlyMap<string, CgroupJoin>;
 }
 
 export const APISERVER_PORT = 6443;
@@ -80,7 +84,7 @@ export function etcdService(c: ComponentContext): ServiceSpec {
       '--logger=zap',
       '--log-level=warn',
     ],
-    cgroup: c.etcdCgroup,
+    joins: [c.etcdCgroup, ...joinsOf(c, 'etcd')],
     health: `${httpGet(`http://${c.cpIp}:${ETCD_PORT}/health`)} | grep -q '"health":"true"'`,
     stopTimeoutSec: 10,
   };
@@ -247,5 +251,10 @@ function kubeletClientFlags(c: ComponentContext): string[] {
 }
 
 function base(c: ComponentContext, node: string, service: string, netns: string, dir: string) {
-  return { instance: c.instance, node, service, netns, dir };
+  return { instance: c.instance, node, service, netns, dir, joins: node === c.cpNode ? joinsOf(c, service) : [] };
+}
+
+function joinsOf(c: ComponentContext, service: string): CgroupJoin[] {
+  const own = c.cpuCgroups?.get(service);
+  return own ? [own] : [];
 }

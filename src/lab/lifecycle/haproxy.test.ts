@@ -20,6 +20,8 @@ describe('the HA lab load balancer', () => {
     expect(cfg.match(/^ {2}server /gm)).toHaveLength(3);
     expect(cfg).toContain('server cp-3 10.213.4.204:6443');
     expect(cfg).toContain('stats socket /s/nodes/lb/haproxy/stats.sock');
+    // a member going away: its refused connections go to another member, not back to it
+    expect(cfg).toMatch(/^ {2}option redispatch\n {2}retries 1$/m);
   });
 
   it('runs haproxy in the foreground in the lb namespace, healthy while its monitor URI answers', () => {

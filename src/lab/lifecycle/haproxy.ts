@@ -31,6 +31,9 @@ export function haproxyConfig(p: HaproxyPlan): string {
     'defaults',
     '  mode tcp',
     '  timeout connect 2s',
+    // as kubeadm's HA guide sets it up: a connection refused by a member going away is sent to another at once
+    '  option redispatch',
+    '  retries 1',
     // watches are long-lived: the apiserver ends them itself
     '  timeout client 1h',
     '  timeout server 1h',

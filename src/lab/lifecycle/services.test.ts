@@ -14,7 +14,7 @@ const spec = (dir: string): ServiceSpec => ({
   netns: 'kr-t1-node-1',
   command: ['/bin/sleep', '300', `--marker=${dir}`],
   env: { ODD: "it's $HOME" },
-  cgroup: { dir: `/sys/fs/cgroup/blkio/kube-runbook-t1-etcd`, version: 1, name: 'kube-runbook-t1-etcd' },
+  joins: [{ dir: `/sys/fs/cgroup/blkio/kube-runbook-t1-etcd`, version: 1, name: 'kube-runbook-t1-etcd', options: 'blkio' }],
   health: 'exit 0',
   stopTimeoutSec: 2,
 });
@@ -46,7 +46,7 @@ describe('lab service scripts', () => {
   it("a real node's run enters only the network namespace and joins each hierarchy's system/ cgroup first", () => {
     const real = {
       ...spec(dir),
-      cgroup: undefined,
+      joins: undefined,
       netOnly: true,
       cgroups: ['/sys/fs/cgroup/cpu/kube-runbook-t1-rnode-1/system', '/sys/fs/cgroup/memory/kube-runbook-t1-rnode-1/system'],
     };
@@ -98,7 +98,7 @@ describe('lab service scripts', () => {
     const plain: ServiceSpec = {
       ...spec(dir),
       netns: '',
-      cgroup: undefined,
+      joins: undefined,
       command: ['/bin/sh', '-c', 'while :; do sleep 0.1; done', join(dir, 'marker')],
     };
     await writeService(plain);
@@ -121,7 +121,7 @@ describe('lab service scripts', () => {
     const forking: ServiceSpec = {
       ...spec(dir),
       netns: undefined,
-      cgroup: undefined,
+      joins: undefined,
       killGroup: true,
       // a parent that ignores TERM and leaves a child per "connection"
       command: ['/bin/sh', '-c', `trap '' TERM; sleep 301 & echo $! > "$1"/child; wait`, 'sh', dir],

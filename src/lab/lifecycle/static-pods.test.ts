@@ -32,7 +32,7 @@ const c: ComponentContext = {
     etcd: '/cache/k/etcd',
   },
   settings: resolveSettings({ realNodes: 1, staticPods: true }),
-  etcdCgroup: { dir: '/sys/fs/cgroup/blkio/kube-runbook-sp-etcd', version: 1, name: 'kube-runbook-sp-etcd' },
+  etcdCgroup: { dir: '/sys/fs/cgroup/blkio/kube-runbook-sp-etcd', version: 1, name: 'kube-runbook-sp-etcd', options: 'blkio' },
 };
 const image = (n: string) => ({ ref: `localhost/kube-runbook/${n}:v1.37.2`, archive: `/cache/images/${n}.oci.tar` });
 const images = {

@@ -13,6 +13,8 @@ import { eachLimited } from '../../core/each-limited.js';
 import { findLabBinaries, parseLabVersion } from '../install/binaries.js';
 import { missingLabTools } from '../install/ensure.js';
 import { cgroupLayout, makeCgroup } from '../host/cgroup.js';
+import { CONTROL_PLANE_SERVICES, makeComponentCgroups } from '../host/component-cgroup.js';
+import { hierarchies } from '../host/node-cgroup.js';
 import * as comp from './components.js';
 import { labDown } from './down.js';
 import { sh } from '../host/host.js';
@@ -273,12 +275,15 @@ async function up(
     pki,
     bin,
     settings,
-    etcdCgroup: { dir: info.etcdCgroup, version: layout.version, name: names.cgroup },
+    etcdCgroup: { dir: info.etcdCgroup, version: layout.version, name: names.cgroup, options: 'blkio' },
   });
   let staticControllers: (() => Promise<string>) | undefined;
   const perMember: { etcd: ServiceSpec; apiserver: ServiceSpec; controllers: ServiceSpec[] }[] = [];
+  const h = cpImages ? undefined : await hierarchies();
   for (const m of cps) {
-    const c = componentsOf(m);
+    // each component of a member in a cpu cgroup of its own, as a static pod's container is: starve-cpu can limit it
+    const cpuCgroups = cpImages ? undefined : await makeComponentCgroups(h, names.nodeCgroup(m.name), CONTROL_PLANE_SERVICES);
+    const c = { ...componentsOf(m), cpuCgroups };
     const svc = {
       etcd: comp.etcdService(c),
       apiserver: comp.apiserverService(c),

@@ -51,16 +51,24 @@ export class LeaderLease {
     readonly key: string,
   ) {
     let synced = handle.freshness().synced;
+    // the last leader seen: a Lease given up (no holder) and taken by the next one is one change, not two
+    let leader = handle.store.get(key)?.holder || undefined;
     handle.subscribe((c) => {
       if (c.type === 'synced') synced = true;
-      if (!synced || (c.type !== 'modified' && c.type !== 'added')) return;
+      if (c.type !== 'modified' && c.type !== 'added') return;
+      const holder = c.object.holder || undefined;
+      if (!synced) {
+        leader = holder ?? leader;
+        return;
+      }
       const renewed = c.object.renewTime;
       if (renewed !== c.previous?.renewTime) {
         this.renewals++;
         const before = c.previous?.renewTime;
         if (renewed !== undefined && before !== undefined) this.maxGap = Math.max(this.maxGap ?? 0, renewed - before);
       }
-      if (c.previous && c.object.holder !== c.previous.holder) this.transitions++;
+      if (holder && leader && holder !== leader) this.transitions++;
+      if (holder) leader = holder;
     });
   }
 
