@@ -46,4 +46,12 @@ describe("a control-plane member's cpu cgroups", () => {
     expect(existsSync(join(base, 'blkio', 'kube-runbook-t-cp-1'))).toBe(false);
     expect((await makeComponentCgroups(undefined, 'kube-runbook-t-cp-1', CONTROL_PLANE_SERVICES)).size).toBe(0);
   });
+
+  it('on a v2 root that refuses to delegate the cpu controller: nothing, and no error', async () => {
+    await writeFile(join(base, 'cgroup.controllers'), 'cpu io\n');
+    // writing cgroup.subtree_control fails (EBUSY on a namespace root with processes; here EISDIR)
+    await mkdir(join(base, 'cgroup.subtree_control'));
+    expect((await makeComponentCgroups(await hierarchies(base), 'kube-runbook-t-cp-1', CONTROL_PLANE_SERVICES)).size).toBe(0);
+    expect(existsSync(join(base, 'kube-runbook-t-cp-1'))).toBe(false);
+  });
 });
