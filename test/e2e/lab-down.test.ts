@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cli, LAB_VERSION, labBinaries, leftovers, REPO, stopLab, until } from './helpers/lab.js';
 
@@ -63,7 +63,8 @@ describe('lab down', () => {
     expect(report.processes).toBeGreaterThanOrEqual(5);
     expect(report.netns.sort()).toEqual(['kr-e2edn-cp-1', 'kr-e2edn-node-1']);
     expect(report.chains).toEqual(['KR-e2edn-FWD']);
-    expect(report.cgroups).toHaveLength(1);
+    // etcd's blkio (or io) cgroup, and cp-1's tree of one cpu cgroup per component
+    expect(report.cgroups.map((c) => basename(c)).sort()).toEqual(['kube-runbook-e2edn-cp-1', 'kube-runbook-e2edn-etcd']);
     expect(await leftovers(INSTANCE)).toEqual([]);
   });
 });

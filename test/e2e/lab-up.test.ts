@@ -131,16 +131,25 @@ describe('lab up', () => {
     expect((await inNetns(netns, `ip netns identify ${pid}`)).stdout.trim()).toBe(netns);
   });
 
-  it('runs etcd in the lab cgroup, also after a restart from inside the namespace', async () => {
-    const cgroupOf = async () => readFile(`/proc/${(await readFile(svc('cp-1', 'etcd', 'pid'), 'utf8')).trim()}/cgroup`, 'utf8');
-    expect(await cgroupOf()).toContain('kube-runbook-e2eup-etcd');
-    expect((await inNetns('kr-e2eup-cp-1', `'${svc('cp-1', 'etcd', 'stop')}' && '${svc('cp-1', 'etcd', 'start')}'`)).code).toBe(0);
-    await until(
-      'etcd healthy again',
-      async () => (await inNetns('kr-e2eup-cp-1', `'${svc('cp-1', 'etcd', 'health')}'`)).code === 0,
-      30_000,
-    );
-    expect(await cgroupOf()).toContain('kube-runbook-e2eup-etcd');
+  it('runs etcd in the lab cgroup and each component in a cpu cgroup of its own, also after a restart from inside the namespace', async () => {
+    const cgroupOf = async (service: string) =>
+      readFile(`/proc/${(await readFile(svc('cp-1', service, 'pid'), 'utf8')).trim()}/cgroup`, 'utf8');
+    // the cpu hierarchy's line on cgroup v1 (`N:cpu,cpuacct:/...`), the unified one's on v2 (`0::/...`)
+    const cpuOf = async (service: string) =>
+      (await cgroupOf(service)).split('\n').find((l) => /^\d+:([^:]*,)?cpu(,[^:]*)?:|^0::/.test(l)) ?? '';
+    expect(await cgroupOf('etcd')).toContain('kube-runbook-e2eup-etcd');
+    expect(await cpuOf('kube-apiserver')).toMatch(/:\/kube-runbook-e2eup-cp-1\/kube-apiserver$/);
+    expect(await cpuOf('kube-scheduler')).toMatch(/:\/kube-runbook-e2eup-cp-1\/kube-scheduler$/);
+    for (const service of ['etcd', 'kube-apiserver']) {
+      expect((await inNetns('kr-e2eup-cp-1', `'${svc('cp-1', service, 'stop')}' && '${svc('cp-1', service, 'start')}'`)).code).toBe(0);
+      await until(
+        `${service} healthy again`,
+        async () => (await inNetns('kr-e2eup-cp-1', `'${svc('cp-1', service, 'health')}'`)).code === 0,
+        60_000,
+      );
+    }
+    expect(await cgroupOf('etcd')).toContain('kube-runbook-e2eup-etcd');
+    expect(await cpuOf('kube-apiserver')).toMatch(/:\/kube-runbook-e2eup-cp-1\/kube-apiserver$/);
   });
 
   it('prints the environment and the containers from the CLI', async () => {
