@@ -72,6 +72,12 @@ function fleet(seed: number) {
   return { settings, requeue, taintsInTheSamePass, nodes, pods, stopFrom, window, leaderFrom };
 }
 
+/** What simulateController is given of fleet `f` and its seed, from START (its `end` and looks are the caller's). */
+function controllerOver(f: ReturnType<typeof fleet>, seed: number) {
+  const { settings, requeue, taintsInTheSamePass, nodes, pods, leaderFrom } = f;
+  return { settings, requeue, taintsInTheSamePass, nodes, pods, leaderFrom, seed, start: START };
+}
+
 function groupBy<T, K>(xs: readonly T[], key: (x: T) => K): Map<K, T[]> {
   const out = new Map<K, T[]>();
   for (const x of xs) out.set(key(x), [...(out.get(key(x)) ?? []), x]);
@@ -103,15 +109,8 @@ function lookEvery(
   const step = f.settings.nodeMonitorPeriodMs * 3 + 700;
   const kept = new Map<string, ForecastNode>();
   simulateController({
-    settings: f.settings,
-    requeue: f.requeue,
-    taintsInTheSamePass: f.taintsInTheSamePass,
-    nodes: f.nodes,
-    pods: f.pods,
-    seed,
-    start: START,
+    ...controllerOver(f, seed),
     end,
-    leaderFrom: f.leaderFrom,
     lookAt: Array.from({ length: Math.floor((end - from) / step) }, (_, k) => from + k * step),
     look(at, nodes) {
       const judged = nodes.map((n) => {
@@ -150,15 +149,8 @@ describe('the forecast against the controller, fleet after fleet', () => {
       const byNode = groupBy(groups, (g) => g.node);
       const predictions: { at: number; taints: Map<string, number | undefined>; evictions: Map<string, number | undefined> }[] = [];
       const outcome = simulateController({
-        settings: f.settings,
-        requeue: f.requeue,
-        taintsInTheSamePass: f.taintsInTheSamePass,
-        nodes: f.nodes,
-        pods: f.pods,
-        seed,
-        start: START,
+        ...controllerOver(f, seed),
         end,
-        leaderFrom: f.leaderFrom,
         lookAt,
         look(at, nodes) {
           const forecastNow = forecast({

@@ -7,6 +7,7 @@ import { realClock } from '../../src/core/clock.js';
 import type { ActionCtx } from '../../src/contract/context.js';
 import type { KubeAccess } from '../../src/kube/types.js';
 import { startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { createLoadIdentity, flow as flowOf } from './helpers/overload.js';
 import { labContext } from './helpers/lab-context.js';
 import { RunTasks } from '../../src/engine/tasks.js';
 import { series } from '../../src/kube/prometheus.js';
@@ -175,61 +176,13 @@ describe('throttle-etcd-disk on the lab', () => {
 
 describe('load-apiserver on the lab', () => {
   const SA = { namespace: 'default', name: 'kr-load-e2e' };
-  const post = (path: string, body: unknown) => kube.json!(path, { method: 'POST', body, timeoutMs: 10_000 }).catch(ignoreConflict);
-  const ignoreConflict = (e: unknown) => {
-    if ((e as { status?: number }).status !== 409) throw e;
-  };
-  const rbac = '/apis/rbac.authorization.k8s.io/v1';
   const LEVEL = 'workload-low';
 
   /** The FlowSchema's dispatched requests, and what executes in its priority level now. */
-  async function flow(): Promise<{ dispatched: number; executing: number }> {
-    const text = (await kube.raw('/metrics', { timeoutMs: 5000 })).body;
-    const sum = (name: string, match: (l: Record<string, string>) => boolean) =>
-      series(text, name)
-        .filter((x) => match(x.labels))
-        .reduce((n, x) => n + x.value, 0);
-    return {
-      dispatched: sum('apiserver_flowcontrol_dispatched_requests_total', (l) => l.flow_schema === 'kr-load-e2e'),
-      executing: sum('apiserver_flowcontrol_current_executing_requests', (l) => l.priority_level === LEVEL),
-    };
-  }
+  const flow = () => flowOf(kube, SA);
 
-  beforeAll(async () => {
-    // the culprit's identity: a ServiceAccount that may list pods and patch ConfigMaps in kr-load, and a FlowSchema for it
-    await post(`/api/v1/namespaces/${SA.namespace}/serviceaccounts`, { metadata: { name: SA.name } });
-    await post('/api/v1/namespaces', { metadata: { name: 'kr-load' } });
-    const subjects = [{ kind: 'ServiceAccount', ...SA }];
-    await post(`${rbac}/clusterroles`, { metadata: { name: SA.name }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }] });
-    await post(`${rbac}/clusterrolebindings`, {
-      metadata: { name: SA.name },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: SA.name },
-      subjects,
-    });
-    await post(`${rbac}/namespaces/kr-load/roles`, {
-      metadata: { name: SA.name },
-      rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['patch'] }],
-    });
-    await post(`${rbac}/namespaces/kr-load/rolebindings`, {
-      metadata: { name: SA.name },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: SA.name },
-      subjects,
-    });
-    await post('/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas', {
-      metadata: { name: 'kr-load-e2e' },
-      spec: {
-        priorityLevelConfiguration: { name: LEVEL },
-        matchingPrecedence: 500,
-        distinguisherMethod: { type: 'ByUser' },
-        rules: [
-          {
-            subjects: [{ kind: 'ServiceAccount', serviceAccount: SA }],
-            resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true }],
-          },
-        ],
-      },
-    });
-  });
+  // the culprit's identity: a ServiceAccount that may list pods and patch ConfigMaps in kr-load, and a FlowSchema for it
+  beforeAll(() => createLoadIdentity(kube, SA));
 
   it('100 qps as a ServiceAccount: its FlowSchema dispatches them and its priority level executes them; none after the revert', async () => {
     const tasks = new RunTasks(ctx.log);

@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { CgroupJoin } from './cgroup.js';
@@ -34,7 +33,7 @@ export async function makeComponentCgroups(
   }
   for (const s of wanted) {
     const dir = join(root, member, s);
-    if (!existsSync(dir)) await mkdir(dir);
+    await mkdir(dir, { recursive: true });
     out.set(s, { dir, version: h.version, name: `${member}/${s}`, options: h.version === 2 ? '' : basename(root) });
   }
   return out;

@@ -10,43 +10,52 @@ import { until } from './lab.js';
  * What examples/control-plane-overload*.yaml ask for before a run: the ServiceAccount the load runs as, its rights,
  * and a FlowSchema putting it in `workload-low`; and what a test reads of the load and of a cgroup's CPU quota.
  */
-const LOAD_SA = { namespace: 'default', name: 'liveness-load' };
+export interface LoadIdentity {
+  namespace: string;
+  name: string;
+}
+
+/** The examples' ServiceAccount; its FlowSchema has its name. */
+const LOAD_SA: LoadIdentity = { namespace: 'default', name: 'liveness-load' };
 export const LOAD_LEVEL = 'workload-low';
 
-/** Creates the load's identity as the examples' headers say (what exists already is kept), and waits for its FlowSchema. */
-export async function createLoadIdentity(kube: KubeAccess): Promise<void> {
+/**
+ * Creates the load's identity as the examples' headers say (what exists already is kept): `sa`, its rights (list pods,
+ * patch ConfigMaps in kr-load), a FlowSchema of its name; waits for the FlowSchema to be taken in.
+ */
+export async function createLoadIdentity(kube: KubeAccess, sa: LoadIdentity = LOAD_SA): Promise<void> {
   const post = (path: string, body: unknown) =>
     kube.json!(path, { method: 'POST', body, timeoutMs: 10_000 }).catch((e: unknown) => {
       if ((e as { status?: number }).status !== 409) throw e;
     });
   const rbac = '/apis/rbac.authorization.k8s.io/v1';
-  const subjects = [{ kind: 'ServiceAccount', ...LOAD_SA }];
+  const subjects = [{ kind: 'ServiceAccount', ...sa }];
   const role = (kind: 'ClusterRole' | 'Role', name: string) => ({ apiGroup: 'rbac.authorization.k8s.io', kind, name });
-  await post(`/api/v1/namespaces/${LOAD_SA.namespace}/serviceaccounts`, { metadata: { name: LOAD_SA.name } });
+  await post(`/api/v1/namespaces/${sa.namespace}/serviceaccounts`, { metadata: { name: sa.name } });
   await post('/api/v1/namespaces', { metadata: { name: 'kr-load' } });
   await post(`${rbac}/clusterroles`, {
     metadata: { name: 'pod-reader' },
     rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }],
   });
-  await post(`${rbac}/clusterrolebindings`, { metadata: { name: LOAD_SA.name }, roleRef: role('ClusterRole', 'pod-reader'), subjects });
+  await post(`${rbac}/clusterrolebindings`, { metadata: { name: sa.name }, roleRef: role('ClusterRole', 'pod-reader'), subjects });
   await post(`${rbac}/namespaces/kr-load/roles`, {
     metadata: { name: 'load-writer' },
     rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['patch'] }],
   });
   await post(`${rbac}/namespaces/kr-load/rolebindings`, {
-    metadata: { name: LOAD_SA.name },
+    metadata: { name: sa.name },
     roleRef: role('Role', 'load-writer'),
     subjects,
   });
   await post('/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas', {
-    metadata: { name: LOAD_SA.name },
+    metadata: { name: sa.name },
     spec: {
       priorityLevelConfiguration: { name: LOAD_LEVEL },
       matchingPrecedence: 500,
       distinguisherMethod: { type: 'ByUser' },
       rules: [
         {
-          subjects: [{ kind: 'ServiceAccount', serviceAccount: LOAD_SA }],
+          subjects: [{ kind: 'ServiceAccount', serviceAccount: sa }],
           resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true }],
         },
       ],
@@ -56,7 +65,7 @@ export async function createLoadIdentity(kube: KubeAccess): Promise<void> {
     'the FlowSchema taken in',
     async () => {
       const fs = await kube.json!<{ status?: { conditions?: { type: string; status: string }[] } }>(
-        `/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/${LOAD_SA.name}`,
+        `/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/${sa.name}`,
         { timeoutMs: 5000 },
       );
       return fs.status?.conditions?.some((c) => c.type === 'Dangling' && c.status === 'False') ?? false;
@@ -75,14 +84,14 @@ export interface Flow {
 }
 
 /** What the load's FlowSchema dispatched so far, what its priority level executes now, the apiserver's in-flight requests. */
-export async function flow(kube: KubeAccess): Promise<Flow> {
+export async function flow(kube: KubeAccess, sa: LoadIdentity = LOAD_SA): Promise<Flow> {
   const text = (await kube.raw('/metrics', { timeoutMs: 10_000 })).body;
   const sum = (name: string, match: (l: Record<string, string>) => boolean) =>
     series(text, name)
       .filter((x) => match(x.labels))
       .reduce((n, x) => n + x.value, 0);
   return {
-    dispatched: sum('apiserver_flowcontrol_dispatched_requests_total', (l) => l.flow_schema === LOAD_SA.name),
+    dispatched: sum('apiserver_flowcontrol_dispatched_requests_total', (l) => l.flow_schema === sa.name),
     executing: sum('apiserver_flowcontrol_current_executing_requests', (l) => l.priority_level === LOAD_LEVEL),
     inflight: sum('apiserver_current_inflight_requests', () => true),
   };
