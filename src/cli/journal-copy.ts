@@ -3,17 +3,22 @@ import { join } from 'node:path';
 import { EXIT, KrError, messageOf } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { type JournalCopy, outstanding, parseJournal } from '../engine/journal.js';
-import { type ConfigMapRef, readJournalCopies, writeJournalCopies } from '../kube/journal-configmap.js';
+import { checkJournalText } from '../engine/journal-schema.js';
+import { type ConfigMapRef, type JournalCopyText, readJournalCopies, writeJournalCopies } from '../kube/journal-configmap.js';
+import { ensureJournalKey, type JournalKey, journalKeySecret, readJournalKey } from '../kube/journal-key.js';
 import type { KubeAccess } from '../kube/types.js';
 
 const where = (ref: ConfigMapRef) => `ConfigMap ${ref.namespace}/${ref.name}`;
 
-/** The journal of run `runId` copied to the ConfigMap as it is written; a failing copy is said once until it works again. */
-export function configMapCopy(kube: KubeAccess, ref: ConfigMapRef, runId: string, log: Logger): JournalCopy {
+/**
+ * The journal of run `runId` copied to the ConfigMap as it is written, with its MAC by `key` (none without a key: a
+ * `recover` of a copy trusted unsigned, when the Secret holds no key); a failing copy is said once until it works again.
+ */
+export function configMapCopy(kube: KubeAccess, ref: ConfigMapRef, runId: string, log: Logger, key: JournalKey | undefined): JournalCopy {
   let failing = false;
   return {
     async write(text) {
-      await writeJournalCopies(kube, ref, { [runId]: text });
+      await writeJournalCopies(kube, ref, { [runId]: { text, ...(key ? { mac: key.mac(ref, runId, text) } : {}) } });
       if (failing) log.warn(`the journal is copied to ${where(ref)} again`);
       failing = false;
     },
@@ -36,37 +41,89 @@ function leftBy(text: string, runId: string): 'clean' | number | 'unreadable' {
 }
 
 /**
- * Before a run that copies its journal to the cluster: the ConfigMap can be read and written (else the run is refused,
- * exit 3, before anything is applied), and the journals of earlier runs that ended with nothing left applied are
- * removed, so the ConfigMap holds the runs `recover --from-cluster` may still need (and the last one's, until the next).
- * Returns the runs removed, and those whose journal says faults are still applied (a run whose pod went away).
+ * Before a run that copies its journal to the cluster: the journal's key (drawn into its Secret on the first run), and
+ * the ConfigMap can be read and written (else the run is refused, exit 3, before anything is applied); the journals of
+ * earlier runs that ended with nothing left applied are removed, so the ConfigMap holds the runs
+ * `recover --from-cluster` may still need (and the last one's, until the next). Returns the key, the runs removed,
+ * those whose journal says faults are still applied (a run whose pod went away), and those with something left whose
+ * copy the key does not sign (`recover --from-cluster` refuses them).
  */
 export async function prepareJournalConfigMap(
   kube: KubeAccess,
   ref: ConfigMapRef,
-): Promise<{ removed: string[]; applied: { runId: string; faults: number }[] }> {
+): Promise<{ key: JournalKey; removed: string[]; applied: { runId: string; faults: number }[]; unsigned: string[] }> {
+  const key = await ensureJournalKey(kube, ref);
   const copies = await readJournalCopies(kube, ref);
-  const left = [...copies].map(([runId, text]) => ({ runId, left: leftBy(text, runId) }));
+  const left = [...copies].map(([runId, copy]) => ({ runId, left: leftBy(copy.text, runId), signed: signedBy(key, ref, runId, copy) }));
+  // removing a journal runs nothing: a clean one goes, signed or not
   const removed = left.filter((l) => l.left === 'clean').map((l) => l.runId);
   try {
     await writeJournalCopies(kube, ref, Object.fromEntries(removed.map((runId) => [runId, null])));
   } catch (e) {
     throw new KrError('JOURNAL_CONFIGMAP', `cannot write the journal ${where(ref)}: ${messageOf(e)}`, { exit: EXIT.refused, cause: e });
   }
-  return { removed, applied: left.flatMap((l) => (typeof l.left === 'number' && l.left > 0 ? [{ runId: l.runId, faults: l.left }] : [])) };
+  const kept = left.filter((l) => l.left !== 'clean');
+  return {
+    key,
+    removed,
+    applied: kept.flatMap((l) => (l.signed && typeof l.left === 'number' && l.left > 0 ? [{ runId: l.runId, faults: l.left }] : [])),
+    unsigned: kept.filter((l) => !l.signed).map((l) => l.runId),
+  };
 }
 
+const signedBy = (key: JournalKey, ref: ConfigMapRef, runId: string, copy: JournalCopyText): boolean =>
+  copy.mac !== undefined && key.verifies(ref, runId, copy.text, copy.mac);
+
 /**
- * `recover --from-cluster`: the journals of the ConfigMap written under `dir` where this machine has none of the run or
- * a shorter one (journals only grow), so recover reads them as its own. Returns the runs the ConfigMap holds.
+ * `recover --from-cluster`: the journals of the ConfigMap (of run `runId` alone when given) written under `dir` where
+ * this machine has none of the run or a shorter one (journals only grow), so recover reads them as its own; before
+ * any is written, every one is checked: its MAC by the key in the Secret beside the ConfigMap, then every record's
+ * shape and its inventory by the inventory file's schema. One that fails refuses the whole recover (KrError, exit 2;
+ * exit 3 when the key cannot be read), before anything runs. A copy with no MAC (copied by an older version) is taken
+ * only with `trustUnsigned`. Returns the runs taken and the key (for what recover writes back to the ConfigMap).
  */
-export async function fetchJournalCopies(kube: KubeAccess, ref: ConfigMapRef, dir: string): Promise<Set<string>> {
-  const copies = await readJournalCopies(kube, ref);
+export async function fetchJournalCopies(
+  kube: KubeAccess,
+  ref: ConfigMapRef,
+  dir: string,
+  o: { runId?: string; trustUnsigned?: boolean } = {},
+): Promise<{ runs: Set<string>; key: JournalKey | undefined }> {
+  const copies = [...(await readJournalCopies(kube, ref))].filter(([runId]) => o.runId === undefined || runId === o.runId);
+  const signed = copies.some(([, c]) => c.mac !== undefined);
+  // read when a copy needs it; otherwise only for signing what recover writes back, when the Secret can be read
+  const key = signed ? await readJournalKey(kube, ref) : await readJournalKey(kube, ref).catch(() => undefined);
+  for (const [runId, copy] of copies) {
+    const what = `the journal of run ${runId} in ${where(ref)}`;
+    if (copy.mac === undefined) {
+      if (!o.trustUnsigned)
+        throw new KrError(
+          'JOURNAL_UNSIGNED',
+          `${what} has no MAC (${runId}.hmac): copied by a version of kube-runbook that did not sign journals, or written by anyone who ` +
+            'may write that ConfigMap; nothing was run. Recover the run from its own journal file where it ran ' +
+            `(kube-runbook recover ${runId} --state-dir DIR), or, if only trusted identities can write ${where(ref)}, pass --trust-unsigned-journal`,
+          { exit: EXIT.invalid },
+        );
+    } else if (!key) {
+      const secret = journalKeySecret(ref);
+      throw new KrError(
+        'JOURNAL_KEY_MISSING',
+        `${what} is signed, but Secret ${secret.namespace}/${secret.name} holds no key to check it with: nothing was run`,
+        { exit: EXIT.invalid },
+      );
+    } else if (!key.verifies(ref, runId, copy.text, copy.mac))
+      throw new KrError(
+        'JOURNAL_NOT_AUTHENTIC',
+        `${what} does not match its MAC (${runId}.hmac) by the key in Secret ${journalKeySecret(ref).namespace}/${journalKeySecret(ref).name}: ` +
+          'it was changed, or written, by someone other than the run; nothing was run',
+        { exit: EXIT.invalid },
+      );
+    await checkJournalText(copy.text, what, runId);
+  }
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  for (const [runId, text] of copies) {
+  for (const [runId, { text }] of copies) {
     const file = join(dir, `${runId}.jsonl`);
     const local = existsSync(file) ? readFileSync(file).length : -1;
     if (Buffer.byteLength(text) > local) writeFileSync(file, text, { mode: 0o600 });
   }
-  return new Set(copies.keys());
+  return { runs: new Set(copies.map(([runId]) => runId)), key };
 }

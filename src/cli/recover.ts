@@ -15,6 +15,7 @@ import { createKubeAccess } from '../kube/client.js';
 import { plainRenderer } from '../report/plain.js';
 import { out } from './output.js';
 import { makeCtx, stderrLogger } from './setup.js';
+import type { Logger } from '../core/logger.js';
 import type { Register } from './types.js';
 
 /** A stand-in when the cluster cannot be reached: node faults are still reverted; cluster-side checks fail clearly. */
@@ -97,6 +98,10 @@ export const register: Register = (program, done) => {
       '--from-cluster <namespace/name>',
       "also the journals kept in this ConfigMap (run --journal-configmap: in-cluster runs), reverted through this command's cluster",
     )
+    .option(
+      '--trust-unsigned-journal',
+      'with --from-cluster, also take journals copied without a MAC (by versions before journals were signed): only if no one else may write that ConfigMap',
+    )
     .option('--in-cluster', "use the pod's ServiceAccount, not a kubeconfig (recover run as a Job)")
     .option('--kubeconfig <file>', 'kubeconfig (default: the one the run used)')
     .option('--context <name>', "kubeconfig context (default: the run's; must be allowed by its runbook's spec.safety.allowContexts)")
@@ -105,77 +110,96 @@ export const register: Register = (program, done) => {
       "where the runs' journals are (default: $KUBE_RUNBOOK_STATE_DIR, else $XDG_STATE_HOME/kube-runbook, else ~/.local/state/kube-runbook)",
     )
     .option('-v, --verbose', 'debug logging on stderr')
-    .action(async (runId: string | undefined, o: RecoverFlags) => {
-      const log = stderrLogger(Boolean(o.verbose));
-      const dir = runsDir(process.env, o.stateDir === undefined ? undefined : resolve(o.stateDir));
-      // the cluster that keeps the journals is the one their faults are reverted through
-      const fromCluster = o.fromCluster === undefined ? undefined : configMapRef('--from-cluster', o.fromCluster);
-      const shared =
-        fromCluster || o.inCluster
-          ? createKubeAccess({ kubeconfig: o.kubeconfig, context: o.context, inCluster: o.inCluster, log })
-          : undefined;
-      const copied = fromCluster && shared ? await fetchJournalCopies(shared, fromCluster, dir) : new Set<string>();
-      const views = pick(dir, runId, Boolean(o.all));
-      if (!views.length) {
-        out.stdout(
-          `Nothing to recover: no run under ${dir}${fromCluster ? ` or in ConfigMap ${fromCluster.namespace}/${fromCluster.name}` : ''} has a fault still applied.${sudoHint()}`,
-        );
-        shared?.close?.();
-        return done(EXIT.ok);
-      }
-      let code: ExitCode = EXIT.ok;
-      const render = plainRenderer((l) => out.stdout(l));
-      for (const view of views) {
-        const todo = outstanding(view);
-        out.stdout(`Run ${view.run.runId} (${view.run.runbookName}, journal ${view.file}): ${todo.length} fault(s) to revert`);
-        if (!todo.length && !agentsLeft(view)) continue;
-        let kube: KubeAccess;
-        try {
-          kube =
-            shared ?? createKubeAccess({ kubeconfig: o.kubeconfig ?? view.run.kubeconfig, context: o.context ?? view.run.context, log });
-        } catch (e) {
-          kube = offlineKube(o.context ?? view.run.context, messageOf(e));
-          out.stderr(`warning: ${messageOf(e)}; reverting node faults without the cluster`);
-        }
-        const ctx = makeCtx({
-          runId: view.run.runId,
-          clock: realClock,
-          log,
-          signal: new AbortController().signal,
-          inventory: view.run.inventory,
-          kube,
-        });
-        // what recover reverts goes to the cluster's copy too, so the next recover does not take the run again
-        const journal =
-          fromCluster && shared && copied.has(view.run.runId)
-            ? new Journal(view.file, configMapCopy(shared, fromCluster, view.run.runId, log))
-            : undefined;
-        const result = await recoverRun(view, {
-          ctx,
-          registry: defaultRegistry,
-          emit: (e: RunEvent) => render(e),
-          force: o.force,
-          journal,
-        }).finally(() => kube === shared || kube.close?.());
-        if (journal && !(await journal.synced()))
-          out.stderr(
-            `  the journal's copy in ConfigMap ${fromCluster!.namespace}/${fromCluster!.name} lacks what was reverted; ${view.file} has it`,
-          );
-        for (const err of result.errors) out.stderr(`  ${err}`);
-        if (result.remaining.length) {
-          code = EXIT.rollbackIncomplete;
-          out.stderr(`  still applied: ${result.remaining.map((f) => `${f.action}${f.node ? ` on ${f.node}` : ''}`).join(', ')}`);
-        } else out.stdout(`  all ${result.reverted.length} reverted`);
-      }
-      shared?.close?.();
-      done(code);
-    });
+    .action(async (runId: string | undefined, o: RecoverFlags) => done(await recoverCommand(runId, o)));
 };
 
-interface RecoverFlags {
+/** How `recover` reaches the cluster and the nodes (tests give fakes). */
+export interface RecoverDeps {
+  createKube: typeof createKubeAccess;
+  makeCtx: typeof makeCtx;
+  log: Logger;
+}
+
+/** `kube-runbook recover`: reverts what the runs chosen left applied; its exit code. */
+export async function recoverCommand(
+  runId: string | undefined,
+  o: RecoverFlags,
+  deps: RecoverDeps = { createKube: createKubeAccess, makeCtx, log: stderrLogger(Boolean(o.verbose)) },
+): Promise<ExitCode> {
+  const log = deps.log;
+  const dir = runsDir(process.env, o.stateDir === undefined ? undefined : resolve(o.stateDir));
+  // the cluster that keeps the journals is the one their faults are reverted through
+  const fromCluster = o.fromCluster === undefined ? undefined : configMapRef('--from-cluster', o.fromCluster);
+  const shared =
+    fromCluster || o.inCluster ? deps.createKube({ kubeconfig: o.kubeconfig, context: o.context, inCluster: o.inCluster, log }) : undefined;
+  // checked, every one, before any is taken: a journal that is not the run's own refuses the recover, nothing run
+  const copied =
+    fromCluster && shared
+      ? await fetchJournalCopies(shared, fromCluster, dir, { runId, trustUnsigned: o.trustUnsignedJournal }).catch((e: unknown) => {
+          shared.close?.();
+          throw e;
+        })
+      : { runs: new Set<string>(), key: undefined };
+  const views = pick(dir, runId, Boolean(o.all));
+  if (!views.length) {
+    out.stdout(
+      `Nothing to recover: no run under ${dir}${fromCluster ? ` or in ConfigMap ${fromCluster.namespace}/${fromCluster.name}` : ''} has a fault still applied.${sudoHint()}`,
+    );
+    shared?.close?.();
+    return EXIT.ok;
+  }
+  let code: ExitCode = EXIT.ok;
+  const render = plainRenderer((l) => out.stdout(l));
+  for (const view of views) {
+    const todo = outstanding(view);
+    out.stdout(`Run ${view.run.runId} (${view.run.runbookName}, journal ${view.file}): ${todo.length} fault(s) to revert`);
+    if (!todo.length && !agentsLeft(view)) continue;
+    let kube: KubeAccess;
+    try {
+      kube = shared ?? deps.createKube({ kubeconfig: o.kubeconfig ?? view.run.kubeconfig, context: o.context ?? view.run.context, log });
+    } catch (e) {
+      kube = offlineKube(o.context ?? view.run.context, messageOf(e));
+      out.stderr(`warning: ${messageOf(e)}; reverting node faults without the cluster`);
+    }
+    const ctx = deps.makeCtx({
+      runId: view.run.runId,
+      clock: realClock,
+      log,
+      signal: new AbortController().signal,
+      inventory: view.run.inventory,
+      kube,
+    });
+    // what recover reverts goes to the cluster's copy too, so the next recover does not take the run again
+    const journal =
+      fromCluster && shared && copied.runs.has(view.run.runId)
+        ? new Journal(view.file, configMapCopy(shared, fromCluster, view.run.runId, log, copied.key))
+        : undefined;
+    const result = await recoverRun(view, {
+      ctx,
+      registry: defaultRegistry,
+      emit: (e: RunEvent) => render(e),
+      force: o.force,
+      journal,
+    }).finally(() => kube === shared || kube.close?.());
+    if (journal && !(await journal.synced()))
+      out.stderr(
+        `  the journal's copy in ConfigMap ${fromCluster!.namespace}/${fromCluster!.name} lacks what was reverted; ${view.file} has it`,
+      );
+    for (const err of result.errors) out.stderr(`  ${err}`);
+    if (result.remaining.length) {
+      code = EXIT.rollbackIncomplete;
+      out.stderr(`  still applied: ${result.remaining.map((f) => `${f.action}${f.node ? ` on ${f.node}` : ''}`).join(', ')}`);
+    } else out.stdout(`  all ${result.reverted.length} reverted`);
+  }
+  shared?.close?.();
+  return code;
+}
+
+export interface RecoverFlags {
   all?: boolean;
   force?: boolean;
   fromCluster?: string;
+  trustUnsignedJournal?: boolean;
   inCluster?: boolean;
   kubeconfig?: string;
   context?: string;

@@ -161,14 +161,19 @@ export const register: Register = (program, done) => {
       }
       const kube = p.kube!;
       // checked before anything is applied: a run that cannot keep its journal in the cluster does not start
-      if (journalCm)
-        for (const earlier of (await prepareJournalConfigMap(kube, journalCm)).applied)
+      const copies = journalCm && (await prepareJournalConfigMap(kube, journalCm));
+      if (journalCm && copies) {
+        const cm = `ConfigMap ${journalCm.namespace}/${journalCm.name}`;
+        for (const earlier of copies.applied)
           log.warn(
-            `run ${earlier.runId} left ${earlier.faults} fault(s) applied, by its journal in ConfigMap ${journalCm.namespace}/${journalCm.name} ` +
+            `run ${earlier.runId} left ${earlier.faults} fault(s) applied, by its journal in ${cm} ` +
               `(its pod went away): revert them with kube-runbook recover --from-cluster ${journalCm.namespace}/${journalCm.name}`,
           );
+        for (const runId of copies.unsigned)
+          log.warn(`the journal of run ${runId} in ${cm} is not signed by the journal's key: recover --from-cluster refuses it`);
+      }
       const dir = runsDir(process.env, flags.stateDir === undefined ? undefined : resolve(flags.stateDir));
-      const journal = Journal.forRun(runId, dir, journalCm && configMapCopy(kube, journalCm, runId, log));
+      const journal = Journal.forRun(runId, dir, journalCm && copies && configMapCopy(kube, journalCm, runId, log, copies.key));
       const observers = await runObservers();
       const collector = new ReportCollector(
         Object.fromEntries(observers.flatMap((o) => (o.probe.meta.report ? [[o.name, (v: unknown) => o.probe.meta.report!(v)]] : []))),

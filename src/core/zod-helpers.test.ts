@@ -23,6 +23,15 @@ describe('durationsAsText', () => {
     });
   });
 
+  it('of a discriminated union, follows the alternative the value is', () => {
+    const union = z.discriminatedUnion('type', [
+      z.object({ type: z.literal('a'), wait: z.number() }),
+      z.object({ type: z.literal('b'), wait: duration() }),
+    ]);
+    expect(durationsAsText(union, union.parse({ type: 'b', wait: '2m' }))).toEqual({ type: 'b', wait: '2m' });
+    expect(durationsAsText(union, union.parse({ type: 'a', wait: 120000 }))).toEqual({ type: 'a', wait: 120000 });
+  });
+
   it('leaves values it has no schema for as they are', () => {
     expect(durationsAsText(schema, { other: 5000, either: 'off' })).toEqual({ other: 5000, either: 'off' });
   });

@@ -21,6 +21,7 @@ interface JsonNode {
   oneOf?: JsonNode[];
   items?: JsonNode;
   pattern?: string;
+  const?: unknown;
 }
 
 const jsonOf = new WeakMap<z.ZodType, JsonNode>();
@@ -45,7 +46,11 @@ function asText(node: JsonNode, value: unknown): unknown {
     const items = alternatives.find((a) => a.items)?.items;
     return items ? value.map((v) => asText(items, v)) : value;
   }
-  const properties = alternatives.find((a) => a.properties)?.properties;
-  if (!properties || value === null || typeof value !== 'object') return value;
+  if (value === null || typeof value !== 'object') return value;
+  // of a discriminated union, the alternative whose literals (its `type`) the value has
+  const fits = (a: JsonNode) =>
+    Object.entries(a.properties ?? {}).every(([k, p]) => p.const === undefined || (value as Record<string, unknown>)[k] === p.const);
+  const properties = alternatives.find((a) => a.properties && fits(a))?.properties;
+  if (!properties) return value;
   return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, properties[k] ? asText(properties[k], v) : v]));
 }

@@ -3,8 +3,9 @@ import type { KubeAccess } from './types.js';
 
 /**
  * The in-cluster copy of run journals: one ConfigMap (created beforehand, e.g. by `kube-runbook manifests`), one key
- * `<run-id>.jsonl` per run holding that run's whole journal. Written by JSON merge patch of one key, so runs never
- * overwrite each other's keys and the ServiceAccount needs only `get` and `patch` on that one name.
+ * `<run-id>.jsonl` per run holding that run's whole journal, and `<run-id>.hmac` its MAC (src/kube/journal-key.ts).
+ * Written by JSON merge patch of those two keys at once, so runs never overwrite each other's keys, a journal never
+ * goes without its MAC, and the ServiceAccount needs only `get` and `patch` on that one name.
  */
 export interface ConfigMapRef {
   namespace: string;
@@ -30,17 +31,28 @@ function api(kube: KubeAccess) {
   return kube.json.bind(kube);
 }
 
-const journalKey = (runId: string): string => {
-  const key = `${runId}.jsonl`;
-  if (!KEY.test(key)) throw new KrError('BAD_RUN_ID', `run id ${quote(runId)} cannot name a ConfigMap key`, { exit: EXIT.invalid });
-  return key;
+const checkedRunId = (runId: string): string => {
+  if (!KEY.test(`${runId}.jsonl`))
+    throw new KrError('BAD_RUN_ID', `run id ${quote(runId)} cannot name a ConfigMap key`, { exit: EXIT.invalid });
+  return runId;
 };
 
+/** A run's journal as the ConfigMap keeps it: its text and, when its writer signed it, its MAC. */
+export interface JournalCopyText {
+  text: string;
+  mac?: string;
+}
+
 /** Every journal in the ConfigMap, by run id. A ConfigMap that cannot be read is a refusal naming it. */
-export async function readJournalCopies(kube: KubeAccess, ref: ConfigMapRef, signal?: AbortSignal): Promise<Map<string, string>> {
+export async function readJournalCopies(kube: KubeAccess, ref: ConfigMapRef, signal?: AbortSignal): Promise<Map<string, JournalCopyText>> {
   const data = await readConfigMapData(kube, ref, 'journal', signal);
-  const out = new Map<string, string>();
-  for (const [key, text] of Object.entries(data)) if (key.endsWith('.jsonl')) out.set(key.slice(0, -'.jsonl'.length), text);
+  const out = new Map<string, JournalCopyText>();
+  for (const [key, text] of Object.entries(data))
+    if (key.endsWith('.jsonl')) {
+      const runId = key.slice(0, -'.jsonl'.length);
+      const mac = data[`${runId}.hmac`];
+      out.set(runId, mac === undefined ? { text } : { text, mac });
+    }
   return out;
 }
 
@@ -62,13 +74,21 @@ export async function readConfigMapData(
   }
 }
 
-/** Sets (text) or removes (null) the journals of the given runs, leaving every other key as it is. */
+/**
+ * Sets (text and MAC, in one patch) or removes (null) the journals of the given runs, leaving every other key as it is.
+ * A journal set without a MAC has none in the ConfigMap.
+ */
 export async function writeJournalCopies(
   kube: KubeAccess,
   ref: ConfigMapRef,
-  journals: Record<string, string | null>,
+  journals: Record<string, JournalCopyText | null>,
   signal?: AbortSignal,
 ): Promise<void> {
-  const data = Object.fromEntries(Object.entries(journals).map(([runId, text]) => [journalKey(runId), text]));
+  const data = Object.fromEntries(
+    Object.entries(journals).flatMap(([runId, copy]) => [
+      [`${checkedRunId(runId)}.jsonl`, copy && copy.text],
+      [`${runId}.hmac`, copy?.mac ?? null],
+    ]),
+  );
   await api(kube)(path(ref), { method: 'PATCH', contentType: 'application/merge-patch+json', body: { data }, timeoutMs: 15_000, signal });
 }
