@@ -188,6 +188,12 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
             resourceNames: ['kube-runbook-kubelet-partition-journal'],
             verbs: ['get', 'patch'],
           },
+          {
+            apiGroups: [''],
+            resources: ['secrets'],
+            resourceNames: ['kube-runbook-kubelet-partition-journal-key'],
+            verbs: ['get', 'patch'],
+          },
         ],
       },
     ]);
@@ -203,6 +209,7 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
       'Role',
       'RoleBinding',
       'ConfigMap',
+      'Secret',
       'Role',
       'RoleBinding',
       'ConfigMap',
@@ -239,7 +246,10 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
     const objs = await objects('kubelet-partition.yaml', { reportConfigmap: true });
     const role = objs.find((o) => o.kind === 'Role' && o.metadata.namespace === 'kube-runbook');
     const names = ['kube-runbook-kubelet-partition-journal', 'kube-runbook-kubelet-partition-report'];
-    expect(role?.rules).toEqual([{ apiGroups: [''], resources: ['configmaps'], resourceNames: names, verbs: ['get', 'patch'] }]);
+    expect(role?.rules).toEqual([
+      { apiGroups: [''], resources: ['configmaps'], resourceNames: names, verbs: ['get', 'patch'] },
+      { apiGroups: [''], resources: ['secrets'], resourceNames: ['kube-runbook-kubelet-partition-journal-key'], verbs: ['get', 'patch'] },
+    ]);
     const rules = objs.flatMap((o) => o.rules ?? []);
     expect(rules.filter((r) => r.resources?.includes('configmaps') && (!r.resourceNames || r.verbs.includes('create')))).toEqual([]);
     // applying the manifests again must not wipe what a run wrote: these ConfigMaps carry no data of their own
@@ -253,6 +263,21 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
     expect(job.spec.template.spec.containers[0]!.args.slice(-2)).toEqual([
       '--report-configmap',
       'kube-runbook/kube-runbook-kubelet-partition-report',
+    ]);
+  });
+
+  it("the journal's key: its Secret is created empty here (the first run draws the key), and the Job may get and patch that Secret alone", async () => {
+    const objs = await objects('kubelet-partition.yaml');
+    // applying the manifests again must not replace the key a run drew: the Secret carries no data of its own
+    expect(objs.find((o) => o.kind === 'Secret')).toEqual({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: expect.objectContaining({ name: 'kube-runbook-kubelet-partition-journal-key', namespace: 'kube-runbook' }),
+      type: 'Opaque',
+    });
+    const secretRules = objs.flatMap((o) => o.rules ?? []).filter((r) => r.resources?.includes('secrets'));
+    expect(secretRules).toEqual([
+      { apiGroups: [''], resources: ['secrets'], resourceNames: ['kube-runbook-kubelet-partition-journal-key'], verbs: ['get', 'patch'] },
     ]);
   });
 

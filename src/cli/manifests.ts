@@ -6,6 +6,7 @@ import { planAccessAnyServer, rbacRules } from '../engine/access.js';
 import { contextAllowed } from '../engine/preflight.js';
 import { buildPlan } from '../engine/plan.js';
 import { defaultRegistry } from '../engine/registry.js';
+import { journalKeySecret } from '../kube/journal-key.js';
 import { loadRunbook } from '../runbook/load.js';
 import { out } from './output.js';
 import { runObservers } from './run.js';
@@ -122,14 +123,21 @@ export async function renderManifests(
   // the run's own state in the cluster: the journal's copy (and the report), created here, so the ServiceAccount
   // needs no `create` (which RBAC cannot limit to a name), only get and patch of these names; no data, so
   // applying the manifests again leaves what runs wrote
+  // and the Secret of the key that signs the journal's copy (src/kube/journal-key.ts), filled by the first run: who
+  // may write ConfigMaps here but not read Secrets cannot forge a journal for `recover --from-cluster` to run
   const stateRole = `${name}-state`;
+  const keyName = journalKeySecret({ namespace: ns, name: journalName }).name;
   docs.push(
     ...stateNames.map((n) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: n, namespace: ns, labels } })),
+    { apiVersion: 'v1', kind: 'Secret', metadata: { name: keyName, namespace: ns, labels }, type: 'Opaque' },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'Role',
       metadata: { name: stateRole, namespace: ns, labels },
-      rules: [{ apiGroups: [''], resources: ['configmaps'], resourceNames: stateNames, verbs: ['get', 'patch'] }],
+      rules: [
+        { apiGroups: [''], resources: ['configmaps'], resourceNames: stateNames, verbs: ['get', 'patch'] },
+        { apiGroups: [''], resources: ['secrets'], resourceNames: [keyName], verbs: ['get', 'patch'] },
+      ],
     },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',

@@ -25,6 +25,7 @@ import { parse, parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toolVersion } from '../../src/core/version.js';
 import { parseJournal } from '../../src/engine/journal.js';
+import { JournalKey } from '../../src/kube/journal-key.js';
 import { SERVICE_IP } from '../../src/lab/host/pki.js';
 import { REPO, cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
@@ -464,7 +465,13 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
     expect(killed.exitCode).toBe(137);
     expect(killed.outcome).toBe('Failed');
     await core.deleteNamespacedPod({ namespace: NS, name: pod.metadata!.name!, gracePeriodSeconds: 0 });
-    const fault = parseJournal((await journals())[`${runId}.jsonl`]!, journalCm).faults;
+    const copy = await journals();
+    const fault = parseJournal(copy[`${runId}.jsonl`]!, journalCm).faults;
+    // signed with the key the run drew into the Secret the manifests created empty
+    const key = (await core.readNamespacedSecret({ namespace, name: `${name}-key` })).data?.key ?? '';
+    expect(
+      new JournalKey(Buffer.from(key, 'base64')).verifies({ namespace, name }, runId, copy[`${runId}.jsonl`]!, copy[`${runId}.hmac`]!),
+    ).toBe(true);
     expect(fault.map((f) => [f.prepared.action, f.prepared.node, f.applied, f.reverted])).toEqual([
       ['run-command', 'rnode-1', true, false],
     ]);
