@@ -106,7 +106,7 @@ export async function fetchJournalCopies(
     } else if (!key) {
       const secret = journalKeySecret(ref);
       throw new KrError(
-        'JOURNAL_KEY_MISSING',
+        'JOURNAL_UNVERIFIABLE',
         `${what} is signed, but Secret ${secret.namespace}/${secret.name} holds no key to check it with: nothing was run`,
         { exit: EXIT.invalid },
       );

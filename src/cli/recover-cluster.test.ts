@@ -197,7 +197,7 @@ describe('recover --from-cluster runs only journals the run signed', () => {
     const { c } = await killedRun();
     c.writeSecret({});
     const r = await recover(c);
-    expect(r.error).toMatchObject({ code: 'JOURNAL_KEY_MISSING', exit: 2 });
+    expect(r.error).toMatchObject({ code: 'JOURNAL_UNVERIFIABLE', exit: 2 });
     expect(r.execs).toEqual([]);
   });
 });
