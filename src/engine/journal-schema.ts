@@ -107,6 +107,18 @@ const JournalRecordSchema = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('left-in-place'), at, faultId: id, reason: z.string(), version }),
   z.strictObject({ type: z.literal('end'), at, status, version }),
 ]);
+/** Per record type, whether the schema has exactly the fields of its type in journal.ts (and `version`). */
+type Fields<U, T> = U extends { type: T } ? keyof U : never;
+type Shaped = z.output<typeof JournalRecordSchema>;
+type SameFields<T> = [Fields<JournalRecord, T> | 'version'] extends [Fields<Shaped, T>]
+  ? [Fields<Shaped, T>] extends [Fields<JournalRecord, T> | 'version']
+    ? true
+    : false
+  : false;
+/** Does not compile when a record type gains or loses a field the schema does not: a new field is added here too. */
+type _EveryRecordChecked = { [T in JournalRecord['type']]: SameFields<T> } extends { [T in JournalRecord['type']]: true } ? true : never;
+const _everyRecordChecked: _EveryRecordChecked = true;
+
 const refuse = (where: string, why: string) => new KrError('JOURNAL_INVALID', `${where}: ${why}; nothing was run`, { exit: EXIT.invalid });
 
 /**
