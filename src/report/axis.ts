@@ -1,5 +1,5 @@
 import { formatDuration } from '../core/duration.js';
-import { escapeMarkup as esc } from './markup.js';
+import { markup, type Markup } from './markup.js';
 
 /** The timeline's geometry: labels on the left, the run's time across the plot; every chart of the page shares it. */
 export const LABEL_W = 320;
@@ -17,7 +17,8 @@ export interface Axis {
 /** Report times are ISO strings; values kept from probes may hold epoch milliseconds. */
 export const ms = (t: string | number | undefined): number => (typeof t === 'number' ? t : t ? Date.parse(t) : NaN);
 export const clock = (at: number): string => (Number.isFinite(at) ? new Date(at).toISOString().slice(11, 23) : '—');
-export const isoOf = (at: number): string => new Date(at).toISOString();
+/** An ISO time, or nothing for a time that is none (a report.json may hold anything where a time belongs). */
+export const isoOf = (at: number): string => (Number.isFinite(at) ? new Date(at).toISOString() : '');
 
 /** The x of a time, held within the plot. */
 export const xOf =
@@ -26,18 +27,19 @@ export const xOf =
     LABEL_W + (Math.min(Math.max(t - axis.start, 0), axis.span) / axis.span) * PLOT_W;
 
 /** Grid lines from `top` to `bottom` (with the tick labels above `top` when `labels`) and the dashed end of the run. */
-export function grid(axis: Axis, top: number, bottom: number, labels: boolean): string[] {
+export function grid(axis: Axis, top: number, bottom: number, labels: boolean): Markup[] {
   const x = xOf(axis);
-  const out: string[] = [];
-  const step = TICK_STEPS_S.find((s) => axis.span / 1000 / s <= 10) ?? 3600;
+  const out: Markup[] = [];
+  // past two hours a tick per whole number of hours, about ten of them (a report may say a run lasted centuries)
+  const step = TICK_STEPS_S.find((s) => axis.span / 1000 / s <= 10) ?? Math.ceil(axis.span / 1000 / 10 / 3600) * 3600;
   for (let s = 0; s * 1000 <= axis.span; s += step) {
     const tx = x(axis.start + s * 1000);
-    out.push(`<line class="grid" x1="${tx}" y1="${top}" x2="${tx}" y2="${bottom}"/>`);
+    out.push(markup`<line class="grid" x1="${tx}" y1="${top}" x2="${tx}" y2="${bottom}"/>`);
     if (labels)
-      out.push(`<text class="tick" x="${tx}" y="${top - 4}">${s === 0 ? '0s' : esc(formatDuration(Math.round(s * 1000)))}</text>`);
+      out.push(markup`<text class="tick" x="${tx}" y="${top - 4}">${s === 0 ? '0s' : formatDuration(Math.round(s * 1000))}</text>`);
   }
   out.push(
-    `<line class="end" x1="${x(axis.end)}" y1="${top}" x2="${x(axis.end)}" y2="${bottom}"><title>run ended ${clock(axis.end)}</title></line>`,
+    markup`<line class="end" x1="${x(axis.end)}" y1="${top}" x2="${x(axis.end)}" y2="${bottom}"><title>run ended ${clock(axis.end)}</title></line>`,
   );
   return out;
 }

@@ -1,6 +1,6 @@
 import type { ReadingEntry, RunReport } from './collect.js';
-import { type Axis, grid, LABEL_W, ms, SVG_W, xOf } from './axis.js';
-import { escapeMarkup as esc } from './markup.js';
+import { type Axis, grid, isoOf, LABEL_W, ms, SVG_W, xOf } from './axis.js';
+import { joinMarkup, markup, type Markup } from './markup.js';
 
 /** Series drawn per guard or step; past that they are counted. */
 const MAX_SERIES = 8;
@@ -85,36 +85,39 @@ function stepPath(points: Curve['points'], until: number, x: (t: number) => numb
   return parts.join(' ');
 }
 
-function chart(c: Chart, axis: Axis): string {
+function chart(c: Chart, axis: Axis): Markup {
   const x = xOf(axis);
   const values = c.curves.flatMap((k) => k.points.map((p) => p.value)).filter((v): v is number => v !== null);
   const lo = Math.min(0, ...values);
   const hi = Math.max(lo + 1, ...values);
   const height = Math.max(72, LINE_H * (c.curves.length + (c.more ? 1 : 0)) + 28);
   const y = (v: number) => height - 6 - ((v - lo) / (hi - lo)) * (height - 26);
-  const out = [...grid(axis, 20, height, false), `<text class="node" x="4" y="15">${esc(c.source)}</text>`];
+  const out = [...grid(axis, 20, height, false), markup`<text class="node" x="4" y="15">${c.source}</text>`];
   out.push(
-    `<text class="scale" x="${LABEL_W - 6}" y="${y(hi) + 4}">${hi}</text>`,
-    `<text class="scale" x="${LABEL_W - 6}" y="${y(lo)}">${lo}</text>`,
+    markup`<text class="scale" x="${LABEL_W - 6}" y="${y(hi) + 4}">${hi}</text>`,
+    markup`<text class="scale" x="${LABEL_W - 6}" y="${y(lo)}">${lo}</text>`,
   );
-  out.push(`<line class="grid" x1="${LABEL_W}" y1="${y(lo)}" x2="${x(axis.end)}" y2="${y(lo)}"/>`);
+  out.push(markup`<line class="grid" x1="${LABEL_W}" y1="${y(lo)}" x2="${x(axis.end)}" y2="${y(lo)}"/>`);
   c.curves.forEach((k, i) => {
     const colour = COLOURS[i % COLOURS.length]!;
-    const data = k.points.map((p) => `${new Date(p.at).toISOString()}=${p.value ?? ''}`).join(' ');
+    const data = k.points.map((p) => `${isoOf(p.at)}=${p.value ?? ''}`).join(' ');
     out.push(
-      `<text class="label" x="14" y="${34 + i * LINE_H}" fill="${colour}">${esc(k.name.length > 44 ? `${k.name.slice(0, 43)}…` : k.name)}<title>${esc(k.name)}</title></text>`,
+      markup`<text class="label" x="14" y="${34 + i * LINE_H}" fill="${colour}">${k.name.length > 44 ? `${k.name.slice(0, 43)}…` : k.name}<title>${k.name}</title></text>`,
     );
     out.push(
-      `<path class="curve" data-series="${esc(k.name)}" data-points="${esc(data)}" stroke="${colour}" d="${stepPath(k.points, c.until, x, y)}"><title>${esc(k.name)}</title></path>`,
+      markup`<path class="curve" data-series="${k.name}" data-points="${data}" stroke="${colour}" d="${stepPath(k.points, c.until, x, y)}"><title>${k.name}</title></path>`,
     );
   });
-  if (c.more) out.push(`<text class="label none" x="14" y="${34 + c.curves.length * LINE_H}">${c.more} more series not drawn</text>`);
-  return `<section class="values" data-source="${esc(c.source)}"><svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="${esc(`values of ${c.source}`)}">\n${out.join('\n')}\n</svg></section>`;
+  if (c.more) out.push(markup`<text class="label none" x="14" y="${34 + c.curves.length * LINE_H}">${c.more} more series not drawn</text>`);
+  return markup`<section class="values" data-source="${c.source}"><svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="${`values of ${c.source}`}">\n${joinMarkup(out, '\n')}\n</svg></section>`;
 }
 
 /** The numbers guards and expect steps read (PromQL series, ready counts, objects meeting a condition), as curves on the run's axis. */
-export function renderCurves(r: RunReport, axis: Axis): string {
+export function renderCurves(r: RunReport, axis: Axis): Markup {
   const charts = chartsOf(r, axis.end);
-  if (!charts.length) return '';
-  return `<h2>Values read</h2>\n<p class="none">What each guard and expect step read, reading by reading: each value holds until the next; a gap where a reading had none.</p>\n${charts.map((c) => chart(c, axis)).join('\n')}`;
+  if (!charts.length) return markup``;
+  return markup`<h2>Values read</h2>\n<p class="none">What each guard and expect step read, reading by reading: each value holds until the next; a gap where a reading had none.</p>\n${joinMarkup(
+    charts.map((c) => chart(c, axis)),
+    '\n',
+  )}`;
 }

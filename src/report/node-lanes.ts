@@ -1,7 +1,7 @@
 import { formatDuration } from '../core/duration.js';
 import type { RunReport } from './collect.js';
 import { type Axis, clock, grid, isoOf, LABEL_W, ms, SVG_W, xOf } from './axis.js';
-import { escapeMarkup as esc } from './markup.js';
+import { classToken, joinMarkup, markup, type Markup } from './markup.js';
 import type { LeaseSample, NodeSeries } from './nodes.js';
 
 const HEAD_H = 22;
@@ -50,19 +50,19 @@ function leaseCurve(samples: LeaseSample[], end: number): { at: number; ageMs: n
   return out;
 }
 
-const bar = (x: (t: number) => number, y: number, h: number, seg: Segment, attrs: string, cls: string, title: string) =>
-  `<rect class="${cls}" ${attrs} data-from="${isoOf(seg.from)}" data-to="${isoOf(seg.to)}" x="${x(seg.from).toFixed(1)}" y="${y}" width="${Math.max(x(seg.to) - x(seg.from), 2).toFixed(1)}" height="${h}"><title>${esc(title)}</title></rect>`;
+const bar = (x: (t: number) => number, y: number, h: number, seg: Segment, attrs: Markup, cls: string, title: string) =>
+  markup`<rect class="${classToken(cls)}" ${attrs} data-from="${isoOf(seg.from)}" data-to="${isoOf(seg.to)}" x="${x(seg.from).toFixed(1)}" y="${y}" width="${Math.max(x(seg.to) - x(seg.from), 2).toFixed(1)}" height="${h}"><title>${title}</title></rect>`;
 
 const span = (seg: Segment) => `${clock(seg.from)} – ${clock(seg.to)} (${formatDuration(Math.max(0, seg.to - seg.from))})`;
 
 /** One node's lane: its faults, the Lease age (fresh/stale, and the age as a curve), Ready, NoExecute taint, pods deleted. */
-function lane(r: RunReport, s: NodeSeries, axis: Axis): string {
+function lane(r: RunReport, s: NodeSeries, axis: Axis): Markup {
   const x = xOf(axis);
   const end = axis.end;
   const rows = { lease: HEAD_H, ready: HEAD_H + LEASE_H, taint: HEAD_H + LEASE_H + ROW_H, deleted: HEAD_H + LEASE_H + 2 * ROW_H };
   const height = HEAD_H + LEASE_H + 3 * ROW_H + 4;
   const out = grid(axis, 0, height, false);
-  out.push(`<text class="node" x="4" y="15">${esc(s.node)}</text>`);
+  out.push(markup`<text class="node" x="4" y="15">${s.node}</text>`);
   for (const f of r.faults.filter((f) => f.node === s.node && f.appliedAt)) {
     const to = f.status === 'reverted' && f.revertedAt ? ms(f.revertedAt) : end;
     out.push(
@@ -71,19 +71,19 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis): string {
         6,
         10,
         { from: ms(f.appliedAt), to, state: f.status },
-        `data-kind="fault" data-action="${esc(f.action)}"`,
+        markup`data-kind="fault" data-action="${f.action}"`,
         f.remediation ? 'remediation' : 'fault',
         `${f.action}: ${f.status}`,
       ),
     );
   }
-  const label = (y: number, text: string) => `<text class="label" x="14" y="${y}">${esc(text)}</text>`;
+  const label = (y: number, text: string) => markup`<text class="label" x="14" y="${y}">${text}</text>`;
 
   const curve = leaseCurve(s.lease, end);
   const top = Math.max(1000, ...curve.map((p) => p.ageMs));
   out.push(
     label(rows.lease + 16, 'Lease age'),
-    `<text class="scale" x="${LABEL_W - 6}" y="${rows.lease + 10}">${esc(formatDuration(top))}</text>`,
+    markup`<text class="scale" x="${LABEL_W - 6}" y="${rows.lease + 10}">${formatDuration(top)}</text>`,
   );
   for (const seg of segments(s.lease, leaseState, end))
     out.push(
@@ -92,7 +92,7 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis): string {
         rows.lease + 2,
         LEASE_H - 4,
         seg,
-        `data-kind="lease-age" data-state="${seg.state}"`,
+        markup`data-kind="lease-age" data-state="${seg.state}"`,
         `lease-${seg.state}`,
         `Lease ${seg.state === 'none' ? 'missing' : seg.state}: ${span(seg)}`,
       ),
@@ -105,7 +105,7 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis): string {
       .map((p) => `${p.at}=${p.ageMs}`)
       .join(' ');
     out.push(
-      `<polyline class="lease-curve" data-kind="lease-age" data-series="lease age" data-points="${data}" points="${points}"><title>Lease age, sampled at renewals</title></polyline>`,
+      markup`<polyline class="lease-curve" data-kind="lease-age" data-series="lease age" data-points="${data}" points="${points}"><title>Lease age, sampled at renewals</title></polyline>`,
     );
   }
 
@@ -117,7 +117,7 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis): string {
         rows.ready + 3,
         ROW_H - 6,
         seg,
-        `data-kind="ready" data-status="${esc(seg.state)}"`,
+        markup`data-kind="ready" data-status="${seg.state}"`,
         `ready-${/^(True|False|Unknown)$/.test(seg.state) ? seg.state : 'none'}`,
         `Ready ${seg.state}: ${span(seg)}`,
       ),
@@ -126,31 +126,34 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis): string {
   out.push(label(rows.taint + 14, 'NoExecute taint'));
   for (const seg of segments(s.taints, (e) => e.keys.join(' '), end).filter((g) => g.state))
     out.push(
-      bar(x, rows.taint + 3, ROW_H - 6, seg, `data-kind="taint" data-keys="${esc(seg.state)}"`, 'taint', `${seg.state}: ${span(seg)}`),
+      bar(x, rows.taint + 3, ROW_H - 6, seg, markup`data-kind="taint" data-keys="${seg.state}"`, 'taint', `${seg.state}: ${span(seg)}`),
     );
 
   out.push(label(rows.deleted + 14, 'pods deleted'));
   for (const d of s.deleted) {
     const mx = x(ms(d.at)).toFixed(1);
-    const attrs = `data-kind="deleted" data-at="${esc(d.at)}" data-pod="${esc(d.pod)}" data-cause="${esc(d.cause)}"`;
+    const attrs = markup`data-kind="deleted" data-at="${d.at}" data-pod="${d.pod}" data-cause="${d.cause}"`;
     out.push(
-      `<path class="deleted" ${attrs} d="M${mx} ${rows.deleted + 2} l5 8 l-5 8 l-5 -8 z"><title>${esc(`${clock(ms(d.at))} ${d.pod} deleted (${d.cause})`)}</title></path>`,
+      markup`<path class="deleted" ${attrs} d="M${mx} ${rows.deleted + 2} l5 8 l-5 8 l-5 -8 z"><title>${`${clock(ms(d.at))} ${d.pod} deleted (${d.cause})`}</title></path>`,
     );
   }
-  const dropped = s.dropped ? `<p class="none">${s.dropped} older samples not kept</p>` : '';
-  return `<section class="lane" data-node="${esc(s.node)}"><svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="${esc(`node ${s.node}`)}">\n${out.join('\n')}\n</svg>${dropped}</section>`;
+  const dropped = s.dropped ? markup`<p class="none">${s.dropped} older samples not kept</p>` : '';
+  return markup`<section class="lane" data-node="${s.node}"><svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="${`node ${s.node}`}">\n${joinMarkup(out, '\n')}\n</svg>${dropped}</section>`;
 }
 
 /**
  * A lane per target node: the nodes the run's faults targeted first (in their order), then every other node the
  * report has a history of, by name.
  */
-export function renderNodeLanes(r: RunReport, axis: Axis): string {
+export function renderNodeLanes(r: RunReport, axis: Axis): Markup {
   const byName = new Map(r.nodes.map((s) => [s.node, s]));
   const targets = [...new Set(r.faults.map((f) => f.node).filter((n): n is string => Boolean(n)))];
   const others = [...byName.keys()].filter((n) => !targets.includes(n)).sort();
   const series = [...targets, ...others].map((node) => byName.get(node) ?? { node, lease: [], ready: [], taints: [], deleted: [] });
-  if (!series.length) return '';
-  const leftOut = r.nodesLeftOut ? `<p class="none">${r.nodesLeftOut} more nodes not kept</p>` : '';
-  return `<h2>Nodes</h2>\n<p class="none">Per node, on the run's time axis: its faults, the age of its Lease (green fresh, red stale; the line is the age), its Ready condition, NoExecute taints and the pods deleted on it.</p>\n${series.map((s) => lane(r, s, axis)).join('\n')}${leftOut}`;
+  if (!series.length) return markup``;
+  const leftOut = r.nodesLeftOut ? markup`<p class="none">${r.nodesLeftOut} more nodes not kept</p>` : '';
+  return markup`<h2>Nodes</h2>\n<p class="none">Per node, on the run's time axis: its faults, the age of its Lease (green fresh, red stale; the line is the age), its Ready condition, NoExecute taints and the pods deleted on it.</p>\n${joinMarkup(
+    series.map((s) => lane(r, s, axis)),
+    '\n',
+  )}${leftOut}`;
 }

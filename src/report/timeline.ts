@@ -5,7 +5,7 @@ import type { FaultRecord, ObjectiveRecord, Observation, RunReport } from './col
 import { attemptLine, onAttempt } from './attempts.js';
 import { type Axis, clock, grid, ms, SVG_W, xOf } from './axis.js';
 import { renderCurves } from './curves.js';
-import { escapeMarkup as esc } from './markup.js';
+import { classToken, joinMarkup, markup, type Markup, type MarkupValue } from './markup.js';
 import { renderNodeLanes } from './node-lanes.js';
 
 /** A bar on a lane, from one time to another; `cls` picks its colour. */
@@ -52,7 +52,7 @@ export function renderTimeline(r: RunReport): string {
   const cap = start + Math.max(2 * (end - start), 1000);
   const latest = Math.max(end, ...groups.flatMap((g) => g.lanes.flatMap((l) => l.marks.map((m) => m.at))).filter((t) => t <= cap));
   const axis: Axis = { start, span: Math.max(latest - start, 1), end };
-  return page(r, [svg(groups, axis), renderNodeLanes(r, axis), renderCurves(r, axis)].join('\n'), tables(r));
+  return page(r, joinMarkup([svg(groups, axis), renderNodeLanes(r, axis), renderCurves(r, axis)], '\n'), tables(r)).toString();
 }
 
 function lastTime(r: RunReport, start: number): number {
@@ -177,140 +177,131 @@ function observationMarks(o: Observation): Mark[] {
   return marks.filter((m) => Number.isFinite(m.at));
 }
 
-function svg(groups: Group[], axis: Axis): string {
+function svg(groups: Group[], axis: Axis): Markup {
   const x = xOf(axis);
   const rows = groups.reduce((n, g) => n + 1 + g.lanes.length, 0);
   const height = AXIS_H + rows * ROW_H + 4;
-  const out = grid(axis, AXIS_H - 4, height, true);
+  const out: Markup[] = grid(axis, AXIS_H - 4, height, true);
   let y = AXIS_H;
   for (const g of groups) {
-    out.push(`<text class="group" x="4" y="${y + ROW_H - 7}">${esc(g.title)}</text>`);
+    out.push(markup`<text class="group" x="4" y="${y + ROW_H - 7}">${g.title}</text>`);
     y += ROW_H;
     for (const lane of g.lanes) {
-      out.push(`<text class="label" x="14" y="${y + ROW_H - 7}">${esc(truncate(lane.label, 48))}<title>${esc(lane.label)}</title></text>`);
+      out.push(markup`<text class="label" x="14" y="${y + ROW_H - 7}">${truncate(lane.label, 48)}<title>${lane.label}</title></text>`);
       for (const s of lane.spans) {
         const w = Math.max(x(s.to) - x(s.from), 2);
         out.push(
-          `<rect class="${esc(s.cls)}" x="${x(s.from).toFixed(1)}" y="${y + 4}" width="${w.toFixed(1)}" height="${ROW_H - 8}"><title>${esc(s.title)}</title></rect>`,
+          markup`<rect class="${classToken(s.cls)}" x="${x(s.from).toFixed(1)}" y="${y + 4}" width="${w.toFixed(1)}" height="${ROW_H - 8}"><title>${s.title}</title></rect>`,
         );
       }
       for (const m of lane.marks) {
         const mx = x(m.at).toFixed(1);
         out.push(
-          `<path class="${esc(m.cls)}" d="M${mx} ${y + 2} l5 ${ROW_H / 2 - 2} l-5 ${ROW_H / 2 - 2} l-5 -${ROW_H / 2 - 2} z"><title>${esc(m.title)}</title></path>`,
+          markup`<path class="${classToken(m.cls)}" d="M${mx} ${y + 2} l5 ${ROW_H / 2 - 2} l-5 ${ROW_H / 2 - 2} l-5 -${ROW_H / 2 - 2} z"><title>${m.title}</title></path>`,
         );
       }
       y += ROW_H;
     }
   }
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="run timeline">\n${out.join('\n')}\n</svg>`;
+  return markup`<svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="run timeline">\n${joinMarkup(out, '\n')}\n</svg>`;
 }
 
 const truncate = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
 
-function table(headers: string[], rows: string[][]): string {
-  if (rows.length === 0) return '<p class="none">none</p>';
-  return `<table><tr>${headers.map((h) => `<th>${esc(h)}</th>`).join('')}</tr>\n${rows.map((row) => `<tr>${row.map((c) => `<td>${c}</td>`).join('')}</tr>`).join('\n')}</table>`;
+function table(headers: string[], rows: MarkupValue[][]): Markup {
+  if (rows.length === 0) return markup`<p class="none">none</p>`;
+  const cells = rows.map((row) => markup`<tr>${row.map((c) => markup`<td>${c}</td>`)}</tr>`);
+  return markup`<table><tr>${headers.map((h) => markup`<th>${h}</th>`)}</tr>\n${joinMarkup(cells, '\n')}</table>`;
 }
 
-function tables(r: RunReport): string {
-  const t = (iso?: string) => (iso ? esc(clock(ms(iso))) : '—');
-  const parts: string[] = [];
+function tables(r: RunReport): Markup {
+  const t = (iso?: string) => (iso ? clock(ms(iso)) : '—');
+  const parts: Markup[] = [];
   if (r.remaining.length) {
     const items = r.remaining.map(
-      (f) => `<li><b>${esc(faultLabel(f))}</b> (${esc(f.faultId)})${f.manualRevert ? `<pre>${esc(f.manualRevert)}</pre>` : ''}</li>`,
+      (f) => markup`<li><b>${faultLabel(f)}</b> (${f.faultId})${f.manualRevert ? markup`<pre>${f.manualRevert}</pre>` : ''}</li>`,
     );
-    parts.push(
-      `<section class="still-applied"><h2>Still applied</h2><ul>${items.join('')}</ul>${r.recoverCommand ? `<p>Revert them with <code>${esc(r.recoverCommand)}</code></p>` : ''}</section>`,
-    );
+    const recover = r.recoverCommand ? markup`<p>Revert them with <code>${r.recoverCommand}</code></p>` : '';
+    parts.push(markup`<section class="still-applied"><h2>Still applied</h2><ul>${items}</ul>${recover}</section>`);
   }
   parts.push(
-    '<h2>Steps</h2>',
+    markup`<h2>Steps</h2>`,
     table(
       ['step', 'kind', 'started', 'ended', 'status', 'detail'],
-      r.steps.map((s) => [
-        esc(`${s.index}. ${s.name}`),
-        esc(s.kind),
-        t(s.startedAt),
-        t(s.endedAt),
-        esc(s.status ?? 'unfinished'),
-        esc(s.detail ?? ''),
-      ]),
+      r.steps.map((s) => [`${s.index}. ${s.name}`, s.kind, t(s.startedAt), t(s.endedAt), s.status ?? 'unfinished', s.detail ?? '']),
     ),
   );
   const status = (f: FaultRecord) =>
     [f.status, onAttempt(f.attempts, f.retried)].filter(Boolean).join(' ') + (f.error ? `: ${f.error}` : '');
   parts.push(
-    '<h2>Faults</h2>',
+    markup`<h2>Faults</h2>`,
     table(
       ['fault', 'step', 'applied', 'reverted', 'status'],
-      r.faults.map((f) => [esc(faultLabel(f)), esc(f.step), t(f.appliedAt), t(f.revertedAt), esc(status(f))]),
+      r.faults.map((f) => [faultLabel(f), f.step, t(f.appliedAt), t(f.revertedAt), status(f)]),
     ),
   );
   if (r.attempts.length) {
-    const dropped = r.attemptsDropped ? `<p class="none">${r.attemptsDropped} more not kept</p>` : '';
-    parts.push(
-      '<h2>Retried after failures</h2>',
-      table(
-        ['at', 'attempt'],
-        r.attempts.map((a) => [t(a.at), esc(attemptLine(a))]),
-      ) + dropped,
+    const dropped = r.attemptsDropped ? markup`<p class="none">${r.attemptsDropped} more not kept</p>` : '';
+    const attempts = table(
+      ['at', 'attempt'],
+      r.attempts.map((a) => [t(a.at), attemptLine(a)]),
     );
+    parts.push(markup`<h2>Retried after failures</h2>`, markup`${attempts}${dropped}`);
   }
   if (r.objectives?.length) {
-    const recovered = (o: ObjectiveRecord) => (o.recoveryMs === undefined ? '—' : esc(formatDuration(o.recoveryMs)));
+    const recovered = (o: ObjectiveRecord) => (o.recoveryMs === undefined ? '—' : formatDuration(o.recoveryMs));
     const perNode = ({ nodes: n }: ObjectiveRecord) =>
       n?.maxMs === undefined
         ? '—'
-        : esc(`${formatDuration(n.p50Ms!)} / ${formatDuration(n.maxMs)} (${n.recovered} node(s); slowest ${n.slowest ?? ''})`);
+        : `${formatDuration(n.p50Ms!)} / ${formatDuration(n.maxMs)} (${n.recovered} node(s); slowest ${n.slowest ?? ''})`;
     parts.push(
-      '<h2>Recovery objectives</h2>',
+      markup`<h2>Recovery objectives</h2>`,
       table(
         ['objective', 'clock started', 'recovered after', 'per node p50 / max', 'within', 'status', 'detail'],
         r.objectives.map((o) => [
-          esc(o.name),
+          o.name,
           t(o.startedAt),
           recovered(o),
           perNode(o),
-          esc(formatDuration(o.withinMs)),
-          o.status === 'missed' ? '<b>MISSED</b>' : esc(o.status),
-          esc(o.detail),
+          formatDuration(o.withinMs),
+          o.status === 'missed' ? markup`<b>MISSED</b>` : o.status,
+          o.detail,
         ]),
       ),
     );
   }
   parts.push(
-    '<h2>Guard firings</h2>',
+    markup`<h2>Guard firings</h2>`,
     table(
       ['at', 'guard', 'response', 'detail'],
-      r.guardFirings.map((g) => [t(g.at), esc(g.guard), esc(g.response), esc(g.detail)]),
+      r.guardFirings.map((g) => [t(g.at), g.guard, g.response, g.detail]),
     ),
   );
   for (const [name, o] of Object.entries(r.observations)) {
     const deletions = deletionsOf(o as Observation);
     if (deletions)
       parts.push(
-        `<h2>${esc(name)}</h2>`,
+        markup`<h2>${name}</h2>`,
         table(
           ['at', 'pod', 'node', 'cause'],
-          deletions.map((d) => [esc(clock(d.at)), esc(d.pod), esc(d.node), esc(d.cause)]),
+          deletions.map((d) => [clock(d.at), d.pod, d.node, d.cause]),
         ),
       );
   }
   parts.push(
-    '<h2>Preflight</h2>',
+    markup`<h2>Preflight</h2>`,
     table(
       ['check', 'result', 'detail'],
-      r.preflight.map((p) => [esc(p.check), p.ok ? 'ok' : '<b>FAIL</b>', esc(p.detail)]),
+      r.preflight.map((p) => [p.check, p.ok ? 'ok' : markup`<b>FAIL</b>`, p.detail]),
     ),
   );
-  return parts.join('\n');
+  return joinMarkup(parts, '\n');
 }
 
-function page(r: RunReport, chart: string, body: string): string {
+function page(r: RunReport, chart: Markup, body: Markup): Markup {
   const duration = r.durationMs !== undefined ? formatDuration(r.durationMs) : 'unfinished';
-  return `<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>${esc(`${r.runbook} ${r.runId}: ${r.status}`)}</title>
+  return markup`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>${`${r.runbook} ${r.runId}: ${r.status}`}</title>
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 6px}
 .status-passed{color:#1a7f37}.status-failed,.status-aborted,.status-rollback-incomplete,.status-objective-missed{color:#b42318}.status-interrupted,.status-running{color:#b54708}
@@ -326,8 +317,8 @@ svg text{font:12px system-ui,sans-serif}.group{font-weight:bold}.tick{fill:#666;
 .objective-window{fill:#eef4ff}.objective-met{fill:#2da44e}.objective-missed{fill:#cf222e}.objective-running,.objective-unmeasured{fill:#d0d7de}.recovered{fill:#1a7f37}
 .ready-True{fill:#2da44e}.ready-False{fill:#cf222e}.ready-Unknown{fill:#d4a72c}.ready-none{fill:#d0d7de}.taint{fill:#bc4c00}.curve{fill:none;stroke-width:1.6}
 </style></head><body>
-<h1>${esc(r.runbook)} — <span class="status-${esc(r.status)}">${esc(r.status.toUpperCase())}</span></h1>
-<p>${esc(r.reason)}<br>run <code>${esc(r.runId)}</code> on context <code>${esc(r.context)}</code>, started ${esc(r.startedAt)}, ${esc(duration)}</p>
+<h1>${r.runbook} — <span class="status-${classToken(r.status)}">${r.status.toUpperCase()}</span></h1>
+<p>${r.reason}<br>run <code>${r.runId}</code> on context <code>${r.context}</code>, started ${r.startedAt}, ${duration}</p>
 <p class="none">Hover a bar or a mark for its detail. Filled diamonds on an observer: pods deleted; hollow diamonds: the forecast's predicted first eviction. The dashed line is the end of the run.</p>
 ${chart}
 ${body}
