@@ -89,6 +89,18 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
     expect(named.code).toBe(3);
   }, 60_000);
 
+  it('run takes a pattern that names no cluster as "*": ?* and *@?* need --context (exit 2)', async () => {
+    const emergency = readFileSync('runbooks/emergency/freeze-evictions.yaml', 'utf8');
+    for (const pattern of ['?*', '*@?*']) {
+      const file = join(tmp, `allow-${pattern.length}.yaml`);
+      writeFileSync(file, emergency.replace('allowContexts: ["*"]', `allowContexts: ["staging-*", ${JSON.stringify(pattern)}]`));
+      const r = await cli(['run', file, '-i', inventory, '--kubeconfig', kubeconfig, '--yes']);
+      expect(r.code, pattern).toBe(2);
+      expect(r.stderr).toContain(`spec.safety.allowContexts[1]: ${JSON.stringify(pattern)} allows every context: name the one`);
+      expect(r.stdout).not.toContain('preflight');
+    }
+  }, 60_000);
+
   it('run refuses a runbook with confirm steps when nobody can answer (no terminal, no --yes)', async () => {
     const r = await cli(['run', 'examples/confirm-step.yaml', '-i', inventory, '--kubeconfig', kubeconfig]);
     expect(r.code).toBe(3);

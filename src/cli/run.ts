@@ -8,7 +8,7 @@ import type { ObserverProbe } from '../engine/access.js';
 import type { RunEvent } from '../engine/events.js';
 import { Journal } from '../engine/journal.js';
 import { defaultRegistry } from '../engine/registry.js';
-import { preflight } from '../engine/preflight.js';
+import { allowsEveryContext, preflight } from '../engine/preflight.js';
 import { startRun } from '../engine/run.js';
 import { runsDir } from '../engine/state-dir.js';
 import type { LoadedRunbook } from '../runbook/load.js';
@@ -53,16 +53,13 @@ export function runObservers(): Promise<ObserverProbe[]> {
   );
 }
 
-/** A context pattern that matches every context (`*`, `*@*`). */
-const EVERY_CONTEXT = /^\*+(@\*+)?$/;
-
 /**
  * A runbook that allows every context runs only against a context named on the command line (`--context`, or
  * `--in-cluster`), never against whatever the kubeconfig's current context happens to be.
  */
 function requireNamedContext(loaded: LoadedRunbook, flags: RunFlags): void {
   if (flags.context !== undefined || flags.inCluster) return;
-  const i = loaded.runbook.spec.safety.allowContexts.findIndex((p) => EVERY_CONTEXT.test(p));
+  const i = loaded.runbook.spec.safety.allowContexts.findIndex((p) => allowsEveryContext(p));
   if (i < 0) return;
   const pattern = loaded.runbook.spec.safety.allowContexts[i]!;
   throw new KrError(

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { contextAllowed } from './preflight.js';
+import { allowsEveryContext, contextAllowed } from './preflight.js';
 
 describe('spec.safety.allowContexts', () => {
   const server = 'https://10.96.0.1:443';
@@ -27,5 +27,30 @@ describe('spec.safety.allowContexts', () => {
 
   it('dots in a server are literal, not any character', () => {
     expect(contextAllowed('in-cluster', 'https://10x96.0.1:443', ['in-cluster@https://10.96.0.1:443'])).toBe(false);
+  });
+
+  it('a pattern that names no cluster allows every context, whatever its spelling', () => {
+    const contexts = [
+      ['prod-eu', 'https://api.prod.example:6443'],
+      ['admin@prod', 'https://10.0.0.1:6443'],
+      ['in-cluster', 'https://10.96.0.1:443'],
+    ] as const;
+    // these admit every context there is, as "*" does
+    for (const p of ['*', '**', '?*', '*?', '*@*', '*@?*', '*@https://*']) {
+      expect(allowsEveryContext(p), p).toBe(true);
+      for (const [context, server] of contexts) expect(contextAllowed(context, server, [p]), `${p} ${context}`).toBe(true);
+    }
+    // these name no cluster either: a separator, a scheme or a port is no name
+    for (const p of ['*-*', '*.*', '*/*', '*@http*://*:6443', '*@*:6443']) expect(allowsEveryContext(p), p).toBe(true);
+    const named = [
+      'staging-*',
+      'lab',
+      '*prod*',
+      'in-cluster@*',
+      'in-cluster@https://10.96.0.1:443',
+      '*@https://10.96.0.1:443',
+      '*@*.staging.example:*',
+    ];
+    for (const p of named) expect(allowsEveryContext(p), p).toBe(false);
   });
 });

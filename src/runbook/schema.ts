@@ -164,7 +164,8 @@ export const Runbook = z.strictObject({
           .meta({
             description:
               'kubeconfig context names (globs: staging-*) the runbook may run against; `CONTEXT@SERVER` also matches the ' +
-              'apiserver URL (lab@https://10.213.0.2:6443; in a pod the context is `in-cluster`: in-cluster@https://10.96.0.1:443); none = refuse every context',
+              'apiserver URL (lab@https://10.213.0.2:6443; in a pod the context is `in-cluster`: in-cluster@https://10.96.0.1:443); none = refuse every context; ' +
+              'a pattern with no letter or digit, other than a scheme or a port after the @ (*, ?*, *-*, *@?*, *@https://*), names no cluster: it allows every context, and `run` then needs --context NAME',
           }),
         maxDuration: duration().prefault('30m').meta({ description: 'the run is aborted and rolled back after this long' }),
         faultTtl: duration().prefault('10m').meta({
