@@ -28,7 +28,33 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
     expect(r.stdout).toContain('Guards (react to every reading');
     expect(r.stdout).toMatch(/Rollback \(always[^\n]*\n {2}1\. revert step 2: run-command on node-1\n {2}2\. wait until command/);
     expect(r.stdout).toContain('Nothing was touched.');
+    expect(r.stdout).not.toContain('Sensitive permissions');
     noStack(r);
+  });
+
+  it('plan lists the sensitive grants the run needs, in text and in -o json', async () => {
+    const file = join(tmp, 'load.yaml');
+    writeFileSync(
+      file,
+      [
+        'apiVersion: kube-runbook/v1',
+        'kind: Runbook',
+        'metadata: {name: load}',
+        'spec:',
+        '  safety: {allowContexts: [lab]}',
+        '  steps:',
+        '    - {name: load, action: load-apiserver, with: {qps: 10, concurrency: 2, as: default/load, requests: [{verb: list, resource: pods, weight: 1}]}}',
+      ].join('\n'),
+    );
+    const text = await cli(['plan', file, '-i', inventory, '--offline']);
+    expect(text.stdout).toMatch(
+      /\nSensitive permissions the run needs [^\n]*:\n( {2}- [^\n]*\n)* {2}- impersonate serviceaccounts load in default: acts as load/,
+    );
+    const json = await cli(['plan', file, '-i', inventory, '--offline', '-o', 'json']);
+    expect(JSON.parse(json.stdout).sensitiveGrants).toContainEqual({
+      grant: 'create namespaces (cluster-wide)',
+      why: expect.stringContaining("a Pod Security level of 'privileged'"),
+    });
   });
 
   it('run --dry-run shows the plan, runs the read-only preflight and is refused as the run would be (exit 3)', async () => {

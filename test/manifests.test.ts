@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments, parse, stringify } from 'yaml';
 import { afterAll, describe, expect, it } from 'vitest';
+import { agentManifests } from '../src/cli/agent.js';
 import { renderManifests } from '../src/cli/manifests.js';
 import { parseDuration } from '../src/core/duration.js';
 import { defaultRegistry } from '../src/engine/registry.js';
@@ -376,5 +377,82 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
       exit: 2,
       message: expect.stringContaining('--schedule "weekly"'),
     });
+  });
+});
+
+describe('kube-runbook manifests: the grants that give more than they read like', () => {
+  const loadRunbook = join(tmp, 'load.yaml');
+  writeFileSync(
+    loadRunbook,
+    stringify({
+      apiVersion: 'kube-runbook/v1',
+      kind: 'Runbook',
+      metadata: { name: 'load' },
+      spec: {
+        safety: { allowContexts: ['lab'], faultTtl: '3m' },
+        steps: [
+          {
+            name: 'load',
+            action: 'load-apiserver',
+            with: { qps: 10, concurrency: 2, as: 'default/load', requests: [{ verb: 'list', resource: 'pods', weight: 1 }] },
+          },
+        ],
+      },
+    }),
+  );
+  const warnings = async (file: string, inv = inventory) =>
+    (await renderManifests(file, { inventory: inv, namespace: 'kube-runbook', image: 'example/kube-runbook:test' })).warnings.filter((w) =>
+      w.startsWith('grants '),
+    );
+
+  it('a runbook with load-apiserver: a warning that it may impersonate, naming the rule and why', async () => {
+    const w = await warnings(loadRunbook);
+    expect(w).toContainEqual(
+      expect.stringMatching(/^grants impersonate serviceaccounts load in default: acts as load: whatever that identity may do, it may$/),
+    );
+    expect(w).toContainEqual(expect.stringMatching(/^grants create namespaces \(cluster-wide\): makes namespaces with any labels/));
+  });
+
+  it('a plain runbook: no such warning', async () => {
+    expect(await warnings(`${root}runbooks/kubelet-partition.yaml`)).toEqual([]);
+  });
+
+  it("with node agents: running pods and reading Secrets in the agents' namespace are named", async () => {
+    const inv = parse(readFileSync(inventory, 'utf8')) as { spec: { transport: unknown } };
+    inv.spec.transport = { type: 'agent', namespace: 'kr-agents' };
+    const file = join(tmp, 'agent-inventory-warn.yaml');
+    writeFileSync(file, stringify(inv));
+    const w = await warnings(`${root}runbooks/kubelet-partition.yaml`, file);
+    expect(w).toContainEqual(expect.stringMatching(/^grants create pods in kr-agents: runs pods in kr-agents: .*root on the nodes$/));
+    expect(w).toContainEqual(expect.stringMatching(/^grants list secrets in kr-agents: reads every Secret of kr-agents/));
+  });
+
+  it("the agents' Role reads Leases and writes none: the run Lease's name is new each run, so RBAC cannot name it", async () => {
+    const inv = parse(readFileSync(inventory, 'utf8')) as { spec: { transport: unknown } };
+    inv.spec.transport = { type: 'agent', namespace: 'kr-agents' };
+    const file = join(tmp, 'agent-inventory-role.yaml');
+    writeFileSync(file, stringify(inv));
+    const { yaml, warnings } = await agentManifests({ inventory: file });
+    const role = parseAllDocuments(yaml)
+      .map((d) => d.toJS() as Obj)
+      .find((o) => o.kind === 'Role')!;
+    // the one warning: what the namespace is, not what the agents may do
+    expect(warnings).toEqual([
+      expect.stringMatching(/^namespace kr-agents admits privileged pods: whoever may create pods, .* is root on the nodes/),
+    ]);
+    expect(role.rules!.filter((r) => r.resources?.includes('leases'))).toEqual([
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get'] },
+    ]);
+    expect(role.rules!.flatMap((r) => r.resources)).not.toContain('secrets');
+  });
+
+  it('Leases in kube-system: written only by name (the run lock), created, listed and watched', async () => {
+    const leases = (await objects('kubelet-partition.yaml'))
+      .filter((o) => o.metadata.namespace === 'kube-system')
+      .flatMap((o) => o.rules ?? [])
+      .filter((r) => r.resources?.includes('leases'));
+    for (const r of leases.filter((r) => r.verbs.some((v) => ['update', 'patch', 'delete'].includes(v))))
+      expect(r.resourceNames).toEqual(['kube-runbook-run-lock']);
+    expect(leases.flatMap((r) => r.verbs).sort()).toEqual(['create', 'get', 'list', 'update', 'watch']);
   });
 });

@@ -6,6 +6,7 @@ import { parseDuration } from '../core/duration.js';
 import { EXIT, KrError, isKrError, messageOf, quote } from '../core/errors.js';
 import { createLogger } from '../core/logger.js';
 import { agentTargets } from '../engine/agents.js';
+import { sensitiveGrants } from '../engine/sensitive-access.js';
 import { createKubeAccess } from '../kube/client.js';
 import { executorKey } from '../nodes/agent-auth.js';
 import { RESULT_KEY_ENV } from '../nodes/agent-protocol.js';
@@ -113,8 +114,11 @@ async function runAgent(flags: AgentFlags): Promise<void> {
   log.info(end === 'run gone' ? 'the run is gone; stopped (the pod completes)' : 'stopped');
 }
 
-/** The objects the agents of an inventory need: per agent namespace, the Namespace (privileged), ServiceAccount, Role and RoleBinding. */
-export async function agentManifests(flags: { inventory?: string }): Promise<string> {
+/**
+ * The objects the agents of an inventory need: per agent namespace, the Namespace (privileged), ServiceAccount, Role
+ * and RoleBinding; and a warning per privileged namespace and per sensitive grant (none today), for stderr.
+ */
+export async function agentManifests(flags: { inventory?: string }): Promise<{ yaml: string; warnings: string[] }> {
   const inv = await inventoryFrom(flags);
   const targets = agentTargets(inv.inventory, inv.inventory.spec.nodes);
   if (!targets.length)
@@ -129,7 +133,11 @@ export async function agentManifests(flags: { inventory?: string }): Promise<str
   for (const t of targets) accounts.set(`${t.config.namespace}/${t.config.serviceAccount}`, t.config);
   const labels = { 'app.kubernetes.io/name': 'kube-runbook-agent', 'app.kubernetes.io/managed-by': 'kube-runbook' };
   const docs: unknown[] = [];
-  for (const ns of [...new Set([...accounts.values()].map((a) => a.namespace))].sort())
+  const warnings: string[] = [];
+  for (const ns of [...new Set([...accounts.values()].map((a) => a.namespace))].sort()) {
+    warnings.push(
+      `namespace ${ns} admits privileged pods: whoever may create pods, exec into them or read Secrets there is root on the nodes (see docs/security.md)`,
+    );
     docs.push({
       apiVersion: 'v1',
       kind: 'Namespace',
@@ -144,6 +152,7 @@ export async function agentManifests(flags: { inventory?: string }): Promise<str
         },
       },
     });
+  }
   for (const a of [...accounts.values()].sort((x, y) =>
     `${x.namespace}/${x.serviceAccount}`.localeCompare(`${y.namespace}/${y.serviceAccount}`),
   )) {
@@ -154,16 +163,19 @@ export async function agentManifests(flags: { inventory?: string }): Promise<str
       const key = `${n.group ?? ''}/${n.resource}`;
       rules.set(key, (rules.get(key) ?? new Set()).add(n.verb));
     }
+    const policy = [...rules.entries()].map(([key, verbs]) => {
+      const [group, resource] = key.split('/');
+      return { apiGroups: [group!], resources: [resource!], verbs: [...verbs].sort() };
+    });
+    for (const g of sensitiveGrants({ cluster: [], namespaced: { [a.namespace]: policy } }))
+      warnings.push(`Role ${a.namespace}/${a.serviceAccount} grants ${g.grant}: ${g.why}`);
     docs.push(
       { apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'Role',
         metadata: meta,
-        rules: [...rules.entries()].map(([key, verbs]) => {
-          const [group, resource] = key.split('/');
-          return { apiGroups: [group], resources: [resource], verbs: [...verbs].sort() };
-        }),
+        rules: policy,
       },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -174,7 +186,7 @@ export async function agentManifests(flags: { inventory?: string }): Promise<str
       },
     );
   }
-  return docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n');
+  return { yaml: docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n'), warnings };
 }
 
 export const register: Register = (program, done) => {
@@ -218,7 +230,9 @@ export const register: Register = (program, done) => {
     .description("Print the Namespace (Pod Security level privileged), ServiceAccount and least RBAC of the inventory's node agents.")
     .option('-i, --inventory <file>', 'inventory file (default: $KUBE_RUNBOOK_INVENTORY)')
     .action(async (flags: { inventory?: string }) => {
-      out.stdout((await agentManifests(flags)).trimEnd());
+      const { yaml, warnings } = await agentManifests(flags);
+      for (const w of warnings) out.stderr(`warning: ${w}`);
+      out.stdout(yaml.trimEnd());
       done(EXIT.ok);
     });
 };

@@ -4,6 +4,7 @@ import { stringify } from 'yaml';
 import { EXIT, KrError, quote } from '../core/errors.js';
 import { planAccessAnyServer, rbacRules } from '../engine/access.js';
 import { contextAllowed } from '../engine/preflight.js';
+import { sensitiveGrants } from '../engine/sensitive-access.js';
 import { buildPlan } from '../engine/plan.js';
 import { defaultRegistry } from '../engine/registry.js';
 import { journalKeySecret } from '../kube/journal-key.js';
@@ -228,7 +229,8 @@ export async function renderManifests(
         },
   );
 
-  const warnings: string[] = [];
+  // every grant that gives more than it reads like, one line each (stdout's YAML stays as it is)
+  const warnings: string[] = sensitiveGrants({ cluster, namespaced }).map((g) => `grants ${g.grant}: ${g.why}`);
   if (!plan.safety.allowContexts.some((p) => contextAllowed('in-cluster', '', [p.replace(/@.*$/, '')])))
     warnings.push(
       `the runbook's spec.safety.allowContexts (${plan.safety.allowContexts.join(', ') || 'none'}) does not allow the in-cluster context: ` +

@@ -1,8 +1,12 @@
 import { Option } from 'commander';
 import { EXIT, KrError } from '../core/errors.js';
 import { realClock } from '../core/clock.js';
+import { planAccessAnyServer, rbacRules } from '../engine/access.js';
+import { defaultRegistry } from '../engine/registry.js';
+import { sensitiveGrants } from '../engine/sensitive-access.js';
 import { renderPlan } from '../report/plan-text.js';
 import { out } from './output.js';
+import { runObservers } from './run.js';
 import { loadInputs, planOn, reachCluster, stderrLogger } from './setup.js';
 import type { Register } from './types.js';
 
@@ -32,6 +36,8 @@ export const register: Register = (program, done) => {
           details: ['nothing was touched; `plan --offline` plans without a cluster'],
         });
       const plan = await planOn(file, loaded, inv, cluster);
+      // what `kube-runbook manifests` would grant that gives more than it reads like
+      const sensitive = sensitiveGrants(rbacRules(await planAccessAnyServer(plan, defaultRegistry, await runObservers())));
       if (o.output === 'json') {
         out.stdout(
           JSON.stringify(
@@ -61,6 +67,7 @@ export const register: Register = (program, done) => {
                 params: r.params,
                 targets: r.targets?.map((t) => t.name) ?? null,
               })),
+              sensitiveGrants: sensitive,
             },
             null,
             2,
@@ -68,6 +75,14 @@ export const register: Register = (program, done) => {
         );
       } else {
         out.stdout(renderPlan(plan, cluster.kube?.contextName));
+        if (sensitive.length)
+          out.stdout(
+            [
+              '',
+              'Sensitive permissions the run needs (preflight checks them, `kube-runbook manifests` grants them; see docs/security.md):',
+              ...sensitive.map((g) => `  - ${g.grant}: ${g.why}`),
+            ].join('\n'),
+          );
         out.stdout(o.offline ? 'Planned offline: no cluster was contacted. Nothing was touched.' : 'Nothing was touched.');
       }
       done(EXIT.ok);
