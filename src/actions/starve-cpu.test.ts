@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, expect, it } from 'vitest';
 import type { InventoryInput } from '../inventory/schema.js';
-import { writeCpuScript } from './parts/cgroup-cpu.js';
+import { readCpuScript, writeCpuScript } from './parts/cgroup-cpu.js';
 import { layoutInventory, scriptPurpose, type TestLayout } from '../testing/inventories.js';
 import { actionTester, shellSandbox } from '../testing/action-tester.js';
 import type { FakeHandler } from '../testing/fake-nodes.js';
@@ -113,6 +113,16 @@ actionTester(action, {
       message: /would starve the whole node/,
     },
     {
+      name: "a cgroup outside the reader's cgroup namespace (/proc shows `..`): refused, nothing written outside the hierarchy",
+      params: { component: 'apiserver', quota: '10%' },
+      inventory: inventory('kubeadm', 'cp-1'),
+      node: 'cp-1',
+      handler: node({ cgroup: 'cgroup=2 /../../kubepods.slice/cri-containerd-abc.scope' }),
+      phase: 'preflight',
+      code: 'CPU_CGROUP_UNSAFE',
+      message: /outside the cgroup root/,
+    },
+    {
       name: 'a quota the node says that is not one the kernel writes',
       params: { component: 'kubelet', quota: '10%' },
       handler: node({ quota: ['quota=$(reboot)', 'period=100000'] }),
@@ -147,6 +157,16 @@ describe('starve-cpu scripts', () => {
       /microseconds/,
     );
     expect(() => writeCpuScript('apply', { version: 2, cgroup: '/x' }, { quota: 'max', period: 'max' }, false)).toThrow(/microseconds/);
+  });
+
+  it('refuse a cgroup path with a `..` part, also one a journal brings back for the revert', () => {
+    for (const cgroup of ['/x/../../etc', '/..', 'kubepods/x', '/x/./y'])
+      for (const build of [
+        () => readCpuScript({ version: 2, cgroup }),
+        () => writeCpuScript('revert', { version: 2, cgroup }, { quota: 'max', period: '100000' }, true),
+      ])
+        expect(build, cgroup).toThrow(expect.objectContaining({ code: 'CPU_CGROUP_UNSAFE' }));
+    expect(readCpuScript({ version: 2, cgroup: '/kubepods.slice/x..y' })).toMatch(/^cg='?\/kubepods\.slice\/x\.\.y'?$/m);
   });
 
   it('write through a private mount of the cpu hierarchy when it is not visible (under ip netns exec), in order', () => {

@@ -1,7 +1,7 @@
 import type { ActionCtx } from '../contract/context.js';
 import { z } from 'zod';
 import { KrError, quote } from '../core/errors.js';
-import { CPU_PERIOD_US, readCpuScript, writeCpuScript, type CpuLimit, type CpuTarget } from './parts/cgroup-cpu.js';
+import { cgroupPathProblem, CPU_PERIOD_US, readCpuScript, writeCpuScript, type CpuLimit, type CpuTarget } from './parts/cgroup-cpu.js';
 import { describeTarget, runOnNode, serviceManager, serviceTarget, targetNode, type ServiceName } from '../nodes/services/index.js';
 import { KR_FAIL, script } from '../nodes/services/script.js';
 import { defineAction } from '../contract/action.js';
@@ -67,7 +67,7 @@ export default defineAction({
     kind: 'fault',
     layouts: {
       kubeadm:
-        "the control plane's static pods by their process (their container's cgroup); the kubelet is the systemd unit `kubelet` (its `kubelet.service` cgroup, which needs the cpu controller on v2: `CPUAccounting=yes`)",
+        "the control plane's static pods by their container's process (their container's cgroup): with crictl the running container of that name in a kube-system pod, else the process of that program in a `kubepods` cgroup of the node's network namespace, never a look-alike such as a user's `/tmp/kube-apiserver`; the kubelet is the systemd unit `kubelet` (its `kubelet.service` cgroup, which needs the cpu controller on v2: `CPUAccounting=yes`)",
       k3s: "the apiserver, controller-manager, scheduler, etcd and a server's kubelet are all the `k3s` process: its whole cgroup is limited; an agent's kubelet is `k3s-agent`, whose cgroup also holds containerd",
       lab: "the lab process's cgroup: each control-plane member's apiserver, etcd, controller-manager and scheduler has a cpu cgroup of its own (`kube-runbook-<instance>-cp-N/<component>`; on cgroup v2 etcd's is its io cgroup), as has a real node's kubelet (`kube-runbook-<instance>-rnode-N/kubelet`); a simulated node's kubelet runs in the root cgroup and is refused; under `lab up --static-pods` the inventory has the kubeadm layout: the control plane's containers on cp-1 and the real nodes' kubelets",
     },
@@ -136,6 +136,12 @@ function cpuTarget(node: string, component: Component, line: string): CpuTarget 
     throw new KrError(
       'CPU_CGROUP_UNSUITABLE',
       `starve-cpu: ${component} on ${node} runs in no cgroup of its own (got ${quote(cgroup)}); limiting the root cgroup would starve the whole node`,
+    );
+  const problem = cgroupPathProblem(cgroup);
+  if (problem)
+    throw new KrError(
+      'CPU_CGROUP_UNSAFE',
+      `starve-cpu: the cgroup of ${component} on ${node} (${quote(cgroup)}) is ${problem}; limiting it would write outside the cgroup hierarchy`,
     );
   return { version: version === '2' ? 2 : 1, cgroup };
 }

@@ -1,3 +1,4 @@
+import { KrError, quote } from '../../core/errors.js';
 import { shq } from '../../core/shell.js';
 import { CG_WRITE as WRITE, cgroupScript } from './cgroup-mount.js';
 
@@ -17,7 +18,24 @@ export const CPU_PERIOD_US = 100_000;
 
 const READ = `cat "$1$2"`;
 
-const vars = (t: CpuTarget) => ({ version: t.version, cg: t.cgroup });
+/**
+ * Why a cgroup path would not name a cgroup under the hierarchy's root, or undefined: it must be absolute, with no
+ * `.` or `..` part. /proc/PID/cgroup shows `/../..` for a process outside the reader's cgroup namespace; written after
+ * the root, that would reach outside the hierarchy.
+ */
+export function cgroupPathProblem(cgroup: string): string | undefined {
+  if (!cgroup.startsWith('/')) return 'not an absolute path';
+  if (/[\n\0]/.test(cgroup)) return 'a path with a newline or NUL';
+  if (cgroup.split('/').some((part) => part === '..' || part === '.')) return 'a path with a `.` or `..` part, outside the cgroup root';
+  return undefined;
+}
+
+const vars = (t: CpuTarget) => {
+  const problem = cgroupPathProblem(t.cgroup);
+  if (problem)
+    throw new KrError('CPU_CGROUP_UNSAFE', `starve-cpu: cgroup ${quote(t.cgroup)} is ${problem}: nothing is read or written there`);
+  return { version: t.version, cg: t.cgroup };
+};
 
 /** Read-only: prints `quota=…` and `period=…` now set on the cgroup (`quota=max` when it has none). */
 export function readCpuScript(t: CpuTarget): string {

@@ -1,6 +1,6 @@
 import { NOT_YET_EXIT } from './script.js';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -32,19 +32,39 @@ function stub(name: string, body: string) {
   chmodSync(join(bin, name), 0o755);
 }
 
-function run(script: string) {
+function runScript(script: string, env: Record<string, string> = {}) {
   const r = spawnSync('/bin/sh', ['-s'], {
     input: script,
     encoding: 'utf8',
-    env: { PATH: `${bin}:/usr/bin:/bin`, KR_NODE: dir },
+    env: { PATH: `${bin}:/usr/bin:/bin`, KR_NODE: dir, ...env },
     timeout: 10_000,
   });
   return { code: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
+/**
+ * A process in the stand-in /proc (KR_PROC_ROOT) the static-pod scripts read: its network namespace and cgroup.
+ * `self` is the shell that asks.
+ */
+function fakeProc(pid: string, o: { net?: string; cgroup?: string } = {}) {
+  const at = join(dir, 'proc', pid);
+  mkdirSync(join(at, 'ns'), { recursive: true });
+  symlinkSync(o.net ?? 'net:[4026531840]', join(at, 'ns', 'net'));
+  writeFileSync(
+    join(at, 'cgroup'),
+    `0::${o.cgroup ?? '/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-1.scope'}\n`,
+  );
+}
+
+const run = (script: string) => runScript(script);
+
 describe('static-pod manager', () => {
   let t: StaticPodTarget;
+  const run = (script: string) => runScript(script, { KR_PROC_ROOT: join(dir, 'proc') });
   beforeEach(() => {
+    fakeProc('self');
+    // the component's container: in a kubepods cgroup, in this node's network namespace
+    fakeProc('4321');
     mkdirSync(join(dir, 'manifests'));
     t = {
       manager: 'static-pod',
@@ -57,7 +77,7 @@ describe('static-pod manager', () => {
     writeFileSync(t.manifest, 'spec:\n  containers:\n  - command:\n    - kube-apiserver\n    - --secure-port=7443\n');
     // the kubelet: the component runs exactly while its manifest is in the manifests directory (a pid in this
     // network namespace: the shell that asks)
-    stub('pgrep', `[ -f ${JSON.stringify(t.manifest)} ] && echo $PPID`);
+    stub('pgrep', `[ -f ${JSON.stringify(t.manifest)} ] && echo 4321`);
   });
 
   it('stop parks the manifest outside the manifests directory and waits until the process is gone; idempotent', () => {
@@ -66,7 +86,7 @@ describe('static-pod manager', () => {
     expect(run(m.status(t)).code).toBe(0);
     stub('pgrep', 'exit 1'); // crash-looping: no process right now, but the kubelet will start it again
     expect(run(m.status(t)).code, 'a manifest in place counts as running').toBe(0);
-    stub('pgrep', `[ -f ${JSON.stringify(t.manifest)} ] && echo $PPID`);
+    stub('pgrep', `[ -f ${JSON.stringify(t.manifest)} ] && echo 4321`);
     expect(run(m.stop(t, 5))).toMatchObject({ code: 0 });
     expect(existsSync(t.manifest)).toBe(false);
     expect(readFileSync(t.parked, 'utf8')).toContain('--secure-port=7443');
@@ -95,7 +115,7 @@ describe('static-pod manager', () => {
   });
 
   it('stop fails, saying so, when the process outlives its manifest', () => {
-    stub('pgrep', 'echo $PPID');
+    stub('pgrep', 'echo 4321');
     const r = run(serviceManager(t).stop(t, 2));
     // a wait that has not succeeded yet: its own exit code, which runOnNode calls transient
     expect(r.code).toBe(NOT_YET_EXIT);
@@ -106,6 +126,36 @@ describe('static-pod manager', () => {
     // a pid whose network namespace is not this shell's (here it has none: gone) does not count
     stub('pgrep', 'echo 999999999');
     expect(run(serviceManager(t).stop(t, 2))).toMatchObject({ code: 0 });
+  });
+
+  it("pid is the container's process, never a process that only looks like the component", () => {
+    const m = serviceManager(t);
+    // a user's /tmp/kube-apiserver (newer: pgrep lists it last) in a session's cgroup, and an exec'd look-alike
+    // in another node's network namespace: only the kubepods process of this node is the component
+    fakeProc('5000', { cgroup: '/user.slice/user-1000.slice/session-3.scope' });
+    fakeProc('5001', { net: 'net:[4026532000]' });
+    stub('pgrep', 'echo 4321; echo 5000; echo 5001');
+    expect(run(m.pid(t))).toMatchObject({ code: 0, out: '4321\n' });
+    // without the real one, the look-alikes are no process of the component
+    stub('pgrep', 'echo 5000; echo 5001');
+    expect(run(m.pid(t)).code).toBe(3);
+    expect(run(m.stop(t, 2))).toMatchObject({ code: 0 });
+  });
+
+  it('pid, with crictl: the main process of the running container of that name in a kube-system pod', () => {
+    stub(
+      'crictl',
+      `echo "$*" >>"$KR_NODE/crictl.log"
+case "$1" in
+  ps) echo 0123abcd ;;
+  inspect) printf '{\n  "info": {\n    "sandboxID": "x",\n    "pid": 2718,\n    "runtimeSpec": {"linux": {"namespaces": [{"type": "pid"}]}}\n  }\n}\n' ;;
+esac`,
+    );
+    stub('pgrep', 'echo 4321');
+    expect(run(serviceManager(t).pid(t))).toMatchObject({ code: 0, out: '2718\n' });
+    expect(readFileSync(join(dir, 'crictl.log'), 'utf8')).toBe(
+      'ps -q --state running --name ^kube-apiserver$ --label io.kubernetes.pod.namespace=kube-system\ninspect 0123abcd\n',
+    );
   });
 
   it('start fails when there is no manifest anywhere', () => {

@@ -12,20 +12,37 @@ const vars = (t: StaticPodTarget) => ({
 });
 
 /**
- * `kr_running`: the component's container is running (crictl, when the node has it) or its process is (pgrep on
- * the full command line: process names are cut at 15 characters, `kube-controller-manager` included). A process
- * counts only in this shell's network namespace: static pods use the host's network, and another machine's
- * control plane sharing this kernel's process table (a lab's other nodes, a container's) is not this node's.
+ * `kr_pids`: the process ids of this node's component that the kubelet started, the newest last. With crictl, the
+ * main process of each running container named `$proc` in a kube-system pod (where only cluster administrators make
+ * pods). Without crictl (the lab's nodes), or when it finds none: each process whose program is `$proc` (the command
+ * line's first word, in any directory: process names are cut at 15 characters, `kube-controller-manager` included),
+ * in this shell's network namespace (static pods use the host's network; another node sharing this kernel, a lab's,
+ * has its own), and in a cgroup under the kubelet's `kubepods`, where only the container runtime puts processes. So a
+ * user's `/tmp/kube-apiserver`, or a shell whose command line names it, is never taken for the component (starve-cpu
+ * would limit its cgroup instead). `KR_PROC_ROOT` stands in for /proc in tests.
  */
-const KR_RUNNING = `kr_running() {
+const KR_PIDS = `kr_pids() {
+  kr_found=
   if command -v crictl >/dev/null 2>&1; then
-    [ -n "$(crictl ps -q --state running --name "^$proc\\$" 2>/dev/null)" ] && return 0
+    for kr_c in $(crictl ps -q --state running --name "^$proc\\$" --label io.kubernetes.pod.namespace=kube-system 2>/dev/null); do
+      kr_p=$(crictl inspect "$kr_c" 2>/dev/null | sed -n 's/^ *"pid": *\\([0-9][0-9]*\\),\\{0,1\\} *$/\\1/p' | head -n 1)
+      [ -n "$kr_p" ] && echo "$kr_p" && kr_found=1
+    done
   fi
-  kr_net=$(readlink /proc/$$/ns/net 2>/dev/null)
+  [ -n "$kr_found" ] && return 0
+  kr_proc=\${KR_PROC_ROOT:-/proc}
+  kr_net=$(readlink "$kr_proc/self/ns/net" 2>/dev/null)
   for kr_p in $(pgrep -f "^([^ ]*/)?$proc( |\\$)" 2>/dev/null); do
-    [ "$(readlink /proc/"$kr_p"/ns/net 2>/dev/null)" = "$kr_net" ] && return 0
+    [ "$(readlink "$kr_proc/$kr_p/ns/net" 2>/dev/null)" = "$kr_net" ] || continue
+    grep -q '/kubepods[/.]' "$kr_proc/$kr_p/cgroup" 2>/dev/null && echo "$kr_p"
   done
-  return 1
+  return 0
+}`;
+
+/** `kr_running`: the component runs (kr_pids finds it). */
+const KR_RUNNING = `${KR_PIDS}
+kr_running() {
+  [ -n "$(kr_pids)" ]
 }`;
 
 /** `kr_healthy`: running, and its health endpoint answers (port taken from the manifest's flag when it sets one). */
@@ -67,13 +84,7 @@ export const staticPod: ServiceManager<StaticPodTarget> = {
     script(`static-pod status ${t.service}`, vars(t), 'if [ -f "$manifest" ]; then echo running; exit 0; fi', 'echo stopped', 'exit 3'),
 
   pid: (t) =>
-    script(
-      `static-pod pid ${t.service}`,
-      vars(t),
-      'pid=$(pgrep -n -f "^([^ ]*/)?$proc( |\\$)" 2>/dev/null)',
-      '[ -n "$pid" ] || exit 3',
-      'echo "$pid"',
-    ),
+    script(`static-pod pid ${t.service}`, vars(t), KR_PIDS, 'pid=$(kr_pids | tail -n 1)', '[ -n "$pid" ] || exit 3', 'echo "$pid"'),
 
   stop: (t, timeoutS) =>
     script(
