@@ -4,7 +4,8 @@ import type { Ctx } from '../contract/context.js';
 import type { KubeAccess } from '../kube/types.js';
 import { Inventory } from '../inventory/schema.js';
 import { newAgentKeys } from '../nodes/agent-auth.js';
-import { agentPodName, LAB_AGENT_GID, runLeaseName } from '../nodes/agent-protocol.js';
+import { createPublicKey } from 'node:crypto';
+import { agentPodName, LAB_AGENT_GID, readRenewal, runLeaseName } from '../nodes/agent-protocol.js';
 import { FakeAgentApi, FakeStatusError } from '../testing/fake-agent-api.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
@@ -186,6 +187,23 @@ describe('starting and stopping the agents of a run', () => {
     await agents.renew();
     const renewed = api.objects.get(`leases/kr-agents/${runLeaseName(RUN)}`) as unknown as { spec: { renewTime: string } };
     expect(renewed.spec.renewTime).not.toBe(lease.spec.renewTime);
+    // each renewal signed with the executor's key, numbered higher than the one before: what its agents count
+    const me = {
+      runId: RUN,
+      namespace: 'kr-agents',
+      executorKey: createPublicKey({ key: Buffer.from(keys.publicKey, 'base64'), format: 'der', type: 'spki' }),
+    };
+    const first = readRenewal(lease, me) as { seq: number };
+    expect(first.seq).toBeGreaterThan(0);
+    expect(readRenewal(renewed, me)).toEqual({ seq: first.seq + 1 });
+    expect(
+      readRenewal(renewed, {
+        ...me,
+        executorKey: createPublicKey({ key: Buffer.from(newAgentKeys().publicKey, 'base64'), format: 'der', type: 'spki' }),
+      }),
+    ).toEqual({
+      ignored: expect.stringMatching(/is not this agent's executor's$/) as string,
+    });
     expect(await agents.stop()).toEqual([]);
     expect([...api.objects.keys()]).toEqual([]);
   });

@@ -14,6 +14,7 @@ import {
   configMapsPath,
   leasePath,
   nodeLabel,
+  renewalAnnotations,
   RESULT_KEY_ENV,
   RESULT_KEY_FIELD,
   runLabel,
@@ -229,7 +230,14 @@ function createProblem(e: unknown, t: AgentTarget): string {
 }
 
 interface LeaseBody {
-  metadata: { name: string; namespace: string; uid?: string; resourceVersion?: string; labels?: Record<string, string> };
+  metadata: {
+    name: string;
+    namespace: string;
+    uid?: string;
+    resourceVersion?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
   spec: { holderIdentity: string; leaseDurationSeconds: number; acquireTime?: string; renewTime: string };
 }
 
@@ -274,9 +282,13 @@ export class RunAgents {
     return [...new Set(this.targets.map((t) => t.config.namespace))].sort();
   }
 
-  /** Creates (or takes back, for recover) the run Lease of each namespace with a fresh renewal. */
+  /**
+   * Creates (or takes back, for recover) the run Lease of each namespace with a fresh renewal, signed with this
+   * executor's key: its agents count no renewal it did not sign (src/nodes/agent-protocol.ts, readRenewal).
+   */
   async renew(signal?: AbortSignal): Promise<void> {
     const json = api(this.ctx);
+    const keys = keysOf(this.ctx);
     const now = micro(this.ctx.clock.now());
     for (const ns of this.namespaces) {
       const path = leasePath(ns, runLeaseName(this.ctx.runId));
@@ -291,6 +303,7 @@ export class RunAgents {
           name: runLeaseName(this.ctx.runId),
           namespace: ns,
           labels: { 'app.kubernetes.io/managed-by': 'kube-runbook', [LABEL_RUN]: runLabel(this.ctx.runId) },
+          annotations: renewalAnnotations(ns, this.ctx.runId, now, keys),
           ...(lease ? { resourceVersion: lease.metadata.resourceVersion } : {}),
         },
         spec: {

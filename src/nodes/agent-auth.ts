@@ -21,6 +21,11 @@ import {
  *   Secret the pod's environment reads (kubelet-resolved; the agent's ServiceAccount has no access to Secrets). Another
  *   node's agent, or whoever writes ConfigMaps, cannot answer for this node.
  *
+ * - **renewals** of the run Lease carry an Ed25519 signature by the same executor key over the run, the Lease's
+ *   namespace, holder and renewTime, and a sequence number that grows with each renewal the key signs: an agent counts
+ *   a renewal only when it verifies and its number is higher than the last one it counted, so whoever may write Leases
+ *   neither renews the run nor replays one of its old renewals.
+ *
  * What is signed is every field the other side acts on, in a fixed order (`claims`): a copy renamed, sent to another
  * node or run, or with another script, deadline, exit code or output, does not verify.
  */
@@ -34,6 +39,16 @@ export interface RequestClaims {
   script: string;
   timeoutMs: number;
   deadline: number;
+}
+
+/** What a renewal of the run Lease says, all of it signed. */
+export interface RenewalClaims {
+  run: string;
+  namespace: string;
+  holder: string;
+  renewTime: string;
+  /** Higher with each renewal the key signs. */
+  seq: number;
 }
 
 /** What an agent's result says, all of it signed. */
@@ -51,6 +66,9 @@ export interface ResultClaims {
 
 const requestBytes = (c: RequestClaims) =>
   Buffer.from(JSON.stringify(['kube-runbook/request/v1', c.run, c.node, c.namespace, c.name, c.script, c.timeoutMs, c.deadline]));
+
+const renewalBytes = (c: RenewalClaims) =>
+  Buffer.from(JSON.stringify(['kube-runbook/renewal/v1', c.run, c.namespace, c.holder, c.renewTime, c.seq]));
 
 const resultBytes = (c: ResultClaims) =>
   Buffer.from(
@@ -75,6 +93,8 @@ export interface AgentKeys {
   /** Eight hex characters naming the key pair: agent pods of different keys get different names. */
   readonly fingerprint: string;
   signRequest(c: RequestClaims): string;
+  /** Signs a renewal of the run Lease under the next sequence number of this key (never one given before). */
+  signRenewal(c: Omit<RenewalClaims, 'seq'>): { seq: number; signature: string };
   /** The key `node`'s agent signs its results with (32 random bytes). */
   resultKey(node: string): Buffer;
 }
@@ -83,10 +103,15 @@ export function newAgentKeys(): AgentKeys {
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
   const spki = publicKey.export({ format: 'der', type: 'spki' });
   const perNode = new Map<string, Buffer>();
+  let seq = 0;
   return {
     publicKey: spki.toString('base64'),
     fingerprint: createHash('sha256').update(spki).digest('hex').slice(0, 8),
     signRequest: (c) => sign(null, requestBytes(c), privateKey).toString('base64'),
+    signRenewal(c) {
+      seq++;
+      return { seq, signature: sign(null, renewalBytes({ ...c, seq }), privateKey).toString('base64') };
+    },
     resultKey(node) {
       let k = perNode.get(node);
       if (!k) perNode.set(node, (k = randomBytes(32)));
@@ -106,13 +131,28 @@ export function executorKey(base64: string): KeyObject | undefined {
 }
 
 export function verifyRequest(key: KeyObject, c: RequestClaims, signature: string | undefined): boolean {
+  return verifies(key, requestBytes(c), signature);
+}
+
+export function verifyRenewal(key: KeyObject, c: RenewalClaims, signature: string | undefined): boolean {
+  return verifies(key, renewalBytes(c), signature);
+}
+
+function verifies(key: KeyObject, bytes: Buffer, signature: string | undefined): boolean {
   if (!signature) return false;
   try {
-    return verify(null, requestBytes(c), key, Buffer.from(signature, 'base64'));
+    return verify(null, bytes, key, Buffer.from(signature, 'base64'));
   } catch {
     return false;
   }
 }
+
+/** The fingerprint of an executor's public key, as AgentKeys.fingerprint gives it. */
+export const keyFingerprint = (key: KeyObject): string =>
+  createHash('sha256')
+    .update(key.export({ format: 'der', type: 'spki' }))
+    .digest('hex')
+    .slice(0, 8);
 
 export const signResult = (key: Buffer, c: ResultClaims): string => createHmac('sha256', key).update(resultBytes(c)).digest('base64');
 

@@ -1,5 +1,13 @@
 import { createHash, type KeyObject } from 'node:crypto';
-import { type RequestClaims, type ResultClaims, signResult, verifyRequest, verifyResult } from './agent-auth.js';
+import {
+  type AgentKeys,
+  type RequestClaims,
+  type ResultClaims,
+  signResult,
+  verifyRenewal,
+  verifyRequest,
+  verifyResult,
+} from './agent-auth.js';
 
 /**
  * What the executor and `kube-runbook agent` exchange through the apiserver, in the agent namespace:
@@ -19,9 +27,10 @@ import { type RequestClaims, type ResultClaims, signResult, verifyRequest, verif
  * Both are signed (src/nodes/agent-auth.ts): an agent runs only what this run's executor signed for its node, and the
  * executor believes only results its node's agent signed.
  *
- * The **run Lease** (`kr-run-<run>`) is the executor's heartbeat: it renews it while the run lives; an agent touches
- * its node's dead-man keepalives only when it sees a new renewal, so an executor gone, or a node cut off from the
- * apiserver, ends in the dead-men firing `faultTtl` after the last renewal the node saw.
+ * The **run Lease** (`kr-run-<run>`) is the executor's heartbeat: it renews it while the run lives, each renewal
+ * signed with its key (`renewalAnnotations`); an agent touches its node's dead-man keepalives only when it sees a new
+ * renewal its executor signed (`readRenewal`), so an executor gone, or a node cut off from the apiserver, ends in the
+ * dead-men firing `faultTtl` after the last renewal the node saw, whoever else writes the Lease.
  */
 
 export const AGENT_APP = 'kube-runbook-agent';
@@ -37,6 +46,9 @@ export const LABEL_NODE = 'kube-runbook/node';
 export const LABEL_KIND = 'kube-runbook/kind';
 export const ANNOTATION_NODE = 'kube-runbook/node-name';
 export const ANNOTATION_RUN = 'kube-runbook/run-id';
+/** On the run Lease: the renewal's sequence number and the executor's signature over it (RenewalClaims). */
+export const ANNOTATION_RENEWAL_SEQ = 'kube-runbook/renewal-seq';
+export const ANNOTATION_RENEWAL_SIGNATURE = 'kube-runbook/renewal-signature';
 
 const hash = (s: string, n: number) => createHash('sha256').update(s).digest('hex').slice(0, n);
 
@@ -144,6 +156,45 @@ export function readRequest(cm: ConfigMapLite, me: AgentIdentity): { request: Ag
   if (!verifyRequest(me.executorKey, claims, d.signature))
     return { refused: d.signature ? "its signature is not this run's executor's" : 'it is not signed' };
   return { request: { name: cm.metadata.name, node, wired: d.script, timeoutMs, deadline } };
+}
+
+/** The run Lease as both sides read it. */
+export interface LeaseLite {
+  metadata?: { annotations?: Record<string, string> };
+  spec?: { holderIdentity?: string; renewTime?: string };
+}
+
+/** The annotations of a renewal at `renewTime` of the run Lease in `namespace`, signed with the executor's key. */
+export function renewalAnnotations(
+  namespace: string,
+  runId: string,
+  renewTime: string,
+  keys: Pick<AgentKeys, 'signRenewal'>,
+): Record<string, string> {
+  const { seq, signature } = keys.signRenewal({ run: runId, namespace, holder: runId, renewTime });
+  return { [ANNOTATION_RENEWAL_SEQ]: String(seq), [ANNOTATION_RENEWAL_SIGNATURE]: signature };
+}
+
+/**
+ * The renewal a run Lease shows, as an agent reads it: its sequence number when this run's executor signed it, or why
+ * it does not count. A Lease held by another run shows none (undefined).
+ */
+export function readRenewal(
+  lease: LeaseLite,
+  me: Pick<AgentIdentity, 'runId' | 'namespace' | 'executorKey'>,
+): { seq: number } | { ignored: string } | undefined {
+  const holder = lease.spec?.holderIdentity;
+  const renewTime = lease.spec?.renewTime;
+  if (holder !== me.runId || !renewTime) return undefined;
+  const a = lease.metadata?.annotations ?? {};
+  const signature = a[ANNOTATION_RENEWAL_SIGNATURE];
+  if (!signature) return { ignored: 'it is not signed' };
+  const seq = Number(a[ANNOTATION_RENEWAL_SEQ]);
+  if (!Number.isSafeInteger(seq) || seq < 1)
+    return { ignored: `its sequence number ${JSON.stringify(a[ANNOTATION_RENEWAL_SEQ] ?? null)} is not one` };
+  if (!verifyRenewal(me.executorKey, { run: me.runId, namespace: me.namespace, holder, renewTime, seq }, signature))
+    return { ignored: `its signature (renewal ${seq}, renewTime ${renewTime}) is not this agent's executor's` };
+  return { seq };
 }
 
 export type AgentResult =

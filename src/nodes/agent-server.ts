@@ -10,7 +10,9 @@ import {
   LABEL_RUN,
   configMapsPath,
   leasePath,
+  type LeaseLite,
   nodeLabel,
+  readRenewal,
   readRequest,
   readResult,
   resultObject,
@@ -19,6 +21,8 @@ import {
   statusOf,
 } from './agent-protocol.js';
 import type { KeyObject } from 'node:crypto';
+import { keyFingerprint } from './agent-auth.js';
+import { AGENT_STATE_ROOT, AgentMemory, type HostFiles, agentStateDir, hostFiles } from './agent-memory.js';
 import { formatDuration } from '../core/duration.js';
 import { keepaliveScript } from './keepalive.js';
 import type { ExecResult } from './types.js';
@@ -42,6 +46,8 @@ export interface AgentServerOptions {
   leasePollMs?: number;
   /** The dead-men's directory on the host (tests). */
   deadmanRoot?: string;
+  /** Where the agent remembers the requests it took and the last renewal it counted, on the host (tests). */
+  stateRoot?: string;
 }
 
 export interface AgentServerDeps {
@@ -51,6 +57,8 @@ export interface AgentServerDeps {
   signal: AbortSignal;
   /** Runs a wired script on the host (nsenter into PID 1's namespaces, or `sh -s` where the agent is the host's stand-in). */
   run(wired: string, timeoutMs: number): Promise<ExecResult>;
+  /** The host's files, for the agent's memory (by default through `run`). */
+  files?: HostFiles;
 }
 
 /** What an agent needs, checked when it starts (SelfSubjectAccessReview): without them it exits saying which. */
@@ -101,43 +109,83 @@ export async function serveAgent(o: AgentServerOptions, d: AgentServerDeps): Pro
   const stop = () => end.abort();
   d.signal.addEventListener('abort', stop, { once: true });
   const inner = { ...d, signal: end.signal };
+  const dir = agentStateDir(o.stateRoot ?? AGENT_STATE_ROOT, o.runId, nodeLabel(o.node), keyFingerprint(o.executorKey));
+  const memory = new AgentMemory(d.files ?? hostFiles(d.run), dir, () => d.clock.now());
+  let gone = false;
   try {
-    const [, gone] = await Promise.all([takeRequests(o, inner), followLease(o, inner).finally(stop)]);
+    if (!(await recall(memory, inner))) return 'stopped';
+    [, gone] = await Promise.all([takeRequests(o, inner, memory), followLease(o, inner, memory).finally(stop)]);
     return gone && !d.signal.aborted ? 'run gone' : 'stopped';
   } finally {
     d.signal.removeEventListener('abort', stop);
+    // the run is over on this node, or this agent's pod deleted: nothing of it stays, unless a request it took could
+    // still be written back within its deadline (a container stopped and started again: a node rebooted)
+    if (gone || ![...memory.taken.values()].some((deadline) => deadline >= d.clock.now()))
+      await memory.forget().catch((e: unknown) => d.log.warn(`cannot remove ${dir}: ${messageOf(e)}`));
   }
 }
 
-/** How long a request's name is remembered after its deadline: a copy written again later is refused as expired anyway. */
-const REMEMBER_MS = 60_000;
+/** Reads what this agent remembers from before a restart, tried until it can (nothing is taken before); false when stopped. */
+async function recall(memory: AgentMemory, d: AgentServerDeps): Promise<boolean> {
+  for (let attempt = 1; !d.signal.aborted; attempt++) {
+    try {
+      await memory.load();
+      if (memory.taken.size || memory.renewal)
+        d.log.info(`remembers ${memory.taken.size} request(s) taken and renewal ${memory.renewal} of the run Lease from before a restart`);
+      return true;
+    } catch (e) {
+      if (attempt === 1) d.log.warn(`cannot read what this agent remembers (${messageOf(e)}); no request is taken until it can`);
+    }
+    await d.clock.sleep(1000, d.signal).catch(() => undefined);
+  }
+  return false;
+}
 
-async function takeRequests(o: AgentServerOptions, d: AgentServerDeps): Promise<void> {
+/** How many requests one list asks for: a request can be 1 MiB, and the agent's pod has 256 MiB. */
+export const REQUEST_PAGE = 20;
+/** How many requests for this node the agent considers in one pass; more are left for a later pass, said once. */
+export const MAX_REQUESTS = 1000;
+
+async function takeRequests(o: AgentServerOptions, d: AgentServerDeps, memory: AgentMemory): Promise<void> {
   const seen = new Set<string>();
-  // every request taken, until well after its deadline: the same signed request written again is a replay
-  const taken = new Map<string, number>();
   const selector = `${LABEL_KIND}=request,${LABEL_RUN}=${runLabel(o.runId)},${LABEL_NODE}=${nodeLabel(o.node)}`;
   const running = new Set<Promise<void>>();
   let failing = false;
+  let flooded = false;
   while (!d.signal.aborted) {
     try {
-      const list = await d.api.json<{ items: ConfigMapLite[] }>(configMapsPath(o.namespace), {
-        query: { labelSelector: selector },
-        timeoutMs: 10_000,
-        signal: d.signal,
-      });
+      // page by page, each dropped once its requests are handed on, up to MAX_REQUESTS: whoever may write ConfigMaps
+      // in the namespace cannot make the agent hold them all at once
+      const names = new Set<string>();
+      let next: string | undefined;
+      let truncated = false;
+      do {
+        const page = await d.api.json<{ items: ConfigMapLite[]; metadata?: { continue?: string } }>(configMapsPath(o.namespace), {
+          query: { labelSelector: selector, limit: REQUEST_PAGE, continue: next },
+          timeoutMs: 10_000,
+          signal: d.signal,
+        });
+        const room = MAX_REQUESTS - names.size;
+        for (const cm of page.items.slice(0, room)) {
+          names.add(cm.metadata.name);
+          if (seen.has(cm.metadata.name)) continue;
+          seen.add(cm.metadata.name);
+          const p = handle(o, d, cm, memory).catch((e: unknown) => d.log.warn(`request ${cm.metadata.name}: ${messageOf(e)}`));
+          running.add(p);
+          void p.finally(() => running.delete(p));
+        }
+        next = page.metadata?.continue || undefined;
+        if (page.items.length > room || (next && names.size >= MAX_REQUESTS)) truncated = true;
+      } while (next && names.size < MAX_REQUESTS);
       if (failing) d.log.info('the apiserver answers again');
       failing = false;
-      const names = new Set(list.items.map((c) => c.metadata.name));
+      if (truncated && !flooded)
+        d.log.warn(
+          `more than ${MAX_REQUESTS} requests are written for this node: only the first ${MAX_REQUESTS} are read (someone who may write ConfigMaps in ${o.namespace} floods it)`,
+        );
+      flooded = truncated;
       for (const name of seen) if (!names.has(name)) seen.delete(name);
-      for (const [name, deadline] of taken) if (deadline + REMEMBER_MS < d.clock.now()) taken.delete(name);
-      for (const cm of list.items) {
-        if (seen.has(cm.metadata.name)) continue;
-        seen.add(cm.metadata.name);
-        const p = handle(o, d, cm, taken).catch((e: unknown) => d.log.warn(`request ${cm.metadata.name}: ${messageOf(e)}`));
-        running.add(p);
-        void p.finally(() => running.delete(p));
-      }
+      memory.prune();
     } catch (e) {
       if (d.signal.aborted) break;
       if (!failing) d.log.warn(`cannot list this node's requests: ${messageOf(e)}`);
@@ -149,13 +197,18 @@ async function takeRequests(o: AgentServerOptions, d: AgentServerDeps): Promise<
 }
 
 /** One request: claimed by creating its result (`running`), run, then the result written (retried until it lands or the request is gone). */
-async function handle(o: AgentServerOptions, d: AgentServerDeps, cm: ConfigMapLite, taken: Map<string, number>): Promise<void> {
+async function handle(o: AgentServerOptions, d: AgentServerDeps, cm: ConfigMapLite, memory: AgentMemory): Promise<void> {
   const read = readRequest(cm, { node: o.node, runId: o.runId, namespace: o.namespace, executorKey: o.executorKey });
   if ('refused' in read) return d.log.warn(`refused request ${cm.metadata.name}: ${read.refused}; nothing run`);
   const req = read.request;
-  if (taken.has(req.name)) return d.log.warn(`refused request ${req.name}: it was taken before (a replay); nothing run`);
+  if (memory.taken.has(req.name)) return d.log.warn(`refused request ${req.name}: it was taken before (a replay); nothing run`);
   if (d.clock.now() > req.deadline) return d.log.info(`request ${req.name} came after its deadline; not run`);
-  taken.set(req.name, req.deadline);
+  // remembered on the node before anything else: a copy written back after this agent restarts is refused as well
+  try {
+    await memory.take(req.name, req.deadline);
+  } catch (e) {
+    return d.log.warn(`request ${req.name} not run: this agent cannot remember it was taken (${messageOf(e)})`);
+  }
   const me = { runId: o.runId, node: o.node, resultKey: o.resultKey };
   const claimBody = resultObject(o.namespace, cm, { state: 'running', agent: o.agent }, me);
   let claim: ConfigMapLite;
@@ -235,22 +288,31 @@ async function writeResult(
   }
 }
 
-interface LeaseLite {
-  spec?: { holderIdentity?: string; renewTime?: string };
-}
+/** How many distinct ignored renewals an agent remembers having logged. */
+const IGNORED_LOGGED = 256;
 
 /**
- * Touches the run's keepalives on this node each time the run's Lease shows a renewal it has not seen: the
- * dead-men then fire `faultTtl` after the last renewal this node saw, whether the executor died or the node lost the
- * apiserver. Renewals are told apart by their renewTime as written, never compared with this node's clock; how long
- * none came is measured on this node's clock. Returns true when a read of the Lease shows none came for faultTtl (a
- * node cut off from the apiserver reads nothing: once back, it finds the renewals made meanwhile, and serves on).
+ * Touches the run's keepalives on this node each time the run's Lease shows a renewal it has not counted yet, signed
+ * by the executor that started this agent and numbered higher than the last one it counted (remembered on the node):
+ * the dead-men then fire `faultTtl` after the last renewal this node saw, whether the executor died or the node lost
+ * the apiserver, whoever else writes the Lease (a renewal unsigned, changed, signed by another key or written back
+ * from before is ignored, and said once). How long none came is measured on this node's clock. Returns true when a
+ * read of the Lease shows none came for faultTtl (a node cut off from the apiserver reads nothing: once back, it
+ * finds the renewals made meanwhile, and serves on).
  */
-async function followLease(o: AgentServerOptions, d: AgentServerDeps): Promise<boolean> {
+async function followLease(o: AgentServerOptions, d: AgentServerDeps, memory: AgentMemory): Promise<boolean> {
   const path = leasePath(o.namespace, runLeaseName(o.runId));
   const touch = wireScript(keepaliveScript(o.runId, o.deadmanRoot));
-  let last: string | undefined;
   let lastSeenAt = d.clock.now();
+  // a renewal counted whose keepalives are not touched yet (the touch failed: tried again at the next read)
+  let untouched = false;
+  const logged = new Set<string>();
+  const ignore = (why: string) => {
+    if (logged.has(why)) return;
+    if (logged.size >= IGNORED_LOGGED) logged.delete(logged.values().next().value!);
+    logged.add(why);
+    d.log.warn(`ignored run Lease renewal: ${why}`);
+  };
   // A renewal counts once this agent has seen the Lease change. The one it finds when it starts may be long stale (its
   // executor killed, the agent started again since): touching the keepalives for it would put every dead-man of the
   // run back by faultTtl, and an agent that keeps restarting would keep the faults applied.
@@ -261,13 +323,27 @@ async function followLease(o: AgentServerOptions, d: AgentServerDeps): Promise<b
     try {
       const lease = await d.api.json<LeaseLite>(path, { timeoutMs: 5_000, signal: d.signal });
       read = true;
-      const renewed = lease.spec?.holderIdentity === o.runId ? lease.spec.renewTime : undefined;
-      if (renewed && renewed !== last && !readOnce) last = renewed;
-      else if (renewed && renewed !== last) {
-        lastSeenAt = d.clock.now();
-        const r = await d.run(touch, 15_000);
-        if (r.code === 0) last = renewed;
-        else d.log.warn(`keepalive failed: ${r.stderr.trim()}`);
+      const r = readRenewal(lease, { runId: o.runId, namespace: o.namespace, executorKey: o.executorKey });
+      if (r && 'ignored' in r) ignore(r.ignored);
+      else if (r && r.seq < memory.renewal)
+        ignore(`renewal ${r.seq} is older than renewal ${memory.renewal}, counted already (an old renewal written back)`);
+      else if (r && r.seq > memory.renewal) {
+        // on the node before it counts: the same renewal written back after a restart is then an old one
+        try {
+          await memory.renewed(r.seq);
+        } catch (e) {
+          d.log.warn(`renewal ${r.seq} of the run Lease not counted yet: this agent cannot remember it (${messageOf(e)})`);
+          throw e;
+        }
+        if (readOnce) {
+          lastSeenAt = d.clock.now();
+          untouched = true;
+        }
+      }
+      if (untouched) {
+        const t = await d.run(touch, 15_000);
+        if (t.code === 0) untouched = false;
+        else d.log.warn(`keepalive failed: ${t.stderr.trim()}`);
       }
     } catch (e) {
       read = statusOf(e) === 404;

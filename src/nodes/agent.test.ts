@@ -3,12 +3,14 @@ import { describe, expect, it } from 'vitest';
 import { KrError } from '../core/errors.js';
 import { silentLogger } from '../core/logger.js';
 import { FakeAgentApi, FakeStatusError } from '../testing/fake-agent-api.js';
+import { FakeHostFiles } from '../testing/fake-host-files.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { AgentTransport } from '../inventory/schema.js';
 import { agentTransport } from './agent.js';
 import { checkAgentAccess, serveAgent } from './agent-server.js';
 import { newAgentKeys } from './agent-auth.js';
-import { type ConfigMapLite, requestObject, resultName, runLeaseName } from './agent-protocol.js';
+import { type AgentKeys } from './agent-auth.js';
+import { type ConfigMapLite, renewalAnnotations, requestObject, resultName, runLeaseName } from './agent-protocol.js';
 import type { ExecResult } from './types.js';
 
 const NS = 'kr-agents';
@@ -25,6 +27,8 @@ function setup(run: (wired: string, timeoutMs: number) => Promise<ExecResult> = 
   const warnings: string[] = [];
   const log = { ...silentLogger, warn: (m: string) => void warnings.push(m) };
   const transport = agentTransport(config, { api, runId: RUN, clock, keys, log });
+  // the node's files: what an agent remembers outlives it, as on a host
+  const files = new FakeHostFiles();
   const startAgent = (node = 'node-1', o: { faultTtlMs?: number } = {}) =>
     serveAgent(
       {
@@ -45,9 +49,18 @@ function setup(run: (wired: string, timeoutMs: number) => Promise<ExecResult> = 
           ran.push({ wired, timeoutMs });
           return run(wired, timeoutMs);
         },
+        files,
       },
     );
-  return { clock, api, ran, stop, transport, startAgent, keys, warnings };
+  return { clock, api, ran, stop, transport, startAgent, keys, warnings, files, log };
+}
+
+/** The run Lease renewed at `renewTime` by `holder`, signed as `keys` (the executor's, unless said otherwise) signs it. */
+function renewLease(api: FakeAgentApi, keys: Pick<AgentKeys, 'signRenewal'>, renewTime: string, holder = RUN) {
+  api.put('leases', NS, {
+    metadata: { name: runLeaseName(RUN), annotations: renewalAnnotations(NS, RUN, renewTime, keys) },
+    spec: { holderIdentity: holder, renewTime },
+  });
 }
 
 /** Runs `p` to its end on the fake clock. */
@@ -319,28 +332,19 @@ describe('who may drive an agent, and whose answers count', () => {
   });
 
   it('ends once the run Lease has not been renewed for faultTtl, and not before, nor while it cannot read it', async () => {
-    const { clock, api, stop, startAgent } = setup();
-    api.put('leases', NS, {
-      metadata: { name: runLeaseName(RUN) },
-      spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:00.000000Z' },
-    });
+    const { clock, api, stop, startAgent, keys } = setup();
+    renewLease(api, keys, '2026-01-01T00:00:00.000000Z');
     let end: string | undefined;
     void startAgent('node-1', { faultTtlMs: 20_000 }).then((e) => (end = e));
     await clock.advance(15_000);
-    api.put('leases', NS, {
-      metadata: { name: runLeaseName(RUN) },
-      spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:15.000000Z' },
-    });
+    renewLease(api, keys, '2026-01-01T00:00:15.000000Z');
     await clock.advance(19_000);
     expect(end).toBeUndefined();
     // cut off from the apiserver longer than faultTtl, while the run renews on: it serves on once back
     api.down = true;
     await clock.advance(30_000);
     expect(end).toBeUndefined();
-    api.put('leases', NS, {
-      metadata: { name: runLeaseName(RUN) },
-      spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:01:04.000000Z' },
-    });
+    renewLease(api, keys, '2026-01-01T00:01:04.000000Z');
     api.down = false;
     await clock.advance(2_000);
     expect(end).toBeUndefined();
@@ -356,11 +360,9 @@ describe('who may drive an agent, and whose answers count', () => {
 });
 
 describe('the agent keepalive', () => {
-  const renew = (api: FakeAgentApi, holder: string, at: string) =>
-    api.put('leases', NS, { metadata: { name: runLeaseName(RUN) }, spec: { holderIdentity: holder, renewTime: at } });
-
   it('touches the keepalives once per renewal it sees, never while the Lease stands still or belongs to another run', async () => {
-    const { clock, api, ran, stop, startAgent } = setup();
+    const { clock, api, ran, stop, startAgent, keys } = setup();
+    const renew = (_: FakeAgentApi, holder: string, at: string) => renewLease(api, keys, at, holder);
     const agent = startAgent();
     await clock.advance(3000);
     expect(ran).toEqual([]); // no Lease yet
@@ -386,20 +388,14 @@ describe('the agent keepalive', () => {
 
 describe('an agent started again after its executor is gone', () => {
   it('touches nothing for the renewal it finds: the dead-men keep counting from the last one the node saw', async () => {
-    const { clock, api, ran, stop, startAgent } = setup();
+    const { clock, api, ran, stop, startAgent, keys } = setup();
     // the executor renewed, then was killed; the node's agent restarts later and reads that renewal
-    api.put('leases', NS, {
-      metadata: { name: runLeaseName(RUN) },
-      spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:00.000000Z' },
-    });
+    renewLease(api, keys, '2026-01-01T00:00:00.000000Z');
     const agent = startAgent();
     await clock.advance(10_000);
     expect(ran).toEqual([]);
     // a run that lives renews again: that one counts
-    api.put('leases', NS, {
-      metadata: { name: runLeaseName(RUN) },
-      spec: { holderIdentity: RUN, renewTime: '2026-01-01T00:00:12.000000Z' },
-    });
+    renewLease(api, keys, '2026-01-01T00:00:12.000000Z');
     await clock.advance(2000);
     expect(ran).toHaveLength(1);
     expect(ran[0]!.wired).toContain(`/var/lib/kube-runbook/deadman/${RUN}`);

@@ -11,14 +11,21 @@ export class FakeStatusError extends Error {
 }
 
 interface Obj {
-  metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string; labels?: Record<string, string> };
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
   immutable?: boolean;
   [k: string]: unknown;
 }
 
 /**
  * The few apiserver paths the agent transport and `kube-runbook agent` use, in memory: ConfigMaps (create, get,
- * list by label, replace with a resourceVersion check, immutable ones refused, delete), Leases (get, put) and
+ * list by label (in pages, with `limit` and `continue`, in name order as etcd gives them), replace with a resourceVersion check, immutable ones refused, delete), Leases (get, put) and
  * SelfSubjectAccessReviews answered from `denied`. `down` makes every call fail as a cut-off node would see it.
  */
 export class FakeAgentApi implements AgentApi {
@@ -53,10 +60,16 @@ export class FakeAgentApi implements AgentApi {
     if (!name) {
       const selector = String(o.query?.labelSelector ?? '');
       const wants = selector ? selector.split(',').map((p) => p.split('=') as [string, string]) : [];
-      const items = [...this.objects.entries()]
+      const all = [...this.objects.entries()]
         .filter(([k, v]) => k.startsWith(`${kind}/${ns}/`) && wants.every(([l, val]) => v.metadata.labels?.[l] === val))
-        .map(([, v]) => structuredClone(v));
-      return { items } as T;
+        .map(([, v]) => v)
+        .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+      const after = o.query?.continue === undefined ? undefined : String(o.query.continue);
+      const from = after === undefined ? all : all.filter((v) => v.metadata.name > after);
+      const limit = Number(o.query?.limit ?? 0);
+      const items = (limit > 0 ? from.slice(0, limit) : from).map((v) => structuredClone(v));
+      const more = limit > 0 && from.length > limit;
+      return { items, metadata: more ? { continue: items.at(-1)!.metadata.name } : {} } as T;
     }
     const current = this.objects.get(key(name));
     if (method === 'DELETE') {
