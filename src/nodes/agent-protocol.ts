@@ -182,18 +182,21 @@ export function renewalAnnotations(
 export function readRenewal(
   lease: LeaseLite,
   me: Pick<AgentIdentity, 'runId' | 'namespace' | 'executorKey'>,
-): { seq: number } | { ignored: string } | undefined {
+): { seq: number } | { ignored: string; kind: 'unsigned' | 'malformed' | 'signature' } | undefined {
   const holder = lease.spec?.holderIdentity;
   const renewTime = lease.spec?.renewTime;
   if (holder !== me.runId || !renewTime) return undefined;
   const a = lease.metadata?.annotations ?? {};
   const signature = a[ANNOTATION_RENEWAL_SIGNATURE];
-  if (!signature) return { ignored: 'it is not signed' };
+  if (!signature) return { ignored: `it is not signed (renewTime ${renewTime})`, kind: 'unsigned' };
   const seq = Number(a[ANNOTATION_RENEWAL_SEQ]);
   if (!Number.isSafeInteger(seq) || seq < 1)
-    return { ignored: `its sequence number ${JSON.stringify(a[ANNOTATION_RENEWAL_SEQ] ?? null)} is not one` };
+    return { ignored: `its sequence number ${JSON.stringify(a[ANNOTATION_RENEWAL_SEQ] ?? null)} is not one`, kind: 'malformed' };
   if (!verifyRenewal(me.executorKey, { run: me.runId, namespace: me.namespace, holder, renewTime, seq }, signature))
-    return { ignored: `its signature (renewal ${seq}, renewTime ${renewTime}) is not this agent's executor's` };
+    return {
+      ignored: `its signature (renewal ${seq}, renewTime ${renewTime}) is not this agent's executor's: changed since it was signed, or signed with another key`,
+      kind: 'signature',
+    };
   return { seq };
 }
 

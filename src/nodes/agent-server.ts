@@ -288,9 +288,6 @@ async function writeResult(
   }
 }
 
-/** How many distinct ignored renewals an agent remembers having logged. */
-const IGNORED_LOGGED = 256;
-
 /**
  * Touches the run's keepalives on this node each time the run's Lease shows a renewal it has not counted yet, signed
  * by the executor that started this agent and numbered higher than the last one it counted (remembered on the node):
@@ -306,11 +303,12 @@ async function followLease(o: AgentServerOptions, d: AgentServerDeps, memory: Ag
   let lastSeenAt = d.clock.now();
   // a renewal counted whose keepalives are not touched yet (the touch failed: tried again at the next read)
   let untouched = false;
-  const logged = new Set<string>();
-  const ignore = (why: string) => {
-    if (logged.has(why)) return;
-    if (logged.size >= IGNORED_LOGGED) logged.delete(logged.values().next().value!);
-    logged.add(why);
+  // each kind of renewal ignored is said once, until the executor's next renewal counts: a writer that keeps
+  // forging (every second, say) fills no log
+  const said = new Set<string>();
+  const ignore = (kind: string, why: string) => {
+    if (said.has(kind)) return;
+    said.add(kind);
     d.log.warn(`ignored run Lease renewal: ${why}`);
   };
   // A renewal counts once this agent has seen the Lease change. The one it finds when it starts may be long stale (its
@@ -324,9 +322,9 @@ async function followLease(o: AgentServerOptions, d: AgentServerDeps, memory: Ag
       const lease = await d.api.json<LeaseLite>(path, { timeoutMs: 5_000, signal: d.signal });
       read = true;
       const r = readRenewal(lease, { runId: o.runId, namespace: o.namespace, executorKey: o.executorKey });
-      if (r && 'ignored' in r) ignore(r.ignored);
+      if (r && 'ignored' in r) ignore(r.kind, r.ignored);
       else if (r && r.seq < memory.renewal)
-        ignore(`renewal ${r.seq} is older than renewal ${memory.renewal}, counted already (an old renewal written back)`);
+        ignore('old', `renewal ${r.seq} is older than renewal ${memory.renewal}, counted already (an old renewal written back)`);
       else if (r && r.seq > memory.renewal) {
         // on the node before it counts: the same renewal written back after a restart is then an old one
         try {
@@ -338,6 +336,7 @@ async function followLease(o: AgentServerOptions, d: AgentServerDeps, memory: Ag
         if (readOnce) {
           lastSeenAt = d.clock.now();
           untouched = true;
+          said.clear();
         }
       }
       if (untouched) {
