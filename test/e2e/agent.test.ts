@@ -421,7 +421,7 @@ describe('the executor SIGKILLed during a run over agents', () => {
       `agent run killed as it applied its faults, the run Lease renewed ${renewals} times by another: node-1's kubelet back ${revertedAfter.kubelet} ms ` +
         `and node-3's egress rules gone ${revertedAfter.egress} ms after the kill (faultTtl 20 s)`,
     );
-    expect(renewals, 'the renewer renewed the run Lease').toBeGreaterThan(15);
+    expect(renewals, 'the renewer renewed the run Lease').toBeGreaterThan(10);
     expect(revertedAfter.kubelet, `node-1's kubelet runs again within faultTtl + 30 s\n${out.slice(-1500)}`).toBeLessThanOrEqual(50_000);
     expect(revertedAfter.egress, `node-3's rules are gone within faultTtl + 30 s\n${out.slice(-1500)}`).toBeLessThanOrEqual(50_000);
     // the agents saw the renewals, and said why they did not count them
