@@ -260,17 +260,49 @@ describe("the executor's revert and the dead-man never run at once", () => {
     expect(existsSync(done)).toBe(true);
   });
 
-  it('node-side reverts on one node run one after the other', async () => {
+  it("a node's dead-men revert independently: one waiting on what another reverts does not hold it back", async () => {
+    // cp-1 holds a scheduler stop and an etcd disk throttle: the scheduler's revert waits for a health the throttle
+    // keeps away; the throttle's revert must not wait for it
     root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
-    const log = join(root, 'log');
-    const revert = (id: string) => `echo "start ${id}" >>'${log}'; sleep 1; echo "end ${id}" >>'${log}'`;
-    for (const id of ['f01-a', 'f02-b'])
-      sh(armScript({ runId: 'rc3', faultId: id, ttlMs: 1000, revert: revert(id), allowSystemd: false, ...onNode(root) }));
-    for (const id of ['f01-a', 'f02-b']) utimesSync(join(deadmanDir('rc3', id, root), 'keepalive'), new Date(0), new Date(0));
-    const lines = () => (existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n') : []);
-    expect(await until(() => lines().length === 4, 15_000), lines().join(', ')).toBe(true);
-    // start, end, start, end: never two starts in a row
-    expect(lines().map((l) => l.split(' ')[0])).toEqual(['start', 'end', 'start', 'end']);
+    const unthrottled = join(root, 'unthrottled');
+    const healthy = join(root, 'healthy');
+    const start = `i=0; while [ ! -f '${unthrottled}' ] && [ "$i" -lt 150 ]; do sleep 0.1; i=$((i + 1)); done; touch '${healthy}'`;
+    const arm = (faultId: string, revert: string) =>
+      sh(armScript({ runId: 'rc3', faultId, ttlMs: 1000, revert, allowSystemd: false, ...onNode(root, 'cp-1') }));
+    arm('f01-stop-scheduler-cp-1', start);
+    arm('f02-throttle-etcd-disk-cp-1', `touch '${unthrottled}'`);
+    const fire = (id: string) => utimesSync(join(deadmanDir('rc3', id, root), 'keepalive'), new Date(0), new Date(0));
+    // the scheduler's dead-man fires first and is waiting; then the throttle's
+    fire('f01-stop-scheduler-cp-1');
+    expect(await until(() => existsSync(`${deadmanDir('rc3', 'f01-stop-scheduler-cp-1', root)}.fired`), 5000)).toBe(true);
+    fire('f02-throttle-etcd-disk-cp-1');
+    // within the 15 s the scheduler's revert would wait: the throttle reverted, then the scheduler healthy
+    expect(await until(() => existsSync(healthy), 6000), 'both reverted before the waiting one gave up').toBe(true);
+    const fired = `${deadmanDir('rc3', 'f02-throttle-etcd-disk-cp-1', root)}.fired`;
+    expect(readFileSync(join(fired, 'exit'), 'utf8').trim()).toBe('0');
+    expect(Number(readFileSync(join(fired, 'fired-at'), 'utf8'))).toBeGreaterThan(0);
+  });
+
+  it('a revert that hangs is killed at its limit, with the processes it started, and recorded as exit 124', async () => {
+    root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    const pidFile = join(root, 'child.pid');
+    sh(
+      armScript({
+        runId: 'rc4',
+        faultId: 'f01-hang',
+        ttlMs: 1000,
+        revertLimitMs: 1000,
+        revert: `sleep 300 & echo $! >'${pidFile}'; wait`,
+        allowSystemd: false,
+        ...onNode(root),
+      }),
+    );
+    const dir = deadmanDir('rc4', 'f01-hang', root);
+    utimesSync(join(dir, 'keepalive'), new Date(0), new Date(0));
+    expect(await until(() => existsSync(`${dir}.fired/exit`), 10_000)).toBe(true);
+    expect(readFileSync(`${dir}.fired/exit`, 'utf8').trim()).toBe('124');
+    const child = readFileSync(pidFile, 'utf8').trim();
+    expect(await until(() => !existsSync(`/proc/${child}`), 3000), `the revert's child ${child} still runs`).toBe(true);
   });
 });
 

@@ -43,6 +43,8 @@ export interface ArmOptions {
    * be undone just because a node rebooted.
    */
   onBoot: 'revert' | 'rewatch';
+  /** At most how long the fired revert may run before it is killed; DEADMAN_REVERT_LIMIT_MS by default. */
+  revertLimitMs?: number;
   /**
    * How the boot step is registered. `host`: a systemd unit enabled for multi-user.target, else an @reboot entry in
    * /etc/cron.d where a cron daemon runs, else none (the arm prints `boot-hook none`). `dir`: a link in the lab's boot
@@ -55,12 +57,31 @@ export interface ArmOptions {
 }
 
 /**
+ * How long after the last keepalive the node saw each of its faults is reverted, at most, beyond `faultTtl` (a
+ * remediation: `remediationTtl`): the watcher polls each second and the keepalive's age is counted in whole seconds
+ * (up to 2 s), and the revert's first step undoes the fault (the rules deleted, the limits written back, the service
+ * started) in well under a second on a node that is not itself stuck. Every dead-man reverts its own fault, whatever
+ * the others of the node do. Measured on the lab by test/e2e/actions-deadman.test.ts.
+ */
+export const DEADMAN_MARGIN_MS = 10_000;
+
+/**
+ * At most how long a fired dead-man's revert script may run (beyond the action's `nodeSideWaitMs`) before it is killed
+ * (`timeout`, exit 124): the scripts bound their own waits (a health wait, the action's `timeout`), this bounds what
+ * could hang anyway (a service manager that does not answer, a lock held by a stuck process).
+ */
+export const DEADMAN_REVERT_LIMIT_MS = 600_000;
+
+/**
  * The watcher: polls the keepalive's age each second and fires once, then exits; exits when disarmed. Whether to
  * fire is decided again holding the fault's lock (`<dir>.lock`), which the executor's touch before its own revert
- * takes too, so the two never revert one fault at once; the revert runs holding the node's lock (`$3`), so
- * node-side reverts on one node run one after the other. Without flock(1) on the node, both locks are skipped.
+ * takes too, so the two never revert one fault at once. The revert itself waits for nothing else: no other fault's
+ * dead-man, no node-wide lock (a revert that waits on the control plane, a service's health after its start, must not
+ * hold back the revert of the etcd disk throttle that keeps that control plane slow). It runs under `timeout` (`$3`
+ * seconds, killed with its process group) where the node has it. Without flock(1) on the node, the lock is skipped.
+ * The record: `fired-at` (epoch seconds), `revert.log`, `exit` (its code, 124 when killed by the limit).
  */
-const WATCH = `d=$1; ttl=$2; nodelock=$3
+const WATCH = `d=$1; ttl=$2; limit=\${3:-0}
 stale() { [ $(( $(date +%s) - $(stat -c %Y "$d/keepalive" 2>/dev/null || echo 0) )) -ge "$ttl" ]; }
 claim() {
   if command -v flock >/dev/null 2>&1; then
@@ -71,12 +92,14 @@ claim() {
 }
 while [ -d "$d" ]; do
   if stale && claim; then
-    if command -v flock >/dev/null 2>&1; then
-      ( flock -w 900 8; sh "$d.fired/revert.sh" ) 8>"$nodelock" >"$d.fired/revert.log" 2>&1
+    date +%s >"$d.fired/fired-at"
+    case $limit in '' | *[!0-9]*) limit=0 ;; esac
+    if [ "$limit" -gt 0 ] && command -v timeout >/dev/null 2>&1; then
+      timeout -k 5 "$limit" sh "$d.fired/revert.sh" </dev/null >"$d.fired/revert.log" 2>&1
     else
-      sh "$d.fired/revert.sh" >"$d.fired/revert.log" 2>&1
+      sh "$d.fired/revert.sh" </dev/null >"$d.fired/revert.log" 2>&1
     fi
-    echo $? >"$d.fired/exit"
+    echo $? >"$d.fired/exit.tmp" && mv -f "$d.fired/exit.tmp" "$d.fired/exit"
     if [ -f "$d.fired/unhook.sh" ]; then sh "$d.fired/unhook.sh" >/dev/null 2>&1; fi
     rm -f "$d.lock"
     exit 0
@@ -97,7 +120,6 @@ const IS_WATCHER = `sh -c 'tr "\\\\000" " " <"/proc/$1/cmdline" 2>/dev/null | gr
 const isWatcher = (pid: string) => `${IS_WATCHER} ${pid} "$d"`;
 
 const unitName = (runId: string, faultId: string) => `kube-runbook-deadman-${runId}-${faultId}`.replace(/[^A-Za-z0-9:_.-]/g, '-');
-const nodeLock = (root: string, node: string) => `${root}/.node-${checkId('node', node)}.lock`;
 
 /** A file written by the arm script: `cat >FILE <<'TAG'` … `TAG`. */
 function writeFile(file: string, body: string): string {
@@ -157,14 +179,14 @@ export function armScript(o: ArmOptions): string {
   const root = o.root ?? DEADMAN_ROOT;
   const dir = deadmanDir(o.runId, o.faultId, root);
   const ttl = Math.max(1, Math.ceil(o.ttlMs / 1000));
-  const lock = nodeLock(root, o.node);
+  const limit = Math.max(1, Math.ceil((o.revertLimitMs ?? DEADMAN_REVERT_LIMIT_MS) / 1000));
   const unit = unitName(o.runId, o.faultId);
   const boot = `d=${shq(dir)}
 [ -d "$d" ] || exit 0
-exec sh "$d/watch.sh" "$d" ${o.onBoot === 'revert' ? 0 : ttl} ${shq(lock)}`;
+exec sh "$d/watch.sh" "$d" ${o.onBoot === 'revert' ? 0 : ttl} ${limit}`;
   const systemd = o.allowSystemd
     ? `if command -v systemd-run >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
-  if systemd-run --quiet --collect --unit=${shq(unit)} sh "$d/watch.sh" "$d" ${ttl} ${shq(lock)}; then
+  if systemd-run --quiet --collect --unit=${shq(unit)} sh "$d/watch.sh" "$d" ${ttl} ${limit}; then
     echo systemd >"$d/watcher"
     systemctl is-active --quiet ${shq(`${unit}.service`)} || arm_failed "the dead-man's unit ${unit}.service is not active"
     started=systemd
@@ -185,7 +207,7 @@ mkdir -p "$d"
 ${writeFile('"$d/revert.sh"', o.revert)}${writeFile('"$d/watch.sh"', WATCH)}${writeFile('"$d/boot.sh"', boot)}touch "$d/keepalive"
 ${bootHookScript(o, dir)}started=
 ${systemd}if [ -z "$started" ]; then
-  setsid sh "$d/watch.sh" "$d" ${ttl} ${shq(lock)} </dev/null >/dev/null 2>&1 &
+  setsid sh "$d/watch.sh" "$d" ${ttl} ${limit} </dev/null >/dev/null 2>&1 &
   echo $! >"$d/watcher.pid"
   echo detached >"$d/watcher"
   # confirmed alive, and ours: the process of that pid runs this fault's watch.sh (given up to 3 s to start)

@@ -5,7 +5,7 @@ import { formatDuration } from '../core/duration.js';
 import type { Backoff, FailedAttempt } from '../core/retry.js';
 import type { InventoryNode } from '../inventory/schema.js';
 import type { ActionCtx, Ctx } from '../contract/context.js';
-import { armScript, deadmanDir, disarmScript, keepaliveScript, settleScript } from './deadman.js';
+import { armScript, DEADMAN_REVERT_LIMIT_MS, deadmanDir, disarmScript, keepaliveScript, settleScript } from './deadman.js';
 import type { Attempt, FaultRef, RunEventSink } from './events.js';
 import type { Journal } from './journal.js';
 import { eachLimited } from '../core/each-limited.js';
@@ -138,6 +138,7 @@ export class FaultLedger {
           allowSystemd: !lab,
           node: lab ? (node.netns ?? node.name) : node.name,
           onBoot: remediation ? 'rewatch' : 'revert',
+          revertLimitMs: DEADMAN_REVERT_LIMIT_MS + (action.meta.nodeSideWaitMs ?? 0),
           bootHook: lab ? 'dir' : 'host',
         });
         const r = await withRetries('arm', () => this.o.ctx.nodes.exec(node.name, arm, { timeoutMs: 30_000, signal }), retry({ fault }));
