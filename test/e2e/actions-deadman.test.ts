@@ -217,8 +217,10 @@ spec:
       }
       const marks = await deadmen(runId);
       const line = prepared.map((f) => {
-        const at = revertedAt.get(f.faultId);
-        return `${f.action}@${f.node}: ${now.has(f.faultId) ? 'STILL APPLIED' : seenInPlace.has(f.faultId) ? `${((at! - killedAt) / 1000).toFixed(1)} s` : 'never seen applied'}`;
+        const at = revertedAt.get(f.faultId)!;
+        const keepalive = marks.find((d) => d.faultId === f.faultId)?.keepalive;
+        const since = keepalive ? ` (${(at / 1000 - keepalive).toFixed(1)} s after its last keepalive)` : '';
+        return `${f.action}@${f.node}: ${now.has(f.faultId) ? 'STILL APPLIED' : seenInPlace.has(f.faultId) ? `${((at - killedAt) / 1000).toFixed(1)} s${since}` : 'never seen applied'}`;
       });
       console.log(`round ${round}: kill ${delayMs} ms after applied #${k} (run ${runId}); ${line.join(', ')}`);
       expect([...now], `round ${round}: faults still in place ${TTL_S} s + margin after the kill`).toEqual([]);
