@@ -268,7 +268,8 @@ describe("the executor's revert and the dead-man never run at once", () => {
     const healthy = join(root, 'healthy');
     const start = `i=0; while [ ! -f '${unthrottled}' ] && [ "$i" -lt 150 ]; do sleep 0.1; i=$((i + 1)); done; touch '${healthy}'`;
     const arm = (faultId: string, revert: string) =>
-      sh(armScript({ runId: 'rc3', faultId, ttlMs: 1000, revert, allowSystemd: false, ...onNode(root, 'cp-1') }));
+      // a ttl that does not run out by itself here: each fires when the test makes its keepalive old
+      sh(armScript({ runId: 'rc3', faultId, ttlMs: 60_000, revert, allowSystemd: false, ...onNode(root, 'cp-1') }));
     arm('f01-stop-scheduler-cp-1', start);
     arm('f02-throttle-etcd-disk-cp-1', `touch '${unthrottled}'`);
     const fire = (id: string) => utimesSync(join(deadmanDir('rc3', id, root), 'keepalive'), new Date(0), new Date(0));
