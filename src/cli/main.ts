@@ -2,7 +2,7 @@ import { basename } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { EXIT, type ExitCode, isKrError, messageOf } from '../core/errors.js';
 import { tuneHeap } from '../core/heap.js';
-import { redactText } from '../core/logger.js';
+import { redactText } from '../core/redact.js';
 import { toolVersion } from '../core/version.js';
 import { npmOnly } from './npm-only.js';
 import { dropOutputOnClosedPipes, out } from './output.js';

@@ -2,8 +2,9 @@ import { hostname } from 'node:os';
 import { basename, resolve } from 'node:path';
 import { agentTargets } from '../engine/agents.js';
 import { EXIT, type ExitCode, KrError, messageOf } from '../core/errors.js';
+import { redactText } from '../core/redact.js';
 import { realClock } from '../core/clock.js';
-import type { RunEvent } from '../engine/events.js';
+import { toSinks } from '../engine/sinks.js';
 import { Journal, listJournals, outstanding, readJournal, type JournalView } from '../engine/journal.js';
 import { configMapRef } from '../kube/journal-configmap.js';
 import { configMapCopy, fetchJournalCopies } from './journal-copy.js';
@@ -177,7 +178,7 @@ export async function recoverCommand(
     const result = await recoverRun(view, {
       ctx,
       registry: defaultRegistry,
-      emit: (e: RunEvent) => render(e),
+      emit: toSinks(render),
       force: o.force,
       journal,
     }).finally(() => kube === shared || kube.close?.());
@@ -185,7 +186,7 @@ export async function recoverCommand(
       out.stderr(
         `  the journal's copy in ConfigMap ${fromCluster!.namespace}/${fromCluster!.name} lacks what was reverted; ${view.file} has it`,
       );
-    for (const err of result.errors) out.stderr(`  ${err}`);
+    for (const err of result.errors) out.stderr(redactText(`  ${err}`));
     if (result.remaining.length) {
       code = EXIT.rollbackIncomplete;
       out.stderr(`  still applied: ${result.remaining.map((f) => `${f.action}${f.node ? ` on ${f.node}` : ''}`).join(', ')}`);

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ReportCollector } from '../report/collect.js';
 import { writeReports } from './report-files.js';
+import { redactEvent } from '../engine/sinks.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kr-report-files-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -11,14 +12,16 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe('writeReports', () => {
   it('writes the reports readable by their owner only, with tokens redacted as in logs', () => {
     const c = new ReportCollector();
-    c.onEvent({ type: 'run-start', at: 0, runId: 'r1', runbook: 'rb', context: 'lab', dryRun: false, journal: '' });
-    c.onEvent({
-      type: 'preflight',
-      at: 1,
-      check: 'cluster',
-      ok: false,
-      detail: 'curl -H "Authorization: Bearer abcdefghijklmnop123" failed; eyJhbGciOiJ.eyJzdWIiOiJ.c2lnbmF0dXJl',
-    });
+    c.onEvent(redactEvent({ type: 'run-start', at: 0, runId: 'r1', runbook: 'rb', context: 'lab', dryRun: false, journal: '' }));
+    c.onEvent(
+      redactEvent({
+        type: 'preflight',
+        at: 1,
+        check: 'cluster',
+        ok: false,
+        detail: 'curl -H "Authorization: Bearer abcdefghijklmnop123" failed; eyJhbGciOiJ.eyJzdWIiOiJ.c2lnbmF0dXJl',
+      }),
+    );
     const out = join(dir, 'reports');
     writeReports(out, c.report);
     expect(statSync(out).mode & 0o777).toBe(0o700);

@@ -1,6 +1,6 @@
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { redact } from '../core/logger.js';
+import { redact } from '../core/redact.js';
 import type { RunReport } from '../report/collect.js';
 import { renderJUnit } from '../report/junit.js';
 import { renderTimeline } from '../report/timeline.js';

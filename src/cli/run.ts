@@ -1,15 +1,16 @@
 import { resolve } from 'node:path';
 import { Option } from 'commander';
 import { EXIT, type ExitCode, KrError, messageOf, quote } from '../core/errors.js';
+import { redactText } from '../core/redact.js';
 import type { KubeAccess } from '../kube/types.js';
 import { realClock } from '../core/clock.js';
 import { assumeYes, nobody, terminalConfirmer, type Confirmer } from '../engine/confirm.js';
 import type { ObserverProbe } from '../engine/access.js';
-import type { RunEvent } from '../engine/events.js';
 import { Journal } from '../engine/journal.js';
 import { defaultRegistry } from '../engine/registry.js';
 import { allowsEveryContext, preflight } from '../engine/preflight.js';
 import { startRun } from '../engine/run.js';
+import { toSinks } from '../engine/sinks.js';
 import { runsDir } from '../engine/state-dir.js';
 import type { LoadedRunbook } from '../runbook/load.js';
 import { ReportCollector } from '../report/collect.js';
@@ -85,6 +86,7 @@ interface RunFlags {
   guards: boolean;
   verbose?: boolean;
   otelEndpoint?: string;
+  otelHeadersOverHttp?: boolean;
 }
 
 export const register: Register = (program, done) => {
@@ -115,11 +117,15 @@ export const register: Register = (program, done) => {
       'export the run as one OpenTelemetry trace and its metrics over OTLP/HTTP to this base URL (e.g. http://127.0.0.1:4318); ' +
         'wins over OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables, which turn export on by themselves (see docs/telemetry.md)',
     )
+    .option(
+      '--otel-headers-over-http',
+      "send OTEL_EXPORTER_OTLP_HEADERS (and a URL's user:password@) to a plain http:// collector too; refused without it (see docs/security.md)",
+    )
     .option('-v, --verbose', 'debug logging on stderr')
     .action(async (file: string, flags: RunFlags) => {
       const log = stderrLogger(Boolean(flags.verbose));
       const clock = realClock;
-      const otel = otelSettings(process.env, flags.otelEndpoint);
+      const otel = otelSettings(process.env, { endpoint: flags.otelEndpoint, headersOverHttp: flags.otelHeadersOverHttp });
       const reportCm = flags.reportConfigmap === undefined ? undefined : configMapRef('--report-configmap', flags.reportConfigmap);
       const journalCm = flags.journalConfigmap === undefined ? undefined : configMapRef('--journal-configmap', flags.journalConfigmap);
       const p = await prepare(file, flags, clock, log, (loaded) => requireNamedContext(loaded, flags));
@@ -147,13 +153,12 @@ export const register: Register = (program, done) => {
           kube: p.kube,
           dryRun: true,
         });
-        const pf = await preflight(
-          p.plan,
-          ctx,
-          confirmer,
-          plainRenderer((l) => out.stdout(`  ${l}`)),
-        ).finally(() => p.kube?.close?.());
-        out.stdout(pf.ok ? '\nPreflight passed: a run would start.' : `\nREFUSED: a run would be refused: ${pf.failures.join('; ')}`);
+        const pf = await preflight(p.plan, ctx, confirmer, toSinks(plainRenderer((l) => out.stdout(`  ${l}`)))).finally(() =>
+          p.kube?.close?.(),
+        );
+        out.stdout(
+          pf.ok ? '\nPreflight passed: a run would start.' : redactText(`\nREFUSED: a run would be refused: ${pf.failures.join('; ')}`),
+        );
         return done(pf.ok ? EXIT.ok : EXIT.refused);
       }
       const kube = p.kube!;
@@ -187,11 +192,8 @@ export const register: Register = (program, done) => {
           clock,
           warn: (line) => out.stderr(line),
         });
-      const emit = (e: RunEvent) => {
-        collector.onEvent(e);
-        view.onEvent(e);
-        telemetry?.onEvent(e);
-      };
+      // every sink takes the run's events only through here: redacted once, then shown, kept and sent
+      const emit = toSinks(collector.onEvent, view.onEvent, telemetry?.onEvent);
       const ctx = makeCtx({ runId, clock, log, signal: new AbortController().signal, inventory: p.inv.inventory, kube });
       const handle = startRun({
         plan: p.plan,
@@ -233,7 +235,9 @@ export const register: Register = (program, done) => {
         out.stderr(`\n${result.remaining.length} fault(s) may still be applied:`);
         for (const f of result.remaining)
           out.stderr(
-            `  - ${f.action}${f.node ? ` on ${f.node}` : ''} (${f.faultId})${f.manualRevert ? `\n    by hand on the node:\n${indent(f.manualRevert, '      ')}` : ''}`,
+            redactText(
+              `  - ${f.action}${f.node ? ` on ${f.node}` : ''} (${f.faultId})${f.manualRevert ? `\n    by hand on the node:\n${indent(f.manualRevert, '      ')}` : ''}`,
+            ),
           );
         out.stderr(`Revert them with: ${result.recoverCommand}`);
       }

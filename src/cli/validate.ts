@@ -2,7 +2,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Option } from 'commander';
 import { EXIT, isKrError, messageOf, quote } from '../core/errors.js';
-import { redactText } from '../core/logger.js';
+import { redactText } from '../core/redact.js';
 import { checkInventory } from '../inventory/load.js';
 import { didYouMean } from '../document/did-you-mean.js';
 import { defaultRegistry } from '../engine/registry.js';

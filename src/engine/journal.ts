@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { KrError } from '../core/errors.js';
-import { redactStrings } from '../core/logger.js';
+import { redactStrings } from '../core/redact.js';
 import { toolVersion } from '../core/version.js';
 import type { RevertState } from '../contract/action.js';
 import type { Inventory } from '../inventory/schema.js';

@@ -5,6 +5,7 @@ import { renderTimeline } from '../report/timeline.js';
 import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
 import type { ObjectiveEvent, RunEvent } from './events.js';
+import { redactEvent } from './sinks.js';
 
 const decided = (events: RunEvent[]) => events.filter((e): e is ObjectiveEvent => e.type === 'objective' && e.phase !== 'start');
 
@@ -76,7 +77,7 @@ describe('recovery objectives', () => {
     leases.push('ok', 'fresh', h.clock.now(), notOk());
     await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
     const collector = new ReportCollector();
-    for (const e of h.events) collector.onEvent(e);
+    for (const e of h.events) collector.onEvent(redactEvent(e));
     const start = h.events.find((e): e is ObjectiveEvent => e.type === 'objective' && e.phase === 'start')!;
     const d = at - start.startedAt!;
     const [met] = decided(h.events);
@@ -128,7 +129,7 @@ describe('recovery objectives', () => {
     const collector = new ReportCollector();
     await reverted();
     await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'), 200_000);
-    for (const e of h.events) collector.onEvent(e);
+    for (const e of h.events) collector.onEvent(redactEvent(e));
     expect(await h.handle.result).toMatchObject({
       status: 'objective-missed',
       exitCode: 5,

@@ -8,6 +8,7 @@ import { ReportCollector } from '../report/collect.js';
 import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
 import { FakeClock, flush } from '../testing/fake-clock.js';
+import { redactEvent } from './sinks.js';
 
 const ops = (log: ActionRecord[], op: ActionRecord['op']) =>
   log.filter((r) => r.op === op).map((r) => `${r.action}@${r.node ?? 'cluster'}`);
@@ -549,7 +550,7 @@ describe('run: a dead-man that cannot be disarmed', () => {
         : { code: 0, stdout: script.includes('kube-runbook-ok') ? 'kube-runbook-ok' : '', stderr: '' };
     await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
     const report = new ReportCollector();
-    for (const e of h.events) report.onEvent(e);
+    for (const e of h.events) report.onEvent(redactEvent(e));
     expect(report.report.warnings?.map((w) => w.message)).toEqual([
       expect.stringMatching(
         /^dead-man of f01-fault-a-node-1 on node-1 not disarmed \(rm: cannot remove: read-only file system\): without keepalive its watcher runs the fault's revert again/,

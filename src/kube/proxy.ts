@@ -3,7 +3,7 @@ import https from 'node:https';
 import { HttpProxyAgent, HttpsProxyAgent } from 'hpagent';
 import { SocksProxyAgent } from 'socks-proxy-agent';
 import { KrError, quote } from '../core/errors.js';
-import { redactText } from '../core/logger.js';
+import { redactText } from '../core/redact.js';
 
 /*
  * A kubeconfig cluster's `proxy-url`, as kubectl reads it: the apiserver reached through an HTTP or HTTPS proxy

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { redactText } from '../core/logger.js';
+import { redactText } from '../core/redact.js';
 import { shCommand } from '../core/shell.js';
 import { EXIT, KrError, quote } from '../core/errors.js';
 import type { InventoryNode, SshTransport } from '../inventory/schema.js';

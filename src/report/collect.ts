@@ -1,5 +1,6 @@
 import { ThinnedHistory } from './thinned.js';
-import type { Attempt, FaultRef, ObjectiveNodes, RunEvent, RunStatus, StepKind, StepStatus } from '../engine/events.js';
+import type { Attempt, FaultRef, ObjectiveNodes, RunStatus, StepKind, StepStatus } from '../engine/events.js';
+import type { RedactedEvent } from '../engine/sinks.js';
 import { NodeTracker, type NodeSeries } from './nodes.js';
 import { REPORT_VERSION } from './schema.js';
 
@@ -185,7 +186,7 @@ export class ReportCollector {
     return h.history.entries;
   }
 
-  readonly onEvent = (e: RunEvent): void => {
+  readonly onEvent = (e: RedactedEvent): void => {
     const r = this.report;
     switch (e.type) {
       case 'run-start':

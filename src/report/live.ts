@@ -1,5 +1,5 @@
 import { Listr, type ListrTaskWrapper } from 'listr2';
-import type { RunEvent } from '../engine/events.js';
+import type { RedactedEvent } from '../engine/sinks.js';
 import type { Plan } from '../engine/plan.js';
 import { attemptLine, onAttempt } from './attempts.js';
 
@@ -36,7 +36,7 @@ type Task = ListrTaskWrapper<unknown, never, never>;
  * The live task list on a terminal (listr2): preflight, each step, rollback; the running task shows the guards'
  * latest readings under it. Driven only by run events.
  */
-export function liveRenderer(plan: Plan): { onEvent(e: RunEvent): void; stop(): Promise<void> } {
+export function liveRenderer(plan: Plan): { onEvent(e: RedactedEvent): void; stop(): Promise<void> } {
   const preflight = deferred();
   const steps = new Map(plan.steps.map((s) => [s.index, deferred()]));
   const rollback = deferred();

@@ -3,13 +3,14 @@ import { CUT, cutOffRun, partition, T0 } from '../../test/fixtures/cut-off-run.j
 import type { RunEvent } from '../engine/events.js';
 import { ReportCollector } from './collect.js';
 import { renderTimeline } from './timeline.js';
+import { redactEvent } from '../engine/sinks.js';
 
 const iso = (s: number) => new Date(T0 + s * 1000).toISOString();
 const x = (s: number, runS: number = CUT.end) => (320 + (s / runS) * 860).toFixed(1);
 
 function render(events: RunEvent[]): string {
   const c = new ReportCollector();
-  for (const e of events) c.onEvent(e);
+  for (const e of events) c.onEvent(redactEvent(e));
   return renderTimeline(c.report);
 }
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { CUT, cutOffRun, partition, T0 } from '../../test/fixtures/cut-off-run.js';
 import type { RunEvent } from '../engine/events.js';
 import { ReportCollector } from './collect.js';
+import { redactEvent } from '../engine/sinks.js';
 
 const iso = (s: number) => new Date(T0 + s * 1000).toISOString();
 const reading = (s: number, value: unknown) => ({ status: 'ok' as const, at: T0 + s * 1000, detail: '', value });
@@ -10,8 +11,8 @@ const leases = (s: number, nodes: { name: string; ageMs: number | null; stale: b
 
 function collect(events: RunEvent[]) {
   const c = new ReportCollector();
-  c.onEvent({ type: 'run-start', at: T0, runId: 'r', runbook: 'rb', context: 'lab', dryRun: false, journal: '/j' });
-  for (const e of events) c.onEvent(e);
+  c.onEvent(redactEvent({ type: 'run-start', at: T0, runId: 'r', runbook: 'rb', context: 'lab', dryRun: false, journal: '/j' }));
+  for (const e of events) c.onEvent(redactEvent(e));
   return c.report;
 }
 const node = (r: ReturnType<typeof collect>, name: string) => r.nodes.find((n) => n.node === name);

@@ -1,4 +1,4 @@
-import type { RunEvent } from '../engine/events.js';
+import type { RedactedSink } from '../engine/sinks.js';
 import { formatDuration } from '../core/duration.js';
 import { attemptLine, onAttempt } from './attempts.js';
 
@@ -8,7 +8,7 @@ const time = (at: number) => new Date(at).toISOString().slice(11, 23);
  * One line per event, for logs and CI (no terminal control codes). Guard readings are shown only when a guard's
  * status changes, so a busy probe does not flood the log.
  */
-export function plainRenderer(write: (line: string) => void): (e: RunEvent) => void {
+export function plainRenderer(write: (line: string) => void): RedactedSink {
   const lastStatus = new Map<string, string>();
   let started = 0;
   return (e) => {

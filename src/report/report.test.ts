@@ -4,6 +4,7 @@ import { ReportCollector, type Observation } from './collect.js';
 import { renderJUnit } from './junit.js';
 import { plainRenderer } from './plain.js';
 import { renderTimeline } from './timeline.js';
+import { redactEvent } from '../engine/sinks.js';
 
 const T0 = Date.parse('2026-11-22T10:00:00.000Z');
 const HOSTILE = `<script>alert("x")</script> & 'co'`;
@@ -120,7 +121,7 @@ function events(o: { freezeReverted: boolean }): RunEvent[] {
 
 function collect(o: { freezeReverted: boolean }) {
   const c = new ReportCollector();
-  for (const e of events(o)) c.onEvent(e);
+  for (const e of events(o)) c.onEvent(redactEvent(e));
   return c.report;
 }
 
@@ -169,7 +170,7 @@ describe('plain log', () => {
   it('says each retried attempt, and on which attempt a revert went through', () => {
     const lines: string[] = [];
     const render = plainRenderer((l) => lines.push(l));
-    for (const e of events({ freezeReverted: true })) render(e);
+    for (const e of events({ freezeReverted: true })) render(redactEvent(e));
     expect(lines).toContain(
       '10:00:05.500   attempt 1 to revert block-kubelet-egress on node-1 failed (connection reset): cannot reach node "node-1" over ssh (10.0.0.1): Connection reset by peer; retrying in 250ms',
     );
@@ -280,7 +281,7 @@ describe('report.json: the values probes read', () => {
         armed: true,
       },
     ];
-    for (const e of evs) c.onEvent(e);
+    for (const e of evs) c.onEvent(redactEvent(e));
     expect(c.report.guardReadings['fsync p99']?.map((r) => r.value)).toEqual([series(0.01), series(0.8)]);
     expect(c.report.steps[0]?.readings).toEqual([
       { at: new Date(T0 + 1500).toISOString(), status: 'unknown', detail: 'waiting', value: null },
@@ -292,13 +293,15 @@ describe('report.json: the values probes read', () => {
     const c = new ReportCollector();
     const nodes = Array.from({ length: 5000 }, (_, i) => ({ name: `n-${i}`, ageMs: 1000, stale: i === 4321 }));
     const value = { nodes, stale: ['n-4321'] };
-    c.onEvent({
-      type: 'guard-reading',
-      at: T0,
-      guard: 'leases',
-      reading: reading('violated', T0, '1/5000 leases stale: n-4321 41s', value),
-      armed: true,
-    });
+    c.onEvent(
+      redactEvent({
+        type: 'guard-reading',
+        at: T0,
+        guard: 'leases',
+        reading: reading('violated', T0, '1/5000 leases stale: n-4321 41s', value),
+        armed: true,
+      }),
+    );
     const kept = c.report.guardReadings['leases']?.[0]?.value as Record<string, unknown>;
     expect(kept.nodes).toEqual(nodes.slice(0, 100));
     expect(kept.nodesLeftOut).toBe(4900);

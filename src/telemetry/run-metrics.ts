@@ -1,5 +1,5 @@
 import type { Meter } from '@opentelemetry/api';
-import type { RunEvent } from '../engine/events.js';
+import type { RedactedEvent } from '../engine/sinks.js';
 
 /** Recovery times are seconds to minutes: the histogram's buckets, in seconds. */
 const RECOVERY_BUCKETS_S = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800];
@@ -31,7 +31,7 @@ export class RunMetrics {
     });
   }
 
-  readonly onEvent = (e: RunEvent): void => {
+  readonly onEvent = (e: RedactedEvent): void => {
     const run = { 'kube_runbook.run.id': this.runId };
     switch (e.type) {
       case 'run-start':

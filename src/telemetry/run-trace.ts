@@ -1,5 +1,6 @@
 import { type Attributes, type Context, type Span, SpanStatusCode, type Tracer, context, trace } from '@opentelemetry/api';
-import type { FaultRef, RunEvent } from '../engine/events.js';
+import type { FaultRef } from '../engine/events.js';
+import type { RedactedEvent } from '../engine/sinks.js';
 
 /** What the run's root span says of where it ran, besides what `run-start` says. */
 export interface RunTarget {
@@ -46,7 +47,7 @@ export class RunTrace {
     private readonly target: RunTarget,
   ) {}
 
-  readonly onEvent = (e: RunEvent): void => {
+  readonly onEvent = (e: RedactedEvent): void => {
     switch (e.type) {
       case 'run-start': {
         this.root = this.tracer.startSpan(`run ${e.runbook}`, {

@@ -5,6 +5,7 @@ import { EXIT, KrError, quote } from '../core/errors.js';
  * Export is on when the flag or one of the OTLP endpoint variables is set, and `OTEL_SDK_DISABLED` is not `true`.
  * The exporters read the rest of the standard environment themselves (`OTEL_EXPORTER_OTLP_HEADERS`, `..._TIMEOUT`,
  * `..._COMPRESSION`, the per-signal variables); the flag's endpoint wins over the environment's endpoints.
+ * Credentials (OTLP headers, a URL's `user:password@`) go over plain http only when allowed (`headersOverHttp`).
  */
 export interface OtelSettings {
   /** A full URL for traces (`.../v1/traces`) when the flag set it; undefined: the exporter reads the environment. */
@@ -43,13 +44,62 @@ function parseEndpoint(flag: string): URL {
   return u;
 }
 
-export function otelSettings(env: NodeJS.ProcessEnv, flag?: string): OtelSettings | undefined {
-  if (flag !== undefined) {
-    const u = parseEndpoint(flag);
+export interface OtelOptions {
+  /** `--otel-endpoint`: wins over the environment's endpoints. */
+  endpoint?: string;
+  /** `--otel-headers-over-http`: send OTLP headers and URL credentials over plain http too. */
+  headersOverHttp?: boolean;
+}
+
+/** The option that lets credentials go over plain http, as errors name it. */
+const HEADERS_OVER_HTTP_FLAG = '--otel-headers-over-http';
+
+export function otelSettings(env: NodeJS.ProcessEnv, o: OtelOptions = {}): OtelSettings | undefined {
+  let settings: OtelSettings | undefined;
+  if (o.endpoint !== undefined) {
+    const u = parseEndpoint(o.endpoint);
     const base = u.href.replace(/\/+$/, '');
-    return { tracesUrl: `${base}/v1/traces`, metricsUrl: `${base}/v1/metrics`, shownAs: shownUrl(u.href) };
+    settings = { tracesUrl: `${base}/v1/traces`, metricsUrl: `${base}/v1/metrics`, shownAs: shownUrl(u.href) };
+  } else if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() !== 'true') {
+    const set = ENDPOINT_VARS.find((v) => env[v]?.trim());
+    settings = set ? { shownAs: shownUrl(env[set]!.trim()) } : undefined;
   }
-  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return undefined;
-  const set = ENDPOINT_VARS.find((v) => env[v]?.trim());
-  return set ? { shownAs: shownUrl(env[set]!.trim()) } : undefined;
+  if (settings && !o.headersOverHttp) refuseCredentialsOverHttp(env, settings);
+  return settings;
+}
+
+const value = (env: NodeJS.ProcessEnv, name: string) => env[name]?.trim() || undefined;
+
+/** Where a signal's exporter sends, as the OTLP exporters choose it: the flag's URL, the signal's variable, the base one, else localhost. */
+function signalUrl(env: NodeJS.ProcessEnv, settings: OtelSettings, signal: 'traces' | 'metrics'): string {
+  const flag = signal === 'traces' ? settings.tracesUrl : settings.metricsUrl;
+  const own = value(env, `OTEL_EXPORTER_OTLP_${signal.toUpperCase()}_ENDPOINT`);
+  const base = value(env, 'OTEL_EXPORTER_OTLP_ENDPOINT');
+  return flag ?? own ?? `${(base ?? 'http://localhost:4318').replace(/\/+$/, '')}/v1/${signal}`;
+}
+
+/**
+ * OTLP headers carry a collector's credentials (`authorization=Bearer ...`): over plain http anyone on the path can
+ * read them, as a URL's `user:password@`. Refused unless allowed, as the promql probe's `tokenOverHttp`.
+ */
+function refuseCredentialsOverHttp(env: NodeJS.ProcessEnv, settings: OtelSettings): void {
+  for (const signal of ['traces', 'metrics'] as const) {
+    const url = signalUrl(env, settings, signal);
+    let u: URL;
+    try {
+      u = new URL(url);
+    } catch {
+      continue; // the exporter says so, in the one warning
+    }
+    if (u.protocol !== 'http:') continue;
+    const headers = ['OTEL_EXPORTER_OTLP_HEADERS', `OTEL_EXPORTER_OTLP_${signal.toUpperCase()}_HEADERS`].filter((v) => value(env, v));
+    const carried = [...headers, ...(u.username || u.password ? ["the URL's user:password@"] : [])];
+    if (carried.length)
+      throw new KrError(
+        'OTEL_CREDENTIALS_OVER_HTTP',
+        `the run's ${signal} would go to ${shownUrl(url)} over plain http with ${carried.join(' and ')}, which anyone on the path ` +
+          `can read: use an https:// endpoint, or pass ${HEADERS_OVER_HTTP_FLAG} for a collector on a link you trust`,
+        { exit: EXIT.invalid },
+      );
+  }
 }

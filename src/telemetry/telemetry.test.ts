@@ -5,8 +5,10 @@ import { realClock } from '../core/clock.js';
 import type { RunEvent } from '../engine/events.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
 import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
+import { toSinks } from '../engine/sinks.js';
 import { type RunTelemetry, startTelemetry } from './telemetry.js';
 import { otelSettings } from './settings.js';
+import type { KrError } from '../core/errors.js';
 
 interface Received {
   path: string;
@@ -114,12 +116,13 @@ describe('OpenTelemetry export of a run', () => {
     vi.stubEnv('OTEL_EXPORTER_OTLP_HEADERS', 'authorization=Bearer s3cret-otlp-token');
     const warnings: string[] = [];
     telemetry = startTelemetry({
-      settings: otelSettings({}, r.url)!,
+      // the receiver is plain http on this machine: the headers go there only because this allows it
+      settings: otelSettings(process.env, { endpoint: r.url, headersOverHttp: true })!,
       target: { clusterHost: 'fake.invalid:6443', nodes: ['cp-1', 'node-1', 'node-2', 'node-3'] },
       clock: realClock,
       warn: (l) => warnings.push(l),
     });
-    const { result } = await guardedRun(telemetry.onEvent);
+    const { result } = await guardedRun(toSinks(telemetry.onEvent));
     expect(result.status).toBe('aborted');
     await telemetry.shutdown();
     await r.close();
@@ -187,12 +190,12 @@ describe('OpenTelemetry export of a run', () => {
     const warnings: string[] = [];
     const url = await closedPort();
     telemetry = startTelemetry({
-      settings: otelSettings({}, url)!,
+      settings: otelSettings({}, { endpoint: url })!,
       target: { nodes: ['node-1'] },
       clock: realClock,
       warn: (l) => warnings.push(l),
     });
-    const withDown = await guardedRun(telemetry.onEvent);
+    const withDown = await guardedRun(toSinks(telemetry.onEvent));
     await telemetry.shutdown();
     expect(withDown.result.exitCode).toBe(without.result.exitCode);
     expect(withDown.result.status).toBe(without.result.status);
@@ -208,15 +211,47 @@ describe('otelSettings', () => {
     expect(otelSettings({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://u:p@c:4318/v1/traces?key=k' })).toEqual({
       shownAs: 'https://c:4318/v1/traces',
     });
-    expect(otelSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://env:4318' }, 'http://flag:4318/')).toEqual({
+    expect(otelSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://env:4318' }, { endpoint: 'http://flag:4318/' })).toEqual({
       tracesUrl: 'http://flag:4318/v1/traces',
       metricsUrl: 'http://flag:4318/v1/metrics',
       shownAs: 'http://flag:4318',
     });
   });
 
+  it('refuses OTLP headers or a URL password over plain http unless allowed, naming the endpoint without its secret', () => {
+    const refused = (env: NodeJS.ProcessEnv, o: Parameters<typeof otelSettings>[1] = {}) => {
+      try {
+        otelSettings(env, o);
+      } catch (e) {
+        return e as KrError;
+      }
+      return undefined;
+    };
+    const headers = { OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer s3cret' };
+    const e = refused({ ...headers, OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector.example:4318' });
+    expect(e).toMatchObject({ code: 'OTEL_CREDENTIALS_OVER_HTTP', exit: 2 });
+    expect(e?.message).toBe(
+      "the run's traces would go to http://collector.example:4318/v1/traces over plain http with OTEL_EXPORTER_OTLP_HEADERS, " +
+        'which anyone on the path can read: use an https:// endpoint, or pass --otel-headers-over-http for a collector on a link you trust',
+    );
+    // the flag's endpoint; one signal's own headers, to the default endpoint of the other; a URL's password
+    expect(refused(headers, { endpoint: 'http://c:4318' })?.message).toContain('to http://c:4318/v1/traces over plain http');
+    expect(
+      refused({ OTEL_EXPORTER_OTLP_METRICS_HEADERS: 'x-api-key=k', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://c/v1/traces' })?.message,
+    ).toContain("the run's metrics would go to http://localhost:4318/v1/metrics over plain http with OTEL_EXPORTER_OTLP_METRICS_HEADERS");
+    const password = refused({}, { endpoint: 'http://u:pw@c:4318' });
+    expect(password?.message).toContain("to http://c:4318/v1/traces over plain http with the URL's user:password@");
+    expect(password?.message).not.toContain('pw');
+    // https, no credentials, or allowed
+    expect(refused({ ...headers, OTEL_EXPORTER_OTLP_ENDPOINT: 'https://c:4318' })).toBeUndefined();
+    expect(refused({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' })).toBeUndefined();
+    expect(refused(headers, { endpoint: 'http://c:4318', headersOverHttp: true })).toBeUndefined();
+  });
+
   it('names a bad --otel-endpoint and exits 2', () => {
-    expect(() => otelSettings({}, 'collector:4318')).toThrow(expect.objectContaining({ code: 'OTEL_ENDPOINT_INVALID', exit: 2 }));
-    expect(() => otelSettings({}, 'not a url')).toThrow(/--otel-endpoint "not a url": not a URL/);
+    expect(() => otelSettings({}, { endpoint: 'collector:4318' })).toThrow(
+      expect.objectContaining({ code: 'OTEL_ENDPOINT_INVALID', exit: 2 }),
+    );
+    expect(() => otelSettings({}, { endpoint: 'not a url' })).toThrow(/--otel-endpoint "not a url": not a URL/);
   });
 });

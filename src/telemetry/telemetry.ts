@@ -1,12 +1,15 @@
 import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import type { Attributes } from '@opentelemetry/api';
+import { MeterProvider, PeriodicExportingMetricReader, type PushMetricExporter } from '@opentelemetry/sdk-metrics';
+import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { Clock } from '../core/clock.js';
 import { messageOf } from '../core/errors.js';
+import { redact, redactText } from '../core/redact.js';
 import { toolVersion } from '../core/version.js';
-import type { RunEvent } from '../engine/events.js';
+import type { RedactedEvent } from '../engine/sinks.js';
+import { redactingMetricExporter, redactingSpanExporter } from './redacting.js';
 import { RunMetrics } from './run-metrics.js';
 import { RunTrace, type RunTarget } from './run-trace.js';
 import type { OtelSettings } from './settings.js';
@@ -22,7 +25,7 @@ const METRIC_INTERVAL_MS = 10_000;
 
 export interface RunTelemetry {
   /** Takes every run event; never throws, never waits. */
-  onEvent(e: RunEvent): void;
+  onEvent(e: RedactedEvent): void;
   /** Sends what is left, within FLUSH_DEADLINE_MS; never throws. */
   shutdown(): Promise<void>;
 }
@@ -33,15 +36,19 @@ export interface TelemetryOptions {
   clock: Clock;
   /** One line on stderr: said at most once per run. */
   warn: (line: string) => void;
+  /** Where spans and metrics go: OTLP/HTTP to the settings' endpoint unless given (tests give in-memory ones). */
+  exporters?: { spans: SpanExporter; metrics: PushMetricExporter };
 }
 
 /**
  * The run's trace and metrics over OTLP/HTTP, by the OpenTelemetry JS SDK: spans through a BatchSpanProcessor with a
  * bounded queue, metrics through a periodic reader, both flushed at the end. A collector that is down or refuses
- * costs one warning; nothing here changes the run or its exit code.
+ * costs one warning; nothing here changes the run or its exit code. Events come redacted (src/engine/sinks.ts);
+ * the exporters redact every span and data point once more before they leave (redacting.ts), and the resource and
+ * warnings are redacted too.
  */
 export function startTelemetry(o: TelemetryOptions): RunTelemetry {
-  const once = new WarnOnce(o.warn);
+  const once = new WarnOnce((line) => o.warn(redactText(line)));
   try {
     return exporting(o, once);
   } catch (e) {
@@ -57,29 +64,32 @@ function exporting(o: TelemetryOptions, once: WarnOnce): RunTelemetry {
       `kube-runbook: warning: the run's telemetry (${what}) could not be sent to ${o.settings.shownAs}: ${r.error ? messageOf(r.error) : 'export failed'} ` +
         '(the run goes on; no further telemetry warnings)',
     );
-  const resource = defaultResource()
+  const detected = defaultResource()
     .merge(resourceFromAttributes({ 'service.name': 'kube-runbook', 'service.version': toolVersion() }))
     .merge(detectResources({ detectors: [envDetector] }));
+  const resource = resourceFromAttributes(redact(detected.attributes, Infinity) as Attributes);
+  const spanExporter =
+    o.exporters?.spans ??
+    new OTLPTraceExporter({ ...(o.settings.tracesUrl ? { url: o.settings.tracesUrl } : {}), timeoutMillis: EXPORT_TIMEOUT_MS });
+  const metricExporter =
+    o.exporters?.metrics ??
+    new OTLPMetricExporter({ ...(o.settings.metricsUrl ? { url: o.settings.metricsUrl } : {}), timeoutMillis: EXPORT_TIMEOUT_MS });
   const traces = new BasicTracerProvider({
     resource,
     spanProcessors: [
-      new BatchSpanProcessor(
-        watchedSpanExporter(
-          new OTLPTraceExporter({ ...(o.settings.tracesUrl ? { url: o.settings.tracesUrl } : {}), timeoutMillis: EXPORT_TIMEOUT_MS }),
-          failed('trace'),
-        ),
-        { maxQueueSize: MAX_QUEUE, maxExportBatchSize: 512, scheduledDelayMillis: 1_000, exportTimeoutMillis: EXPORT_TIMEOUT_MS },
-      ),
+      new BatchSpanProcessor(watchedSpanExporter(redactingSpanExporter(spanExporter), failed('trace')), {
+        maxQueueSize: MAX_QUEUE,
+        maxExportBatchSize: 512,
+        scheduledDelayMillis: 1_000,
+        exportTimeoutMillis: EXPORT_TIMEOUT_MS,
+      }),
     ],
   });
   const metrics = new MeterProvider({
     resource,
     readers: [
       new PeriodicExportingMetricReader({
-        exporter: watchedMetricExporter(
-          new OTLPMetricExporter({ ...(o.settings.metricsUrl ? { url: o.settings.metricsUrl } : {}), timeoutMillis: EXPORT_TIMEOUT_MS }),
-          failed('metrics'),
-        ),
+        exporter: watchedMetricExporter(redactingMetricExporter(metricExporter), failed('metrics')),
         exportIntervalMillis: METRIC_INTERVAL_MS,
         exportTimeoutMillis: EXPORT_TIMEOUT_MS,
       }),

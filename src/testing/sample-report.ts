@@ -1,5 +1,6 @@
 import type { FaultRef, RunEvent } from '../engine/events.js';
 import { ReportCollector, type RunReport } from '../report/collect.js';
+import { redactEvent } from '../engine/sinks.js';
 
 const T0 = Date.parse('2026-11-27T10:00:00.000Z');
 const at = (s: number) => T0 + s * 1000;
@@ -45,6 +46,6 @@ export function sampleReport(): RunReport {
     { type: 'rollback-end', at: at(6.5), complete: true, remaining: [] },
     { type: 'run-end', at: at(8), status: 'aborted', reason: 'guard eviction forecast violated', remaining: [] },
   ];
-  for (const e of events) c.onEvent(e);
+  for (const e of events) c.onEvent(redactEvent(e));
   return c.report;
 }

@@ -10,6 +10,7 @@ import { ensureAptPackages } from '../../src/lab/install/install.js';
 import { ReportCollector } from '../../src/report/collect.js';
 import { CUT, cutOffRun, T0 } from '../fixtures/cut-off-run.js';
 import { cli } from './helpers/lab.js';
+import { redactEvent } from '../../src/engine/sinks.js';
 
 /**
  * timeline.html as a browser shows it: Debian's Chromium (installed here when missing, as the lab installs its
@@ -83,7 +84,7 @@ describe('timeline.html in headless Chromium', () => {
   beforeAll(async () => {
     await ensureChromium();
     const collector = new ReportCollector();
-    for (const e of cutOffRun()) collector.onEvent(e);
+    for (const e of cutOffRun()) collector.onEvent(redactEvent(e));
     const dir = join(mkdtempSync(join(tmpdir(), 'kr-timeline-')), 'report');
     writeReports(dir, collector.report);
     // the page `kube-runbook report` renders again from the saved report.json is the one the run wrote: that is shown
