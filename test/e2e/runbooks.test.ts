@@ -1,7 +1,7 @@
 /**
  * The emergency runbooks against the lab's real control plane: with --yes, and in a terminal where a person answers
  * each confirmation (the incident runbooks are in incidents.test.ts); a recovery objective set too tight, its run
- * exported to the lab's OTLP receiver (`lab up --otel`) as one trace and its metrics.
+ * exported to the lab's OTLP receiver (`lab up --otel`) as one trace and its metrics, with a secret redacted.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -73,10 +73,15 @@ describe('emergency runbooks', () => {
 });
 
 describe('a recovery objective set too tight', () => {
-  it('fails the run with exit 5 after a full rollback, says so in the report and JUnit, and exports the run as one trace', async () => {
+  it('fails the run with exit 5 after a full rollback, says so in the report and JUnit, and exports the run as one trace, secrets redacted', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kr-objective-'));
     const file = join(dir, 'too-tight.yaml');
     const node1 = { nodes: { names: ['node-1'] }, staleAfter: '3s' };
+    // a Prometheus with a password in its URL that does not answer: its error carries the URL into the objective's
+    // detail, and from there to the console, the report and the trace
+    const host = new URL(lab.otel!.endpoint).hostname;
+    const secret = 's3cret-lab-pass';
+    const prometheus = `http://kr:${secret}@${host}:${await freePort(host)}`;
     writeFileSync(
       file,
       stringify({
@@ -102,6 +107,14 @@ describe('a recovery objective set too tight', () => {
               holdFor: '10s',
               within: '1s',
             },
+            {
+              name: 'prometheus answers within a second',
+              probe: 'promql',
+              with: { url: prometheus, query: 'up', comparator: { op: '>', value: 0 }, interval: '1s', timeout: '1s' },
+              from: { step: 'its lease goes stale' },
+              holdFor: '1s',
+              within: '1s',
+            },
           ],
         },
       }),
@@ -116,7 +129,7 @@ describe('a recovery objective set too tight', () => {
     expect(r.stderr).not.toContain('telemetry');
     const report = JSON.parse(readFileSync(join(dir, 'report', 'report.json'), 'utf8')) as RunReport;
     expect(report.status).toBe('objective-missed');
-    expect(report.reason).toBe("recovery objective missed: node-1's lease fresh within a second");
+    expect(report.reason).toBe("recovery objectives missed: node-1's lease fresh within a second, prometheus answers within a second");
     expect(report.steps.map((st) => st.status)).toEqual(['passed', 'passed']);
     expect(report.rollback?.complete).toBe(true);
     expect(report.remaining).toEqual([]);
@@ -126,7 +139,15 @@ describe('a recovery objective set too tight', () => {
         withinMs: 1000,
         detail: expect.stringMatching(/^node-leases not ok within 1s \(last reading /),
       }),
+      expect.objectContaining({
+        status: 'missed',
+        detail: expect.stringContaining(`promql not ok within 1s (last reading unknown: cannot query http://kr:[redacted]@${host}:`),
+      }),
     ]);
+    // the secret reached none of what the run wrote
+    for (const written of [r.stdout, r.stderr, JSON.stringify(report), readFileSync(join(dir, 'report', 'junit.xml'), 'utf8')])
+      expect(written).not.toContain(secret);
+    expect(r.stdout).toContain('cannot query http://kr:[redacted]@');
     expect(readFileSync(join(dir, 'report', 'junit.xml'), 'utf8')).toMatch(
       /<testcase classname="objective-too-tight\.objectives" name="node-1&#39;s lease fresh within a second" time="0\.000"><failure message="objective missed">/,
     );
@@ -176,6 +197,15 @@ describe('a recovery objective set too tight', () => {
       }),
     );
     expect(root.events.map((ev) => ev.name)).toContain('objective missed');
+    // the collector received the Prometheus URL redacted, never its password
+    const missed = root.events.filter((ev) => ev.name === 'objective missed').map((ev) => attrs(ev.attributes));
+    expect(missed).toContainEqual(
+      expect.objectContaining({
+        'kube_runbook.objective': 'prometheus answers within a second',
+        'kube_runbook.detail': expect.stringContaining(`cannot query http://kr:[redacted]@${host}:`),
+      }),
+    );
+    expect(text).not.toContain(secret);
     const recovery = metrics.find((m) => m.name === 'kube_runbook.objective.recovery')!;
     expect(recovery.histogram!.dataPoints.map((dp) => attrs(dp.attributes))).toContainEqual(
       expect.objectContaining({
