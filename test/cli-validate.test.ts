@@ -137,19 +137,21 @@ describe('kube-runbook validate', () => {
     ]);
   });
 
-  it("load-apiserver: a qps above its bound, a ServiceAccount without namespace, a write to a user's object, nodes and from disagreeing", async () => {
+  it("load-apiserver: a qps above its bound, a ServiceAccount without namespace, a write to a user's object, nodes and from disagreeing, an existing account not opted in or in kube-system", async () => {
     const file = 'test/fixtures/invalid/bad-load-apiserver.yaml';
     const r = await cli('validate', file);
     expect(r.code).toBe(2);
     noStack(r);
     expect(r.stderr.trim().split('\n')).toEqual([
       `${file}:8:19: spec.steps[0].with.qps: expected a number <= 2000 (got 5000)`,
-      `${file}:12:13: spec.steps[1].with.as: expected a ServiceAccount as namespace/name (got "prober")`,
-      `${file}:14:60: spec.steps[1].with.requests[0].namespace: its own objects are in kr-load: leave namespace out (got "kube-system")`,
-      `${file}:14:79: spec.steps[1].with.requests[0].name: patch reaches only the object the action creates: leave name out (got "kubeadm-config")`,
-      `${file}:16:13: spec.steps[2].with: from: nodes needs nodes: the nodes to run it on (all, workers, {names: [...]}, ...)`,
-      `${file}:18:21: spec.steps[3].with.nodes: nodes applies only with from: nodes (got from: executor)`,
-      `${file}:20:41: spec.steps[4].with.nodes.role: expected one of control-plane, worker, etcd, load-balancer (got "wizard")`,
+      `${file}:13:13: spec.steps[1].with.as: expected a ServiceAccount as namespace/name (got "prober")`,
+      `${file}:15:60: spec.steps[1].with.requests[0].namespace: its own objects are in kr-load: leave namespace out (got "kube-system")`,
+      `${file}:15:79: spec.steps[1].with.requests[0].name: patch reaches only the object the action creates: leave name out (got "kubeadm-config")`,
+      `${file}:17:13: spec.steps[2].with: from: nodes needs nodes: the nodes to run it on (all, workers, {names: [...]}, ...)`,
+      `${file}:19:21: spec.steps[3].with.nodes: nodes applies only with from: nodes (got from: executor)`,
+      `${file}:21:41: spec.steps[4].with.nodes.role: expected one of control-plane, worker, etcd, load-balancer (got "wizard")`,
+      `${file}:23:27: spec.steps[5].with.as: as impersonates an existing ServiceAccount: add identity: existing to mean it, or leave as out and the run creates the load's identity (got "team-a/prober")`,
+      `${file}:25:47: spec.steps[6].with.as: never kube-system's ServiceAccounts: they run the cluster's controllers, and several may grant themselves anything (got "kube-system/clusterrole-aggregation-controller")`,
       '1 of 1 file invalid',
     ]);
   });

@@ -14,6 +14,9 @@ import { baseRunbook, startTestRun, testInventory } from '../testing/engine-harn
 import { parseInventoryLoosely } from '../testing/loose-inventory.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { controlPlaneInventory, scriptPurpose } from '../testing/inventories.js';
+import { accessChecks, describeCheck, resolveAccess } from '../contract/access.js';
+import { describeRules, runIdentity } from './parts/load-identity.js';
+import { dangerousGrants, refuseDangerousAccount } from './parts/load-existing.js';
 
 interface Call {
   at: number;
@@ -81,7 +84,9 @@ function fakeApi(clock: FakeClock, o: { status?: (c: Call) => number | undefined
     async json<T>(path: string, opts?: RequestOptions): Promise<T> {
       const status = answer(record(path, opts));
       if (status > 299) throw new ApiStatusError(status, `HTTP ${status}`);
-      return (path.endsWith('/token') ? { status: { token: SA_TOKEN } } : {}) as T;
+      if (path.endsWith('/token')) return { status: { token: SA_TOKEN } } as T;
+      // what the apiserver answers a write: the object, with a uid of its own
+      return { metadata: { name: path.split('/').pop(), uid: `uid-of-${path}` } } as T;
     },
   };
   const api = {
@@ -104,6 +109,7 @@ const PARAMS = {
   qps: 50,
   concurrency: 10,
   userAgent: 'kubelet-liveness-like',
+  identity: 'existing',
   as: 'team-a/prober',
   requests: [
     { verb: 'list', resource: 'pods', weight: 3 },
@@ -262,7 +268,44 @@ actionTester(action, {
   invalid: [
     { name: 'qps above 2000', phase: 'params', params: { ...PARAMS, qps: 5000 }, message: /<=2000[\s\S]*qps/ },
     { name: 'concurrency 0', phase: 'params', params: { ...PARAMS, concurrency: 0 }, message: /concurrency/ },
-    { name: 'no ServiceAccount', phase: 'params', params: { ...PARAMS, as: undefined }, message: /as/ },
+    {
+      name: 'an existing identity not named',
+      phase: 'params',
+      params: { ...PARAMS, as: undefined },
+      message: /identity existing needs as/,
+    },
+    {
+      name: 'an existing ServiceAccount without saying so',
+      phase: 'params',
+      params: { ...PARAMS, identity: undefined },
+      code: 'INVALID_PARAMS',
+      message: /as impersonates an existing ServiceAccount: add identity: existing/,
+    },
+    {
+      name: "kube-system's ServiceAccounts (one may escalate ClusterRoles)",
+      phase: 'params',
+      params: { ...PARAMS, as: 'kube-system/clusterrole-aggregation-controller' },
+      code: 'INVALID_PARAMS',
+      message: /never kube-system's ServiceAccounts/,
+    },
+    {
+      name: 'an existing ServiceAccount bound to a role that may escalate',
+      phase: 'preflight',
+      params: PARAMS,
+      kube: rbacApi({
+        clusterrolebindings: [
+          {
+            metadata: { name: 'prober-admin' },
+            roleRef: { kind: 'ClusterRole', name: 'grower' },
+            subjects: [{ kind: 'Group', name: 'system:serviceaccounts:team-a' }],
+          },
+        ],
+        clusterroles: [{ metadata: { name: 'grower' }, rules: [{ verbs: ['escalate'], resources: ['clusterroles'] }] }],
+      }),
+      code: 'LOAD_IDENTITY_UNSAFE',
+      message:
+        /ClusterRoleBinding prober-admin gives group system:serviceaccounts:team-a the ClusterRole grower: verb escalate on clusterroles/,
+    },
     { name: 'a ServiceAccount without namespace', phase: 'params', params: { ...PARAMS, as: 'prober' }, message: /namespace\/name/ },
     {
       name: "a write to a user's object",
@@ -448,5 +491,257 @@ describe('load-apiserver from: nodes in a run', () => {
     expect(nodes.scriptsOn('node-3')).toEqual([]);
     // the dead-man's revert is the same stop script
     expect(nodes.scriptsOn('node-1').find((s) => s.includes('watch.sh'))).toContain('# kube-runbook: load-apiserver stop');
+  });
+});
+
+/** An apiserver whose RBAC lists hold `lists` (by resource), for the checks of an existing ServiceAccount. */
+function rbacApi(lists: Record<string, unknown[]>): Partial<KubeAccess> {
+  const api = fakeApi(new FakeClock());
+  const json = api.kube.json!;
+  return {
+    ...api.kube,
+    json: <T>(path: string, o?: RequestOptions) => {
+      const m = /^\/apis\/rbac\.authorization\.k8s\.io\/v1\/([a-z]+)$/.exec(path);
+      return m && (o?.method ?? 'GET') === 'GET' ? Promise.resolve({ items: lists[m[1]!] ?? [] } as T) : json<T>(path, o);
+    },
+  };
+}
+
+/** The same load, as the identity the run makes (the default). */
+const RUN_PARAMS = { ...PARAMS, identity: undefined, as: undefined };
+
+describe('load-apiserver: the identity the run makes', () => {
+  it('is granted exactly the verbs and resources of its requests', () => {
+    const p = action.meta.params.parse({
+      ...RUN_PARAMS,
+      requests: [
+        { verb: 'list', resource: 'pods', weight: 3 },
+        { verb: 'list', resource: 'leases', namespace: 'kube-node-lease' },
+        { verb: 'get', resource: 'nodes/status', name: 'node-1' },
+        { verb: 'patch', resource: 'configmaps' },
+        { verb: 'create', resource: 'configmaps' },
+      ],
+    });
+    const id = runIdentity(
+      p.requests.map((r) => ({ ...r, namespace: r.namespace ?? null, name: r.name ?? null })),
+      false,
+    );
+    expect(id.name).toMatch(/^kube-runbook-load-[0-9a-f]{10}$/);
+    expect(id.rules).toEqual({
+      cluster: [
+        { apiGroups: [''], resources: ['nodes/status'], verbs: ['get'], resourceNames: ['node-1'] },
+        { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
+      ],
+      namespaced: {
+        'kube-node-lease': [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['list'] }],
+        'kr-load': [{ apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'patch'] }],
+      },
+    });
+    expect(describeRules(id.rules)).toBe(
+      'get nodes/status node-1, list pods (cluster-wide), create/patch configmaps in kr-load, list leases.coordination.k8s.io in kube-node-lease',
+    );
+    // another mix, another identity; the nodes' identity may also delete itself (its dead-man does)
+    const other = runIdentity([{ verb: 'list', resource: 'pods', namespace: null, name: null }], false);
+    expect(other.name).not.toBe(id.name);
+    const nodes = runIdentity([{ verb: 'list', resource: 'pods', namespace: null, name: null }], true);
+    expect(nodes.rules.cluster).toContainEqual({
+      apiGroups: ['rbac.authorization.k8s.io'],
+      resources: ['clusterroles'],
+      verbs: ['delete'],
+      resourceNames: [nodes.name],
+    });
+  });
+
+  it('is created before the load, owned by its ClusterRole, sent as, and removed at revert (ServiceAccount first), twice harmlessly', async () => {
+    const clock = new FakeClock();
+    const api = fakeApi(clock);
+    const { ctx } = loadCtx(clock, api.kube);
+    const state = await applied(ctx, RUN_PARAMS);
+    const name = state.identity!.name;
+    expect(state.as).toBe(`kr-load/${name}`);
+    expect(state.identity).toEqual({ name, namespaces: ['kr-load'], cluster: true, tokenSecret: false, removes: true });
+    const rbac = '/apis/rbac.authorization.k8s.io/v1';
+    const writes = api.calls.filter((c) => !c.headers['Impersonate-User'] && c.method === 'POST').map((c) => c.path);
+    expect(writes).toEqual([
+      '/api/v1/namespaces',
+      `${rbac}/clusterroles`,
+      '/api/v1/namespaces/kr-load/serviceaccounts',
+      `${rbac}/clusterrolebindings`,
+      `${rbac}/namespaces/kr-load/roles`,
+      `${rbac}/namespaces/kr-load/rolebindings`,
+      '/api/v1/namespaces/kr-load/configmaps',
+    ]);
+    type Written = { metadata: { ownerReferences?: unknown }; subjects?: unknown };
+    const body = (path: string) => api.calls.find((c) => c.path === path && c.method === 'POST')!.body as Written;
+    expect(body(`${rbac}/clusterroles`)).toMatchObject({ rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }] });
+    expect(body(`${rbac}/namespaces/kr-load/roles`)).toMatchObject({
+      rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['patch'] }],
+    });
+    for (const p of [
+      '/api/v1/namespaces/kr-load/serviceaccounts',
+      `${rbac}/clusterrolebindings`,
+      `${rbac}/namespaces/kr-load/rolebindings`,
+    ])
+      expect(body(p).metadata.ownerReferences, p).toEqual([
+        { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name, uid: `uid-of-${rbac}/clusterroles` },
+      ]);
+    expect(body(`${rbac}/clusterrolebindings`).subjects).toEqual([{ kind: 'ServiceAccount', name, namespace: 'kr-load' }]);
+    await clock.advance(1000);
+    const load = api.calls.filter((c) => c.headers['Impersonate-User']);
+    expect(load.length).toBeGreaterThan(40);
+    expect(new Set(load.map((c) => c.headers['Impersonate-User']))).toEqual(new Set([`system:serviceaccount:kr-load:${name}`]));
+    await action.revert(ctx, state);
+    const deletes = () => api.calls.filter((c) => c.method === 'DELETE').map((c) => c.path);
+    expect(deletes()).toEqual([
+      `/api/v1/namespaces/kr-load/configmaps/${state.own.configmaps}`,
+      `/api/v1/namespaces/kr-load/serviceaccounts/${name}`,
+      `${rbac}/clusterrolebindings/${name}`,
+      `${rbac}/namespaces/kr-load/rolebindings/${name}`,
+      `${rbac}/namespaces/kr-load/roles/${name}`,
+      `${rbac}/clusterroles/${name}`,
+    ]);
+    // rebuilt from the journal in a new process, where all is gone already: nothing fails
+    const gone = fakeApi(clock, { status: (c) => (c.method === 'DELETE' ? 404 : undefined) });
+    await action.revert(loadCtx(clock, gone.kube).ctx, JSON.parse(JSON.stringify(state)) as typeof state);
+    expect(gone.calls.filter((c) => c.method === 'DELETE')).toHaveLength(6);
+  });
+
+  it('writes over objects of its name a killed run left, and waits for the apiserver to take its Role in', async () => {
+    const clock = new FakeClock();
+    let refused = 0;
+    const api = fakeApi(clock, {
+      status: (c) => {
+        if (c.method === 'POST' && c.path.includes('rbac')) return 409;
+        // the authorizer has not seen the new Role for the first three checks
+        if (c.headers['Impersonate-User'] && refused < 3) return (refused++, 403);
+        return undefined;
+      },
+    });
+    const { ctx } = loadCtx(clock, api.kube);
+    const applying = applied(ctx, RUN_PARAMS);
+    await clock.advance(2000);
+    const state = await applying;
+    expect(api.calls.filter((c) => c.method === 'PUT' && c.path.includes('rbac')).map((c) => c.path.split('/').slice(-2)[0])).toEqual([
+      'clusterroles',
+      'clusterrolebindings',
+      'roles',
+      'rolebindings',
+    ]);
+    expect(refused).toBe(3);
+    await action.revert(ctx, state);
+  });
+
+  it('says what is left and how to remove it when the revert cannot remove it', async () => {
+    const clock = new FakeClock();
+    const api = fakeApi(clock, { status: (c) => (c.method === 'DELETE' && c.path.includes('/roles/') ? 403 : undefined) });
+    const { ctx } = loadCtx(clock, api.kube);
+    const state = await applied(ctx, RUN_PARAMS);
+    const e = await action.revert(ctx, state).catch((x: unknown) => x);
+    expect(isKrError(e) && e.code).toBe('LOAD_IDENTITY_LEFT');
+    expect(String((e as Error).message)).toContain(`/namespaces/kr-load/roles/${state.identity!.name}: HTTP 403`);
+    expect(String((e as Error).message)).toContain(`kubectl delete clusterrole ${state.identity!.name}`);
+  });
+
+  it('is what the executor must be granted: its objects by name, the rights it passes on, and impersonation of it alone', () => {
+    const params = action.meta.params.parse(RUN_PARAMS) as Record<string, unknown>;
+    const name = runIdentity([...PARAMS.requests.map((r) => ({ ...r, namespace: null, name: null }))] as never, false).name;
+    const checks = accessChecks(resolveAccess(action.meta.access, params)).map(describeCheck);
+    expect(checks).toEqual(
+      expect.arrayContaining([
+        'create serviceaccounts in kr-load',
+        `impersonate serviceaccounts ${name} in kr-load`,
+        `delete serviceaccounts ${name} in kr-load`,
+        'create clusterroles.rbac.authorization.k8s.io (cluster-wide)',
+        `delete clusterroles.rbac.authorization.k8s.io ${name} (cluster-wide)`,
+        `delete rolebindings.rbac.authorization.k8s.io ${name} in kr-load`,
+        'list pods (cluster-wide)',
+        'patch configmaps in kr-load',
+      ]),
+    );
+    // impersonation of its own ServiceAccount only, and nothing unnamed but creates and the rights it passes on
+    expect(checks.filter((c) => c.startsWith('impersonate'))).toEqual([`impersonate serviceaccounts ${name} in kr-load`]);
+    expect(checks.filter((c) => /^(delete|update) /.test(c) && !c.includes(name) && !c.includes('kr-load'))).toEqual([]);
+    expect(checks.some((c) => /rolebindings|clusterroles|roles|bind|escalate/.test(c) && /^list/.test(c))).toBe(false);
+    const existing = accessChecks(resolveAccess(action.meta.access, action.meta.params.parse(PARAMS) as Record<string, unknown>)).map(
+      describeCheck,
+    );
+    expect(existing.filter((c) => c.startsWith('impersonate'))).toEqual(['impersonate serviceaccounts prober in team-a']);
+    expect(existing).toContain('list clusterrolebindings.rbac.authorization.k8s.io (cluster-wide)');
+    expect(existing.some((c) => c.startsWith('create clusterroles'))).toBe(false);
+  });
+});
+
+describe('load-apiserver: an existing ServiceAccount', () => {
+  const bind = (kind: string, name: string, role: string, namespace?: string) => ({
+    metadata: { name, ...(namespace ? { namespace } : {}) },
+    roleRef: { kind: namespace ? 'Role' : 'ClusterRole', name: role },
+    subjects: [kind === 'ServiceAccount' ? { kind, name: 'prober', namespace: 'team-a' } : { kind: 'Group', name: kind }],
+  });
+  const roles = [
+    { metadata: { name: 'reader' }, rules: [{ verbs: ['get', 'list'], resources: ['pods'] }] },
+    { metadata: { name: 'everything' }, rules: [{ verbs: ['get'], resources: ['*'] }] },
+    { metadata: { name: 'binder' }, rules: [{ verbs: ['bind'], resources: ['clusterroles'] }] },
+  ];
+  const check = (crb: unknown[], rb: unknown[] = [], nsRoles: unknown[] = []) =>
+    dangerousGrants('team-a', 'prober', {
+      clusterRoleBindings: crb as never,
+      roleBindings: rb as never,
+      clusterRoles: roles,
+      roles: nsRoles as never,
+    });
+
+  it('is refused when bound to a role that may grow, by name, through its groups, or by a RoleBinding', () => {
+    expect(check([bind('ServiceAccount', 'ok', 'reader')])).toEqual([]);
+    expect(check([bind('ServiceAccount', 'all', 'everything')])).toEqual([
+      'ClusterRoleBinding all gives it the ClusterRole everything: every resource (*) with get',
+    ]);
+    expect(check([bind('system:serviceaccounts', 'sas', 'binder')])).toEqual([
+      'ClusterRoleBinding sas gives group system:serviceaccounts the ClusterRole binder: verb bind on clusterroles',
+    ]);
+    const nsRole = { metadata: { name: 'imp', namespace: 'elsewhere' }, rules: [{ verbs: ['impersonate'], resources: ['users'] }] };
+    expect(check([], [bind('ServiceAccount', 'rb', 'imp', 'elsewhere')], [nsRole])).toEqual([
+      'RoleBinding elsewhere/rb gives it the Role imp: verb impersonate on users',
+    ]);
+    // another account's binding, or another namespace's group, is not this one's
+    expect(check([{ ...bind('system:serviceaccounts:team-b', 'b', 'binder') }])).toEqual([]);
+  });
+
+  it('is checked at preflight: a safe one passes', async () => {
+    const kube = rbacApi({ clusterrolebindings: [bind('ServiceAccount', 'ok', 'reader')], clusterroles: roles });
+    await expect(refuseDangerousAccount(kube as KubeAccess, 'team-a/prober')).resolves.toBeUndefined();
+  });
+});
+
+describe('load-apiserver from: nodes, as the identity the run makes', () => {
+  it('binds the token to the Secret of the identity; the first node of the step removes the identity, the others leave it', async () => {
+    const clock = new FakeClock();
+    const api = fakeApi(clock);
+    const scenario = {
+      name: 'from nodes, run identity',
+      params: { ...RUN_PARAMS, from: 'nodes', qps: 60, concurrency: 10 },
+      kube: api.kube,
+      clock,
+      handler: nodeAnswers,
+      faultTtlMs: 45_000,
+    };
+    const first = await runLifecycle(action, controlPlaneInventory('lab'), { ...scenario, selection: ['cp-1', 'node-1'] });
+    const name = (first.applied.identity as { name: string }).name;
+    expect(first.applied).toMatchObject({ as: `kr-load/${name}`, identity: { name, tokenSecret: true, removes: true } });
+    const token = api.calls.find((c) => c.path === `/api/v1/namespaces/kr-load/serviceaccounts/${name}/token`)!;
+    expect(token.body).toMatchObject({
+      spec: {
+        expirationSeconds: 600,
+        boundObjectRef: { apiVersion: 'v1', kind: 'Secret', name, uid: `uid-of-/api/v1/namespaces/kr-load/secrets` },
+      },
+    });
+    expect(api.calls.filter((c) => c.method === 'DELETE' && c.path.endsWith(`/secrets/${name}`)).length).toBeGreaterThan(0);
+    const other = fakeApi(clock);
+    const second = await runLifecycle(action, controlPlaneInventory('lab'), {
+      ...scenario,
+      kube: other.kube,
+      selection: ['node-1', 'cp-1'],
+    });
+    expect(second.applied).toMatchObject({ identity: { name, removes: false } });
+    expect(other.calls.filter((c) => c.method === 'DELETE' && c.path.includes(name))).toEqual([]);
   });
 });

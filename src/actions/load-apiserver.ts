@@ -10,6 +10,7 @@ import {
   LOAD_RESOURCES,
   type LoadRequest,
   type LoadResource,
+  type LoadVerb,
   type OwnObjects,
   type Writable,
   WRITE_VERBS,
@@ -22,6 +23,18 @@ import {
   send,
 } from './parts/api-load.js';
 import { nodeLoadCheckScript, nodeLoadDir, nodeLoadStartScript, nodeLoadStopScript } from './parts/node-load.js';
+import {
+  type IdentityRef,
+  createIdentity,
+  describeRules,
+  identityAccess,
+  refOf,
+  removeCommand,
+  removeIdentity,
+  runIdentity,
+} from './parts/load-identity.js';
+import { refuseDangerousAccount } from './parts/load-existing.js';
+import type { ResolvedAccess, ResourceAccess } from '../contract/access.js';
 import { runOnNode, targetNode } from '../nodes/services/index.js';
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -63,42 +76,68 @@ const Request = z
       c.addIssue({ code: 'custom', path: ['namespace'], message: `get ${r.resource} ${r.name} needs its namespace` });
   });
 
-const Params = z.strictObject({
-  requests: z
-    .array(Request)
-    .min(1)
-    .max(20)
-    .meta({
-      description:
-        'the requests, each `{verb, resource, namespace?, name?, weight?}`, sent in proportion to their weights (default 1): reads of any ' +
-        `object; writes (create, update, patch) only of configmaps or leases, and only of the one the action creates in ${LOAD_NAMESPACE} ` +
-        '(create is a dry run: nothing is stored)',
-    }),
-  qps: z.number().min(1).max(2000).meta({ description: 'requests started per second, from 1 to 2000' }),
-  concurrency: z.number().int().min(1).max(500).default(20).meta({ description: 'requests unanswered at once, at most (1 to 500)' }),
-  userAgent: z
-    .string()
-    .regex(/^[\x20-\x7e]{1,200}$/, { message: 'expected printable ASCII, 1 to 200 characters' })
-    .default('kube-runbook-load')
-    .meta({ description: 'the User-Agent header of the requests (what the apiserver logs and audits them as)' }),
-  as: z
-    .string()
-    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$/, {
-      message: 'expected a ServiceAccount as namespace/name',
-    })
-    .meta({
-      description:
-        'the ServiceAccount `namespace/name` the requests are sent as (impersonation), so API Priority and Fairness classifies them by the FlowSchema that matches it; it needs the rights its requests use',
-    }),
-  from: z
-    .enum(['executor', 'nodes'])
-    .default('executor')
-    .meta({
-      description:
-        'where the load is sent from: `executor`, the executor process (stops with it); `nodes`, each node of `nodes` (required then) ' +
-        'with curl, `qps` and `concurrency` split evenly across them, so the apiserver sees it come from the nodes as kubelets',
-    }),
-});
+const Params = z
+  .strictObject({
+    requests: z
+      .array(Request)
+      .min(1)
+      .max(20)
+      .meta({
+        description:
+          'the requests, each `{verb, resource, namespace?, name?, weight?}`, sent in proportion to their weights (default 1): reads of any ' +
+          `object; writes (create, update, patch) only of configmaps or leases, and only of the one the action creates in ${LOAD_NAMESPACE} ` +
+          '(create is a dry run: nothing is stored)',
+      }),
+    qps: z.number().min(1).max(2000).meta({ description: 'requests started per second, from 1 to 2000' }),
+    concurrency: z.number().int().min(1).max(500).default(20).meta({ description: 'requests unanswered at once, at most (1 to 500)' }),
+    userAgent: z
+      .string()
+      .regex(/^[\x20-\x7e]{1,200}$/, { message: 'expected printable ASCII, 1 to 200 characters' })
+      .default('kube-runbook-load')
+      .meta({ description: 'the User-Agent header of the requests (what the apiserver logs and audits them as)' }),
+    identity: z
+      .enum(['run', 'existing'])
+      .default('run')
+      .meta({
+        description:
+          `whom the requests are sent as: \`run\`, a ServiceAccount the run creates in ${LOAD_NAMESPACE} with exactly the rights of \`requests\` and removes at revert; ` +
+          '`existing`, the ServiceAccount `as` (impersonation), refused in kube-system and when it is bound to a role that may escalate, bind, impersonate or use `*`',
+      }),
+    as: z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\/[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$/, {
+        message: 'expected a ServiceAccount as namespace/name',
+      })
+      .optional()
+      .meta({
+        description:
+          'with `identity: existing`: the ServiceAccount `namespace/name` the requests are sent as (impersonation), so API Priority and Fairness classifies them by the FlowSchema that matches it; it needs the rights its requests use',
+      }),
+    from: z
+      .enum(['executor', 'nodes'])
+      .default('executor')
+      .meta({
+        description:
+          'where the load is sent from: `executor`, the executor process (stops with it); `nodes`, each node of `nodes` (required then) ' +
+          'with curl, `qps` and `concurrency` split evenly across them, so the apiserver sees it come from the nodes as kubelets',
+      }),
+  })
+  .superRefine((p, c) => {
+    if (p.identity === 'existing' && !p.as)
+      c.addIssue({ code: 'custom', path: ['identity'], message: 'identity existing needs as: the ServiceAccount as namespace/name' });
+    if (p.as && p.identity !== 'existing')
+      c.addIssue({
+        code: 'custom',
+        path: ['as'],
+        message: `as impersonates an existing ServiceAccount: add identity: existing to mean it, or leave as out and the run creates the load's identity`,
+      });
+    if (p.as?.startsWith('kube-system/'))
+      c.addIssue({
+        code: 'custom',
+        path: ['as'],
+        message: "never kube-system's ServiceAccounts: they run the cluster's controllers, and several may grant themselves anything",
+      });
+  });
 type Params = z.output<typeof Params>;
 
 type State = {
@@ -109,7 +148,10 @@ type State = {
   dir?: string | null;
   /** `from: nodes`: how long the load runs at most on the node, from its start (the fault's ttl). */
   seconds?: number;
+  /** The ServiceAccount `namespace/name` the load is sent as. */
   as: string;
+  /** The identity the run made for the load (absent: an existing ServiceAccount, `as`); `removes`: this fault's revert removes it. */
+  identity?: (IdentityRef & { removes: boolean }) | null;
   userAgent: string;
   qps: number;
   concurrency: number;
@@ -125,25 +167,33 @@ export default defineAction({
       'Send a bounded load of API requests as a ServiceAccount, from the executor or from the nodes: an overloaded apiserver (incident 3).',
     description:
       'Sends `qps` requests a second, at most `concurrency` unanswered at once, from the executor process: the `requests` mixed by ' +
-      'weight, sent as the ServiceAccount `as` (impersonation headers) with the User-Agent `userAgent`, so that API Priority and ' +
+      'weight, sent as a ServiceAccount (impersonation headers) with the User-Agent `userAgent`, so that API Priority and ' +
       "Fairness classifies them by the FlowSchema that matches that ServiceAccount, as it would the real culprit's (liveness probes " +
       'reading pods and writing status every 10 s on every node, incident 3). The `apiserver-load` probe shows it: requests ' +
-      'executing, queued and rejected for that priority level. Writes reach only what the action creates in its own namespace ' +
-      `\`${LOAD_NAMESPACE}\` (a ConfigMap, a Lease; creates are dry runs), never a user's object. Before the load starts, apply ` +
-      'sends each request once and refuses when the apiserver does not allow it. The load stops when the action is reverted, ' +
-      'when the run is stopped at once, and with the executor process (a SIGKILL stops it at once); it runs on no node, so it ' +
-      'needs no dead-man. Sending as a ServiceAccount by impersonation needs no token: nothing secret is created, held or ' +
-      'logged, and nothing stays valid after the executor is gone. ' +
+      'executing, queued and rejected for that priority level. ' +
+      `By default (\`identity: run\`) the ServiceAccount is one the run creates, \`${LOAD_NAMESPACE}/kube-runbook-load-<hash>\`, granted ` +
+      'exactly the verbs and resources of `requests` (a list where it lists, a get of the object it names, the writes of its own ' +
+      `objects in \`${LOAD_NAMESPACE}\`) by a ClusterRole and Roles of the same name, all owned by that ClusterRole and deleted at ` +
+      'revert; the plan says what it is granted. RBAC lets no one grant what they do not hold, so the executor needs those ' +
+      'rights itself (`manifests` grants them). `identity: existing` with `as: namespace/name` sends it as a ServiceAccount the ' +
+      "cluster has instead: never one of kube-system's (`validate` refuses it), nor one bound, by name or through its groups, to a " +
+      'role that may escalate, bind or impersonate or grants `*` verbs or resources (preflight refuses it, `LOAD_IDENTITY_UNSAFE`). ' +
+      `Writes reach only what the action creates in its own namespace \`${LOAD_NAMESPACE}\` (a ConfigMap, a Lease; creates are dry ` +
+      "runs), never a user's object. Before the load starts, apply sends each request once and refuses when the apiserver does " +
+      'not allow it. The load stops when the action is reverted, when the run is stopped at once, and with the executor process ' +
+      '(a SIGKILL stops it at once); it runs on no node, so it needs no dead-man: the identity it was sent as then stays, ' +
+      'with no token anywhere, until `recover` removes it. ' +
       'With `from: nodes` each node of `nodes` sends its share instead, so the apiserver sees the requests come from the ' +
       "nodes' addresses, as it saw the kubelets': `qps` and `concurrency` are split evenly across the nodes (each node " +
       '`qps`/N requests a second, `concurrency`/N rounded down at once: preflight refuses fewer than one), sent by curl (7.84 or ' +
       'newer, for `--rate`; preflight names a node without it) with a token of the ServiceAccount that the executor gets from ' +
-      'the TokenRequest API for as long as the load may last (at least 10 minutes, the least the API gives) and hands to the node on the ' +
-      "script's input, never on a command line nor in a log; the node keeps it in a file only root reads and removes it when " +
-      'the load ends. Each node is a fault of its own, armed with the node-side dead-man before the load starts: the load ' +
-      'stops when reverted, when the run ends, and on every node `faultTtl` after the run is gone (executor killed, node cut ' +
-      'off); it also ends by itself, whatever happens, `faultTtl` after the latest end of the run (`spec.safety.maxDuration`). ' +
-      'Request weights are kept to within 1/200 on the nodes.',
+      'the TokenRequest API for as long as the load may last (at least 10 minutes, the least the API gives), bound to a Secret ' +
+      "of the run's identity that the revert deletes (which revokes it), and hands to the node on the script's input, never on " +
+      'a command line nor in a log; the node keeps it in a file only root reads and removes it when the load ends. Each node ' +
+      'is a fault of its own, armed with the node-side dead-man before the load starts: the load stops when reverted, when ' +
+      'the run ends, and on every node `faultTtl` after the run is gone (executor killed, node cut off), whose dead-man also ' +
+      "deletes the run's identity with the token it holds; it also ends by itself, whatever happens, `faultTtl` after the " +
+      'latest end of the run (`spec.safety.maxDuration`). Request weights are kept to within 1/200 on the nodes.',
     params: Params,
     targets: 'cluster',
     nodesWhen: { param: 'from', equals: 'nodes' },
@@ -155,26 +205,35 @@ export default defineAction({
     },
     undo:
       `stops the load (requests in flight are cancelled) and deletes the objects it created in \`${LOAD_NAMESPACE}\`; the empty namespace stays, ` +
-      'for the next run and for the Role `manifests` grants there. `recover` in a new process deletes the objects: the load ended with the process that ran it. ' +
+      "for the next run and for the Role `manifests` grants there; then the run's identity (its ServiceAccount first, which voids any token of it, " +
+      'its bindings, Roles and ClusterRole). `recover` in a new process deletes the same: the load ended with the process that ran it. ' +
       "`from: nodes`: kills the node's load (its process group) and removes its files, the token with them; the node-side dead-man runs the same script",
     access: [
+      ...identityDeclarations(),
       {
         apiGroup: '',
         resource: 'serviceaccounts',
         verbs: ['impersonate'],
         namespace: { param: 'as' },
         name: { param: 'as' },
+        onlyIf: { param: 'identity', equals: 'existing' },
         why: 'sends the load as that ServiceAccount (impersonation), and as no one else',
       },
       {
         apiGroup: '',
         resource: 'serviceaccounts/token',
         verbs: ['create'],
-        namespace: { param: 'as' },
-        name: { param: 'as' },
-        onlyIf: { param: 'from', equals: 'nodes' },
+        where: 'the namespace of `as`, that ServiceAccount only (with `identity: existing` and `from: nodes`)',
+        derive: (p) => (p.identity === 'existing' && p.from === 'nodes' ? existingTokenAccess(String(p.as)) : []),
         why: 'gets a short-lived token of that ServiceAccount (TokenRequest) for the nodes to send the load with',
       },
+      ...['clusterrolebindings', 'rolebindings', 'clusterroles', 'roles'].map((resource) => ({
+        apiGroup: 'rbac.authorization.k8s.io',
+        resource,
+        verbs: ['list'] as const,
+        onlyIf: { param: 'identity', equals: 'existing' },
+        why: 'preflight checks that the ServiceAccount `as` is bound to no role that may escalate, bind, impersonate or use `*`',
+      })),
       { apiGroup: '', resource: 'namespaces', verbs: ['create'], why: `creates its namespace ${LOAD_NAMESPACE} when missing` },
       { apiGroup: '', resource: 'namespaces', verbs: ['get'], name: LOAD_NAMESPACE, why: `reads its namespace ${LOAD_NAMESPACE}` },
       {
@@ -195,9 +254,12 @@ export default defineAction({
   },
 
   async preflight(ctx, params) {
-    if (params.from !== 'nodes') return;
-    const node = targetNode(ctx, 'load-apiserver');
-    share(params, ctx.selection?.length ?? 1, node.name);
+    const node = params.from === 'nodes' ? targetNode(ctx, 'load-apiserver') : undefined;
+    if (node) share(params, ctx.selection?.length ?? 1, node.name);
+    // an existing account only when it cannot grow: checked once, on the first node of a load from nodes
+    if (params.identity === 'existing' && (!node || !ctx.selection?.length || ctx.selection[0] === node.name))
+      await refuseDangerousAccount(load(ctx), params.as!, ctx.signal);
+    if (!node) return;
     await runOnNode(ctx, node.name, nodeLoadCheckScript(), {
       code: 'PREFLIGHT_FAILED',
       message: 'load-apiserver: this node cannot send the load',
@@ -216,7 +278,16 @@ export default defineAction({
     for (const r of params.requests)
       if (isWritable(r.resource) && (r.verb !== 'get' || !r.name)) own[r.resource] = `load-${suffix}`.replace(/-+$/, '');
     const requests = params.requests.map((r) => ({ ...r, namespace: r.namespace ?? null, name: r.name ?? null }));
-    const common = { as: params.as, userAgent: params.userAgent, requests, own };
+    const made = params.identity === 'existing' ? null : runIdentity(requests, onNode !== null);
+    // the nodes of one step share the identity; the first of them removes it, reverted last
+    const removes = !onNode || !ctx.selection?.length || ctx.selection[0] === onNode;
+    const common = {
+      as: made ? `${LOAD_NAMESPACE}/${made.name}` : params.as!,
+      identity: made ? { ...refOf(made), removes } : null,
+      userAgent: params.userAgent,
+      requests,
+      own,
+    };
     if (!onNode)
       return Promise.resolve({ key: `load-apiserver/${ctx.runId}/${suffix}`, ...common, qps: params.qps, concurrency: params.concurrency });
     if (!ctx.faultTtlMs)
@@ -238,6 +309,16 @@ export default defineAction({
     const tasks = ctx.tasks;
     if (!tasks && !state.node) throw new KrError('LOAD_NOWHERE', 'load-apiserver: this process runs no load (only a run does)');
     await ensureNamespace(ctx, kube);
+    let secretUid: string | undefined;
+    if (state.identity) {
+      const id = runIdentity(state.requests, !!state.node);
+      if (id.name !== state.identity.name)
+        throw new KrError(
+          'LOAD_IDENTITY',
+          `load-apiserver: the identity ${state.identity.name} of this fault is not what its requests need`,
+        );
+      ({ secretUid } = await createIdentity(kube, id, ctx.runId));
+    }
     for (const [resource, name] of Object.entries(state.own) as [Writable, string][]) {
       const body = ownObject(resource, name, ctx.runId, ctx.clock.now());
       await kube.json!(collectionPath(resource, LOAD_NAMESPACE), { method: 'POST', body, timeoutMs: 10_000 }).catch((e: unknown) => {
@@ -248,16 +329,25 @@ export default defineAction({
     // each request once, before the load: one the apiserver refuses (the ServiceAccount lacks the right, the object is
     // missing) fails the apply instead of making a load of errors
     for (const r of state.requests) {
-      const status = await send(kube, plan, r, ctx.clock, ctx.signal);
+      let status = await send(kube, plan, r, ctx.clock, ctx.signal);
+      // the apiserver's authorizer takes in a new Role within moments: a run-made identity is given 10 s to be known
+      for (let waited = 0; state.identity && status === 403 && waited < 10_000; waited += 250) {
+        await ctx.clock.sleep(250, ctx.signal);
+        status = await send(kube, plan, r, ctx.clock, ctx.signal);
+      }
       if (status < 200 || status > 299)
         throw new KrError(
           'LOAD_REFUSED',
           `load-apiserver: ${r.verb} ${callFor(r, state.own, ctx.runId, 0).path} as ${state.as} answered ${status} ` +
-            (status === 403 ? `(grant ${state.as} the right, and the executor impersonate on it)` : ''),
+            (status === 403
+              ? state.identity
+                ? "(the apiserver did not take in the load's Role)"
+                : `(grant ${state.as} the right, and the executor impersonate on it)`
+              : ''),
         );
     }
     if (state.node) {
-      await startOnNode(ctx, kube, state);
+      await startOnNode(ctx, kube, state, secretUid);
       return state;
     }
     const startedAt = ctx.clock.now();
@@ -291,6 +381,15 @@ export default defineAction({
       await kube.json!(objectPath(resource, LOAD_NAMESPACE, name), { method: 'DELETE', timeoutMs: 10_000 }).catch((e: unknown) => {
         if (!(e instanceof ApiStatusError && e.status === 404)) throw e;
       });
+    if (state.identity?.removes) {
+      const left = await removeIdentity(kube, state.identity);
+      if (left.length)
+        throw new KrError(
+          'LOAD_IDENTITY_LEFT',
+          `load-apiserver: the load's identity ${LOAD_NAMESPACE}/${state.identity.name} is not all removed (${left.join('; ')}); ` +
+            `remove it with: ${removeCommand(state.identity)}`,
+        );
+    }
   },
 
   // from the executor it runs on no node: the load ends with the executor process; from a node, the node kills it
@@ -337,10 +436,12 @@ async function ensureNamespace(ctx: ActionCtx, kube: KubeAccess): Promise<void> 
 
 /** What the load is, where it runs and how it stops: for plans, reports and the apply's log. */
 function describeLoad(
-  p: Pick<Params, 'qps' | 'concurrency' | 'as' | 'userAgent'> & {
+  p: Pick<Params, 'qps' | 'concurrency' | 'userAgent'> & {
+    as?: string;
+    identity?: string | IdentityRef | null;
     from?: string;
     node?: string | null;
-    requests: readonly { verb: string; resource: LoadResource; namespace?: string | null; name?: string | null; weight: number }[];
+    requests: readonly { verb: LoadVerb; resource: LoadResource; namespace?: string | null; name?: string | null; weight: number }[];
   },
 ): string {
   const total = p.requests.reduce((n, r) => n + r.weight, 0);
@@ -354,14 +455,19 @@ function describeLoad(
       return `${Math.round((100 * r.weight) / total)}% ${r.verb} ${what}${r.verb === 'create' ? ' (dry run)' : ''}`;
     })
     .join(', ');
-  if (p.from === 'nodes' || p.node)
+  const fromNodes = p.from === 'nodes' || !!p.node;
+  const made = p.identity === 'existing' || (p.identity == null && p.as) ? null : runIdentity(p.requests, fromNodes);
+  const who = made
+    ? `a ServiceAccount the run creates and removes, ${LOAD_NAMESPACE}/${made.name}, that may only ${describeRules(made.rules)}`
+    : p.as;
+  if (fromNodes)
     return (
-      `${p.qps} requests/s (at most ${p.concurrency} at once) ${p.node ? `from ${p.node}` : 'split across the nodes'} as ${p.as} ` +
+      `${p.qps} requests/s (at most ${p.concurrency} at once) ${p.node ? `from ${p.node}` : 'split across the nodes'} as ${who} ` +
       `(User-Agent ${quote(p.userAgent)}): ${mix}; stops on revert, when the run ends, by the node's dead-man faultTtl after the run is gone, ` +
       "and by itself faultTtl after the run's maxDuration"
     );
   return (
-    `${p.qps} requests/s (at most ${p.concurrency} at once) from the executor as ${p.as} (User-Agent ${quote(p.userAgent)}): ${mix}; ` +
+    `${p.qps} requests/s (at most ${p.concurrency} at once) from the executor as ${who} (User-Agent ${quote(p.userAgent)}): ${mix}; ` +
     'stops on revert, when the run stops, and with the executor process'
   );
 }
@@ -380,17 +486,24 @@ function share(p: Pick<Params, 'qps' | 'concurrency'>, nodes: number, node: stri
 }
 
 /**
- * Starts a node's share: a token for the ServiceAccount from the TokenRequest API (valid for the fault's ttl and a
- * minute, at least the 10 minutes the API allows), handed to the node on the script's input, never in its text.
+ * Starts a node's share: a token for the ServiceAccount from the TokenRequest API, handed to the node on the script's
+ * input, never in its text. The token is for the apiserver's own audiences (none asked: the API gives those), valid for
+ * the fault's ttl and a minute (the API gives no less than 10 minutes), and, for the run's identity, bound to its Secret:
+ * deleting it at revert (or the ServiceAccount) revokes the token.
  */
-async function startOnNode(ctx: ActionCtx, kube: KubeAccess, state: State): Promise<void> {
+async function startOnNode(ctx: ActionCtx, kube: KubeAccess, state: State, secretUid: string | undefined): Promise<void> {
   const [namespace, name] = state.as.split('/') as [string, string];
   const seconds = state.seconds ?? 60;
+  const bound = state.identity && secretUid ? { boundObjectRef: { apiVersion: 'v1', kind: 'Secret', name, uid: secretUid } } : {};
   const review = await kube.json!<{ status?: { token?: string } }>(
     `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${encodeURIComponent(name)}/token`,
     {
       method: 'POST',
-      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: Math.max(600, seconds + 60) } },
+      body: {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: { expirationSeconds: Math.max(600, seconds + 60), ...bound },
+      },
       timeoutMs: 10_000,
     },
   );
@@ -422,3 +535,65 @@ async function startOnNode(ctx: ActionCtx, kube: KubeAccess, state: State): Prom
     );
   ctx.log.info(`load-apiserver: ${state.node}: ${describeLoad(state)}`);
 }
+
+/** The requests of params or a state, as the identity's rules read them. */
+const requestsOf = (p: Record<string, unknown>) => (Array.isArray(p.requests) ? p.requests : []) as LoadRequest[];
+
+/** What the executor needs for the identity the run makes (nothing with `identity: existing`), picked by resource. */
+function madeAccess(p: Record<string, unknown>, pick: (resource: string) => boolean): ResolvedAccess[] {
+  if (p.identity === 'existing') return [];
+  const fromNodes = p.from === 'nodes';
+  return identityAccess(runIdentity(requestsOf(p), fromNodes), fromNodes).filter((a) => 'resource' in a && pick(a.resource));
+}
+
+const IDENTITY_RESOURCES = [
+  'serviceaccounts',
+  'clusterroles',
+  'clusterrolebindings',
+  'roles',
+  'rolebindings',
+  'serviceaccounts/token',
+  'secrets',
+];
+
+/** meta.access for the identity the run makes: its objects by name, and every right it grants (which it must hold). */
+function identityDeclarations(): ResourceAccess[] {
+  return [
+    {
+      apiGroup: '',
+      resource: 'serviceaccounts',
+      verbs: ['create', 'update', 'delete', 'impersonate'],
+      where: `namespace \`${LOAD_NAMESPACE}\`; all but create its own only, by name`,
+      derive: (p) => madeAccess(p, (r) => r === 'serviceaccounts'),
+      why: "creates the load's ServiceAccount (`identity: run`), sends the load as it (impersonation), and deletes it",
+    },
+    {
+      apiGroup: '',
+      resource: 'clusterroles, clusterrolebindings, roles, rolebindings (rbac.authorization.k8s.io)',
+      verbs: ['create', 'update', 'delete'],
+      where: 'cluster-wide and each namespace `requests` reach; all but create its own only, by name',
+      derive: (p) => madeAccess(p, (r) => ['clusterroles', 'clusterrolebindings', 'roles', 'rolebindings'].includes(r)),
+      why: "grants the load's ServiceAccount the rights of `requests`, nothing else, and removes the grant",
+    },
+    {
+      apiGroup: '',
+      resource: 'serviceaccounts/token, secrets',
+      verbs: ['create', 'update', 'delete'],
+      where: `namespace \`${LOAD_NAMESPACE}\`, its own by name (create of secrets: any name); with \`from: nodes\``,
+      derive: (p) => madeAccess(p, (r) => r === 'serviceaccounts/token' || r === 'secrets'),
+      why: "gets the nodes a token of the load's ServiceAccount, bound to a Secret it deletes at revert (which revokes the token)",
+    },
+    {
+      apiGroup: '',
+      resource: 'the resources of requests',
+      verbs: ['get', 'list', 'create', 'update', 'patch'],
+      where: 'as `requests` send them (a get by name, a list where it lists, its own objects in `kr-load`)',
+      derive: (p) => madeAccess(p, (r) => !IDENTITY_RESOURCES.includes(r)),
+      why: "holds the rights it grants the load's ServiceAccount: RBAC lets no one grant what they do not hold",
+    },
+  ];
+}
+
+const existingTokenAccess = (as: string): ResolvedAccess[] => [
+  { apiGroup: '', resource: 'serviceaccounts/token', verbs: ['create'], namespace: as.split('/')[0]!, name: as.split('/')[1]! },
+];

@@ -85,8 +85,9 @@ function accessTable(access: readonly ApiAccess[]): string {
   const rows = access.map((a) => {
     if ('nonResourceURL' in a)
       return `| \`${a.verbs.join(', ')}\` | \`${a.nonResourceURL}\` (non-resource URL) | cluster | ${tableCell(a.why)} |`;
-    const where =
-      a.namespace === undefined
+    const where = a.where
+      ? a.where
+      : a.namespace === undefined
         ? 'cluster-wide'
         : typeof a.namespace === 'string'
           ? `namespace \`${a.namespace}\``

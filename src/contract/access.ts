@@ -29,6 +29,13 @@ export interface ResourceAccess {
    * (`guessResource`); a custom resource with an irregular plural needs its rule adjusted by hand.
    */
   of?: { apiVersion: string; kind: string };
+  /**
+   * The permissions follow from the params in a way the fields above cannot say (load-apiserver's identity, from its
+   * request mix): `derive` gives them, and `apiGroup`, `resource`, `verbs` and `where` only describe them in the docs.
+   */
+  derive?: (params: Record<string, unknown>) => ResolvedAccess[];
+  /** With `derive`: where the permissions apply, for the docs. */
+  where?: string;
   /** Why, for docs/actions.md and docs/probes.md. */
   why: string;
 }
@@ -60,6 +67,10 @@ export function resolveAccess(declared: readonly ApiAccess[], params: Record<str
       continue;
     }
     if (a.onlyIf && String(params[a.onlyIf.param]) !== a.onlyIf.equals) continue;
+    if (a.derive) {
+      out.push(...a.derive(params));
+      continue;
+    }
     const apiVersion = a.of ? String(params[a.of.apiVersion] ?? '') : '';
     const apiGroup = a.of ? (apiVersion.includes('/') ? apiVersion.split('/')[0]! : '') : a.apiGroup;
     const resource = a.of ? guessResource(String(params[a.of.kind] ?? '')) : a.resource;

@@ -9,6 +9,7 @@ import { DEADMAN_MARGIN_MS } from '../../src/engine/deadman.js';
 import { until } from './helpers/lab.js';
 import { BIN, cliLab, killAfterEach } from './helpers/cli-lab.js';
 import { labContext, type LabContext } from './helpers/lab-context.js';
+import { countLoadApart } from './helpers/overload.js';
 
 /**
  * The executor killed with SIGKILL at random points while it applies four kinds of fault: every node-side dead-man
@@ -282,17 +283,13 @@ describe('executor killed with SIGKILL right after apply', () => {
 });
 
 describe('load-apiserver from: nodes, executor killed with SIGKILL', () => {
-  const SA = { namespace: 'default', name: 'kr-nodeload-e2e' };
+  /** Counts apart the requests of kr-load's ServiceAccounts, where the run makes the load's identity. */
+  const FS = { name: 'kr-nodeload-e2e', subject: { group: 'system:serviceaccounts:kr-load' } };
   let lc: LabContext;
   const kube = () => lc.ctx.kube;
-  const post = (path: string, body: unknown) =>
-    kube().json!(path, { method: 'POST', body, timeoutMs: 10_000 }).catch((e: unknown) => {
-      if ((e as { status?: number }).status !== 409) throw e;
-    });
-  const rbac = '/apis/rbac.authorization.k8s.io/v1';
   const dispatched = async () =>
     series((await kube().raw('/metrics', { timeoutMs: 5000 })).body, 'apiserver_flowcontrol_dispatched_requests_total')
-      .filter((x) => x.labels.flow_schema === SA.name)
+      .filter((x) => x.labels.flow_schema === FS.name)
       .reduce((n, x) => n + x.value, 0);
   /** The processes of this run's loads (the nodes are namespaces of one machine: one process table). */
   const loads = async (runId: string) =>
@@ -305,28 +302,7 @@ describe('load-apiserver from: nodes, executor killed with SIGKILL', () => {
 
   beforeAll(async () => {
     lc = await labContext(fx.lab);
-    // the culprit's identity: a ServiceAccount that may list pods, and a FlowSchema of its own to count its requests by
-    await post(`/api/v1/namespaces/${SA.namespace}/serviceaccounts`, { metadata: { name: SA.name } });
-    await post(`${rbac}/clusterroles`, { metadata: { name: SA.name }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }] });
-    await post(`${rbac}/clusterrolebindings`, {
-      metadata: { name: SA.name },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: SA.name },
-      subjects: [{ kind: 'ServiceAccount', ...SA }],
-    });
-    await post('/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas', {
-      metadata: { name: SA.name },
-      spec: {
-        priorityLevelConfiguration: { name: 'workload-low' },
-        matchingPrecedence: 500,
-        distinguisherMethod: { type: 'ByUser' },
-        rules: [
-          {
-            subjects: [{ kind: 'ServiceAccount', serviceAccount: SA }],
-            resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true }],
-          },
-        ],
-      },
-    });
+    await countLoadApart(kube(), FS);
   });
   afterAll(async () => lc?.close());
 
@@ -349,7 +325,6 @@ spec:
         qps: 20
         concurrency: 4
         userAgent: kubelet-liveness-like
-        as: ${SA.namespace}/${SA.name}
         requests: [{verb: list, resource: pods}]
     - {name: hold, wait: 5m}
 `,

@@ -7,7 +7,7 @@ import { realClock } from '../../src/core/clock.js';
 import type { ActionCtx } from '../../src/contract/context.js';
 import type { KubeAccess } from '../../src/kube/types.js';
 import { startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
-import { createLoadIdentity, flow as flowOf } from './helpers/overload.js';
+import { countLoadApart, flow as flowOf, loadIdentitiesLeft } from './helpers/overload.js';
 import { labContext } from './helpers/lab-context.js';
 import { RunTasks } from '../../src/engine/tasks.js';
 import { series } from '../../src/kube/prometheus.js';
@@ -175,16 +175,16 @@ describe('throttle-etcd-disk on the lab', () => {
 });
 
 describe('load-apiserver on the lab', () => {
-  const SA = { namespace: 'default', name: 'kr-load-e2e' };
+  /** A FlowSchema that counts apart the requests of kr-load's ServiceAccounts, where runs make their loads' identities. */
+  const FS = { name: 'kr-load-e2e', subject: { group: 'system:serviceaccounts:kr-load' } };
   const LEVEL = 'workload-low';
 
   /** The FlowSchema's dispatched requests, and what executes in its priority level now. */
-  const flow = () => flowOf(kube, SA);
+  const flow = () => flowOf(kube, FS);
 
-  // the culprit's identity: a ServiceAccount that may list pods and patch ConfigMaps in kr-load, and a FlowSchema for it
-  beforeAll(() => createLoadIdentity(kube, SA));
+  beforeAll(() => countLoadApart(kube, FS));
 
-  it('100 qps as a ServiceAccount: its FlowSchema dispatches them and its priority level executes them; none after the revert', async () => {
+  it("100 qps as the identity it makes, granted only the load's rights: dispatched and executed; none, and no identity, after the revert", async () => {
     const tasks = new RunTasks(ctx.log);
     const lctx: ActionCtx = { ...ctx, tasks };
     const action = await defaultRegistry.action('load-apiserver');
@@ -192,27 +192,37 @@ describe('load-apiserver on the lab', () => {
       qps: 100,
       concurrency: 20,
       userAgent: 'kubelet-liveness-like',
-      as: `${SA.namespace}/${SA.name}`,
       requests: [
         { verb: 'list', resource: 'pods', weight: 4 },
         { verb: 'patch', resource: 'configmaps' },
       ],
     });
-    // the apiserver takes the new FlowSchema in within a moment (its Dangling condition set): until then the load goes elsewhere
-    await until(
-      'the FlowSchema is taken in',
-      async () => {
-        const fs = await kube.json!<{ status?: { conditions?: { type: string; status: string }[] } }>(
-          '/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/kr-load-e2e',
-          { timeoutMs: 5000 },
-        );
-        return fs.status?.conditions?.some((c) => c.type === 'Dangling' && c.status === 'False') ?? false;
-      },
-      10_000,
-    );
     const before = await flow();
     const state = await action.prepare(lctx, params);
     const applied = (await action.apply(lctx, state)) as typeof state;
+    const id = (applied.identity as { name: string }).name;
+    // the identity may do what the load does, and nothing else: not even read the pods' ConfigMaps elsewhere
+    const may = async (verb: string, resource: string, namespace?: string) =>
+      (
+        await kube.json!<{ status: { allowed: boolean } }>('/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+          method: 'POST',
+          body: {
+            apiVersion: 'authorization.k8s.io/v1',
+            kind: 'SubjectAccessReview',
+            spec: {
+              user: `system:serviceaccount:kr-load:${id}`,
+              groups: ['system:serviceaccounts', 'system:serviceaccounts:kr-load', 'system:authenticated'],
+              resourceAttributes: { verb, resource, ...(namespace ? { namespace } : {}) },
+            },
+          },
+          timeoutMs: 5000,
+        })
+      ).status.allowed;
+    expect(await may('list', 'pods')).toBe(true);
+    expect(await may('patch', 'configmaps', 'kr-load')).toBe(true);
+    expect(await may('get', 'configmaps', 'kube-system')).toBe(false);
+    expect(await may('delete', 'pods', 'default')).toBe(false);
+    expect(await may('create', 'rolebindings', 'kr-load')).toBe(false);
     const startedAt = realClock.now();
     let busiest = 0;
     while (realClock.now() - startedAt < 4000) {
@@ -239,17 +249,14 @@ describe('load-apiserver on the lab', () => {
       timeoutMs: 5000,
     });
     expect(cm.status, 'its ConfigMap is deleted').toBe(404);
+    expect(await loadIdentitiesLeft(kube), 'its identity is deleted').toEqual([]);
   });
 
   it("shed-apiserver-load top 1: the load's FlowSchema is copied into a low priority level that now serves it; the revert deletes both", async () => {
     const tasks = new RunTasks(ctx.log);
     const lctx: ActionCtx = { ...ctx, tasks };
     const load = await defaultRegistry.action('load-apiserver');
-    const loadParams = load.meta.params.parse({
-      qps: 100,
-      as: `${SA.namespace}/${SA.name}`,
-      requests: [{ verb: 'list', resource: 'pods' }],
-    });
+    const loadParams = load.meta.params.parse({ qps: 100, requests: [{ verb: 'list', resource: 'pods' }] });
     const loading = await load.apply(lctx, await load.prepare(lctx, loadParams));
     const shed = await defaultRegistry.action('shed-apiserver-load');
     const params = shed.meta.params.parse({ top: 1, window: '3s' });

@@ -19,7 +19,7 @@ import { labNames } from '../../src/lab/index.js';
 import type { KubeAccess } from '../../src/kube/types.js';
 import { labContext } from './helpers/lab-context.js';
 import { REPO, cli, leftovers, startLab, stopLab, until, whyRun, type LabInfo } from './helpers/lab.js';
-import { cpuCgroups, createLoadIdentity, flow, loadStopped } from './helpers/overload.js';
+import { countLoadApart, cpuCgroups, flow, loadIdentitiesLeft, loadStopped } from './helpers/overload.js';
 
 const INSTANCE = 'ha1';
 let lab: LabInfo;
@@ -244,7 +244,7 @@ describe('examples/control-plane-overload-ha.yaml', () => {
     const lc = await labContext(lab);
     try {
       const kube = lc.ctx.kube;
-      await createLoadIdentity(kube);
+      await countLoadApart(kube);
       // on this small machine a leader that moves to cp-1 during the run starts its controllers as cp-1 takes all the
       // traffic, renews late and the guard aborts before the load: as the example's header says, they move first
       await makeLeadersOn(lab, 'cp-1', kube);
@@ -312,6 +312,7 @@ describe('examples/control-plane-overload-ha.yaml', () => {
       if (faults.includes('load-apiserver cluster reverted'))
         expect(during.dispatched - before.dispatched, 'requests its FlowSchema dispatched').toBeGreaterThan(0);
       await loadStopped(kube, before.executing, 10_000);
+      expect(await loadIdentitiesLeft(kube), "the load's identity, after the run").toEqual([]);
       console.log(
         `control-plane-overload-ha: ${firing!.guard}: ${firing!.detail}, ${((Date.parse(firing!.at) - Date.parse(starve.appliedAt!)) / 1000).toFixed(1)} s after the quota; ` +
           `faults ${faults.join(', ')}; ${during.dispatched - before.dispatched} requests dispatched; ${((realClock.now() - t0) / 1000).toFixed(1)} s`,

@@ -13,7 +13,14 @@ import { cacheDir, instanceRunDir } from '../../src/lab/host/paths.js';
 import type { KubeAccess } from '../../src/kube/types.js';
 import { AGENT_NS, agentInventory, applyAgentManifests } from './helpers/agents.js';
 import { labContext, type LabContext } from './helpers/lab-context.js';
-import { LOAD_LEVEL, cpuCgroups, createLoadIdentity, flow as flowOf, loadStopped as loadStoppedOf } from './helpers/overload.js';
+import {
+  LOAD_LEVEL,
+  countLoadApart,
+  cpuCgroups,
+  flow as flowOf,
+  loadIdentitiesLeft,
+  loadStopped as loadStoppedOf,
+} from './helpers/overload.js';
 import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**
@@ -244,7 +251,7 @@ describe('lab up --real-nodes 2 --static-pods', () => {
 
   /**
    * examples/control-plane-overload.yaml (incident 3) on the real nodes: a liveness-probe-like load from the executor
-   * as a ServiceAccount that its own FlowSchema puts in workload-low, while cgroup quotas starve rnode-2's kubelet and,
+   * as a ServiceAccount the run makes (counted apart by a FlowSchema into workload-low), while cgroup quotas starve rnode-2's kubelet and,
    * unguarded, cp-1's etcd and apiserver containers. Guarded it aborts before harm; unguarded the lab shows the harm; a SIGKILLed
    * executor takes its load with it and the node-side dead-man puts the quota back.
    */
@@ -323,7 +330,7 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       lc = await labContext(lab);
       kube = lc.ctx.kube;
       ({ quotaOf, throttledOf } = await cpuCgroups());
-      await createLoadIdentity(kube);
+      await countLoadApart(kube);
     });
 
     afterAll(async () => {
@@ -365,6 +372,7 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       const starve = report.faults.find((f) => f.action === 'starve-cpu')!;
       expect(starve).toMatchObject({ node: 'rnode-2', status: 'reverted' });
       expect(report.faults.find((f) => f.action === 'load-apiserver')).toMatchObject({ status: 'reverted' });
+      expect(await loadIdentitiesLeft(kube), "the load's identity, after the run").toEqual([]);
       expect(report.remaining).toEqual([]);
       // the quota while applied, and what was there before afterwards; the kubelet was throttled
       expect(seen).toContain('1000');
@@ -552,6 +560,7 @@ describe('lab up --real-nodes 2 --static-pods', () => {
         timeoutMs: 5000,
       });
       expect(own.items, "the load's ConfigMap, after recover").toEqual([]);
+      expect(await loadIdentitiesLeft(kube), "the load's identity, after recover").toEqual([]);
       console.log(`control-plane-overload SIGKILLed: ${((realClock.now() - t0) / 1000).toFixed(1)} s`);
       expect(quotaBack, 'faultTtl (10 s) + 5 s').toBeLessThan(15_000);
     });

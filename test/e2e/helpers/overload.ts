@@ -7,68 +7,53 @@ import type { KubeAccess } from '../../../src/kube/types.js';
 import { until } from './lab.js';
 
 /**
- * What examples/control-plane-overload*.yaml ask for before a run: the ServiceAccount the load runs as, its rights,
- * and a FlowSchema putting it in `workload-low`; and what a test reads of the load and of a cgroup's CPU quota.
+ * What a test of examples/control-plane-overload*.yaml (or of load-apiserver) sets up to count the load apart: a
+ * FlowSchema into `workload-low` (where the built-in `service-accounts` one puts it anyway) for the ServiceAccounts of
+ * kr-load, where the run makes the load's identity; and what a test reads of the load and of a cgroup's CPU quota.
  */
-export interface LoadIdentity {
-  namespace: string;
+export interface LoadFlowSchema {
+  /** The FlowSchema's name. */
   name: string;
+  /** Its subject: a group, or one ServiceAccount `{namespace, name}`. */
+  subject: { group: string } | { namespace: string; name: string };
 }
 
-/** The examples' ServiceAccount; its FlowSchema has its name. */
-const LOAD_SA: LoadIdentity = { namespace: 'default', name: 'liveness-load' };
+/** The examples' load: every ServiceAccount of kr-load, the identities runs make for their loads. */
+const LOAD_FS: LoadFlowSchema = { name: 'kr-load', subject: { group: 'system:serviceaccounts:kr-load' } };
 export const LOAD_LEVEL = 'workload-low';
 
-/**
- * Creates the load's identity as the examples' headers say (what exists already is kept): `sa`, its rights (list pods,
- * patch ConfigMaps in kr-load), a FlowSchema of its name; waits for the FlowSchema to be taken in.
- */
-export async function createLoadIdentity(kube: KubeAccess, sa: LoadIdentity = LOAD_SA): Promise<void> {
-  const post = (path: string, body: unknown) =>
-    kube.json!(path, { method: 'POST', body, timeoutMs: 10_000 }).catch((e: unknown) => {
-      if ((e as { status?: number }).status !== 409) throw e;
-    });
-  const rbac = '/apis/rbac.authorization.k8s.io/v1';
-  const subjects = [{ kind: 'ServiceAccount', ...sa }];
-  const role = (kind: 'ClusterRole' | 'Role', name: string) => ({ apiGroup: 'rbac.authorization.k8s.io', kind, name });
-  await post(`/api/v1/namespaces/${sa.namespace}/serviceaccounts`, { metadata: { name: sa.name } });
-  await post('/api/v1/namespaces', { metadata: { name: 'kr-load' } });
-  await post(`${rbac}/clusterroles`, {
-    metadata: { name: 'pod-reader' },
-    rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }],
-  });
-  await post(`${rbac}/clusterrolebindings`, { metadata: { name: sa.name }, roleRef: role('ClusterRole', 'pod-reader'), subjects });
-  await post(`${rbac}/namespaces/kr-load/roles`, {
-    metadata: { name: 'load-writer' },
-    rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['patch'] }],
-  });
-  await post(`${rbac}/namespaces/kr-load/rolebindings`, {
-    metadata: { name: sa.name },
-    roleRef: role('Role', 'load-writer'),
-    subjects,
-  });
-  await post('/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas', {
-    metadata: { name: sa.name },
-    spec: {
-      priorityLevelConfiguration: { name: LOAD_LEVEL },
-      matchingPrecedence: 500,
-      distinguisherMethod: { type: 'ByUser' },
-      rules: [
-        {
-          subjects: [{ kind: 'ServiceAccount', serviceAccount: sa }],
-          resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true }],
-        },
-      ],
+/** Creates the FlowSchema that counts the load apart (kept when it exists); waits for the apiserver to take it in. */
+export async function countLoadApart(kube: KubeAccess, fs: LoadFlowSchema = LOAD_FS): Promise<void> {
+  const subject =
+    'group' in fs.subject ? { kind: 'Group', group: { name: fs.subject.group } } : { kind: 'ServiceAccount', serviceAccount: fs.subject };
+  await kube.json!('/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas', {
+    method: 'POST',
+    body: {
+      metadata: { name: fs.name },
+      spec: {
+        priorityLevelConfiguration: { name: LOAD_LEVEL },
+        matchingPrecedence: 500,
+        distinguisherMethod: { type: 'ByUser' },
+        rules: [
+          {
+            subjects: [subject],
+            resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true }],
+          },
+        ],
+      },
     },
+    timeoutMs: 10_000,
+  }).catch((e: unknown) => {
+    if ((e as { status?: number }).status !== 409) throw e;
   });
   await until(
     'the FlowSchema taken in',
     async () => {
-      const fs = await kube.json!<{ status?: { conditions?: { type: string; status: string }[] } }>(
-        `/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/${sa.name}`,
+      const got = await kube.json!<{ status?: { conditions?: { type: string; status: string }[] } }>(
+        `/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/${fs.name}`,
         { timeoutMs: 5000 },
       );
-      return fs.status?.conditions?.some((c) => c.type === 'Dangling' && c.status === 'False') ?? false;
+      return got.status?.conditions?.some((c) => c.type === 'Dangling' && c.status === 'False') ?? false;
     },
     10_000,
   );
@@ -84,14 +69,14 @@ export interface Flow {
 }
 
 /** What the load's FlowSchema dispatched so far, what its priority level executes now, the apiserver's in-flight requests. */
-export async function flow(kube: KubeAccess, sa: LoadIdentity = LOAD_SA): Promise<Flow> {
+export async function flow(kube: KubeAccess, fs: Pick<LoadFlowSchema, 'name'> = LOAD_FS): Promise<Flow> {
   const text = (await kube.raw('/metrics', { timeoutMs: 10_000 })).body;
   const sum = (name: string, match: (l: Record<string, string>) => boolean) =>
     series(text, name)
       .filter((x) => match(x.labels))
       .reduce((n, x) => n + x.value, 0);
   return {
-    dispatched: sum('apiserver_flowcontrol_dispatched_requests_total', (l) => l.flow_schema === sa.name),
+    dispatched: sum('apiserver_flowcontrol_dispatched_requests_total', (l) => l.flow_schema === fs.name),
     executing: sum('apiserver_flowcontrol_current_executing_requests', (l) => l.priority_level === LOAD_LEVEL),
     inflight: sum('apiserver_current_inflight_requests', () => true),
   };
@@ -121,4 +106,22 @@ export async function cpuCgroups(): Promise<{ quotaOf(cgroup: string): string; t
     quotaOf: (cg) => readFileSync(file(cg, 'quota'), 'utf8').trim().split(' ')[0]!,
     throttledOf: (cg) => Number(/nr_throttled (\d+)/.exec(readFileSync(file(cg, 'stat'), 'utf8'))![1]),
   };
+}
+
+/** What is left of the identities runs made for their loads: their ServiceAccounts, ClusterRoles and bindings, by kind/name. */
+export async function loadIdentitiesLeft(kube: KubeAccess): Promise<string[]> {
+  const query = { labelSelector: 'kube-runbook/load-identity' };
+  const names = async (kind: string, path: string) =>
+    (await kube.json!<{ items: { metadata: { name: string } }[] }>(path, { query, timeoutMs: 10_000 })).items.map(
+      (i) => `${kind}/${i.metadata.name}`,
+    );
+  const rbac = '/apis/rbac.authorization.k8s.io/v1';
+  return [
+    ...(await names('ServiceAccount', '/api/v1/serviceaccounts')),
+    ...(await names('Secret', '/api/v1/namespaces/kr-load/secrets')),
+    ...(await names('ClusterRole', `${rbac}/clusterroles`)),
+    ...(await names('ClusterRoleBinding', `${rbac}/clusterrolebindings`)),
+    ...(await names('Role', `${rbac}/roles`)),
+    ...(await names('RoleBinding', `${rbac}/rolebindings`)),
+  ];
 }
