@@ -735,6 +735,11 @@ describe('load-apiserver from: nodes, as the identity the run makes', () => {
       },
     });
     expect(api.calls.filter((c) => c.method === 'DELETE' && c.path.endsWith(`/secrets/${name}`)).length).toBeGreaterThan(0);
+    // the dead-man's stop deletes the identity's ClusterRole with the node's token (the revert's leaves it to the executor)
+    const start = first.scripts.find((c) => c.phase === 'apply')!.script;
+    expect(start).toContain(`/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`);
+    expect(first.nodeSideRevert).toContain('cleanup.conf');
+    expect(first.scripts.find((c) => c.phase === 'revert')!.script).not.toContain('cleanup.conf');
     const other = fakeApi(clock);
     const second = await runLifecycle(action, controlPlaneInventory('lab'), {
       ...scenario,

@@ -392,8 +392,9 @@ export default defineAction({
     }
   },
 
-  // from the executor it runs on no node: the load ends with the executor process; from a node, the node kills it
-  nodeSideRevert: (state) => (state.node && state.dir ? nodeLoadStopScript(state.dir) : undefined),
+  // from the executor it runs on no node: the load ends with the executor process; from a node, the node kills it, and
+  // its dead-man also deletes the run's identity (no executor is left to), with the token it holds
+  nodeSideRevert: (state) => (state.node && state.dir ? nodeLoadStopScript(state.dir, !!state.identity) : undefined),
 
   describe: (p) => describeLoad(p),
 });
@@ -524,6 +525,7 @@ async function startOnNode(ctx: ActionCtx, kube: KubeAccess, state: State, secre
       qps: state.qps,
       concurrency: state.concurrency,
       seconds,
+      identityPath: state.identity ? `/apis/rbac.authorization.k8s.io/v1/clusterroles/${state.identity.name}` : null,
     },
     ctx.clock.now(),
   );

@@ -9,7 +9,8 @@ import { DEADMAN_MARGIN_MS } from '../../src/engine/deadman.js';
 import { until } from './helpers/lab.js';
 import { BIN, cliLab, killAfterEach } from './helpers/cli-lab.js';
 import { labContext, type LabContext } from './helpers/lab-context.js';
-import { countLoadApart } from './helpers/overload.js';
+import { until } from './helpers/lab.js';
+import { countLoadApart, loadIdentitiesLeft } from './helpers/overload.js';
 
 /**
  * The executor killed with SIGKILL at random points while it applies four kinds of fault: every node-side dead-man
@@ -353,5 +354,8 @@ spec:
     expect(await loadDirs(), 'load files (the token among them) left').toBe('');
     const fired = await sh('node-1', `cat /var/lib/kube-runbook/deadman/${runId}/*load-apiserver-node-*.fired/exit 2>/dev/null || true`);
     expect(fired.stdout.trim().split('\n'), "both nodes' dead-men fired, and their reverts succeeded").toEqual(['0', '0']);
+    // no executor is left to remove the load's identity: the dead-men deleted its ClusterRole, and with it the rest
+    await until('the identity garbage-collected', async () => (await loadIdentitiesLeft(kube())).length === 0, 15_000, 500).catch(() => {});
+    expect(await loadIdentitiesLeft(kube()), "the load's identity, faultTtl + 20 s after SIGKILL").toEqual([]);
   });
 });

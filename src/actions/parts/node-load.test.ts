@@ -117,6 +117,34 @@ describe('the load on a node', () => {
     run(nodeLoadStopScript(n.load), n.bin);
   });
 
+  it("the dead-man's stop deletes the run's identity with the node's token before it removes the token; the revert's does not", async () => {
+    const n = node();
+    // a curl that logs the config of each run and the credentials file it reads (what the apiserver would get)
+    writeFileSync(
+      join(n.bin, 'curl'),
+      `#!/bin/sh\nif [ "$2" = "${n.load}/cleanup.conf" ]; then cat "$2" >>"${n.dir}/deleted"; cat "${n.load}/auth" >>"${n.dir}/deleted"; printf 200; exit 0; fi\nsleep 0.2\necho 200 >&2\n`,
+      { mode: 0o755 },
+    );
+    const identityPath = '/apis/rbac.authorization.k8s.io/v1/clusterroles/kube-runbook-load-0123456789';
+    expect(run(nodeLoadStartScript(plan(n.load, { identityPath }), 0), n.bin, `Authorization: Bearer ${TOKEN}\n`).status).toBe(0);
+    const revert = run(nodeLoadStopScript(n.load), n.bin);
+    expect(revert.stdout).not.toContain('identity');
+    expect(existsSync(join(n.dir, 'deleted'))).toBe(false);
+
+    expect(run(nodeLoadStartScript(plan(n.load, { identityPath }), 0), n.bin, `Authorization: Bearer ${TOKEN}\n`).status).toBe(0);
+    const deadman = run(nodeLoadStopScript(n.load, true), n.bin);
+    expect(deadman.status, deadman.stderr).toBe(0);
+    expect(deadman.stdout).toMatch(/^identity 200$/m);
+    const deleted = readFileSync(join(n.dir, 'deleted'), 'utf8');
+    expect(deleted).toContain(`url = "https://10.0.0.1:6443${identityPath}"`);
+    expect(deleted).toContain('request = "DELETE"');
+    expect(deleted).toContain(`Authorization: Bearer ${TOKEN}`);
+    expect(existsSync(n.load)).toBe(false);
+    expect(await eventually(() => processes(n.load).pids.length === 0)).toBe(true);
+    // again (the revert after the dead-man, or the other way round): nothing left to delete with
+    expect(run(nodeLoadStopScript(n.load, true), n.bin).stdout).not.toContain('identity');
+  });
+
   it('refuses to start without credentials on its input', () => {
     const n = node();
     const r = run(nodeLoadStartScript(plan(n.load), 0), n.bin, '');

@@ -44,6 +44,11 @@ export interface NodeLoadPlan {
   concurrency: number;
   /** When the load ends by itself, in seconds after it starts. */
   seconds: number;
+  /**
+   * The API path of the object whose deletion removes the run's identity (its ClusterRole), which that identity may
+   * delete: the dead-man's stop deletes it with the node's token before it removes the token. Null: an existing account.
+   */
+  identityPath?: string | null;
 }
 
 /** A value in a curl config file: double-quoted, backslash and quote escaped (curl's own config syntax). */
@@ -92,6 +97,24 @@ export function curlConfig(p: NodeLoadPlan, now: number, reps = 1): string {
       return `${lines.filter(Boolean).join('\n')}\n`;
     })
     .join('next\n');
+}
+
+/** curl's config for the dead-man's one request: DELETE the identity's owner, with the node's credentials. */
+function cleanupConfig(p: NodeLoadPlan): string {
+  return [
+    `url = ${curlValue(`${p.server.replace(/\/+$/, '')}${p.identityPath}`)}`,
+    'request = "DELETE"',
+    `header = ${curlValue(`@${p.dir}/auth`)}`,
+    `user-agent = ${curlValue(p.userAgent)}`,
+    p.ca ? `cacert = ${curlValue(`${p.dir}/ca.crt`)}` : p.insecure ? 'insecure' : '',
+    'max-time = 10',
+    'silent',
+    `output = ${curlValue('/dev/null')}`,
+    `write-out = ${curlValue('%{http_code}')}`,
+  ]
+    .filter(Boolean)
+    .join('\n')
+    .concat('\n');
 }
 
 /**
@@ -168,6 +191,7 @@ export function nodeLoadStartScript(p: NodeLoadPlan, now: number): string {
       rate: pace.rate,
       gap: pace.gap,
       conf: curlConfig(p, now, pace.reps),
+      cleanup: p.identityPath ? cleanupConfig(p) : '',
       ca: p.ca ?? '',
       load: LOAD_SH,
     },
@@ -179,6 +203,7 @@ export function nodeLoadStartScript(p: NodeLoadPlan, now: number): string {
     'cat >"$d/auth"',
     '[ -s "$d/auth" ] || { rm -rf "$d"; kr_fail "no credentials came on the input"; }',
     'printf "%s" "$conf" >"$d/curl.conf"',
+    '[ -z "$cleanup" ] || printf "%s" "$cleanup" >"$d/cleanup.conf"',
     '[ -z "$ca" ] || printf "%s" "$ca" >"$d/ca.crt"',
     'printf "%s" "$load" >"$d/load.sh"',
     'setsid sh "$d/load.sh" "$d" "$secs" "$n" "$rate" "$gap" </dev/null >/dev/null 2>&1 &',
@@ -191,14 +216,18 @@ export function nodeLoadStartScript(p: NodeLoadPlan, now: number): string {
 
 /**
  * Stops the load and removes its directory (the token with it): the revert, and the dead-man's. Prints what curl
- * got, by status (`answers 200=1200 429=3`), when it ran. Idempotent.
+ * got, by status (`answers 200=1200 429=3`), when it ran. Idempotent. `removeIdentity` (the dead-man's: no executor
+ * is left to do it): first deletes the run's identity with the token, while it is still there (`identity <status>`).
  */
-export function nodeLoadStopScript(dir: string): string {
+export function nodeLoadStopScript(dir: string, removeIdentity = false): string {
   return script(
     'load-apiserver stop',
     { d: dir },
     ...KILL_LOAD,
     'if [ -d "$d" ]; then',
+    ...(removeIdentity
+      ? ['  if [ -f "$d/cleanup.conf" ] && [ -f "$d/auth" ]; then echo "identity $(curl --config "$d/cleanup.conf" 2>/dev/null)"; fi']
+      : []),
     '  rm -f "$d/auth"',
     '  a=$(cat "$d"/codes.* 2>/dev/null | sort | uniq -c | awk \'{ printf "%s%s=%s", (NR > 1 ? " " : ""), $2, $1 }\')',
     '  [ -z "$a" ] || echo "answers $a"',
