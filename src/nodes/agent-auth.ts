@@ -1,6 +1,9 @@
 import {
+  createCipheriv,
+  createDecipheriv,
   createHash,
   createHmac,
+  hkdfSync,
   createPublicKey,
   generateKeyPairSync,
   type KeyObject,
@@ -39,6 +42,8 @@ export interface RequestClaims {
   script: string;
   timeoutMs: number;
   deadline: number;
+  /** The script's input, sealed for the node (sealInput); absent when it has none. */
+  input?: string;
 }
 
 /** What a renewal of the run Lease says, all of it signed. */
@@ -65,7 +70,9 @@ export interface ResultClaims {
 }
 
 const requestBytes = (c: RequestClaims) =>
-  Buffer.from(JSON.stringify(['kube-runbook/request/v1', c.run, c.node, c.namespace, c.name, c.script, c.timeoutMs, c.deadline]));
+  Buffer.from(
+    JSON.stringify(['kube-runbook/request/v1', c.run, c.node, c.namespace, c.name, c.script, c.timeoutMs, c.deadline, c.input ?? null]),
+  );
 
 const renewalBytes = (c: RenewalClaims) =>
   Buffer.from(JSON.stringify(['kube-runbook/renewal/v1', c.run, c.namespace, c.holder, c.renewTime, c.seq]));
@@ -162,3 +169,35 @@ export function verifyResult(key: Buffer, c: ResultClaims, signature: string | u
   const got = Buffer.from(signature, 'base64');
   return got.length === want.length && timingSafeEqual(got, want);
 }
+
+/**
+ * A script's input, sealed for one node's agent: AES-256-GCM under a key derived (HKDF-SHA256) from the node's result
+ * key, which only that agent and the executor hold, bound to the run, node and request it travels in. A request
+ * ConfigMap is readable by whoever may read ConfigMaps in the agent namespace; what the input carries (load-apiserver's
+ * token) is not. Base64 of nonce, ciphertext and tag.
+ */
+export function sealInput(resultKey: Buffer, to: { run: string; node: string; name: string }, input: string): string {
+  const nonce = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', inputKey(resultKey), nonce);
+  cipher.setAAD(inputAad(to));
+  const sealed = Buffer.concat([cipher.update(input, 'utf8'), cipher.final()]);
+  return Buffer.concat([nonce, sealed, cipher.getAuthTag()]).toString('base64');
+}
+
+/** The input sealInput sealed for this run, node and request; undefined when it was not, or was changed. */
+export function openInput(resultKey: Buffer, to: { run: string; node: string; name: string }, sealed: string): string | undefined {
+  const bytes = Buffer.from(sealed, 'base64');
+  if (bytes.length < 28) return undefined;
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', inputKey(resultKey), bytes.subarray(0, 12));
+    decipher.setAAD(inputAad(to));
+    decipher.setAuthTag(bytes.subarray(bytes.length - 16));
+    return Buffer.concat([decipher.update(bytes.subarray(12, bytes.length - 16)), decipher.final()]).toString('utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+const inputKey = (resultKey: Buffer) => Buffer.from(hkdfSync('sha256', resultKey, Buffer.alloc(0), 'kube-runbook/input/v1', 32));
+const inputAad = (to: { run: string; node: string; name: string }) =>
+  Buffer.from(JSON.stringify(['kube-runbook/input/v1', to.run, to.node, to.name]));

@@ -3,18 +3,21 @@ import {
   type AgentKeys,
   type RequestClaims,
   type ResultClaims,
+  openInput,
   signResult,
   verifyRenewal,
   verifyRequest,
   verifyResult,
 } from './agent-auth.js';
+import { wireScript } from './wire.js';
 
 /**
  * What the executor and `kube-runbook agent` exchange through the apiserver, in the agent namespace:
  *
  * - a **request** per script: a ConfigMap the executor creates, `immutable`, labelled with the run and the node
- *   (hashed: label values are short), holding the wired script (src/nodes/wire.ts: the input rides in it), its timeout
- *   and a deadline after which no agent may start it;
+ *   (hashed: label values are short), holding the wired script (src/nodes/wire.ts) or, when the script has an input,
+ *   the script and its input sealed for the node's agent alone (`sealInput`), its timeout and a deadline after which no
+ *   agent may start it;
  * - a **result** per request: a ConfigMap `<request>-result` the agent creates when it takes the request (`state:
  *   running`, so the executor knows the script started) and replaces with `state: done`, the exit code, stdout and
  *   stderr. Only the agent that created the result may finish it (the create is the claim).
@@ -96,11 +99,13 @@ export interface ConfigMapLite {
 export interface AgentRequest {
   name: string;
   node: string;
-  /** The wired script (wireScript), fed to `sh -s`. */
+  /** The wired script (wireScript), fed to `sh -s`; with `input`, the script alone, which the agent wires with it. */
   wired: string;
   timeoutMs: number;
   /** Milliseconds since the epoch: an agent that sees the request later does not start it. */
   deadline: number;
+  /** The script's input, sealed for the node (sealInput). */
+  input?: string;
 }
 
 /** A request, signed by `sign` (the executor's AgentKeys.signRequest) over everything the agent acts on. */
@@ -113,6 +118,7 @@ export function requestObject(namespace: string, runId: string, r: AgentRequest,
     script: r.wired,
     timeoutMs: r.timeoutMs,
     deadline: r.deadline,
+    ...(r.input !== undefined ? { input: r.input } : {}),
   });
   return {
     metadata: {
@@ -127,7 +133,13 @@ export function requestObject(namespace: string, runId: string, r: AgentRequest,
       annotations: { [ANNOTATION_NODE]: r.node, [ANNOTATION_RUN]: runId },
     },
     immutable: true,
-    data: { script: r.wired, timeoutMs: String(r.timeoutMs), deadline: new Date(r.deadline).toISOString(), signature },
+    data: {
+      script: r.wired,
+      ...(r.input !== undefined ? { input: r.input } : {}),
+      timeoutMs: String(r.timeoutMs),
+      deadline: new Date(r.deadline).toISOString(),
+      signature,
+    },
   };
 }
 
@@ -138,6 +150,8 @@ export interface AgentIdentity {
   namespace: string;
   /** The executor's public key (`--executor-key`). */
   executorKey: KeyObject;
+  /** This node's result key: it opens a request's sealed input. */
+  resultKey?: Buffer;
 }
 
 /**
@@ -152,10 +166,22 @@ export function readRequest(cm: ConfigMapLite, me: AgentIdentity): { request: Ag
   const timeoutMs = Number(d.timeoutMs);
   const deadline = Date.parse(d.deadline ?? '');
   if (d.script === undefined || !(timeoutMs > 0) || !Number.isFinite(deadline)) return { refused: 'it is malformed' };
-  const claims = { run: me.runId, node, namespace: me.namespace, name: cm.metadata.name, script: d.script, timeoutMs, deadline };
+  const claims = {
+    run: me.runId,
+    node,
+    namespace: me.namespace,
+    name: cm.metadata.name,
+    script: d.script,
+    timeoutMs,
+    deadline,
+    ...(d.input !== undefined ? { input: d.input } : {}),
+  };
   if (!verifyRequest(me.executorKey, claims, d.signature))
     return { refused: d.signature ? "its signature is not this run's executor's" : 'it is not signed' };
-  return { request: { name: cm.metadata.name, node, wired: d.script, timeoutMs, deadline } };
+  if (d.input === undefined) return { request: { name: cm.metadata.name, node, wired: d.script, timeoutMs, deadline } };
+  const input = me.resultKey && openInput(me.resultKey, { run: me.runId, node, name: cm.metadata.name }, d.input);
+  if (input === undefined) return { refused: "its input is not sealed for this node's key" };
+  return { request: { name: cm.metadata.name, node, wired: wireScript(d.script, input), timeoutMs, deadline } };
 }
 
 /** The run Lease as both sides read it. */

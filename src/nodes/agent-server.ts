@@ -193,7 +193,13 @@ async function takeRequests(o: AgentServerOptions, d: AgentServerDeps, memory: A
 
 /** One request: claimed by creating its result (`running`), run, then the result written (retried until it lands or the request is gone). */
 async function handle(o: AgentServerOptions, d: AgentServerDeps, cm: ConfigMapLite, memory: AgentMemory): Promise<void> {
-  const read = readRequest(cm, { node: o.node, runId: o.runId, namespace: o.namespace, executorKey: o.executorKey });
+  const read = readRequest(cm, {
+    node: o.node,
+    runId: o.runId,
+    namespace: o.namespace,
+    executorKey: o.executorKey,
+    resultKey: o.resultKey,
+  });
   if ('refused' in read) return d.log.warn(`refused request ${cm.metadata.name}: ${read.refused}; nothing run`);
   const req = read.request;
   if (memory.taken.has(req.name)) return d.log.warn(`refused request ${req.name}: it was taken before (a replay); nothing run`);

@@ -8,9 +8,9 @@ import { FakeClock } from '../testing/fake-clock.js';
 import { AgentTransport } from '../inventory/schema.js';
 import { agentTransport } from './agent.js';
 import { checkAgentAccess, serveAgent } from './agent-server.js';
-import { newAgentKeys } from './agent-auth.js';
+import { newAgentKeys, sealInput } from './agent-auth.js';
 import { type AgentKeys } from './agent-auth.js';
-import { type ConfigMapLite, renewalAnnotations, requestObject, resultName, runLeaseName } from './agent-protocol.js';
+import { type ConfigMapLite, readRequest, renewalAnnotations, requestObject, resultName, runLeaseName } from './agent-protocol.js';
 import type { ExecResult } from './types.js';
 
 const NS = 'kr-agents';
@@ -415,5 +415,49 @@ describe("the agent's permissions", () => {
       "the agent's ServiceAccount may not create configmaps in kr-agents, get leases.coordination.k8s.io in kr-agents",
     );
     expect((e as KrError).details[0]).toMatch(/kube-runbook agent manifests/);
+  });
+});
+
+describe("a script's input, sealed for its node's agent", () => {
+  const SECRET = 'Authorization: Bearer eyJhbGciOi.the-load-token.sig';
+
+  it('reaches the script, but no request holds it: readers of the namespace and other nodes cannot open it, nor change it', async () => {
+    const { clock, api, ran, stop, transport, startAgent, keys } = setup();
+    const written: ConfigMapLite[] = [];
+    const json = api.json.bind(api);
+    api.json = (<T>(path: string, o?: { method?: string; body?: unknown }) => {
+      if (o?.method === 'POST' || o?.method === 'PUT') written.push(JSON.parse(JSON.stringify(o.body)) as ConfigMapLite);
+      return json<T>(path, o as never);
+    }) as typeof api.json;
+    const agent = startAgent();
+    const r = await settle(clock, transport.exec(node1, 'cat >/dev/null', { input: SECRET, timeoutMs: 5000 }));
+    expect(r.value).toMatchObject({ code: 0 });
+    // the agent ran the script with its input, as ssh would have
+    expect(ran[0]!.wired).toContain(SECRET);
+    const request = written.find((o) => o.metadata.labels?.['kube-runbook/kind'] === 'request')!;
+    expect(request.data!.input).toBeDefined();
+    for (const o of written) expect(JSON.stringify(o)).not.toContain('the-load-token');
+    // another node's agent (its own key) cannot open it; an input changed is not the one signed
+    const me = {
+      node: 'node-1',
+      runId: RUN,
+      namespace: NS,
+      executorKey: createPublicKey({ key: Buffer.from(keys.publicKey, 'base64'), format: 'der', type: 'spki' }),
+    };
+    expect(readRequest(request, { ...me, resultKey: keys.resultKey('node-1') })).toMatchObject({
+      request: { name: request.metadata.name },
+    });
+    expect(readRequest(request, { ...me, resultKey: keys.resultKey('node-2') })).toEqual({
+      refused: "its input is not sealed for this node's key",
+    });
+    const changed = {
+      ...request,
+      data: { ...request.data, input: sealInput(keys.resultKey('node-1'), { run: RUN, node: 'node-1', name: 'x' }, 'evil') },
+    };
+    expect(readRequest(changed, { ...me, resultKey: keys.resultKey('node-1') })).toEqual({
+      refused: "its signature is not this run's executor's",
+    });
+    stop.abort();
+    await settle(clock, agent);
   });
 });

@@ -3,7 +3,7 @@ import { realClock } from '../core/clock.js';
 import { formatDuration } from '../core/duration.js';
 import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
 import type { AgentTransport as AgentConfig, InventoryNode } from '../inventory/schema.js';
-import type { AgentKeys } from './agent-auth.js';
+import { type AgentKeys, sealInput } from './agent-auth.js';
 import {
   type AgentApi,
   type ConfigMapLite,
@@ -65,12 +65,17 @@ export function agentTransport(config: AgentConfig, deps: AgentTransportDeps): T
         );
       if (options.timeoutMs !== undefined && !(options.timeoutMs > 0))
         throw new KrError('EXEC_BAD_TIMEOUT', `a timeout must be more than 0ms (got ${quote(options.timeoutMs)})`, { exit: EXIT.invalid });
+      // refuses what a shell cannot carry, as every transport does; the input itself travels sealed for the node
       const wired = wireScript(script, options.input);
       const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
       const pod = `${ns}/${agentPodName(runId, node.name, keys.fingerprint)}`;
       const name = `kr-exec-${nodeLabel(node.name).slice(0, 8)}-${randomBytes(6).toString('hex')}`;
       const started = clock.now();
-      const body = requestObject(ns, runId, { name, node: node.name, wired, timeoutMs, deadline: started + pickupMs }, keys.signRequest);
+      const sent =
+        options.input === undefined
+          ? { wired }
+          : { wired: script, input: sealInput(keys.resultKey(node.name), { run: runId, node: node.name, name }, options.input) };
+      const body = requestObject(ns, runId, { name, node: node.name, ...sent, timeoutMs, deadline: started + pickupMs }, keys.signRequest);
       const me = { runId, node: node.name, resultKey: keys.resultKey(node.name) };
       let forgedSeen = false;
       let unsent: KrError | undefined;
