@@ -150,8 +150,12 @@ type State = {
   seconds?: number;
   /** The ServiceAccount `namespace/name` the load is sent as. */
   as: string;
-  /** The identity the run made for the load (absent: an existing ServiceAccount, `as`); `removes`: this fault's revert removes it. */
-  identity?: (IdentityRef & { removes: boolean }) | null;
+  /**
+   * The identity the run made for the load (absent: an existing ServiceAccount, `as`). The nodes of one step share it,
+   * and each one's revert removes it: a node reverted later loses its token a moment before its load is stopped, and
+   * no order of applies and reverts (one failing half way) leaves it behind.
+   */
+  identity?: IdentityRef | null;
   userAgent: string;
   qps: number;
   concurrency: number;
@@ -279,11 +283,9 @@ export default defineAction({
       if (isWritable(r.resource) && (r.verb !== 'get' || !r.name)) own[r.resource] = `load-${suffix}`.replace(/-+$/, '');
     const requests = params.requests.map((r) => ({ ...r, namespace: r.namespace ?? null, name: r.name ?? null }));
     const made = params.identity === 'existing' ? null : runIdentity(requests, onNode !== null);
-    // the nodes of one step share the identity; the first of them removes it, reverted last
-    const removes = !onNode || !ctx.selection?.length || ctx.selection[0] === onNode;
     const common = {
       as: made ? `${LOAD_NAMESPACE}/${made.name}` : params.as!,
-      identity: made ? { ...refOf(made), removes } : null,
+      identity: made ? refOf(made) : null,
       userAgent: params.userAgent,
       requests,
       own,
@@ -381,7 +383,7 @@ export default defineAction({
       await kube.json!(objectPath(resource, LOAD_NAMESPACE, name), { method: 'DELETE', timeoutMs: 10_000 }).catch((e: unknown) => {
         if (!(e instanceof ApiStatusError && e.status === 404)) throw e;
       });
-    if (state.identity?.removes) {
+    if (state.identity) {
       const left = await removeIdentity(kube, state.identity);
       if (left.length)
         throw new KrError(
