@@ -170,7 +170,11 @@ interface Meta {
 
 /** Every object of the identity, as paths and bodies: the ClusterRole first (the owner), then what it owns. */
 function objects(id: RunIdentity, runLabel: string) {
-  const labels = { 'app.kubernetes.io/managed-by': 'kube-runbook', 'kube-runbook/load-identity': id.name, 'kube-runbook/run': runLabel };
+  const run = runLabel
+    .replace(/[^A-Za-z0-9._-]/g, '-')
+    .slice(0, 63)
+    .replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '');
+  const labels = { 'app.kubernetes.io/managed-by': 'kube-runbook', 'kube-runbook/load-identity': id.name, 'kube-runbook/run': run };
   const meta = (namespace?: string): Meta => ({ name: id.name, ...(namespace ? { namespace } : {}), labels });
   const subjects = [{ kind: 'ServiceAccount', name: id.name, namespace: LOAD_NAMESPACE }];
   const owned: { collection: string; body: Record<string, unknown> }[] = [
