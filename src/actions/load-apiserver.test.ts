@@ -33,7 +33,7 @@ const TOKEN = 'kubeconfig-token-that-must-not-leak';
 const SA_TOKEN = 'serviceaccount-token-that-must-not-leak';
 
 /** An apiserver answering on the fake clock after `delayMs` (0 at first, set once the load runs), with `status` per call (200, and 404 for a missing kr-load). */
-function fakeApi(clock: FakeClock, o: { status?: (c: Call) => number | undefined } = {}) {
+function fakeApi(clock: FakeClock, o: { status?: (c: Call) => number | undefined; allowed?: (c: Call) => boolean } = {}) {
   const calls: Call[] = [];
   let namespace = false;
   let inFlight = 0;
@@ -76,6 +76,9 @@ function fakeApi(clock: FakeClock, o: { status?: (c: Call) => number | undefined
       maxInFlight = Math.max(maxInFlight, inFlight);
       try {
         if (api.delayMs) await clock.sleep(api.delayMs, opts?.signal);
+        // a SelfSubjectAccessReview: allowed, unless the test says otherwise
+        if (path.endsWith('/selfsubjectaccessreviews'))
+          return { status: 201, body: JSON.stringify({ status: { allowed: o.allowed?.(c) ?? true } }) };
         return { status: answer(c), body: '{}' };
       } finally {
         inFlight--;
@@ -606,16 +609,19 @@ describe('load-apiserver: the identity the run makes', () => {
     expect(gone.calls.filter((c) => c.method === 'DELETE')).toHaveLength(6);
   });
 
-  it('writes over objects of its name a killed run left, and waits for the apiserver to take its Role in', async () => {
+  it('writes over objects of its name a killed run left, and sends no request of the load before the apiserver grants it', async () => {
     const clock = new FakeClock();
+    let reviews = 0;
     let refused = 0;
     const api = fakeApi(clock, {
       status: (c) => {
         if (c.method === 'POST' && c.path.includes('rbac')) return 409;
-        // the authorizer has not seen the new Role for the first three checks
-        if (c.headers['Impersonate-User'] && refused < 3) return (refused++, 403);
+        // another apiserver has not seen the new Role for the first check
+        if (c.headers['Impersonate-User'] && !c.path.endsWith('/selfsubjectaccessreviews') && refused < 1) return (refused++, 403);
         return undefined;
       },
+      // the authorizer takes the new Role in after three reviews
+      allowed: () => ++reviews > 3,
     });
     const { ctx } = loadCtx(clock, api.kube);
     const applying = applied(ctx, RUN_PARAMS);
@@ -627,7 +633,16 @@ describe('load-apiserver: the identity the run makes', () => {
       'roles',
       'rolebindings',
     ]);
-    expect(refused).toBe(3);
+    const asIdentity = api.calls.filter((c) => c.headers['Impersonate-User']);
+    const firstLoad = asIdentity.findIndex((c) => !c.path.endsWith('/selfsubjectaccessreviews'));
+    // four reviews of the first request (three refused), one of the second, then the load's own requests
+    expect(
+      asIdentity.slice(0, firstLoad).map((c) => (c.body as { spec: { resourceAttributes: unknown } }).spec.resourceAttributes),
+    ).toEqual([
+      ...Array.from({ length: 4 }, () => ({ verb: 'list', group: '', resource: 'pods' })),
+      { verb: 'patch', group: '', resource: 'configmaps', namespace: 'kr-load', name: state.own.configmaps },
+    ]);
+    expect(refused).toBe(1);
     await action.revert(ctx, state);
   });
 

@@ -328,11 +328,12 @@ export default defineAction({
       });
     }
     const plan = { ...state, headers: headersOf(state), runId: ctx.runId };
+    if (state.identity) await untilGranted(ctx, kube, state);
     // each request once, before the load: one the apiserver refuses (the ServiceAccount lacks the right, the object is
     // missing) fails the apply instead of making a load of errors
     for (const r of state.requests) {
       let status = await send(kube, plan, r, ctx.clock, ctx.signal);
-      // the apiserver's authorizer takes in a new Role within moments: a run-made identity is given 10 s to be known
+      // an apiserver other than the one that answered the reviews may take the Role in a moment later
       for (let waited = 0; state.identity && status === 403 && waited < 10_000; waited += 250) {
         await ctx.clock.sleep(250, ctx.signal);
         status = await send(kube, plan, r, ctx.clock, ctx.signal);
@@ -400,6 +401,40 @@ export default defineAction({
 
   describe: (p) => describeLoad(p),
 });
+
+/**
+ * Waits (10 s at most) until the apiserver's authorizer has taken in the identity's new Roles, asking it by
+ * SelfSubjectAccessReviews as the identity (which anyone may make), so that the load's requests are not sent to be
+ * refused meanwhile: they would count in the load's priority level as the load does.
+ */
+async function untilGranted(ctx: ActionCtx, kube: KubeAccess, state: State): Promise<void> {
+  const headers = headersOf(state);
+  for (const r of state.requests) {
+    const [resource, subresource] = r.resource.split('/') as [string, string | undefined];
+    const base: string = LOAD_RESOURCES[r.resource].base;
+    const own = !r.name && r.verb !== 'list';
+    const attributes = {
+      verb: r.verb,
+      group: base === '/api/v1' ? '' : base.split('/')[2],
+      resource,
+      ...(subresource ? { subresource } : {}),
+      ...(own ? { namespace: LOAD_NAMESPACE } : r.namespace ? { namespace: r.namespace } : {}),
+      ...(r.name ? { name: r.name } : own && r.verb !== 'create' ? { name: state.own[r.resource as Writable] } : {}),
+    };
+    const body = { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: attributes } };
+    for (let waited = 0; waited < 10_000; waited += 250) {
+      const a = await kube.request!('/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {
+        method: 'POST',
+        body,
+        headers,
+        timeoutMs: 10_000,
+        signal: ctx.signal,
+      });
+      if (a.status === 201 && (JSON.parse(a.body) as { status?: { allowed?: boolean } }).status?.allowed) break;
+      await ctx.clock.sleep(250, ctx.signal);
+    }
+  }
+}
 
 /** The cluster access a load needs (createKubeAccess sets both). */
 function load(ctx: ActionCtx): KubeAccess {

@@ -284,8 +284,11 @@ describe('executor killed with SIGKILL right after apply', () => {
 });
 
 describe('load-apiserver from: nodes, executor killed with SIGKILL', () => {
-  /** Counts apart the requests of kr-load's ServiceAccounts, where the run makes the load's identity. */
-  const FS = { name: 'kr-nodeload-e2e', subject: { group: 'system:serviceaccounts:kr-load' } };
+  /**
+   * Counts apart the load's requests (pods, of kr-load's ServiceAccounts, where the run makes the load's identity); not
+   * the executor's reviews as that identity, nor the dead-man's removal of it.
+   */
+  const FS = { name: 'kr-nodeload-e2e', subject: { group: 'system:serviceaccounts:kr-load' }, resources: ['pods'] };
   let lc: LabContext;
   const kube = () => lc.ctx.kube;
   const dispatched = async () =>

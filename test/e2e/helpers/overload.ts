@@ -16,6 +16,8 @@ export interface LoadFlowSchema {
   name: string;
   /** Its subject: a group, or one ServiceAccount `{namespace, name}`. */
   subject: { group: string } | { namespace: string; name: string };
+  /** The resources it takes their requests for (default all: `*`). */
+  resources?: string[];
 }
 
 /** The examples' load: every ServiceAccount of kr-load, the identities runs make for their loads. */
@@ -37,7 +39,7 @@ export async function countLoadApart(kube: KubeAccess, fs: LoadFlowSchema = LOAD
         rules: [
           {
             subjects: [subject],
-            resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: ['*'], namespaces: ['*'], clusterScope: true }],
+            resourceRules: [{ verbs: ['*'], apiGroups: ['*'], resources: fs.resources ?? ['*'], namespaces: ['*'], clusterScope: true }],
           },
         ],
       },
