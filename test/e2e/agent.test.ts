@@ -4,11 +4,19 @@
  * the pod's ServiceAccount token, so scripts, results and the run Lease go through the real apiserver.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api, KubeConfig, KubernetesObjectApi, type KubernetesObject, PatchStrategy } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  KubeConfig,
+  KubernetesObjectApi,
+  type KubernetesObject,
+  PatchStrategy,
+  RbacAuthorizationV1Api,
+  Watch,
+} from '@kubernetes/client-node';
 import { parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
@@ -513,5 +521,73 @@ describe('preflight refuses bad agent settings with the cause and the fix, apply
     } finally {
       await apply(role);
     }
+  });
+});
+
+describe('load-apiserver from: nodes over agents', () => {
+  it("the node's token is in no version of any ConfigMap or pod while the load runs, and the run's identity is gone after", async () => {
+    const kc = new KubeConfig();
+    kc.loadFromFile(lab.kubeconfig);
+    const core = kc.makeApiClient(CoreV1Api);
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    // every version of every ConfigMap and pod of every namespace, as a watch delivers them: a request ConfigMap lives
+    // for a moment only
+    const seen: string[] = [];
+    const watches = await Promise.all(
+      ['/api/v1/configmaps', '/api/v1/pods'].map((path) =>
+        new Watch(kc).watch(
+          path,
+          {},
+          (_type: string, obj: unknown) => void seen.push(JSON.stringify(obj)),
+          () => undefined,
+        ),
+      ),
+    );
+    const rb = runbook('agent-load-from-nodes', '30s', [
+      {
+        name: 'load from node-1',
+        action: 'load-apiserver',
+        with: { from: 'nodes', nodes: { names: ['node-1'] }, qps: 10, concurrency: 2, requests: [{ verb: 'list', resource: 'pods' }] },
+      },
+      { name: 'hold', wait: '5s' },
+    ]);
+    const running = runJson(rb, inventory);
+    let done = false;
+    void running.finally(() => (done = true));
+    // the token as the node holds it (the lab's nodes share this machine's filesystem)
+    const root = '/var/lib/kube-runbook/load';
+    let token = '';
+    await until(
+      'the load started on node-1 with its token',
+      () => {
+        for (const run of existsSync(root) ? readdirSync(root) : [])
+          for (const key of existsSync(join(root, run)) ? readdirSync(join(root, run)) : []) {
+            const auth = join(root, run, key, 'auth');
+            if (existsSync(auth))
+              token = readFileSync(auth, 'utf8')
+                .replace(/^Authorization: Bearer /, '')
+                .trim();
+          }
+        return token !== '' || done;
+      },
+      60_000,
+      100,
+    );
+    const { code, report, stderr } = await running;
+    for (const w of watches) w.abort();
+    expect(code, stderr.slice(-2000)).toBe(0);
+    expect(report.faults).toEqual([expect.objectContaining({ action: 'load-apiserver', node: 'node-1', status: 'reverted' })]);
+    expect(token, 'a token on node-1').toMatch(/^eyJ/);
+    const requests = seen.filter((o) => o.includes('"kube-runbook/kind":"request"') && o.includes('load-apiserver start'));
+    expect(requests.length, 'the start request seen by the watch').toBeGreaterThan(0);
+    expect(
+      seen.filter((o) => o.includes(token)),
+      'the token in a ConfigMap or pod',
+    ).toEqual([]);
+    expect(seen.join('\n'), 'a JWT in a ConfigMap or pod').not.toMatch(/eyJ[\w-]{10,}\.eyJ[\w-]{10,}\./);
+    const selector = { labelSelector: 'kube-runbook/load-identity' };
+    expect((await core.listServiceAccountForAllNamespaces(selector)).items, "the load's ServiceAccount").toEqual([]);
+    expect((await rbac.listClusterRole(selector)).items, "the load's ClusterRole").toEqual([]);
+    await agentPodsGone('after the load');
   });
 });
