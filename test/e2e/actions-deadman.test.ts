@@ -9,7 +9,6 @@ import { DEADMAN_MARGIN_MS } from '../../src/engine/deadman.js';
 import { until } from './helpers/lab.js';
 import { BIN, cliLab, killAfterEach } from './helpers/cli-lab.js';
 import { labContext, type LabContext } from './helpers/lab-context.js';
-import { until } from './helpers/lab.js';
 import { countLoadApart, loadIdentitiesLeft } from './helpers/overload.js';
 
 /**
