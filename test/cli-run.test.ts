@@ -43,7 +43,7 @@ describe('kube-runbook plan / run / recover (no cluster needed)', () => {
         'spec:',
         '  safety: {allowContexts: [lab]}',
         '  steps:',
-        '    - {name: load, action: load-apiserver, with: {qps: 10, concurrency: 2, as: default/load, requests: [{verb: list, resource: pods, weight: 1}]}}',
+        '    - {name: load, action: load-apiserver, with: {qps: 10, concurrency: 2, identity: existing, as: default/load, requests: [{verb: list, resource: pods, weight: 1}]}}',
       ].join('\n'),
     );
     const text = await cli(['plan', file, '-i', inventory, '--offline']);

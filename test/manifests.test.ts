@@ -394,7 +394,13 @@ describe('kube-runbook manifests: the grants that give more than they read like'
           {
             name: 'load',
             action: 'load-apiserver',
-            with: { qps: 10, concurrency: 2, as: 'default/load', requests: [{ verb: 'list', resource: 'pods', weight: 1 }] },
+            with: {
+              qps: 10,
+              concurrency: 2,
+              identity: 'existing',
+              as: 'default/load',
+              requests: [{ verb: 'list', resource: 'pods', weight: 1 }],
+            },
           },
         ],
       },
