@@ -5,7 +5,7 @@ import type { RequestOptions } from '../kube/http.js';
 import { ApiStatusError } from '../kube/source.js';
 import type { KubeAccess, RawResponse } from '../kube/types.js';
 import { memoryLogger } from '../core/logger.js';
-import { isKrError } from '../core/errors.js';
+import { isKrError, type KrError } from '../core/errors.js';
 import { RunTasks } from '../engine/tasks.js';
 import { actionTester, runLifecycle } from '../testing/action-tester.js';
 import { type ExecCall, FakeNodes } from '../testing/fake-nodes.js';
@@ -655,6 +655,41 @@ describe('load-apiserver: the identity the run makes', () => {
     expect(isKrError(e) && e.code).toBe('LOAD_IDENTITY_LEFT');
     expect(String((e as Error).message)).toContain(`/namespaces/kr-load/roles/${state.identity!.name}: HTTP 403`);
     expect(String((e as Error).message)).toContain(`kubectl delete clusterrole ${state.identity!.name}`);
+    expect((e as KrError).transient, 'a refusal is not tried again').toBeUndefined();
+  });
+
+  it('is created again while a struggling apiserver answers 503, and not after a refusal', async () => {
+    const clock = new FakeClock();
+    let unavailable = 3;
+    const api = fakeApi(clock, {
+      status: (c) => (c.method === 'POST' && c.path.endsWith('/clusterroles') && unavailable-- > 0 ? 503 : undefined),
+    });
+    const { ctx } = loadCtx(clock, api.kube);
+    const done = applied(ctx, RUN_PARAMS);
+    expect(await clock.runUntil(() => api.calls.filter((c) => c.path.endsWith('/clusterroles')).length >= 4, 60_000)).toBe(true);
+    const state = await done;
+    expect(state.identity).toBeDefined();
+    await action.revert(ctx, state);
+    // a refusal is final: one attempt, the step fails
+    const refused = fakeApi(clock, { status: (c) => (c.method === 'POST' && c.path.endsWith('/clusterroles') ? 403 : undefined) });
+    const e = await applied(loadCtx(clock, refused.kube).ctx, RUN_PARAMS).catch((x: unknown) => x);
+    expect(isKrError(e) && e.code).toBe('LOAD_IDENTITY');
+    expect(refused.calls.filter((c) => c.method === 'POST' && c.path.endsWith('/clusterroles'))).toHaveLength(1);
+  });
+
+  it('leaves the revert to be tried again while the apiserver cannot answer, and says so only when it refuses', async () => {
+    const clock = new FakeClock();
+    let down = true;
+    const api = fakeApi(clock, {
+      status: (c) => (down && c.method === 'DELETE' && c.path.includes('/serviceaccounts/') ? 503 : undefined),
+    });
+    const { ctx } = loadCtx(clock, api.kube);
+    const state = await applied(ctx, RUN_PARAMS);
+    const e = await action.revert(ctx, state).catch((x: unknown) => x);
+    expect(isKrError(e) && e.code).toBe('LOAD_IDENTITY_LEFT');
+    expect((e as KrError).transient, 'the engine reverts it again until the rollback deadline').toBe('apiserver 503');
+    down = false;
+    await action.revert(ctx, state);
   });
 
   it('is what the executor must be granted: its objects by name, the rights it passes on, and impersonation of it alone', () => {

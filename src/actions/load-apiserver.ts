@@ -3,6 +3,7 @@ import type { ActionCtx } from '../contract/context.js';
 import { defineAction } from '../contract/action.js';
 import { EXIT, KrError, quote } from '../core/errors.js';
 import { formatDuration } from '../core/duration.js';
+import { retrying } from '../core/retry.js';
 import { ApiStatusError } from '../kube/source.js';
 import type { KubeAccess } from '../kube/types.js';
 import {
@@ -36,6 +37,9 @@ import {
 import { refuseDangerousAccount } from './parts/load-existing.js';
 import type { ResolvedAccess, ResourceAccess } from '../contract/access.js';
 import { runOnNode, targetNode } from '../nodes/services/index.js';
+
+/** How long an apply keeps trying to create the load's identity through a struggling apiserver. */
+const IDENTITY_CREATE_MS = 60_000;
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$/;
@@ -319,7 +323,15 @@ export default defineAction({
           'LOAD_IDENTITY',
           `load-apiserver: the identity ${state.identity.name} of this fault is not what its requests need`,
         );
-      ({ secretUid } = await createIdentity(kube, id, ctx.runId));
+      // a fault's apply is not retried by the engine, and a loaded apiserver may take more than one request's 10 s:
+      // creating the identity again is harmless (a create that finds an object replaces it with the same)
+      ({ secretUid } = await retrying(() => createIdentity(kube, id, ctx.runId), {
+        clock: ctx.clock,
+        signal: ctx.signal,
+        deadline: ctx.clock.now() + IDENTITY_CREATE_MS,
+        classify: (e) => (e instanceof KrError ? e.transient : undefined),
+        onFailure: (f) => f.retryInMs !== undefined && ctx.log.warn(`load-apiserver: ${f.error}; trying again in ${f.retryInMs} ms`),
+      }));
     }
     for (const [resource, name] of Object.entries(state.own) as [Writable, string][]) {
       const body = ownObject(resource, name, ctx.runId, ctx.clock.now());
@@ -385,12 +397,15 @@ export default defineAction({
         if (!(e instanceof ApiStatusError && e.status === 404)) throw e;
       });
     if (state.identity) {
-      const left = await removeIdentity(kube, state.identity);
+      // a failure the apiserver may get over (restarting, overloaded) is transient: the engine reverts again until
+      // the rollback's deadline, and only then says what is left
+      const { left, transient } = await removeIdentity(kube, state.identity);
       if (left.length)
         throw new KrError(
           'LOAD_IDENTITY_LEFT',
           `load-apiserver: the load's identity ${LOAD_NAMESPACE}/${state.identity.name} is not all removed (${left.join('; ')}); ` +
             `remove it with: ${removeCommand(state.identity)}`,
+          { transient },
         );
     }
   },

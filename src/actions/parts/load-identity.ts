@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ResolvedAccess } from '../../contract/access.js';
 import { KrError, quote } from '../../core/errors.js';
 import { ApiStatusError } from '../../kube/source.js';
+import { kubeTransient } from '../../kube/transient.js';
 import type { KubeAccess } from '../../kube/types.js';
 import { LOAD_NAMESPACE, LOAD_RESOURCES, type LoadRequest, isWritable } from './api-load.js';
 
@@ -253,18 +254,21 @@ async function put(kube: KubeAccess, collection: string, body: Record<string, un
   }
 }
 
+/** Transient where the request's failure is (a struggling apiserver): creating the identity again does no harm. */
 const identityError = (collection: string, name: string, e: unknown) =>
   new KrError(
     'LOAD_IDENTITY',
     `load-apiserver: cannot create the load's identity (${collection}/${name}): ${e instanceof ApiStatusError ? `${e.status} ${quote(e.message, 200)}` : String(e)}`,
+    { cause: e, transient: kubeTransient(e, { idempotentWrite: true, safeToRepeat: true }) },
   );
 
 /**
  * Deletes every object of the identity, the ServiceAccount first (its tokens stop working with it), the ClusterRole
  * last (its garbage collection would remove the rest too). Idempotent: what is gone already is fine.
  */
-export async function removeIdentity(kube: KubeAccess, id: IdentityRef): Promise<string[]> {
+export async function removeIdentity(kube: KubeAccess, id: IdentityRef): Promise<{ left: string[]; transient?: string }> {
   const failed: string[] = [];
+  let transient: string | undefined;
   const paths = [
     `/api/v1/namespaces/${LOAD_NAMESPACE}/serviceaccounts`,
     ...(id.tokenSecret ? [`/api/v1/namespaces/${LOAD_NAMESPACE}/secrets`] : []),
@@ -275,10 +279,12 @@ export async function removeIdentity(kube: KubeAccess, id: IdentityRef): Promise
   for (const collection of paths) {
     const path = `${collection}/${id.name}`;
     await kube.json!(path, { method: 'DELETE', timeoutMs: 10_000 }).catch((e: unknown) => {
-      if (!(e instanceof ApiStatusError && e.status === 404)) failed.push(`${path}: ${e instanceof Error ? e.message : String(e)}`);
+      if (e instanceof ApiStatusError && e.status === 404) return;
+      failed.push(`${path}: ${e instanceof Error ? e.message : String(e)}`);
+      transient ??= kubeTransient(e, { safeToRepeat: true });
     });
   }
-  return failed;
+  return transient ? { left: failed, transient } : { left: failed };
 }
 
 /** What removes the identity by hand, for a report that says what is left. */
