@@ -397,10 +397,10 @@ describe('lab up --real-nodes 2 --static-pods', () => {
     });
 
     /**
-     * The example unguarded (its guards only warn), the overload growing in two stages: first cp-1's etcd starved
-     * (writes crawl: Lease renewals land late, the controller-manager marks nodes NotReady), then its apiserver too,
-     * under a second, larger load (the controller-manager cannot renew its leader Lease in time, gives it up and exits;
-     * the kubelet starts it again and it takes the Lease again). What the test saw while it ran and after.
+     * The example unguarded (its guards only warn), under a second, larger load, the overload growing in two stages:
+     * first cp-1's etcd starved (writes crawl: Lease renewals land late, the controller-manager marks nodes NotReady),
+     * then its apiserver too (the controller-manager cannot renew its leader Lease in time, gives it up and exits; the
+     * kubelet starts it again and it takes the Lease again). What the test saw while it ran and after.
      */
     async function unguarded() {
       const t0 = realClock.now();
@@ -415,13 +415,14 @@ describe('lab up --real-nodes 2 --static-pods', () => {
           action: 'starve-cpu',
           with: { nodes: 'control-plane', component, quota },
         });
+        // the load grows first: its identity is made with writes, which a starved etcd and apiserver take too long
         rb.spec.steps.splice(
           at,
           1,
+          { name: 'the load grows', action: 'load-apiserver', with: { ...load.with, ...MORE_LOAD } },
           starve('etcd', ETCD_QUOTA),
           { name: 'nodes go NotReady', wait: NOT_READY_HOLD },
           starve('apiserver', APISERVER_QUOTA),
-          { name: 'the load grows', action: 'load-apiserver', with: { ...load.with, ...MORE_LOAD } },
           { name: 'the controller-manager loses its Lease', wait: KCM_HOLD },
         );
       });
