@@ -93,7 +93,7 @@ describe('kube-runbook validate', () => {
   it.each(broken)('%s: FILE:LINE:COL problems on stderr, exit 2, no stack trace', async (name, expected) => {
     const file = `test/fixtures/invalid/${name}`;
     const r = await cli('validate', file);
-    expect(r.code).toBe(2);
+    expect(r.code, r.stderr).toBe(2);
     expect(r.stdout).toBe('');
     noStack(r);
     const lines = r.stderr.trim().split('\n');
@@ -127,7 +127,7 @@ describe('kube-runbook validate', () => {
   it('an action parameter out of its range is refused where it stands, with the bad value', async () => {
     const file = 'test/fixtures/invalid/bad-starve-cpu.yaml';
     const r = await cli('validate', file);
-    expect(r.code).toBe(2);
+    expect(r.code, r.stderr).toBe(2);
     noStack(r);
     expect(r.stderr.trim().split('\n')).toEqual([
       `${file}:8:41: spec.steps[0].with.quota: expected a percentage of one CPU from 1% to 100%, such as 10% (got "0%")`,
@@ -140,7 +140,7 @@ describe('kube-runbook validate', () => {
   it("load-apiserver: a qps above its bound, a ServiceAccount without namespace, a write to a user's object, nodes and from disagreeing, an existing account not opted in or in kube-system", async () => {
     const file = 'test/fixtures/invalid/bad-load-apiserver.yaml';
     const r = await cli('validate', file);
-    expect(r.code).toBe(2);
+    expect(r.code, r.stderr).toBe(2);
     noStack(r);
     expect(r.stderr.trim().split('\n')).toEqual([
       `${file}:8:19: spec.steps[0].with.qps: expected a number <= 2000 (got 5000)`,
