@@ -189,8 +189,11 @@ export default defineAction({
       `Writes reach only what the action creates in its own namespace \`${LOAD_NAMESPACE}\` (a ConfigMap, a Lease; creates are dry ` +
       "runs), never a user's object. Before the load starts, apply sends each request once and refuses when the apiserver does " +
       'not allow it. The load stops when the action is reverted, when the run is stopped at once, and with the executor process ' +
-      '(a SIGKILL stops it at once); it runs on no node, so it needs no dead-man: the identity it was sent as then stays, ' +
-      'with no token anywhere, until `recover` removes it. ' +
+      '(a SIGKILL stops it at once); it runs on no node, so it needs no dead-man. What the run made for it (the identity, ' +
+      "the load's own objects) is deleted by the run's exit watcher when the executor process ends before the revert, a " +
+      'SIGKILL included: a process of this tool started beside the executor, in a session of its own, that deletes them ' +
+      '(each only while it has the uid it was made with) moments after the executor is gone; if the machine goes down ' +
+      'with the executor, `recover` removes them. ' +
       'With `from: nodes` each node of `nodes` sends its share instead, so the apiserver sees the requests come from the ' +
       "nodes' addresses, as it saw the kubelets': `qps` and `concurrency` are split evenly across the nodes (each node " +
       '`qps`/N requests a second, `concurrency`/N rounded down at once: preflight refuses fewer than one), sent by curl (7.84 or ' +
@@ -325,19 +328,32 @@ export default defineAction({
         );
       // a fault's apply is not retried by the engine, and a loaded apiserver may take more than one request's 10 s:
       // creating the identity again is harmless (a create that finds an object replaces it with the same)
-      ({ secretUid } = await retrying(() => createIdentity(kube, id, ctx.runId), {
+      let anchor: { path: string; uid: string };
+      ({ secretUid, anchor } = await retrying(() => createIdentity(kube, id, ctx.runId), {
         clock: ctx.clock,
         signal: ctx.signal,
         deadline: ctx.clock.now() + IDENTITY_CREATE_MS,
         classify: (e) => (e instanceof KrError ? e.transient : undefined),
         onFailure: (f) => f.retryInMs !== undefined && ctx.log.warn(`load-apiserver: ${f.error}; trying again in ${f.retryInMs} ms`),
       }));
+      // from the executor: if it is killed, its exit watcher deletes the identity (the ClusterRole, and the rest with
+      // it); from nodes, the nodes' dead-men do
+      if (!state.node)
+        tasks?.deleteOnExit?.(state.key, [{ ...anchor, what: `the load's identity (ClusterRole ${id.name} and what it owns)` }]);
     }
     for (const [resource, name] of Object.entries(state.own) as [Writable, string][]) {
       const body = ownObject(resource, name, ctx.runId, ctx.clock.now());
-      await kube.json!(collectionPath(resource, LOAD_NAMESPACE), { method: 'POST', body, timeoutMs: 10_000 }).catch((e: unknown) => {
+      const made = await kube.json!<{ metadata: { uid: string } }>(collectionPath(resource, LOAD_NAMESPACE), {
+        method: 'POST',
+        body,
+        timeoutMs: 10_000,
+      }).catch((e: unknown) => {
         if (!(e instanceof ApiStatusError && e.status === 409)) throw e;
       });
+      if (made && !state.node)
+        tasks?.deleteOnExit?.(state.key, [
+          { path: objectPath(resource, LOAD_NAMESPACE, name), uid: made.metadata.uid, what: `${resource} ${LOAD_NAMESPACE}/${name}` },
+        ]);
     }
     const plan = { ...state, headers: headersOf(state), runId: ctx.runId };
     if (state.identity) await untilGranted(ctx, kube, state);
@@ -408,6 +424,7 @@ export default defineAction({
           { transient },
         );
     }
+    ctx.tasks?.forgetOnExit?.(state.key);
   },
 
   // from the executor it runs on no node: the load ends with the executor process; from a node, the node kills it, and

@@ -29,6 +29,7 @@ const commands: Record<string, Load> = {
       : import('./demo.js').then(({ register }) => ({ register })),
   describe: () => import('./describe.js'),
   docs: () => import('./docs.js'),
+  'exit-watch': () => import('./exit-watch.js'),
   init: () => import('./init.js'),
   lab: () =>
     typeof __KUBE_RUNBOOK_SINGLE_EXECUTABLE__ === 'boolean'

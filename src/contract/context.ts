@@ -40,6 +40,20 @@ export interface ExecutorTasks {
   start(key: string, run: (signal: AbortSignal) => Promise<void>): void;
   /** Aborts the work under `key` and waits for it to end; returns at once when nothing runs under it here. */
   stop(key: string): Promise<void>;
+  /**
+   * Cluster objects the work made that must not outlive this process: a watcher process of its own deletes them when
+   * this one ends, a SIGKILL included, unless `forgetOnExit(key)` came first (the revert removed them). Absent where
+   * no watcher can run (tests, `recover`).
+   */
+  deleteOnExit?(key: string, objects: readonly ExitObject[]): void;
+  forgetOnExit?(key: string): void;
+}
+
+/** An object the exit watcher deletes: its API path, the uid it must still have, and what to call it in its log. */
+export interface ExitObject {
+  path: string;
+  uid: string;
+  what: string;
 }
 
 /** An applied action that stops evictions (ActionMeta.stopsEvictions), as the eviction forecast reads it. */

@@ -19,6 +19,7 @@ import { keepAlive } from './run-keepalive.js';
 import { RunLockHolder } from './run-lock-holder.js';
 import { RunRecord } from './run-record.js';
 import { StepRunner } from './steps.js';
+import { ExitWatch } from './exit-watch.js';
 import { RunTasks } from './tasks.js';
 import { agentTargets, RunAgents } from './agents.js';
 import { plannedActions } from './plan.js';
@@ -70,7 +71,13 @@ export function startRun(o: RunOptions): RunHandle {
   // what the run holds applied that stops evictions, for the probes that model the controller
   const effects = new RunEffects();
   // what actions run in this process (a request load): stopped by their reverts, at the latest when the run ends
-  const tasks = new RunTasks(o.ctx.log);
+  const exitWatch = new ExitWatch({
+    runId: o.ctx.runId,
+    log: o.ctx.log,
+    source: () => o.ctx.kube.source,
+    ...(o.journal ? { logFile: `${o.journal.file}.exit-watch.log` } : {}),
+  });
+  const tasks = new RunTasks(o.ctx.log, exitWatch);
   control.hard.signal.addEventListener('abort', () => void tasks.stopAll(), { once: true });
   const ctx: Ctx = { ...o.ctx, signal: control.hard.signal, applied: effects, tasks };
   // the keepalive's and the lock's renewal period: a quarter of faultTtl, 1–30 s

@@ -1,6 +1,7 @@
-import type { ExecutorTasks } from '../contract/context.js';
+import type { ExecutorTasks, ExitObject } from '../contract/context.js';
 import { KrError, messageOf } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
+import type { ExitWatch } from './exit-watch.js';
 
 interface Running {
   stop: AbortController;
@@ -9,12 +10,22 @@ interface Running {
 
 /**
  * The work actions run in this process (ExecutorTasks): each under its key until its action's revert stops it, until
- * `stopAll` (the end of the run, or a run stopped at once), or until the process ends.
+ * `stopAll` (the end of the run, or a run stopped at once), or until the process ends; with an ExitWatch, the cluster
+ * objects that work made are deleted by the watcher if the process ends before their revert.
  */
 export class RunTasks implements ExecutorTasks {
   private readonly running = new Map<string, Running>();
+  readonly deleteOnExit?: (key: string, objects: readonly ExitObject[]) => void;
+  readonly forgetOnExit?: (key: string) => void;
 
-  constructor(private readonly log: Logger) {}
+  constructor(
+    private readonly log: Logger,
+    exitWatch?: ExitWatch,
+  ) {
+    if (!exitWatch) return;
+    this.deleteOnExit = (key, objects) => exitWatch.add(key, objects);
+    this.forgetOnExit = (key) => exitWatch.forget(key);
+  }
 
   start(key: string, run: (signal: AbortSignal) => Promise<void>): void {
     if (this.running.has(key)) throw new KrError('TASK_RUNNING', `work under ${key} runs already in this process`);

@@ -24,7 +24,11 @@ export function createKubeAccess(options: KubeAccessOptions = {}): KubeAccess {
   const config = loadClientConfig({ file: options.kubeconfig, context: options.context, inCluster: options.inCluster, clock });
   const http = new KubeHttp(config, clock);
   const watches = new WatchHub(httpSource(http), clock, options.log ?? silentLogger, options.watch);
-  return kubeAccessOver(config, http, watches);
+  // the context resolved: another process loads the same one even if the kubeconfig's current context changes
+  const source = options.inCluster
+    ? { inCluster: true }
+    : { ...(options.kubeconfig ? { kubeconfig: options.kubeconfig } : {}), context: config.contextName };
+  return { ...kubeAccessOver(config, http, watches), source };
 }
 
 /** A KubeAccess over an HTTP client and a hub (tests give a hub fed by a fake source). */

@@ -83,7 +83,11 @@ export class KubeHttp {
     const creds = await this.config.credentials();
     const headers: Record<string, string> = { Accept: 'application/json', ...o.headers, ...creds.headers };
     const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
-    if (payload !== undefined) headers['Content-Type'] = o.contentType ?? 'application/json';
+    if (payload !== undefined) {
+      headers['Content-Type'] = o.contentType ?? 'application/json';
+      // Node frames a body by itself only for methods that usually have one: a DELETE's (DeleteOptions) went unread
+      headers['Content-Length'] = String(Buffer.byteLength(payload));
+    }
     const secure = url.protocol === 'https:';
     if (this.agent && secure && creds.cert !== this.agentCert) {
       // a new client certificate: new connections use it; the open ones (watches) end in their own time

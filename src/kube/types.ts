@@ -28,11 +28,20 @@ export interface RawResponse {
  * The cluster as modules see it, reached only through ctx.kube. The engine uses the narrow methods;
  * probes use `config` through the one shared watch helper in src/kube/.
  */
+/** What createKubeAccess loads a cluster's access from: a kubeconfig file (or KUBECONFIG's) and a context, or the pod's own. */
+export interface KubeSource {
+  kubeconfig?: string;
+  context?: string;
+  inCluster?: boolean;
+}
+
 export interface KubeAccess {
   readonly contextName: string;
   readonly server: string;
   /** The kubeconfig's context in use: the server and the credentials to reach it with. */
   readonly config: ClientConfig;
+  /** Where it was loaded from, for another process of this tool to load the same (set by createKubeAccess). */
+  readonly source?: KubeSource;
   listNodes(labelSelector?: string): Promise<NodeSummary[]>;
   /** SelfSubjectAccessReview. */
   canI(check: AccessCheck): Promise<boolean>;

@@ -15,7 +15,8 @@ import { countLoadApart, loadIdentitiesLeft } from './helpers/overload.js';
  * The executor killed with SIGKILL at random points while it applies four kinds of fault: every node-side dead-man
  * reverts its own fault within faultTtl + DEADMAN_MARGIN_MS of the last keepalive; and, with a long faultTtl,
  * `kube-runbook recover` reverts them at once. load-apiserver `from: nodes`
- * likewise: the nodes' loads stop within faultTtl + 5 s.
+ * likewise: the nodes' loads stop within faultTtl + 5 s; `from: executor`, the identity the run made is deleted by the
+ * executor's exit watcher moments after the kill (and, with the watcher killed too, stays until `recover`).
  */
 const INSTANCE = 'act2';
 const fx = cliLab(INSTANCE);
@@ -303,6 +304,11 @@ describe('load-apiserver from: nodes, executor killed with SIGKILL', () => {
       (await sh(node, `cat /var/lib/kube-runbook/load/${runId}/*-${node}/codes.* 2>/dev/null | grep -c '^200$' || true`)).stdout.trim(),
     );
 
+  /** `recover` of a killed run: nothing left to revert by now; it releases the run lock for the next test. */
+  const release = (runId: string) => {
+    const r = spawnSync(process.execPath, [BIN, 'recover', runId, '--force'], { env: fx.env(), encoding: 'utf8', timeout: 120_000 });
+    expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
+  };
   beforeAll(async () => {
     lc = await labContext(fx.lab);
     await countLoadApart(kube(), FS);
@@ -366,5 +372,70 @@ spec:
     expect(dispatchedBy - before, `requests within qps 20 over ${loadSeconds.toFixed(1)} s`).toBeLessThanOrEqual(
       Math.ceil(20 * loadSeconds) + 4 + 2,
     );
+    release(runId);
+  });
+
+  /** A run holding a load from the executor as an identity it made (and a Lease of its own the load patches). */
+  const executorLoad = (name: string) => {
+    const file = join(fx.work, `${name}.yaml`);
+    writeFileSync(
+      file,
+      `apiVersion: kube-runbook/v1
+kind: Runbook
+metadata: {name: ${name}}
+spec:
+  safety: {allowContexts: [${JSON.stringify(fx.lab.context)}], faultTtl: 10s, maxDuration: 10m}
+  steps:
+    - name: load from the executor
+      action: load-apiserver
+      with:
+        qps: 10
+        concurrency: 2
+        requests: [{verb: list, resource: pods}, {verb: patch, resource: leases}]
+    - {name: hold, wait: 5m}
+`,
+    );
+    return file;
+  };
+  const ownLeases = async (runId: string) =>
+    (
+      await kube().json!<{ items: { metadata: { name: string; labels?: Record<string, string> } }[] }>(
+        '/apis/coordination.k8s.io/v1/namespaces/kr-load/leases',
+        { timeoutMs: 10_000 },
+      )
+    ).items.filter((l) => l.metadata.labels?.['kube-runbook/run'] === runId);
+  const watcher = (runId: string) => spawnSync('pgrep', ['-f', `__exit-watch ${runId}`], { encoding: 'utf8' }).stdout.trim();
+
+  it("from the executor: its exit watcher deletes the load's identity moments after a SIGKILL; with the watcher killed too, it stays until recover", async () => {
+    // guarded: the executor alone killed
+    const runId = await startRun(executorLoad('execload'), [/applied load-apiserver/]);
+    expect(await loadIdentitiesLeft(kube()), 'the identity while the load runs').not.toEqual([]);
+    expect((await ownLeases(runId)).length, "the load's own Lease").toBe(1);
+    expect(watcher(runId), 'the exit watcher runs').not.toBe('');
+    child!.kill('SIGKILL');
+    const t0 = realClock.now();
+    await until('the identity deleted', async () => (await loadIdentitiesLeft(kube())).length === 0, 20_000, 250).catch(() => {});
+    const took = realClock.now() - t0;
+    expect(await loadIdentitiesLeft(kube()), "the load's identity, 20 s after SIGKILL").toEqual([]);
+    expect(await ownLeases(runId), "the load's own Lease").toEqual([]);
+    await until('the watcher ended', async () => watcher(runId) === '', 10_000, 250).catch(() => {});
+    expect(watcher(runId), 'the exit watcher ended').toBe('');
+    console.log(`load-apiserver from the executor: identity deleted ${(took / 1000).toFixed(1)} s after SIGKILL`);
+    release(runId);
+
+    // unguarded: the watcher killed with the executor: nothing removes the identity, which can still be impersonated
+    const bare = await startRun(executorLoad('execload-bare'), [/applied load-apiserver/]);
+    spawnSync('pkill', ['-KILL', '-f', `__exit-watch ${bare}`]);
+    child!.kill('SIGKILL');
+    await sleep(15_000);
+    const left = await loadIdentitiesLeft(kube());
+    expect(left, 'the identity 15 s after both were killed').toEqual(
+      expect.arrayContaining([expect.stringMatching(/^ClusterRole\/kube-runbook-load-/), expect.stringMatching(/^ServiceAccount\//)]),
+    );
+    release(bare);
+    await until('the identity deleted by recover', async () => (await loadIdentitiesLeft(kube())).length === 0, 20_000, 250).catch(
+      () => {},
+    );
+    expect(await loadIdentitiesLeft(kube()), 'the identity after recover').toEqual([]);
   });
 });

@@ -226,7 +226,11 @@ function objects(id: RunIdentity, runLabel: string) {
  * revert is written over: its rules, subjects and owner are this identity's). Concurrent calls (the nodes of one
  * step) are safe: a create that finds the object replaces it with the same.
  */
-export async function createIdentity(kube: KubeAccess, id: RunIdentity, runLabel: string): Promise<{ secretUid?: string }> {
+export async function createIdentity(
+  kube: KubeAccess,
+  id: RunIdentity,
+  runLabel: string,
+): Promise<{ anchor: { path: string; uid: string }; secretUid?: string }> {
   const { owner, owned } = objects(id, runLabel);
   const anchor = await put(kube, owner.collection, owner.body);
   const ownerReferences = [{ apiVersion: `${RBAC_GROUP}/v1`, kind: 'ClusterRole', name: id.name, uid: anchor.uid! }];
@@ -236,7 +240,8 @@ export async function createIdentity(kube: KubeAccess, id: RunIdentity, runLabel
     const made = await put(kube, o.collection, body);
     if (o.body.kind === 'Secret') secretUid = made.uid;
   }
-  return secretUid ? { secretUid } : {};
+  const made = { path: `${owner.collection}/${id.name}`, uid: anchor.uid! };
+  return secretUid ? { anchor: made, secretUid } : { anchor: made };
 }
 
 /** POST, or on 409 PUT over what is there; returns the object's metadata. */
