@@ -24,6 +24,7 @@ import {
   runDeadlines,
   shortHash,
 } from './manifests-pod.js';
+import { DNS_LABEL } from '../core/names.js';
 
 interface ManifestFlags {
   inventory?: string;
@@ -40,7 +41,6 @@ const CONFIG_DIR = '/etc/kube-runbook';
 const SSH_DIR = '/etc/kube-runbook-ssh';
 const STATE_DIR = '/var/lib/kube-runbook';
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** Five fields, as CronJob takes them (or @hourly and friends); the apiserver checks the rest. */
 const CRON = /^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$/;
 

@@ -11,10 +11,9 @@ import {
   isWritable,
 } from './api-load.js';
 import { type IdentityRef, describeRules, runIdentity } from './load-identity.js';
+import { DNS_LABEL, DNS_SUBDOMAIN } from '../../core/names.js';
 
 /** load-apiserver's parameters, its state, and how it describes itself. */
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$/;
 const RESOURCES = Object.keys(LOAD_RESOURCES) as [LoadResource, ...LoadResource[]];
 
 const Request = z
