@@ -5,7 +5,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { eventually, runNodeScript, scratchNode, writeNodeKubeconfig } from '../testing/node-script.js';
+import { runNodeScript, scratchNode, writeNodeKubeconfig } from '../testing/node-script.js';
+import { eventually } from '../testing/wait.js';
 import type { KubeAccess } from '../kube/types.js';
 import { controlPlaneInventory } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';

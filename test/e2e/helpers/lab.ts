@@ -90,25 +90,8 @@ export function cli(
   });
 }
 
-/** Waits for `cond`, polling; returns the milliseconds it took. */
-export async function until(what: string, cond: () => Promise<boolean> | boolean, timeoutMs = 60_000, everyMs = 200): Promise<number> {
-  const t0 = realClock.now();
-  const late = () => new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-  for (;;) {
-    // a check that does not answer (a request or command that hangs) ends the wait at the deadline too
-    let cancel: (() => void) | undefined;
-    const deadline = new Promise<never>(
-      (_, reject) => (cancel = realClock.setTimer(Math.max(0, t0 + timeoutMs - realClock.now()), () => reject(late()))),
-    );
-    try {
-      if (await Promise.race([Promise.resolve(cond()).catch(() => false), deadline])) return realClock.now() - t0;
-    } finally {
-      cancel?.();
-    }
-    if (realClock.now() - t0 > timeoutMs) throw late();
-    await realClock.sleep(everyMs);
-  }
-}
+/** Waits for `cond`, polling; returns the milliseconds it took (the tests' one wait, src/testing/wait.ts). */
+export { waitFor as until } from '../../../src/testing/wait.js';
 
 /**
  * What of an instance is still on this machine: network namespaces, links, iptables chains and rules, the
