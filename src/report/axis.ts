@@ -8,7 +8,7 @@ import { markup, type Markup } from './markup.js';
  */
 export const LABEL_W = 230;
 export const PLOT_W = 700;
-const SVG_W = LABEL_W + PLOT_W + 14;
+const SVG_W = LABEL_W + PLOT_W + 24;
 /** Characters of a label that fit left of the plot. */
 const LABEL_CHARS = 34;
 

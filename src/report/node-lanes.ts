@@ -66,10 +66,11 @@ function leaseScale(curves: { ageMs: number }[][]): number {
   return s !== undefined ? s * 1000 : Math.ceil(oldest / 3_600_000) * 3_600_000;
 }
 
-/** What each lane is drawn with besides its node's history: the Lease scale, and whether pod deletions were watched. */
+/** What each lane is drawn with besides its node's history: the Lease scale, and what the run's readings watched. */
 interface LaneScale {
   leaseTopMs: number;
-  deletionsWatched: boolean;
+  /** Whether a reading listed NoExecute taints (`tainted`), pod deletions (`deletions`): a node without any had none. */
+  watched: { taints: boolean; deletions: boolean };
 }
 
 /** One node's lane: its faults, the Lease age (fresh/stale, and the age as a curve), Ready, NoExecute taint, pods deleted. */
@@ -149,7 +150,7 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis, scale: LaneScale): Markup
 
   out.push(label(rows.taint + 14, 'NoExecute taint'));
   const tainted = segments(s.taints, (e) => e.keys.join(' '), end).filter((g) => g.state);
-  if (!s.taints.length) out.push(noData(rows.taint + 3, ROW_H - 6, 'taint'));
+  if (!s.taints.length && !scale.watched.taints) out.push(noData(rows.taint + 3, ROW_H - 6, 'taint'));
   else if (!tainted.length) out.push(none(rows.taint + 14, 'none'));
   for (const seg of tainted)
     out.push(
@@ -158,7 +159,7 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis, scale: LaneScale): Markup
 
   out.push(label(rows.deleted + 14, 'pods deleted'));
   if (!s.deleted.length)
-    out.push(scale.deletionsWatched ? none(rows.deleted + 14, 'none') : noData(rows.deleted + 3, ROW_H - 6, 'deleted'));
+    out.push(scale.watched.deletions ? none(rows.deleted + 14, 'none') : noData(rows.deleted + 3, ROW_H - 6, 'deleted'));
   for (const d of s.deleted) {
     const mx = x(ms(d.at)).toFixed(1);
     const attrs = markup`data-kind="deleted" data-at="${d.at}" data-pod="${d.pod}" data-cause="${d.cause}"`;
@@ -170,14 +171,14 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis, scale: LaneScale): Markup
   return markup`<section class="lane" data-node="${s.node}">${chartSvg(height, `node ${s.node}`, joinMarkup(out, '\n'))}${dropped}</section>`;
 }
 
-/** Whether any reading of the run was of pod deletions (a value with `deletions`): then a lane without any lost none. */
-function deletionsWatched(r: RunReport): boolean {
+/** Whether any reading of the run has a value listing `key` (`tainted`, `deletions`): then a lane without any had none. */
+function watched(r: RunReport, key: string): boolean {
   const readings = [
     ...Object.values(r.observations).flatMap((o) => [o as Observation | null, ...((o as Observation | null)?.history ?? [])]),
     ...Object.values(r.guardReadings).flat(),
     ...r.steps.flatMap((s) => s.readings ?? []),
   ];
-  return readings.some((h) => Array.isArray((h?.value as { deletions?: unknown } | null | undefined)?.deletions));
+  return readings.some((h) => Array.isArray((h?.value as Record<string, unknown> | null | undefined)?.[key]));
 }
 
 /**
@@ -190,7 +191,10 @@ export function renderNodeLanes(r: RunReport, axis: Axis): Markup {
   const others = [...byName.keys()].filter((n) => !targets.includes(n)).sort();
   const series = [...targets, ...others].map((node) => byName.get(node) ?? { node, lease: [], ready: [], taints: [], deleted: [] });
   if (!series.length) return markup``;
-  const scale = { leaseTopMs: leaseScale(series.map((s) => leaseCurve(s.lease, axis.end))), deletionsWatched: deletionsWatched(r) };
+  const scale = {
+    leaseTopMs: leaseScale(series.map((s) => leaseCurve(s.lease, axis.end))),
+    watched: { taints: watched(r, 'tainted'), deletions: watched(r, 'deletions') },
+  };
   const leftOut = r.nodesLeftOut ? markup`<p class="none">${r.nodesLeftOut} more nodes not kept</p>` : '';
   return markup`<h2>Nodes</h2>\n<p class="none">Per node, on the run's time axis: its faults, the age of its Lease (green fresh, red stale; the line is the age, on one scale for every node: 0 to ${formatDuration(scale.leaseTopMs)}), its Ready condition, NoExecute taints and the pods deleted on it.</p>\n${joinMarkup(
     series.map((s) => lane(r, s, axis, scale)),

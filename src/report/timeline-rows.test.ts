@@ -159,10 +159,20 @@ describe('the node lanes', () => {
   it('says "no data" for a row nothing was recorded for, and "none" where a source saw nothing', () => {
     const kinds = (node: string) => [...lanes.get(node)!.matchAll(/data-kind="no-data" data-row="([^"]+)"/g)].map((m) => m[1]);
     expect(kinds('cut')).toEqual(['ready', 'taint', 'deleted']);
+    // an untainted node is in no reading of NoExecute taints: it had none, once any such reading came
     expect(lanes.get('cut')).toContain('>no data</text>');
     const watched = bare(10, {
-      observations: { deletions: { at: iso(1), status: 'ok', detail: '', value: { deletions: [] }, history: [] } },
-      nodes: [{ node: 'n', lease: [], ready: [{ at: iso(1), status: 'True' }], taints: [{ at: iso(1), keys: [] }], deleted: [] }],
+      observations: {
+        deletions: { at: iso(1), status: 'ok', detail: '', value: { deletions: [] }, history: [] },
+        taints: {
+          at: iso(1),
+          status: 'ok',
+          detail: '',
+          value: null,
+          history: [{ at: iso(1), status: 'ok', detail: '', value: { tainted: [] } }],
+        },
+      },
+      nodes: [{ node: 'n', lease: [], ready: [{ at: iso(1), status: 'True' }], taints: [], deleted: [] }],
     });
     const lane = renderTimeline(watched).match(/<section class="lane"[\s\S]*?<\/section>/)![0];
     expect([...lane.matchAll(/data-row="([^"]+)"/g)].map((m) => m[1])).toEqual(['lease-age']);
