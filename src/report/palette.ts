@@ -53,6 +53,7 @@ const PALETTE: readonly { group: string; swatches: readonly Swatch[] }[] = [
       { cls: 'fired-warn', css: 'fill:#d4a72c', label: 'fired: warn', shape: 'mark' },
       { cls: 'fired-hold', css: 'fill:#d4a72c', label: 'fired: hold', shape: 'mark' },
       { cls: 'fired-resume', css: 'fill:#2da44e', label: 'resumed', shape: 'mark' },
+      { cls: 'fired-other', css: 'fill:#6e7781', label: 'fired (another response)', shape: 'mark' },
       { cls: 'deleted', css: 'fill:#8250df', label: 'pod deleted', shape: 'mark' },
       { cls: 'predicted', css: 'fill:none;stroke:#8250df;stroke-width:1.5', label: 'first eviction predicted', shape: 'hollow' },
     ],

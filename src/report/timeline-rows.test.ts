@@ -98,6 +98,7 @@ describe('the timeline legend', () => {
   it('draws states it has no colour for in the grey of unknown, which the legend names', () => {
     const page = renderTimeline(odd);
     expect(barAt(rows(page).get('Guards/g')!, 5, 10)).toBe('reading-unknown');
+    expect(rows(page).get('Guards/g')).toContain('<path class="fired-other"');
     expect(page).toContain('<li data-class="reading-unknown">');
     expect(page).toContain('unknown (could not read)</li>');
   });

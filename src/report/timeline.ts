@@ -117,7 +117,7 @@ function lanes(r: RunReport, end: number): Group[] {
       .filter((g) => g.guard === name)
       .map((g) => ({
         at: ms(g.at),
-        cls: paint('fired', g.response, 'fired-abort'),
+        cls: paint('fired', g.response, 'fired-other'),
         title: `${clock(ms(g.at))} fired → ${g.response}: ${g.detail}`,
       })),
   }));
