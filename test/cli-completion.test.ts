@@ -54,7 +54,7 @@ describe('kube-runbook __complete (what the completion scripts ask at each TAB)'
     expect((await complete(['plan', '--o'])).values).toEqual(['--offline', '--output']);
     expect((await complete(['plan', 'rb.yaml', '-o', ''])).values).toEqual(['text', 'json']);
     expect((await complete(['completion', ''])).values).toEqual(['bash', 'zsh', 'fish']);
-    expect((await complete(['lab', 'st'])).values).toEqual(['status']);
+    expect((await complete(['agent', 'ma'])).values).toEqual(['manifests']);
   });
 
   it('leaves runbooks, inventories and directories to the shell, saying which', async () => {

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { Option } from 'commander';
 import { EXIT, KrError, quote } from '../core/errors.js';
-import { labPaths } from '../lab/index.js';
+import { labStateDir } from '../inventory/lab-home.js';
 import { DEFAULT_CONTEXT, LAYOUTS, type Starter, type StarterLayout, starterInventory, starterRunbook } from './init-files.js';
 import { out } from './output.js';
 import type { Register } from './types.js';
@@ -50,7 +50,7 @@ async function settings(flags: InitFlags, ask: Ask | undefined): Promise<Starter
   const nodes = nodeCount(flags.nodes ?? (ask ? await ask('worker nodes', '2') : '2'));
   const context =
     flags.context ?? (ask ? await ask('kubeconfig context the runbook may run against', DEFAULT_CONTEXT[layout]) : DEFAULT_CONTEXT[layout]);
-  return { layout, nodes, context, labStateDir: labPaths().stateDir };
+  return { layout, nodes, context, labStateDir: labStateDir('lab') };
 }
 
 /** `init [--layout L] [--nodes N] [--context C] [--dir D] [--force]`: a starter runbook and inventory. */

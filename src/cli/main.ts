@@ -4,16 +4,8 @@ import { EXIT, type ExitCode, isKrError, messageOf } from '../core/errors.js';
 import { tuneHeap } from '../core/heap.js';
 import { redactText } from '../core/redact.js';
 import { toolVersion } from '../core/version.js';
-import { npmOnly } from './npm-only.js';
 import { dropOutputOnClosedPipes, out } from './output.js';
 import type { Register } from './types.js';
-
-/**
- * Set (to true) by the single-executable build (scripts/sea.mjs), whose bundler then leaves the lab and the demo out:
- * the test of it stays inline in their entries below, with the import() right in the other branch, where the bundler
- * sees that branch is dead (not inside a function of it).
- */
-declare const __KUBE_RUNBOOK_SINGLE_EXECUTABLE__: boolean | undefined;
 
 type Load = () => Promise<{ register: Register }>;
 
@@ -23,18 +15,10 @@ const commands: Record<string, Load> = {
   agent: () => import('./agent.js'),
   audit: () => import('./audit.js'),
   completion: () => import('./completion.js'),
-  demo: () =>
-    typeof __KUBE_RUNBOOK_SINGLE_EXECUTABLE__ === 'boolean'
-      ? Promise.resolve(npmOnly('demo'))
-      : import('./demo.js').then(({ register }) => ({ register })),
   describe: () => import('./describe.js'),
   docs: () => import('./docs.js'),
   'exit-watch': () => import('./exit-watch.js'),
   init: () => import('./init.js'),
-  lab: () =>
-    typeof __KUBE_RUNBOOK_SINGLE_EXECUTABLE__ === 'boolean'
-      ? Promise.resolve(npmOnly('lab'))
-      : import('./lab.js').then(({ register }) => ({ register })),
   manifests: () => import('./manifests.js'),
   plan: () => import('./plan.js'),
   probes: () => import('./probes.js'),

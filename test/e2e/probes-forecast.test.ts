@@ -8,7 +8,7 @@ import type { Ctx } from '../../src/contract/context.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../../src/kube/resources.js';
 import { UNREACHABLE } from '../../src/kube/tolerations.js';
 import { instanceFor, labBinaries, LAB_VERSION, until } from './helpers/lab.js';
-import { labDown, labUp, type LabInfo } from '../../src/lab/index.js';
+import { labDown, labUp, type LabInfo } from '../../packages/lab/src/index.js';
 import probe from '../../src/probes/eviction-forecast.js';
 import type { Reading } from '../../src/contract/probe.js';
 import { labContext } from './helpers/lab-context.js';

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { writeReports } from '../../src/cli/report-files.js';
 import { createLogger } from '../../src/core/logger.js';
-import { ensureAptPackages } from '../../src/lab/install/install.js';
+import { ensureAptPackages } from '../../packages/lab/src/install/install.js';
 import { ReportCollector } from '../../src/report/collect.js';
 import { CUT, cutOffRun, T0 } from '../fixtures/cut-off-run.js';
 import { cli } from './helpers/lab.js';

@@ -27,7 +27,7 @@ import { createNodeAccess } from '../../src/nodes/access.js';
 import { Runbook } from '../../src/runbook/schema.js';
 import { fakeKubeAccess } from '../../src/testing/fake-access.js';
 import { shq } from '../../src/core/shell.js';
-import { APT_WAIT } from '../../src/lab/install/apt.js';
+import { APT_WAIT } from '../../packages/lab/src/install/apt.js';
 import { type SshConfig, sshTransport } from '../../src/nodes/ssh.js';
 import { echoScript, hostileValues, markerExists, markerPath } from '../../src/testing/hostile.js';
 import { eventually } from '../../src/testing/wait.js';
