@@ -22,7 +22,7 @@ import {
 import { formatDuration } from '../core/duration.js';
 import type { Observation, RunReport } from '../report/collect.js';
 import { out } from './output.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 const BIN = fileURLToPath(new URL('../../bin/kube-runbook.js', import.meta.url));
 const RUNBOOK = fileURLToPath(new URL('../../runbooks/apiserver-outage.yaml', import.meta.url));
@@ -263,4 +263,10 @@ export const register: Register = (program, done) => {
       const safe = guarded.evicted.length === 0 && guarded.killed.length === 0 && guarded.report.remaining.length === 0;
       done(safe ? EXIT.ok : EXIT.failed);
     });
+};
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Develop',
+  examples: [],
 };

@@ -15,7 +15,7 @@ import { fleetLine, renderStatus } from '../lab/lifecycle/render.js';
 import { describeSettings } from '../lab/host/settings.js';
 import { checkInstance, DEFAULT_INSTANCE } from '../lab/host/paths.js';
 import { out } from './output.js';
-import type { Done, Register } from './types.js';
+import type { CommandHelp, Done, Register } from './types.js';
 
 const num = (v: string) => {
   const n = Number(v);
@@ -327,3 +327,9 @@ function fleet(lab: Command, done: Done) {
       },
     );
 }
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Develop',
+  examples: [],
+};
