@@ -1,25 +1,31 @@
 import type { Command } from 'commander';
 import { EXIT, EXIT_MEANING } from '../core/errors.js';
 import { RUN_STATUS } from '../engine/events.js';
-import { columns } from './columns.js';
 import type { Example } from './types.js';
+import { terminalWidth, wrap } from './wrap.js';
 
-/** The Examples section of a command's `--help`, as kubectl's: a comment line, then the command line. */
-export function examplesText(program: string, examples: readonly Example[]): string {
+/** The Examples section of a command's `--help`, as kubectl's: a comment, then the command line. */
+export function examplesText(program: string, examples: readonly Example[], width = terminalWidth()): string {
   if (!examples.length) return '';
-  return `\nExamples:\n${examples.map(([args, what]) => `  # ${what}\n  ${program} ${args}`).join('\n\n')}\n`;
+  const one = ([args, what]: Example) => [...wrap(what, width, '  # '), `  ${program} ${args}`].join('\n');
+  return `\nExamples:\n${examples.map(one).join('\n\n')}\n`;
 }
 
 /** The exit codes of `run`, from the one table of them (EXIT) and the run outcomes that lead to each (RUN_STATUS). */
-export function exitCodesText(): string {
-  const rows = (Object.keys(EXIT) as (keyof typeof EXIT)[]).map((key) => {
+export function exitCodesText(width = terminalWidth()): string {
+  const lines = (Object.keys(EXIT) as (keyof typeof EXIT)[]).flatMap((key) => {
     const code = EXIT[key];
     const statuses = Object.entries(RUN_STATUS)
       .filter(([, c]) => c === code)
       .map(([s]) => s);
-    return [`  ${code}`, `${EXIT_MEANING[key]}${statuses.length ? ` [status: ${statuses.join(', ')}]` : ''}`];
+    return wrap(
+      `${EXIT_MEANING[key]}${statuses.length ? ` [status: ${statuses.join(', ')}]` : ''}`,
+      width,
+      ' '.repeat(7),
+      `  ${code}`.padEnd(7),
+    );
   });
-  return `\nExit codes:\n${columns(rows)}\n`;
+  return `\nExit codes:\n${lines.join('\n')}\n`;
 }
 
 /**

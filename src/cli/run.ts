@@ -286,8 +286,8 @@ export const help: CommandHelp = {
     ['run runbooks/kubelet-partition.yaml -i inventory.yaml', "run a runbook against the inventory's cluster, asking at each confirm step"],
     ['run runbook.yaml -i inventory.yaml --dry-run', 'show what would happen, touching nothing'],
     [
-      'run runbook.yaml -i inventory.yaml --yes -o json --report-dir out/',
-      'in CI: no prompts, the report on stdout, report.json, junit.xml and timeline.html in out/',
+      'run runbook.yaml -i inventory.yaml --yes -o json --report-dir out',
+      'in CI: no prompts, the report on stdout, and report.json, junit.xml and timeline.html in out/',
     ],
   ],
   more: exitCodesText,
