@@ -106,7 +106,7 @@ describe('kube-runbook describe', () => {
     const lines = screen.trimEnd().split(/\r?\n/);
     expect(lines[0]).toBe('action stop-kubelet: remediation, targets nodes');
     for (const l of lines) expect(l.length, l).toBeLessThanOrEqual(60);
-    expect(screen).not.toMatch(/[`|]|\*\*|^#+ |^```/m);
+    expect(screen).not.toMatch(/`|\*\*|^\s*\||^#+ /m);
     expect(screen).toMatch(/^ {2}timeout +duration, default "2m"\r?$/m);
     expect(screen).toContain('\nExample\r\n  # with:\r\n    # nodes: workers\r\n    # timeout: 2m\r\n');
     expect(screen).toContain('systemctl stop kubelet');

@@ -30,7 +30,8 @@ class Sheet {
   }
 
   /** TERM, then its text from column COL (on the next line when TERM is wider). */
-  item(term: string, text: string, col: number): this {
+  item(label: string, text: string, col: number): this {
+    const term = plain(label);
     const pad = ' '.repeat(col);
     if (term.length + 4 > col) this.lines.push(...wrap(term, this.width, '    ', '  '), ...wrap(plain(text), this.width, pad));
     else this.lines.push(...wrap(plain(text), this.width, pad, `  ${term}`.padEnd(col)));
