@@ -124,8 +124,8 @@ describe('kube-runbook completion', () => {
     }
     const bad = await runCli(['completion', 'tcsh']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain(
-      "error: command-argument value 'tcsh' is invalid for argument 'shell'. Allowed choices are bash, zsh, fish.",
+    expect(bad.stderr).toBe(
+      "kube-runbook: command-argument value 'tcsh' is invalid for argument 'shell'. Allowed choices are bash, zsh, fish.\nRun 'kube-runbook completion --help' for usage.\n",
     );
   });
 

@@ -6,7 +6,7 @@ import { EXIT, KrError, quote } from '../core/errors.js';
 import { labStateDir } from '../inventory/lab-home.js';
 import { DEFAULT_CONTEXT, LAYOUTS, type Starter, type StarterLayout, starterInventory, starterRunbook } from './init-files.js';
 import { out } from './output.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 const FILES = ['runbook.yaml', 'inventory.yaml'] as const;
 
@@ -88,4 +88,13 @@ export const register: Register = (program, done) => {
       out.stdout(`next: put your nodes in ${paths[1]}, then kube-runbook plan ${paths[0]} -i ${paths[1]}`);
       done(EXIT.ok);
     });
+};
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Author',
+  examples: [
+    ['init', 'write runbook.yaml and inventory.yaml, asking what the flags do not say'],
+    ['init --layout kubeadm --nodes 3 --context staging', 'the same without questions'],
+  ],
 };

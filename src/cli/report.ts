@@ -11,7 +11,7 @@ import { renderTimeline } from '../report/timeline.js';
 import { out } from './output.js';
 import { redactedReport, writePrivate } from './report-files.js';
 import { stderrLogger } from './setup.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 interface ReportFlags {
   fromConfigmap?: string;
@@ -83,4 +83,14 @@ export const register: Register = (program, done) => {
       if (outputs.every(([to]) => to === undefined)) out.stdout(summary(report));
       done(EXIT.ok);
     });
+};
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Inspect',
+  examples: [
+    ['report out/report.json', "show a run's report again"],
+    ['report out/report.json --html timeline.html --junit junit.xml', 'write its timeline page and JUnit XML'],
+    ['report --from-configmap kube-runbook/nightly-report', 'the report of a run that ran in the cluster'],
+  ],
 };

@@ -63,7 +63,11 @@ export const Params = z
           `object; writes (create, update, patch) only of configmaps or leases, and only of the one the action creates in ${LOAD_NAMESPACE} ` +
           '(create is a dry run: nothing is stored)',
       }),
-    qps: z.number().min(1).max(2000).meta({ description: 'requests started per second, from 1 to 2000' }),
+    qps: z
+      .number()
+      .min(1)
+      .max(2000)
+      .meta({ description: 'requests started per second, from 1 to 2000', examples: [50] }),
     concurrency: z.number().int().min(1).max(500).default(20).meta({ description: 'requests unanswered at once, at most (1 to 500)' }),
     userAgent: z
       .string()
@@ -87,6 +91,7 @@ export const Params = z
       .meta({
         description:
           'with `identity: existing`: the ServiceAccount `namespace/name` the requests are sent as (impersonation), so API Priority and Fairness classifies them by the FlowSchema that matches it; it needs the rights its requests use',
+        examples: ['monitoring/prometheus'],
       }),
     from: z
       .enum(['executor', 'nodes'])
