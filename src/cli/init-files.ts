@@ -39,14 +39,6 @@ export interface Starter {
   notes?: readonly string[];
 }
 
-/** The context each layout's own tooling names by default. */
-export const DEFAULT_CONTEXT: Record<StarterLayout, string> = {
-  kubeadm: 'kubernetes-admin@kubernetes',
-  k3s: 'default',
-  lab: 'lab',
-  agent: 'my-cluster',
-};
-
 const q = (s: string) => JSON.stringify(s);
 /** A value left to fill in (src/document/todo.ts): validate, plan and run refuse the file until it is. */
 const todo = (what: string) => q(`TODO: ${what}`);
@@ -105,14 +97,17 @@ function controllerLines(s: Starter): string[] {
 const layoutLine = (s: Starter) =>
   `  layout: ${s.layout === undefined ? todo('kubeadm, k3s or lab: how the control plane and kubelets run') : s.layout === 'agent' ? 'kubeadm' : s.layout}`;
 
+/** Whether the inventory has a value left to fill in. */
+const hasTodo = (s: Starter) => s.layout === undefined || s.context === undefined || (!s.found && s.layout !== 'lab');
+
 /** inventory.yaml: how to reach each node and what runs where. */
 export function starterInventory(s: Starter): string {
   const name = s.layout ?? 'cluster';
   return [
-    `# Written by \`kube-runbook init\`. Check the nodes' names and addresses, fill in every TODO, then`,
+    `# Written by \`kube-runbook init\`. Check the nodes' names and addresses${hasTodo(s) ? ', fill in every TODO' : ''}, then`,
     s.layout === 'lab' && !s.found
       ? '# `kube-runbook validate inventory.yaml`. `kube-runbook-lab up` writes the exact one: `kube-runbook-lab env` names it.'
-      : '# `kube-runbook validate inventory.yaml` (it names each TODO left).',
+      : `# \`kube-runbook validate inventory.yaml\`${hasTodo(s) ? ' (it names each TODO left)' : ''}.`,
     ...(s.notes ?? []).map((n) => `# ${n.replace(/[\r\n]+/g, ' ')}`),
     'apiVersion: kube-runbook/v1',
     'kind: Inventory',

@@ -43,7 +43,7 @@ export async function inventoryFrom(o: ClusterOptions): Promise<LoadedInventory>
 }
 
 /** The kubeconfig a command reads and where that choice came from (for messages). */
-export interface KubeconfigChoice {
+interface KubeconfigChoice {
   /** A file; absent: $KUBECONFIG's files (merged) or ~/.kube/config, read by src/kube/kubeconfig.ts. */
   file?: string;
   /** `--kubeconfig`, `$KUBECONFIG`, `the inventory's spec.kubeconfig at FILE:LINE:COL`, `~/.kube/config`. */
@@ -58,7 +58,7 @@ type Inv = { inventory: Inventory; dir: string; where?: LoadedInventory['where']
  * $KUBECONFIG comes before the inventory's so that a shell set up for one cluster (`kube-runbook lab env`, a CI job)
  * is never silently pointed at another by a file. A file named that does not exist: KUBECONFIG_MISSING, exit 2.
  */
-export function kubeconfigChoice(o: ClusterOptions, inv?: Inv, env: NodeJS.ProcessEnv = process.env): KubeconfigChoice | undefined {
+function kubeconfigChoice(o: ClusterOptions, inv?: Inv, env: NodeJS.ProcessEnv = process.env): KubeconfigChoice | undefined {
   if (o.inCluster) return undefined;
   if (o.kubeconfig) return { file: resolve(expandHome(o.kubeconfig)), origin: '--kubeconfig' };
   const k = inv?.inventory.spec.kubeconfig;

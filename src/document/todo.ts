@@ -6,9 +6,9 @@ import type { YamlSource } from './yaml-source.js';
  * find a value). A document holding one is never valid, whatever the schema says of the string, so a TODO can
  * never be run by accident.
  */
-export const TODO_PREFIX = 'TODO:';
+const TODO_PREFIX = 'TODO:';
 
-export const isTodo = (v: unknown): v is string => typeof v === 'string' && v.startsWith(TODO_PREFIX);
+const isTodo = (v: unknown): v is string => typeof v === 'string' && v.startsWith(TODO_PREFIX);
 
 function todoPaths(v: unknown, path: DocPath, into: DocPath[]): DocPath[] {
   if (isTodo(v)) into.push(path);
