@@ -5,6 +5,7 @@ import { parse } from 'yaml';
 import { type Clock, realClock } from '../core/clock.js';
 import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
 import { silentLogger } from '../core/logger.js';
+import { redactText } from '../core/redact.js';
 import { createKubeAccess } from '../kube/client.js';
 import { kubeconfigContextList, loadClientConfig } from '../kube/kubeconfig.js';
 import type { KubeAccess } from '../kube/types.js';
@@ -192,7 +193,8 @@ export async function initSettings(flags: InitFlags, deps: InitDeps): Promise<St
       kube?.close?.();
     }
   }
-  s.notes = notes;
+  // printed and written in the inventory: through the one redaction point, as every sink
+  s.notes = notes.map((n) => redactText(n));
   if (ask) await askRest(ask, s);
   return s;
 }
