@@ -27,12 +27,38 @@ describe('kube-runbook plan against a cluster it cannot reach', () => {
     expect(r.stderr).not.toMatch(/^\s+at /m);
   });
 
-  it('says so when there is no kubeconfig to reach it with, and exits 3', async () => {
-    const r = await plan('runbooks/apiserver-outage.yaml', '-i', 'examples/inventory-kubeadm.yaml', '--kubeconfig', join(tmp, 'missing'));
-    expect(r.code).toBe(3);
-    expect(r.stderr).toContain(`cannot plan: kubeconfig "${join(tmp, 'missing')}" does not exist`);
-    expect(r.stdout).toBe('');
-  });
+  it('a kubeconfig that does not exist is bad input: exit 2 naming where it was named, whichever source', async () => {
+    const missing = join(tmp, 'missing');
+    const inv = join(tmp, 'inventory-missing.yaml');
+    const inventory = (file: string, kubeconfigLine: string) =>
+      writeFileSync(
+        file,
+        `apiVersion: kube-runbook/v1\nkind: Inventory\nmetadata: {name: m}\nspec:\n  layout: kubeadm\n${kubeconfigLine}  nodes: [{name: n1}]\n`,
+      );
+    inventory(inv, '  kubeconfig: missing\n');
+    const none = join(tmp, 'inventory-none.yaml');
+    inventory(none, '');
+    const home = { ...env, HOME: tmp };
+    const cases: [string[], Record<string, string>, string][] = [
+      [['-i', none, '--kubeconfig', missing], env, `the kubeconfig "${missing}" (from --kubeconfig) does not exist [KUBECONFIG_MISSING]`],
+      [['-i', inv], { ...env, KUBECONFIG: missing }, `$KUBECONFIG names no file that exists (got "${missing}") [KUBECONFIG_MISSING]`],
+      [
+        ['-i', inv],
+        env,
+        `the inventory's spec.kubeconfig at ${inv}:6:15 names the kubeconfig "${missing}", which does not exist [KUBECONFIG_MISSING]`,
+      ],
+      [
+        ['-i', none],
+        home,
+        `no kubeconfig: ~/.kube/config ("${join(tmp, '.kube', 'config')}") does not exist; give --kubeconfig or set KUBECONFIG [KUBECONFIG_MISSING]`,
+      ],
+    ];
+    for (const [args, e, message] of cases) {
+      const r = await runCli(['plan', 'runbooks/apiserver-outage.yaml', ...args], e);
+      expect([r.code, r.stderr.split('\n')[0]]).toEqual([2, `kube-runbook: ${message}`]);
+      expect(r.stdout).toBe('');
+    }
+  }, 120_000);
 });
 
 describe('kube-runbook plan --offline', () => {

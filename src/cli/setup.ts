@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
@@ -41,21 +42,53 @@ export async function inventoryFrom(o: ClusterOptions): Promise<LoadedInventory>
   return loadInventory(file);
 }
 
-/** --kubeconfig, else the inventory's (relative to the inventory file), else KUBECONFIG / ~/.kube/config. */
-export function kubeconfigPath(o: ClusterOptions, inv?: { inventory: Inventory; dir: string }): string | undefined {
+/** The kubeconfig a command reads and where that choice came from (for messages). */
+interface KubeconfigChoice {
+  /** A file; absent: $KUBECONFIG's files (merged) or ~/.kube/config, read by src/kube/kubeconfig.ts. */
+  file?: string;
+  /** `--kubeconfig`, `$KUBECONFIG`, `the inventory's spec.kubeconfig at FILE:LINE:COL`, `~/.kube/config`. */
+  origin: string;
+}
+
+type Inv = { inventory: Inventory; dir: string; where?: LoadedInventory['where'] };
+
+/**
+ * The kubeconfig as kubectl finds it, with the inventory's between the two: --kubeconfig, else every file of
+ * $KUBECONFIG, else the inventory's spec.kubeconfig (relative to the inventory file), else ~/.kube/config.
+ * $KUBECONFIG comes before the inventory's so that a shell set up for one cluster (`kube-runbook lab env`, a CI job)
+ * is never silently pointed at another by a file. A file named that does not exist: KUBECONFIG_MISSING, exit 2.
+ */
+function kubeconfigChoice(o: ClusterOptions, inv?: Inv, env: NodeJS.ProcessEnv = process.env): KubeconfigChoice | undefined {
   if (o.inCluster) return undefined;
-  if (o.kubeconfig) return resolve(expandHome(o.kubeconfig));
+  if (o.kubeconfig) return { file: resolve(expandHome(o.kubeconfig)), origin: '--kubeconfig' };
   const k = inv?.inventory.spec.kubeconfig;
-  if (!k) return undefined;
+  const at = inv?.where ? ` at ${inv.where(['spec', 'kubeconfig'])}` : '';
+  if ((env.KUBECONFIG ?? '').split(':').some(Boolean))
+    return { origin: k ? `$KUBECONFIG, which comes before the inventory's spec.kubeconfig${at}` : '$KUBECONFIG' };
+  if (!k) return { origin: '~/.kube/config' };
   const path = expandHome(k);
-  return isAbsolute(path) ? path : resolve(inv.dir, path);
+  const file = isAbsolute(path) ? path : resolve(inv.dir, path);
+  const origin = `the inventory's spec.kubeconfig${at}`;
+  if (!existsSync(file))
+    throw new KrError('KUBECONFIG_MISSING', `${origin} names the kubeconfig ${quote(file, Infinity)}, which does not exist`, {
+      exit: EXIT.invalid,
+      details: ["the kubeconfig is the first of: --kubeconfig, $KUBECONFIG, the inventory's spec.kubeconfig, ~/.kube/config"],
+    });
+  return { file, origin };
+}
+
+/** The kubeconfig file to hand to another process of this tool: --kubeconfig or the inventory's, else none. */
+export function kubeconfigPath(o: ClusterOptions, inv?: Inv): string | undefined {
+  return kubeconfigChoice(o, inv)?.file;
 }
 
 const expandHome = (p: string) => (p === '~' || p.startsWith('~/') ? join(homedir(), p.slice(1)) : p);
 
-export function connect(o: ClusterOptions, inv: { inventory: Inventory; dir: string } | undefined, clock: Clock, log: Logger): KubeAccess {
+export function connect(o: ClusterOptions, inv: Inv | undefined, clock: Clock, log: Logger): KubeAccess {
+  const choice = kubeconfigChoice(o, inv);
   return createKubeAccess({
-    kubeconfig: kubeconfigPath(o, inv),
+    kubeconfig: choice?.file,
+    kubeconfigOrigin: choice?.origin,
     // the inventory's context goes with the inventory's kubeconfig, not with one given by --kubeconfig
     context: o.context ?? (o.kubeconfig ? undefined : inv?.inventory.spec.context),
     inCluster: o.inCluster,

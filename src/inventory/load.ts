@@ -3,6 +3,7 @@ import { readDocumentFile } from '../document/read-file.js';
 import { type Checked, type DocPath, invalidFileError, type Problem, sortProblems } from '../document/problems.js';
 import { type Expected, parseYamlSource, type YamlSource } from '../document/yaml-source.js';
 import { zodProblems } from '../document/zod-problems.js';
+import { withTodoProblems } from '../document/todo.js';
 import { Inventory } from './schema.js';
 
 export interface LoadedInventory {
@@ -25,7 +26,8 @@ export async function checkInventory(content: string | Uint8Array, file: string)
   const parsed = await Inventory.safeParseAsync(source.value);
   if (!parsed.success) problems.push(...zodProblems(Inventory, source.value, parsed.error.issues, [], source));
   problems.push(...duplicateNodes(source));
-  if (!parsed.success || problems.length > 0) return { ok: false, problems: sortProblems(problems) };
+  const all = withTodoProblems(source, problems);
+  if (!parsed.success || all.length > 0) return { ok: false, problems: sortProblems(all) };
   return { ok: true, value: { file, dir: dirname(file), inventory: parsed.data, where: source.where } };
 }
 

@@ -151,7 +151,11 @@ export const Inventory = z.strictObject({
     layout: Layout.meta({
       description: 'how the control plane and kubelets run: kubeadm (static pods + systemd kubelet), k3s (systemd), lab',
     }),
-    kubeconfig: z.string().min(1).optional().meta({ description: 'path; relative to this file; KUBECONFIG or ~/.kube/config when absent' }),
+    kubeconfig: z
+      .string()
+      .min(1)
+      .optional()
+      .meta({ description: 'path, relative to this file; --kubeconfig and $KUBECONFIG come first; ~/.kube/config when absent' }),
     context: z.string().min(1).optional(),
     transport: Transport.default({ type: 'local' }),
     apiserver: z

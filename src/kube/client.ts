@@ -10,6 +10,8 @@ import type { WatchOptions } from './watch-types.js';
 export interface KubeAccessOptions {
   /** A kubeconfig file; KUBECONFIG, ~/.kube/config or the in-cluster service account when absent. */
   kubeconfig?: string;
+  /** Where the kubeconfig came from, for messages (see LoadOptions.origin). */
+  kubeconfigOrigin?: string;
   context?: string;
   /** The pod's ServiceAccount (token and CA under /var/run/secrets/kubernetes.io/serviceaccount), whatever kubeconfig exists. */
   inCluster?: boolean;
@@ -21,7 +23,13 @@ export interface KubeAccessOptions {
 /** Loads the kubeconfig and builds the run's KubeAccess, with its one shared watch hub. */
 export function createKubeAccess(options: KubeAccessOptions = {}): KubeAccess {
   const clock = options.clock ?? realClock;
-  const config = loadClientConfig({ file: options.kubeconfig, context: options.context, inCluster: options.inCluster, clock });
+  const config = loadClientConfig({
+    file: options.kubeconfig,
+    origin: options.kubeconfigOrigin,
+    context: options.context,
+    inCluster: options.inCluster,
+    clock,
+  });
   const http = new KubeHttp(config, clock);
   const watches = new WatchHub(httpSource(http), clock, options.log ?? silentLogger, options.watch);
   // the context resolved: another process loads the same one even if the kubeconfig's current context changes

@@ -232,15 +232,42 @@ describe('loadClientConfig', () => {
       expect([e.code, e.exit]).toEqual(['KUBE_UNAVAILABLE', 3]);
       expect(e.message).toMatch(message);
     }
-    expect(thrown(() => loadClientConfig({ file: join(dir, 'absent'), env: env() })).message).toMatch(
-      /kubeconfig ".*absent" does not exist/,
+  });
+
+  it('a kubeconfig named that does not exist is bad input (exit 2) naming where the name came from', () => {
+    const missing = (o: Parameters<typeof loadClientConfig>[0]) => {
+      const e = thrown(() => loadClientConfig(o));
+      expect([e.code, e.exit]).toEqual(['KUBECONFIG_MISSING', 2]);
+      return e.message;
+    };
+    expect(missing({ file: join(dir, 'absent'), env: env() })).toBe(
+      `the kubeconfig "${join(dir, 'absent')}" (from --kubeconfig) does not exist`,
     );
-    expect(thrown(() => loadClientConfig({ env: env({ KUBECONFIG: join(dir, 'absent') }) })).message).toMatch(
-      /KUBECONFIG names no file that exists/,
+    expect(missing({ file: join(dir, 'absent'), env: env(), origin: "the inventory's spec.kubeconfig at inv.yaml:7:15" })).toBe(
+      `the kubeconfig "${join(dir, 'absent')}" (from the inventory's spec.kubeconfig at inv.yaml:7:15) does not exist`,
     );
-    expect(thrown(() => loadClientConfig({ env: env() })).message).toBe(
-      'no kubeconfig: give --kubeconfig, set KUBECONFIG or create ~/.kube/config',
+    expect(missing({ env: env({ KUBECONFIG: join(dir, 'absent') }) })).toBe(
+      `$KUBECONFIG names no file that exists (got "${join(dir, 'absent')}")`,
     );
+    expect(missing({ env: env() })).toBe(
+      `no kubeconfig: ~/.kube/config ("${join(dir, '.kube', 'config')}") does not exist; give --kubeconfig or set KUBECONFIG`,
+    );
+  });
+
+  it('lists the files it read in full, however long their paths, and where they came from', () => {
+    const long = join('a'.repeat(70), 'b'.repeat(70), 'config');
+    const file = write(
+      long,
+      config({
+        clusters: [{ name: 'c', cluster: { server: 'https://c' } }],
+        contexts: [{ name: 'one', context: { cluster: 'c' } }],
+        current: 'one',
+      }),
+    );
+    const e = thrown(() => loadClientConfig({ file, context: 'two', env: env() }));
+    expect(e.details[0]).toContain(`it read ${JSON.stringify(file)} (from --kubeconfig);`);
+    const merged = thrown(() => loadClientConfig({ context: 'two', env: env({ KUBECONFIG: `${file}:${file}` }) }));
+    expect(merged.details[0]).toContain(`it read ${JSON.stringify(file)}, ${JSON.stringify(file)} (from $KUBECONFIG);`);
   });
 
   describe('exec credential plugins', () => {

@@ -48,6 +48,11 @@ export interface LoadOptions {
   clock?: Clock;
   /** The environment (tests give their own). */
   env?: Record<string, string | undefined>;
+  /**
+   * Where FILE came from, for messages (`--kubeconfig`, `the inventory's spec.kubeconfig at FILE:LINE:COL`); without
+   * FILE, where KUBECONFIG came from. `--kubeconfig` when FILE is given and this is absent.
+   */
+  origin?: string;
 }
 
 const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -81,7 +86,7 @@ function readKubeconfig(file: string, into: Merged): void {
   try {
     doc = obj(parse(readFileSync(file, 'utf8')));
   } catch (e) {
-    throw unavailable(`cannot load the kubeconfig ${quote(file)}: ${messageOf(e)}`, e);
+    throw unavailable(`cannot load the kubeconfig ${quotePath(file)}: ${messageOf(e)}`, e);
   }
   const dir = dirname(resolve(file));
   for (const [list, field] of [
@@ -98,20 +103,38 @@ function readKubeconfig(file: string, into: Merged): void {
   into.files.push(file);
 }
 
+/** A kubeconfig named that does not exist: bad input (exit 2), naming where the name came from. */
+function missing(message: string): KrError {
+  return new KrError('KUBECONFIG_MISSING', message, {
+    exit: 2,
+    details: ["the kubeconfig is the first of: --kubeconfig, $KUBECONFIG, the inventory's spec.kubeconfig, ~/.kube/config"],
+  });
+}
+
+/** A path quoted whole: a message that lists the files read must show each one in full. */
+const quotePath = (path: string) => quote(path, Infinity);
+
 /** The files to read, as kubectl picks them; undefined when only the in-cluster ServiceAccount is left. */
-function kubeconfigFiles(file: string | undefined, env: Record<string, string | undefined>): string[] | undefined {
+function kubeconfigFiles(file: string | undefined, env: Record<string, string | undefined>, origin = '--kubeconfig'): string[] | undefined {
   if (file) {
-    if (!existsSync(file)) throw unavailable(`kubeconfig ${quote(file)} does not exist`);
+    if (!existsSync(file)) throw missing(`the kubeconfig ${quotePath(file)} (from ${origin}) does not exist`);
     return [file];
   }
   const listed = (env.KUBECONFIG ?? '').split(':').filter(Boolean);
   if (listed.length) {
     const present = listed.filter((f) => existsSync(f));
-    if (!present.length) throw unavailable(`KUBECONFIG names no file that exists (got ${quote(env.KUBECONFIG)})`);
+    if (!present.length) throw missing(`$KUBECONFIG names no file that exists (got ${quotePath(env.KUBECONFIG ?? '')})`);
     return present;
   }
   const home = join(env.HOME || homedir(), '.kube', 'config');
   return existsSync(home) ? [home] : undefined;
+}
+
+/** Where the files read came from, for messages. */
+function originOf(file: string | undefined, env: Record<string, string | undefined>, origin: string | undefined): string {
+  if (file) return origin ?? '--kubeconfig';
+  if ((env.KUBECONFIG ?? '').split(':').some(Boolean)) return origin ?? '$KUBECONFIG';
+  return '~/.kube/config';
 }
 
 /**
@@ -134,19 +157,38 @@ export function kubeconfigContexts(file: string | undefined, env: Record<string,
   return [...merged.contexts.keys()].sort();
 }
 
+/**
+ * The contexts (in the order the files list them) and the current-context of the kubeconfig kubectl would read:
+ * FILE (from ORIGIN), else KUBECONFIG's files, else ~/.kube/config; undefined when there is none. A file named that
+ * does not exist throws KUBECONFIG_MISSING (exit 2), one that cannot be read KUBE_UNAVAILABLE.
+ */
+export function kubeconfigContextList(
+  file: string | undefined,
+  env: Record<string, string | undefined> = process.env,
+  origin?: string,
+): { names: string[]; current?: string } | undefined {
+  const files = kubeconfigFiles(file, env, origin);
+  if (!files) return undefined;
+  const merged: Merged = { clusters: new Map(), users: new Map(), contexts: new Map(), files: [] };
+  for (const f of files) readKubeconfig(f, merged);
+  return { names: [...merged.contexts.keys()], current: merged.current };
+}
+
 /** Loads the kubeconfig (or the ServiceAccount) and picks the context. Bad input throws KrError with exit 2 or 3. */
 export function loadClientConfig(o: LoadOptions = {}): ClientConfig {
   const env = o.env ?? process.env;
   const clock = o.clock ?? realClock;
   if (o.inCluster) return inClusterConfig(env, clock);
-  const files = kubeconfigFiles(o.file, env);
+  const files = kubeconfigFiles(o.file, env, o.origin);
   if (!files) {
     if (env.KUBERNETES_SERVICE_HOST && existsSync(`${SERVICE_ACCOUNT}/token`)) return inClusterConfig(env, clock);
-    throw unavailable('no kubeconfig: give --kubeconfig, set KUBECONFIG or create ~/.kube/config');
+    throw missing(
+      `no kubeconfig: ~/.kube/config (${quotePath(join(env.HOME || homedir(), '.kube', 'config'))}) does not exist; give --kubeconfig or set KUBECONFIG`,
+    );
   }
   const merged: Merged = { clusters: new Map(), users: new Map(), contexts: new Map(), files: [] };
   for (const f of files) readKubeconfig(f, merged);
-  const where = merged.files.map(quote).join(', ');
+  const where = merged.files.map(quotePath).join(', ');
   const contextName = o.context ?? merged.current;
   if (o.context && !merged.contexts.has(o.context))
     throw new KrError(
@@ -155,7 +197,7 @@ export function loadClientConfig(o: LoadOptions = {}): ClientConfig {
       {
         exit: 2,
         details: [
-          `it read ${where}; name one of its contexts with --context, or another kubeconfig with --kubeconfig (kubectl config get-contexts lists them)`,
+          `it read ${where} (from ${originOf(o.file, env, o.origin)}); name one of its contexts with --context, or another kubeconfig with --kubeconfig (kubectl config get-contexts lists them)`,
         ],
       },
     );
@@ -201,7 +243,7 @@ function material(n: Named, field: string): Buffer | undefined {
   try {
     return readFileSync(path);
   } catch (e) {
-    throw unavailable(`cannot read ${field} ${quote(path)} named in the kubeconfig: ${messageOf(e)}`, e);
+    throw unavailable(`cannot read ${field} ${quotePath(path)} named in the kubeconfig: ${messageOf(e)}`, e);
   }
 }
 
@@ -263,7 +305,7 @@ function rereadEvery(path: string, clock: Clock): () => string {
       try {
         value = readFileSync(path, 'utf8').trim();
       } catch (e) {
-        throw unavailable(`cannot read the token file ${quote(path)}: ${messageOf(e)}`, e);
+        throw unavailable(`cannot read the token file ${quotePath(path)}: ${messageOf(e)}`, e);
       }
       readAt = clock.now();
     }

@@ -6,6 +6,7 @@ import { type Checked, type DocPath, invalidFileError, type Problem, sortProblem
 import { Runbook, type Runbook as RunbookSpec } from './schema.js';
 import { formatDuration } from '../core/duration.js';
 import { type Expected, parseYamlSource, type YamlSource } from '../document/yaml-source.js';
+import { withTodoProblems } from '../document/todo.js';
 import { zodProblems } from '../document/zod-problems.js';
 
 export interface LoadedRunbook {
@@ -28,7 +29,8 @@ export async function checkRunbook(content: string | Uint8Array, file: string, c
   const params = await checkParams(source, problems, catalog);
   problems.push(...params.problems, ...meaningProblems(source));
   if (parsed.success) problems.push(...ttlProblems(source, parsed.data));
-  if (!parsed.success || problems.length > 0) return { ok: false, problems: sortProblems(problems) };
+  const all = withTodoProblems(source, problems);
+  if (!parsed.success || all.length > 0) return { ok: false, problems: sortProblems(all) };
   applyParams(parsed.data, params.outputs);
   return { ok: true, value: { file, runbook: parsed.data, where: source.where } };
 }

@@ -8,13 +8,16 @@
  * - the executor SIGKILLed with taint eviction disabled and the kubelets stopped: the kubelets come back first (their
  *   dead-men, faultTtl), and the node-side dead-man of disable-taint-eviction restores evictions only once every
  *   node is Ready again and untainted, so no pod is evicted;
- * - a remediation left in place (rollback.waitFor did not hold) keeps its node-side dead-man, and the run lock.
+ * - a remediation left in place (rollback.waitFor did not hold) keeps its node-side dead-man, and the run lock;
+ * - a new user's first plan: `init` on a kubeconfig of two contexts writes files that `plan` and `run --dry-run`
+ *   take as written, and with the current context unreachable, TODOs that `validate` names.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
 import { realClock } from '../../src/core/clock.js';
 import { BOOT_ROOT } from '../../src/nodes/boot-dir.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
@@ -338,4 +341,41 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
     expect(rec.code, `${rec.stdout}\n${rec.stderr}`).toBe(0);
     expect(existsSync(dir)).toBe(false);
   });
+});
+
+describe('a first plan on the cluster in front of you', () => {
+  /** The lab's kubeconfig and a second context, `prod`, whose apiserver does not answer; CURRENT is current. */
+  function twoContexts(current: 'lab' | 'prod'): string {
+    const kc = parse(readFileSync(lab.kubeconfig, 'utf8')) as { clusters: object[]; contexts: { context: object }[] };
+    kc.clusters.push({ name: 'prod', cluster: { server: 'https://127.0.0.1:1' } });
+    kc.contexts.push({ name: 'prod', context: { ...kc.contexts[0]!.context, cluster: 'prod' } } as never);
+    const file = join(work, `kubeconfig-${current}`);
+    writeFileSync(file, stringify({ ...kc, 'current-context': current === 'lab' ? lab.context : 'prod' }));
+    return file;
+  }
+  const runbookText = (dir: string) => readFileSync(join(dir, 'runbook.yaml'), 'utf8');
+  const run = (args: string[], kubeconfig: string) => cli(args, { env: { ...env(), KUBECONFIG: kubeconfig, KUBE_RUNBOOK_INVENTORY: '' } });
+
+  it('init, then plan and run --dry-run with nothing edited; an unreachable context leaves TODOs validate names', async () => {
+    const dir = join(work, 'first');
+    const kubeconfig = twoContexts('lab');
+    const init = await run(['init', '--dir', dir], kubeconfig);
+    expect(init.code, init.stderr).toBe(0);
+    const inventory = readFileSync(join(dir, 'inventory.yaml'), 'utf8');
+    expect(inventory).not.toContain('TODO');
+    expect(runbookText(dir)).not.toContain('TODO');
+    expect(parse(inventory).spec).toMatchObject({ context: lab.context, transport: { type: 'netns' } });
+    const [runbookFile, inventoryFile] = [join(dir, 'runbook.yaml'), join(dir, 'inventory.yaml')];
+    const plan = await run(['plan', runbookFile, '-i', inventoryFile], kubeconfig);
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(plan.stdout).toMatch(/stop-kubelet on node-\d/);
+    const dry = await run(['run', runbookFile, '-i', inventoryFile, '--dry-run', '--yes'], kubeconfig);
+    expect(dry.code, `${dry.stdout}\n${dry.stderr}`).toBe(0);
+
+    const todo = join(work, 'todo');
+    expect((await run(['init', '--dir', todo], twoContexts('prod'))).code).toBe(0);
+    const validate = await run(['validate', todo], kubeconfig);
+    expect(validate.code).toBe(2);
+    expect(validate.stdout + validate.stderr).toMatch(/inventory\.yaml:\d+:\d+: spec\.nodes\[0\]\.name: left to fill in/);
+  }, 300_000);
 });
