@@ -9,7 +9,7 @@ import { out } from '../src/cli/output.js';
 import type { PlanJson } from '../src/report/plan-schema.js';
 
 /** The shipped runbooks a lab inventory plans offline (the others need the cluster's labels or real nodes). */
-const PLANNED = [
+const PLANNED: [string, string][] = [
   ...[
     'confirm-step',
     'guards-and-remediation',
@@ -19,7 +19,7 @@ const PLANNED = [
     'revert-step',
     'scheduler-outage',
     'workload-availability',
-  ].map((n) => [`examples/${n}.yaml`, 'examples/inventory-lab.yaml']),
+  ].map((n): [string, string] => [`examples/${n}.yaml`, 'examples/inventory-lab.yaml']),
   ['examples/control-plane-overload-ha.yaml', 'examples/inventory-lab-ha.yaml'],
   ...[
     'apiserver-outage',
@@ -33,8 +33,8 @@ const PLANNED = [
     'emergency/control-plane-failover',
     'emergency/freeze-evictions',
     'emergency/shed-apiserver-load',
-  ].map((n) => [`runbooks/${n}.yaml`, 'examples/inventory-lab.yaml']),
-] as const;
+  ].map((n): [string, string] => [`runbooks/${n}.yaml`, 'examples/inventory-lab.yaml']),
+];
 
 let printed: string[] = [];
 beforeEach(() => {
@@ -56,7 +56,7 @@ async function plan(...args: string[]): Promise<string> {
 }
 
 type Step = PlanJson['steps'][number];
-const flat = (steps: readonly Step[]): Step[] => steps.flatMap((s) => (s.kind === 'parallel' ? [s, ...s.children] : [s]));
+const flat = (steps: readonly Step[]): Step[] => steps.flatMap((s): Step[] => (s.kind === 'parallel' ? [s, ...s.children] : [s]));
 const where = (targets: readonly string[] | null) => (targets ? ` on ${targets.join(', ') || '(no node matches)'}` : ' (cluster)');
 
 /**
