@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import formats from 'ajv-formats';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -205,6 +207,21 @@ describe('plan -o json', () => {
     ]);
     expect(outage.rollback.order.map((e) => e.kind)).toEqual(['revert', 'revert', 'wait', 'undo-remediation']);
     expect(outage.safety).toMatchObject({ remediationTtlMs: expect.any(Number), maxUnavailable: expect.any(Object) });
+  });
+
+  it('says no password of a URL, in json or in text', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kr-plan-json-'));
+    try {
+      const file = join(dir, 'promql.yaml');
+      writeFileSync(file, readFileSync('examples/promql.yaml', 'utf8').replaceAll('http://prometheus', 'http://kr:hunter2@prometheus'));
+      for (const o of [[], ['-o', 'json'], ['-o', 'yaml']]) {
+        const said = await plan(file, '-i', 'examples/inventory-lab.yaml', ...o);
+        expect(said).toContain('http://kr:[redacted]@prometheus.monitoring:9090');
+        expect(said).not.toContain('hunter2');
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses a plan of a newer version, and a step of no known kind', () => {
