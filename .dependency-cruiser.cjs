@@ -15,15 +15,21 @@ const LAYERS = [
   ['actions', 'probes'], // one module per file
   ['engine'], //      plan, run, rollback, journal, recover
   ['report', 'telemetry'], // renderers of run events; their export as OpenTelemetry traces and metrics
-  ['cli'], //         one file per command; the only importer of lab
+  ['cli'], //         one file per command
   ['testing'], //     fakes and testers, imported by tests only (not built into dist/)
 ];
 
-/** The lab stands beside the CLI: it uses these lower layers, and only the CLI (and tests) import it. */
+/**
+ * The lab is a package of its own (packages/lab/src/), which imports the product only through the product's
+ * internal entry (`kube-runbook/internal/<folder>/...`, package.json's exports), and of it only these folders; its
+ * CLI also the CLI's output, the kube client (the demo's reading of nodes) and the report's types.
+ */
 const LAB_USES = ['core', 'inventory', 'nodes'];
+const LAB_CLI_USES = [...LAB_USES, 'cli/(output|types)\\.js$', 'kube/client\\.js$', 'report/collect\\.js$'];
 
 /** Inside the lab, bottom to top. */
-const LAB_LAYERS = [['host'], ['install', 'sim'], ['lifecycle']];
+const LAB_LAYERS = [['host'], ['install', 'sim'], ['lifecycle'], ['cli']];
+const LAB = '^packages/lab/src/';
 
 const below = (i) => LAYERS.slice(0, i).flat();
 const either = (names) => `(${names.join('|')})`;
@@ -31,42 +37,60 @@ const either = (names) => `(${names.join('|')})`;
 const layerRules = LAYERS.flatMap((layer, i) =>
   layer.map((folder) => ({
     name: `layer:${folder}`,
-    comment: `src/${folder}/ may import only ${below(i).join(', ') || 'nothing of src/'}${folder === 'cli' ? ', lab' : ''}`,
+    comment: `src/${folder}/ may import only ${below(i).join(', ') || 'nothing of src/'}`,
     severity: 'error',
     from: { path: `^src/${folder}/` },
-    to: {
-      path: '^src/[^/]+/',
-      pathNot: [`^src/${either([folder, ...below(i), ...(folder === 'cli' || folder === 'testing' ? ['lab'] : [])])}/`],
-    },
+    to: { path: '^src/[^/]+/', pathNot: [`^src/${either([folder, ...below(i)])}/`] },
   })),
 );
 
 const labRules = [
   {
-    name: 'layer:lab',
-    comment: `src/lab/ may import only ${LAB_USES.join(', ')}`,
+    name: 'product-without-lab',
+    comment: 'the product (src/) imports nothing of the lab (packages/lab), which it does not ship',
     severity: 'error',
-    from: { path: '^src/lab/' },
-    to: { path: '^src/[^/]+/', pathNot: [`^src/${either(['lab', ...LAB_USES])}/`] },
+    from: { path: '^src/' },
+    to: { path: ['^packages/', '^kube-runbook-lab(/|$)'] },
+  },
+  {
+    name: 'lab:product-entry',
+    comment: 'the lab imports the product only as kube-runbook/internal/... (never a relative path into src/ or dist/)',
+    severity: 'error',
+    from: { path: LAB },
+    to: { path: '^(src|dist)/' },
+  },
+  {
+    name: 'lab:product-uses',
+    comment: `the lab uses only the product's ${LAB_USES.join(', ')}`,
+    severity: 'error',
+    from: { path: LAB, pathNot: `${LAB}cli/` },
+    to: { path: '^kube-runbook/internal/', pathNot: `^kube-runbook/internal/${either(LAB_USES)}/` },
+  },
+  {
+    name: 'lab:cli-product-uses',
+    comment: "the lab's CLI uses the product's layers the rest of the lab does, its CLI output, the kube client and the report's types",
+    severity: 'error',
+    from: { path: `${LAB}cli/` },
+    to: { path: '^kube-runbook/internal/', pathNot: `^kube-runbook/internal/${either(LAB_CLI_USES)}` },
   },
   ...LAB_LAYERS.flatMap((layer, i) =>
     layer.map((folder) => {
       const lower = LAB_LAYERS.slice(0, i).flat();
       return {
         name: `layer:lab/${folder}`,
-        comment: `src/lab/${folder}/ may import only lab/${lower.join(', lab/') || '(nothing else of the lab)'}`,
+        comment: `packages/lab/src/${folder}/ may import only ${lower.join(', ') || '(nothing else of the lab)'}`,
         severity: 'error',
-        from: { path: `^src/lab/${folder}/` },
-        to: { path: '^src/lab/[^/]+/', pathNot: [`^src/lab/${either([folder, ...lower])}/`] },
+        from: { path: `${LAB}${folder}/` },
+        to: { path: `${LAB}[^/]+/`, pathNot: [`${LAB}${either([folder, ...lower])}/`] },
       };
     }),
   ),
   {
     name: 'layer:lab/index',
-    comment: 'lab sub-folders do not import the lab entry point (src/lab/index.ts)',
+    comment: "the lab's folders but its CLI do not import its entry point (packages/lab/src/index.ts)",
     severity: 'error',
-    from: { path: '^src/lab/[^/]+/' },
-    to: { path: '^src/lab/index\\.ts$' },
+    from: { path: `${LAB}[^/]+/`, pathNot: `${LAB}cli/` },
+    to: { path: `${LAB}index\\.ts$` },
   },
 ];
 
@@ -78,15 +102,15 @@ module.exports = {
       name: 'no-circular',
       comment: 'files importing each other in a circle',
       severity: 'error',
-      from: { path: '^src/' },
+      from: { path: '^(src|packages/lab/src)/' },
       to: { circular: true },
     },
     {
       name: 'no-testing-in-production',
       comment: 'code that ships must not import src/testing/ (fakes stay out of dist/)',
       severity: 'error',
-      from: { path: '^src/', pathNot: ['^src/testing/', '\\.test\\.ts$'] },
-      to: { path: '^src/testing/' },
+      from: { path: '^(src|packages/lab/src)/', pathNot: ['^src/testing/', '^packages/lab/src/testing/', '\\.test\\.ts$'] },
+      to: { path: ['^src/testing/', '^packages/lab/src/testing/', '^kube-runbook/internal/testing/'] },
     },
   ],
   options: {

@@ -3,6 +3,8 @@
 FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
+# the lockfile names the workspace (packages/lab), whose package.json npm ci needs; the lab itself is not built here
+COPY packages/lab/package.json ./packages/lab/
 RUN npm ci --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src

@@ -55,7 +55,8 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['src/**/*.test.ts', 'test/*.test.ts'],
+          // the product's and the lab's (packages/lab)
+          include: ['src/**/*.test.ts', 'test/*.test.ts', 'packages/lab/src/**/*.test.ts'],
           exclude: [...configDefaults.exclude, ...NEEDS_ROOT],
           testTimeout: 20_000,
         },

@@ -17,7 +17,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { ensureLabBinaries, labDown, labUp } from '../dist/lab/index.js';
+import { ensureLabBinaries, labDown, labUp } from '../packages/lab/dist/index.js';
 import { watchSpecs } from '../dist/kube/resources.js';
 import nodeReady from '../dist/probes/node-ready.js';
 import podDeletions from '../dist/probes/pod-deletions.js';

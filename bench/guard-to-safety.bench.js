@@ -12,11 +12,12 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureLabBinaries, labDown, labUp } from '../dist/lab/index.js';
+import { ensureLabBinaries, labDown, labUp } from '../packages/lab/dist/index.js';
 
 const RUNS = Number(process.env.KUBE_RUNBOOK_BENCH_RUNS ?? 2);
 const INSTANCE = 'gts';
 const CLI = fileURLToPath(new URL('../bin/kube-runbook.js', import.meta.url));
+const LAB_CLI = fileURLToPath(new URL('../packages/lab/bin/kube-runbook-lab.js', import.meta.url));
 const RUNBOOKS = fileURLToPath(new URL('../runbooks/', import.meta.url));
 const log = { debug() {}, info() {}, warn: (m) => console.error(m), error: (m) => console.error(m) };
 
@@ -32,7 +33,7 @@ function run(lab, runbook) {
 
 function settle(lab) {
   for (let i = 0; i < 180; i++) {
-    if (spawnSync(process.execPath, [CLI, 'lab', 'status', '--instance', lab.instance], { encoding: 'utf8' }).status === 0) return;
+    if (spawnSync(process.execPath, [LAB_CLI, 'status', '--instance', lab.instance], { encoding: 'utf8' }).status === 0) return;
     spawnSync('sleep', ['1']);
   }
   throw new Error('the lab did not settle');

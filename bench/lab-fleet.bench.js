@@ -15,42 +15,28 @@ import { fileURLToPath } from 'node:url';
 const SIZES = (process.env.KUBE_RUNBOOK_BENCH_FLEET ?? '1000 2000 3000').split(/\s+/).filter(Boolean).map(Number);
 const HOLD = process.env.KUBE_RUNBOOK_BENCH_HOLD ?? '150s';
 const INSTANCE = 'bfl';
-const CLI = fileURLToPath(new URL('../bin/kube-runbook.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../packages/lab/bin/kube-runbook-lab.js', import.meta.url));
 
 function kr(...args) {
   const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 1_800_000, maxBuffer: 64 * 2 ** 20 });
-  if (r.status !== 0) throw new Error(`kube-runbook ${args.join(' ')} failed (${r.status}): ${r.stderr.slice(-2000)}`);
+  if (r.status !== 0) throw new Error(`kube-runbook-lab ${args.join(' ')} failed (${r.status}): ${r.stderr.slice(-2000)}`);
   return r;
 }
 
-kr('lab', 'down', '--instance', INSTANCE);
-kr(
-  'lab',
-  'up',
-  '--instance',
-  INSTANCE,
-  '--nodes',
-  '0',
-  '--no-workload',
-  '--grace',
-  '40s',
-  '--monitor-period',
-  '5s',
-  '--lease-renew',
-  '10s',
-);
+kr('down', '--instance', INSTANCE);
+kr('up', '--instance', INSTANCE, '--nodes', '0', '--no-workload', '--grace', '40s', '--monitor-period', '5s', '--lease-renew', '10s');
 const rows = [];
 try {
   for (const n of SIZES) {
     const load = loadavg()[0];
-    const r = kr('lab', 'fleet', '--instance', INSTANCE, '--count', String(n), '--zones', '3', '--duration', HOLD, '--json');
+    const r = kr('fleet', '--instance', INSTANCE, '--count', String(n), '--zones', '3', '--duration', HOLD, '--json');
     const s = JSON.parse(r.stdout.trim().split('\n').pop());
     const kept = s.ready === n && s.flaps === 0 && s.steadyRenewalsPerSecond !== undefined;
     rows.push({ n, s, kept, load });
     console.error(`fleet ${n}: ${JSON.stringify(s)}`);
   }
 } finally {
-  kr('lab', 'down', '--instance', INSTANCE);
+  kr('down', '--instance', INSTANCE);
 }
 const best = rows.filter((r) => r.kept).reduce((a, r) => Math.max(a, r.n), 0);
 const ms = (x) => (x === undefined ? '–' : `${(x / 1000).toFixed(1)} s`);

@@ -1,4 +1,4 @@
-// Time of `kube-runbook lab up --nodes 3` with cached binaries: from running the command to its return, when
+// Time of `kube-runbook-lab up --nodes 3` with cached binaries: from running the command to its return, when
 // every node is Ready and every pod Running. The command is run as a user runs it (the built CLI, a new process)
 // and the lab is torn down between runs.
 //
@@ -15,16 +15,16 @@ import { fileURLToPath } from 'node:url';
 
 const RUNS = Number(process.env.KUBE_RUNBOOK_BENCH_RUNS ?? 3);
 const INSTANCE = 'bup';
-const CLI = fileURLToPath(new URL('../bin/kube-runbook.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../packages/lab/bin/kube-runbook-lab.js', import.meta.url));
 
 function kr(...args) {
   const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 300_000 });
-  if (r.status !== 0) throw new Error(`kube-runbook ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
+  if (r.status !== 0) throw new Error(`kube-runbook-lab ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
   return r;
 }
 
 const CONTROL_PLANES = (process.env.KUBE_RUNBOOK_BENCH_CONTROL_PLANES ?? '1 3').split(/\s+/).filter(Boolean).map(Number);
-kr('lab', 'down', '--instance', INSTANCE);
+kr('down', '--instance', INSTANCE);
 const rows = [];
 const load = [];
 for (const cps of CONTROL_PLANES) {
@@ -32,19 +32,19 @@ for (const cps of CONTROL_PLANES) {
   for (let i = 0; i < RUNS; i++) {
     load.push(loadavg()[0]);
     const t0 = performance.now();
-    const r = kr('lab', 'up', '--instance', INSTANCE, '--nodes', '3', '--control-planes', String(cps), '--json');
+    const r = kr('up', '--instance', INSTANCE, '--nodes', '3', '--control-planes', String(cps), '--json');
     times.push((performance.now() - t0) / 1000);
     const info = JSON.parse(r.stdout);
     if (info.nodes.filter((n) => n.roles.includes('worker')).length !== 3) throw new Error('expected 3 worker nodes');
     if (info.nodes.filter((n) => n.roles.includes('etcd')).length !== cps) throw new Error(`expected ${cps} etcd members`);
-    kr('lab', 'down', '--instance', INSTANCE);
+    kr('down', '--instance', INSTANCE);
   }
   rows.push([cps, [...times].sort((a, b) => a - b)]);
 }
 const f = (x) => x.toFixed(1);
 console.log(`## Lab: \`lab up --nodes 3\` and \`--control-planes 3\` (cached binaries)
 
-Command: \`npm run build && node bench/lab-up.bench.js\` (${RUNS} runs per row; each runs \`kube-runbook lab up --instance ${INSTANCE} --nodes 3
+Command: \`npm run build && node bench/lab-up.bench.js\` (${RUNS} runs per row; each runs \`kube-runbook-lab up --instance ${INSTANCE} --nodes 3
 --control-planes N\` as a new process and returns when 3 nodes are Ready and the 6 sample pods Running; \`lab down\` between runs).
 With 3 members: a 3-member etcd, 3 apiservers, leader-elected controller-managers and schedulers, HAProxy as the VIP.
 Machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}; date ${new Date().toISOString().slice(0, 10)};

@@ -37,7 +37,7 @@ import { realClock } from '../dist/core/clock.js';
 import { parseDuration } from '../dist/core/duration.js';
 import { KubeHttp } from '../dist/kube/http.js';
 import { loadClientConfig } from '../dist/kube/kubeconfig.js';
-import { readLabInfo } from '../dist/lab/host/info.js';
+import { readLabInfo } from '../packages/lab/dist/host/info.js';
 import { measured } from './parts/measured.js';
 import { quantile } from './parts/quantile.js';
 
@@ -56,7 +56,8 @@ const RUNNING_WAIT = env.KUBE_RUNBOOK_BENCH_RUNNING_WAIT ?? '10m';
 const EXECUTOR_FLAGS = (env.KUBE_RUNBOOK_BENCH_EXECUTOR_FLAGS ?? '').split(/\s+/).filter(Boolean);
 const INSTANCE = 'psc';
 const NS = 'kr-scale';
-const CLI = fileURLToPath(new URL('../bin/kube-runbook.js', import.meta.url));
+/** The lab's CLI (packages/lab): every command this benchmark runs is the lab's. */
+const CLI = fileURLToPath(new URL('../packages/lab/bin/kube-runbook-lab.js', import.meta.url));
 const EXECUTOR = fileURLToPath(new URL('parts/probes-executor.js', import.meta.url));
 // another build's executor beside this one's (a checkout with its own `npm run build`)
 const BESIDE = env.KUBE_RUNBOOK_BENCH_EXECUTOR_BESIDE;
@@ -67,7 +68,7 @@ const log = (m) => console.error(`[probes-scale ${new Date().toISOString().slice
 
 function kr(...args) {
   const r = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 1_800_000, maxBuffer: 64 * 2 ** 20 });
-  if (r.status !== 0) throw new Error(`kube-runbook ${args.join(' ')} failed (${r.status}): ${r.stderr.slice(-2000)}`);
+  if (r.status !== 0) throw new Error(`kube-runbook-lab ${args.join(' ')} failed (${r.status}): ${r.stderr.slice(-2000)}`);
   return r;
 }
 
@@ -105,9 +106,8 @@ function rssMiBOf(pid) {
 async function main() {
   const { bin: informerBin, go } = buildInformer();
   log(`informer built with ${go}`);
-  kr('lab', 'down', '--instance', INSTANCE);
+  kr('down', '--instance', INSTANCE);
   kr(
-    'lab',
     'up',
     '--instance',
     INSTANCE,
@@ -133,7 +133,7 @@ async function main() {
   };
 
   const fleetLog = createWriteStream(join(WORK, 'fleet.log'));
-  const fleet = spawn(process.execPath, [CLI, 'lab', 'fleet', '--instance', INSTANCE, '--count', String(NODES), '--zones', '3', '--json'], {
+  const fleet = spawn(process.execPath, [CLI, 'fleet', '--instance', INSTANCE, '--count', String(NODES), '--zones', '3', '--json'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   fleet.stdout.pipe(fleetLog);
@@ -357,7 +357,7 @@ async function main() {
   } finally {
     fleet.kill('SIGTERM');
     await Promise.race([new Promise((r) => fleet.on('exit', r)), sleep(120_000)]);
-    kr('lab', 'down', '--instance', INSTANCE);
+    kr('down', '--instance', INSTANCE);
   }
   let fleetFinal;
   try {

@@ -1,6 +1,6 @@
 // `npm run package`: kube-runbook as one executable per platform that needs no Node.js (Node's single executable
-// applications). dist/ is bundled by esbuild into one CommonJS file (what SEA runs), without the lab and the demo
-// (src/cli/npm-only.ts stands in for them); the Node 24 of node_modules prepares its blob once (no code cache, no
+// applications). dist/ is bundled by esbuild into one CommonJS file (what SEA runs; the lab and the demo are a
+// package of their own, packages/lab, and not in it); the Node 24 of node_modules prepares its blob once (no code cache, no
 // snapshot: so the same blob runs in every platform's Node of that version), and postject injects it into each
 // platform's Node binary, stripped of its symbols first. Each platform's Node comes from the npm package
 // `node-<os>-<cpu>` of the same version, fetched once into ~/.cache/kube-runbook/node/. Writes, per platform of
@@ -32,8 +32,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createHash } from 'node:crypto';
 import { build } from 'esbuild';
-import { cacheDir } from '../dist/lab/host/paths.js';
-import { ensureAptPackages } from '../dist/lab/install/install.js';
+import { cacheDir } from '../packages/lab/dist/host/paths.js';
+import { ensureAptPackages } from '../packages/lab/dist/install/install.js';
 import { createLogger } from '../dist/core/logger.js';
 import { ARCHIVE_FILES, archiveName, completionEntry, executableName, krewManifest, PLATFORMS, selfExtracting } from './sea-lib.mjs';
 
@@ -83,8 +83,6 @@ const bundled = await build({
     __KUBE_RUNBOOK_VERSION__: JSON.stringify(pkg.version),
     // the commit built from, for `kube-runbook version` (null outside a git checkout)
     __KUBE_RUNBOOK_COMMIT__: JSON.stringify(gitCommit()),
-    // the lab and the demo are left out (src/cli/main.ts)
-    __KUBE_RUNBOOK_SINGLE_EXECUTABLE__: 'true',
     'import.meta.url': JSON.stringify('file:///kube-runbook-sea/dist/cli/main.js'),
   },
   logLevel: 'warning',

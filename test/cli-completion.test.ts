@@ -54,7 +54,7 @@ describe('kube-runbook __complete (what the completion scripts ask at each TAB)'
     expect((await complete(['plan', '--o'])).values).toEqual(['--offline', '--output']);
     expect((await complete(['plan', 'rb.yaml', '-o', ''])).values).toEqual(['text', 'json', 'yaml']);
     expect((await complete(['completion', ''])).values).toEqual(['bash', 'zsh', 'fish']);
-    expect((await complete(['lab', 'st'])).values).toEqual(['status']);
+    expect((await complete(['agent', 'ma'])).values).toEqual(['manifests']);
   });
 
   it('leaves runbooks, inventories and directories to the shell, saying which', async () => {
@@ -124,8 +124,8 @@ describe('kube-runbook completion', () => {
     }
     const bad = await runCli(['completion', 'tcsh']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain(
-      "error: command-argument value 'tcsh' is invalid for argument 'shell'. Allowed choices are bash, zsh, fish.",
+    expect(bad.stderr).toBe(
+      "kube-runbook: command-argument value 'tcsh' is invalid for argument 'shell'. Allowed choices are bash, zsh, fish.\nRun 'kube-runbook completion --help' for usage.\n",
     );
   });
 

@@ -1,7 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { root, runCli } from './helpers/cli.js';
+import { Terminal } from './helpers/terminal.js';
 
 const cli = (...args: string[]) => runCli(args);
 
@@ -35,12 +37,20 @@ describe('kube-runbook actions and probes', () => {
     expect(lines.find((l) => l.startsWith('node-leases '))).toMatch(/^node-leases +Each selected node's Lease age/);
   });
 
-  it('prints both lists as JSON', async () => {
-    const a = JSON.parse((await cli('actions', '--output', 'json')).stdout) as { id: string; kind: string; targets: string }[];
+  it('prints both lists as JSON and as YAML, the same rows', { timeout: 60_000 }, async () => {
+    const [aj, ay, pj, py] = await Promise.all([
+      cli('actions', '--output', 'json'),
+      cli('actions', '-o', 'yaml'),
+      cli('probes', '-o', 'json'),
+      cli('probes', '-o', 'yaml'),
+    ]);
+    const a = JSON.parse(aj.stdout) as { id: string; kind: string; targets: string }[];
     expect(a.map((x) => x.id)).toEqual(documentedIds('actions.md'));
     expect(a.find((x) => x.id === 'stop-etcd')).toMatchObject({ kind: 'fault', targets: 'nodes' });
-    const p = JSON.parse((await cli('probes', '-o', 'json')).stdout) as { id: string; summary: string }[];
+    expect(parse(ay.stdout)).toEqual(a);
+    const p = JSON.parse(pj.stdout) as { id: string; summary: string }[];
     expect(p.map((x) => x.id)).toEqual(documentedIds('probes.md'));
+    expect(parse(py.stdout)).toEqual(p);
   });
 });
 
@@ -87,6 +97,34 @@ describe('kube-runbook describe', () => {
     };
     expect(p.type).toBe('probe');
     expect(p.access).toContainEqual(expect.objectContaining({ resource: 'leases' }));
+  });
+
+  it('on a terminal, is plain text wrapped to its width: no Markdown', { timeout: 60_000 }, async () => {
+    const t = new Terminal(`stty cols 60; exec ${process.execPath} bin/kube-runbook.js describe stop-kubelet`, { cwd: root, env: {} });
+    const screen = await t.type('', /nodes only\s*$/);
+    expect(await t.end()).toBe(0);
+    const lines = screen.trimEnd().split(/\r?\n/);
+    expect(lines[0]).toBe('action stop-kubelet: remediation, targets nodes');
+    for (const l of lines) expect(l.length, l).toBeLessThanOrEqual(60);
+    expect(screen).not.toMatch(/`|\*\*|^\s*\||^#+ /m);
+    expect(screen).toMatch(/^ {2}timeout +duration, default "2m"\r?$/m);
+    expect(screen).toContain('\nExample\r\n  # with:\r\n    # nodes: workers\r\n    # timeout: 2m\r\n');
+    expect(screen).toContain('systemctl stop kubelet');
+  });
+
+  it('prints the Markdown of the docs with -o markdown, and one module as YAML', { timeout: 60_000 }, async () => {
+    const [md, yaml, json] = await Promise.all([
+      cli('describe', 'stop-kubelet', '-o', 'markdown'),
+      cli('describe', 'starve-cpu', '-o', 'yaml'),
+      cli('describe', 'starve-cpu', '-o', 'json'),
+    ]);
+    expect(md.stdout).toBe((await cli('describe', 'stop-kubelet')).stdout);
+    expect(md.stdout).toContain('### Example\n\n```yaml\n# with:\n  # nodes: workers\n  # timeout: 2m\n```');
+    expect(parse(yaml.stdout)).toEqual(JSON.parse(json.stdout));
+    expect(parse(yaml.stdout)).toMatchObject({
+      id: 'starve-cpu',
+      example: expect.stringMatching(/^with:\n {2}# nodes: control-plane\n {2}component: apiserver\n {2}quota: 10%/),
+    });
   });
 
   it('suggests the id meant on a typo and exits 2', async () => {

@@ -38,7 +38,7 @@ describe('kube-runbook init', () => {
       expect(runbook.spec.safety.allowContexts).toEqual([context]);
       const inventory = parse(readFileSync(join(dir, 'inventory.yaml'), 'utf8'));
       expect(inventory.spec.context).toBe(context);
-      // the lab's: where `kube-runbook lab up` keeps its state and kubeconfig
+      // the lab's: where `kube-runbook-lab up` keeps its state and kubeconfig
       if (layout === 'lab')
         expect(inventory.spec).toMatchObject({
           lab: { stateDir: '/x/state/kube-runbook/lab/lab' },

@@ -38,6 +38,12 @@ describe('the npm package', () => {
     expect([...files].filter((f) => /\.test\.ts$|^src\/testing\//.test(f))).toEqual([]);
   });
 
+  it('ships no lab: neither the workspace package (packages/lab) nor its build, nor the test helpers the lab builds on', () => {
+    expect(files).toContain('dist/inventory/lab-home.js');
+    const lab = /^packages\/|(^|\/)lab\/|^(src|dist)\/cli\/(lab|demo)\.|kubelet-sim|^dist\/testing\/|\.d\.ts$/;
+    expect([...files].filter((f) => lab.test(f))).toEqual([]);
+  });
+
   it('ships the Apache-2.0 LICENSE that package.json names', () => {
     const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { license: string; scripts: Record<string, string> };
     expect(pkg.license).toBe('Apache-2.0');

@@ -1,16 +1,17 @@
 import { NOT_YET_EXIT } from '../nodes/services/script.js';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { eventually, runNodeScript, scratchNode, writeNodeKubeconfig } from '../testing/node-script.js';
+import { runNodeScript, scratchNode, writeNodeKubeconfig } from '../testing/node-script.js';
+import { eventually } from '../testing/wait.js';
 import type { KubeAccess } from '../kube/types.js';
 import { controlPlaneInventory } from '../testing/inventories.js';
 import { actionTester } from '../testing/action-tester.js';
 import action from './disable-taint-eviction.js';
-import { applyScript, exclusionsOf, nodeSideRevertScript, revertScript } from './parts/taint-eviction.js';
+import { applyScript, exclusionsOf, kubeadmTarget, nodeSideRevertScript, revertScript, stateScript } from './parts/taint-eviction.js';
 import { failingOn } from '../testing/fake-nodes.js';
 
 const inventory = controlPlaneInventory;
@@ -271,5 +272,53 @@ describe("disable-taint-eviction's node-side revert waits for the nodes first (t
     expect(r.out()).toContain('not restoring taint eviction yet: the nodes cannot be read');
     expect(r.out()).toMatch(/still the nodes cannot be read .* after 2 s: restoring taint eviction anyway \(the hard cap\)/);
     expect(existsSync(started)).toBe(true);
+  });
+});
+
+describe('the controller-manager a kubeadm node reads: only the static pod the kubelet started (the script runs for real)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kr-dte-proc-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const proc = join(dir, 'proc');
+  const bin = join(dir, 'bin');
+  mkdirSync(bin);
+  /** A process in the stand-in /proc: its command line, network namespace and cgroup. `self` is the shell. */
+  const fakeProc = (pid: string, cgroup: string, ...argv: string[]) => {
+    mkdirSync(join(proc, pid, 'ns'), { recursive: true });
+    symlinkSync('net:[4026531840]', join(proc, pid, 'ns', 'net'));
+    writeFileSync(join(proc, pid, 'cgroup'), `0::${cgroup}\n`);
+    writeFileSync(join(proc, pid, 'cmdline'), argv.map((a) => `${a}\0`).join(''));
+  };
+  fakeProc('self', '/user.slice');
+  // someone's process named like the component, claiming taint eviction is off; listed first
+  fakeProc(
+    '111',
+    '/user.slice/user-1000.slice/session-2.scope',
+    '/tmp/kube-controller-manager',
+    '--controllers=*,-taint-eviction-controller',
+  );
+  // the static pod, with taint eviction on
+  fakeProc(
+    '222',
+    '/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-1.scope',
+    'kube-controller-manager',
+    '--kubeconfig=/etc/kubernetes/controller-manager.conf',
+  );
+  writeFileSync(join(bin, 'pgrep'), '#!/bin/sh\nprintf "111\\n222\\n"\n', { mode: 0o755 });
+  writeFileSync(join(bin, 'crictl'), '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+  writeFileSync(join(bin, 'curl'), '#!/bin/sh\nprintf 200\n', { mode: 0o755 });
+  const state = (script: string) =>
+    spawnSync('/bin/sh', ['-c', script], {
+      env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, KR_PROC_ROOT: proc },
+      encoding: 'utf8',
+    }).stdout.trim();
+
+  it("reads the static pod's command line, not an impostor's: taint eviction is on", () => {
+    expect(state(stateScript(kubeadmTarget()))).toBe('enabled');
+  });
+
+  it('without the check, the impostor listed first is taken for it: an apply that changed nothing would look done', () => {
+    const unchecked = stateScript(kubeadmTarget()).replace(/^static_pod=1$/m, "static_pod=''");
+    expect(unchecked).not.toBe(stateScript(kubeadmTarget()));
+    expect(state(unchecked)).toBe('disabled');
   });
 });

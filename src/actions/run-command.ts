@@ -5,8 +5,14 @@ import { duration } from '../core/zod-helpers.js';
 import { defineAction } from '../contract/action.js';
 
 const Params = z.strictObject({
-  apply: z.string().min(1).meta({ description: 'POSIX sh script that applies the change' }),
-  revert: z.string().min(1).meta({ description: 'POSIX sh script that undoes it; must be idempotent' }),
+  apply: z
+    .string()
+    .min(1)
+    .meta({ description: 'POSIX sh script that applies the change', examples: ['systemctl stop containerd'] }),
+  revert: z
+    .string()
+    .min(1)
+    .meta({ description: 'POSIX sh script that undoes it; must be idempotent', examples: ['systemctl start containerd'] }),
   check: z.string().min(1).optional().meta({ description: 'read-only preflight script; a non-zero exit refuses the run' }),
   timeout: duration().prefault('60s').meta({ description: 'limit for each script' }),
 });

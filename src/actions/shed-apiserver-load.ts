@@ -22,9 +22,8 @@ import {
   type Subject,
   subjectText,
 } from './parts/flow-control.js';
+import { DNS_LABEL, DNS_SUBDOMAIN } from '../core/names.js';
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^[a-z0-9]([-.a-z0-9]{0,251}[a-z0-9])?$/;
 const USER = z.string().regex(/^[\x21-\x7e]{1,253}$/, { message: 'expected a user or group name (printable, no spaces)' });
 
 const SubjectParam = z.union([

@@ -25,9 +25,12 @@ const Params = z.strictObject({
   quota: z
     .string({ error: QUOTA_MESSAGE })
     .regex(/^\d+(?:\.\d+)?%$/, { message: QUOTA_MESSAGE })
+    .meta({ examples: ['10%'] })
     .transform((s) => Number(s.slice(0, -1)))
     .refine((n) => n >= 1 && n <= 100, { message: QUOTA_MESSAGE })
-    .meta({ description: 'how much CPU its cgroup may use, as a percentage of one CPU (1% to 100%): 10% is 10 ms in every 100 ms' }),
+    .meta({
+      description: 'how much CPU its cgroup may use, as a percentage of one CPU (1% to 100%): 10% is 10 ms in every 100 ms',
+    }),
 });
 
 type State = CpuTarget & { node: string; component: Component; pid: number; limit: CpuLimit; previous: CpuLimit };

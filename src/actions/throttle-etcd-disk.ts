@@ -26,7 +26,10 @@ const Params = z
       .string()
       .regex(/^\/[^\n]*$/, { message: 'expected an absolute path' })
       .optional()
-      .meta({ description: "etcd's data directory, as etcd sees it; found from its command line and environment when absent" }),
+      .meta({
+        description: "etcd's data directory, as etcd sees it; found from its command line and environment when absent",
+        examples: ['/var/lib/etcd'],
+      }),
   })
   .refine((p) => [p.readIops, p.writeIops, p.readBps, p.writeBps].some((x) => x !== undefined), {
     message: 'give at least one of readIops, writeIops, readBps, writeBps',

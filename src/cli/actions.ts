@@ -1,6 +1,6 @@
 import { defaultRegistry as registry } from '../engine/registry.js';
 import { registerListing } from './listing.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 /** `actions [-o json]`: every action, one line each (id, kind, summary), sorted by id. */
 export const register: Register = (program, done) =>
@@ -17,3 +17,12 @@ export const register: Register = (program, done) =>
     },
     line: (r) => [r.id, r.kind, r.summary],
   });
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Inspect',
+  examples: [
+    ['actions', 'every action, one a line'],
+    ['actions -o json', 'the same as JSON (or -o yaml)'],
+  ],
+};

@@ -14,7 +14,7 @@ import { agentNeeds, checkAgentAccess, hostArgv, serveAgent } from '../nodes/age
 import { runProcess } from '../nodes/exec-process.js';
 import { out } from './output.js';
 import { inventoryFrom } from './setup.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 interface AgentFlags {
   node: string;
@@ -235,4 +235,10 @@ export const register: Register = (program, done) => {
       out.stdout(yaml.trimEnd());
       done(EXIT.ok);
     });
+};
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Operate',
+  examples: [['agent manifests -i inventory.yaml | kubectl apply -f -', 'the namespace and RBAC of the node agents of managed nodes']],
 };

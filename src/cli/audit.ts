@@ -1,4 +1,3 @@
-import { Option } from 'commander';
 import { realClock } from '../core/clock.js';
 import { EXIT, KrError, isKrError, messageOf } from '../core/errors.js';
 import type { Inventory } from '../inventory/schema.js';
@@ -8,9 +7,10 @@ import { type AuditFacts, audit } from '../kube/heartbeat-audit.js';
 import { histogram, quantile } from '../kube/prometheus.js';
 import { paths, zoneOf } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
+import { type DataFormat, formatData, isData, outputOption } from './formats.js';
 import { out } from './output.js';
 import { connect, inventoryFrom, makeCtx, stderrLogger } from './setup.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 interface Options {
   inventory?: string;
@@ -18,7 +18,7 @@ interface Options {
   context?: string;
   etcdUrl?: string;
   etcdDirect?: boolean;
-  output: 'text' | 'json';
+  output: 'text' | DataFormat;
   verbose?: boolean;
 }
 
@@ -47,7 +47,7 @@ export const register: Register = (program, done) => {
     .option('--context <name>', 'kubeconfig context')
     .option('--etcd-url <url>', "etcd's client or metrics URL (default: the layout's usual one, asked through the etcd node)")
     .option('--etcd-direct', 'ask etcd from this machine instead of through its node')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(outputOption())
     .option('-v, --verbose', 'say where each setting was found and what could not be read')
     .action(async (o: Options) => {
       const log = stderrLogger(o.verbose ?? false);
@@ -89,19 +89,15 @@ export const register: Register = (program, done) => {
         };
         const checks = audit(facts);
         const failed = checks.some((c) => c.verdict === 'fail');
-        if (o.output === 'json') {
+        if (isData(o.output)) {
           out.stdout(
-            JSON.stringify(
-              {
-                context: kube.contextName,
-                version: resolved.version ?? null,
-                settings: resolved.settings,
-                sources: resolved.sources,
-                checks,
-              },
-              null,
-              2,
-            ),
+            formatData(o.output, {
+              context: kube.contextName,
+              version: resolved.version ?? null,
+              settings: resolved.settings,
+              sources: resolved.sources,
+              checks,
+            }),
           );
         } else {
           const s = resolved.settings;
@@ -148,3 +144,12 @@ async function etcdFacts(ctx: ReturnType<typeof makeCtx>, o: Options): Promise<A
     return { error: isKrError(e) ? e.message : messageOf(e) };
   }
 }
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Inspect',
+  examples: [
+    ['audit', "check the current context's heartbeat settings"],
+    ['audit -i inventory.yaml -o json', "with the inventory's nodes, as JSON (or -o yaml)"],
+  ],
+};

@@ -5,7 +5,7 @@ import { kubeconfigContexts } from '../kube/kubeconfig.js';
 import { cobraText, completeWords, completionText, type CompletionSources } from './complete-words.js';
 import { completionScript, SHELLS, type Shell } from './completion-scripts.js';
 import { out } from './output.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 /** Contexts from the kubeconfig files kubectl reads (read here: no kubectl needed, and no process per TAB). */
 const sources: CompletionSources = {
@@ -41,4 +41,14 @@ export const register: Register = (program, done) => {
       out.stdout(o.cobra ? cobraText(c) : completionText(c));
       done(EXIT.ok);
     });
+};
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Operate',
+  examples: [
+    ['completion bash > /etc/bash_completion.d/kube-runbook', 'bash completion for every shell'],
+    ['completion zsh > "${fpath[1]}/_kube-runbook"', 'zsh completion'],
+    ['completion fish | source', 'fish completion for this shell'],
+  ],
 };

@@ -4,7 +4,7 @@ import { createLogger } from '../core/logger.js';
 import { redactText } from '../core/redact.js';
 import { runExitWatcher } from '../engine/exit-watcher.js';
 import { createKubeAccess } from '../kube/client.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 /**
  * `__exit-watch RUN`: the exit watcher a run starts for itself (src/engine/exit-watch.ts), not a command for people.
@@ -27,4 +27,10 @@ export const register: Register = (program, done) => {
       });
       done(left.length ? EXIT.failed : EXIT.ok);
     });
+};
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Operate',
+  examples: [],
 };

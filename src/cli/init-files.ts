@@ -11,7 +11,7 @@ export interface Starter {
   /** Worker nodes (the kubeadm, k3s and lab layouts add one control-plane node). */
   nodes: number;
   context: string;
-  /** The default lab's state directory (`kube-runbook lab up` writes its kubeconfig there): for the lab layout. */
+  /** The default lab's state directory (`kube-runbook-lab up` writes its kubeconfig there): for the lab layout. */
   labStateDir: string;
 }
 
@@ -47,7 +47,7 @@ function transportLines(s: Starter): string[] {
     case 'lab':
       return [
         `  kubeconfig: ${q(`${s.labStateDir}/kubeconfig`)}`,
-        '  transport: {type: netns}                # nodes are network namespaces of this machine (`kube-runbook lab up`)',
+        '  transport: {type: netns}                # nodes are network namespaces of this machine (`kube-runbook-lab up`)',
         `  lab: {stateDir: ${q(s.labStateDir)}}`,
       ];
     default:
@@ -61,7 +61,7 @@ export function starterInventory(s: Starter): string {
   return [
     `# Written by \`kube-runbook init --layout ${s.layout}\`. Put your own nodes' names and addresses here, then`,
     s.layout === 'lab'
-      ? '# `kube-runbook validate inventory.yaml`. `kube-runbook lab up` writes the exact one: `kube-runbook lab env` names it.'
+      ? '# `kube-runbook validate inventory.yaml`. `kube-runbook-lab up` writes the exact one: `kube-runbook-lab env` names it.'
       : '# `kube-runbook validate inventory.yaml`.',
     'apiVersion: kube-runbook/v1',
     'kind: Inventory',

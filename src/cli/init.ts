@@ -3,10 +3,10 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { Option } from 'commander';
 import { EXIT, KrError, quote } from '../core/errors.js';
-import { labPaths } from '../lab/index.js';
+import { labStateDir } from '../inventory/lab-home.js';
 import { DEFAULT_CONTEXT, LAYOUTS, type Starter, type StarterLayout, starterInventory, starterRunbook } from './init-files.js';
 import { out } from './output.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 const FILES = ['runbook.yaml', 'inventory.yaml'] as const;
 
@@ -50,7 +50,7 @@ async function settings(flags: InitFlags, ask: Ask | undefined): Promise<Starter
   const nodes = nodeCount(flags.nodes ?? (ask ? await ask('worker nodes', '2') : '2'));
   const context =
     flags.context ?? (ask ? await ask('kubeconfig context the runbook may run against', DEFAULT_CONTEXT[layout]) : DEFAULT_CONTEXT[layout]);
-  return { layout, nodes, context, labStateDir: labPaths().stateDir };
+  return { layout, nodes, context, labStateDir: labStateDir('lab') };
 }
 
 /** `init [--layout L] [--nodes N] [--context C] [--dir D] [--force]`: a starter runbook and inventory. */
@@ -88,4 +88,13 @@ export const register: Register = (program, done) => {
       out.stdout(`next: put your nodes in ${paths[1]}, then kube-runbook plan ${paths[0]} -i ${paths[1]}`);
       done(EXIT.ok);
     });
+};
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Author',
+  examples: [
+    ['init', 'write runbook.yaml and inventory.yaml, asking what the flags do not say'],
+    ['init --layout kubeadm --nodes 3 --context staging', 'the same without questions'],
+  ],
 };

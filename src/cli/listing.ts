@@ -1,6 +1,7 @@
-import { type Command, Option } from 'commander';
+import type { Command } from 'commander';
 import { EXIT } from '../core/errors.js';
 import { columns } from './columns.js';
+import { formatData, isData, outputOption } from './formats.js';
 import { out } from './output.js';
 import type { Done } from './types.js';
 
@@ -12,15 +13,15 @@ export interface Listing<R> {
   line: (row: R) => string[];
 }
 
-/** A command that lists modules (`actions`, `probes`): a line each in columns, or `-o json` the rows as a JSON array. */
+/** A command that lists modules (`actions`, `probes`): a line each in columns, or (`-o json|yaml`) the rows as an array. */
 export function registerListing<R>(program: Command, done: Done, listing: Listing<R>): void {
   program
     .command(listing.name)
     .description(listing.description)
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(outputOption())
     .action(async (o: { output: string }) => {
       const rows = await listing.rows();
-      out.stdout(o.output === 'json' ? JSON.stringify(rows, null, 2) : columns(rows.map(listing.line)));
+      out.stdout(isData(o.output) ? formatData(o.output, rows) : columns(rows.map(listing.line)));
       done(EXIT.ok);
     });
 }

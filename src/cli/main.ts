@@ -4,37 +4,22 @@ import { EXIT, type ExitCode, isKrError, messageOf } from '../core/errors.js';
 import { tuneHeap } from '../core/heap.js';
 import { redactText } from '../core/redact.js';
 import { toolVersion } from '../core/version.js';
-import { npmOnly } from './npm-only.js';
+import { commandPath, examplesText, usageLine } from './help.js';
 import { dropOutputOnClosedPipes, out } from './output.js';
-import type { Register } from './types.js';
+import { type CommandHelp, GROUPS, type Register } from './types.js';
 
-/**
- * Set (to true) by the single-executable build (scripts/sea.mjs), whose bundler then leaves the lab and the demo out:
- * the test of it stays inline in their entries below, with the import() right in the other branch, where the bundler
- * sees that branch is dead (not inside a function of it).
- */
-declare const __KUBE_RUNBOOK_SINGLE_EXECUTABLE__: boolean | undefined;
+type Load = () => Promise<{ register: Register; help: CommandHelp }>;
 
-type Load = () => Promise<{ register: Register }>;
-
-/** Command modules, sorted; each adds one subcommand. */
+/** Command modules, sorted; each adds one subcommand, and says under which heading of the help and with which examples. */
 const commands: Record<string, Load> = {
   actions: () => import('./actions.js'),
   agent: () => import('./agent.js'),
   audit: () => import('./audit.js'),
   completion: () => import('./completion.js'),
-  demo: () =>
-    typeof __KUBE_RUNBOOK_SINGLE_EXECUTABLE__ === 'boolean'
-      ? Promise.resolve(npmOnly('demo'))
-      : import('./demo.js').then(({ register }) => ({ register })),
   describe: () => import('./describe.js'),
   docs: () => import('./docs.js'),
   'exit-watch': () => import('./exit-watch.js'),
   init: () => import('./init.js'),
-  lab: () =>
-    typeof __KUBE_RUNBOOK_SINGLE_EXECUTABLE__ === 'boolean'
-      ? Promise.resolve(npmOnly('lab'))
-      : import('./lab.js').then(({ register }) => ({ register })),
   manifests: () => import('./manifests.js'),
   plan: () => import('./plan.js'),
   probes: () => import('./probes.js'),
@@ -57,21 +42,39 @@ export async function main(argv: string[]): Promise<void> {
 
 let exitNow = false;
 
+/** A usage error is one line and where to read more, not the whole help: each command names its own `--help`. */
+function hintOnUsageErrors(cmd: Command): void {
+  cmd.exitOverride().showHelpAfterError(`Run '${commandPath(cmd)} --help' for usage.`);
+  for (const sub of cmd.commands) hintOnUsageErrors(sub);
+}
+
 export async function runCli(argv: string[]): Promise<ExitCode> {
   let code: ExitCode = EXIT.ok;
   const invokedAs = basename(argv[1] ?? 'kube-runbook').replace(/\.js$/, '');
   const program = new Command(invokedAs === 'kubectl-runbook' ? 'kubectl runbook' : 'kube-runbook')
     .description('Chaos-engineering runbooks for real Kubernetes clusters: faults, guards that stop eviction cascades, rollback always.')
     .version(toolVersion(), '-V, --version')
-    .showHelpAfterError()
     .exitOverride()
-    .configureOutput({ writeOut: (s) => out.stdout(s), writeErr: (s) => out.stderr(s) });
-  for (const load of Object.values(commands))
-    (await load()).register(program, (c, o) => {
+    .configureOutput({
+      writeOut: (s) => out.stdout(s),
+      writeErr: (s) => out.stderr(s),
+      outputError: (s, write) => write(usageLine(s)),
+    });
+  const modules = await Promise.all(Object.values(commands).map((load) => load()));
+  // registered group by group: the help shows the groups in the order their first command was added
+  modules.sort((a, b) => GROUPS.indexOf(a.help.group) - GROUPS.indexOf(b.help.group));
+  for (const { register, help } of modules) {
+    program.commandsGroup(`${help.group} Commands:`);
+    const before = new Set(program.commands);
+    register(program, (c, o) => {
       code = c;
       exitNow ||= o?.now === true;
     });
-  for (const cmd of program.commands) cmd.exitOverride();
+    for (const cmd of program.commands)
+      if (!before.has(cmd)) cmd.addHelpText('after', examplesText(program.name(), help.examples) + (help.more?.() ?? ''));
+  }
+  program.commandsGroup('Other Commands:').helpCommand('help [command]', 'display help for command');
+  hintOnUsageErrors(program);
   try {
     await program.parseAsync(argv);
     return code;

@@ -12,7 +12,7 @@ import { loadRunbook } from '../runbook/load.js';
 import { out } from './output.js';
 import { runObservers } from './run.js';
 import { inventoryFrom } from './setup.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 import { toolVersion } from '../core/version.js';
 import {
   avoidingNodes,
@@ -24,6 +24,7 @@ import {
   runDeadlines,
   shortHash,
 } from './manifests-pod.js';
+import { DNS_LABEL } from '../core/names.js';
 
 interface ManifestFlags {
   inventory?: string;
@@ -40,7 +41,6 @@ const CONFIG_DIR = '/etc/kube-runbook';
 const SSH_DIR = '/etc/kube-runbook-ssh';
 const STATE_DIR = '/var/lib/kube-runbook';
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** Five fields, as CronJob takes them (or @hourly and friends); the apiserver checks the rest. */
 const CRON = /^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$/;
 
@@ -266,4 +266,13 @@ export const register: Register = (program, done) => {
       out.stdout(yaml.trimEnd());
       done(EXIT.ok);
     });
+};
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Operate',
+  examples: [
+    ['manifests runbook.yaml -i inventory.yaml | kubectl apply -f -', 'run a runbook once as a Job in the cluster'],
+    ["manifests runbook.yaml -i inventory.yaml --schedule '0 3 * * 1'", 'every Monday at 03:00 as a CronJob'],
+  ],
 };

@@ -11,7 +11,7 @@ import { renderPlan } from '../report/plan-text.js';
 import { out } from './output.js';
 import { runObservers } from './run.js';
 import { loadInputs, planOn, reachCluster, stderrLogger } from './setup.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 export const register: Register = (program, done) => {
   program
@@ -58,4 +58,13 @@ export const register: Register = (program, done) => {
       }
       done(EXIT.ok);
     });
+};
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Run',
+  examples: [
+    ['plan runbook.yaml -i inventory.yaml', 'the resolved steps, guards, remediation and rollback order'],
+    ['plan runbook.yaml -i inventory.yaml -o json', 'the same as JSON (schema/plan.schema.json)'],
+  ],
 };

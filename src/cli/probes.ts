@@ -1,6 +1,6 @@
 import { defaultRegistry as registry } from '../engine/registry.js';
 import { registerListing } from './listing.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 /** `probes [-o json]`: every probe, one line each (id, summary), sorted by id. */
 export const register: Register = (program, done) =>
@@ -14,3 +14,12 @@ export const register: Register = (program, done) =>
     },
     line: (r) => [r.id, r.summary],
   });
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Inspect',
+  examples: [
+    ['probes', 'every probe, one a line'],
+    ['probes -o yaml', 'the same as YAML (or -o json)'],
+  ],
+};

@@ -17,7 +17,7 @@ import { plainRenderer } from '../report/plain.js';
 import { out } from './output.js';
 import { makeCtx, stderrLogger } from './setup.js';
 import type { Logger } from '../core/logger.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 /** A stand-in when the cluster cannot be reached: node faults are still reverted; cluster-side checks fail clearly. */
 function offlineKube(context: string, why: string): KubeAccess {
@@ -207,3 +207,13 @@ export interface RecoverFlags {
   stateDir?: string;
   verbose?: boolean;
 }
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Run',
+  examples: [
+    ['recover', 'revert what the newest interrupted run left applied'],
+    ['recover --all', 'every run with something still applied'],
+    ['recover --from-cluster kube-runbook/journals', 'runs that ran in the cluster, from their journal ConfigMap'],
+  ],
+};

@@ -1,3 +1,4 @@
+import { stringify } from 'yaml';
 import { z } from 'zod';
 import type { ActionMeta } from '../contract/action.js';
 import type { ApiAccess } from '../contract/access.js';
@@ -16,7 +17,12 @@ interface JsonSchemaProp {
   oneOf?: JsonSchemaProp[];
   items?: JsonSchemaProp;
   pattern?: string;
+  format?: string;
   const?: unknown;
+  minimum?: number;
+  examples?: unknown[];
+  properties?: Record<string, JsonSchemaProp>;
+  required?: string[];
 }
 
 /** One `with:` parameter. `default` is absent when it has none. */
@@ -39,12 +45,12 @@ function typeOf(p: JsonSchemaProp): string {
   return p.type ?? 'object';
 }
 
+const inputSchema = (schema: z.ZodType) =>
+  z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as { properties?: Record<string, JsonSchemaProp>; required?: string[] };
+
 /** A module's `with:` parameters, from its zod schema (as a runbook writes them: durations as text). */
 export function paramRows(schema: z.ZodType): ParamRow[] {
-  const json = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as {
-    properties?: Record<string, JsonSchemaProp>;
-    required?: string[];
-  };
+  const json = inputSchema(schema);
   return Object.entries(json.properties ?? {}).map(([name, p]) => ({
     name,
     type: typeOf(p),
@@ -52,6 +58,68 @@ export function paramRows(schema: z.ZodType): ParamRow[] {
     ...(p.default !== undefined ? { default: p.default } : {}),
     description: p.description ?? '',
   }));
+}
+
+/** A value a runbook could give P: the schema's own example, else its default, else one made from its type. */
+function exampleOf(p: JsonSchemaProp): unknown {
+  if (p.examples?.length) return p.examples[0];
+  if (p.default !== undefined) return p.default;
+  if (p.const !== undefined) return p.const;
+  if (p.enum?.length) return p.enum[0];
+  const alts = p.anyOf ?? p.oneOf;
+  if (alts?.length) return exampleOf(alts[0]!);
+  const type = Array.isArray(p.type) ? p.type[0] : p.type;
+  if (type === 'array') return [p.items ? exampleOf(p.items) : 'example'];
+  if (type === 'integer' || type === 'number') return Math.max(p.minimum ?? 1, 1);
+  if (type === 'boolean') return true;
+  if (type === 'object')
+    return Object.fromEntries(Object.entries(p.properties ?? {}).flatMap(([k, v]) => (p.required?.includes(k) ? [[k, exampleOf(v)]] : [])));
+  if (p.pattern?.includes('(?:ms|s|m|h)')) return '30s';
+  if (p.format === 'uri' || p.pattern?.startsWith('^https?:')) return 'https://example.com/';
+  return 'example';
+}
+
+/** One parameter of an example `with:` block: given (required, or what makes the block valid), or left as a comment. */
+export interface ExampleParam {
+  name: string;
+  value: unknown;
+  given: boolean;
+}
+
+/**
+ * The example `with:` of a module: its required parameters with an example value each, the optional ones as comments
+ * with their default (or an example). When the required ones alone do not make a valid block (one of two optional
+ * parameters is needed), the first optional one that does is given too.
+ */
+function exampleParams(schema: z.ZodType, nodes: ParamRow[] = []): ExampleParam[] {
+  const json = inputSchema(schema);
+  const props = Object.entries(json.properties ?? {});
+  const params: ExampleParam[] = [
+    ...nodes.map((r) => ({ name: r.name, value: r.default ?? 'all', given: false })),
+    ...props.map(([name, p]) => ({ name, value: exampleOf(p), given: json.required?.includes(name) === true && p.default === undefined })),
+  ];
+  const block = (extra?: ExampleParam) =>
+    Object.fromEntries(
+      params.filter((x) => x.given || x === extra).flatMap((x) => (x.name === 'nodes' && nodes.length ? [] : [[x.name, x.value]])),
+    );
+  if (!schema.safeParse(block()).success) {
+    const needed = params.find((x) => !x.given && x.name !== 'nodes' && schema.safeParse(block(x)).success);
+    if (needed) needed.given = true;
+  }
+  return params;
+}
+
+/** The example `with:` block as YAML: parameters left out are commented, so that removing a `# ` gives one. */
+export function exampleYaml(params: ExampleParam[]): string {
+  if (!params.length) return '';
+  const lines = params.flatMap((x) =>
+    stringify({ [x.name]: x.value }, { lineWidth: 0 })
+      .trimEnd()
+      .split('\n')
+      .map((l) => `  ${x.given ? '' : '# '}${l}`),
+  );
+  const header = params.some((x) => x.given) ? 'with:' : '# with:';
+  return [header, ...lines].join('\n');
 }
 
 /** The `nodes` parameter every action on nodes takes (the engine resolves it, not the action's schema). */
@@ -98,15 +166,23 @@ function accessTable(access: readonly ApiAccess[]): string {
   return `\n### Kubernetes API permissions\n\nChecked by preflight and granted by \`kube-runbook manifests\`.\n\n| verbs | resource | where | why |\n|---|---|---|---|\n${rows.join('\n')}`;
 }
 
+const exampleSection = (params: ExampleParam[]) => (params.length ? `\n### Example\n\n\`\`\`yaml\n${exampleYaml(params)}\n\`\`\`\n` : '');
+
+/** An action's example `with:` block. */
+export const actionExample = (m: ActionMeta): ExampleParam[] => exampleParams(m.params, nodesRow(m));
+
+/** A probe's example `with:` block. */
+export const probeExample = (m: ProbeMeta): ExampleParam[] => exampleParams(m.params);
+
 /** An action's section of docs/actions.md (also what `describe ACTION` prints). */
 export function actionSection(m: ActionMeta): string {
   const layouts = Object.entries(m.layouts ?? {})
     .map(([k, v]) => `- **${k}**: ${v}`)
     .join('\n');
-  return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n**Kind:** ${m.kind}. **Targets:** ${m.targets}${m.nodesWhen ? ` (nodes with \`${m.nodesWhen.param}: ${m.nodesWhen.equals}\`)` : ''}.\n\n### Parameters (\`with:\`)\n\n${paramsTable([...nodesRow(m), ...paramRows(m.params)])}${layouts ? `\n### By layout\n\n${layouts}\n` : ''}\n### How it is undone\n\n${m.undo}\n${accessTable(m.access)}`;
+  return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n**Kind:** ${m.kind}. **Targets:** ${m.targets}${m.nodesWhen ? ` (nodes with \`${m.nodesWhen.param}: ${m.nodesWhen.equals}\`)` : ''}.\n\n### Parameters (\`with:\`)\n\n${paramsTable([...nodesRow(m), ...paramRows(m.params)])}${exampleSection(actionExample(m))}${layouts ? `\n### By layout\n\n${layouts}\n` : ''}\n### How it is undone\n\n${m.undo}\n${accessTable(m.access)}`;
 }
 
 /** A probe's section of docs/probes.md (also what `describe PROBE` prints). */
 export function probeSection(m: ProbeMeta): string {
-  return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n### Parameters (\`with:\`)\n\n${paramsTable(paramRows(m.params))}${accessTable(m.access)}`;
+  return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n### Parameters (\`with:\`)\n\n${paramsTable(paramRows(m.params))}${exampleSection(probeExample(m))}${accessTable(m.access)}`;
 }

@@ -13,7 +13,7 @@ import { renderTimeline } from '../report/timeline.js';
 import { out } from './output.js';
 import { redactedReport, writePrivate } from './report-files.js';
 import { stderrLogger } from './setup.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 interface ReportFlags {
   fromConfigmap?: string;
@@ -96,4 +96,15 @@ export const register: Register = (program, done) => {
       else if (outputs.every(([to]) => to === undefined)) out.stdout(summary(report));
       done(EXIT.ok);
     });
+};
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Inspect',
+  examples: [
+    ['report out/report.json', "show a run's report again"],
+    ['report out/report.json --html timeline.html --junit junit.xml', 'write its timeline page and JUnit XML'],
+    ['report --from-configmap kube-runbook/nightly-report', 'the report of a run that ran in the cluster'],
+    ['report out/report.json -o json', 'the report itself, checked and redacted, on stdout'],
+  ],
 };

@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { Option } from 'commander';
 import { EXIT, type ExitCode, KrError, messageOf, quote } from '../core/errors.js';
 import { redactText } from '../core/redact.js';
+import { exitCodesText } from './help.js';
 import type { KubeAccess } from '../kube/types.js';
 import { realClock } from '../core/clock.js';
 import { assumeYes, nobody, terminalConfirmer, type Confirmer } from '../engine/confirm.js';
@@ -25,7 +26,7 @@ import { forwardSignals } from './signals.js';
 import { otelSettings } from '../telemetry/settings.js';
 import { startTelemetry } from '../telemetry/telemetry.js';
 import { kubeconfigPath, makeCtx, newRunId, prepare, stderrLogger } from './setup.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 /**
  * What every run watches for its report (report.json: observations), guards or not: the pods deleted during the
@@ -277,3 +278,17 @@ const indent = (text: string, pad: string) =>
     .split('\n')
     .map((l) => pad + l)
     .join('\n');
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Run',
+  examples: [
+    ['run runbooks/kubelet-partition.yaml -i inventory.yaml', "run a runbook against the inventory's cluster, asking at each confirm step"],
+    ['run runbook.yaml -i inventory.yaml --dry-run', 'show what would happen, touching nothing'],
+    [
+      'run runbook.yaml -i inventory.yaml --yes -o json --report-dir out',
+      'in CI: no prompts, the report on stdout, and report.json, junit.xml and timeline.html in out/',
+    ],
+  ],
+  more: exitCodesText,
+};

@@ -7,7 +7,7 @@ import { PlanJson } from '../report/plan-schema.js';
 import { Report } from '../report/schema.js';
 import { generate, schemaFiles, type SchemaFile, type SchemaModules } from '../runbook/json-schema.js';
 import { out } from './output.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 /** Each action's and probe's params, by id (sorted), for the runbook schema's `with:` completion and checks. */
 export async function schemaModules(): Promise<SchemaModules> {
@@ -58,4 +58,13 @@ export const register: Register = (program, done) => {
       } else out.stdout(files.find((f) => f.name === `${kind}.schema.json`)!.text);
       done(EXIT.ok);
     });
+};
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Author',
+  examples: [
+    ['schema runbook > runbook.schema.json', 'the JSON Schema editors use to complete and check runbooks'],
+    ['schema --write --out-dir schema', 'write the runbook, inventory, report and plan schemas'],
+  ],
 };

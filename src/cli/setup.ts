@@ -33,7 +33,7 @@ export async function inventoryFrom(o: ClusterOptions): Promise<LoadedInventory>
   if (!file)
     throw new KrError(
       'NO_INVENTORY',
-      'no inventory: pass --inventory FILE or set KUBE_RUNBOOK_INVENTORY (the lab writes one: kube-runbook lab env)',
+      'no inventory: pass --inventory FILE or set KUBE_RUNBOOK_INVENTORY (the lab writes one: kube-runbook-lab env)',
       {
         exit: EXIT.invalid,
       },

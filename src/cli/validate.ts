@@ -11,7 +11,7 @@ import { formatProblem, type Problem, sortProblems } from '../document/problems.
 import { readDocumentFile } from '../document/read-file.js';
 import { parseYamlSource } from '../document/yaml-source.js';
 import { out } from './output.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 const KINDS = ['Runbook', 'Inventory'] as const;
 type Kind = (typeof KINDS)[number];
@@ -147,4 +147,13 @@ export const register: Register = (program, done) => {
       }
       done(bad.length > 0 ? EXIT.invalid : EXIT.ok);
     });
+};
+
+/** Where `--help` lists it, and its examples. */
+export const help: CommandHelp = {
+  group: 'Author',
+  examples: [
+    ['validate runbook.yaml inventory.yaml', 'check a runbook and an inventory; problems as FILE:LINE:COL'],
+    ['validate runbooks/ -o json', 'every .yaml file under runbooks/, as JSON'],
+  ],
 };

@@ -4,7 +4,7 @@ import { stringify } from 'yaml';
 import { EXIT } from '../core/errors.js';
 import { buildInfo } from '../core/version.js';
 import { out } from './output.js';
-import type { Register } from './types.js';
+import type { CommandHelp, Register } from './types.js';
 
 /** `version [-o text|json|yaml]`: the version, the commit it was built from, the Node and platform it runs on. */
 export const register: Register = (program, done) => {
@@ -28,4 +28,12 @@ export const register: Register = (program, done) => {
         );
       done(EXIT.ok);
     });
+};
+
+export const help: CommandHelp = {
+  group: 'Inspect',
+  examples: [
+    ['version', 'the version, the commit it was built from, the Node.js and platform it runs on'],
+    ['version -o json', 'the same as JSON, for bug reports and scripts'],
+  ],
 };

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { armScript, bootUnit, deadmanDir, disarmScript, keepaliveScript, leavePodCgroup, settleScript, statusScript } from './deadman.js';
+import { eventually } from '../testing/wait.js';
 
 /** A lab node's options: the boot hook in a directory under the test's root. */
 const onNode = (root: string, node = 'node-1') => ({
@@ -16,13 +17,6 @@ const onNode = (root: string, node = 'node-1') => ({
 
 const sh = (script: string) => spawnSync('/bin/sh', ['-s'], { input: script, encoding: 'utf8' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(cond: () => boolean, ms: number): Promise<boolean> {
-  for (let waited = 0; waited < ms; waited += 100) {
-    if (cond()) return true;
-    await sleep(100);
-  }
-  return cond();
-}
 
 describe('dead-man scripts (run for real with /bin/sh)', () => {
   let root: string;
@@ -50,8 +44,8 @@ describe('dead-man scripts (run for real with /bin/sh)', () => {
     expect(sh(statusScript('run1', 'f01-x-node-1', root)).stdout.trim()).toBe('armed');
     // make the keepalive look old: the watcher fires within about a second
     utimesSync(join(dir, 'keepalive'), new Date(0), new Date(0));
-    expect(await until(() => existsSync(marker), 5000)).toBe(true);
-    expect(await until(() => existsSync(`${dir}.fired/exit`), 3000)).toBe(true);
+    expect(await eventually(() => existsSync(marker), 5000)).toBe(true);
+    expect(await eventually(() => existsSync(`${dir}.fired/exit`), 3000)).toBe(true);
     expect(readFileSync(`${dir}.fired/exit`, 'utf8').trim()).toBe('0');
     expect(sh(statusScript('run1', 'f01-x-node-1', root)).stdout.trim()).toBe('fired 0');
     // an explicit revert later (recover) disarms: it says the dead-man fired and clears the record
@@ -72,7 +66,7 @@ describe('dead-man scripts (run for real with /bin/sh)', () => {
     expect(existsSync(marker)).toBe(false);
     expect(sh(disarmScript('run2', 'f01-y', root)).status).toBe(0);
     expect(existsSync(dir)).toBe(false);
-    expect(await until(() => spawnSync('kill', ['-0', String(pid)]).status !== 0, 3000)).toBe(true);
+    expect(await eventually(() => spawnSync('kill', ['-0', String(pid)]).status !== 0, 3000)).toBe(true);
     expect(existsSync(marker)).toBe(false);
     expect(sh(disarmScript('run2', 'f01-y', root)).status).toBe(0); // idempotent
   });
@@ -134,7 +128,7 @@ describe('arming is confirmed', () => {
       expect(other.exitCode).toBeNull();
       expect(spawnSync('kill', ['-0', String(other.pid)]).status).toBe(0);
       // the watcher itself sees its directory gone and exits
-      expect(await until(() => spawnSync('kill', ['-0', String(watcher)]).status !== 0, 3000)).toBe(true);
+      expect(await eventually(() => spawnSync('kill', ['-0', String(watcher)]).status !== 0, 3000)).toBe(true);
     } finally {
       other.kill('SIGKILL');
       rmSync(root, { recursive: true, force: true });
@@ -204,7 +198,7 @@ describe('after a reboot (the watcher gone, the boot step run)', () => {
     expect(existsSync(marker)).toBe(false);
     expect(sh(statusScript('rb2', 'f01-freeze', root)).stdout.trim()).toBe('armed');
     // without keepalive it fires once the ttl has passed, and only then
-    expect(await until(() => existsSync(marker), 6000)).toBe(true);
+    expect(await eventually(() => existsSync(marker), 6000)).toBe(true);
     boot.kill();
   });
 
@@ -254,7 +248,7 @@ describe("the executor's revert and the dead-man never run at once", () => {
     );
     const dir = deadmanDir('rc2', 'f01-a', root);
     utimesSync(join(dir, 'keepalive'), new Date(0), new Date(0));
-    expect(await until(() => existsSync(`${dir}.fired`), 3000)).toBe(true);
+    expect(await eventually(() => existsSync(`${dir}.fired`), 3000)).toBe(true);
     const r = sh(settleScript('rc2', 'f01-a', 20, root));
     expect(r.stdout.trim()).toBe('fired 0');
     expect(existsSync(done)).toBe(true);
@@ -275,10 +269,10 @@ describe("the executor's revert and the dead-man never run at once", () => {
     const fire = (id: string) => utimesSync(join(deadmanDir('rc3', id, root), 'keepalive'), new Date(0), new Date(0));
     // the scheduler's dead-man fires first and is waiting; then the throttle's
     fire('f01-stop-scheduler-cp-1');
-    expect(await until(() => existsSync(`${deadmanDir('rc3', 'f01-stop-scheduler-cp-1', root)}.fired`), 5000)).toBe(true);
+    expect(await eventually(() => existsSync(`${deadmanDir('rc3', 'f01-stop-scheduler-cp-1', root)}.fired`), 5000)).toBe(true);
     fire('f02-throttle-etcd-disk-cp-1');
     // within the 15 s the scheduler's revert would wait: the throttle reverted, then the scheduler healthy
-    expect(await until(() => existsSync(healthy), 6000), 'both reverted before the waiting one gave up').toBe(true);
+    expect(await eventually(() => existsSync(healthy), 6000), 'both reverted before the waiting one gave up').toBe(true);
     const fired = `${deadmanDir('rc3', 'f02-throttle-etcd-disk-cp-1', root)}.fired`;
     expect(readFileSync(join(fired, 'exit'), 'utf8').trim()).toBe('0');
     expect(Number(readFileSync(join(fired, 'fired-at'), 'utf8'))).toBeGreaterThan(0);
@@ -300,10 +294,10 @@ describe("the executor's revert and the dead-man never run at once", () => {
     );
     const dir = deadmanDir('rc4', 'f01-hang', root);
     utimesSync(join(dir, 'keepalive'), new Date(0), new Date(0));
-    expect(await until(() => existsSync(`${dir}.fired/exit`), 10_000)).toBe(true);
+    expect(await eventually(() => existsSync(`${dir}.fired/exit`), 10_000)).toBe(true);
     expect(readFileSync(`${dir}.fired/exit`, 'utf8').trim()).toBe('124');
     const child = readFileSync(pidFile, 'utf8').trim();
-    expect(await until(() => !existsSync(`/proc/${child}`), 3000), `the revert's child ${child} still runs`).toBe(true);
+    expect(await eventually(() => !existsSync(`/proc/${child}`), 3000), `the revert's child ${child} still runs`).toBe(true);
   });
 });
 

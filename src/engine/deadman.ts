@@ -48,7 +48,7 @@ export interface ArmOptions {
   /**
    * How the boot step is registered. `host`: a systemd unit enabled for multi-user.target, else an @reboot entry in
    * /etc/cron.d where a cron daemon runs, else none (the arm prints `boot-hook none`). `dir`: a link in the lab's boot
-   * directory, which the lab runs when it boots a node (`kube-runbook lab reboot`).
+   * directory, which the lab runs when it boots a node (`kube-runbook-lab reboot`).
    */
   bootHook: 'host' | 'dir';
   root?: string;

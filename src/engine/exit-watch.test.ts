@@ -10,6 +10,7 @@ import { memoryLogger } from '../core/logger.js';
 import { ApiStatusError } from '../kube/source.js';
 import type { KubeAccess } from '../kube/types.js';
 import { FakeClock } from '../testing/fake-clock.js';
+import { eventually } from '../testing/wait.js';
 import { runExitWatcher } from './exit-watcher.js';
 
 const ROLE = { path: '/apis/rbac.authorization.k8s.io/v1/clusterroles/kube-runbook-load-x', uid: 'uid-1', what: 'the identity' };
@@ -148,20 +149,15 @@ current-context: lab
     });
   }
 
-  const until = async (cond: () => boolean, ms: number) => {
-    for (let waited = 0; waited < ms && !cond(); waited += 100) await new Promise((r) => setTimeout(r, 100));
-    return cond();
-  };
-
   it('deletes what the killed process held, with its uid as a precondition, and logs it beside the journal', async () => {
     const c = await holder('killed', false);
     await new Promise((r) => setTimeout(r, 500));
     expect(deletes, 'nothing deleted while the process lives').toEqual([]);
     c.kill('SIGKILL');
-    expect(await until(() => deletes.length > 0, 15_000), 'a DELETE reached the apiserver').toBe(true);
+    expect(await eventually(() => deletes.length > 0, 15_000), 'a DELETE reached the apiserver').toBe(true);
     expect(deletes.map((d) => d.url)).toEqual([ROLE.path]);
     expect(JSON.parse(deletes[0]!.body)).toMatchObject({ kind: 'DeleteOptions', preconditions: { uid: 'uid-1' } });
-    expect(await until(() => readFileSync(join(dir, 'killed.log'), 'utf8').includes('deleted'), 5000)).toBe(true);
+    expect(await eventually(() => readFileSync(join(dir, 'killed.log'), 'utf8').includes('deleted'), 5000)).toBe(true);
     expect(readFileSync(join(dir, 'killed.log'), 'utf8')).toContain('exit watch: the identity deleted');
   });
 

@@ -28,6 +28,7 @@ export type {
   ZoneForecast,
   ZoneState,
 } from './model.js';
+import { NEVER } from './model.js';
 export { defaultSilentAfter, groupPods, isFailing, lastHeartbeatOf } from './model.js';
 export { zoneStateOf } from './zones.js';
 
@@ -43,8 +44,6 @@ export { zoneStateOf } from './zones.js';
  * In the controller's order: node health (health.ts), zone states and master disruption (zones.ts), each zone's
  * taint queue (taint-queue.ts), the taint manager (pods.ts).
  */
-
-const NEVER = Infinity;
 
 export function forecast(input: ForecastInput): Forecast {
   const { now, settings: s } = input;

@@ -1,14 +1,13 @@
 import { type ForecastNode, type LifecycleSettings, type NodeRow, isControllerTaint, lastHeartbeatOf } from './model.js';
 import type { SlimTaint } from '../kube/resources.js';
 import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
+import { NEVER } from './model.js';
 
 /*
  * Node health, as the controller's monitorNodeHealth and tryUpdateNodeHealth judge it: a node whose heartbeats stop
  * is marked Unknown once its grace period has passed since the controller last saw one, in a pass of the monitor
  * period, and is queued for the NoExecute taint in that pass (or the next, on 1.20).
  */
-
-const NEVER = Infinity;
 
 /** The taint the controller puts on a node it sees NotReady (Ready=False) or Unknown; shared, never changed. */
 export const NOT_READY_TAINT: Readonly<SlimTaint> = Object.freeze({ key: NOT_READY, effect: 'NoExecute' });

@@ -5,6 +5,9 @@ import type { LifecycleSettings } from '../kube/versions.js';
 
 export type { LifecycleSettings };
 
+/** A time that never comes (epoch milliseconds): a node that is never tainted, a pod that is never evicted. */
+export const NEVER = Infinity;
+
 /*
  * What the eviction forecast (forecast.ts) reads and reports, and the rules for a node's heartbeat it shares with
  * the probe's feed. Times are epoch milliseconds.

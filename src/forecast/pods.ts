@@ -2,6 +2,7 @@ import type { PodForecast, PodGroup } from './model.js';
 import type { SlimTaint, SlimToleration } from '../kube/resources.js';
 import { tolerationMs } from '../kube/tolerations.js';
 import type { NodeRow } from './model.js';
+import { NEVER } from './model.js';
 
 /*
  * The taint manager (the taint-eviction controller since 1.29): a pod on a node with NoExecute taints is deleted
@@ -9,8 +10,6 @@ import type { NodeRow } from './model.js';
  * from its own start). Master disruption mode removes the taints, and with them the evictions to come, except a
  * taint added in the very pass that entered it.
  */
-
-const NEVER = Infinity;
 
 /** What becomes of pods with a toleration time on a node. */
 export type Outcome = 'frozen' | 'untainted' | 'tolerated' | 'kept' | 'stopped' | 'evicted';

@@ -1,5 +1,6 @@
 import type { NodeRow } from './model.js';
 import type { Zone } from './zones.js';
+import { NEVER } from './model.js';
 
 /*
  * A zone's NoExecute tainter, as the controller runs it (RateLimitedTimedQueue): every 100 ms it hands the head of
@@ -15,7 +16,6 @@ import type { Zone } from './zones.js';
  * for.
  */
 
-const NEVER = Infinity;
 /** The tainting loop's period (scheduler.NodeEvictionPeriod): a token is handed out up to this much after it refills. */
 const TAINT_LOOP_MS = 100;
 

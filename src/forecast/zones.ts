@@ -1,5 +1,6 @@
 import type { LifecycleSettings, ZoneState } from './model.js';
 import type { NodeRow } from './model.js';
+import { NEVER } from './model.js';
 
 /*
  * Zones, as the controller's handleDisruption sees them after each pass: a zone's state from how many of its nodes
@@ -8,8 +9,6 @@ import type { NodeRow } from './model.js';
  * falls in), so a zone's count at a moment is a range, and the rate taken is the highest the range allows: a taint
  * can then only be predicted early, never late.
  */
-
-const NEVER = Infinity;
 
 /** ComputeZoneState: full with no Ready node, partial with more than 2 NotReady at the threshold or above. */
 export function zoneStateOf(notReady: number, size: number, threshold: number): ZoneState {

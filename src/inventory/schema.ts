@@ -1,13 +1,12 @@
 import { z } from 'zod';
 import { duration } from '../core/zod-helpers.js';
 import { toolVersion } from '../core/version.js';
+import { NODE_NAME } from '../core/names.js';
 
 /**
  * A Node name: an RFC 1123 DNS subdomain, as Kubernetes requires. Names end up in paths (the lab's state dir, the
  * dead-man's directory) and in commands, so `../x` or `-oProxyCommand=…` must never get that far.
  */
-const DNS_LABEL = '[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?';
-const NODE_NAME = new RegExp(`^(?=.{1,253}$)${DNS_LABEL}(?:\\.${DNS_LABEL})*$`);
 const nodeName = () =>
   z
     .string()

@@ -1,5 +1,6 @@
 import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
 import type { KubeAccess } from './types.js';
+import { DNS_LABEL } from '../core/names.js';
 
 /**
  * The in-cluster copy of run journals: one ConfigMap (created beforehand, e.g. by `kube-runbook manifests`), one key
@@ -12,7 +13,6 @@ export interface ConfigMapRef {
   name: string;
 }
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** What a ConfigMap key may be (and a run id is). */
 const KEY = /^[-._a-zA-Z0-9]+$/;
 

@@ -6,7 +6,8 @@ import type { InventoryNode } from '../inventory/schema.js';
 import { localTransport } from './local.js';
 import { shq } from '../core/shell.js';
 import { echoScript, hostileValues, markerExists, markerPath } from '../testing/hostile.js';
-import { alive, eventually, pidsIn } from '../testing/procs.js';
+import { alive, pidsIn } from '../testing/procs.js';
+import { eventually } from '../testing/wait.js';
 
 const node: InventoryNode = { name: 'here-1', roles: ['worker'] };
 const local = localTransport({ killGraceMs: 300 });

@@ -9,7 +9,8 @@ import { netnsOf, netnsTransient, netnsTransport } from './netns.js';
 import { spawnSync } from 'node:child_process';
 import { shq } from '../core/shell.js';
 import { echoScript, hostileValues, markerExists, markerPath } from '../testing/hostile.js';
-import { alive, eventually, pidsIn } from '../testing/procs.js';
+import { alive, pidsIn } from '../testing/procs.js';
+import { eventually } from '../testing/wait.js';
 
 const ns = `krt-${randomBytes(4).toString('hex')}`;
 const node: InventoryNode = { name: 'node-7', netns: ns, roles: ['worker'] };

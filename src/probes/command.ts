@@ -7,7 +7,13 @@ import { defineProbe, type Reading } from '../contract/probe.js';
 
 const Params = z.strictObject({
   node: z.string().min(1).optional().meta({ description: 'inventory node to run on; this machine when absent' }),
-  run: z.string().min(1).meta({ description: 'POSIX sh script; exit 0 = ok, exit 1 = violated, anything else = unknown' }),
+  run: z
+    .string()
+    .min(1)
+    .meta({
+      description: 'POSIX sh script; exit 0 = ok, exit 1 = violated, anything else = unknown',
+      examples: ['systemctl is-active --quiet containerd'],
+    }),
   interval: duration().prefault('5s').meta({ description: 'how often to run it' }),
   timeout: duration().prefault('10s').meta({ description: 'a run that takes longer reads unknown' }),
 });

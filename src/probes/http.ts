@@ -22,7 +22,9 @@ const rePattern = () =>
     });
 
 const Params = z.strictObject({
-  url: z.url({ protocol: /^https?$/ }).meta({ description: 'http:// or https:// URL to GET' }),
+  url: z
+    .url({ protocol: /^https?$/ })
+    .meta({ description: 'http:// or https:// URL to GET', examples: ['https://shop.example.com/healthz'] }),
   interval: duration().prefault('5s').meta({ description: 'how often to ask' }),
   timeout: duration().prefault('3s').meta({ description: 'an answer slower than this counts as none' }),
   status: z

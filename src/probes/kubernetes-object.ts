@@ -13,8 +13,14 @@ const Aggregate = z.union([
 ]);
 
 const Params = z.strictObject({
-  apiVersion: z.string().min(1).meta({ description: 'the resource’s apiVersion: v1, apps/v1, a CRD’s group/version' }),
-  kind: z.string().min(1).meta({ description: 'the resource’s kind: Deployment, ConfigMap, a CRD’s kind' }),
+  apiVersion: z
+    .string()
+    .min(1)
+    .meta({ description: 'the resource’s apiVersion: v1, apps/v1, a CRD’s group/version', examples: ['apps/v1'] }),
+  kind: z
+    .string()
+    .min(1)
+    .meta({ description: 'the resource’s kind: Deployment, ConfigMap, a CRD’s kind', examples: ['Deployment'] }),
   namespace: z.string().min(1).optional().meta({ description: 'only objects in this namespace (all namespaces when absent)' }),
   name: z.string().min(1).optional().meta({ description: 'only the object of this name' }),
   selector: labelSelectorParam().optional().meta({ description: 'only objects matching this label selector' }),
@@ -22,6 +28,7 @@ const Params = z.strictObject({
   condition: celCondition().meta({
     description:
       'a CEL expression on `object` (the object as the apiserver sends it) that must be true, e.g. `object.status.availableReplicas >= object.spec.replicas - 1`',
+    examples: ['object.status.availableReplicas >= object.spec.replicas - 1'],
   }),
   aggregate: Aggregate.default('all').meta({ description: 'all objects, any of them, or {atLeast: N} must meet the condition' }),
   whenNone: z.enum(['violated', 'ok']).default('violated').meta({ description: 'the reading when no object is selected' }),

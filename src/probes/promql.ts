@@ -27,7 +27,10 @@ const Params = z
       .url({ protocol: /^https?$/ })
       .optional()
       .meta({ description: "Prometheus's base URL (http://prometheus:9090); the inventory's spec.prometheus.url when absent" }),
-    query: promqlQuery().meta({ description: 'an instant PromQL query; every series it returns must meet the comparator' }),
+    query: promqlQuery().meta({
+      description: 'an instant PromQL query; every series it returns must meet the comparator',
+      examples: ['sum(rate(apiserver_request_total{code=~"5.."}[1m]))'],
+    }),
     comparator: Comparator.meta({ description: '{op: "<", value: 0.5} or {between: [min, max]}: what a healthy value is' }),
     for: duration()
       .prefault('0s')

@@ -1,5 +1,5 @@
 import type { ReadingEntry, RunReport } from './collect.js';
-import { type Axis, grid, isoOf, LABEL_W, ms, SVG_W, xOf } from './axis.js';
+import { type Axis, chartSvg, fitLabel, grid, isoOf, LABEL_W, ms, xOf } from './axis.js';
 import { joinMarkup, markup, type Markup } from './markup.js';
 
 /** Series drawn per guard or step; past that they are counted. */
@@ -92,7 +92,10 @@ function chart(c: Chart, axis: Axis): Markup {
   const hi = Math.max(lo + 1, ...values);
   const height = Math.max(72, LINE_H * (c.curves.length + (c.more ? 1 : 0)) + 28);
   const y = (v: number) => height - 6 - ((v - lo) / (hi - lo)) * (height - 26);
-  const out = [...grid(axis, 20, height, false), markup`<text class="node" x="4" y="15">${c.source}</text>`];
+  const out = [
+    ...grid(axis, 20, height, false),
+    markup`<text class="node" x="4" y="15">${fitLabel(c.source)}<title>${c.source}</title></text>`,
+  ];
   out.push(
     markup`<text class="scale" x="${LABEL_W - 6}" y="${y(hi) + 4}">${hi}</text>`,
     markup`<text class="scale" x="${LABEL_W - 6}" y="${y(lo)}">${lo}</text>`,
@@ -102,14 +105,14 @@ function chart(c: Chart, axis: Axis): Markup {
     const colour = COLOURS[i % COLOURS.length]!;
     const data = k.points.map((p) => `${isoOf(p.at)}=${p.value ?? ''}`).join(' ');
     out.push(
-      markup`<text class="label" x="14" y="${34 + i * LINE_H}" fill="${colour}">${k.name.length > 44 ? `${k.name.slice(0, 43)}…` : k.name}<title>${k.name}</title></text>`,
+      markup`<text class="label" x="14" y="${34 + i * LINE_H}" fill="${colour}">${fitLabel(k.name, 2)}<title>${k.name}</title></text>`,
     );
     out.push(
       markup`<path class="curve" data-series="${k.name}" data-points="${data}" stroke="${colour}" d="${stepPath(k.points, c.until, x, y)}"><title>${k.name}</title></path>`,
     );
   });
   if (c.more) out.push(markup`<text class="label none" x="14" y="${34 + c.curves.length * LINE_H}">${c.more} more series not drawn</text>`);
-  return markup`<section class="values" data-source="${c.source}"><svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="${`values of ${c.source}`}">\n${joinMarkup(out, '\n')}\n</svg></section>`;
+  return markup`<section class="values" data-source="${c.source}">${chartSvg(height, `values of ${c.source}`, joinMarkup(out, '\n'))}</section>`;
 }
 
 /** The numbers guards and expect steps read (PromQL series, ready counts, objects meeting a condition), as curves on the run's axis. */

@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { CUT, cutOffRun, partition, T0 } from '../../test/fixtures/cut-off-run.js';
 import type { RunEvent } from '../engine/events.js';
+import { LABEL_W, PLOT_W } from './axis.js';
 import { ReportCollector } from './collect.js';
 import { renderTimeline } from './timeline.js';
 import { redactEvent } from '../engine/sinks.js';
 
 const iso = (s: number) => new Date(T0 + s * 1000).toISOString();
-const x = (s: number, runS: number = CUT.end) => (320 + (s / runS) * 860).toFixed(1);
+const x = (s: number, runS: number = CUT.end) => (LABEL_W + (s / runS) * PLOT_W).toFixed(1);
 
 function render(events: RunEvent[]): string {
   const c = new ReportCollector();
@@ -56,8 +57,9 @@ describe('HTML timeline: node lanes and value curves', () => {
     const peak = points.findIndex((p) => p[1] === top);
     expect(points[peak]![0].toFixed(1)).toBe(x(CUT.renewed));
     expect(points[peak + 1]![0].toFixed(1)).toBe(x(CUT.renewed));
-    expect(points[peak + 1]![1]).toBeGreaterThan(top + 30);
-    expect(n1).toContain('>1m11s</text>');
+    expect(points[peak + 1]![1]).toBeGreaterThan(top + 20);
+    // on a scale to a round age above the oldest, 71 s: 1m30s
+    expect(n1).toContain('data-scale-ms="90000" x="224" y="32">1m30s</text>');
   });
 
   it("plots each guard's and expect step's numbers with their points", () => {

@@ -1,6 +1,7 @@
 import { formatDuration } from '../core/duration.js';
-import type { RunReport } from './collect.js';
-import { type Axis, clock, grid, isoOf, LABEL_W, ms, SVG_W, xOf } from './axis.js';
+import type { Observation, RunReport } from './collect.js';
+import { type Axis, chartSvg, clock, fitLabel, grid, isoOf, LABEL_W, ms, noDataBar, xOf } from './axis.js';
+import { paint } from './palette.js';
 import { classToken, joinMarkup, markup, type Markup } from './markup.js';
 import type { LeaseSample, NodeSeries } from './nodes.js';
 
@@ -55,14 +56,31 @@ const bar = (x: (t: number) => number, y: number, h: number, seg: Segment, attrs
 
 const span = (seg: Segment) => `${clock(seg.from)} – ${clock(seg.to)} (${formatDuration(Math.max(0, seg.to - seg.from))})`;
 
+/** Ages the Lease scale ends at (s): the first at or above the oldest age drawn. */
+const SCALE_S = [1, 2, 5, 10, 20, 30, 40, 60, 90, 120, 180, 300, 600, 900, 1800, 3600];
+
+/** The top of the one Lease-age scale every node's lane is drawn on: a round age at or above the oldest of them. */
+function leaseScale(curves: { ageMs: number }[][]): number {
+  const oldest = Math.max(0, ...curves.flat().map((p) => p.ageMs));
+  const s = SCALE_S.find((v) => v * 1000 >= oldest);
+  return s !== undefined ? s * 1000 : Math.ceil(oldest / 3_600_000) * 3_600_000;
+}
+
+/** What each lane is drawn with besides its node's history: the Lease scale, and what the run's readings watched. */
+interface LaneScale {
+  leaseTopMs: number;
+  /** Whether a reading listed NoExecute taints (`tainted`), pod deletions (`deletions`): a node without any had none. */
+  watched: { taints: boolean; deletions: boolean };
+}
+
 /** One node's lane: its faults, the Lease age (fresh/stale, and the age as a curve), Ready, NoExecute taint, pods deleted. */
-function lane(r: RunReport, s: NodeSeries, axis: Axis): Markup {
+function lane(r: RunReport, s: NodeSeries, axis: Axis, scale: LaneScale): Markup {
   const x = xOf(axis);
   const end = axis.end;
   const rows = { lease: HEAD_H, ready: HEAD_H + LEASE_H, taint: HEAD_H + LEASE_H + ROW_H, deleted: HEAD_H + LEASE_H + 2 * ROW_H };
   const height = HEAD_H + LEASE_H + 3 * ROW_H + 4;
   const out = grid(axis, 0, height, false);
-  out.push(markup`<text class="node" x="4" y="15">${s.node}</text>`);
+  out.push(markup`<text class="node" x="4" y="15">${fitLabel(s.node)}<title>${s.node}</title></text>`);
   for (const f of r.faults.filter((f) => f.node === s.node && f.appliedAt)) {
     const to = f.status === 'reverted' && f.revertedAt ? ms(f.revertedAt) : end;
     out.push(
@@ -78,13 +96,19 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis): Markup {
     );
   }
   const label = (y: number, text: string) => markup`<text class="label" x="14" y="${y}">${text}</text>`;
+  /** A row nothing was recorded for: said so, not left blank. */
+  const noData = (y: number, h: number, kind: string) => noDataBar(axis, y, h, kind);
+  /** A row whose source read nothing to draw (no taint, no pod deleted). */
+  const none = (y: number, text: string) => markup`<text class="none-row" x="${LABEL_W + 6}" y="${y}">${text}</text>`;
 
   const curve = leaseCurve(s.lease, end);
-  const top = Math.max(1000, ...curve.map((p) => p.ageMs));
+  const top = scale.leaseTopMs;
   out.push(
     label(rows.lease + 16, 'Lease age'),
-    markup`<text class="scale" x="${LABEL_W - 6}" y="${rows.lease + 10}">${formatDuration(top)}</text>`,
+    markup`<text class="scale" data-scale-ms="${top}" x="${LABEL_W - 6}" y="${rows.lease + 10}">${formatDuration(top)}</text>`,
+    markup`<text class="scale" x="${LABEL_W - 6}" y="${rows.lease + LEASE_H - 2}">0</text>`,
   );
+  if (!s.lease.length) out.push(noData(rows.lease + 2, LEASE_H - 4, 'lease-age'));
   for (const seg of segments(s.lease, leaseState, end))
     out.push(
       bar(
@@ -98,18 +122,19 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis): Markup {
       ),
     );
   if (curve.length) {
-    const y = (age: number) => rows.lease + LEASE_H - 2 - (age / top) * (LEASE_H - 6);
+    const y = (age: number) => rows.lease + LEASE_H - 2 - (Math.min(age, top) / top) * (LEASE_H - 6);
     const points = curve.map((p) => `${x(p.at).toFixed(1)},${y(p.ageMs).toFixed(1)}`).join(' ');
     const data = s.lease
       .filter((p) => p.ageMs !== null)
       .map((p) => `${p.at}=${p.ageMs}`)
       .join(' ');
     out.push(
-      markup`<polyline class="lease-curve" data-kind="lease-age" data-series="lease age" data-points="${data}" points="${points}"><title>Lease age, sampled at renewals</title></polyline>`,
+      markup`<polyline class="lease-curve" data-kind="lease-age" data-series="lease age" data-scale-ms="${top}" data-points="${data}" points="${points}"><title>${`Lease age, sampled at renewals (scale 0 – ${formatDuration(top)}, the same for every node)`}</title></polyline>`,
     );
   }
 
   out.push(label(rows.ready + 14, 'Ready'));
+  if (!s.ready.length) out.push(noData(rows.ready + 3, ROW_H - 6, 'ready'));
   for (const seg of segments(s.ready, (e) => e.status, end))
     out.push(
       bar(
@@ -118,18 +143,23 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis): Markup {
         ROW_H - 6,
         seg,
         markup`data-kind="ready" data-status="${seg.state}"`,
-        `ready-${/^(True|False|Unknown)$/.test(seg.state) ? seg.state : 'none'}`,
+        paint('ready', seg.state, 'ready-none'),
         `Ready ${seg.state}: ${span(seg)}`,
       ),
     );
 
   out.push(label(rows.taint + 14, 'NoExecute taint'));
-  for (const seg of segments(s.taints, (e) => e.keys.join(' '), end).filter((g) => g.state))
+  const tainted = segments(s.taints, (e) => e.keys.join(' '), end).filter((g) => g.state);
+  if (!s.taints.length && !scale.watched.taints) out.push(noData(rows.taint + 3, ROW_H - 6, 'taint'));
+  else if (!tainted.length) out.push(none(rows.taint + 14, 'none'));
+  for (const seg of tainted)
     out.push(
       bar(x, rows.taint + 3, ROW_H - 6, seg, markup`data-kind="taint" data-keys="${seg.state}"`, 'taint', `${seg.state}: ${span(seg)}`),
     );
 
   out.push(label(rows.deleted + 14, 'pods deleted'));
+  if (!s.deleted.length)
+    out.push(scale.watched.deletions ? none(rows.deleted + 14, 'none') : noData(rows.deleted + 3, ROW_H - 6, 'deleted'));
   for (const d of s.deleted) {
     const mx = x(ms(d.at)).toFixed(1);
     const attrs = markup`data-kind="deleted" data-at="${d.at}" data-pod="${d.pod}" data-cause="${d.cause}"`;
@@ -138,12 +168,22 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis): Markup {
     );
   }
   const dropped = s.dropped ? markup`<p class="none">${s.dropped} older samples not kept</p>` : '';
-  return markup`<section class="lane" data-node="${s.node}"><svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="${`node ${s.node}`}">\n${joinMarkup(out, '\n')}\n</svg>${dropped}</section>`;
+  return markup`<section class="lane" data-node="${s.node}">${chartSvg(height, `node ${s.node}`, joinMarkup(out, '\n'))}${dropped}</section>`;
+}
+
+/** Whether any reading of the run has a value listing `key` (`tainted`, `deletions`): then a lane without any had none. */
+function watched(r: RunReport, key: string): boolean {
+  const readings = [
+    ...Object.values(r.observations).flatMap((o) => [o as Observation | null, ...((o as Observation | null)?.history ?? [])]),
+    ...Object.values(r.guardReadings).flat(),
+    ...r.steps.flatMap((s) => s.readings ?? []),
+  ];
+  return readings.some((h) => Array.isArray((h?.value as Record<string, unknown> | null | undefined)?.[key]));
 }
 
 /**
  * A lane per target node: the nodes the run's faults targeted first (in their order), then every other node the
- * report has a history of, by name.
+ * report has a history of, by name. Every lane draws the Lease age on the same scale, so that lanes compare.
  */
 export function renderNodeLanes(r: RunReport, axis: Axis): Markup {
   const byName = new Map(r.nodes.map((s) => [s.node, s]));
@@ -151,9 +191,13 @@ export function renderNodeLanes(r: RunReport, axis: Axis): Markup {
   const others = [...byName.keys()].filter((n) => !targets.includes(n)).sort();
   const series = [...targets, ...others].map((node) => byName.get(node) ?? { node, lease: [], ready: [], taints: [], deleted: [] });
   if (!series.length) return markup``;
+  const scale = {
+    leaseTopMs: leaseScale(series.map((s) => leaseCurve(s.lease, axis.end))),
+    watched: { taints: watched(r, 'tainted'), deletions: watched(r, 'deletions') },
+  };
   const leftOut = r.nodesLeftOut ? markup`<p class="none">${r.nodesLeftOut} more nodes not kept</p>` : '';
-  return markup`<h2>Nodes</h2>\n<p class="none">Per node, on the run's time axis: its faults, the age of its Lease (green fresh, red stale; the line is the age), its Ready condition, NoExecute taints and the pods deleted on it.</p>\n${joinMarkup(
-    series.map((s) => lane(r, s, axis)),
+  return markup`<h2>Nodes</h2>\n<p class="none">Per node, on the run's time axis: its faults, the age of its Lease (green fresh, red stale; the line is the age, on one scale for every node: 0 to ${formatDuration(scale.leaseTopMs)}), its Ready condition, NoExecute taints and the pods deleted on it.</p>\n${joinMarkup(
+    series.map((s) => lane(r, s, axis, scale)),
     '\n',
   )}${leftOut}`;
 }

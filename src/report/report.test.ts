@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { FaultRef, RunEvent } from '../engine/events.js';
+import { LABEL_W, PLOT_W } from './axis.js';
 import { ReportCollector, type Observation } from './collect.js';
 import { renderJUnit } from './junit.js';
 import { plainRenderer } from './plain.js';
@@ -226,15 +227,15 @@ describe('HTML timeline', () => {
     // the forecast predicted the first eviction at 14 s, after the run's end: the axis runs to it
     const bar = rect(html, /^applied 10:00:02.000, reverted 10:00:06.000 \(4s\) on attempt 3 after 2 connection resets$/);
     expect(bar?.cls).toBe('fault');
-    expect(bar?.x).toBeCloseTo(320 + (2 / 14) * 860, 0);
-    expect(bar?.width).toBeCloseTo((4 / 14) * 860, 0);
+    expect(bar?.x).toBeCloseTo(LABEL_W + (2 / 14) * PLOT_W, 0);
+    expect(bar?.width).toBeCloseTo((4 / 14) * PLOT_W, 0);
     expect(html).toContain('<title>predicted at 10:00:04.000: demo/web-1 on node-1 evicted at 10:00:14.000</title>');
     expect(html).toContain('<title>10:00:07.000 demo/web-2 on node-1 deleted (taint-eviction)</title>');
     expect(html).toContain('<title>10:00:05.000 fired → abort: first eviction in 9s</title>');
     const violated = rect(html, /^violated: first eviction in 9s/);
     expect(violated?.cls).toBe('reading-violated');
     // from the guard's violation to the end of the run
-    expect(violated?.width).toBeCloseTo((5 / 14) * 860, 0);
+    expect(violated?.width).toBeCloseTo((5 / 14) * PLOT_W, 0);
     // each failed attempt is a mark on its fault's lane, and a row of the retries table
     expect(html).toContain(
       '<title>10:00:05.800 attempt 2 to revert block-kubelet-egress on node-1 failed (connection reset): cannot reach node &quot;node-1&quot; over ssh (10.0.0.1): Connection reset by peer; retrying in 500ms</title>',

@@ -104,13 +104,13 @@ const text = (doc: Node) =>
 
 /** The elements the page is made of; anything else came from the report's text. */
 const PAGE_TAGS = new Set(
-  'html head meta title style body h1 h2 p br code span section svg text line rect path polyline table tbody tr th td ul li b pre'.split(
+  'html head meta title style body h1 h2 p br code span section svg g text line rect path polyline table tbody tr th td ul li b pre'.split(
     ' ',
   ),
 );
 
 /** The attributes the page writes (and `data-*`); an `on…`, `src` or `style` would be the report's doing. */
-const PAGE_ATTRS = new Set('lang charset class x y x1 y1 x2 y2 width height d points fill stroke role aria-label xmlns'.split(' '));
+const PAGE_ATTRS = new Set('lang charset class x y x1 y1 x2 y2 width height viewBox d points fill stroke role aria-label xmlns'.split(' '));
 
 describe('HTML timeline of a report.json someone else wrote', () => {
   for (const [what, startedAt] of [

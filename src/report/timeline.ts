@@ -3,10 +3,11 @@ import { formatDuration } from '../core/duration.js';
 import type { FaultRef } from '../engine/events.js';
 import type { FaultRecord, ObjectiveRecord, Observation, RunReport } from './collect.js';
 import { attemptLine, onAttempt } from './attempts.js';
-import { type Axis, clock, grid, ms, SVG_W, xOf } from './axis.js';
+import { type Axis, chartSvg, clock, fitLabel, grid, ms, noDataBar, xOf } from './axis.js';
 import { renderCurves } from './curves.js';
 import { classToken, joinMarkup, markup, type Markup, type MarkupValue } from './markup.js';
 import { renderNodeLanes } from './node-lanes.js';
+import { legend, paint, paletteCss } from './palette.js';
 
 /** A bar on a lane, from one time to another; `cls` picks its colour. */
 interface Span {
@@ -55,6 +56,18 @@ export function renderTimeline(r: RunReport): string {
   return page(r, joinMarkup([svg(groups, axis), renderNodeLanes(r, axis), renderCurves(r, axis)], '\n'), tables(r)).toString();
 }
 
+/** A guard's status changes, in order. */
+const transitionsOf = (r: RunReport, guard: string) => r.guardTransitions.filter((g) => g.guard === guard);
+
+/**
+ * The prediction an eviction-forecast reading holds, as `[when the eviction is predicted, what the mark says]`, or
+ * nothing for another reading.
+ */
+function prediction(h: { at: string; value: unknown }): [number, string] | undefined {
+  const e = (h.value as { earliestEviction?: { at: string | number; pod: string; node: string } | null } | null)?.earliestEviction;
+  return e ? [ms(e.at), `predicted at ${clock(ms(h.at))}: ${e.pod} on ${e.node} evicted at ${clock(ms(e.at))}`] : undefined;
+}
+
 function lastTime(r: RunReport, start: number): number {
   const times = [
     ...r.steps.flatMap((s) => [s.startedAt, s.endedAt]),
@@ -74,7 +87,7 @@ function lanes(r: RunReport, end: number): Group[] {
       {
         from: ms(s.startedAt),
         to: endOr(s.endedAt, end),
-        cls: `step-${s.status ?? 'running'}`,
+        cls: paint('step', s.status ?? 'running', 'step-running'),
         title: `${s.kind}: ${s.status ?? 'unfinished'}${s.detail ? ` — ${s.detail}` : ''}`,
       },
     ],
@@ -99,17 +112,29 @@ function lanes(r: RunReport, end: number): Group[] {
   const guardNames = [...new Set([...r.guardTransitions.map((g) => g.guard), ...r.guardFirings.map((g) => g.guard)])];
   const guards: Lane[] = guardNames.map((name) => ({
     label: name,
-    spans: readingSpans(
-      r.guardTransitions.filter((g) => g.guard === name),
-      end,
-    ),
+    spans: readingSpans(transitionsOf(r, name), end),
     marks: r.guardFirings
       .filter((g) => g.guard === name)
-      .map((g) => ({ at: ms(g.at), cls: `fired-${g.response}`, title: `${clock(ms(g.at))} fired → ${g.response}: ${g.detail}` })),
+      .map((g) => ({
+        at: ms(g.at),
+        cls: paint('fired', g.response, 'fired-other'),
+        title: `${clock(ms(g.at))} fired → ${g.response}: ${g.detail}`,
+      })),
   }));
+  // An observer a guard shares its name with (the eviction forecast) is a second reading of the same probe with the
+  // run's own parameters (a margin of 0 s where the guard's may be 20 s), whose unknown readings the report does not
+  // keep: its verdicts would contradict the guard's at the same moment. Its row shows the guard's verdicts, every
+  // change of them, beside the predictions both read.
   const observers: Lane[] = Object.entries(r.observations).map(([name, o]) => {
     const obs = o as Observation;
-    return { label: name, spans: readingSpans(obs.history, end), marks: observationMarks(obs) };
+    const history = obs.history ?? [];
+    if (!guardNames.includes(name)) return { label: name, spans: readingSpans(history, end), marks: observationMarks(obs, history) };
+    const readings = [...history, ...(r.guardReadings[name] ?? [])];
+    return {
+      label: `${name} (as guarded)`,
+      spans: readingSpans(transitionsOf(r, name), end, 'guard'),
+      marks: observationMarks(obs, readings),
+    };
   });
   // each objective: its allowance (from the clock's start, `within` long), the clock until it stopped, the recovery
   const objectives: Lane[] = (r.objectives ?? [])
@@ -153,25 +178,28 @@ function faultBar(f: FaultRecord, end: number): Pick<Lane, 'spans' | 'marks'> {
   return { spans: [{ from: applied, to: reverted ? ms(f.revertedAt) : end, cls, title }], marks: [] };
 }
 
-/** Bars from each reading's status change to the next. */
-function readingSpans(changes: { at: string; status: string; detail: string }[], end: number): Span[] {
+/** Bars from each reading's status change to the next (`by`: whose verdicts, when another lane's). */
+function readingSpans(changes: { at: string; status: string; detail: string }[], end: number, by?: string): Span[] {
   return changes.map((c, i) => ({
     from: ms(c.at),
     to: i + 1 < changes.length ? ms(changes[i + 1]!.at) : end,
-    cls: `reading-${c.status}`,
-    title: `${c.status}: ${c.detail}`,
+    cls: paint('reading', c.status, 'reading-unknown'),
+    title: `${by ? `${by}: ` : ''}${c.status}: ${c.detail}`,
   }));
 }
 
-/** The points an observer's values name: pods deleted (with their cause), and the forecast's predicted evictions. */
-function observationMarks(o: Observation): Mark[] {
+/**
+ * The points an observer's values name: pods deleted (with their cause), and the predicted evictions its readings
+ * (and those of the guard of its name) hold, each moment once.
+ */
+function observationMarks(o: Observation, readings: { at: string; value: unknown }[]): Mark[] {
   const marks: Mark[] = [];
   for (const d of deletionsOf(o) ?? [])
     marks.push({ at: d.at, cls: 'deleted', title: `${clock(d.at)} ${d.pod} on ${d.node} deleted (${d.cause})` });
   const predicted = new Map<number, string>();
-  for (const h of o.history) {
-    const e = (h.value as { earliestEviction?: { at: string | number; pod: string; node: string } | null } | null)?.earliestEviction;
-    if (e) predicted.set(ms(e.at), `predicted at ${clock(ms(h.at))}: ${e.pod} on ${e.node} evicted at ${clock(ms(e.at))}`);
+  for (const h of [...readings].sort((a, b) => ms(a.at) - ms(b.at))) {
+    const p = prediction(h);
+    if (p) predicted.set(...p);
   }
   for (const [at, title] of predicted) marks.push({ at, cls: 'predicted', title });
   return marks.filter((m) => Number.isFinite(m.at));
@@ -187,26 +215,28 @@ function svg(groups: Group[], axis: Axis): Markup {
     out.push(markup`<text class="group" x="4" y="${y + ROW_H - 7}">${g.title}</text>`);
     y += ROW_H;
     for (const lane of g.lanes) {
-      out.push(markup`<text class="label" x="14" y="${y + ROW_H - 7}">${truncate(lane.label, 48)}<title>${lane.label}</title></text>`);
+      const row: Markup[] = [
+        markup`<text class="label" x="14" y="${y + ROW_H - 7}">${fitLabel(lane.label, 2)}<title>${lane.label}</title></text>`,
+      ];
+      if (!lane.spans.length && !lane.marks.length) row.push(noDataBar(axis, y + 4, ROW_H - 8, 'lane'));
       for (const s of lane.spans) {
         const w = Math.max(x(s.to) - x(s.from), 2);
-        out.push(
+        row.push(
           markup`<rect class="${classToken(s.cls)}" x="${x(s.from).toFixed(1)}" y="${y + 4}" width="${w.toFixed(1)}" height="${ROW_H - 8}"><title>${s.title}</title></rect>`,
         );
       }
       for (const m of lane.marks) {
         const mx = x(m.at).toFixed(1);
-        out.push(
+        row.push(
           markup`<path class="${classToken(m.cls)}" d="M${mx} ${y + 2} l5 ${ROW_H / 2 - 2} l-5 ${ROW_H / 2 - 2} l-5 -${ROW_H / 2 - 2} z"><title>${m.title}</title></path>`,
         );
       }
+      out.push(markup`<g class="row" data-group="${g.title}" data-lane="${lane.label}">${joinMarkup(row)}</g>`);
       y += ROW_H;
     }
   }
-  return markup`<svg xmlns="http://www.w3.org/2000/svg" width="${SVG_W}" height="${height}" role="img" aria-label="run timeline">\n${joinMarkup(out, '\n')}\n</svg>`;
+  return chartSvg(height, 'run timeline', joinMarkup(out, '\n'));
 }
-
-const truncate = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
 
 function table(headers: string[], rows: MarkupValue[][]): Markup {
   if (rows.length === 0) return markup`<p class="none">none</p>`;
@@ -303,23 +333,22 @@ function page(r: RunReport, chart: Markup, body: Markup): Markup {
   return markup`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>${`${r.runbook} ${r.runId}: ${r.status}`}</title>
 <style>
-body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 6px}
+body{font:14px/1.4 system-ui,sans-serif;margin:16px;color:#222;overflow-wrap:break-word}h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 6px}
 .status-passed{color:#1a7f37}.status-failed,.status-aborted,.status-rollback-incomplete,.status-objective-missed{color:#b42318}.status-interrupted,.status-running{color:#b54708}
-table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f4f4f4}
-pre{background:#f7f7f7;padding:6px;overflow:auto;max-width:1100px}.still-applied{border:2px solid #b42318;padding:0 12px;margin:16px 0}.none{color:#777}
-svg text{font:12px system-ui,sans-serif}.group{font-weight:bold}.tick{fill:#666;text-anchor:middle}.grid{stroke:#eee}.end{stroke:#222;stroke-dasharray:4 3}
-.step-passed{fill:#2da44e}.step-failed,.step-aborted{fill:#cf222e}.step-skipped{fill:#aaa}.step-running{fill:#d4a72c}.rollback{fill:#6e7781}.rollback-incomplete{fill:#cf222e}
-.attempt{fill:#d4a72c}.fault{fill:#fb8f44}.remediation{fill:#0969da}.remaining{fill:#cf222e}.fault-failed{fill:#cf222e}
-.reading-ok{fill:#b4e5c0}.reading-violated{fill:#f5a3a3}.reading-unknown{fill:#d0d7de}
-.fired-abort,.fired-remediate{fill:#cf222e}.fired-warn,.fired-hold{fill:#d4a72c}.fired-resume{fill:#2da44e}.deleted{fill:#8250df}.predicted{fill:none;stroke:#8250df;stroke-width:1.5}
-.lane,.values{margin:0;border-top:1px solid #eee}.lane svg,.values svg{display:block}.node{font-weight:bold}.scale{fill:#666;text-anchor:end;font-size:10px}
-.lease-fresh{fill:#dcf2e2}.lease-stale{fill:#f9c7c7}.lease-none{fill:#d0d7de}.lease-curve{fill:none;stroke:#57606a;stroke-width:1.2}
-.objective-window{fill:#eef4ff}.objective-met{fill:#2da44e}.objective-missed{fill:#cf222e}.objective-running,.objective-unmeasured{fill:#d0d7de}.recovered{fill:#1a7f37}
-.ready-True{fill:#2da44e}.ready-False{fill:#cf222e}.ready-Unknown{fill:#d4a72c}.ready-none{fill:#d0d7de}.taint{fill:#bc4c00}.curve{fill:none;stroke-width:1.6}
+table{border-collapse:collapse;max-width:100%}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f4f4f4}
+pre{background:#f7f7f7;padding:6px;white-space:pre-wrap;max-width:100%}td:last-child,code,pre{overflow-wrap:anywhere}.still-applied{border:2px solid #b42318;padding:0 12px;margin:16px 0}.none{color:#777}
+svg.chart{display:block;width:100%;height:auto;max-width:1600px}
+svg text{font:12px system-ui,sans-serif}.group{font-weight:bold}.tick{fill:#666;text-anchor:middle}
+.lane,.values{margin:0;border-top:1px solid #eee}.node{font-weight:bold}.scale{fill:#666;text-anchor:end;font-size:10px}.curve{fill:none;stroke-width:1.6}
+.no-data-text,.none-row{fill:#57606a;font-style:italic}
+.legend{font-size:13px}.legend h2{margin:12px 0 4px}.legend ul{list-style:none;margin:0;padding:0}.legend>ul>li{margin:2px 0}
+.legend li li{display:inline-flex;align-items:center;gap:4px;margin:0 14px 0 0}.legend li li:first-child{margin-left:8px}
+${paletteCss()}
 </style></head><body>
 <h1>${r.runbook} — <span class="status-${classToken(r.status)}">${r.status.toUpperCase()}</span></h1>
 <p>${r.reason}<br>run <code>${r.runId}</code> on context <code>${r.context}</code>, started ${r.startedAt}, ${duration}</p>
-<p class="none">Hover a bar or a mark for its detail. Filled diamonds on an observer: pods deleted; hollow diamonds: the forecast's predicted first eviction. The dashed line is the end of the run.</p>
+<p class="none">Hover a bar or a mark for its detail. Bars are stretches of time, diamonds moments; an observer a guard shares its name with shows the guard's verdicts, so the two rows agree.</p>
+${legend(chart.toString())}
 ${chart}
 ${body}
 </body></html>

@@ -2,6 +2,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { realClock } from '../core/clock.js';
+import { FakeClock } from '../testing/fake-clock.js';
 import type { RunEvent } from '../engine/events.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
 import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
@@ -30,6 +31,23 @@ async function receiver(): Promise<{ url: string; got: Received[]; close(): Prom
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
   return { url: `http://127.0.0.1:${port}`, got, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+/** A receiver that takes every connection and never answers a request (a collector hung, a proxy stuck). */
+async function silentReceiver(): Promise<{ url: string; requests: () => number; close: () => Promise<void> }> {
+  let requests = 0;
+  const server = createServer(() => void requests++);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests: () => requests,
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
 }
 
 /** A port nothing listens on. */
@@ -201,6 +219,37 @@ describe('OpenTelemetry export of a run', () => {
     expect(withDown.result.status).toBe(without.result.status);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toContain(url);
+  });
+});
+
+describe('the end of a run whose collector never answers', () => {
+  it('waits FLUSH_DEADLINE_MS (5 s) on the run clock for the last spans, no longer, then says so once', async () => {
+    const silent = await silentReceiver();
+    const warnings: string[] = [];
+    const clock = new FakeClock();
+    const t = startTelemetry({
+      settings: otelSettings({}, { endpoint: silent.url })!,
+      target: { nodes: ['node-1'] },
+      clock,
+      warn: (l) => warnings.push(l),
+    });
+    try {
+      const without = await guardedRun();
+      const withSilent = await guardedRun(toSinks(t.onEvent));
+      expect(withSilent.result.exitCode, 'the run is not held up by its telemetry').toBe(without.result.exitCode);
+      let ended = false;
+      const shutdown = t.shutdown().then(() => (ended = true));
+      // the collector has the batch and holds it: the end of the run waits for it, on the clock
+      await vi.waitFor(() => expect(silent.requests()).toBeGreaterThan(0), { timeout: 10_000 });
+      await clock.advance(4_900);
+      expect(ended, 'ended before the deadline').toBe(false);
+      await clock.advance(200);
+      await shutdown;
+      expect(ended).toBe(true);
+      expect(warnings).toEqual([expect.stringMatching(/telemetry was not all sent to http:\/\/127\.0\.0\.1:\d+ within 5s$/)]);
+    } finally {
+      await silent.close();
+    }
   });
 });
 

@@ -16,12 +16,6 @@ export function runNodeScript(script: string, bin: string): { out: () => string;
   return { out: () => out.join(''), exit: new Promise<number | null>((r) => child.on('exit', r)) };
 }
 
-/** Whether `what` comes true within 10 s, looked at every 50 ms (for a script that runs on real time). */
-export async function eventually(what: () => boolean): Promise<boolean> {
-  for (let i = 0; i < 200 && !what(); i++) await new Promise((r) => setTimeout(r, 50));
-  return what();
-}
-
 /**
  * A scratch node for a node script run for real, removed after the tests: `svc` (the component's directory, at
  * `svcPath` below `dir`) and `bin` (for stub commands) made.

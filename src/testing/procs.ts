@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { eventually } from './wait.js';
 
 /** Whether a process is still there (a zombie waiting to be reaped counts as gone). */
 export function alive(pid: number): boolean {
@@ -8,15 +9,6 @@ export function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-/** Polls `check` every 50ms until it holds or `tries` run out; returns whether it held. */
-export async function eventually(check: () => boolean, tries = 200): Promise<boolean> {
-  for (let i = 0; i < tries; i++) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return check();
 }
 
 /** The pids listed one per line in a file, once it has `count` of them. */

@@ -23,7 +23,7 @@ import { realClock } from '../../src/core/clock.js';
 import { DEADMAN_MARGIN_MS } from '../../src/engine/deadman.js';
 import { runLeaseName } from '../../src/nodes/agent-protocol.js';
 import { AGENT_NS, agentInventory, agentPodsGone as agentPodsGoneIn, applyAgentManifests } from './helpers/agents.js';
-import { REPO, cli, coreApi, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { REPO, cli, coreApi, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
 
 const INSTANCE = 'ag1';
 const NS = AGENT_NS;
@@ -89,8 +89,7 @@ async function runJson(file: string, inv: string, args: string[] = []): Promise<
   return { code: r.code, report: JSON.parse(r.stdout) as Report, stderr: r.stderr };
 }
 
-const settled = () =>
-  until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
+const settled = () => until('the lab to settle', async () => (await labCli(['status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
 
 beforeAll(async () => {
   lab = await startLab({ instance: INSTANCE, nodes: 3 });

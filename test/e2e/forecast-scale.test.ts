@@ -7,9 +7,9 @@ import type { Ctx } from '../../src/contract/context.js';
 import type { Reading } from '../../src/contract/probe.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../../src/kube/resources.js';
 import { UNREACHABLE } from '../../src/kube/tolerations.js';
-import { labDown, labUp, type LabInfo } from '../../src/lab/index.js';
+import { labDown, labUp, type LabInfo } from '../../packages/lab/src/index.js';
 import probe from '../../src/probes/eviction-forecast.js';
-import { instanceFor, labBinaries, LAB_VERSION } from './helpers/lab.js';
+import { instanceFor, labBinaries, LAB_VERSION, until } from './helpers/lab.js';
 import { labContext } from './helpers/lab-context.js';
 
 /**
@@ -70,14 +70,6 @@ class Observed {
   }
 }
 
-async function waitFor(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const end = realClock.now() + ms;
-  while (!cond()) {
-    if (realClock.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await realClock.sleep(500);
-  }
-}
-
 describe(`eviction-forecast at scale against the real controller (Kubernetes ${LAB_VERSION})`, () => {
   it(`${3 * SHAPE.zoneSize} nodes in 3 zones, one partially disrupted, one with a few silent nodes: every taint and first eviction forecast, none late`, async () => {
     await labDown(INSTANCE);
@@ -109,7 +101,7 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
       for await (const r of probe.start(ctx, probe.meta.params.parse({ margin: '5m' }))) observed.readings.push(r);
     })();
     try {
-      await waitFor(() => observed.readings.some((r) => r.status === 'ok'), 60_000, 'a first forecast');
+      await until('a first forecast', () => observed.readings.some((r) => r.status === 'ok'), 60_000, 500);
       // the kubelets stop one after another, a second apart: the order they went silent in is known
       const stoppedAt = new Map<string, number>();
       for (const name of silent) {
@@ -119,10 +111,11 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
       }
       // zone-a's backlog at 0.05 nodes/s, and a toleration and a pass more
       const backlogMs = (SHAPE.silentA / 0.05) * 1000;
-      await waitFor(
+      await until(
+        'every silent node tainted and its pods evicted',
         () => silent.every((n) => observed.tainted.has(n) && observed.firstEviction(n) !== undefined),
         40_000 + backlogMs + 120_000,
-        'every silent node tainted and its pods evicted',
+        500,
       );
 
       const late: string[] = [];

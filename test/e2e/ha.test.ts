@@ -13,12 +13,12 @@ import { Agent, request } from 'node:https';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
-import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
+import { runAndMeasure, type Outcome } from '../../packages/lab/src/cli/demo.js';
 import { realClock } from '../../src/core/clock.js';
-import { labNames } from '../../src/lab/index.js';
+import { labNames } from '../../packages/lab/src/index.js';
 import type { KubeAccess } from '../../src/kube/types.js';
 import { labContext } from './helpers/lab-context.js';
-import { REPO, cli, leftovers, startLab, stopLab, until, whyRun, type LabInfo } from './helpers/lab.js';
+import { REPO, cli, leftovers, startLab, stopLab, until, whyRun, type LabInfo, labCli } from './helpers/lab.js';
 import { countLoadApart, cpuCgroups, flow, loadIdentitiesLeft, loadStopped } from './helpers/overload.js';
 
 const INSTANCE = 'ha1';
@@ -187,7 +187,7 @@ describe('the HA lab', () => {
   it('has three members behind the VIP, and lab status shows etcd, the leaders and the backends', async () => {
     expect(lab.members?.map((m) => m.name)).toEqual(['cp-1', 'cp-2', 'cp-3']);
     expect(lab.nodes.find((n) => n.name === 'lb')?.roles).toEqual(['load-balancer']);
-    const s = await cli(['lab', 'status', '--instance', INSTANCE]);
+    const s = await labCli(['status', '--instance', INSTANCE]);
     expect(s.stdout).toMatch(/ETCD MEMBERS[\s\S]*leader/);
     expect(s.stdout.match(/^ {2}cp-\d +UP +L7OK\/200/gm)).toHaveLength(3);
   });
@@ -213,7 +213,7 @@ describe('etcd-member-loss', () => {
     await until(
       'three etcd members healthy',
       async () =>
-        (await cli(['lab', 'status', '--instance', INSTANCE])).stdout.match(/^ {2}cp-\d +http\S+ +(leader|follower)$/gm)?.length === 3,
+        (await labCli(['status', '--instance', INSTANCE])).stdout.match(/^ {2}cp-\d +http\S+ +(leader|follower)$/gm)?.length === 3,
       60_000,
       1000,
     );

@@ -26,7 +26,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toolVersion } from '../../src/core/version.js';
 import { parseJournal } from '../../src/engine/journal.js';
 import { JournalKey } from '../../src/kube/journal-key.js';
-import { SERVICE_IP } from '../../src/lab/host/pki.js';
+import { SERVICE_IP } from '../../packages/lab/src/host/pki.js';
 import { REPO, cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 const INSTANCE = 'ic1';

@@ -9,18 +9,17 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
+import { runAndMeasure, type Outcome } from '../../packages/lab/src/cli/demo.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
 import { agentInventory, agentPodsGone, applyAgentManifests } from './helpers/agents.js';
-import { instanceFor, LAB_VERSION, REAL_NODES, REPO, cli, startLab, stopLab, until, workerNodes, type LabInfo } from './helpers/lab.js';
+import { instanceFor, LAB_VERSION, REAL_NODES, REPO, startLab, stopLab, until, workerNodes, type LabInfo, labCli } from './helpers/lab.js';
 
 const INSTANCE = instanceFor('inc');
 let lab: LabInfo;
 const runbook = (name: string) => join(REPO, 'runbooks', name);
 
 /** Every node Ready and every pod Running again (the Deployment replaces evicted pods). */
-const settled = () =>
-  until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
+const settled = () => until('the lab to settle', async () => (await labCli(['status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
 
 /** Where the containers killed were counted: containerd of each real node, else the simulator's kill log. */
 function expectCountedByTheRuntime(o: Outcome) {

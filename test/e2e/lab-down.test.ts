@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
-import { basename, join } from 'node:path';
+import { basename } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { cli, LAB_VERSION, labBinaries, leftovers, REPO, stopLab, until } from './helpers/lab.js';
+import { LAB_BIN, LAB_VERSION, labBinaries, labCli, leftovers, stopLab, until } from './helpers/lab.js';
 
 /** `lab down` leaves nothing of an instance: after a normal `up`, and after `up` was killed half-way. */
 const INSTANCE = 'e2edn';
@@ -13,13 +13,9 @@ afterAll(async () => {
 /** Starts `lab up` and SIGKILLs it once its progress output shows `step`. */
 async function killUpAt(step: string): Promise<string> {
   await labBinaries();
-  const child = spawn(
-    process.execPath,
-    [join(REPO, 'bin', 'kube-runbook.js'), 'lab', 'up', '--instance', INSTANCE, '--nodes', '2', '--kubernetes-version', LAB_VERSION],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  const child = spawn(process.execPath, [LAB_BIN, 'up', '--instance', INSTANCE, '--nodes', '2', '--kubernetes-version', LAB_VERSION], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
   const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_c, sig) => r(sig)));
@@ -41,22 +37,22 @@ describe('lab down', () => {
     expect(left.some((l) => l.startsWith('iptables '))).toBe(true);
     expect(left.some((l) => l.startsWith('cgroup '))).toBe(true);
 
-    const down = await cli(['lab', 'down', '--instance', INSTANCE]);
+    const down = await labCli(['down', '--instance', INSTANCE]);
     expect(down.code, down.stderr).toBe(0);
     expect(await leftovers(INSTANCE)).toEqual([]);
   });
 
   it('is idempotent, and an up after a down works', async () => {
-    const again = await cli(['lab', 'down', '--instance', INSTANCE]);
+    const again = await labCli(['down', '--instance', INSTANCE]);
     expect(again.code, again.stderr).toBe(0);
     expect(await leftovers(INSTANCE)).toEqual([]);
-    const up = await cli(['lab', 'up', '--instance', INSTANCE, '--nodes', '1', '--kubernetes-version', LAB_VERSION]);
+    const up = await labCli(['up', '--instance', INSTANCE, '--nodes', '1', '--kubernetes-version', LAB_VERSION]);
     expect(up.code, up.stderr).toBe(0);
     expect(up.stdout).toContain(`lab ${INSTANCE} is up`);
-    const refused = await cli(['lab', 'up', '--instance', INSTANCE, '--nodes', '1', '--kubernetes-version', LAB_VERSION]);
+    const refused = await labCli(['up', '--instance', INSTANCE, '--nodes', '1', '--kubernetes-version', LAB_VERSION]);
     expect(refused.code).toBe(3);
     expect(refused.stderr).toContain('LAB_ALREADY_UP');
-    const down = await cli(['lab', 'down', '--instance', INSTANCE, '--json']);
+    const down = await labCli(['down', '--instance', INSTANCE, '--json']);
     expect(down.code, down.stderr).toBe(0);
     const report = JSON.parse(down.stdout) as { processes: number; netns: string[]; chains: string[]; cgroups: string[] };
     // etcd, kube-apiserver, kube-controller-manager, kube-scheduler, one kubelet (and the shells restarting the two controllers)

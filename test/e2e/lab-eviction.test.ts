@@ -3,7 +3,7 @@ import { CoordinationV1Api, CoreV1Api, KubeConfig, type V1Node, type V1Pod } fro
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
-import { labNames, readRuntime } from '../../src/lab/index.js';
+import { labNames, readRuntime } from '../../packages/lab/src/index.js';
 import { inNetns, instanceFor, LAB_VERSION, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /**

@@ -2,8 +2,8 @@ import type { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { memoryLogger } from '../../src/core/logger.js';
-import { FLEET_LABEL, runFleet, type FleetStats } from '../../src/lab/sim/fleet.js';
-import { readRuntime } from '../../src/lab/index.js';
+import { FLEET_LABEL, runFleet, type FleetStats } from '../../packages/lab/src/sim/fleet.js';
+import { readRuntime } from '../../packages/lab/src/index.js';
 import { coreApi, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 /** Fleet mode: many simulated kubelets in this process, against the lab's real control plane. */

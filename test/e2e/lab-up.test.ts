@@ -8,10 +8,10 @@ import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { Inventory } from '../../src/inventory/schema.js';
-import { readLabInfo, readRuntime } from '../../src/lab/index.js';
-import { ensureAptPackages } from '../../src/lab/install/install.js';
+import { readLabInfo, readRuntime } from '../../packages/lab/src/index.js';
+import { ensureAptPackages } from '../../packages/lab/src/install/install.js';
 import { createLogger } from '../../src/core/logger.js';
-import { coreApi, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { coreApi, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
 
 /** `lab up` on the real binaries: nodes, pods, files, services and reachability as a user checks them. */
 const INSTANCE = 'e2eup';
@@ -108,7 +108,7 @@ describe('lab up', () => {
       const r = await inNetns(n.netns, `curl -fsS --max-time 5 --cacert '${ca}' ${lab.apiserverUrl}/readyz`);
       expect(r.stdout, `${n.name}: ${r.stderr}`).toBe('ok');
     }
-    const here = await cli(['lab', 'status', '--instance', INSTANCE]);
+    const here = await labCli(['status', '--instance', INSTANCE]);
     expect(here.code, here.stderr).toBe(0);
     expect(here.stdout).toMatch(/kube-apiserver\s+healthy/);
   });
@@ -153,9 +153,9 @@ describe('lab up', () => {
   });
 
   it('prints the environment and the containers from the CLI', async () => {
-    const env = await cli(['lab', 'env', '--instance', INSTANCE]);
+    const env = await labCli(['env', '--instance', INSTANCE]);
     expect(env.stdout).toBe(`export KUBECONFIG=${lab.kubeconfig}\nexport KUBE_RUNBOOK_INVENTORY=${lab.inventoryFile}\n`);
-    const c = await cli(['lab', 'containers', 'node-1', '--instance', INSTANCE, '--json']);
+    const c = await labCli(['containers', 'node-1', '--instance', INSTANCE, '--json']);
     expect(c.code, c.stderr).toBe(0);
     const [state] = JSON.parse(c.stdout) as { node: string; containers: unknown[] }[];
     expect(state?.node).toBe('node-1');

@@ -22,7 +22,7 @@ import { dirname, join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/core/logger.js';
-import { ensureAptPackages } from '../../src/lab/install/install.js';
+import { ensureAptPackages } from '../../packages/lab/src/install/install.js';
 import { Terminal } from '../helpers/terminal.js';
 import { ARCHIVE_FILES, archiveName, executableName, PLATFORMS, type Platform } from '../../scripts/sea-lib.mjs';
 import { REPO } from './helpers/lab.js';
@@ -144,28 +144,14 @@ describe('install anywhere', () => {
       expect(broken.stderr).toContain(`${join(work, 'broken.json')}:3:1: not JSON here: value expected`);
     });
 
-    it('says in one line that the lab and the demo need the npm package (exit 2)', async () => {
-      const env = { PATH: pathWithoutNode(), HOME: work };
-      for (const args of [['lab', 'up', '--nodes', '3'], ['demo']]) {
-        const r = await run(EXE, args, { env });
-        expect(r.code, args.join(' ')).toBe(2);
-        expect(r.stdout).toBe('');
-        expect(r.stderr.trim()).toBe(
-          `kube-runbook: \`${args[0]}\` needs the npm package (npm install -g kube-runbook): the single executable leaves it out [NPM_PACKAGE_ONLY]`,
-        );
-      }
-    });
-
     it('bundles neither the lab nor the Kubernetes client’s generated API', () => {
       const meta = JSON.parse(readFileSync(join(REPO, 'build', 'kube-runbook.meta.json'), 'utf8')) as {
         outputs: Record<string, { inputs: Record<string, { bytesInOutput: number }> }>;
       };
       const inputs = Object.entries(Object.values(meta.outputs)[0]!.inputs);
       const bytes = (files: RegExp) => inputs.filter(([f]) => files.test(f)).reduce((sum, [, i]) => sum + i.bytesInOutput, 0);
-      expect(bytes(/dist\/cli\/(lab|demo)\.js$/)).toBe(0);
-      expect(bytes(/dist\/cli\/npm-only\.js$/)).toBeGreaterThan(0);
-      // the lab's state directory, which `init` writes into an inventory; the rest of the lab is 200 kB
-      expect(bytes(/dist\/lab\//)).toBeLessThan(10_000);
+      // the lab is a package of its own (packages/lab): none of it, nor a file of the product's that it left behind
+      expect(inputs.map(([f]) => f).filter((f) => /packages\/lab\/|dist\/lab\/|dist\/cli\/(lab|demo)\.js$/.test(f))).toEqual([]);
       // its config, for legacy auth-provider users; the whole package is 16 MB
       expect(bytes(/@kubernetes\/client-node\//)).toBeLessThan(1_000_000);
     });

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { labBinaries, LAB_VERSION } from './helpers/lab.js';
-import { labDown, labUp } from '../../src/lab/index.js';
+import { labDown, labUp } from '../../packages/lab/src/index.js';
 import { defaultRegistry } from '../../src/engine/registry.js';
 import type { Reading } from '../../src/contract/probe.js';
 import { labContext } from './helpers/lab-context.js';

@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { labBinaries, LAB_VERSION } from './helpers/lab.js';
-import { labDown, labUp, type LabInfo } from '../../src/lab/index.js';
+import { labDown, labUp, type LabInfo } from '../../packages/lab/src/index.js';
 
 /** `kube-runbook audit` (the built CLI) against the lab: its real flags pass; incident 3's grace fails. */
 const run = promisify(execFile);

@@ -7,8 +7,8 @@ import { realClock } from '../../src/core/clock.js';
 import type { Ctx } from '../../src/contract/context.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../../src/kube/resources.js';
 import { UNREACHABLE } from '../../src/kube/tolerations.js';
-import { instanceFor, labBinaries, LAB_VERSION } from './helpers/lab.js';
-import { labDown, labUp, type LabInfo } from '../../src/lab/index.js';
+import { instanceFor, labBinaries, LAB_VERSION, until } from './helpers/lab.js';
+import { labDown, labUp, type LabInfo } from '../../packages/lab/src/index.js';
 import probe from '../../src/probes/eviction-forecast.js';
 import type { Reading } from '../../src/contract/probe.js';
 import { labContext } from './helpers/lab-context.js';
@@ -103,14 +103,6 @@ async function start(l: LabInfo) {
   return { ctx, observed, stop };
 }
 
-async function waitFor(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const end = realClock.now() + ms;
-  while (!cond()) {
-    if (realClock.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await realClock.sleep(100);
-  }
-}
-
 /** Every forecast made before the event must not be later than it, and the first must be within the bound. */
 function compare(readings: Reading[], pick: (v: Value) => number | undefined, actual: number, bound: number, what: string) {
   const predictions = readings
@@ -157,9 +149,9 @@ describe(`eviction-forecast against the real controller (Kubernetes ${LAB_VERSIO
     const l = await up({ nodes: 3, zones: 1 });
     const { observed, stop } = await start(l);
     try {
-      await waitFor(() => observed.readings.some((r) => r.status === 'ok'), 30_000, 'a first ok forecast');
+      await until('a first ok forecast', () => observed.readings.some((r) => r.status === 'ok'), 30_000, 100);
       await stopKubelet(l, 'node-1');
-      await waitFor(() => observed.firstEviction('node-1') !== undefined, 90_000, 'the first eviction on node-1');
+      await until('the first eviction on node-1', () => observed.firstEviction('node-1') !== undefined, 90_000, 100);
       const bound = 1000 + 2000;
       const nodeOf = (v: Value) => v.nodes.find((n) => n.name === 'node-1');
       const nr = compare(observed.readings, (v) => nodeOf(v)?.notReadyAt, observed.notReady.get('node-1')!, bound, 'NotReady of node-1');
@@ -183,10 +175,10 @@ describe(`eviction-forecast against the real controller (Kubernetes ${LAB_VERSIO
     const workers = l.nodes.filter((n) => n.roles.includes('worker')).map((n) => n.name);
     const { observed, stop } = await start(l);
     try {
-      await waitFor(() => observed.readings.some((r) => r.status === 'ok'), 30_000, 'a first ok forecast');
+      await until('a first ok forecast', () => observed.readings.some((r) => r.status === 'ok'), 30_000, 100);
       const stoppedAt = realClock.now();
       await Promise.all(workers.map((n) => stopKubelet(l, n)));
-      await waitFor(() => workers.every((n) => observed.notReady.has(n)), 60_000, 'every node NotReady');
+      await until('every node NotReady', () => workers.every((n) => observed.notReady.has(n)), 60_000, 100);
       // grace + monitor period + toleration, and 10 s more: any eviction would have come by now
       await realClock.sleep(Math.max(0, stoppedAt + 8_000 + 1_000 + 20_000 + 10_000 - realClock.now()));
       // from the first forecast that sees every node silent on, each knows every zone is down

@@ -11,12 +11,12 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parse, parseDocument, type YAMLMap, type YAMLSeq } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runAndMeasure } from '../../src/cli/demo.js';
+import { runAndMeasure } from '../../packages/lab/src/cli/demo.js';
 import type { Reading } from '../../src/contract/probe.js';
 import { realClock } from '../../src/core/clock.js';
 import { defaultRegistry } from '../../src/engine/registry.js';
 import { loadInventory } from '../../src/inventory/load.js';
-import { LAB_VERSION, REPO, cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { LAB_VERSION, REPO, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
 import { labContext } from './helpers/lab-context.js';
 
 const INSTANCE = 'prm';
@@ -48,8 +48,7 @@ async function query(q: string): Promise<{ metric: Record<string, string>; value
 
 const service = (verb: string) => sh('sh', [join(lab.stateDir, 'nodes', 'prom', 'prometheus', verb)]);
 /** Every node Ready and every pod Running (`lab status` exit 0, which needs Prometheus healthy too). */
-const settled = () =>
-  until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
+const settled = () => until('the lab to settle', async () => (await labCli(['status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
 
 beforeAll(async () => {
   lab = await startLab({ instance: INSTANCE, nodes: 3, prometheus: true });
@@ -67,10 +66,10 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
     const inv = await loadInventory(lab.inventoryFile);
     expect(inv.inventory.spec.prometheus).toEqual({ url });
 
-    const env = await cli(['lab', 'env', '--instance', INSTANCE]);
+    const env = await labCli(['env', '--instance', INSTANCE]);
     expect(env.stdout).toContain(`export KUBE_RUNBOOK_PROMETHEUS=${url}`);
 
-    const status = await cli(['lab', 'status', '--instance', INSTANCE, '--json']);
+    const status = await labCli(['status', '--instance', INSTANCE, '--json']);
     const components = (JSON.parse(status.stdout) as { components: { node: string; service: string; healthy: boolean }[] }).components;
     expect(components.find((c) => c.node === 'prom' && c.service === 'prometheus')).toMatchObject({ healthy: true });
 
@@ -116,7 +115,7 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
       const stopped = realClock.now();
       const unknown = await firstAfter(stopping, 'unknown', 5_000);
       expect(unknown.detail).toMatch(new RegExp(`^cannot query ${lab.prometheus!.url.replace(/\./g, '\\.')}: `));
-      const status = await cli(['lab', 'status', '--instance', INSTANCE, '--json']);
+      const status = await labCli(['status', '--instance', INSTANCE, '--json']);
       expect(status.code, 'lab status fails while a component is stopped').toBe(1);
       const components = (JSON.parse(status.stdout) as { components: { node: string; service: string; running: boolean }[] }).components;
       expect(components.find((c) => c.service === 'prometheus')).toMatchObject({ running: false });

@@ -7,9 +7,9 @@ import { CoordinationV1Api, CoreV1Api, Exec, KubeConfig, VersionApi, type V1Stat
 import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
-import { labNames, rebootLabNode } from '../../src/lab/index.js';
+import { labNames, rebootLabNode } from '../../packages/lab/src/index.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
-import { cacheDir, instanceRunDir } from '../../src/lab/host/paths.js';
+import { cacheDir, instanceRunDir } from '../../packages/lab/src/host/paths.js';
 import type { KubeAccess } from '../../src/kube/types.js';
 import { AGENT_NS, agentInventory, applyAgentManifests } from './helpers/agents.js';
 import { labContext, type LabContext } from './helpers/lab-context.js';
@@ -21,7 +21,7 @@ import {
   loadIdentitiesLeft,
   loadStopped as loadStoppedOf,
 } from './helpers/overload.js';
-import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
 
 /**
  * Real nodes (`lab up --real-nodes 2 --static-pods`): the release's kubelet with containerd and runc, the sample
@@ -150,12 +150,12 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       const id = p.status!.containerStatuses![0]!.containerID!.replace(/^containerd:\/\//, '');
       return { node: p.spec!.nodeName!, line: new RegExp(`running +demo/${p.metadata!.name!} web ${id.slice(0, 13)} since \\d{4}-`) };
     });
-    const text = await cli(['lab', 'containers', '--instance', INSTANCE]);
+    const text = await labCli(['containers', '--instance', INSTANCE]);
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toMatch(/^rnode-1: 2 running, \d+ exited \(containerd\)$/m);
     for (const l of lines) expect(text.stdout).toMatch(l.line);
     // cp-1's containerd runs the control plane
-    const cp = await cli(['lab', 'containers', 'cp-1', '--instance', INSTANCE, '--json']);
+    const cp = await labCli(['containers', 'cp-1', '--instance', INSTANCE, '--json']);
     const [state] = JSON.parse(cp.stdout) as { node: string; runtime: string; containers: { pod: string; running: boolean }[] }[];
     expect(state!.runtime).toBe('containerd');
     expect(
@@ -164,7 +164,7 @@ describe('lab up --real-nodes 2 --static-pods', () => {
         .map((c) => c.pod)
         .sort(),
     ).toEqual(['etcd-cp-1', 'kube-apiserver-cp-1', 'kube-controller-manager-cp-1', 'kube-scheduler-cp-1']);
-    const status = await cli(['lab', 'status', '--instance', INSTANCE]);
+    const status = await labCli(['status', '--instance', INSTANCE]);
     expect(status.code, status.stdout).toBe(0);
     expect(status.stdout).toContain('REAL CONTAINERS (containerd)');
     for (const l of lines) expect(status.stdout).toMatch(new RegExp(`^  ${l.node} +${l.line.source}`, 'm'));
@@ -927,7 +927,7 @@ describe('lab up --real-nodes where containerd does not start', () => {
       { mode: 0o755 },
     );
     for (const f of ['ctr', 'containerd-shim-runc-v2']) writeFileSync(join(dir, f), '#!/bin/sh\nexit 1\n', { mode: 0o755 });
-    const r = await cli(['lab', 'up', '--instance', BROKEN, '--nodes', '0', '--real-nodes', '1'], {
+    const r = await labCli(['up', '--instance', BROKEN, '--nodes', '0', '--real-nodes', '1'], {
       env: { ...process.env, KUBE_RUNBOOK_CONTAINERD_DIR: dir },
     });
     expect(r.code, r.stderr).toBe(2);
@@ -939,10 +939,10 @@ describe('lab up --real-nodes where containerd does not start', () => {
 
 describe('lab up --static-pods with bad options', () => {
   it('refuses it without --real-nodes and on 1.20: exit 2, nothing made', async () => {
-    const without = await cli(['lab', 'up', '--instance', 'e2esq', '--static-pods']);
+    const without = await labCli(['up', '--instance', 'e2esq', '--static-pods']);
     expect(without.code, without.stderr).toBe(2);
     expect(without.stderr).toContain('--static-pods must be given with --real-nodes N');
-    const old = await cli(['lab', 'up', '--instance', 'e2esq', '--real-nodes', '1', '--static-pods', '--kubernetes-version', '1.20']);
+    const old = await labCli(['up', '--instance', 'e2esq', '--real-nodes', '1', '--static-pods', '--kubernetes-version', '1.20']);
     expect(old.code, old.stderr).toBe(2);
     expect(old.stderr).toContain('--static-pods runs on Kubernetes 1.37 and 1.34');
     expect(await leftovers('e2esq')).toEqual([]);

@@ -10,17 +10,16 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import type { RunReport } from '../../src/report/collect.js';
-import { runAndMeasure, type Outcome } from '../../src/cli/demo.js';
-import { freePort } from '../../src/lab/lifecycle/otel.js';
-import { REPO, cli, leftovers, startLab, stopLab, until, whyRun, type LabInfo } from './helpers/lab.js';
+import { runAndMeasure, type Outcome } from '../../packages/lab/src/cli/demo.js';
+import { freePort } from '../../packages/lab/src/lifecycle/otel.js';
+import { REPO, cli, leftovers, startLab, stopLab, until, whyRun, type LabInfo, labCli } from './helpers/lab.js';
 
 const INSTANCE = 'rbk';
 let lab: LabInfo;
 const runbook = (name: string) => join(REPO, 'runbooks', name);
 
 /** Every node Ready and every pod Running again (the Deployment replaces evicted pods). */
-const settled = () =>
-  until('the lab to settle', async () => (await cli(['lab', 'status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
+const settled = () => until('the lab to settle', async () => (await labCli(['status', '--instance', INSTANCE])).code === 0, 180_000, 1000);
 
 function expectSafe(o: Outcome) {
   expect(o.evicted, 'pods deleted by eviction').toEqual([]);
@@ -120,7 +119,7 @@ describe('a recovery objective set too tight', () => {
       }),
     );
     // the receiver as `lab env` gives it
-    const env = (await cli(['lab', 'env', '--instance', INSTANCE])).stdout;
+    const env = (await labCli(['env', '--instance', INSTANCE])).stdout;
     expect(env).toContain(`export OTEL_EXPORTER_OTLP_ENDPOINT=${lab.otel!.endpoint}`);
     const r = await cli(['run', file, '-i', lab.inventoryFile, '--context', lab.context, '--yes', '--report-dir', join(dir, 'report')], {
       env: { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: lab.otel!.endpoint },

@@ -18,8 +18,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { BOOT_ROOT } from '../../src/nodes/boot-dir.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
-import { readRuntime } from '../../src/lab/index.js';
-import { LAB_VERSION, cli, coreApi, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { readRuntime } from '../../packages/lab/src/index.js';
+import { LAB_VERSION, cli, coreApi, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
 
 const INSTANCE = 'sf1';
 const BIN = resolve('bin/kube-runbook.js');
@@ -150,7 +150,7 @@ describe(`safety on the lab (Kubernetes ${LAB_VERSION})`, () => {
     const { out } = await startRun(file, /applied stop-kubelet on node-2/);
     const netns = lab.nodes.find((n) => n.name === 'node-2')!.netns;
     expect(readdirSync(join(BOOT_ROOT, netns))).toHaveLength(1);
-    const r = await cli(['lab', 'reboot', 'node-2', '--instance', INSTANCE, '--json']);
+    const r = await labCli(['reboot', 'node-2', '--instance', INSTANCE, '--json']);
     expect(r.code, r.stderr).toBe(0);
     const report = JSON.parse(r.stdout) as { killed: number; started: string[]; down: string[]; bootScripts: string[] };
     // the fault's dead-man watcher was one of the node's processes; the kubelet was stopped, so the node left it down

@@ -1,12 +1,12 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { writeReports } from '../../src/cli/report-files.js';
 import { createLogger } from '../../src/core/logger.js';
-import { ensureAptPackages } from '../../src/lab/install/install.js';
+import { ensureAptPackages } from '../../packages/lab/src/install/install.js';
 import { ReportCollector } from '../../src/report/collect.js';
 import { CUT, cutOffRun, T0 } from '../fixtures/cut-off-run.js';
 import { cli } from './helpers/lab.js';
@@ -60,7 +60,8 @@ async function ensureChromium(): Promise<void> {
   expect(existsSync(CHROMIUM), `${CHROMIUM} after apt-get install chromium`).toBe(true);
 }
 
-async function dumpDom(file: string): Promise<string> {
+/** Chromium on `file`, `width` px wide, with `args` (what to print or save). */
+async function chromium(file: string, width: number, height: number, args: string[]): Promise<string> {
   const profile = mkdtempSync(join(tmpdir(), 'kr-chromium-'));
   const flags = [
     '--headless',
@@ -72,15 +73,62 @@ async function dumpDom(file: string): Promise<string> {
     '--disable-component-update',
     '--disable-sync',
   ];
-  const { stdout } = await run(CHROMIUM, [...flags, `--user-data-dir=${profile}`, '--dump-dom', `file://${file}`], {
+  const size = `--window-size=${width},${height}`;
+  const { stdout } = await run(CHROMIUM, [...flags, size, `--user-data-dir=${profile}`, ...args, `file://${file}`], {
     timeout: 120_000,
     maxBuffer: 64 * 1024 * 1024,
   });
   return stdout;
 }
 
+const dumpDom = (file: string) => chromium(file, 1200, 900, ['--dump-dom']);
+
+/** What the page looks like laid out in a window 1,000 px wide, as `MEASURE` reads it. */
+interface Measured {
+  innerWidth: number;
+  scrollWidth: number;
+  clientWidth: number;
+  /** Each shape drawn on a chart: its classes and the colour it is painted in. */
+  drawn: { cls: string; colour: string }[];
+  /** Each legend entry: the class it explains and the colour of its sample. */
+  legend: { cls: string; colour: string; label: string }[];
+  /** Each value curve: its colour, and the colours of the series names of its chart. */
+  curves: { colour: string; labels: string[] }[];
+}
+
+/**
+ * Added to a copy of the page (the page has no script of its own): reads the laid-out page, the colours as the
+ * browser paints them, and leaves what it read in the DOM, which `--dump-dom` prints.
+ */
+const MEASURE = `<script>
+const paint = (e) => { const s = getComputedStyle(e); return e.tagName === 'line' || s.fill === 'none' ? s.stroke : s.fill; };
+const shapes = (root) => [...root.querySelectorAll('rect, path, polyline, line')].filter((e) => e.getAttribute('class'));
+const measured = {
+  innerWidth,
+  scrollWidth: document.scrollingElement.scrollWidth,
+  clientWidth: document.scrollingElement.clientWidth,
+  drawn: shapes(document).filter((e) => !e.closest('.legend') && !e.classList.contains('curve')).map((e) => ({ cls: e.getAttribute('class'), colour: paint(e) })),
+  legend: [...document.querySelectorAll('.legend li[data-class]')].map((li) => ({ cls: li.dataset.class, colour: paint(shapes(li)[0]), label: li.textContent })),
+  curves: [...document.querySelectorAll('path.curve')].map((e) => ({ colour: getComputedStyle(e).stroke, labels: [...e.closest('svg').querySelectorAll('text.label')].map((t) => getComputedStyle(t).fill) })),
+};
+document.body.setAttribute('data-measured', JSON.stringify(measured));
+</script>`;
+
+async function measure(page: string): Promise<Measured> {
+  const copy = join(mkdtempSync(join(tmpdir(), 'kr-measure-')), 'page.html');
+  writeFileSync(copy, readFileSync(page, 'utf8').replace('</body>', `${MEASURE}</body>`));
+  const dom = await chromium(copy, 1000, 900, ['--dump-dom']);
+  const json = /<body[^>]* data-measured="([^"]*)"/.exec(dom)?.[1];
+  expect(json, 'the measuring script ran').toBeDefined();
+  return JSON.parse(unescape(json!)) as Measured;
+}
+
+/** Where screenshots are kept for a person to look at (test-results/ is not committed). */
+const SHOTS = join(import.meta.dirname, '../../test-results/timeline-page');
+
 describe('timeline.html in headless Chromium', () => {
   let dom = '';
+  let page = '';
   beforeAll(async () => {
     await ensureChromium();
     const collector = new ReportCollector();
@@ -93,6 +141,7 @@ describe('timeline.html in headless Chromium', () => {
     expect(r.code, r.stderr).toBe(0);
     expect(readFileSync(again, 'utf8')).toBe(readFileSync(join(dir, 'timeline.html'), 'utf8'));
     dom = await dumpDom(again);
+    page = again;
   }, 900_000);
 
   it('shows a lane per target node: the cut-off node first, then the others a probe reported on', () => {
@@ -157,5 +206,42 @@ describe('timeline.html in headless Chromium', () => {
     expect(up.attrs.d).toMatch(/^M[\d.]+ [\d.]+ H/);
     const ready = charts.get('1. steady state')!.find((e) => e.attrs['data-series'] === 'ready')!;
     expect(ready.attrs['data-points']).toBe(`${iso(1)}=2 ${iso(3)}=3`);
+  });
+
+  const example = join(import.meta.dirname, '../../examples/reports/apiserver-outage/timeline.html');
+  for (const [what, file] of [
+    ['this run', () => page],
+    ['the lab run in examples/reports', () => example],
+  ] as const)
+    it(`fits ${what} into a window 1,000 px wide, with a legend of every colour it paints; a screenshot to look at`, async () => {
+      const m = await measure(file());
+      expect(m.innerWidth).toBe(1000);
+      // no horizontal scroll
+      expect(m.scrollWidth).toBeLessThanOrEqual(m.clientWidth);
+      const legend = new Map(m.legend.map((l) => [l.cls, l]));
+      expect(m.drawn.length).toBeGreaterThan(20);
+      expect(m.drawn.filter((d) => !d.cls.split(' ').some((c) => legend.has(c))).map((d) => d.cls)).toEqual([]);
+      // as painted: each colour drawn is the colour of a legend sample
+      const samples = new Set(m.legend.map((l) => l.colour));
+      expect([...new Set(m.drawn.map((d) => d.colour))].filter((c) => !samples.has(c))).toEqual([]);
+      expect(m.legend.find((l) => l.cls === 'end')?.label).toBe('end of the run');
+      // each value curve's colour names its series
+      for (const c of m.curves) expect(c.labels).toContain(c.colour);
+      mkdirSync(SHOTS, { recursive: true });
+      const shot = join(SHOTS, `${what === 'this run' ? 'cut-off-run' : 'apiserver-outage'}-1000px.png`);
+      await chromium(file(), 1000, 2400, ['--hide-scrollbars', `--screenshot=${shot}`]);
+      expect(readFileSync(shot).subarray(1, 4).toString()).toBe('PNG');
+    });
+
+  it('shows the lanes of nodes on one Lease-age scale, and "no data" for rows nothing was recorded for', async () => {
+    const scales = [...sections(dom, 'lane', 'data-node').values()].map(
+      (lane) => kind(lane, 'lease-age').find((e) => e.tag === 'polyline')?.attrs['data-scale-ms'],
+    );
+    expect(new Set(scales)).toEqual(new Set(['90000']));
+    const exampleDom = await dumpDom(example);
+    // the lab's control-plane host runs no kubelet: no Lease, no Ready condition; the taints read list no taint of it
+    const cp = sections(exampleDom, 'lane', 'data-node').get('cp-1')!;
+    expect(kind(cp, 'no-data').map((e) => e.attrs['data-row'])).toEqual(['lease-age', 'ready']);
+    expect(exampleDom).toMatch(/<section class="lane" data-node="cp-1">(?:(?!<\/section>)[\s\S])*class="none-row"[^>]*>none<\/text>/);
   });
 });

@@ -27,10 +27,10 @@ import { createNodeAccess } from '../../src/nodes/access.js';
 import { Runbook } from '../../src/runbook/schema.js';
 import { fakeKubeAccess } from '../../src/testing/fake-access.js';
 import { shq } from '../../src/core/shell.js';
-import { APT_WAIT } from '../../src/lab/install/apt.js';
+import { APT_WAIT } from '../../packages/lab/src/install/apt.js';
 import { type SshConfig, sshTransport } from '../../src/nodes/ssh.js';
 import { echoScript, hostileValues, markerExists, markerPath } from '../../src/testing/hostile.js';
-import { eventually } from '../../src/testing/procs.js';
+import { eventually } from '../../src/testing/wait.js';
 import { inventoryOf } from '../../src/testing/inventories.js';
 
 const user = `krt${randomBytes(4).toString('hex')}`;
@@ -252,7 +252,7 @@ describe('ssh transport against a real sshd on 127.0.0.1', () => {
     // ...the call gives up with a clear error...
     expect(await outcome).toMatchObject({ code: 'EXEC_TIMEOUT', message: expect.stringMatching(/"ssh-node-1" \(ssh\).*3s/) });
     // ...and nothing of it is left on the node (remote `timeout` + its 5s kill grace), nor did it finish.
-    expect(await eventually(() => userPids().length === 0, 400)).toBe(true);
+    expect(await eventually(() => userPids().length === 0, 20_000)).toBe(true);
     expect(markerExists(marker)).toBe(false);
   });
 

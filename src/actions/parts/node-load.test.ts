@@ -3,7 +3,8 @@ import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from '
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { wireScript } from '../../nodes/wire.js';
-import { eventually, scratchNode } from '../../testing/node-script.js';
+import { scratchNode } from '../../testing/node-script.js';
+import { eventually } from '../../testing/wait.js';
 import { curlConfig, curlPace, type NodeLoadPlan, nodeLoadStartScript, nodeLoadStopScript } from './node-load.js';
 
 const TOKEN = 'sa-token-never-on-a-command-line';

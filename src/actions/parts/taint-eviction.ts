@@ -37,13 +37,32 @@ export const k3sTarget = (): TaintEvictionTarget => ({
  * run; with `$match`, only one whose command line holds it). `kr_kcm_off`: it runs with the taint-eviction controller
  * turned off; `kr_kcm_all_off`: with every exclusion of `$flag` (the device one too on 1.36+); `kr_kcm_on`: it runs
  * with the taint-eviction controller.
+ * With `$static_pod` (kubeadm) only the static pod's counts: the process of its container (crictl) or, without crictl,
+ * one in a kubepods cgroup (the kubelet started it). Any user can start a process named kube-controller-manager with
+ * `--controllers=*,-taint-eviction-controller`; taken for the real one, it would make an apply that changed nothing look
+ * done (evictions not frozen) or a revert look done while taint eviction is still off. `KR_PROC_ROOT` stands in for
+ * /proc in tests.
  */
 const KR_KCM = `kr_kcm_args() {
-  kr_net=$(readlink /proc/$$/ns/net 2>/dev/null)
+  kr_proc=\${KR_PROC_ROOT:-/proc}
+  kr_net=$(readlink "$kr_proc/self/ns/net" 2>/dev/null)
+  kr_ctr=
+  if [ -n "$static_pod" ] && command -v crictl >/dev/null 2>&1; then
+    for kr_c in $(crictl ps -q --state running --name '^kube-controller-manager$' --label io.kubernetes.pod.namespace=kube-system 2>/dev/null); do
+      kr_ctr="$kr_ctr $(crictl inspect "$kr_c" 2>/dev/null | sed -n 's/^ *"pid": *\\([0-9][0-9]*\\),\\{0,1\\} *$/\\1/p' | head -n 1)"
+    done
+  fi
   for p in $(pgrep -f "kube-controller-manager" 2>/dev/null); do
     # this node's: in this shell's network namespace (a static pod uses the host's), not another's on the same kernel
-    [ "$(readlink /proc/"$p"/ns/net 2>/dev/null)" = "$kr_net" ] || continue
-    a=$(tr '\\000' '\\n' < /proc/"$p"/cmdline 2>/dev/null) || continue
+    [ "$(readlink "$kr_proc/$p/ns/net" 2>/dev/null)" = "$kr_net" ] || continue
+    if [ -n "$static_pod" ]; then
+      if [ -n "$kr_ctr" ]; then
+        case " $kr_ctr " in *" $p "*) ;; *) continue ;; esac
+      else
+        grep -q '/kubepods[/.]' "$kr_proc/$p/cgroup" 2>/dev/null || continue
+      fi
+    fi
+    a=$(tr '\\000' '\\n' < "$kr_proc/$p/cmdline" 2>/dev/null) || continue
     [ -z "$match" ] || printf '%s\\n' "$a" | grep -qF -- "$match" || continue
     case $(printf '%s\\n' "$a" | head -n 1) in */kube-controller-manager | kube-controller-manager) printf '%s\\n' "$a"; return 0 ;; esac
   done
@@ -212,12 +231,12 @@ export function revertScript(t: TaintEvictionTarget, timeoutS: number, off = FLA
 function vars(t: TaintEvictionTarget, off = FLAG): Record<string, string> {
   switch (t.layout) {
     case 'kubeadm':
-      return { manifest: t.manifest, backup: t.backup, match: '' };
+      return { manifest: t.manifest, backup: t.backup, match: '', static_pod: '1' };
     case 'k3s':
-      return { dropin: t.dropin, unit: t.unit, k3s_controllers: k3sControllers(off), match: '' };
+      return { dropin: t.dropin, unit: t.unit, k3s_controllers: k3sControllers(off), match: '', static_pod: '' };
     case 'lab':
       // several labs may run on one machine: only the controller-manager of this service directory counts
-      return { dir: t.dir, match: t.dir };
+      return { dir: t.dir, match: t.dir, static_pod: '' };
   }
 }
 

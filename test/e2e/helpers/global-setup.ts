@@ -1,6 +1,6 @@
 import type { TestProject } from 'vitest/node';
 import { createLogger } from '../../../src/core/logger.js';
-import { ensureLabBinaries } from '../../../src/lab/index.js';
+import { ensureLabBinaries } from '../../../packages/lab/src/index.js';
 
 /**
  * Before any test of an e2e project: the lab's binaries for its Kubernetes version, built into the cache when

@@ -3,7 +3,7 @@ import type { Ctx } from '../../../src/contract/context.js';
 import { memoryLogger } from '../../../src/core/logger.js';
 import { loadInventory } from '../../../src/inventory/load.js';
 import { createKubeAccess } from '../../../src/kube/client.js';
-import type { LabInfo } from '../../../src/lab/index.js';
+import type { LabInfo } from '../../../packages/lab/src/index.js';
 import { createNodeAccess } from '../../../src/nodes/access.js';
 
 /** A context for running probes and actions against a lab outside a run, as a run gives them one. */

@@ -10,9 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { realClock } from '../../../src/core/clock.js';
 import { createLogger } from '../../../src/core/logger.js';
-import { ensureLabBinaries, labDown, labNames, labPaths, labUp, type LabInfo, type LabUpOptions } from '../../../src/lab/index.js';
-import { instanceRunDir } from '../../../src/lab/host/paths.js';
-import { routeOf } from '../../../src/lab/install/binaries.js';
+import { ensureLabBinaries, labDown, labNames, labPaths, labUp, type LabInfo, type LabUpOptions } from '../../../packages/lab/src/index.js';
+import { instanceRunDir } from '../../../packages/lab/src/host/paths.js';
+import { routeOf } from '../../../packages/lab/src/install/binaries.js';
 
 export type { LabInfo };
 
@@ -68,13 +68,24 @@ export function coreApi(lab: LabInfo): CoreV1Api {
 
 export const REPO = fileURLToPath(new URL('../../..', import.meta.url));
 
+/** The lab's CLI in the workspace (packages/lab): `kube-runbook-lab up`, `status`, `env`, `demo` ... */
+export const LAB_BIN = join(REPO, 'packages', 'lab', 'bin', 'kube-runbook-lab.js');
+
+type CliResult = { code: number | null; stdout: string; stderr: string };
+
 /** Runs the built CLI (`npm run build` first) with Node 24; resolves with its exit code and output. */
-export function cli(
-  args: string[],
-  o: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {},
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function cli(args: string[], o: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+  return runBin(join(REPO, 'bin', 'kube-runbook.js'), args, o);
+}
+
+/** Runs the built lab CLI (LAB_BIN) as `cli` runs the product's. */
+export function labCli(args: string[], o: { env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<CliResult> {
+  return runBin(LAB_BIN, args, o);
+}
+
+function runBin(bin: string, args: string[], o: { env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [join(REPO, 'bin', 'kube-runbook.js'), ...args], {
+    const child = spawn(process.execPath, [bin, ...args], {
       env: o.env ?? process.env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -90,25 +101,8 @@ export function cli(
   });
 }
 
-/** Waits for `cond`, polling; returns the milliseconds it took. */
-export async function until(what: string, cond: () => Promise<boolean> | boolean, timeoutMs = 60_000, everyMs = 200): Promise<number> {
-  const t0 = realClock.now();
-  const late = () => new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-  for (;;) {
-    // a check that does not answer (a request or command that hangs) ends the wait at the deadline too
-    let cancel: (() => void) | undefined;
-    const deadline = new Promise<never>(
-      (_, reject) => (cancel = realClock.setTimer(Math.max(0, t0 + timeoutMs - realClock.now()), () => reject(late()))),
-    );
-    try {
-      if (await Promise.race([Promise.resolve(cond()).catch(() => false), deadline])) return realClock.now() - t0;
-    } finally {
-      cancel?.();
-    }
-    if (realClock.now() - t0 > timeoutMs) throw late();
-    await realClock.sleep(everyMs);
-  }
-}
+/** Waits for `cond`, polling; returns the milliseconds it took (the tests' one wait, src/testing/wait.ts). */
+export { waitFor as until } from '../../../src/testing/wait.js';
 
 /**
  * What of an instance is still on this machine: network namespaces, links, iptables chains and rules, the

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { realClock } from '../../../src/core/clock.js';
-import { hierarchies } from '../../../src/lab/host/node-cgroup.js';
+import { hierarchies } from '../../../packages/lab/src/host/node-cgroup.js';
 import { series } from '../../../src/kube/prometheus.js';
 import type { KubeAccess } from '../../../src/kube/types.js';
 import { until } from './lab.js';

@@ -1,0 +1,90 @@
+import { join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { messageOf } from 'kube-runbook/internal/core/errors.js';
+import type { LabInfo } from '../host/info.js';
+import { LB_NODE } from '../host/paths.js';
+import { SimApi } from '../sim/api.js';
+import { parseShowStat, statsCommand, type BackendState } from './haproxy.js';
+
+/** What `lab status` shows of an HA lab: etcd's members and leader, the controllers' leaders, HAProxy's backends. */
+export interface HaStatus {
+  etcd: { member: string; url: string; id?: string; leader?: string; raftTerm?: string; error?: string }[];
+  /** Member name of etcd's leader, as the members that answer see it. */
+  etcdLeader?: string;
+  leases: { name: string; holder?: string; renewTime?: string; transitions?: number; error?: string }[];
+  backends: BackendState[];
+  backendsError?: string;
+}
+
+/**
+ * One member's view through etcd's gRPC gateway (`POST /v3/maintenance/status`): its own id and the leader's.
+ * The gateway is plain HTTP in the lab (etcd's client port has no TLS there).
+ */
+async function etcdMemberStatus(url: string, timeoutMs: number): Promise<{ id?: string; leader?: string; raftTerm?: string }> {
+  const r = await fetch(`${url}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(timeoutMs) });
+  if (!r.ok) throw new Error(`HTTP ${r.status}`);
+  const body = (await r.json()) as { header?: { member_id?: string }; leader?: string; raftTerm?: string };
+  return { id: body.header?.member_id, leader: body.leader, raftTerm: body.raftTerm };
+}
+
+export async function haStatus(info: LabInfo, kc: KubeConfig, timeoutMs = 3000): Promise<HaStatus> {
+  const members = info.members ?? [];
+  const etcd: HaStatus['etcd'] = await Promise.all(
+    members.map(async (m): Promise<HaStatus['etcd'][number]> => {
+      try {
+        return { member: m.name, url: m.etcdUrl, ...(await etcdMemberStatus(m.etcdUrl, timeoutMs)) };
+      } catch (e) {
+        return { member: m.name, url: m.etcdUrl, error: messageOf(e) };
+      }
+    }),
+  );
+  const leaderId = etcd.find((e) => e.leader && e.leader !== '0')?.leader;
+  const etcdLeader = etcd.find((e) => e.id && e.id === leaderId)?.member;
+  const api = new SimApi(kc, timeoutMs);
+  const leases = await Promise.all(
+    ['kube-controller-manager', 'kube-scheduler'].map(async (name) => {
+      try {
+        const l = await api.coord.readNamespacedLease({ name, namespace: 'kube-system' }, api.opts());
+        const renew = l.spec?.renewTime as unknown;
+        return {
+          name,
+          holder: l.spec?.holderIdentity,
+          renewTime: renew instanceof Date ? renew.toISOString() : (renew as string | undefined),
+          transitions: l.spec?.leaseTransitions,
+        };
+      } catch (e) {
+        return { name, error: messageOf(e) };
+      }
+    }),
+  );
+  await api.close();
+  const status: HaStatus = { etcd, ...(etcdLeader ? { etcdLeader } : {}), leases, backends: [] };
+  try {
+    status.backends = parseShowStat(
+      await statsCommand(join(info.stateDir, 'nodes', LB_NODE, 'haproxy', 'stats.sock'), 'show stat', timeoutMs),
+    );
+  } catch (e) {
+    status.backendsError = messageOf(e);
+  }
+  return status;
+}
+
+/** Lines of `lab status` for an HA lab. */
+export function renderHa(h: HaStatus): string[] {
+  const lines = ['', 'ETCD MEMBERS'];
+  for (const e of h.etcd)
+    lines.push(
+      `  ${e.member.padEnd(10)} ${e.url.padEnd(28)} ${e.error ? `unreachable (${e.error})` : e.member === h.etcdLeader ? 'leader' : 'follower'}`,
+    );
+  if (!h.etcdLeader) lines.push('  (no leader seen)');
+  lines.push('', 'LEADERS');
+  for (const l of h.leases)
+    lines.push(
+      `  ${l.name.padEnd(24)} ${l.error ? `(${l.error})` : `${l.holder ?? '-'}, renewed ${l.renewTime ?? '-'}, ${l.transitions ?? 0} transition(s)`}`,
+    );
+  lines.push('', 'HAPROXY BACKENDS');
+  if (h.backendsError) lines.push(`  (stats socket: ${h.backendsError})`);
+  for (const b of h.backends)
+    lines.push(`  ${b.server.padEnd(10)} ${b.status.padEnd(10)} ${b.check}${b.lastChangeS !== undefined ? `, for ${b.lastChangeS}s` : ''}`);
+  return lines;
+}
