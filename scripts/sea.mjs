@@ -47,6 +47,16 @@ const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 const log = createLogger((level, msg) => console.error(`${level === 'info' ? '' : `${level}: `}${msg}`));
 const MiB = (bytes) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
+/** The commit HEAD is at, with `-dirty` when the work tree has changes; null outside a git checkout. */
+function gitCommit() {
+  try {
+    const git = (...args) => execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return `${git('rev-parse', 'HEAD')}${git('status', '--porcelain', '--untracked-files=no') ? '-dirty' : ''}`;
+  } catch {
+    return null;
+  }
+}
+
 if (process.platform !== 'linux') throw new Error(`npm run package runs on Linux (this is ${process.platform})`);
 rmSync(out, { recursive: true, force: true });
 mkdirSync(out, { recursive: true });
@@ -71,6 +81,8 @@ const bundled = await build({
   define: {
     // no package.json beside the executable: the version is written in (src/core/version.ts)
     __KUBE_RUNBOOK_VERSION__: JSON.stringify(pkg.version),
+    // the commit built from, for `kube-runbook version` (null outside a git checkout)
+    __KUBE_RUNBOOK_COMMIT__: JSON.stringify(gitCommit()),
     'import.meta.url': JSON.stringify('file:///kube-runbook-sea/dist/cli/main.js'),
   },
   logLevel: 'warning',

@@ -52,7 +52,7 @@ describe('kube-runbook __complete (what the completion scripts ask at each TAB)'
 
   it("offers a command's options and their choices", async () => {
     expect((await complete(['plan', '--o'])).values).toEqual(['--offline', '--output']);
-    expect((await complete(['plan', 'rb.yaml', '-o', ''])).values).toEqual(['text', 'json']);
+    expect((await complete(['plan', 'rb.yaml', '-o', ''])).values).toEqual(['text', 'json', 'yaml']);
     expect((await complete(['completion', ''])).values).toEqual(['bash', 'zsh', 'fish']);
     expect((await complete(['agent', 'ma'])).values).toEqual(['manifests']);
   });

@@ -1,6 +1,7 @@
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { renderJUnit } from '../src/report/junit.js';
 import { renderTimeline } from '../src/report/timeline.js';
 import { sampleReport } from '../src/testing/sample-report.js';
@@ -36,6 +37,18 @@ describe('kube-runbook report', () => {
     expect(r.stdout).toBe(
       'run r-1 of kubelet-partition on context "lab": aborted (guard eviction forecast violated), took 8s; 1 fault(s), 1 reverted, 1 guard firing(s)\n',
     );
+  });
+
+  it('prints the report itself with -o json or -o yaml, saying on stderr what else it wrote', async () => {
+    const junit = join(dir, 'out.xml');
+    const json = await cli('report', saved(), '-o', 'json', '--junit', junit);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toEqual(sampleReport());
+    expect(json.stderr).toBe(`wrote ${junit}\n`);
+    const yaml = await cli('report', saved(), '--output', 'yaml', '--json', join(dir, 'copy.json'));
+    expect(parse(yaml.stdout)).toEqual(sampleReport());
+    expect(JSON.parse(readFileSync(join(dir, 'copy.json'), 'utf8'))).toEqual(sampleReport());
+    expect(yaml.stderr).toContain('report --json FILE is deprecated: use -o json > FILE');
   });
 
   it('refuses a report of a newer version, a broken one, and no source or two: one line each, exit 2', async () => {

@@ -28,6 +28,7 @@ const commands: Record<string, Load> = {
   run: () => import('./run.js'),
   schema: () => import('./schema.js'),
   validate: () => import('./validate.js'),
+  version: () => import('./version.js'),
 };
 
 /** Runs the CLI and sets process.exitCode: the only place in the project that does. */

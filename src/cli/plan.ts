@@ -1,9 +1,12 @@
 import { Option } from 'commander';
+import { stringify } from 'yaml';
 import { EXIT, KrError } from '../core/errors.js';
+import { redactStrings, redactText } from '../core/redact.js';
 import { realClock } from '../core/clock.js';
 import { planAccessAnyServer, rbacRules } from '../engine/access.js';
 import { defaultRegistry } from '../engine/registry.js';
 import { sensitiveGrants } from '../engine/sensitive-access.js';
+import { planJson } from '../report/plan-json.js';
 import { renderPlan } from '../report/plan-text.js';
 import { out } from './output.js';
 import { runObservers } from './run.js';
@@ -24,7 +27,7 @@ export const register: Register = (program, done) => {
         'plan without a cluster: no connection is tried; label selectors and version fallbacks (orElse) stay unresolved',
       ).conflicts(['kubeconfig', 'context']),
     )
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json', 'yaml']).default('text'))
     .action(async (file: string, o: { inventory?: string; kubeconfig?: string; context?: string; offline?: boolean; output: string }) => {
       const [loaded, inv] = await loadInputs(file, o);
       const cluster = await reachCluster(o, inv, realClock, stderrLogger(false));
@@ -38,43 +41,11 @@ export const register: Register = (program, done) => {
       const plan = await planOn(file, loaded, inv, cluster);
       // what `kube-runbook manifests` would grant that gives more than it reads like
       const sensitive = sensitiveGrants(rbacRules(await planAccessAnyServer(plan, defaultRegistry, await runObservers())));
-      if (o.output === 'json') {
-        out.stdout(
-          JSON.stringify(
-            {
-              runbook: plan.runbook.metadata.name,
-              context: cluster.kube?.contextName ?? null,
-              offline: o.offline === true,
-              steps: plan.steps.map(function strip(s): unknown {
-                const head = { index: s.index, name: s.name, kind: s.kind };
-                if (s.kind === 'action')
-                  return { ...head, action: s.actionId, params: s.params, targets: s.targets?.map((t) => t.name) ?? null };
-                if (s.kind === 'expect') return { ...head, probe: s.probeId, params: s.params, status: s.status, withinMs: s.withinMs };
-                if (s.kind === 'parallel') return { ...head, children: s.children.map(strip) };
-                return s;
-              }),
-              guards: plan.guards.map((g) => ({
-                name: g.name,
-                probe: g.probeId,
-                params: g.params,
-                onViolation: g.onViolation,
-                onUnknown: g.onUnknown,
-                unknownForMs: g.unknownForMs,
-              })),
-              remediation: plan.remediation.map((r) => ({
-                index: r.index,
-                action: r.actionId,
-                params: r.params,
-                targets: r.targets?.map((t) => t.name) ?? null,
-              })),
-              sensitiveGrants: sensitive,
-            },
-            null,
-            2,
-          ),
-        );
+      if (o.output !== 'text') {
+        const data = redactStrings(planJson(plan, { context: cluster.kube?.contextName ?? null, offline: o.offline === true, sensitive }));
+        out.stdout(o.output === 'json' ? JSON.stringify(data, null, 2) : stringify(data));
       } else {
-        out.stdout(renderPlan(plan, cluster.kube?.contextName));
+        out.stdout(redactText(renderPlan(plan, cluster.kube?.contextName)));
         if (sensitive.length)
           out.stdout(
             [
@@ -94,6 +65,6 @@ export const help: CommandHelp = {
   group: 'Run',
   examples: [
     ['plan runbook.yaml -i inventory.yaml', 'the resolved steps, guards, remediation and rollback order'],
-    ['plan runbook.yaml -i inventory.yaml -o json', 'the same as JSON'],
+    ['plan runbook.yaml -i inventory.yaml -o json', 'the same as JSON (schema/plan.schema.json)'],
   ],
 };

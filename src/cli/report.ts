@@ -1,4 +1,6 @@
 import { resolve } from 'node:path';
+import { Option } from 'commander';
+import { stringify } from 'yaml';
 import { formatDuration } from '../core/duration.js';
 import { EXIT, KrError } from '../core/errors.js';
 import { readDocumentFile } from '../document/read-file.js';
@@ -18,6 +20,7 @@ interface ReportFlags {
   html?: string;
   junit?: string;
   json?: string;
+  output: 'text' | 'json' | 'yaml';
   kubeconfig?: string;
   context?: string;
   inCluster?: boolean;
@@ -52,7 +55,7 @@ function summary(r: RunReport): string {
   );
 }
 
-/** `report [FILE] [--from-configmap NS/NAME] [--html OUT] [--junit OUT] [--json OUT]`: a saved run's report, rendered again. */
+/** `report [FILE] [--from-configmap NS/NAME] [--html OUT] [--junit OUT] [-o text|json|yaml]`: a saved run's report, rendered again. */
 export const register: Register = (program, done) => {
   program
     .command('report')
@@ -63,11 +66,17 @@ export const register: Register = (program, done) => {
     .option('--from-configmap <namespace/name>', 'read report.json from this ConfigMap (run --report-configmap: in-cluster runs)')
     .option('--html <file>', 'write the timeline page here')
     .option('--junit <file>', 'write the JUnit XML here')
-    .option('--json <file>', 'write the report (checked, redacted) here')
+    .addOption(
+      new Option('-o, --output <format>', 'text: one line on the run; json, yaml: the report (checked, redacted) on stdout')
+        .choices(['text', 'json', 'yaml'])
+        .default('text'),
+    )
+    .option('--json <file>', 'write the report (checked, redacted) here (deprecated: -o json > FILE)')
     .option('--kubeconfig <file>', 'kubeconfig for --from-configmap')
     .option('--context <name>', 'kubeconfig context for --from-configmap')
     .option('--in-cluster', "use the pod's ServiceAccount for --from-configmap")
     .action(async (file: string | undefined, o: ReportFlags) => {
+      if (o.json !== undefined) out.stderr('kube-runbook: report --json FILE is deprecated: use -o json > FILE');
       const { text, name } = await source(file, o);
       const report = redactedReport(parseReport(text, name));
       const outputs: [string | undefined, () => string][] = [
@@ -75,12 +84,16 @@ export const register: Register = (program, done) => {
         [o.junit, () => renderJUnit(report)],
         [o.json, () => `${JSON.stringify(report, null, 2)}\n`],
       ];
+      // with -o json|yaml, stdout is the report alone: what was written is said on stderr
+      const said = o.output === 'text' ? out.stdout : out.stderr;
       for (const [to, render] of outputs)
         if (to !== undefined) {
           writePrivate(resolve(to), render());
-          out.stdout(`wrote ${to}`);
+          said(`wrote ${to}`);
         }
-      if (outputs.every(([to]) => to === undefined)) out.stdout(summary(report));
+      if (o.output === 'json') out.stdout(JSON.stringify(report, null, 2));
+      else if (o.output === 'yaml') out.stdout(stringify(report));
+      else if (outputs.every(([to]) => to === undefined)) out.stdout(summary(report));
       done(EXIT.ok);
     });
 };
@@ -92,5 +105,6 @@ export const help: CommandHelp = {
     ['report out/report.json', "show a run's report again"],
     ['report out/report.json --html timeline.html --junit junit.xml', 'write its timeline page and JUnit XML'],
     ['report --from-configmap kube-runbook/nightly-report', 'the report of a run that ran in the cluster'],
+    ['report out/report.json -o json', 'the report itself, checked and redacted, on stdout'],
   ],
 };

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { Option } from 'commander';
 import { EXIT } from '../core/errors.js';
 import { defaultRegistry as registry } from '../engine/registry.js';
+import { PlanJson } from '../report/plan-schema.js';
 import { Report } from '../report/schema.js';
 import { generate, schemaFiles, type SchemaFile, type SchemaModules } from '../runbook/json-schema.js';
 import { out } from './output.js';
@@ -16,7 +17,7 @@ export async function schemaModules(): Promise<SchemaModules> {
   return modules;
 }
 
-/** Every schema file `schema --write` writes: runbooks, inventories, and the reports runs write. */
+/** Every schema file `schema --write` writes: runbooks, inventories, the reports runs write, and `plan -o json`. */
 export async function allSchemaFiles(): Promise<SchemaFile[]> {
   const report = generate(
     Report,
@@ -24,18 +25,28 @@ export async function allSchemaFiles(): Promise<SchemaFile[]> {
     'kube-runbook run report',
     "A run's report.json: steps, faults and their reverts, guards' readings and firings, nodes' histories. `kube-runbook report` renders it again.",
   );
-  return [...schemaFiles(await schemaModules()), { name: 'report.schema.json', text: report }];
+  const plan = generate(
+    PlanJson,
+    'urn:kube-runbook:schema:plan:v1',
+    'kube-runbook plan',
+    '`kube-runbook plan -o json`: the runbook, inventory, context, safety limits, guards, steps with their resolved targets, remediation, rollback order, recovery objectives and sensitive grants, as the text plan gives them.',
+  );
+  return [...schemaFiles(await schemaModules()), { name: 'plan.schema.json', text: plan }, { name: 'report.schema.json', text: report }];
 }
 
-/** `schema [runbook|inventory|report] [--write] [--out-dir DIR]`: the JSON Schema editors use for runbooks and inventories, and that of reports. */
+/** `schema [runbook|inventory|report|plan] [--write] [--out-dir DIR]`: the JSON Schema editors use for runbooks and inventories, and that of reports and plans. */
 export const register: Register = (program, done) => {
   program
     .command('schema')
-    .description('print the JSON Schema (draft-07) of runbooks, inventories or run reports, or write them all (npm run schema)')
-    .addArgument(program.createArgument('[kind]', 'which schema to print').choices(['runbook', 'inventory', 'report']).default('runbook'))
-    .option('--write', 'write runbook.schema.json, inventory.schema.json and report.schema.json instead of printing')
+    .description(
+      'print the JSON Schema (draft-07) of runbooks, inventories, run reports or `plan -o json`, or write them all (npm run schema)',
+    )
+    .addArgument(
+      program.createArgument('[kind]', 'which schema to print').choices(['runbook', 'inventory', 'report', 'plan']).default('runbook'),
+    )
+    .option('--write', 'write runbook.schema.json, inventory.schema.json, report.schema.json and plan.schema.json instead of printing')
     .addOption(new Option('--out-dir <dir>', 'directory --write writes into').default('schema'))
-    .action(async (kind: 'runbook' | 'inventory' | 'report', opts: { write?: boolean; outDir: string }) => {
+    .action(async (kind: 'runbook' | 'inventory' | 'report' | 'plan', opts: { write?: boolean; outDir: string }) => {
       const files = await allSchemaFiles();
       if (opts.write) {
         await mkdir(opts.outDir, { recursive: true });
@@ -54,6 +65,6 @@ export const help: CommandHelp = {
   group: 'Author',
   examples: [
     ['schema runbook > runbook.schema.json', 'the JSON Schema editors use to complete and check runbooks'],
-    ['schema --write --out-dir schema', 'write the runbook, inventory and report schemas'],
+    ['schema --write --out-dir schema', 'write the runbook, inventory, report and plan schemas'],
   ],
 };

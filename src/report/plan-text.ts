@@ -1,8 +1,9 @@
 import type { z } from 'zod';
-import { type Plan, type PlannedAction, type PlannedStep, stepActions } from '../engine/plan.js';
+import type { Plan, PlannedAction, PlannedStep } from '../engine/plan.js';
 import { agentsDuringOutage, undoneThroughAgents } from '../engine/agents.js';
 import { formatDuration } from '../core/duration.js';
 import { durationsAsText } from '../core/zod-helpers.js';
+import { rollbackOrder } from './plan-rollback.js';
 
 /** A module's parameters on one line, durations as a runbook writes them. */
 const params = (p: Record<string, unknown>, module: { meta: { params: z.ZodType } }): string => {
@@ -50,27 +51,15 @@ function stepLine(s: PlannedStep, plan: Plan): string[] {
   }
 }
 
-/** The rollback order the engine follows: step faults in reverse, then the wait, then remediations in reverse. */
-function rollbackOrder(plan: Plan): string[] {
-  const faults = stepActions(plan.steps);
-  const early = new Set(plan.steps.filter((s) => s.kind === 'revert').map((s) => s.target));
-  const line = (a: PlannedAction) =>
-    `revert step ${a.index}: ${a.actionId}${on(a)}${early.has(a) ? ' (if the revert step did not already)' : ''}`;
-  const reversed = faults.reverse();
-  const lines = reversed.filter((a) => !a.revertLast).map(line);
-  const last = [
-    ...reversed.filter((a) => a.revertLast).map(line),
-    ...[...plan.remediation].reverse().map((a) => `undo remediation ${a.index} if it was applied: ${a.actionId}${on(a)}`),
-  ];
-  if (last.length) {
-    const wf = plan.rollback.waitFor;
-    if (wf)
-      lines.push(
-        `wait until ${wf.probeId}${params(wf.params, wf.probe)} reads ok (at most ${formatDuration(plan.rollback.withinMs)}; else what follows stays applied)`,
-      );
-    lines.push(...last);
-  }
-  return lines;
+/** The rollback order as lines. */
+function rollbackLines(plan: Plan): string[] {
+  return rollbackOrder(plan).map((e) => {
+    if (e.kind === 'wait')
+      return `wait until ${e.waitFor.probeId}${params(e.waitFor.params, e.waitFor.probe)} reads ok (at most ${formatDuration(e.withinMs)}; else what follows stays applied)`;
+    const a = e.action;
+    if (e.kind === 'undo-remediation') return `undo remediation ${a.index} if it was applied: ${a.actionId}${on(a)}`;
+    return `revert step ${a.index}: ${a.actionId}${on(a)}${e.unlessRevertedEarly ? ' (if the revert step did not already)' : ''}`;
+  });
 }
 
 export function renderPlan(plan: Plan, context?: string): string {
@@ -98,7 +87,7 @@ export function renderPlan(plan: Plan, context?: string): string {
   for (const r of plan.remediation)
     out.push(`  ${r.index}. ${r.actionId}${on(r)}${params(r.params, r.action)}${choice(r, '      ')}${undo(plan, r, '      ')}`);
   out.push('', 'Rollback (always: on success, failure, abort, Ctrl-C, SIGTERM and SIGHUP):');
-  const order = rollbackOrder(plan);
+  const order = rollbackLines(plan);
   if (!order.length) out.push('  (nothing to revert: the runbook only observes)');
   order.forEach((l, i) => out.push(`  ${i + 1}. ${l}`));
   if (plan.objectives.length) {

@@ -181,9 +181,9 @@ describe('plain log', () => {
 });
 
 describe('JUnit', () => {
-  it('fails the aborted step, the guard that aborted, and the rollback only when something remains', () => {
+  it('fails the outcome, the aborted step, the guard that aborted, and the rollback only when something remains', () => {
     const ok = renderJUnit(collect({ freezeReverted: true }));
-    expect(ok).toContain('tests="4" failures="2"');
+    expect(ok).toContain('tests="5" failures="3" errors="0"');
     expect(ok).toContain('name="2. hold" time="3.100"><failure message="aborted">guard eviction forecast violated</failure>');
     expect(ok).toContain(
       'name="every fault reverted"><system-out>block-kubelet-egress on node-1 reverted on attempt 3 after 2 connection resets</system-out></testcase>',
