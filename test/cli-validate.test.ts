@@ -327,6 +327,14 @@ describe('kube-runbook validate RUNBOOK INVENTORY: what plan and preflight would
     expect(plan.stdout).toBe('');
   });
 
+  it('plan --offline prints what preflight would refuse with the same lines, and still plans', async () => {
+    const [name, inv, expected] = pairs[3]!;
+    const plan = await cli('plan', '--offline', bad(name), '-i', inv);
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(plan.stderr.trim().split('\n')).toEqual([`${bad(name)}:${expected}`]);
+    expect(plan.stdout).toContain('Planned offline');
+  });
+
   it('a file of the other kind gets one line saying so, not the schema errors of the kind expected', async () => {
     const inv = 'test/fixtures/valid/inventory-lab.yaml';
     const rb = 'examples/revert-step.yaml';

@@ -6,7 +6,7 @@ import { defaultRegistry } from '../engine/registry.js';
 import { sensitiveGrants } from '../engine/sensitive-access.js';
 import { renderPlan } from '../report/plan-text.js';
 import { out } from './output.js';
-import { pairProblems, problemLine } from './pair.js';
+import { type FileProblems, pairProblems, problemLine } from './pair.js';
 import { redactText } from '../core/redact.js';
 import { runObservers } from './run.js';
 import { loadInputs, planOn, reachCluster, stderrLogger } from './setup.js';
@@ -29,13 +29,15 @@ export const register: Register = (program, done) => {
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .action(async (file: string, o: { inventory?: string; kubeconfig?: string; context?: string; offline?: boolean; output: string }) => {
       const [loaded, inv] = await loadInputs(file, o);
-      // without a cluster, every check that needs none, printed as `validate RUNBOOK INVENTORY` prints them
+      // without a cluster, every check that needs none, printed as `validate RUNBOOK INVENTORY` prints them: what the
+      // plan is refused for (exit 2), then what preflight would refuse a run for (the plan is still printed)
       if (o.offline) {
-        const found = await pairProblems(loaded, inv);
-        if (found.length) {
+        const print = (found: FileProblems[]) => {
           for (const f of found) for (const p of f.problems) out.stderr(redactText(problemLine(f.file, p)));
-          return done(EXIT.invalid);
-        }
+          return found.length > 0;
+        };
+        if (print(await pairProblems(loaded, inv, 'plan'))) return done(EXIT.invalid);
+        print(await pairProblems(loaded, inv, 'preflight'));
       }
       const cluster = await reachCluster(o, inv, realClock, stderrLogger(false));
       cluster.kube?.close?.();

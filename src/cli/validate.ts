@@ -179,7 +179,9 @@ export const register: Register = (program, done) => {
         await checkPairs(results, inventory);
         results.push(inventory);
       } else {
-        const pair = asPair(results);
+        // two files named as such (not found in directories): a runbook and an inventory are checked together
+        const named = paths.length === 2 && files.length === 2 && files.every((f, i) => f === paths[i]);
+        const pair = named ? asPair(results) : undefined;
         if (pair) await checkPairs([pair[0]], pair[1]);
       }
       const bad = results.filter((r) => !r.ok);

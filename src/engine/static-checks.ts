@@ -32,7 +32,7 @@ export interface StaticEnv {
   context?: string;
 }
 
-type Stage = 'plan' | 'preflight';
+export type Stage = 'plan' | 'preflight';
 
 interface StaticCheck {
   name: string;
