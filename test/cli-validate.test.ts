@@ -7,6 +7,11 @@ import { type Ran, root, runCli } from './helpers/cli.js';
 
 const cli = (...args: string[]) => runCli(args);
 
+const NO_SAFETY =
+  'no spec.safety, so its defaults apply: allowContexts is empty, so every context is refused (run and preflight refuse to start); ' +
+  'maxDuration 30m, faultTtl 10m, remediationTtl 1h, maxUnavailable 1 control-plane node and 50% of the worker nodes faulted at once, ' +
+  'lockNamespace kube-system; add spec.safety to choose them';
+
 const noStack = (r: Ran) => {
   expect(r.stdout).not.toContain('    at ');
   expect(r.stderr).not.toContain('    at ');
@@ -56,7 +61,11 @@ describe('kube-runbook validate', () => {
     ['unknown-action.yaml', '10:15: spec.steps[0].action: unknown action "run-comand" (did you mean "run-command"? known: '],
     ['bad-duration.yaml', '10:15: spec.steps[0].within: expected a duration such as 500ms, 10s, 5m or 1h (got "5 minutes")'],
     ['yaml-syntax.yaml', '7:16: YAML syntax error: this quoted text has no closing quote'],
-    ['bad-indent.yaml', '8:1: YAML syntax error: '],
+    ['bad-indent.yaml', '8:4: YAML syntax error: '],
+    [
+      'over-indented-key.yaml',
+      '8:9: YAML syntax error: "action" is indented deeper than "name" on the line before (column 9, not 7): keys of one mapping start at the same column',
+    ],
     ['duplicate-key.yaml', '9:7: spec.steps[0].name: duplicate key "name" (first at 7:7)'],
     ['tabs.yaml', '7:1: tab character used for indentation (YAML allows only spaces)'],
     ['empty.yaml', '1:1: the file is empty; expected a Runbook or an Inventory'],
@@ -120,6 +129,7 @@ describe('kube-runbook validate', () => {
       'test/fixtures/invalid/typo-key.yaml:5:1: spec: missing required key "steps"',
       'test/fixtures/invalid/typo-key.yaml:6:3: spec.stepz: unknown key "stepz" (did you mean "steps"?)',
       'cannot read missing.yaml: no such file',
+      `test/fixtures/valid/minimal.yaml:5:1: warning: spec: ${NO_SAFETY}`,
       '2 of 4 files invalid',
     ]);
   });
@@ -184,13 +194,15 @@ describe('kube-runbook validate', () => {
           { line: 11, col: 13, path: 'spec.steps[1].wait', message: 'expected a duration such as 500ms, 10s, 5m or 1h (got 10)' },
           { line: 13, col: 54, path: 'spec.steps[2].with.timeout', message: 'expected a duration such as 500ms, 10s, 5m or 1h (got "1d")' },
         ],
+        warnings: [],
       },
-      { file: 'test/fixtures/valid/inventory-lab.yaml', ok: true, kind: 'Inventory', problems: [] },
+      { file: 'test/fixtures/valid/inventory-lab.yaml', ok: true, kind: 'Inventory', problems: [], warnings: [] },
       {
         file: 'nope.yaml',
         ok: false,
         kind: null,
         problems: [{ line: null, col: null, path: '', message: 'cannot read nope.yaml: no such file' }],
+        warnings: [],
       },
     ]);
   });
@@ -247,6 +259,110 @@ describe('kube-runbook validate', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("missing required argument 'files'");
     noStack(r);
+  });
+});
+
+describe('kube-runbook validate RUNBOOK INVENTORY: what plan and preflight would refuse, without a cluster', () => {
+  const LAB = 'test/fixtures/valid/inventory-lab.yaml';
+  const K3S = 'examples/inventory-k3s.yaml';
+  const bad = (name: string) => `test/fixtures/invalid/${name}`;
+
+  const pairs: [string, string, string][] = [
+    [
+      'pair-max-unavailable.yaml',
+      LAB,
+      `13:16: spec.steps[0].with.nodes: stop every kubelet: 2 of 2 worker nodes would be faulted at once (node-1, node-2), more than spec.safety.maxUnavailable.worker allows ("50%" = 1); narrow the steps' nodes, add a revert step, or raise the limit`,
+    ],
+    [
+      'pair-unknown-node.yaml',
+      LAB,
+      '12:33: spec.steps[0].with.nodes.names[1]: node "node-9" is not in the inventory (known: cp-1, node-1, node-2)',
+    ],
+    [
+      'pair-layout.yaml',
+      K3S,
+      '10:15: spec.steps[0].action: stop-etcd is refused on the inventory\'s layout "k3s": k3s embeds etcd in the `k3s` server process, so no member can stop alone; `stop-apiserver` stops the whole k3s server, its etcd member with it (it works on kubeadm, lab)',
+    ],
+    [
+      'pair-context.yaml',
+      K3S,
+      '8:20: spec.safety.allowContexts: the inventory\'s context "default" is not in spec.safety.allowContexts ("staging-*", "prod@https://10.0.0.1:6443"); add it to spec.safety.allowContexts, or run with --context NAME',
+    ],
+  ];
+
+  it.each(pairs)('%s against %s: FILE:LINE:COL, exit 2', async (name, inv, expected) => {
+    const r = await cli('validate', bad(name), inv);
+    expect(r.code, r.stderr).toBe(2);
+    noStack(r);
+    expect(r.stderr.trim().split('\n')).toEqual([`${bad(name)}:${expected}`, '1 of 2 files invalid']);
+    expect(r.stdout.trim()).toBe(
+      `ok ${inv} (${inv === LAB ? 'Inventory lab, 3 nodes, layout lab' : 'Inventory edge-k3s, 3 nodes, layout k3s'})`,
+    );
+  });
+
+  it('each of those runbooks alone is valid: only the inventory makes them wrong', async () => {
+    const r = await cli('validate', ...pairs.map(([name]) => bad(name)));
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+  });
+
+  it('the inventory first, or given with -i: the same', async () => {
+    const [name, inv, expected] = pairs[0]!;
+    for (const args of [
+      [inv, bad(name)],
+      [bad(name), '-i', inv],
+    ]) {
+      const r = await cli('validate', ...args);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toContain(`${bad(name)}:${expected}\n`);
+    }
+  });
+
+  it('plan --offline refuses the same pair with the same lines', async () => {
+    const [name, inv, expected] = pairs[2]!;
+    const plan = await cli('plan', '--offline', bad(name), '-i', inv);
+    expect(plan.code, plan.stderr).toBe(2);
+    noStack(plan);
+    expect(plan.stderr.trim().split('\n')).toEqual([`${bad(name)}:${expected}`]);
+    expect(plan.stdout).toBe('');
+  });
+
+  it('plan --offline prints what preflight would refuse with the same lines, and still plans', async () => {
+    const [name, inv, expected] = pairs[3]!;
+    const plan = await cli('plan', '--offline', bad(name), '-i', inv);
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(plan.stderr.trim().split('\n')).toEqual([`${bad(name)}:${expected}`]);
+    expect(plan.stdout).toContain('Planned offline');
+  });
+
+  it('a file of the other kind gets one line saying so, not the schema errors of the kind expected', async () => {
+    const inv = 'test/fixtures/valid/inventory-lab.yaml';
+    const rb = 'examples/revert-step.yaml';
+    const asRunbook = await cli('validate', inv, '-i', inv);
+    expect(asRunbook.code).toBe(2);
+    noStack(asRunbook);
+    expect(asRunbook.stderr.trim().split('\n')).toEqual([`${inv}:1:1: this is an Inventory; expected a Runbook`, '1 of 2 files invalid']);
+    const asInventory = await cli('validate', rb, '-i', rb);
+    expect(asInventory.code).toBe(2);
+    expect(asInventory.stderr.trim().split('\n')).toEqual([`${rb}:1:1: this is a Runbook; expected an Inventory`, '1 of 2 files invalid']);
+  });
+
+  it('plan given an inventory as its runbook: the same one line', async () => {
+    const inv = 'test/fixtures/valid/inventory-lab.yaml';
+    const r = await cli('plan', '--offline', inv, '-i', inv);
+    expect(r.code, r.stderr).toBe(2);
+    noStack(r);
+    expect(r.stderr.trim().split('\n')).toEqual([
+      `kube-runbook: ${inv}: 1 problem [RUNBOOK_INVALID]`,
+      `${inv}:1:1: this is an Inventory; expected a Runbook`,
+    ]);
+  });
+
+  it('a runbook without spec.safety: a warning naming the defaults that apply, exit 0', async () => {
+    const file = 'test/fixtures/valid/minimal.yaml';
+    const r = await cli('validate', file, LAB);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr.trim().split('\n')).toEqual([`${file}:5:1: warning: spec: ${NO_SAFETY}`]);
   });
 });
 

@@ -30,7 +30,10 @@ const base = serviceStopAction({
   layouts: {
     kubeadm:
       'moves `/etc/kubernetes/manifests/etcd.yaml` (the static pod of a stacked etcd) to `/etc/kubernetes/kube-runbook-parked/` and waits until the container (crictl) or process (pgrep) is gone; external etcd clusters are not covered',
-    k3s: 'refused: k3s embeds etcd in the `k3s` server process, so no member can stop alone; `stop-apiserver` stops the whole k3s server, its etcd member with it',
+    k3s: {
+      refused:
+        'k3s embeds etcd in the `k3s` server process, so no member can stop alone; `stop-apiserver` stops the whole k3s server, its etcd member with it',
+    },
     lab: "runs the lab's `stop` script of `etcd` on the member (cp-1..3 of `lab up --control-planes 3`) and waits until `status` says stopped",
   },
 });

@@ -1,4 +1,4 @@
-import type { ActionMeta } from '../contract/action.js';
+import { type ActionMeta, layoutText } from '../contract/action.js';
 import type { ApiAccess } from '../contract/access.js';
 import type { ProbeMeta } from '../contract/probe.js';
 import { actionExample, exampleYaml, nodesRow, type ParamRow, paramRows, probeExample } from './reference.js';
@@ -96,7 +96,7 @@ export function actionText(m: ActionMeta, width: number): string {
   const layouts = Object.entries(m.layouts ?? {});
   if (layouts.length) {
     s.heading('By layout');
-    for (const [k, v] of layouts) s.item(k, v, Math.max(...layouts.map(([n]) => n.length)) + 4);
+    for (const [k, v] of layouts) s.item(k, layoutText(v), Math.max(...layouts.map(([n]) => n.length)) + 4);
     s.lines.push('');
   }
   s.heading('How it is undone').para(m.undo, '  ');

@@ -9,6 +9,8 @@ import { sensitiveGrants } from '../engine/sensitive-access.js';
 import { planJson } from '../report/plan-json.js';
 import { renderPlan } from '../report/plan-text.js';
 import { out } from './output.js';
+import { type FileProblems, pairProblems, problemLine } from './pair.js';
+import { redactText } from '../core/redact.js';
 import { runObservers } from './run.js';
 import { loadInputs, planOn, reachCluster, stderrLogger } from './setup.js';
 import type { CommandHelp, Register } from './types.js';
@@ -30,6 +32,16 @@ export const register: Register = (program, done) => {
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json', 'yaml']).default('text'))
     .action(async (file: string, o: { inventory?: string; kubeconfig?: string; context?: string; offline?: boolean; output: string }) => {
       const [loaded, inv] = await loadInputs(file, o);
+      // without a cluster, every check that needs none, printed as `validate RUNBOOK INVENTORY` prints them: what the
+      // plan is refused for (exit 2), then what preflight would refuse a run for (the plan is still printed)
+      if (o.offline) {
+        const print = (found: FileProblems[]) => {
+          for (const f of found) for (const p of f.problems) out.stderr(redactText(problemLine(f.file, p)));
+          return found.length > 0;
+        };
+        if (print(await pairProblems(loaded, inv, 'plan'))) return done(EXIT.invalid);
+        print(await pairProblems(loaded, inv, 'preflight'));
+      }
       const cluster = await reachCluster(o, inv, realClock, stderrLogger(false));
       cluster.kube?.close?.();
       if (cluster.error)

@@ -1,6 +1,6 @@
 import { stringify } from 'yaml';
 import { z } from 'zod';
-import type { ActionMeta } from '../contract/action.js';
+import { type ActionMeta, layoutText } from '../contract/action.js';
 import type { ApiAccess } from '../contract/access.js';
 import type { ProbeMeta } from '../contract/probe.js';
 
@@ -177,7 +177,7 @@ export const probeExample = (m: ProbeMeta): ExampleParam[] => exampleParams(m.pa
 /** An action's section of docs/actions.md (also what `describe ACTION` prints). */
 export function actionSection(m: ActionMeta): string {
   const layouts = Object.entries(m.layouts ?? {})
-    .map(([k, v]) => `- **${k}**: ${v}`)
+    .map(([k, v]) => `- **${k}**: ${layoutText(v)}`)
     .join('\n');
   return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n**Kind:** ${m.kind}. **Targets:** ${m.targets}${m.nodesWhen ? ` (nodes with \`${m.nodesWhen.param}: ${m.nodesWhen.equals}\`)` : ''}.\n\n### Parameters (\`with:\`)\n\n${paramsTable([...nodesRow(m), ...paramRows(m.params)])}${exampleSection(actionExample(m))}${layouts ? `\n### By layout\n\n${layouts}\n` : ''}\n### How it is undone\n\n${m.undo}\n${accessTable(m.access)}`;
 }

@@ -9,7 +9,8 @@ import { assumeYes, nobody, terminalConfirmer, type Confirmer } from '../engine/
 import type { ObserverProbe } from '../engine/access.js';
 import { Journal } from '../engine/journal.js';
 import { defaultRegistry } from '../engine/registry.js';
-import { allowsEveryContext, preflight } from '../engine/preflight.js';
+import { allowsEveryContext } from '../engine/contexts.js';
+import { preflight } from '../engine/preflight.js';
 import { startRun } from '../engine/run.js';
 import { toSinks } from '../engine/sinks.js';
 import { runsDir } from '../engine/state-dir.js';

@@ -6,7 +6,8 @@ import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
 import type { Clock } from '../core/clock.js';
 import type { Ctx } from '../contract/context.js';
 import { createLogger, type Logger } from '../core/logger.js';
-import { buildPlan, type Plan } from '../engine/plan.js';
+import type { Plan } from '../engine/plan.js';
+import { buildPlan } from '../engine/static-checks.js';
 import { defaultRegistry } from '../engine/registry.js';
 import { loadInventory, type LoadedInventory } from '../inventory/load.js';
 import type { Inventory } from '../inventory/schema.js';
@@ -158,14 +159,17 @@ export function loadInputs(runbookFile: string, o: ClusterOptions): Promise<[Loa
 
 /** The plan of a loaded runbook on the cluster as reached (label selectors and `orElse` need it). Touches nothing. */
 export function planOn(runbookFile: string, loaded: LoadedRunbook, inv: LoadedInventory, cluster: Reached): Promise<Plan> {
-  return buildPlan({
-    runbook: loaded.runbook,
-    file: runbookFile,
-    inventory: inv.inventory,
-    registry: defaultRegistry,
-    clusterNodes: cluster.nodes,
-    serverVersion: cluster.version,
-  });
+  return buildPlan(
+    {
+      runbook: loaded.runbook,
+      file: runbookFile,
+      inventory: inv.inventory,
+      registry: defaultRegistry,
+      clusterNodes: cluster.nodes,
+      serverVersion: cluster.version,
+    },
+    { sources: { runbook: loaded, inventory: inv } },
+  );
 }
 
 /** Loads and checks everything a run needs; the cluster is optional here (`run --dry-run` reports it in preflight). */

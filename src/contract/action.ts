@@ -27,8 +27,8 @@ export interface ActionMeta<P extends z.ZodType = z.ZodType> {
   nodesWhen?: NodesWhen;
   /** `fault` breaks something; `remediation` protects the cluster; `neutral` (run-command) can be either. */
   kind: 'fault' | 'remediation' | 'neutral';
-  /** What it does on each layout (docs). */
-  layouts?: Partial<Record<Layout, string>>;
+  /** What it does on each layout (docs), or why it is refused there: a plan on an inventory of that layout is refused (exit 2). */
+  layouts?: Partial<Record<Layout, string | { refused: string }>>;
   /** How it is undone (docs). */
   undo: string;
   /** The oldest Kubernetes minor version (1.x) it works on; preflight refuses it on an older server, a plan takes `orElse`. */
@@ -73,6 +73,9 @@ export interface Action<P extends z.ZodType = z.ZodType, S extends RevertState =
   /** One line for plans and reports: what apply does with these params. */
   describe?(params: z.output<P>): string;
 }
+
+/** What `meta.layouts` says of a layout, as docs and `describe` print it. */
+export const layoutText = (said: string | { refused: string }): string => (typeof said === 'string' ? said : `refused: ${said.refused}`);
 
 export function defineAction<P extends z.ZodType, S extends RevertState>(action: Action<P, S>): Action<P, S> {
   return action;

@@ -21,7 +21,13 @@ export interface Expected {
   what: string;
   /** the top-level keys, in the order a person writes them */
   keys: readonly string[];
+  /** The `kind` expected: a document of another of OTHER_KINDS is refused with one problem saying so. */
+  kind?: string;
 }
+
+/** The kinds of document the tool reads: one given where another is expected gets one line, not its schema's errors. */
+const KINDS = ['Runbook', 'Inventory'];
+const withArticle = (kind: string) => `${/^[AEIOU]/.test(kind) ? 'an' : 'a'} ${kind}`;
 
 /** A parsed YAML document that can say where any path in it is. */
 export interface YamlSource {
@@ -97,6 +103,9 @@ export function parseYamlSource(content: string | Uint8Array, file: string, expe
   } catch (e) {
     return { problems: [at11(`YAML: ${lowerFirst(e instanceof Error ? e.message : String(e))}`)] };
   }
+  const kind = (value as { kind?: unknown }).kind;
+  if (expected.kind && typeof kind === 'string' && kind !== expected.kind && KINDS.includes(kind))
+    return { problems: [...problems, at11(`this is ${withArticle(kind)}; expected ${expected.what}`)] };
   const locate = (path: DocPath, atWhat: 'value' | 'key' = 'value') => pos(offsetOf(doc, path, atWhat));
   const source: YamlSource = {
     file,
@@ -159,9 +168,38 @@ function yamlProblem(e: YAMLError, text: string, doc: Document, pos: (offset: nu
       message: 'tab character used for indentation (YAML allows only spaces)',
     };
   if (e.code === 'MULTIPLE_DOCS') return { ...where, path: '', message: 'a second YAML document starts here; a file holds exactly one' };
+  if (e.code === 'BLOCK_AS_IMPLICIT_KEY' || e.code === 'MULTILINE_IMPLICIT_KEY') {
+    const deeper = overIndentedKey(text.split(/\r?\n/), where.line);
+    if (deeper) return deeper;
+  }
   const indented = indent.length > 0 && (e.code === 'BAD_INDENT' || e.code === 'BLOCK_AS_IMPLICIT_KEY');
   const indentHint = indented ? ' (check the indentation of this line)' : '';
-  return { ...where, path: '', message: `YAML syntax error: ${lowerFirst(e.message)}${indentHint}` };
+  // at the line's first character, not at its column 1, where the parser may put it
+  const col = indented && where.col <= indent.length ? indent.length + 1 : where.col;
+  return { line: where.line, col, path: '', message: `YAML syntax error: ${lowerFirst(e.message)}${indentHint}` };
+}
+
+/**
+ * A key indented deeper than the key on the line before it (`- name: x` then `    action: y`): the parser reads the
+ * two as one multi-line key at the first line, but the line to fix is the second. Reported there, at its key.
+ */
+function overIndentedKey(lines: string[], line: number): Problem | undefined {
+  const owner = /^(\s*(?:-\s+)*)([^\s#:][^:#]*?)\s*:(?:\s|$)/.exec(lines[line - 1] ?? '');
+  if (!owner) return undefined;
+  const ownerCol = owner[1]!.length;
+  for (let i = line; i < lines.length; i++) {
+    const text = lines[i]!;
+    if (/^\s*(#.*)?$/.test(text)) continue;
+    const key = /^(\s*)([^\s#:-][^:#]*?)\s*:(?:\s|$)/.exec(text);
+    if (!key || key[1]!.length <= ownerCol) return undefined;
+    return {
+      line: i + 1,
+      col: key[1]!.length + 1,
+      path: '',
+      message: `YAML syntax error: ${JSON.stringify(key[2])} is indented deeper than ${JSON.stringify(owner[2])} on the line before (column ${key[1]!.length + 1}, not ${ownerCol + 1}): keys of one mapping start at the same column`,
+    };
+  }
+  return undefined;
 }
 
 /** Start of the quoted scalar that ends at `offset`. */

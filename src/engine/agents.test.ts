@@ -15,7 +15,7 @@ import { renderPlan } from '../report/plan-text.js';
 import { Runbook } from '../runbook/schema.js';
 import { recordingAction } from '../testing/fake-modules.js';
 import { baseRunbook, testInventory } from '../testing/engine-harness.js';
-import { buildPlan } from './plan.js';
+import { buildPlan } from './static-checks.js';
 import { inventoryOf } from '../testing/inventories.js';
 
 const RUN = '20260101T000000Z-agents-ab12';

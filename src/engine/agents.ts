@@ -455,9 +455,14 @@ export function undoneThroughAgents(plan: Plan, a: PlannedAction): string | unde
  * step has not come yet): no script can reach an agent then. One line per such step, for plan and preflight.
  */
 export function agentsDuringOutage(plan: Plan): string[] {
+  return agentOutageSteps(plan).map((o) => o.message);
+}
+
+/** agentsDuringOutage with the step each line is about (the `agents` static check reports it there). */
+export function agentOutageSteps(plan: Plan): { step: PlannedAction; message: string }[] {
   const controlPlane = plan.inventory.spec.nodes.filter((n) => n.roles.includes('control-plane')).map((n) => n.name);
   const down = new Set<PlannedAction>();
-  const out: string[] = [];
+  const out: { step: PlannedAction; message: string }[] = [];
   const visit = (s: Plan['steps'][number]) => {
     if (s.kind === 'parallel') return s.children.forEach(visit);
     if (s.kind === 'revert') return void down.delete(s.target);
@@ -465,10 +470,12 @@ export function agentsDuringOutage(plan: Plan): string[] {
     const via = agentTargets(plan.inventory, s.targets ?? []).map((t) => t.node.name);
     const outage = [...down][0];
     if (via.length && outage)
-      out.push(
-        `step ${s.index} (${s.actionId} on ${via.join(', ')}) acts through node agents while step ${outage.index} (${outage.actionId}) keeps every apiserver stopped, ` +
+      out.push({
+        step: s,
+        message:
+          `step ${s.index} (${s.actionId} on ${via.join(', ')}) acts through node agents while step ${outage.index} (${outage.actionId}) keeps every apiserver stopped, ` +
           'and agents are reached through the apiserver: act on those nodes before the outage, or reach them by ssh',
-      );
+      });
     const targets = new Set((s.targets ?? []).map((n) => n.name));
     if (s.action.meta.stopsApiserver && controlPlane.length && controlPlane.every((n) => targets.has(n))) down.add(s);
   };

@@ -1,4 +1,4 @@
-import { EXIT, KrError } from '../core/errors.js';
+import type { DocPath } from '../document/problems.js';
 import type { InventoryNode } from '../inventory/schema.js';
 
 /** A limit as written: a count of nodes, or a percentage (`"50%"`) of the inventory's nodes of that role. */
@@ -12,6 +12,10 @@ export interface MaxUnavailable {
 interface Faulting {
   kind: 'action';
   name: string;
+  /** Where the step is in the runbook. */
+  at: DocPath;
+  /** Whether the runbook gives `with.nodes`: the problem is reported there, else at `action`. */
+  nodesGiven: boolean;
   targets: InventoryNode[] | null;
   revertLast: boolean;
 }
@@ -34,18 +38,26 @@ function resolveLimit(limit: Limit, total: number): number {
   return typeof limit === 'number' ? limit : Math.ceil((Number(limit.slice(0, -1)) / 100) * total);
 }
 
+/** A step that would fault more nodes of a role at once than allowed: where it is, and why. */
+export interface BlastRadiusProblem {
+  path: DocPath;
+  message: string;
+}
+
 /**
- * Refuses a plan whose steps would have more nodes of a role faulted at once than spec.safety.maxUnavailable allows.
- * Walks the steps in order: an action step adds its targets until the run ends or a `revert` step takes them back;
- * a parallel step adds all its children. Protective steps (revertLast) and remediations are not faults and do not
- * count: stopping every kubelet to keep containers alive is what they are for.
+ * The steps that would have more nodes of a role faulted at once than spec.safety.maxUnavailable allows (the first,
+ * per role). Walks the steps in order: an action step adds its targets until the run ends or a `revert` step takes
+ * them back; a parallel step adds all its children. Protective steps (revertLast) and remediations are not faults
+ * and do not count: stopping every kubelet to keep containers alive is what they are for.
  */
-export function checkBlastRadius(steps: StepLike[], inventory: InventoryNode[], limits: MaxUnavailable): void {
+export function blastRadiusProblems(steps: StepLike[], inventory: InventoryNode[], limits: MaxUnavailable): BlastRadiusProblem[] {
+  const problems: BlastRadiusProblem[] = [];
+  const reported = new Set<Role>();
   const totals: Record<Role, number> = { controlPlane: 0, worker: 0 };
   for (const n of inventory) totals[roleOf(n)]++;
   const down = new Map<string, { role: Role; step: Faulting }>();
   const by = new Map<Faulting, string[]>();
-  const add = (a: Faulting, where: string) => {
+  const add = (a: Faulting) => {
     if (a.revertLast || !a.targets) return;
     for (const n of a.targets) down.set(n.name, { role: roleOf(n), step: a });
     by.set(
@@ -55,21 +67,22 @@ export function checkBlastRadius(steps: StepLike[], inventory: InventoryNode[], 
     for (const role of ['controlPlane', 'worker'] as const) {
       const limit = resolveLimit(limits[role], totals[role]);
       const nodes = [...down].filter(([, d]) => d.role === role).map(([name]) => name);
-      if (nodes.length > limit)
-        throw new KrError(
-          'MAX_UNAVAILABLE',
-          `${where} (${a.name}): ${nodes.length} of ${totals[role]} ${ROLE_WORDS[role]} nodes would be faulted at once (${nodes.join(', ')}), ` +
-            `more than spec.safety.maxUnavailable.${role} allows (${JSON.stringify(limits[role])}${typeof limits[role] === 'string' ? ` = ${limit}` : ''}); ` +
-            `narrow the steps' nodes, add a revert step, or raise the limit`,
-          { exit: EXIT.invalid },
-        );
+      if (nodes.length <= limit || reported.has(role)) continue;
+      reported.add(role);
+      problems.push({
+        path: [...a.at, ...(a.nodesGiven ? ['with', 'nodes'] : ['action'])],
+        message:
+          `${a.name}: ${nodes.length} of ${totals[role]} ${ROLE_WORDS[role]} nodes would be faulted at once (${nodes.join(', ')}), ` +
+          `more than spec.safety.maxUnavailable.${role} allows (${JSON.stringify(limits[role])}${typeof limits[role] === 'string' ? ` = ${limit}` : ''}); ` +
+          `narrow the steps' nodes, add a revert step, or raise the limit`,
+      });
     }
   };
-  for (const [i, s] of steps.entries()) {
-    const where = `spec.steps[${i}]`;
-    if (s.kind === 'action') add(s, where);
+  for (const s of steps) {
+    if (s.kind === 'action') add(s);
     else if (s.kind === 'parallel') {
-      for (const [j, c] of s.children.entries()) if (isFaulting(c)) add(c, `${where}.parallel[${j}]`);
+      for (const c of s.children) if (isFaulting(c)) add(c);
     } else if (s.kind === 'revert') for (const name of by.get(s.target) ?? []) if (down.get(name)?.step === s.target) down.delete(name);
   }
+  return problems;
 }

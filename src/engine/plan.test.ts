@@ -6,7 +6,7 @@ import { renderPlan } from '../report/plan-text.js';
 import { Runbook } from '../runbook/schema.js';
 import { recordingAction } from '../testing/fake-modules.js';
 import { baseRunbook, testInventory } from '../testing/engine-harness.js';
-import { buildPlan } from './plan.js';
+import { buildPlan } from './static-checks.js';
 
 const newer = { ...recordingAction('disable-taint-eviction', [], { kind: 'remediation' }) };
 newer.meta = { ...newer.meta, minKubernetesMinor: 29 };
@@ -78,7 +78,7 @@ describe('spec.safety.maxUnavailable', () => {
       code: 'MAX_UNAVAILABLE',
       exit: 2,
       message: expect.stringContaining(
-        'spec.steps[0] (run-command on node-1, node-2, node-3): 3 of 3 worker nodes would be faulted at once',
+        'spec.steps[0].with.nodes: run-command on node-1, node-2, node-3: 3 of 3 worker nodes would be faulted at once',
       ),
     });
     await expect(planOf({ steps: [{ action: 'run-command', with: { nodes: { role: 'worker', count: 2 } } }] })).resolves.toBeDefined();
@@ -87,11 +87,11 @@ describe('spec.safety.maxUnavailable', () => {
   it('counts faults until a revert step takes them back, across steps and parallel children', async () => {
     const two = (names: string[]) => ({ action: 'run-command', with: { nodes: { names } } });
     await expect(planOf({ steps: [{ name: 'a', ...two(['node-1', 'node-2']) }, two(['node-3'])] })).rejects.toMatchObject({
-      message: expect.stringContaining('spec.steps[1] (run-command on node-3): 3 of 3 worker nodes'),
+      message: expect.stringContaining('spec.steps[1].with.nodes: run-command on node-3: 3 of 3 worker nodes'),
     });
     await expect(planOf({ steps: [{ name: 'a', ...two(['node-1', 'node-2']) }, { revert: 'a' }, two(['node-3'])] })).resolves.toBeDefined();
     await expect(planOf({ steps: [{ parallel: [two(['node-1']), two(['node-2', 'node-3'])] }] })).rejects.toMatchObject({
-      message: expect.stringContaining('spec.steps[0].parallel[1]'),
+      message: expect.stringContaining('spec.steps[0].parallel[1].with.nodes: '),
     });
   });
 

@@ -1,5 +1,5 @@
 import type { Action } from '../contract/action.js';
-import { EXIT, KrError, quote } from '../core/errors.js';
+import { EXIT, isKrError, KrError, quote } from '../core/errors.js';
 import type { Inventory, InventoryNode } from '../inventory/schema.js';
 import type { NodeSummary } from '../kube/types.js';
 import type { Probe } from '../contract/probe.js';
@@ -10,7 +10,7 @@ import type { NodeSelector } from '../runbook/selectors.js';
 import type { Registry } from '../contract/registry.js';
 import { selectNodes } from '../kube/node-selection.js';
 import { targetsNodes } from '../runbook/catalog.js';
-import { checkBlastRadius } from './blast-radius.js';
+import { type DocPath, pathText } from '../document/problems.js';
 
 export interface PlannedAction {
   kind: 'action';
@@ -22,6 +22,12 @@ export interface PlannedAction {
   /** Nodes it is applied on, or null for a cluster-wide action. */
   targets: InventoryNode[] | null;
   selector?: NodeSelector;
+  /** Where the step is in the runbook (`orElse` appended when it is used), for problems at FILE:LINE:COL. */
+  at: DocPath;
+  /** Whether the runbook gives `with.nodes` (else the action's default selector is used). */
+  nodesGiven: boolean;
+  /** A label selector left unresolved: the plan was drafted without the cluster's Nodes (validate). */
+  unresolved?: true;
   timeoutMs: number;
   /** Reverted with the remediations (after rollback.waitFor), not with the faults. */
   revertLast: boolean;
@@ -119,12 +125,18 @@ export interface PlanInput {
   clusterNodes?: NodeSummary[];
   /** The server's version, to choose between an action and its `orElse`; absent when it is not known. */
   serverVersion?: KubeVersion;
+  /** Label selectors without the cluster's Nodes are left unresolved (no targets) rather than refused (validate). */
+  labelsUnknown?: 'unresolved';
 }
 
 const DEFAULT_CONFIRM_TIMEOUT = 5 * 60_000;
 
-/** Turns a validated runbook and an inventory into concrete steps on concrete nodes. Touches nothing. */
-export async function buildPlan(input: PlanInput): Promise<Plan> {
+/**
+ * Turns a validated runbook and an inventory into concrete steps on concrete nodes, without the static checks
+ * (buildPlan in static-checks.ts adds them): node names missing from the inventory are left out of the targets (the
+ * `nodes` check reports them). Touches nothing.
+ */
+export async function draftPlan(input: PlanInput): Promise<Plan> {
   const { runbook, registry } = input;
   const planAction = async (
     index: string,
@@ -137,7 +149,7 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
       orElse?: Fallback;
       objectives?: StepObjective[];
     },
-    where: string,
+    at: DocPath,
   ): Promise<PlannedAction> => {
     let item = given;
     let action = await registry.action(given.action);
@@ -148,15 +160,23 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
       substituted = `${given.action} needs Kubernetes 1.${min} or newer and the server is ${version.gitVersion}: using ${given.orElse.action}`;
       item = { ...given, ...given.orElse };
       action = await registry.action(given.orElse.action);
-      where = `${where}.orElse`;
+      at = [...at, 'orElse'];
     }
     const { nodes, ...params } = item.with as { nodes?: NodeSelector } & Record<string, unknown>;
     let targets: InventoryNode[] | null = null;
     let selector: NodeSelector | undefined;
+    let unresolved: true | undefined;
     const onNodes = targetsNodes(action.meta, params);
     if (onNodes) {
       selector = nodes ?? action.meta.defaultNodes ?? 'all';
-      targets = selectNodes(selector, input.inventory.spec.nodes, input.clusterNodes, `${where}.with.nodes`);
+      const known = knownNames(selector, input.inventory.spec.nodes);
+      try {
+        targets = selectNodes(known, input.inventory.spec.nodes, input.clusterNodes, `${pathText(at)}.with.nodes`);
+      } catch (e) {
+        if (!(input.labelsUnknown && isKrError(e) && e.code === 'SELECTOR_NEEDS_CLUSTER')) throw e;
+        targets = [];
+        unresolved = true;
+      }
     }
     const on = targets ? ` on ${targets.map((t) => t.name).join(', ') || 'no node'}` : '';
     return {
@@ -168,6 +188,9 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
       params: onNodes ? params : (item.with as Record<string, unknown>),
       targets,
       selector,
+      at,
+      nodesGiven: nodes !== undefined,
+      ...(unresolved ? { unresolved } : {}),
       timeoutMs: item.timeout,
       revertLast: item.revertLast ?? false,
       ...(given.objectives?.length ? { objectives: given.objectives } : {}),
@@ -176,8 +199,9 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
     };
   };
 
-  const planStep = async (step: Step, index: string, where: string): Promise<PlannedStep> => {
-    if ('action' in step) return planAction(index, step, where);
+  const planStep = async (step: Step, index: string, at: DocPath): Promise<PlannedStep> => {
+    const where = pathText(at);
+    if ('action' in step) return planAction(index, step, at);
     if ('expect' in step) {
       const probe = await registry.probe(step.expect.probe);
       return {
@@ -217,12 +241,12 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
     }
     const children: PlannedParallel['children'] = [];
     for (const [i, child] of step.parallel.entries())
-      children.push((await planStep(child, `${index}.${i + 1}`, `${where}.parallel[${i}]`)) as PlannedParallel['children'][number]);
+      children.push((await planStep(child, `${index}.${i + 1}`, [...at, 'parallel', i])) as PlannedParallel['children'][number]);
     return { kind: 'parallel', index, name: step.name ?? `in parallel: ${children.map((c) => c.name).join(' | ')}`, children };
   };
 
   const steps: PlannedStep[] = [];
-  for (const [i, step] of runbook.spec.steps.entries()) steps.push(await planStep(step, String(i + 1), `spec.steps[${i}]`));
+  for (const [i, step] of runbook.spec.steps.entries()) steps.push(await planStep(step, String(i + 1), ['spec', 'steps', i]));
 
   const guards: PlannedGuard[] = [];
   for (const g of runbook.spec.guards)
@@ -237,7 +261,7 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
     });
 
   const remediation: PlannedAction[] = [];
-  for (const [i, r] of runbook.spec.remediation.entries()) remediation.push(await planAction(`R${i + 1}`, r, `spec.remediation[${i}]`));
+  for (const [i, r] of runbook.spec.remediation.entries()) remediation.push(await planAction(`R${i + 1}`, r, ['spec', 'remediation', i]));
 
   const objectives: PlannedObjective[] = [];
   const planObjective = async (o: StepObjective, from: PlannedObjective['from']) =>
@@ -254,7 +278,6 @@ export async function buildPlan(input: PlanInput): Promise<Plan> {
   for (const a of stepActions(steps))
     for (const o of a.objectives ?? []) await planObjective(o, { revertOf: a.name, label: `${a.index} ${a.name}` });
 
-  checkBlastRadius(steps, input.inventory.spec.nodes, runbook.spec.safety.maxUnavailable);
   const wf = runbook.spec.rollback.waitFor;
   return {
     runbook,
@@ -281,4 +304,10 @@ export function stepActions(steps: PlannedStep[]): PlannedAction[] {
 /** Every action the plan may apply: the action steps, then the remediation. */
 export function plannedActions(plan: Plan): PlannedAction[] {
   return [...stepActions(plan.steps), ...plan.remediation];
+}
+
+/** The selector with only the names the inventory has: the `nodes` check reports the others, at their place. */
+function knownNames(selector: NodeSelector, inventory: InventoryNode[]): NodeSelector {
+  if (typeof selector !== 'object' || !selector.names) return selector;
+  return { ...selector, names: selector.names.filter((n) => inventory.some((i) => i.name === n)) };
 }

@@ -1,4 +1,3 @@
-import { compilePattern } from '../core/pattern.js';
 import { messageOf } from '../core/errors.js';
 import { statusFromBody } from '../kube/http.js';
 import { ApiStatusError } from '../kube/source.js';
@@ -10,7 +9,9 @@ import type { RunEventSink } from './events.js';
 import { type Plan, plannedActions } from './plan.js';
 import { type EngineRetry, withRetries } from './retry.js';
 import { describeHolder, RUN_LOCK_NAME, runLockHolder } from '../kube/run-lock.js';
-import { agentsDuringOutage, agentTargets, type RunAgents } from './agents.js';
+import { agentTargets, type RunAgents } from './agents.js';
+import { contextAllowed } from './contexts.js';
+import { staticProblems } from './static-checks.js';
 
 /**
  * How one preflight read is tried again on transient failures (a node's sshd restarting, an apiserver 503): a few
@@ -21,39 +22,6 @@ const PREFLIGHT_RETRY = { withinMs: 10_000, maxAttempts: 4 };
 export interface PreflightResult {
   ok: boolean;
   failures: string[];
-}
-
-/**
- * Globs as in `staging-*`: `*` any run of characters, `?` one. A pattern with `@` (`in-cluster@https://10.96.0.1:443`,
- * `staging-*@https://api.staging.example:6443`) matches `CONTEXT@SERVER`: the cluster, not only a context's name.
- */
-export function contextAllowed(context: string, server: string, patterns: string[]): boolean {
-  // on RE2: a pattern of many stars against a long name takes linear time, not the backtracking's polynomial
-  const glob = (p: string) =>
-    compilePattern(
-      `^${p
-        .replace(/[.+^${}()|[\]\\]/g, '\\$&')
-        .replace(/\*/g, '.*')
-        .replace(/\?/g, '.')}$`,
-    );
-  return patterns.some((p) => glob(p).test(p.includes('@') ? `${context}@${server}` : context));
-}
-
-/**
- * Whether an allowContexts pattern names no cluster, and so allows every context whatever its spelling (`*`, `?*`,
- * `**`, `*-*`, `*@?*`, `*@https://*:6443`): none of its literal words (runs of letters and digits; `*` and `?` are
- * not literal) can be part of a context's name or of its server's host. After the first `@`, where the pattern
- * matches the server too, the scheme's `http`/`https` and a port (digits after a `:`) do not count: every server has
- * them. `staging-*`, `*prod*`, `in-cluster@*` and `*@https://10.96.0.1:443` each name something.
- */
-export function allowsEveryContext(pattern: string): boolean {
-  const at = pattern.indexOf('@');
-  const words = (s: string) => [...s.matchAll(/[\p{L}\p{N}]+/gu)];
-  if (words(at < 0 ? pattern : pattern.slice(0, at)).length) return false;
-  if (at < 0) return true;
-  const server = pattern.slice(at + 1);
-  const isPort = (m: RegExpExecArray) => /^\p{N}+$/u.test(m[0]) && server[m.index - 1] === ':';
-  return words(server).every((m) => /^https?$/i.test(m[0]) || isPort(m));
 }
 
 /**
@@ -166,8 +134,18 @@ export async function preflight(
   const viaAgent = new Set(agentTargets(plan.inventory, allNodes).map((t) => t.node.name));
   // a dry run creates nothing, nor a run already refused: nodes reached through agents not started are not checked
   let skipped = viaAgent;
-  const outage = agentsDuringOutage(plan);
-  if (outage.length) check('agents', false, outage.join('; '));
+  // the static checks of the preflight stage (validate runs them too): each one's problems under its name
+  const statics = staticProblems(plan, {}, 'preflight');
+  for (const name of new Set(statics.map((p) => p.check)))
+    check(
+      name,
+      false,
+      statics
+        .filter((p) => p.check === name)
+        .map((p) => p.message)
+        .join('; '),
+    );
+  const outage = statics.filter((p) => p.check === 'agents');
   if (viaAgent.size && !outage.length) {
     if (!agents)
       check(

@@ -16,7 +16,7 @@ import type { Ctx } from '../contract/context.js';
 import type { FaultRef, RunEventSink } from './events.js';
 import { type AppliedFault, FaultLedger } from './faults.js';
 import { Journal, type JournalView, outstanding } from './journal.js';
-import { contextAllowed } from './preflight.js';
+import { contextAllowed } from './contexts.js';
 import { rollBack, rollbackConditionHolds, revertTime } from './rollback.js';
 import type { Registry } from '../contract/registry.js';
 import { agentTargets, RunAgents } from './agents.js';

@@ -15,9 +15,11 @@ export interface LoadedInventory {
   inventory: Inventory;
   /** `FILE:LINE:COL` of a path in the document, for messages. */
   where(path: DocPath): string;
+  /** Line and column of a path in the document. */
+  locate(path: DocPath): { line: number; col: number };
 }
 
-const INVENTORY_EXPECTED: Expected = { what: 'an Inventory', keys: ['apiVersion', 'kind', 'metadata', 'spec'] };
+const INVENTORY_EXPECTED: Expected = { what: 'an Inventory', keys: ['apiVersion', 'kind', 'metadata', 'spec'], kind: 'Inventory' };
 
 /** Every problem of an inventory at once, or the loaded inventory. */
 export async function checkInventory(content: string | Uint8Array, file: string): Promise<Checked<LoadedInventory>> {
@@ -28,7 +30,10 @@ export async function checkInventory(content: string | Uint8Array, file: string)
   problems.push(...duplicateNodes(source));
   const all = withTodoProblems(source, problems);
   if (!parsed.success || all.length > 0) return { ok: false, problems: sortProblems(all) };
-  return { ok: true, value: { file, dir: dirname(file), inventory: parsed.data, where: source.where } };
+  return {
+    ok: true,
+    value: { file, dir: dirname(file), inventory: parsed.data, where: source.where, locate: (path) => source.locate(path) },
+  };
 }
 
 /** Two nodes of one name would make every selector ambiguous. */

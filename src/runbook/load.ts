@@ -16,9 +16,13 @@ export interface LoadedRunbook {
   runbook: Runbook;
   /** `FILE:LINE:COL` of a path in the document, for messages. */
   where(path: DocPath): string;
+  /** Line and column of a path in the document. */
+  locate(path: DocPath): { line: number; col: number };
+  /** What is allowed but likely not meant (no spec.safety), for `validate` to print. */
+  warnings: Problem[];
 }
 
-const RUNBOOK_EXPECTED: Expected = { what: 'a Runbook', keys: ['apiVersion', 'kind', 'metadata', 'spec'] };
+const RUNBOOK_EXPECTED: Expected = { what: 'a Runbook', keys: ['apiVersion', 'kind', 'metadata', 'spec'], kind: 'Runbook' };
 
 /** Every problem of a runbook at once, or the loaded runbook; each `with:` is checked against its module in `catalog`. */
 export async function checkRunbook(content: string | Uint8Array, file: string, catalog: ModuleCatalog): Promise<Checked<LoadedRunbook>> {
@@ -32,7 +36,38 @@ export async function checkRunbook(content: string | Uint8Array, file: string, c
   const all = withTodoProblems(source, problems);
   if (!parsed.success || all.length > 0) return { ok: false, problems: sortProblems(all) };
   applyParams(parsed.data, params.outputs);
-  return { ok: true, value: { file, runbook: parsed.data, where: source.where } };
+  return {
+    ok: true,
+    value: {
+      file,
+      runbook: parsed.data,
+      where: source.where,
+      locate: (path) => source.locate(path),
+      warnings: safetyWarnings(source, parsed.data),
+    },
+  };
+}
+
+/**
+ * A runbook without spec.safety runs with its defaults, the first of which refuses every context: said with the
+ * values that apply, read from the schema's defaults.
+ */
+function safetyWarnings(source: YamlSource, runbook: RunbookSpec): Problem[] {
+  const raw = (source.value as { spec?: { safety?: unknown } }).spec;
+  if (raw && typeof raw === 'object' && 'safety' in raw) return [];
+  const s = runbook.spec.safety;
+  const limit = (l: number | string, role: string) =>
+    typeof l === 'number' ? `${l} ${role} node${l === 1 ? '' : 's'}` : `${l} of the ${role} nodes`;
+  return [
+    source.problem(
+      ['spec'],
+      'no spec.safety, so its defaults apply: allowContexts is empty, so every context is refused (run and preflight refuse to start); ' +
+        `maxDuration ${formatDuration(s.maxDuration)}, faultTtl ${formatDuration(s.faultTtl)}, remediationTtl ${formatDuration(s.remediationTtl)}, ` +
+        `maxUnavailable ${limit(s.maxUnavailable.controlPlane, 'control-plane')} and ${limit(s.maxUnavailable.worker, 'worker')} faulted at once, ` +
+        `lockNamespace ${s.lockNamespace}; add spec.safety to choose them`,
+      'key',
+    ),
+  ];
 }
 
 type RawSpec = { guards?: unknown; remediation?: unknown; steps?: unknown; objectives?: unknown };

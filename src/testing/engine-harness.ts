@@ -9,7 +9,7 @@ import type { Ctx } from '../contract/context.js';
 import type { RunEvent } from '../engine/events.js';
 import type { Journal } from '../engine/journal.js';
 import { memoryLogger } from '../core/logger.js';
-import { buildPlan } from '../engine/plan.js';
+import { buildPlan } from '../engine/static-checks.js';
 import { registryOf } from '../contract/registry.js';
 import { startRun, type RunHandle } from '../engine/run.js';
 import { FakeClock } from './fake-clock.js';

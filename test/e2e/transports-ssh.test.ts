@@ -20,7 +20,7 @@ import { silentLogger } from '../../src/core/logger.js';
 import { assumeYes } from '../../src/engine/confirm.js';
 import type { RunEvent } from '../../src/engine/events.js';
 import { Journal, readJournal } from '../../src/engine/journal.js';
-import { buildPlan } from '../../src/engine/plan.js';
+import { buildPlan } from '../../src/engine/static-checks.js';
 import { startRun } from '../../src/engine/run.js';
 import { Inventory, type InventoryNode, SshTransport } from '../../src/inventory/schema.js';
 import { createNodeAccess } from '../../src/nodes/access.js';

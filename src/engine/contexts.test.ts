@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { allowsEveryContext, contextAllowed } from './preflight.js';
+import { allowsEveryContext, contextAllowed } from './contexts.js';
 
 describe('spec.safety.allowContexts', () => {
   const server = 'https://10.96.0.1:443';
