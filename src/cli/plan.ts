@@ -10,7 +10,6 @@ import { planJson } from '../report/plan-json.js';
 import { renderPlan } from '../report/plan-text.js';
 import { out } from './output.js';
 import { type FileProblems, pairProblems, problemLine } from './pair.js';
-import { redactText } from '../core/redact.js';
 import { runObservers } from './run.js';
 import { loadInputs, planOn, reachCluster, stderrLogger } from './setup.js';
 import type { CommandHelp, Register } from './types.js';
