@@ -31,11 +31,12 @@ const PLANNED: [string, string][] = [
     'etcd-slow-disk',
     'heartbeat-audit',
     'kubelet-partition',
-    'load-balancer-outage',
     'emergency/control-plane-failover',
     'emergency/freeze-evictions',
     'emergency/shed-apiserver-load',
   ].map((n): [string, string] => [`runbooks/${n}.yaml`, 'examples/inventory-lab.yaml']),
+  // its HAProxy is a node of role load-balancer: a lab of several control planes has one
+  ['runbooks/load-balancer-outage.yaml', 'examples/inventory-lab-ha.yaml'],
 ];
 
 let printed: string[] = [];

@@ -383,7 +383,7 @@ describe('kube-runbook schema', () => {
     dirs.push(dir);
     const r = await cli('schema', '--write', '--out-dir', dir);
     expect(r.code).toBe(0);
-    const names = ['runbook.schema.json', 'inventory.schema.json', 'report.schema.json'];
+    const names = ['runbook.schema.json', 'inventory.schema.json', 'plan.schema.json', 'report.schema.json'];
     expect(r.stdout).toBe(names.map((name) => `wrote ${join(dir, name)}\n`).join(''));
     for (const name of names) expect(await readFile(join(dir, name), 'utf8')).toBe(await readFile(join(root, 'schema', name), 'utf8'));
   });

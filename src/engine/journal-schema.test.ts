@@ -83,7 +83,7 @@ describe('checkJournalText: a journal from elsewhere, as strictly as a file the 
     [
       'an inventory the inventory schema refuses',
       (r) => r.map((x) => (x.type === 'run' ? { ...x, inventory: { ...(x.inventory as object), kind: 'Runbook' } } : x)),
-      'its inventory is not valid: kind',
+      'its inventory is not valid: this is a Runbook; expected an Inventory',
     ],
   ];
   it.each(broken)('refuses %s (exit 2, JOURNAL_INVALID), naming where it came from', async (_, change, why) => {
