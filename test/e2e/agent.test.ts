@@ -286,7 +286,8 @@ describe('someone else who may write ConfigMaps in the agent namespace', () => {
     await agentPodsGone(' after exit 4');
     // recover, through agents of its own, reverts it and releases the run lock
     writeFileSync(fixed, '');
-    const r = await cli(['recover', '--state-dir', state, '--all'], { timeoutMs: 300_000 });
+    // --force: the operator killed it; the run lock its executor renewed until then stays live for a while yet
+    const r = await cli(['recover', '--state-dir', state, '--all', '--force'], { timeoutMs: 300_000 });
     expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
     expect(existsSync(applied)).toBe(false);
     await agentPodsGone(' after recover');
@@ -447,7 +448,8 @@ describe('the executor SIGKILLed during a run over agents', () => {
     }
     expect(logs.length, 'agents that ignored the renewals').toBeGreaterThan(0);
     step('dead-men have reverted both faults');
-    const r = await cli(['recover', '--state-dir', state, '--all'], { timeoutMs: 300_000 });
+    // --force: the operator killed it; the run lock its executor renewed until then stays live for a while yet
+    const r = await cli(['recover', '--state-dir', state, '--all', '--force'], { timeoutMs: 300_000 });
     expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
     step('recover done');
     await agentPodsGone(` after recover: ${r.stdout}\n${r.stderr}`);
