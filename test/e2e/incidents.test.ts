@@ -31,7 +31,8 @@ function expectCountedByTheRuntime(o: Outcome) {
 }
 
 function expectSafe(o: Outcome) {
-  expect(o.evicted, 'pods deleted by eviction').toEqual([]);
+  expect(o.evicted, "pods evicted, by the controller-manager's log").toEqual([]);
+  expect(o.evictedSeenByRun, 'pods deleted by eviction, as the run saw them').toEqual([]);
   expectCountedByTheRuntime(o);
   expect(o.killed, 'containers killed or restarted').toEqual([]);
   expect(o.report.remaining, 'faults left applied').toEqual([]);
@@ -64,6 +65,8 @@ const OVER_AGENTS = LAB_VERSION === '1.37';
 /** The evicted pods' containers, and only theirs, were killed on their own nodes, none restarted in place. */
 function expectCascade(o: Outcome) {
   expect(o.evicted.length).toBeGreaterThan(0);
+  // evictions are counted from the controller-manager's log; the run's own observer saw the same pods go
+  expect(new Set(o.evictedSeenByRun.map((e) => e.pod))).toEqual(new Set(o.evicted.map((e) => e.pod)));
   expectCountedByTheRuntime(o);
   expect(o.killed.length).toBeGreaterThan(0);
   expect(new Set(o.killed.map((k) => k.pod))).toEqual(new Set(o.evicted.map((e) => e.pod)));

@@ -8,6 +8,7 @@ const outcome = (o: Partial<Outcome>): Outcome => ({
   exitCode: 0,
   report,
   evicted: [],
+  evictedSeenByRun: [],
   killed: [],
   killedFrom: 'containerd of rnode-1, rnode-2, rnode-3 (container ids and start times before and after)',
   restarted: 0,

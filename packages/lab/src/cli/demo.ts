@@ -19,6 +19,7 @@ import {
   type RealRuntimeState,
 } from '../index.js';
 import { productCli, productRoot } from '../host/product.js';
+import { controllerEvictions } from '../lifecycle/controller-log.js';
 import { formatDuration } from 'kube-runbook/internal/core/duration.js';
 import type { Observation, RunReport } from 'kube-runbook/internal/report/collect.js';
 import { out } from 'kube-runbook/internal/cli/output.js';
@@ -31,7 +32,13 @@ export interface Outcome {
   label: string;
   exitCode: number;
   report: RunReport;
+  /**
+   * Pods evicted during the run, as the kube-controller-manager's own log says (its taint eviction's "Deleting pod"
+   * lines, at their times); the node is where the pod ran when the run started.
+   */
   evicted: { pod: string; node: string; at: string }[];
+  /** The same as the run's own `pods deleted` observer saw them (cause taint-eviction): checked against `evicted`. */
+  evictedSeenByRun: { pod: string; node: string; at: string }[];
   /** Containers killed during the run: on real nodes as their containerd saw it, on simulated ones from the simulator's kill log. */
   killed: { pod: string; node: string; at: string; reason: string; container?: string; id?: string }[];
   /** Where `killed` was counted, for the reader: containerd of the real nodes, the simulator's records, or both. */
@@ -67,6 +74,7 @@ export async function runAndMeasure(lab: LabInfo, runbook: string, guards: boole
   const simulated = workers.filter((n) => !n.real);
   // a real node's containers as its containerd holds them: ids and start times before, and after, the run
   const before = await Promise.all(real.map(readRealRuntime));
+  const placed = await podNodes(lab);
   const started = realClock.now();
   const exitCode = await runCliChild([
     'run',
@@ -86,7 +94,12 @@ export async function runAndMeasure(lab: LabInfo, runbook: string, guards: boole
   const list = (
     (deletions?.value as { deletions?: { pod: string; node: string; at: number; cause: string }[] } | undefined)?.deletions ?? []
   ).filter((d) => d.cause === 'taint-eviction');
-  const evicted = list.map((d) => ({ pod: d.pod, node: d.node, at: new Date(d.at).toISOString() }));
+  const evictedSeenByRun = list.map((d) => ({ pod: d.pod, node: d.node, at: new Date(d.at).toISOString() }));
+  const evicted = (await controllerEvictions(lab, started)).map((e) => ({
+    pod: e.pod,
+    node: placed.get(e.pod) ?? '(not running at the start)',
+    at: e.at,
+  }));
   const runtimes = await Promise.all(simulated.map((n) => readRuntime(lab.stateDir, n.name)));
   const killed: Outcome['killed'] = runtimes.flatMap((rt) =>
     rt.kills
@@ -131,6 +144,7 @@ export async function runAndMeasure(lab: LabInfo, runbook: string, guards: boole
     exitCode,
     report,
     evicted,
+    evictedSeenByRun,
     killed,
     killedFrom,
     restarted,
@@ -158,6 +172,23 @@ async function afterKills(real: LabInfo['nodes'], evicted: { pod: string }[]): P
   }
 }
 
+/** Where each pod runs (namespace/name → node), read before the run: the controller's log names pods, not nodes. */
+async function podNodes(lab: LabInfo): Promise<Map<string, string>> {
+  const { createKubeAccess } = await import('kube-runbook/internal/kube/client.js');
+  const kube = createKubeAccess({ kubeconfig: lab.kubeconfig, context: lab.context });
+  try {
+    const list = await kube.json!<{ items: { metadata: { namespace: string; name: string }; spec?: { nodeName?: string } }[] }>(
+      '/api/v1/pods',
+      {
+        timeoutMs: 10_000,
+      },
+    );
+    return new Map(list.items.map((p) => [`${p.metadata.namespace}/${p.metadata.name}`, p.spec?.nodeName ?? '(unscheduled)']));
+  } finally {
+    kube.close?.();
+  }
+}
+
 async function readyNodes(lab: LabInfo): Promise<string> {
   const { createKubeAccess } = await import('kube-runbook/internal/kube/client.js');
   const kube = createKubeAccess({ kubeconfig: lab.kubeconfig, context: lab.context });
@@ -182,7 +213,7 @@ export function renderOutcome(o: Outcome): string {
   const remediations = r.faults.filter((f) => f.remediation);
   const lines = [
     `${o.label}: ${r.status.toUpperCase()} (exit ${o.exitCode}) — ${r.reason}`,
-    `  pods evicted:        ${o.evicted.length}${o.evicted.length ? ` (first at ${time(o.evicted.map((e) => e.at).sort()[0])})` : ''}`,
+    `  pods evicted:        ${o.evicted.length}${o.evicted.length ? ` (first at ${time(o.evicted.map((e) => e.at).sort()[0])})` : ''}, counted from the controller-manager's log`,
     `  containers killed:   ${o.killed.length}${o.restarted ? ` (${o.restarted} restarted)` : ''}${o.killed.length ? `: ${o.killed.map((k) => `${k.pod} on ${k.node}`).join(', ')}` : ''}`,
     `                       counted by ${o.killedFrom}${o.killedFrom.startsWith('containerd') ? `; ${o.realContainersAtStart} running at the start` : ''}`,
     `  faults reverted:     ${faults.filter((f) => f.status === 'reverted').length}/${faults.length}` +
