@@ -2,10 +2,11 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { EXIT, KrError, messageOf } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
-import { type JournalCopy, outstanding, parseJournal } from '../engine/journal.js';
-import { checkJournalText } from '../engine/journal-schema.js';
-import { type ConfigMapRef, type JournalCopyText, readJournalCopies, writeJournalCopies } from '../kube/journal-configmap.js';
-import { ensureJournalKey, type JournalKey, journalKeySecret, readJournalKey } from '../kube/journal-key.js';
+import { type JournalCopy, outstanding, parseJournal } from './journal.js';
+import { checkJournalText } from './schema.js';
+import type { ConfigMapRef } from '../kube/configmap.js';
+import { type JournalCopyText, readJournalCopies, writeJournalCopies } from './configmap.js';
+import { ensureJournalKey, type JournalKey, journalKeySecret, readJournalKey } from './key.js';
 import type { KubeAccess } from '../kube/types.js';
 
 const where = (ref: ConfigMapRef) => `ConfigMap ${ref.namespace}/${ref.name}`;

@@ -1,35 +1,16 @@
-import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
-import type { KubeAccess } from './types.js';
-import { DNS_LABEL } from '../core/names.js';
+import { EXIT, KrError, quote } from '../core/errors.js';
+import { configMapApi, configMapPath, type ConfigMapRef, readConfigMapData } from '../kube/configmap.js';
+import type { KubeAccess } from '../kube/types.js';
 
 /**
  * The in-cluster copy of run journals: one ConfigMap (created beforehand, e.g. by `kube-runbook manifests`), one key
- * `<run-id>.jsonl` per run holding that run's whole journal, and `<run-id>.hmac` its MAC (src/kube/journal-key.ts).
+ * `<run-id>.jsonl` per run holding that run's whole journal, and `<run-id>.hmac` its MAC (src/journal/key.ts).
  * Written by JSON merge patch of those two keys at once, so runs never overwrite each other's keys, a journal never
  * goes without its MAC, and the ServiceAccount needs only `get` and `patch` on that one name.
  */
-export interface ConfigMapRef {
-  namespace: string;
-  name: string;
-}
 
 /** What a ConfigMap key may be (and a run id is). */
 const KEY = /^[-._a-zA-Z0-9]+$/;
-
-/** `namespace/name` of a ConfigMap flag, checked before anything runs. */
-export function configMapRef(flag: string, ref: string): ConfigMapRef {
-  const [namespace = '', name = '', ...rest] = ref.split('/');
-  if (rest.length || !DNS_LABEL.test(namespace) || !DNS_LABEL.test(name))
-    throw new KrError('BAD_CONFIGMAP', `${flag} ${quote(ref)} is not namespace/name`, { exit: EXIT.invalid });
-  return { namespace, name };
-}
-
-const path = (ref: ConfigMapRef) => `/api/v1/namespaces/${encodeURIComponent(ref.namespace)}/configmaps/${encodeURIComponent(ref.name)}`;
-
-function api(kube: KubeAccess) {
-  if (!kube.json) throw new KrError('KUBE_UNAVAILABLE', 'this cluster client cannot reach ConfigMaps', { exit: EXIT.refused });
-  return kube.json.bind(kube);
-}
 
 const checkedRunId = (runId: string): string => {
   if (!KEY.test(`${runId}.jsonl`))
@@ -56,24 +37,6 @@ export async function readJournalCopies(kube: KubeAccess, ref: ConfigMapRef, sig
   return out;
 }
 
-/** The `data` of a ConfigMap (`what` names it in the error: the journal, the report); KrError exit 3 when it cannot be read. */
-export async function readConfigMapData(
-  kube: KubeAccess,
-  ref: ConfigMapRef,
-  what: string,
-  signal?: AbortSignal,
-): Promise<Record<string, string>> {
-  try {
-    return (await api(kube)<{ data?: Record<string, string> }>(path(ref), { timeoutMs: 15_000, signal })).data ?? {};
-  } catch (e) {
-    throw new KrError(
-      `${what.toUpperCase()}_CONFIGMAP`,
-      `cannot read the ${what} ConfigMap ${ref.namespace}/${ref.name}: ${messageOf(e)}`,
-      { exit: EXIT.refused, cause: e },
-    );
-  }
-}
-
 /**
  * Sets (text and MAC, in one patch) or removes (null) the journals of the given runs, leaving every other key as it is.
  * A journal set without a MAC has none in the ConfigMap.
@@ -90,5 +53,11 @@ export async function writeJournalCopies(
       [`${runId}.hmac`, copy?.mac ?? null],
     ]),
   );
-  await api(kube)(path(ref), { method: 'PATCH', contentType: 'application/merge-patch+json', body: { data }, timeoutMs: 15_000, signal });
+  await configMapApi(kube)(configMapPath(ref), {
+    method: 'PATCH',
+    contentType: 'application/merge-patch+json',
+    body: { data },
+    timeoutMs: 15_000,
+    signal,
+  });
 }
