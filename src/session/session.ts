@@ -41,7 +41,7 @@ export interface SessionOptions {
   interrupts: (interrupt: (signal: NodeJS.Signals) => void) => () => void;
 }
 
-/** The parts a session starts, by default the real ones; a test hands fakes. */
+/** The parts a session starts: the real ones, but for those a test hands as fakes. */
 export interface SessionParts {
   observers: () => Promise<ObserverProbe[]>;
   startRun: (o: RunOptions) => RunHandle;
@@ -66,7 +66,8 @@ export interface SessionResult {
  * ConfigMap, the cluster client closed, the report files written. The view, telemetry and the client are closed also
  * when the run throws; the report is then not written.
  */
-export async function runSession(o: SessionOptions, parts: SessionParts = realParts): Promise<SessionResult> {
+export async function runSession(o: SessionOptions, given: Partial<SessionParts> = {}): Promise<SessionResult> {
+  const parts: SessionParts = { ...realParts, ...given };
   const { ctx, plan } = o;
   const kube = ctx.kube;
   const journal = await openRunJournal({ kube, runId: ctx.runId, dir: o.journal.dir, configMap: o.journal.configMap, log: ctx.log });
