@@ -108,6 +108,7 @@ async function runCommand(file: string, flags: RunFlags): Promise<[ExitCode, { n
     out.stdout(`  preflight FAIL cluster: ${p.kubeError?.message ?? 'no cluster to run against'}`);
     return [EXIT.refused];
   }
+  const kubeconfig = kubeconfigPath(flags, p.inv);
   const ctx = makeCtx({
     runId,
     clock,
@@ -129,7 +130,7 @@ async function runCommand(file: string, flags: RunFlags): Promise<[ExitCode, { n
     ctx,
     confirmer,
     inventoryFile: resolve(p.inv.file),
-    kubeconfig: kubeconfigPath(flags, p.inv),
+    kubeconfig,
     guards: flags.guards,
     journal: { dir: runsDir(process.env, flags.stateDir === undefined ? undefined : resolve(flags.stateDir)), configMap: journalCm },
     report: { dir: flags.reportDir === undefined ? undefined : resolve(flags.reportDir), configMap: reportCm },

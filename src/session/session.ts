@@ -115,22 +115,16 @@ export async function runSession(o: SessionOptions, given: Partial<SessionParts>
     await view.stop();
     // a second Ctrl-C stops at once: what is still queued is dropped
     if (!result?.forced) await telemetry?.shutdown();
-    if (result && o.report.configMap) await reportToConfigMap(o, collector.report);
+    const ref = o.report.configMap;
+    if (result && ref)
+      await writeReportConfigMap(kube, ref, redactedReport(collector.report)).catch((e: unknown) =>
+        o.warn(`kube-runbook: the report was not written to ConfigMap ${ref.namespace}/${ref.name}: ${messageOf(e)}`),
+      );
     kube.close?.();
   }
   if (o.report.dir) writeReports(o.report.dir, collector.report);
   const seen = collector.report.observations[POD_DELETIONS] as { detail?: string } | undefined;
   return { result, report: collector.report, podsDeleted: seen?.detail };
-}
-
-/** The report in its ConfigMap; a failure is said, and does not change the run's outcome. */
-async function reportToConfigMap(o: SessionOptions, report: RunReport): Promise<void> {
-  const ref = o.report.configMap!;
-  try {
-    await writeReportConfigMap(o.ctx.kube, ref, redactedReport(report));
-  } catch (e) {
-    o.warn(`kube-runbook: the report was not written to ConfigMap ${ref.namespace}/${ref.name}: ${messageOf(e)}`);
-  }
 }
 
 /**
