@@ -1,5 +1,5 @@
 import { EXIT, KrError, quote } from '../core/errors.js';
-import { configMapApi, configMapPath, type ConfigMapRef, readConfigMapData } from '../kube/configmap.js';
+import { type ConfigMapRef, patchConfigMapData, readConfigMapData } from '../kube/configmap.js';
 import type { KubeAccess } from '../kube/types.js';
 
 /**
@@ -53,11 +53,5 @@ export async function writeJournalCopies(
       [`${runId}.hmac`, copy?.mac ?? null],
     ]),
   );
-  await configMapApi(kube)(configMapPath(ref), {
-    method: 'PATCH',
-    contentType: 'application/merge-patch+json',
-    body: { data },
-    timeoutMs: 15_000,
-    signal,
-  });
+  await patchConfigMapData(kube, ref, data, signal);
 }

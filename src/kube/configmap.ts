@@ -16,12 +16,10 @@ export function configMapRef(flag: string, ref: string): ConfigMapRef {
   return { namespace, name };
 }
 
-/** The ConfigMap's path on the apiserver. */
-export const configMapPath = (ref: ConfigMapRef) =>
-  `/api/v1/namespaces/${encodeURIComponent(ref.namespace)}/configmaps/${encodeURIComponent(ref.name)}`;
+const path = (ref: ConfigMapRef) => `/api/v1/namespaces/${encodeURIComponent(ref.namespace)}/configmaps/${encodeURIComponent(ref.name)}`;
 
 /** The client's JSON requests; a refusal (exit 3) when this client has none. */
-export function configMapApi(kube: KubeAccess) {
+function api(kube: KubeAccess) {
   if (!kube.json) throw new KrError('KUBE_UNAVAILABLE', 'this cluster client cannot reach ConfigMaps', { exit: EXIT.refused });
   return kube.json.bind(kube);
 }
@@ -34,7 +32,7 @@ export async function readConfigMapData(
   signal?: AbortSignal,
 ): Promise<Record<string, string>> {
   try {
-    return (await configMapApi(kube)<{ data?: Record<string, string> }>(configMapPath(ref), { timeoutMs: 15_000, signal })).data ?? {};
+    return (await api(kube)<{ data?: Record<string, string> }>(path(ref), { timeoutMs: 15_000, signal })).data ?? {};
   } catch (e) {
     throw new KrError(
       `${what.toUpperCase()}_CONFIGMAP`,
@@ -42,4 +40,28 @@ export async function readConfigMapData(
       { exit: EXIT.refused, cause: e },
     );
   }
+}
+
+/** Sets (a string) or removes (null) the given keys of a ConfigMap's `data` by JSON merge patch, leaving every other key as it is. */
+export async function patchConfigMapData(
+  kube: KubeAccess,
+  ref: ConfigMapRef,
+  data: Record<string, string | null>,
+  signal?: AbortSignal,
+): Promise<void> {
+  await api(kube)(path(ref), { method: 'PATCH', contentType: 'application/merge-patch+json', body: { data }, timeoutMs: 15_000, signal });
+}
+
+/**
+ * The whole `data` of a ConfigMap by server-side apply, as field manager kube-runbook (replaced; needs patch, and
+ * create when it does not exist yet).
+ */
+export async function applyConfigMapData(kube: KubeAccess, ref: ConfigMapRef, data: Record<string, string>): Promise<void> {
+  await api(kube)(path(ref), {
+    method: 'PATCH',
+    contentType: 'application/apply-patch+yaml',
+    query: { fieldManager: 'kube-runbook', force: true },
+    body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: ref.name, namespace: ref.namespace }, data },
+    timeoutMs: 30_000,
+  });
 }

@@ -1,27 +1,13 @@
 import { EXIT, KrError } from '../core/errors.js';
-import { configMapApi, configMapPath, type ConfigMapRef, readConfigMapData } from '../kube/configmap.js';
+import { applyConfigMapData, type ConfigMapRef, readConfigMapData } from '../kube/configmap.js';
 import type { KubeAccess } from '../kube/types.js';
 
 /** The key of the report in its ConfigMap. */
 const REPORT_KEY = 'report.json';
 
-/**
- * The report as `report.json` of a ConfigMap (run --report-configmap), by server-side apply (replaced; needs patch,
- * and create when it does not exist yet).
- */
+/** The report as `report.json` of a ConfigMap (run --report-configmap), replacing what was there. */
 export async function writeReportConfigMap(kube: KubeAccess, ref: ConfigMapRef, report: unknown): Promise<void> {
-  await configMapApi(kube)(configMapPath(ref), {
-    method: 'PATCH',
-    contentType: 'application/apply-patch+yaml',
-    query: { fieldManager: 'kube-runbook', force: true },
-    body: {
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: { name: ref.name, namespace: ref.namespace },
-      data: { [REPORT_KEY]: JSON.stringify(report, null, 2) },
-    },
-    timeoutMs: 30_000,
-  });
+  await applyConfigMapData(kube, ref, { [REPORT_KEY]: JSON.stringify(report, null, 2) });
 }
 
 /**
