@@ -82,7 +82,7 @@ export type JournalRecord =
 type Stored = JournalRecord & { version?: string };
 
 /**
- * Somewhere else the journal is kept as it is written: the in-cluster copy (src/journal/configmap.ts), so a
+ * Somewhere else the journal is kept as it is written: the in-cluster copy (src/journal/cluster-copy.ts), so a
  * run whose pod and its disk went away can still be recovered. `write` gets the whole journal each time.
  */
 export interface JournalCopy {
