@@ -13,8 +13,10 @@ const LAYERS = [
   ['forecast'], //    the eviction forecast: the node lifecycle controller's model and its feed
   ['contract'], //    ctx, defineAction, defineProbe, readings, registry
   ['actions', 'probes'], // one module per file
+  ['journal'], //     the run's journal: its file, its schema, its copy in a ConfigMap and the key that signs it
   ['engine'], //      plan, run, rollback, journal, recover
   ['report', 'telemetry'], // renderers of run events; their export as OpenTelemetry traces and metrics
+  ['session'], //     one run's wiring besides the engine: observers, the journal's copy, sinks and their order
   ['cli'], //         one file per command
   ['testing'], //     fakes and testers, imported by tests only (not built into dist/)
 ];

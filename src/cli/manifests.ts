@@ -7,10 +7,10 @@ import { contextAllowed } from '../engine/contexts.js';
 import { sensitiveGrants } from '../engine/sensitive-access.js';
 import { buildPlan } from '../engine/static-checks.js';
 import { defaultRegistry } from '../engine/registry.js';
-import { journalKeySecret } from '../kube/journal-key.js';
+import { journalKeySecret } from '../journal/key.js';
 import { loadRunbook } from '../runbook/load.js';
 import { out } from './output.js';
-import { runObservers } from './run.js';
+import { runObservers } from '../session/observers.js';
 import { inventoryFrom } from './setup.js';
 import type { CommandHelp, Register } from './types.js';
 import { toolVersion } from '../core/version.js';
@@ -124,7 +124,7 @@ export async function renderManifests(
   // the run's own state in the cluster: the journal's copy (and the report), created here, so the ServiceAccount
   // needs no `create` (which RBAC cannot limit to a name), only get and patch of these names; no data, so
   // applying the manifests again leaves what runs wrote
-  // and the Secret of the key that signs the journal's copy (src/kube/journal-key.ts), filled by the first run: who
+  // and the Secret of the key that signs the journal's copy (src/journal/key.ts), filled by the first run: who
   // may write ConfigMaps here but not read Secrets cannot forge a journal for `recover --from-cluster` to run
   const stateRole = `${name}-state`;
   const keyName = journalKeySecret({ namespace: ns, name: journalName }).name;

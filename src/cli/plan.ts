@@ -10,7 +10,7 @@ import { planJson } from '../report/plan-json.js';
 import { renderPlan } from '../report/plan-text.js';
 import { out } from './output.js';
 import { type FileProblems, pairProblems, problemLine } from './pair.js';
-import { runObservers } from './run.js';
+import { runObservers } from '../session/observers.js';
 import { loadInputs, planOn, reachCluster, stderrLogger } from './setup.js';
 import type { CommandHelp, Register } from './types.js';
 

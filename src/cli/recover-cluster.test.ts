@@ -3,13 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { memoryLogger } from '../core/logger.js';
-import { Journal } from '../engine/journal.js';
+import { Journal } from '../journal/journal.js';
 import { Inventory } from '../inventory/schema.js';
-import { JournalKey } from '../kube/journal-key.js';
+import { JournalKey } from '../journal/key.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
 import { inventoryOf } from '../testing/inventories.js';
 import { JOURNAL_REF, journalCluster } from '../testing/journal-cluster.js';
-import { configMapCopy, prepareJournalConfigMap } from './journal-copy.js';
+import { configMapCopy, prepareJournalConfigMap } from '../journal/cluster-copy.js';
 import { recoverCommand } from './recover.js';
 import { makeCtx } from './setup.js';
 

@@ -5,12 +5,13 @@ import { EXIT, type ExitCode, KrError, messageOf } from '../core/errors.js';
 import { redactText } from '../core/redact.js';
 import { realClock } from '../core/clock.js';
 import { toSinks } from '../engine/sinks.js';
-import { Journal, listJournals, outstanding, readJournal, type JournalView } from '../engine/journal.js';
-import { configMapRef } from '../kube/journal-configmap.js';
-import { configMapCopy, fetchJournalCopies } from './journal-copy.js';
+import { listJournals, outstanding, readJournal, type JournalView } from '../journal/journal.js';
+import { configMapRef } from '../kube/configmap.js';
+import { fetchJournalCopies } from '../journal/cluster-copy.js';
+import { reopenClusterJournal } from '../session/journal.js';
 import { recoverRun } from '../engine/recover.js';
 import { defaultRegistry } from '../engine/registry.js';
-import { runsDir } from '../engine/state-dir.js';
+import { runsDir } from '../journal/state-dir.js';
 import type { KubeAccess } from '../kube/types.js';
 import { createKubeAccess } from '../kube/client.js';
 import { plainRenderer } from '../report/plain.js';
@@ -173,7 +174,7 @@ export async function recoverCommand(
     // what recover reverts goes to the cluster's copy too, so the next recover does not take the run again
     const journal =
       fromCluster && shared && copied.runs.has(view.run.runId)
-        ? new Journal(view.file, configMapCopy(shared, fromCluster, view.run.runId, log, copied.key))
+        ? reopenClusterJournal(view.file, { kube: shared, runId: view.run.runId, configMap: fromCluster, key: copied.key, log })
         : undefined;
     const result = await recoverRun(view, {
       ctx,

@@ -5,13 +5,14 @@ import { formatDuration } from '../core/duration.js';
 import { EXIT, KrError } from '../core/errors.js';
 import { readDocumentFile } from '../document/read-file.js';
 import { createKubeAccess } from '../kube/client.js';
-import { configMapRef, readConfigMapData } from '../kube/journal-configmap.js';
+import { configMapRef } from '../kube/configmap.js';
 import type { RunReport } from '../report/collect.js';
 import { renderJUnit } from '../report/junit.js';
 import { MAX_REPORT_BYTES, parseReport } from '../report/load.js';
 import { renderTimeline } from '../report/timeline.js';
 import { out } from './output.js';
-import { redactedReport, writePrivate } from './report-files.js';
+import { readReportConfigMap } from '../session/report-configmap.js';
+import { redactedReport, writePrivate } from '../session/report-files.js';
 import { stderrLogger } from './setup.js';
 import type { CommandHelp, Register } from './types.js';
 
@@ -34,11 +35,7 @@ async function source(file: string | undefined, o: ReportFlags): Promise<{ text:
   const ref = configMapRef('--from-configmap', o.fromConfigmap!);
   const kube = createKubeAccess({ kubeconfig: o.kubeconfig, context: o.context, inCluster: o.inCluster, log: stderrLogger(false) });
   try {
-    const text = (await readConfigMapData(kube, ref, 'report'))['report.json'];
-    const name = `configmap ${ref.namespace}/${ref.name}`;
-    if (text === undefined)
-      throw new KrError('REPORT_SOURCE', `${name} has no report.json key (is it a run's --report-configmap?)`, { exit: EXIT.invalid });
-    return { text, name: `${name} report.json` };
+    return await readReportConfigMap(kube, ref);
   } finally {
     kube.close?.();
   }

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DEADMAN_ROOT } from '../engine/deadman.js';
-import { listJournals, outstanding, readJournal } from '../engine/journal.js';
+import { listJournals, outstanding, readJournal } from '../journal/journal.js';
 import { childRunbook } from '../testing/child-runbook.js';
 
 // The child imports the built engine and this module (dist/): `npm test` builds first.

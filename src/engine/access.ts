@@ -1,7 +1,7 @@
 import { type ApiVerb, type ResolvedAccess, accessChecks, describeCheck, resolveAccess } from '../contract/access.js';
 import type { Probe } from '../contract/probe.js';
 import type { Registry } from '../contract/registry.js';
-import { RUN_LOCK_NAME } from '../kube/run-lock.js';
+import { RUN_LOCK_NAME } from './run-lock-lease.js';
 import type { AccessCheck } from '../kube/types.js';
 import { type Plan, plannedActions } from './plan.js';
 import { agentTargets } from './agents.js';

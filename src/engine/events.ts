@@ -1,17 +1,8 @@
 import type { Reading } from '../contract/probe.js';
+import type { Attempt, RunStatus } from '../journal/outcomes.js';
 
-/** The closed set of outcomes of a run, and the exit code each leads to. */
-export const RUN_STATUS = {
-  passed: 0,
-  failed: 1,
-  aborted: 1,
-  refused: 3,
-  'rollback-incomplete': 4,
-  /** Every step passed and everything was reverted, but a recovery objective was missed. */
-  'objective-missed': 5,
-  interrupted: 130,
-} as const;
-export type RunStatus = keyof typeof RUN_STATUS;
+/** The run's outcomes and its attempts are what its journal records too: they are the journal's words. */
+export { RUN_STATUS, type Attempt, type RetriedOp, type RunStatus } from '../journal/outcomes.js';
 
 export type StepKind = 'action' | 'expect' | 'wait' | 'confirm' | 'revert' | 'parallel';
 export type StepStatus = 'passed' | 'failed' | 'aborted' | 'skipped';
@@ -26,20 +17,6 @@ export interface FaultRef {
   remediation: boolean;
   /** Shell text that removes it by hand, when the action can say. */
   manualRevert?: string;
-}
-
-/** What the engine tries again when it fails for a transient reason (src/engine/retry.ts). */
-export type RetriedOp =
-  'revert' | 'disarm' | 'keepalive' | 'arm' | 'prepare' | 'preflight' | 'settle' | 'apply' | 'leave' | 'lock' | 'agents';
-
-/** One failed attempt: another follows after `retryInMs`, or, without it, the failure is final. */
-export interface Attempt {
-  op: RetriedOp;
-  attempt: number;
-  error: string;
-  /** The failure's kind when it can pass ("connection reset"); absent when permanent. */
-  transient?: string;
-  retryInMs?: number;
 }
 
 /**

@@ -7,7 +7,7 @@ import type { InventoryNode } from '../inventory/schema.js';
 import type { ActionCtx, Ctx } from '../contract/context.js';
 import { armScript, DEADMAN_REVERT_LIMIT_MS, deadmanDir, disarmScript, keepaliveScript, settleScript } from './deadman.js';
 import type { Attempt, FaultRef, RunEventSink } from './events.js';
-import type { Journal } from './journal.js';
+import type { Journal } from '../journal/journal.js';
 import { eachLimited } from '../core/each-limited.js';
 import { agentConfigOf } from './agents.js';
 import type { NodeAccess } from '../nodes/types.js';

@@ -8,7 +8,7 @@ import type { Ctx } from '../contract/context.js';
 import type { RunEventSink } from './events.js';
 import { type Plan, plannedActions } from './plan.js';
 import { type EngineRetry, withRetries } from './retry.js';
-import { describeHolder, RUN_LOCK_NAME, runLockHolder } from '../kube/run-lock.js';
+import { describeHolder, RUN_LOCK_NAME, runLockHolder } from './run-lock-lease.js';
 import { agentTargets, type RunAgents } from './agents.js';
 import { contextAllowed } from './contexts.js';
 import { staticProblems } from './static-checks.js';

@@ -10,12 +10,12 @@ import {
   type RunLockHolder,
   type RunLockOptions,
   type RunLockState,
-} from '../kube/run-lock.js';
+} from './run-lock-lease.js';
 import { formatDuration } from '../core/duration.js';
 import type { Ctx } from '../contract/context.js';
 import type { FaultRef, RunEventSink } from './events.js';
 import { type AppliedFault, FaultLedger } from './faults.js';
-import { Journal, type JournalView, outstanding } from './journal.js';
+import { Journal, type JournalView, outstanding } from '../journal/journal.js';
 import { contextAllowed } from './contexts.js';
 import { rollBack, rollbackConditionHolds, revertTime } from './rollback.js';
 import type { Registry } from '../contract/registry.js';

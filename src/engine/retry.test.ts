@@ -8,7 +8,7 @@ import { ApiStatusError } from '../kube/source.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
 import { type ExecCall, type FakeHandler, resetFirst } from '../testing/fake-nodes.js';
 import type { RunEvent } from './events.js';
-import { Journal, readJournal } from './journal.js';
+import { Journal, readJournal } from '../journal/journal.js';
 import { transientFailure } from './retry.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kr-retry-'));

@@ -3,7 +3,7 @@ import { messageOf } from '../core/errors.js';
 import { formatDuration } from '../core/duration.js';
 import type { Ctx } from '../contract/context.js';
 import type { Action } from '../contract/action.js';
-import { acquireRunLock, releaseRunLock, renewRunLock, RUN_LOCK_NAME, type RunLockOptions, type RunLockState } from '../kube/run-lock.js';
+import { acquireRunLock, releaseRunLock, renewRunLock, RUN_LOCK_NAME, type RunLockOptions, type RunLockState } from './run-lock-lease.js';
 import type { RunControl } from './control.js';
 import type { Attempt, RunEventSink } from './events.js';
 import type { AppliedFault } from './faults.js';

@@ -3,7 +3,7 @@ import { FakeClock } from '../testing/fake-clock.js';
 import { fakeKubeAccess } from '../testing/fake-access.js';
 import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
-import { RUN_LOCK_NAME } from '../kube/run-lock.js';
+import { RUN_LOCK_NAME } from './run-lock-lease.js';
 import { ApiStatusError } from '../kube/source.js';
 
 const runbook = baseRunbook({ steps: [{ action: 'fault-a', with: { nodes: { names: ['node-1'] } } }, { wait: '10m' }] });

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { Ctx } from '../contract/context.js';
 import type { RunStatus } from './events.js';
-import type { Journal } from './journal.js';
+import type { Journal } from '../journal/journal.js';
 import type { Plan } from './plan.js';
 
 /**

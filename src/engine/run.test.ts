@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { RunEvent } from './events.js';
-import { Journal, readJournal } from './journal.js';
+import { Journal, readJournal } from '../journal/journal.js';
 import { ReportCollector } from '../report/collect.js';
 import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';

@@ -8,7 +8,7 @@ import { Aborted, type Outcome, RunControl } from './control.js';
 import { type FaultRef, RUN_STATUS, type RunEventSink, type RunStatus } from './events.js';
 import { FaultLedger } from './faults.js';
 import { GuardSet } from './guards.js';
-import type { Journal } from './journal.js';
+import type { Journal } from '../journal/journal.js';
 import { ObjectiveClocks } from './objectives.js';
 import { observe } from './observers.js';
 import type { Plan } from './plan.js';

@@ -7,7 +7,7 @@ import { Runbook } from '../runbook/schema.js';
 import { type Confirmer, assumeYes } from '../engine/confirm.js';
 import type { Ctx } from '../contract/context.js';
 import type { RunEvent } from '../engine/events.js';
-import type { Journal } from '../engine/journal.js';
+import type { Journal } from '../journal/journal.js';
 import { memoryLogger } from '../core/logger.js';
 import { buildPlan } from '../engine/static-checks.js';
 import { registryOf } from '../contract/registry.js';

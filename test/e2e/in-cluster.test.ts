@@ -24,8 +24,8 @@ import {
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toolVersion } from '../../src/core/version.js';
-import { parseJournal } from '../../src/engine/journal.js';
-import { JournalKey } from '../../src/kube/journal-key.js';
+import { parseJournal } from '../../src/journal/journal.js';
+import { JournalKey } from '../../src/journal/key.js';
 import { SERVICE_IP } from '../../packages/lab/src/host/pki.js';
 import { REPO, cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 

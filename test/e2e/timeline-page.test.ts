@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { writeReports } from '../../src/cli/report-files.js';
+import { writeReports } from '../../src/session/report-files.js';
 import { createLogger } from '../../src/core/logger.js';
 import { ensureAptPackages } from '../../packages/lab/src/install/install.js';
 import { ReportCollector } from '../../src/report/collect.js';

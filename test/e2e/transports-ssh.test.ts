@@ -19,7 +19,7 @@ import { KrError } from '../../src/core/errors.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { assumeYes } from '../../src/engine/confirm.js';
 import type { RunEvent } from '../../src/engine/events.js';
-import { Journal, readJournal } from '../../src/engine/journal.js';
+import { Journal, readJournal } from '../../src/journal/journal.js';
 import { buildPlan } from '../../src/engine/static-checks.js';
 import { startRun } from '../../src/engine/run.js';
 import { Inventory, type InventoryNode, SshTransport } from '../../src/inventory/schema.js';

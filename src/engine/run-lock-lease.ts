@@ -1,6 +1,6 @@
 import { EXIT, KrError, messageOf } from '../core/errors.js';
-import { ApiStatusError } from './source.js';
-import type { KubeAccess } from './types.js';
+import { ApiStatusError } from '../kube/source.js';
+import type { KubeAccess } from '../kube/types.js';
 
 /** The cluster-wide run lock: one coordination.k8s.io Lease that a run holds while it has anything applied. */
 export const RUN_LOCK_NAME = 'kube-runbook-run-lock';

@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { memoryLogger, silentLogger } from '../core/logger.js';
-import { Journal, outstanding, readJournal } from '../engine/journal.js';
-import { ensureJournalKey, JournalKey } from '../kube/journal-key.js';
+import { Journal, outstanding, readJournal } from './journal.js';
+import { ensureJournalKey, JournalKey } from './key.js';
 import { JOURNAL_REF as REF, journalCluster } from '../testing/journal-cluster.js';
-import { configMapCopy, fetchJournalCopies, prepareJournalConfigMap } from './journal-copy.js';
+import { configMapCopy, fetchJournalCopies, prepareJournalConfigMap } from './cluster-copy.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kr-journal-copy-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -18,7 +18,7 @@ import { toolVersion } from '../core/version.js';
 import type { RevertState } from '../contract/action.js';
 import type { Inventory } from '../inventory/schema.js';
 import type { ProbeRef } from '../runbook/schema.js';
-import type { Attempt, RunStatus } from './events.js';
+import type { Attempt, RunStatus } from './outcomes.js';
 import { runsDir } from './state-dir.js';
 
 export interface RunRecord {
@@ -82,7 +82,7 @@ export type JournalRecord =
 type Stored = JournalRecord & { version?: string };
 
 /**
- * Somewhere else the journal is kept as it is written: the in-cluster copy (src/kube/journal-configmap.ts), so a
+ * Somewhere else the journal is kept as it is written: the in-cluster copy (src/journal/cluster-copy.ts), so a
  * run whose pod and its disk went away can still be recovered. `write` gets the whole journal each time.
  */
 export interface JournalCopy {

@@ -1,9 +1,9 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { inspect } from 'node:util';
 import { EXIT, KrError, messageOf } from '../core/errors.js';
-import type { ConfigMapRef } from './journal-configmap.js';
-import { ApiStatusError } from './source.js';
-import type { KubeAccess } from './types.js';
+import type { ConfigMapRef } from '../kube/configmap.js';
+import { ApiStatusError } from '../kube/source.js';
+import type { KubeAccess } from '../kube/types.js';
 
 /**
  * The key that authenticates a journal ConfigMap's copies: 32 random bytes in a Secret beside it, `<configmap>-key`,

@@ -6,7 +6,7 @@ import runCommand from '../actions/run-command.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
 import { resetFirst } from '../testing/fake-nodes.js';
 import { Journal } from './journal.js';
-import { checkJournalText } from './journal-schema.js';
+import { checkJournalText } from './schema.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kr-journal-schema-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

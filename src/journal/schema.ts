@@ -4,12 +4,11 @@ import { durationsAsText } from '../core/zod-helpers.js';
 import type { Json } from '../contract/action.js';
 import { checkInventory } from '../inventory/load.js';
 import { Inventory } from '../inventory/schema.js';
-import type { RetriedOp } from './events.js';
-import { RUN_STATUS } from './events.js';
+import { RUN_STATUS, type RetriedOp } from './outcomes.js';
 import type { JournalRecord } from './journal.js';
 
 /**
- * The shape of every journal record (src/engine/journal.ts), for a journal that comes from somewhere else than this
+ * The shape of every journal record (src/journal/journal.ts), for a journal that comes from somewhere else than this
  * machine's state dir: the cluster's copy, checked by `recover --from-cluster` before anything in it runs. Fields
  * absent in journals of older versions are optional, as in the types.
  */
