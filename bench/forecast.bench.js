@@ -1,11 +1,11 @@
 // The eviction forecast's judgement on its own (src/forecast/forecast.ts), as the probe calls it: a fleet of N nodes in 3
 // zones of which F are failing (silent, NotReady or tainted; the rest passed as counts per zone) and handed in columns
 // as the probe's feed hands them, their pods too (builds from before that: as objects), in memory kept from one
-// judgement to the next as the probe keeps it (builds from before that: made anew by each judgement), 30 pods on each
-// node in 3 workloads' tolerations, the first 20 pods to be evicted and the first 100 nodes kept (builds from before
-// nodesKept report every node, and from before evictedPodsOnly keep pods not evicted too). Each size is judged J times
-// with the clock moving 250 ms between judgements (the probe judges at most 4 times a second), after a warm-up; garbage
-// collections during the timed judgements are counted in.
+// judgement to the next as the probe keeps it (in the feed's store; builds from before that: on the nodes, or made anew
+// by each judgement), 30 pods on each node in 3 workloads' tolerations, the first 20 pods to be evicted and the first
+// 100 nodes kept (builds from before nodesKept report every node, and from before evictedPodsOnly keep pods not evicted
+// too). Each size is judged J times with the clock moving 250 ms between judgements (the probe judges at most 4 times
+// a second), after a warm-up; garbage collections during the timed judgements are counted in.
 //
 //   npm run build && node bench/forecast.bench.js
 //   KUBE_RUNBOOK_BENCH_NODES=5000  KUBE_RUNBOOK_BENCH_FAILING="500 1500 2500 5000"  KUBE_RUNBOOK_BENCH_JUDGEMENTS=500
@@ -118,6 +118,14 @@ new PerformanceObserver((list) => {
  * once per fleet, outside the time taken, as the feed keeps them), where the build takes them; else as objects.
  */
 function sideOf(name, m) {
+  // the judging memory the probe's feed keeps for its fleet, where the build takes it (builds from before that keep
+  // it on the nodes themselves)
+  if (m.ForecastStore)
+    return {
+      name,
+      fleet: (nodes) => ({ nodes, store: new m.ForecastStore() }),
+      judge: ({ nodes, ...input }) => m.forecast({ ...input, nodes: nodes.nodes }, nodes.store),
+    };
   if (!m.forecastColumns) return { name, judge: (input) => m.forecast(input), fleet: (nodes) => nodes };
   if (m.podColumnsOf) {
     // the memory the probe keeps from one judgement to the next, where the build takes it

@@ -7,6 +7,7 @@ import type {
   SlimResourceSlice,
 } from '../kube/dra.js';
 import type { Forecast, PodForecast } from './model.js';
+import { toleratesTaint } from '../kube/tolerations.js';
 
 /*
  * The second way a pod is evicted (Kubernetes 1.36+, GA in 1.37): the device taint eviction controller of
@@ -89,30 +90,17 @@ function ruleMatchesDevice(r: SlimDeviceTaintRule, d: AllocatedDevice): boolean 
 /**
  * How long a claim's tolerations let its pods stay with this NoExecute taint, in ms: Infinity when a matching
  * toleration has no tolerationSeconds, else the smallest of them (negative counts as 0), 0 when none matches. Only
- * tolerations whose effect is NoExecute count (claimEvictionTime checks the effect before ToleratesTaint).
+ * tolerations whose effect is NoExecute count (claimEvictionTime checks the effect before ToleratesTaint); they match
+ * as a pod's do (toleratesTaint), `Lt` and `Gt` never.
  */
 export function toleratedMs(tolerations: readonly SlimDeviceToleration[], taint: SlimDeviceTaint): number {
   let min: number | undefined;
   for (const t of tolerations) {
-    if (t.effect !== 'NoExecute' || !toleratesDeviceTaint(t, taint)) continue;
+    if (t.effect !== 'NoExecute' || !toleratesTaint(t, taint)) continue;
     if (t.seconds === undefined) return Infinity;
     min = Math.min(min ?? Infinity, Math.max(t.seconds, 0) * 1000);
   }
   return min ?? 0;
-}
-
-/** resourceclaim.ToleratesTaint (k8s.io/dynamic-resource-allocation): Equal (the default) and Exists; any other operator matches nothing. */
-function toleratesDeviceTaint(t: SlimDeviceToleration, taint: SlimDeviceTaint): boolean {
-  if (t.effect && t.effect !== taint.effect) return false;
-  if (t.key && t.key !== taint.key) return false;
-  switch (t.operator ?? 'Equal') {
-    case 'Equal':
-      return (t.value ?? '') === (taint.value ?? '');
-    case 'Exists':
-      return true;
-    default:
-      return false;
-  }
 }
 
 const deviceId = (driver: string, pool: string, device: string) => `${driver}\u0000${pool}\u0000${device}`;

@@ -77,7 +77,7 @@ export class FeedPods {
       if (g.keys[i] === key) return;
       g.keys.splice(i, 0, key);
     } else on.by.set(p.tolerations, { node: p.nodeName, tolerations: p.tolerations, keys: [key] });
-    // a new list whenever the node's pods change: a judgement keeps what it worked out of a list (ForecastNode.pods)
+    // a new list whenever the node's pods change: a store keeps what a judgement worked out of a list (ForecastNode.pods)
     on.list = undefined;
   }
 

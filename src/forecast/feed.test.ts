@@ -1,15 +1,17 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProbeTester } from '../testing/probe-tester.js';
 import { byCodeUnit } from '../core/order.js';
-import { type ForecastNode, type PodGroup, groupPods, isFailing, lastHeartbeatOf } from './forecast.js';
-import { forecastFeed } from './feed.js';
+import { type ForecastNode, type ForecastStore, type PodGroup, forecast, groupPods, isFailing, lastHeartbeatOf } from './forecast.js';
+import { type ForecastFeed, forecastFeed } from './feed.js';
 import { NODE_LEASE_NAMESPACE, paths, watchSpecs, zoneOf } from '../kube/resources.js';
 import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
+import { parseKubeVersion, versionDefaults } from '../kube/versions.js';
 
 let t: ProbeTester;
 afterEach(async () => t.close());
 
 const SILENT_AFTER = 4_000;
+const settings = versionDefaults(parseKubeVersion('v1.37.2'));
 const ZONE = 'topology.kubernetes.io/zone';
 const EXCLUDED = 'node.kubernetes.io/exclude-disruption';
 
@@ -291,5 +293,41 @@ describe('forecast feed', () => {
     await fleet(['a-1', 'a-3'], 'the same', ['a-2']);
     const changed = numbers.slice(1).map((n, i) => n !== numbers[i]);
     expect(changed).toEqual([false, false, true, true, false, true, true, false]);
+  });
+});
+
+describe("forecast feed: the forecast's store", () => {
+  it('is its own: a judgement with one feed keeps nothing in another, and a Node gone takes its row along', async () => {
+    t = new ProbeTester();
+    for (const [n, ready] of [
+      ['a-1', 'Unknown'],
+      ['a-2', 'False'],
+      ['b-1', 'True'],
+    ] as const)
+      t.putNode(n, { labels: { [ZONE]: n.slice(0, 1) }, ready });
+    t.putPod('default', 'p-1', { node: 'a-1' });
+    t.putPod('default', 'p-2', { node: 'a-2', tolerations: [{ operator: 'Exists', tolerationSeconds: 30 }] });
+    const nodes = t.kube.watches.watch(watchSpecs.nodes());
+    const leases = t.kube.watches.watch(watchSpecs.nodeLeases());
+    const pods = t.kube.watches.watch(watchSpecs.pods());
+    await t.clock.runUntil(() => [nodes, leases, pods].every((w) => w.freshness().synced), 10_000, 10);
+    const [one, other] = [0, 1].map(() => forecastFeed(nodes, leases, pods, { taintedSince: sinceOf }));
+    const judge = (feed: ForecastFeed, store?: ForecastStore) => {
+      const now = t.clock.now();
+      const fleet = feed.fleet(now, SILENT_AFTER);
+      return forecast({ now, settings, nodes: fleet.nodes, healthy: fleet.healthy, silentAfterMs: SILENT_AFTER }, store);
+    };
+    expect(one!.store).not.toBe(other!.store);
+    const first = judge(one!, one!.store);
+    expect([one!.store.has('a-1'), one!.store.has('a-2'), one!.store.size]).toEqual([true, true, 2]);
+    expect(other!.store.size).toBe(0);
+    // kept or not, the same forecast
+    expect(first).toEqual(judge(one!));
+    expect(first.pods.map((p) => p.key)).toEqual(['default/p-1', 'default/p-2']);
+    expect(judge(other!, other!.store)).toEqual(first);
+    t.api.remove(paths.nodes, 'a-1');
+    await t.advance(50);
+    expect([one!.store.has('a-1'), other!.store.has('a-1'), one!.store.has('a-2')]).toEqual([false, false, true]);
+    expect(judge(one!, one!.store)).toEqual(judge(other!));
   });
 });

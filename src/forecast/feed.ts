@@ -1,5 +1,6 @@
 import { type ForecastNode, type PodGroup, isControllerTaint, isSound, lastHeartbeatOf } from './model.js';
 import { FeedPods, type NodePods, groupsOf } from './feed-pods.js';
+import { ForecastStore } from './store.js';
 import { byCodeUnit } from '../core/order.js';
 import { NODE_LEASE_NAMESPACE, type SlimLease, type SlimNode, type SlimPod, type SlimTaint, zoneOf } from '../kube/resources.js';
 import type { WatchHandle } from '../kube/watch.js';
@@ -27,6 +28,11 @@ export interface ForecastFeed {
   ): { nodes: ForecastNode[]; healthy: Map<string, number>; firstSilence: number; failingSet: number };
   /** The pods on the node named that the forecast judges: not being deleted, and in `namespaces` when given. */
   podsOn(name: string): readonly PodGroup[];
+  /**
+   * The judging memory of this feed's fleet, to hand to every forecast of it (forecast(input, store)): rows of its
+   * nodes kept between judgements, a node's dropped when its Node goes. Each feed has its own.
+   */
+  readonly store: ForecastStore;
 }
 
 const EXCLUDED = 'node.kubernetes.io/exclude-disruption';
@@ -75,6 +81,7 @@ export function forecastFeed(
   // Per node its pods' groups, kept by the pods watch: a pod's key is put in (or taken out of) its group's sorted
   // keys as it comes and goes, so that the first judgement after many nodes fail at once does not group their pods.
   const feedPods = new FeedPods(o.namespaces);
+  const store = new ForecastStore();
   // What changed since the last fleet(): a Node or a Lease (the failing nodes are found again in a pass over every
   // node), or only the pods of some nodes (their groups are handed out again, nothing else).
   let nodesChanged = true;
@@ -123,6 +130,7 @@ export function forecastFeed(
     if (k.counted) k.counted.size--;
     kept.delete(name);
     feedPods.release(name);
+    store.forget(name);
     byName = undefined;
   };
   for (const n of nodes.store.values()) put(n);
@@ -204,5 +212,6 @@ export function forecastFeed(
       return last.fleet;
     },
     podsOn: (name) => feedPods.list(name),
+    store,
   };
 }

@@ -3,6 +3,7 @@ import {
   type ForecastInput,
   type ForecastNode,
   type ForecastPod,
+  ForecastStore,
   type LifecycleSettings,
   defaultSilentAfter,
   forecast as forecastGroups,
@@ -47,6 +48,14 @@ const defaultTolerations = (seconds: number): SlimToleration[] => [
   { key: UNREACHABLE, operator: 'Exists', effect: 'NoExecute', seconds },
 ];
 const pod = (key: string, nodeName: string, tolerations = defaultTolerations(30)): ForecastPod => ({ key, node: nodeName, tolerations });
+
+/** Freezes a value and everything it holds (a Map's entries stay writable: compare a copy for those). */
+function deepFreeze<T>(value: T): T {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
+  Object.freeze(value);
+  for (const v of value instanceof Map ? [...value.keys(), ...value.values()] : Object.values(value)) deepFreeze(v);
+  return value;
+}
 
 /** The forecast of pods given one by one (grouped per node as the probe groups them). */
 function forecast({ pods, ...input }: ForecastInput & { pods: ForecastPod[] }) {
@@ -510,6 +519,33 @@ describe('eviction forecast: healthy nodes as counts', () => {
     expect(compared).toBe(400);
     // the fleets mix healthy and failing nodes (and sometimes reach master disruption, or none is failing)
     expect(withHealthy).toBeGreaterThan(300);
+  });
+
+  it('only reads its input: frozen, judged twice with a store kept over fleets, the same as judged anew, unchanged', () => {
+    const store = new ForecastStore();
+    let atRisk = 0;
+    for (let seed = 1; seed <= 80; seed++) {
+      const { nodes, pods, options } = fleet(seed);
+      const groups = groupPods(pods);
+      const healthy = new Map([['z9', 3]]);
+      const input: ForecastInput = {
+        now: NOW,
+        settings: lab,
+        nodes: nodes.map((n) => ({ ...n, pods: groups.filter((g) => g.node === n.name) })),
+        healthy,
+        silentAfterMs: 4_000,
+        ...options,
+      };
+      const before = structuredClone(input);
+      deepFreeze(input);
+      const anew = forecastGroups(structuredClone(input));
+      // once to lay the nodes out and work their pods out, once more on what the store kept of that
+      for (const k of [1, 2]) expect(forecastGroups(input, store), `seed ${seed}, judgement ${k}`).toEqual(anew);
+      expect(input, `seed ${seed}`).toEqual(before);
+      atRisk += anew.atRisk;
+    }
+    expect(store.size).toBeGreaterThan(60);
+    expect(atRisk).toBeGreaterThan(200);
   });
 
   it('gives the same forecast whatever the order the nodes are passed in', () => {

@@ -1,18 +1,18 @@
 import { byCodeUnit } from '../core/order.js';
 import type { SlimTaint } from '../kube/resources.js';
-import { NOT_READY_TAINT, UNREACHABLE_TAINT, blankRow, isFailingRow, nodeHealth } from './health.js';
+import { NOT_READY_TAINT, UNREACHABLE_TAINT, isFailingRow, nodeHealth } from './health.js';
 import {
   type Forecast,
   type ForecastInput,
-  type ForecastNode,
   type NodeForecast,
   type NodeRow,
   type PodGroup,
   defaultSilentAfter,
   isControllerTaint,
 } from './model.js';
-import { FirstPods, type MasterWindow, TolerationTimes, evictsAt, outcomeOf, podTimesOf } from './pods.js';
-import { queueTaints } from './taint-queue.js';
+import { ForecastStore } from './store.js';
+import { FirstPods, type MasterWindow, evictsAt, outcomeOf, podTimesOf } from './taint-manager.js';
+import { queueTaints, unqueued } from './taint-queue.js';
 import { Zone } from './zones.js';
 
 export type {
@@ -30,6 +30,7 @@ export type {
 } from './model.js';
 import { NEVER } from './model.js';
 export { defaultSilentAfter, groupPods, isFailing, lastHeartbeatOf } from './model.js';
+export { ForecastStore } from './store.js';
 export { zoneStateOf } from './zones.js';
 
 /*
@@ -42,10 +43,14 @@ export { zoneStateOf } from './zones.js';
  * that bound it gives the likely moment, so an operator sees the range.
  *
  * In the controller's order: node health (health.ts), zone states and master disruption (zones.ts), each zone's
- * taint queue (taint-queue.ts), the taint manager (pods.ts).
+ * taint queue (taint-queue.ts), the taint manager (taint-manager.ts).
+ *
+ * A judgement only reads its input. What it works out per node it writes into the rows of `store` (store.ts), the
+ * judging memory its caller keeps from one judgement to the next (the feed's): with it, thousands of failing nodes
+ * whose pods and taints did not change are judged without working their pods out again; without it, a judgement
+ * starts from nothing. Either way the forecast is the same.
  */
-
-export function forecast(input: ForecastInput): Forecast {
+export function forecast(input: ForecastInput, store: ForecastStore = new ForecastStore()): Forecast {
   const { now, settings: s } = input;
   const controller = input.controller ?? {};
   const leaderSince = controller.since ?? -NEVER;
@@ -56,14 +61,14 @@ export function forecast(input: ForecastInput): Forecast {
     queueDelay: input.taintsInTheSamePass === false ? s.nodeMonitorPeriodMs : 0,
     leaderSince,
   };
-  const layout = layoutOf(input.nodes);
+  const layout = store.layoutOf(input.nodes);
+  const rows: readonly NodeRow[] = layout.rows;
   // a failing node's pods by toleration time, while the node is at hand
-  const tolerated = new TolerationTimes();
-  for (const n of layout.nodes) {
-    const r = nodeHealth(n, health);
-    if (isFailingRow(r)) podTimesOf(r, noExecuteOn(r), n.pods ?? NO_PODS, tolerated);
+  for (const r of layout.rows) {
+    nodeHealth(r, health);
+    unqueued(r);
+    if (isFailingRow(r)) podTimesOf(r, noExecuteOn(r), r.node.pods ?? NO_PODS, store.tolerated);
   }
-  const rows = layout.rows;
 
   // zones: only nodes not excluded from disruption checks count in a zone's state, the healthy ones by number
   const zones = new Map<string, Zone>();
@@ -109,12 +114,10 @@ export function forecast(input: ForecastInput): Forecast {
     // group by group only where a pod may be reported or be the first evicted: a few nodes of thousands
     const soonest = first !== NEVER && (!earliest || first < earliest.at || (first === earliest.at && r.firstKey < earliest.pod));
     if (!soonest && !pods.keeps(r.firstKey, first)) continue;
-    const groups = r.node.pods ?? NO_PODS;
-    const taints = r.timesFor ?? NO_TAINTS;
-    const taintAt = r.taintAt;
-    const keepsTaint = r.keepsTaint === true;
-    for (const g of groups) {
-      const tol = tolerated.of(taints, g.tolerations);
+    const taints = r.timesFor;
+    const { taintAt, taintLikely, keepsTaint } = r;
+    for (const g of r.timesOf) {
+      const tol = store.tolerated.of(taints, g.tolerations);
       const outcome = outcomeOf(taintAt, keepsTaint, tol, master, isFrozen, leaderSince);
       const at = evictsAt(outcome, taintAt, tol, leaderSince);
       // a group's first key is read only on a tie: most groups are judged by their time alone
@@ -122,8 +125,8 @@ export function forecast(input: ForecastInput): Forecast {
       const kept = pods.keeps(g.keys[0]!, at);
       // the likely moment is worked out only for pods the forecast reports
       const likely =
-        (kept || sooner) && !Number.isNaN(r.taintLikely)
-          ? evictsAt(outcomeOf(r.taintLikely, keepsTaint, tol, master, isFrozen, leaderSince, true), r.taintLikely, tol, leaderSince)
+        (kept || sooner) && !Number.isNaN(taintLikely)
+          ? evictsAt(outcomeOf(taintLikely, keepsTaint, tol, master, isFrozen, leaderSince, true), taintLikely, tol, leaderSince)
           : NEVER;
       if (kept) pods.offer(g.keys, at, likely, r, tol, outcome);
       if (sooner) earliest = { at, pod: g.keys[0]!, node: r.node.name, ...(likely !== NEVER ? { likely } : {}) };
@@ -149,7 +152,7 @@ export function forecast(input: ForecastInput): Forecast {
 
 /** When pods of the row tolerating its taint for `tol` ms are evicted at the earliest; NEVER when not. */
 function evictionOf(r: NodeRow, tol: number, master: MasterWindow, frozen: boolean, leaderSince: number): number {
-  return evictsAt(outcomeOf(r.taintAt, r.keepsTaint === true, tol, master, frozen, leaderSince), r.taintAt, tol, leaderSince);
+  return evictsAt(outcomeOf(r.taintAt, r.keepsTaint, tol, master, frozen, leaderSince), r.taintAt, tol, leaderSince);
 }
 
 /**
@@ -190,44 +193,6 @@ function keptTaints(
   return undefined;
 }
 
-/** A judgement's nodes by name, their rows, and the rows by zone: what stays the same while its nodes do. */
-interface Layout {
-  nodes: readonly ForecastNode[];
-  rows: NodeRow[];
-  zones: Map<string, { members: NodeRow[]; rows: NodeRow[] }>;
-}
-
-/**
- * Kept for the next judgement of the same array of nodes (a node's row is kept with it): the feed hands the same
- * array again while no Node or Lease changed, and thousands of failing nodes are then judged without laying them out
- * again. ForecastInput.nodes is never changed in place.
- */
-const layouts = new WeakMap<readonly ForecastNode[], Layout>();
-
-function layoutOf(given: readonly ForecastNode[]): Layout {
-  const had = layouts.get(given);
-  if (had) return had;
-  const nodes = byName(given);
-  const rows = nodes.map((n) => (n.health ??= blankRow(n)));
-  const zones = new Map<string, { members: NodeRow[]; rows: NodeRow[] }>();
-  for (const r of rows) {
-    let z = zones.get(r.node.zone);
-    if (!z) zones.set(r.node.zone, (z = { members: [], rows: [] }));
-    z.members.push(r);
-    if (!r.node.excluded) z.rows.push(r);
-  }
-  const layout = { nodes, rows, zones };
-  layouts.set(given, layout);
-  return layout;
-}
-
-/** The nodes by name: as given when they are in that order already (the feed's), else sorted. */
-function byName(nodes: readonly ForecastNode[]): readonly ForecastNode[] {
-  for (let i = 1; i < nodes.length; i++)
-    if (!(nodes[i - 1]!.name < nodes[i]!.name)) return [...nodes].sort((a, b) => byCodeUnit(a.name, b.name));
-  return nodes;
-}
-
 const NO_TAINTS: readonly SlimTaint[] = Object.freeze([]);
 const NO_PODS: readonly PodGroup[] = Object.freeze([]);
 const NOT_READY_TAINTS: readonly SlimTaint[] = Object.freeze([NOT_READY_TAINT]);
@@ -237,7 +202,7 @@ const UNREACHABLE_TAINTS: readonly SlimTaint[] = Object.freeze([UNREACHABLE_TAIN
 function noExecuteOn(r: NodeRow): readonly SlimTaint[] {
   let own: SlimTaint[] | undefined;
   for (const t of r.node.taints) if (t.effect === 'NoExecute' && !isControllerTaint(t)) (own ??= []).push(t);
-  const c = r.taint;
+  const c = r.taintComing;
   if (!c) return own ?? NO_TAINTS;
   // the usual case: one of two arrays shared by every node, so that toleration times are worked out once for all
   if (!own && c.value === undefined) return c.key === NOT_READY_TAINT.key ? NOT_READY_TAINTS : UNREACHABLE_TAINTS;

@@ -1,7 +1,7 @@
-import { type ForecastNode, type LifecycleSettings, type NodeRow, isControllerTaint, lastHeartbeatOf } from './model.js';
+import { type LifecycleSettings, NEVER, type NodeRow, isControllerTaint, lastHeartbeatOf } from './model.js';
 import type { SlimTaint } from '../kube/resources.js';
 import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
-import { NEVER } from './model.js';
+import type { WorkingRow } from './store.js';
 
 /*
  * Node health, as the controller's monitorNodeHealth and tryUpdateNodeHealth judge it: a node whose heartbeats stop
@@ -23,9 +23,13 @@ export interface HealthContext {
   leaderSince: number;
 }
 
-/** The health of one node now, and when the controller can mark it NotReady and queue it. */
-export function nodeHealth(node: ForecastNode, c: HealthContext): NodeRow {
+/**
+ * The health of the row's node now, when the controller can mark it NotReady and queue it, and the NoExecute taint it
+ * has or will get: the row's health and taints, rewritten.
+ */
+export function nodeHealth(row: WorkingRow, c: HealthContext): void {
   const { now, settings: s } = c;
+  const node = row.node;
   const P = s.nodeMonitorPeriodMs;
   const status = node.ready?.status;
   const lastHeartbeat = lastHeartbeatOf(node, node.leaseRenew);
@@ -36,9 +40,6 @@ export function nodeHealth(node: ForecastNode, c: HealthContext): NodeRow {
   const grace = status !== undefined ? s.nodeMonitorGracePeriodMs : s.nodeStartupGracePeriodMs;
   // a new leader has seen no heartbeat before its start: it counts the grace period from then
   const seen = Math.max(lastHeartbeat ?? now, c.leaderSince);
-  // the node's row from the judgement before, rewritten field by field: at thousands of failing nodes, rows made anew
-  // at every judgement were most of what it allocated (and a time held in a field keeps its box when rewritten)
-  const row = (node.health ??= blankRow(node));
   row.lastHeartbeat = lastHeartbeat ?? NaN;
   row.silent = silent;
   row.notReady = notReady;
@@ -47,13 +48,6 @@ export function nodeHealth(node: ForecastNode, c: HealthContext): NodeRow {
   row.downLate = NEVER;
   row.queuedFrom = NEVER;
   row.queuedBy = NEVER;
-  row.taintNow = taintNow;
-  row.taintedAt = taintNow ? (node.taintedSince ?? taintNow.timeAdded ?? now) : NaN;
-  row.taint = undefined;
-  row.taintAt = NaN;
-  row.taintLikely = NaN;
-  row.held = undefined;
-  row.keepsTaint = false;
   if (notReady) {
     const transition = node.ready?.transition ?? now;
     row.notReadyAt = transition;
@@ -72,39 +66,9 @@ export function nodeHealth(node: ForecastNode, c: HealthContext): NodeRow {
     row.queuedFrom = row.downEarly + c.queueDelay;
     row.queuedBy = row.downLate + c.queueDelay;
   }
-  if (taintNow) row.taint = taintNow;
-  else if (notReady || silent) row.taint = status === 'False' ? NOT_READY_TAINT : UNREACHABLE_TAINT;
-  return row;
-}
-
-/** A node's first row, every field in one literal: rows of one shape. */
-export function blankRow(node: ForecastNode): NodeRow {
-  return {
-    node,
-    lastHeartbeat: NaN,
-    silent: false,
-    notReady: false,
-    notReadyAt: NEVER,
-    downEarly: NEVER,
-    downLate: NEVER,
-    queuedFrom: NEVER,
-    queuedBy: NEVER,
-    taintNow: undefined,
-    taintedAt: NaN,
-    taint: undefined,
-    taintAt: NaN,
-    taintLikely: NaN,
-    held: undefined,
-    keepsTaint: false,
-    timesOf: undefined,
-    timesFor: undefined,
-    times: [],
-    podCount: 0,
-    podsForAWhile: 0,
-    shortest: NEVER,
-    longest: NEVER,
-    firstKey: '',
-  };
+  row.taintNow = taintNow;
+  row.taintedAt = taintNow ? (node.taintedSince ?? taintNow.timeAdded ?? now) : NaN;
+  row.taintComing = taintNow ?? (notReady || silent ? (status === 'False' ? NOT_READY_TAINT : UNREACHABLE_TAINT) : undefined);
 }
 
 /** Failing: silent, not Ready, or tainted. Only failing nodes' pods can be evicted. */

@@ -25,7 +25,7 @@ export interface ForecastNode {
   taints: readonly SlimTaint[];
   /**
    * Its pods that can be evicted, grouped (see groupPods); none when left out. Read only on failing nodes. Never
-   * changed in place: a new array when a pod comes or goes, so that a judgement keeps what it worked out of the last.
+   * changed in place: a new array when a pod comes or goes, so that a store keeps what a judgement made of the last.
    */
   pods?: readonly PodGroup[];
   /**
@@ -33,58 +33,79 @@ export interface ForecastNode {
    * timeAdded while the node stays down, but the taint manager keeps the eviction time it scheduled first.
    */
   taintedSince?: number;
-  /**
-   * Its health as the last judgement worked it out (health.ts), kept with the node and rewritten by the next: at
-   * thousands of failing nodes a judgement then rewrites their rows instead of making them anew. Made by the first
-   * judgement of the node; nothing reads it between judgements.
-   */
-  health?: NodeRow;
 }
 
-/** One node's health in a judgement: what is known of it and the moments the controller can act on it. */
-export interface NodeRow {
-  node: ForecastNode;
+/*
+ * A node as one judgement works it out, by concern, in the controller's order: its health (health.ts), its NoExecute
+ * taint had or to come (health.ts), its place in its zone's taint queue (taint-queue.ts), its pods by how long they
+ * tolerate that taint (taint-manager.ts). Each part is written by the module named and read only by the others. The
+ * parts are the interfaces of one row, not objects of their own: at thousands of failing nodes a part a pointer away
+ * cost a tenth of a judgement. The rows are the judging memory a ForecastStore keeps from one judgement to the next
+ * (store.ts), never the forecast's input.
+ */
+
+/** A node's heartbeat and health now, and the moments the controller can mark it NotReady and queue it. */
+export interface NodeHealth {
   /** Its times are NaN where there is none: a field that only ever holds numbers keeps its box when rewritten. */
-  lastHeartbeat: number;
-  silent: boolean;
-  notReady: boolean;
+  readonly lastHeartbeat: number;
+  readonly silent: boolean;
+  readonly notReady: boolean;
   /** When it went NotReady (observed), or the earliest moment it will (predicted). */
-  notReadyAt: number;
+  readonly notReadyAt: number;
   /** Earliest and latest moment the controller counts it NotReady (NEVER: stays Ready); its transition when it is already. */
-  downEarly: number;
-  downLate: number;
+  readonly downEarly: number;
+  readonly downLate: number;
   /** The earliest moment it can be queued for the NoExecute taint (NEVER: not). */
-  queuedFrom: number;
+  readonly queuedFrom: number;
   /** The moment it is surely queued (NEVER: it may never be, its heartbeats back). */
-  queuedBy: number;
-  /** The controller's NoExecute taint on it now, and since when (the taint manager's start). */
-  taintNow?: SlimTaint;
-  taintedAt: number;
-  /** The taint it has or will get: unreachable for Unknown, not-ready for False. */
-  taint?: SlimTaint;
-  /** Filled by the taint queue: the earliest and the likely moment of its taint, or why none is coming. */
+  readonly queuedBy: number;
+}
+
+/** The controller's NoExecute taint of a node: the one it has, since when, and the one it has or will get. */
+export interface NodeTaints {
+  /** The controller's NoExecute taint on it now. */
+  readonly taintNow?: SlimTaint;
+  /** Since when it has had that taint (the taint manager's start); NaN: not tainted. */
+  readonly taintedAt: number;
+  /** The taint it has or will get: unreachable for Unknown, not-ready for False; none while it is not failing. */
+  readonly taintComing?: SlimTaint;
+}
+
+/** A node's NoExecute taint as its zone's queue hands it out (taint-queue.ts), or why none is coming. */
+export interface QueueState {
+  /** The earliest and the likely moment of its taint; NaN: none coming. */
   taintAt: number;
   taintLikely: number;
   held?: string;
-  keepsTaint?: boolean;
-  /**
-   * Its pods by how long they tolerate the taints they are judged on (podTimesOf, pods.ts), kept from the last
-   * judgement while its pod groups and those taints are the same arrays: the toleration times ascending (NEVER last),
-   * each followed by how many pods the groups up to it hold. What a judgement needs of a node whose pods cannot be the
-   * first reported: pods at risk are those of a prefix (the longer a toleration, the later the eviction). Most
-   * failing nodes are judged on the fields after it alone.
-   */
-  timesOf?: readonly PodGroup[];
-  timesFor?: readonly SlimTaint[];
-  times: number[];
+  /** Tainted although every zone is down: the controller did not remove this taint and will not. */
+  keepsTaint: boolean;
+}
+
+/**
+ * A node's pods by how long they tolerate the taints they are judged on (podTimesOf, taint-manager.ts), worked out
+ * from one pod groups array and one taints array and kept while the node has both. What a judgement needs of a node
+ * whose pods cannot be the first reported: pods at risk are those of a prefix (the longer a toleration, the later the
+ * eviction). Most failing nodes are judged on these alone.
+ */
+export interface PodTimes {
+  /** The arrays they were worked out from: its pod groups and the taints. */
+  readonly timesOf: readonly PodGroup[];
+  readonly timesFor: readonly SlimTaint[];
+  /** The toleration times ascending (NEVER last), each followed by how many pods the groups up to it hold. */
+  readonly times: readonly number[];
   /** How many pods it has, and how many of them tolerate the taints for a while only (not forever). */
-  podCount: number;
-  podsForAWhile: number;
+  readonly podCount: number;
+  readonly podsForAWhile: number;
   /** The shortest and the longest toleration time short of forever (NEVER: none). */
-  shortest: number;
-  longest: number;
+  readonly shortest: number;
+  readonly longest: number;
   /** The first key of the pods that tolerate for the shortest time. */
-  firstKey: string;
+  readonly firstKey: string;
+}
+
+/** One node in a judgement: who and where it is (its ForecastNode), and the parts worked out of it. */
+export interface NodeRow extends NodeHealth, NodeTaints, QueueState, PodTimes {
+  readonly node: ForecastNode;
 }
 
 export interface ForecastPod {
@@ -139,8 +160,8 @@ export interface ForecastInput {
   settings: LifecycleSettings;
   /**
    * The nodes, each name once. Nodes that are not failing may be left out and counted in `healthy` instead. Never
-   * changed in place (a node's fields may change, not its name, zone or exclusion): a judgement keeps how it laid out
-   * an array of nodes for the next judgement of the same array.
+   * changed in place (a node's fields may change, not its name, zone or exclusion): a store keeps how a judgement laid
+   * out an array of nodes for the next judgement of the same array.
    */
   nodes: readonly ForecastNode[];
   /**

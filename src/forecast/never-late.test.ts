@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { type ForecastNode, type ForecastPod, type PodGroup, defaultSilentAfter, forecast, groupPods } from './forecast.js';
+import {
+  type ForecastNode,
+  type ForecastPod,
+  ForecastStore,
+  type PodGroup,
+  defaultSilentAfter,
+  forecast,
+  groupPods,
+  isFailing,
+} from './forecast.js';
 import type { LifecycleSettings } from '../kube/versions.js';
 import type { SlimToleration } from '../kube/resources.js';
 import { UNREACHABLE } from '../kube/tolerations.js';
@@ -220,6 +229,8 @@ describe('the forecast against the controller, fleet after fleet', () => {
         groupPods(f.pods.map((p): ForecastPod => ({ key: p.key, node: p.node, tolerations: tolerating(p.tolerationMs) }))),
         (g) => g.node,
       );
+      // the rows kept from one judgement to the next, as the feed keeps them
+      const store = new ForecastStore();
       lookEvery(f, seed, 120_000, byNode, (at, judged, anew) => {
         // as the probe judges: the reading, and while frozen what follows a new leader now, on the same nodes
         for (const input of [
@@ -234,12 +245,12 @@ describe('the forecast against the controller, fleet after fleet', () => {
             taintsInTheSamePass: f.taintsInTheSamePass,
             requeuesEveryPass: f.requeue,
           };
-          expect(forecast({ ...common, ...input, nodes: judged }), `seed ${seed} at +${(at - START) / 1000}s`).toEqual(
+          expect(forecast({ ...common, ...input, nodes: judged }, store), `seed ${seed} at +${(at - START) / 1000}s`).toEqual(
             forecast({ ...common, ...input, nodes: anew() }),
           );
           compared++;
         }
-        if (judged.some((n) => n.health?.silent || n.health?.notReady)) failing++;
+        if (judged.some((n) => isFailing(n, n.leaseRenew, at, silentAfter))) failing++;
       });
     }
     expect(compared).toBeGreaterThan(1_500);

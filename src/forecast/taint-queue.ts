@@ -1,6 +1,5 @@
-import type { NodeRow } from './model.js';
+import { NEVER, type NodeRow, type QueueState } from './model.js';
 import type { Zone } from './zones.js';
-import { NEVER } from './model.js';
 
 /*
  * A zone's NoExecute tainter, as the controller runs it (RateLimitedTimedQueue): every 100 ms it hands the head of
@@ -22,8 +21,16 @@ const TAINT_LOOP_MS = 100;
 const HELD_PARTIAL = 'zone partially disrupted: tainting stopped';
 const HELD_MASTER = 'all zones disrupted: evictions stopped';
 
+/** A row's queue state before its zone's queue is worked out: no taint coming, none held, none kept. */
+export function unqueued(q: QueueState): void {
+  q.taintAt = NaN;
+  q.taintLikely = NaN;
+  q.held = undefined;
+  q.keepsTaint = false;
+}
+
 /**
- * Fills each member's taintAt (the bound), taintLikely and held. `cutoff`: the latest moment the controller may
+ * Fills each member's queue state: taintAt (the bound), taintLikely and held. `cutoff`: the latest moment the controller may
  * enter master disruption mode (after it nothing is tainted again); NEVER when it surely does not.
  */
 export function queueTaints(zone: Zone, o: { now: number; cutoff: number; requeues: boolean }): void {

@@ -1,6 +1,4 @@
-import type { LifecycleSettings, ZoneState } from './model.js';
-import type { NodeRow } from './model.js';
-import { NEVER } from './model.js';
+import { type LifecycleSettings, NEVER, type NodeRow, type ZoneState } from './model.js';
 
 /*
  * Zones, as the controller's handleDisruption sees them after each pass: a zone's state from how many of its nodes

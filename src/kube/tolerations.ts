@@ -4,13 +4,20 @@ import type { SlimTaint, SlimToleration } from './resources.js';
 export const UNREACHABLE = 'node.kubernetes.io/unreachable';
 export const NOT_READY = 'node.kubernetes.io/not-ready';
 
+/** What matching reads of a toleration: a pod's (SlimToleration) or a ResourceClaim's of a device taint (SlimDeviceToleration). */
+export type TolerationLike = Pick<SlimToleration, 'key' | 'operator' | 'value' | 'effect'>;
+/** What matching reads of a taint: a node's (SlimTaint) or a device's (SlimDeviceTaint). */
+export type TaintLike = Pick<SlimTaint, 'key' | 'value' | 'effect'>;
+
 /**
- * Whether one toleration tolerates one taint (k8s.io/api/core/v1 Toleration.ToleratesTaint, v0.37.2). `Lt` and `Gt`
- * (feature gate TaintTolerationComparisonOperators, alpha and off by default since 1.35) compare the values as
- * decimal integers, the taint's against the toleration's, and only where the gate is on; elsewhere, like any operator
- * the server does not know, they tolerate nothing. A toleration that matches nothing can only make a forecast early.
+ * Whether one toleration tolerates one taint (k8s.io/api/core/v1 Toleration.ToleratesTaint, v0.37.2; a device
+ * taint's resourceclaim.ToleratesTaint matches the same way, without `Lt` and `Gt`): an empty effect matches every
+ * effect, an empty key every key (with `Exists`), `Equal` (the default) compares the values. `Lt` and `Gt` (feature
+ * gate TaintTolerationComparisonOperators, alpha and off by default since 1.35) compare the values as decimal
+ * integers, the taint's against the toleration's, and only where the gate is on; elsewhere, like any operator the
+ * server does not know, they tolerate nothing. A toleration that matches nothing can only make a forecast early.
  */
-function tolerates(t: SlimToleration, taint: SlimTaint, comparisonOperators: boolean): boolean {
+export function toleratesTaint(t: TolerationLike, taint: TaintLike, comparisonOperators = false): boolean {
   if (t.effect && t.effect !== taint.effect) return false;
   if (t.key && t.key !== taint.key) return false;
   switch (t.operator ?? 'Equal') {
@@ -53,7 +60,7 @@ export function tolerationMs(tolerations: readonly SlimToleration[], noExecute: 
   if (noExecute.length === 0) return Infinity;
   const used: SlimToleration[] = [];
   for (const taint of noExecute) {
-    const t = tolerations.find((x) => tolerates(x, taint, comparisonOperators));
+    const t = tolerations.find((x) => toleratesTaint(x, taint, comparisonOperators));
     if (!t) return 0;
     used.push(t);
   }

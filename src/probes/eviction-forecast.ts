@@ -240,7 +240,7 @@ export default defineProbe({
           // the reading lists the first 20 pods to be evicted and the first 100 failing nodes; the forecast counts them all
           const devices = deviceEvictions(now);
           const f = withDeviceEvictions(
-            forecast({ ...judged, controller, podsKept: 20, evictedPodsOnly: true, nodesKept: NODES_LISTED }),
+            forecast({ ...judged, controller, podsKept: 20, evictedPodsOnly: true, nodesKept: NODES_LISTED }, feed.store),
             devices,
             controller.running === false,
           );
@@ -248,7 +248,7 @@ export default defineProbe({
           const ifRestored =
             f.frozen !== undefined
               ? withDeviceEvictions(
-                  forecast({ ...judged, controller: { running: true, since: now }, podsKept: 0, nodesKept: 0 }),
+                  forecast({ ...judged, controller: { running: true, since: now }, podsKept: 0, nodesKept: 0 }, feed.store),
                   devices,
                   false,
                 ).earliest

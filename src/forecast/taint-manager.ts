@@ -1,8 +1,6 @@
-import type { PodForecast, PodGroup } from './model.js';
-import type { SlimTaint, SlimToleration } from '../kube/resources.js';
-import { tolerationMs } from '../kube/tolerations.js';
-import type { NodeRow } from './model.js';
-import { NEVER } from './model.js';
+import { NEVER, type NodeRow, type PodForecast, type PodGroup } from './model.js';
+import type { SlimTaint } from '../kube/resources.js';
+import type { TolerationTimes, WorkingRow } from './store.js';
 
 /*
  * The taint manager (the taint-eviction controller since 1.29): a pod on a node with NoExecute taints is deleted
@@ -135,41 +133,11 @@ export class FirstPods {
 const before = (key: string, at: number, other: Kept) => at < other.at || (at === other.at && key < other.key);
 
 /**
- * How long pods tolerate a node's NoExecute taints (tolerationMs), worked out once per taints array and tolerations
- * array in a judgement. Most nodes share one of two taints arrays and a workload's pods one tolerations array, so
- * the last pair asked for is answered without a lookup: hundreds of failing nodes ask the same question in a row.
+ * The row's pods by toleration time of `taints` (its PodTimes), worked out again only when its groups or the taints
+ * are not the arrays they were worked out from: a failing node then costs a judgement its row, not a visit to each
+ * group and keys.
  */
-export class TolerationTimes {
-  private readonly byTaints = new Map<readonly SlimTaint[], Map<readonly SlimToleration[], number>>();
-  private taints?: readonly SlimTaint[];
-  private known = new Map<readonly SlimToleration[], number>();
-  private tolerations?: readonly SlimToleration[];
-  private ms = 0;
-
-  of(taints: readonly SlimTaint[], tolerations: readonly SlimToleration[]): number {
-    if (taints !== this.taints) {
-      this.taints = taints;
-      this.tolerations = undefined;
-      let known = this.byTaints.get(taints);
-      if (!known) this.byTaints.set(taints, (known = new Map()));
-      this.known = known;
-    }
-    if (tolerations !== this.tolerations) {
-      this.tolerations = tolerations;
-      let ms = this.known.get(tolerations);
-      if (ms === undefined) this.known.set(tolerations, (ms = tolerationMs(tolerations, taints)));
-      this.ms = ms;
-    }
-    return this.ms;
-  }
-}
-
-/**
- * Fills the row's pods by toleration time of `taints` (NodeRow.times and the fields after it), unless its groups and
- * the taints are the arrays they were worked out from: a failing node then costs a judgement its row, not a visit to
- * each group and keys.
- */
-export function podTimesOf(row: NodeRow, taints: readonly SlimTaint[], groups: readonly PodGroup[], tolerated: TolerationTimes): void {
+export function podTimesOf(row: WorkingRow, taints: readonly SlimTaint[], groups: readonly PodGroup[], tolerated: TolerationTimes): void {
   if (row.timesOf === groups && row.timesFor === taints) return;
   const tols = groups.map((g) => tolerated.of(taints, g.tolerations));
   const order = tols.map((_, i) => i).sort((a, b) => tols[a]! - tols[b]! || a - b);
