@@ -17,7 +17,6 @@ import { createInterface } from 'node:readline';
 import { runInNewContext } from 'node:vm';
 import v8 from 'node:v8';
 import { performance } from 'node:perf_hooks';
-import { readingFacts } from '../../dist/contract/node-facts.js';
 import { realClock } from '../../dist/core/clock.js';
 import { tuneHeap } from '../../dist/core/heap.js';
 import { watchSpecs } from '../../dist/kube/resources.js';
@@ -89,8 +88,14 @@ const pumps = GUARDS.map(({ probe, params }) => {
       const n = await it.next();
       if (n.done) return;
       const r = n.value;
-      const facts = readingFacts(probe.meta.nodeFacts, r.value);
-      report.onEvent({ type: 'guard-reading', at: r.at, guard: id, reading: r, armed: true, ...(facts ? { facts } : {}) });
+      report.onEvent({
+        type: 'guard-reading',
+        at: r.at,
+        guard: id,
+        reading: r,
+        armed: true,
+        ...(probe.meta.nodeFacts ? { nodeFacts: probe.meta.nodeFacts } : {}),
+      });
       last[id] = { status: r.status, detail: r.detail.slice(0, 160) };
       if (r.status !== 'unknown' && firstReadingMs[id] === undefined) firstReadingMs[id] = epochMs() - started;
       // how many nodes it judged failing (builds from before failingNodes listed them all)

@@ -1,4 +1,4 @@
-import type { NodeFactKind, ReadingFacts } from '../contract/node-facts.js';
+import { type NodeFactKind, readingFacts, type ReadingFacts } from '../contract/node-facts.js';
 import { ThinnedHistory } from './thinned.js';
 import type { Attempt, FaultRef, ObjectiveNodes, RunStatus, StepKind, StepStatus } from '../engine/events.js';
 import type { RedactedEvent } from '../engine/sinks.js';
@@ -276,14 +276,16 @@ export class ReportCollector {
         break;
       }
       case 'step-reading': {
-        this.tracker.reading(`step ${e.index}`, 1, e.at, e.facts);
+        const facts = readingFacts(e.nodeFacts, e.reading.value);
+        this.tracker.reading(`step ${e.index}`, 1, e.at, facts);
         const s = [...r.steps].reverse().find((x) => x.index === e.index);
-        if (s) s.readings = this.keep(`${s.index}. ${s.name}`, e.at, e.reading, e.facts);
+        if (s) s.readings = this.keep(`${s.index}. ${s.name}`, e.at, e.reading, facts);
         break;
       }
       case 'guard-reading': {
-        this.tracker.reading(`guard ${e.guard}`, 1, e.at, e.facts);
-        r.guardReadings[e.guard] = this.keep(`guard ${e.guard}`, e.at, e.reading, e.facts);
+        const facts = readingFacts(e.nodeFacts, e.reading.value);
+        this.tracker.reading(`guard ${e.guard}`, 1, e.at, facts);
+        r.guardReadings[e.guard] = this.keep(`guard ${e.guard}`, e.at, e.reading, facts);
         if (this.guardStatus.get(e.guard) !== e.reading.status) {
           this.guardStatus.set(e.guard, e.reading.status);
           r.guardTransitions.push({ at: iso(e.at), guard: e.guard, status: e.reading.status, detail: e.reading.detail });
@@ -291,17 +293,18 @@ export class ReportCollector {
         break;
       }
       case 'observation': {
-        this.tracker.reading(`observer ${e.name}`, 2, e.at, e.facts);
+        const facts = readingFacts(e.nodeFacts, e.reading.value);
+        this.tracker.reading(`observer ${e.name}`, 2, e.at, facts);
         const summarize = this.summarizers[e.name] ?? ((v: unknown) => v);
         const prev = r.observations[e.name] as Observation | undefined;
         // an unknown reading has no value to summarise
         const value = e.reading.value === null ? null : summarize(e.reading.value);
-        const entry = { at: iso(e.at), status: e.reading.status, detail: e.reading.detail, value, ...evictionOf(e.facts) };
+        const entry = { at: iso(e.at), status: e.reading.status, detail: e.reading.detail, value, ...evictionOf(facts) };
         if (e.reading.status === 'unknown' && prev) break;
         const history = prev?.history ?? [];
         const changed = !prev || prev.status !== entry.status || JSON.stringify(prev.value) !== JSON.stringify(value);
         if (changed && history.length < 500) history.push(entry);
-        r.observations[e.name] = { ...entry, history, ...deletedOf(e.facts) };
+        r.observations[e.name] = { ...entry, history, ...deletedOf(facts) };
         break;
       }
       case 'rollback-start':
