@@ -88,7 +88,14 @@ const pumps = GUARDS.map(({ probe, params }) => {
       const n = await it.next();
       if (n.done) return;
       const r = n.value;
-      report.onEvent({ type: 'guard-reading', at: r.at, guard: id, reading: r, armed: true });
+      report.onEvent({
+        type: 'guard-reading',
+        at: r.at,
+        guard: id,
+        reading: r,
+        armed: true,
+        ...(probe.meta.nodeFacts ? { nodeFacts: probe.meta.nodeFacts } : {}),
+      });
       last[id] = { status: r.status, detail: r.detail.slice(0, 160) };
       if (r.status !== 'unknown' && firstReadingMs[id] === undefined) firstReadingMs[id] = epochMs() - started;
       // how many nodes it judged failing (builds from before failingNodes listed them all)

@@ -1,5 +1,6 @@
 import { type ActionMeta, layoutText } from '../contract/action.js';
 import type { ApiAccess } from '../contract/access.js';
+import { NODE_FACT_KINDS } from '../contract/node-facts.js';
 import type { ProbeMeta } from '../contract/probe.js';
 import { actionExample, exampleYaml, nodesRow, type ParamRow, paramRows, probeExample } from './reference.js';
 import { fold, wrap } from './wrap.js';
@@ -111,5 +112,9 @@ export function probeText(m: ProbeMeta, width: number): string {
   params(s, paramRows(m.params));
   example(s, exampleYaml(probeExample(m)));
   access(s, m.access);
+  if (m.nodeFacts) {
+    s.heading('Node facts (what its readings tell of single nodes, as the run report draws them)');
+    for (const k of m.nodeFacts.kinds) s.para(`- ${NODE_FACT_KINDS[k]}`, '  ');
+  }
   return s.end();
 }

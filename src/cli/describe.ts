@@ -37,6 +37,7 @@ async function describeData(id: string): Promise<unknown[]> {
       params: paramRows(m.params),
       example: exampleYaml(probeExample(m)),
       access: m.access,
+      nodeFacts: m.nodeFacts?.kinds ?? [],
     });
   }
   return found;

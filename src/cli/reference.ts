@@ -2,6 +2,7 @@ import { stringify } from 'yaml';
 import { z } from 'zod';
 import { type ActionMeta, layoutText } from '../contract/action.js';
 import type { ApiAccess } from '../contract/access.js';
+import { NODE_FACT_KINDS } from '../contract/node-facts.js';
 import type { ProbeMeta } from '../contract/probe.js';
 
 /**
@@ -182,7 +183,13 @@ export function actionSection(m: ActionMeta): string {
   return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n**Kind:** ${m.kind}. **Targets:** ${m.targets}${m.nodesWhen ? ` (nodes with \`${m.nodesWhen.param}: ${m.nodesWhen.equals}\`)` : ''}.\n\n### Parameters (\`with:\`)\n\n${paramsTable([...nodesRow(m), ...paramRows(m.params)])}${exampleSection(actionExample(m))}${layouts ? `\n### By layout\n\n${layouts}\n` : ''}\n### How it is undone\n\n${m.undo}\n${accessTable(m.access)}`;
 }
 
+/** The node facts a probe declares (meta.nodeFacts): what the run report draws of its readings per node. */
+function nodeFactsList(m: ProbeMeta): string {
+  if (!m.nodeFacts) return '';
+  return `\n\n### Node facts\n\nWhat its readings tell of single nodes, as the run report draws them (\`meta.nodeFacts\`):\n\n${m.nodeFacts.kinds.map((k) => `- ${NODE_FACT_KINDS[k]}`).join('\n')}`;
+}
+
 /** A probe's section of docs/probes.md (also what `describe PROBE` prints). */
 export function probeSection(m: ProbeMeta): string {
-  return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n### Parameters (\`with:\`)\n\n${paramsTable(paramRows(m.params))}${exampleSection(probeExample(m))}${accessTable(m.access)}`;
+  return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n### Parameters (\`with:\`)\n\n${paramsTable(paramRows(m.params))}${exampleSection(probeExample(m))}${accessTable(m.access)}${nodeFactsList(m)}`;
 }

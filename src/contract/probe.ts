@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { ApiAccess } from './access.js';
 import type { Ctx } from './context.js';
+import type { NodeFactsOf } from './node-facts.js';
 
 export type ReadingStatus = 'ok' | 'violated' | 'unknown';
 
@@ -34,6 +35,12 @@ export interface ProbeMeta<P extends z.ZodType = z.ZodType, V = unknown> {
    * Ready, a NoExecute taint). Recovery objectives time each node's recovery by it (p50 and max over the nodes).
    */
   notOkNodes?(value: V): readonly string[];
+  /**
+   * For a probe whose readings tell the state of single nodes (a Lease's age, the Ready condition, NoExecute taints,
+   * pods deleted, a predicted eviction): the kinds it gives and the facts of a reading's value. The run report's node
+   * lanes are drawn from these alone; a probe without them adds nothing to the lanes.
+   */
+  nodeFacts?: NodeFactsOf<V>;
 }
 
 /**

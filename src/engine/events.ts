@@ -1,3 +1,4 @@
+import type { NodeFactsOf } from '../contract/node-facts.js';
 import type { Reading } from '../contract/probe.js';
 import type { Attempt, RunStatus } from '../journal/outcomes.js';
 
@@ -62,10 +63,14 @@ export type RunEvent =
   | { type: 'fault-revert-failed'; at: number; fault: FaultRef; error: string; attempts: number; retried: string[] }
   /** A failed attempt at something retried: of a fault's revert, disarm, arm; a keepalive or prepare on a node; a preflight check (`what`). */
   | ({ type: 'attempt'; at: number; fault?: FaultRef; node?: string; what?: string } & Attempt)
-  | { type: 'guard-reading'; at: number; guard: string; reading: Reading; armed: boolean }
-  | { type: 'step-reading'; at: number; index: string; reading: Reading }
+  /**
+   * A reading of a guard's, an expect step's or an observer's probe, with the probe's declaration of the node facts
+   * its readings hold (`meta.nodeFacts`), for sinks to take them from the redacted reading.
+   */
+  | { type: 'guard-reading'; at: number; guard: string; reading: Reading; armed: boolean; nodeFacts?: NodeFactsOf<unknown> }
+  | { type: 'step-reading'; at: number; index: string; reading: Reading; nodeFacts?: NodeFactsOf<unknown> }
   | { type: 'guard-fired'; at: number; guard: string; response: 'abort' | 'remediate' | 'warn' | 'hold' | 'resume'; detail: string }
-  | { type: 'observation'; at: number; name: string; reading: Reading }
+  | { type: 'observation'; at: number; name: string; reading: Reading; nodeFacts?: NodeFactsOf<unknown> }
   | { type: 'remediation'; at: number; phase: 'start' | 'end'; detail: string }
   | { type: 'confirm'; at: number; message: string; answer: 'yes' | 'no' | 'timeout' }
   | { type: 'rollback-start'; at: number; reason: string; faults: FaultRef[] }

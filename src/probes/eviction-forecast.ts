@@ -112,6 +112,10 @@ export default defineProbe({
       atRisk: v.atRisk,
       frozen: v.frozen,
     }),
+    nodeFacts: {
+      kinds: ['eviction'],
+      of: ({ earliestEviction: e }: EvictionForecastValue) => (e ? [{ kind: 'eviction', node: e.node, pod: e.pod, at: e.at }] : []),
+    },
   },
   start(ctx, params) {
     const [ns, name] = params.controllerManagerLease.split('/') as [string, string];

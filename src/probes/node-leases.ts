@@ -44,6 +44,10 @@ export default defineProbe({
     params: Params,
     report: (v: NodeLeasesValue) => ({ stale: v.stale.slice(0, REPORTED_ENTRIES) }),
     notOkNodes: (v: NodeLeasesValue) => v.stale,
+    nodeFacts: {
+      kinds: ['lease'],
+      of: (v: NodeLeasesValue) => v.nodes.map((n) => ({ kind: 'lease', node: n.name, ageMs: n.ageMs, stale: n.stale })),
+    },
   },
   start(ctx, params) {
     return watching(ctx, { nodes: watchSpecs.nodes(), leases: watchSpecs.nodeLeases() }, ({ nodes, leases }) => {

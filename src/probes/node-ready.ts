@@ -47,6 +47,7 @@ export default defineProbe({
       'cannot be watched.',
     params: Params,
     notOkNodes: (v: NodeReadyValue) => v.nodes.filter((n) => n.status !== 'True').map((n) => n.name),
+    nodeFacts: { kinds: ['ready'], of: (v: NodeReadyValue) => v.nodes.map((n) => ({ kind: 'ready', node: n.name, status: n.status })) },
     report: (v: NodeReadyValue) => ({
       ready: v.ready,
       total: v.total,

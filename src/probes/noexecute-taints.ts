@@ -7,6 +7,7 @@ import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
 import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { defineProbe, REPORTED_ENTRIES } from '../contract/probe.js';
+import type { NodeFact } from '../contract/node-facts.js';
 
 const Params = z.strictObject({
   nodes: NodeSelector.default('all').meta({ description: 'which nodes: all, workers, control-plane or a selector' }),
@@ -32,6 +33,17 @@ export interface TaintedNode {
   addedAt: number | null;
 }
 
+/** Each tainted node with its taints' keys, sorted: every reading lists every tainted node it watches. */
+function taintFacts(tainted: readonly TaintedNode[]): NodeFact[] {
+  const keys = new Map<string, string[]>();
+  for (const t of tainted) {
+    const k = keys.get(t.node);
+    if (k) k.push(t.key);
+    else keys.set(t.node, [t.key]);
+  }
+  return [...keys].map(([node, k]) => ({ kind: 'taints', node, keys: k.sort() }));
+}
+
 /** The NoExecute taints the node lifecycle controller puts on unreachable or not-ready nodes. */
 export default defineProbe({
   meta: {
@@ -45,6 +57,7 @@ export default defineProbe({
       'the time it was added. Unknown while the apiserver cannot be watched.',
     params: Params,
     notOkNodes: (v: NoExecuteTaintsValue) => [...new Set(v.tainted.map((t) => t.node))],
+    nodeFacts: { kinds: ['taints'], of: (v: NoExecuteTaintsValue) => taintFacts(v.tainted) },
     report: (v: NoExecuteTaintsValue) => ({ tainted: v.tainted.slice(0, REPORTED_ENTRIES).map((t) => `${t.node} ${t.key}`) }),
   },
   start(ctx, params) {

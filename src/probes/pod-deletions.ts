@@ -31,6 +31,14 @@ function podFilter(ctx: Ctx, params: z.output<typeof Params>, nodes: WatchHandle
   };
 }
 
+/** What a pod-deletions reading says. */
+export interface PodDeletionsValue {
+  /** How many were seen since the probe started. */
+  count: number;
+  /** The latest 50 of them. */
+  deletions: Deletion[];
+}
+
 /** Pods bound to nodes that are deleted (get a deletionTimestamp) or vanish while the probe watches. */
 export default defineProbe({
   meta: {
@@ -48,6 +56,11 @@ export default defineProbe({
       'than `max` were seen. Unknown while the apiserver cannot be watched (a pod that vanished meanwhile is counted ' +
       'when the watch relists).',
     params: Params,
+    nodeFacts: {
+      kinds: ['deleted'],
+      of: (v: PodDeletionsValue) =>
+        v.deletions.filter((d) => d.node).map((d) => ({ kind: 'deleted', node: d.node, pod: d.pod, at: d.at, cause: d.cause })),
+    },
   },
   start(ctx, params) {
     return watching(ctx, { pods: watchSpecs.pods(), nodes: watchSpecs.nodes() }, ({ pods, nodes }, watches) => {
@@ -94,7 +107,7 @@ export default defineProbe({
             .join(', ');
           return {
             status: n > params.max ? 'violated' : 'ok',
-            value: { count: n, deletions: deletions.slice(-50) },
+            value: { count: n, deletions: deletions.slice(-50) } satisfies PodDeletionsValue,
             detail: n ? `${n} pod${n === 1 ? '' : 's'} deleted (${causes}): ${latest}${n > 3 ? ', …' : ''}` : 'no pod deleted',
             key: `${n}`,
           };

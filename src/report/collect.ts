@@ -1,3 +1,4 @@
+import { type NodeFactKind, readingFacts, type ReadingFacts } from '../contract/node-facts.js';
 import { ThinnedHistory } from './thinned.js';
 import type { Attempt, FaultRef, ObjectiveNodes, RunStatus, StepKind, StepStatus } from '../engine/events.js';
 import type { RedactedEvent } from '../engine/sinks.js';
@@ -22,6 +23,23 @@ export interface ReadingEntry {
   status: string;
   detail: string;
   value: unknown;
+  /** The eviction its probe predicted first at that reading (an `eviction` node fact), for the timeline's marks. */
+  eviction?: PredictedEviction;
+}
+
+/** A predicted eviction as a report keeps it. */
+export interface PredictedEviction {
+  at: string;
+  pod: string;
+  node: string;
+}
+
+/** A pod deleted as a report keeps it (a `deleted` node fact; `at` in ms). */
+export interface DeletedPod {
+  pod: string;
+  node: string;
+  at: number;
+  cause: string;
 }
 
 /** Readings kept per guard and per expect step. */
@@ -97,6 +115,8 @@ export interface RunReport {
   nodes: NodeSeries[];
   /** Nodes a probe reported on that `nodes` leaves out, past its cap. */
   nodesLeftOut?: number;
+  /** The kinds of node fact the readings' probes give: where they give NoExecute taints or pods deleted, a node without any had none. */
+  nodeFacts?: NodeFactKind[];
   /** The recovery objectives, in the order their clocks started: when each started and stopped, and the time to recover. */
   objectives?: ObjectiveRecord[];
 }
@@ -116,11 +136,24 @@ export interface ObjectiveRecord {
 }
 
 const iso = (at: number) => new Date(at).toISOString();
-const entryOf = (at: number, r: { status: string; detail: string; value: unknown }): ReadingEntry => ({
+/** The eviction a reading's facts predict first, if its probe gives predictions. */
+function evictionOf(facts: ReadingFacts | undefined): { eviction?: PredictedEviction } {
+  const e = facts?.facts.find((f) => f.kind === 'eviction');
+  return e ? { eviction: { at: iso(e.at), pod: e.pod, node: e.node } } : {};
+}
+
+/** The pods a reading's facts say were deleted, if its probe tells of deleted pods. */
+function deletedOf(facts: ReadingFacts | undefined): { deleted?: DeletedPod[] } {
+  if (!facts?.kinds.includes('deleted')) return {};
+  return { deleted: facts.facts.flatMap((f) => (f.kind === 'deleted' ? [{ pod: f.pod, node: f.node, at: f.at, cause: f.cause }] : [])) };
+}
+
+const entryOf = (at: number, r: { status: string; detail: string; value: unknown }, facts: ReadingFacts | undefined): ReadingEntry => ({
   at: iso(at),
   status: r.status,
   detail: r.detail,
   value: bounded(r.value),
+  ...evictionOf(facts),
 });
 
 /** A value as a report keeps it: each list in it (at its top level) cut to MAX_LIST entries, the rest counted. */
@@ -142,7 +175,11 @@ export interface Observation {
   status: string;
   detail: string;
   value: unknown;
-  history: { at: string; status: string; detail: string; value: unknown }[];
+  /** The eviction its probe predicted first at the latest reading (an `eviction` node fact). */
+  eviction?: PredictedEviction;
+  /** The pods its latest reading says were deleted, for a probe that tells of them (`deleted` node facts). */
+  deleted?: DeletedPod[];
+  history: { at: string; status: string; detail: string; value: unknown; eviction?: PredictedEviction }[];
 }
 
 /** Folds run events into the report (report.json, JUnit, HTML timeline are rendered from it). */
@@ -176,10 +213,15 @@ export class ReportCollector {
   constructor(private readonly summarizers: Record<string, (value: unknown) => unknown> = {}) {}
 
   /** Keeps a reading of `source` as its history allows: a violation or a change of status always. Returns the history. */
-  private keep(source: string, at: number, reading: { status: string; detail: string; value: unknown }): ReadingEntry[] {
+  private keep(
+    source: string,
+    at: number,
+    reading: { status: string; detail: string; value: unknown },
+    facts?: ReadingFacts,
+  ): ReadingEntry[] {
     let h = this.histories.get(source);
     if (!h) this.histories.set(source, (h = { history: new ThinnedHistory<ReadingEntry>(MAX_READINGS) }));
-    h.history.push(entryOf(at, reading), reading.status === 'violated' || reading.status !== h.status);
+    h.history.push(entryOf(at, reading, facts), reading.status === 'violated' || reading.status !== h.status);
     h.status = reading.status;
     if (h.history.thinned)
       (this.report.readingsThinned ??= {})[source] = { seen: h.history.seen, kept: h.history.entries.length, every: h.history.every };
@@ -234,14 +276,16 @@ export class ReportCollector {
         break;
       }
       case 'step-reading': {
-        this.tracker.reading(`step ${e.index}`, 1, e.at, e.reading.value);
+        const facts = readingFacts(e.nodeFacts, e.reading.value);
+        this.tracker.reading(`step ${e.index}`, 1, e.at, facts);
         const s = [...r.steps].reverse().find((x) => x.index === e.index);
-        if (s) s.readings = this.keep(`${s.index}. ${s.name}`, e.at, e.reading);
+        if (s) s.readings = this.keep(`${s.index}. ${s.name}`, e.at, e.reading, facts);
         break;
       }
       case 'guard-reading': {
-        this.tracker.reading(`guard ${e.guard}`, 1, e.at, e.reading.value);
-        r.guardReadings[e.guard] = this.keep(`guard ${e.guard}`, e.at, e.reading);
+        const facts = readingFacts(e.nodeFacts, e.reading.value);
+        this.tracker.reading(`guard ${e.guard}`, 1, e.at, facts);
+        r.guardReadings[e.guard] = this.keep(`guard ${e.guard}`, e.at, e.reading, facts);
         if (this.guardStatus.get(e.guard) !== e.reading.status) {
           this.guardStatus.set(e.guard, e.reading.status);
           r.guardTransitions.push({ at: iso(e.at), guard: e.guard, status: e.reading.status, detail: e.reading.detail });
@@ -249,17 +293,18 @@ export class ReportCollector {
         break;
       }
       case 'observation': {
-        this.tracker.reading(`observer ${e.name}`, 2, e.at, e.reading.value);
+        const facts = readingFacts(e.nodeFacts, e.reading.value);
+        this.tracker.reading(`observer ${e.name}`, 2, e.at, facts);
         const summarize = this.summarizers[e.name] ?? ((v: unknown) => v);
         const prev = r.observations[e.name] as Observation | undefined;
         // an unknown reading has no value to summarise
         const value = e.reading.value === null ? null : summarize(e.reading.value);
-        const entry = { at: iso(e.at), status: e.reading.status, detail: e.reading.detail, value };
+        const entry = { at: iso(e.at), status: e.reading.status, detail: e.reading.detail, value, ...evictionOf(facts) };
         if (e.reading.status === 'unknown' && prev) break;
         const history = prev?.history ?? [];
         const changed = !prev || prev.status !== entry.status || JSON.stringify(prev.value) !== JSON.stringify(value);
         if (changed && history.length < 500) history.push(entry);
-        r.observations[e.name] = { ...entry, history };
+        r.observations[e.name] = { ...entry, history, ...deletedOf(facts) };
         break;
       }
       case 'rollback-start':

@@ -1,5 +1,5 @@
 import { formatDuration } from '../core/duration.js';
-import type { Observation, RunReport } from './collect.js';
+import type { RunReport } from './collect.js';
 import { type Axis, chartSvg, clock, fitLabel, grid, isoOf, LABEL_W, ms, noDataBar, xOf } from './axis.js';
 import { paint } from './palette.js';
 import { classToken, joinMarkup, markup, type Markup } from './markup.js';
@@ -69,7 +69,7 @@ function leaseScale(curves: { ageMs: number }[][]): number {
 /** What each lane is drawn with besides its node's history: the Lease scale, and what the run's readings watched. */
 interface LaneScale {
   leaseTopMs: number;
-  /** Whether a reading listed NoExecute taints (`tainted`), pod deletions (`deletions`): a node without any had none. */
+  /** Whether the readings' probes tell of NoExecute taints, of pods deleted (`nodeFacts`): a node without any had none. */
   watched: { taints: boolean; deletions: boolean };
 }
 
@@ -171,16 +171,6 @@ function lane(r: RunReport, s: NodeSeries, axis: Axis, scale: LaneScale): Markup
   return markup`<section class="lane" data-node="${s.node}">${chartSvg(height, `node ${s.node}`, joinMarkup(out, '\n'))}${dropped}</section>`;
 }
 
-/** Whether any reading of the run has a value listing `key` (`tainted`, `deletions`): then a lane without any had none. */
-function watched(r: RunReport, key: string): boolean {
-  const readings = [
-    ...Object.values(r.observations).flatMap((o) => [o as Observation | null, ...((o as Observation | null)?.history ?? [])]),
-    ...Object.values(r.guardReadings).flat(),
-    ...r.steps.flatMap((s) => s.readings ?? []),
-  ];
-  return readings.some((h) => Array.isArray((h?.value as Record<string, unknown> | null | undefined)?.[key]));
-}
-
 /**
  * A lane per target node: the nodes the run's faults targeted first (in their order), then every other node the
  * report has a history of, by name. Every lane draws the Lease age on the same scale, so that lanes compare.
@@ -193,7 +183,7 @@ export function renderNodeLanes(r: RunReport, axis: Axis): Markup {
   if (!series.length) return markup``;
   const scale = {
     leaseTopMs: leaseScale(series.map((s) => leaseCurve(s.lease, axis.end))),
-    watched: { taints: watched(r, 'tainted'), deletions: watched(r, 'deletions') },
+    watched: { taints: r.nodeFacts?.includes('taints') ?? false, deletions: r.nodeFacts?.includes('deleted') ?? false },
   };
   const leftOut = r.nodesLeftOut ? markup`<p class="none">${r.nodesLeftOut} more nodes not kept</p>` : '';
   return markup`<h2>Nodes</h2>\n<p class="none">Per node, on the run's time axis: its faults, the age of its Lease (green fresh, red stale; the line is the age, on one scale for every node: 0 to ${formatDuration(scale.leaseTopMs)}), its Ready condition, NoExecute taints and the pods deleted on it.</p>\n${joinMarkup(

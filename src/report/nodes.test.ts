@@ -1,8 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { CUT, cutOffRun, partition, T0 } from '../../test/fixtures/cut-off-run.js';
 import type { RunEvent } from '../engine/events.js';
-import { ReportCollector } from './collect.js';
+import { ReportCollector, type Observation } from './collect.js';
 import { redactEvent } from '../engine/sinks.js';
+import evictionForecast from '../probes/eviction-forecast.js';
+import nodeLeases from '../probes/node-leases.js';
+import nodeReady from '../probes/node-ready.js';
+import noexecuteTaints from '../probes/noexecute-taints.js';
+import podDeletions from '../probes/pod-deletions.js';
+import promql from '../probes/promql.js';
+import { withFacts } from '../testing/reading-facts.js';
 
 const iso = (s: number) => new Date(T0 + s * 1000).toISOString();
 const reading = (s: number, value: unknown) => ({ status: 'ok' as const, at: T0 + s * 1000, detail: '', value });
@@ -57,19 +64,21 @@ describe('report.json: per-node series from the readings of observers, guards an
   });
 
   it('hears a run observer over a guard on the same node, and a guard where no observer spoke', () => {
-    const guard = (s: number, stale: boolean): RunEvent => ({
-      type: 'guard-reading',
-      at: T0 + s * 1000,
-      guard: 'leases',
-      armed: true,
-      reading: leases(s, [{ name: 'node-1', ageMs: (20 + s) * 1000, stale }]),
-    });
-    const observer = (s: number): RunEvent => ({
-      type: 'observation',
-      at: T0 + s * 1000,
-      name: 'node leases',
-      reading: leases(s, [{ name: 'node-1', ageMs: (20 + s) * 1000, stale: false }]),
-    });
+    const guard = (s: number, stale: boolean): RunEvent =>
+      withFacts(nodeLeases.meta, {
+        type: 'guard-reading',
+        at: T0 + s * 1000,
+        guard: 'leases',
+        armed: true,
+        reading: leases(s, [{ name: 'node-1', ageMs: (20 + s) * 1000, stale }]),
+      });
+    const observer = (s: number): RunEvent =>
+      withFacts(nodeLeases.meta, {
+        type: 'observation',
+        at: T0 + s * 1000,
+        name: 'node leases',
+        reading: leases(s, [{ name: 'node-1', ageMs: (20 + s) * 1000, stale: false }]),
+      });
     const r2 = collect([guard(1, true), observer(2), guard(3, true), observer(4), guard(5, true)]);
     // the guard's 20 s threshold said stale first; once the observer (the lease's own 40 s) spoke, only it counts
     expect(node(r2, 'node-1')!.lease.map((l) => [l.at, l.stale])).toEqual([
@@ -79,22 +88,24 @@ describe('report.json: per-node series from the readings of observers, guards an
   });
 
   it('reads a taint as gone when the source that listed it no longer does, and a pod deleted once however often it is listed', () => {
-    const taints = (s: number, nodes: string[]): RunEvent => ({
-      type: 'step-reading',
-      at: T0 + s * 1000,
-      index: '1',
-      reading: reading(s, {
-        tainted: nodes.map((n) => ({ node: n, key: 'node.kubernetes.io/not-ready', addedAt: null })),
-        nodes: nodes.length,
-      }),
-    });
+    const taints = (s: number, nodes: string[]): RunEvent =>
+      withFacts(noexecuteTaints.meta, {
+        type: 'step-reading',
+        at: T0 + s * 1000,
+        index: '1',
+        reading: reading(s, {
+          tainted: nodes.map((n) => ({ node: n, key: 'node.kubernetes.io/not-ready', addedAt: null })),
+          nodes: nodes.length,
+        }),
+      });
     const deletion = { pod: 'demo/a', node: 'node-2', at: T0 + 2000, how: 'terminating', cause: 'delete' };
-    const deletions = (s: number): RunEvent => ({
-      type: 'observation',
-      at: T0 + s * 1000,
-      name: 'pods deleted',
-      reading: reading(s, { count: 1, deletions: [deletion] }),
-    });
+    const deletions = (s: number): RunEvent =>
+      withFacts(podDeletions.meta, {
+        type: 'observation',
+        at: T0 + s * 1000,
+        name: 'pods deleted',
+        reading: reading(s, { count: 1, deletions: [deletion] }),
+      });
     const r2 = collect([taints(1, ['node-1', 'node-2']), deletions(2), taints(3, ['node-2']), deletions(4)]);
     expect(node(r2, 'node-1')!.taints).toEqual([
       { at: iso(1), keys: ['node.kubernetes.io/not-ready'] },
@@ -109,14 +120,16 @@ describe('report.json: per-node series from the readings of observers, guards an
     for (let s = 0; s < 1000; s++) {
       const nodes = Array.from({ length: 30 }, (_, i) => ({ name: `n-${String(i).padStart(2, '0')}`, ageMs: 0, stale: false }));
       nodes[0] = { name: 'n-00', ageMs: s % 100 === 50 ? 45_000 : 0, stale: s % 100 === 50 };
-      events.push({ type: 'observation', at: T0 + s * 1000, name: 'node leases', reading: leases(s, nodes) });
+      events.push(withFacts(nodeLeases.meta, { type: 'observation', at: T0 + s * 1000, name: 'node leases', reading: leases(s, nodes) }));
     }
-    events.push({
-      type: 'observation',
-      at: T0 + 1_000_000,
-      name: 'NoExecute taints',
-      reading: reading(1000, { tainted: [{ node: 'n-25', key: 'node.kubernetes.io/unreachable', addedAt: null }], nodes: 1 }),
-    });
+    events.push(
+      withFacts(noexecuteTaints.meta, {
+        type: 'observation',
+        at: T0 + 1_000_000,
+        name: 'NoExecute taints',
+        reading: reading(1000, { tainted: [{ node: 'n-25', key: 'node.kubernetes.io/unreachable', addedAt: null }], nodes: 1 }),
+      }),
+    );
     const r2 = collect(events);
     expect(r2.nodes.map((n) => n.node)).toEqual([...Array.from({ length: 10 }, (_, i) => `n-${String(i).padStart(2, '0')}`), 'n-25']);
     const n0 = node(r2, 'n-00')!;
@@ -137,12 +150,88 @@ describe('report.json: per-node series from the readings of observers, guards an
       addedAt: null,
     }));
     const r2 = collect([
-      { type: 'observation', at: T0 + 1000, name: 'NoExecute taints', reading: reading(1, { tainted, nodes: 60 }) },
+      withFacts(noexecuteTaints.meta, {
+        type: 'observation',
+        at: T0 + 1000,
+        name: 'NoExecute taints',
+        reading: reading(1, { tainted, nodes: 60 }),
+      }),
       { type: 'fault-applied', at: T0 + 2000, fault: { ...partition, node: 'n-59' } },
     ]);
     // n-59 was left out until a fault targeted it
     expect(r2.nodes).toHaveLength(51);
     expect(r2.nodes.at(-1)).toMatchObject({ node: 'n-59', taints: [{ at: iso(1), keys: ['node.kubernetes.io/unreachable'] }] });
     expect(r2.nodesLeftOut).toBe(9);
+  });
+});
+
+describe('report.json: node facts come from what probes declare, never from the shape of a value', () => {
+  const at = (s: number) => T0 + s * 1000;
+  /** A value with every shape the report once read node facts from. */
+  const lookalike = {
+    nodes: [{ name: 'node-1', ageMs: 60_000, stale: true, status: 'Unknown', transitions: 1 }],
+    stale: ['node-1'],
+    tainted: [{ node: 'node-1', key: 'node.kubernetes.io/unreachable', addedAt: null }],
+    deletions: [{ pod: 'demo/a', node: 'node-1', at: at(1), how: 'terminating', cause: 'delete' }],
+    earliestEviction: { at: at(9), pod: 'demo/b', node: 'node-1' },
+  };
+
+  it('takes nothing of a probe that declares no facts, though its value looks like Leases, taints and deletions', () => {
+    const r = collect([
+      withFacts(promql.meta, { type: 'guard-reading', at: at(1), guard: 'query', armed: true, reading: reading(1, lookalike) }),
+      withFacts(promql.meta, { type: 'observation', at: at(2), name: 'query', reading: reading(2, lookalike) }),
+    ]);
+    expect(r.nodes).toEqual([]);
+    expect(r.nodeFacts).toBeUndefined();
+    expect(r.guardReadings['query']![0]).not.toHaveProperty('eviction');
+    expect(r.observations['query']).not.toHaveProperty('deleted');
+  });
+
+  it('keeps a Lease fact as a Lease sample', () => {
+    const r = collect([withFacts(nodeLeases.meta, { type: 'step-reading', at: at(1), index: '1', reading: reading(1, lookalike) })]);
+    expect(r.nodes).toEqual([{ node: 'node-1', lease: [{ at: iso(1), ageMs: 60_000, stale: true }], ready: [], taints: [], deleted: [] }]);
+    expect(r.nodeFacts).toEqual(['lease']);
+  });
+
+  it('keeps a Ready fact as the Ready status', () => {
+    const r = collect([withFacts(nodeReady.meta, { type: 'step-reading', at: at(1), index: '1', reading: reading(1, lookalike) })]);
+    expect(r.nodes).toEqual([{ node: 'node-1', lease: [], ready: [{ at: iso(1), status: 'Unknown' }], taints: [], deleted: [] }]);
+  });
+
+  it('keeps a taints fact as the NoExecute taint keys', () => {
+    const r = collect([withFacts(noexecuteTaints.meta, { type: 'step-reading', at: at(1), index: '1', reading: reading(1, lookalike) })]);
+    expect(r.nodes).toEqual([
+      { node: 'node-1', lease: [], ready: [], taints: [{ at: iso(1), keys: ['node.kubernetes.io/unreachable'] }], deleted: [] },
+    ]);
+  });
+
+  it('keeps a deleted fact as a pod deleted, and the observer’s latest for the timeline', () => {
+    const r = collect([
+      withFacts(podDeletions.meta, { type: 'observation', at: at(2), name: 'pods deleted', reading: reading(2, lookalike) }),
+    ]);
+    expect(r.nodes).toEqual([
+      { node: 'node-1', lease: [], ready: [], taints: [], deleted: [{ at: iso(1), pod: 'demo/a', cause: 'delete' }] },
+    ]);
+    expect((r.observations['pods deleted'] as Observation).deleted).toEqual([
+      { pod: 'demo/a', node: 'node-1', at: at(1), cause: 'delete' },
+    ]);
+  });
+
+  it('keeps an eviction fact with the reading it came with, and draws no node lane of it', () => {
+    const r = collect([
+      withFacts(evictionForecast.meta, {
+        type: 'guard-reading',
+        at: at(1),
+        guard: 'forecast',
+        armed: true,
+        reading: reading(1, lookalike),
+      }),
+      withFacts(evictionForecast.meta, { type: 'observation', at: at(2), name: 'forecast', reading: reading(2, lookalike) }),
+    ]);
+    const eviction = { at: iso(9), pod: 'demo/b', node: 'node-1' };
+    expect(r.guardReadings['forecast']![0]!.eviction).toEqual(eviction);
+    expect((r.observations['forecast'] as Observation).eviction).toEqual(eviction);
+    expect((r.observations['forecast'] as Observation).history[0]!.eviction).toEqual(eviction);
+    expect(r.nodes).toEqual([]);
   });
 });

@@ -1,7 +1,9 @@
+import type { NodeFact, NodeFactKind, ReadingFacts } from '../contract/node-facts.js';
+
 /**
  * Per-node history a report keeps for the timeline's node lanes: Lease age, the Ready condition, NoExecute taints
- * and pods deleted, read from the values of probe readings (guards, expect steps, observers) by their shape, so no
- * probe has to know about reports. Changes only, each list capped.
+ * and pods deleted, from the node facts the probes of readings (guards, expect steps, observers) declare
+ * (`meta.nodeFacts`). Changes only, each list capped.
  */
 
 /** A Lease age seen: at a renewal or a change of staleness (`ageMs` null: the node has no Lease). */
@@ -44,12 +46,6 @@ interface Stamp {
   ms: number;
 }
 
-interface Fact {
-  node: string;
-  kind: Kind;
-  apply: (s: NodeSeries, at: Stamp, renewals: Renewals) => boolean;
-}
-
 /**
  * When each node's last Lease sample says it was renewed (ms; null: no Lease), kept beside the series so that telling
  * a renewal from the same one seen again does not parse the sample's time: a node-leases reading speaks of every
@@ -58,11 +54,6 @@ interface Fact {
 type Renewals = Map<string, number | null>;
 
 const iso = (at: number) => new Date(at).toISOString();
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const listOf = (v: unknown, key: string): Record<string, unknown>[] | undefined => {
-  const l = isObj(v) ? v[key] : undefined;
-  return Array.isArray(l) && l.every(isObj) ? l : undefined;
-};
 
 /** Appends a change, or counts it as dropped past the cap. */
 function push<T>(s: NodeSeries, list: T[], entry: T): void {
@@ -70,22 +61,17 @@ function push<T>(s: NodeSeries, list: T[], entry: T): void {
   else s.dropped = (s.dropped ?? 0) + 1;
 }
 
-function leaseFact(node: string, ageMs: number | null, stale: boolean): Fact {
-  return {
-    node,
-    kind: 'lease',
-    apply(s, at, renewals) {
-      const last = s.lease.at(-1);
-      const renewal = ageMs === null ? null : at.ms - ageMs;
-      const before = renewals.get(node);
-      const renewed = last !== undefined && renewal !== null && last.ageMs !== null && Math.abs((before ?? 0) - renewal) > 1;
-      if (last && last.stale === stale && (last.ageMs === null) === (ageMs === null) && !renewed) return stale;
-      renewals.set(node, renewal);
-      s.lease.push({ at: at.iso, ageMs, stale });
-      if (s.lease.length > MAX_LEASE) thin(s);
-      return stale;
-    },
-  };
+/** A Lease sample kept at a renewal or a change of staleness; whether the node is hurt (stale). */
+function applyLease(s: NodeSeries, ageMs: number | null, stale: boolean, at: Stamp, renewals: Renewals): boolean {
+  const last = s.lease.at(-1);
+  const renewal = ageMs === null ? null : at.ms - ageMs;
+  const before = renewals.get(s.node);
+  const renewed = last !== undefined && renewal !== null && last.ageMs !== null && Math.abs((before ?? 0) - renewal) > 1;
+  if (last && last.stale === stale && (last.ageMs === null) === (ageMs === null) && !renewed) return stale;
+  renewals.set(s.node, renewal);
+  s.lease.push({ at: at.iso, ageMs, stale });
+  if (s.lease.length > MAX_LEASE) thin(s);
+  return stale;
 }
 
 /** Every other renewal dropped, staleness changes and the latest sample kept; past the cap even so, the oldest. */
@@ -99,68 +85,24 @@ function thin(s: NodeSeries): void {
   s.dropped = (s.dropped ?? 0) + before - s.lease.length;
 }
 
-function readyFact(node: string, status: string): Fact {
-  return {
-    node,
-    kind: 'ready',
-    apply(s, at) {
-      if (s.ready.at(-1)?.status !== status) push(s, s.ready, { at: at.iso, status });
-      return status !== 'True';
-    },
-  };
-}
-
-function taintFact(node: string, keys: string[]): Fact {
-  return {
-    node,
-    kind: 'taints',
-    apply(s, at) {
+/** A fact the series keeps (the lanes draw no predicted eviction), as a change; whether the node is hurt by it. */
+function apply(s: NodeSeries, f: Exclude<NodeFact, { kind: 'eviction' }>, at: Stamp, renewals: Renewals): boolean {
+  switch (f.kind) {
+    case 'lease':
+      return applyLease(s, f.ageMs, f.stale, at, renewals);
+    case 'ready':
+      if (s.ready.at(-1)?.status !== f.status) push(s, s.ready, { at: at.iso, status: f.status });
+      return f.status !== 'True';
+    case 'taints': {
       const last = s.taints.at(-1);
-      if (last ? last.keys.join(',') !== keys.join(',') : keys.length > 0) push(s, s.taints, { at: at.iso, keys });
-      return keys.length > 0;
-    },
-  };
-}
-
-function deletedFact(node: string, pod: string, at: number, cause: string): Fact {
-  return {
-    node,
-    kind: 'deleted',
-    apply(s) {
-      const when = iso(at);
-      if (!s.deleted.some((d) => d.pod === pod && Math.abs(Date.parse(d.at) - at) < 5_000)) push(s, s.deleted, { at: when, pod, cause });
+      if (last ? last.keys.join(',') !== f.keys.join(',') : f.keys.length > 0) push(s, s.taints, { at: at.iso, keys: [...f.keys] });
+      return f.keys.length > 0;
+    }
+    case 'deleted':
+      if (!s.deleted.some((d) => d.pod === f.pod && Math.abs(Date.parse(d.at) - f.at) < 5_000))
+        push(s, s.deleted, { at: iso(f.at), pod: f.pod, cause: f.cause });
       return true;
-    },
-  };
-}
-
-/**
- * What a reading's value says about nodes, by its shape: node-leases (`nodes[].ageMs`), node-ready
- * (`nodes[].status`), noexecute-taints (`tainted[]`: the nodes it lists; one it listed before and no longer does
- * is untainted, so `listedBefore` is what this source listed last) and pod-deletions (`deletions[]`).
- */
-function factsOf(value: unknown, listedBefore: Set<string> | undefined): { facts: Fact[]; listed?: Set<string> } {
-  const facts: Fact[] = [];
-  const nodes = listOf(value, 'nodes');
-  for (const n of nodes ?? []) {
-    if (typeof n.name !== 'string') continue;
-    if ((typeof n.ageMs === 'number' || n.ageMs === null) && typeof n.stale === 'boolean') facts.push(leaseFact(n.name, n.ageMs, n.stale));
-    else if (typeof n.status === 'string' && typeof n.transitions === 'number') facts.push(readyFact(n.name, n.status));
   }
-  const tainted = listOf(value, 'tainted');
-  let listed: Set<string> | undefined;
-  if (tainted) {
-    const keys = new Map<string, string[]>();
-    for (const t of tainted)
-      if (typeof t.node === 'string' && typeof t.key === 'string') keys.set(t.node, [...(keys.get(t.node) ?? []), t.key].sort());
-    for (const [node, k] of keys) facts.push(taintFact(node, k));
-    for (const node of listedBefore ?? []) if (!keys.has(node)) facts.push(taintFact(node, []));
-    listed = new Set(keys.keys());
-  }
-  for (const d of listOf(value, 'deletions') ?? [])
-    if (typeof d.node === 'string' && d.node && typeof d.pod === 'string' && typeof d.at === 'number')
-      facts.push(deletedFact(d.node, d.pod, d.at, typeof d.cause === 'string' ? d.cause : 'unknown'));
-  return { facts, listed };
 }
 
 /**
@@ -182,32 +124,52 @@ export class NodeTracker {
   };
   private readonly renewals: Renewals = new Map();
   private readonly listedBy = new Map<string, Set<string>>();
+  /** The kinds of fact the readings' probes give (`report.nodeFacts`). */
+  private readonly kinds = new Set<NodeFactKind>();
   private quiet = 0;
 
   /** `report.nodes` is filled in place. */
-  constructor(private readonly report: { nodes: NodeSeries[]; nodesLeftOut?: number }) {}
+  constructor(private readonly report: { nodes: NodeSeries[]; nodesLeftOut?: number; nodeFacts?: NodeFactKind[] }) {}
 
   /** A node a fault targets: always shown. */
   target(node: string): void {
     this.admit(this.series(node), true);
   }
 
-  /** A reading of `source` (a guard, a step, an observer) with its value, whatever the probe. */
-  reading(source: string, rank: SourceRank, at: number, value: unknown): void {
-    const { facts, listed } = factsOf(value, this.listedBy.get(source));
-    if (listed) this.listedBy.set(source, listed);
+  /**
+   * A reading of `source` (a guard, a step, an observer) with the node facts its probe declares of it; one without
+   * (its probe declares none, or it had no value) tells nothing of nodes.
+   */
+  reading(source: string, rank: SourceRank, at: number, declared: ReadingFacts | undefined): void {
+    if (!declared) return;
+    for (const k of declared.kinds) if (!this.kinds.has(k)) this.report.nodeFacts = [...this.kinds.add(k)].sort();
     const when = iso(at);
     const stamp = { iso: when, ms: Date.parse(when) };
-    for (const f of facts) {
+    for (const f of this.untainted(source, declared)) {
+      if (f.kind === 'eviction') continue;
       // a better-informed source, once it spoke of a node, is the only one heard on it
       const ranks = this.rank[f.kind];
       if ((ranks.get(f.node) ?? 0) > rank) continue;
       ranks.set(f.node, rank);
       const s = this.series(f.node);
-      const hurt = f.apply(s, stamp, this.renewals);
+      const hurt = apply(s, f, stamp, this.renewals);
       if (!this.admitted.has(s.node) && (hurt || this.quiet < MAX_QUIET) && this.admit(s, false) && !hurt) this.quiet++;
       if (!this.admitted.has(s.node) && s.lease.length > 2) s.lease.splice(1, s.lease.length - 2);
     }
+  }
+
+  /**
+   * The facts, and for a source that gives NoExecute taints, an empty one for each node it listed tainted last time and
+   * no longer does: every reading of such a source lists every tainted node it watches.
+   */
+  private untainted(source: string, declared: ReadingFacts): readonly NodeFact[] {
+    if (!declared.kinds.includes('taints')) return declared.facts;
+    const listed = new Set<string>();
+    for (const f of declared.facts) if (f.kind === 'taints') listed.add(f.node);
+    const before = this.listedBy.get(source);
+    this.listedBy.set(source, listed);
+    const gone = [...(before ?? [])].filter((node) => !listed.has(node));
+    return gone.length ? [...declared.facts, ...gone.map((node): NodeFact => ({ kind: 'taints', node, keys: [] }))] : declared.facts;
   }
 
   private series(node: string): NodeSeries {

@@ -6,6 +6,10 @@ import { renderJUnit } from './junit.js';
 import { plainRenderer } from './plain.js';
 import { renderTimeline } from './timeline.js';
 import { redactEvent } from '../engine/sinks.js';
+import evictionForecast from '../probes/eviction-forecast.js';
+import nodeLeases from '../probes/node-leases.js';
+import podDeletions from '../probes/pod-deletions.js';
+import { withFacts } from '../testing/reading-facts.js';
 
 const T0 = Date.parse('2026-11-22T10:00:00.000Z');
 const HOSTILE = `<script>alert("x")</script> & 'co'`;
@@ -38,7 +42,7 @@ const reading = (status: 'ok' | 'violated' | 'unknown', at: number, detail: stri
 function events(o: { freezeReverted: boolean }): RunEvent[] {
   const at = (s: number) => T0 + s * 1000;
   const predicted = {
-    earliestEviction: { at: new Date(at(14)).toISOString(), pod: 'demo/web-1', node: 'node-1' },
+    earliestEviction: { at: at(14), pod: 'demo/web-1', node: 'node-1' },
     atRisk: 2,
     frozen: false,
   };
@@ -46,12 +50,12 @@ function events(o: { freezeReverted: boolean }): RunEvent[] {
     { type: 'run-start', at: at(0), runId: 'r-1', runbook: HOSTILE, context: 'lab', dryRun: false, journal: '/j' },
     { type: 'preflight', at: at(0), check: 'context', ok: true, detail: 'context "lab" is allowed' },
     { type: 'observation', at: at(0), name: 'pods deleted', reading: reading('unknown', at(0), 'listing') },
-    {
+    withFacts(podDeletions.meta, {
       type: 'observation',
       at: at(0.5),
       name: 'pods deleted',
       reading: reading('ok', at(0.5), 'no pod deleted', { count: 0, deletions: [] }),
-    },
+    }),
     {
       type: 'guard-reading',
       at: at(0.5),
@@ -64,7 +68,12 @@ function events(o: { freezeReverted: boolean }): RunEvent[] {
     { type: 'fault-applied', at: at(2), fault: partition },
     { type: 'step-end', at: at(2), index: '1', name: 'cut node-1', kind: 'action', status: 'passed', detail: 'applied on node-1' },
     { type: 'step-start', at: at(2), index: '2', name: 'hold', kind: 'wait' },
-    { type: 'observation', at: at(4), name: 'eviction forecast', reading: reading('ok', at(4), 'first eviction in 10s', predicted) },
+    withFacts(evictionForecast.meta, {
+      type: 'observation',
+      at: at(4),
+      name: 'eviction forecast',
+      reading: reading('ok', at(4), 'first eviction in 10s', predicted),
+    }),
     {
       type: 'guard-reading',
       at: at(5),
@@ -96,7 +105,7 @@ function events(o: { freezeReverted: boolean }): RunEvent[] {
       retryInMs: 250 * attempt,
     })),
     { type: 'fault-reverted', at: at(6), fault: partition, attempts: 3, retried: ['connection reset', 'connection reset'] },
-    {
+    withFacts(podDeletions.meta, {
       type: 'observation',
       at: at(7),
       name: 'pods deleted',
@@ -104,7 +113,7 @@ function events(o: { freezeReverted: boolean }): RunEvent[] {
         count: 1,
         deletions: [{ pod: 'demo/web-2', node: 'node-1', at: at(7), how: 'terminating', cause: 'taint-eviction' }],
       }),
-    },
+    }),
     ...(o.freezeReverted
       ? [{ type: 'fault-reverted' as const, at: at(9), fault: freeze, attempts: 1, retried: [] }]
       : [{ type: 'fault-revert-failed' as const, at: at(9), fault: freeze, error: 'start failed', attempts: 1, retried: [] }]),
@@ -295,13 +304,15 @@ describe('report.json: the values probes read', () => {
     const nodes = Array.from({ length: 5000 }, (_, i) => ({ name: `n-${i}`, ageMs: 1000, stale: i === 4321 }));
     const value = { nodes, stale: ['n-4321'] };
     c.onEvent(
-      redactEvent({
-        type: 'guard-reading',
-        at: T0,
-        guard: 'leases',
-        reading: reading('violated', T0, '1/5000 leases stale: n-4321 41s', value),
-        armed: true,
-      }),
+      redactEvent(
+        withFacts(nodeLeases.meta, {
+          type: 'guard-reading',
+          at: T0,
+          guard: 'leases',
+          reading: reading('violated', T0, '1/5000 leases stale: n-4321 41s', value),
+          armed: true,
+        }),
+      ),
     );
     const kept = c.report.guardReadings['leases']?.[0]?.value as Record<string, unknown>;
     expect(kept.nodes).toEqual(nodes.slice(0, 100));

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { NODE_FACT_KINDS, type NodeFactKind } from '../contract/node-facts.js';
 import { RUN_STATUS } from '../engine/events.js';
 
 /**
@@ -8,7 +9,8 @@ import { RUN_STATUS } from '../engine/events.js';
 export const REPORT_VERSION = 1;
 
 const at = z.string().describe('ISO 8601 time');
-const reading = z.object({ at, status: z.string(), detail: z.string(), value: z.unknown() });
+const eviction = z.object({ at, pod: z.string(), node: z.string() }).describe('the eviction its probe predicted first at that reading');
+const reading = z.object({ at, status: z.string(), detail: z.string(), value: z.unknown(), eviction: eviction.optional() });
 
 const faultRef = z.object({
   faultId: z.string(),
@@ -93,6 +95,7 @@ export const Report = z.object({
   observations: z.record(z.string(), z.unknown()),
   nodes: z.array(nodeSeries),
   nodesLeftOut: z.number().optional(),
+  nodeFacts: z.array(z.enum(Object.keys(NODE_FACT_KINDS) as [NodeFactKind, ...NodeFactKind[]])).optional(),
   objectives: z
     .array(
       z.object({

@@ -4,6 +4,8 @@ import { cutOffRun, T0 } from '../../test/fixtures/cut-off-run.js';
 import type { Reading } from '../contract/probe.js';
 import type { RunEvent } from '../engine/events.js';
 import { redactEvent } from '../engine/sinks.js';
+import evictionForecast from '../probes/eviction-forecast.js';
+import { withFacts } from '../testing/reading-facts.js';
 import { LABEL_W, PLOT_W } from './axis.js';
 import { ReportCollector, type RunReport } from './collect.js';
 import { parseReport } from './load.js';
@@ -160,19 +162,10 @@ describe('the node lanes', () => {
   it('says "no data" for a row nothing was recorded for, and "none" where a source saw nothing', () => {
     const kinds = (node: string) => [...lanes.get(node)!.matchAll(/data-kind="no-data" data-row="([^"]+)"/g)].map((m) => m[1]);
     expect(kinds('cut')).toEqual(['ready', 'taint', 'deleted']);
-    // an untainted node is in no reading of NoExecute taints: it had none, once any such reading came
+    // an untainted node is in no reading of NoExecute taints: it had none, once a probe that tells of them read
     expect(lanes.get('cut')).toContain('>no data</text>');
     const watched = bare(10, {
-      observations: {
-        deletions: { at: iso(1), status: 'ok', detail: '', value: { deletions: [] }, history: [] },
-        taints: {
-          at: iso(1),
-          status: 'ok',
-          detail: '',
-          value: null,
-          history: [{ at: iso(1), status: 'ok', detail: '', value: { tainted: [] } }],
-        },
-      },
+      nodeFacts: ['deleted', 'ready', 'taints'],
       nodes: [{ node: 'n', lease: [], ready: [{ at: iso(1), status: 'True' }], taints: [], deleted: [] }],
     });
     const lane = renderTimeline(watched).match(/<section class="lane"[\s\S]*?<\/section>/)![0];
@@ -205,8 +198,14 @@ describe('the eviction forecast observed and guarded', () => {
   ];
   for (const [s, inS, guard, observer] of moments)
     events.push(
-      { type: 'guard-reading', at: at(s), guard: 'eviction forecast', armed: true, reading: forecast(guard, s, inS) },
-      { type: 'observation', at: at(s), name: 'eviction forecast', reading: forecast(observer, s, inS) },
+      withFacts(evictionForecast.meta, {
+        type: 'guard-reading',
+        at: at(s),
+        guard: 'eviction forecast',
+        armed: true,
+        reading: forecast(guard, s, inS),
+      }),
+      withFacts(evictionForecast.meta, { type: 'observation', at: at(s), name: 'eviction forecast', reading: forecast(observer, s, inS) }),
     );
   events.push({ type: 'run-end', at: at(40), status: 'passed', reason: '', remaining: [] });
   const report = collect(events);

@@ -1,7 +1,6 @@
-import type { Deletion } from '../kube/deletions.js';
 import { formatDuration } from '../core/duration.js';
 import type { FaultRef } from '../engine/events.js';
-import type { FaultRecord, ObjectiveRecord, Observation, RunReport } from './collect.js';
+import type { FaultRecord, ObjectiveRecord, Observation, PredictedEviction, RunReport } from './collect.js';
 import { attemptLine, onAttempt } from './attempts.js';
 import { type Axis, chartSvg, clock, fitLabel, grid, ms, noDataBar, xOf } from './axis.js';
 import { renderCurves } from './curves.js';
@@ -37,8 +36,8 @@ const AXIS_H = 24;
 
 /** When something ended, or the end of the run while it had not. */
 const endOr = (iso: string | undefined, end: number) => (Number.isFinite(ms(iso)) ? ms(iso) : end);
-/** The pods an observer saw deleted (the pod-deletions probe's value), if it is such an observer. */
-const deletionsOf = (o: Observation) => (o.value as { deletions?: Deletion[] } | null)?.deletions;
+/** The pods an observer saw deleted (the `deleted` facts of its latest reading), if its probe tells of them. */
+const deletionsOf = (o: Observation) => o.deleted;
 
 /**
  * The run as a self-contained HTML page (no scripts, nothing fetched): one lane per step, fault, guard and
@@ -60,11 +59,11 @@ export function renderTimeline(r: RunReport): string {
 const transitionsOf = (r: RunReport, guard: string) => r.guardTransitions.filter((g) => g.guard === guard);
 
 /**
- * The prediction an eviction-forecast reading holds, as `[when the eviction is predicted, what the mark says]`, or
- * nothing for another reading.
+ * The eviction a reading's probe predicted (its `eviction` fact), as `[when the eviction is predicted, what the mark
+ * says]`, or nothing for a reading without one.
  */
-function prediction(h: { at: string; value: unknown }): [number, string] | undefined {
-  const e = (h.value as { earliestEviction?: { at: string | number; pod: string; node: string } | null } | null)?.earliestEviction;
+function prediction(h: { at: string; eviction?: PredictedEviction }): [number, string] | undefined {
+  const e = h.eviction;
   return e ? [ms(e.at), `predicted at ${clock(ms(h.at))}: ${e.pod} on ${e.node} evicted at ${clock(ms(e.at))}`] : undefined;
 }
 
@@ -192,7 +191,7 @@ function readingSpans(changes: { at: string; status: string; detail: string }[],
  * The points an observer's values name: pods deleted (with their cause), and the predicted evictions its readings
  * (and those of the guard of its name) hold, each moment once.
  */
-function observationMarks(o: Observation, readings: { at: string; value: unknown }[]): Mark[] {
+function observationMarks(o: Observation, readings: { at: string; eviction?: PredictedEviction }[]): Mark[] {
   const marks: Mark[] = [];
   for (const d of deletionsOf(o) ?? [])
     marks.push({ at: d.at, cls: 'deleted', title: `${clock(d.at)} ${d.pod} on ${d.node} deleted (${d.cause})` });

@@ -50,8 +50,11 @@ export class ScriptedProbe {
   starts = 0;
   readonly probe: Probe;
 
-  /** `o.perNode`: it judges nodes one by one, and a value `{notOk: [names]}` says which are not ok. */
-  constructor(id: string, initial?: Omit<Reading, 'at'>, o: { perNode?: boolean } = {}) {
+  /**
+   * `o.perNode`: it judges nodes one by one, and a value `{notOk: [names]}` says which are not ok. `o.nodeFacts`: those
+   * nodes are not Ready, as node facts it declares.
+   */
+  constructor(id: string, initial?: Omit<Reading, 'at'>, o: { perNode?: boolean; nodeFacts?: boolean } = {}) {
     const listeners = this.listeners;
     const state = { starts: () => this.starts++, last: () => this.last };
     this.probe = defineProbe({
@@ -62,6 +65,14 @@ export class ScriptedProbe {
         params: z.object({}).passthrough(),
         access: [],
         ...(o.perNode ? { notOkNodes: (v: unknown) => (v as { notOk: string[] }).notOk } : {}),
+        ...(o.nodeFacts
+          ? {
+              nodeFacts: {
+                kinds: ['ready' as const],
+                of: (v: unknown) => (v as { notOk: string[] }).notOk.map((node) => ({ kind: 'ready' as const, node, status: 'False' })),
+              },
+            }
+          : {}),
       },
       async *start(ctx) {
         state.starts();
