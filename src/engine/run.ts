@@ -118,6 +118,7 @@ export function startRun(o: RunOptions): RunHandle {
     plan.safety.faultTtl,
     // a run killed while its agents start leaves pods: journaled from then on, so `recover` deletes them
     () => record.begin(),
+    plan.safety.lockNamespace,
   );
 
   const guards = new GuardSet(o.guards === false ? [] : plan.guards, ctx, emit, {

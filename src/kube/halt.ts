@@ -1,6 +1,7 @@
 import type { Clock } from '../core/clock.js';
 import { EXIT, KrError, messageOf } from '../core/errors.js';
 import { type FailedAttempt, retrying } from '../core/retry.js';
+import { HALT_NAME } from '../nodes/agent-halt.js';
 import { ApiStatusError } from './source.js';
 import { kubeTransient } from './transient.js';
 import type { KubeAccess } from './types.js';
@@ -10,7 +11,7 @@ import type { KubeAccess } from './types.js';
  * While its holder is set, every run rolls back at once and no run starts; node agents fire their faults' dead-men.
  * `resume` clears the holder and records who resumed and when; the object stays, with that record.
  */
-export const HALT_NAME = 'kube-runbook-halt';
+export { HALT_NAME };
 /** Where the halt lives unless a runbook's spec.safety.lockNamespace says otherwise. */
 export const HALT_NAMESPACE = 'kube-system';
 
