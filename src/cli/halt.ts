@@ -6,7 +6,7 @@ import { formatDuration, parseDuration } from '../core/duration.js';
 import { EXIT, type ExitCode, KrError, messageOf, quote } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { redactText } from '../core/redact.js';
-import { describeHalt, HALT_NAME, HALT_NAMESPACE, type HaltWrite, setHalt } from '../kube/halt.js';
+import { describeHalt, HALT_NAME, HALT_NAMESPACE, type HaltWrite, readHalt, setHalt } from '../kube/halt.js';
 import type { KubeAccess } from '../kube/types.js';
 import { localRuns, type LocalRun, type ProcessProbe, realProcesses, stopLocalRuns } from '../engine/local-runs.js';
 import { runsDir } from '../engine/state-dir.js';
@@ -142,6 +142,16 @@ function localLine(l: ReturnType<typeof stopLocalRuns>): string {
     ? `SIGTERM sent to ${l.stopped.map((r) => `run ${r.runId} (pid ${r.pid})`).join(', ')} on this machine`
     : 'no run running on this machine';
   return l.failed.length ? `${stopped}; could not signal ${l.failed.join(', ')}` : stopped;
+}
+
+/** For `plan`: a line when a halt is set (a run would be refused), or when it cannot be read; none otherwise. */
+export async function haltLine(kube: KubeAccess, namespace: string): Promise<string | undefined> {
+  try {
+    const { halt } = await readHalt(kube, { namespace, timeoutMs: 10_000 });
+    return halt && `HALTED: ${describeHalt(namespace, halt)}; a run is refused until kube-runbook resume`;
+  } catch (e) {
+    return `the halt (Lease ${namespace}/${HALT_NAME}) could not be read: ${messageOf(e)}; a run's preflight reads it again`;
+  }
 }
 
 export const register: Register = (program, done) => {
