@@ -452,6 +452,18 @@ describe('kube-runbook manifests: the grants that give more than they read like'
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get'] },
     ]);
     expect(role.rules!.flatMap((r) => r.resources)).not.toContain('secrets');
+    // their one right outside their namespace: get on the halt, by name, where it is
+    const halt = parseAllDocuments(yaml)
+      .map((d) => d.toJS() as Obj & { subjects?: unknown[] })
+      .filter((o) => o.metadata.name === 'kube-runbook-agent-halt');
+    expect(halt.map((o) => [o.kind, o.metadata.namespace])).toEqual([
+      ['Role', 'kube-system'],
+      ['RoleBinding', 'kube-system'],
+    ]);
+    expect(halt[0]!.rules).toEqual([
+      { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['kube-runbook-halt'], verbs: ['get'] },
+    ]);
+    expect(halt[1]!.subjects).toEqual([{ kind: 'ServiceAccount', name: 'kube-runbook-agent', namespace: 'kr-agents' }]);
   });
 
   it('Leases in kube-system: written only by name (the run lock), created, listed and watched, the halt read by name', async () => {
