@@ -15,6 +15,7 @@ const LAYERS = [
   ['actions', 'probes'], // one module per file
   ['engine'], //      plan, run, rollback, journal, recover
   ['report', 'telemetry'], // renderers of run events; their export as OpenTelemetry traces and metrics
+  ['mcp'], //         the MCP server for AI assistants: tools, resources, prompts, the person's confirmation
   ['cli'], //         one file per command
   ['testing'], //     fakes and testers, imported by tests only (not built into dist/)
 ];

@@ -21,6 +21,7 @@ const commands: Record<string, Load> = {
   'exit-watch': () => import('./exit-watch.js'),
   init: () => import('./init.js'),
   manifests: () => import('./manifests.js'),
+  mcp: () => import('./mcp.js'),
   plan: () => import('./plan.js'),
   probes: () => import('./probes.js'),
   recover: () => import('./recover.js'),
