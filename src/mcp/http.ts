@@ -33,7 +33,7 @@ async function body(req: IncomingMessage): Promise<unknown> {
 /**
  * MCP over Streamable HTTP on 127.0.0.1:PORT only (never another interface), path /mcp, every request with
  * `Authorization: Bearer TOKEN` (any process of this machine can connect to a loopback port: without the token, one
- * could answer its own confirmation forms), Host and Origin checked against DNS rebinding. One server per session,
+ * could answer its own confirmation forms), the Host header checked against DNS rebinding. One server per session,
  * made by `newServer`, so that each client's confirmations go to that client.
  */
 export async function serveHttp(port: number, token: string, newServer: () => McpServer): Promise<Server> {
