@@ -2,7 +2,6 @@ import { spawn } from 'node:child_process';
 import { openSync, closeSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { InvalidArgumentError, Option } from 'commander';
 import { realClock } from '../core/clock.js';
 import { EXIT, KrError, quote } from '../core/errors.js';
@@ -15,8 +14,6 @@ import { describeCheck } from '../contract/access.js';
 import type { Reading } from '../contract/probe.js';
 import { currentRunLockHolder } from '../kube/run-lock.js';
 import type { McpDeps, McpOptions, Validated } from '../mcp/deps.js';
-import { serveHttp } from '../mcp/http.js';
-import { createMcpServer } from '../mcp/server.js';
 import { MAX_REPORT_BYTES, parseReport } from '../report/load.js';
 import { auditCluster, auditData, bare } from './audit.js';
 import { describeData } from './describe.js';
@@ -214,6 +211,8 @@ export const register: Register = (program, done) => {
         packageDir: PACKAGE_DIR,
       };
       const deps = realDeps({ ...f, inventory: options.inventory, kubeconfig: options.kubeconfig }, log);
+      // loaded here, not with the other commands: every other command starts without the MCP SDK
+      const { createMcpServer } = await import('../mcp/server.js');
       if (f.http !== undefined) {
         const token = process.env.KUBE_RUNBOOK_MCP_TOKEN;
         if (!token || token.length < 16)
@@ -224,9 +223,11 @@ export const register: Register = (program, done) => {
               exit: EXIT.invalid,
             },
           );
+        const { serveHttp } = await import('../mcp/http.js');
         await serveHttp(f.http, token, () => createMcpServer(deps, options));
         process.stderr.write(`kube-runbook mcp: serving http://127.0.0.1:${f.http}/mcp\n`);
       } else {
+        const { StdioServerTransport } = await import('@modelcontextprotocol/sdk/server/stdio.js');
         const transport = new StdioServerTransport();
         await createMcpServer(deps, options).connect(transport);
       }
