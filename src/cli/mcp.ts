@@ -8,6 +8,7 @@ import { EXIT, KrError, quote } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { formatProblem } from '../document/problems.js';
 import { distinctChecks, planAccess } from '../engine/access.js';
+import { selfCommand } from '../engine/exit-watch.js';
 import { defaultRegistry } from '../engine/registry.js';
 import { runsDir } from '../engine/state-dir.js';
 import { describeCheck } from '../contract/access.js';
@@ -24,7 +25,7 @@ import { connect, inventoryFrom, loadInputs, makeCtx, planOn, reachCluster, stde
 import { expandPaths, validateFile } from './validate.js';
 import type { CommandHelp, Register } from './types.js';
 
-/** The package's root (bin/, runbooks/, schema/): dist/cli/ is two folders below it. */
+/** The package's root (runbooks/, schema/): dist/cli/ is two folders below it. */
 const PACKAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 /** How long the forecast tool waits for the watches to sync before it hands out the reading it has (unknown). */
@@ -146,7 +147,8 @@ function realDeps(f: Flags, log: Logger): McpDeps {
       const logFd = openSync(join(dir, 'output.log'), 'a', 0o600);
       try {
         // never through a shell: the runbook is a file the server was started with, the rest its own flags
-        const child = spawn(process.execPath, [join(PACKAGE_DIR, 'bin', 'kube-runbook.js'), ...args], {
+        const self = selfCommand();
+        const child = spawn(self.file, [...self.args, ...args], {
           stdio: ['ignore', logFd, logFd],
           env: process.env,
         });
