@@ -35,7 +35,7 @@ export function registerResources(server: McpServer, deps: McpDeps, packageDir: 
   for (const f of filesUnder(schemaDir, '.schema.json')) {
     const uri = `kube-runbook://schema/${f}`;
     server.registerResource(`schema ${f}`, uri, { title: `JSON Schema ${f}`, mimeType: 'application/schema+json' }, () => ({
-      contents: [{ uri, mimeType: 'application/schema+json', text: readFileSync(join(schemaDir, f), 'utf8') }],
+      contents: [{ uri, mimeType: 'application/schema+json', text: safeText(readFileSync(join(schemaDir, f), 'utf8')) }],
     }));
   }
   const last = 'kube-runbook://reports/last';
