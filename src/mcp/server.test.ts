@@ -253,6 +253,9 @@ describe('kube-runbook mcp --allow-runs: a run needs the person’s yes', () => 
       deadman: true,
     };
     writeFileSync(join(dir, 'runs', 'r-1.jsonl'), `${JSON.stringify(record)}\n${JSON.stringify(prepared)}\n`);
+    const status = text(await call('run_status'));
+    expect(status).toContain('"runLock": "free"');
+    expect(status).toMatch(/"runId": "r-1",(.|\n)*"stillApplied": \[\s*\{\s*"action": "cut",\s*"node": "node-1"/);
     expect((await call('recover_run', { run: 'r-1' })).isError).toBeFalsy();
     expect(asked.at(-1)).toContain('It reverts 1 fault(s) it may have left applied: cut on node-1.');
     expect(deps.launched).toEqual([['recover', 'r-1', '--context', 'lab']]);
