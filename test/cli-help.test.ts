@@ -57,7 +57,7 @@ describe('kube-runbook --help', () => {
     expect(r.stdout).toContain('\nExamples:\n');
     const codes = [...r.stdout.split('\nExit codes:\n')[1]!.matchAll(/^ {2}(\d+) /gm)].map((m) => Number(m[1]));
     expect(codes).toEqual(Object.values(EXIT));
-    expect(r.stdout.replace(/\n {7}/g, ' ')).toMatch(/^ {2}1 +failed or aborted.*\[status: failed, aborted\]$/m);
+    expect(r.stdout.replace(/\n {7}/g, ' ')).toMatch(/^ {2}1 +failed, aborted or halted.*\[status: failed, aborted, halted\]$/m);
     for (const l of r.stdout.split('\n')) expect(l.length, l).toBeLessThanOrEqual(80);
   });
 });

@@ -177,6 +177,7 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
         namespace: 'kube-system',
         rules: [
           { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['list', 'watch', 'create'] },
+          { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['kube-runbook-halt'], verbs: ['get'] },
           { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['kube-runbook-run-lock'], verbs: ['get', 'update'] },
         ],
       },
@@ -453,13 +454,14 @@ describe('kube-runbook manifests: the grants that give more than they read like'
     expect(role.rules!.flatMap((r) => r.resources)).not.toContain('secrets');
   });
 
-  it('Leases in kube-system: written only by name (the run lock), created, listed and watched', async () => {
+  it('Leases in kube-system: written only by name (the run lock), created, listed and watched, the halt read by name', async () => {
     const leases = (await objects('kubelet-partition.yaml'))
       .filter((o) => o.metadata.namespace === 'kube-system')
       .flatMap((o) => o.rules ?? [])
       .filter((r) => r.resources?.includes('leases'));
     for (const r of leases.filter((r) => r.verbs.some((v) => ['update', 'patch', 'delete'].includes(v))))
       expect(r.resourceNames).toEqual(['kube-runbook-run-lock']);
-    expect(leases.flatMap((r) => r.verbs).sort()).toEqual(['create', 'get', 'list', 'update', 'watch']);
+    // get twice: the run lock's and the halt's, each by name
+    expect(leases.flatMap((r) => r.verbs).sort()).toEqual(['create', 'get', 'get', 'list', 'update', 'watch']);
   });
 });

@@ -8,6 +8,7 @@ import { createLogger } from '../core/logger.js';
 import { agentTargets } from '../engine/agents.js';
 import { sensitiveGrants } from '../engine/sensitive-access.js';
 import { createKubeAccess } from '../kube/client.js';
+import { HALT_NAME, HALT_NAMESPACE } from '../kube/halt.js';
 import { executorKey } from '../nodes/agent-auth.js';
 import { RESULT_KEY_ENV } from '../nodes/agent-protocol.js';
 import { agentNeeds, checkAgentAccess, hostArgv, serveAgent } from '../nodes/agent-server.js';
@@ -23,6 +24,7 @@ interface AgentFlags {
   enter: string;
   executorKey: string;
   faultTtl: string;
+  haltNamespace?: string;
 }
 
 /** Where Kubernetes reads a container's last words (terminationMessagePath's default). */
@@ -59,6 +61,8 @@ async function runAgent(flags: AgentFlags): Promise<void> {
     throw new KrError('BAD_ENTER', `--enter is host or mount (got ${quote(flags.enter)})`, { exit: EXIT.invalid });
   const key = executorKey(flags.executorKey);
   if (!key) throw new KrError('BAD_EXECUTOR_KEY', `--executor-key is not an Ed25519 public key (base64 SPKI)`, { exit: EXIT.invalid });
+  if (flags.haltNamespace !== undefined && !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(flags.haltNamespace))
+    throw new KrError('BAD_NAMESPACE', `--halt-namespace ${quote(flags.haltNamespace)} is not a namespace name`, { exit: EXIT.invalid });
   const faultTtlMs = parseDuration(flags.faultTtl);
   if (faultTtlMs === undefined || faultTtlMs <= 0)
     throw new KrError('BAD_FAULT_TTL', `--fault-ttl ${quote(flags.faultTtl)} is not a duration`, { exit: EXIT.invalid });
@@ -91,6 +95,7 @@ async function runAgent(flags: AgentFlags): Promise<void> {
     executorKey: key,
     resultKey,
     faultTtlMs,
+    ...(flags.haltNamespace ? { haltNamespace: flags.haltNamespace } : {}),
   };
   await checkAgentAccess(o, api);
   const stop = new AbortController();
@@ -114,11 +119,31 @@ async function runAgent(flags: AgentFlags): Promise<void> {
   log.info(end === 'run gone' ? 'the run is gone; stopped (the pod completes)' : 'stopped');
 }
 
+/** The agents' one right outside their namespace: `get` on the halt, by name, where it is. */
+function haltReadRbac(ns: string, accounts: { namespace: string; serviceAccount: string }[], labels: Record<string, string>): unknown[] {
+  const meta = { name: 'kube-runbook-agent-halt', namespace: ns, labels };
+  return [
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: meta,
+      rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [HALT_NAME], verbs: ['get'] }],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: meta,
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: meta.name },
+      subjects: accounts.map((a) => ({ kind: 'ServiceAccount', name: a.serviceAccount, namespace: a.namespace })),
+    },
+  ];
+}
+
 /**
  * The objects the agents of an inventory need: per agent namespace, the Namespace (privileged), ServiceAccount, Role
  * and RoleBinding; and a warning per privileged namespace and per sensitive grant (none today), for stderr.
  */
-export async function agentManifests(flags: { inventory?: string }): Promise<{ yaml: string; warnings: string[] }> {
+export async function agentManifests(flags: { inventory?: string; haltNamespace?: string }): Promise<{ yaml: string; warnings: string[] }> {
   const inv = await inventoryFrom(flags);
   const targets = agentTargets(inv.inventory, inv.inventory.spec.nodes);
   if (!targets.length)
@@ -186,6 +211,7 @@ export async function agentManifests(flags: { inventory?: string }): Promise<{ y
       },
     );
   }
+  docs.push(...haltReadRbac(flags.haltNamespace ?? HALT_NAMESPACE, [...accounts.values()], labels));
   return { yaml: docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n'), warnings };
 }
 
@@ -202,6 +228,7 @@ export const register: Register = (program, done) => {
       "the public key of the executor that starts it: it runs only requests signed with the key's private half",
     )
     .option('--fault-ttl <duration>', "the run's faultTtl: this long without a renewal of the run Lease, the agent ends")
+    .option('--halt-namespace <ns>', "where the halt is (the run lock's namespace): followed when given")
     .action(async (flags: Partial<AgentFlags>) => {
       const names = { node: 'node', namespace: 'namespace', runId: 'run-id', executorKey: 'executor-key', faultTtl: 'fault-ttl' } as const;
       for (const [f, name] of Object.entries(names))
@@ -229,7 +256,12 @@ export const register: Register = (program, done) => {
     .command('manifests')
     .description("Print the Namespace (Pod Security level privileged), ServiceAccount and least RBAC of the inventory's node agents.")
     .option('-i, --inventory <file>', 'inventory file (default: $KUBE_RUNBOOK_INVENTORY)')
-    .action(async (flags: { inventory?: string }) => {
+    .option(
+      '--halt-namespace <ns>',
+      "the run lock's namespace (runbooks' spec.safety.lockNamespace), where the agents read the halt",
+      HALT_NAMESPACE,
+    )
+    .action(async (flags: { inventory?: string; haltNamespace?: string }) => {
       const { yaml, warnings } = await agentManifests(flags);
       for (const w of warnings) out.stderr(`warning: ${w}`);
       out.stdout(yaml.trimEnd());

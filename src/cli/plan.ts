@@ -10,6 +10,7 @@ import { planJson } from '../report/plan-json.js';
 import { renderPlan } from '../report/plan-text.js';
 import { out } from './output.js';
 import { type FileProblems, pairProblems, problemLine } from './pair.js';
+import { haltLine } from './halt.js';
 import { runObservers } from './run.js';
 import { loadInputs, planOn, reachCluster, stderrLogger } from './setup.js';
 import type { CommandHelp, Register } from './types.js';
@@ -42,6 +43,7 @@ export const register: Register = (program, done) => {
         print(await pairProblems(loaded, inv, 'preflight'));
       }
       const cluster = await reachCluster(o, inv, realClock, stderrLogger(false));
+      const halted = cluster.kube && !cluster.error && (await haltLine(cluster.kube, loaded.runbook.spec.safety.lockNamespace));
       cluster.kube?.close?.();
       if (cluster.error)
         throw new KrError(cluster.error.code, `cannot plan: ${cluster.error.message}`, {
@@ -55,6 +57,7 @@ export const register: Register = (program, done) => {
       if (o.output !== 'text') {
         const data = redactStrings(planJson(plan, { context: cluster.kube?.contextName ?? null, offline: o.offline === true, sensitive }));
         out.stdout(o.output === 'json' ? JSON.stringify(data, null, 2) : stringify(data));
+        if (halted) out.stderr(redactText(halted));
       } else {
         out.stdout(redactText(renderPlan(plan, cluster.kube?.contextName)));
         if (sensitive.length)
@@ -65,6 +68,7 @@ export const register: Register = (program, done) => {
               ...sensitive.map((g) => `  - ${g.grant}: ${g.why}`),
             ].join('\n'),
           );
+        if (halted) out.stdout(redactText(halted));
         out.stdout(o.offline ? 'Planned offline: no cluster was contacted. Nothing was touched.' : 'Nothing was touched.');
       }
       done(EXIT.ok);

@@ -17,9 +17,10 @@ export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 /** What each exit code means, as `run --help` lists them. */
 export const EXIT_MEANING: { readonly [K in keyof typeof EXIT]: string } = {
   ok: 'passed: every step passed, everything reverted',
-  failed: 'failed or aborted (a step failed, a guard aborted, a confirmation was declined), everything reverted',
+  failed:
+    'failed, aborted or halted (a step failed, a guard aborted, a confirmation was declined, `kube-runbook halt`), everything reverted',
   invalid: 'invalid input or usage (bad runbook or inventory, unknown command or flag)',
-  refused: 'preflight refused: nothing was applied',
+  refused: 'preflight refused (a halt is set, another run holds the lock, …): nothing was applied',
   rollbackIncomplete: 'rollback incomplete: something may remain; the output says how to remove it, and the recover command',
   objectiveMissed: 'a recovery objective was missed: everything passed and was reverted, but the cluster recovered too slowly',
   interrupted: 'interrupted (Ctrl-C, SIGTERM, SIGHUP), everything reverted',

@@ -1,6 +1,7 @@
 import { type ApiVerb, type ResolvedAccess, accessChecks, describeCheck, resolveAccess } from '../contract/access.js';
 import type { Probe } from '../contract/probe.js';
 import type { Registry } from '../contract/registry.js';
+import { HALT_NAME } from '../kube/halt.js';
 import { RUN_LOCK_NAME } from '../kube/run-lock.js';
 import type { AccessCheck } from '../kube/types.js';
 import { type Plan, plannedActions } from './plan.js';
@@ -18,8 +19,12 @@ const ENGINE_ACCESS: NeededAccess[] = [
   { by: 'engine', access: { nonResourceURL: '/version', verbs: ['get'] } },
 ];
 
-/** The cluster-wide run lock: one Lease in spec.safety.lockNamespace, created once, then read and renewed by name. */
+/**
+ * The cluster-wide run lock: one Lease in spec.safety.lockNamespace, created once, then read and renewed by name; and
+ * the halt beside it, read only (src/kube/halt.ts).
+ */
 const runLockAccess = (namespace: string): NeededAccess[] => [
+  { by: 'the halt', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['get'], namespace, name: HALT_NAME } },
   { by: 'the run lock', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['create'], namespace } },
   {
     by: 'the run lock',

@@ -90,7 +90,14 @@ export function agentSecret(runId: string, t: AgentTarget, keys: AgentKeys, owne
  * every taint; it runs only requests signed by `keys` (their public half in its arguments) and signs its results with
  * its node's key (its Secret, read into its environment).
  */
-export function agentPod(runId: string, t: AgentTarget, keys: AgentKeys, faultTtlMs: number, owner?: Owner): Record<string, unknown> {
+export function agentPod(
+  runId: string,
+  t: AgentTarget,
+  keys: AgentKeys,
+  faultTtlMs: number,
+  owner?: Owner,
+  haltNamespace?: string,
+): Record<string, unknown> {
   const c = t.config;
   const name = agentPodName(runId, t.node.name, keys.fingerprint);
   return {
@@ -136,6 +143,7 @@ export function agentPod(runId: string, t: AgentTarget, keys: AgentKeys, faultTt
             keys.publicKey,
             '--fault-ttl',
             `${Math.ceil(faultTtlMs / 1000)}s`,
+            ...(haltNamespace ? ['--halt-namespace', haltNamespace] : []),
           ],
           env: [
             { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
@@ -271,6 +279,8 @@ export class RunAgents {
     private readonly leaseMs: number,
     /** Called before the first pod is created (the run journals itself then, so `recover` finds pods it leaves). */
     private readonly beforeStart: () => void = () => {},
+    /** Where the halt is, which the agents follow (the run lock's namespace). */
+    private readonly haltNamespace?: string,
   ) {}
 
   /** Whether `start` was called (pods may exist). */
@@ -348,7 +358,7 @@ export class RunAgents {
         try {
           await json(podsPath(ns), {
             method: 'POST',
-            body: agentPod(this.ctx.runId, t, keys, this.leaseMs, owner),
+            body: agentPod(this.ctx.runId, t, keys, this.leaseMs, owner, this.haltNamespace),
             timeoutMs: 30_000,
             signal,
           });

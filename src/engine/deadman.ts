@@ -9,7 +9,8 @@ import { DEADMAN_ROOT, keepaliveScript } from '../nodes/keepalive.js';
  * while it runs and removes the whole directory on an explicit revert (disarm). Everything here is POSIX sh
  * (dash), and every value is quoted.
  *
- * Layout on the node: /var/lib/kube-runbook/deadman/<runId>/<faultId>/{revert.sh, keepalive, watch.sh, watcher.pid}
+ * Layout on the node: /var/lib/kube-runbook/deadman/<runId>/<faultId>/{revert.sh, keepalive, watch.sh, watcher.pid,
+ * on-boot} (on-boot: `revert` for a fault, `rewatch` for a remediation; a node agent fires only faults at a halt)
  * When it fires, the directory is renamed to <faultId>.fired (with revert.log and exit) so a later disarm or
  * keepalive cannot race with it; the disarm (explicit revert or `recover`) removes that record.
  * Arming fails (and the fault is not applied) unless the watcher is confirmed running: the systemd unit active, or
@@ -205,6 +206,7 @@ arm_failed() {
 }
 mkdir -p "$d"
 ${writeFile('"$d/revert.sh"', o.revert)}${writeFile('"$d/watch.sh"', WATCH)}${writeFile('"$d/boot.sh"', boot)}touch "$d/keepalive"
+echo ${o.onBoot} >"$d/on-boot"
 ${bootHookScript(o, dir)}started=
 ${systemd}if [ -z "$started" ]; then
   setsid sh "$d/watch.sh" "$d" ${ttl} ${limit} </dev/null >/dev/null 2>&1 &

@@ -5,6 +5,8 @@ export const RUN_STATUS = {
   passed: 0,
   failed: 1,
   aborted: 1,
+  /** Stopped by `kube-runbook halt` while it ran, everything reverted. */
+  halted: 1,
   refused: 3,
   'rollback-incomplete': 4,
   /** Every step passed and everything was reverted, but a recovery objective was missed. */

@@ -9,6 +9,7 @@ import type { RunEventSink } from './events.js';
 import { type Plan, plannedActions } from './plan.js';
 import { type EngineRetry, withRetries } from './retry.js';
 import { describeHolder, RUN_LOCK_NAME, runLockHolder } from '../kube/run-lock.js';
+import { haltCheck } from './halt-watch.js';
 import { agentTargets, type RunAgents } from './agents.js';
 import { contextAllowed } from './contexts.js';
 import { staticProblems } from './static-checks.js';
@@ -127,6 +128,7 @@ export async function preflight(
     } catch (e) {
       check('run lock', false, `cannot read Lease ${ns}/${RUN_LOCK_NAME}: ${messageOf(e)}`);
     }
+    check('halt', ...(await haltCheck(ctx, ns, (f) => withRetries('preflight', f, retry('halt')))));
   }
 
   const actions = plannedActions(plan);

@@ -261,6 +261,7 @@ describe('run: preflight', () => {
       'create leases kube-system',
       'get /version',
       'get leases kube-system',
+      'get leases kube-system',
       'list leases kube-system',
       'list nodes',
       'update leases kube-system',

@@ -22,6 +22,7 @@ import { StepRunner } from './steps.js';
 import { ExitWatch } from './exit-watch.js';
 import { RunTasks } from './tasks.js';
 import { agentTargets, RunAgents } from './agents.js';
+import { watchHalt } from './halt-watch.js';
 import { plannedActions } from './plan.js';
 
 export interface RunOptions {
@@ -117,6 +118,7 @@ export function startRun(o: RunOptions): RunHandle {
     plan.safety.faultTtl,
     // a run killed while its agents start leaves pods: journaled from then on, so `recover` deletes them
     () => record.begin(),
+    plan.safety.lockNamespace,
   );
 
   const guards = new GuardSet(o.guards === false ? [] : plan.guards, ctx, emit, {
@@ -173,6 +175,14 @@ export function startRun(o: RunOptions): RunHandle {
     control.hard.signal.addEventListener('abort', () => stopKeepalive.abort(), { once: true });
     const keeping = keepAlive({ ctx, ledger, agents, everyMs, emit }, stopKeepalive.signal);
     const holding = lock.hold(stopKeepalive.signal);
+    const halting = watchHalt(ctx, {
+      namespace: plan.safety.lockNamespace,
+      signal: stopKeepalive.signal,
+      onHalt: (_, text) => {
+        emit({ type: 'log', at: clock.now(), level: 'error', message: `HALTED: ${text}${control.rollingBack ? '' : '; rolling back'}` });
+        if (!control.rollingBack) control.abort('halted', `HALTED: ${text}`);
+      },
+    });
     const cancelMax = clock.setTimer(plan.safety.maxDuration, () =>
       control.abort('aborted', `spec.safety.maxDuration (${formatDuration(plan.safety.maxDuration)}) reached`),
     );
@@ -187,6 +197,7 @@ export function startRun(o: RunOptions): RunHandle {
     stopKeepalive.abort();
     await keeping;
     await holding;
+    await halting;
     const outcome: Outcome = missed.length
       ? { status: 'objective-missed', reason: `recovery objective${missed.length > 1 ? 's' : ''} missed: ${missed.join(', ')}` }
       : { status: 'passed', reason };

@@ -21,6 +21,7 @@ import type { KeyObject } from 'node:crypto';
 import { keyFingerprint } from './agent-auth.js';
 import { AGENT_STATE_ROOT, AgentMemory, type HostFiles, agentStateDir, hostFiles } from './agent-memory.js';
 import { followLease } from './agent-lease.js';
+import { followHalt } from './agent-halt.js';
 import type { ExecResult } from './types.js';
 
 export interface AgentServerOptions {
@@ -35,6 +36,8 @@ export interface AgentServerOptions {
   resultKey: Buffer;
   /** The run's faultTtl: this long without a renewal of the run Lease, the agent ends (the dead-men have fired). */
   faultTtlMs: number;
+  /** Where the halt is (the run lock's namespace): followed when given (src/nodes/agent-halt.ts). */
+  haltNamespace?: string;
   /** How often the requests are listed (500 ms by default). */
   pollMs?: number;
   /** How often the run Lease is read (1 s by default). */
@@ -109,7 +112,11 @@ export async function serveAgent(o: AgentServerOptions, d: AgentServerDeps): Pro
   let gone = false;
   try {
     if (!(await recall(memory, inner))) return 'stopped';
-    [, gone] = await Promise.all([takeRequests(o, inner, memory), followLease(o, inner, memory).finally(stop)]);
+    [, gone] = await Promise.all([
+      takeRequests(o, inner, memory),
+      followLease(o, inner, memory).finally(stop),
+      o.haltNamespace ? followHalt({ ...o, haltNamespace: o.haltNamespace }, inner, memory) : undefined,
+    ]);
     return gone && !d.signal.aborted ? 'run gone' : 'stopped';
   } finally {
     d.signal.removeEventListener('abort', stop);

@@ -14,3 +14,18 @@ export function keepaliveScript(runId: string, root = DEADMAN_ROOT): string {
   return `for k in ${shq(`${root}/${runId}`)}/*/keepalive; do [ -e "$k" ] && touch "$k"; done; exit 0
 `;
 }
+
+/**
+ * Fires now the dead-men of the run's faults on this node (never a remediation's: it is undone only when safe), by
+ * dating their keepalives back to 1970: each watcher reverts its fault at its next poll (within a second or two).
+ * Prints the directory of each one fired. A node agent runs it when a halt is set and its executor has gone silent.
+ */
+export function fireFaultsScript(runId: string, root = DEADMAN_ROOT): string {
+  if (!RUN_ID.test(runId)) throw new Error(`invalid run id for the dead-man: ${JSON.stringify(runId)}`);
+  return `for d in ${shq(`${root}/${runId}`)}/*; do
+  case $d in *.fired | *.lock) continue ;; esac
+  [ "$(cat "$d/on-boot" 2>/dev/null)" = revert ] || continue
+  [ -e "$d/keepalive" ] && touch -t 197001020000 "$d/keepalive" && echo "$d"
+done; exit 0
+`;
+}

@@ -8,7 +8,7 @@ const seconds = (from?: string, to?: string) => (from && to ? ((Date.parse(to) -
 /**
  * What each run status is in JUnit: `failure` where the cluster did not hold up (a step failed, a guard aborted, an
  * objective was missed, a fault stayed applied), `error` where the run could not be carried out (refused before any
- * fault, interrupted, or never ended), nothing where it passed (exit 0). The README's JUnit section has the table.
+ * fault, halted, interrupted, or never ended), nothing where it passed (exit 0). The README's JUnit section has the table.
  */
 export const JUNIT_OUTCOME: Record<RunReport['status'], 'pass' | 'failure' | 'error'> = {
   passed: 'pass',
@@ -17,6 +17,7 @@ export const JUNIT_OUTCOME: Record<RunReport['status'], 'pass' | 'failure' | 'er
   'rollback-incomplete': 'failure',
   'objective-missed': 'failure',
   refused: 'error',
+  halted: 'error',
   interrupted: 'error',
   running: 'error',
 };

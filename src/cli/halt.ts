@@ -1,0 +1,175 @@
+import { hostname, userInfo } from 'node:os';
+import { resolve } from 'node:path';
+import { type Command, Option } from 'commander';
+import { type Clock, realClock } from '../core/clock.js';
+import { formatDuration, parseDuration } from '../core/duration.js';
+import { EXIT, type ExitCode, KrError, messageOf, quote } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
+import { redactText } from '../core/redact.js';
+import { describeHalt, HALT_NAME, HALT_NAMESPACE, type HaltWrite, readHalt, setHalt } from '../kube/halt.js';
+import type { KubeAccess } from '../kube/types.js';
+import { localRuns, type LocalRun, type ProcessProbe, realProcesses, stopLocalRuns } from '../engine/local-runs.js';
+import { runsDir } from '../engine/state-dir.js';
+import { out } from './output.js';
+import { connect, stderrLogger } from './setup.js';
+import type { CommandHelp, Register } from './types.js';
+
+/** The flags `halt`, `resume` and `status` share: the cluster, the halt's namespace, the output. */
+export interface HaltFlags {
+  kubeconfig?: string;
+  context?: string;
+  inCluster?: boolean;
+  namespace: string;
+  output: 'text' | 'json';
+  by?: string;
+  within: string;
+  stateDir?: string;
+}
+
+export function haltOptions(cmd: Command, write: boolean): Command {
+  cmd
+    .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, else ~/.kube/config)')
+    .option('--context <name>', 'kubeconfig context (default: the current one)')
+    .option('--in-cluster', "use the pod's ServiceAccount, not a kubeconfig")
+    .option('-n, --namespace <ns>', "the run lock's namespace (runbooks' spec.safety.lockNamespace), where the halt is", HALT_NAMESPACE)
+    .option(
+      '--state-dir <dir>',
+      "where this machine's runs keep their journals (default: $KUBE_RUNBOOK_STATE_DIR, else $XDG_STATE_HOME/kube-runbook, else ~/.local/state/kube-runbook)",
+    )
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'));
+  if (write)
+    cmd
+      .option('--by <name>', 'who, as recorded (default: USER@HOST)')
+      .option('--within <duration>', 'how long the write is tried through an apiserver failing', '30s');
+  return cmd;
+}
+
+/** How `halt`, `resume` and `status` reach the cluster and this machine's processes (tests give fakes). */
+export interface HaltDeps {
+  kube: (o: HaltFlags) => KubeAccess;
+  clock: Clock;
+  log: Logger;
+  processes: ProcessProbe;
+  kill?: (pid: number, signal: NodeJS.Signals) => void;
+}
+
+export const realHaltDeps = (): HaltDeps => ({
+  kube: (o) => connect(o, undefined, realClock, stderrLogger(false)),
+  clock: realClock,
+  log: stderrLogger(false),
+  processes: realProcesses,
+});
+
+export function whoAmI(given?: string): string {
+  if (given) return given;
+  try {
+    return `${userInfo().username}@${hostname()}`;
+  } catch {
+    return `unknown@${hostname()}`;
+  }
+}
+
+export function withinMs(text: string): number {
+  const ms = parseDuration(text);
+  if (ms === undefined || ms <= 0)
+    throw new KrError('BAD_DURATION', `--within: expected a duration such as 30s or 2m (got ${quote(text)})`, { exit: EXIT.invalid });
+  return ms;
+}
+
+export const localRunsOf = (o: Pick<HaltFlags, 'stateDir'>, processes: ProcessProbe) =>
+  localRuns(runsDir(process.env, o.stateDir === undefined ? undefined : resolve(o.stateDir)), processes);
+
+/** `kube-runbook halt`: sets the halt (and with --local stops this machine's runs); prints one line; its exit code. */
+export async function haltCommand(o: HaltFlags & { reason: string; local?: boolean }, deps: HaltDeps): Promise<ExitCode> {
+  const within = withinMs(o.within);
+  const by = whoAmI(o.by);
+  // this machine's runs first: they stop even if the cluster does not answer
+  const local = o.local ? stopLocalRuns(localRunsOf(o, deps.processes).runs, deps.kill) : undefined;
+  let written: HaltWrite | undefined;
+  let error: string | undefined;
+  let kube: KubeAccess | undefined;
+  try {
+    kube = deps.kube(o);
+    written = await setHalt(kube, {
+      namespace: o.namespace,
+      by,
+      reason: o.reason,
+      clock: deps.clock,
+      withinMs: within,
+      onFailure: (f) =>
+        deps.log.warn(
+          `halt not written yet (${f.error})${f.retryInMs === undefined ? '' : `; trying again in ${formatDuration(f.retryInMs)}`}`,
+        ),
+    });
+  } catch (e) {
+    error = messageOf(e);
+  } finally {
+    kube?.close?.();
+  }
+  const halt = written?.state.halt;
+  if (o.output === 'json')
+    out.stdout(
+      JSON.stringify(
+        {
+          halted: Boolean(halt),
+          already: written?.already ?? false,
+          namespace: o.namespace,
+          ...(halt ? { by: halt.by, reason: redactText(halt.reason), since: halt.since } : {}),
+          ...(error ? { error: redactText(error) } : {}),
+          ...(local ? { local: { stopped: local.stopped.map(json), failed: local.failed } } : {}),
+        },
+        null,
+        2,
+      ),
+    );
+  else {
+    const stopped = local ? `; ${localLine(local)}` : '';
+    if (halt)
+      out.stdout(
+        redactText(
+          `${written?.already ? 'already ' : ''}${describeHalt(o.namespace, halt)}: every run rolls back, none starts until kube-runbook resume${stopped}`,
+        ),
+      );
+    else out.stdout(redactText(`NOT HALTED: ${error ?? 'unknown'}${stopped}`));
+  }
+  return halt ? EXIT.ok : EXIT.failed;
+}
+
+const json = (r: LocalRun) => ({ runId: r.runId, pid: r.pid, runbook: r.runbook });
+
+function localLine(l: ReturnType<typeof stopLocalRuns>): string {
+  const stopped = l.stopped.length
+    ? `SIGTERM sent to ${l.stopped.map((r) => `run ${r.runId} (pid ${r.pid})`).join(', ')} on this machine`
+    : 'no run running on this machine';
+  return l.failed.length ? `${stopped}; could not signal ${l.failed.join(', ')}` : stopped;
+}
+
+/** For `plan`: a line when a halt is set (a run would be refused), or when it cannot be read; none otherwise. */
+export async function haltLine(kube: KubeAccess, namespace: string): Promise<string | undefined> {
+  try {
+    const { halt } = await readHalt(kube, { namespace, timeoutMs: 10_000 });
+    return halt && `HALTED: ${describeHalt(namespace, halt)}; a run is refused until kube-runbook resume`;
+  } catch (e) {
+    return `the halt (Lease ${namespace}/${HALT_NAME}) could not be read: ${messageOf(e)}; a run's preflight reads it again`;
+  }
+}
+
+export const register: Register = (program, done) => {
+  haltOptions(
+    program
+      .command('halt')
+      .description(`Stop all chaos at once: every run rolls back, no run starts, node agents fire their dead-men (Lease ${HALT_NAME}).`)
+      .requiredOption('--reason <text>', 'why, as every run and `status` will say it')
+      .option('--local', "also stop this machine's runs directly (SIGTERM: they roll back), whether or not the cluster answers"),
+    true,
+  ).action(async (o: HaltFlags & { reason: string; local?: boolean }) => done(await haltCommand(o, realHaltDeps())));
+};
+
+export const help: CommandHelp = {
+  group: 'Run',
+  examples: [
+    ['halt --reason "payments outage" --context prod', 'every run on prod rolls back now, and none starts until resume'],
+    ['halt --reason "apiserver down" --local', "also SIGTERM this machine's runs, should the cluster not answer"],
+    ['halt --reason outage -o json', 'the same, as JSON'],
+  ],
+};
