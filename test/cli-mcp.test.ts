@@ -35,7 +35,7 @@ describe('kube-runbook mcp, through the MCP Inspector CLI over stdio', { timeout
     expect(readOnly).toEqual(expect.arrayContaining(['eviction_forecast', 'plan_runbook', 'validate_runbook', 'read_report']));
     expect(readOnly).not.toContain('run_runbook');
     expect(allowed.code, allowed.stderr).toBe(0);
-    expect(toolNames(allowed.stdout)).toEqual([...readOnly, 'recover_run', 'run_runbook'].sort());
+    expect(toolNames(allowed.stdout)).toEqual([...readOnly, 'recover_run', 'resume_runs', 'run_runbook'].sort());
   });
 
   it('validates a shipped runbook by name with the code `validate` uses', async () => {

@@ -4,20 +4,24 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError, Option } from 'commander';
 import { realClock } from '../core/clock.js';
-import { EXIT, KrError, quote } from '../core/errors.js';
+import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
+import type { KubeAccess } from '../kube/types.js';
 import { formatProblem } from '../document/problems.js';
 import { distinctChecks, planAccess } from '../engine/access.js';
 import { selfCommand } from '../engine/exit-watch.js';
+import { localRuns, stopLocalRuns } from '../engine/local-runs.js';
 import { defaultRegistry } from '../engine/registry.js';
 import { runsDir } from '../engine/state-dir.js';
 import { describeCheck } from '../contract/access.js';
 import type { Reading } from '../contract/probe.js';
+import { clearHalt, describeHalt, HALT_NAME, readHalt, setHalt, type HaltWriteOptions } from '../kube/halt.js';
 import { currentRunLockHolder } from '../kube/run-lock.js';
 import type { McpDeps, McpOptions, Validated } from '../mcp/deps.js';
 import { MAX_REPORT_BYTES, parseReport } from '../report/load.js';
 import { auditCluster, auditData, bare } from './audit.js';
 import { describeData } from './describe.js';
+import { whoAmI } from './halt.js';
 import { pairProblems } from './pair.js';
 import { redactedReport } from './report-files.js';
 import { runObservers } from './run.js';
@@ -80,6 +84,50 @@ async function forecastNow(f: Flags, log: Logger): Promise<Reading> {
     clearTimeout(timer);
     stop.abort();
     kube.close?.();
+  }
+}
+
+/** How long a halt or a resume is tried through an apiserver failing, as `halt --within` by default. */
+const HALT_WITHIN_MS = 30_000;
+
+/** The cluster of the server's flags, for one use. */
+async function withKube<T>(f: Flags, log: Logger, use: (kube: KubeAccess) => Promise<T>): Promise<T> {
+  const kube = connect(f, await inventoryOrBare(f), realClock, log);
+  try {
+    return await use(kube);
+  } finally {
+    kube.close?.();
+  }
+}
+
+/** `halt`'s write: its record of who (this machine's user, through the client) and how it is tried. */
+const haltWrite = (client: string, log: Logger): HaltWriteOptions => ({
+  by: `${whoAmI()} via ${client}`,
+  clock: realClock,
+  withinMs: HALT_WITHIN_MS,
+  onFailure: (x) => log.warn(`halt or resume not written yet (${x.error})`),
+});
+
+/**
+ * Sets the halt; where it cannot be written, stops this machine's runs (SIGTERM: they roll back, as `halt --local`),
+ * and throws HALT_NOT_WRITTEN saying which it stopped.
+ */
+async function haltNow(f: Flags, log: Logger, reason: string, client: string): Promise<string> {
+  try {
+    const w = await withKube(f, log, (kube) => setHalt(kube, { ...haltWrite(client, log), reason }));
+    return `${w.already ? 'already ' : ''}${describeHalt(w.state.namespace, w.state.halt!)}: every run rolls back, none starts until resumed`;
+  } catch (e) {
+    const local = stopLocalRuns(localRuns(runsDir(process.env)).runs);
+    const stopped = local.stopped.length
+      ? `SIGTERM sent to ${local.stopped.map((r) => `run ${r.runId} (pid ${r.pid})`).join(', ')} on this machine: they roll back`
+      : 'no run running on this machine';
+    throw new KrError(
+      'HALT_NOT_WRITTEN',
+      `NOT HALTED: ${messageOf(e)}; ${stopped}${local.failed.length ? `; could not signal ${local.failed.join(', ')}` : ''}`,
+      {
+        exit: EXIT.failed,
+      },
+    );
   }
 }
 
@@ -161,6 +209,20 @@ function realDeps(f: Flags, log: Logger): McpDeps {
         closeSync(logFd);
       }
     },
+    halt: (reason, client) => haltNow(f, log, reason, client),
+    haltState: () =>
+      withKube(f, log, async (kube) => {
+        const h = await readHalt(kube, { timeoutMs: 10_000 });
+        return {
+          halted: h.halt !== undefined,
+          line: h.halt ? describeHalt(h.namespace, h.halt) : `no halt is set (Lease ${h.namespace}/${HALT_NAME})`,
+        };
+      }),
+    resume: (client) =>
+      withKube(f, log, async (kube) => {
+        const w = await clearHalt(kube, haltWrite(client, log));
+        return w.already ? 'no halt was set: runs may start' : `halt cleared by ${whoAmI()} via ${client}: runs may start again`;
+      }),
     readReport: async (file) => redactedReport(parseReport(readFileSync(file, 'utf8').slice(0, MAX_REPORT_BYTES), file)),
   };
 }

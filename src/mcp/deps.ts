@@ -71,6 +71,15 @@ export interface McpDeps {
   launch(args: string[], dir: string): Promise<Launched>;
   /** A saved report, checked as `kube-runbook report` checks it. */
   readReport(file: string): Promise<RunReport>;
+  /**
+   * `kube-runbook halt`: sets the cluster's halt, recorded as set through CLIENT; where it cannot be written, stops this
+   * machine's runs directly (they roll back). One line on what it did; throws when it did neither.
+   */
+  halt(reason: string, client: string): Promise<string>;
+  /** The halt as it is now: whether it is set, and one line on it. */
+  haltState(): Promise<{ halted: boolean; line: string }>;
+  /** `kube-runbook resume`: clears the halt, recorded as cleared through CLIENT; one line on what it did. */
+  resume(client: string): Promise<string>;
 }
 
 /** How the server was started (`kube-runbook mcp ...`). */

@@ -58,6 +58,8 @@ export function registerRunTools(server: McpServer, deps: McpDeps, catalog: Runb
     ({ runbook: name }) =>
       guarded(async () => {
         const file = catalog.file(name);
+        const halt = await deps.haltState();
+        if (halt.halted) return refusal(`refused: ${halt.line}; no run starts until a person resumes`, 'HALTED');
         const p = await deps.plan(file);
         if (p.clusterError) return refusal(`refused: the cluster cannot be used: ${p.clusterError}`, 'KUBE_UNAVAILABLE');
         const denied = p.access.filter((a) => a.allowed !== true);

@@ -38,12 +38,26 @@ async function testPlan(o: { confirm?: boolean } = {}): Promise<Plan> {
 }
 
 /** The server's dependencies as fakes: nothing is read from a cluster, and `launch` only records what it was asked. */
-function fakeDeps(plan: Plan, o: { access?: AccessLine[] } = {}): McpDeps & { launched: string[][]; validated: string[] } {
+function fakeDeps(
+  plan: Plan,
+  o: { access?: AccessLine[]; halted?: boolean } = {},
+): McpDeps & { launched: string[][]; validated: string[]; halts: string[] } {
   const launched: string[][] = [];
   const validated: string[] = [];
+  const halts: string[] = [];
   return {
     launched,
     validated,
+    halts,
+    halt: async (reason, client) => {
+      halts.push(`halt ${reason} via ${client}`);
+      return `halted by root@h via ${client}: ${reason} (${SECRET})`;
+    },
+    haltState: async () => ({ halted: o.halted === true, line: 'halted by root@h since 2026-12-02T08:00:00Z: drill' }),
+    resume: async (client) => {
+      halts.push(`resume via ${client}`);
+      return 'resumed';
+    },
     modules: async () => ({ actions: [{ id: 'cut', summary: 'cuts a node off' }], probes: [{ id: 'node-ready', summary: 'reads Ready' }] }),
     describe: async (id) => (id === 'cut' ? [{ id: 'cut', type: 'action' }] : []),
     validate: async (file) => {
@@ -101,6 +115,7 @@ describe('kube-runbook mcp: read-only tools', () => {
       'audit_heartbeats',
       'describe_module',
       'eviction_forecast',
+      'halt',
       'list_modules',
       'list_runbooks',
       'plan_runbook',
@@ -223,6 +238,16 @@ describe('kube-runbook mcp --allow-runs: a run needs the person’s yes', () => 
     expect(text(r)).toContain('(process 4242)');
   });
 
+  it('refuses, before asking anyone, a run while the halt is set', async () => {
+    const deps = fakeDeps(await testPlan(), { halted: true });
+    const { call, asked } = await connect(deps, options({ allowRuns: true }), { action: 'accept', content: { confirm: true } });
+    expect(text(await call('run_runbook', run))).toBe(
+      'refused: halted by root@h since 2026-12-02T08:00:00Z: drill; no run starts until a person resumes [HALTED]',
+    );
+    expect(asked).toEqual([]);
+    expect(deps.launched).toEqual([]);
+  });
+
   it('refuses, before asking anyone, a run RBAC would refuse and a runbook with confirm steps', async () => {
     const denied = fakeDeps(await testPlan(), { access: [{ check: 'patch nodes', by: ['cut'], allowed: false }] });
     const a = await connect(denied, options({ allowRuns: true }), { action: 'accept', content: { confirm: true } });
@@ -259,5 +284,33 @@ describe('kube-runbook mcp --allow-runs: a run needs the person’s yes', () => 
     expect((await call('recover_run', { run: 'r-1' })).isError).toBeFalsy();
     expect(asked.at(-1)).toContain('It reverts 1 fault(s) it may have left applied: cut on node-1.');
     expect(deps.launched).toEqual([['recover', 'r-1', '--context', 'lab']]);
+  });
+});
+
+describe('kube-runbook mcp: halt, always; resume, only with the person’s yes', () => {
+  it('halts without --allow-runs and without asking, recording the client; its answer redacted', async () => {
+    const deps = fakeDeps(await testPlan());
+    const { call } = await connect(deps, options());
+    const r = await call('halt', { reason: 'drill went wrong' });
+    expect(r.isError).toBeFalsy();
+    expect(deps.halts).toEqual(['halt drill went wrong via test']);
+    expect(text(r)).toContain('halted by root@h via test: drill went wrong');
+    expect(text(r)).not.toContain('abcdefghijklmnopqrstuvwxyz0123');
+    expect((await call('resume_runs')).isError).toBe(true);
+  });
+
+  it('resumes only with --allow-runs and the person’s yes, naming the halt it clears', async () => {
+    const declined = fakeDeps(await testPlan());
+    const a = await connect(declined, options({ allowRuns: true }), { action: 'decline' });
+    expect(text(await a.call('resume_runs'))).toContain('[NOT_CONFIRMED]');
+    expect(declined.halts).toEqual([]);
+    const noForm = fakeDeps(await testPlan());
+    expect(text(await (await connect(noForm, options({ allowRuns: true }))).call('resume_runs'))).toContain('[NOT_CONFIRMED]');
+    expect(noForm.halts).toEqual([]);
+    const accepted = fakeDeps(await testPlan());
+    const b = await connect(accepted, options({ allowRuns: true }), { action: 'accept', content: { confirm: true } });
+    expect(text(await b.call('resume_runs'))).toBe('resumed');
+    expect(b.asked[0]).toContain('Clear the halt? halted by root@h since 2026-12-02T08:00:00Z: drill');
+    expect(accepted.halts).toEqual(['resume via test']);
   });
 });

@@ -132,6 +132,13 @@ spec:
       }
       expect(report.text).toMatch(/run \S+ of mcp-steady on context "[^"]+": passed/);
       expect(report.text).toMatch(/step 1 steady state: passed/);
+      const halted = await call('halt', { reason: 'mcp drill' });
+      expect(halted.text).toMatch(
+        /^halted by \S+ via e2e since \S+ \(Lease kube-system\/kube-runbook-halt\): mcp drill: every run rolls back/,
+      );
+      expect((await call('run_runbook', { runbook: 'mcp-steady' })).text).toMatch(/^refused: halted by .*\[HALTED\]$/);
+      expect(await call('resume_runs')).toMatchObject({ error: false, text: expect.stringContaining('halt cleared by') });
+      expect(asked.at(-1)).toContain('Clear the halt? halted by');
     } finally {
       await client.close();
     }
