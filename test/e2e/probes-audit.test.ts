@@ -80,7 +80,7 @@ describe(`kube-runbook audit on the lab (Kubernetes ${LAB_VERSION})`, () => {
 
 /** `kube-runbook mcp` (the built CLI over stdio, the SDK's client) on the same lab: read, forecast, and a run the user confirms. */
 describe(`kube-runbook mcp on the lab (Kubernetes ${LAB_VERSION})`, () => {
-  it('forecasts, audits, and runs a runbook only once the user said yes', async () => {
+  it('forecasts, audits, runs a runbook once the user said yes, halts, and resumes once the user said yes', async () => {
     const runbook = join(dir, 'mcp-steady.yaml');
     writeFileSync(
       runbook,
