@@ -17,6 +17,7 @@ const LAYERS = [
   ['engine'], //      plan, run, rollback, journal, recover
   ['report', 'telemetry'], // renderers of run events; their export as OpenTelemetry traces and metrics
   ['session'], //     one run's wiring besides the engine: observers, the journal's copy, sinks and their order
+  ['mcp'], //         the MCP server for AI assistants: tools, resources, prompts, the person's confirmation
   ['cli'], //         one file per command
   ['testing'], //     fakes and testers, imported by tests only (not built into dist/)
 ];

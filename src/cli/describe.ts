@@ -9,7 +9,7 @@ import { terminalWidth } from './wrap.js';
 import type { CommandHelp, Register } from './types.js';
 
 /** What `describe -o json|yaml` prints for one module: the fields of docs/actions.md and docs/probes.md. */
-async function describeData(id: string): Promise<unknown[]> {
+export async function describeData(id: string): Promise<unknown[]> {
   const found: unknown[] = [];
   if (registry.ids('action').includes(id)) {
     const m = (await registry.action(id)).meta;

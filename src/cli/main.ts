@@ -22,6 +22,7 @@ const commands: Record<string, Load> = {
   halt: () => import('./halt.js'),
   init: () => import('./init.js'),
   manifests: () => import('./manifests.js'),
+  mcp: () => import('./mcp.js'),
   plan: () => import('./plan.js'),
   probes: () => import('./probes.js'),
   recover: () => import('./recover.js'),

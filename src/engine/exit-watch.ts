@@ -87,7 +87,7 @@ export class ExitWatch {
  * This tool's CLI: the single executable itself, else bin/kube-runbook.js beside dist/ (this module is
  * dist/engine/exit-watch.js), run by the Node that runs this process.
  */
-function selfCommand(): { file: string; args: string[] } {
+export function selfCommand(): { file: string; args: string[] } {
   if (isSea()) return { file: process.execPath, args: [] };
   const bin = fileURLToPath(new URL('../../bin/kube-runbook.js', import.meta.url));
   if (!existsSync(bin)) throw new Error(`${bin} is missing`);

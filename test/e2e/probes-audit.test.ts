@@ -3,6 +3,9 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { type CallToolResult, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { labBinaries, LAB_VERSION } from './helpers/lab.js';
@@ -72,5 +75,72 @@ describe(`kube-runbook audit on the lab (Kubernetes ${LAB_VERSION})`, () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/^FAIL\s+heartbeat-grace\s+node-monitor-grace-period 2s is 1× the lease renew interval 2s/m);
     expect(r.stdout).toMatch(/^verdict: FAIL/m);
+  });
+});
+
+/** `kube-runbook mcp` (the built CLI over stdio, the SDK's client) on the same lab: read, forecast, and a run the user confirms. */
+describe(`kube-runbook mcp on the lab (Kubernetes ${LAB_VERSION})`, () => {
+  it('forecasts, audits, runs a runbook once the user said yes, halts, and resumes once the user said yes', async () => {
+    const runbook = join(dir, 'mcp-steady.yaml');
+    writeFileSync(
+      runbook,
+      `apiVersion: kube-runbook/v1
+kind: Runbook
+metadata: {name: mcp-steady}
+spec:
+  safety: {allowContexts: [${JSON.stringify(lab.context)}], maxDuration: 5m}
+  steps:
+    - {name: steady state, expect: {probe: node-ready}, within: 1m}
+`,
+    );
+    const asked: string[] = [];
+    const client = new Client({ name: 'e2e', version: '1' }, { capabilities: { elicitation: { form: {} } } });
+    client.setRequestHandler(ElicitRequestSchema, async (req) => {
+      asked.push(req.params.message);
+      return { action: 'accept', content: { confirm: true } };
+    });
+    const state = join(dir, 'mcp-state');
+    const args = [
+      'bin/kube-runbook.js',
+      'mcp',
+      '--runbooks',
+      runbook,
+      '-i',
+      inventory('mcp', undefined),
+      '--context',
+      lab.context,
+      '--allow-runs',
+    ];
+    const env = { ...(process.env as Record<string, string>), KUBE_RUNBOOK_INVENTORY: '', KUBE_RUNBOOK_STATE_DIR: state };
+    await client.connect(new StdioClientTransport({ command: process.execPath, args, env, stderr: 'inherit' }));
+    try {
+      const call = async (name: string, a: Record<string, unknown> = {}) => {
+        const r = (await client.callTool({ name, arguments: a }, undefined, { timeout: 120_000 })) as CallToolResult;
+        return { error: r.isError === true, text: r.content.map((c) => (c.type === 'text' ? c.text : '')).join('\n') };
+      };
+      const forecast = await call('eviction_forecast');
+      expect(forecast).toMatchObject({ error: false, text: expect.stringMatching(/^eviction forecast: ok: /) });
+      const audited = await call('audit_heartbeats');
+      expect(audited.text).toMatch(/"id": "heartbeat-grace",\s+"verdict": "pass"/);
+      const started = await call('run_runbook', { runbook: 'mcp-steady' });
+      expect(started.error, started.text).toBe(false);
+      expect(asked[0]).toContain(`against context ${JSON.stringify(lab.context)}`);
+      let report = await call('read_report');
+      for (let i = 0; i < 120 && report.error; i++) {
+        await new Promise((r) => setTimeout(r, 1000));
+        report = await call('read_report');
+      }
+      expect(report.text).toMatch(/run \S+ of mcp-steady on context "[^"]+": passed/);
+      expect(report.text).toMatch(/step 1 steady state: passed/);
+      const halted = await call('halt', { reason: 'mcp drill' });
+      expect(halted.text).toMatch(
+        /^halted by \S+ via e2e since \S+ \(Lease kube-system\/kube-runbook-halt\): mcp drill: every run rolls back/,
+      );
+      expect((await call('run_runbook', { runbook: 'mcp-steady' })).text).toMatch(/^refused: halted by .*\[HALTED\]$/);
+      expect(await call('resume_runs')).toMatchObject({ error: false, text: expect.stringContaining('halt cleared by') });
+      expect(asked.at(-1)).toContain('Clear the halt? halted by');
+    } finally {
+      await client.close();
+    }
   });
 });
