@@ -2,6 +2,7 @@ import type { ForecastNode } from '../forecast/model.js';
 import type { LifecycleSettings } from '../kube/versions.js';
 import { UNREACHABLE } from '../kube/tolerations.js';
 import { seeded } from './seeded.js';
+import { TimedQueue } from './timed-queue.js';
 
 /*
  * A stand-in for kube-controller-manager's node lifecycle controller and taint manager, written from
@@ -9,8 +10,9 @@ import { seeded } from './seeded.js';
  * monitor passes mark silent nodes Unknown and queue them for the NoExecute taint, each zone's queue hands out
  * taints through a token bucket (burst 1) whose rate follows the zone's state, and the taint manager deletes a pod
  * when its toleration runs out. What the forecast cannot know is drawn from a seed: the phase of the passes and of
- * the tainting loop, the renewals' jitter, and the order a pass's parallel workers reach the nodes (which is the
- * order the queue hands out taints on releases that re-queue every pass).
+ * the tainting loop, the renewals' jitter, and the order a pass reaches the nodes (1.34 and 1.37: its parallel
+ * workers; 1.20: the lister's, a map's order), which is the order the queue hands out taints on releases that re-queue
+ * every pass. The zone queues are the controller's (timed-queue.ts), so 1.20's leftover entries re-taint nodes.
  */
 
 export interface SimNode {
@@ -31,8 +33,10 @@ export interface SimPod {
 export interface SimOptions {
   settings: LifecycleSettings;
   /**
-   * 1.34 and 1.37: every pass removes and re-adds each untainted NotReady node (markNodeForTainting), so the queue's
-   * order is the order of the pass's workers. 1.20: a node is added once and keeps its place (first in, first out).
+   * Every pass, markNodeForTainting takes each untainted NotReady node off its zone's queue and adds it again. 1.34
+   * and 1.37 (Remove): off the set and the heap, so the queue's order is the order of the pass's workers. 1.20
+   * (SetRemove): off the set only, so each pass leaves one more entry in the heap; the first keeps the node's place
+   * (first in, first out), and each leftover popped after the taint re-taints it (a new timeAdded) and takes a token.
    */
   requeue: boolean;
   /** The node is queued in the pass that marks it Unknown (1.21+), or one pass later (1.20). */
@@ -52,6 +56,8 @@ export interface SimOptions {
 export interface SimOutcome {
   /** Per node, when it first got the NoExecute taint. */
   tainted: Map<string, number>;
+  /** Every write of the taint, in order: a node's first taint and each re-taint by a leftover queue entry (1.20). */
+  taints: { node: string; at: number }[];
   /** Per pod, when the taint manager deleted it. */
   evicted: Map<string, number>;
   /** When the controller entered master disruption mode, if it did. */
@@ -78,24 +84,12 @@ class Bucket {
   }
 }
 
-/** A zone's RateLimitedTimedQueue: a set of names, a heap by processAt (ties by the order added). */
+/** A zone's RateLimitedTimedQueue: the controller's UniqueQueue and a token bucket. */
 class ZoneQueue {
-  readonly set = new Set<string>();
-  queue: { name: string; at: number; seq: number }[] = [];
+  readonly queue = new TimedQueue();
   bucket: Bucket;
   constructor(rate: number) {
     this.bucket = new Bucket(rate);
-  }
-  add(name: string, at: number, seq: number): boolean {
-    if (this.set.has(name)) return false;
-    this.set.add(name);
-    this.queue.push({ name, at, seq });
-    this.queue.sort((a, b) => a.at - b.at || a.seq - b.seq);
-    return true;
-  }
-  remove(name: string): void {
-    this.set.delete(name);
-    this.queue = this.queue.filter((v) => v.name !== name);
   }
   /** SwapLimiter: a new bucket at the new rate, drained when the old one had no token. */
   swap(rate: number, t: number): void {
@@ -141,10 +135,9 @@ export function simulateController(o: SimOptions): SimOutcome {
   const zoneStates = new Map<string, ZoneState>(zones.map((z) => [z, 'Initial']));
   const podsOn = new Map<string, SimPod[]>();
   for (const p of o.pods) podsOn.set(p.node, [...(podsOn.get(p.node) ?? []), p]);
-  const out: SimOutcome = { tainted: new Map(), evicted: new Map() };
+  const out: SimOutcome = { tainted: new Map(), taints: [], evicted: new Map() };
   /** Pods the taint manager will delete, by the moment. */
   const scheduled = new Map<string, number>();
-  let seq = 0;
   let allWasFull = false;
 
   // asked at moments that never go back: each node's place in its renewals moves on
@@ -154,6 +147,7 @@ export function simulateController(o: SimOptions): SimOutcome {
   };
   const taintNode = (n: NodeState, t: number) => {
     n.taint = { added: t, since: n.taint?.since ?? t };
+    out.taints.push({ node: n.node.name, at: t });
     if (!out.tainted.has(n.node.name)) out.tainted.set(n.node.name, t);
     for (const p of podsOn.get(n.node.name) ?? [])
       if (Number.isFinite(p.tolerationMs) && !scheduled.has(p.key) && !out.evicted.has(p.key)) scheduled.set(p.key, t + p.tolerationMs);
@@ -186,8 +180,11 @@ export function simulateController(o: SimOptions): SimOutcome {
       const status = o.taintsInTheSamePass ? n.status : before;
       const q = queues.get(n.node.zone)!;
       if (status === 'Unknown') {
-        if (o.requeue && !n.taint) q.remove(n.node.name);
-        q.add(n.node.name, at, seq++);
+        if (!n.taint) {
+          if (o.requeue) q.queue.remove(n.node.name);
+          else q.queue.setRemove(n.node.name);
+        }
+        q.queue.add(n.node.name, at);
       }
     });
     // handleDisruption, once the workers are done
@@ -213,7 +210,7 @@ export function simulateController(o: SimOptions): SimOutcome {
       out.masterAt ??= end;
       for (const n of states.values()) {
         if (listedTainted.has(n.node.name)) untaint(n);
-        queues.get(n.node.zone)!.remove(n.node.name);
+        queues.get(n.node.zone)!.queue.remove(n.node.name);
       }
       for (const q of queues.values()) q.swap(0, end);
       for (const z of zones) zoneStates.set(z, 'FullDisruption');
@@ -230,12 +227,13 @@ export function simulateController(o: SimOptions): SimOutcome {
   const taintLoop = (t: number) => {
     for (const z of zones) {
       const q = queues.get(z)!;
-      while (q.queue.length > 0) {
+      // Try: a token for the head, then the taint; RemoveFromQueue takes the entry off the heap, the node stays in
+      // the set (an entry whose node is not in the set stays at the head and takes a token each loop)
+      for (let head = q.queue.head(); head; head = q.queue.head()) {
         if (!q.bucket.tryAccept(t)) break;
-        const head = q.queue.shift()!;
         const n = states.get(head.name)!;
-        // RemoveFromQueue: off the heap, still in the set
         if (n.status === 'Unknown') taintNode(n, t);
+        q.queue.removeFromQueue(head.name);
       }
     }
   };
