@@ -21,6 +21,8 @@ export interface SimNode {
   excluded?: boolean;
   /** The kubelet's last renewal is the last one due before this moment; absent: it never stops. */
   stopsAt?: number;
+  /** Its last renewal exactly (a recorded one), the others a renewal interval apart before it; over stopsAt. */
+  lastRenew?: number;
 }
 
 export interface SimPod {
@@ -126,8 +128,10 @@ export function simulateController(o: SimOptions): SimOutcome {
   for (const n of o.nodes) {
     const renews: number[] = [];
     const stop = n.stopsAt ?? Infinity;
-    for (let t = o.start - r.next() * renewMs - 3 * renewMs; t < Math.min(stop, o.end); t += renewMs * (1 + 0.04 * r.next()))
-      renews.push(t);
+    if (n.lastRenew !== undefined) for (let t = n.lastRenew; t > o.start - 4 * renewMs; t -= renewMs) renews.unshift(t);
+    else
+      for (let t = o.start - r.next() * renewMs - 3 * renewMs; t < Math.min(stop, o.end); t += renewMs * (1 + 0.04 * r.next()))
+        renews.push(t);
     states.set(n.name, { node: n, renews, seen: -1, status: 'True', transition: o.start - 3_600_000, heartbeat: o.start - r.int(60_000) });
   }
   const zones = [...new Set(o.nodes.map((n) => n.zone))];
