@@ -131,7 +131,8 @@ export function judgeTrace(trace: ControllerTrace, seeds = 5): TraceJudgement {
       })),
       pods: trace.pods.map((p) => ({ key: p.key, node: p.node, tolerationMs: p.tolerationMs ?? Infinity })),
       seed,
-      start: trace.start,
+      // from a lease duration before any recorded renewal: the controller had seen each node's last one
+      start: Math.min(trace.start, ...trace.nodes.map((n) => n.lastRenew ?? Infinity)) - trace.settings.leaseDurationMs,
       end: trace.end,
       lookAt: [],
       look: () => undefined,
