@@ -48,6 +48,8 @@ export interface SimOptions {
   seed: number;
   start: number;
   end: number;
+  /** A moment a monitor pass started (as a controller's log shows), the others a period apart; default: drawn. */
+  passAt?: number;
   /** The controller starts (a new leader, nothing in memory) at this moment; default: it has run all along. */
   leaderFrom?: number;
   /** Moments to show the cluster as the API has it (sorted). */
@@ -67,6 +69,8 @@ export interface SimOutcome {
 }
 
 const PASS_WORK_MS = 200;
+/** How late the controller's Lease informer may hand it a renewal. */
+const LEASE_LAG_MS = 100;
 const TAINT_LOOP_MS = 100;
 const seconds = (t: number) => Math.floor(t / 1000) * 1000;
 
@@ -163,15 +167,17 @@ export function simulateController(o: SimOptions): SimOutcome {
   const rateFor = (state: ZoneState, size: number) =>
     state === 'PartialDisruption' ? (size > s.largeClusterSizeThreshold ? s.secondaryNodeEvictionRate : 0) : s.nodeEvictionRate;
 
+  /** A monitor pass's work on the nodes at `t`; its handleDisruption, returned, runs when the workers are done. */
   const pass = (t: number) => {
     // the nodes as listed at the start of the pass (what master disruption mode untaints)
     const listedTainted = new Set([...states.values()].filter((n) => n.taint).map((n) => n.node.name));
     const order = r.shuffle([...states.values()]);
     const work = r.next() * PASS_WORK_MS;
+    const lag = r.next() * LEASE_LAG_MS;
     order.forEach((n, k) => {
       const at = t + (work * k) / order.length;
       const before = n.status;
-      const renew = lastRenew(n, at);
+      const renew = lastRenew(n, at - lag);
       if (n.probe === undefined) n.probe = at;
       if (renew !== undefined && renew !== n.seenRenew) {
         n.seenRenew = renew;
@@ -191,8 +197,11 @@ export function simulateController(o: SimOptions): SimOutcome {
         q.queue.add(n.node.name, at);
       }
     });
-    // handleDisruption, once the workers are done
-    const end = t + work;
+    return { at: t + work, run: () => handleDisruption(t + work, listedTainted) };
+  };
+
+  // the tainting loop runs meanwhile: a node queued and tainted during the pass was not listed at its start
+  const handleDisruption = (end: number, listedTainted: ReadonlySet<string>) => {
     const newStates = new Map<string, ZoneState>();
     const sizes = new Map<string, number>();
     for (const z of zones) {
@@ -233,7 +242,8 @@ export function simulateController(o: SimOptions): SimOutcome {
       const q = queues.get(z)!;
       // Try: a token for the head, then the taint; RemoveFromQueue takes the entry off the heap, the node stays in
       // the set (an entry whose node is not in the set stays at the head and takes a token each loop)
-      for (let head = q.queue.head(); head; head = q.queue.head()) {
+      // an entry of a pass still under way is not in the queue before its moment (nor, then, any after it)
+      for (let head = q.queue.head(); head && head.at <= t; head = q.queue.head()) {
         if (!q.bucket.tryAccept(t)) break;
         const n = states.get(head.name)!;
         if (n.status === 'Unknown') taintNode(n, t);
@@ -256,11 +266,17 @@ export function simulateController(o: SimOptions): SimOutcome {
   };
 
   // the events in time order: passes every monitor period, the tainting loop every 100 ms, evictions, looks
-  let nextPass = Math.max(o.start, leaderFrom) + r.next() * s.nodeMonitorPeriodMs;
+  const firstPass = Math.max(o.start, leaderFrom);
+  const phase = r.next();
+  let nextPass =
+    o.passAt === undefined
+      ? firstPass + phase * s.nodeMonitorPeriodMs
+      : o.passAt - Math.floor((o.passAt - firstPass) / s.nodeMonitorPeriodMs) * s.nodeMonitorPeriodMs;
   let nextTaint = o.start + r.next() * TAINT_LOOP_MS;
+  let disruption: { at: number; run: () => void } | undefined;
   let looked = 0;
   for (let t = o.start; t <= o.end;) {
-    t = Math.min(nextPass, nextTaint, o.lookAt[looked] ?? Infinity, ...scheduled.values());
+    t = Math.min(nextPass, nextTaint, disruption?.at ?? Infinity, o.lookAt[looked] ?? Infinity, ...scheduled.values());
     if (t > o.end) break;
     if (t === o.lookAt[looked]) {
       looked++;
@@ -273,8 +289,12 @@ export function simulateController(o: SimOptions): SimOutcome {
         scheduled.delete(key);
         out.evicted.set(key, t);
       }
+    if (t === disruption?.at) {
+      disruption.run();
+      disruption = undefined;
+    }
     if (t === nextPass) {
-      pass(t);
+      disruption = pass(t);
       nextPass += s.nodeMonitorPeriodMs;
     }
     if (t === nextTaint) {

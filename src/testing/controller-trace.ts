@@ -59,6 +59,8 @@ export interface TraceJudgement {
   retaints: number;
   /** Per seed of the stand-in: what it tainted, evicted and re-tainted, where its sets differ from the record. */
   sim: { seed: number; tainted: string[]; evicted: string[]; retaints: number }[];
+  /** How many of those runs tainted and evicted exactly what the record did. */
+  matching: number;
   /** Forecasts (from the recorded nodes, every half second) later than the recorded taint or eviction. */
   late: string[];
   /** Taints and evictions no forecast before them named. */
@@ -110,7 +112,7 @@ function nodesAt(trace: ControllerTrace, t: number, byNode: ReadonlyMap<string, 
 }
 
 /** Replays the trace through the stand-in (`seeds` runs) and through the forecast, against the record. */
-export function judgeTrace(trace: ControllerTrace, seeds = 5): TraceJudgement {
+export function judgeTrace(trace: ControllerTrace, seeds = 20): TraceJudgement {
   const traits = traitsOf(parseKubeVersion(trace.release));
   const firstTaint = new Map<string, number>();
   for (const x of trace.observed.taints) if (!firstTaint.has(x.node)) firstTaint.set(x.node, x.seenAt);
@@ -131,6 +133,8 @@ export function judgeTrace(trace: ControllerTrace, seeds = 5): TraceJudgement {
       })),
       pods: trace.pods.map((p) => ({ key: p.key, node: p.node, tolerationMs: p.tolerationMs ?? Infinity })),
       seed,
+      // the passes at the phase of the first one the log shows (a queue addition a few ms into it)
+      ...(trace.observed.queued.length ? { passAt: trace.observed.queued[0]!.at - 5 } : {}),
       // from a lease duration before any recorded renewal: the controller had seen each node's last one
       start: Math.min(trace.start, ...trace.nodes.map((n) => n.lastRenew ?? Infinity)) - trace.settings.leaseDurationMs,
       end: trace.end,
@@ -183,6 +187,9 @@ export function judgeTrace(trace: ControllerTrace, seeds = 5): TraceJudgement {
     evicted: [...eviction.keys()].sort(),
     retaints,
     sim,
+    matching: sim.filter(
+      (x) => x.tainted.join() === [...firstTaint.keys()].sort().join() && x.evicted.join() === [...eviction.keys()].sort().join(),
+    ).length,
     late,
     unforeseen: expected.filter((x) => !named.has(x)),
     readings,
