@@ -18,7 +18,7 @@ const traces = readdirSync(DIR)
 describe('the model against recorded traces of the real controller', () => {
   it('has a trace of each release and scenario', () => {
     expect(traces.map((t) => t.file)).toEqual(
-      ['1.20', '1.37'].flatMap((r) => ['all-zones', 'two-zones'].map((s) => `real-controller-${r}-${s}.json`)),
+      ['1.20', '1.34', '1.37'].flatMap((r) => ['all-zones', 'two-zones'].map((s) => `real-controller-${r}-${s}.json`)),
     );
   });
 
