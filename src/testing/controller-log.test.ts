@@ -26,11 +26,13 @@ describe('the controller log', () => {
       'I1202 08:01:02.123456   41234 node_lifecycle_controller.go:818] "Node is unresponsive. Adding it to the Taint queue" logger="node-lifecycle-controller" node="node-3" timeStamp="2026-12-02 08:01:02.1 +0000 UTC m=+9.9"',
       'I1202 08:01:03.000001   41234 node_lifecycle_controller.go:1133] "Controller detected that zone is now in new state" logger="node-lifecycle-controller" zone="region1:\\x00:zone-a" newState="FullDisruption"',
       'I1202 08:01:09.500000   41234 taint_eviction.go:111] "Deleting pod" logger="taint-eviction-controller" controller="taint-eviction-controller" pod="default/web-7"',
+      'I1202 08:01:09.600000   41234 taint_eviction.go:111] "Deleting pod" logger="taint-eviction-controller" controller="taint-eviction-controller" pod="default/web-8:0b5e3c1d-0000-4000-8000-000000000008"',
     ].join('\n');
     expect(parseControllerLog(text, 2026)).toEqual([
       { at: at('08:01:02.123'), queued: 'node-3' },
       { at: at('08:01:03.000'), zone: { zone: 'region1::zone-a', state: 'FullDisruption' } },
       { at: at('08:01:09.500'), pod: 'default/web-7' },
+      { at: at('08:01:09.600'), pod: 'default/web-8' },
     ]);
   });
 });

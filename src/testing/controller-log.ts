@@ -20,7 +20,8 @@ export function parseControllerLog(text: string, year: number): ControllerLogLin
     const at = Date.UTC(year, Number(m[1]) - 1, Number(m[2]), Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6]) / 1000);
     const msg = m[7]!;
     const queued = /Adding it to the Taint queue/.test(msg) && (/ node="([^"]+)"/.exec(msg)?.[1] ?? /^Node (\S+) is /.exec(msg)?.[1]);
-    const pod = /"Deleting pod" .*pod="([^"]+)"/.exec(msg)?.[1] ?? /NoExecuteTaintManager is deleting Pod: (\S+)/.exec(msg)?.[1];
+    // a structured pod is `ns/name`, or `ns/name:uid`
+    const pod = /"Deleting pod" .*pod="([^":]+)[^"]*"/.exec(msg)?.[1] ?? /NoExecuteTaintManager is deleting Pod: (\S+)/.exec(msg)?.[1];
     const zone = / zone="([^"]*)" newState="(\w+)"/.exec(msg) ?? /detected that zone (.*) is now in state (\w+)/.exec(msg);
     if (queued) out.push({ at, queued });
     else if (pod) out.push({ at, pod });
