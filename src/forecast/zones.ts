@@ -83,6 +83,8 @@ export class Zone {
   /** When each counted node goes down at the earliest and at the latest, sorted. */
   private early = new SortedMoments(new Float64Array(0));
   private late = new SortedMoments(new Float64Array(0));
+  /** `late`, each moment when the zone's state has surely taken the node as down. */
+  private stated = new SortedMoments(new Float64Array(0));
   private changes?: Float64Array;
   private taintableFrom?: number[];
   private partialFrom?: number;
@@ -111,6 +113,10 @@ export class Zone {
     }
     this.early = new SortedMoments(early.sort());
     this.late = new SortedMoments(late.sort());
+    // the zone's state (its rate) follows a node down only at the end of the pass that marked it (handleDisruption,
+    // after the workers; the tainting loop runs meanwhile), up to a second after its transition as stored, to the second
+    const lag = 1000 + this.s.nodeMonitorPeriodMs;
+    this.stated = new SortedMoments(late.map((t) => t + lag));
   }
 
   get stateNow(): ZoneState {
@@ -129,7 +135,7 @@ export class Zone {
 
   /** The highest tainting rate the zone can have at t: the states of every NotReady count possible then. */
   fastestRateAt(t: number): number {
-    return this.fastestRateOf(this.late.countAtMost(t), this.early.countAtMost(t));
+    return this.fastestRateOf(this.stated.countAtMost(t), this.early.countAtMost(t));
   }
 
   /**
@@ -137,12 +143,12 @@ export class Zone {
    * possible then lies between the fewest surely down at a and the most possibly down at b.
    */
   fastestRateBetween(a: number, b: number): number {
-    return this.fastestRateOf(this.late.countAtMost(a), this.early.countAtMost(b));
+    return this.fastestRateOf(this.stated.countAtMost(a), this.early.countAtMost(b));
   }
 
   /** The lowest tainting rate the zone can have at t. */
   slowestRateAt(t: number): number {
-    const lo = this.late.countAtMost(t);
+    const lo = this.stated.countAtMost(t);
     const hi = this.early.countAtMost(t);
     let slowest = Math.min(this.rateOfCount(lo), this.rateOfCount(hi));
     if (this.partialBetween(lo, hi)) slowest = Math.min(slowest, rateOf('PartialDisruption', this.size, this.s));
@@ -173,7 +179,7 @@ export class Zone {
    * thousands of moments at every judgement.
    */
   private changeMoments(): ArrayLike<number> {
-    return (this.changes ??= mergeFinite(this.early.moments, this.late.moments));
+    return (this.changes ??= mergeFinite(this.early.moments, this.stated.moments));
   }
 
   /** The first moment from t on at which the zone may taint (its rate may be above 0); NEVER when it never will. */

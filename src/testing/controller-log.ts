@@ -1,0 +1,33 @@
+/*
+ * The lines of a kube-controller-manager log (klog's text format, the lab's --v=2) that say what the node lifecycle
+ * controller and the taint manager decided: queue additions (V(2)), zone states and master disruption mode, and the
+ * taint manager's deletions (V(0)). 1.20 words them as format strings, 1.34 and 1.37 as structured lines.
+ */
+
+export interface ControllerLogLine {
+  at: number;
+  queued?: string;
+  pod?: string;
+  zone?: { zone: string; state: string };
+}
+
+/** The node lifecycle controller's and the taint manager's lines of a kube-controller-manager log (klog, text). */
+export function parseControllerLog(text: string, year: number): ControllerLogLine[] {
+  const out: ControllerLogLine[] = [];
+  for (const line of text.split('\n')) {
+    const m = /^[IWE](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6})\s+\d+ [^\]]+\] (.*)$/.exec(line);
+    if (!m) continue;
+    const at = Date.UTC(year, Number(m[1]) - 1, Number(m[2]), Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6]) / 1000);
+    const msg = m[7]!;
+    const queued = /Adding it to the Taint queue/.test(msg) && (/ node="([^"]+)"/.exec(msg)?.[1] ?? /^Node (\S+) is /.exec(msg)?.[1]);
+    // a structured pod is `ns/name`, or `ns/name:uid`
+    const pod = /"Deleting pod" .*pod="([^":]+)[^"]*"/.exec(msg)?.[1] ?? /NoExecuteTaintManager is deleting Pod: (\S+)/.exec(msg)?.[1];
+    const zone = / zone="([^"]*)" newState="(\w+)"/.exec(msg) ?? /detected that zone (.*) is now in state (\w+)/.exec(msg);
+    if (queued) out.push({ at, queued });
+    else if (pod) out.push({ at, pod });
+    else if (zone) out.push({ at, zone: { zone: zone[1]!.replace(/\\x00|[^\x20-\x7e]/g, ''), state: zone[2]! } });
+    else if (/Entering master disruption mode/.test(msg)) out.push({ at, zone: { zone: '*', state: 'MasterDisruption' } });
+    else if (/Exiting master disruption mode/.test(msg)) out.push({ at, zone: { zone: '*', state: 'Normal' } });
+  }
+  return out;
+}

@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { type ControllerTrace, judgeTrace } from './controller-trace.js';
+
+const T = Date.UTC(2026, 11, 2, 8, 0, 0);
+
+/** One zone of three nodes, node-1's kubelet stopped: NotReady, tainted, its pod evicted after 6 s, as 1.37 does. */
+const trace = (o: { evictedAt?: number; taintSeenAt?: number } = {}): ControllerTrace => ({
+  kind: 'kube-runbook/controller-trace',
+  release: 'v1.37.2',
+  scenario: 'one-node',
+  settings: {
+    nodeMonitorGracePeriodMs: 8_000,
+    nodeMonitorPeriodMs: 1_000,
+    nodeStartupGracePeriodMs: 20_000,
+    nodeEvictionRate: 0.5,
+    secondaryNodeEvictionRate: 0.2,
+    unhealthyZoneThreshold: 0.25,
+    largeClusterSizeThreshold: 10,
+    leaseDurationMs: 8_000,
+  },
+  start: T,
+  end: T + 40_000,
+  nodes: [
+    { name: 'node-1', zone: 'zone-a', lastRenew: T + 1_000, stoppedAt: T + 1_500 },
+    { name: 'node-2', zone: 'zone-a' },
+    { name: 'node-3', zone: 'zone-a' },
+  ],
+  pods: [
+    { key: 'default/web-1', node: 'node-1', tolerationMs: 6_000 },
+    { key: 'default/web-2', node: 'node-2', tolerationMs: 6_000 },
+  ],
+  observed: {
+    notReady: [{ node: 'node-1', transition: T + 9_000, seenAt: T + 9_700 }],
+    queued: [{ node: 'node-1', at: T + 9_650 }],
+    taints: [{ node: 'node-1', timeAdded: T + 9_000, seenAt: o.taintSeenAt ?? T + 9_750 }],
+    untainted: [],
+    evictions: [{ pod: 'default/web-1', at: o.evictedAt ?? T + 15_760, seenAt: T + 15_800 }],
+    zoneStates: [],
+  },
+});
+
+describe('a recorded trace replayed', () => {
+  it('through the stand-in and the forecast: the same node and pod, nothing late', () => {
+    const j = judgeTrace(trace());
+    expect([j.tainted, j.evicted, j.retaints]).toEqual([['node-1'], ['default/web-1'], 0]);
+    for (const s of j.sim) expect([s.tainted, s.evicted]).toEqual([['node-1'], ['default/web-1']]);
+    expect(j.late).toEqual([]);
+    expect(j.unforeseen).toEqual([]);
+    expect(j.readings).toBe(80);
+  });
+
+  it('says where the record came before the forecast: a controller quicker than the model', () => {
+    // evicted 2 s after the taint, though the pod tolerates it 6 s; tainted a second before the grace period ran out
+    const j = judgeTrace(trace({ evictedAt: T + 11_760, taintSeenAt: T + 8_200 }));
+    expect(j.late.some((l) => l.includes('eviction of default/web-1'))).toBe(true);
+    expect(j.late.some((l) => l.includes('taint of node-1'))).toBe(true);
+  });
+});
