@@ -55,7 +55,7 @@ export interface PreflightCheck {
   /** What it reads, in a few words. */
   readonly reads: string;
   /** Runs it; `stop` ends the preflight (what follows would only repeat its failure). */
-  run(s: PreflightState): Promise<'stop' | undefined> | 'stop' | undefined;
+  run(s: PreflightState): Promise<'stop' | void> | 'stop' | void;
 }
 
 export function preflightState(o: {
@@ -111,7 +111,7 @@ const context: PreflightCheck = {
             `Run against an allowed context with --context NAME, or, if this cluster is one the runbook is meant for, add "${name}" ` +
             `(or "${name}@${ctx.kube.server}", which pins its server too) to spec.safety.allowContexts in ${plan.file}`,
     );
-    return allowed ? undefined : 'stop';
+    if (!allowed) return 'stop';
   },
 };
 
@@ -125,7 +125,6 @@ const confirmations: PreflightCheck = {
         confirmer.answerable,
         confirmer.answerable ? 'confirm steps can be answered' : 'the runbook asks for confirmation, but there is no terminal and no --yes',
       );
-    return undefined;
   },
 };
 
@@ -154,7 +153,6 @@ const cluster: PreflightCheck = {
           : `apiserver ${ctx.kube.server} does not answer: ${messageOf(e)}`,
       );
     }
-    return undefined;
   },
 };
 
@@ -162,7 +160,7 @@ const rbac: PreflightCheck = {
   name: 'rbac',
   reads: "SelfSubjectAccessReviews of what the runbook's modules and the run lock declare (meta.access)",
   async run(s) {
-    if (!s.reachable) return undefined;
+    if (!s.reachable) return;
     // the same declarations (each module's meta.access, with its params) that `kube-runbook manifests` grants
     const checks = distinctChecks(planAccess(s.plan, s.observers));
     for (const { check: a, by } of checks) {
@@ -181,7 +179,6 @@ const rbac: PreflightCheck = {
         ? `not allowed: ${s.denied.join('; ')}`
         : `${checks.length} permission(s) the runbook and the run lock need are granted`,
     );
-    return undefined;
   },
 };
 
@@ -189,7 +186,7 @@ const runLock: PreflightCheck = {
   name: 'run lock',
   reads: 'the run lock Lease in spec.safety.lockNamespace',
   async run(s) {
-    if (!s.reachable || s.denied.length) return undefined;
+    if (!s.reachable || s.denied.length) return;
     const { ctx } = s;
     const ns = s.plan.safety.lockNamespace;
     // read-only here (also for --dry-run): the run takes the lock right after a preflight that passed
@@ -203,7 +200,6 @@ const runLock: PreflightCheck = {
     } catch (e) {
       s.verdict('run lock', false, `cannot read Lease ${ns}/${RUN_LOCK_NAME}: ${messageOf(e)}`);
     }
-    return undefined;
   },
 };
 
@@ -221,7 +217,6 @@ const statics: PreflightCheck = {
           .map((p) => p.message)
           .join('; '),
       );
-    return undefined;
   },
 };
 
@@ -231,19 +226,16 @@ const agents: PreflightCheck = {
   async run(s) {
     const { viaAgent, agents: run } = s;
     // a dry run creates nothing, nor a run already refused: nodes reached through agents not started are not checked
-    if (!viaAgent.size || s.statics.some((p) => p.check === 'agents')) return undefined;
+    if (!viaAgent.size || s.statics.some((p) => p.check === 'agents')) return;
     if (!run) {
       s.verdict(
         'agents',
         true,
         `dry run: ${viaAgent.size} agent pod(s) not started; ${[...viaAgent].sort().join(', ')} and their actions' checks are left to the run`,
       );
-      return undefined;
+      return;
     }
-    if (s.failures.length) {
-      s.verdict('agents', false, 'not started: the checks above failed');
-      return undefined;
-    }
+    if (s.failures.length) return s.verdict('agents', false, 'not started: the checks above failed');
     const problems = await run.start(s.ctx.signal);
     s.verdict(
       'agents',
@@ -254,7 +246,6 @@ const agents: PreflightCheck = {
     );
     if (problems.length) return 'stop';
     s.skipped = new Set();
-    return undefined;
   },
 };
 
@@ -286,7 +277,7 @@ const nodes: PreflightCheck = {
         unreachable.length === 0,
         unreachable.length ? `unreachable: ${unreachable.sort().join('; ')}` : `${nodes.length} node(s) reachable`,
       );
-    return unreachable.length ? 'stop' : undefined;
+    if (unreachable.length) return 'stop';
   },
 };
 
@@ -313,7 +304,6 @@ const actions: PreflightCheck = {
       }
       s.verdict(`action ${a.index} ${a.actionId}`, problems.length === 0, problems.length ? problems.join('; ') : 'ready');
     }
-    return undefined;
   },
 };
 

@@ -1,4 +1,4 @@
-import type { AgentApi } from '../nodes/agent-protocol.js';
+import type { AgentApi, ConfigMapLite } from '../nodes/agent-protocol.js';
 
 /** An apiserver's answer other than 2xx, as src/kube/source.ts's ApiStatusError carries it. */
 export class FakeStatusError extends Error {
@@ -11,14 +11,7 @@ export class FakeStatusError extends Error {
 }
 
 interface Obj {
-  metadata: {
-    name: string;
-    namespace?: string;
-    uid?: string;
-    resourceVersion?: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-  };
+  metadata: ConfigMapLite['metadata'];
   immutable?: boolean;
   [k: string]: unknown;
 }

@@ -116,18 +116,8 @@ export async function planLab(i: LabUpInputs): Promise<LabPlan> {
   const otel = i.otelcol
     ? { instance, dir: paths.serviceDir(OTEL_NODE, 'otelcol'), host: otelHost, port: await freePort(otelHost), binary: i.otelcol.binary }
     : undefined;
-  const info = describeLab({
-    ...i,
-    names,
-    paths,
-    layout,
-    third,
-    cps,
-    nodes,
-    apiserverHost,
-    ...(prom ? { prom } : {}),
-    ...(otel ? { otel } : {}),
-  });
+  const shared = { names, paths, layout, cps, apiserverHost, ...(prom ? { prom } : {}), ...(otel ? { otel } : {}) };
+  const info = describeLab({ ...i, ...shared, third, nodes });
   await writeLabInfo(info);
   const netNodes = [...nodes, ...(prom ? [{ name: prom.node, netns: prom.netns, ip: prom.ip }] : [])];
   await makeNodesNet(names, {
@@ -170,20 +160,14 @@ export async function planLab(i: LabUpInputs): Promise<LabPlan> {
   });
   return {
     ...i,
-    names,
-    paths,
-    layout,
+    ...shared,
     info,
-    cps,
     cp,
     ...(lb ? { lb } : {}),
-    ...(prom ? { prom } : {}),
-    ...(otel ? { otel } : {}),
     workers,
     realWorkers,
     realInfos,
     ...(staticCp ? { staticCp } : {}),
-    apiserverHost,
     pki,
     members,
     kubeconfig,
