@@ -7,6 +7,17 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { root, runCli } from './helpers/cli.js';
 import { Terminal } from './helpers/terminal.js';
 
+/** The actions whose ids start with `st`, in order. */
+const ST_ACTIONS = [
+  'starve-cpu',
+  'stop-apiserver',
+  'stop-controller-manager',
+  'stop-etcd',
+  'stop-kubelet',
+  'stop-load-balancer',
+  'stop-scheduler',
+];
+
 const tmp = mkdtempSync(join(tmpdir(), 'kr-cli-completion-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
@@ -38,15 +49,7 @@ describe('kube-runbook __complete (what the completion scripts ask at each TAB)'
     expect(top.values).toEqual(expect.arrayContaining(['plan', 'run', 'validate', 'describe', 'completion']));
     expect(top.values).not.toContain('__complete');
     const stop = await complete(['describe', 'st']);
-    expect(stop.values).toEqual([
-      'starve-cpu',
-      'stop-apiserver',
-      'stop-controller-manager',
-      'stop-etcd',
-      'stop-kubelet',
-      'stop-load-balancer',
-      'stop-scheduler',
-    ]);
+    expect(stop.values).toEqual(ST_ACTIONS);
     expect((await complete(['describe', 'node-'])).values).toEqual(['node-leases', 'node-ready']);
   });
 
@@ -89,18 +92,7 @@ describe('kubectl_complete-runbook (kubectl plugin completion)', () => {
   };
 
   it("answers in Cobra's protocol: ids with what they are, options, contexts, and runbook files by extension", async () => {
-    expect(await ask('describe', 'st')).toEqual([
-      ...[
-        'starve-cpu',
-        'stop-apiserver',
-        'stop-controller-manager',
-        'stop-etcd',
-        'stop-kubelet',
-        'stop-load-balancer',
-        'stop-scheduler',
-      ].map((id) => `${id}\taction`),
-      ':4',
-    ]);
+    expect(await ask('describe', 'st')).toEqual([...ST_ACTIONS.map((id) => `${id}\taction`), ':4']);
     // kubectl passes options as they are typed, without `--`
     expect((await ask('plan', '--o')).map((l) => l.split('\t')[0])).toEqual(['--offline', '--output', ':4']);
     expect(await ask('plan', 'rb.yaml', '--context', 'st')).toEqual(['staging-admin@staging\tkubeconfig context', ':4']);

@@ -17,6 +17,12 @@ const inventory = (o: { layout?: 'kubeadm' | 'k3s' | 'lab'; endpoints?: string[]
     nodes: [{ name: o.node ?? 'node-1', roles: ['worker'] }],
   });
 
+/** The lab with its node reached through an agent (`runAsGroup`: the agent's own group). */
+const agentLab = (runAsGroup?: number): InventoryInput => {
+  const lab = inventory({ layout: 'lab', endpoints: ['10.99.0.1:6443'] });
+  return { ...lab, spec: { ...lab.spec, transport: { type: 'agent', enter: 'mount', ...(runAsGroup ? { runAsGroup } : {}) } } };
+};
+
 const purpose = scriptPurpose;
 
 /** A node: kubelet pid 1234; `detect` answers with these lines. */
@@ -79,6 +85,17 @@ actionTester(action, {
       },
     },
     {
+      name: "a lab node reached through an agent in its own group (runAsGroup): the whole node but the agent's group",
+      inventory: agentLab(4242),
+      handler: node(v1),
+      check(r) {
+        const s = r.prepared as EgressState;
+        assert.equal(s.cgroup, null);
+        assert.equal(s.keepGid, 4242);
+        assert.match(r.scripts.find((x) => purpose(x.script).includes(' apply '))!.script, /--gid-owner 4242 -j RETURN/);
+      },
+    },
+    {
       name: 'nftables where iptables is absent, IPv6 included (scope node said explicitly)',
       inventory: inventory({ endpoints: ['[fd00::1]:6443', '10.0.0.1:6443'] }),
       params: { scope: 'node' },
@@ -136,6 +153,14 @@ actionTester(action, {
       phase: 'preflight',
       code: 'PREFLIGHT_FAILED',
       message: /scope auto would widen to the whole node here .*say `scope: node` to accept that/,
+    },
+    {
+      name: 'scope auto widened to a lab node whose agent has no group of its own: it would cut the agent off too',
+      inventory: agentLab(),
+      handler: node(v1),
+      phase: 'preflight',
+      code: 'PREFLIGHT_FAILED',
+      message: /cut the node's agent off from the apiserver too .*spec\.transport\.runAsGroup/,
     },
     { name: 'a host the node cannot resolve', params: { scope: 'node' }, handler: node(v1), phase: 'prepare', code: 'ENDPOINT_UNRESOLVED' },
     {

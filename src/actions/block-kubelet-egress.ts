@@ -10,7 +10,6 @@ import { shq } from '../core/shell.js';
 import { applyRules, egressRevert, type EgressRule, type EgressState } from './parts/egress-rules.js';
 import { apiserverEndpoints } from './parts/egress-endpoints.js';
 import { defineAction } from '../contract/action.js';
-import { LAB_AGENT_GID } from '../nodes/agent-protocol.js';
 import { labKubelets } from '../inventory/schema.js';
 
 const Params = z.strictObject({
@@ -126,11 +125,11 @@ export default defineAction({
       k3s: "matches the cgroup of `k3s-agent.service` (the kubelet and the agent's apiserver proxy are one process) on cgroup v2, all node traffic otherwise",
       lab:
         "each lab node is a network namespace (also under `lab up --static-pods`): the chain goes into that namespace's OUTPUT, so it cuts exactly that node's kubelet; " +
-        "under scope auto the lab's node agents (simulated or real containers, run in the lab's agent group) keep the apiserver",
+        'under scope auto the node agents keep the apiserver when they run in a group of their own (`spec.transport.runAsGroup`)',
     },
     undo: 'removes the jump from OUTPUT and deletes the chain (or deletes the nftables table); the node-side dead-man runs the same script',
     // scope node drops every process's traffic to the apiservers, a node agent's too; auto keeps to the kubelet's
-    // cgroup, or, on the lab, where it widens to the node namespace, lets the lab's agents (their group) through
+    // cgroup, or, on the lab, where it widens to the node namespace, lets the agents' own group (runAsGroup) through
     isolatesNode: (params) => (params.scope === 'node' ? 'yes' : 'no'),
   },
 
@@ -150,6 +149,13 @@ export default defineAction({
       fail(
         "scope auto would widen to the whole node here (no cgroup v2 match for the kubelet): every process's traffic to the apiservers " +
           "would be dropped, not only the kubelet's; say `scope: node` to accept that, or run it where the kubelet has a cgroup v2 of its own",
+      );
+    const transport = node.transport ?? ctx.inventory.spec.transport;
+    // widened to the node, only the agent's own group keeps the apiserver: without one, the agent is cut off too
+    if (params.scope === 'auto' && !(d.cgroup && d.cgroupMatch) && transport.type === 'agent' && transport.runAsGroup === undefined)
+      fail(
+        "scope auto widens to the whole node here and would cut the node's agent off from the apiserver too (it reverts only by its dead-man then); " +
+          'give the agent a group of its own to let through (spec.transport.runAsGroup), or say `scope: node` to accept that',
       );
   },
 
@@ -183,8 +189,10 @@ export default defineAction({
       rules,
       cgroup: processScope ? d.cgroup!.replace(/^\/+/, '') : null,
       keepSourcePort: transport.type === 'ssh' ? (transport.port ?? 22) : null,
-      // auto widened to the node (the lab): the node's agent keeps the apiserver, as ssh keeps its connection
-      ...(transport.type === 'agent' && params.scope === 'auto' && !processScope ? { keepGid: LAB_AGENT_GID } : {}),
+      // auto widened to the node (the lab): the node's agent (its own group) keeps the apiserver, as ssh keeps its connection
+      ...(transport.type === 'agent' && params.scope === 'auto' && !processScope && transport.runAsGroup !== undefined
+        ? { keepGid: transport.runAsGroup }
+        : {}),
     };
   },
 

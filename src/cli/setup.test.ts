@@ -2,11 +2,11 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { KrError } from '../core/errors.js';
 import { silentLogger } from '../core/logger.js';
 import { parseInventoryText } from '../inventory/load.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { connect } from './setup.js';
+import { krThrown } from '../testing/kr-failure.js';
 
 let dir: string;
 beforeEach(() => {
@@ -47,16 +47,6 @@ ${kubeconfigLine ? `  kubeconfig: ${kubeconfigLine}\n` : ''}  nodes: [{name: n1}
 const server = async (o: { kubeconfig?: string }, kubeconfigLine?: string) =>
   connect(o, await inventory(kubeconfigLine), new FakeClock(0), silentLogger).server;
 
-function thrown(f: () => unknown): KrError {
-  try {
-    f();
-  } catch (e) {
-    if (e instanceof KrError) return e;
-    throw e;
-  }
-  throw new Error('did not throw');
-}
-
 describe('the kubeconfig, found as kubectl finds it', () => {
   it('--kubeconfig before $KUBECONFIG', async () => {
     const flag = kubeconfig('flag', 'https://flag:6443');
@@ -70,7 +60,7 @@ describe('the kubeconfig, found as kubectl finds it', () => {
     vi.stubEnv('KUBECONFIG', kubeconfig('env', 'https://env:6443'));
     expect(await server({}, 'inv-kubeconfig')).toBe('https://env:6443');
     const inv = await inventory('inv-kubeconfig');
-    const e = thrown(() => connect({ context: 'other' }, inv, new FakeClock(0), silentLogger));
+    const e = krThrown(() => connect({ context: 'other' }, inv, new FakeClock(0), silentLogger));
     expect(e.details[0]).toContain(
       `(from $KUBECONFIG, which comes before the inventory's spec.kubeconfig at ${join(dir, 'inv.yaml')}:7:15)`,
     );
@@ -112,7 +102,7 @@ describe('the kubeconfig, found as kubectl finds it', () => {
     for (const [o, env, line, message] of cases) {
       vi.stubEnv('KUBECONFIG', env ?? '');
       const inv = await inventory(line);
-      const e = thrown(() => connect(o, inv, new FakeClock(0), silentLogger));
+      const e = krThrown(() => connect(o, inv, new FakeClock(0), silentLogger));
       expect([e.code, e.exit, e.message]).toEqual(['KUBECONFIG_MISSING', 2, message]);
     }
   });

@@ -5,11 +5,12 @@ import type { KubeAccess } from '../kube/types.js';
 import { Inventory } from '../inventory/schema.js';
 import { newAgentKeys } from '../nodes/agent-auth.js';
 import { createPublicKey } from 'node:crypto';
-import { agentPodName, LAB_AGENT_GID, readRenewal, runLeaseName } from '../nodes/agent-protocol.js';
+import { agentPodName, readRenewal, runLeaseName } from '../nodes/agent-protocol.js';
 import { FakeAgentApi, FakeStatusError } from '../testing/fake-agent-api.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
-import { agentPod, agentSecret, agentsDuringOutage, agentTargets, RunAgents } from './agents.js';
+import { agentPod, agentSecret } from './agent-pod.js';
+import { agentsDuringOutage, agentTargets, RunAgents } from './agents.js';
 import { registryOf } from '../contract/registry.js';
 import { renderPlan } from '../report/plan-text.js';
 import { Runbook } from '../runbook/schema.js';
@@ -146,18 +147,11 @@ describe('agent pods', () => {
     expect(agentPodName(RUN, 'node-1', newAgentKeys().fingerprint)).not.toBe(pod.metadata.name);
   });
 
-  it("run as root in the lab's agent group on lab nodes, so block-kubelet-egress's auto scope lets them through; elsewhere in the image's group", () => {
-    const spec = {
-      lab: { stateDir: '/var/lib/kr-lab' },
-      transport: { type: 'agent' as const, namespace: 'kr-agents' },
-      nodes: [{ name: 'rnode-1' }],
-    };
-    const lab = Inventory.parse(inventoryOf({ ...spec, layout: 'lab' }));
-    const staticPods = Inventory.parse(inventoryOf({ ...spec, layout: 'kubeadm', kubeadm: { kubelet: 'lab' } }));
-    for (const inv of [lab, staticPods]) {
-      const pod = agentPod(RUN, agentTargets(inv, inv.spec.nodes)[0]!, keys, 90_000) as unknown as PodObj;
-      expect(pod.spec.containers[0]!.securityContext).toEqual({ privileged: true, runAsUser: 0, runAsGroup: LAB_AGENT_GID });
-    }
+  it("run as root in their own group when the transport names one (runAsGroup), so block-kubelet-egress can let them through; else in the image's", () => {
+    const spec = { transport: { type: 'agent' as const, namespace: 'kr-agents', runAsGroup: 4242 }, nodes: [{ name: 'rnode-1' }] };
+    const own = Inventory.parse(inventoryOf({ ...spec, layout: 'kubeadm' }));
+    const pod = agentPod(RUN, agentTargets(own, own.spec.nodes)[0]!, keys, 90_000) as unknown as PodObj;
+    expect(pod.spec.containers[0]!.securityContext).toEqual({ privileged: true, runAsUser: 0, runAsGroup: 4242 });
     const [t] = agentTargets(inventory, inventory.spec.nodes);
     expect((agentPod(RUN, t!, keys, 90_000) as unknown as PodObj).spec.containers[0]!.securityContext).toEqual({ privileged: true });
   });

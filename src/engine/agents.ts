@@ -1,38 +1,21 @@
 import { formatDuration } from '../core/duration.js';
 import { KrError, messageOf } from '../core/errors.js';
 import type { Ctx } from '../contract/context.js';
-import { type AgentTransport, defaultAgentImage, type Inventory, type InventoryNode, labKubelets } from '../inventory/schema.js';
+import type { AgentTransport, Inventory, InventoryNode } from '../inventory/schema.js';
 import type { Plan, PlannedAction } from './plan.js';
 import {
-  AGENT_APP,
-  LAB_AGENT_GID,
-  ANNOTATION_NODE,
-  ANNOTATION_RUN,
-  LABEL_NODE,
   LABEL_RUN,
   agentPodName,
   configMapsPath,
   leasePath,
-  nodeLabel,
   renewalAnnotations,
-  RESULT_KEY_ENV,
-  RESULT_KEY_FIELD,
   runLabel,
   runLeaseName,
   statusOf,
 } from '../nodes/agent-protocol.js';
 import type { AgentKeys } from '../nodes/agent-auth.js';
-
-/** A node reached through an agent, with its transport's settings. */
-export interface AgentTarget {
-  node: InventoryNode;
-  config: AgentTransport;
-  /**
-   * The group the agent runs as (still user root): the lab's, whose packets block-kubelet-egress's auto scope lets
-   * through where it widens to the whole node; absent elsewhere (the image's group).
-   */
-  group?: number;
-}
+import { agentPod, agentSecret, type AgentTarget, type Owner } from './agent-pod.js';
+import { createProblem, podProblem, secretProblem, type PodLite } from './agent-problems.js';
 
 /** The agent settings of a node, when it is reached through an agent. */
 export function agentConfigOf(inventory: Inventory, node: InventoryNode): AgentTransport | undefined {
@@ -45,196 +28,9 @@ export function agentTargets(inventory: Inventory, nodes: readonly InventoryNode
   const out = new Map<string, AgentTarget>();
   for (const node of nodes) {
     const config = agentConfigOf(inventory, node);
-    if (config && !out.has(node.name)) out.set(node.name, { node, config, ...(labKubelets(inventory) ? { group: LAB_AGENT_GID } : {}) });
+    if (config && !out.has(node.name)) out.set(node.name, { node, config });
   }
   return [...out.values()];
-}
-
-/** What the agent objects of a run hang from: its run Lease in their namespace (deleting it deletes them). */
-interface Owner {
-  name: string;
-  uid: string;
-}
-
-const ownedBy = (o: Owner | undefined) =>
-  o ? { ownerReferences: [{ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', name: o.name, uid: o.uid }] } : {};
-
-const agentLabels = (runId: string, t: AgentTarget) => ({
-  'app.kubernetes.io/name': AGENT_APP,
-  'app.kubernetes.io/managed-by': 'kube-runbook',
-  [LABEL_RUN]: runLabel(runId),
-  [LABEL_NODE]: nodeLabel(t.node.name),
-});
-
-/** The Secret holding the key a node's agent signs its results with; only the pod's environment reads it. */
-export function agentSecret(runId: string, t: AgentTarget, keys: AgentKeys, owner?: Owner): Record<string, unknown> {
-  return {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: {
-      name: agentPodName(runId, t.node.name, keys.fingerprint),
-      namespace: t.config.namespace,
-      labels: agentLabels(runId, t),
-      annotations: { [ANNOTATION_RUN]: runId, [ANNOTATION_NODE]: t.node.name },
-      ...ownedBy(owner),
-    },
-    type: 'Opaque',
-    immutable: true,
-    // the key as base64 text: it reaches the agent as an environment variable, which holds no arbitrary bytes
-    stringData: { [RESULT_KEY_FIELD]: keys.resultKey(t.node.name).toString('base64') },
-  };
-}
-
-/**
- * The agent pod of a run on a node: privileged, pinned to it, in the host's PID and network namespaces, tolerating
- * every taint; it runs only requests signed by `keys` (their public half in its arguments) and signs its results with
- * its node's key (its Secret, read into its environment).
- */
-export function agentPod(
-  runId: string,
-  t: AgentTarget,
-  keys: AgentKeys,
-  faultTtlMs: number,
-  owner?: Owner,
-  haltNamespace?: string,
-): Record<string, unknown> {
-  const c = t.config;
-  const name = agentPodName(runId, t.node.name, keys.fingerprint);
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: {
-      name,
-      namespace: c.namespace,
-      labels: agentLabels(runId, t),
-      annotations: { [ANNOTATION_RUN]: runId, [ANNOTATION_NODE]: t.node.name },
-      ...ownedBy(owner),
-    },
-    spec: {
-      nodeName: t.node.name,
-      hostPID: true,
-      hostNetwork: true,
-      dnsPolicy: 'ClusterFirstWithHostNet',
-      serviceAccountName: c.serviceAccount,
-      automountServiceAccountToken: true,
-      priorityClassName: 'system-node-critical',
-      tolerations: [{ operator: 'Exists' }],
-      // an agent that dies mid-run comes back (its dead-men keep counting meanwhile); one that ends because its run is
-      // gone (no renewal for faultTtl) stays ended; one that cannot start shows why
-      restartPolicy: 'OnFailure',
-      terminationGracePeriodSeconds: 5,
-      ...(c.imagePullSecret ? { imagePullSecrets: [{ name: c.imagePullSecret }] } : {}),
-      containers: [
-        {
-          name: 'agent',
-          image: c.image ?? defaultAgentImage(),
-          command: ['kube-runbook'],
-          args: [
-            'agent',
-            '--node',
-            t.node.name,
-            '--namespace',
-            c.namespace,
-            '--run-id',
-            runId,
-            '--enter',
-            c.enter,
-            '--executor-key',
-            keys.publicKey,
-            '--fault-ttl',
-            `${Math.ceil(faultTtlMs / 1000)}s`,
-            ...(haltNamespace ? ['--halt-namespace', haltNamespace] : []),
-          ],
-          env: [
-            { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
-            { name: RESULT_KEY_ENV, valueFrom: { secretKeyRef: { name, key: RESULT_KEY_FIELD } } },
-          ],
-          // iptables' --gid-owner matches a socket's owner group, the process's primary one: root, in the lab's group
-          securityContext: { privileged: true, ...(t.group !== undefined ? { runAsUser: 0, runAsGroup: t.group } : {}) },
-          resources: { requests: { cpu: '10m', memory: '64Mi' }, limits: { memory: '256Mi' } },
-          terminationMessagePolicy: 'FallbackToLogsOnError',
-        },
-      ],
-    },
-  };
-}
-
-interface Terminated {
-  exitCode?: number;
-  reason?: string;
-  message?: string;
-}
-
-interface PodLite {
-  metadata: { name: string; deletionTimestamp?: string };
-  status?: {
-    phase?: string;
-    reason?: string;
-    message?: string;
-    containerStatuses?: {
-      ready?: boolean;
-      state?: { running?: object; waiting?: { reason?: string; message?: string }; terminated?: Terminated };
-      lastState?: { terminated?: Terminated };
-    }[];
-  };
-}
-
-/** Container states that will not pass by themselves (the image, its registry, the command). */
-const STUCK = new Set([
-  'ErrImagePull',
-  'ImagePullBackOff',
-  'InvalidImageName',
-  'ErrImageNeverPull',
-  'CrashLoopBackOff',
-  'CreateContainerConfigError',
-  'CreateContainerError',
-  'RunContainerError',
-]);
-
-/** Why an agent pod cannot run, with the fix; undefined while it may still start. */
-function podProblem(pod: PodLite, t: AgentTarget): string | undefined {
-  const image = t.config.image ?? defaultAgentImage();
-  const cs = pod.status?.containerStatuses?.[0];
-  const s = cs?.state;
-  const exited = s?.terminated ?? cs?.lastState?.terminated;
-  if (exited && (s?.terminated || s?.waiting?.reason === 'CrashLoopBackOff')) {
-    const said = (exited.message ?? '').trim().split('\n').slice(-3).join(' ').slice(0, 400);
-    return `the agent exited${exited.exitCode === undefined ? '' : ` with ${exited.exitCode}`}${said ? `: ${said}` : ''}`;
-  }
-  if (s?.waiting?.reason && STUCK.has(s.waiting.reason)) {
-    const said = s.waiting.message ? `: ${s.waiting.message.slice(0, 300)}` : '';
-    return /Image|ImageName/.test(s.waiting.reason)
-      ? `image ${image} cannot be pulled (${s.waiting.reason}${said}); fix spec.transport.image, or give the registry's credentials as spec.transport.imagePullSecret (a Secret in ${t.config.namespace})`
-      : `the agent container cannot start (${s.waiting.reason}${said})`;
-  }
-  if (pod.status?.phase === 'Failed' || pod.status?.phase === 'Succeeded')
-    return `the agent pod ended (${pod.status.phase}${pod.status.message ? `: ${pod.status.message.slice(0, 300)}` : ''})`;
-  return undefined;
-}
-
-/** Why the agent's Secret could not be created, with the fix. */
-function secretProblem(e: unknown, t: AgentTarget): string {
-  const ns = t.config.namespace;
-  if (statusOf(e) === 404)
-    return `the namespace ${ns} does not exist; create it with kube-runbook agent manifests -i INVENTORY | kubectl apply -f -`;
-  if (statusOf(e) === 403)
-    return `not allowed to create the agent's Secret in ${ns} (${messageOf(e).slice(0, 300)}); the executor needs create, list and delete on secrets there (kube-runbook manifests grants them)`;
-  return `cannot create the agent's Secret: ${messageOf(e).slice(0, 300)}`;
-}
-
-/** Why the pod could not be created, with the fix (Pod Security, RBAC, namespace, ServiceAccount, priority class). */
-function createProblem(e: unknown, t: AgentTarget): string {
-  const said = messageOf(e);
-  const ns = t.config.namespace;
-  if (/PodSecurity|pod security/i.test(said))
-    return `the namespace ${ns} refuses privileged pods (Pod Security: ${said.slice(0, 300)}); label it for the privileged level: kubectl label namespace ${ns} pod-security.kubernetes.io/enforce=privileged --overwrite (kube-runbook agent manifests does)`;
-  if (/serviceaccount/i.test(said) && /not found/i.test(said))
-    return `the ServiceAccount ${ns}/${t.config.serviceAccount} does not exist (${said.slice(0, 200)}); create it with kube-runbook agent manifests -i INVENTORY | kubectl apply -f -`;
-  if (statusOf(e) === 404)
-    return `the namespace ${ns} does not exist; create it with kube-runbook agent manifests -i INVENTORY | kubectl apply -f -`;
-  if (statusOf(e) === 403)
-    return `not allowed to create the agent pod in ${ns} (${said.slice(0, 300)}); the executor needs create, get and delete on pods there (kube-runbook manifests grants them)`;
-  return `cannot create the agent pod: ${said.slice(0, 300)}`;
 }
 
 interface LeaseBody {

@@ -1,13 +1,13 @@
-import type { RunEffects } from './effects.js';
-import type { Action, RevertState } from '../contract/action.js';
+import type { Action } from '../contract/action.js';
 import { KrError, messageOf } from '../core/errors.js';
 import { formatDuration } from '../core/duration.js';
-import type { Backoff, FailedAttempt } from '../core/retry.js';
+import type { FailedAttempt } from '../core/retry.js';
 import type { InventoryNode } from '../inventory/schema.js';
-import type { ActionCtx, Ctx } from '../contract/context.js';
-import { armScript, DEADMAN_REVERT_LIMIT_MS, deadmanDir, disarmScript, keepaliveScript, settleScript } from './deadman.js';
-import type { Attempt, FaultRef, RunEventSink } from './events.js';
-import type { Journal } from '../journal/journal.js';
+import type { ActionCtx } from '../contract/context.js';
+import { deadmanDir, keepaliveScript, settleScript } from './deadman.js';
+import { armDeadman, disarmDeadman, settleDeadman } from './fault-deadmen.js';
+import type { AppliedFault, ApplyOn, FaultLedgerOptions, Who } from './fault-types.js';
+import type { Attempt, FaultRef } from './events.js';
 import { eachLimited } from '../core/each-limited.js';
 import { agentConfigOf } from './agents.js';
 import type { NodeAccess } from '../nodes/types.js';
@@ -16,50 +16,7 @@ import { type EngineRetry, retriedKinds, withRetries } from './retry.js';
 /** How long an apply waits for the in-cluster copy of the journal to hold its fault. */
 const JOURNAL_COPY_WAIT_MS = 10_000;
 
-export interface AppliedFault {
-  ref: FaultRef;
-  action: Action;
-  node?: InventoryNode;
-  state: RevertState;
-  deadman: boolean;
-  reverted: boolean;
-}
-
-export interface FaultLedgerOptions {
-  ctx: Ctx;
-  journal: Journal | null;
-  emit: RunEventSink;
-  faultTtlMs: number;
-  /** The dead-man's wait for remediations and protective steps (spec.safety.remediationTtl); faultTtlMs when absent. */
-  remediationTtlMs?: number;
-  /** By when the run ends at the latest (ActionCtx.runEndsBy); absent for recover, which applies nothing. */
-  runEndsBy?: number;
-  /** Who reverts, for the journal. */
-  by?: 'executor' | 'recover';
-  /** The back-off between attempts (tests pass a constant `random`). */
-  backoff?: Partial<Backoff>;
-  /** What the run holds applied that stops evictions (Ctx.applied), kept up to date with each apply and revert. */
-  effects?: RunEffects;
-  /** Called before anything of an apply happens (the run makes its lock outlast what it applies); a throw stops it. */
-  beforeApply?: (action: Action, remediation: boolean) => Promise<void>;
-}
-
-/** Where an apply happens: its step, whether it is a remediation, and the step's signal and deadline (its timeout). */
-export interface ApplyOn {
-  step: string;
-  remediation: boolean;
-  signal: AbortSignal;
-  deadline: number;
-  /** Every node the step applies the action on (ActionCtx.selection). */
-  selection?: readonly string[];
-}
-
-/** Whose attempts: a fault's, or, before there is one, a node's (prepare, keepalive) with what it was doing. */
-interface Who {
-  fault?: AppliedFault;
-  node?: string;
-  what?: string;
-}
+export type { AppliedFault, ApplyOn, FaultLedgerOptions } from './fault-types.js';
 
 /**
  * Applies and reverts faults, in that order of record: journal (fsynced) → dead-man armed on the node → apply.
@@ -126,30 +83,7 @@ export class FaultLedger {
     this.faults.push(fault);
     await this.journalCopied(faultId, signal);
     try {
-      if (node && nodeSide) {
-        const transport = node.transport ?? this.o.ctx.inventory.spec.transport;
-        // the lab's nodes: network namespaces of one machine (reached by netns, or by an agent the lab starts in one)
-        const lab = transport.type === 'netns' || (transport.type === 'agent' && transport.enter === 'mount');
-        const arm = armScript({
-          runId: this.o.ctx.runId,
-          faultId,
-          ttlMs,
-          revert: nodeSide,
-          allowSystemd: !lab,
-          node: lab ? (node.netns ?? node.name) : node.name,
-          onBoot: remediation ? 'rewatch' : 'revert',
-          revertLimitMs: DEADMAN_REVERT_LIMIT_MS + (action.meta.nodeSideWaitMs ?? 0),
-          bootHook: lab ? 'dir' : 'host',
-        });
-        const r = await withRetries('arm', () => this.o.ctx.nodes.exec(node.name, arm, { timeoutMs: 30_000, signal }), retry({ fault }));
-        if (r.code !== 0) throw new Error(`could not arm the dead-man on ${node.name}: ${r.stderr.trim() || `exit ${r.code}`}`);
-        fault.deadman = true;
-        if (/^boot-hook none$/m.test(r.stdout))
-          this.warn(
-            `${faultId} on ${node.name}: no boot hook (neither systemd nor a cron daemon the script may use): if ${node.name} reboots before the revert, ` +
-              `its dead-man is gone and ${remediation ? 'the remediation' : 'the fault'} stays until the executor or \`kube-runbook recover\` reverts it`,
-          );
-      }
+      if (node && nodeSide) fault.deadman = await armDeadman(this.o, { fault, nodeSide, ttlMs, remediation, signal }, retry({ fault }));
       try {
         // a remediation protects the cluster: its apply is tried again (it is idempotent) until the step's deadline
         fault.state =
@@ -187,7 +121,7 @@ export class FaultLedger {
     const ctx: ActionCtx = { ...this.o.ctx, signal, node: fault.node };
     const failures: FailedAttempt[] = [];
     const retry: EngineRetry = { ...this.retrying({ fault }, signal, deadline), safeToRepeat: true };
-    if (fault.deadman && fault.node) await this.settle(fault, signal, deadline);
+    if (fault.deadman && fault.node) await settleDeadman(this.o, fault, signal, this.retrying({ fault }, signal, deadline), deadline);
     try {
       await withRetries('revert', () => fault.action.revert(ctx, fault.state), retry, failures);
     } catch (e) {
@@ -208,57 +142,8 @@ export class FaultLedger {
     const attempts = failures.length + 1;
     this.o.journal?.append({ type: 'reverted', at: clock.now(), faultId: fault.ref.faultId, by: this.o.by ?? 'executor', attempts });
     this.o.emit({ type: 'fault-reverted', at: clock.now(), fault: fault.ref, attempts, retried: retriedKinds(failures) });
-    if (fault.deadman && fault.node) {
-      const node = fault.node.name;
-      const disarm = disarmScript(this.o.ctx.runId, fault.ref.faultId);
-      const r = await withRetries('disarm', () => this.o.ctx.nodes.exec(node, disarm, { timeoutMs: 30_000, signal }), retry).catch(
-        (e: unknown) => ({
-          code: -1,
-          stdout: '',
-          stderr: messageOf(e),
-        }),
-      );
-      if (r.code !== 0) {
-        const error = r.stderr.trim() || `exit ${r.code}`;
-        this.o.journal?.append({ type: 'disarm-failed', at: clock.now(), faultId: fault.ref.faultId, node, error });
-        this.o.emit({
-          type: 'log',
-          at: clock.now(),
-          level: 'warn',
-          message:
-            `dead-man of ${fault.ref.faultId} on ${node} not disarmed (${error}): without keepalive its watcher runs the fault's revert again ` +
-            `(reverts are idempotent); to stop it, remove ${deadmanDir(this.o.ctx.runId, fault.ref.faultId)} on ${node}`,
-        });
-      }
-      const fired = /^fired (\S*)/m.exec(r.stdout);
-      if (fired)
-        this.o.ctx.log.warn(`the node-side dead-man on ${node} had already reverted ${fault.ref.faultId} (exit ${fired[1] || '?'})`);
-    }
+    if (fault.deadman && fault.node) await disarmDeadman(this.o, fault, signal, retry);
     return undefined;
-  }
-
-  /**
-   * Before the executor reverts a fault itself: keeps its dead-man from firing during the revert, or, when it has
-   * fired already, waits for the node's own revert to finish, so the two never run at once (both are idempotent,
-   * not both at the same moment: a static pod's manifest moved back twice fails the second move). Best effort: an
-   * unreachable node fails the revert that follows anyway.
-   */
-  private async settle(fault: AppliedFault, signal: AbortSignal, deadline: number): Promise<void> {
-    const node = fault.node!.name;
-    const waitS = Math.max(1, Math.min(600, Math.ceil((deadline - this.o.ctx.clock.now()) / 1000)));
-    const settle = () =>
-      this.o.ctx.nodes.exec(node, settleScript(this.o.ctx.runId, fault.ref.faultId, waitS), { timeoutMs: (waitS + 30) * 1000, signal });
-    // through an agent, a node cut off by the fault answers again once its dead-man has reverted it: wait for that
-    const r = await (
-      agentConfigOf(this.o.ctx.inventory, fault.node!)
-        ? withRetries('settle', settle, this.retrying({ fault }, signal, deadline))
-        : settle()
-    ).catch(() => undefined);
-    const fired = r && /^fired (\S*)/m.exec(r.stdout);
-    if (fired)
-      this.o.ctx.log.info(
-        `the node-side dead-man on ${node} reverted ${fault.ref.faultId} first (exit ${fired[1]}); reverting it again to confirm`,
-      );
   }
 
   /**

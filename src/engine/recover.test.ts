@@ -3,7 +3,6 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { realClock } from '../core/clock.js';
 import { DEADMAN_ROOT } from './deadman.js';
 import { Journal, listJournals, outstanding, readJournal } from '../journal/journal.js';
 import { acquireRunLock, RUN_LOCK_NAME } from './run-lock-lease.js';
@@ -14,8 +13,9 @@ import { testInventory } from '../testing/engine-harness.js';
 import { silentLogger } from '../core/logger.js';
 import { recoverRun } from './recover.js';
 import { defaultRegistry } from './registry.js';
-import { createNodeAccess } from '../nodes/access.js';
+import { realNodesCtx } from '../testing/real-nodes-ctx.js';
 import { fakeKubeAccess } from '../testing/fake-access.js';
+import { realClock } from '../core/clock.js';
 import { childRunbook } from '../testing/child-runbook.js';
 import type { RequestOptions } from '../kube/http.js';
 
@@ -48,16 +48,7 @@ describe('recover in a fresh process', () => {
 
     const inventory = view.run.inventory;
     const result = await recoverRun(view, {
-      ctx: {
-        runId: view.run.runId,
-        clock: realClock,
-        log: silentLogger,
-        signal: new AbortController().signal,
-        dryRun: false,
-        inventory,
-        kube: fakeKubeAccess(realClock, { context: 'lab' }),
-        nodes: createNodeAccess(inventory),
-      },
+      ctx: realNodesCtx(view.run.runId, inventory, fakeKubeAccess(realClock, { context: 'lab' })),
       registry: defaultRegistry,
       emit: () => {},
     });

@@ -99,6 +99,15 @@ export const AgentTransport = z
         "host: scripts run in PID 1's namespaces (nsenter); mount: in its mount namespace only (the lab, whose agents run in their node's network namespace)",
     }),
     startTimeout: duration().prefault('2m').meta({ description: 'how long preflight waits for every agent pod to run and answer' }),
+    /**
+     * The group the agent runs in (still user root), so its packets can be told apart: where block-kubelet-egress's
+     * scope auto widens to the whole node (a node whose kubelet has no cgroup of its own, as the lab's), it lets this
+     * group through and the agent keeps the apiserver. Absent: the image's group, and nothing is let through.
+     */
+    runAsGroup: z.number().int().min(1).max(4_294_967_294).optional().meta({
+      description:
+        "the agent's own group (user root stays): block-kubelet-egress under scope auto lets its packets through where it widens to the whole node, so the agent keeps the apiserver; absent: the image's group",
+    }),
   })
   .meta({ description: 'a privileged pod per node running `kube-runbook agent`, reached through the Kubernetes API' });
 export type AgentTransport = z.output<typeof AgentTransport>;

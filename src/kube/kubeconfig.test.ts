@@ -3,9 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { KrError } from '../core/errors.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { loadClientConfig } from './kubeconfig.js';
+import { krThrown } from '../testing/kr-failure.js';
 
 let dir: string;
 beforeEach(() => {
@@ -29,16 +29,6 @@ const config = (o: { clusters?: unknown[]; users?: unknown[]; contexts?: unknown
 });
 const env = (e: Record<string, string> = {}) => ({ HOME: dir, PATH: process.env.PATH ?? '', ...e });
 const b64 = (s: string) => Buffer.from(s).toString('base64');
-
-function thrown(f: () => unknown): KrError {
-  try {
-    f();
-  } catch (e) {
-    if (e instanceof KrError) return e;
-    throw e;
-  }
-  throw new Error('did not throw');
-}
 
 describe('loadClientConfig', () => {
   it('reads the current context: server, CA relative to the file, client certificate', async () => {
@@ -87,7 +77,7 @@ describe('loadClientConfig', () => {
     expect(two.server).toBe('https://b:6443');
     expect((await two.credentials()).headers).toEqual({ Authorization: 'Bearer sekret' });
     expect((await loadClientConfig({ file, env: env() }).credentials()).insecure).toBe(true);
-    const e = thrown(() => loadClientConfig({ file, context: 'three', env: env() }));
+    const e = krThrown(() => loadClientConfig({ file, context: 'three', env: env() }));
     expect([e.code, e.exit, e.message]).toEqual(['KUBE_CONTEXT_UNKNOWN', 2, 'no context "three" in the kubeconfig (known: one, two)']);
     expect(e.details[0]).toMatch(
       /^it read .*; name one of its contexts with --context, or another kubeconfig with --kubeconfig \(kubectl config get-contexts lists them\)$/,
@@ -184,7 +174,7 @@ describe('loadClientConfig', () => {
     for (const proxy of ['http://proxy:3128', 'https://user:pw@proxy:443', 'socks5://127.0.0.1:1080', 'socks5h://bastion:1080'])
       expect(load(proxy).proxyUrl?.href).toBe(new URL(proxy).href);
     for (const proxy of ['ftp://user:hunter2@proxy:21', 'not a url :hunter2@']) {
-      const e = thrown(() => load(proxy));
+      const e = krThrown(() => load(proxy));
       expect([e.code, e.exit]).toEqual(['KUBE_PROXY_URL', 2]);
       expect(e.message).toMatch(/the kubeconfig's cluster "c" \(.*config.*\): proxy-url/);
       expect(e.message).not.toContain('hunter2');
@@ -228,7 +218,7 @@ describe('loadClientConfig', () => {
       ['clusters: [unclosed', /cannot load the kubeconfig ".*config"/],
     ];
     for (const [doc, message] of cases) {
-      const e = thrown(() => loadClientConfig({ file: write('config', doc), env: env() }));
+      const e = krThrown(() => loadClientConfig({ file: write('config', doc), env: env() }));
       expect([e.code, e.exit]).toEqual(['KUBE_UNAVAILABLE', 3]);
       expect(e.message).toMatch(message);
     }
@@ -236,7 +226,7 @@ describe('loadClientConfig', () => {
 
   it('a kubeconfig named that does not exist is bad input (exit 2) naming where the name came from', () => {
     const missing = (o: Parameters<typeof loadClientConfig>[0]) => {
-      const e = thrown(() => loadClientConfig(o));
+      const e = krThrown(() => loadClientConfig(o));
       expect([e.code, e.exit]).toEqual(['KUBECONFIG_MISSING', 2]);
       return e.message;
     };
@@ -264,9 +254,9 @@ describe('loadClientConfig', () => {
         current: 'one',
       }),
     );
-    const e = thrown(() => loadClientConfig({ file, context: 'two', env: env() }));
+    const e = krThrown(() => loadClientConfig({ file, context: 'two', env: env() }));
     expect(e.details[0]).toContain(`it read ${JSON.stringify(file)} (from --kubeconfig);`);
-    const merged = thrown(() => loadClientConfig({ context: 'two', env: env({ KUBECONFIG: `${file}:${file}` }) }));
+    const merged = krThrown(() => loadClientConfig({ context: 'two', env: env({ KUBECONFIG: `${file}:${file}` }) }));
     expect(merged.details[0]).toContain(`it read ${JSON.stringify(file)}, ${JSON.stringify(file)} (from $KUBECONFIG);`);
   });
 
@@ -346,11 +336,11 @@ describe('loadClientConfig', () => {
           env: env(),
         }).credentials(),
       ).rejects.toThrow(/"kr-no-such-plugin" was not found \(install it with: brew install kr-plugin\)/);
-      expect(thrown(() => loadClientConfig({ file: withExec({ command: 'x', interactiveMode: 'Always' }), env: env() })).message).toMatch(
+      expect(krThrown(() => loadClientConfig({ file: withExec({ command: 'x', interactiveMode: 'Always' }), env: env() })).message).toMatch(
         /needs a terminal/,
       );
       expect(
-        thrown(() =>
+        krThrown(() =>
           loadClientConfig({ file: withExec({ command: 'x', apiVersion: 'client.authentication.k8s.io/v1alpha1' }), env: env() }),
         ).message,
       ).toMatch(/apiVersion "client.authentication.k8s.io\/v1alpha1"/);

@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
@@ -6,6 +5,8 @@ import { parse } from 'yaml';
 import { type Clock, realClock } from '../core/clock.js';
 import { KrError, messageOf, quote } from '../core/errors.js';
 import { parseProxyUrl } from './proxy.js';
+import { execPlugin } from './exec-credential.js';
+import { obj, str, unavailable, type Obj, type Tls, type UserCtx } from './kubeconfig-values.js';
 
 /**
  * The kubeconfig, read as kubectl reads it: `--kubeconfig`, else every file of KUBECONFIG merged (the first to name a
@@ -60,7 +61,6 @@ const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
 const IN_CLUSTER_CONTEXT = 'in-cluster';
 const TOKEN_FILE_REREAD_MS = 60_000;
 
-type Obj = Record<string, unknown>;
 interface Named {
   /** The file that named it: its relative paths are relative to this file's directory. */
   dir: string;
@@ -72,13 +72,6 @@ interface Merged {
   contexts: Map<string, Named>;
   current?: string;
   files: string[];
-}
-
-const obj = (v: unknown): Obj => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Obj) : {});
-const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
-
-function unavailable(message: string, cause?: unknown): KrError {
-  return new KrError('KUBE_UNAVAILABLE', message, { exit: 3, cause });
 }
 
 function readKubeconfig(file: string, into: Merged): void {
@@ -226,13 +219,6 @@ export function loadClientConfig(o: LoadOptions = {}): ClientConfig {
   };
 }
 
-interface Tls {
-  ca?: Buffer;
-  insecure: boolean;
-  servername?: string;
-  caData?: string;
-}
-
 /** A `*-data` field (base64) or the file its sibling names, relative to the kubeconfig that names it. */
 function material(n: Named, field: string): Buffer | undefined {
   const data = str(n.value[`${field}-data`]);
@@ -255,14 +241,6 @@ function clusterTls(c: Named): Tls {
     servername: str(c.value['tls-server-name']),
     caData: ca?.toString('base64'),
   };
-}
-
-interface UserCtx {
-  server: string;
-  tls: Tls;
-  clock: Clock;
-  env: Record<string, string | undefined>;
-  contextName: string;
 }
 
 function userCredentials(user: Named, u: UserCtx): () => Promise<Credentials> {
@@ -311,96 +289,6 @@ function rereadEvery(path: string, clock: Clock): () => string {
     }
     return value;
   };
-}
-
-interface ExecCredential {
-  token?: string;
-  cert?: Buffer;
-  key?: Buffer;
-  /** Clock ms; undefined: valid as long as the process runs. */
-  expires?: number;
-}
-
-const EXEC_API_VERSIONS = ['client.authentication.k8s.io/v1', 'client.authentication.k8s.io/v1beta1'];
-const EXEC_TIMEOUT_MS = 60_000;
-/** A credential this close to its expiry is fetched again. */
-const EXEC_EARLY_MS = 10_000;
-
-/** An exec credential plugin, run without a shell, its answer kept until shortly before it expires. */
-function execPlugin(exec: Obj, dir: string, u: UserCtx): () => Promise<ExecCredential> {
-  const apiVersion = str(exec.apiVersion) ?? '';
-  if (!EXEC_API_VERSIONS.includes(apiVersion))
-    throw unavailable(
-      `the kubeconfig's exec plugin of context ${quote(u.contextName)} has apiVersion ${quote(apiVersion)}; kube-runbook speaks ${EXEC_API_VERSIONS.join(' and ')}`,
-    );
-  const command = str(exec.command);
-  if (!command) throw unavailable(`the kubeconfig's exec plugin of context ${quote(u.contextName)} has no command`);
-  if (exec.interactiveMode === 'Always')
-    throw unavailable(
-      `the kubeconfig's exec plugin ${quote(command)} needs a terminal (interactiveMode: Always); kube-runbook runs without one`,
-    );
-  // kubectl: a command with a path separator is relative to the kubeconfig; a bare name is looked up in PATH
-  const file = command.includes('/') && !isAbsolute(command) ? join(dir, command) : command;
-  const args = Array.isArray(exec.args) ? exec.args.filter((a): a is string => typeof a === 'string') : [];
-  const extra = Array.isArray(exec.env) ? exec.env.map(obj).filter((e) => str(e.name)) : [];
-  const spec: Obj = { interactive: false };
-  if (exec.provideClusterInfo === true)
-    spec.cluster = {
-      server: u.server,
-      'certificate-authority-data': u.tls.caData,
-      'insecure-skip-tls-verify': u.tls.insecure || undefined,
-      'tls-server-name': u.tls.servername,
-    };
-  const info = JSON.stringify({ apiVersion, kind: 'ExecCredential', spec });
-  const hint = str(exec.installHint);
-  let cached: ExecCredential | undefined;
-  let pending: Promise<ExecCredential> | undefined;
-  const run = () =>
-    new Promise<ExecCredential>((resolveRun, reject) => {
-      const env: Record<string, string | undefined> = { ...u.env, KUBERNETES_EXEC_INFO: info };
-      for (const e of extra) env[String(e.name)] = typeof e.value === 'string' ? e.value : '';
-      execFile(file, args, { env, timeout: EXEC_TIMEOUT_MS, maxBuffer: 4 * 2 ** 20, encoding: 'utf8' }, (err, stdout, stderr) => {
-        if (err) {
-          const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
-          const why = missing
-            ? `${quote(command)} was not found`
-            : `${quote(command)} failed: ${(stderr.trim() || err.message).slice(0, 500)}`;
-          return reject(
-            unavailable(
-              `the kubeconfig's exec plugin of context ${quote(u.contextName)}: ${why}${missing && hint ? ` (${hint.trim()})` : ''}`,
-            ),
-          );
-        }
-        try {
-          resolveRun(parseExecCredential(stdout, apiVersion));
-        } catch (e) {
-          reject(
-            unavailable(`the kubeconfig's exec plugin ${quote(command)} answered something that is not an ExecCredential: ${messageOf(e)}`),
-          );
-        }
-      });
-    });
-  return async () => {
-    if (cached && (cached.expires === undefined || cached.expires - EXEC_EARLY_MS > u.clock.now())) return cached;
-    pending ??= run().finally(() => (pending = undefined));
-    cached = await pending;
-    return cached;
-  };
-}
-
-function parseExecCredential(stdout: string, apiVersion: string): ExecCredential {
-  const doc = obj(JSON.parse(stdout));
-  if (doc.kind !== 'ExecCredential') throw new Error(`kind ${quote(doc.kind)}`);
-  if (doc.apiVersion !== apiVersion) throw new Error(`apiVersion ${quote(doc.apiVersion)}, not the ${apiVersion} asked for`);
-  const status = obj(doc.status);
-  const token = str(status.token);
-  const cert = str(status.clientCertificateData);
-  const key = str(status.clientKeyData);
-  if (!token && !(cert && key)) throw new Error('its status has neither a token nor a client certificate and key');
-  const expiry = str(status.expirationTimestamp);
-  const expires = expiry ? Date.parse(expiry) : undefined;
-  if (expires !== undefined && Number.isNaN(expires)) throw new Error(`expirationTimestamp ${quote(expiry)}`);
-  return { token, cert: cert ? Buffer.from(cert) : undefined, key: key ? Buffer.from(key) : undefined, expires };
 }
 
 /** The pod's ServiceAccount: the apiserver's in-cluster address, the mounted CA, the token (re-read as it rotates). */

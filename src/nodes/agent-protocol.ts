@@ -38,12 +38,6 @@ import { wireScript } from './wire.js';
 
 export const AGENT_APP = 'kube-runbook-agent';
 
-/**
- * The group the lab runs its node agents as. block-kubelet-egress with scope auto widens to the whole node on the lab
- * (its kubelet has no cgroup of its own) and lets this group's packets through, so the agent keeps the apiserver as
- * ssh keeps its connection; scope node lets nothing through.
- */
-export const LAB_AGENT_GID = 61797;
 export const LABEL_RUN = 'kube-runbook/run';
 export const LABEL_NODE = 'kube-runbook/node';
 export const LABEL_KIND = 'kube-runbook/kind';

@@ -1,7 +1,6 @@
-import { createPublicKey } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../core/logger.js';
-import { FakeAgentApi } from '../testing/fake-agent-api.js';
+import { FakeAgentApi, agentIdentity } from '../testing/fake-agent-api.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { FakeHostFiles } from '../testing/fake-host-files.js';
 import { type AgentKeys, newAgentKeys } from './agent-auth.js';
@@ -41,29 +40,18 @@ function setup() {
   const startAgent = () => {
     stop = new AbortController();
     let end: string | undefined;
-    const p = serveAgent(
-      {
-        node: 'node-1',
-        namespace: NS,
-        runId: RUN,
-        agent: 'pod-node-1',
-        executorKey: createPublicKey({ key: Buffer.from(keys.publicKey, 'base64'), format: 'der', type: 'spki' }),
-        resultKey: keys.resultKey('node-1'),
-        faultTtlMs: TTL,
+    const p = serveAgent(agentIdentity(keys, { node: 'node-1', namespace: NS, runId: RUN, faultTtlMs: TTL }), {
+      api,
+      clock,
+      log,
+      signal: stop.signal,
+      files,
+      run: async (wired) => {
+        if (wired.includes('/var/lib/kube-runbook/deadman/')) touches.push(clock.now());
+        else ran.push(wired);
+        return { code: 0, stdout: '', stderr: '' };
       },
-      {
-        api,
-        clock,
-        log,
-        signal: stop.signal,
-        files,
-        run: async (wired) => {
-          if (wired.includes('/var/lib/kube-runbook/deadman/')) touches.push(clock.now());
-          else ran.push(wired);
-          return { code: 0, stdout: '', stderr: '' };
-        },
-      },
-    ).then((e) => (end = e));
+    }).then((e) => (end = e));
     const stopped = async () => {
       stop.abort();
       await clock.runUntil(() => end !== undefined, 10_000, 50);

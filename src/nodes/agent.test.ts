@@ -2,7 +2,7 @@ import { createPublicKey } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { KrError } from '../core/errors.js';
 import { silentLogger } from '../core/logger.js';
-import { FakeAgentApi, FakeStatusError } from '../testing/fake-agent-api.js';
+import { FakeAgentApi, FakeStatusError, agentIdentity } from '../testing/fake-agent-api.js';
 import { FakeHostFiles } from '../testing/fake-host-files.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { AgentTransport } from '../inventory/schema.js';
@@ -30,28 +30,17 @@ function setup(run: (wired: string, timeoutMs: number) => Promise<ExecResult> = 
   // the node's files: what an agent remembers outlives it, as on a host
   const files = new FakeHostFiles();
   const startAgent = (node = 'node-1', o: { faultTtlMs?: number } = {}) =>
-    serveAgent(
-      {
-        node,
-        namespace: NS,
-        runId: RUN,
-        agent: `pod-${node}`,
-        executorKey: createPublicKey({ key: Buffer.from(keys.publicKey, 'base64'), format: 'der', type: 'spki' }),
-        resultKey: keys.resultKey(node),
-        faultTtlMs: o.faultTtlMs ?? 3_600_000,
+    serveAgent(agentIdentity(keys, { node, namespace: NS, runId: RUN, faultTtlMs: o.faultTtlMs ?? 3_600_000 }), {
+      api,
+      clock,
+      log,
+      signal: stop.signal,
+      run: (wired, timeoutMs) => {
+        ran.push({ wired, timeoutMs });
+        return run(wired, timeoutMs);
       },
-      {
-        api,
-        clock,
-        log,
-        signal: stop.signal,
-        run: (wired, timeoutMs) => {
-          ran.push({ wired, timeoutMs });
-          return run(wired, timeoutMs);
-        },
-        files,
-      },
-    );
+      files,
+    });
   return { clock, api, ran, stop, transport, startAgent, keys, warnings, files, log };
 }
 
@@ -314,15 +303,7 @@ describe('who may drive an agent, and whose answers count', () => {
     const { clock, api, stop, transport, keys } = setup();
     // node-2's agent (its own result key) takes a request for node-1, as a forger with node-2's Secret would
     const impostor = serveAgent(
-      {
-        node: 'node-1',
-        namespace: NS,
-        runId: RUN,
-        agent: 'pod-node-2',
-        executorKey: createPublicKey({ key: Buffer.from(keys.publicKey, 'base64'), format: 'der', type: 'spki' }),
-        resultKey: keys.resultKey('node-2'),
-        faultTtlMs: 3_600_000,
-      },
+      agentIdentity(keys, { node: 'node-1', agent: 'node-2', namespace: NS, runId: RUN, faultTtlMs: 3_600_000 }),
       { api, clock, log: silentLogger, signal: stop.signal, run: async () => ({ code: 0, stdout: 'impostor', stderr: '' }) },
     );
     const r = await settle(clock, transport.exec(node1, 'true'));

@@ -1,4 +1,5 @@
-import type { AgentApi } from '../nodes/agent-protocol.js';
+import type { AgentApi, ConfigMapLite } from '../nodes/agent-protocol.js';
+import { executorKey, type AgentKeys } from '../nodes/agent-auth.js';
 
 /** An apiserver's answer other than 2xx, as src/kube/source.ts's ApiStatusError carries it. */
 export class FakeStatusError extends Error {
@@ -11,14 +12,7 @@ export class FakeStatusError extends Error {
 }
 
 interface Obj {
-  metadata: {
-    name: string;
-    namespace?: string;
-    uid?: string;
-    resourceVersion?: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-  };
+  metadata: ConfigMapLite['metadata'];
   immutable?: boolean;
   [k: string]: unknown;
 }
@@ -98,4 +92,18 @@ export class FakeAgentApi implements AgentApi {
   names(kind: string, ns: string): string[] {
     return [...this.objects.keys()].filter((k) => k.startsWith(`${kind}/${ns}/`)).map((k) => k.split('/')[2]!);
   }
+}
+
+/** What an agent under test is told about itself: `node`'s, run by pod-`agent` (that node's key unless said), keyed by `keys`. */
+export function agentIdentity(keys: AgentKeys, o: { node: string; namespace: string; runId: string; agent?: string; faultTtlMs: number }) {
+  const agent = o.agent ?? o.node;
+  return {
+    node: o.node,
+    namespace: o.namespace,
+    runId: o.runId,
+    agent: `pod-${agent}`,
+    executorKey: executorKey(keys.publicKey)!,
+    resultKey: keys.resultKey(agent),
+    faultTtlMs: o.faultTtlMs,
+  };
 }

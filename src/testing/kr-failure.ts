@@ -9,3 +9,14 @@ export async function krFailure(p: Promise<unknown>): Promise<KrError> {
   if (!(e instanceof KrError)) throw new Error(`expected a KrError, got ${e === undefined ? 'success' : String(e)}`);
   return e;
 }
+
+/** The KrError `f` throws; fails the test when it returns or throws anything else. */
+export function krThrown(f: () => unknown): KrError {
+  try {
+    f();
+  } catch (e) {
+    if (e instanceof KrError) return e;
+    throw e;
+  }
+  throw new Error('did not throw');
+}

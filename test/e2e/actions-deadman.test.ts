@@ -10,6 +10,7 @@ import { until } from './helpers/lab.js';
 import { BIN, cliLab, killAfterEach } from './helpers/cli-lab.js';
 import { labContext, type LabContext } from './helpers/lab-context.js';
 import { countLoadApart, loadIdentitiesLeft } from './helpers/overload.js';
+import { writeRunbookYaml } from './helpers/runbook-file.js';
 
 /**
  * The executor killed with SIGKILL at random points while it applies four kinds of fault: every node-side dead-man
@@ -27,21 +28,16 @@ killAfterEach(() => child);
 const sleep = (ms: number) => realClock.sleep(ms);
 
 function runbook(name: string, faultTtl: string): string {
-  const file = join(fx.work, `${name}.yaml`);
-  writeFileSync(
-    file,
-    `apiVersion: kube-runbook/v1
-kind: Runbook
-metadata: {name: ${name}}
-spec:
-  safety: {allowContexts: [${JSON.stringify(fx.lab.context)}], faultTtl: ${faultTtl}, maxDuration: 10m, maxUnavailable: {worker: 2}}
-  steps:
-    - {name: cut node-1 off, action: block-kubelet-egress, with: {nodes: {names: [node-1]}}}
+  return writeRunbookYaml(
+    fx.work,
+    name,
+    fx.lab.context,
+    `faultTtl: ${faultTtl}, maxUnavailable: {worker: 2}`,
+    `    - {name: cut node-1 off, action: block-kubelet-egress, with: {nodes: {names: [node-1]}}}
     - {name: stop node-2's kubelet, action: stop-kubelet, with: {nodes: {names: [node-2]}}}
     - {name: hold, wait: 5m}
 `,
   );
-  return file;
 }
 
 const BOTH_APPLIED = [/applied block-kubelet-egress on node-1/, /applied stop-kubelet on node-2/];
@@ -376,17 +372,13 @@ spec:
   });
 
   /** A run holding a load from the executor as an identity it made (and a Lease of its own the load patches). */
-  const executorLoad = (name: string) => {
-    const file = join(fx.work, `${name}.yaml`);
-    writeFileSync(
-      file,
-      `apiVersion: kube-runbook/v1
-kind: Runbook
-metadata: {name: ${name}}
-spec:
-  safety: {allowContexts: [${JSON.stringify(fx.lab.context)}], faultTtl: 10s, maxDuration: 10m}
-  steps:
-    - name: load from the executor
+  const executorLoad = (name: string) =>
+    writeRunbookYaml(
+      fx.work,
+      name,
+      fx.lab.context,
+      'faultTtl: 10s',
+      `    - name: load from the executor
       action: load-apiserver
       with:
         qps: 10
@@ -395,8 +387,6 @@ spec:
     - {name: hold, wait: 5m}
 `,
     );
-    return file;
-  };
   const ownLeases = async (runId: string) =>
     (
       await kube().json!<{ items: { metadata: { name: string; labels?: Record<string, string> } }[] }>(

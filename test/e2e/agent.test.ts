@@ -17,13 +17,14 @@ import {
   RbacAuthorizationV1Api,
   Watch,
 } from '@kubernetes/client-node';
-import { parseAllDocuments, stringify } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { DEADMAN_MARGIN_MS } from '../../src/engine/deadman.js';
 import { runLeaseName } from '../../src/nodes/agent-protocol.js';
 import { AGENT_NS, agentInventory, agentPodsGone as agentPodsGoneIn, applyAgentManifests } from './helpers/agents.js';
 import { REPO, cli, coreApi, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
+import { writeRunbook } from './helpers/runbook-file.js';
 
 const INSTANCE = 'ag1';
 const NS = AGENT_NS;
@@ -35,17 +36,7 @@ let objects: KubernetesObjectApi;
 const apply = (o: KubernetesObject) => objects.patch(o, undefined, undefined, 'kube-runbook-e2e', true, PatchStrategy.ServerSideApply);
 
 function runbook(name: string, faultTtl: string, steps: unknown[]): string {
-  const file = join(work, `${name}.yaml`);
-  writeFileSync(
-    file,
-    stringify({
-      apiVersion: 'kube-runbook/v1',
-      kind: 'Runbook',
-      metadata: { name },
-      spec: { safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl }, steps },
-    }),
-  );
-  return file;
+  return writeRunbook(work, name, { safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl }, steps });
 }
 
 const netnsOf = (node: string) => lab.nodes.find((n) => n.name === node)!.netns;
@@ -171,37 +162,9 @@ describe('faults through agents', () => {
 describe('someone else who may write ConfigMaps in the agent namespace', () => {
   it('drives no agent, and forges no answer: the revert fails as it really did, exit 4, and no agent pod is left', async () => {
     // another ServiceAccount of the agent namespace, with every right on its ConfigMaps
-    await apply({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'intruder', namespace: NS } } as KubernetesObject);
-    await apply({
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'Role',
-      metadata: { name: 'intruder', namespace: NS },
-      rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'get', 'list', 'update', 'delete'] }],
-    } as KubernetesObject);
-    await apply({
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'RoleBinding',
-      metadata: { name: 'intruder', namespace: NS },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'intruder' },
-      subjects: [{ kind: 'ServiceAccount', name: 'intruder', namespace: NS }],
-    } as KubernetesObject);
-    const token = (
-      await coreApi(lab).createNamespacedServiceAccountToken({
-        name: 'intruder',
-        namespace: NS,
-        body: { spec: { audiences: [], expirationSeconds: 3600 } },
-      })
-    ).status!.token;
-    const kc = new KubeConfig();
-    kc.loadFromFile(lab.kubeconfig);
-    const cluster = kc.getCurrentCluster()!;
-    const intruderKc = new KubeConfig();
-    intruderKc.loadFromOptions({
-      clusters: [cluster],
-      users: [{ name: 'intruder', token }],
-      contexts: [{ name: 'intruder', cluster: cluster.name, user: 'intruder' }],
-      currentContext: 'intruder',
-    });
+    const intruderKc = await identity('intruder', [
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['create', 'get', 'list', 'update', 'delete'] },
+    ]);
     const intruder = intruderKc.makeApiClient(CoreV1Api);
 
     const tag = `${process.pid}-${realClock.now()}`;

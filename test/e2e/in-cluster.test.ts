@@ -27,6 +27,7 @@ import { toolVersion } from '../../src/core/version.js';
 import { parseJournal } from '../../src/journal/journal.js';
 import { JournalKey } from '../../src/journal/key.js';
 import { SERVICE_IP } from '../../packages/lab/src/host/pki.js';
+import { LAB_AGENT_GROUP } from '../../packages/lab/src/host/paths.js';
 import { REPO, cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 const INSTANCE = 'ic1';
@@ -270,7 +271,13 @@ beforeAll(async () => {
     markRunbook,
     stringify({ apiVersion: 'kube-runbook/v1', kind: 'Runbook', metadata: { name: 'mark-rnode-1' }, spec: { safety, steps } }),
   );
-  const viaAgent = inventoryWith('inventory-agent', { type: 'agent', namespace: AGENT_NS, enter: 'mount', startTimeout: '45s' });
+  const viaAgent = inventoryWith('inventory-agent', {
+    type: 'agent',
+    namespace: AGENT_NS,
+    enter: 'mount',
+    startTimeout: '45s',
+    runAsGroup: LAB_AGENT_GROUP,
+  });
 
   const agents = cli(['agent', 'manifests', '-i', viaAgent]);
   [partition, mark] = await Promise.all([

@@ -22,6 +22,7 @@ import {
   loadStopped as loadStoppedOf,
 } from './helpers/overload.js';
 import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
+import { writeRunbook } from './helpers/runbook-file.js';
 
 /**
  * Real nodes (`lab up --real-nodes 2 --static-pods`): the release's kubelet with containerd and runc, the sample
@@ -580,18 +581,8 @@ describe('lab up --real-nodes 2 --static-pods', () => {
      * would revert the cut 8 s after it was made.
      */
     function egressRunbook(name: string, more: Record<string, unknown>[]): string {
-      const file = join(work, `${name}.yaml`);
       const steps = [{ name: 'cut rnode-1 off', action: 'block-kubelet-egress', with: { nodes: { names: ['rnode-1'] } } }, ...more];
-      writeFileSync(
-        file,
-        stringify({
-          apiVersion: 'kube-runbook/v1',
-          kind: 'Runbook',
-          metadata: { name },
-          spec: { safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '8s' }, steps },
-        }),
-      );
-      return file;
+      return writeRunbook(work, name, { safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '8s' }, steps });
     }
 
     const netns = () => lab.nodes.find((n) => n.name === 'rnode-1')!.netns;

@@ -1,8 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BIN, cliLab, killAfterEach } from './helpers/cli-lab.js';
+import { writeRunbookYaml } from './helpers/runbook-file.js';
 
 /**
  * Two `run`s at once against one lab: the second is refused (exit 3) naming the first's run id, and applies nothing;
@@ -15,20 +14,15 @@ let first: ChildProcess | undefined;
 killAfterEach(() => first);
 
 function runbook(name: string, node: string): string {
-  const file = join(fx.work, `${name}.yaml`);
-  writeFileSync(
-    file,
-    `apiVersion: kube-runbook/v1
-kind: Runbook
-metadata: {name: ${name}}
-spec:
-  safety: {allowContexts: [${JSON.stringify(fx.lab.context)}], faultTtl: 2m, maxDuration: 10m}
-  steps:
-    - {name: stop a kubelet, action: stop-kubelet, with: {nodes: {names: [${node}]}}}
+  return writeRunbookYaml(
+    fx.work,
+    name,
+    fx.lab.context,
+    'faultTtl: 2m',
+    `    - {name: stop a kubelet, action: stop-kubelet, with: {nodes: {names: [${node}]}}}
     - {name: hold, wait: 5m}
 `,
   );
-  return file;
 }
 
 const kubeletRunning = async (node: string) =>

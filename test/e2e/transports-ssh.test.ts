@@ -14,9 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAction } from '../../src/contract/action.js';
 import { registryOf } from '../../src/contract/registry.js';
-import { realClock } from '../../src/core/clock.js';
 import { KrError } from '../../src/core/errors.js';
-import { silentLogger } from '../../src/core/logger.js';
 import { assumeYes } from '../../src/engine/confirm.js';
 import type { RunEvent } from '../../src/engine/events.js';
 import { Journal, readJournal } from '../../src/journal/journal.js';
@@ -24,8 +22,10 @@ import { buildPlan } from '../../src/engine/static-checks.js';
 import { startRun } from '../../src/engine/run.js';
 import { Inventory, type InventoryNode, SshTransport } from '../../src/inventory/schema.js';
 import { createNodeAccess } from '../../src/nodes/access.js';
-import { Runbook } from '../../src/runbook/schema.js';
+import { realNodesCtx } from '../../src/testing/real-nodes-ctx.js';
+import { realClock } from '../../src/core/clock.js';
 import { fakeKubeAccess } from '../../src/testing/fake-access.js';
+import { Runbook } from '../../src/runbook/schema.js';
 import { shq } from '../../src/core/shell.js';
 import { APT_WAIT } from '../../packages/lab/src/install/apt.js';
 import { type SshConfig, sshTransport } from '../../src/nodes/ssh.js';
@@ -351,16 +351,7 @@ describe('a run over ssh while sshd restarts', () => {
     };
     const handle = startRun({
       plan,
-      ctx: {
-        runId: `ssh-restart-${tag}`,
-        clock: realClock,
-        log: silentLogger,
-        signal: new AbortController().signal,
-        dryRun: false,
-        inventory,
-        kube: fakeKubeAccess(realClock, { context: 'lab' }),
-        nodes: createNodeAccess(inventory),
-      },
+      ctx: realNodesCtx(`ssh-restart-${tag}`, inventory, fakeKubeAccess(realClock, { context: 'lab' })),
       journal,
       emit,
       confirmer: assumeYes,

@@ -80,12 +80,7 @@ export function curlConfig(p: NodeLoadPlan, now: number, reps = 1): string {
       const lines = [
         `url = ${curlValue(`${server}${call.path}${query}`)}`,
         `request = ${curlValue(call.method)}`,
-        `header = ${curlValue(`@${p.dir}/auth`)}`,
-        `user-agent = ${curlValue(p.userAgent)}`,
-        p.ca ? `cacert = ${curlValue(`${p.dir}/ca.crt`)}` : p.insecure ? 'insecure' : '',
-        'max-time = 10',
-        'silent',
-        `output = ${curlValue('/dev/null')}`,
+        ...nodeCredentials(p),
         // to stderr, which curl does not buffer: the counts are on the node as the answers come
         `write-out = ${curlValue('%{stderr}%{http_code}\\n')}`,
       ];
@@ -99,17 +94,24 @@ export function curlConfig(p: NodeLoadPlan, now: number, reps = 1): string {
     .join('next\n');
 }
 
-/** curl's config for the dead-man's one request: DELETE the identity's owner, with the node's credentials. */
-function cleanupConfig(p: NodeLoadPlan): string {
+/** curl's options every request of the node shares: the node's credentials and trust, a bound, no output. */
+function nodeCredentials(p: NodeLoadPlan): string[] {
   return [
-    `url = ${curlValue(`${p.server.replace(/\/+$/, '')}${p.identityPath}`)}`,
-    'request = "DELETE"',
     `header = ${curlValue(`@${p.dir}/auth`)}`,
     `user-agent = ${curlValue(p.userAgent)}`,
     p.ca ? `cacert = ${curlValue(`${p.dir}/ca.crt`)}` : p.insecure ? 'insecure' : '',
     'max-time = 10',
     'silent',
     `output = ${curlValue('/dev/null')}`,
+  ];
+}
+
+/** curl's config for the dead-man's one request: DELETE the identity's owner, with the node's credentials. */
+function cleanupConfig(p: NodeLoadPlan): string {
+  return [
+    `url = ${curlValue(`${p.server.replace(/\/+$/, '')}${p.identityPath}`)}`,
+    'request = "DELETE"',
+    ...nodeCredentials(p),
     `write-out = ${curlValue('%{http_code}')}`,
   ]
     .filter(Boolean)

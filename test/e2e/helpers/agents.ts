@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { expect } from 'vitest';
+import { LAB_AGENT_GROUP } from '../../../packages/lab/src/host/paths.js';
 import { cli, coreApi, until, type LabInfo } from './lab.js';
 
 /** The namespace the e2e tests run their node agents in. */
@@ -15,7 +16,8 @@ export const AGENT_NS = 'kr-agent';
 export function agentInventory(lab: LabInfo, name = 'inventory-agent', transport: Record<string, unknown> = {}): string {
   const inv = parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { nodes: { roles: string[]; transport?: unknown }[] } };
   for (const n of inv.spec.nodes)
-    if (n.roles.includes('worker')) n.transport = { type: 'agent', namespace: AGENT_NS, enter: 'mount', startTimeout: '45s', ...transport };
+    if (n.roles.includes('worker'))
+      n.transport = { type: 'agent', namespace: AGENT_NS, enter: 'mount', startTimeout: '45s', runAsGroup: LAB_AGENT_GROUP, ...transport };
   const file = join(lab.stateDir, `${name}.yaml`);
   writeFileSync(file, stringify(inv));
   return file;

@@ -14,6 +14,11 @@ export const LB_NODE = 'lb';
 export const PROMETHEUS_NODE = 'prom';
 /** Where `lab up --otel`'s OTLP receiver keeps its service directory (it runs on this machine, in no namespace). */
 export const OTEL_NODE = 'otel';
+/**
+ * The group node agents on the lab run in (`spec.transport.runAsGroup` of an agent inventory): block-kubelet-egress's
+ * scope auto widens to the whole node there (a node namespace holds only its kubelet) and lets this group through.
+ */
+export const LAB_AGENT_GROUP = 61797;
 const INSTANCE = /^[a-z0-9]{1,6}$/;
 
 export function checkInstance(instance: string): string {

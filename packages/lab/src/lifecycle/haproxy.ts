@@ -1,8 +1,7 @@
-import { writeFile } from 'node:fs/promises';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { APISERVER_PORT } from './components.js';
-import { httpGet, type ServiceSpec } from './services.js';
+import { httpGet, writeConfigFile, type ServiceSpec } from './services.js';
 
 /**
  * The load balancer of an HA lab: Debian's HAProxy in a namespace of its own, passing TCP on the VIP's port 6443
@@ -58,9 +57,7 @@ export function haproxyConfig(p: HaproxyPlan): string {
 }
 
 export async function writeHaproxyConfig(p: HaproxyPlan): Promise<string> {
-  const file = join(p.dir, 'haproxy.cfg');
-  await writeFile(file, haproxyConfig(p), { mode: 0o644 });
-  return file;
+  return writeConfigFile(p.dir, 'haproxy.cfg', haproxyConfig(p));
 }
 
 /** The service: `haproxy -db -f <dir>/haproxy.cfg` in the foreground; healthy while its monitor URI answers. */

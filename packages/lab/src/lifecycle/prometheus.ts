@@ -1,9 +1,9 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { PROMETHEUS_NODE } from '../host/paths.js';
 import { APISERVER_PORT, ETCD_PORT } from './components.js';
-import { httpGet, type ServiceSpec } from './services.js';
+import { httpGet, writeConfigFile, type ServiceSpec } from './services.js';
 
 /**
  * `lab up --prometheus`: Debian's Prometheus in a namespace of its own (`prom`), scraping every control-plane
@@ -103,9 +103,7 @@ export function prometheusConfigText(p: PrometheusPlan): string {
 
 export async function writePrometheusConfig(p: PrometheusPlan): Promise<string> {
   await mkdir(join(p.dir, 'data'), { recursive: true });
-  const file = join(p.dir, 'prometheus.yml');
-  await writeFile(file, prometheusConfigText(p), { mode: 0o644 });
-  return file;
+  return writeConfigFile(p.dir, 'prometheus.yml', prometheusConfigText(p));
 }
 
 /** The service: Prometheus in the foreground on its own address; healthy once `/-/ready` answers (its TSDB is open). */

@@ -49,6 +49,13 @@ export interface ServiceSpec {
 
 export const SERVICE_SCRIPTS = ['run', 'start', 'stop', 'status', 'health'] as const;
 
+/** Writes a component's configuration file `name` in `dir` (readable by all: it holds paths, not secrets); its path. */
+export async function writeConfigFile(dir: string, name: string, text: string): Promise<string> {
+  const file = join(dir, name);
+  await writeFile(file, text, { mode: 0o644 });
+  return file;
+}
+
 export async function writeService(spec: ServiceSpec): Promise<void> {
   await mkdir(spec.dir, { recursive: true });
   const scripts = serviceScripts(spec);

@@ -7,7 +7,6 @@ import { messageOf } from 'kube-runbook/internal/core/errors.js';
 import { shq } from 'kube-runbook/internal/core/shell.js';
 import type { Logger } from 'kube-runbook/internal/core/logger.js';
 import type { EnvVar, PodLite } from './types.js';
-import { LAB_AGENT_GID } from 'kube-runbook/internal/nodes/agent-protocol.js';
 
 /** Where in-cluster clients read the pod's ServiceAccount. */
 const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -169,8 +168,8 @@ export class AgentProcesses {
     const [file, ...args] = this.o.netns ? ['nsenter', `--net=/run/netns/${this.o.netns}`, '--', ...argv] : argv;
     const child = spawn(file!, args, {
       detached: true,
-      // its packets pass block-kubelet-egress's auto scope, which widens to the whole node on the lab
-      gid: LAB_AGENT_GID,
+      // the pod's group, as a kubelet runs it: the agent's own (runAsGroup) passes block-kubelet-egress's auto scope
+      ...(c.securityContext?.runAsGroup !== undefined ? { gid: c.securityContext.runAsGroup } : {}),
       stdio: ['ignore', logFd, logFd],
       env: {
         PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',

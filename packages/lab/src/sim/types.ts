@@ -31,7 +31,14 @@ export interface PodLite {
     nodeName?: string;
     serviceAccountName?: string;
     restartPolicy?: 'Always' | 'OnFailure' | 'Never';
-    containers?: { name: string; image?: string; command?: string[]; args?: string[]; env?: EnvVar[] }[];
+    containers?: {
+      name: string;
+      image?: string;
+      command?: string[];
+      args?: string[];
+      env?: EnvVar[];
+      securityContext?: { runAsUser?: number; runAsGroup?: number };
+    }[];
   };
   status?: {
     phase?: string;
