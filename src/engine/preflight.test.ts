@@ -31,7 +31,7 @@ describe('preflight', () => {
       await h.handle.result;
       return h.events.flatMap((e) => (e.type === 'preflight' ? [`${e.check} ${e.ok ? 'ok' : 'failed'}`] : []));
     };
-    expect(await verdicts()).toEqual(['context ok', 'cluster ok', 'rbac ok', 'run lock ok', 'nodes ok', 'action 1 fault-a ok']);
-    expect(await verdicts('node-2')).toEqual(['context ok', 'cluster ok', 'rbac ok', 'run lock ok', 'nodes failed']);
+    expect(await verdicts()).toEqual(['context ok', 'cluster ok', 'rbac ok', 'run lock ok', 'halt ok', 'nodes ok', 'action 1 fault-a ok']);
+    expect(await verdicts('node-2')).toEqual(['context ok', 'cluster ok', 'rbac ok', 'run lock ok', 'halt ok', 'nodes failed']);
   });
 });
