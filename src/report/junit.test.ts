@@ -118,6 +118,6 @@ describe('examples/reports/apiserver-outage/junit.xml, of a lab run that passed 
     expect([x.failures, x.errors]).toEqual([0, 0]);
     const fired = cases(x).find((c) => c.classname === 'apiserver-outage.guards')!;
     expect(props(fired)).toMatchObject({ response: 'remediate', 'remediation.1': 'disable-taint-eviction on cp-1' });
-    expect(props(fired)['remediation.1.undoneAt']).toMatch(/^2026-12-02T08:19:23/);
+    expect(props(fired)['remediation.1.undoneAt']).toMatch(/^2026-12-02T09:09:24/);
   });
 });
