@@ -6,7 +6,7 @@ import { formatDuration, parseDuration } from '../core/duration.js';
 import { EXIT, type ExitCode, KrError, messageOf, quote } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { redactText } from '../core/redact.js';
-import { describeHalt, HALT_NAME, HALT_NAMESPACE, type HaltWrite, readHalt, setHalt } from '../kube/halt.js';
+import { describeHalt, HALT_NAME, HALT_NAMESPACE, type HaltWrite, type HaltWriteOptions, readHalt, setHalt } from '../kube/halt.js';
 import type { KubeAccess } from '../kube/types.js';
 import { localRuns, type LocalRun, type ProcessProbe, realProcesses, stopLocalRuns } from '../engine/local-runs.js';
 import { runsDir } from '../journal/state-dir.js';
@@ -79,33 +79,44 @@ export function withinMs(text: string): number {
 export const localRunsOf = (o: Pick<HaltFlags, 'stateDir'>, processes: ProcessProbe) =>
   localRuns(runsDir(process.env, o.stateDir === undefined ? undefined : resolve(o.stateDir)), processes);
 
+/**
+ * Writes the halt Lease (`halt` or `resume`) through the cluster, tried for `withinMs` and a warning on each failed try;
+ * what was written, or the error that stopped it. The cluster's client is closed after.
+ */
+export async function writeHalt(
+  o: HaltFlags,
+  deps: HaltDeps,
+  what: 'halt' | 'resume',
+  withinMs: number,
+  write: (kube: KubeAccess, w: Omit<HaltWriteOptions, 'by'>) => Promise<HaltWrite>,
+): Promise<{ written?: HaltWrite; error?: string }> {
+  let kube: KubeAccess | undefined;
+  try {
+    kube = deps.kube(o);
+    const written = await write(kube, {
+      namespace: o.namespace,
+      clock: deps.clock,
+      withinMs,
+      onFailure: (f) =>
+        deps.log.warn(
+          `${what} not written yet (${f.error})${f.retryInMs === undefined ? '' : `; trying again in ${formatDuration(f.retryInMs)}`}`,
+        ),
+    });
+    return { written };
+  } catch (e) {
+    return { error: messageOf(e) };
+  } finally {
+    kube?.close?.();
+  }
+}
+
 /** `kube-runbook halt`: sets the halt (and with --local stops this machine's runs); prints one line; its exit code. */
 export async function haltCommand(o: HaltFlags & { reason: string; local?: boolean }, deps: HaltDeps): Promise<ExitCode> {
   const within = withinMs(o.within);
   const by = whoAmI(o.by);
   // this machine's runs first: they stop even if the cluster does not answer
   const local = o.local ? stopLocalRuns(localRunsOf(o, deps.processes).runs, deps.kill) : undefined;
-  let written: HaltWrite | undefined;
-  let error: string | undefined;
-  let kube: KubeAccess | undefined;
-  try {
-    kube = deps.kube(o);
-    written = await setHalt(kube, {
-      namespace: o.namespace,
-      by,
-      reason: o.reason,
-      clock: deps.clock,
-      withinMs: within,
-      onFailure: (f) =>
-        deps.log.warn(
-          `halt not written yet (${f.error})${f.retryInMs === undefined ? '' : `; trying again in ${formatDuration(f.retryInMs)}`}`,
-        ),
-    });
-  } catch (e) {
-    error = messageOf(e);
-  } finally {
-    kube?.close?.();
-  }
+  const { written, error } = await writeHalt(o, deps, 'halt', within, (kube, w) => setHalt(kube, { ...w, by, reason: o.reason }));
   const halt = written?.state.halt;
   if (o.output === 'json')
     out.stdout(

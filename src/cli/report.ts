@@ -1,14 +1,13 @@
 import { resolve } from 'node:path';
 import { Option } from 'commander';
 import { stringify } from 'yaml';
-import { formatDuration } from '../core/duration.js';
 import { EXIT, KrError } from '../core/errors.js';
 import { readDocumentFile } from '../document/read-file.js';
 import { createKubeAccess } from '../kube/client.js';
 import { configMapRef } from '../kube/configmap.js';
-import type { RunReport } from '../report/collect.js';
 import { renderJUnit } from '../report/junit.js';
 import { MAX_REPORT_BYTES, parseReport } from '../report/load.js';
+import { reportSummary } from '../report/summary.js';
 import { renderTimeline } from '../report/timeline.js';
 import { out } from './output.js';
 import { readReportConfigMap } from '../session/report-configmap.js';
@@ -39,17 +38,6 @@ async function source(file: string | undefined, o: ReportFlags): Promise<{ text:
   } finally {
     kube.close?.();
   }
-}
-
-/** One line on the run, when nothing is to be written. */
-function summary(r: RunReport): string {
-  const reverted = r.faults.filter((f) => f.status === 'reverted').length;
-  const took = r.durationMs === undefined ? '' : `, took ${formatDuration(r.durationMs)}`;
-  const left = r.remaining.length ? `; ${r.remaining.length} left applied: ${r.recoverCommand ?? 'see report.json'}` : '';
-  return (
-    `run ${r.runId} of ${r.runbook} on context "${r.context}": ${r.status} (${r.reason})${took}; ` +
-    `${r.faults.length} fault(s), ${reverted} reverted, ${r.guardFirings.length} guard firing(s)${left}`
-  );
 }
 
 /** `report [FILE] [--from-configmap NS/NAME] [--html OUT] [--junit OUT] [-o text|json|yaml]`: a saved run's report, rendered again. */
@@ -90,7 +78,7 @@ export const register: Register = (program, done) => {
         }
       if (o.output === 'json') out.stdout(JSON.stringify(report, null, 2));
       else if (o.output === 'yaml') out.stdout(stringify(report));
-      else if (outputs.every(([to]) => to === undefined)) out.stdout(summary(report));
+      else if (outputs.every(([to]) => to === undefined)) out.stdout(reportSummary(report));
       done(EXIT.ok);
     });
 };

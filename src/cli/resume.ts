@@ -1,35 +1,15 @@
-import { formatDuration } from '../core/duration.js';
-import { EXIT, type ExitCode, messageOf } from '../core/errors.js';
+import { EXIT, type ExitCode } from '../core/errors.js';
 import { redactText } from '../core/redact.js';
-import { clearHalt, HALT_NAME, type HaltWrite } from '../kube/halt.js';
-import type { KubeAccess } from '../kube/types.js';
-import { type HaltDeps, type HaltFlags, haltOptions, realHaltDeps, whoAmI, withinMs } from './halt.js';
+import { clearHalt, HALT_NAME } from '../kube/halt.js';
+import { type HaltDeps, type HaltFlags, haltOptions, realHaltDeps, whoAmI, withinMs, writeHalt } from './halt.js';
 import { out } from './output.js';
 import type { CommandHelp, Register } from './types.js';
 
 /** `kube-runbook resume`: clears the halt, recording who and when; prints one line; its exit code. */
 export async function resumeCommand(o: HaltFlags, deps: HaltDeps): Promise<ExitCode> {
   const within = withinMs(o.within);
-  let written: HaltWrite | undefined;
-  let error: string | undefined;
-  let kube: KubeAccess | undefined;
-  try {
-    kube = deps.kube(o);
-    written = await clearHalt(kube, {
-      namespace: o.namespace,
-      by: whoAmI(o.by),
-      clock: deps.clock,
-      withinMs: within,
-      onFailure: (f) =>
-        deps.log.warn(
-          `resume not written yet (${f.error})${f.retryInMs === undefined ? '' : `; trying again in ${formatDuration(f.retryInMs)}`}`,
-        ),
-    });
-  } catch (e) {
-    error = messageOf(e);
-  } finally {
-    kube?.close?.();
-  }
+  const by = whoAmI(o.by);
+  const { written, error } = await writeHalt(o, deps, 'resume', within, (kube, w) => clearHalt(kube, { ...w, by }));
   const s = written?.state;
   const resumed = s !== undefined && !s.halt;
   if (o.output === 'json')

@@ -4,3 +4,15 @@
  * on every judgement.
  */
 export const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** How many of the ascending `xs` are below `x`: where `x` is or goes among them (code-unit order for strings). */
+export function lowerBound<T extends string | number>(xs: ArrayLike<T>, x: T): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (xs[mid]! < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}

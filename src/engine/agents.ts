@@ -14,6 +14,7 @@ import {
   statusOf,
 } from '../nodes/agent-protocol.js';
 import type { AgentKeys } from '../nodes/agent-auth.js';
+import { microTime } from '../kube/lease-api.js';
 import { agentPod, agentSecret, type AgentTarget, type Owner } from './agent-pod.js';
 import { createProblem, podProblem, secretProblem, type PodLite } from './agent-problems.js';
 
@@ -44,8 +45,6 @@ interface LeaseBody {
   };
   spec: { holderIdentity: string; leaseDurationSeconds: number; acquireTime?: string; renewTime: string };
 }
-
-const micro = (ms: number) => new Date(ms).toISOString().replace(/(\.\d{3})Z$/, '$1000Z');
 
 function api(ctx: Ctx) {
   const json = ctx.kube.json;
@@ -95,7 +94,7 @@ export class RunAgents {
   async renew(signal?: AbortSignal): Promise<void> {
     const json = api(this.ctx);
     const keys = keysOf(this.ctx);
-    const now = micro(this.ctx.clock.now());
+    const now = microTime(this.ctx.clock.now());
     for (const ns of this.namespaces) {
       const path = leasePath(ns, runLeaseName(this.ctx.runId));
       let lease: LeaseBody | undefined;

@@ -1,13 +1,12 @@
 import { z } from 'zod';
 import { describe, expect, it } from 'vitest';
 import { defineAction } from '../contract/action.js';
-import type { Ctx } from '../contract/context.js';
 import { KrError } from '../core/errors.js';
-import { memoryLogger } from '../core/logger.js';
 import { Inventory } from '../inventory/schema.js';
 import type { KubeAccess } from '../kube/types.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
+import { testCtx } from '../testing/engine-harness.js';
 import type { RunEvent } from './events.js';
 import { FaultLedger } from './faults.js';
 import { inventoryOf } from '../testing/inventories.js';
@@ -60,16 +59,7 @@ function setup() {
     }
     return { code: 0, stdout: '', stderr: '' };
   });
-  const ctx: Ctx = {
-    runId: 'run-1',
-    clock,
-    log: memoryLogger(),
-    signal: new AbortController().signal,
-    dryRun: false,
-    inventory,
-    kube: {} as KubeAccess,
-    nodes,
-  };
+  const ctx = testCtx({ runId: 'run-1', clock, inventory, kube: {} as KubeAccess, nodes });
   const ledger = new FaultLedger({ ctx, journal: null, emit: (e) => events.push(e), faultTtlMs: 20_000 });
   return { clock, events, nodes, ledger };
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
+import { type ActionRecord, recordingAction } from '../testing/fake-modules.js';
+import { startRemediatingRun } from '../testing/remediating-run.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { fakeKubeAccess } from '../testing/fake-access.js';
@@ -10,22 +11,9 @@ const ops = (log: ActionRecord[], op: ActionRecord['op']) =>
 
 describe('run: the halt', () => {
   it('rolls a running run back at once: its faults reverted, its remediation kept until rollback.waitFor holds', async () => {
-    const log: ActionRecord[] = [];
-    const forecast = new ScriptedProbe('forecast', { status: 'ok', value: null, detail: 'no eviction before 5m' });
-    const leases = new ScriptedProbe('leases', { status: 'violated', value: null, detail: 'node-1 lease 40s old' });
-    const h = await startTestRun({
-      runbook: baseRunbook({
-        guards: [{ probe: 'forecast', onViolation: 'remediate' }],
-        steps: [{ action: 'partition', with: { nodes: { names: ['node-1'] } } }, { wait: '1h' }],
-        remediation: [{ action: 'freeze', with: { nodes: 'control-plane' } }],
-        rollback: { waitFor: { probe: 'leases' }, within: '30m' },
-      }),
-      actions: [recordingAction('partition', log), recordingAction('freeze', log, { kind: 'remediation' })],
-      probes: [forecast.probe, leases.probe],
-    });
-    await h.clock.advance(10_000);
-    forecast.push('violated', 'first eviction in 20s');
-    await h.clock.advance(1_000);
+    const h = await startRemediatingRun({ wait: '1h', within: '30m' });
+    const { log, leases } = h;
+    await h.trip();
     expect(ops(log, 'apply')).toEqual(['partition@node-1', 'freeze@cp-1']);
 
     await setHalt(h.ctx.kube, { by: 'alice@ops', reason: 'payments outage', clock: h.clock });

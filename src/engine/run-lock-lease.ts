@@ -1,4 +1,5 @@
 import { EXIT, KrError, messageOf } from '../core/errors.js';
+import { leasePath, microTime, readLeaseIfAny } from '../kube/lease-api.js';
 import { ApiStatusError } from '../kube/source.js';
 import type { KubeAccess } from '../kube/types.js';
 
@@ -52,23 +53,12 @@ const annotations = (o: RunLockOptions): Record<string, string> => ({
   ...(o.renewEveryMs === undefined || o.state === 'left' ? {} : { [EVERY]: String(o.renewEveryMs) }),
 });
 
-const path = (ns: string, name?: string) =>
-  `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases${name ? `/${encodeURIComponent(name)}` : ''}`;
-const iso = (ms: number) => new Date(ms).toISOString().replace(/(\.\d{3})Z$/, '$1000Z');
-
 function api(kube: KubeAccess) {
   if (!kube.json) throw new KrError('KUBE_UNAVAILABLE', 'this cluster client cannot take the run lock', { exit: EXIT.refused });
   return kube.json.bind(kube);
 }
 
-async function read(kube: KubeAccess, ns: string): Promise<Lease | undefined> {
-  try {
-    return await api(kube)<Lease>(path(ns, RUN_LOCK_NAME), { timeoutMs: 10_000 });
-  } catch (e) {
-    if (e instanceof ApiStatusError && e.status === 404) return undefined;
-    throw e;
-  }
-}
+const read = (kube: KubeAccess, ns: string) => readLeaseIfAny<Lease>(api(kube), ns, RUN_LOCK_NAME, { timeoutMs: 10_000 });
 
 /** Who holds the lock now, when someone does and the lease has not expired. */
 function holderOf(lease: Lease | undefined, now: number): RunLockHolder | undefined {
@@ -144,7 +134,7 @@ export async function acquireRunLock(kube: KubeAccess, o: RunLockOptions): Promi
   const lease = await read(kube, o.namespace);
   const held = holderOf(lease, o.now());
   if (held && held.runId !== o.runId) throw new KrError('RUN_LOCKED', describeHolder(o.namespace, held), { exit: EXIT.refused });
-  const now = iso(o.now());
+  const now = microTime(o.now());
   const body: Lease = {
     metadata: {
       name: RUN_LOCK_NAME,
@@ -160,8 +150,8 @@ export async function acquireRunLock(kube: KubeAccess, o: RunLockOptions): Promi
     },
   };
   try {
-    if (lease) await json(path(o.namespace, RUN_LOCK_NAME), { method: 'PUT', body, timeoutMs: 10_000 });
-    else await json(path(o.namespace), { method: 'POST', body, timeoutMs: 10_000 });
+    if (lease) await json(leasePath(o.namespace, RUN_LOCK_NAME), { method: 'PUT', body, timeoutMs: 10_000 });
+    else await json(leasePath(o.namespace), { method: 'POST', body, timeoutMs: 10_000 });
   } catch (e) {
     if (e instanceof ApiStatusError && e.status === 409) {
       const winner = holderOf(await read(kube, o.namespace), o.now());
@@ -185,11 +175,11 @@ export async function acquireRunLock(kube: KubeAccess, o: RunLockOptions): Promi
 export async function renewRunLock(kube: KubeAccess, o: RunLockOptions): Promise<boolean> {
   const lease = await read(kube, o.namespace);
   if (!lease || lease.spec.holderIdentity !== o.runId) return false;
-  lease.spec.renewTime = iso(o.now());
+  lease.spec.renewTime = microTime(o.now());
   lease.spec.leaseDurationSeconds = Math.ceil(o.durationMs / 1000);
   lease.metadata.annotations = { ...lease.metadata.annotations, ...annotations(o) };
   if (o.state === 'left') delete lease.metadata.annotations[EVERY];
-  await api(kube)(path(o.namespace, RUN_LOCK_NAME), { method: 'PUT', body: lease, timeoutMs: 10_000 });
+  await api(kube)(leasePath(o.namespace, RUN_LOCK_NAME), { method: 'PUT', body: lease, timeoutMs: 10_000 });
   return true;
 }
 
@@ -198,6 +188,6 @@ export async function releaseRunLock(kube: KubeAccess, o: Pick<RunLockOptions, '
   const lease = await read(kube, o.namespace);
   if (!lease || lease.spec.holderIdentity !== o.runId) return false;
   const released: Lease = { metadata: lease.metadata, spec: { leaseDurationSeconds: lease.spec.leaseDurationSeconds } };
-  await api(kube)(path(o.namespace, RUN_LOCK_NAME), { method: 'PUT', body: released, timeoutMs: 10_000 });
+  await api(kube)(leasePath(o.namespace, RUN_LOCK_NAME), { method: 'PUT', body: released, timeoutMs: 10_000 });
   return true;
 }

@@ -7,6 +7,7 @@ import { Journal, readJournal } from '../journal/journal.js';
 import { ReportCollector } from '../report/collect.js';
 import { type ActionRecord, recordingAction, ScriptedProbe } from '../testing/fake-modules.js';
 import { baseRunbook, startTestRun } from '../testing/engine-harness.js';
+import { startRemediatingRun } from '../testing/remediating-run.js';
 import { FakeClock, flush } from '../testing/fake-clock.js';
 import { redactEvent } from './sinks.js';
 
@@ -273,22 +274,9 @@ describe('run: preflight', () => {
 
 describe('run: remediation', () => {
   it('applies the remediation on a guard violation and undoes it only after rollback.waitFor reads ok', async () => {
-    const log: ActionRecord[] = [];
-    const forecast = new ScriptedProbe('forecast', { status: 'ok', value: null, detail: 'no eviction before 5m' });
-    const leases = new ScriptedProbe('leases', { status: 'violated', value: null, detail: 'node-1 lease 40s old' });
-    const h = await startTestRun({
-      runbook: baseRunbook({
-        guards: [{ probe: 'forecast', onViolation: 'remediate' }],
-        steps: [{ action: 'partition', with: { nodes: { names: ['node-1'] } } }, { wait: '2m' }],
-        remediation: [{ action: 'freeze', with: { nodes: 'control-plane' } }],
-        rollback: { waitFor: { probe: 'leases' }, within: '5m' },
-      }),
-      actions: [recordingAction('partition', log), recordingAction('freeze', log, { kind: 'remediation' })],
-      probes: [forecast.probe, leases.probe],
-    });
-    await h.clock.advance(10_000);
-    forecast.push('violated', 'first eviction in 20s');
-    await h.clock.advance(1_000);
+    const h = await startRemediatingRun({ wait: '2m', within: '5m' });
+    const { log, forecast, leases } = h;
+    await h.trip();
     forecast.push('violated', 'first eviction in 19s');
     await h.clock.advance(1_000);
     expect(ops(log, 'apply')).toEqual(['partition@node-1', 'freeze@cp-1']);
@@ -307,19 +295,12 @@ describe('run: remediation', () => {
   });
 
   it('leaves the remediation in place, and says so, when waitFor never holds', async () => {
-    const log: ActionRecord[] = [];
-    const forecast = new ScriptedProbe('forecast', { status: 'violated', value: null, detail: 'eviction in 5s' });
-    const leases = new ScriptedProbe('leases', { status: 'violated', value: null, detail: 'stale' });
-    const h = await startTestRun({
-      runbook: baseRunbook({
-        guards: [{ probe: 'forecast', onViolation: 'remediate' }],
-        steps: [{ action: 'partition', with: { nodes: { names: ['node-1'] } } }],
-        remediation: [{ action: 'freeze', with: { nodes: 'control-plane' } }],
-        rollback: { waitFor: { probe: 'leases' }, within: '1m' },
-      }),
-      actions: [recordingAction('partition', log), recordingAction('freeze', log, { kind: 'remediation' })],
-      probes: [forecast.probe, leases.probe],
+    const h = await startRemediatingRun({
+      within: '1m',
+      forecast: { status: 'violated', value: null, detail: 'eviction in 5s' },
+      leases: { status: 'violated', value: null, detail: 'stale' },
     });
+    const { log } = h;
     await h.clock.runUntil(() => h.events.some((e) => e.type === 'run-end'));
     const r = await h.handle.result;
     expect(r.status).toBe('rollback-incomplete');

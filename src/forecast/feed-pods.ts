@@ -1,3 +1,4 @@
+import { lowerBound } from '../core/order.js';
 import type { PodGroup } from './model.js';
 import type { SlimPod, SlimToleration } from '../kube/resources.js';
 
@@ -73,7 +74,7 @@ export class FeedPods {
     if (!on) this.byNode.set(p.nodeName, (on = { by: new Map() }));
     const g = on.by.get(p.tolerations);
     if (g) {
-      const i = sortedIndex(g.keys, key);
+      const i = lowerBound(g.keys, key);
       if (g.keys[i] === key) return;
       g.keys.splice(i, 0, key);
     } else on.by.set(p.tolerations, { node: p.nodeName, tolerations: p.tolerations, keys: [key] });
@@ -85,7 +86,7 @@ export class FeedPods {
     const on = this.byNode.get(p.nodeName);
     const g = on?.by.get(p.tolerations);
     if (!on || !g) return;
-    const i = sortedIndex(g.keys, key);
+    const i = lowerBound(g.keys, key);
     if (g.keys[i] !== key) return;
     g.keys.splice(i, 1);
     on.list = undefined;
@@ -97,15 +98,3 @@ export class FeedPods {
 
 /** A node's groups of pods as a list, made when first asked for after a pod comes or goes. */
 export const groupsOf = (on: NodePods): readonly PodGroup[] => (on.list ??= [...on.by.values()]);
-
-/** Where `key` is or goes in the sorted `keys` (code-unit order). */
-function sortedIndex(keys: readonly string[], key: string): number {
-  let lo = 0;
-  let hi = keys.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (keys[mid]! < key) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}

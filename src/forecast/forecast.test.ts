@@ -4,7 +4,6 @@ import {
   type ForecastNode,
   type ForecastPod,
   ForecastStore,
-  type LifecycleSettings,
   defaultSilentAfter,
   forecast as forecastGroups,
   groupPods,
@@ -13,19 +12,10 @@ import {
 } from './forecast.js';
 import type { SlimToleration } from '../kube/resources.js';
 import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
+import { labSettings } from '../testing/lifecycle-settings.js';
 import { seeded } from '../testing/seeded.js';
 
-// The lab's compressed timings: grace 8 s, monitor period 1 s, lease renewed every 2 s.
-const lab: LifecycleSettings = {
-  nodeMonitorGracePeriodMs: 8_000,
-  nodeMonitorPeriodMs: 1_000,
-  nodeStartupGracePeriodMs: 60_000,
-  nodeEvictionRate: 0.1,
-  secondaryNodeEvictionRate: 0.01,
-  unhealthyZoneThreshold: 0.55,
-  largeClusterSizeThreshold: 50,
-  leaseDurationMs: 8_000,
-};
+const lab = labSettings;
 
 const NOW = Date.UTC(2026, 0, 1, 0, 28, 10);
 /** 1.20's controller queues a node for the NoExecute taint one monitor period after marking it Unknown. */

@@ -13,6 +13,7 @@ import type { LifecycleSettings } from '../kube/versions.js';
 import type { SlimToleration } from '../kube/resources.js';
 import { UNREACHABLE } from '../kube/tolerations.js';
 import { type SimNode, type SimPod, simulateController } from '../testing/controller-sim.js';
+import { simSettings } from '../testing/lifecycle-settings.js';
 import { seeded } from '../testing/seeded.js';
 
 /*
@@ -26,16 +27,7 @@ import { seeded } from '../testing/seeded.js';
 
 const START = Date.UTC(2026, 10, 1, 12, 0, 0);
 
-const lab: LifecycleSettings = {
-  nodeMonitorGracePeriodMs: 8_000,
-  nodeMonitorPeriodMs: 1_000,
-  nodeStartupGracePeriodMs: 60_000,
-  nodeEvictionRate: 0.1,
-  secondaryNodeEvictionRate: 0.05,
-  unhealthyZoneThreshold: 0.25,
-  largeClusterSizeThreshold: 50,
-  leaseDurationMs: 8_000,
-};
+const lab = simSettings;
 const production: LifecycleSettings = {
   ...lab,
   nodeMonitorGracePeriodMs: 50_000,

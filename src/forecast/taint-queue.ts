@@ -1,3 +1,4 @@
+import { lowerBound } from '../core/order.js';
 import { NEVER, type NodeRow, type QueueState } from './model.js';
 import type { Zone } from './zones.js';
 
@@ -53,7 +54,7 @@ export function queueTaints(zone: Zone, o: { now: number; cutoff: number; requeu
   for (let k = 0; k < queued.length; k++) {
     const r = queued[k]!;
     // the first of the zone's taints it can have: the one after those surely done before it was queued
-    const first = countBelow(latest, r.queuedFrom);
+    const first = lowerBound(latest, r.queuedFrom);
     const at = Math.max(r.queuedFrom, o.now, earliest[first]!);
     if (at === NEVER || at > o.cutoff) {
       r.held = at === NEVER ? HELD_PARTIAL : HELD_MASTER;
@@ -85,7 +86,7 @@ function inQueueOrder(members: readonly NodeRow[]): NodeRow[] {
   const placed = new Uint32Array(waiting.length);
   const ordered = new Array<NodeRow>(waiting.length);
   for (const r of waiting) {
-    const first = countBelow(moments, r.queuedFrom);
+    const first = lowerBound(moments, r.queuedFrom);
     ordered[first + placed[first]!++] = r;
   }
   return ordered;
@@ -153,16 +154,4 @@ function runsOf(earliest: Float64Array, queued: readonly NodeRow[]): Uint32Array
     if (k > 0 && earliest[k] === queued[k]!.queuedFrom && queued[k]!.queuedFrom > earliest[k - 1]!) end = k - 1;
   }
   return ends;
-}
-
-/** How many of the ascending `xs` are below t. */
-function countBelow(xs: ArrayLike<number>, t: number): number {
-  let lo = 0;
-  let hi = xs.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (xs[mid]! < t) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }

@@ -2,7 +2,7 @@ import type { Clock } from '../core/clock.js';
 import { EXIT, KrError, messageOf } from '../core/errors.js';
 import { type FailedAttempt, retrying } from '../core/retry.js';
 import { HALT_NAME } from '../nodes/agent-halt.js';
-import { ApiStatusError } from './source.js';
+import { leasePath, microTime, readLeaseIfAny } from './lease-api.js';
 import { kubeTransient } from './transient.js';
 import type { KubeAccess } from './types.js';
 
@@ -41,23 +41,13 @@ export interface HaltState {
   resumedAt?: string;
 }
 
-const path = (ns: string, name?: string) =>
-  `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/leases${name ? `/${encodeURIComponent(name)}` : ''}`;
-const iso = (ms: number) => new Date(ms).toISOString().replace(/(\.\d{3})Z$/, '$1000Z');
-
 function api(kube: KubeAccess) {
   if (!kube.json) throw new KrError('KUBE_UNAVAILABLE', 'this cluster client cannot read the halt', { exit: EXIT.refused });
   return kube.json.bind(kube);
 }
 
-async function readLease(kube: KubeAccess, ns: string, o: { timeoutMs?: number; signal?: AbortSignal }): Promise<Lease | undefined> {
-  try {
-    return await api(kube)<Lease>(path(ns, HALT_NAME), { timeoutMs: o.timeoutMs ?? 5_000, signal: o.signal });
-  } catch (e) {
-    if (e instanceof ApiStatusError && e.status === 404) return undefined;
-    throw e;
-  }
-}
+const readLease = (kube: KubeAccess, ns: string, o: { timeoutMs?: number; signal?: AbortSignal }) =>
+  readLeaseIfAny<Lease>(api(kube), ns, HALT_NAME, { timeoutMs: o.timeoutMs ?? 5_000, signal: o.signal });
 
 /** The halt object's state; only whether a holder is set counts (the rest is shown, never acted on). */
 function haltOf(lease: Lease | undefined, namespace: string): HaltState {
@@ -133,7 +123,7 @@ async function write(
   const json = api(kube);
   const once = async (): Promise<HaltWrite> => {
     const lease = await readLease(kube, ns, { signal: o.signal });
-    const c = change(lease, iso(o.clock.now()));
+    const c = change(lease, microTime(o.clock.now()));
     if (!c) return { state: haltOf(lease, ns), already: true };
     const { annotations, ...spec } = c;
     const body: Lease = {
@@ -148,8 +138,8 @@ async function write(
       spec,
     };
     const written = lease
-      ? await json<Lease>(path(ns, HALT_NAME), { method: 'PUT', body, timeoutMs: 10_000, signal: o.signal })
-      : await json<Lease>(path(ns), { method: 'POST', body, timeoutMs: 10_000, signal: o.signal });
+      ? await json<Lease>(leasePath(ns, HALT_NAME), { method: 'PUT', body, timeoutMs: 10_000, signal: o.signal })
+      : await json<Lease>(leasePath(ns), { method: 'POST', body, timeoutMs: 10_000, signal: o.signal });
     return { state: haltOf(written ?? body, ns), already: false };
   };
   try {

@@ -1,16 +1,6 @@
 import { formatDuration } from '../core/duration.js';
 import type { RunReport } from '../report/collect.js';
-
-/** One line on the run, as `kube-runbook report` prints it. */
-function summary(r: RunReport): string {
-  const reverted = r.faults.filter((f) => f.status === 'reverted').length;
-  const took = r.durationMs === undefined ? '' : `, took ${formatDuration(r.durationMs)}`;
-  const left = r.remaining.length ? `; ${r.remaining.length} left applied: ${r.recoverCommand ?? 'see report.json'}` : '';
-  return (
-    `run ${r.runId} of ${r.runbook} on context "${r.context}": ${r.status} (${r.reason})${took}; ` +
-    `${r.faults.length} fault(s), ${reverted} reverted, ${r.guardFirings.length} guard firing(s)${left}`
-  );
-}
+import { reportSummary } from '../report/summary.js';
 
 const where = (f: { action: string; node?: string }) => `${f.action}${f.node ? ` on ${f.node}` : ''}`;
 
@@ -44,7 +34,7 @@ export function reportText(r: RunReport): string {
       `  ${o.name}: ${o.status} within ${formatDuration(o.withinMs)}${o.recoveryMs === undefined ? '' : `, recovered in ${formatDuration(o.recoveryMs)}`}: ${o.detail}`,
   );
   return [
-    summary(r),
+    reportSummary(r),
     '',
     objectives.length ? 'Recovery objectives:' : 'Recovery objectives: none',
     ...objectives,

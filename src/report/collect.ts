@@ -182,27 +182,30 @@ export interface Observation {
   history: { at: string; status: string; detail: string; value: unknown; eviction?: PredictedEviction }[];
 }
 
+/** A report of a run not yet started: what the collector fills in. */
+export const emptyReport = (): RunReport => ({
+  reportVersion: REPORT_VERSION,
+  runId: '',
+  runbook: '',
+  context: '',
+  status: 'running',
+  reason: '',
+  startedAt: '',
+  preflight: [],
+  steps: [],
+  guardFirings: [],
+  guardTransitions: [],
+  guardReadings: {},
+  faults: [],
+  attempts: [],
+  remaining: [],
+  observations: {},
+  nodes: [],
+});
+
 /** Folds run events into the report (report.json, JUnit, HTML timeline are rendered from it). */
 export class ReportCollector {
-  readonly report: RunReport = {
-    reportVersion: REPORT_VERSION,
-    runId: '',
-    runbook: '',
-    context: '',
-    status: 'running',
-    reason: '',
-    startedAt: '',
-    preflight: [],
-    steps: [],
-    guardFirings: [],
-    guardTransitions: [],
-    guardReadings: {},
-    faults: [],
-    attempts: [],
-    remaining: [],
-    observations: {},
-    nodes: [],
-  };
+  readonly report: RunReport = emptyReport();
   private startedAt = 0;
   private guardStatus = new Map<string, string>();
   /** Per guard or expect step, its readings kept, and the status of the last one. */

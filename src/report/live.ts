@@ -1,5 +1,6 @@
 import { Listr, type ListrTaskWrapper } from 'listr2';
 import type { RedactedEvent } from '../engine/sinks.js';
+import type { RunEvent } from '../engine/events.js';
 import type { Plan } from '../engine/plan.js';
 import { attemptLine, onAttempt } from './attempts.js';
 
@@ -36,6 +37,20 @@ type Task = ListrTaskWrapper<unknown, never, never>;
  * The live task list on a terminal (listr2): preflight, each step, rollback; the running task shows the guards'
  * latest readings under it. Driven only by run events.
  */
+const FAULT_VERB = {
+  'fault-applied': 'applied',
+  'fault-reverted': 'reverted',
+  'fault-apply-failed': 'FAILED apply',
+  'fault-revert-failed': 'FAILED revert',
+} as const;
+
+/** A fault applied or reverted, or failing to be: its action, node, the revert's attempts, the error. */
+export function faultLine(e: Extract<RunEvent, { type: keyof typeof FAULT_VERB }>): string {
+  const tries = e.type === 'fault-reverted' || e.type === 'fault-revert-failed' ? onAttempt(e.attempts, e.retried) : '';
+  const error = e.type === 'fault-apply-failed' || e.type === 'fault-revert-failed' ? `: ${e.error}` : '';
+  return `${FAULT_VERB[e.type]} ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}${error}`;
+}
+
 export function liveRenderer(plan: Plan): { onEvent(e: RedactedEvent): void; stop(): Promise<void> } {
   const preflight = deferred();
   const steps = new Map(plan.steps.map((s) => [s.index, deferred()]));
@@ -103,23 +118,12 @@ export function liveRenderer(plan: Plan): { onEvent(e: RedactedEvent): void; sto
           break;
         }
         case 'fault-applied':
-        case 'fault-reverted': {
-          const tries = e.type === 'fault-reverted' ? onAttempt(e.attempts, e.retried) : '';
-          lines.push(
-            `${e.type === 'fault-applied' ? 'applied' : 'reverted'} ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}`,
-          );
-          show();
-          break;
-        }
+        case 'fault-reverted':
         case 'fault-apply-failed':
-        case 'fault-revert-failed': {
-          const tries = e.type === 'fault-revert-failed' ? onAttempt(e.attempts, e.retried) : '';
-          lines.push(
-            `FAILED ${e.type === 'fault-apply-failed' ? 'apply' : 'revert'} ${e.fault.action}${e.fault.node ? ` on ${e.fault.node}` : ''}${tries ? ` ${tries}` : ''}: ${e.error}`,
-          );
+        case 'fault-revert-failed':
+          lines.push(faultLine(e));
           show();
           break;
-        }
         case 'attempt':
           if (e.retryInMs === undefined && e.op === 'revert') break;
           lines.push(attemptLine(e));

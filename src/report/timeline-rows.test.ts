@@ -7,7 +7,7 @@ import { redactEvent } from '../engine/sinks.js';
 import evictionForecast from '../probes/eviction-forecast.js';
 import { withFacts } from '../testing/reading-facts.js';
 import { LABEL_W, PLOT_W } from './axis.js';
-import { ReportCollector, type RunReport } from './collect.js';
+import { emptyReport, ReportCollector, type RunReport } from './collect.js';
 import { parseReport } from './load.js';
 import { paletteClasses } from './palette.js';
 import { renderTimeline } from './timeline.js';
@@ -25,25 +25,14 @@ function collect(events: RunEvent[]): RunReport {
 const bare = (endS: number, extra: Record<string, unknown>): RunReport =>
   parseReport(
     JSON.stringify({
-      reportVersion: 1,
+      ...emptyReport(),
       runId: 'r',
       runbook: 'rb',
       context: 'lab',
       status: 'passed',
-      reason: '',
       startedAt: iso(0),
       endedAt: iso(endS),
       durationMs: endS * 1000,
-      preflight: [],
-      steps: [],
-      guardFirings: [],
-      guardTransitions: [],
-      guardReadings: {},
-      faults: [],
-      attempts: [],
-      remaining: [],
-      observations: {},
-      nodes: [],
       ...extra,
     }),
     'report.json',

@@ -2,8 +2,6 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { memoryLogger } from '../core/logger.js';
-import type { Ctx } from '../contract/context.js';
 import { assumeYes } from '../engine/confirm.js';
 import type { RunEvent } from '../engine/events.js';
 import type { RunOptions, RunResult } from '../engine/run.js';
@@ -12,7 +10,7 @@ import { registryOf } from '../contract/registry.js';
 import type { KubeAccess } from '../kube/types.js';
 import type { RequestOptions } from '../kube/http.js';
 import { Runbook } from '../runbook/schema.js';
-import { baseRunbook, testInventory } from '../testing/engine-harness.js';
+import { baseRunbook, testCtx, testInventory } from '../testing/engine-harness.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
 import { JOURNAL_REF, journalCluster } from '../testing/journal-cluster.js';
@@ -70,16 +68,7 @@ async function sessionOf(kube: KubeAccess, log: string[], o: Partial<SessionOpti
   const runbook = Runbook.parse(baseRunbook({ steps: [{ wait: '1s' }] }));
   const nodes = new FakeNodes(inventory.spec.nodes, () => ({ code: 0, stdout: '', stderr: '' }));
   const plan = await buildPlan({ runbook, file: 'test.yaml', inventory, registry: registryOf([], []) });
-  const ctx: Ctx = {
-    runId: 'run-1',
-    clock,
-    log: memoryLogger(),
-    signal: new AbortController().signal,
-    dryRun: false,
-    inventory,
-    kube,
-    nodes,
-  };
+  const ctx = testCtx({ runId: 'run-1', clock, inventory, kube, nodes });
   return {
     plan,
     ctx,

@@ -4,35 +4,30 @@ import { parseControllerLog } from './controller-log.js';
 const at = (hms: string) => Date.parse(`2026-12-02T${hms}Z`);
 
 describe('the controller log', () => {
-  it("reads 1.20's lines", () => {
+  it("reads 1.20's lines and 1.34's and 1.37's structured lines, and nothing else", () => {
     const text = [
+      // 1.20: format strings
       'I1202 08:01:02.123456   41234 node_lifecycle_controller.go:884] Node node-3 is unresponsive as of 2026-12-02 08:01:02.1 +0000 UTC m=+9.9. Adding it to the Taint queue.',
       'I1202 08:01:03.000001   41234 node_lifecycle_controller.go:1245] Controller detected that zone region1:\x00:zone-a is now in state PartialDisruption.',
       'I1202 08:01:09.500000   41234 taint_manager.go:106] NoExecuteTaintManager is deleting Pod: default/web-7',
       'I1202 08:01:10.000000   41234 node_lifecycle_controller.go:1195] Controller detected that all Nodes are not-Ready. Entering master disruption mode.',
       'I1202 08:01:11.000000   41234 other.go:1] something else',
       'not a klog line',
+      // 1.34 and 1.37: structured lines
+      'I1202 08:02:02.123456   41234 node_lifecycle_controller.go:818] "Node is unresponsive. Adding it to the Taint queue" logger="node-lifecycle-controller" node="node-4" timeStamp="2026-12-02 08:02:02.1 +0000 UTC m=+9.9"',
+      'I1202 08:02:03.000001   41234 node_lifecycle_controller.go:1133] "Controller detected that zone is now in new state" logger="node-lifecycle-controller" zone="region1:\\x00:zone-b" newState="FullDisruption"',
+      'I1202 08:02:09.500000   41234 taint_eviction.go:111] "Deleting pod" logger="taint-eviction-controller" controller="taint-eviction-controller" pod="default/web-8"',
+      'I1202 08:02:09.600000   41234 taint_eviction.go:111] "Deleting pod" logger="taint-eviction-controller" controller="taint-eviction-controller" pod="default/web-9:0b5e3c1d-0000-4000-8000-000000000009"',
     ].join('\n');
     expect(parseControllerLog(text, 2026)).toEqual([
       { at: at('08:01:02.123'), queued: 'node-3' },
       { at: at('08:01:03.000'), zone: { zone: 'region1::zone-a', state: 'PartialDisruption' } },
       { at: at('08:01:09.500'), pod: 'default/web-7' },
       { at: at('08:01:10.000'), zone: { zone: '*', state: 'MasterDisruption' } },
-    ]);
-  });
-
-  it("reads 1.34's and 1.37's structured lines", () => {
-    const text = [
-      'I1202 08:01:02.123456   41234 node_lifecycle_controller.go:818] "Node is unresponsive. Adding it to the Taint queue" logger="node-lifecycle-controller" node="node-3" timeStamp="2026-12-02 08:01:02.1 +0000 UTC m=+9.9"',
-      'I1202 08:01:03.000001   41234 node_lifecycle_controller.go:1133] "Controller detected that zone is now in new state" logger="node-lifecycle-controller" zone="region1:\\x00:zone-a" newState="FullDisruption"',
-      'I1202 08:01:09.500000   41234 taint_eviction.go:111] "Deleting pod" logger="taint-eviction-controller" controller="taint-eviction-controller" pod="default/web-7"',
-      'I1202 08:01:09.600000   41234 taint_eviction.go:111] "Deleting pod" logger="taint-eviction-controller" controller="taint-eviction-controller" pod="default/web-8:0b5e3c1d-0000-4000-8000-000000000008"',
-    ].join('\n');
-    expect(parseControllerLog(text, 2026)).toEqual([
-      { at: at('08:01:02.123'), queued: 'node-3' },
-      { at: at('08:01:03.000'), zone: { zone: 'region1::zone-a', state: 'FullDisruption' } },
-      { at: at('08:01:09.500'), pod: 'default/web-7' },
-      { at: at('08:01:09.600'), pod: 'default/web-8' },
+      { at: at('08:02:02.123'), queued: 'node-4' },
+      { at: at('08:02:03.000'), zone: { zone: 'region1::zone-b', state: 'FullDisruption' } },
+      { at: at('08:02:09.500'), pod: 'default/web-8' },
+      { at: at('08:02:09.600'), pod: 'default/web-9' },
     ]);
   });
 });

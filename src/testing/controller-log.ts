@@ -4,6 +4,8 @@
  * taint manager's deletions (V(0)). 1.20 words them as format strings, 1.34 and 1.37 as structured lines.
  */
 
+import { parseKlogLine, taintEvictedPod } from '../nodes/services/klog.js';
+
 export interface ControllerLogLine {
   at: number;
   queued?: string;
@@ -15,13 +17,12 @@ export interface ControllerLogLine {
 export function parseControllerLog(text: string, year: number): ControllerLogLine[] {
   const out: ControllerLogLine[] = [];
   for (const line of text.split('\n')) {
-    const m = /^[IWE](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6})\s+\d+ [^\]]+\] (.*)$/.exec(line);
-    if (!m) continue;
-    const at = Date.UTC(year, Number(m[1]) - 1, Number(m[2]), Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6]) / 1000);
-    const msg = m[7]!;
+    const l = parseKlogLine(line);
+    if (!l || l.severity === 'F') continue;
+    const at = Date.UTC(year, l.month - 1, l.day, l.hour, l.minute, l.second, l.micros / 1000);
+    const msg = l.message;
     const queued = /Adding it to the Taint queue/.test(msg) && (/ node="([^"]+)"/.exec(msg)?.[1] ?? /^Node (\S+) is /.exec(msg)?.[1]);
-    // a structured pod is `ns/name`, or `ns/name:uid`
-    const pod = /"Deleting pod" .*pod="([^":]+)[^"]*"/.exec(msg)?.[1] ?? /NoExecuteTaintManager is deleting Pod: (\S+)/.exec(msg)?.[1];
+    const pod = taintEvictedPod(msg);
     const zone = / zone="([^"]*)" newState="(\w+)"/.exec(msg) ?? /detected that zone (.*) is now in state (\w+)/.exec(msg);
     if (queued) out.push({ at, queued });
     else if (pod) out.push({ at, pod });

@@ -1,19 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import type { LifecycleSettings } from '../kube/versions.js';
+import { simSettings } from './lifecycle-settings.js';
 import { type SimNode, simulateController } from './controller-sim.js';
 import { TimedQueue } from './timed-queue.js';
 
 const START = Date.UTC(2026, 10, 1, 12, 0, 0);
-const settings: LifecycleSettings = {
-  nodeMonitorGracePeriodMs: 8_000,
-  nodeMonitorPeriodMs: 1_000,
-  nodeStartupGracePeriodMs: 60_000,
-  nodeEvictionRate: 0.1,
-  secondaryNodeEvictionRate: 0.05,
-  unhealthyZoneThreshold: 0.25,
-  largeClusterSizeThreshold: 50,
-  leaseDurationMs: 8_000,
-};
+const settings = simSettings;
 
 describe('the UniqueQueue', () => {
   it('keeps a name off the heap twice only while the set holds it', () => {

@@ -24,6 +24,14 @@ export const testInventory = (nodes = ['cp-1', 'node-1', 'node-2', 'node-3']): I
     nodes: nodes.map((name) => ({ name, roles: name.startsWith('cp') ? ['control-plane'] : ['worker'] })),
   });
 
+/** A run's ctx of fakes: a memory log, a signal never aborted, not a dry run. */
+export const testCtx = (o: Pick<Ctx, 'runId' | 'clock' | 'inventory' | 'kube' | 'nodes'>): Ctx => ({
+  ...o,
+  log: memoryLogger(),
+  signal: new AbortController().signal,
+  dryRun: false,
+});
+
 export interface Harness {
   clock: FakeClock;
   nodes: FakeNodes;
@@ -65,16 +73,7 @@ export async function startTestRun(o: {
   const fake = fakeKubeAccess(clock, { context: o.context ?? 'lab' });
   if (o.deny) fake.deny = o.deny;
   const kube = o.kube ?? fake;
-  const ctx: Ctx = {
-    runId: o.runId ?? 'run-test',
-    clock,
-    log: memoryLogger(),
-    signal: new AbortController().signal,
-    dryRun: false,
-    inventory,
-    kube,
-    nodes,
-  };
+  const ctx = testCtx({ runId: o.runId ?? 'run-test', clock, inventory, kube, nodes });
   const plan = await buildPlan({ runbook, file: 'test.yaml', inventory, registry: registryOf(o.actions, o.probes) });
   const events: RunEvent[] = [];
   const handle = startRun({
