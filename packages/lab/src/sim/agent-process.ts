@@ -19,7 +19,9 @@ export type ProcessState =
   | { kind: 'exited'; exitCode: number; message: string; restarts: number }
   /** Exited and not to be started again (exit 0 under restartPolicy OnFailure, any exit under Never): the pod ends. */
   | { kind: 'ended'; exitCode: number; message: string; restarts: number }
-  | { kind: 'image'; reason: string; message: string };
+  | { kind: 'image'; reason: string; message: string }
+  /** Not started yet: its ServiceAccount token could not be had (the apiserver away, or not yet aware of the pod). */
+  | { kind: 'creating'; message: string };
 
 export interface AgentProcessOptions {
   /** The image whose pods run for real. Another tag of its repository "cannot be pulled": the lab has only this one. */
@@ -102,19 +104,23 @@ export class AgentProcesses {
     await this.trySpawn(uid, t);
   }
 
-  /** Starts the process; a failure to (the token refused, the apiserver away) counts as an exit, tried again later. */
-  private async trySpawn(uid: string, t: Tracked): Promise<void> {
+  /**
+   * Starts the process. Until it could (its token refused: the apiserver away, or its node authorizer not yet aware of
+   * a pod just bound), the container is being created, as a kubelet reports one whose projected token it cannot mount:
+   * waiting, not exited; tried again every second for the first half minute, then every RESTART_MS.
+   */
+  private async trySpawn(uid: string, t: Tracked, tries = 1): Promise<void> {
     try {
       await this.spawn(uid);
     } catch (e) {
-      t.restarts++;
-      t.state = { kind: 'exited', exitCode: 128, message: `cannot start the container: ${messageOf(e)}`, restarts: t.restarts };
+      const again = tries < 30 ? 1000 : RESTART_MS;
+      t.state = { kind: 'creating', message: `cannot mount its ServiceAccount token: ${messageOf(e)}` };
       this.o.log.warn(
-        `the agent of ${t.pod.metadata.namespace}/${t.pod.metadata.name} did not start (${messageOf(e)}); trying again in ${RESTART_MS / 1000}s`,
+        `the agent of ${t.pod.metadata.namespace}/${t.pod.metadata.name} did not start (${messageOf(e)}); trying again in ${again / 1000}s`,
       );
       this.onChange(uid);
-      t.cancel = this.o.clock.setTimer(RESTART_MS, () => {
-        if (this.tracked.get(uid) === t) void this.trySpawn(uid, t);
+      t.cancel = this.o.clock.setTimer(again, () => {
+        if (this.tracked.get(uid) === t) void this.trySpawn(uid, t, tries + 1);
       });
     }
   }

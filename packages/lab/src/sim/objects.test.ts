@@ -143,4 +143,14 @@ describe('the status of a container whose command runs for real (the node agent)
     expect(running.containerStatuses[0]).toMatchObject({ ready: true, state: { running: { startedAt: '2026-01-01T00:00:00Z' } } });
     expect(running.conditions.find((c) => c.type === 'Ready')?.status).toBe('True');
   });
+
+  it('a token it cannot have yet (a pod the node authorizer does not know yet) reads as ContainerCreating, Pending, not an exit', () => {
+    const s = podStatusPatch('10.0.0.1', [container('a')], T, {
+      kind: 'creating',
+      message: "cannot mount its ServiceAccount token: no relationship found between node 'node-2' and this object",
+    }).status;
+    expect(s.phase).toBe('Pending');
+    expect(s.containerStatuses[0]).toMatchObject({ ready: false, restartCount: 0, state: { waiting: { reason: 'ContainerCreating' } } });
+    expect(s.containerStatuses[0]).not.toHaveProperty('lastState');
+  });
 });

@@ -130,11 +130,12 @@ export function podStatusPatch(hostIp: string, containers: SimContainer[], nowMs
   const first = containers[0];
   const started = first?.startedAt ?? wholeTime(nowMs);
   const ready = process === undefined || process.kind === 'running';
-  const ended = process?.kind === 'ended' ? (process.exitCode === 0 ? 'Succeeded' : 'Failed') : undefined;
+  const phase =
+    process?.kind === 'ended' ? (process.exitCode === 0 ? 'Succeeded' : 'Failed') : process?.kind === 'creating' ? 'Pending' : 'Running';
   const cond = (type: string, ok = true) => ({ type, status: ok ? 'True' : 'False', lastProbeTime: null, lastTransitionTime: started });
   return {
     status: {
-      phase: ended ?? 'Running',
+      phase,
       hostIP: hostIp,
       podIP: first?.podIp,
       podIPs: first ? [{ ip: first.podIp }] : [],
@@ -173,6 +174,8 @@ function processStatus(p: ProcessState, startedAt: string) {
       return { state: { running: { startedAt } } };
     case 'image':
       return { state: { waiting: { reason: p.reason, message: p.message } } };
+    case 'creating':
+      return { state: { waiting: { reason: 'ContainerCreating', message: p.message } } };
     case 'ended':
       return {
         state: { terminated: { exitCode: p.exitCode, reason: p.exitCode === 0 ? 'Completed' : 'Error', message: p.message, startedAt } },
