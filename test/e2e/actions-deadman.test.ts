@@ -168,6 +168,10 @@ spec:
       // (no later than the kill) and its revert succeeded (the scheduler's waits for its health)
       for (const f of applied) {
         const d = await deadmanFired(onNode(f.node!), runId, f.faultId, { ttlMs: TTL_S * 1000, killedAt, timeoutMs: 150_000 });
+        // the watcher polls each second and counts the keepalive's age in whole seconds
+        expect(d.firedAt! - d.keepalive, `round ${k}: ${f.faultId}'s dead-man fired after the last keepalive`).toBeLessThanOrEqual(
+          TTL_S + 2,
+        );
         expect(await inPlace(f), `round ${k}: ${f.action} on ${f.node} after its dead-man's revert`).toBe(false);
         const at = revertedAt.get(f.faultId)! - killedAt;
         latencies.push(at);
