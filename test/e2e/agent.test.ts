@@ -20,8 +20,8 @@ import {
 import { parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
-import { DEADMAN_MARGIN_MS } from '../../src/engine/deadman.js';
 import { runLeaseName } from '../../src/nodes/agent-protocol.js';
+import { deadmanFired, untilJournalApplied, type DeadmanRecord } from './helpers/kills.js';
 import { AGENT_NS, agentInventory, agentPodsGone as agentPodsGoneIn, applyAgentManifests } from './helpers/agents.js';
 import { REPO, cli, coreApi, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
 import { writeRunbook } from './helpers/runbook-file.js';
@@ -323,11 +323,12 @@ describe('the executor SIGKILLed during a run over agents', () => {
       { name: 'hold', wait: '60s' },
     ]);
 
-  // killed as the last fault is applied (within a second and a half of its rules showing); a kill during the hold is
+  // killed once the journal records both faults applied and the node shows them in place; a kill during the hold is
   // test/e2e/real-nodes.test.ts's, on a real agent container. Meanwhile someone who may only get and update Leases in
   // the agent namespace renews the run Lease every second: the node agents count no renewal the executor did not sign,
-  // so the dead-men revert both faults within faultTtl + DEADMAN_MARGIN_MS (the margin docs/security.md states) all the same.
-  it('killed as it applies its faults, its run Lease renewed by another: both reverted within faultTtl + 10 s, every agent pod gone after recover', async () => {
+  // so the dead-men fire within faultTtl + DEADMAN_MARGIN_MS (the margin docs/security.md states) of the last keepalive
+  // all the same, as the nodes' own dead-man records show.
+  it('killed once its faults are applied, its run Lease renewed by another: both dead-men fire within faultTtl + 10 s of the last keepalive, every agent pod gone after recover', async () => {
     const renewer = await identity('lease-renewer', [
       { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'patch', 'update'] },
     ]);
@@ -343,19 +344,27 @@ describe('the executor SIGKILLed during a run over agents', () => {
     child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
     child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
     const exited = new Promise((r) => child.once('exit', r));
-    await until(`node-3's egress rules in place\n${out.slice(-1500)}`, async () => (await egressRules('node-3')).length > 0, 90_000, 100);
-    expect(await kubeletUp('node-1'), 'the kubelet of node-1 was stopped first').toBe(false);
-    await realClock.sleep(Math.floor(Math.random() * 1500));
+    const run = await untilJournalApplied({ out: () => out, ended: () => child.exitCode !== null || child.signalCode !== null }, [
+      { action: 'stop-kubelet', node: 'node-1' },
+      { action: 'block-kubelet-egress', node: 'node-3' },
+    ]).catch((e: unknown) => {
+      child.kill('SIGKILL');
+      throw e;
+    });
+    // in place, as the nodes show it
+    expect(await kubeletUp('node-1'), "node-1's kubelet, once its stop is applied").toBe(false);
+    expect((await egressRules('node-3')).length, "node-3's egress rules, once applied").toBeGreaterThan(0);
     // the run id, as whoever reads the agent pods' arguments finds it
     const pod = (await coreApi(lab).listNamespacedPod({ namespace: NS })).items[0]!;
     const args = pod.spec!.containers[0]!.args!;
     const runId = args[args.indexOf('--run-id') + 1]!;
+    expect(runId).toBe(run.runId);
     child.kill('SIGKILL');
     await exited;
     const killedAt = realClock.now();
     const since = () => ((realClock.now() - killedAt) / 1000).toFixed(1);
     // each step says when it ends: a step that hangs shows in the log
-    const step = (what: string) => console.log(`agent run killed as it applied its faults: ${what} at +${since()} s`);
+    const step = (what: string) => console.log(`agent run killed once its faults were applied: ${what} at +${since()} s`);
     let renewing = true;
     let renewals = 0;
     const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${runLeaseName(runId)}`;
@@ -372,34 +381,24 @@ describe('the executor SIGKILLed during a run over agents', () => {
         await realClock.sleep(1000);
       }
     })();
-    const revertedAfter: { kubelet?: number; egress?: number } = {};
+    const onNode = (node: string) => (script: string) => sh('ip', ['netns', 'exec', netnsOf(node), 'sh', '-c', script]);
+    let fired: DeadmanRecord[];
     try {
-      await until(
-        'both faults reverted by their dead-men',
-        async () => {
-          if (revertedAfter.kubelet === undefined && (await kubeletUp('node-1'))) revertedAfter.kubelet = realClock.now() - killedAt;
-          if (revertedAfter.egress === undefined && !(await egressRules('node-3')).length)
-            revertedAfter.egress = realClock.now() - killedAt;
-          return revertedAfter.kubelet !== undefined && revertedAfter.egress !== undefined;
-        },
-        20_000 + DEADMAN_MARGIN_MS, // faultTtl + the margin
-        250,
-      ).catch(() => undefined);
+      fired = await Promise.all(
+        run.applied.map((f) => deadmanFired(onNode(f.node!), runId, f.faultId, { ttlMs: 20_000, killedAt, timeoutMs: 90_000 })),
+      );
     } finally {
       renewing = false;
       await renew;
     }
     console.log(
-      `agent run killed as it applied its faults, the run Lease renewed ${renewals} times by another: node-1's kubelet back ${revertedAfter.kubelet} ms ` +
-        `and node-3's egress rules gone ${revertedAfter.egress} ms after the kill (faultTtl 20 s)`,
+      `agent run killed once its faults were applied, the run Lease renewed ${renewals} times by another: dead-men fired ` +
+        `${run.applied.map((f, i) => `${f.action}@${f.node} ${fired[i]!.firedAt! - fired[i]!.keepalive} s`).join(', ')} after the last keepalive (faultTtl 20 s)`,
     );
     expect(renewals, 'the renewer renewed the run Lease').toBeGreaterThan(10);
-    expect(revertedAfter.kubelet, `node-1's kubelet runs again within faultTtl + 10 s\n${out.slice(-1500)}`).toBeLessThanOrEqual(
-      20_000 + DEADMAN_MARGIN_MS,
-    );
-    expect(revertedAfter.egress, `node-3's rules are gone within faultTtl + 10 s\n${out.slice(-1500)}`).toBeLessThanOrEqual(
-      20_000 + DEADMAN_MARGIN_MS,
-    );
+    // and the faults are gone from the nodes
+    expect(await egressRules('node-3'), "node-3's rules after its dead-man's revert").toEqual([]);
+    await until("node-1's kubelet runs again", () => kubeletUp('node-1'), 10_000, 250);
     // the agents saw the renewals, and said why they did not count them
     let logs: string[] = [];
     try {

@@ -12,6 +12,7 @@ import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
 import { cacheDir, instanceRunDir } from '../../packages/lab/src/host/paths.js';
 import type { KubeAccess } from '../../src/kube/types.js';
 import { AGENT_NS, agentInventory, applyAgentManifests } from './helpers/agents.js';
+import { deadmanFired, untilJournalApplied, type AppliedFault } from './helpers/kills.js';
 import { labContext, type LabContext } from './helpers/lab-context.js';
 import {
   LOAD_LEVEL,
@@ -517,7 +518,7 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       await loadStopped(o.before.executing, 20_000);
     });
 
-    it('the executor SIGKILLed under the load: the load stops at once, the dead-man puts the quota back within faultTtl', async () => {
+    it('the executor SIGKILLed under the load once both are applied: the load stops at once, the dead-man puts the quota back within faultTtl', async () => {
       const t0 = realClock.now();
       const state = mkdtempSync(join(work, 'state-'));
       const file = variant('overload-kill', (rb) => {
@@ -538,14 +539,18 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       child.stdout.on('data', (b: Buffer) => (out += b.toString()));
       child.stderr.on('data', (b: Buffer) => (out += b.toString()));
       const exited = new Promise((resolve) => child.once('exit', resolve));
-      await until(
-        'the quota set and the load running',
-        async () => quotaOf(cg) === '1000' && (await flow()).dispatched > before.dispatched + 50,
-        90_000,
-        200,
-      ).catch((e: unknown) => {
+      // killed once the journal records both applied, and both show: the quota in rnode-2's kubelet cgroup, the load at the apiserver
+      const { runId, starve } = await (async () => {
+        const run = await untilJournalApplied({ out: () => out, ended: () => child.exitCode !== null || child.signalCode !== null }, [
+          { action: 'load-apiserver' },
+          { action: 'starve-cpu', node: 'rnode-2' },
+        ]);
+        expect(quotaOf(cg), "rnode-2's kubelet quota, once the journal records it applied").toBe('1000');
+        await until('the load running', async () => (await flow()).dispatched > before.dispatched + 50, 30_000, 200);
+        return { runId: run.runId, starve: run.applied.find((f) => f.action === 'starve-cpu')! };
+      })().catch((e: unknown) => {
         child.kill('SIGKILL');
-        throw new Error(`${String(e)}\n${out.slice(-2000)}`);
+        throw new Error(`${String(e)}\n${out.slice(-2000)}`, { cause: e });
       });
       child.kill('SIGKILL');
       await exited;
@@ -554,8 +559,16 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       const loadGone = realClock.now() - killedAt;
       await until("the quota put back by rnode-2's dead-man", () => quotaOf(cg) === quotaBefore, 15_000, 200);
       const quotaBack = realClock.now() - killedAt;
+      // rnode-2's own record: its dead-man fired within faultTtl + 10 s of the last keepalive, its revert exited 0
+      const fired = await deadmanFired(
+        async (script) => (await inNetns(lab.nodes.find((n) => n.name === 'rnode-2')!.netns, script)).stdout,
+        runId,
+        starve.faultId,
+        { ttlMs: 10_000, killedAt },
+      );
       console.log(
-        `control-plane-overload SIGKILLed: load stopped ${(loadGone / 1000).toFixed(1)} s (with 2 s seen quiet), quota back ${(quotaBack / 1000).toFixed(1)} s after the kill`,
+        `control-plane-overload SIGKILLed: load stopped ${(loadGone / 1000).toFixed(1)} s (with 2 s seen quiet), dead-man fired ` +
+          `${fired.firedAt! - fired.keepalive} s after the last keepalive, quota back ${(quotaBack / 1000).toFixed(1)} s after the kill`,
       );
       const rec = await cli(['recover', '--state-dir', state, '--all', '--force'], { timeoutMs: 300_000 });
       expect(rec.code, `${rec.stdout}\n${rec.stderr}`).toBe(0);
@@ -622,11 +635,23 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       });
     }
 
-    /** A run cutting rnode-1 off, SIGKILLed once the cut is in place (after `beforeKill`); its state directory and log. */
-    async function killedRun(
-      name: string,
-      beforeKill: () => Promise<void> = async () => {},
-    ): Promise<{ state: string; log: () => string }> {
+    /** rnode-1's own shell: its dead-man records. */
+    const onRnode1 = async (script: string) => (await inNetns(netns(), script)).stdout;
+
+    interface KilledRun {
+      state: string;
+      runId: string;
+      /** The cut, as the journal records it applied. */
+      cut: AppliedFault;
+      killedAt: number;
+      log: () => string;
+    }
+
+    /**
+     * A run cutting rnode-1 off, SIGKILLed once its journal records the cut applied and rnode-1 shows its rules (after
+     * `beforeKill`); its state directory, run id, the cut's fault and its log.
+     */
+    async function killedRun(name: string, beforeKill: () => Promise<void> = async () => {}): Promise<KilledRun> {
       const state = mkdtempSync(join(work, 'state-'));
       const child: ChildProcess = spawn(
         process.execPath,
@@ -648,34 +673,41 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
       child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
       const exited = new Promise((r) => child.once('exit', r));
-      await until('the cut in place in rnode-1 through the agent', async () => (await egressRules()).length > 0, 90_000, 200).catch(
-        (e: unknown) => {
-          child.kill('SIGKILL');
-          throw new Error(`${String(e)}\n${out.slice(-2000)}`);
-        },
-      );
-      await beforeKill();
-      child.kill('SIGKILL');
-      await exited;
-      return { state, log: () => out.slice(-2000) };
+      try {
+        const run = await untilJournalApplied({ out: () => out, ended: () => child.exitCode !== null || child.signalCode !== null }, [
+          { action: 'block-kubelet-egress', node: 'rnode-1' },
+        ]);
+        expect((await egressRules()).length, "the cut's rules in rnode-1, once the journal records it applied").toBeGreaterThan(0);
+        await beforeKill();
+        child.kill('SIGKILL');
+        await exited;
+        return { state, runId: run.runId, cut: run.applied[0]!, killedAt: realClock.now(), log: () => out.slice(-2000) };
+      } finally {
+        child.kill('SIGKILL');
+      }
     }
 
     /**
-     * The dead-man reverted the cut within faultTtl (8 s) + 10 s of the kill and rnode-1's kubelet renews its Lease
-     * again; recover then finds it reverted and ends the agents.
+     * rnode-1's dead-man fired within faultTtl (8 s) + 10 s of the last keepalive it saw (no later than the kill), its
+     * revert took the cut away and rnode-1's kubelet renews its Lease again; recover then finds it reverted and ends
+     * the agents.
      */
-    async function revertedByDeadMan(run: { state: string; log: () => string }): Promise<void> {
-      await until("the cut reverted by rnode-1's dead-man", async () => (await egressRules()).length === 0, 18_000, 200).catch(
+    async function revertedByDeadMan(run: KilledRun): Promise<void> {
+      const fired = await deadmanFired(onRnode1, run.runId, run.cut.faultId, { ttlMs: 8_000, killedAt: run.killedAt }).catch(
         (e: unknown) => {
           throw new Error(`${String(e)}\n${run.log()}`);
         },
       );
+      console.log(
+        `real agent: rnode-1's dead-man fired ${fired.firedAt! - fired.keepalive} s after the last keepalive, ` +
+          `${(fired.firedAt! - run.killedAt / 1000).toFixed(1)} s after the kill (faultTtl 8 s)`,
+      );
+      expect(await egressRules(), "the cut's rules after the dead-man's revert").toEqual([]);
       await renewsAgain(realClock.now());
-      const runId = readdirSync(join(run.state, 'runs'))[0]!.replace(/\.jsonl$/, '');
       expect(
-        readdirSync(join(DEADMAN_ROOT, runId)).filter((d) => d.endsWith('.fired')),
-        "the fault's dead-man fired",
-      ).toHaveLength(1);
+        readdirSync(join(DEADMAN_ROOT, run.runId)).filter((d) => d.endsWith('.fired')),
+        'no other dead-man of the run fired',
+      ).toEqual([`${run.cut.faultId}.fired`]);
       // --force: the killed executor renewed the run lock seconds ago
       const r = await cli(['recover', '--state-dir', run.state, '--all', '--force'], { timeoutMs: 300_000 });
       expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
@@ -751,7 +783,7 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       await agentPodsGone('after the run');
     });
 
-    it('the executor SIGKILLed mid-run: the dead-man reverts the cut within faultTtl + 10 s', async () => {
+    it('the executor SIGKILLed once the cut is applied: its dead-man fires within faultTtl + 10 s and takes the cut away', async () => {
       await revertedByDeadMan(await killedRun('real-agent-kill'));
     });
 
