@@ -159,6 +159,8 @@ describe('kube-runbook manifests: least privilege from the modules’ own declar
         rules: [
           { apiGroups: [''], resources: ['nodes'], verbs: ['list', 'watch'] },
           { apiGroups: [''], resources: ['pods'], verbs: ['list', 'watch'] },
+          // the recovery objective "every Deployment available again"
+          { apiGroups: ['apps'], resources: ['deployments'], verbs: ['list', 'watch'] },
           // eviction-forecast's device taints (deviceTaints, on by default)
           { apiGroups: ['resource.k8s.io'], resources: ['devicetaintrules'], verbs: ['list', 'watch'] },
           { apiGroups: ['resource.k8s.io'], resources: ['resourceclaims'], verbs: ['list', 'watch'] },

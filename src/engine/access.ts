@@ -62,8 +62,8 @@ export interface ObserverProbe {
 }
 
 /**
- * Every API permission a run needs: the engine's, each planned action's and probe's `meta.access` with its
- * params, and the observers'.
+ * Every API permission a run needs: the engine's, each planned action's and probe's (guards, expects, the
+ * rollback's wait, the recovery objectives) `meta.access` with its params, and the observers'.
  */
 export function planAccess(plan: Plan, observers: readonly ObserverProbe[] = []): NeededAccess[] {
   const out = [...ENGINE_ACCESS, ...runLockAccess(plan.safety.lockNamespace), ...agentAccess(plan)];
@@ -74,6 +74,8 @@ export function planAccess(plan: Plan, observers: readonly ObserverProbe[] = [])
     ...plan.guards,
     ...plan.steps.flatMap((s) => (s.kind === 'parallel' ? s.children : [s])).filter((s) => s.kind === 'expect'),
     ...(plan.rollback.waitFor ? [plan.rollback.waitFor] : []),
+    // the recovery objectives' clocks, the run's and each step's
+    ...plan.objectives,
   ];
   for (const p of probes) add(`probe ${p.probeId}`, p.probe.meta.access, p.params);
   for (const o of observers) add(`observer ${o.probe.meta.id}`, o.probe.meta.access, o.params);

@@ -19,6 +19,7 @@ import { labNames } from '../../packages/lab/src/index.js';
 import type { KubeAccess } from '../../src/kube/types.js';
 import { labContext } from './helpers/lab-context.js';
 import { REPO, cli, leftovers, startLab, stopLab, until, whyRun, type LabInfo, labCli } from './helpers/lab.js';
+import { expectObjectivesMet } from './helpers/objectives.js';
 import { countLoadApart, cpuCgroups, flow, loadIdentitiesLeft, loadStopped } from './helpers/overload.js';
 
 const INSTANCE = 'ha1';
@@ -201,6 +202,11 @@ describe('control-plane-member-loss', () => {
     expect(notReadyTransitions(o)).toEqual([]);
     expect(deleted(o)).toEqual([]);
     expect(o.report.remaining).toEqual([]);
+    expectObjectivesMet(o.report, 'control-plane-member-loss', [
+      'etcd has three members and a leader again',
+      'the leaders renew their Leases',
+      'every lease fresh',
+    ]);
   });
 });
 
@@ -210,6 +216,7 @@ describe('etcd-member-loss', () => {
     expect(o.exitCode, whyRun(o)).toBe(0);
     expect(notReadyTransitions(o)).toEqual([]);
     expect(deleted(o)).toEqual([]);
+    expectObjectivesMet(o.report, 'etcd-member-loss', ['etcd has three members and a leader again', 'every lease fresh']);
     await until(
       'three etcd members healthy',
       async () =>
@@ -226,6 +233,12 @@ describe('load-balancer-outage', () => {
     expect(o.evicted).toEqual([]);
     expect(o.killed).toEqual([]);
     expect(o.report.remaining).toEqual([]);
+    expectObjectivesMet(o.report, 'load-balancer-outage', [
+      'the VIP answers again',
+      'every lease fresh again',
+      'every node Ready again',
+      'every Deployment available again',
+    ]);
   });
 });
 

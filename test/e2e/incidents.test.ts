@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAndMeasure, type Outcome } from '../../packages/lab/src/cli/demo.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
 import { agentInventory, agentPodsGone, applyAgentManifests } from './helpers/agents.js';
+import { expectObjectivesMet } from './helpers/objectives.js';
 import { instanceFor, LAB_VERSION, REAL_NODES, REPO, startLab, stopLab, until, workerNodes, type LabInfo, labCli } from './helpers/lab.js';
 
 const INSTANCE = instanceFor('inc');
@@ -102,6 +103,12 @@ describe(`kubelet-partition (Kubernetes ${LAB_VERSION})`, () => {
     expect(o.report.guardFirings.some((g) => g.guard === 'eviction forecast' && g.response === 'abort')).toBe(true);
     expectSafe(o);
     expect(timeline(o)).toMatch(/fired → abort: first eviction in/);
+    expectObjectivesMet(o.report, `kubelet-partition on ${LAB_VERSION}`, [
+      'every lease fresh again',
+      'every node Ready again',
+      'no unreachable taint left',
+      'every Deployment available again',
+    ]);
     await settled();
   });
 
@@ -186,6 +193,7 @@ describe(`etcd-slow-disk (Kubernetes ${LAB_VERSION})`, () => {
     expect(o.report.guardFirings.some((g) => g.guard === 'leases renew in time' && g.response === 'abort')).toBe(true);
     expect(o.report.guardTransitions.filter((t) => t.guard === 'no node NotReady' && t.status === 'violated')).toEqual([]);
     expectSafe(o);
+    expectObjectivesMet(o.report, `etcd-slow-disk on ${LAB_VERSION}`, ['every lease fresh again', 'etcd writes fast again']);
     await settled();
   });
 });

@@ -117,7 +117,7 @@ describe('install anywhere', () => {
       );
       const validate = await run(EXE, ['validate', join(REPO, 'runbooks', 'kubelet-partition.yaml')], { env });
       expect(validate.code, validate.stderr).toBe(0);
-      expect(validate.stdout).toContain('(Runbook kubelet-partition, 5 steps, 2 guards)');
+      expect(validate.stdout).toContain('(Runbook kubelet-partition, 5 steps, 2 guards, 4 objectives)');
       const plan = await run(
         EXE,
         ['plan', join(REPO, 'runbooks', 'kubelet-partition.yaml'), '-i', join(REPO, 'examples', 'inventory-lab.yaml'), '--offline'],
@@ -237,7 +237,7 @@ describe('install anywhere', () => {
         { env },
       );
       expect(validate.code, validate.stderr).toBe(0);
-      expect(validate.stdout).toContain('(Runbook kubelet-partition, 5 steps, 2 guards)');
+      expect(validate.stdout).toContain('(Runbook kubelet-partition, 5 steps, 2 guards, 4 objectives)');
     }, 600_000);
   });
 });

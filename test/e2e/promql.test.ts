@@ -18,6 +18,7 @@ import { defaultRegistry } from '../../src/engine/registry.js';
 import { loadInventory } from '../../src/inventory/load.js';
 import { LAB_VERSION, REPO, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
 import { labContext } from './helpers/lab-context.js';
+import { expectObjectivesMet } from './helpers/objectives.js';
 
 const INSTANCE = 'prm';
 const RUNBOOK = join(REPO, 'runbooks', 'etcd-slow-disk.yaml');
@@ -193,6 +194,7 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
     expect(r.faults.every((f) => f.status === 'reverted')).toBe(true);
     expect(r.rollback?.complete).toBe(true);
     expect(o.readyAtEnd).toBe('3/3');
+    expectObjectivesMet(r, `etcd-slow-disk with Prometheus on ${LAB_VERSION}`, ['every lease fresh again', 'etcd writes fast again']);
     const ms = (a: string, b: string) => Date.parse(b) - Date.parse(a);
     console.log(
       `etcd-slow-disk with Prometheus: throttle at ${throttle!.appliedAt}, PromQL guard abort ${ms(throttle!.appliedAt!, firing!.at)} ms later ` +

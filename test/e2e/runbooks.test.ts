@@ -12,6 +12,7 @@ import { stringify } from 'yaml';
 import type { RunReport } from '../../src/report/collect.js';
 import { runAndMeasure, type Outcome } from '../../packages/lab/src/cli/demo.js';
 import { freePort } from '../../packages/lab/src/lifecycle/otel.js';
+import { expectObjectivesMet } from './helpers/objectives.js';
 import { REPO, cli, leftovers, startLab, stopLab, until, whyRun, type LabInfo, labCli } from './helpers/lab.js';
 
 const INSTANCE = 'rbk';
@@ -49,13 +50,28 @@ describe('emergency runbooks', () => {
     expect(kubelets.length).toBe(3);
     expect(kubelets.every((k) => k.revertedAt! < cm.revertedAt!)).toBe(true);
     expectSafe(o);
+    expectObjectivesMet(o.report, 'freeze-evictions', [
+      'a controller-manager leads again',
+      'every node Ready',
+      'every Deployment available',
+    ]);
     await settled();
   });
 
   it('control-plane-failover asks at each dangerous step in a terminal, and "no" rolls back', async () => {
     // `script` gives the CLI a pseudo-terminal; we answer its prompts as a person would
+    const reportDir = mkdtempSync(join(tmpdir(), 'kr-failover-'));
     const transcript = await inTerminal(
-      ['run', runbook('emergency/control-plane-failover.yaml'), '-i', lab.inventoryFile, '--context', lab.context],
+      [
+        'run',
+        runbook('emergency/control-plane-failover.yaml'),
+        '-i',
+        lab.inventoryFile,
+        '--context',
+        lab.context,
+        '--report-dir',
+        reportDir,
+      ],
       [
         ['Stop kube-controller-manager on the control-plane nodes', 'y'],
         ['Stop the kubelets on the worker nodes', 'y'],
@@ -67,6 +83,13 @@ describe('emergency runbooks', () => {
     expect(transcript.output).toContain('declined: Bring up the new control plane');
     expect(transcript.output).toMatch(/reverted stop-kubelet on node-1[\s\S]*reverted stop-controller-manager on cp-1/);
     expect(transcript.output).toContain('rollback complete');
+    // declined, and still measured: the cluster recovers from what the run did
+    const report = JSON.parse(readFileSync(join(reportDir, 'report.json'), 'utf8')) as RunReport;
+    expectObjectivesMet(report, 'control-plane-failover', [
+      'a controller-manager leads again',
+      'every node Ready',
+      'every Deployment available',
+    ]);
     await settled();
   });
 });
