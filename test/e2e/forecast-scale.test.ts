@@ -171,9 +171,9 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
       console.log(`forecast-scale ${JSON.stringify(summary)}`);
       expect(unforeseen, 'taints and evictions with no forecast before them').toEqual([]);
       expect(late, 'forecasts later than the controller').toEqual([]);
-      // the controller handed zone-a's backlog out of order (a release that re-queues every pass), and the forecast
-      // said the likely moment apart from the bound
-      if (traits.requeuesEveryPass) expect(outOfOrder).toBeGreaterThan(0);
+      // the forecast said the likely moment apart from the bound; whether the controller handed zone-a's backlog out of
+      // the kubelets' order (a release that re-queues every pass) depends on when its passes fell, so the count is
+      // printed, not required: forecasts that are never late are the claim, in either order
       expect(spread).toBeGreaterThan(0);
       expect(summary.taintsOnHealthy).toBe(0);
 

@@ -188,9 +188,20 @@ describe('the HA lab', () => {
   it('has three members behind the VIP, and lab status shows etcd, the leaders and the backends', async () => {
     expect(lab.members?.map((m) => m.name)).toEqual(['cp-1', 'cp-2', 'cp-3']);
     expect(lab.nodes.find((n) => n.name === 'lb')?.roles).toEqual(['load-balancer']);
-    const s = await labCli(['status', '--instance', INSTANCE]);
-    expect(s.stdout).toMatch(/ETCD MEMBERS[\s\S]*leader/);
-    expect(s.stdout.match(/^ {2}cp-\d +UP +L7OK\/200/gm)).toHaveLength(3);
+    // `lab up` returned once HAProxy saw every apiserver UP; a health check on a busy machine can still miss once
+    // (`UP 1/3`, going down), so status is read until it shows all three passing, at most 30 s
+    let out = '';
+    await until(
+      'lab status to show three backends UP L7OK/200',
+      async () => {
+        out = (await labCli(['status', '--instance', INSTANCE])).stdout;
+        return (out.match(/^ {2}cp-\d +UP +L7OK\/200/gm) ?? []).length === 3;
+      },
+      30_000,
+      1000,
+    ).catch(() => undefined);
+    expect(out).toMatch(/ETCD MEMBERS[\s\S]*leader/);
+    expect(out.match(/^ {2}cp-\d +UP +L7OK\/200/gm), out).toHaveLength(3);
   });
 });
 
