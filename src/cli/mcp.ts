@@ -25,6 +25,7 @@ import { whoAmI } from './halt.js';
 import { pairProblems } from './pair.js';
 import { redactedReport } from '../session/report-files.js';
 import { runObservers } from '../session/observers.js';
+import { otelSettings, type OtelSettings } from '../telemetry/settings.js';
 import { connect, inventoryFrom, loadInputs, makeCtx, planOn, reachCluster, stderrLogger } from './setup.js';
 import { expandPaths, validateFile } from './validate.js';
 import type { CommandHelp, Register } from './types.js';
@@ -42,6 +43,9 @@ interface Flags {
   context?: string;
   allowRuns?: boolean;
   http?: number;
+  log?: string;
+  otelEndpoint?: string;
+  otelHeadersOverHttp?: boolean;
   verbose?: boolean;
 }
 
@@ -227,6 +231,14 @@ function realDeps(f: Flags, log: Logger): McpDeps {
   };
 }
 
+/** The server's call log: stderr always, `--log FILE`'s JSON lines, and spans when telemetry is on. */
+async function callLog(file: string | undefined, otel: OtelSettings | undefined) {
+  const { CallLog, jsonLinesFile } = await import('../mcp/call-log.js');
+  const say = (line: string) => void process.stderr.write(`${line}\n`);
+  const telemetry = otel && (await import('../telemetry/call-trace.js')).startCallTelemetry({ settings: otel, clock: realClock, warn: say });
+  return new CallLog({ clock: realClock, say, file: file === undefined ? undefined : jsonLinesFile(resolve(file), say), telemetry });
+}
+
 const port = (v: string): number => {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1 || n > 65_535) throw new InvalidArgumentError('expected a TCP port (1-65535)');
@@ -252,6 +264,16 @@ export const register: Register = (program, done) => {
         'serve Streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio (bearer token: $KUBE_RUNBOOK_MCP_TOKEN)',
       ).argParser(port),
     )
+    .option('--log <file>', 'also append each tool call, resource read and prompt, with what was decided, to FILE as JSON lines')
+    .option(
+      '--otel-endpoint <url>',
+      'export each call as an OpenTelemetry span over OTLP/HTTP to this base URL (e.g. http://127.0.0.1:4318); ' +
+        'wins over OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables, which turn export on by themselves (see docs/mcp.md)',
+    )
+    .option(
+      '--otel-headers-over-http',
+      "send OTEL_EXPORTER_OTLP_HEADERS (and a URL's user:password@) to a plain http:// collector too; refused without it (see docs/security.md)",
+    )
     .option('-v, --verbose', 'debug logging on stderr')
     .action(async (f: Flags) => {
       if (f.allowRuns && f.context === undefined)
@@ -274,9 +296,11 @@ export const register: Register = (program, done) => {
         allowRuns: f.allowRuns === true,
         packageDir: PACKAGE_DIR,
       };
+      const otel = otelSettings(process.env, { endpoint: f.otelEndpoint, headersOverHttp: f.otelHeadersOverHttp });
       const deps = realDeps({ ...f, inventory: options.inventory, kubeconfig: options.kubeconfig }, log);
-      // loaded here, not with the other commands: every other command starts without the MCP SDK
+      // loaded here, not with the other commands: every other command starts without the MCP and OpenTelemetry SDKs
       const { createMcpServer } = await import('../mcp/server.js');
+      const calls = await callLog(f.log, otel);
       if (f.http !== undefined) {
         const token = process.env.KUBE_RUNBOOK_MCP_TOKEN;
         if (!token || token.length < 16)
@@ -288,18 +312,19 @@ export const register: Register = (program, done) => {
             },
           );
         const { serveHttp } = await import('../mcp/http.js');
-        await serveHttp(f.http, token, () => createMcpServer(deps, options));
+        await serveHttp(f.http, token, () => createMcpServer(deps, options, { calls }));
         process.stderr.write(`kube-runbook mcp: serving http://127.0.0.1:${f.http}/mcp\n`);
       } else {
         const { StdioServerTransport } = await import('@modelcontextprotocol/sdk/server/stdio.js');
         const transport = new StdioServerTransport();
-        await createMcpServer(deps, options).connect(transport);
+        await createMcpServer(deps, options, { calls }).connect(transport);
       }
       await new Promise<void>((stopped) => {
         process.stdin.once('end', () => f.http === undefined && stopped());
         process.once('SIGINT', () => stopped());
         process.once('SIGTERM', () => stopped());
       });
+      await calls.close();
       done(EXIT.ok, { now: true });
     });
 };

@@ -1,8 +1,8 @@
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import { askPerson } from './consent.js';
+import { askPerson, notConfirmed } from './consent.js';
 import type { McpDeps } from './deps.js';
-import { answer, guarded, refusal } from './sink.js';
+import { answer, guarded } from './sink.js';
 
 /** The client's name, as the halt records who set or cleared it (beside this machine's user). */
 const clientOf = (server: McpServer) => server.server.getClientVersion()?.name ?? 'an MCP client';
@@ -23,7 +23,7 @@ export function registerHaltTools(server: McpServer, deps: McpDeps, allowRuns: b
       inputSchema: { reason: z.string().min(1).max(500).describe('why, as every run and `kube-runbook status` will say it') },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
     },
-    ({ reason }) => guarded(async () => answer(await deps.halt(reason, clientOf(server)))),
+    ({ reason }) => guarded(async () => answer(await deps.halt(reason, clientOf(server)), undefined, { decision: 'halted' })),
   );
   if (!allowRuns) return;
   server.registerTool(
@@ -39,8 +39,8 @@ export function registerHaltTools(server: McpServer, deps: McpDeps, allowRuns: b
           server,
           `Clear the halt? ${(await deps.haltState()).line}\nRuns may start again once it is cleared.`,
         );
-        if (!consent.given) return refusal(consent.why, 'NOT_CONFIRMED');
-        return answer(await deps.resume(clientOf(server)));
+        if (!consent.given) return notConfirmed(consent);
+        return answer(await deps.resume(clientOf(server)), undefined, { decision: 'cleared the halt', consent: consent.answered });
       }),
   );
 }

@@ -7,7 +7,7 @@ import { formatDuration } from '../core/duration.js';
 import { EXIT, KrError, quote } from '../core/errors.js';
 import { listJournals, outstanding, readJournal } from '../journal/journal.js';
 import type { RunbookCatalog } from './catalog.js';
-import { askPerson } from './consent.js';
+import { askPerson, notConfirmed } from './consent.js';
 import type { McpDeps, McpOptions } from './deps.js';
 import { planTargets } from './read-tools.js';
 import { answer, guarded, refusal } from './sink.js';
@@ -82,12 +82,14 @@ export function registerRunTools(server: McpServer, deps: McpDeps, catalog: Runb
             `Guards: ${p.plan.guards.map((g) => `${g.probeId} (${g.onViolation})`).join(', ') || 'none'}. Rollback always.`,
           ].join('\n'),
         );
-        if (!consent.given) return refusal(consent.why, 'NOT_CONFIRMED');
+        if (!consent.given) return notConfirmed(consent);
         const { name: handle, dir } = newRunDir(deps, name, now());
         const launched = await deps.launch(['run', file, ...clusterArgs(o), '--report-dir', dir, '-o', 'json'], dir);
         return answer(
           `run of ${name} started on context ${quote(p.context)} (process ${launched.pid}); its report will be ${handle}: ` +
             'follow it with run_status, read it with read_report once it ends; halt stops it.',
+          undefined,
+          { decision: `launched run ${handle} (process ${launched.pid})`, consent: consent.answered },
         );
       }),
   );
@@ -118,7 +120,7 @@ export function registerRunTools(server: McpServer, deps: McpDeps, catalog: Runb
             'Remediations are undone only once the runbook’s rollback condition holds.',
           ].join('\n'),
         );
-        if (!consent.given) return refusal(consent.why, 'NOT_CONFIRMED');
+        if (!consent.given) return notConfirmed(consent);
         const { name: handle, dir } = newRunDir(deps, `recover-${v.run.runbookName}`, now());
         const args = [
           'recover',
@@ -129,6 +131,8 @@ export function registerRunTools(server: McpServer, deps: McpDeps, catalog: Runb
         const launched = await deps.launch(args, dir);
         return answer(
           `recover of run ${run} started (process ${launched.pid}); its output goes to ${handle}/output.log; run_status shows what remains.`,
+          undefined,
+          { decision: `launched recover of run ${run} (process ${launched.pid})`, consent: consent.answered },
         );
       }),
   );

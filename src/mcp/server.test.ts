@@ -90,7 +90,7 @@ const options = (o: Partial<McpOptions> = {}): McpOptions => ({
 /** A client connected in memory; with `answer`, it declares elicitation and answers each form so (recording its message). */
 async function connect(deps: McpDeps, o: McpOptions, answer?: ElicitResult) {
   const asked: string[] = [];
-  const server = createMcpServer(deps, o, () => new Date('2026-12-02T08:00:00Z'));
+  const server = createMcpServer(deps, o, { now: () => new Date('2026-12-02T08:00:00Z') });
   const client = new Client({ name: 'test', version: '1' }, { capabilities: answer ? { elicitation: { form: {} } } : {} });
   if (answer)
     client.setRequestHandler(ElicitRequestSchema, async (req) => {

@@ -47,6 +47,42 @@ export interface TelemetryOptions {
  * the exporters redact every span and data point once more before they leave (redacting.ts), and the resource and
  * warnings are redacted too.
  */
+/** The service as every span and metric names it (`service.name`, its version, `OTEL_RESOURCE_ATTRIBUTES`), redacted. */
+export function serviceResource() {
+  const detected = defaultResource()
+    .merge(resourceFromAttributes({ 'service.name': 'kube-runbook', 'service.version': toolVersion() }))
+    .merge(detectResources({ detectors: [envDetector] }));
+  return resourceFromAttributes(redact(detected.attributes, Infinity) as Attributes);
+}
+
+/**
+ * Spans to OTLP/HTTP at the settings' endpoint (or to `exporter`), redacted (redacting.ts), failures to `failed`,
+ * batched with a bounded queue: a collector slow or down drops spans, it never holds up who made them.
+ */
+export function batchedSpans(settings: OtelSettings, exporter: SpanExporter | undefined, failed: (r: { error?: Error }) => void) {
+  const spans =
+    exporter ?? new OTLPTraceExporter({ ...(settings.tracesUrl ? { url: settings.tracesUrl } : {}), timeoutMillis: EXPORT_TIMEOUT_MS });
+  return new BatchSpanProcessor(watchedSpanExporter(redactingSpanExporter(spans), failed), {
+    maxQueueSize: MAX_QUEUE,
+    maxExportBatchSize: 512,
+    scheduledDelayMillis: 1_000,
+    exportTimeoutMillis: EXPORT_TIMEOUT_MS,
+  });
+}
+
+/** Whether `work` (the providers' shutdowns) settled within FLUSH_DEADLINE_MS on `clock`. */
+export async function flushedWithin(clock: Clock, work: Promise<unknown>[]): Promise<boolean> {
+  const stop = new AbortController();
+  const flushed = Promise.allSettled(work).then(() => true);
+  const late = clock.sleep(FLUSH_DEADLINE_MS, stop.signal).then(
+    () => false,
+    () => true,
+  );
+  const inTime = await Promise.race([flushed, late]);
+  stop.abort();
+  return inTime;
+}
+
 export function startTelemetry(o: TelemetryOptions): RunTelemetry {
   const once = new WarnOnce((line) => o.warn(redactText(line)));
   try {
@@ -64,26 +100,13 @@ function exporting(o: TelemetryOptions, once: WarnOnce): RunTelemetry {
       `kube-runbook: warning: the run's telemetry (${what}) could not be sent to ${o.settings.shownAs}: ${r.error ? messageOf(r.error) : 'export failed'} ` +
         '(the run goes on; no further telemetry warnings)',
     );
-  const detected = defaultResource()
-    .merge(resourceFromAttributes({ 'service.name': 'kube-runbook', 'service.version': toolVersion() }))
-    .merge(detectResources({ detectors: [envDetector] }));
-  const resource = resourceFromAttributes(redact(detected.attributes, Infinity) as Attributes);
-  const spanExporter =
-    o.exporters?.spans ??
-    new OTLPTraceExporter({ ...(o.settings.tracesUrl ? { url: o.settings.tracesUrl } : {}), timeoutMillis: EXPORT_TIMEOUT_MS });
+  const resource = serviceResource();
   const metricExporter =
     o.exporters?.metrics ??
     new OTLPMetricExporter({ ...(o.settings.metricsUrl ? { url: o.settings.metricsUrl } : {}), timeoutMillis: EXPORT_TIMEOUT_MS });
   const traces = new BasicTracerProvider({
     resource,
-    spanProcessors: [
-      new BatchSpanProcessor(watchedSpanExporter(redactingSpanExporter(spanExporter), failed('trace')), {
-        maxQueueSize: MAX_QUEUE,
-        maxExportBatchSize: 512,
-        scheduledDelayMillis: 1_000,
-        exportTimeoutMillis: EXPORT_TIMEOUT_MS,
-      }),
-    ],
+    spanProcessors: [batchedSpans(o.settings, o.exporters?.spans, failed('trace'))],
   });
   const metrics = new MeterProvider({
     resource,
@@ -112,15 +135,7 @@ function exporting(o: TelemetryOptions, once: WarnOnce): RunTelemetry {
       }
     },
     async shutdown() {
-      const stop = new AbortController();
-      const flushed = Promise.allSettled([traces.shutdown(), metrics.shutdown()]).then(() => true);
-      const late = o.clock.sleep(FLUSH_DEADLINE_MS, stop.signal).then(
-        () => false,
-        () => true,
-      );
-      const inTime = await Promise.race([flushed, late]);
-      stop.abort();
-      if (!inTime)
+      if (!(await flushedWithin(o.clock, [traces.shutdown(), metrics.shutdown()])))
         once.say(
           `kube-runbook: warning: the run's telemetry was not all sent to ${o.settings.shownAs} within ${FLUSH_DEADLINE_MS / 1000}s`,
         );
