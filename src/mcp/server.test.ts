@@ -128,6 +128,30 @@ describe('kube-runbook mcp: read-only tools', () => {
     expect(text(r)).toMatch(/run_runbook not found/);
   });
 
+  it('annotates every tool as clients see it: reads read-only, halt neither read-only nor destructive, changes destructive', async () => {
+    const { client } = await connect(fakeDeps(await testPlan()), options({ allowRuns: true }));
+    const seen = Object.fromEntries((await client.listTools()).tools.map((t) => [t.name, t.annotations]));
+    const reads = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+    const readsCluster = { ...reads, openWorldHint: true };
+    const changes = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
+    // every tool there is, with --allow-runs: a tool added without its annotations fails here
+    expect(seen).toEqual({
+      list_modules: reads,
+      describe_module: reads,
+      list_runbooks: reads,
+      validate_runbook: reads,
+      read_report: reads,
+      plan_runbook: readsCluster,
+      eviction_forecast: readsCluster,
+      audit_heartbeats: readsCluster,
+      run_status: readsCluster,
+      halt: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+      resume_runs: { ...changes, idempotentHint: true },
+      run_runbook: changes,
+      recover_run: changes,
+    });
+  });
+
   it('validates and plans only the runbooks it was started with, by name', async () => {
     const deps = fakeDeps(await testPlan());
     const { call } = await connect(deps, options());
