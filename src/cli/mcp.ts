@@ -235,7 +235,8 @@ function realDeps(f: Flags, log: Logger): McpDeps {
 async function callLog(file: string | undefined, otel: OtelSettings | undefined) {
   const { CallLog, jsonLinesFile } = await import('../mcp/call-log.js');
   const say = (line: string) => void process.stderr.write(`${line}\n`);
-  const telemetry = otel && (await import('../telemetry/call-trace.js')).startCallTelemetry({ settings: otel, clock: realClock, warn: say });
+  const telemetry =
+    otel && (await import('../telemetry/call-trace.js')).startCallTelemetry({ settings: otel, clock: realClock, warn: say });
   return new CallLog({ clock: realClock, say, file: file === undefined ? undefined : jsonLinesFile(resolve(file), say), telemetry });
 }
 

@@ -12,8 +12,7 @@ import { type Decision, decisionOf, thrownDecision } from './sink.js';
 type Handler = (request: { params: Record<string, unknown> }, extra: unknown) => unknown;
 
 /** An MCP error's code as a stable code of ours: InvalidParams → INVALID_PARAMS. */
-const mcpCode = (code: number): string =>
-  (ErrorCode[code] ?? `MCP_ERROR_${code}`).replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase();
+const mcpCode = (code: number): string => (ErrorCode[code] ?? `MCP_ERROR_${code}`).replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase();
 
 /** What a thrown error decides: the SDK's own (an unknown resource or prompt, bad arguments) refuses with its code. */
 const fromError = (e: unknown): Decision =>
@@ -32,7 +31,10 @@ function toolDecision(result: unknown): Decision {
 }
 
 /** The requests logged: what each is called, with what, and how its outcome reads. */
-const AUDITED = new Map<unknown, { type: CallType; name: (p: Record<string, unknown>) => string; args: boolean; decide: (r: unknown) => Decision }>([
+const AUDITED = new Map<
+  unknown,
+  { type: CallType; name: (p: Record<string, unknown>) => string; args: boolean; decide: (r: unknown) => Decision }
+>([
   [CallToolRequestSchema, { type: 'tool', name: (p) => String(p.name), args: true, decide: toolDecision }],
   [ReadResourceRequestSchema, { type: 'resource', name: (p) => String(p.uri), args: false, decide: () => ({ decision: 'answered' }) }],
   [GetPromptRequestSchema, { type: 'prompt', name: (p) => String(p.name), args: true, decide: () => ({ decision: 'answered' }) }],

@@ -73,7 +73,11 @@ async function exporting(endpoint: string, clock: Clock = realClock) {
   const warnings: string[] = [];
   const telemetry = startCallTelemetry({ settings: otelSettings({}, { endpoint })!, clock, warn: (l) => warnings.push(l) });
   const log = new CallLog({ clock: realClock, say: () => undefined, telemetry });
-  const server = createMcpServer(deps, { runbooks: [], allowRuns: false, packageDir: resolve(import.meta.dirname, '..', '..') }, { calls: log });
+  const server = createMcpServer(
+    deps,
+    { runbooks: [], allowRuns: false, packageDir: resolve(import.meta.dirname, '..', '..') },
+    { calls: log },
+  );
   const client = new Client({ name: 'test', version: '1' });
   const [c, s] = InMemoryTransport.createLinkedPair();
   await server.connect(s);

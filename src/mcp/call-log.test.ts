@@ -147,10 +147,9 @@ describe('the MCP call log: one line per call, with what was decided where it wa
       throw new Error('no answer');
     };
     await (await connect(log, { allowRuns: true, answer: late })).call('resume_runs');
-    await (await connect(log, { allowRuns: true, halted: true, answer: { action: 'accept', content: { confirm: true } } })).call(
-      'run_runbook',
-      run,
-    );
+    await (
+      await connect(log, { allowRuns: true, halted: true, answer: { action: 'accept', content: { confirm: true } } })
+    ).call('run_runbook', run);
     const yes = await connect(log, { allowRuns: true, answer: { action: 'accept', content: { confirm: true } } });
     await yes.call('run_runbook', run);
     await yes.call('resume_runs');
@@ -174,7 +173,11 @@ describe('the MCP call log: one line per call, with what was decided where it wa
       /^mcp tool run_runbook \{"runbook":"kubelet-partition"\} via test 1: launched run 20261202T080000Z-kubelet-partition-[0-9a-f]{4} \(process 4242\); accepted by the person \(5 ms\)$/,
     );
     expect(lines[5]).toBe('mcp tool resume_runs {} via test 1: cleared the halt; accepted by the person (5 ms)');
-    expect(JSON.parse(json[1]!)).toMatchObject({ decision: 'declined by the person', code: 'NOT_CONFIRMED', consent: 'declined by the person' });
+    expect(JSON.parse(json[1]!)).toMatchObject({
+      decision: 'declined by the person',
+      code: 'NOT_CONFIRMED',
+      consent: 'declined by the person',
+    });
     expect(JSON.parse(json[4]!)).toMatchObject({
       decision: expect.stringMatching(/^launched run 20261202T080000Z-kubelet-partition-/),
       consent: 'accepted by the person',

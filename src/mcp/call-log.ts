@@ -48,7 +48,7 @@ const oneLine = (s: string) => {
 };
 
 /** `2026-12-02T08:00:00.000Z mcp tool run_runbook {"runbook":"x"} via claude-code 1.0: declined by the person [NOT_CONFIRMED]: refused: the user answered decline (812 ms)` */
-export function callLine(e: CallEntry): string {
+function callLine(e: CallEntry): string {
   const args = e.arguments === undefined ? '' : ` ${JSON.stringify(e.arguments)}`;
   const consent = e.consent && e.consent !== e.decision ? `; ${e.consent}` : '';
   return redactText(
@@ -57,7 +57,8 @@ export function callLine(e: CallEntry): string {
   );
 }
 
-const attribute = (v: unknown): AttributeValue => (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? v : JSON.stringify(v));
+const attribute = (v: unknown): AttributeValue =>
+  typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? v : JSON.stringify(v);
 
 /** The call as span attributes: `kube_runbook.mcp.decision`, `.error_code`, `.argument.KEY`, ... */
 function spanAttributes(e: CallEntry): Attributes {
@@ -148,7 +149,9 @@ export function jsonLinesFile(path: string, warn: (line: string) => void): JsonL
       try {
         writeSync(fd, `${line}\n`);
       } catch (e) {
-        warn(`kube-runbook: warning: the MCP call log ${quote(path)} could not be written (${messageOf(e)}); calls go on, logged on stderr only`);
+        warn(
+          `kube-runbook: warning: the MCP call log ${quote(path)} could not be written (${messageOf(e)}); calls go on, logged on stderr only`,
+        );
         try {
           closeSync(fd);
         } catch {
