@@ -297,7 +297,12 @@ export const register: Register = (program, done) => {
         allowRuns: f.allowRuns === true,
         packageDir: PACKAGE_DIR,
       };
-      const otel = otelSettings(process.env, { endpoint: f.otelEndpoint, headersOverHttp: f.otelHeadersOverHttp });
+      const otel = otelSettings(process.env, {
+        endpoint: f.otelEndpoint,
+        headersOverHttp: f.otelHeadersOverHttp,
+        signals: ['traces'],
+        whose: "the MCP server's",
+      });
       const deps = realDeps({ ...f, inventory: options.inventory, kubeconfig: options.kubeconfig }, log);
       // loaded here, not with the other commands: every other command starts without the MCP and OpenTelemetry SDKs
       const { createMcpServer } = await import('../mcp/server.js');

@@ -49,7 +49,12 @@ export interface OtelOptions {
   endpoint?: string;
   /** `--otel-headers-over-http`: send OTLP headers and URL credentials over plain http too. */
   headersOverHttp?: boolean;
+  /** What is sent (a run: both; the MCP server's calls: traces), and whose, as a refusal names them. */
+  signals?: readonly Signal[];
+  whose?: string;
 }
+
+type Signal = 'traces' | 'metrics';
 
 /** The option that lets credentials go over plain http, as errors name it. */
 const HEADERS_OVER_HTTP_FLAG = '--otel-headers-over-http';
@@ -64,14 +69,14 @@ export function otelSettings(env: NodeJS.ProcessEnv, o: OtelOptions = {}): OtelS
     const set = ENDPOINT_VARS.find((v) => env[v]?.trim());
     settings = set ? { shownAs: shownUrl(env[set]!.trim()) } : undefined;
   }
-  if (settings && !o.headersOverHttp) refuseCredentialsOverHttp(env, settings);
+  if (settings && !o.headersOverHttp) refuseCredentialsOverHttp(env, settings, o.signals ?? ['traces', 'metrics'], o.whose ?? "the run's");
   return settings;
 }
 
 const value = (env: NodeJS.ProcessEnv, name: string) => env[name]?.trim() || undefined;
 
 /** Where a signal's exporter sends, as the OTLP exporters choose it: the flag's URL, the signal's variable, the base one, else localhost. */
-function signalUrl(env: NodeJS.ProcessEnv, settings: OtelSettings, signal: 'traces' | 'metrics'): string {
+function signalUrl(env: NodeJS.ProcessEnv, settings: OtelSettings, signal: Signal): string {
   const flag = signal === 'traces' ? settings.tracesUrl : settings.metricsUrl;
   const own = value(env, `OTEL_EXPORTER_OTLP_${signal.toUpperCase()}_ENDPOINT`);
   const base = value(env, 'OTEL_EXPORTER_OTLP_ENDPOINT');
@@ -82,8 +87,8 @@ function signalUrl(env: NodeJS.ProcessEnv, settings: OtelSettings, signal: 'trac
  * OTLP headers carry a collector's credentials (`authorization=Bearer ...`): over plain http anyone on the path can
  * read them, as a URL's `user:password@`. Refused unless allowed, as the promql probe's `tokenOverHttp`.
  */
-function refuseCredentialsOverHttp(env: NodeJS.ProcessEnv, settings: OtelSettings): void {
-  for (const signal of ['traces', 'metrics'] as const) {
+function refuseCredentialsOverHttp(env: NodeJS.ProcessEnv, settings: OtelSettings, signals: readonly Signal[], whose: string): void {
+  for (const signal of signals) {
     const url = signalUrl(env, settings, signal);
     let u: URL;
     try {
@@ -97,7 +102,7 @@ function refuseCredentialsOverHttp(env: NodeJS.ProcessEnv, settings: OtelSetting
     if (carried.length)
       throw new KrError(
         'OTEL_CREDENTIALS_OVER_HTTP',
-        `the run's ${signal} would go to ${shownUrl(url)} over plain http with ${carried.join(' and ')}, which anyone on the path ` +
+        `${whose} ${signal} would go to ${shownUrl(url)} over plain http with ${carried.join(' and ')}, which anyone on the path ` +
           `can read: use an https:// endpoint, or pass ${HEADERS_OVER_HTTP_FLAG} for a collector on a link you trust`,
         { exit: EXIT.invalid },
       );

@@ -297,6 +297,15 @@ describe('otelSettings', () => {
     expect(refused(headers, { endpoint: 'http://c:4318', headersOverHttp: true })).toBeUndefined();
   });
 
+  it('checks only the signals a sender sends, naming whose they are', () => {
+    const mcp = { signals: ['traces'] as const, whose: "the MCP server's" };
+    const metricsOnly = { OTEL_EXPORTER_OTLP_METRICS_HEADERS: 'x-api-key=k', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' };
+    expect(otelSettings(metricsOnly, mcp)).toEqual({ shownAs: 'http://c:4318' });
+    expect(() =>
+      otelSettings({ OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer s3cret' }, { ...mcp, endpoint: 'http://c:4318' }),
+    ).toThrow("the MCP server's traces would go to http://c:4318/v1/traces over plain http with OTEL_EXPORTER_OTLP_HEADERS");
+  });
+
   it('names a bad --otel-endpoint and exits 2', () => {
     expect(() => otelSettings({}, { endpoint: 'collector:4318' })).toThrow(
       expect.objectContaining({ code: 'OTEL_ENDPOINT_INVALID', exit: 2 }),
