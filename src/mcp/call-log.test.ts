@@ -204,6 +204,40 @@ describe('the MCP call log: one line per call, with what was decided where it wa
   });
 });
 
+describe('the MCP call log, at its limits', () => {
+  it('cuts arguments longer than 4,000 characters of JSON, after redacting them', async () => {
+    const { log, text, json } = memoryLog();
+    const { call } = await connect(log);
+    await call('no_such_tool', { token: 'hunter2-the-token', blob: 'x'.repeat(10_000) });
+    const cut =
+      /^\S+ mcp tool no_such_tool "\{\\"token\\":\\"\[redacted\]\\",\\"blob\\":\\"x+… \((\d+) characters, cut\)" via test 1: refused \[INVALID_PARAMS\]/;
+    expect(text[0]).toMatch(cut);
+    expect(Number(cut.exec(text[0]!)![1])).toBe(JSON.stringify({ token: '[redacted]', blob: 'x'.repeat(10_000) }).length);
+    expect(text[0]!.length).toBeLessThan(4_400);
+    expect(JSON.parse(json[0]!)).toMatchObject({
+      arguments: expect.stringMatching(/^\{"token":"\[redacted\]","blob":"x+… \(\d+ characters, cut\)$/),
+    });
+    expect(json[0]).not.toContain('hunter2');
+  });
+
+  it('answers a call whose line cannot be written, and says so', async () => {
+    const said: string[] = [];
+    const broken = new CallLog({
+      clock: { now: () => START },
+      say: (l) => said.push(l),
+      file: {
+        write: () => {
+          throw new Error('disk full');
+        },
+        close: () => undefined,
+      },
+    });
+    const { call } = await connect(broken);
+    expect((await call('list_runbooks')).isError).toBeFalsy();
+    expect(said.at(-1)).toBe('kube-runbook: warning: an MCP call of tool list_runbooks could not be logged: disk full');
+  });
+});
+
 describe('--log FILE', () => {
   it('appends one JSON line per call to a file only its owner reads, and names a file it cannot open', async () => {
     const file = join(dir, 'calls.jsonl');

@@ -57,6 +57,17 @@ function callLine(e: CallEntry): string {
   );
 }
 
+/** Arguments longer than this as JSON are logged cut, as a string (a client can send megabytes to any tool name). */
+const MAX_ARGUMENTS = 4_000;
+
+/** The entry with its arguments cut to MAX_ARGUMENTS characters of JSON, after redaction (a secret is never half cut). */
+function capped(e: CallEntry): CallEntry {
+  if (e.arguments === undefined) return e;
+  const json = JSON.stringify(e.arguments);
+  if (json.length <= MAX_ARGUMENTS) return e;
+  return { ...e, arguments: `${json.slice(0, MAX_ARGUMENTS)}… (${json.length} characters, cut)` };
+}
+
 const attribute = (v: unknown): AttributeValue =>
   typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? v : JSON.stringify(v);
 
@@ -105,9 +116,17 @@ export class CallLog {
     };
   }
 
-  /** The one place a call's line is written. */
+  /** The one place a call's line is written; a line that cannot be written costs a warning, never the call. */
   private write(startMs: number, endMs: number, raw: CallEntry): void {
-    const e = redact(raw, Infinity) as CallEntry;
+    try {
+      this.lines(startMs, endMs, raw);
+    } catch (err) {
+      this.o.say(`kube-runbook: warning: an MCP call of ${raw.type} ${raw.name} could not be logged: ${messageOf(err)}`);
+    }
+  }
+
+  private lines(startMs: number, endMs: number, raw: CallEntry): void {
+    const e = capped(redact(raw, Infinity) as CallEntry);
     this.o.say(callLine(e));
     this.o.file?.write(JSON.stringify(e));
     this.o.telemetry?.onCall({
