@@ -220,6 +220,21 @@ describe('the MCP call log, at its limits', () => {
     expect(json[0]).not.toContain('hunter2');
   });
 
+  it('keeps a call to one line whatever the client names: a line break, a terminal escape, a long name', async () => {
+    const { log, text, json } = memoryLog();
+    const { call } = await connect(log);
+    const forged = 'x\n2026-12-02T08:00:00.000Z mcp tool run_runbook {} via test 1: answered (5 ms)\u001b[2K';
+    await call(forged);
+    await call('y'.repeat(5_000));
+    expect(text).toHaveLength(2);
+    expect(text[0]).toMatch(
+      /^\S+ mcp tool x\\u000a2026-12-02T08:00:00\.000Z mcp tool run_runbook \{\} via test 1: answered \(5 ms\)\\u001b\[2K \{\} via test 1: refused \[INVALID_PARAMS\]: MCP error -32602: Tool x; 2026/,
+    );
+    expect(text.join('')).not.toMatch(/\p{Cc}/u);
+    expect(text[1]).toMatch(/^\S+ mcp tool y{200}… \(5000 characters, cut\) \{\} via test 1: refused \[INVALID_PARAMS\]/);
+    expect((JSON.parse(json[0]!) as { name: string }).name).toBe(forged);
+  });
+
   it('answers a call whose line cannot be written, and says so', async () => {
     const said: string[] = [];
     const broken = new CallLog({

@@ -47,25 +47,38 @@ const oneLine = (s: string) => {
   return flat.length > MAX_REASON ? `${flat.slice(0, MAX_REASON)}…` : flat;
 };
 
+/** Control characters (a line break, a terminal escape) as JSON writes them: a client's tool name cannot forge a line. */
+const CONTROL = /[\p{Cc}\u2028\u2029]/gu;
+const escaped = (s: string) => s.replace(CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
 /** `2026-12-02T08:00:00.000Z mcp tool run_runbook {"runbook":"x"} via claude-code 1.0: declined by the person [NOT_CONFIRMED]: refused: the user answered decline (812 ms)` */
 function callLine(e: CallEntry): string {
   const args = e.arguments === undefined ? '' : ` ${JSON.stringify(e.arguments)}`;
   const consent = e.consent && e.consent !== e.decision ? `; ${e.consent}` : '';
-  return redactText(
-    `${e.time} mcp ${e.type} ${e.name}${args}${e.client ? ` via ${e.client}` : ''}: ${e.decision}${e.code ? ` [${e.code}]` : ''}` +
-      `${e.reason ? `: ${oneLine(e.reason)}` : ''}${consent} (${e.durationMs} ms)`,
+  return escaped(
+    redactText(
+      `${e.time} mcp ${e.type} ${e.name}${args}${e.client ? ` via ${e.client}` : ''}: ${e.decision}${e.code ? ` [${e.code}]` : ''}` +
+        `${e.reason ? `: ${oneLine(e.reason)}` : ''}${consent} (${e.durationMs} ms)`,
+    ),
   );
 }
 
 /** Arguments longer than this as JSON are logged cut, as a string (a client can send megabytes to any tool name). */
 const MAX_ARGUMENTS = 4_000;
+/** A name (a tool's, a resource's URI, the client's) longer than this is logged cut. */
+const MAX_NAME = 200;
 
-/** The entry with its arguments cut to MAX_ARGUMENTS characters of JSON, after redaction (a secret is never half cut). */
+const cut = (s: string, max: number) => (s.length <= max ? s : `${s.slice(0, max)}… (${s.length} characters, cut)`);
+
+/** The entry with its name, client and arguments (as JSON) cut, after redaction (a secret is never half cut). */
 function capped(e: CallEntry): CallEntry {
-  if (e.arguments === undefined) return e;
-  const json = JSON.stringify(e.arguments);
-  if (json.length <= MAX_ARGUMENTS) return e;
-  return { ...e, arguments: `${json.slice(0, MAX_ARGUMENTS)}… (${json.length} characters, cut)` };
+  const json = e.arguments === undefined ? '' : JSON.stringify(e.arguments);
+  return {
+    ...e,
+    name: cut(e.name, MAX_NAME),
+    ...(e.client === undefined ? {} : { client: cut(e.client, MAX_NAME) }),
+    ...(json.length > MAX_ARGUMENTS ? { arguments: cut(json, MAX_ARGUMENTS) } : {}),
+  };
 }
 
 const attribute = (v: unknown): AttributeValue =>
