@@ -1,8 +1,14 @@
 import { createServer } from 'node:net';
 import type { Server } from 'node:http';
+import { resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { CallLog } from './call-log.js';
+import type { McpDeps } from './deps.js';
 import { serveHttp } from './http.js';
+import { createMcpServer } from './server.js';
 
 const TOKEN = 'a-token-of-at-least-16-chars';
 
@@ -45,5 +51,26 @@ describe('kube-runbook mcp --http', () => {
     const ok = await post(`Bearer ${TOKEN}`);
     expect(ok.status).toBe(200);
     expect(ok.headers.get('mcp-session-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("logs each session's calls in the one call log, under its client's name", async () => {
+    const port = await freePort();
+    const lines: string[] = [];
+    const calls = new CallLog({ clock: { now: () => 0 }, say: (l) => lines.push(l) });
+    const options = { runbooks: [], allowRuns: false, packageDir: resolve(import.meta.dirname, '..', '..') };
+    http = await serveHttp(port, TOKEN, () => createMcpServer({} as McpDeps, options, { calls }));
+    for (const name of ['first', 'second']) {
+      const client = new Client({ name, version: '1' });
+      const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${TOKEN}` } },
+      });
+      await client.connect(transport);
+      await client.callTool({ name: 'list_runbooks', arguments: {} });
+      await client.close();
+    }
+    expect(lines).toEqual([
+      '1970-01-01T00:00:00.000Z mcp tool list_runbooks {} via first 1: answered (0 ms)',
+      '1970-01-01T00:00:00.000Z mcp tool list_runbooks {} via second 1: answered (0 ms)',
+    ]);
   });
 });
