@@ -1,6 +1,6 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { toolVersion } from '../core/version.js';
-import { auditCalls } from './audit.js';
+import { auditCalls } from './call-audit.js';
 import type { CallLog } from './call-log.js';
 import { RunbookCatalog } from './catalog.js';
 import type { McpDeps, McpOptions } from './deps.js';
