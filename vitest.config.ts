@@ -3,9 +3,10 @@ import { configDefaults, defineConfig } from 'vitest/config';
 /**
  * Unit tests, then the lab end-to-end tests on each Kubernetes version the lab supports: every e2e file on the
  * default (1.37: projects `e2e 1.37` and `e2e 1.37 beside`) but the controller's bare eviction timing; the incident
- * runbooks, that timing and the forecast at scale on 1.34 and 1.20, and the other eviction forecast tests on 1.20. A project's name says the version, and
- * KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts). `npm run e2e` runs them one after the other;
- * `npm test` runs `e2e 1.37 beside` beside the unit tests (scripts/unit-and-beside.sh).
+ * runbooks, that timing and the forecast at scale on 1.34 and 1.20, and the other eviction forecast tests on 1.20. A
+ * project's name says the version, and KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts).
+ * `npm test` runs `e2e 1.37 beside` beside the unit tests (scripts/unit-and-beside.sh), then `e2e 1.37` alone, then
+ * `e2e 1.34` and `e2e 1.20` beside each other, each with its own lab (scripts/e2e-versions.sh).
  */
 const e2e = (version: string, include: string[], o: { name?: string; exclude?: string[] } = {}) => ({
   test: {

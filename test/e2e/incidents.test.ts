@@ -10,9 +10,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAndMeasure, type Outcome } from '../../packages/lab/src/cli/demo.js';
+import { realClock } from '../../src/core/clock.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
 import { agentInventory, agentPodsGone, applyAgentManifests } from './helpers/agents.js';
 import { expectObjectivesMet } from './helpers/objectives.js';
+import { evictionsBackAt, LeaseTimes } from './helpers/lease-times.js';
 import { instanceFor, LAB_VERSION, REAL_NODES, REPO, startLab, stopLab, until, workerNodes, type LabInfo, labCli } from './helpers/lab.js';
 
 const INSTANCE = instanceFor('inc');
@@ -122,7 +124,9 @@ describe(`kubelet-partition (Kubernetes ${LAB_VERSION})`, () => {
 
 describe(`apiserver-outage (Kubernetes ${LAB_VERSION})`, () => {
   it(`with guards${OVER_AGENTS ? ', workers over agents' : ''}: freezes evictions before the first one (taint eviction off on 1.29+, else the controller-manager stopped) and restores it last`, async () => {
-    const o = await runAndMeasure(agentLab ?? lab, runbook('apiserver-outage.yaml'), true);
+    const startedAt = realClock.now();
+    const leaseTimes = new LeaseTimes(lab);
+    const o = await runAndMeasure(agentLab ?? lab, runbook('apiserver-outage.yaml'), true).finally(() => leaseTimes.stop());
     expect(o.report.guardFirings.some((g) => g.response === 'remediate')).toBe(true);
     if (agentLab) {
       expect(o.report.preflight.find((p) => p.check === 'agents')?.detail).toMatch(/^\d agent pod\(s\) running and answering in kr-agent$/);
@@ -141,6 +145,26 @@ describe(`apiserver-outage (Kubernetes ${LAB_VERSION})`, () => {
       .sort()
       .at(-1)!;
     expect(remediation[0]!.revertedAt! > lastFault).toBe(true);
+    // and, as the cluster itself tells it (apart from the run's report): the controller-manager's log says when it
+    // evicted again, and by then every worker's Lease had been renewed within the grace period, as the apiserver stores
+    // it; a freeze undone before that would let the controller taint and evict the nodes still catching up
+    const backAt = await evictionsBackAt(lab, startedAt);
+    expect(backAt, "the controller-manager's log line of its taint eviction starting again").toBeDefined();
+    const grace = lab.settings.nodeMonitorGracePeriod;
+    for (const n of lab.nodes.filter((x) => x.roles.includes('worker'))) {
+      const renewed = leaseTimes.lastRenewalBy(n.name, backAt!);
+      expect(renewed, `${n.name}'s Lease renewed before evictions came back`).toBeDefined();
+      expect(
+        backAt! - renewed!,
+        `${n.name}: evictions back ${backAt! - renewed!} ms after its last renewal (grace ${grace} ms)`,
+      ).toBeLessThan(grace);
+    }
+    console.log(
+      `apiserver-outage on ${LAB_VERSION}: evictions back at ${new Date(backAt!).toISOString()}, the workers' last renewals ${lab.nodes
+        .filter((x) => x.roles.includes('worker'))
+        .map((n) => `${n.name} ${backAt! - leaseTimes.lastRenewalBy(n.name, backAt!)!} ms before`)
+        .join(', ')}`,
+    );
     // while the freeze holds the forecast predicts no eviction and says why, and so does the timeline
     const frozenBy =
       freeze === 'disable-taint-eviction' ? 'taint eviction disabled by this run' : 'kube-controller-manager stopped by this run';
