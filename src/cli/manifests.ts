@@ -25,6 +25,8 @@ import {
   shortHash,
 } from './manifests-pod.js';
 import { DNS_LABEL } from '../core/names.js';
+import type { Plan } from '../engine/plan.js';
+import type { Inventory } from '../inventory/schema.js';
 
 interface ManifestFlags {
   inventory?: string;
@@ -44,6 +46,24 @@ const STATE_DIR = '/var/lib/kube-runbook';
 /** Five fields, as CronJob takes them (or @hourly and friends); the apiserver checks the rest. */
 const CRON = /^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$/;
 
+/** The names, labels and files every object of one rendering shares. */
+interface Names {
+  flags: ManifestFlags;
+  ns: string;
+  name: string;
+  labels: Record<string, string>;
+  meta: (extra?: Record<string, unknown>) => Record<string, unknown>;
+  subject: { kind: string; name: string; namespace: string }[];
+  runbookText: string;
+  inventoryText: string;
+  /** The immutable ConfigMap of the runbook and inventory. */
+  configName: string;
+  journalName: string;
+  reportName: string;
+  /** The ConfigMaps of the run's own state: the journal's copy (and the report). */
+  stateNames: string[];
+}
+
 /**
  * Everything a cluster needs to run a runbook by itself: a Namespace that admits only `restricted` pods,
  * ServiceAccount, the least-privilege ClusterRole (and a Role per namespace where a module reads only there) with
@@ -58,6 +78,19 @@ export async function renderManifests(
   nonce = randomBytes(8).toString('hex'),
 ): Promise<{ yaml: string; warnings: string[] }> {
   const [loaded, inv] = await Promise.all([loadRunbook(runbookFile, defaultRegistry), inventoryFrom(flags)]);
+  checkFlags(flags, inv.inventory);
+  const plan = await buildPlan({ runbook: loaded.runbook, file: runbookFile, inventory: inv.inventory, registry: defaultRegistry });
+  const names = namesOf(plan, flags, readFileSync(runbookFile, 'utf8'), readFileSync(inv.file, 'utf8'));
+  const needed = await planAccessAnyServer(plan, defaultRegistry, await runObservers());
+  const rules = rbacRules(needed);
+  const avoided = faultedNodes(plan);
+  const docs: unknown[] = [...accessDocs(names, rules), ...stateDocs(names), runDoc(names, plan, avoided, nonce)];
+  const warnings = manifestWarnings(plan, rules, avoided);
+  return { yaml: docs.map((d) => stringify(d, { lineWidth: 0, aliasDuplicateObjects: false })).join('---\n'), warnings };
+}
+
+/** Refuses a namespace, schedule or Secret name the cluster would refuse, and the node agents' namespace. */
+function checkFlags(flags: ManifestFlags, inventory: Inventory): void {
   if (!DNS_LABEL.test(flags.namespace))
     throw new KrError('BAD_NAMESPACE', `--namespace ${quote(flags.namespace)} is not a DNS label`, { exit: EXIT.invalid });
   if (flags.schedule !== undefined && !CRON.test(flags.schedule.trim()))
@@ -67,9 +100,7 @@ export async function renderManifests(
   if (flags.sshSecret !== undefined && !DNS_LABEL.test(flags.sshSecret))
     throw new KrError('BAD_SECRET', `--ssh-secret ${quote(flags.sshSecret)} is not a Secret name`, { exit: EXIT.invalid });
   const agentNamespaces = new Set(
-    [inv.inventory.spec.transport, ...inv.inventory.spec.nodes.map((n) => n.transport)].flatMap((t) =>
-      t?.type === 'agent' ? [t.namespace] : [],
-    ),
+    [inventory.spec.transport, ...inventory.spec.nodes.map((n) => n.transport)].flatMap((t) => (t?.type === 'agent' ? [t.namespace] : [])),
   );
   if (agentNamespaces.has(flags.namespace))
     throw new KrError(
@@ -77,23 +108,34 @@ export async function renderManifests(
       `--namespace ${quote(flags.namespace)} is the node agents' namespace, which must stay privileged; the executor's namespace admits only restricted pods: choose another`,
       { exit: EXIT.invalid },
     );
-  const plan = await buildPlan({ runbook: loaded.runbook, file: runbookFile, inventory: inv.inventory, registry: defaultRegistry });
+}
+
+function namesOf(plan: Plan, flags: ManifestFlags, runbookText: string, inventoryText: string): Names {
   const runbookName = plan.runbook.metadata.name;
   const name = `kube-runbook-${runbookName}`.slice(0, 52).replace(/-+$/, '');
   const ns = flags.namespace;
-  const needed = await planAccessAnyServer(plan, defaultRegistry, await runObservers());
-  const { cluster, namespaced } = rbacRules(needed);
   const labels = { 'app.kubernetes.io/name': 'kube-runbook', 'app.kubernetes.io/instance': runbookName };
-  const meta = (extra: Record<string, unknown> = {}) => ({ name, labels, ...extra });
-  const subject = [{ kind: 'ServiceAccount', name, namespace: ns }];
-  const runbookText = readFileSync(runbookFile, 'utf8');
-  const inventoryText = readFileSync(inv.file, 'utf8');
-  // immutable, so named by its content: a changed runbook is a new ConfigMap, and a Job never reads a file edited under it
-  const configName = `${name}-${shortHash(runbookText, inventoryText)}`;
   const journalName = `${name}-journal`;
   const reportName = `${name}-report`;
-  const stateNames = [journalName, ...(flags.reportConfigmap ? [reportName] : [])];
+  return {
+    flags,
+    ns,
+    name,
+    labels,
+    meta: (extra = {}) => ({ name, labels, ...extra }),
+    subject: [{ kind: 'ServiceAccount', name, namespace: ns }],
+    runbookText,
+    inventoryText,
+    // immutable, so named by its content: a changed runbook is a new ConfigMap, and a Job never reads a file edited under it
+    configName: `${name}-${shortHash(runbookText, inventoryText)}`,
+    journalName,
+    reportName,
+    stateNames: [journalName, ...(flags.reportConfigmap ? [reportName] : [])],
+  };
+}
 
+/** The restricted Namespace, the ServiceAccount, and the least-privilege ClusterRole and Roles with their bindings. */
+function accessDocs({ ns, name, meta, subject }: Names, { cluster, namespaced }: ReturnType<typeof rbacRules>): unknown[] {
   const docs: unknown[] = [
     {
       apiVersion: 'v1',
@@ -121,14 +163,20 @@ export async function renderManifests(
         subjects: subject,
       },
     );
-  // the run's own state in the cluster: the journal's copy (and the report), created here, so the ServiceAccount
-  // needs no `create` (which RBAC cannot limit to a name), only get and patch of these names; no data, so
-  // applying the manifests again leaves what runs wrote
-  // and the Secret of the key that signs the journal's copy (src/journal/key.ts), filled by the first run: who
-  // may write ConfigMaps here but not read Secrets cannot forge a journal for `recover --from-cluster` to run
+  return docs;
+}
+
+/**
+ * The run's own state in the cluster: the journal's copy (and the report), created here, so the ServiceAccount
+ * needs no `create` (which RBAC cannot limit to a name), only get and patch of these names; no data, so
+ * applying the manifests again leaves what runs wrote; and the Secret of the key that signs the journal's copy
+ * (src/journal/key.ts), filled by the first run: who may write ConfigMaps here but not read Secrets cannot forge a
+ * journal for `recover --from-cluster` to run. Last, the immutable ConfigMap of the runbook and inventory.
+ */
+function stateDocs({ ns, name, labels, subject, stateNames, journalName, configName, runbookText, inventoryText }: Names): unknown[] {
   const stateRole = `${name}-state`;
   const keyName = journalKeySecret({ namespace: ns, name: journalName }).name;
-  docs.push(
+  return [
     ...stateNames.map((n) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: n, namespace: ns, labels } })),
     { apiVersion: 'v1', kind: 'Secret', metadata: { name: keyName, namespace: ns, labels }, type: 'Opaque' },
     {
@@ -154,8 +202,11 @@ export async function renderManifests(
       immutable: true,
       data: { 'runbook.yaml': runbookText, 'inventory.yaml': inventoryText },
     },
-  );
+  ];
+}
 
+/** The executor's pod: restricted, kept off the nodes the runbook faults, its config, state and ssh key mounted. */
+function executorPod({ flags, ns, name, configName, journalName, reportName }: Names, plan: Plan, avoided: string[]) {
   const volumes: unknown[] = [
     { name: 'config', configMap: { name: configName } },
     { name: 'state', emptyDir: {} },
@@ -166,13 +217,11 @@ export async function renderManifests(
     { name: 'state', mountPath: STATE_DIR },
     ...(flags.sshSecret ? [{ name: 'ssh', mountPath: SSH_DIR, readOnly: true }] : []),
   ];
-  const deadlines = runDeadlines(plan);
-  const avoided = faultedNodes(plan);
-  const podSpec = {
+  return {
     serviceAccountName: name,
     restartPolicy: 'Never',
     // SIGTERM (the pod deleted, the Job's deadline) starts the rollback: it gets the whole of its time
-    terminationGracePeriodSeconds: deadlines.terminationGracePeriodSeconds,
+    terminationGracePeriodSeconds: runDeadlines(plan).terminationGracePeriodSeconds,
     securityContext: RESTRICTED_POD,
     ...(avoided.length ? { affinity: avoidingNodes(avoided) } : {}),
     containers: [
@@ -200,37 +249,42 @@ export async function renderManifests(
     ],
     volumes,
   };
+}
+
+/** The Job that runs the runbook once, or the CronJob that runs it on `--schedule`, never two at once. */
+function runDoc(names: Names, plan: Plan, avoided: string[], nonce: string): unknown {
+  const { flags, ns, name, labels, meta, runbookText, inventoryText } = names;
   // a run is never retried by the Job controller: its exit code is the verdict, and a fault is not applied twice
   const jobSpec = {
     backoffLimit: 0,
-    activeDeadlineSeconds: deadlines.activeDeadlineSeconds,
-    template: { metadata: { labels }, spec: podSpec },
+    activeDeadlineSeconds: runDeadlines(plan).activeDeadlineSeconds,
+    template: { metadata: { labels }, spec: executorPod(names, plan, avoided) },
   };
-  docs.push(
-    flags.schedule
-      ? {
-          apiVersion: 'batch/v1',
-          kind: 'CronJob',
-          metadata: meta({ namespace: ns }),
-          spec: {
-            schedule: flags.schedule.trim(),
-            concurrencyPolicy: 'Forbid',
-            successfulJobsHistoryLimit: 3,
-            failedJobsHistoryLimit: 3,
-            jobTemplate: { spec: jobSpec },
-          },
-        }
-      : // a name per rendering: applying the same output again changes nothing, rendering again starts a new run
-        {
-          apiVersion: 'batch/v1',
-          kind: 'Job',
-          metadata: { name: `${name}-${shortHash(runbookText, inventoryText, nonce)}`, namespace: ns, labels },
-          spec: jobSpec,
+  return flags.schedule
+    ? {
+        apiVersion: 'batch/v1',
+        kind: 'CronJob',
+        metadata: meta({ namespace: ns }),
+        spec: {
+          schedule: flags.schedule.trim(),
+          concurrencyPolicy: 'Forbid',
+          successfulJobsHistoryLimit: 3,
+          failedJobsHistoryLimit: 3,
+          jobTemplate: { spec: jobSpec },
         },
-  );
+      }
+    : // a name per rendering: applying the same output again changes nothing, rendering again starts a new run
+      {
+        apiVersion: 'batch/v1',
+        kind: 'Job',
+        metadata: { name: `${name}-${shortHash(runbookText, inventoryText, nonce)}`, namespace: ns, labels },
+        spec: jobSpec,
+      };
+}
 
-  // every grant that gives more than it reads like, one line each (stdout's YAML stays as it is)
-  const warnings: string[] = sensitiveGrants({ cluster, namespaced }).map((g) => `grants ${g.grant}: ${g.why}`);
+/** Every grant that gives more than it reads like, one line each (stdout's YAML stays as it is), and a Job that cannot run. */
+function manifestWarnings(plan: Plan, rules: ReturnType<typeof rbacRules>, avoided: string[]): string[] {
+  const warnings: string[] = sensitiveGrants(rules).map((g) => `grants ${g.grant}: ${g.why}`);
   if (!plan.safety.allowContexts.some((p) => contextAllowed('in-cluster', '', [p.replace(/@.*$/, '')])))
     warnings.push(
       `the runbook's spec.safety.allowContexts (${plan.safety.allowContexts.join(', ') || 'none'}) does not allow the in-cluster context: ` +
@@ -241,7 +295,7 @@ export async function renderManifests(
     warnings.push(
       `the runbook acts on every node of the inventory (${nodes.join(', ')}): the Job's pod, kept off them, runs only on a Node the inventory does not list`,
     );
-  return { yaml: docs.map((d) => stringify(d, { lineWidth: 0, aliasDuplicateObjects: false })).join('---\n'), warnings };
+  return warnings;
 }
 
 export const register: Register = (program, done) => {

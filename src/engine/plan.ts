@@ -138,115 +138,8 @@ const DEFAULT_CONFIRM_TIMEOUT = 5 * 60_000;
  */
 export async function draftPlan(input: PlanInput): Promise<Plan> {
   const { runbook, registry } = input;
-  const planAction = async (
-    index: string,
-    given: {
-      name?: string;
-      action: string;
-      with: Record<string, unknown>;
-      timeout: number;
-      revertLast?: boolean;
-      orElse?: Fallback;
-      objectives?: StepObjective[];
-    },
-    at: DocPath,
-  ): Promise<PlannedAction> => {
-    let item = given;
-    let action = await registry.action(given.action);
-    let substituted: string | undefined;
-    const min = action.meta.minKubernetesMinor;
-    const version = input.serverVersion;
-    if (given.orElse && min !== undefined && version && !atLeast(version, min)) {
-      substituted = `${given.action} needs Kubernetes 1.${min} or newer and the server is ${version.gitVersion}: using ${given.orElse.action}`;
-      item = { ...given, ...given.orElse };
-      action = await registry.action(given.orElse.action);
-      at = [...at, 'orElse'];
-    }
-    const { nodes, ...params } = item.with as { nodes?: NodeSelector } & Record<string, unknown>;
-    let targets: InventoryNode[] | null = null;
-    let selector: NodeSelector | undefined;
-    let unresolved: true | undefined;
-    const onNodes = targetsNodes(action.meta, params);
-    if (onNodes) {
-      selector = nodes ?? action.meta.defaultNodes ?? 'all';
-      const known = knownNames(selector, input.inventory.spec.nodes);
-      try {
-        targets = selectNodes(known, input.inventory.spec.nodes, input.clusterNodes, `${pathText(at)}.with.nodes`);
-      } catch (e) {
-        if (!(input.labelsUnknown && isKrError(e) && e.code === 'SELECTOR_NEEDS_CLUSTER')) throw e;
-        targets = [];
-        unresolved = true;
-      }
-    }
-    const on = targets ? ` on ${targets.map((t) => t.name).join(', ') || 'no node'}` : '';
-    return {
-      kind: 'action',
-      index,
-      name: item.name ?? `${item.action}${on}`,
-      actionId: item.action,
-      action,
-      params: onNodes ? params : (item.with as Record<string, unknown>),
-      targets,
-      selector,
-      at,
-      nodesGiven: nodes !== undefined,
-      ...(unresolved ? { unresolved } : {}),
-      timeoutMs: item.timeout,
-      revertLast: item.revertLast ?? false,
-      ...(given.objectives?.length ? { objectives: given.objectives } : {}),
-      substituted,
-      orElse: !substituted && given.orElse && min !== undefined && !version ? given.orElse.action : undefined,
-    };
-  };
-
-  const planStep = async (step: Step, index: string, at: DocPath): Promise<PlannedStep> => {
-    const where = pathText(at);
-    if ('action' in step) return planAction(index, step, at);
-    if ('expect' in step) {
-      const probe = await registry.probe(step.expect.probe);
-      return {
-        kind: 'expect',
-        index,
-        name: step.name ?? `expect ${step.expect.probe} ${step.expect.status} within ${formatDuration(step.within)}`,
-        probeId: step.expect.probe,
-        probe,
-        params: step.expect.with,
-        status: step.expect.status,
-        withinMs: step.within,
-      };
-    }
-    if ('revert' in step) {
-      // only earlier steps are planned yet: a revert cannot name a later one
-      const actionSteps = stepActions(steps);
-      const target = actionSteps.find((a) => a.name === step.revert);
-      if (!target)
-        throw new KrError(
-          'REVERT_TARGET_UNKNOWN',
-          `${where}.revert: no earlier action step is named ${quote(step.revert)} (earlier action steps: ${actionSteps.map((a) => `"${a.name}"`).join(', ') || 'none'})`,
-          { exit: EXIT.invalid },
-        );
-      return { kind: 'revert', index, name: step.name ?? `revert "${target.name}"`, target };
-    }
-    if ('wait' in step) return { kind: 'wait', index, name: step.name ?? `wait ${formatDuration(step.wait)}`, ms: step.wait };
-    if ('confirm' in step) {
-      const c = typeof step.confirm === 'string' ? { message: step.confirm } : step.confirm;
-      return {
-        kind: 'confirm',
-        index,
-        name: step.name ?? 'confirm',
-        message: c.message,
-        timeoutMs: ('timeout' in c ? c.timeout : undefined) ?? step.timeout ?? DEFAULT_CONFIRM_TIMEOUT,
-        onTimeout: ('onTimeout' in c ? c.onTimeout : undefined) ?? step.onTimeout ?? 'rollback',
-      };
-    }
-    const children: PlannedParallel['children'] = [];
-    for (const [i, child] of step.parallel.entries())
-      children.push((await planStep(child, `${index}.${i + 1}`, [...at, 'parallel', i])) as PlannedParallel['children'][number]);
-    return { kind: 'parallel', index, name: step.name ?? `in parallel: ${children.map((c) => c.name).join(' | ')}`, children };
-  };
-
   const steps: PlannedStep[] = [];
-  for (const [i, step] of runbook.spec.steps.entries()) steps.push(await planStep(step, String(i + 1), ['spec', 'steps', i]));
+  for (const [i, step] of runbook.spec.steps.entries()) steps.push(await planStep(input, steps, step, String(i + 1), ['spec', 'steps', i]));
 
   const guards: PlannedGuard[] = [];
   for (const g of runbook.spec.guards)
@@ -261,8 +154,140 @@ export async function draftPlan(input: PlanInput): Promise<Plan> {
     });
 
   const remediation: PlannedAction[] = [];
-  for (const [i, r] of runbook.spec.remediation.entries()) remediation.push(await planAction(`R${i + 1}`, r, ['spec', 'remediation', i]));
+  for (const [i, r] of runbook.spec.remediation.entries())
+    remediation.push(await planAction(input, `R${i + 1}`, r, ['spec', 'remediation', i]));
 
+  const wf = runbook.spec.rollback.waitFor;
+  return {
+    runbook,
+    file: input.file,
+    inventory: input.inventory,
+    steps,
+    guards,
+    remediation,
+    objectives: await planObjectives(runbook, registry, steps),
+    rollback: {
+      waitFor: wf ? { probeId: wf.probe, probe: await registry.probe(wf.probe), params: wf.with } : undefined,
+      withinMs: runbook.spec.rollback.within,
+    },
+    safety: runbook.spec.safety,
+    confirms: steps.some((s) => s.kind === 'confirm'),
+  };
+}
+
+/** An action step or a remediation as the runbook gives it. */
+interface GivenAction {
+  name?: string;
+  action: string;
+  with: Record<string, unknown>;
+  timeout: number;
+  revertLast?: boolean;
+  orElse?: Fallback;
+  objectives?: StepObjective[];
+}
+
+/** An action on its nodes: its `orElse` instead when the server is too old for it, its selector resolved. */
+async function planAction(input: PlanInput, index: string, given: GivenAction, at: DocPath): Promise<PlannedAction> {
+  let item = given;
+  let action = await input.registry.action(given.action);
+  let substituted: string | undefined;
+  const min = action.meta.minKubernetesMinor;
+  const version = input.serverVersion;
+  if (given.orElse && min !== undefined && version && !atLeast(version, min)) {
+    substituted = `${given.action} needs Kubernetes 1.${min} or newer and the server is ${version.gitVersion}: using ${given.orElse.action}`;
+    item = { ...given, ...given.orElse };
+    action = await input.registry.action(given.orElse.action);
+    at = [...at, 'orElse'];
+  }
+  const { nodes, ...params } = item.with as { nodes?: NodeSelector } & Record<string, unknown>;
+  const onNodes = targetsNodes(action.meta, params);
+  const selector = onNodes ? (nodes ?? action.meta.defaultNodes ?? 'all') : undefined;
+  const { targets, unresolved } = selector !== undefined ? planTargets(input, selector, at) : { targets: null, unresolved: undefined };
+  const on = targets ? ` on ${targets.map((t) => t.name).join(', ') || 'no node'}` : '';
+  return {
+    kind: 'action',
+    index,
+    name: item.name ?? `${item.action}${on}`,
+    actionId: item.action,
+    action,
+    params: onNodes ? params : (item.with as Record<string, unknown>),
+    targets,
+    selector,
+    at,
+    nodesGiven: nodes !== undefined,
+    ...(unresolved ? { unresolved } : {}),
+    timeoutMs: item.timeout,
+    revertLast: item.revertLast ?? false,
+    ...(given.objectives?.length ? { objectives: given.objectives } : {}),
+    substituted,
+    orElse: !substituted && given.orElse && min !== undefined && !version ? given.orElse.action : undefined,
+  };
+}
+
+/** The inventory's nodes a selector picks; a label selector without the cluster's Nodes left unresolved when allowed. */
+function planTargets(input: PlanInput, selector: NodeSelector, at: DocPath): { targets: InventoryNode[]; unresolved?: true } {
+  const known = knownNames(selector, input.inventory.spec.nodes);
+  try {
+    return { targets: selectNodes(known, input.inventory.spec.nodes, input.clusterNodes, `${pathText(at)}.with.nodes`) };
+  } catch (e) {
+    if (!(input.labelsUnknown && isKrError(e) && e.code === 'SELECTOR_NEEDS_CLUSTER')) throw e;
+    return { targets: [], unresolved: true };
+  }
+}
+
+/** One step; `earlier` holds the steps planned before it (a revert names one of them). */
+async function planStep(input: PlanInput, earlier: PlannedStep[], step: Step, index: string, at: DocPath): Promise<PlannedStep> {
+  if ('action' in step) return planAction(input, index, step, at);
+  if ('expect' in step) {
+    const probe = await input.registry.probe(step.expect.probe);
+    return {
+      kind: 'expect',
+      index,
+      name: step.name ?? `expect ${step.expect.probe} ${step.expect.status} within ${formatDuration(step.within)}`,
+      probeId: step.expect.probe,
+      probe,
+      params: step.expect.with,
+      status: step.expect.status,
+      withinMs: step.within,
+    };
+  }
+  if ('revert' in step) return planRevert(earlier, step.revert, step.name, index, at);
+  if ('wait' in step) return { kind: 'wait', index, name: step.name ?? `wait ${formatDuration(step.wait)}`, ms: step.wait };
+  if ('confirm' in step) {
+    const c = typeof step.confirm === 'string' ? { message: step.confirm } : step.confirm;
+    return {
+      kind: 'confirm',
+      index,
+      name: step.name ?? 'confirm',
+      message: c.message,
+      timeoutMs: ('timeout' in c ? c.timeout : undefined) ?? step.timeout ?? DEFAULT_CONFIRM_TIMEOUT,
+      onTimeout: ('onTimeout' in c ? c.onTimeout : undefined) ?? step.onTimeout ?? 'rollback',
+    };
+  }
+  const children: PlannedParallel['children'] = [];
+  for (const [i, child] of step.parallel.entries())
+    children.push(
+      (await planStep(input, earlier, child, `${index}.${i + 1}`, [...at, 'parallel', i])) as PlannedParallel['children'][number],
+    );
+  return { kind: 'parallel', index, name: step.name ?? `in parallel: ${children.map((c) => c.name).join(' | ')}`, children };
+}
+
+/** A revert of the earlier action step named `target`. */
+function planRevert(earlier: PlannedStep[], target: string, name: string | undefined, index: string, at: DocPath): PlannedRevert {
+  // only earlier steps are planned yet: a revert cannot name a later one
+  const actionSteps = stepActions(earlier);
+  const step = actionSteps.find((a) => a.name === target);
+  if (!step)
+    throw new KrError(
+      'REVERT_TARGET_UNKNOWN',
+      `${pathText(at)}.revert: no earlier action step is named ${quote(target)} (earlier action steps: ${actionSteps.map((a) => `"${a.name}"`).join(', ') || 'none'})`,
+      { exit: EXIT.invalid },
+    );
+  return { kind: 'revert', index, name: name ?? `revert "${step.name}"`, target: step };
+}
+
+/** The run's recovery objectives, then each action step's own (measured from that step's revert). */
+async function planObjectives(runbook: Runbook, registry: Registry, steps: PlannedStep[]): Promise<PlannedObjective[]> {
   const objectives: PlannedObjective[] = [];
   const planObjective = async (o: StepObjective, from: PlannedObjective['from']) =>
     objectives.push({
@@ -277,23 +302,7 @@ export async function draftPlan(input: PlanInput): Promise<Plan> {
   for (const o of runbook.spec.objectives) await planObjective(o, o.from);
   for (const a of stepActions(steps))
     for (const o of a.objectives ?? []) await planObjective(o, { revertOf: a.name, label: `${a.index} ${a.name}` });
-
-  const wf = runbook.spec.rollback.waitFor;
-  return {
-    runbook,
-    file: input.file,
-    inventory: input.inventory,
-    steps,
-    guards,
-    remediation,
-    objectives,
-    rollback: {
-      waitFor: wf ? { probeId: wf.probe, probe: await registry.probe(wf.probe), params: wf.with } : undefined,
-      withinMs: runbook.spec.rollback.within,
-    },
-    safety: runbook.spec.safety,
-    confirms: steps.some((s) => s.kind === 'confirm'),
-  };
+  return objectives;
 }
 
 /** The action steps, in step order (parallel children in order). */

@@ -63,42 +63,161 @@ interface Kept {
   pods: NodePods;
 }
 
+/** The options of forecastFeed. */
+interface FeedOptions {
+  namespaces?: ReadonlySet<string>;
+  /** Whether the pods on the node named are judged (all when not given). */
+  podsOf?: (node: string) => boolean;
+  taintedSince(node: string): number | undefined;
+}
+
 export function forecastFeed(
   nodes: WatchHandle<SlimNode>,
   leases: WatchHandle<SlimLease>,
   pods: WatchHandle<SlimPod>,
-  o: {
-    namespaces?: ReadonlySet<string>;
-    /** Whether the pods on the node named are judged (all when not given). */
-    podsOf?: (node: string) => boolean;
-    taintedSince(node: string): number | undefined;
-  },
+  o: FeedOptions,
 ): ForecastFeed {
-  const kept = new Map<string, Kept>();
+  return new Feed(nodes, leases, pods, o);
+}
+
+/** isFailing, on a node kept and its last heartbeat: failing (-Infinity), or the moment it may fall silent. */
+const silentFrom = (k: Kept, beat: number | undefined): number => (!k.sound || beat === undefined ? -Infinity : beat);
+
+class Feed implements ForecastFeed {
+  readonly store = new ForecastStore();
+  private readonly kept = new Map<string, Kept>();
   // the nodes by name, worked out again when a node comes or goes
-  let byName: Kept[] | undefined;
-  const zones = new Map<string, ZoneCount>();
+  private byName: Kept[] | undefined;
+  private readonly zones = new Map<string, ZoneCount>();
   // Per node its pods' groups, kept by the pods watch: a pod's key is put in (or taken out of) its group's sorted
   // keys as it comes and goes, so that the first judgement after many nodes fail at once does not group their pods.
-  const feedPods = new FeedPods(o.namespaces);
-  const store = new ForecastStore();
+  private readonly feedPods: FeedPods;
   // What changed since the last fleet(): a Node or a Lease (the failing nodes are found again in a pass over every
   // node), or only the pods of some nodes (their groups are handed out again, nothing else).
-  let nodesChanged = true;
-  const podsChanged = new Set<Kept>();
+  private nodesChanged = true;
+  private readonly podsChanged = new Set<Kept>();
+  // the failing nodes as the last fleet() found them, and the number that changes with them
+  private lastFailing: Kept[] = [];
+  private failingSet = 0;
+  // the last fleet(), handed out again while no Node or Lease changed and no node can have fallen silent since
+  private last: { now: number; silentAfter: number; sameUntil: number; fleet: ReturnType<ForecastFeed['fleet']> } | undefined;
 
-  const zoneCount = (name: string): ZoneCount => {
-    let z = zones.get(name);
-    if (!z) zones.set(name, (z = { name, size: 0, failing: 0 }));
+  constructor(
+    nodes: WatchHandle<SlimNode>,
+    private readonly leases: WatchHandle<SlimLease>,
+    pods: WatchHandle<SlimPod>,
+    private readonly o: FeedOptions,
+  ) {
+    this.feedPods = new FeedPods(o.namespaces);
+    for (const n of nodes.store.values()) this.put(n);
+    nodes.subscribe((c) => {
+      if (c.type === 'added' || c.type === 'modified') this.put(c.object);
+      else if (c.type === 'deleted') this.remove(c.object.name);
+    });
+    leases.subscribe((c) => {
+      if (c.type !== 'added' && c.type !== 'modified' && c.type !== 'deleted') return;
+      const k = this.kept.get(c.object.name);
+      if (!k) return;
+      this.nodesChanged = true;
+      k.node.leaseRenew = c.type === 'deleted' ? undefined : c.object.renewTime;
+    });
+    for (const [key, p] of pods.store) this.feedPods.change(key, p, undefined);
+    pods.subscribe((c) => {
+      if (c.type === 'added' || c.type === 'modified') this.feedPods.change(c.key, c.object, c.previous);
+      else if (c.type === 'deleted') this.feedPods.change(c.key, undefined, c.object);
+      else return;
+      this.podsMoved(c.object.nodeName);
+      this.podsMoved(c.previous?.nodeName);
+    });
+  }
+
+  renewOf(name: string): number | undefined {
+    return this.kept.get(name)?.node.leaseRenew;
+  }
+
+  failing(name: string | undefined, now: number, silentAfter: number, renew?: number): boolean {
+    const k = name === undefined ? undefined : this.kept.get(name);
+    return k !== undefined && now - silentFrom(k, lastHeartbeatOf(k.node, renew ?? k.node.leaseRenew)) > silentAfter;
+  }
+
+  podsOn(name: string): readonly PodGroup[] {
+    return this.feedPods.list(name);
+  }
+
+  fleet(now: number, silentAfter: number): ReturnType<ForecastFeed['fleet']> {
+    const last = this.last;
+    if (last && !this.nodesChanged && silentAfter === last.silentAfter && now >= last.now && now <= last.sameUntil) {
+      for (const k of this.podsChanged) k.node.pods = this.podsFor(k);
+      this.podsChanged.clear();
+      return last.fleet;
+    }
+    this.nodesChanged = false;
+    this.podsChanged.clear();
+    const { failing, sameUntil } = this.findFailing(now, silentAfter);
+    const lastFailing = this.lastFailing;
+    if (failing.length !== lastFailing.length || failing.some((k, i) => lastFailing[i] !== k)) this.failingSet++;
+    this.lastFailing = failing;
+    const healthy = new Map<string, number>();
+    for (const z of this.zones.values()) if (z.size > 0) healthy.set(z.name, z.size - z.failing);
+    const nodes = failing.map((k) => k.node);
+    this.last = { now, silentAfter, sameUntil, fleet: { nodes, healthy, firstSilence: sameUntil + 1, failingSet: this.failingSet } };
+    return this.last.fleet;
+  }
+
+  /**
+   * A pass over every node: the failing ones in name order (their pods and taintedSince filled in, their zones'
+   * counts of failing nodes), and the last moment no node not silent yet has fallen silent.
+   */
+  private findFailing(now: number, silentAfter: number): { failing: Kept[]; sameUntil: number } {
+    const failing: Kept[] = [];
+    for (const z of this.zones.values()) z.failing = 0;
+    // the latest heartbeat + silentAfter of the first to fall silent
+    let sameUntil = Infinity;
+    for (const k of this.inNameOrder()) {
+      const n = k.node;
+      const beat = lastHeartbeatOf(n, n.leaseRenew);
+      const from = silentFrom(k, beat);
+      if (now - from <= silentAfter) {
+        sameUntil = Math.min(sameUntil, from + silentAfter);
+        continue;
+      }
+      // failing, but heartbeating yet: silent from then on
+      if (beat !== undefined && now - beat <= silentAfter) sameUntil = Math.min(sameUntil, beat + silentAfter);
+      if (k.counted) k.counted.failing++;
+      n.pods = this.podsFor(k);
+      // asked for only where the forecast reads it, on a node with the controller's taint
+      n.taintedSince = k.controllerTainted ? this.o.taintedSince(n.name) : undefined;
+      failing.push(k);
+    }
+    return { failing, sameUntil };
+  }
+
+  private inNameOrder(): Kept[] {
+    return (this.byName ??= [...this.kept.values()].sort((a, b) => byCodeUnit(a.node.name, b.node.name)));
+  }
+
+  private podsFor(k: Kept): readonly PodGroup[] | undefined {
+    return this.o.podsOf && !this.o.podsOf(k.node.name) ? undefined : groupsOf(k.pods);
+  }
+
+  private podsMoved(name: string | undefined): void {
+    const k = name === undefined ? undefined : this.kept.get(name);
+    if (k) this.podsChanged.add(k);
+  }
+
+  private zoneCount(name: string): ZoneCount {
+    let z = this.zones.get(name);
+    if (!z) this.zones.set(name, (z = { name, size: 0, failing: 0 }));
     return z;
-  };
-  const put = (n: SlimNode) => {
-    nodesChanged = true;
-    const before = kept.get(n.name);
+  }
+
+  private put(n: SlimNode): void {
+    this.nodesChanged = true;
+    const before = this.kept.get(n.name);
     if (before?.counted) before.counted.size--;
     const zone = zoneOf(n.labels);
     const excluded = EXCLUDED in n.labels;
-    const counted = excluded ? undefined : zoneCount(zone);
+    const counted = excluded ? undefined : this.zoneCount(zone);
     if (counted) counted.size++;
     // every field in one literal: nodes of one shape
     const node: ForecastNode = {
@@ -107,7 +226,7 @@ export function forecastFeed(
       excluded,
       created: n.created,
       ready: n.ready,
-      leaseRenew: before ? before.node.leaseRenew : leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime,
+      leaseRenew: before ? before.node.leaseRenew : this.leases.store.get(`${NODE_LEASE_NAMESPACE}/${n.name}`)?.renewTime,
       taints: n.taints.length ? n.taints : NO_TAINTS,
       pods: undefined,
       taintedSince: undefined,
@@ -119,99 +238,19 @@ export function forecastFeed(
       before.controllerTainted = controllerTainted;
       before.counted = counted;
     } else {
-      kept.set(n.name, { node, sound: isSound(n), controllerTainted, counted, pods: feedPods.hold(n.name) });
-      byName = undefined;
+      this.kept.set(n.name, { node, sound: isSound(n), controllerTainted, counted, pods: this.feedPods.hold(n.name) });
+      this.byName = undefined;
     }
-  };
-  const remove = (name: string) => {
-    const k = kept.get(name);
+  }
+
+  private remove(name: string): void {
+    const k = this.kept.get(name);
     if (!k) return;
-    nodesChanged = true;
+    this.nodesChanged = true;
     if (k.counted) k.counted.size--;
-    kept.delete(name);
-    feedPods.release(name);
-    store.forget(name);
-    byName = undefined;
-  };
-  for (const n of nodes.store.values()) put(n);
-  nodes.subscribe((c) => {
-    if (c.type === 'added' || c.type === 'modified') put(c.object);
-    else if (c.type === 'deleted') remove(c.object.name);
-  });
-  leases.subscribe((c) => {
-    if (c.type !== 'added' && c.type !== 'modified' && c.type !== 'deleted') return;
-    const k = kept.get(c.object.name);
-    if (!k) return;
-    nodesChanged = true;
-    k.node.leaseRenew = c.type === 'deleted' ? undefined : c.object.renewTime;
-  });
-
-  for (const [key, p] of pods.store) feedPods.change(key, p, undefined);
-  const podsMoved = (name: string | undefined) => {
-    const k = name === undefined ? undefined : kept.get(name);
-    if (k) podsChanged.add(k);
-  };
-  pods.subscribe((c) => {
-    if (c.type === 'added' || c.type === 'modified') feedPods.change(c.key, c.object, c.previous);
-    else if (c.type === 'deleted') feedPods.change(c.key, undefined, c.object);
-    else return;
-    podsMoved(c.object.nodeName);
-    podsMoved(c.previous?.nodeName);
-  });
-  const podsFor = (k: Kept) => (o.podsOf && !o.podsOf(k.node.name) ? undefined : groupsOf(k.pods));
-
-  /** isFailing, on a node kept and its last heartbeat: failing (-Infinity), or the moment it may fall silent. */
-  const silentFrom = (k: Kept, beat: number | undefined): number => (!k.sound || beat === undefined ? -Infinity : beat);
-  // the failing nodes as the last fleet() found them, and the number that changes with them
-  let lastFailing: Kept[] = [];
-  let failingSet = 0;
-  // the last fleet(), handed out again while no Node or Lease changed and no node can have fallen silent since
-  let last: { now: number; silentAfter: number; sameUntil: number; fleet: ReturnType<ForecastFeed['fleet']> } | undefined;
-  const inNameOrder = (): Kept[] => (byName ??= [...kept.values()].sort((a, b) => byCodeUnit(a.node.name, b.node.name)));
-  return {
-    renewOf: (name) => kept.get(name)?.node.leaseRenew,
-    failing(name, now, silentAfter, renew) {
-      const k = name === undefined ? undefined : kept.get(name);
-      return k !== undefined && now - silentFrom(k, lastHeartbeatOf(k.node, renew ?? k.node.leaseRenew)) > silentAfter;
-    },
-    fleet(now, silentAfter) {
-      if (last && !nodesChanged && silentAfter === last.silentAfter && now >= last.now && now <= last.sameUntil) {
-        for (const k of podsChanged) k.node.pods = podsFor(k);
-        podsChanged.clear();
-        return last.fleet;
-      }
-      nodesChanged = false;
-      podsChanged.clear();
-      const failing: Kept[] = [];
-      const out: ForecastNode[] = [];
-      for (const z of zones.values()) z.failing = 0;
-      // the last moment no node not silent yet has fallen silent: the latest heartbeat + silentAfter of the first
-      let sameUntil = Infinity;
-      for (const k of inNameOrder()) {
-        const n = k.node;
-        const beat = lastHeartbeatOf(n, n.leaseRenew);
-        const last = silentFrom(k, beat);
-        if (now - last <= silentAfter) {
-          sameUntil = Math.min(sameUntil, last + silentAfter);
-          continue;
-        }
-        // failing, but heartbeating yet: silent from then on
-        if (beat !== undefined && now - beat <= silentAfter) sameUntil = Math.min(sameUntil, beat + silentAfter);
-        if (k.counted) k.counted.failing++;
-        n.pods = podsFor(k);
-        // asked for only where the forecast reads it, on a node with the controller's taint
-        n.taintedSince = k.controllerTainted ? o.taintedSince(n.name) : undefined;
-        failing.push(k);
-        out.push(n);
-      }
-      if (failing.length !== lastFailing.length || failing.some((k, i) => lastFailing[i] !== k)) failingSet++;
-      lastFailing = failing;
-      const healthy = new Map<string, number>();
-      for (const z of zones.values()) if (z.size > 0) healthy.set(z.name, z.size - z.failing);
-      last = { now, silentAfter, sameUntil, fleet: { nodes: out, healthy, firstSilence: sameUntil + 1, failingSet } };
-      return last.fleet;
-    },
-    podsOn: (name) => feedPods.list(name),
-    store,
-  };
+    this.kept.delete(name);
+    this.feedPods.release(name);
+    this.store.forget(name);
+    this.byName = undefined;
+  }
 }

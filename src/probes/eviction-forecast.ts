@@ -1,21 +1,32 @@
 import { GET_VERSION, READ_NODE_LEASES, READ_NODES, READ_PODS, watches, watchesLeaderLeases } from '../contract/access.js';
 import { z } from 'zod';
 import { type ResolvedSettings, resolveControllerSettings } from '../kube/controller-settings.js';
-import { type ControllerState, type Forecast, defaultSilentAfter, forecast, isFailing } from '../forecast/forecast.js';
+import { defaultSilentAfter, isFailing } from '../forecast/forecast.js';
 import { forecastFeed } from '../forecast/feed.js';
-import { deviceTaintEvictions, withDeviceEvictions } from '../forecast/device-taints.js';
-import { type SlimDeviceTaintRule, type SlimResourceClaim, type SlimResourceSlice, draWatchSpecs } from '../kube/dra.js';
-import type { WatchHandle } from '../kube/watch.js';
+import type { PodForecast } from '../forecast/model.js';
+import { deviceTaintEvictions } from '../forecast/device-taints.js';
+import { draWatchSpecs } from '../kube/dra.js';
 import { trackNodeSelection } from '../kube/node-selection.js';
-import { cannotSee, gated, type ObjectChange, reactive, sameLabels, type Watched, watching } from '../contract/readings.js';
-import type { AppliedEffect, AppliedEffects } from '../contract/context.js';
+import {
+  cannotSee,
+  gated,
+  type ObjectChange,
+  reactive,
+  type ReactiveOptions,
+  sameLabels,
+  type Watched,
+  watching,
+} from '../contract/readings.js';
+import type { AppliedEffects, Ctx } from '../contract/context.js';
 import { type SlimLease, type SlimNode, type SlimPod, watchSpecs } from '../kube/resources.js';
 import { trackTaintedSince } from '../kube/taint-since.js';
-import { formatDuration } from '../core/duration.js';
 import { NodeSelector } from '../runbook/selectors.js';
 import { duration } from '../core/zod-helpers.js';
 import { parseKubeVersion, serverVersion, traitsOf } from '../kube/versions.js';
 import { defineProbe } from '../contract/probe.js';
+import { type EvictionForecastValue, type ForecastHandles, type Judging, judgeForecast } from './parts/eviction-judgement.js';
+
+export type { EvictionForecastValue } from './parts/eviction-judgement.js';
 
 const Params = z.strictObject({
   margin: duration().prefault('60s').meta({ description: 'violated when the earliest predicted eviction is this close' }),
@@ -42,33 +53,7 @@ const Params = z.strictObject({
 
 const ON_DEVICE_TAINTS = { onlyIf: { param: 'deviceTaints', equals: 'true' } };
 
-/** The names in a reading's detail: the first ten of `count`, and how many more. */
-function someNames(names: string[], count: number): string {
-  return count <= 10 ? names.join(', ') : `${names.slice(0, 10).join(', ')} and ${count - 10} more`;
-}
-
-/** Failing nodes listed in a reading's value (the first by name; a report lists as many): the forecast counts them all. */
-const NODES_LISTED = 100;
-
 /** The live eviction forecast: when each failing node goes NotReady and its pods are evicted. */
-/** What an eviction-forecast reading says (times in ms on the run's clock). */
-export interface EvictionForecastValue {
-  earliestEviction: (Forecast['earliest'] & { inMs: number }) | null;
-  atRisk: number;
-  /** Why no eviction can come while the controller stays as it is; null when it runs. */
-  frozen: string | null;
-  /** The first eviction were the controller restored now, while frozen. */
-  ifRestoredNow: (Forecast['earliest'] & { inMs: number }) | null;
-  masterDisruptionAt: number | null;
-  nodes: Forecast['nodes'];
-  failingNodes: number;
-  healthyNodes: number;
-  pods: Forecast['pods'];
-  zones: Forecast['zones'];
-  settings: ResolvedSettings['settings'] & { silentAfterMs: number };
-  sources: ResolvedSettings['sources'];
-}
-
 export default defineProbe({
   meta: {
     access: [
@@ -118,200 +103,137 @@ export default defineProbe({
     },
   },
   start(ctx, params) {
-    const [ns, name] = params.controllerManagerLease.split('/') as [string, string];
-    const specs = async () => {
-      // the device taint eviction controller runs by default since 1.36; DeviceTaintRules are served in v1 since 1.37
-      const traits = params.deviceTaints ? traitsOf(await serverVersion(ctx.kube)) : undefined;
-      return {
-        nodes: watchSpecs.nodes(),
-        leases: watchSpecs.nodeLeases(),
-        pods: watchSpecs.pods(),
-        leader: watchSpecs.lease(ns, name),
-        ...(traits?.evictsForDeviceTaints ? { claims: draWatchSpecs.resourceClaims(), slices: draWatchSpecs.resourceSlices() } : {}),
-        ...(traits?.servesDeviceTaintRules ? { rules: draWatchSpecs.deviceTaintRules() } : {}),
-      };
-    };
-    return watching(ctx, specs, async function* (handles, watches) {
-      const { nodes, leases, pods, leader } = handles;
-      const dra = handles as Partial<DraHandles>;
-      yield { status: 'unknown', at: ctx.clock.now(), value: null, detail: 'reading the controller settings' };
-      let resolved: ResolvedSettings;
-      try {
-        resolved = await resolveControllerSettings(ctx);
-      } catch (e) {
-        for (const w of watches) w.release();
-        yield* cannotSee(ctx, e);
-        return;
-      }
-      const { taintsInTheSamePass, requeuesEveryPass } = traitsOf(parseKubeVersion(resolved.version));
-      const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
-      const taintedSince = trackTaintedSince(nodes, ctx.clock);
-      // What a judgement reads of the whole fleet is worked out again only when the fleet changes (a node or lease
-      // added or gone, labels or lease durations changed), not on every event: at thousands of nodes that would be
-      // most of the cost.
-      let leasesChanged = true;
-      const selected = trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);
-      // 'all' selects every Node
-      const podsOf = params.nodes === 'all' ? undefined : (name: string) => selected.has(name);
-      const feed = forecastFeed(nodes, leases, pods, { namespaces, podsOf, taintedSince });
-      let leaseDurationMs: number | undefined;
-      let silentAfter = params.silentAfter ?? defaultSilentAfter(resolved.settings);
-      const failing = (name: string | undefined, renew?: number) => feed.failing(name, ctx.clock.now(), silentAfter, renew);
-      // Events that cannot change the forecast do not wake it: a healthy node's heartbeat (its lease renewed, its
-      // status posted), and pods coming and going on healthy nodes. Time-driven changes come from recheckAt.
-      const mattersForNode = (c: ObjectChange<SlimNode>) =>
-        c.previous === undefined ||
-        failing(c.key) ||
-        isFailing(c.previous, feed.renewOf(c.key), ctx.clock.now(), silentAfter) ||
-        !sameLabels(c.previous.labels, c.object.labels);
-      const mattersForLease = (c: ObjectChange<SlimLease>) =>
-        c.type !== 'modified' ||
-        failing(c.object.name) ||
-        failing(c.object.name, c.previous?.renewTime ?? -Infinity) ||
-        c.previous?.durationSeconds !== c.object.durationSeconds;
-      const mattersForPod = (c: ObjectChange<SlimPod>) => failing(c.object.nodeName) || failing(c.previous?.nodeName);
-      leases.subscribe((c) => {
-        if (
-          c.type === 'synced' ||
-          c.type === 'added' ||
-          c.type === 'deleted' ||
-          (c.type === 'modified' && (c.relist || c.previous?.durationSeconds !== c.object.durationSeconds))
-        )
-          leasesChanged = true;
-      });
-      // the run's own remediations that stop evictions wake a judgement as they come and go
-      const applied = ctx.applied;
-      const woken = [
-        gated(nodes, mattersForNode),
-        gated(leases, mattersForLease),
-        gated(pods, mattersForPod),
-        leader,
-        ...[dra.claims, dra.slices, dra.rules].filter((w) => w !== undefined),
-        ...(applied ? [appliedWatch(applied)] : []),
-      ];
-      // the pods the device taint eviction controller deletes, counted as the node taint's are (namespaces, nodes)
-      const deviceEvictions = (now: number) =>
-        dra.claims && dra.slices
-          ? deviceTaintEvictions({
-              now,
-              claims: dra.claims.store.values(),
-              slices: dra.slices.store.values(),
-              rules: dra.rules?.store.values() ?? [],
-              nodeOf: (namespace, podName, uid) => {
-                const p = pods.store.get(`${namespace}/${podName}`);
-                if (!p?.nodeName || p.uid !== uid || p.deletionTimestamp !== undefined) return undefined;
-                if ((namespaces && !namespaces.has(namespace)) || (podsOf && !podsOf(p.nodeName))) return undefined;
-                return p.nodeName;
-              },
-            })
-          : [];
-      yield* reactive(ctx, {
-        watches: woken,
-        // thousands of nodes failing at once make nearly every event matter: judge them in batches of a quarter second
-        minIntervalMs: 250,
-        judge(now) {
-          const settings = { ...resolved.settings };
-          if (leasesChanged) {
-            leasesChanged = false;
-            const seen = [...leases.store.values()]
-              .map((l) => l.durationSeconds)
-              .filter((d): d is number => d !== undefined)
-              .sort((a, b) => a - b);
-            leaseDurationMs = seen.length ? seen[Math.floor(seen.length / 2)]! * 1000 : undefined;
-          }
-          if (resolved.sources.leaseDurationMs === 'defaults' && leaseDurationMs !== undefined) settings.leaseDurationMs = leaseDurationMs;
-          silentAfter = params.silentAfter ?? defaultSilentAfter(settings);
-          // Only failing nodes go to the forecast; the rest are counted per zone (all they change is the zones' sizes),
-          // and the first moment one of them may go silent is when to judge again. Only pods on failing nodes can be
-          // evicted: their groups come from the per-node index, not from every pod.
-          const fleet = feed.fleet(now, silentAfter);
-          const lease = [...leader.store.values()][0];
-          const leaseEnds = lease?.renewTime !== undefined ? lease.renewTime + (lease.durationSeconds ?? 15) * 1000 : undefined;
-          const leading =
-            lease === undefined
-              ? undefined
-              : leaseEnds !== undefined && leaseEnds > now && lease.holder !== undefined && lease.holder !== '';
-          const controller = controllerState(leading, lease?.acquireTime, applied?.current() ?? [], params.controllerManagerLease);
-          const judged = {
-            now,
-            settings,
-            nodes: fleet.nodes,
-            healthy: fleet.healthy,
-            silentAfterMs: silentAfter,
-            taintsInTheSamePass,
-            requeuesEveryPass,
-          };
-          // the reading lists the first 20 pods to be evicted and the first 100 failing nodes; the forecast counts them all
-          const devices = deviceEvictions(now);
-          const f = withDeviceEvictions(
-            forecast({ ...judged, controller, podsKept: 20, evictedPodsOnly: true, nodesKept: NODES_LISTED }, feed.store),
-            devices,
-            controller.running === false,
-          );
-          // frozen: what would happen the moment the controller runs again as it did (a new leader, now)
-          const ifRestored =
-            f.frozen !== undefined
-              ? withDeviceEvictions(
-                  forecast({ ...judged, controller: { running: true, since: now }, podsKept: 0, nodesKept: 0 }, feed.store),
-                  devices,
-                  false,
-                ).earliest
-              : undefined;
-          const e = f.earliest;
-          const violated = e !== undefined && e.at - now <= params.margin;
-          // when a node may fall silent, be it healthy or failing and still heartbeating
-          let recheckAt = fleet.firstSilence;
-          if (e && e.at - params.margin > now) recheckAt = Math.min(recheckAt, e.at - params.margin);
-          if (leading && leaseEnds !== undefined) recheckAt = Math.min(recheckAt, leaseEnds + 1);
-          if (f.keepsTaintsFrom !== undefined) recheckAt = Math.min(recheckAt, f.keepsTaintsFrom);
-          return {
-            status: violated ? 'violated' : 'ok',
-            detail: describe(f, now, nodes.store.size, ifRestored),
-            key: `${violated}|${e?.pod}|${e?.likely !== undefined}|${f.atRisk}|${fleet.failingSet}|${f.frozen}|${f.masterDisruptionAt !== undefined}|${ifRestored?.pod}`,
-            recheckAt,
-            value: {
-              earliestEviction: e ? { ...e, inMs: e.at - now } : null,
-              atRisk: f.atRisk,
-              frozen: f.frozen ?? null,
-              ifRestoredNow: ifRestored ? { ...ifRestored, inMs: ifRestored.at - now } : null,
-              masterDisruptionAt: f.masterDisruptionAt ?? null,
-              nodes: f.nodes,
-              failingNodes: f.nodeCount,
-              healthyNodes: nodes.store.size - f.nodeCount,
-              pods: f.pods,
-              zones: f.zones,
-              settings: { ...settings, silentAfterMs: silentAfter },
-              sources: resolved.sources,
-            } satisfies EvictionForecastValue,
-          };
-        },
-      });
-    });
+    return watching(
+      ctx,
+      () => forecastSpecs(ctx, params),
+      async function* (handles, watches) {
+        yield { status: 'unknown', at: ctx.clock.now(), value: null, detail: 'reading the controller settings' };
+        let resolved: ResolvedSettings;
+        try {
+          resolved = await resolveControllerSettings(ctx);
+        } catch (e) {
+          for (const w of watches) w.release();
+          yield* cannotSee(ctx, e);
+          return;
+        }
+        yield* reactive(ctx, forecastJudge(ctx, params, handles as ForecastHandles, resolved));
+      },
+    );
   },
 });
 
-type DraHandles = {
-  claims: WatchHandle<SlimResourceClaim>;
-  slices: WatchHandle<SlimResourceSlice>;
-  rules: WatchHandle<SlimDeviceTaintRule>;
-};
+type Params = z.output<typeof Params>;
 
-/** The controller as the forecast reads it: its leader lease, and what this run holds applied that stops evictions. */
-function controllerState(
-  leading: boolean | undefined,
-  acquired: number | undefined,
-  applied: readonly AppliedEffect[],
-  leaseName: string,
-): ControllerState {
-  const by = (stops: AppliedEffect['stops']) =>
-    applied.filter((a) => a.stops === stops).map((a) => `${a.action}${a.node ? ` on ${a.node}` : ''}`);
-  const stopped = by('controller-manager');
-  const off = by('taint-eviction');
-  const c: ControllerState = { running: stopped.length > 0 ? false : leading, since: acquired };
-  if (stopped.length > 0) c.stoppedBecause = `kube-controller-manager stopped by this run (${stopped.join(', ')})`;
-  else if (leading === false) c.stoppedBecause = `no kube-controller-manager holds ${leaseName}`;
-  if (off.length > 0) c.evictionsOff = `taint eviction disabled by this run (${off.join(', ')})`;
-  return c;
+async function forecastSpecs(ctx: Ctx, params: Params) {
+  const [ns, name] = params.controllerManagerLease.split('/') as [string, string];
+  // the device taint eviction controller runs by default since 1.36; DeviceTaintRules are served in v1 since 1.37
+  const traits = params.deviceTaints ? traitsOf(await serverVersion(ctx.kube)) : undefined;
+  return {
+    nodes: watchSpecs.nodes(),
+    leases: watchSpecs.nodeLeases(),
+    pods: watchSpecs.pods(),
+    leader: watchSpecs.lease(ns, name),
+    ...(traits?.evictsForDeviceTaints ? { claims: draWatchSpecs.resourceClaims(), slices: draWatchSpecs.resourceSlices() } : {}),
+    ...(traits?.servesDeviceTaintRules ? { rules: draWatchSpecs.deviceTaintRules() } : {}),
+  };
+}
+
+/** The feed of the fleet, the watches that wake a judgement, and the judgement. */
+function forecastJudge(
+  ctx: Ctx,
+  params: Params,
+  handles: ForecastHandles,
+  resolved: ResolvedSettings,
+): ReactiveOptions<EvictionForecastValue> {
+  const { nodes, leases, pods } = handles;
+  const { taintsInTheSamePass, requeuesEveryPass } = traitsOf(parseKubeVersion(resolved.version));
+  const namespaces = params.namespaces ? new Set(params.namespaces) : undefined;
+  const taintedSince = trackTaintedSince(nodes, ctx.clock);
+  const selected = trackNodeSelection(params.nodes, ctx.inventory.spec.nodes, nodes);
+  // 'all' selects every Node
+  const podsOf = params.nodes === 'all' ? undefined : (name: string) => selected.has(name);
+  const j: Judging = {
+    ctx,
+    params,
+    resolved,
+    handles,
+    feed: forecastFeed(nodes, leases, pods, { namespaces, podsOf, taintedSince }),
+    traits: { taintsInTheSamePass, requeuesEveryPass },
+    deviceEvictions: deviceEvictionsOf(handles, namespaces, podsOf),
+    // What a judgement reads of the whole fleet is worked out again only when the fleet changes (a node or lease
+    // added or gone, labels or lease durations changed), not on every event: at thousands of nodes that would be
+    // most of the cost.
+    leasesChanged: true,
+    silentAfter: params.silentAfter ?? defaultSilentAfter(resolved.settings),
+  };
+  leases.subscribe((c) => {
+    if (
+      c.type === 'synced' ||
+      c.type === 'added' ||
+      c.type === 'deleted' ||
+      (c.type === 'modified' && (c.relist || c.previous?.durationSeconds !== c.object.durationSeconds))
+    )
+      j.leasesChanged = true;
+  });
+  return {
+    watches: wakingWatches(j),
+    // thousands of nodes failing at once make nearly every event matter: judge them in batches of a quarter second
+    minIntervalMs: 250,
+    judge: (now) => judgeForecast(j, now),
+  };
+}
+
+/**
+ * The watches a judgement wakes on. Events that cannot change the forecast do not wake it: a healthy node's
+ * heartbeat (its lease renewed, its status posted), and pods coming and going on healthy nodes. Time-driven changes
+ * come from recheckAt. The run's own remediations that stop evictions wake a judgement as they come and go.
+ */
+function wakingWatches(j: Judging): Watched[] {
+  const { ctx, feed } = j;
+  const { nodes, leases, pods, leader, claims, slices, rules } = j.handles;
+  const failing = (name: string | undefined, renew?: number) => feed.failing(name, ctx.clock.now(), j.silentAfter, renew);
+  const mattersForNode = (c: ObjectChange<SlimNode>) =>
+    c.previous === undefined ||
+    failing(c.key) ||
+    isFailing(c.previous, feed.renewOf(c.key), ctx.clock.now(), j.silentAfter) ||
+    !sameLabels(c.previous.labels, c.object.labels);
+  const mattersForLease = (c: ObjectChange<SlimLease>) =>
+    c.type !== 'modified' ||
+    failing(c.object.name) ||
+    failing(c.object.name, c.previous?.renewTime ?? -Infinity) ||
+    c.previous?.durationSeconds !== c.object.durationSeconds;
+  const mattersForPod = (c: ObjectChange<SlimPod>) => failing(c.object.nodeName) || failing(c.previous?.nodeName);
+  return [
+    gated(nodes, mattersForNode),
+    gated(leases, mattersForLease),
+    gated(pods, mattersForPod),
+    leader,
+    ...[claims, slices, rules].filter((w) => w !== undefined),
+    ...(ctx.applied ? [appliedWatch(ctx.applied)] : []),
+  ];
+}
+
+/** The pods the device taint eviction controller deletes, counted as the node taint's are (namespaces, nodes). */
+function deviceEvictionsOf(
+  { pods, claims, slices, rules }: ForecastHandles,
+  namespaces: ReadonlySet<string> | undefined,
+  podsOf: ((node: string) => boolean) | undefined,
+): (now: number) => PodForecast[] {
+  return (now) =>
+    claims && slices
+      ? deviceTaintEvictions({
+          now,
+          claims: claims.store.values(),
+          slices: slices.store.values(),
+          rules: rules?.store.values() ?? [],
+          nodeOf: (namespace, podName, uid) => {
+            const p = pods.store.get(`${namespace}/${podName}`);
+            if (!p?.nodeName || p.uid !== uid || p.deletionTimestamp !== undefined) return undefined;
+            if ((namespaces && !namespaces.has(namespace)) || (podsOf && !podsOf(p.nodeName))) return undefined;
+            return p.nodeName;
+          },
+        })
+      : [];
 }
 
 /** The applied effects as a watch a judgement wakes on. */
@@ -322,25 +244,4 @@ function appliedWatch(applied: AppliedEffects): Watched {
     release: () => {},
     subscribe: (fn) => applied.subscribe(fn),
   };
-}
-
-/** A reading's detail: the first eviction, or why none is coming, and what would follow the controller's return. */
-function describe(f: Forecast, now: number, nodeCount: number, ifRestored: Forecast['earliest']): string {
-  const e = f.earliest;
-  const failing = someNames(
-    f.nodes.slice(0, 10).map((n) => n.name),
-    f.nodeCount,
-  );
-  const when = (at: number) => (at > now ? `in ${formatDuration(at - now)}` : 'due now');
-  if (e) {
-    const likely = e.likely === undefined ? ', likely spared' : e.likely > e.at + 500 ? `, likely ${when(e.likely)}` : '';
-    const master = f.masterDisruptionAt !== undefined ? '; all zones down: master disruption mode' : '';
-    const cause = e.cause !== undefined ? `, ${e.cause}` : '';
-    return `first eviction ${when(e.at)}${likely}: ${e.pod} on ${e.node}${cause} (${f.atRisk} pod${f.atRisk === 1 ? '' : 's'} at risk on ${f.nodesAtRisk} node${f.nodesAtRisk === 1 ? '' : 's'})${master}`;
-  }
-  if (f.frozen !== undefined)
-    return `no eviction: ${f.frozen}${ifRestored ? `; if restored now, first eviction ${when(ifRestored.at)}: ${ifRestored.pod} on ${ifRestored.node}` : '; none if restored now'}${f.nodeCount ? `; failing: ${failing}` : ''}`;
-  if (f.nodeCount)
-    return `no eviction predicted; failing: ${failing}${f.masterDisruptionAt !== undefined ? ' (all zones down: master disruption mode)' : ''}`;
-  return `no eviction predicted: ${nodeCount} nodes heartbeating`;
 }

@@ -1,10 +1,12 @@
 import { READ_NODE_LEASES, READ_NODES } from '../contract/access.js';
 import { z } from 'zod';
-import { reactive, watching } from '../contract/readings.js';
+import { type Judgement, reactive, watching } from '../contract/readings.js';
 import { defineProbe, REPORTED_ENTRIES } from '../contract/probe.js';
 import { formatDuration } from '../core/duration.js';
 import { duration } from '../core/zod-helpers.js';
-import { type SlimLease, watchSpecs } from '../kube/resources.js';
+import { type SlimLease, type SlimNode, watchSpecs } from '../kube/resources.js';
+import type { WatchHandle } from '../kube/watch.js';
+import type { Change } from '../kube/watch-types.js';
 
 const Params = z.strictObject({
   maxLateness: duration().prefault('5s').meta({
@@ -94,138 +96,178 @@ export default defineProbe({
   },
   start(ctx, params) {
     return watching(ctx, { nodes: watchSpecs.nodes(), leases: watchSpecs.nodeLeases() }, ({ nodes, leases }, watches) => {
-      const slotMs = Math.max(1000, Math.ceil(params.window / SLOTS));
-      const intervalOf = (l: SlimLease) => params.renewInterval ?? (l.durationSeconds ?? 40) * 250;
-      const slots = new Map<string, Slot[]>();
-      const latestOf = new Map<string, number>();
-      const poolOf = (node: string): string => {
-        const labels = nodes.store.get(node)?.labels;
-        if (params.poolLabel) return labels?.[params.poolLabel] ?? '(no label)';
-        return labels && 'node-role.kubernetes.io/control-plane' in labels ? 'control-plane' : 'workers';
-      };
-      leases.subscribe((c) => {
-        if (c.type === 'deleted') latestOf.delete(c.object.name);
-        if (c.type !== 'modified' || c.relist || !c.previous) return;
-        const before = c.previous.renewTime;
-        const after = c.object.renewTime;
-        if (before === undefined || after === undefined || after <= before) return;
-        const late = Math.max(0, after - before - intervalOf(c.object));
-        latestOf.set(c.object.name, late);
-        const pool = poolOf(c.object.name);
-        const now = ctx.clock.now();
-        let list = slots.get(pool);
-        if (!list) slots.set(pool, (list = []));
-        let slot = list.at(-1);
-        if (!slot || now - slot.start >= slotMs) list.push((slot = { start: now, counts: new Uint32Array(BUCKETS), n: 0, max: 0 }));
-        slot.counts[Math.min(BUCKETS - 1, Math.floor(late / BUCKET_MS))]!++;
-        slot.n++;
-        slot.max = Math.max(slot.max, late);
-      });
+      const renewals = new Renewals(params, nodes, leases);
+      leases.subscribe((c) => renewals.onLease(c, ctx.clock.now()));
       return reactive(ctx, {
         watches,
         // a renewal of every node every 10 s: judged each second at most
         minIntervalMs: 1000,
         refreshMs: 5000,
-        judge(now) {
-          const pools: PoolLateness[] = [];
-          const members = new Map<string, string[]>();
-          for (const name of nodes.store.keys()) {
-            const p = poolOf(name);
-            const list = members.get(p);
-            if (list) list.push(name);
-            else members.set(p, [name]);
-          }
-          // a renewal that has not come yet is late already: a kubelet starved or cut off for good renews no more
-          const overdueOf = new Map<string, { node: string; overdueMs: number }[]>();
-          let dueAt = Infinity;
-          for (const lease of leases.store.values()) {
-            if (lease.renewTime === undefined || !nodes.store.has(lease.name)) continue;
-            const due = lease.renewTime + intervalOf(lease);
-            if (now <= due) {
-              dueAt = Math.min(dueAt, due + params.maxLateness + 1);
-              continue;
-            }
-            if (now - due <= params.maxLateness) dueAt = Math.min(dueAt, due + params.maxLateness + 1);
-            const pool = poolOf(lease.name);
-            const list = overdueOf.get(pool);
-            const entry = { node: lease.name, overdueMs: now - due };
-            if (list) list.push(entry);
-            else overdueOf.set(pool, [entry]);
-          }
-          for (const pool of overdueOf.keys()) if (!slots.has(pool)) slots.set(pool, []);
-          for (const [pool, list] of slots) {
-            while (list.length && now - list[0]!.start >= params.window) list.shift();
-            const merged = new Uint32Array(BUCKETS);
-            let n = 0;
-            let max = 0;
-            for (const s of list) {
-              for (let i = 0; i < BUCKETS; i++) merged[i]! += s.counts[i]!;
-              n += s.n;
-              max = Math.max(max, s.max);
-            }
-            const overdue = (overdueOf.get(pool) ?? [])
-              .sort((a, b) => b.overdueMs - a.overdueMs || a.node.localeCompare(b.node))
-              .slice(0, 5);
-            if (!n && !overdue.length) continue;
-            const names = members.get(pool) ?? [];
-            const latest = names
-              .map((node) => ({ node, latenessMs: latestOf.get(node) ?? 0 }))
-              .filter((l) => l.latenessMs > 0)
-              .sort((a, b) => b.latenessMs - a.latenessMs || a.node.localeCompare(b.node))
-              .slice(0, 5);
-            const q = (x: number) => (n ? percentile(merged, n, x, max) : 0);
-            pools.push({
-              pool,
-              nodes: names.length,
-              samples: n,
-              p50Ms: q(0.5),
-              p90Ms: q(0.9),
-              p99Ms: q(0.99),
-              maxMs: max,
-              latest,
-              overdue,
-            });
-          }
-          pools.sort((a, b) => a.pool.localeCompare(b.pool));
-          const judged = pools.filter((p) => p.samples >= params.minSamples);
-          const overdue = pools.filter((p) => (p.overdue[0]?.overdueMs ?? 0) > params.maxLateness);
-          const late = judged.filter((p) => p.p99Ms > params.maxLateness);
-          const sayLate = (p: PoolLateness) =>
-            `p99 ${formatDuration(p.p99Ms)} late (p50 ${formatDuration(p.p50Ms)}, p90 ${formatDuration(p.p90Ms)}, max ${formatDuration(p.maxMs)}, ${p.samples} renewals` +
-            `${p.latest[0] ? `; latest ${p.latest[0].node}` : ''})`;
-          const sayOverdue = (p: PoolLateness) => {
-            const o = p.overdue.filter((x) => x.overdueMs > params.maxLateness);
-            return `${o
-              .slice(0, 3)
-              .map((x) => `${x.node} ${formatDuration(x.overdueMs)}`)
-              .join(', ')}${o.length > 3 ? ', …' : ''} late and not renewed yet`;
-          };
-          const bad = pools.filter((p) => overdue.includes(p) || late.includes(p));
-          const detail = !pools.length
-            ? 'no renewal seen yet'
-            : bad.length
-              ? bad
-                  .map(
-                    (p) =>
-                      `${p.pool}: ${[...(overdue.includes(p) ? [sayOverdue(p)] : []), ...(late.includes(p) ? [sayLate(p)] : [])].join('; ')}`,
-                  )
-                  .join('; ')
-              : judged.length
-                ? judged.map((p) => `${p.pool}: ${sayLate(p)}`).join('; ')
-                : `too few renewals yet (${pools.map((p) => `${p.pool} ${p.samples}`).join(', ')}; ${params.minSamples} needed)`;
-          return {
-            status: bad.length ? 'violated' : 'ok',
-            value: { pools } satisfies LeaseRenewalValue,
-            detail,
-            key: `${late.map((p) => p.pool).join(',')}|${overdue.map((p) => p.pool).join(',')}|${judged.length}`,
-            // the oldest slot leaves the window, or a renewal that has not come becomes later than maxLateness
-            recheckAt: Math.min(...[...slots.values()].flatMap((l) => (l[0] ? [l[0].start + params.window] : [])), dueAt),
-          };
-        },
+        judge: (now) => renewals.judge(now),
       });
     });
   },
 });
+
+type Params = z.output<typeof Params>;
+
+/** The renewals seen over the window, per pool in slots, and each node's last lateness. */
+class Renewals {
+  private readonly slotMs: number;
+  private readonly slots = new Map<string, Slot[]>();
+  private readonly latestOf = new Map<string, number>();
+
+  constructor(
+    private readonly params: Params,
+    private readonly nodes: WatchHandle<SlimNode>,
+    private readonly leases: WatchHandle<SlimLease>,
+  ) {
+    this.slotMs = Math.max(1000, Math.ceil(params.window / SLOTS));
+  }
+
+  private intervalOf(l: SlimLease): number {
+    return this.params.renewInterval ?? (l.durationSeconds ?? 40) * 250;
+  }
+
+  private poolOf(node: string): string {
+    const labels = this.nodes.store.get(node)?.labels;
+    if (this.params.poolLabel) return labels?.[this.params.poolLabel] ?? '(no label)';
+    return labels && 'node-role.kubernetes.io/control-plane' in labels ? 'control-plane' : 'workers';
+  }
+
+  /** A renewal a watch brought (not a relist): its lateness, counted in its pool's current slot. */
+  onLease(c: Change<SlimLease>, now: number): void {
+    if (c.type === 'deleted') this.latestOf.delete(c.object.name);
+    if (c.type !== 'modified' || c.relist || !c.previous) return;
+    const before = c.previous.renewTime;
+    const after = c.object.renewTime;
+    if (before === undefined || after === undefined || after <= before) return;
+    const late = Math.max(0, after - before - this.intervalOf(c.object));
+    this.latestOf.set(c.object.name, late);
+    const pool = this.poolOf(c.object.name);
+    let list = this.slots.get(pool);
+    if (!list) this.slots.set(pool, (list = []));
+    let slot = list.at(-1);
+    if (!slot || now - slot.start >= this.slotMs) list.push((slot = { start: now, counts: new Uint32Array(BUCKETS), n: 0, max: 0 }));
+    slot.counts[Math.min(BUCKETS - 1, Math.floor(late / BUCKET_MS))]!++;
+    slot.n++;
+    slot.max = Math.max(slot.max, late);
+  }
+
+  judge(now: number): Judgement<LeaseRenewalValue> {
+    const { params, slots } = this;
+    const members = this.members();
+    const { overdueOf, dueAt } = this.overdue(now);
+    for (const pool of overdueOf.keys()) if (!slots.has(pool)) slots.set(pool, []);
+    const pools: PoolLateness[] = [];
+    for (const [pool, list] of slots) {
+      const p = this.poolLateness(pool, list, now, members.get(pool) ?? [], overdueOf.get(pool) ?? []);
+      if (p) pools.push(p);
+    }
+    pools.sort((a, b) => a.pool.localeCompare(b.pool));
+    const judged = pools.filter((p) => p.samples >= params.minSamples);
+    const overdue = pools.filter((p) => (p.overdue[0]?.overdueMs ?? 0) > params.maxLateness);
+    const late = judged.filter((p) => p.p99Ms > params.maxLateness);
+    const bad = pools.filter((p) => overdue.includes(p) || late.includes(p));
+    return {
+      status: bad.length ? 'violated' : 'ok',
+      value: { pools } satisfies LeaseRenewalValue,
+      detail: describe(params, { pools, judged, overdue, late, bad }),
+      key: `${late.map((p) => p.pool).join(',')}|${overdue.map((p) => p.pool).join(',')}|${judged.length}`,
+      // the oldest slot leaves the window, or a renewal that has not come becomes later than maxLateness
+      recheckAt: Math.min(...[...slots.values()].flatMap((l) => (l[0] ? [l[0].start + params.window] : [])), dueAt),
+    };
+  }
+
+  /** The nodes of each pool. */
+  private members(): Map<string, string[]> {
+    const members = new Map<string, string[]>();
+    for (const name of this.nodes.store.keys()) {
+      const p = this.poolOf(name);
+      const list = members.get(p);
+      if (list) list.push(name);
+      else members.set(p, [name]);
+    }
+    return members;
+  }
+
+  /**
+   * A renewal that has not come yet is late already: a kubelet starved or cut off for good renews no more. The nodes
+   * overdue per pool, and when the next renewal not come becomes later than maxLateness.
+   */
+  private overdue(now: number): { overdueOf: Map<string, { node: string; overdueMs: number }[]>; dueAt: number } {
+    const { maxLateness } = this.params;
+    const overdueOf = new Map<string, { node: string; overdueMs: number }[]>();
+    let dueAt = Infinity;
+    for (const lease of this.leases.store.values()) {
+      if (lease.renewTime === undefined || !this.nodes.store.has(lease.name)) continue;
+      const due = lease.renewTime + this.intervalOf(lease);
+      if (now <= due) {
+        dueAt = Math.min(dueAt, due + maxLateness + 1);
+        continue;
+      }
+      if (now - due <= maxLateness) dueAt = Math.min(dueAt, due + maxLateness + 1);
+      const pool = this.poolOf(lease.name);
+      const list = overdueOf.get(pool);
+      const entry = { node: lease.name, overdueMs: now - due };
+      if (list) list.push(entry);
+      else overdueOf.set(pool, [entry]);
+    }
+    return { overdueOf, dueAt };
+  }
+
+  /** One pool over the window (its slots that left it dropped); undefined when it has no renewal and none overdue. */
+  private poolLateness(
+    pool: string,
+    list: Slot[],
+    now: number,
+    names: string[],
+    overdueNodes: { node: string; overdueMs: number }[],
+  ): PoolLateness | undefined {
+    while (list.length && now - list[0]!.start >= this.params.window) list.shift();
+    const merged = new Uint32Array(BUCKETS);
+    let n = 0;
+    let max = 0;
+    for (const s of list) {
+      for (let i = 0; i < BUCKETS; i++) merged[i]! += s.counts[i]!;
+      n += s.n;
+      max = Math.max(max, s.max);
+    }
+    const overdue = overdueNodes.sort((a, b) => b.overdueMs - a.overdueMs || a.node.localeCompare(b.node)).slice(0, 5);
+    if (!n && !overdue.length) return undefined;
+    const latest = names
+      .map((node) => ({ node, latenessMs: this.latestOf.get(node) ?? 0 }))
+      .filter((l) => l.latenessMs > 0)
+      .sort((a, b) => b.latenessMs - a.latenessMs || a.node.localeCompare(b.node))
+      .slice(0, 5);
+    const q = (x: number) => (n ? percentile(merged, n, x, max) : 0);
+    return { pool, nodes: names.length, samples: n, p50Ms: q(0.5), p90Ms: q(0.9), p99Ms: q(0.99), maxMs: max, latest, overdue };
+  }
+}
+
+/** A reading's detail: the pools late or overdue, else each judged pool's lateness, else how many renewals are still needed. */
+function describe(
+  params: Params,
+  { pools, judged, overdue, late, bad }: Record<'pools' | 'judged' | 'overdue' | 'late' | 'bad', PoolLateness[]>,
+): string {
+  const sayLate = (p: PoolLateness) =>
+    `p99 ${formatDuration(p.p99Ms)} late (p50 ${formatDuration(p.p50Ms)}, p90 ${formatDuration(p.p90Ms)}, max ${formatDuration(p.maxMs)}, ${p.samples} renewals` +
+    `${p.latest[0] ? `; latest ${p.latest[0].node}` : ''})`;
+  const sayOverdue = (p: PoolLateness) => {
+    const o = p.overdue.filter((x) => x.overdueMs > params.maxLateness);
+    return `${o
+      .slice(0, 3)
+      .map((x) => `${x.node} ${formatDuration(x.overdueMs)}`)
+      .join(', ')}${o.length > 3 ? ', …' : ''} late and not renewed yet`;
+  };
+  if (!pools.length) return 'no renewal seen yet';
+  if (bad.length)
+    return bad
+      .map((p) => `${p.pool}: ${[...(overdue.includes(p) ? [sayOverdue(p)] : []), ...(late.includes(p) ? [sayLate(p)] : [])].join('; ')}`)
+      .join('; ');
+  if (judged.length) return judged.map((p) => `${p.pool}: ${sayLate(p)}`).join('; ');
+  return `too few renewals yet (${pools.map((p) => `${p.pool} ${p.samples}`).join(', ')}; ${params.minSamples} needed)`;
+}
 
 /** The q-th quantile of a histogram of `n` values: its bucket's upper edge, never above the largest value seen. */
 function percentile(counts: Uint32Array, n: number, q: number, max: number): number {

@@ -250,34 +250,14 @@ export class ReportCollector {
         break;
       }
       case 'fault-applied':
-        if (e.fault.node) this.tracker.target(e.fault.node);
-        r.faults.push({ ...e.fault, appliedAt: iso(e.at), status: 'applied' });
-        break;
       case 'fault-apply-failed':
-        if (e.fault.node) this.tracker.target(e.fault.node);
-        r.faults.push({ ...e.fault, status: 'apply-failed', error: e.error });
+      case 'fault-reverted':
+      case 'fault-revert-failed':
+        this.fault(e);
         break;
-      case 'fault-reverted': {
-        const f = r.faults.find((x) => x.faultId === e.fault.faultId);
-        const done = { revertedAt: iso(e.at), status: 'reverted' as const, attempts: e.attempts, retried: e.retried };
-        if (f) Object.assign(f, done, { error: undefined });
-        else r.faults.push({ ...e.fault, ...done });
+      case 'attempt':
+        this.attempt(e);
         break;
-      }
-      case 'fault-revert-failed': {
-        const f = r.faults.find((x) => x.faultId === e.fault.faultId);
-        if (f) Object.assign(f, { status: 'revert-failed', error: e.error, attempts: e.attempts, retried: e.retried });
-        break;
-      }
-      case 'attempt': {
-        if (r.attempts.length >= MAX_ATTEMPTS) {
-          r.attemptsDropped = (r.attemptsDropped ?? 0) + 1;
-          break;
-        }
-        const { type: _type, at, fault, ...rest } = e;
-        r.attempts.push({ at: iso(at), ...(fault ? { faultId: fault.faultId, fault } : {}), ...rest });
-        break;
-      }
       case 'step-reading': {
         const facts = readingFacts(e.nodeFacts, e.reading.value);
         this.tracker.reading(`step ${e.index}`, 1, e.at, facts);
@@ -285,31 +265,12 @@ export class ReportCollector {
         if (s) s.readings = this.keep(`${s.index}. ${s.name}`, e.at, e.reading, facts);
         break;
       }
-      case 'guard-reading': {
-        const facts = readingFacts(e.nodeFacts, e.reading.value);
-        this.tracker.reading(`guard ${e.guard}`, 1, e.at, facts);
-        r.guardReadings[e.guard] = this.keep(`guard ${e.guard}`, e.at, e.reading, facts);
-        if (this.guardStatus.get(e.guard) !== e.reading.status) {
-          this.guardStatus.set(e.guard, e.reading.status);
-          r.guardTransitions.push({ at: iso(e.at), guard: e.guard, status: e.reading.status, detail: e.reading.detail });
-        }
+      case 'guard-reading':
+        this.guardReading(e);
         break;
-      }
-      case 'observation': {
-        const facts = readingFacts(e.nodeFacts, e.reading.value);
-        this.tracker.reading(`observer ${e.name}`, 2, e.at, facts);
-        const summarize = this.summarizers[e.name] ?? ((v: unknown) => v);
-        const prev = r.observations[e.name] as Observation | undefined;
-        // an unknown reading has no value to summarise
-        const value = e.reading.value === null ? null : summarize(e.reading.value);
-        const entry = { at: iso(e.at), status: e.reading.status, detail: e.reading.detail, value, ...evictionOf(facts) };
-        if (e.reading.status === 'unknown' && prev) break;
-        const history = prev?.history ?? [];
-        const changed = !prev || prev.status !== entry.status || JSON.stringify(prev.value) !== JSON.stringify(value);
-        if (changed && history.length < 500) history.push(entry);
-        r.observations[e.name] = { ...entry, history, ...deletedOf(facts) };
+      case 'observation':
+        this.observation(e);
         break;
-      }
       case 'rollback-start':
         r.rollback = { startedAt: iso(e.at), reason: e.reason };
         break;
@@ -329,20 +290,9 @@ export class ReportCollector {
           recoverCommand: e.recoverCommand,
         });
         break;
-      case 'objective': {
-        const list = (r.objectives ??= []);
-        let o = list.find((x) => x.name === e.name);
-        if (!o) list.push((o = { name: e.name, status: 'running', withinMs: e.withinMs, detail: e.detail }));
-        if (e.startedAt !== undefined) o.startedAt = iso(e.startedAt);
-        if (e.phase !== 'start')
-          Object.assign(
-            o,
-            { status: e.phase, endedAt: iso(e.at), detail: e.detail },
-            e.recoveryMs === undefined ? {} : { recoveryMs: e.recoveryMs },
-            e.nodes ? { nodes: e.nodes } : {},
-          );
+      case 'objective':
+        this.objective(e);
         break;
-      }
       case 'log':
         if (e.level !== 'info') (r.warnings ??= []).push({ at: iso(e.at), message: e.message });
         break;
@@ -350,4 +300,81 @@ export class ReportCollector {
         break;
     }
   };
+
+  /** A fault applied or reverted, or failing to be. */
+  private fault(e: EventOf<'fault-applied' | 'fault-apply-failed' | 'fault-reverted' | 'fault-revert-failed'>): void {
+    const r = this.report;
+    if (e.type === 'fault-applied' || e.type === 'fault-apply-failed') {
+      if (e.fault.node) this.tracker.target(e.fault.node);
+      if (e.type === 'fault-applied') r.faults.push({ ...e.fault, appliedAt: iso(e.at), status: 'applied' });
+      else r.faults.push({ ...e.fault, status: 'apply-failed', error: e.error });
+      return;
+    }
+    const f = r.faults.find((x) => x.faultId === e.fault.faultId);
+    if (e.type === 'fault-revert-failed') {
+      if (f) Object.assign(f, { status: 'revert-failed', error: e.error, attempts: e.attempts, retried: e.retried });
+      return;
+    }
+    const done = { revertedAt: iso(e.at), status: 'reverted' as const, attempts: e.attempts, retried: e.retried };
+    if (f) Object.assign(f, done, { error: undefined });
+    else r.faults.push({ ...e.fault, ...done });
+  }
+
+  /** An attempt, up to MAX_ATTEMPTS of them; the rest counted. */
+  private attempt(e: EventOf<'attempt'>): void {
+    const r = this.report;
+    if (r.attempts.length >= MAX_ATTEMPTS) {
+      r.attemptsDropped = (r.attemptsDropped ?? 0) + 1;
+      return;
+    }
+    const { type: _type, at, fault, ...rest } = e;
+    r.attempts.push({ at: iso(at), ...(fault ? { faultId: fault.faultId, fault } : {}), ...rest });
+  }
+
+  /** A guard's reading kept, and its status when it changed. */
+  private guardReading(e: EventOf<'guard-reading'>): void {
+    const r = this.report;
+    const facts = readingFacts(e.nodeFacts, e.reading.value);
+    this.tracker.reading(`guard ${e.guard}`, 1, e.at, facts);
+    r.guardReadings[e.guard] = this.keep(`guard ${e.guard}`, e.at, e.reading, facts);
+    if (this.guardStatus.get(e.guard) !== e.reading.status) {
+      this.guardStatus.set(e.guard, e.reading.status);
+      r.guardTransitions.push({ at: iso(e.at), guard: e.guard, status: e.reading.status, detail: e.reading.detail });
+    }
+  }
+
+  /** An observer's latest reading (its value summarized), and its history of changes. */
+  private observation(e: EventOf<'observation'>): void {
+    const r = this.report;
+    const facts = readingFacts(e.nodeFacts, e.reading.value);
+    this.tracker.reading(`observer ${e.name}`, 2, e.at, facts);
+    const summarize = this.summarizers[e.name] ?? ((v: unknown) => v);
+    const prev = r.observations[e.name] as Observation | undefined;
+    // an unknown reading has no value to summarise
+    const value = e.reading.value === null ? null : summarize(e.reading.value);
+    const entry = { at: iso(e.at), status: e.reading.status, detail: e.reading.detail, value, ...evictionOf(facts) };
+    if (e.reading.status === 'unknown' && prev) return;
+    const history = prev?.history ?? [];
+    const changed = !prev || prev.status !== entry.status || JSON.stringify(prev.value) !== JSON.stringify(value);
+    if (changed && history.length < 500) history.push(entry);
+    r.observations[e.name] = { ...entry, history, ...deletedOf(facts) };
+  }
+
+  /** A recovery objective started, met or missed. */
+  private objective(e: EventOf<'objective'>): void {
+    const list = (this.report.objectives ??= []);
+    let o = list.find((x) => x.name === e.name);
+    if (!o) list.push((o = { name: e.name, status: 'running', withinMs: e.withinMs, detail: e.detail }));
+    if (e.startedAt !== undefined) o.startedAt = iso(e.startedAt);
+    if (e.phase !== 'start')
+      Object.assign(
+        o,
+        { status: e.phase, endedAt: iso(e.at), detail: e.detail },
+        e.recoveryMs === undefined ? {} : { recoveryMs: e.recoveryMs },
+        e.nodes ? { nodes: e.nodes } : {},
+      );
+  }
 }
+
+/** One kind of the run's events. */
+type EventOf<T extends RedactedEvent['type']> = Extract<RedactedEvent, { type: T }>;

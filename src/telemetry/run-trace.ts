@@ -16,6 +16,9 @@ const short = (text: string, max = 200) => {
   return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 };
 
+/** One kind of the run's events. */
+type EventOf<T extends RedactedEvent['type']> = Extract<RedactedEvent, { type: T }>;
+
 const faultAttributes = (f: FaultRef): Attributes => ({
   'kube_runbook.fault.id': f.faultId,
   'kube_runbook.action': f.action,
@@ -49,150 +52,175 @@ export class RunTrace {
 
   readonly onEvent = (e: RedactedEvent): void => {
     switch (e.type) {
-      case 'run-start': {
-        this.root = this.tracer.startSpan(`run ${e.runbook}`, {
-          root: true,
-          startTime: e.at,
-          attributes: {
-            'kube_runbook.run.id': e.runId,
-            'kube_runbook.runbook': e.runbook,
-            'kube_runbook.context': e.context,
-            'kube_runbook.dry_run': e.dryRun,
-            ...(this.target.clusterHost ? { 'kube_runbook.cluster': this.target.clusterHost } : {}),
-            'kube_runbook.nodes': [...this.target.nodes],
-          },
-        });
-        this.rootCtx = trace.setSpan(context.active(), this.root);
-        return;
-      }
-      case 'step-start': {
-        const parent = this.steps.get(e.index.split('.').slice(0, -1).join('.'))?.ctx ?? this.rootCtx;
-        const span = this.child(
-          `step ${e.name}`,
-          e.at,
-          { 'kube_runbook.step': e.name, 'kube_runbook.step.index': e.index, 'kube_runbook.step.kind': e.kind },
-          parent,
-        );
-        if (span) this.steps.set(e.index, { span, ctx: trace.setSpan(parent!, span), label: `${e.index} ${e.name}`, lastAt: e.at });
-        return;
-      }
-      case 'step-end': {
-        const s = this.steps.get(e.index);
-        if (!s) return;
-        s.span.setAttribute('kube_runbook.step.status', e.status);
-        if (e.status === 'failed' || e.status === 'aborted') s.span.setStatus({ code: SpanStatusCode.ERROR, message: short(e.detail) });
-        s.span.end(e.at);
-        this.steps.delete(e.index);
-        return;
-      }
+      case 'run-start':
+        return this.runStarted(e);
+      case 'step-start':
+        return this.stepStarted(e);
+      case 'step-end':
+        return this.stepEnded(e);
       case 'fault-applied':
-      case 'fault-apply-failed': {
-        const owner = this.ownerOfApply(e.fault);
-        const span = this.child(`apply ${e.fault.action}`, owner?.lastAt ?? e.at, faultAttributes(e.fault), owner?.ctx);
-        if (owner) owner.lastAt = e.at;
-        if (e.type === 'fault-apply-failed') span?.setStatus({ code: SpanStatusCode.ERROR, message: short(e.error) });
-        span?.end(e.at);
-        return;
-      }
+      case 'fault-apply-failed':
+        return this.faultApplied(e);
       case 'fault-reverted':
-      case 'fault-revert-failed': {
-        const owner = this.rollback ?? [...this.steps.values()].at(-1) ?? this.remediation;
-        const span = this.child(
-          `revert ${e.fault.action}`,
-          owner?.lastAt ?? e.at,
-          { ...faultAttributes(e.fault), 'kube_runbook.attempts': e.attempts },
-          owner?.ctx,
-        );
-        if (owner) owner.lastAt = e.at;
-        if (e.type === 'fault-revert-failed') span?.setStatus({ code: SpanStatusCode.ERROR, message: short(e.error) });
-        span?.end(e.at);
-        return;
-      }
-      case 'rollback-start': {
-        const span = this.child(
-          'rollback',
-          e.at,
-          { 'kube_runbook.rollback.reason': short(e.reason), 'kube_runbook.rollback.faults': e.faults.length },
-          this.rootCtx,
-        );
-        if (span) this.rollback = { span, ctx: trace.setSpan(this.rootCtx!, span), lastAt: e.at };
-        return;
-      }
-      case 'rollback-wait': {
-        if (e.phase === 'start')
-          this.rollbackWait = this.child('rollback wait', e.at, { 'kube_runbook.detail': short(e.detail) }, this.rollback?.ctx);
-        else if (this.rollbackWait) {
-          this.rollbackWait.setAttribute('kube_runbook.rollback.wait', e.phase);
-          if (e.phase === 'timeout') this.rollbackWait.setStatus({ code: SpanStatusCode.ERROR, message: short(e.detail) });
-          this.rollbackWait.end(e.at);
-          this.rollbackWait = undefined;
-          if (this.rollback) this.rollback.lastAt = e.at;
-        }
-        return;
-      }
-      case 'rollback-end': {
-        if (!this.rollback) return;
-        this.rollback.span.setAttribute('kube_runbook.rollback.complete', e.complete);
-        if (!e.complete) this.rollback.span.setStatus({ code: SpanStatusCode.ERROR, message: `${e.remaining.length} fault(s) remain` });
-        this.rollback.span.end(e.at);
-        this.rollback = undefined;
-        return;
-      }
-      case 'remediation': {
-        if (e.phase === 'start') {
-          const span = this.child('remediation', e.at, { 'kube_runbook.detail': short(e.detail) }, this.rootCtx);
-          if (span) this.remediation = { span, ctx: trace.setSpan(this.rootCtx!, span), lastAt: e.at };
-        } else if (this.remediation) {
-          this.remediation.span.end(e.at);
-          this.remediation = undefined;
-        }
-        return;
-      }
+      case 'fault-revert-failed':
+        return this.faultReverted(e);
+      case 'rollback-start':
+        return this.rollbackStarted(e);
+      case 'rollback-wait':
+        return this.rollbackWaited(e);
+      case 'rollback-end':
+        return this.rollbackEnded(e);
+      case 'remediation':
+        return this.remediated(e);
       case 'guard-reading':
         this.lastReading.set(e.guard, { status: e.reading.status, detail: e.reading.detail });
         return;
-      case 'guard-fired': {
-        const reading = this.lastReading.get(e.guard);
-        this.root?.addEvent(
-          'guard fired',
-          {
-            'kube_runbook.guard': e.guard,
-            'kube_runbook.guard.response': e.response,
-            'kube_runbook.detail': short(e.detail),
-            ...(reading ? { 'kube_runbook.reading.status': reading.status, 'kube_runbook.reading.detail': short(reading.detail) } : {}),
-          },
-          e.at,
-        );
-        return;
-      }
-      case 'objective': {
-        this.root?.addEvent(
-          `objective ${e.phase}`,
-          {
-            'kube_runbook.objective': e.name,
-            'kube_runbook.objective.within_ms': e.withinMs,
-            'kube_runbook.detail': short(e.detail),
-            ...(e.recoveryMs === undefined ? {} : { 'kube_runbook.objective.recovery_ms': e.recoveryMs }),
-          },
-          e.at,
-        );
-        if (e.phase !== 'start') this.root?.setAttribute(`kube_runbook.objective.${e.name}`, e.phase);
-        return;
-      }
-      case 'run-end': {
-        if (!this.root) return;
-        for (const open of [this.rollbackWait, this.rollback?.span, this.remediation?.span, ...[...this.steps.values()].map((s) => s.span)])
-          open?.end(e.at);
-        this.root.setAttributes({ 'kube_runbook.status': e.status, 'kube_runbook.faults.remaining': e.remaining.length });
-        if (e.status !== 'passed') this.root.setStatus({ code: SpanStatusCode.ERROR, message: `${e.status}: ${short(e.reason)}` });
-        this.root.end(e.at);
-        this.root = undefined;
-        return;
-      }
+      case 'guard-fired':
+        return this.guardFired(e);
+      case 'objective':
+        return this.objective(e);
+      case 'run-end':
+        return this.runEnded(e);
       default:
         return;
     }
   };
+
+  private runStarted(e: EventOf<'run-start'>): void {
+    this.root = this.tracer.startSpan(`run ${e.runbook}`, {
+      root: true,
+      startTime: e.at,
+      attributes: {
+        'kube_runbook.run.id': e.runId,
+        'kube_runbook.runbook': e.runbook,
+        'kube_runbook.context': e.context,
+        'kube_runbook.dry_run': e.dryRun,
+        ...(this.target.clusterHost ? { 'kube_runbook.cluster': this.target.clusterHost } : {}),
+        'kube_runbook.nodes': [...this.target.nodes],
+      },
+    });
+    this.rootCtx = trace.setSpan(context.active(), this.root);
+  }
+
+  private stepStarted(e: EventOf<'step-start'>): void {
+    const parent = this.steps.get(e.index.split('.').slice(0, -1).join('.'))?.ctx ?? this.rootCtx;
+    const span = this.child(
+      `step ${e.name}`,
+      e.at,
+      { 'kube_runbook.step': e.name, 'kube_runbook.step.index': e.index, 'kube_runbook.step.kind': e.kind },
+      parent,
+    );
+    if (span) this.steps.set(e.index, { span, ctx: trace.setSpan(parent!, span), label: `${e.index} ${e.name}`, lastAt: e.at });
+  }
+
+  private stepEnded(e: EventOf<'step-end'>): void {
+    const s = this.steps.get(e.index);
+    if (!s) return;
+    s.span.setAttribute('kube_runbook.step.status', e.status);
+    if (e.status === 'failed' || e.status === 'aborted') s.span.setStatus({ code: SpanStatusCode.ERROR, message: short(e.detail) });
+    s.span.end(e.at);
+    this.steps.delete(e.index);
+  }
+
+  private faultApplied(e: EventOf<'fault-applied' | 'fault-apply-failed'>): void {
+    const owner = this.ownerOfApply(e.fault);
+    const span = this.child(`apply ${e.fault.action}`, owner?.lastAt ?? e.at, faultAttributes(e.fault), owner?.ctx);
+    if (owner) owner.lastAt = e.at;
+    if (e.type === 'fault-apply-failed') span?.setStatus({ code: SpanStatusCode.ERROR, message: short(e.error) });
+    span?.end(e.at);
+  }
+
+  private faultReverted(e: EventOf<'fault-reverted' | 'fault-revert-failed'>): void {
+    const owner = this.rollback ?? [...this.steps.values()].at(-1) ?? this.remediation;
+    const span = this.child(
+      `revert ${e.fault.action}`,
+      owner?.lastAt ?? e.at,
+      { ...faultAttributes(e.fault), 'kube_runbook.attempts': e.attempts },
+      owner?.ctx,
+    );
+    if (owner) owner.lastAt = e.at;
+    if (e.type === 'fault-revert-failed') span?.setStatus({ code: SpanStatusCode.ERROR, message: short(e.error) });
+    span?.end(e.at);
+  }
+
+  private rollbackStarted(e: EventOf<'rollback-start'>): void {
+    const span = this.child(
+      'rollback',
+      e.at,
+      { 'kube_runbook.rollback.reason': short(e.reason), 'kube_runbook.rollback.faults': e.faults.length },
+      this.rootCtx,
+    );
+    if (span) this.rollback = { span, ctx: trace.setSpan(this.rootCtx!, span), lastAt: e.at };
+  }
+
+  private rollbackWaited(e: EventOf<'rollback-wait'>): void {
+    if (e.phase === 'start')
+      this.rollbackWait = this.child('rollback wait', e.at, { 'kube_runbook.detail': short(e.detail) }, this.rollback?.ctx);
+    else if (this.rollbackWait) {
+      this.rollbackWait.setAttribute('kube_runbook.rollback.wait', e.phase);
+      if (e.phase === 'timeout') this.rollbackWait.setStatus({ code: SpanStatusCode.ERROR, message: short(e.detail) });
+      this.rollbackWait.end(e.at);
+      this.rollbackWait = undefined;
+      if (this.rollback) this.rollback.lastAt = e.at;
+    }
+  }
+
+  private rollbackEnded(e: EventOf<'rollback-end'>): void {
+    if (!this.rollback) return;
+    this.rollback.span.setAttribute('kube_runbook.rollback.complete', e.complete);
+    if (!e.complete) this.rollback.span.setStatus({ code: SpanStatusCode.ERROR, message: `${e.remaining.length} fault(s) remain` });
+    this.rollback.span.end(e.at);
+    this.rollback = undefined;
+  }
+
+  private remediated(e: EventOf<'remediation'>): void {
+    if (e.phase === 'start') {
+      const span = this.child('remediation', e.at, { 'kube_runbook.detail': short(e.detail) }, this.rootCtx);
+      if (span) this.remediation = { span, ctx: trace.setSpan(this.rootCtx!, span), lastAt: e.at };
+    } else if (this.remediation) {
+      this.remediation.span.end(e.at);
+      this.remediation = undefined;
+    }
+  }
+
+  private guardFired(e: EventOf<'guard-fired'>): void {
+    const reading = this.lastReading.get(e.guard);
+    this.root?.addEvent(
+      'guard fired',
+      {
+        'kube_runbook.guard': e.guard,
+        'kube_runbook.guard.response': e.response,
+        'kube_runbook.detail': short(e.detail),
+        ...(reading ? { 'kube_runbook.reading.status': reading.status, 'kube_runbook.reading.detail': short(reading.detail) } : {}),
+      },
+      e.at,
+    );
+  }
+
+  private objective(e: EventOf<'objective'>): void {
+    this.root?.addEvent(
+      `objective ${e.phase}`,
+      {
+        'kube_runbook.objective': e.name,
+        'kube_runbook.objective.within_ms': e.withinMs,
+        'kube_runbook.detail': short(e.detail),
+        ...(e.recoveryMs === undefined ? {} : { 'kube_runbook.objective.recovery_ms': e.recoveryMs }),
+      },
+      e.at,
+    );
+    if (e.phase !== 'start') this.root?.setAttribute(`kube_runbook.objective.${e.name}`, e.phase);
+  }
+
+  /** Ends what is still open, then the root span with the run's status. */
+  private runEnded(e: EventOf<'run-end'>): void {
+    if (!this.root) return;
+    for (const open of [this.rollbackWait, this.rollback?.span, this.remediation?.span, ...[...this.steps.values()].map((s) => s.span)])
+      open?.end(e.at);
+    this.root.setAttributes({ 'kube_runbook.status': e.status, 'kube_runbook.faults.remaining': e.remaining.length });
+    if (e.status !== 'passed') this.root.setStatus({ code: SpanStatusCode.ERROR, message: `${e.status}: ${short(e.reason)}` });
+    this.root.end(e.at);
+    this.root = undefined;
+  }
 
   /** The step a fault was applied by, else an open remediation. */
   private ownerOfApply(f: FaultRef): { ctx: Context; lastAt: number } | undefined {

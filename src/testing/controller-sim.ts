@@ -124,88 +124,161 @@ interface NodeState {
 }
 
 export function simulateController(o: SimOptions): SimOutcome {
-  const r = seeded(o.seed);
-  const s = o.settings;
-  const renewMs = s.leaseDurationMs / 4;
-  const leaderFrom = o.leaderFrom ?? o.start - 3_600_000;
-  const states = new Map<string, NodeState>();
-  for (const n of o.nodes) {
+  return new ControllerSim(o).run();
+}
+
+/** One simulation: the nodes as the controller holds them, its zone queues, and the pods its taint manager will delete. */
+class ControllerSim {
+  private readonly r: ReturnType<typeof seeded>;
+  private readonly s: LifecycleSettings;
+  private readonly states = new Map<string, NodeState>();
+  private readonly zones: string[];
+  private readonly queues: Map<string, ZoneQueue>;
+  private readonly zoneStates: Map<string, ZoneState>;
+  private readonly podsOn = new Map<string, SimPod[]>();
+  private readonly out: SimOutcome = { tainted: new Map(), taints: [], evicted: new Map() };
+  /** Pods the taint manager will delete, by the moment. */
+  private readonly scheduled = new Map<string, number>();
+  private allWasFull = false;
+
+  constructor(private readonly o: SimOptions) {
+    this.r = seeded(o.seed);
+    this.s = o.settings;
+    for (const n of o.nodes) this.states.set(n.name, this.nodeState(n));
+    this.zones = [...new Set(o.nodes.map((n) => n.zone))];
+    this.queues = new Map(this.zones.map((z) => [z, new ZoneQueue(this.s.nodeEvictionRate)]));
+    this.zoneStates = new Map<string, ZoneState>(this.zones.map((z) => [z, 'Initial']));
+    for (const p of o.pods) this.podsOn.set(p.node, [...(this.podsOn.get(p.node) ?? []), p]);
+  }
+
+  /** A node's kubelet renewals (recorded or drawn) and its Ready condition before the start. */
+  private nodeState(n: SimNode): NodeState {
+    const { o, r } = this;
+    const renewMs = this.s.leaseDurationMs / 4;
     const renews: number[] = [];
     const stop = n.stopsAt ?? Infinity;
     if (n.lastRenew !== undefined) for (let t = n.lastRenew; t > o.start - 4 * renewMs; t -= renewMs) renews.unshift(t);
     else
       for (let t = o.start - r.next() * renewMs - 3 * renewMs; t < Math.min(stop, o.end); t += renewMs * (1 + 0.04 * r.next()))
         renews.push(t);
-    states.set(n.name, { node: n, renews, seen: -1, status: 'True', transition: o.start - 3_600_000, heartbeat: o.start - r.int(60_000) });
+    return { node: n, renews, seen: -1, status: 'True', transition: o.start - 3_600_000, heartbeat: o.start - r.int(60_000) };
   }
-  const zones = [...new Set(o.nodes.map((n) => n.zone))];
-  const queues = new Map(zones.map((z) => [z, new ZoneQueue(s.nodeEvictionRate)]));
-  const zoneStates = new Map<string, ZoneState>(zones.map((z) => [z, 'Initial']));
-  const podsOn = new Map<string, SimPod[]>();
-  for (const p of o.pods) podsOn.set(p.node, [...(podsOn.get(p.node) ?? []), p]);
-  const out: SimOutcome = { tainted: new Map(), taints: [], evicted: new Map() };
-  /** Pods the taint manager will delete, by the moment. */
-  const scheduled = new Map<string, number>();
-  let allWasFull = false;
+
+  /** The events in time order: passes every monitor period, the tainting loop every 100 ms, evictions, looks. */
+  run(): SimOutcome {
+    const { o, r, s } = this;
+    const firstPass = Math.max(o.start, o.leaderFrom ?? o.start - 3_600_000);
+    const phase = r.next();
+    let nextPass =
+      o.passAt === undefined
+        ? firstPass + phase * s.nodeMonitorPeriodMs
+        : o.passAt - Math.floor((o.passAt - firstPass) / s.nodeMonitorPeriodMs) * s.nodeMonitorPeriodMs;
+    let nextTaint = o.start + r.next() * TAINT_LOOP_MS;
+    let disruption: { at: number; run: () => void } | undefined;
+    let looked = 0;
+    for (let t = o.start; t <= o.end;) {
+      t = Math.min(nextPass, nextTaint, disruption?.at ?? Infinity, o.lookAt[looked] ?? Infinity, ...this.scheduled.values());
+      if (t > o.end) break;
+      if (t === o.lookAt[looked]) {
+        looked++;
+        // what happens at that very moment is not seen yet
+        this.look(t);
+        continue;
+      }
+      this.evict(t);
+      if (t === disruption?.at) {
+        disruption.run();
+        disruption = undefined;
+      }
+      if (t === nextPass) {
+        disruption = this.pass(t);
+        nextPass += s.nodeMonitorPeriodMs;
+      }
+      if (t === nextTaint) {
+        this.taintLoop(t);
+        nextTaint += TAINT_LOOP_MS;
+      }
+    }
+    return this.out;
+  }
+
+  /** The taint manager deletes the pods whose toleration ends at `t`. */
+  private evict(t: number): void {
+    for (const [key, at] of this.scheduled)
+      if (at === t) {
+        this.scheduled.delete(key);
+        this.out.evicted.set(key, t);
+      }
+  }
 
   // asked at moments that never go back: each node's place in its renewals moves on
-  const lastRenew = (n: NodeState, t: number) => {
+  private lastRenew(n: NodeState, t: number): number | undefined {
     while (n.seen + 1 < n.renews.length && n.renews[n.seen + 1]! <= t) n.seen++;
     return n.seen >= 0 ? n.renews[n.seen] : undefined;
-  };
-  const taintNode = (n: NodeState, t: number) => {
+  }
+
+  private taintNode(n: NodeState, t: number): void {
+    const { out, scheduled } = this;
     n.taint = { added: t, since: n.taint?.since ?? t };
     out.taints.push({ node: n.node.name, at: t });
     if (!out.tainted.has(n.node.name)) out.tainted.set(n.node.name, t);
-    for (const p of podsOn.get(n.node.name) ?? [])
+    for (const p of this.podsOn.get(n.node.name) ?? [])
       if (Number.isFinite(p.tolerationMs) && !scheduled.has(p.key) && !out.evicted.has(p.key)) scheduled.set(p.key, t + p.tolerationMs);
-  };
-  const untaint = (n: NodeState) => {
+  }
+
+  private untaint(n: NodeState): void {
     n.taint = undefined;
-    for (const p of podsOn.get(n.node.name) ?? []) scheduled.delete(p.key);
-  };
-  const rateFor = (state: ZoneState, size: number) =>
-    state === 'PartialDisruption' ? (size > s.largeClusterSizeThreshold ? s.secondaryNodeEvictionRate : 0) : s.nodeEvictionRate;
+    for (const p of this.podsOn.get(n.node.name) ?? []) this.scheduled.delete(p.key);
+  }
+
+  private rateFor(state: ZoneState, size: number): number {
+    const { s } = this;
+    return state === 'PartialDisruption' ? (size > s.largeClusterSizeThreshold ? s.secondaryNodeEvictionRate : 0) : s.nodeEvictionRate;
+  }
 
   /** A monitor pass's work on the nodes at `t`; its handleDisruption, returned, runs when the workers are done. */
-  const pass = (t: number) => {
+  private pass(t: number): { at: number; run: () => void } {
+    const { r } = this;
     // the nodes as listed at the start of the pass (what master disruption mode untaints)
-    const listedTainted = new Set([...states.values()].filter((n) => n.taint).map((n) => n.node.name));
-    const order = r.shuffle([...states.values()]);
+    const listedTainted = new Set([...this.states.values()].filter((n) => n.taint).map((n) => n.node.name));
+    const order = r.shuffle([...this.states.values()]);
     const work = r.next() * PASS_WORK_MS;
     const lag = r.next() * LEASE_LAG_MS;
-    order.forEach((n, k) => {
-      const at = t + (work * k) / order.length;
-      const before = n.status;
-      const renew = lastRenew(n, at - lag);
-      if (n.probe === undefined) n.probe = at;
-      if (renew !== undefined && renew !== n.seenRenew) {
-        n.seenRenew = renew;
-        n.probe = at;
-      }
-      if (n.status === 'True' && at > n.probe + s.nodeMonitorGracePeriodMs) {
-        n.status = 'Unknown';
-        n.transition = at;
-      }
-      const status = o.taintsInTheSamePass ? n.status : before;
-      const q = queues.get(n.node.zone)!;
-      if (status === 'Unknown') {
-        if (!n.taint) {
-          if (o.requeue) q.queue.remove(n.node.name);
-          else q.queue.setRemove(n.node.name);
-        }
-        q.queue.add(n.node.name, at);
-      }
-    });
-    return { at: t + work, run: () => handleDisruption(t + work, listedTainted) };
-  };
+    order.forEach((n, k) => this.monitor(n, t + (work * k) / order.length, lag));
+    return { at: t + work, run: () => this.handleDisruption(t + work, listedTainted) };
+  }
 
-  // the tainting loop runs meanwhile: a node queued and tainted during the pass was not listed at its start
-  const handleDisruption = (end: number, listedTainted: ReadonlySet<string>) => {
+  /** One node in a pass at `at`: a new renewal seen, Unknown after the grace period, queued for the taint. */
+  private monitor(n: NodeState, at: number, lag: number): void {
+    const { o, s } = this;
+    const before = n.status;
+    const renew = this.lastRenew(n, at - lag);
+    if (n.probe === undefined) n.probe = at;
+    if (renew !== undefined && renew !== n.seenRenew) {
+      n.seenRenew = renew;
+      n.probe = at;
+    }
+    if (n.status === 'True' && at > n.probe + s.nodeMonitorGracePeriodMs) {
+      n.status = 'Unknown';
+      n.transition = at;
+    }
+    const status = o.taintsInTheSamePass ? n.status : before;
+    const q = this.queues.get(n.node.zone)!;
+    if (status === 'Unknown') {
+      if (!n.taint) {
+        if (o.requeue) q.queue.remove(n.node.name);
+        else q.queue.setRemove(n.node.name);
+      }
+      q.queue.add(n.node.name, at);
+    }
+  }
+
+  /** Each zone's state from its members' Ready, and the sizes its rate depends on. */
+  private zoneStatesNow(): { newStates: Map<string, ZoneState>; sizes: Map<string, number> } {
     const newStates = new Map<string, ZoneState>();
     const sizes = new Map<string, number>();
-    for (const z of zones) {
-      const members = [...states.values()].filter((n) => n.node.zone === z && !n.node.excluded);
+    for (const z of this.zones) {
+      const members = [...this.states.values()].filter((n) => n.node.zone === z && !n.node.excluded);
       const notReady = members.filter((n) => n.status !== 'True').length;
       sizes.set(z, members.length);
       const ready = members.length - notReady;
@@ -213,94 +286,62 @@ export function simulateController(o: SimOptions): SimOutcome {
         z,
         ready === 0 && notReady > 0
           ? 'FullDisruption'
-          : notReady > 2 && notReady / members.length >= s.unhealthyZoneThreshold
+          : notReady > 2 && notReady / members.length >= this.s.unhealthyZoneThreshold
             ? 'PartialDisruption'
             : 'Normal',
       );
     }
+    return { newStates, sizes };
+  }
+
+  // the tainting loop runs meanwhile: a node queued and tainted during the pass was not listed at its start
+  private handleDisruption(end: number, listedTainted: ReadonlySet<string>): void {
+    const { zones, queues, zoneStates } = this;
+    const { newStates, sizes } = this.zoneStatesNow();
     const allFull = [...newStates.values()].every((x) => x === 'FullDisruption');
-    if (allFull && !allWasFull) {
-      out.masterAt ??= end;
-      for (const n of states.values()) {
-        if (listedTainted.has(n.node.name)) untaint(n);
+    if (allFull && !this.allWasFull) {
+      this.out.masterAt ??= end;
+      for (const n of this.states.values()) {
+        if (listedTainted.has(n.node.name)) this.untaint(n);
         queues.get(n.node.zone)!.queue.remove(n.node.name);
       }
       for (const q of queues.values()) q.swap(0, end);
       for (const z of zones) zoneStates.set(z, 'FullDisruption');
     } else if (!allFull) {
       for (const z of zones)
-        if (zoneStates.get(z) !== newStates.get(z) || allWasFull) {
-          queues.get(z)!.swap(rateFor(newStates.get(z)!, sizes.get(z)!), end);
+        if (zoneStates.get(z) !== newStates.get(z) || this.allWasFull) {
+          queues.get(z)!.swap(this.rateFor(newStates.get(z)!, sizes.get(z)!), end);
           zoneStates.set(z, newStates.get(z)!);
         }
     }
-    allWasFull = allFull;
-  };
+    this.allWasFull = allFull;
+  }
 
-  const taintLoop = (t: number) => {
-    for (const z of zones) {
-      const q = queues.get(z)!;
+  private taintLoop(t: number): void {
+    for (const z of this.zones) {
+      const q = this.queues.get(z)!;
       // Try: a token for the head, then the taint; RemoveFromQueue takes the entry off the heap, the node stays in
       // the set (an entry whose node is not in the set stays at the head and takes a token each loop)
       // an entry of a pass still under way is not in the queue before its moment (nor, then, any after it)
       for (let head = q.queue.head(); head && head.at <= t; head = q.queue.head()) {
         if (!q.bucket.tryAccept(t)) break;
-        const n = states.get(head.name)!;
-        if (n.status === 'Unknown') taintNode(n, t);
+        const n = this.states.get(head.name)!;
+        if (n.status === 'Unknown') this.taintNode(n, t);
         q.queue.removeFromQueue(head.name);
       }
     }
-  };
+  }
 
-  const look = (t: number) => {
-    const nodes: ForecastNode[] = [...states.values()].map((n) => ({
+  private look(t: number): void {
+    const nodes: ForecastNode[] = [...this.states.values()].map((n) => ({
       name: n.node.name,
       zone: n.node.zone,
       ...(n.node.excluded ? { excluded: true } : {}),
-      leaseRenew: lastRenew(n, t),
+      leaseRenew: this.lastRenew(n, t),
       ready: { status: n.status, heartbeat: seconds(n.heartbeat), transition: seconds(n.transition) },
       taints: n.taint ? [{ key: UNREACHABLE, effect: 'NoExecute', timeAdded: seconds(n.taint.added) }] : [],
       ...(n.taint ? { taintedSince: seconds(n.taint.since) } : {}),
     }));
-    o.look(t, nodes);
-  };
-
-  // the events in time order: passes every monitor period, the tainting loop every 100 ms, evictions, looks
-  const firstPass = Math.max(o.start, leaderFrom);
-  const phase = r.next();
-  let nextPass =
-    o.passAt === undefined
-      ? firstPass + phase * s.nodeMonitorPeriodMs
-      : o.passAt - Math.floor((o.passAt - firstPass) / s.nodeMonitorPeriodMs) * s.nodeMonitorPeriodMs;
-  let nextTaint = o.start + r.next() * TAINT_LOOP_MS;
-  let disruption: { at: number; run: () => void } | undefined;
-  let looked = 0;
-  for (let t = o.start; t <= o.end;) {
-    t = Math.min(nextPass, nextTaint, disruption?.at ?? Infinity, o.lookAt[looked] ?? Infinity, ...scheduled.values());
-    if (t > o.end) break;
-    if (t === o.lookAt[looked]) {
-      looked++;
-      // what happens at that very moment is not seen yet
-      look(t);
-      continue;
-    }
-    for (const [key, at] of scheduled)
-      if (at === t) {
-        scheduled.delete(key);
-        out.evicted.set(key, t);
-      }
-    if (t === disruption?.at) {
-      disruption.run();
-      disruption = undefined;
-    }
-    if (t === nextPass) {
-      disruption = pass(t);
-      nextPass += s.nodeMonitorPeriodMs;
-    }
-    if (t === nextTaint) {
-      taintLoop(t);
-      nextTaint += TAINT_LOOP_MS;
-    }
+    this.o.look(t, nodes);
   }
-  return out;
 }
