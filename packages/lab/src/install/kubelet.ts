@@ -36,7 +36,7 @@ export interface CommandBuildOptions {
  * its checksum. Most of its packages are in the Go build cache after the control plane's build. With `--bin-dir` or
  * KUBEBUILDER_ASSETS the user's command must sit beside the other binaries.
  */
-export async function ensureReleaseCommand(
+async function ensureReleaseCommand(
   o: CommandBuildOptions,
   root: string,
   bin: LabBinariesInfo,

@@ -17,14 +17,14 @@ import { KUBELET_HEALTHZ_PORT } from './real-node-config.js';
 const API = 'kubeadm.k8s.io/v1beta4';
 
 /** The addons the lab cannot serve: CoreDNS (no DNS in the lab's pods' network) and kube-proxy (the lab routes the one Service its clients need). */
-export const SKIPPED_PHASES = ['addon/coredns', 'addon/kube-proxy'] as const;
+const SKIPPED_PHASES = ['addon/coredns', 'addon/kube-proxy'] as const;
 
 /**
  * Preflight checks that cannot hold on the lab's nodes; every other check runs and must pass. On a cgroup v1
  * machine, SystemVerification: from 1.35 on it fails on cgroup v1 and says to skip it explicitly besides setting the
  * kubelet's `failCgroupV1: false` (which the lab's KubeletConfiguration does).
  */
-export const ignoredPreflight = (cgroupV1: boolean): string[] => (cgroupV1 ? ['SystemVerification'] : []);
+const ignoredPreflight = (cgroupV1: boolean): string[] => (cgroupV1 ? ['SystemVerification'] : []);
 
 /** The lab's bootstrap token (`[a-z0-9]{6}.[a-z0-9]{16}`): one per instance, only ever reachable on the lab's bridge. */
 export function bootstrapToken(instance: string): string {
@@ -75,7 +75,7 @@ function registration(n: KubeadmNode) {
  * address of the node (the lab's service checks it from this machine), no image garbage collection nor disk
  * eviction (the lab's images cannot be pulled again).
  */
-export function sharedKubeletConfig(s: LabSettings) {
+function sharedKubeletConfig(s: LabSettings) {
   return {
     apiVersion: 'kubelet.config.k8s.io/v1beta1',
     kind: 'KubeletConfiguration',
