@@ -36,12 +36,7 @@ export interface CommandBuildOptions {
  * its checksum. Most of its packages are in the Go build cache after the control plane's build. With `--bin-dir` or
  * KUBEBUILDER_ASSETS the user's command must sit beside the other binaries.
  */
-async function ensureReleaseCommand(
-  o: CommandBuildOptions,
-  root: string,
-  bin: LabBinariesInfo,
-  name: ReleaseCommand,
-): Promise<string> {
+async function ensureReleaseCommand(o: CommandBuildOptions, root: string, bin: LabBinariesInfo, name: ReleaseCommand): Promise<string> {
   const file = join(bin.dir, name);
   const manifestFile = join(bin.dir, 'manifest.json');
   const manifest = await readFile(manifestFile, 'utf8')
