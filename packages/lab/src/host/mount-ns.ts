@@ -21,6 +21,24 @@ import { instanceRunDir, machineRunDir } from './paths.js';
 export const KUBEADM_DIRS = ['/etc/kubernetes', '/var/lib/kubelet'] as const;
 export type KubeadmDir = (typeof KUBEADM_DIRS)[number];
 
+/** kubeadm's directories of a node whose files are under `nodeDir` (`<state>/nodes/<node>`): this machine's path → the node's. */
+export const kubeadmBinds = (nodeDir: string): { from: string; at: KubeadmDir }[] => [
+  { from: join(nodeDir, 'kubernetes'), at: '/etc/kubernetes' },
+  { from: join(nodeDir, 'kubelet-root'), at: '/var/lib/kubelet' },
+];
+
+/**
+ * A power cut of a kubeadm node (`lab reboot`, its processes already killed): its mount namespace and every mount in
+ * it (containers' root filesystems, pods' volumes) go, and a new one is made with kubeadm's directories bound again,
+ * as a node boots with its disks and no mounts. Nothing for a node without one.
+ */
+export async function remakeNodeMountNs(instance: string, node: string, nodeDir: string): Promise<void> {
+  const file = mountNsFile(instance, node);
+  if (!existsSync(file)) return;
+  await mustSh('LAB_REAL_NODE_RUNTIME', `dropping ${node}'s mount namespace`, `umount ${shq(file)} 2>/dev/null || umount -l ${shq(file)}`);
+  await makeNodeMountNs(instance, node, kubeadmBinds(nodeDir));
+}
+
 /** The file node `node`'s mount namespace is bound to. */
 export const mountNsFile = (instance: string, node: string): string => join(instanceRunDir(instance), 'mnt', node);
 

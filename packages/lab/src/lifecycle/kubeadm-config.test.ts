@@ -69,7 +69,7 @@ describe("lab up --kubeadm's kubeadm configuration", () => {
     });
     expect(init.nodeRegistration.ignorePreflightErrors).toEqual(['SystemVerification']);
     expect(init.skipPhases).toEqual(['addon/coredns', 'addon/kube-proxy']);
-    expect(init.bootstrapTokens[0].token).toBe(bootstrapToken('kb'));
+    expect(init.bootstrapTokens[0]?.token).toBe(bootstrapToken('kb'));
     expect(cluster.kubernetesVersion).toBe('v1.37.2');
     expect(cluster.controlPlaneEndpoint).toBe('10.213.1.2:6443');
     expect(cluster.networking.serviceSubnet).toBe('10.96.0.0/16');

@@ -4,7 +4,7 @@ import { shq } from 'kube-runbook/internal/core/shell.js';
 import { EXIT, KrError } from 'kube-runbook/internal/core/errors.js';
 import { mustSh, sh } from '../host/host.js';
 import type { LabNodeInfo } from '../host/info.js';
-import { inNode, makeNodeMountNs, mountNsFile } from '../host/mount-ns.js';
+import { inNode, kubeadmBinds, makeNodeMountNs, mountNsFile } from '../host/mount-ns.js';
 import { CONTROL_PLANE_COMPONENTS } from '../install/control-plane-images.js';
 import { APISERVER_PORT } from './components.js';
 import { caCertHash, initConfig, joinConfig, KUBELET_PATCH_FILE, kubeletPatch, systemctlShim, type KubeadmNode } from './kubeadm-config.js';
@@ -48,10 +48,7 @@ async function prepareNode(p: LabPlan, n: LabNodeInfo, socket: string, podLogs: 
   // a node forwards packets (kubeadm's preflight checks it): the setting is the node's network namespace's own
   await mustSh('LAB_REAL_NODE_RUNTIME', `ip_forward on ${n.name}`, `ip netns exec ${shq(n.netns)} sysctl -qw net.ipv4.ip_forward=1`);
   const root = join(p.paths.nodesDir, n.name);
-  await makeNodeMountNs(p.instance, n.name, [
-    { from: kubernetesDir(root), at: '/etc/kubernetes' },
-    { from: realNodePaths({ dir: root, runDir: '' }).kubeletRoot, at: '/var/lib/kubelet' },
-  ]);
+  await makeNodeMountNs(p.instance, n.name, kubeadmBinds(root));
   return node;
 }
 
