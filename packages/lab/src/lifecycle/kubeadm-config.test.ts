@@ -1,5 +1,5 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -12,6 +12,7 @@ import {
   joinConfig,
   kubeadmKubeletCommand,
   kubeletPatch,
+  systemctlShim,
   type KubeadmNode,
 } from './kubeadm-config.js';
 
@@ -161,6 +162,32 @@ describe("lab up --kubeadm's kubeadm configuration", () => {
     expect(out.trim()).toBe(
       '--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf --config=/var/lib/kubelet/config.yaml --v=1',
     );
+  });
+});
+
+describe("kubeadm's systemctl on a lab node", () => {
+  it("runs the kubelet service's scripts for the kubelet unit, and refuses any other unit or verb", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kr-systemctl-'));
+    try {
+      for (const s of ['start', 'stop', 'status'])
+        writeFileSync(join(dir, s), `#!/bin/sh\necho ${s} >> '${join(dir, 'calls')}'\n`, { mode: 0o755 });
+      writeFileSync(join(dir, 'systemctl'), systemctlShim(dir, 'rnode-1'), { mode: 0o755 });
+      const ctl = (...a: string[]) => spawnSync(join(dir, 'systemctl'), a, { encoding: 'utf8' });
+      for (const a of [
+        ['daemon-reload'],
+        ['stop', 'kubelet'],
+        ['start', 'kubelet.service'],
+        ['restart', 'kubelet'],
+        ['is-active', 'kubelet'],
+        ['is-enabled', 'kubelet'],
+      ])
+        expect(ctl(...a).status, a.join(' ')).toBe(0);
+      expect(readFileSync(join(dir, 'calls'), 'utf8').split('\n').filter(Boolean)).toEqual(['stop', 'start', 'stop', 'start', 'status']);
+      expect(ctl('restart', 'containerd').status).toBe(1);
+      expect(ctl('mask', 'kubelet').stderr).toContain('not done on this lab node');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
