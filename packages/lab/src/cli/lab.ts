@@ -97,9 +97,10 @@ function install(lab: Command, done: Done) {
 
 interface UpFlags {
   instance: string;
-  nodes: number;
   realNodes?: number;
   staticPods?: boolean;
+  kubeadm?: boolean;
+  nodes?: number;
   controlPlanes: number;
   zones: number;
   grace?: string;
@@ -126,7 +127,7 @@ interface UpFlags {
 function up(lab: Command, done: Done) {
   withInstance(lab.command('up'))
     .description('Start a lab; returns when every node is Ready and every pod runs. Needs root and `lab install` once.')
-    .option('--nodes <n>', 'simulated worker nodes node-1..N', int, 3)
+    .option('--nodes <n>', 'simulated worker nodes node-1..N (default 3; 0 with --kubeadm)', int)
     .option(
       '--real-nodes <n>',
       "real worker nodes rnode-1..N: the release's kubelet with containerd and runc, pods in real containers (built once on first use; see docs/lab.md)",
@@ -135,6 +136,10 @@ function up(lab: Command, done: Done) {
     .option(
       '--static-pods',
       'run the control plane as static pods of a real kubelet on cp-1, from manifests as kubeadm writes them (the kubeadm layout of every action runs for real; needs --real-nodes; see docs/lab.md)',
+    )
+    .option(
+      '--kubeadm',
+      "make the control plane with the release's kubeadm: `kubeadm init` on cp-1 (its static pods, its files), `kubeadm join` of the real workers (implies --static-pods; needs --real-nodes; see docs/lab.md)",
     )
     .option(
       '--control-planes <n>',

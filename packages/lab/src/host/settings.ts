@@ -18,6 +18,11 @@ export interface LabUpOptions {
    * control-plane member; 1.37 or 1.34).
    */
   staticPods?: boolean;
+  /**
+   * The control plane made by the release's kubeadm (`kubeadm init` on cp-1, `kubeadm join` of the real workers):
+   * implies `staticPods`; needs `realNodes`; 1.37 or 1.34.
+   */
+  kubeadm?: boolean;
   /** Zones zone-a, zone-b, ... the nodes are spread over round-robin. */
   zones?: number;
   /** --node-monitor-grace-period (default 8s). */
@@ -57,6 +62,8 @@ export interface LabSettings {
   realNodes?: number;
   /** The control plane runs as static pods of cp-1's real kubelet; absent in the state of labs made before it existed (no). */
   staticPods?: boolean;
+  /** cp-1's static pods and the real workers were made by kubeadm; absent in the state of labs made before it existed (no). */
+  kubeadm?: boolean;
   zones: number;
   nodeMonitorGracePeriod: number;
   nodeMonitorPeriod: number;
@@ -86,7 +93,8 @@ const MAX_LAB_NODES = 200;
 const MAX_REAL_NODES = 39;
 
 export function resolveSettings(o: LabUpOptions): LabSettings {
-  const nodes = int('nodes', o.nodes ?? 3, 0, MAX_LAB_NODES);
+  // a kubeadm lab's nodes are all real: kubeadm's apiserver knows no simulated kubelet's token
+  const nodes = int('nodes', o.nodes ?? (o.kubeadm ? 0 : 3), 0, MAX_LAB_NODES);
   const realNodes = int('real-nodes', o.realNodes ?? 0, 0, MAX_REAL_NODES);
   const zones = int('zones', o.zones ?? 1, 1, 26);
   const leaseRenew = ms('lease-renew', o.leaseRenew ?? '2s', 100);
@@ -95,7 +103,18 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
   const controlPlanes = o.controlPlanes ?? 1;
   if (![1, 3, 5].includes(controlPlanes))
     throw bad('control-planes', o.controlPlanes, '1, 3 or 5 (an etcd cluster wants an odd number of members)');
-  const staticPods = flag('static-pods', o.staticPods ?? false);
+  const kubeadm = flag('kubeadm', o.kubeadm ?? false);
+  if (kubeadm && !realNodes)
+    throw new KrError(
+      'LAB_BAD_OPTION',
+      "--kubeadm must be given with --real-nodes N (kubeadm makes cp-1's static pods and joins the real workers), e.g. --real-nodes 2",
+      { exit: EXIT.invalid },
+    );
+  if (kubeadm && o.nodes)
+    throw new KrError('LAB_BAD_OPTION', `--kubeadm runs real nodes only (got --nodes ${o.nodes}): give --nodes 0, or leave --nodes out`, {
+      exit: EXIT.invalid,
+    });
+  const staticPods = kubeadm || flag('static-pods', o.staticPods ?? false);
   if (staticPods && !realNodes)
     throw new KrError(
       'LAB_BAD_OPTION',
@@ -107,7 +126,7 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
   if (staticPods && controlPlanes !== 1)
     throw new KrError(
       'LAB_BAD_OPTION',
-      `--static-pods runs one control-plane member (got --control-planes ${controlPlanes}): an HA control plane of static pods is not there yet`,
+      `--${kubeadm ? 'kubeadm' : 'static-pods'} runs one control-plane member (got --control-planes ${controlPlanes}): an HA control plane of static pods is not there yet`,
       {
         exit: EXIT.invalid,
       },
@@ -117,6 +136,7 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
     nodes,
     ...(realNodes ? { realNodes } : {}),
     ...(staticPods ? { staticPods } : {}),
+    ...(kubeadm ? { kubeadm } : {}),
     zones,
     nodeMonitorGracePeriod: ms('grace', o.grace ?? '8s', 1000),
     nodeMonitorPeriod: ms('monitor-period', o.monitorPeriod ?? '1s', 100),

@@ -12,6 +12,13 @@ export const KUBE_BINARIES = ['kube-apiserver', 'kube-controller-manager', 'kube
 export type KubeBinary = (typeof KUBE_BINARIES)[number];
 
 /**
+ * Commands of the release built beside the control plane when first needed (`ensureReleaseCommand`): the kubelet of
+ * real nodes and kubeadm (`lab up --kubeadm`; the Go-module route also builds it with the control plane).
+ */
+export const RELEASE_COMMANDS = ['kubelet', 'kubeadm'] as const;
+export type ReleaseCommand = (typeof RELEASE_COMMANDS)[number];
+
+/**
  * The Kubernetes versions the lab supports: 1.37 (the default) and 1.34 are built with the machine's Go from the
  * Go module proxy, with the etcd each is tested with; 1.20 from Debian's `kubernetes` source package, with Debian's
  * etcd 3.4.
@@ -58,7 +65,9 @@ export interface BinaryManifest {
   etcd?: { version: string };
   /** The kubelet built later for real nodes (`lab up --real-nodes`), and how long that took. */
   kubelet?: { buildSeconds: number };
-  files: Partial<Record<KubeBinary | 'etcd' | 'etcdctl' | 'kubelet', { sha256: string; size: number }>>;
+  /** kubeadm built later for `lab up --kubeadm` when the cache predates it, and how long that took. */
+  kubeadm?: { buildSeconds: number };
+  files: Partial<Record<KubeBinary | ReleaseCommand | 'etcd' | 'etcdctl', { sha256: string; size: number }>>;
 }
 
 export interface FindOptions {
@@ -190,11 +199,11 @@ async function findEtcd(dir: string | undefined, env: NodeJS.ProcessEnv = proces
   return '';
 }
 
-/** `Kubernetes v1.20.2` → `1.20.2`. */
-export async function binaryVersion(file: string): Promise<string> {
-  const r = await run(file, ['--version'], { timeoutMs: 20_000 });
+/** `Kubernetes v1.20.2` → `1.20.2` (`args`: what prints it; kubeadm's is `version -o short`). */
+export async function binaryVersion(file: string, args: string[] = ['--version']): Promise<string> {
+  const r = await run(file, args, { timeoutMs: 20_000 });
   const m = /v(\d+\.\d+\.\d+[^\s]*)/.exec(r.stdout + r.stderr);
-  if (!m) throw new KrError('LAB_BINARY_BROKEN', `${file} --version printed no version (exit ${r.code})`);
+  if (!m) throw new KrError('LAB_BINARY_BROKEN', `${file} ${args.join(' ')} printed no version (exit ${r.code})`);
   return m[1]!;
 }
 

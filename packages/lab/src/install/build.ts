@@ -77,7 +77,7 @@ export async function cacheBinaries(
   root: string,
   source: string,
   clock: Clock = realClock,
-  extra: Pick<BinaryManifest, 'build' | 'etcd'> = {},
+  extra: Pick<BinaryManifest, 'build' | 'etcd'> & { kubeadm?: boolean } = {},
 ): Promise<string> {
   const version = await binaryVersion(join(fromDir, 'kube-apiserver'));
   const final = join(root, `kubernetes-${version}`);
@@ -85,7 +85,8 @@ export async function cacheBinaries(
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp, { recursive: true });
   const files: BinaryManifest['files'] = {};
-  for (const name of [...KUBE_BINARIES, ...(extra.etcd ? (['etcd', 'etcdctl'] as const) : [])]) {
+  const names = [...KUBE_BINARIES, ...(extra.etcd ? (['etcd', 'etcdctl'] as const) : []), ...(extra.kubeadm ? (['kubeadm'] as const) : [])];
+  for (const name of names) {
     await copyFile(join(fromDir, name), join(tmp, name));
     await chmod(join(tmp, name), 0o755);
     files[name] = { sha256: await sha256(join(tmp, name)), size: (await stat(join(tmp, name))).size };
@@ -95,7 +96,8 @@ export async function cacheBinaries(
     version,
     source,
     builtAt: new Date(clock.now()).toISOString(),
-    ...extra,
+    ...(extra.build ? { build: extra.build } : {}),
+    ...(extra.etcd ? { etcd: extra.etcd } : {}),
     files,
   };
   await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);

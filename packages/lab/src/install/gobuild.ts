@@ -12,7 +12,7 @@ import { must, run } from '../host/host.js';
  * `go.etcd.io/etcd` at the version that release is tested with. Nothing of their source is kept in this repository.
  */
 const KUBE_MODULE = 'k8s.io/kubernetes';
-const KUBE_COMMANDS = ['kube-scheduler', 'kube-controller-manager', 'kube-apiserver'] as const;
+const KUBE_COMMANDS = ['kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'kubeadm'] as const;
 
 /** The Go environment of a build: the machine's own GO* variables never leak in (GOROOT, GOFLAGS, GOTOOLCHAIN...). */
 export function goEnv(root: string, base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
@@ -158,7 +158,7 @@ export interface GoBuildOptions {
 }
 
 export interface GoBuilt {
-  /** Directory holding kube-apiserver, kube-controller-manager, kube-scheduler, etcd and etcdctl. */
+  /** Directory holding kube-apiserver, kube-controller-manager, kube-scheduler, kubeadm, etcd and etcdctl. */
   out: string;
   version: string;
   etcdVersion: string;

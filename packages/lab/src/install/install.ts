@@ -70,6 +70,7 @@ async function install(o: InstallOptions, env: NodeJS.ProcessEnv, root: string):
     const b = await goBuild({ log: o.log, clock, signal: o.signal, env }, root, work, release);
     await cacheBinaries(b.out, root, `Go modules: k8s.io/kubernetes v${b.version}, go.etcd.io/etcd v${b.etcdVersion}`, clock, {
       etcd: { version: b.etcdVersion },
+      kubeadm: true,
       build: { downloadSeconds: b.seconds.download, buildSeconds: b.seconds.build, go: b.goVersion },
     });
     await rm(work, { recursive: true, force: true });

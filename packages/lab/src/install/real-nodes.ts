@@ -9,7 +9,7 @@ import { download, findGo, goEnv } from './gobuild.js';
 import { ensureImages, type LabImages } from './images.js';
 import { ensureRuntimeImages, type BuiltImage } from './runtime-images.js';
 import { ensureAptPackages } from './install.js';
-import { ensureKubelet } from './kubelet.js';
+import { ensureKubeadm, ensureKubelet } from './kubelet.js';
 import type { LabBinariesInfo } from '../host/info.js';
 import { withLock } from '../host/lock.js';
 import { cacheDir as defaultCacheDir } from '../host/paths.js';
@@ -26,6 +26,8 @@ const CNI_BIN_DIRS = ['/usr/lib/cni', '/opt/cni/bin'];
 
 export interface RealNodeBinaries {
   kubelet: string;
+  /** The release's kubeadm (`lab up --kubeadm`). */
+  kubeadm?: string;
   containerd: ContainerdBinaries;
   runc: string;
   cniBinDir: string;
@@ -42,7 +44,7 @@ export interface RealNodeBinaries {
  * finds the first one's result).
  */
 export async function ensureRealNodeBinaries(
-  o: { log: Logger; clock?: Clock; signal?: AbortSignal; env?: NodeJS.ProcessEnv },
+  o: { log: Logger; clock?: Clock; signal?: AbortSignal; env?: NodeJS.ProcessEnv; kubeadm?: boolean },
   bin: LabBinariesInfo,
 ): Promise<RealNodeBinaries> {
   if (routeOf(Number(bin.version.split('.')[1])) === 'debian')
@@ -62,6 +64,7 @@ export async function ensureRealNodeBinaries(
     join(root, `install-1.${minor}.lock`),
     async () => {
       const kubelet = await ensureKubelet(o, root, bin);
+      const kubeadm = o.kubeadm ? await ensureKubeadm(o, root, bin) : undefined;
       const containerd = env.KUBE_RUNBOOK_CONTAINERD_DIR
         ? await ownContainerd(env.KUBE_RUNBOOK_CONTAINERD_DIR)
         : await ensureContainerd(o, root);
@@ -72,6 +75,7 @@ export async function ensureRealNodeBinaries(
       const image = (name: BuiltImage['recipe']['name']) => built.find((b) => b.recipe.name === name)!;
       return {
         kubelet,
+        ...(kubeadm ? { kubeadm } : {}),
         containerd,
         runc: await findRunc(),
         cniBinDir: await findCniBinDir(),

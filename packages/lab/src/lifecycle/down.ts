@@ -9,6 +9,7 @@ import { alive, withLock } from '../host/lock.js';
 import { listChains, listLinks, listNetns, netnsPids, removeNet } from '../host/net.js';
 import { instanceRunDir, labNames, labPaths, machineRunDir } from '../host/paths.js';
 import { listMountsUnder, unmountUnder } from '../host/mounts.js';
+import { releaseMountPoints } from '../host/mount-ns.js';
 import { cgroupTrees, hierarchies, removeCgroupTree, treePids } from '../host/node-cgroup.js';
 import { restoreKubeletSysctls } from '../host/sysctls.js';
 import { KrError } from 'kube-runbook/internal/core/errors.js';
@@ -117,6 +118,8 @@ async function down(instance: string, o: DownOptions): Promise<DownReport> {
     if (f.startsWith(names.prefix) || sandboxes.has(/^cni-loopback-([0-9a-f]{64})-lo$/.exec(f)?.[1] ?? ''))
       await rm(join(results, f), { force: true });
   await rm(runDir, { recursive: true, force: true });
+  const mountPoints = await releaseMountPoints();
+  if (mountPoints.length) log.info(`removed ${mountPoints.join(', ')} (the mount points of kubeadm labs' nodes)`);
   if (!o.keepState) {
     for (const d of stateDirs) {
       if (existsSync(d)) report.stateDir = d;

@@ -21,7 +21,11 @@ export function labInventory(info: LabInfo): InventoryInput {
       description:
         `kube-runbook lab ${info.instance}: a real control plane` +
         (info.members ? ` of ${info.members.length} members behind HAProxy (the VIP ${new URL(info.apiserverUrl).host})` : '') +
-        (s.staticPods ? ' run as static pods of a real kubelet (kubeadm layout)' : '') +
+        (s.kubeadm
+          ? " made by kubeadm (init on cp-1, join of the real nodes): static pods of cp-1's kubelet (kubeadm layout)"
+          : s.staticPods
+            ? ' run as static pods of a real kubelet (kubeadm layout)'
+            : '') +
         ` and ${s.nodes} simulated kubelets` +
         (s.realNodes ? ` and ${s.realNodes} real nodes` : ''),
     },

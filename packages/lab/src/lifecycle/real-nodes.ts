@@ -26,6 +26,7 @@ import {
   type RealNodePlan,
 } from './real-node-config.js';
 import { httpGet, writeService, type ServiceSpec } from './services.js';
+import { kubeadmKubeletCommand } from './kubeadm-config.js';
 
 /** Where the machine's facts are read (tests point them at fakes). */
 export interface MachineFacts {
@@ -62,6 +63,8 @@ export interface RealNode {
   kubelet: ServiceSpec;
   /** Images imported besides the pause, workload and agent images (a static-pod control plane's). */
   images?: LabImage[];
+  /** Names the imported images are tagged with too (kubeadm's: `registry.k8s.io/kube-apiserver:v1.37.2`), from → to. */
+  tags?: [string, string][];
   /** Where the node's pods reach the apiserver at the `kubernetes` Service's address. */
   apiserverUrl: string;
 }
@@ -79,6 +82,12 @@ export interface RealNodesContext {
   staticPods?: Record<string, { manifests: string; images: LabImage[] }>;
   /** Pod network of the first node: realPodCidr(firstIndex) (default 1). */
   firstIndex?: number;
+  /**
+   * Nodes made by kubeadm (`lab up --kubeadm`): each node's mount namespace (host/mount-ns.ts), which its containerd
+   * and kubelet run in, and the names its images get too. The kubelet runs as kubeadm's drop-in runs it, from the
+   * files kubeadm writes; the lab writes no kubelet configuration nor kubeconfig of its own.
+   */
+  kubeadm?: { mountNs: Record<string, string>; tags: [string, string][] };
 }
 
 /** Writes each real node's cgroup, directories, configs, kubeconfig and its containerd and kubelet services. */
@@ -105,8 +114,9 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
       statusUpdateFrequency: goDuration(c.settings.leaseRenewInterval),
       statusReportFrequency: goDuration(c.settings.nodeStatusReportFrequency),
       bin: c.bin,
-      ...(c.staticPods?.[n.name] ? { staticPodPath: c.staticPods[n.name]!.manifests } : {}),
+      ...(c.staticPods?.[n.name] && !c.kubeadm ? { staticPodPath: c.staticPods[n.name]!.manifests } : {}),
     };
+    const mountNs = c.kubeadm?.mountNs[n.name];
     const f = realNodePaths(plan);
     for (const d of [f.containerdRoot, f.kubeletRoot, f.podLogs, f.cniConfDir, f.cniIpamDir]) await mkdir(d, { recursive: true });
     await mkdir(plan.runDir, { recursive: true, mode: 0o711 });
@@ -118,6 +128,7 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
       dir: c.serviceDir(n.name, 'containerd'),
       netns: n.netns,
       netOnly: true,
+      ...(mountNs ? { mountNs } : {}),
       cgroups: cgroups.system,
       command: [c.bin.containerd.containerd, `--config=${join(c.serviceDir(n.name, 'containerd'), 'config.toml')}`],
       // the shim is found on PATH
@@ -133,8 +144,11 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
       dir: kubeletDir,
       netns: n.netns,
       netOnly: true,
+      ...(mountNs ? { mountNs } : {}),
       cgroups: cgroups.kubelet,
-      command: kubeletArgs(plan, join(kubeletDir, 'kubeconfig'), join(kubeletDir, 'config.yaml')),
+      command: mountNs
+        ? kubeadmKubeletCommand(c.bin.kubelet)
+        : kubeletArgs(plan, join(kubeletDir, 'kubeconfig'), join(kubeletDir, 'config.yaml')),
       env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' },
       health: `${httpGet(`http://${n.ip}:${KUBELET_HEALTHZ_PORT}/healthz`)} | grep -qx ok`,
       stopTimeoutSec: 10,
@@ -146,20 +160,23 @@ export async function writeRealNodes(c: RealNodesContext, nodes: LabNodeInfo[]):
     await writeService(kubelet);
     await writeFile(join(containerd.dir, 'config.toml'), containerdConfig(plan));
     await writeFile(join(f.cniConfDir, '10-lab.conflist'), cniConfig(plan));
-    await writeFile(join(kubeletDir, 'config.yaml'), kubeletConfig(plan));
-    await writeKubeconfig(join(kubeletDir, 'kubeconfig'), {
-      context: c.names.context,
-      server: c.apiserverUrl,
-      caFile: c.pki.caCert,
-      userName: `${c.names.context}-${n.name}`,
-      user: { token: c.pki.tokens[`system:node:${n.name}`]! },
-    });
+    if (!mountNs) {
+      await writeFile(join(kubeletDir, 'config.yaml'), kubeletConfig(plan));
+      await writeKubeconfig(join(kubeletDir, 'kubeconfig'), {
+        context: c.names.context,
+        server: c.apiserverUrl,
+        caFile: c.pki.caCert,
+        userName: `${c.names.context}-${n.name}`,
+        user: { token: c.pki.tokens[`system:node:${n.name}`]! },
+      });
+    }
     out.push({
       plan,
       containerd,
       kubelet,
       apiserverUrl: c.apiserverUrl,
       ...(c.staticPods?.[n.name] ? { images: c.staticPods[n.name]!.images } : {}),
+      ...(c.kubeadm ? { tags: c.kubeadm.tags } : {}),
     });
   }
   return out;
@@ -189,6 +206,7 @@ export async function startRealNodes(nodes: RealNode[], o: { clock: Clock; log: 
     // each also as the code names it when nothing else is said (an inventory's default agent image, the default
     // --image of `manifests`): present, they are never pulled
     for (const img of [agentImage, executorImage]) await ctr(['tag', '--force', img.ref, img.recipe.alias]);
+    for (const [from, to] of n.tags ?? []) await ctr(['tag', '--force', from, to]);
     o.log.debug(`${n.plan.node}: images imported`);
   }
   for (const n of nodes) await routeKubernetesService(n, o.signal);

@@ -11,6 +11,7 @@ import { readLabInfo } from '../host/info.js';
 import { netnsPids } from '../host/net.js';
 import { instanceRunDir, labNames, labPaths } from '../host/paths.js';
 import { unmountUnder } from '../host/mounts.js';
+import { remakeNodeMountNs } from '../host/mount-ns.js';
 import { cgroupTrees, treePids } from '../host/node-cgroup.js';
 import { killUntilGone } from '../host/cgroup.js';
 import { rm } from 'node:fs/promises';
@@ -100,5 +101,6 @@ async function powerCutRealNode(instance: string, node: string, clock: Clock): P
   const runDir = join(instanceRunDir(instance), node);
   await unmountUnder([runDir, join(labPaths(instance).nodesDir, node)]);
   await rm(runDir, { recursive: true, force: true });
+  await remakeNodeMountNs(instance, node, join(labPaths(instance).nodesDir, node));
   return killed;
 }

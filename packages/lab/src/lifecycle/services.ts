@@ -38,6 +38,11 @@ export interface ServiceSpec {
    * makes: a real node's containerd and kubelet must see each other's mounts and the cgroup hierarchies.
    */
   netOnly?: boolean;
+  /**
+   * With `netOnly`: also enter this mount namespace (a file its namespace is bound to): a kubeadm node's, where its
+   * own directories stand at /etc/kubernetes and /var/lib/kubelet (see host/mount-ns.ts).
+   */
+  mountNs?: string;
   /** cgroup directories (one per hierarchy) the component runs in: a real node's `system/` cgroup. */
   cgroups?: string[];
   /**
@@ -73,7 +78,9 @@ export function serviceScripts(spec: ServiceSpec): Record<(typeof SERVICE_SCRIPT
     (spec.netns === undefined
       ? ''
       : `if [ "$(ip netns identify $$ 2>/dev/null)" != ${shq(spec.netns)} ]; then exec ${
-          spec.netOnly ? `nsenter --net=${shq(`/run/netns/${spec.netns}`)} --` : `ip netns exec ${shq(spec.netns)}`
+          spec.netOnly
+            ? `nsenter --net=${shq(`/run/netns/${spec.netns}`)}${spec.mountNs ? ` --mount=${shq(spec.mountNs)}` : ''} --`
+            : `ip netns exec ${shq(spec.netns)}`
         } ${d}/run "$@"; fi\n`) +
     writePid(d, '$$') +
     Object.entries(spec.env ?? {})

@@ -135,7 +135,7 @@ export function realContext(p: LabPlan) {
 }
 
 /** Until the static pods' etcd and apiserver answer (the kubelet starts them; images are local), at most 120 s. */
-async function waitStaticControlPlane(ip: string, caFile: string, clock: Clock, signal?: AbortSignal): Promise<void> {
+export async function waitStaticControlPlane(ip: string, caFile: string, clock: Clock, signal?: AbortSignal): Promise<void> {
   const deadline = clock.now() + 120_000;
   const check = `${httpGet(`https://${ip}:${comp.APISERVER_PORT}/readyz`, { caFile })} | grep -qx ok`;
   for (;;) {

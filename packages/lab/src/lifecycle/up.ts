@@ -22,6 +22,7 @@ import { ensureOtelcol } from '../install/otelcol.js';
 import type { LabComponent } from './up-component.js';
 import { controlPlaneServices, staticControlPlane } from './up-control-plane.js';
 import { otelCollector, haproxy, prometheus } from './up-extras.js';
+import { kubeadmControlPlane, kubeadmWorkers } from './up-kubeadm.js';
 import { realNodes, simulatedNodes, workload } from './up-nodes.js';
 import { planLab, type LabPlan, type LabUpInputs } from './up-plan.js';
 
@@ -66,6 +67,12 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
   const sim = simulatorScript();
   if (!existsSync(sim)) throw new KrError('LAB_NOT_BUILT', `${sim} is missing; run \`npm run build\` first`, { exit: EXIT.refused });
   const release = parseLabVersion(o.kubernetesVersion);
+  if (settings.kubeadm && release.minor === 20)
+    throw new KrError(
+      'LAB_BAD_OPTION',
+      '--kubeadm runs on Kubernetes 1.37 and 1.34 (the lab builds kubeadm and a real kubelet for those); this lab would run 1.20',
+      { exit: EXIT.invalid },
+    );
   if (settings.staticPods && release.minor === 20)
     throw new KrError(
       'LAB_BAD_OPTION',
@@ -92,7 +99,7 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
   let cpImages: ControlPlaneImages | undefined;
   if (settings.realNodes) {
     await checkRealNodes();
-    real = await ensureRealNodeBinaries({ log: o.log ?? silentLogger, clock: o.clock, signal: o.signal }, bin);
+    real = await ensureRealNodeBinaries({ log: o.log ?? silentLogger, clock: o.clock, signal: o.signal, kubeadm: settings.kubeadm }, bin);
     if (settings.staticPods) cpImages = await ensureControlPlaneImages({ log: o.log ?? silentLogger, signal: o.signal }, cacheDir(), bin);
   }
   // the OTLP receiver: built once into the cache (a fresh machine builds it here, saying so)
@@ -152,14 +159,19 @@ async function up(inputs: LabUpInputs): Promise<LabInfo> {
 
 /** The components of the lab `p` plans, in the order they start. */
 async function labComponents(p: LabPlan): Promise<LabComponent[]> {
-  const [etcd, apiserver, controllers] = p.staticCp ? [staticControlPlane(p)] : await controlPlaneServices(p);
+  const kubeadm = p.settings.kubeadm;
+  const [etcd, apiserver, controllers] = kubeadm
+    ? [kubeadmControlPlane(p)]
+    : p.staticCp
+      ? [staticControlPlane(p)]
+      : await controlPlaneServices(p);
   return [
     ...(etcd ? [etcd] : []),
     ...(apiserver ? [apiserver] : []),
     ...(p.lb ? [haproxy(p)] : []),
     ...(controllers ? [controllers] : []),
     simulatedNodes(p),
-    ...(p.real ? [realNodes(p)] : []),
+    ...(p.real ? [kubeadm ? kubeadmWorkers(p) : realNodes(p)] : []),
     workload(p),
     ...(p.prom ? [prometheus(p)] : []),
     ...(p.otel ? [otelCollector(p)] : []),
