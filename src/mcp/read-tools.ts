@@ -24,6 +24,13 @@ export function planTargets(plan: Plan): { nodes: string[]; clusterWide: string[
 
 /** The tools that read and never change anything: always there, whatever the server was started with. */
 export function registerReadTools(server: McpServer, deps: McpDeps, catalog: RunbookCatalog): void {
+  registerModuleTools(server, deps);
+  registerRunbookTools(server, deps, catalog);
+  registerClusterTools(server, deps);
+}
+
+/** What the tool offers: its actions and probes. */
+function registerModuleTools(server: McpServer, deps: McpDeps): void {
   server.registerTool(
     'list_modules',
     {
@@ -56,7 +63,10 @@ export function registerReadTools(server: McpServer, deps: McpDeps, catalog: Run
         return answer(`${id}:`, found.length === 1 ? found[0] : found);
       }),
   );
+}
 
+/** The runbooks the server was started with: listed, validated, planned. */
+function registerRunbookTools(server: McpServer, deps: McpDeps, catalog: RunbookCatalog): void {
   server.registerTool(
     'list_runbooks',
     {
@@ -127,7 +137,10 @@ export function registerReadTools(server: McpServer, deps: McpDeps, catalog: Run
         );
       }),
   );
+}
 
+/** What the cluster and this machine's runs say now: the forecast, the heartbeat audit, runs and their reports. */
+function registerClusterTools(server: McpServer, deps: McpDeps): void {
   server.registerTool(
     'eviction_forecast',
     {
