@@ -1,16 +1,16 @@
-import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { CertificatesV1Api, CoreV1Api, KubeConfig, VersionApi } from '@kubernetes/client-node';
-import { parse, stringify } from 'yaml';
+import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/logger.js';
 import { createKubeAccess } from '../../src/kube/client.js';
 import { discoverCluster } from '../../src/cli/init-discover.js';
-import { instanceRunDir } from '../../packages/lab/src/host/paths.js';
 import { bootstrapToken } from '../../packages/lab/src/lifecycle/kubeadm-config.js';
-import { cli, instanceFor, labCli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
+import { containerBack, runControlPlaneAction } from './helpers/static-pod-actions.js';
+import { cli, instanceFor, labCli, leftovers, startLab, stopLab, type LabInfo } from './helpers/lab.js';
 
 /**
  * `lab up --kubeadm --real-nodes 2`: the release's kubeadm makes the control plane on cp-1 (`kubeadm init`: its
@@ -26,8 +26,6 @@ let lab: LabInfo;
 let kc: KubeConfig;
 let core: CoreV1Api;
 let work: string;
-/** sh: exit 0 when the container named $1 runs in cp-1's containerd (its pid in $kr_pid), else 1. */
-let running: string;
 let etcKubernetesBefore: boolean;
 
 beforeAll(async () => {
@@ -39,11 +37,6 @@ beforeAll(async () => {
   kc.loadFromFile(lab.kubeconfig);
   core = kc.makeApiClient(CoreV1Api);
   work = mkdtempSync(join(tmpdir(), 'kr-kubeadm-'));
-  const ctr = /'?([^'\s]*\/ctr)'? /.exec(readFileSync(join(lab.stateDir, 'nodes', 'cp-1', 'containerd', 'health'), 'utf8'))![1]!;
-  const c = `'${ctr}' -a '${join(instanceRunDir(INSTANCE), 'cp-1', 'containerd.sock')}' -n k8s.io`;
-  running =
-    `kr_running() { for id in $(${c} containers ls -q "labels.\\"io.kubernetes.container.name\\"==$1" 2>/dev/null); do ` +
-    `kr_pid=$(${c} tasks ls 2>/dev/null | awk -v id="$id" '$1 == id && $3 == "RUNNING" {print $2}'); [ -n "$kr_pid" ] && return 0; done; return 1; }\n`;
 });
 
 afterAll(async () => {
@@ -52,44 +45,6 @@ afterAll(async () => {
 });
 
 const kubeadmDir = () => (parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { kubeadm: { dir: string } } }).spec.kubeadm.dir;
-
-/** Runs one action through the CLI: `before` holds first, the action, then `after` holds; all is reverted at the end. */
-async function runAction(action: string, before: string, after: string, params: Record<string, unknown> = {}): Promise<void> {
-  const check = (name: string, run: string) => ({
-    name,
-    expect: { probe: 'command', with: { node: 'cp-1', interval: '500ms', run: `${running}${run}` } },
-    within: '60s',
-  });
-  const file = join(work, `${action}.yaml`);
-  writeFileSync(
-    file,
-    stringify({
-      apiVersion: 'kube-runbook/v1',
-      kind: 'Runbook',
-      metadata: { name: `kubeadm-${action}`, description: `${action} on kubeadm's control plane` },
-      spec: {
-        safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '3m', maxUnavailable: { controlPlane: '100%' } },
-        steps: [check('before', before), { name: action, action, with: { nodes: 'control-plane', ...params } }, check('after', after)],
-      },
-    }),
-  );
-  const r = await cli(['run', file, '-i', lab.inventoryFile, '--yes', '-o', 'text'], { timeoutMs: 300_000 });
-  expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
-  expect(r.stdout).toContain(`reverted ${action} on cp-1`);
-}
-
-/** The cluster answers and the kubelet reports `component`'s container running again. */
-async function back(component: string): Promise<void> {
-  await until(
-    `${component}'s container running again`,
-    async () => {
-      const pod = await core.readNamespacedPod({ name: `${component}-cp-1`, namespace: 'kube-system' });
-      return Boolean(pod.status?.containerStatuses?.[0]?.state?.running);
-    },
-    60_000,
-    500,
-  );
-}
 
 describe('lab up --kubeadm --real-nodes 2', () => {
   it('makes three real nodes Ready, cp-1 by kubeadm init and the workers by kubeadm join with a TLS-bootstrapped kubelet', async () => {
@@ -180,8 +135,8 @@ describe('lab up --kubeadm --real-nodes 2', () => {
   // leader Lease), and the kubelet's crash-loop back-off, kept per pod UID, outlives a manifest parked and put back
   it("disable-taint-eviction: the kubelet restarts the controller-manager with kubeadm's manifest edited, and back", async () => {
     const off = `kr_running kube-controller-manager && tr '\\000' '\\n' < /proc/$kr_pid/cmdline | grep -q -- '-taint-eviction-controller'`;
-    await runAction('disable-taint-eviction', `! { ${off}; }`, off);
-    await back('kube-controller-manager');
+    await runControlPlaneAction(lab, work, 'disable-taint-eviction', { before: `! { ${off}; }`, after: off });
+    await containerBack(core, 'kube-controller-manager');
     const kcm = await core.readNamespacedPod({ name: 'kube-controller-manager-cp-1', namespace: 'kube-system' });
     expect(kcm.spec?.containers[0]?.command?.join(' ')).not.toContain('-taint-eviction-controller');
   });
@@ -193,8 +148,8 @@ describe('lab up --kubeadm --real-nodes 2', () => {
     ['stop-apiserver', 'kube-apiserver'],
   ] as const)
     it(`${action}: parks kubeadm's manifest, the kubelet kills the ${container} container; the revert brings it back`, async () => {
-      await runAction(action, `kr_running ${container}`, `! kr_running ${container}`);
-      await back(container);
+      await runControlPlaneAction(lab, work, action, { before: `kr_running ${container}`, after: `! kr_running ${container}` });
+      await containerBack(core, container);
     });
 
   it("leaves nothing behind after lab down: no process, mount, namespace, nor kubeadm's mount points", async () => {

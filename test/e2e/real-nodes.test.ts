@@ -24,6 +24,7 @@ import {
 } from './helpers/overload.js';
 import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
 import { writeRunbook } from './helpers/runbook-file.js';
+import { containerBack, runControlPlaneAction } from './helpers/static-pod-actions.js';
 
 /**
  * Real nodes (`lab up --real-nodes 2 --static-pods`): the release's kubelet with containerd and runc, the sample
@@ -815,62 +816,14 @@ describe('lab up --real-nodes 2 --static-pods', () => {
    */
   describe("the control plane as cp-1's static pods", () => {
     let work: string;
-    /** sh: exit 0 when the container named $1 runs in cp-1's containerd (its pid in $kr_pid), else 1. */
-    let running: string;
 
     beforeAll(async () => {
       work = mkdtempSync(join(tmpdir(), 'kr-static-'));
-      const ctr = /'?([^'\s]*\/ctr)'? /.exec(readFileSync(join(lab.stateDir, 'nodes', 'cp-1', 'containerd', 'health'), 'utf8'))![1]!;
-      const c = `'${ctr}' -a '${join(instanceRunDir(INSTANCE), 'cp-1', 'containerd.sock')}' -n k8s.io`;
-      running =
-        `kr_running() { for id in $(${c} containers ls -q "labels.\\"io.kubernetes.container.name\\"==$1" 2>/dev/null); do ` +
-        `kr_pid=$(${c} tasks ls 2>/dev/null | awk -v id="$id" '$1 == id && $3 == "RUNNING" {print $2}'); [ -n "$kr_pid" ] && return 0; done; return 1; }\n`;
     });
 
     afterAll(() => {
       if (work) rmSync(work, { recursive: true, force: true });
     });
-
-    /** Runs one action through the CLI: `before` holds first, the action, then `after` holds; all is reverted at the end. */
-    async function runAction(action: string, before: string, after: string, params: Record<string, unknown> = {}): Promise<void> {
-      const check = (name: string, run: string, status?: 'violated') => ({
-        name,
-        expect: { probe: 'command', with: { node: 'cp-1', interval: '500ms', run: `${running}${run}` }, ...(status ? { status } : {}) },
-        within: '60s',
-      });
-      const file = join(work, `${action}.yaml`);
-      writeFileSync(
-        file,
-        stringify({
-          apiVersion: 'kube-runbook/v1',
-          kind: 'Runbook',
-          metadata: { name: `static-${action}`, description: `${action} on a static-pod control plane` },
-          spec: {
-            safety: { allowContexts: ['lab-*'], maxDuration: '5m', faultTtl: '3m', maxUnavailable: { controlPlane: '100%' } },
-            steps: [check('before', before), { name: action, action, with: { nodes: 'control-plane', ...params } }, check('after', after)],
-          },
-        }),
-      );
-      const r = await cli(['run', file, '-i', lab.inventoryFile, '--yes', '-o', 'text'], { timeoutMs: 300_000 });
-      expect(r.code, `${r.stdout}\n${r.stderr}`).toBe(0);
-      expect(r.stdout).toContain(`reverted ${action} on cp-1`);
-    }
-
-    /**
-     * The cluster answers and the kubelet reports `component`'s container running again (the revert already waited for
-     * its health endpoint; Ready would add kubeadm's startup probe delay of 10 s).
-     */
-    async function back(component: string): Promise<void> {
-      await until(
-        `${component}'s container running again`,
-        async () => {
-          const pod = await core.readNamespacedPod({ name: `${component}-cp-1`, namespace: 'kube-system' });
-          return Boolean(pod.status?.containerStatuses?.[0]?.state?.running);
-        },
-        60_000,
-        500,
-      );
-    }
 
     it("runs the control plane as cp-1's static pods from kubeadm's manifests, and writes a kubeadm inventory", async () => {
       const inventory = parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { layout: string; kubeadm: { dir: string } } };
@@ -903,8 +856,14 @@ describe('lab up --real-nodes 2 --static-pods', () => {
     // (docs/lab.md), here about 20 s
     it('stop-etcd: parks the manifest, the kubelet kills the etcd container; the revert brings it back', async () => {
       // the lab's only etcd member: its outage is the point
-      await runAction('stop-etcd', 'kr_running etcd', '! kr_running etcd', { allowQuorumLoss: true });
-      await back('etcd');
+      await runControlPlaneAction(
+        lab,
+        work,
+        'stop-etcd',
+        { before: 'kr_running etcd', after: '! kr_running etcd' },
+        { allowQuorumLoss: true },
+      );
+      await containerBack(core, 'etcd');
     });
   });
 
