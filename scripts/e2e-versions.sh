@@ -1,24 +1,33 @@
 #!/bin/sh
-# The end-to-end suites per release: the default release's (`e2e 1.37`) alone, as its files measure the controller's
-# timing on a machine that runs nothing else of ours; then the older releases' (`e2e 1.34`, `e2e 1.20`) beside each
-# other: each runs its own lab, and what they measure (the forecast never late, the guards ahead of the first eviction)
-# has margins of seconds that two labs on one machine keep (vitest.config.ts says which files each runs). Each older
-# release's output follows once both have ended; the exit code is 0 when all three passed.
+# The end-to-end suites after the unit tests: the default release's files that measure the controller's timing
+# (`e2e 1.37`) alone; then, beside each other, each with its own lab: the older releases' (`e2e 1.34`, `e2e 1.20`,
+# whose forecast and guards keep margins of seconds) and the default release's files that measure no timing
+# (`e2e 1.37 beside older`). vitest.config.ts says which files each runs. Each lane's output follows once all three
+# have ended; the exit code is 0 when all four passed.
 set -u
 vitest run --project "e2e 1.37"
 current=$?
-log34=$(mktemp)
-log20=$(mktemp)
-trap 'kill "$p34" "$p20" 2>/dev/null; rm -f "$log34" "$log20"; exit 130' INT TERM
-vitest run --project "e2e 1.34" >"$log34" 2>&1 &
-p34=$!
-vitest run --project "e2e 1.20" >"$log20" 2>&1 &
-p20=$!
-wait "$p34"
-e34=$?
-wait "$p20"
-e20=$?
-cat "$log34" "$log20"
-rm -f "$log34" "$log20"
-echo "e2e 1.37: exit $current; e2e 1.34: exit $e34; e2e 1.20: exit $e20"
-[ "$current" -eq 0 ] && [ "$e34" -eq 0 ] && [ "$e20" -eq 0 ]
+dir=$(mktemp -d)
+trap 'kill $pids 2>/dev/null; rm -rf "$dir"; exit 130' INT TERM
+pids=
+for project in "e2e 1.34" "e2e 1.20" "e2e 1.37 beside older"; do
+  vitest run --project "$project" >"$dir/$project.log" 2>&1 &
+  pids="$pids $!"
+done
+codes=
+for pid in $pids; do
+  wait "$pid"
+  codes="$codes $?"
+done
+status=$current
+summary="e2e 1.37: exit $current"
+set -- $codes
+for project in "e2e 1.34" "e2e 1.20" "e2e 1.37 beside older"; do
+  cat "$dir/$project.log"
+  summary="$summary; $project: exit $1"
+  [ "$1" -eq 0 ] || status=1
+  shift
+done
+rm -rf "$dir"
+echo "$summary"
+exit "$status"
