@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NodeFact } from '../src/contract/node-facts.js';
+import { readingNumbers } from '../src/contract/reading-numbers.js';
 import type { Probe, Reading } from '../src/contract/probe.js';
 import { paths } from '../src/kube/resources.js';
 import { probes } from '../src/probes/index.js';
@@ -7,7 +8,8 @@ import { iso, ProbeTester } from '../src/testing/probe-tester.js';
 
 /**
  * Node facts parity: every probe whose readings name nodes declares the node facts the run report draws of them
- * (`meta.nodeFacts`), or says here why it has none to give; the report reads nothing else of a reading's value. Each
+ * (`meta.nodeFacts`), or says here why it has none to give; the report reads nothing else of a reading's value. The
+ * same for the numbers it charts (`meta.numbers`): every probe whose values hold numbers declares them, or says why not. Each
  * probe that watches the cluster reads the same troubled cluster: node-1 stops renewing its Lease, goes Ready Unknown,
  * gets the unreachable NoExecute taint and loses a pod.
  */
@@ -21,6 +23,15 @@ const PARAMS: Record<string, Record<string, unknown>> = {
 /** Probes whose readings name nodes but tell no state of a node the report draws per node, and why. */
 const NO_FACTS: Record<string, string> = {
   'lease-renewal': 'it names the nodes latest to renew per pool (five at most): how late, not the state of each node',
+};
+
+/** Probes whose values hold numbers at their top level that the report charts no curve of, and why. */
+const NO_NUMBERS: Record<string, string> = {
+  'controller-manager': 'renewals and transitions of the leader Lease: counts that only grow, told in its detail',
+  'eviction-forecast': 'nodes at risk, failing and healthy: the node lanes and the eviction mark draw them node by node',
+  'node-ready': 'nodes Ready and not: the node lanes draw each one',
+  'noexecute-taints': 'tainted nodes: the node lanes draw each one',
+  'pod-deletions': 'pods deleted: the report lists each one',
 };
 
 /** Probes that watch no cluster objects (they read endpoints or run commands): not run here. */
@@ -93,6 +104,15 @@ describe('node facts parity', () => {
   });
 
   for (const id of Object.keys(probes)) {
+    it(`${id}: declares the numbers of its values (meta.numbers) or says in NO_NUMBERS why not; each reading gives some`, () => {
+      const readings = (read.get(id) ?? []).filter((r) => r.value !== null);
+      const meta = all.find((p) => p.meta.id === id)!.meta;
+      const counts = readings.flatMap((r) => Object.entries(r.value as object).flatMap(([k, v]) => (typeof v === 'number' ? [k] : [])));
+      if (NO_NUMBERS[id]) expect(meta.numbers, `${id} declares numbers: take it out of NO_NUMBERS`).toBeUndefined();
+      else if (!meta.numbers) expect(counts, `${id} reads numbers: declare meta.numbers, or say in NO_NUMBERS why not`).toEqual([]);
+      for (const r of meta.numbers ? readings : []) expect(Object.keys(readingNumbers(meta.numbers, r.value)!).length).toBeGreaterThan(0);
+    });
+
     it(`${id}: declares node facts when its readings name nodes, and gives each kind it declares`, () => {
       const readings = read.get(id);
       if (!readings) return;

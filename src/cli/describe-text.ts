@@ -116,5 +116,6 @@ export function probeText(m: ProbeMeta, width: number): string {
     s.heading('Node facts (what its readings tell of single nodes, as the run report draws them)');
     for (const k of m.nodeFacts.kinds) s.para(`- ${NODE_FACT_KINDS[k]}`, '  ');
   }
+  if (m.numbers) s.heading('Values charted (what the run report draws as curves of its readings)').para(m.numbers.what);
   return s.end();
 }

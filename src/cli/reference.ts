@@ -189,7 +189,13 @@ function nodeFactsList(m: ProbeMeta): string {
   return `\n\n### Node facts\n\nWhat its readings tell of single nodes, as the run report draws them (\`meta.nodeFacts\`):\n\n${m.nodeFacts.kinds.map((k) => `- ${NODE_FACT_KINDS[k]}`).join('\n')}`;
 }
 
+/** The numbers a probe declares (meta.numbers): what the run report charts of its readings. */
+function numbersLine(m: ProbeMeta): string {
+  if (!m.numbers) return '';
+  return `\n\n### Values charted\n\nWhat the run report draws as curves of its readings (\`meta.numbers\`): ${m.numbers.what}.`;
+}
+
 /** A probe's section of docs/probes.md (also what `describe PROBE` prints). */
 export function probeSection(m: ProbeMeta): string {
-  return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n### Parameters (\`with:\`)\n\n${paramsTable(paramRows(m.params))}${exampleSection(probeExample(m))}${accessTable(m.access)}${nodeFactsList(m)}`;
+  return `## ${m.id}\n\n${m.summary}\n\n${m.description}\n\n### Parameters (\`with:\`)\n\n${paramsTable(paramRows(m.params))}${exampleSection(probeExample(m))}${accessTable(m.access)}${nodeFactsList(m)}${numbersLine(m)}`;
 }

@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import type { ApiAccess } from './access.js';
 import type { Ctx } from './context.js';
 import type { NodeFactsOf } from './node-facts.js';
+import type { NumbersOf } from './reading-numbers.js';
 
 export type ReadingStatus = 'ok' | 'violated' | 'unknown';
 
@@ -41,6 +42,11 @@ export interface ProbeMeta<P extends z.ZodType = z.ZodType, V = unknown> {
    * lanes are drawn from these alone; a probe without them adds nothing to the lanes.
    */
   nodeFacts?: NodeFactsOf<V>;
+  /**
+   * For a probe whose readings carry numbers worth a curve (PromQL series, ready replicas, objects meeting a
+   * condition): what they are and those of a reading's value. The run report charts these alone.
+   */
+  numbers?: NumbersOf<V>;
 }
 
 /**

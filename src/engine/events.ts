@@ -1,4 +1,5 @@
 import type { NodeFactsOf } from '../contract/node-facts.js';
+import type { NumbersOf } from '../contract/reading-numbers.js';
 import type { Reading } from '../contract/probe.js';
 import type { Attempt, RunStatus } from '../journal/outcomes.js';
 
@@ -65,12 +66,21 @@ export type RunEvent =
   | ({ type: 'attempt'; at: number; fault?: FaultRef; node?: string; what?: string } & Attempt)
   /**
    * A reading of a guard's, an expect step's or an observer's probe, with the probe's declaration of the node facts
-   * its readings hold (`meta.nodeFacts`), for sinks to take them from the redacted reading.
+   * its readings hold (`meta.nodeFacts`) and of the numbers they carry (`meta.numbers`), for sinks to take them from
+   * the redacted reading.
    */
-  | { type: 'guard-reading'; at: number; guard: string; reading: Reading; armed: boolean; nodeFacts?: NodeFactsOf<unknown> }
-  | { type: 'step-reading'; at: number; index: string; reading: Reading; nodeFacts?: NodeFactsOf<unknown> }
+  | {
+      type: 'guard-reading';
+      at: number;
+      guard: string;
+      reading: Reading;
+      armed: boolean;
+      nodeFacts?: NodeFactsOf<unknown>;
+      numbers?: NumbersOf<unknown>;
+    }
+  | { type: 'step-reading'; at: number; index: string; reading: Reading; nodeFacts?: NodeFactsOf<unknown>; numbers?: NumbersOf<unknown> }
   | { type: 'guard-fired'; at: number; guard: string; response: 'abort' | 'remediate' | 'warn' | 'hold' | 'resume'; detail: string }
-  | { type: 'observation'; at: number; name: string; reading: Reading; nodeFacts?: NodeFactsOf<unknown> }
+  | { type: 'observation'; at: number; name: string; reading: Reading; nodeFacts?: NodeFactsOf<unknown>; numbers?: NumbersOf<unknown> }
   | { type: 'remediation'; at: number; phase: 'start' | 'end'; detail: string }
   | { type: 'confirm'; at: number; message: string; answer: 'yes' | 'no' | 'timeout' }
   | { type: 'rollback-start'; at: number; reason: string; faults: FaultRef[] }

@@ -1,4 +1,4 @@
-import { withNodeFacts } from './node-facts.js';
+import { withDeclarations } from './declarations.js';
 import type { Reading } from '../contract/probe.js';
 import { formatDuration } from '../core/duration.js';
 import type { Ctx } from '../contract/context.js';
@@ -97,7 +97,7 @@ export class GuardSet {
   private onReading(s: GuardState, r: Reading, fresh = true): void {
     s.last = r;
     const g = s.guard;
-    if (fresh) this.emit({ type: 'guard-reading', at: r.at, guard: g.name, reading: r, armed: this.armed, ...withNodeFacts(g.probe) });
+    if (fresh) this.emit({ type: 'guard-reading', at: r.at, guard: g.name, reading: r, armed: this.armed, ...withDeclarations(g.probe) });
     if (r.status !== 'violated') s.fired = false;
     if (r.status !== 'unknown') {
       s.unknownSince = undefined;

@@ -1,5 +1,5 @@
 import type { Ctx } from '../contract/context.js';
-import { withNodeFacts } from './node-facts.js';
+import { withDeclarations } from './declarations.js';
 import type { ObserverProbe } from './access.js';
 import type { RunEventSink } from './events.js';
 import { consumeProbe } from './probe-stream.js';
@@ -12,7 +12,7 @@ export function observe(ctx: Ctx, observers: readonly ObserverProbe[], emit: Run
   const stopping = new AbortController();
   const running = observers.map((ob) =>
     consumeProbe(ctx, ob.probe, ob.params, stopping.signal, (reading) => {
-      emit({ type: 'observation', at: reading.at, name: ob.name, reading, ...withNodeFacts(ob.probe) });
+      emit({ type: 'observation', at: reading.at, name: ob.name, reading, ...withDeclarations(ob.probe) });
     }),
   );
   return {

@@ -1,7 +1,7 @@
 import { messageOf } from '../core/errors.js';
 import { formatDuration } from '../core/duration.js';
 import type { Ctx } from '../contract/context.js';
-import { withNodeFacts } from './node-facts.js';
+import { withDeclarations } from './declarations.js';
 import type { Confirmer } from './confirm.js';
 import { Aborted, type RunControl } from './control.js';
 import type { RunEventSink, StepStatus } from './events.js';
@@ -141,7 +141,7 @@ export class StepRunner {
   private async expect(step: Extract<PlannedStep, { kind: 'expect' }>): Promise<string> {
     const { ctx, control } = this.d;
     const r = await waitForReading(ctx, step.probe, step.params, step.status, step.withinMs, control.steps.signal, (reading) =>
-      this.d.emit({ type: 'step-reading', at: reading.at, index: step.index, reading, ...withNodeFacts(step.probe) }),
+      this.d.emit({ type: 'step-reading', at: reading.at, index: step.index, reading, ...withDeclarations(step.probe) }),
     );
     if (r.met) return r.last;
     if (control.steps.signal.aborted) throw new Aborted(control.outcome?.reason ?? 'aborted');

@@ -76,6 +76,10 @@ export default defineProbe({
         why: 'watches the selected objects of `kind` (in `namespace`, or every namespace)',
       },
     ],
+    numbers: {
+      what: '`met`, the selected objects that meet the condition, and `total`, all those selected',
+      of: (v: { met: number; total: number }) => ({ met: v.met, total: v.total }),
+    },
   },
   start(ctx, params) {
     const fieldSelector =

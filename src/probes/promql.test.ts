@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ProbeRun } from '../testing/probe-tester.js';
 import { ProbeTester } from '../testing/probe-tester.js';
+import { readingNumbers } from '../contract/reading-numbers.js';
 import probe from './promql.js';
 import { promqlProblem } from './parts/promql.js';
 import { inventoryOf } from '../testing/inventories.js';
@@ -79,6 +80,9 @@ describe('promql', () => {
     const v = await readings(run, 4);
     expect(v).toMatchObject({ status: 'violated', detail: '{instance="etcd-1"} 0.8 not < 0.5' });
     expect(v.value).toMatchObject({ series: [{ value: 0.01 }, { value: 0.8 }] });
+    // the numbers a report charts: each series by its labels, `value` for one without
+    expect(readingNumbers(probe.meta.numbers, v.value)).toEqual({ '{instance="etcd-0"}': 0.01, '{instance="etcd-1"}': 0.8 });
+    expect(readingNumbers(probe.meta.numbers, { series: [{ labels: {}, value: 2 }] })).toEqual({ value: 2 });
     prom.vector(0.1);
     await t.advance(5000);
     expect(await readings(run, 5)).toMatchObject({ status: 'ok', detail: '0.1 (< 0.5)' });

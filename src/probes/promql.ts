@@ -208,6 +208,10 @@ export default defineProbe({
       'not followed, and an answer larger than 8 MiB is refused (unknown).',
     params: Params,
     access: [],
+    numbers: {
+      what: 'the value of each series, by its labels (`value` for one without labels)',
+      of: (v: PromqlValue) => Object.fromEntries(v.series.map((s) => [Object.keys(s.labels).length ? seriesName(s) : 'value', s.value])),
+    },
   },
   start(ctx, params) {
     const url = params.url ?? ctx.inventory.spec.prometheus?.url;

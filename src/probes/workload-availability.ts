@@ -60,6 +60,10 @@ export default defineProbe({
         onlyIf: { param: 'kind', equals: 'Service' },
       }),
     ],
+    numbers: {
+      what: '`ready`, the ready replicas (or endpoints) of all selected workloads, and `wanted`, those wanted (spec.replicas, or all endpoints)',
+      of: (v: { ready: number; wanted: number }) => ({ ready: v.ready, wanted: v.wanted }),
+    },
   },
   start(ctx, params) {
     const matches = params.selector ? parseLabelSelector(params.selector) : () => true;

@@ -1,4 +1,5 @@
 import { type NodeFactKind, readingFacts, type ReadingFacts } from '../contract/node-facts.js';
+import { type ReadingNumbers, readingNumbers } from '../contract/reading-numbers.js';
 import { ThinnedHistory } from './thinned.js';
 import type { Attempt, FaultRef, ObjectiveNodes, RunStatus, StepKind, StepStatus } from '../engine/events.js';
 import type { RedactedEvent } from '../engine/sinks.js';
@@ -23,6 +24,8 @@ export interface ReadingEntry {
   status: string;
   detail: string;
   value: unknown;
+  /** The numbers its probe declares of the value (`meta.numbers`), the first 100 by name, charted as curves. */
+  numbers?: ReadingNumbers;
   /** The eviction its probe predicted first at that reading (an `eviction` node fact), for the timeline's marks. */
   eviction?: PredictedEviction;
 }
@@ -148,12 +151,23 @@ function deletedOf(facts: ReadingFacts | undefined): { deleted?: DeletedPod[] } 
   return { deleted: facts.facts.flatMap((f) => (f.kind === 'deleted' ? [{ pod: f.pod, node: f.node, at: f.at, cause: f.cause }] : [])) };
 }
 
-const entryOf = (at: number, r: { status: string; detail: string; value: unknown }, facts: ReadingFacts | undefined): ReadingEntry => ({
+/** What a reading event's probe declares of it: its node facts, and its numbers (the first MAX_LIST by name, as of a list). */
+type Declared = { facts?: ReadingFacts; numbers?: ReadingNumbers };
+function declaredOf(e: EventOf<'guard-reading' | 'step-reading'>): Declared {
+  const numbers = readingNumbers(e.numbers, e.reading.value);
+  return {
+    facts: readingFacts(e.nodeFacts, e.reading.value),
+    numbers: numbers && Object.fromEntries(Object.entries(numbers).slice(0, MAX_LIST)),
+  };
+}
+
+const entryOf = (at: number, r: { status: string; detail: string; value: unknown }, d: Declared): ReadingEntry => ({
   at: iso(at),
   status: r.status,
   detail: r.detail,
   value: bounded(r.value),
-  ...evictionOf(facts),
+  ...(d.numbers ? { numbers: d.numbers } : {}),
+  ...evictionOf(d.facts),
 });
 
 /** A value as a report keeps it: each list in it (at its top level) cut to MAX_LIST entries, the rest counted. */
@@ -220,11 +234,11 @@ export class ReportCollector {
     source: string,
     at: number,
     reading: { status: string; detail: string; value: unknown },
-    facts?: ReadingFacts,
+    declared: Declared,
   ): ReadingEntry[] {
     let h = this.histories.get(source);
     if (!h) this.histories.set(source, (h = { history: new ThinnedHistory<ReadingEntry>(MAX_READINGS) }));
-    h.history.push(entryOf(at, reading, facts), reading.status === 'violated' || reading.status !== h.status);
+    h.history.push(entryOf(at, reading, declared), reading.status === 'violated' || reading.status !== h.status);
     h.status = reading.status;
     if (h.history.thinned)
       (this.report.readingsThinned ??= {})[source] = { seen: h.history.seen, kept: h.history.entries.length, every: h.history.every };
@@ -259,10 +273,10 @@ export class ReportCollector {
         this.attempt(e);
         break;
       case 'step-reading': {
-        const facts = readingFacts(e.nodeFacts, e.reading.value);
-        this.tracker.reading(`step ${e.index}`, 1, e.at, facts);
+        const declared = declaredOf(e);
+        this.tracker.reading(`step ${e.index}`, 1, e.at, declared.facts);
         const s = [...r.steps].reverse().find((x) => x.index === e.index);
-        if (s) s.readings = this.keep(`${s.index}. ${s.name}`, e.at, e.reading, facts);
+        if (s) s.readings = this.keep(`${s.index}. ${s.name}`, e.at, e.reading, declared);
         break;
       }
       case 'guard-reading':
@@ -334,9 +348,9 @@ export class ReportCollector {
   /** A guard's reading kept, and its status when it changed. */
   private guardReading(e: EventOf<'guard-reading'>): void {
     const r = this.report;
-    const facts = readingFacts(e.nodeFacts, e.reading.value);
-    this.tracker.reading(`guard ${e.guard}`, 1, e.at, facts);
-    r.guardReadings[e.guard] = this.keep(`guard ${e.guard}`, e.at, e.reading, facts);
+    const declared = declaredOf(e);
+    this.tracker.reading(`guard ${e.guard}`, 1, e.at, declared.facts);
+    r.guardReadings[e.guard] = this.keep(`guard ${e.guard}`, e.at, e.reading, declared);
     if (this.guardStatus.get(e.guard) !== e.reading.status) {
       this.guardStatus.set(e.guard, e.reading.status);
       r.guardTransitions.push({ at: iso(e.at), guard: e.guard, status: e.reading.status, detail: e.reading.detail });

@@ -7,28 +7,6 @@ const MAX_SERIES = 8;
 const LINE_H = 16;
 const COLOURS = ['#0969da', '#cf222e', '#1a7f37', '#8250df', '#bc4c00', '#1b7c83', '#6e7781', '#bf3989'];
 
-/** The numbers of one reading's value by series name, when the value has any: PromQL series, ready counts, objects met. */
-function numbersOf(value: unknown): Map<string, number> | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const v = value as Record<string, unknown>;
-  const out = new Map<string, number>();
-  if (Array.isArray(v.series)) {
-    // promql: each series by its labels
-    for (const s of v.series as { labels?: Record<string, string>; value?: unknown }[]) {
-      if (typeof s.value !== 'number' || !Number.isFinite(s.value)) continue;
-      const labels = Object.entries(s.labels ?? {}).map(([k, l]) => `${k}="${l}"`);
-      out.set(labels.length ? `{${labels.join(',')}}` : 'value', s.value);
-    }
-  } else if (typeof v.ready === 'number' && typeof v.wanted === 'number' && Array.isArray(v.items)) {
-    // workload-availability
-    out.set('ready', v.ready).set('wanted', v.wanted);
-  } else if (typeof v.met === 'number' && typeof v.total === 'number' && Array.isArray(v.objects)) {
-    // kubernetes-object
-    out.set('met', v.met).set('total', v.total);
-  } else return undefined;
-  return out;
-}
-
 interface Curve {
   name: string;
   /** Readings in time order; null where the reading had no value for it (a gap). */
@@ -49,7 +27,8 @@ function chartOf(source: string, readings: ReadingEntry[] | undefined, until: nu
   let numeric = false;
   for (const r of readings ?? []) {
     const at = ms(r.at);
-    const numbers = numbersOf(r.value);
+    // the numbers its probe declared (a report written before readings carried them charts nothing)
+    const numbers = r.numbers ? new Map(Object.entries(r.numbers)) : undefined;
     if (numbers) numeric = true;
     for (const [name, value] of numbers ?? []) {
       if (!curves.has(name)) {

@@ -73,4 +73,15 @@ describe('examples/reports/apiserver-outage, a report of a lab run', () => {
     expect(renderTimeline(r) === read('timeline.html'), `timeline.html ${regenerate}`).toBe(true);
     expect(renderJUnit(r) === read('junit.xml'), `junit.xml ${regenerate}`).toBe(true);
   });
+
+  it('renders when written before readings carried their numbers: the readings kept, no curves guessed from their values', () => {
+    const old = JSON.parse(read('report.json')) as { steps: { readings?: unknown[] }[] };
+    const value = { series: [{ labels: { job: 'kubelet' }, value: 3 }] };
+    old.steps[0]!.readings = [{ at: '2026-12-02T10:00:00.000Z', status: 'ok', detail: '3 up', value }];
+    const r = parseReport(JSON.stringify(old), 'report.json');
+    expect(r.steps[0]!.readings).toEqual([{ at: '2026-12-02T10:00:00.000Z', status: 'ok', detail: '3 up', value }]);
+    const page = renderTimeline(r);
+    expect(page).toContain('<h2>Nodes</h2>');
+    expect(page).not.toContain('<h2>Values read</h2>');
+  });
 });

@@ -8,7 +8,7 @@ import nodeLeases from '../probes/node-leases.js';
 import nodeReady from '../probes/node-ready.js';
 import noexecuteTaints from '../probes/noexecute-taints.js';
 import podDeletions from '../probes/pod-deletions.js';
-import promql from '../probes/promql.js';
+import http from '../probes/http.js';
 import { withFacts } from '../testing/reading-facts.js';
 
 const iso = (s: number) => new Date(T0 + s * 1000).toISOString();
@@ -178,8 +178,8 @@ describe('report.json: node facts come from what probes declare, never from the 
 
   it('takes nothing of a probe that declares no facts, though its value looks like Leases, taints and deletions', () => {
     const r = collect([
-      withFacts(promql.meta, { type: 'guard-reading', at: at(1), guard: 'query', armed: true, reading: reading(1, lookalike) }),
-      withFacts(promql.meta, { type: 'observation', at: at(2), name: 'query', reading: reading(2, lookalike) }),
+      withFacts(http.meta, { type: 'guard-reading', at: at(1), guard: 'query', armed: true, reading: reading(1, lookalike) }),
+      withFacts(http.meta, { type: 'observation', at: at(2), name: 'query', reading: reading(2, lookalike) }),
     ]);
     expect(r.nodes).toEqual([]);
     expect(r.nodeFacts).toBeUndefined();

@@ -9,6 +9,8 @@ import { redactEvent } from '../engine/sinks.js';
 import evictionForecast from '../probes/eviction-forecast.js';
 import nodeLeases from '../probes/node-leases.js';
 import podDeletions from '../probes/pod-deletions.js';
+import promql from '../probes/promql.js';
+import workloadAvailability from '../probes/workload-availability.js';
 import { withFacts } from '../testing/reading-facts.js';
 
 const T0 = Date.parse('2026-11-22T10:00:00.000Z');
@@ -267,36 +269,64 @@ describe('HTML timeline', () => {
 });
 
 describe('report.json: the values probes read', () => {
-  it('keeps every reading of each guard and of each expect step, values included', () => {
+  it('keeps every reading of each guard and of each expect step, values included, with the numbers their probes declare', () => {
     const c = new ReportCollector();
-    const series = (v: number) => ({ series: [{ labels: {}, value: v }] });
+    const series = (v: number) => ({ series: [{ labels: { quantile: '0.99' }, value: v }] });
     const evs: RunEvent[] = [
       { type: 'run-start', at: T0, runId: 'r-2', runbook: 'rb', context: 'lab', dryRun: false, journal: '/j' },
-      {
+      withFacts(promql.meta, {
         type: 'guard-reading',
         at: T0 + 1000,
         guard: 'fsync p99',
         reading: reading('ok', T0 + 1000, '0.01 (< 0.5)', series(0.01)),
         armed: true,
-      },
+      }),
       { type: 'step-start', at: T0 + 1000, index: '1', name: 'steady state', kind: 'expect' },
-      { type: 'step-reading', at: T0 + 1500, index: '1', reading: reading('unknown', T0 + 1500, 'waiting', null) },
-      { type: 'step-reading', at: T0 + 2000, index: '1', reading: reading('ok', T0 + 2000, '3/3 ready', { ready: 3, wanted: 3 }) },
+      withFacts(workloadAvailability.meta, {
+        type: 'step-reading',
+        at: T0 + 1500,
+        index: '1',
+        reading: reading('unknown', T0 + 1500, 'waiting', null),
+      }),
+      withFacts(workloadAvailability.meta, {
+        type: 'step-reading',
+        at: T0 + 2000,
+        index: '1',
+        reading: reading('ok', T0 + 2000, '3/3 ready', { ready: 3, wanted: 3, items: [] }),
+      }),
       { type: 'step-end', at: T0 + 2000, index: '1', name: 'steady state', kind: 'expect', status: 'passed', detail: 'ok: 3/3 ready' },
-      {
+      withFacts(promql.meta, {
         type: 'guard-reading',
         at: T0 + 3000,
         guard: 'fsync p99',
         reading: reading('violated', T0 + 3000, '0.8 not < 0.5', series(0.8)),
         armed: true,
-      },
+      }),
     ];
     for (const e of evs) c.onEvent(redactEvent(e));
     expect(c.report.guardReadings['fsync p99']?.map((r) => r.value)).toEqual([series(0.01), series(0.8)]);
+    expect(c.report.guardReadings['fsync p99']?.map((r) => r.numbers)).toEqual([
+      { '{quantile="0.99"}': 0.01 },
+      { '{quantile="0.99"}': 0.8 },
+    ]);
     expect(c.report.steps[0]?.readings).toEqual([
       { at: new Date(T0 + 1500).toISOString(), status: 'unknown', detail: 'waiting', value: null },
-      { at: new Date(T0 + 2000).toISOString(), status: 'ok', detail: '3/3 ready', value: { ready: 3, wanted: 3 } },
+      {
+        at: new Date(T0 + 2000).toISOString(),
+        status: 'ok',
+        detail: '3/3 ready',
+        value: { ready: 3, wanted: 3, items: [] },
+        numbers: { ready: 3, wanted: 3 },
+      },
     ]);
+  });
+
+  it("keeps the numbers of no probe that declares none, though its value looks like PromQL's or ready counts", () => {
+    const c = new ReportCollector();
+    const value = { series: [{ labels: {}, value: 1 }], ready: 3, wanted: 3, items: [], met: 1, total: 1, objects: [] };
+    c.onEvent(redactEvent({ type: 'guard-reading', at: T0, guard: 'g', reading: reading('ok', T0, 'ok', value), armed: true }));
+    expect(c.report.guardReadings['g']?.[0]).not.toHaveProperty('numbers');
+    expect(renderTimeline(c.report)).not.toContain('<h2>Values read</h2>');
   });
 
   it("keeps the first 100 entries of a long list in a reading's value and counts the rest (a node-leases reading over 5,000 nodes)", () => {

@@ -10,7 +10,15 @@ export const REPORT_VERSION = 1;
 
 const at = z.string().describe('ISO 8601 time');
 const eviction = z.object({ at, pod: z.string(), node: z.string() }).describe('the eviction its probe predicted first at that reading');
-const reading = z.object({ at, status: z.string(), detail: z.string(), value: z.unknown(), eviction: eviction.optional() });
+const numbers = z.record(z.string(), z.number()).describe('the numbers its probe declares of the value (meta.numbers), charted as curves');
+const reading = z.object({
+  at,
+  status: z.string(),
+  detail: z.string(),
+  value: z.unknown(),
+  numbers: numbers.optional(),
+  eviction: eviction.optional(),
+});
 
 const faultRef = z.object({
   faultId: z.string(),

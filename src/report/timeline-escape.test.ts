@@ -10,7 +10,13 @@ type Element = DefaultTreeAdapterMap['element'];
 const EVIL = `"><img src=x onerror=alert(1)></script><script>alert(2)</script>' x="`;
 const T = '2026-11-22T10:00:00.000Z';
 const at = (s: number) => new Date(Date.parse(T) + s * 1000).toISOString();
-const reading = (s: number, status: string, value: unknown = null) => ({ at: at(s), status, detail: `detail ${EVIL}`, value });
+const reading = (s: number, status: string, value: unknown = null, numbers?: Record<string, number>) => ({
+  at: at(s),
+  status,
+  detail: `detail ${EVIL}`,
+  value,
+  ...(numbers ? { numbers } : {}),
+});
 
 /** A report.json with the text above in every field a person or a cluster can choose: names, times, details, messages. */
 const hostile = (startedAt = T) =>
@@ -35,14 +41,14 @@ const hostile = (startedAt = T) =>
         status: 'failed',
         detail: `step detail ${EVIL}`,
         readings: [
-          reading(2, EVIL, { series: [{ labels: { [`l${EVIL}`]: EVIL }, value: 3 }] }),
-          reading(3, 'ok', { met: 1, total: 2, objects: [] }),
+          reading(2, EVIL, { series: [{ labels: { [`l${EVIL}`]: EVIL }, value: 3 }] }, { [`{l${EVIL}="${EVIL}"}`]: 3 }),
+          reading(3, 'ok', { met: 1, total: 2, objects: [] }, { met: 1, total: 2 }),
         ],
       },
     ],
     guardFirings: [{ at: EVIL, guard: `guard ${EVIL}`, response: EVIL, detail: `fired ${EVIL}` }],
     guardTransitions: [{ at: at(4), guard: `guard ${EVIL}`, status: EVIL, detail: `changed ${EVIL}` }],
-    guardReadings: { [`guard ${EVIL}`]: [reading(4, 'violated', { ready: 1, wanted: 2, items: [] })] },
+    guardReadings: { [`guard ${EVIL}`]: [reading(4, 'violated', { ready: 1, wanted: 2, items: [] }, { ready: 1, wanted: 2 })] },
     faults: [
       {
         faultId: `f ${EVIL}`,
@@ -137,6 +143,7 @@ describe('HTML timeline of a report.json someone else wrote', () => {
         `revert ${EVIL}`,
         `missed ${EVIL}`,
         `pod ${EVIL}`,
+        `{l${EVIL}="${EVIL}"}`,
       ])
         expect(shown).toContain(t);
       expect(doc.childNodes.filter((n) => n.nodeName === '#documentType')).toHaveLength(1);

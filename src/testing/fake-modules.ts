@@ -52,9 +52,9 @@ export class ScriptedProbe {
 
   /**
    * `o.perNode`: it judges nodes one by one, and a value `{notOk: [names]}` says which are not ok. `o.nodeFacts`: those
-   * nodes are not Ready, as node facts it declares.
+   * nodes are not Ready, as node facts it declares. `o.numbers`: it declares one number, `notOk`, how many they are.
    */
-  constructor(id: string, initial?: Omit<Reading, 'at'>, o: { perNode?: boolean; nodeFacts?: boolean } = {}) {
+  constructor(id: string, initial?: Omit<Reading, 'at'>, o: { perNode?: boolean; nodeFacts?: boolean; numbers?: boolean } = {}) {
     const listeners = this.listeners;
     const state = { starts: () => this.starts++, last: () => this.last };
     this.probe = defineProbe({
@@ -72,6 +72,9 @@ export class ScriptedProbe {
                 of: (v: unknown) => (v as { notOk: string[] }).notOk.map((node) => ({ kind: 'ready' as const, node, status: 'False' })),
               },
             }
+          : {}),
+        ...(o.numbers
+          ? { numbers: { what: 'nodes not ok', of: (v: unknown) => ({ notOk: (v as { notOk: string[] }).notOk.length }) } }
           : {}),
       },
       async *start(ctx) {
