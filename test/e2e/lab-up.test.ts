@@ -178,6 +178,8 @@ describe('a kubeconfig with proxy-url', () => {
     const child = spawn(argv[0]!, argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout.on('data', (b: Buffer) => (logs[name] += b.toString()));
     child.stderr.on('data', (b: Buffer) => (logs[name] += b.toString()));
+    // a proxy that dies says so in its log, which the assertions print
+    child.on('exit', (code, signal) => (logs[name] += `\n[${name} exited: ${code ?? signal}]\n`));
     proxies.push(child);
   };
   /** The lab's kubeconfig with proxy-url set on its cluster. */
@@ -250,7 +252,7 @@ describe('a kubeconfig with proxy-url', () => {
     ] as const) {
       const before = logs[name].length;
       const r = await plan(await kubeconfigVia(url, `${name}.kubeconfig`));
-      expect(r.code, `${name}: ${r.stderr}`).toBe(0);
+      expect(r.code, `${name}: ${r.stderr}\n${name}'s log: ${logs[name].slice(-800)}`).toBe(0);
       expect(r.stdout).toContain('apiserver-outage');
       await until(`${name} to log the plan's connection`, () => logs[name].slice(before).includes(logged), 5_000);
     }
