@@ -8,8 +8,10 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { type CallToolResult, ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
+import { realClock } from '../../src/core/clock.js';
 import { labBinaries, LAB_VERSION } from './helpers/lab.js';
 import { labDown, labUp, type LabInfo } from '../../packages/lab/src/index.js';
+import { controllerEvictions } from '../../packages/lab/src/lifecycle/controller-log.js';
 
 /** `kube-runbook audit` (the built CLI) against the lab: its real flags pass; incident 3's grace fails. */
 const run = promisify(execFile);
@@ -20,7 +22,7 @@ let dir: string;
 beforeAll(async () => {
   await labDown(INSTANCE);
   const binaries = await labBinaries();
-  lab = await labUp({ binaries, instance: INSTANCE, nodes: 2, zones: 1, workload: false });
+  lab = await labUp({ binaries, instance: INSTANCE, nodes: 2, zones: 1 });
   dir = mkdtempSync(join(tmpdir(), 'kr-audit-'));
 }, 600_000);
 
@@ -80,7 +82,7 @@ describe(`kube-runbook audit on the lab (Kubernetes ${LAB_VERSION})`, () => {
 
 /** `kube-runbook mcp` (the built CLI over stdio, the SDK's client) on the same lab: read, forecast, and a run the user confirms. */
 describe(`kube-runbook mcp on the lab (Kubernetes ${LAB_VERSION})`, () => {
-  it('forecasts, audits, runs a runbook once the user said yes, halts, and resumes once the user said yes', async () => {
+  it("forecasts, audits, runs a runbook once the user said yes, halts, resumes once the user said yes, and forecasts a silent kubelet's first eviction", async () => {
     const runbook = join(dir, 'mcp-steady.yaml');
     writeFileSync(
       runbook,
@@ -139,6 +141,35 @@ spec:
       expect((await call('run_runbook', { runbook: 'mcp-steady' })).text).toMatch(/^refused: halted by .*\[HALTED\]$/);
       expect(await call('resume_runs')).toMatchObject({ error: false, text: expect.stringContaining('halt cleared by') });
       expect(asked.at(-1)).toContain('Clear the halt? halted by');
+
+      // node-1's kubelet falls silent: the forecast tool names the first eviction, and the controller makes it no
+      // earlier (its own log line of the deletion, to the microsecond)
+      const stoppedAt = realClock.now();
+      await run('sh', [join(lab.stateDir, 'nodes', 'node-1', 'kubelet', 'stop')]);
+      type Eviction = { at: number; pod: string; node: string };
+      let predicted: Eviction | undefined;
+      let said = '';
+      for (let i = 0; i < 60 && !predicted; i++) {
+        const f = await call('eviction_forecast');
+        said = f.text;
+        const value = JSON.parse(f.text.slice(f.text.indexOf('\n') + 1)) as { earliestEviction?: Eviction | null };
+        if (value.earliestEviction?.node === 'node-1') predicted = value.earliestEviction;
+        else await new Promise((r) => setTimeout(r, 1000));
+      }
+      expect(predicted, said).toBeDefined();
+      expect(said).toMatch(/^eviction forecast: \w+: first eviction in [^:]+: \S+ on node-1/);
+      let evicted: { pod: string; at: string }[] = [];
+      for (let i = 0; i < 120 && evicted.length === 0; i++) {
+        evicted = await controllerEvictions(lab, stoppedAt);
+        if (evicted.length === 0) await new Promise((r) => setTimeout(r, 1000));
+      }
+      expect(evicted.length, "evictions in the controller-manager's log").toBeGreaterThan(0);
+      const first = Date.parse(evicted[0]!.at);
+      console.log(
+        `mcp eviction_forecast: ${predicted!.pod} at ${new Date(predicted!.at).toISOString()}; the controller evicted ${evicted[0]!.pod} ${first - predicted!.at} ms later`,
+      );
+      expect(predicted!.at, 'the forecast is never later than the first eviction').toBeLessThanOrEqual(first);
+      await run('sh', [join(lab.stateDir, 'nodes', 'node-1', 'kubelet', 'start')]);
     } finally {
       await client.close();
     }
