@@ -26,6 +26,17 @@ export function parseKlogLine(line: string): KlogLine | undefined {
   return { severity: m[1] as KlogLine['severity'], month, day, hour, minute, second, micros, message: m[8]! };
 }
 
+/**
+ * When a klog line was written, in ms: its header has month, day and time of day in the writer's local time (this
+ * machine's, for the lab) and no year; the year is the one of `sinceMs`, or the next when the month is earlier (a log
+ * read across New Year's night).
+ */
+export function klogTimeMs(l: KlogLine, sinceMs: number): number {
+  const since = new Date(sinceMs);
+  const year = since.getFullYear() + (l.month - 1 < since.getMonth() ? 1 : 0);
+  return new Date(year, l.month - 1, l.day, l.hour, l.minute, l.second).getTime() + Math.round(l.micros / 1000);
+}
+
 /*
  * The taint eviction's own message, at the default verbosity:
  * - 1.29 and later (the taint-eviction controller, `pkg/controller/tainteviction`):

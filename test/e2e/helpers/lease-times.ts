@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
 import { realClock } from '../../../src/core/clock.js';
-import { parseKlogLine } from '../../../src/nodes/services/klog.js';
+import { klogTimeMs, parseKlogLine } from '../../../src/nodes/services/klog.js';
 import type { LabInfo } from '../../../packages/lab/src/index.js';
 
 /**
@@ -61,7 +61,6 @@ export class LeaseTimes {
  */
 export async function evictionsBackAt(lab: LabInfo, sinceMs: number): Promise<number | undefined> {
   const text = await readFile(join(lab.stateDir, 'nodes', 'cp-1', 'kube-controller-manager', 'log'), 'utf8');
-  const since = new Date(sinceMs);
   let last: number | undefined;
   for (const line of text.split('\n')) {
     const l = parseKlogLine(line);
@@ -71,7 +70,7 @@ export async function evictionsBackAt(lab: LabInfo, sinceMs: number): Promise<nu
       /^Starting (node controller|NoExecuteTaintManager)/.test(l.message) ||
       /^"Starting node controller"/.test(l.message);
     if (!starts) continue;
-    const at = new Date(since.getFullYear(), l.month - 1, l.day, l.hour, l.minute, l.second).getTime() + Math.round(l.micros / 1000);
+    const at = klogTimeMs(l, sinceMs);
     if (at >= sinceMs) last = at;
   }
   return last;

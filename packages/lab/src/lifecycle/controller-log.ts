@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LabInfo } from '../host/info.js';
 import { runtimePathsOf } from '../host/paths.js';
-import { parseKlogLine, taintEvictedPod } from 'kube-runbook/internal/nodes/services/klog.js';
+import { klogTimeMs, parseKlogLine, taintEvictedPod } from 'kube-runbook/internal/nodes/services/klog.js';
 
 /** A pod the controller-manager says it deleted for a NoExecute taint, at the time its log line carries. */
 export interface LoggedEviction {
@@ -14,20 +14,16 @@ export interface LoggedEviction {
 }
 
 /**
- * The evictions in a controller-manager's log text from `sinceMs` on. klog's header has month, day and time of day
- * (this machine's local time), no year: the year is the one of `sinceMs`, or the next when the month is earlier
- * (a run over New Year's night).
+ * The evictions in a controller-manager's log text from `sinceMs` on (each at its line's time, `klogTimeMs`).
  */
 export function parseEvictions(text: string, sinceMs: number, from: string): LoggedEviction[] {
-  const since = new Date(sinceMs);
   const out: LoggedEviction[] = [];
   for (const line of text.split('\n')) {
     const l = parseKlogLine(line);
     if (l?.severity !== 'I') continue;
     const pod = taintEvictedPod(l.message);
     if (!pod) continue;
-    const year = since.getFullYear() + (l.month - 1 < since.getMonth() ? 1 : 0);
-    const at = new Date(year, l.month - 1, l.day, l.hour, l.minute, l.second).getTime() + Math.round(l.micros / 1000);
+    const at = klogTimeMs(l, sinceMs);
     if (at >= sinceMs) out.push({ pod, at: new Date(at).toISOString(), from });
   }
   return out;
