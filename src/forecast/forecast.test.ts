@@ -14,6 +14,7 @@ import type { SlimToleration } from '../kube/resources.js';
 import { NOT_READY, UNREACHABLE } from '../kube/tolerations.js';
 import { labSettings } from '../testing/lifecycle-settings.js';
 import { seeded } from '../testing/seeded.js';
+import { UNSEEN_MS } from './taint-queue.js';
 
 const lab = labSettings;
 
@@ -114,9 +115,9 @@ describe('eviction forecast', () => {
       likely: Date.UTC(2026, 0, 1, 0, 28, 32),
     });
     // once marked Unknown (stored to the second), it is queued at that second, not a monitor period later: not
-    // tainted yet, it can be any moment now
+    // tainted yet, it can be any moment now, or a moment ago, its taint not seen yet
     const unknown = node('node-1', s(9), { ready: { status: 'Unknown', transition: NOW - 400 } });
-    expect(forecast({ now: NOW, settings: lab, nodes: [unknown, node('node-2', 500)], pods: [] }).nodes[0]!.taintAt).toBe(NOW);
+    expect(forecast({ now: NOW, settings: lab, nodes: [unknown, node('node-2', 500)], pods: [] }).nodes[0]!.taintAt).toBe(NOW - UNSEEN_MS);
     expect(forecast({ ...on120, now: NOW, settings: lab, nodes: [unknown, node('node-2', 500)], pods: [] }).nodes[0]!.taintAt).toBe(
       NOW + 600,
     );
@@ -136,9 +137,9 @@ describe('eviction forecast', () => {
       pods: [pod('a/one', 'node-1'), pod('a/two', 'node-2', onlyUnreachable)],
     });
     expect(f.pods.find((p) => p.key === 'a/one')?.evictAt).toBe(NOW + s(1));
-    // NotReady for 2 s and not tainted yet: any moment now
-    expect(f.nodes.find((n) => n.name === 'node-2')?.taintAt).toBe(NOW);
-    expect(f.pods.find((p) => p.key === 'a/two')).toMatchObject({ evictAt: NOW, why: 'does not tolerate the taint' });
+    // NotReady for 2 s and not seen tainted yet: any moment now, or a moment ago
+    expect(f.nodes.find((n) => n.name === 'node-2')?.taintAt).toBe(NOW - UNSEEN_MS);
+    expect(f.pods.find((p) => p.key === 'a/two')).toMatchObject({ evictAt: NOW - UNSEEN_MS, why: 'does not tolerate the taint' });
   });
 
   it("judges pods of one workload on each node's own taints, node after node", () => {
@@ -281,11 +282,12 @@ describe('eviction forecast', () => {
     const f2 = forecast({ ...on120, requeuesEveryPass: false, now: NOW, settings: lab, nodes: big, pods: [] });
     const queued = f2.nodes.filter((n) => n.taintAt !== undefined);
     expect(queued).toHaveLength(40);
-    expect(new Set(queued.map((n) => n.taintAt))).toEqual(new Set([NOW]));
-    expect(queued.slice(0, 3).map((n) => n.taintLikely! - NOW)).toEqual([0, 100_000, 200_000]);
+    expect(new Set(queued.map((n) => n.taintAt))).toEqual(new Set([NOW - UNSEEN_MS]));
+    // (the tokens after the first counted from the earliest it may have come, a taint not seen yet)
+    expect(queued.slice(0, 3).map((n) => n.taintLikely! - NOW)).toEqual([0, 100_000 - UNSEEN_MS, 200_000 - UNSEEN_MS]);
     // on releases that re-queue every pass, each is as likely to get any of the 40 tokens: the middle of them
     const f3 = forecast({ now: NOW, settings: lab, nodes: big, pods: [] });
-    expect(f3.nodes.filter((n) => n.taintAt !== undefined).every((n) => n.taintLikely === NOW + 19.5 * 100_000)).toBe(true);
+    expect(f3.nodes.filter((n) => n.taintAt !== undefined).every((n) => n.taintLikely === NOW - UNSEEN_MS + 19.5 * 100_000)).toBe(true);
   });
 
   it('leaves nodes labelled exclude-disruption out of zone states', () => {

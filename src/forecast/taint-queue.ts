@@ -19,6 +19,14 @@ import type { Zone } from './zones.js';
 /** The tainting loop's period (scheduler.NodeEvictionPeriod): a token is handed out up to this much after it refills. */
 const TAINT_LOOP_MS = 100;
 
+/**
+ * How long before the forecast sees it a taint may have been written (the watch's delay, and the time from the read to
+ * the reading): a node not seen tainted by now may have been tainted up to this much before, and its taint manager's
+ * clock started then. Measured against the real controller, a taint seen 10 ms after its write made a forecast 10 ms
+ * late; the bound stays ahead of a watch a second behind.
+ */
+export const UNSEEN_MS = 250;
+
 const HELD_PARTIAL = 'zone partially disrupted: tainting stopped';
 const HELD_MASTER = 'all zones disrupted: evictions stopped';
 
@@ -44,8 +52,9 @@ export function queueTaints(zone: Zone, o: { now: number; cutoff: number; requeu
     }
   // by the moment each can be queued; members come in name order, kept for the same moment
   const queued = inQueueOrder(zone.members);
-  // not tainted by now: none of them is before now
-  const earliest = earliestTaints(zone, queued, lastTaint, o.now);
+  // not seen tainted by now: none of them is before the oldest write that could still be unseen
+  const seen = o.now - UNSEEN_MS;
+  const earliest = earliestTaints(zone, queued, lastTaint, seen);
   const latest = latestTaints(zone, queued, lastTaint, queued.length ? queued[queued.length - 1]!.queuedFrom : -NEVER);
   const runs = runsOf(earliest, queued);
   // sums[k]: the finite moments of the first k taints added up, for the middle of a range of them
@@ -55,7 +64,7 @@ export function queueTaints(zone: Zone, o: { now: number; cutoff: number; requeu
     const r = queued[k]!;
     // the first of the zone's taints it can have: the one after those surely done before it was queued
     const first = lowerBound(latest, r.queuedFrom);
-    const at = Math.max(r.queuedFrom, o.now, earliest[first]!);
+    const at = Math.max(r.queuedFrom, seen, earliest[first]!);
     if (at === NEVER || at > o.cutoff) {
       r.held = at === NEVER ? HELD_PARTIAL : HELD_MASTER;
       continue;
@@ -68,7 +77,8 @@ export function queueTaints(zone: Zone, o: { now: number; cutoff: number; requeu
       while (to > k && earliest[to] === NEVER) to--;
       likely = (sums[to + 1]! - sums[first]!) / (to + 1 - first);
     }
-    if (likely <= o.cutoff && likely !== NEVER) r.taintLikely = Math.max(likely, at);
+    // (a taint not seen by now is likely still to come, whatever the bound allows for one unseen)
+    if (likely <= o.cutoff && likely !== NEVER) r.taintLikely = Math.max(likely, at, o.now);
   }
 }
 
