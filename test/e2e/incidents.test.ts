@@ -8,9 +8,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { runAndMeasure, type Outcome } from '../../packages/lab/src/cli/demo.js';
-import { realClock } from '../../src/core/clock.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
 import { agentInventory, agentPodsGone, applyAgentManifests } from './helpers/agents.js';
 import { expectObjectivesMet } from './helpers/objectives.js';
@@ -124,9 +123,9 @@ describe(`kubelet-partition (Kubernetes ${LAB_VERSION})`, () => {
 
 describe(`apiserver-outage (Kubernetes ${LAB_VERSION})`, () => {
   it(`with guards${OVER_AGENTS ? ', workers over agents' : ''}: freezes evictions before the first one (taint eviction off on 1.29+, else the controller-manager stopped) and restores it last`, async () => {
-    const startedAt = realClock.now();
     const leaseTimes = new LeaseTimes(lab);
-    const o = await runAndMeasure(agentLab ?? lab, runbook('apiserver-outage.yaml'), true).finally(() => leaseTimes.stop());
+    onTestFinished(() => leaseTimes.stop());
+    const o = await runAndMeasure(agentLab ?? lab, runbook('apiserver-outage.yaml'), true);
     expect(o.report.guardFirings.some((g) => g.response === 'remediate')).toBe(true);
     if (agentLab) {
       expect(o.report.preflight.find((p) => p.check === 'agents')?.detail).toMatch(/^\d agent pod\(s\) running and answering in kr-agent$/);
@@ -148,7 +147,9 @@ describe(`apiserver-outage (Kubernetes ${LAB_VERSION})`, () => {
     // and, as the cluster itself tells it (apart from the run's report): the controller-manager's log says when it
     // evicted again, and by then every worker's Lease had been renewed within the grace period, as the apiserver stores
     // it; a freeze undone before that would let the controller taint and evict the nodes still catching up
-    const backAt = await evictionsBackAt(lab, startedAt);
+    // (the Leases are read on until then: the controller-manager may lead, and evict, only after the run has ended)
+    const backAt = await evictionsBackAt(lab, { afterMs: Date.parse(remediation[0]!.appliedAt!), minor: version!.minor });
+    await leaseTimes.stop();
     expect(backAt, "the controller-manager's log line of its taint eviction starting again").toBeDefined();
     const grace = lab.settings.nodeMonitorGracePeriod;
     for (const n of lab.nodes.filter((x) => x.roles.includes('worker'))) {

@@ -54,24 +54,32 @@ export class LeaseTimes {
 }
 
 /**
- * When the controller-manager started evicting for NoExecute taints again, from its own log after `sinceMs`: the
- * taint-eviction controller's start line (1.29+, after `disable-taint-eviction` is undone), else the node lifecycle
- * controller's, which evicts by itself before 1.29 (after `stop-controller-manager` is undone). The last one, so a
- * restart within the run is not taken for the undo.
+ * When the controller-manager started evicting for NoExecute taints again, from its own log: the first start line at
+ * or after `afterMs` (the freeze's apply) of the controller that evicts on this release: the taint-eviction
+ * controller (1.29+, after `disable-taint-eviction` is undone; the node lifecycle controller also starts at each
+ * restart while the freeze holds, and evicts nothing then), else the node lifecycle controller, which evicts by itself
+ * before 1.29 (after `stop-controller-manager` is undone). Read until it appears, at most `timeoutMs`: the
+ * controller-manager starts its controllers only once it leads, which may be after the run has ended.
  */
-export async function evictionsBackAt(lab: LabInfo, sinceMs: number): Promise<number | undefined> {
-  const text = await readFile(join(lab.stateDir, 'nodes', 'cp-1', 'kube-controller-manager', 'log'), 'utf8');
-  let last: number | undefined;
-  for (const line of text.split('\n')) {
-    const l = parseKlogLine(line);
-    if (l?.severity !== 'I') continue;
-    const starts =
-      /^"Starting" controller="taint-eviction-controller"/.test(l.message) ||
-      /^Starting (node controller|NoExecuteTaintManager)/.test(l.message) ||
-      /^"Starting node controller"/.test(l.message);
-    if (!starts) continue;
-    const at = klogTimeMs(l, sinceMs);
-    if (at >= sinceMs) last = at;
+export async function evictionsBackAt(
+  lab: LabInfo,
+  o: { afterMs: number; minor: number; timeoutMs?: number },
+): Promise<number | undefined> {
+  const file = join(lab.stateDir, 'nodes', 'cp-1', 'kube-controller-manager', 'log');
+  const starts =
+    o.minor >= 29
+      ? (m: string) => /^"Starting" controller="taint-eviction-controller"/.test(m)
+      : (m: string) => /^Starting (node controller|NoExecuteTaintManager)/.test(m) || /^"Starting node controller"/.test(m);
+  const until = realClock.now() + (o.timeoutMs ?? 60_000);
+  for (;;) {
+    const text = await readFile(file, 'utf8');
+    for (const line of text.split('\n')) {
+      const l = parseKlogLine(line);
+      if (l?.severity !== 'I' || !starts(l.message)) continue;
+      const at = klogTimeMs(l, o.afterMs);
+      if (at >= o.afterMs) return at;
+    }
+    if (realClock.now() > until) return undefined;
+    await realClock.sleep(500);
   }
-  return last;
 }
