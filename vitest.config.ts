@@ -2,10 +2,10 @@ import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
  * Unit tests, then the lab end-to-end tests on each Kubernetes version the lab supports: every e2e file on the
- * default (1.37: projects `e2e 1.37` and `e2e 1.37 beside`) but the controller's bare eviction timing; the incident
+ * default (1.37: projects `e2e 1.37`, `e2e 1.37 beside`, `e2e 1.37 demo`, `e2e 1.37 beside older`) but the controller's bare eviction timing; the incident
  * runbooks, that timing and the forecast at scale on 1.34 and 1.20, and the other eviction forecast tests on 1.20. A
  * project's name says the version, and KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts).
- * `npm test` runs `e2e 1.37 beside` beside the unit tests (scripts/unit-and-beside.sh), then `e2e 1.37` alone, then
+ * `npm test` runs `e2e 1.37 beside` and `e2e 1.37 demo` beside the unit tests (scripts/unit-and-beside.sh), then `e2e 1.37` alone, then
  * `e2e 1.34`, `e2e 1.20` and `e2e 1.37 beside older` beside each other, each with its own lab
  * (scripts/e2e-versions.sh).
  */
@@ -25,12 +25,9 @@ const e2e = (version: string, include: string[], o: { name?: string; exclude?: s
 
 /**
  * The default release's files that measure none of the controller's timing: a project of their own, so that they can
- * be run beside the others (`vitest run --project "e2e 1.37 beside"`). The demo is among them: what it checks (nothing
- * evicted or killed with guards, the cascade without, the forecast before the first eviction) holds on a busy machine
- * too, as the guard fires 20 s ahead and the forecast is a bound.
+ * be run beside the others (`vitest run --project "e2e 1.37 beside"`).
  */
 const BESIDE = [
-  'test/e2e/demo.test.ts',
   'test/e2e/lab-up.test.ts',
   'test/e2e/lab-down.test.ts',
   'test/e2e/transports-ssh.test.ts',
@@ -44,6 +41,14 @@ const BESIDE = [
  * beside the older releases' suites (`vitest run --project "e2e 1.37 beside older"`, scripts/e2e-versions.sh), as
  * the 1.37 files that do measure it run alone.
  */
+/**
+ * The README's main command (`npm run demo`) end to end, in a project of its own beside the unit tests and `e2e 1.37
+ * beside` (it is the longest of them): what it checks (nothing evicted or killed with guards, the cascade without, the
+ * forecast before the first eviction) holds on a busy machine too, as the guard fires 20 s ahead and the forecast is
+ * a bound.
+ */
+const DEMO = 'test/e2e/demo.test.ts';
+
 const BESIDE_OLDER = [
   'test/e2e/agent.test.ts',
   'test/e2e/actions-deadman.test.ts',
@@ -95,8 +100,9 @@ export default defineConfig({
           testTimeout: 20_000,
         },
       },
-      e2e('1.37', ['test/e2e/**/*.test.ts'], { exclude: [...BESIDE, ...BESIDE_OLDER, EVICTION_TIMING] }),
+      e2e('1.37', ['test/e2e/**/*.test.ts'], { exclude: [...BESIDE, DEMO, ...BESIDE_OLDER, EVICTION_TIMING] }),
       e2e('1.37', BESIDE, { name: 'e2e 1.37 beside' }),
+      e2e('1.37', [DEMO], { name: 'e2e 1.37 demo' }),
       e2e('1.37', BESIDE_OLDER, { name: 'e2e 1.37 beside older' }),
       e2e('1.34', ['test/e2e/incidents.test.ts', EVICTION_TIMING, FORECAST_SCALE]),
       e2e('1.20', ['test/e2e/incidents.test.ts', 'test/e2e/probes-forecast.test.ts', EVICTION_TIMING, FORECAST_SCALE]),

@@ -3,13 +3,16 @@
 # (`e2e 1.37`) alone; then, beside each other, each with its own lab: the older releases' (`e2e 1.34`, `e2e 1.20`,
 # whose forecast and guards keep margins of seconds) and the default release's files that measure no timing
 # (`e2e 1.37 beside older`). vitest.config.ts says which files each runs. Each lane's output follows once all three
-# have ended; the exit code is 0 when all four passed.
+# have ended, then each failed lane's failures again, so that the end of the log names them; the exit code is 0 when
+# all four passed.
 set -u
-vitest run --project "e2e 1.37"
-current=$?
 dir=$(mktemp -d)
-trap 'kill $pids 2>/dev/null; rm -rf "$dir"; exit 130' INT TERM
 pids=
+trap 'kill $pids 2>/dev/null; rm -rf "$dir"; exit 130' INT TERM
+# POSIX sh has no pipefail: the exit code travels through the log.
+{ vitest run --project "e2e 1.37" 2>&1; echo "e2e 1.37 exit: $?"; } | tee "$dir/e2e 1.37.log"
+current=$(sed -n 's/^e2e 1.37 exit: //p' "$dir/e2e 1.37.log")
+[ -n "$current" ] || current=1
 for project in "e2e 1.34" "e2e 1.20" "e2e 1.37 beside older"; do
   vitest run --project "$project" >"$dir/$project.log" 2>&1 &
   pids="$pids $!"
@@ -21,13 +24,23 @@ for pid in $pids; do
 done
 status=$current
 summary="e2e 1.37: exit $current"
+failed=
+[ "$current" -eq 0 ] || failed="e2e 1.37"
 set -- $codes
 for project in "e2e 1.34" "e2e 1.20" "e2e 1.37 beside older"; do
   cat "$dir/$project.log"
   summary="$summary; $project: exit $1"
-  [ "$1" -eq 0 ] || status=1
+  [ "$1" -eq 0 ] || { status=1; failed="$failed|$project"; }
   shift
 done
+IFS='|'
+for project in $failed; do
+  [ -n "$project" ] || continue
+  echo
+  echo "── what failed in $project (its whole output is above) ──"
+  sed -n '/Failed Tests/,/Test Files/p' "$dir/$project.log" | head -n 150
+done
+unset IFS
 rm -rf "$dir"
 echo "$summary"
 exit "$status"
