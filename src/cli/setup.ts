@@ -5,8 +5,9 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
 import type { Clock } from '../core/clock.js';
 import type { Ctx } from '../contract/context.js';
-import { createLogger, type Logger } from '../core/logger.js';
+import type { Logger } from '../core/logger.js';
 import type { Plan } from '../engine/plan.js';
+import { allowsEveryContext } from '../engine/contexts.js';
 import { buildPlan } from '../engine/static-checks.js';
 import { defaultRegistry } from '../engine/registry.js';
 import { loadInventory, type LoadedInventory } from '../inventory/load.js';
@@ -78,11 +79,6 @@ function kubeconfigChoice(o: ClusterOptions, inv?: Inv, env: NodeJS.ProcessEnv =
   return { file, origin };
 }
 
-/** The kubeconfig file to hand to another process of this tool: --kubeconfig or the inventory's, else none. */
-export function kubeconfigPath(o: ClusterOptions, inv?: Inv): string | undefined {
-  return kubeconfigChoice(o, inv)?.file;
-}
-
 const expandHome = (p: string) => (p === '~' || p.startsWith('~/') ? join(homedir(), p.slice(1)) : p);
 
 export function connect(o: ClusterOptions, inv: Inv | undefined, clock: Clock, log: Logger): KubeAccess {
@@ -144,14 +140,6 @@ export async function reachCluster(o: ClusterOptions, inv: LoadedInventory, cloc
   return { kube, nodes, version: await serverVersion(kube) };
 }
 
-export interface Prepared {
-  loaded: LoadedRunbook;
-  inv: LoadedInventory;
-  plan: Plan;
-  kube?: KubeAccess;
-  kubeError?: KrError;
-}
-
 /** The runbook and the inventory, both checked. */
 export function loadInputs(runbookFile: string, o: ClusterOptions): Promise<[LoadedRunbook, LoadedInventory]> {
   return Promise.all([loadRunbook(runbookFile, defaultRegistry), inventoryFrom(o)]);
@@ -172,20 +160,63 @@ export function planOn(runbookFile: string, loaded: LoadedRunbook, inv: LoadedIn
   );
 }
 
-/** Loads and checks everything a run needs; the cluster is optional here (`run --dry-run` reports it in preflight). */
-export async function prepare(
-  runbookFile: string,
-  o: ClusterOptions,
-  clock: Clock,
-  log: Logger,
-  /** Checks the runbook before any cluster is asked anything (throws to refuse). */
-  checkRunbook?: (loaded: LoadedRunbook) => void,
-): Promise<Prepared> {
-  const [loaded, inv] = await loadInputs(runbookFile, o);
-  checkRunbook?.(loaded);
-  const cluster = await reachCluster(o, inv, clock, log);
+/** What a run is set up from besides its runbook: the cluster its flags name, and the run's clock and log. */
+export interface RunSetupOptions {
+  cluster: ClusterOptions;
+  /** A dry run: its ctx reads only. */
+  dryRun: boolean;
+  clock: Clock;
+  log: Logger;
+}
+
+/** A run set up: its plan, and its ctx on the cluster (absent only in a dry run, when `kubeError` says why). */
+export interface RunSetup {
+  plan: Plan;
+  ctx?: Ctx;
+  kubeError?: KrError;
+  /** The inventory file, whole, for the journal (`recover` reads it again). */
+  inventoryFile: string;
+}
+
+/**
+ * A runbook that allows every context runs only against a context named on the command line (`--context`, or
+ * `--in-cluster`), never against whatever the kubeconfig's current context happens to be.
+ */
+function requireNamedContext(loaded: LoadedRunbook, o: ClusterOptions): void {
+  if (o.context !== undefined || o.inCluster) return;
+  const i = loaded.runbook.spec.safety.allowContexts.findIndex((p) => allowsEveryContext(p));
+  if (i < 0) return;
+  const pattern = loaded.runbook.spec.safety.allowContexts[i]!;
+  throw new KrError(
+    'CONTEXT_NOT_NAMED',
+    `${loaded.where(['spec', 'safety', 'allowContexts', i])}: spec.safety.allowContexts[${i}]: ${quote(pattern)} allows every context: ` +
+      `name the one to run against with --context NAME (the kubeconfig's current context is not taken for it)`,
+    { exit: EXIT.invalid },
+  );
+}
+
+/**
+ * Everything a run needs, in one pass: the runbook and the inventory checked, the runbook's contexts against the
+ * command line before the cluster is asked anything, the cluster reached, the run's ctx on it, the plan. Without a
+ * cluster there is no ctx: `kubeError` says why.
+ */
+export async function setUpRun(runbookFile: string, o: RunSetupOptions): Promise<RunSetup> {
+  const [loaded, inv] = await loadInputs(runbookFile, o.cluster);
+  requireNamedContext(loaded, o.cluster);
+  const cluster = await reachCluster(o.cluster, inv, o.clock, o.log);
+  const ctx =
+    cluster.kube &&
+    makeCtx({
+      runId: newRunId(loaded.runbook.metadata.name, o.clock.now()),
+      clock: o.clock,
+      log: o.log,
+      signal: new AbortController().signal,
+      inventory: inv.inventory,
+      kube: cluster.kube,
+      dryRun: o.dryRun,
+    });
   const plan = await planOn(runbookFile, loaded, inv, cluster);
-  return { loaded, inv, plan, kube: cluster.kube, kubeError: cluster.error };
+  return { plan, ctx, kubeError: cluster.error, inventoryFile: resolve(inv.file) };
 }
 
 export function makeCtx(o: {
@@ -223,9 +254,4 @@ export function makeCtx(o: {
       },
     }),
   };
-}
-
-/** Logs go to stderr as plain lines (secrets already redacted by the logger). */
-export function stderrLogger(verbose: boolean): Logger {
-  return createLogger((level, msg) => process.stderr.write(`${level === 'info' ? '' : `${level}: `}${msg}\n`), verbose ? 'debug' : 'warn');
 }
