@@ -11,7 +11,7 @@ import type { KubeAccess } from '../kube/types.js';
 import { localRuns, type LocalRun, type ProcessProbe, realProcesses, stopLocalRuns } from '../engine/local-runs.js';
 import { runsDir } from '../journal/state-dir.js';
 import { out, stderrLogger } from './output.js';
-import { connect } from './setup.js';
+import { connect } from './cluster.js';
 import type { CommandHelp, Register } from './types.js';
 
 /** The flags `halt`, `resume` and `status` share: the cluster, the halt's namespace, the output. */

@@ -12,7 +12,8 @@ import { out, stderrLogger } from './output.js';
 import { type FileProblems, pairProblems, problemLine } from './pair.js';
 import { haltLine } from './halt.js';
 import { runObservers } from '../session/observers.js';
-import { loadInputs, planOn, reachCluster } from './setup.js';
+import { loadInputs, planOn } from './setup.js';
+import { reachCluster } from './cluster.js';
 import type { CommandHelp, Register } from './types.js';
 
 export const register: Register = (program, done) => {

@@ -12,7 +12,7 @@ import { JOURNAL_REF, journalCluster } from '../testing/journal-cluster.js';
 import { openClusterCopy } from '../journal/cluster-copy.js';
 import { ensureJournalKey } from '../journal/key.js';
 import { recoverCommand } from './recover.js';
-import { makeCtx } from './setup.js';
+import { makeCtx } from './ctx.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kr-recover-cluster-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -16,7 +16,7 @@ import { createKubeAccess } from '../kube/client.js';
 import { plainRenderer } from '../report/plain.js';
 import { configMapRef } from './configmap-flag.js';
 import { out, stderrLogger } from './output.js';
-import { makeCtx } from './setup.js';
+import { makeCtx } from './ctx.js';
 import type { Logger } from '../core/logger.js';
 import type { CommandHelp, Register } from './types.js';
 

@@ -13,7 +13,8 @@ import { configMapRef } from './configmap-flag.js';
 import { exitCodesText } from './help.js';
 import { out, stderrLogger } from './output.js';
 import { forwardSignals } from './signals.js';
-import { type ClusterOptions, setUpRun } from './setup.js';
+import { setUpRun } from './setup.js';
+import type { ClusterOptions } from './cluster.js';
 import type { CommandHelp, Register } from './types.js';
 
 interface RunFlags {
@@ -104,33 +105,33 @@ async function runCommand(file: string, flags: RunFlags): Promise<[ExitCode, { n
   const o = runOptions(flags);
   const clock = realClock;
   const log = stderrLogger(o.verbose);
-  const { plan, ctx, kubeError, inventoryFile } = await setUpRun(file, { cluster: o.cluster, dryRun: o.dryRun, clock, log });
-  if (!ctx && !o.dryRun) throw kubeError ?? new KrError('KUBE_UNAVAILABLE', 'no cluster to run against', { exit: EXIT.refused });
+  const run = await setUpRun(file, { cluster: o.cluster, dryRun: o.dryRun, clock, log });
+  if (!run.ctx && !o.dryRun) throw run.kubeError ?? new KrError('KUBE_UNAVAILABLE', 'no cluster to run against', { exit: EXIT.refused });
   const confirmer: Confirmer = o.yes ? assumeYes : process.stdin.isTTY ? terminalConfirmer(process.stdin, process.stderr, clock) : nobody;
-  if (o.dryRun || !ctx) {
-    out.stdout(`DRY RUN: nothing is executed.\n\n${renderPlan(plan, ctx?.kube.contextName)}\n\nPreflight (read-only):`);
-    if (!ctx) {
-      out.stdout(`  preflight FAIL cluster: ${kubeError?.message ?? 'no cluster to run against'}`);
+  if (o.dryRun || !run.ctx) {
+    out.stdout(`DRY RUN: nothing is executed.\n\n${renderPlan(run.plan, run.ctx?.kube.contextName)}\n\nPreflight (read-only):`);
+    if (!run.ctx) {
+      out.stdout(`  preflight FAIL cluster: ${run.kubeError?.message ?? 'no cluster to run against'}`);
       return [EXIT.refused];
     }
-    const pf = await dryRunSession({ plan, ctx, confirmer, write: (l) => out.stdout(`  ${l}`) });
+    const pf = await dryRunSession({ plan: run.plan, ctx: run.ctx, confirmer, write: (l) => out.stdout(`  ${l}`) });
     out.stdout(
       pf.ok ? '\nPreflight passed: a run would start.' : redactText(`\nREFUSED: a run would be refused: ${pf.failures.join('; ')}`),
     );
     return [pf.ok ? EXIT.ok : EXIT.refused];
   }
   const { result, report, podsDeleted } = await runSession({
-    plan,
-    ctx,
+    plan: run.plan,
+    ctx: run.ctx,
     confirmer,
-    inventoryFile,
-    kubeconfig: ctx.kube.source?.kubeconfig,
+    inventoryFile: run.inventoryFile,
+    kubeconfig: run.ctx.kube.source?.kubeconfig,
     guards: o.guards,
     journal: o.journal,
     report: o.report,
     // the live task list redraws the screen: with confirmations to answer, a line per event reads better
     view:
-      o.output === 'text' && process.stdout.isTTY === true && !(plan.confirms && !o.yes)
+      o.output === 'text' && process.stdout.isTTY === true && !(run.plan.confirms && !o.yes)
         ? { live: true }
         : { live: false, write: (line) => (o.output === 'json' ? process.stderr : process.stdout).write(`${line}\n`) },
     otel: o.otel,

@@ -116,7 +116,8 @@ export interface OpenedCopy {
  */
 export async function openClusterCopy(kube: KubeAccess, ref: ConfigMapRef, runId: string, log: Logger): Promise<OpenedCopy> {
   const key = await ensureJournalKey(kube, ref);
-  const earlier = journalsIn(await readConfigMapData(kube, ref, 'journal'));
+  const data = await readConfigMapData(kube, ref, 'journal');
+  const earlier = journalsIn(data);
   const left = [...earlier].map(([id, copy]) => ({ runId: id, left: leftBy(copy.text, id), signed: signedBy(key, ref, id, copy) }));
   // removing a journal runs nothing: a clean one goes, signed or not
   const removed = left.filter((l) => l.left === 'clean').map((l) => l.runId);
