@@ -55,12 +55,14 @@ export interface RunSetupOptions {
   log: Logger;
 }
 
-/** A run set up: its plan, and its ctx on the cluster (absent only in a dry run, when `kubeError` says why). */
+/** A run set up: its plan and its ctx on the cluster. */
 export interface RunSetup {
   plan: Plan;
+  /** Absent when no client could be made: a run is refused, a dry run reports it in its preflight. */
   ctx?: Ctx;
+  /** Why the cluster cannot be used: no client could be made, or it did not list its nodes. */
   kubeError?: KrError;
-  /** The inventory file, whole, for the journal (`recover` reads it again). */
+  /** The inventory file's absolute path, for the journal (`recover` reads it again). */
   inventoryFile: string;
 }
 
