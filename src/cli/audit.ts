@@ -9,8 +9,10 @@ import { paths, zoneOf } from '../kube/resources.js';
 import { formatDuration } from '../core/duration.js';
 import type { Logger } from '../core/logger.js';
 import { type DataFormat, formatData, isData, outputOption } from './formats.js';
-import { out } from './output.js';
-import { connect, inventoryFrom, makeCtx, stderrLogger } from './setup.js';
+import { out, stderrLogger } from './output.js';
+import { inventoryFrom } from './setup.js';
+import { connect } from './cluster.js';
+import { makeCtx } from './ctx.js';
 import type { CommandHelp, Register } from './types.js';
 
 interface Options {

@@ -10,8 +10,8 @@ import { describeHalt, HALT_NAME, HALT_NAMESPACE, type HaltWrite, type HaltWrite
 import type { KubeAccess } from '../kube/types.js';
 import { localRuns, type LocalRun, type ProcessProbe, realProcesses, stopLocalRuns } from '../engine/local-runs.js';
 import { runsDir } from '../journal/state-dir.js';
-import { out } from './output.js';
-import { connect, stderrLogger } from './setup.js';
+import { out, stderrLogger } from './output.js';
+import { connect } from './cluster.js';
 import type { CommandHelp, Register } from './types.js';
 
 /** The flags `halt`, `resume` and `status` share: the cluster, the halt's namespace, the output. */

@@ -26,9 +26,12 @@ import { pairProblems } from './pair.js';
 import { redactedReport } from '../session/report-files.js';
 import { runObservers } from '../session/observers.js';
 import { otelSettings, type OtelSettings } from '../telemetry/settings.js';
-import { connect, inventoryFrom, loadInputs, makeCtx, planOn, reachCluster, stderrLogger } from './setup.js';
+import { inventoryFrom, loadInputs, planOn } from './setup.js';
+import { connect, reachCluster } from './cluster.js';
+import { makeCtx } from './ctx.js';
 import { expandPaths, validateFile } from './validate.js';
 import type { CommandHelp, Register } from './types.js';
+import { stderrLogger } from './output.js';
 
 /** The package's root (runbooks/, schema/): dist/cli/ is two folders below it. */
 const PACKAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');

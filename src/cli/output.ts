@@ -1,3 +1,5 @@
+import { createLogger, type Logger } from '../core/logger.js';
+
 /** Output streams of the CLI, in one place so tests can capture them. */
 const open = { stdout: true, stderr: true };
 
@@ -16,4 +18,9 @@ export function dropOutputOnClosedPipes(): void {
       if (e.code !== 'EPIPE') throw e;
       open[name] = false;
     });
+}
+
+/** Logs go to stderr as plain lines (secrets already redacted by the logger). */
+export function stderrLogger(verbose: boolean): Logger {
+  return createLogger((level, msg) => process.stderr.write(`${level === 'info' ? '' : `${level}: `}${msg}\n`), verbose ? 'debug' : 'warn');
 }

@@ -8,11 +8,12 @@ import { defaultRegistry } from '../engine/registry.js';
 import { sensitiveGrants } from '../engine/sensitive-access.js';
 import { planJson } from '../report/plan-json.js';
 import { renderPlan } from '../report/plan-text.js';
-import { out } from './output.js';
+import { out, stderrLogger } from './output.js';
 import { type FileProblems, pairProblems, problemLine } from './pair.js';
 import { haltLine } from './halt.js';
 import { runObservers } from '../session/observers.js';
-import { loadInputs, planOn, reachCluster, stderrLogger } from './setup.js';
+import { loadInputs, planOn } from './setup.js';
+import { reachCluster } from './cluster.js';
 import type { CommandHelp, Register } from './types.js';
 
 export const register: Register = (program, done) => {

@@ -9,9 +9,10 @@ import { JournalKey } from '../journal/key.js';
 import { FakeNodes } from '../testing/fake-nodes.js';
 import { inventoryOf } from '../testing/inventories.js';
 import { JOURNAL_REF, journalCluster } from '../testing/journal-cluster.js';
-import { configMapCopy, prepareJournalConfigMap } from '../journal/cluster-copy.js';
+import { openClusterCopy } from '../journal/cluster-copy.js';
+import { ensureJournalKey } from '../journal/key.js';
 import { recoverCommand } from './recover.js';
-import { makeCtx } from './setup.js';
+import { makeCtx } from './ctx.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kr-recover-cluster-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -35,9 +36,9 @@ const inventory = Inventory.parse(
  */
 async function killedRun() {
   const c = journalCluster({ configMap: {}, secret: {} });
-  const { key } = await prepareJournalConfigMap(c.kube, JOURNAL_REF);
+  const { copy } = await openClusterCopy(c.kube, JOURNAL_REF, RUN, memoryLogger());
   const pod = mkdtempSync(join(dir, 'pod-'));
-  const j = Journal.forRun(RUN, pod, configMapCopy(c.kube, JOURNAL_REF, RUN, memoryLogger(), key));
+  const j = Journal.forRun(RUN, pod, copy);
   j.append({
     type: 'run',
     at: 1,
@@ -66,7 +67,8 @@ async function killedRun() {
   j.append({ type: 'applied', at: 3, faultId: 'f01-run-command-node-1', state });
   expect(await j.synced()).toBe(true);
   j.close();
-  return { c, key };
+  // the key the run drew: the Secret holds it now
+  return { c, key: await ensureJournalKey(c.kube, JOURNAL_REF) };
 }
 
 /** `kube-runbook recover --from-cluster NS/NAME` on a workstation with an empty state dir; the scripts it runs on nodes are counted. */

@@ -4,15 +4,14 @@ import { stringify } from 'yaml';
 import { EXIT, KrError } from '../core/errors.js';
 import { readDocumentFile } from '../document/read-file.js';
 import { createKubeAccess } from '../kube/client.js';
-import { configMapRef } from '../kube/configmap.js';
 import { renderJUnit } from '../report/junit.js';
 import { MAX_REPORT_BYTES, parseReport } from '../report/load.js';
 import { reportSummary } from '../report/summary.js';
 import { renderTimeline } from '../report/timeline.js';
-import { out } from './output.js';
+import { configMapRef } from './configmap-flag.js';
+import { out, stderrLogger } from './output.js';
 import { readReportConfigMap } from '../session/report-configmap.js';
 import { redactedReport, writePrivate } from '../session/report-files.js';
-import { stderrLogger } from './setup.js';
 import type { CommandHelp, Register } from './types.js';
 
 interface ReportFlags {

@@ -1,39 +1,21 @@
 import { resolve } from 'node:path';
 import { Option } from 'commander';
 import { realClock } from '../core/clock.js';
-import { EXIT, type ExitCode, KrError, quote } from '../core/errors.js';
+import { EXIT, type ExitCode, KrError } from '../core/errors.js';
 import { redactText } from '../core/redact.js';
 import { assumeYes, type Confirmer, nobody, terminalConfirmer } from '../engine/confirm.js';
-import { allowsEveryContext } from '../engine/contexts.js';
 import { runsDir } from '../journal/state-dir.js';
-import { configMapRef } from '../kube/configmap.js';
 import { renderPlan } from '../report/plan-text.js';
-import type { LoadedRunbook } from '../runbook/load.js';
 import { redactedReport } from '../session/report-files.js';
-import { dryRunSession, runSession } from '../session/session.js';
-import { otelSettings } from '../telemetry/settings.js';
+import { dryRunSession, runSession, type SessionOptions } from '../session/session.js';
+import { type OtelSettings, otelSettings } from '../telemetry/settings.js';
+import { configMapRef } from './configmap-flag.js';
 import { exitCodesText } from './help.js';
-import { out } from './output.js';
+import { out, stderrLogger } from './output.js';
 import { forwardSignals } from './signals.js';
-import { kubeconfigPath, makeCtx, newRunId, prepare, stderrLogger } from './setup.js';
+import { setUpRun } from './setup.js';
+import type { ClusterOptions } from './cluster.js';
 import type { CommandHelp, Register } from './types.js';
-
-/**
- * A runbook that allows every context runs only against a context named on the command line (`--context`, or
- * `--in-cluster`), never against whatever the kubeconfig's current context happens to be.
- */
-function requireNamedContext(loaded: LoadedRunbook, flags: RunFlags): void {
-  if (flags.context !== undefined || flags.inCluster) return;
-  const i = loaded.runbook.spec.safety.allowContexts.findIndex((p) => allowsEveryContext(p));
-  if (i < 0) return;
-  const pattern = loaded.runbook.spec.safety.allowContexts[i]!;
-  throw new KrError(
-    'CONTEXT_NOT_NAMED',
-    `${loaded.where(['spec', 'safety', 'allowContexts', i])}: spec.safety.allowContexts[${i}]: ${quote(pattern)} allows every context: ` +
-      `name the one to run against with --context NAME (the kubeconfig's current context is not taken for it)`,
-    { exit: EXIT.invalid },
-  );
-}
 
 interface RunFlags {
   inventory?: string;
@@ -89,61 +71,74 @@ export const register: Register = (program, done) => {
     .action(async (file: string, flags: RunFlags) => done(...(await runCommand(file, flags))));
 };
 
-async function runCommand(file: string, flags: RunFlags): Promise<[ExitCode, { now: boolean }?]> {
-  const log = stderrLogger(Boolean(flags.verbose));
-  const clock = realClock;
-  const otel = otelSettings(process.env, { endpoint: flags.otelEndpoint, headersOverHttp: flags.otelHeadersOverHttp });
+/** What `run`'s flags ask for, each checked before anything is read: the cluster, the mode, where the state and the report go. */
+interface RunOptions {
+  cluster: ClusterOptions;
+  verbose: boolean;
+  dryRun: boolean;
+  yes: boolean;
+  guards: boolean;
+  output: 'text' | 'json';
+  journal: SessionOptions['journal'];
+  report: SessionOptions['report'];
+  otel?: OtelSettings;
+}
+
+function runOptions(flags: RunFlags, env: NodeJS.ProcessEnv = process.env): RunOptions {
+  const otel = otelSettings(env, { endpoint: flags.otelEndpoint, headersOverHttp: flags.otelHeadersOverHttp });
   const reportCm = flags.reportConfigmap === undefined ? undefined : configMapRef('--report-configmap', flags.reportConfigmap);
   const journalCm = flags.journalConfigmap === undefined ? undefined : configMapRef('--journal-configmap', flags.journalConfigmap);
-  const p = await prepare(file, flags, clock, log, (loaded) => requireNamedContext(loaded, flags));
-  if (!p.kube && !flags.dryRun) throw p.kubeError ?? new KrError('KUBE_UNAVAILABLE', 'no cluster to run against', { exit: EXIT.refused });
-  const confirmer: Confirmer = flags.yes
-    ? assumeYes
-    : process.stdin.isTTY
-      ? terminalConfirmer(process.stdin, process.stderr, clock)
-      : nobody;
-  const runId = newRunId(p.plan.runbook.metadata.name, clock.now());
-  if (flags.dryRun) out.stdout(`DRY RUN: nothing is executed.\n\n${renderPlan(p.plan, p.kube?.contextName)}\n\nPreflight (read-only):`);
-  if (!p.kube) {
-    out.stdout(`  preflight FAIL cluster: ${p.kubeError?.message ?? 'no cluster to run against'}`);
-    return [EXIT.refused];
-  }
-  const kubeconfig = kubeconfigPath(flags, p.inv);
-  const ctx = makeCtx({
-    runId,
-    clock,
-    log,
-    signal: new AbortController().signal,
-    inventory: p.inv.inventory,
-    kube: p.kube,
-    dryRun: flags.dryRun,
-  });
-  if (flags.dryRun) {
-    const pf = await dryRunSession({ plan: p.plan, ctx, confirmer, write: (l) => out.stdout(`  ${l}`) });
+  return {
+    cluster: { inventory: flags.inventory, kubeconfig: flags.kubeconfig, context: flags.context, inCluster: flags.inCluster },
+    verbose: flags.verbose === true,
+    dryRun: flags.dryRun === true,
+    yes: flags.yes === true,
+    guards: flags.guards,
+    output: flags.output,
+    journal: { dir: runsDir(env, flags.stateDir === undefined ? undefined : resolve(flags.stateDir)), configMap: journalCm },
+    report: { dir: flags.reportDir === undefined ? undefined : resolve(flags.reportDir), configMap: reportCm },
+    otel,
+  };
+}
+
+async function runCommand(file: string, flags: RunFlags): Promise<[ExitCode, { now: boolean }?]> {
+  const o = runOptions(flags);
+  const clock = realClock;
+  const log = stderrLogger(o.verbose);
+  const run = await setUpRun(file, { cluster: o.cluster, dryRun: o.dryRun, clock, log });
+  if (!run.ctx && !o.dryRun) throw run.kubeError ?? new KrError('KUBE_UNAVAILABLE', 'no cluster to run against', { exit: EXIT.refused });
+  const confirmer: Confirmer = o.yes ? assumeYes : process.stdin.isTTY ? terminalConfirmer(process.stdin, process.stderr, clock) : nobody;
+  if (o.dryRun || !run.ctx) {
+    out.stdout(`DRY RUN: nothing is executed.\n\n${renderPlan(run.plan, run.ctx?.kube.contextName)}\n\nPreflight (read-only):`);
+    if (!run.ctx) {
+      out.stdout(`  preflight FAIL cluster: ${run.kubeError?.message ?? 'no cluster to run against'}`);
+      return [EXIT.refused];
+    }
+    const pf = await dryRunSession({ plan: run.plan, ctx: run.ctx, confirmer, write: (l) => out.stdout(`  ${l}`) });
     out.stdout(
       pf.ok ? '\nPreflight passed: a run would start.' : redactText(`\nREFUSED: a run would be refused: ${pf.failures.join('; ')}`),
     );
     return [pf.ok ? EXIT.ok : EXIT.refused];
   }
   const { result, report, podsDeleted } = await runSession({
-    plan: p.plan,
-    ctx,
+    plan: run.plan,
+    ctx: run.ctx,
     confirmer,
-    inventoryFile: resolve(p.inv.file),
-    kubeconfig,
-    guards: flags.guards,
-    journal: { dir: runsDir(process.env, flags.stateDir === undefined ? undefined : resolve(flags.stateDir)), configMap: journalCm },
-    report: { dir: flags.reportDir === undefined ? undefined : resolve(flags.reportDir), configMap: reportCm },
+    inventoryFile: run.inventoryFile,
+    kubeconfig: run.ctx.kube.source?.kubeconfig,
+    guards: o.guards,
+    journal: o.journal,
+    report: o.report,
     // the live task list redraws the screen: with confirmations to answer, a line per event reads better
     view:
-      flags.output === 'text' && process.stdout.isTTY === true && !(p.plan.confirms && !flags.yes)
+      o.output === 'text' && process.stdout.isTTY === true && !(run.plan.confirms && !o.yes)
         ? { live: true }
-        : { live: false, write: (line) => (flags.output === 'json' ? process.stderr : process.stdout).write(`${line}\n`) },
-    otel,
+        : { live: false, write: (line) => (o.output === 'json' ? process.stderr : process.stdout).write(`${line}\n`) },
+    otel: o.otel,
     warn: (line) => out.stderr(line),
     interrupts: forwardSignals,
   });
-  if (flags.output === 'json') out.stdout(JSON.stringify(redactedReport(report), null, 2));
+  if (o.output === 'json') out.stdout(JSON.stringify(redactedReport(report), null, 2));
   else out.stdout(`Pods deleted during the run: ${podsDeleted ?? 'unknown (the pod watch never synced)'}`);
   if (result.remaining.length) {
     out.stderr(`\n${result.remaining.length} fault(s) may still be applied:`);

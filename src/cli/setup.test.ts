@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../core/logger.js';
 import { parseInventoryText } from '../inventory/load.js';
 import { FakeClock } from '../testing/fake-clock.js';
-import { connect } from './setup.js';
+import { connect } from './cluster.js';
 import { krThrown } from '../testing/kr-failure.js';
 
 let dir: string;

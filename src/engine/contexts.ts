@@ -1,4 +1,6 @@
+import { EXIT, KrError, quote } from '../core/errors.js';
 import { compilePattern } from '../core/pattern.js';
+import type { LoadedRunbook } from '../runbook/load.js';
 
 /**
  * Globs as in `staging-*`: `*` any run of characters, `?` one. A pattern with `@` (`in-cluster@https://10.96.0.1:443`,
@@ -31,4 +33,21 @@ export function allowsEveryContext(pattern: string): boolean {
   const server = pattern.slice(at + 1);
   const isPort = (m: RegExpExecArray) => /^\p{N}+$/u.test(m[0]) && server[m.index - 1] === ':';
   return words(server).every((m) => /^https?$/i.test(m[0]) || isPort(m));
+}
+
+/**
+ * A runbook that allows every context runs only against a context named on the command line (`--context`, or
+ * `--in-cluster`), never against whatever the kubeconfig's current context happens to be.
+ */
+export function requireNamedContext(loaded: LoadedRunbook, named: boolean): void {
+  if (named) return;
+  const i = loaded.runbook.spec.safety.allowContexts.findIndex((p) => allowsEveryContext(p));
+  if (i < 0) return;
+  const pattern = loaded.runbook.spec.safety.allowContexts[i]!;
+  throw new KrError(
+    'CONTEXT_NOT_NAMED',
+    `${loaded.where(['spec', 'safety', 'allowContexts', i])}: spec.safety.allowContexts[${i}]: ${quote(pattern)} allows every context: ` +
+      `name the one to run against with --context NAME (the kubeconfig's current context is not taken for it)`,
+    { exit: EXIT.invalid },
+  );
 }

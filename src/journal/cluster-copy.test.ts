@@ -6,7 +6,7 @@ import { memoryLogger, silentLogger } from '../core/logger.js';
 import { Journal, outstanding, readJournal } from './journal.js';
 import { ensureJournalKey, JournalKey } from './key.js';
 import { JOURNAL_REF as REF, journalCluster } from '../testing/journal-cluster.js';
-import { configMapCopy, fetchJournalCopies, prepareJournalConfigMap } from './cluster-copy.js';
+import { configMapCopy, fetchJournalCopies, openClusterCopy } from './cluster-copy.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kr-journal-copy-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -61,8 +61,8 @@ describe('the journal kept in a ConfigMap', () => {
       configMap: { ...signed('r-killed', killed), 'r-ended.jsonl': ended, 'r-forged.jsonl': forged },
       secret: SECRET,
     });
-    expect(await prepareJournalConfigMap(c.kube, REF)).toEqual({
-      key: expect.any(JournalKey),
+    expect(await openClusterCopy(c.kube, REF, 'r-now', silentLogger)).toEqual({
+      copy: expect.objectContaining({ write: expect.any(Function) }),
       removed: ['r-ended'],
       applied: [{ runId: 'r-killed', faults: 1 }],
       unsigned: ['r-forged'],
@@ -71,14 +71,14 @@ describe('the journal kept in a ConfigMap', () => {
   });
 
   it('before a run: a ConfigMap that is missing or not allowed refuses the run (exit 3), naming it', async () => {
-    await expect(prepareJournalConfigMap(journalCluster({ secret: SECRET }).kube, REF)).rejects.toMatchObject({
+    await expect(openClusterCopy(journalCluster({ secret: SECRET }).kube, REF, 'r-now', silentLogger)).rejects.toMatchObject({
       exit: 3,
       message: expect.stringContaining('cannot read the journal ConfigMap kube-runbook/kube-runbook-rb-journal: /api'),
     });
   });
 
   it('before a run: a missing key Secret refuses the run (exit 3), saying how to make it; an unreadable one too', async () => {
-    await expect(prepareJournalConfigMap(journalCluster({ configMap: {} }).kube, REF)).rejects.toMatchObject({
+    await expect(openClusterCopy(journalCluster({ configMap: {} }).kube, REF, 'r-now', silentLogger)).rejects.toMatchObject({
       code: 'JOURNAL_KEY_MISSING',
       exit: 3,
       message: expect.stringContaining('kubectl -n kube-runbook create secret generic kube-runbook-rb-journal-key'),
@@ -88,7 +88,10 @@ describe('the journal kept in a ConfigMap', () => {
       secret: {},
       forbidden: ['/api/v1/namespaces/kube-runbook/secrets/kube-runbook-rb-journal-key'],
     });
-    await expect(prepareJournalConfigMap(forbidden.kube, REF)).rejects.toMatchObject({ code: 'JOURNAL_KEY_UNREADABLE', exit: 3 });
+    await expect(openClusterCopy(forbidden.kube, REF, 'r-now', silentLogger)).rejects.toMatchObject({
+      code: 'JOURNAL_KEY_UNREADABLE',
+      exit: 3,
+    });
   });
 
   it('the first run draws the key into the empty Secret, by a patch conditional on what it read; later runs take it, never replace it', async () => {
@@ -114,8 +117,9 @@ describe('the journal kept in a ConfigMap', () => {
   it("a run's journal goes to its own key with its MAC as it is written; other runs' keys are left as they are; the key goes nowhere", async () => {
     const c = journalCluster({ configMap: { 'r-other.jsonl': runRecord('r-other') }, secret: {} });
     const log = memoryLogger();
-    const { key } = await prepareJournalConfigMap(c.kube, REF);
-    const j = Journal.forRun('r-now', dir, configMapCopy(c.kube, REF, 'r-now', log, key));
+    const { copy } = await openClusterCopy(c.kube, REF, 'r-now', log);
+    const key = await ensureJournalKey(c.kube, REF);
+    const j = Journal.forRun('r-now', dir, copy);
     j.append(JSON.parse(runRecord('r-now')) as never);
     j.append(JSON.parse(prepared) as never);
     expect(await j.synced()).toBe(true);

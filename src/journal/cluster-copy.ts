@@ -30,9 +30,8 @@ interface JournalCopyText {
   mac?: string;
 }
 
-/** Every journal in the ConfigMap, by run id. A ConfigMap that cannot be read is a refusal naming it. */
-async function readJournalCopies(kube: KubeAccess, ref: ConfigMapRef, signal?: AbortSignal): Promise<Map<string, JournalCopyText>> {
-  const data = await readConfigMapData(kube, ref, 'journal', signal);
+/** The journals of a ConfigMap's `data`, by run id: each `<run-id>.jsonl` with its `<run-id>.hmac` when there is one. */
+function journalsIn(data: Record<string, string>): Map<string, JournalCopyText> {
   const out = new Map<string, JournalCopyText>();
   for (const [key, text] of Object.entries(data))
     if (key.endsWith('.jsonl')) {
@@ -42,6 +41,9 @@ async function readJournalCopies(kube: KubeAccess, ref: ConfigMapRef, signal?: A
     }
   return out;
 }
+
+/** Every journal in the ConfigMap, by run id. A ConfigMap that cannot be read is a refusal naming it. */
+const readJournalCopies = async (kube: KubeAccess, ref: ConfigMapRef) => journalsIn(await readConfigMapData(kube, ref, 'journal'));
 
 /**
  * Sets (text and MAC, in one patch) or removes (null) the journals of the given runs, leaving every other key as it is.
@@ -94,31 +96,39 @@ function leftBy(text: string, runId: string): 'clean' | number | 'unreadable' {
   }
 }
 
+/** A run's copy in the cluster, opened: its writer, and what the runs before it left in the ConfigMap. */
+export interface OpenedCopy {
+  copy: JournalCopy;
+  /** Runs whose journals were removed: they ended with nothing left applied. */
+  removed: string[];
+  /** Runs whose signed journals say faults are still applied (their pod went away). */
+  applied: { runId: string; faults: number }[];
+  /** Runs with something left whose copy the key does not sign (`recover --from-cluster` refuses them). */
+  unsigned: string[];
+}
+
 /**
- * Before a run that copies its journal to the cluster: the journal's key (drawn into its Secret on the first run), and
- * the ConfigMap can be read and written (else the run is refused, exit 3, before anything is applied); the journals of
- * earlier runs that ended with nothing left applied are removed, so the ConfigMap holds the runs
- * `recover --from-cluster` may still need (and the last one's, until the next). Returns the key, the runs removed,
- * those whose journal says faults are still applied (a run whose pod went away), and those with something left whose
- * copy the key does not sign (`recover --from-cluster` refuses them).
+ * Before a run that copies its journal to the cluster, in one pass: the journal's key (drawn into its Secret on the
+ * first run); the copies of earlier runs read, and those that ended with nothing left applied removed, so the
+ * ConfigMap holds the runs `recover --from-cluster` may still need (and the last one's, until the next); then the
+ * writer of this run's copy. A ConfigMap that cannot be read or written refuses the run (exit 3) before anything is
+ * applied.
  */
-export async function prepareJournalConfigMap(
-  kube: KubeAccess,
-  ref: ConfigMapRef,
-): Promise<{ key: JournalKey; removed: string[]; applied: { runId: string; faults: number }[]; unsigned: string[] }> {
+export async function openClusterCopy(kube: KubeAccess, ref: ConfigMapRef, runId: string, log: Logger): Promise<OpenedCopy> {
   const key = await ensureJournalKey(kube, ref);
-  const copies = await readJournalCopies(kube, ref);
-  const left = [...copies].map(([runId, copy]) => ({ runId, left: leftBy(copy.text, runId), signed: signedBy(key, ref, runId, copy) }));
+  const data = await readConfigMapData(kube, ref, 'journal');
+  const earlier = journalsIn(data);
+  const left = [...earlier].map(([id, copy]) => ({ runId: id, left: leftBy(copy.text, id), signed: signedBy(key, ref, id, copy) }));
   // removing a journal runs nothing: a clean one goes, signed or not
   const removed = left.filter((l) => l.left === 'clean').map((l) => l.runId);
   try {
-    await writeJournalCopies(kube, ref, Object.fromEntries(removed.map((runId) => [runId, null])));
+    await writeJournalCopies(kube, ref, Object.fromEntries(removed.map((id) => [id, null])));
   } catch (e) {
     throw new KrError('JOURNAL_CONFIGMAP', `cannot write the journal ${where(ref)}: ${messageOf(e)}`, { exit: EXIT.refused, cause: e });
   }
   const kept = left.filter((l) => l.left !== 'clean');
   return {
-    key,
+    copy: configMapCopy(kube, ref, runId, log, key),
     removed,
     applied: kept.flatMap((l) => (l.signed && typeof l.left === 'number' && l.left > 0 ? [{ runId: l.runId, faults: l.left }] : [])),
     unsigned: kept.filter((l) => !l.signed).map((l) => l.runId),

@@ -2,7 +2,7 @@ import { type Clock, realClock } from '../core/clock.js';
 import { type Logger, silentLogger } from '../core/logger.js';
 import { httpSource } from './http-source.js';
 import { KubeHttp } from './http.js';
-import { type ClientConfig, loadClientConfig } from './kubeconfig.js';
+import { loadClientConfig } from './kubeconfig.js';
 import type { AccessCheck, KubeAccess, NodeSummary, RawResponse } from './types.js';
 import { WatchHub } from './watch.js';
 import type { WatchOptions } from './watch-types.js';
@@ -36,15 +36,11 @@ export function createKubeAccess(options: KubeAccessOptions = {}): KubeAccess {
   const source = options.inCluster
     ? { inCluster: true }
     : { ...(options.kubeconfig ? { kubeconfig: options.kubeconfig } : {}), context: config.contextName };
-  return { ...kubeAccessOver(config, http, watches), source };
-}
-
-/** A KubeAccess over an HTTP client and a hub (tests give a hub fed by a fake source). */
-function kubeAccessOver(config: ClientConfig, http: KubeHttp, watches: WatchHub): KubeAccess {
   return {
     contextName: config.contextName,
     server: config.server,
     config,
+    source,
     watches,
     json: (path, o) => http.json(path, o),
     request: (path, o) => http.request(path, o),

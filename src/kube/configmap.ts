@@ -1,19 +1,10 @@
-import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
-import { DNS_LABEL } from '../core/names.js';
+import { EXIT, KrError, messageOf } from '../core/errors.js';
 import type { KubeAccess } from './types.js';
 
 /** A ConfigMap a run writes to or a command reads from: the journal's copy, the report. */
 export interface ConfigMapRef {
   namespace: string;
   name: string;
-}
-
-/** `namespace/name` of a ConfigMap flag, checked before anything runs. */
-export function configMapRef(flag: string, ref: string): ConfigMapRef {
-  const [namespace = '', name = '', ...rest] = ref.split('/');
-  if (rest.length || !DNS_LABEL.test(namespace) || !DNS_LABEL.test(name))
-    throw new KrError('BAD_CONFIGMAP', `${flag} ${quote(ref)} is not namespace/name`, { exit: EXIT.invalid });
-  return { namespace, name };
 }
 
 const path = (ref: ConfigMapRef) => `/api/v1/namespaces/${encodeURIComponent(ref.namespace)}/configmaps/${encodeURIComponent(ref.name)}`;

@@ -51,24 +51,26 @@ export function execPlugin(exec: Obj, dir: string, u: UserCtx): () => Promise<Ex
       const env: Record<string, string | undefined> = { ...u.env, KUBERNETES_EXEC_INFO: info };
       for (const e of extra) env[String(e.name)] = typeof e.value === 'string' ? e.value : '';
       execFile(file, args, { env, timeout: EXEC_TIMEOUT_MS, maxBuffer: 4 * 2 ** 20, encoding: 'utf8' }, (err, stdout, stderr) => {
-        if (err) {
-          const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
-          const why = missing
-            ? `${quote(command)} was not found`
-            : `${quote(command)} failed: ${(stderr.trim() || err.message).slice(0, 500)}`;
-          return reject(
-            unavailable(
-              `the kubeconfig's exec plugin of context ${quote(u.contextName)}: ${why}${missing && hint ? ` (${hint.trim()})` : ''}`,
-            ),
-          );
+        if (!err) {
+          try {
+            return resolveRun(parseExecCredential(stdout, apiVersion));
+          } catch (e) {
+            return reject(
+              unavailable(
+                `the kubeconfig's exec plugin ${quote(command)} answered something that is not an ExecCredential: ${messageOf(e)}`,
+              ),
+            );
+          }
         }
-        try {
-          resolveRun(parseExecCredential(stdout, apiVersion));
-        } catch (e) {
-          reject(
-            unavailable(`the kubeconfig's exec plugin ${quote(command)} answered something that is not an ExecCredential: ${messageOf(e)}`),
-          );
-        }
+        const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
+        const why = missing
+          ? `${quote(command)} was not found`
+          : `${quote(command)} failed: ${(stderr.trim() || err.message).slice(0, 500)}`;
+        reject(
+          unavailable(
+            `the kubeconfig's exec plugin of context ${quote(u.contextName)}: ${why}${missing && hint ? ` (${hint.trim()})` : ''}`,
+          ),
+        );
       });
     });
   return async () => {

@@ -207,16 +207,13 @@ export function loadClientConfig(o: LoadOptions = {}): ClientConfig {
   const server = str(cluster.value.server);
   if (!server) throw unavailable(`the kubeconfig's cluster ${quote(clusterName)} has no server (${where})`);
   const proxy = str(cluster.value['proxy-url']);
-  const proxyUrl = proxy ? parseProxyUrl(proxy, `the kubeconfig's cluster ${quote(clusterName)} (${where})`) : undefined;
   const tls = clusterTls(cluster);
-  if (user && Object.keys(obj(user.value['auth-provider'])).length)
-    return { ...authProviderConfig(files, contextName, server, tls), proxyUrl };
-  return {
-    contextName,
-    server,
-    proxyUrl,
-    credentials: userCredentials(user ?? { dir: '', value: {} }, { server, tls, clock, env, contextName }),
-  };
+  const config =
+    user && Object.keys(obj(user.value['auth-provider'])).length
+      ? authProviderConfig(files, contextName, server, tls)
+      : { contextName, server, credentials: userCredentials(user ?? { dir: '', value: {} }, { server, tls, clock, env, contextName }) };
+  // the route to the server last: its address and trust, and the credentials, are the context's own
+  return { ...config, proxyUrl: proxy ? parseProxyUrl(proxy, `the kubeconfig's cluster ${quote(clusterName)} (${where})`) : undefined };
 }
 
 /** A `*-data` field (base64) or the file its sibling names, relative to the kubeconfig that names it. */
@@ -255,6 +252,7 @@ function userCredentials(user: Named, u: UserCtx): () => Promise<Credentials> {
   const tokenFile = str(user.value.tokenFile);
   const username = str(user.value.username);
   const password = str(user.value.password);
+  const fromFile = tokenFile ? rereadEvery(isAbsolute(tokenFile) ? tokenFile : join(user.dir, tokenFile), u.clock) : undefined;
   const exec = obj(user.value.exec);
   if (Object.keys(exec).length) {
     const plugin = execPlugin(exec, user.dir, u);
@@ -264,7 +262,6 @@ function userCredentials(user: Named, u: UserCtx): () => Promise<Credentials> {
       return { ...base, headers, cert: c.cert ?? cert, key: c.key ?? key };
     };
   }
-  const fromFile = tokenFile ? rereadEvery(isAbsolute(tokenFile) ? tokenFile : join(user.dir, tokenFile), u.clock) : undefined;
   return async () => {
     const bearer = token ?? fromFile?.();
     const headers: Record<string, string> = {};

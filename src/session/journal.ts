@@ -1,5 +1,5 @@
 import type { Logger } from '../core/logger.js';
-import { configMapCopy, prepareJournalConfigMap } from '../journal/cluster-copy.js';
+import { configMapCopy, openClusterCopy } from '../journal/cluster-copy.js';
 import { Journal } from '../journal/journal.js';
 import type { JournalKey } from '../journal/key.js';
 import type { ConfigMapRef } from '../kube/configmap.js';
@@ -20,17 +20,17 @@ export async function openRunJournal(o: {
   configMap?: ConfigMapRef;
   log: Logger;
 }): Promise<Journal> {
-  if (!o.configMap) return Journal.forRun(o.runId, o.dir);
   const ref = o.configMap;
-  const copies = await prepareJournalConfigMap(o.kube, ref);
-  for (const earlier of copies.applied)
+  if (!ref) return Journal.forRun(o.runId, o.dir);
+  const cluster = await openClusterCopy(o.kube, ref, o.runId, o.log);
+  for (const earlier of cluster.applied)
     o.log.warn(
       `run ${earlier.runId} left ${earlier.faults} fault(s) applied, by its journal in ${where(ref)} ` +
         `(its pod went away): revert them with kube-runbook recover --from-cluster ${ref.namespace}/${ref.name}`,
     );
-  for (const runId of copies.unsigned)
+  for (const runId of cluster.unsigned)
     o.log.warn(`the journal of run ${runId} in ${where(ref)} is not signed by the journal's key: recover --from-cluster refuses it`);
-  return Journal.forRun(o.runId, o.dir, configMapCopy(o.kube, ref, o.runId, o.log, copies.key));
+  return Journal.forRun(o.runId, o.dir, cluster.copy);
 }
 
 /**
