@@ -2,11 +2,12 @@ import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
  * Unit tests, then the lab end-to-end tests on each Kubernetes version the lab supports: every e2e file on the
- * default (1.37: projects `e2e 1.37`, `e2e 1.37 beside`, `e2e 1.37 demo`, `e2e 1.37 beside older`) but the controller's bare eviction timing; the incident
- * runbooks, that timing and the forecast at scale on 1.34 and 1.20, and the other eviction forecast tests on 1.20. A
- * project's name says the version, and KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts).
- * `npm test` runs `e2e 1.37 beside` and `e2e 1.37 demo` beside the unit tests (scripts/unit-and-beside.sh), then `e2e 1.37` alone, then
- * `e2e 1.34`, `e2e 1.20` and `e2e 1.37 beside older` beside each other, each with its own lab
+ * default (1.37: projects `e2e 1.37`, `e2e 1.37 beside`, `e2e 1.37 demo`, `e2e 1.37 beside older`, `e2e 1.37
+ * restarts`) but the controller's bare eviction timing; the incident runbooks, that timing and the forecast at scale on
+ * 1.34 and 1.20, and the other eviction forecast tests on 1.20. A project's name says the version, and
+ * KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts). `npm test` runs `e2e 1.37 beside` and
+ * `e2e 1.37 demo` beside the unit tests (scripts/unit-and-beside.sh), then `e2e 1.37` alone, then `e2e 1.34`,
+ * `e2e 1.20`, `e2e 1.37 beside older` and `e2e 1.37 restarts` beside each other, each with its own lab
  * (scripts/e2e-versions.sh).
  */
 const e2e = (version: string, include: string[], o: { name?: string; exclude?: string[] } = {}) => ({
@@ -37,26 +38,24 @@ const BESIDE = [
 
 /**
  * The default release's files that measure none of the controller's timing and hold their bounds with seconds to
- * spare (dead-men within faultTtl + 10 s, exit codes, what preflight refuses, kubeadm's static pods coming back): run
- * beside the older releases' suites (`vitest run --project "e2e 1.37 beside older"`, scripts/e2e-versions.sh), as
- * the 1.37 files that do measure it run alone.
+ * spare (dead-men within faultTtl + 10 s, exit codes, what preflight refuses): run beside the older releases' suites
+ * (`vitest run --project "e2e 1.37 beside older"`, scripts/e2e-versions.sh), as the 1.37 files that do measure it run
+ * alone.
  */
-/**
- * The README's main command (`npm run demo`) end to end, in a project of its own beside the unit tests and `e2e 1.37
- * beside` (it is the longest of them): what it checks (nothing evicted or killed with guards, the cascade without, the
- * forecast before the first eviction) holds on a busy machine too, as the guard fires 20 s ahead and the forecast is
- * a bound.
- */
-const DEMO = 'test/e2e/demo.test.ts';
-
 const BESIDE_OLDER = [
   'test/e2e/agent.test.ts',
   'test/e2e/actions-deadman.test.ts',
-  'test/e2e/kubeadm.test.ts',
   'test/e2e/probes-audit.test.ts',
   'test/e2e/run-lock.test.ts',
   'test/e2e/runbooks.test.ts',
 ];
+
+/**
+ * The default release's files about what is left after a kill or a restart, judged by order rather than by the clock
+ * (taint eviction back only after every kubelet, kubeadm's static pods back after their manifests): a lane of their
+ * own beside the older releases' (`vitest run --project "e2e 1.37 restarts"`).
+ */
+const RESTARTS = ['test/e2e/safety.test.ts', 'test/e2e/kubeadm.test.ts'];
 
 /**
  * The controller's bare eviction timing (NotReady, NoExecute, eviction after the toleration, the evicted pods'
@@ -100,10 +99,11 @@ export default defineConfig({
           testTimeout: 20_000,
         },
       },
-      e2e('1.37', ['test/e2e/**/*.test.ts'], { exclude: [...BESIDE, DEMO, ...BESIDE_OLDER, EVICTION_TIMING] }),
+      e2e('1.37', ['test/e2e/**/*.test.ts'], { exclude: [...BESIDE, DEMO, ...BESIDE_OLDER, ...RESTARTS, EVICTION_TIMING] }),
       e2e('1.37', BESIDE, { name: 'e2e 1.37 beside' }),
       e2e('1.37', [DEMO], { name: 'e2e 1.37 demo' }),
       e2e('1.37', BESIDE_OLDER, { name: 'e2e 1.37 beside older' }),
+      e2e('1.37', RESTARTS, { name: 'e2e 1.37 restarts' }),
       e2e('1.34', ['test/e2e/incidents.test.ts', EVICTION_TIMING, FORECAST_SCALE]),
       e2e('1.20', ['test/e2e/incidents.test.ts', 'test/e2e/probes-forecast.test.ts', EVICTION_TIMING, FORECAST_SCALE]),
     ],
