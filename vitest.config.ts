@@ -37,6 +37,14 @@ const BESIDE = [
 ];
 
 /**
+ * The README's main command (`npm run demo`) end to end, in a project of its own beside the unit tests and `e2e 1.37
+ * beside` (it is the longest of them): what it checks (nothing evicted or killed with guards, the cascade without, the
+ * forecast before the first eviction) holds on a busy machine too, as the guard fires 20 s ahead and the forecast is
+ * a bound.
+ */
+const DEMO = 'test/e2e/demo.test.ts';
+
+/**
  * The default release's files that measure none of the controller's timing and hold their bounds with seconds to
  * spare (dead-men within faultTtl + 10 s, exit codes, what preflight refuses): run beside the older releases' suites
  * (`vitest run --project "e2e 1.37 beside older"`, scripts/e2e-versions.sh), as the 1.37 files that do measure it run
