@@ -10,10 +10,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { runAndMeasure, type Outcome } from '../../packages/lab/src/cli/demo.js';
+import { realClock } from '../../src/core/clock.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
 import { agentInventory, agentPodsGone, applyAgentManifests } from './helpers/agents.js';
 import { expectObjectivesMet } from './helpers/objectives.js';
-import { evictionsBackAt, LeaseTimes } from './helpers/lease-times.js';
+import { evictionsBackAt, LeaseTimes, NotReadyTimes } from './helpers/lease-times.js';
 import { instanceFor, LAB_VERSION, REAL_NODES, REPO, startLab, stopLab, until, workerNodes, type LabInfo, labCli } from './helpers/lab.js';
 
 const INSTANCE = instanceFor('inc');
@@ -48,11 +49,12 @@ const timeline = (o: Outcome) => readFileSync(join(o.reportDir, 'timeline.html')
  * The unguarded runs, per release. 1.34 evicts through the same taint-eviction controller (its own since 1.29) as
  * the default release, which shows kubelet-partition's cascade here and apiserver-outage's in test/e2e/demo.test.ts
  * (`npm run demo -- --compare`, real nodes); 1.20's node lifecycle controller evicts by itself, and shows
- * apiserver-outage's. 1.34 keeps its guarded runs: the guards' timing against its controller.
+ * apiserver-outage's. 1.34 keeps its guarded runs: the guards' timing against its controller; its unguarded run is
+ * etcd-slow-disk's, whose harm is a node gone NotReady (from the controller-manager's log) on every release alike.
  */
 const CASCADES: Record<string, string[]> = {
   '1.37': ['kubelet-partition'],
-  '1.34': [],
+  '1.34': ['etcd-slow-disk'],
   '1.20': ['apiserver-outage'],
 };
 const cascades = (incident: string) => (CASCADES[LAB_VERSION] ?? [incident]).includes(incident);
@@ -212,7 +214,13 @@ describe(`apiserver-outage (Kubernetes ${LAB_VERSION})`, () => {
 
 describe(`etcd-slow-disk (Kubernetes ${LAB_VERSION})`, () => {
   it('lease renewals lag under the throttle, the guard fires, and no node goes NotReady', async () => {
+    const since = realClock.now();
+    const notReady = new NotReadyTimes(lab);
+    onTestFinished(() => notReady.stop());
     const o = await runAndMeasure(lab, runbook('etcd-slow-disk.yaml'), true);
+    await realClock.sleep(lab.settings.nodeMonitorPeriod + 1000);
+    await notReady.stop();
+    expect(notReady.between(since, realClock.now()), 'nodes whose Ready condition left True, as the apiserver stored it').toEqual([]);
     const leases = o.report.guardTransitions.filter((t) => t.guard === 'leases renew in time' && t.status === 'violated');
     expect(leases.length, 'lease renewals lagged').toBeGreaterThan(0);
     expect(o.report.guardFirings.some((g) => g.guard === 'leases renew in time' && g.response === 'abort')).toBe(true);
@@ -221,4 +229,22 @@ describe(`etcd-slow-disk (Kubernetes ${LAB_VERSION})`, () => {
     expectObjectivesMet(o.report, `etcd-slow-disk on ${LAB_VERSION}`, ['every lease fresh again', 'etcd writes fast again']);
     await settled();
   });
+
+  if (cascades('etcd-slow-disk'))
+    it('without guards, the same throttle for as long: renewals stall until the controller marks a node NotReady', async () => {
+      const notReady = new NotReadyTimes(lab);
+      onTestFinished(() => notReady.stop());
+      const o = await runAndMeasure(lab, runbook('etcd-slow-disk.yaml'), false);
+      await notReady.stop();
+      const throttle = o.report.faults.find((f) => f.action === 'throttle-etcd-disk')!;
+      const seen = notReady.between(Date.parse(throttle.appliedAt!), Date.parse(throttle.revertedAt!));
+      console.log(
+        `etcd-slow-disk without guards on ${LAB_VERSION}: not Ready while the throttle held: ${seen.map((x) => `${x.node} ${x.reason} from ${x.at}`).join(', ') || 'none'}`,
+      );
+      expect(seen.length, "nodes whose Ready condition left True while etcd's disk was slow, as the apiserver stored it").toBeGreaterThan(
+        0,
+      );
+      expect(o.report.remaining, 'faults left applied').toEqual([]);
+      await settled();
+    });
 });

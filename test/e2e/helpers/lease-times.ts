@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { realClock } from '../../../src/core/clock.js';
 import { klogTimeMs, parseKlogLine } from '../../../src/nodes/services/klog.js';
 import type { LabInfo } from '../../../packages/lab/src/index.js';
@@ -81,5 +81,51 @@ export async function evictionsBackAt(
     }
     if (realClock.now() > until) return undefined;
     await realClock.sleep(500);
+  }
+}
+
+/**
+ * Each node's Ready condition as the apiserver stores it (written by the kubelet, or by the node lifecycle controller
+ * when it marks a silent node Unknown), read by this test's own client every 500 ms: the times each node was seen not
+ * Ready, with the condition's own lastTransitionTime. Apart from the executor's observers.
+ */
+export class NotReadyTimes {
+  private readonly seen = new Map<string, { since: number; reason: string }>();
+  private stopped = false;
+  private readonly loop: Promise<void>;
+
+  constructor(lab: LabInfo) {
+    const kc = new KubeConfig();
+    kc.loadFromFile(lab.kubeconfig);
+    const api = kc.makeApiClient(CoreV1Api);
+    this.loop = (async () => {
+      while (!this.stopped) {
+        try {
+          for (const n of (await api.listNode({ timeoutSeconds: 2 })).items) {
+            const ready = n.status?.conditions?.find((c) => c.type === 'Ready');
+            const name = n.metadata?.name;
+            if (!name || !ready || ready.status === 'True') continue;
+            const since = ready.lastTransitionTime ? new Date(ready.lastTransitionTime).getTime() : realClock.now();
+            const key = `${name}@${since}`;
+            if (!this.seen.has(key)) this.seen.set(key, { since, reason: `${ready.status} (${ready.reason ?? 'no reason'})` });
+          }
+        } catch {
+          // the apiserver slow or away: what it stored meanwhile is read once it answers
+        }
+        await realClock.sleep(500);
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.loop;
+  }
+
+  /** The nodes seen not Ready, each with the moment its Ready condition left True, between `from` and `to` (ms). */
+  between(from: number, to: number): { node: string; at: string; reason: string }[] {
+    return [...this.seen]
+      .filter(([, x]) => x.since >= from && x.since <= to)
+      .map(([key, x]) => ({ node: key.slice(0, key.lastIndexOf('@')), at: new Date(x.since).toISOString(), reason: x.reason }));
   }
 }
