@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
 import { realClock } from '../../../src/core/clock.js';
+import { shq } from '../../../src/core/shell.js';
 import { runLeaseName } from '../../../src/nodes/agent-protocol.js';
 import { AGENT_NS, agentInventory, applyAgentManifests } from './agents.js';
 import { BIN } from './cli-lab.js';
@@ -93,17 +94,12 @@ export function onNode(h: HaltLab, node: string) {
     });
 }
 
-/** Whether the fault is in place now, as its node shows it: its iptables chain there, or its kubelet's process gone. */
+/** Whether the fault is in place now, as its node shows it: its iptables chain there, or its kubelet not running. */
 export async function inPlace(h: HaltLab, f: Pick<AppliedFault, 'action' | 'node' | 'state'>): Promise<boolean> {
   if (f.action === 'block-kubelet-egress') return (await onNode(h, f.node!)('iptables -w 10 -S')).includes(String(f.state.chain));
   if (f.action === 'stop-kubelet') {
-    const pid = Number(readFileSync(join(h.lab.stateDir, 'nodes', f.node!, 'kubelet', 'pid'), 'utf8').trim());
-    try {
-      process.kill(pid, 0);
-      return false;
-    } catch {
-      return true;
-    }
+    const status = join(h.lab.stateDir, 'nodes', f.node!, 'kubelet', 'status');
+    return (await onNode(h, f.node!)(`${shq(status)} >/dev/null 2>&1 && echo running || echo stopped`)).trim() === 'stopped';
   }
   throw new Error(`no check for ${f.action}`);
 }
@@ -126,8 +122,11 @@ export async function revertTimes(h: HaltLab, faults: AppliedFault[], timeoutMs:
   return gone;
 }
 
-/** The processes of this machine running an agent of `runId` (the simulated nodes run the agent's command for real). */
-export function agentProcesses(runId: string): number[] {
+/**
+ * The processes of this machine running an agent of `runId` (the simulated nodes run the agent's command for real, in
+ * a few processes each: a shell, unshare, node), with the node each serves.
+ */
+export function agentProcesses(runId: string): { pid: number; node: string }[] {
   const cmd = (pid: string) => {
     try {
       return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
@@ -137,11 +136,9 @@ export function agentProcesses(runId: string): number[] {
   };
   return readdirSync('/proc')
     .filter((p) => /^\d+$/.test(p))
-    .filter((p) => {
-      const a = cmd(p);
-      return a.includes('agent') && a[a.indexOf('--run-id') + 1] === runId;
-    })
-    .map(Number);
+    .map((p) => ({ pid: Number(p), a: cmd(p) }))
+    .filter(({ a }) => a.includes('agent') && a[a.indexOf('--run-id') + 1] === runId)
+    .map(({ pid, a }) => ({ pid, node: a[a.indexOf('--node') + 1] ?? '' }));
 }
 
 /** When the executor last renewed the run Lease of `runId` (epoch ms), as the apiserver holds it. */
