@@ -110,9 +110,11 @@ describe('halt on two clusters at once', () => {
     expect(second.stdout).not.toMatch(/applied stop-kubelet/);
     expect(await inPlace(a, { action: 'stop-kubelet', node: 'node-1', state: {} }), "node-1's kubelet").toBe(false);
 
-    // halted on both clusters at once, each from a process of its own
+    // halted on both clusters at once, each from a process of its own, the nodes read from before the halts
+    const reading = Promise.all(labs.map((h, i) => revertTimes(h, held[i]!.applied, 40_000)));
     const halts = await Promise.all(labs.map((h) => cliOn(h, ['halt', ...HALT])));
-    const reverted = await Promise.all(labs.map((h, i) => revertTimes(h, held[i]!.applied, 30_000)));
+    const reverted = await reading;
+    console.log(`halt on two clusters: the halts written ${Math.abs(haltedAt(halts[0]!.stdout) - haltedAt(halts[1]!.stdout))} ms apart`);
     const latencies: number[] = [];
     for (const [i, h] of halts.entries()) {
       expect(h.code, `${h.stdout}\n${h.stderr}`).toBe(0);
@@ -129,6 +131,7 @@ describe('halt on two clusters at once', () => {
     console.log(`halt on two clusters: fault reverted after the halt: ${p.text}`);
     expect(latencies.length, 'faults seen reverted within 30 s of the halt').toBe(2 * NODES);
     expect(p.p99, 'p99 of the revert after the halt').toBeLessThanOrEqual(5_000);
+    expect(Math.min(...latencies), 'the first fault gone after the halt (ms)').toBeGreaterThan(0);
 
     // each run ends HALTED (exit 1); its agents' pods and processes are gone
     for (const [i, r] of both.entries()) {
@@ -185,19 +188,23 @@ describe('the executor SIGKILLed, then a halt', () => {
     const lastRenewal = await Promise.all(labs.map((h, i) => runLeaseRenewedAt(h, held[i]!.runId)));
     // the agents count silence from the last renewal they saw (read each second): halt once it is past haltSilenceMs
     await realClock.sleep(Math.max(...killedAt) + SILENCE_MS + 2_000 - realClock.now());
+    const reading = revertTimes(a, held[0]!.applied, 20_000);
     const halt = await cliOn(a, ['halt', ...HALT]);
     expect(halt.code, `${halt.stdout}\n${halt.stderr}`).toBe(0);
     const at = haltedAt(halt.stdout);
     console.log(
       `killed, then halted: the halt came ${((at - lastRenewal[0]!) / 1000).toFixed(1)} s after the last renewal (haltSilenceMs ${SILENCE_MS / 1000} s)`,
     );
-    const gone = await revertTimes(a, held[0]!.applied, 15_000);
+    const gone = await reading;
     const checkedAt = realClock.now();
     const latencies = held[0]!.applied.map((f) => (gone.get(f.faultId) ?? Infinity) - at);
     console.log(
       `killed, then halted: faults gone from the nodes after the halt: ${held[0]!.applied.map((f, i) => `${f.action}@${f.node} ${(latencies[i]! / 1000).toFixed(2)} s`).join(', ')}; ${percentiles(latencies).text}`,
     );
-    for (const l of latencies) expect(l, 'a fault gone from its node after the halt').toBeLessThanOrEqual(5_000);
+    for (const l of latencies) {
+      expect(l, 'a fault gone from its node only after the halt').toBeGreaterThan(0);
+      expect(l, 'a fault gone from its node after the halt').toBeLessThanOrEqual(5_000);
+    }
     // the twin, not halted: at that moment every fault is still in place and no dead-man has fired
     console.log(
       `killed, not halted: checked ${((checkedAt - lastRenewal[1]!) / 1000).toFixed(1)} s after the last renewal (faultTtl ${TTL_MS / 1000} s)`,
