@@ -18,6 +18,7 @@
  * So a halt reaches a live run's faults through its executor (within seconds, the first case), and a dead executor's
  * faults through the agents only once the executor is known silent (the second case). This is the design, kept.
  */
+import { rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { haltSilenceMs } from '../../src/nodes/agent-halt.js';
@@ -65,6 +66,7 @@ afterAll(async () => {
     await cli(['recover', '--all', '--force'], { env: h.env, timeoutMs: 300_000 });
   }
   await Promise.all(INSTANCES.map((i) => stopLab(i)));
+  for (const h of labs) rmSync(h.work, { recursive: true, force: true });
   console.log(`halt: the file took ${((realClock.now() - t0) / 1000).toFixed(0)} s`);
   for (const i of INSTANCES) expect(await leftovers(i)).toEqual([]);
 }, 600_000);
