@@ -4,7 +4,8 @@
  * executor image the lab built and imported (present, never pulled), with nothing but its ServiceAccount. Over ssh
  * (the key from a Secret, to an sshd in rnode-1's network namespace) the Job cuts rnode-1's kubelet off and its guard
  * rolls the partition back; through node agents it starts an agent pod on rnode-1, is killed, and a recover Job
- * reverts its fault from the journal the run kept in the cluster. A Job's log is its run, its exit code its outcome.
+ * reverts its fault from the journal the run kept in the cluster; halted while it holds that fault, it rolls back within
+ * seconds (test/e2e/halt.test.ts has two local runs halted at once). A Job's log is its run, its exit code its outcome.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -23,6 +24,7 @@ import {
 } from '@kubernetes/client-node';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { realClock } from '../../src/core/clock.js';
 import { toolVersion } from '../../src/core/version.js';
 import { parseJournal } from '../../src/journal/journal.js';
 import { JournalKey } from '../../src/journal/key.js';
@@ -510,5 +512,29 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
     const after = parseJournal((await journals())[`${runId}.jsonl`]!, journalCm);
     expect(after.faults.map((f) => [f.prepared.action, f.reverted])).toEqual([['run-command', true]]);
     expect(after.status).toBe('interrupted');
+  });
+
+  it('halted while it holds its fault through an agent, the Job rolls back: the fault gone from rnode-1 within 5 s of the halt, the Job Failed as HALTED, its agent gone', async () => {
+    const job = variant(jobOf(mark), 'halt');
+    await apply(job);
+    await until('the mark made on rnode-1', async () => existsSync(markFile) || (await outcomeOf(job)) !== '', 120_000, 100);
+    expect(existsSync(markFile), `the mark made on rnode-1; the Job: ${await outcomeOf(job)}`).toBe(true);
+    // the halt in the Job's lock namespace (the runbook's spec.safety.lockNamespace: kube-system), from a workstation
+    const cluster = ['--kubeconfig', lab.kubeconfig, '--context', lab.context];
+    const halt = await cli(['halt', '--reason', 'e2e outage', '--by', 'e2e@lab', ...cluster]);
+    expect(halt.code, `${halt.stdout}\n${halt.stderr}`).toBe(0);
+    const haltedAt = Date.parse(/since (\S+) \(Lease kube-system\/kube-runbook-halt\)/.exec(halt.stdout)?.[1] ?? '');
+    await until('the mark removed from rnode-1', () => !existsSync(markFile), 30_000, 50);
+    const took = realClock.now() - haltedAt;
+    console.log(`in-cluster Job halted: its fault gone from rnode-1 ${(took / 1000).toFixed(2)} s after the halt`);
+    expect(took, 'the fault gone from rnode-1 after the halt (ms)').toBeLessThanOrEqual(5_000);
+    const r = await finished(job);
+    expect(r.exitCode, r.log.slice(-3000)).toBe(1);
+    expect(r.outcome).toBe('Failed');
+    expect(r.log).toMatch(/HALTED: halted by e2e@lab since \S+ \(Lease kube-system\/kube-runbook-halt\): e2e outage/);
+    expect(reportOf(r.log)).toMatchObject({ status: 'halted', remaining: [] });
+    await until('the agent pod gone', async () => (await core.listNamespacedPod({ namespace: AGENT_NS })).items.length === 0, 60_000, 500);
+    const resume = await cli(['resume', '--by', 'e2e@lab', ...cluster]);
+    expect(resume.code, `${resume.stdout}\n${resume.stderr}`).toBe(0);
   });
 });
