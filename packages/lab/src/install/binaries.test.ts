@@ -1,7 +1,7 @@
-import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { compareVersions, findLabBinaries, KUBE_BINARIES, parseLabVersion, sha256, verifyCached } from './binaries.js';
+import { compareVersions, copyExecutables, findLabBinaries, KUBE_BINARIES, parseLabVersion, sha256, verifyCached } from './binaries.js';
 import { debianGoEnv } from './build.js';
 import { tempDirEach } from 'kube-runbook/internal/testing/temp-dir.js';
 
@@ -42,6 +42,25 @@ describe('lab binaries', () => {
     const found = await findLabBinaries({ cacheDir: root, env: { PATH: '/nonexistent' } });
     expect(found?.version).toBe('1.20.2');
     expect(found?.kubeApiserver).toBe(join(root, 'kubernetes-1.20.2', 'kube-apiserver'));
+  });
+
+  it('copies built programs into a cache entry, executable, with the checksum and size its manifest records', async () => {
+    const from = join(root, 'out');
+    const to = join(root, 'entry');
+    await mkdir(from);
+    await mkdir(to);
+    await writeFile(join(from, 'a'), 'alpha\n', { mode: 0o600 });
+    await writeFile(join(from, 'b'), 'beta, longer\n', { mode: 0o600 });
+    const files = await copyExecutables(from, to, ['a', 'b']);
+    expect(Object.keys(files)).toEqual(['a', 'b']);
+    for (const [name, text] of [
+      ['a', 'alpha\n'],
+      ['b', 'beta, longer\n'],
+    ] as const) {
+      expect(await readFile(join(to, name), 'utf8')).toBe(text);
+      expect((await stat(join(to, name))).mode & 0o777).toBe(0o755);
+      expect(files[name]).toEqual({ sha256: await sha256(join(from, name)), size: Buffer.byteLength(text) });
+    }
   });
 
   it('finds nothing in an empty cache', async () => {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { access, constants, readdir, readFile } from 'node:fs/promises';
+import { access, chmod, constants, copyFile, readdir, readFile, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { EXIT, KrError, quote } from 'kube-runbook/internal/core/errors.js';
 import type { Logger } from 'kube-runbook/internal/core/logger.js';
@@ -165,6 +165,22 @@ export function sha256(file: string): Promise<string> {
       .on('error', rej)
       .on('end', () => res(h.digest('hex')));
   });
+}
+
+/** Copies each of `names` from the directory `from` into `to`, executable; what a manifest says of each: checksum, size. */
+export async function copyExecutables<N extends string>(
+  from: string,
+  to: string,
+  names: readonly N[],
+): Promise<Record<N, { sha256: string; size: number }>> {
+  const files = {} as Record<N, { sha256: string; size: number }>;
+  for (const name of names) {
+    const file = join(to, name);
+    await copyFile(join(from, name), file);
+    await chmod(file, 0o755);
+    files[name] = { sha256: await sha256(file), size: (await stat(file)).size };
+  }
+  return files;
 }
 
 function paths(dir: string) {

@@ -1,10 +1,10 @@
-import { chmod, copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KrError } from 'kube-runbook/internal/core/errors.js';
 import { realClock, type Clock } from 'kube-runbook/internal/core/clock.js';
 import type { Logger } from 'kube-runbook/internal/core/logger.js';
 import { ensureSourceEntry } from './apt.js';
-import { binaryVersion, KUBE_BINARIES, sha256, type BinaryManifest } from './binaries.js';
+import { binaryVersion, copyExecutables, KUBE_BINARIES, type BinaryManifest } from './binaries.js';
 import { must, run } from '../host/host.js';
 
 export interface BuildOptions {
@@ -84,13 +84,8 @@ export async function cacheBinaries(
   const tmp = `${final}.tmp`;
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp, { recursive: true });
-  const files: BinaryManifest['files'] = {};
   const names = [...KUBE_BINARIES, ...(extra.etcd ? (['etcd', 'etcdctl'] as const) : []), ...(extra.kubeadm ? (['kubeadm'] as const) : [])];
-  for (const name of names) {
-    await copyFile(join(fromDir, name), join(tmp, name));
-    await chmod(join(tmp, name), 0o755);
-    files[name] = { sha256: await sha256(join(tmp, name)), size: (await stat(join(tmp, name))).size };
-  }
+  const files: BinaryManifest['files'] = await copyExecutables(fromDir, tmp, names);
   const manifest: BinaryManifest = {
     kind: 'kube-runbook/lab-binaries',
     version,

@@ -1,9 +1,9 @@
-import { chmod, copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { realClock, type Clock } from 'kube-runbook/internal/core/clock.js';
 import { KrError } from 'kube-runbook/internal/core/errors.js';
 import type { Logger } from 'kube-runbook/internal/core/logger.js';
-import { sha256 } from './binaries.js';
+import { copyExecutables, sha256 } from './binaries.js';
 import { download, findGo, goEnv } from './gobuild.js';
 import { must } from '../host/host.js';
 
@@ -100,12 +100,7 @@ export async function ensureContainerd(
   const tmp = `${final}.tmp`;
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp, { recursive: true });
-  const files: ContainerdManifest['files'] = {};
-  for (const name of CONTAINERD_COMMANDS) {
-    await copyFile(join(out, name), join(tmp, name));
-    await chmod(join(tmp, name), 0o755);
-    files[name] = { sha256: await sha256(join(tmp, name)), size: (await stat(join(tmp, name))).size };
-  }
+  const files: ContainerdManifest['files'] = await copyExecutables(out, tmp, CONTAINERD_COMMANDS);
   const manifest: ContainerdManifest = {
     kind: 'kube-runbook/containerd',
     version: CONTAINERD_VERSION,

@@ -1,10 +1,10 @@
-import { chmod, copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { realClock, type Clock } from 'kube-runbook/internal/core/clock.js';
 import { KrError } from 'kube-runbook/internal/core/errors.js';
 import type { Logger } from 'kube-runbook/internal/core/logger.js';
 import { withLock } from '../host/lock.js';
-import { sha256 } from './binaries.js';
+import { copyExecutables, sha256 } from './binaries.js';
 import { findGo, goEnv } from './gobuild.js';
 import { must } from '../host/host.js';
 
@@ -158,14 +158,13 @@ export async function ensureOtelcol(
       const tmp = `${final}.tmp`;
       await rm(tmp, { recursive: true, force: true });
       await mkdir(tmp, { recursive: true });
-      await copyFile(join(work, BINARY), join(tmp, BINARY));
-      await chmod(join(tmp, BINARY), 0o755);
+      const files = await copyExecutables(work, tmp, [BINARY]);
       const manifest: OtelcolManifest = {
         kind: 'kube-runbook/otelcol',
         version: CORE_VERSION,
         builtAt: new Date(clock.now()).toISOString(),
         build: { seconds, go: goVersion },
-        files: { [BINARY]: { sha256: await sha256(join(tmp, BINARY)), size: (await stat(join(tmp, BINARY))).size } },
+        files,
       };
       await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
       await rm(final, { recursive: true, force: true });
