@@ -25,10 +25,10 @@ const LAYERS = [
 /**
  * The lab is a package of its own (packages/lab/src/), which imports the product only through the product's
  * internal entry (`kube-runbook/internal/<folder>/...`, package.json's exports), and of it only these folders; its
- * CLI also the CLI's output, the kube client (the demo's reading of nodes) and the report's types.
+ * CLI also the CLI's output and exit codes, the kube client (the demo's reading of nodes) and the report's types.
  */
 const LAB_USES = ['core', 'inventory', 'nodes'];
-const LAB_CLI_USES = [...LAB_USES, 'cli/(output|types)\\.js$', 'kube/client\\.js$', 'report/collect\\.js$'];
+const LAB_CLI_USES = [...LAB_USES, 'cli/(output|thrown|types)\\.js$', 'kube/client\\.js$', 'report/collect\\.js$'];
 
 /** Inside the lab, bottom to top. */
 const LAB_LAYERS = [['host'], ['install', 'sim'], ['lifecycle'], ['cli']];
@@ -71,7 +71,8 @@ const labRules = [
   },
   {
     name: 'lab:cli-product-uses',
-    comment: "the lab's CLI uses the product's layers the rest of the lab does, its CLI output, the kube client and the report's types",
+    comment:
+      "the lab's CLI uses the product's layers the rest of the lab does, its CLI output and exit codes, the kube client and the report's types",
     severity: 'error',
     from: { path: `${LAB}cli/` },
     to: { path: '^kube-runbook/internal/', pathNot: `^kube-runbook/internal/${either(LAB_CLI_USES)}` },

@@ -28,16 +28,11 @@ import { parseDuration } from '../dist/core/duration.js';
 import { fakeApiServer } from './parts/fake-apiserver.js';
 import { measured } from './parts/measured.js';
 import { quantile } from './parts/quantile.js';
+import { scaleSettings } from './parts/scale-settings.js';
 
 const env = process.env;
-const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
-const SIZES = (env.KUBE_RUNBOOK_BENCH_PODS ?? '1000 30000 150000')
-  .split(/\s+/)
-  .filter(Boolean)
-  .map(Number)
-  .sort((a, b) => a - b);
+const { nodes: NODES, sizes: SIZES, churn: CHURN } = scaleSettings(env);
 const HOLD = parseDuration(env.KUBE_RUNBOOK_BENCH_HOLD ?? '2m');
-const CHURN = Number(env.KUBE_RUNBOOK_BENCH_CHURN ?? 10);
 const SILENT = Number(env.KUBE_RUNBOOK_BENCH_SILENT ?? Math.round(NODES / 10));
 const LAG = parseDuration(env.KUBE_RUNBOOK_BENCH_LAG ?? '0s');
 // the executor's heap as the CLI sets it up (src/core/heap.ts), and with V8's default young generation growth

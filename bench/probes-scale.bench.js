@@ -40,17 +40,12 @@ import { loadClientConfig } from '../dist/kube/kubeconfig.js';
 import { readLabInfo } from '../packages/lab/dist/host/info.js';
 import { measured } from './parts/measured.js';
 import { quantile } from './parts/quantile.js';
+import { scaleSettings } from './parts/scale-settings.js';
 
 const env = process.env;
-const NODES = Number(env.KUBE_RUNBOOK_BENCH_NODES ?? 5000);
-const SIZES = (env.KUBE_RUNBOOK_BENCH_PODS ?? '1000 30000 150000')
-  .split(/\s+/)
-  .filter(Boolean)
-  .map(Number)
-  .sort((a, b) => a - b);
+const { nodes: NODES, sizes: SIZES, churn: CHURN } = scaleSettings(env);
 const HOLD = env.KUBE_RUNBOOK_BENCH_HOLD ?? '10m';
 const SHORT_HOLD = env.KUBE_RUNBOOK_BENCH_SHORT_HOLD ?? '2m';
-const CHURN = Number(env.KUBE_RUNBOOK_BENCH_CHURN ?? 10);
 const RUNNING_WAIT = env.KUBE_RUNBOOK_BENCH_RUNNING_WAIT ?? '10m';
 // Node flags for the executor's process, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p" to see where its time goes
 const EXECUTOR_FLAGS = (env.KUBE_RUNBOOK_BENCH_EXECUTOR_FLAGS ?? '').split(/\s+/).filter(Boolean);
@@ -372,6 +367,13 @@ async function main() {
 const f1 = (x) => (x === null || x === undefined ? '–' : x.toFixed(1));
 const f2 = (x) => (x === null || x === undefined ? '–' : x.toFixed(2));
 const ratio = (a, b) => (a && b ? `${(a / b).toFixed(2)}×` : '–');
+/** A Markdown table of a row per pod count and a column per probe, each cell `cell(row, id)`. */
+const perProbeTable = (rows, ids, cell) =>
+  [
+    `| pods | ${ids.join(' | ')} |`,
+    `|---:|${ids.map(() => '---:').join('|')}|`,
+    ...rows.map((r) => `| ${r.pods} | ${ids.map((id) => cell(r, id)).join(' | ')} |`),
+  ].join('\n');
 
 /** The other build's executor (KUBE_RUNBOOK_BENCH_EXECUTOR_BESIDE), and this build's as a multiple of it. */
 function besideRows(r, cpuEx) {
@@ -428,36 +430,18 @@ ${rows.map((r) => `| ${r.pods} | ${ids.map((id) => f1(r.exStart.firstReadingMs[i
 Judgement time per woken reading over the hold (ms, wall-clock, and in brackets the executor process's CPU time; a
 judgement runs when an event can change the probe's verdict, and takes in every such event since the last one):
 
-| pods | ${ids.join(' | ')} |
-|---:|${ids.map(() => '---:').join('|')}|
-${rows
-  .map(
-    (r) =>
-      `| ${r.pods} | ${ids
-        .map((id) => {
-          const j = r.exEnd.judgeMs[id];
-          return `${j.n}× p50 ${f1(j.p50)} (${f1(j.cpu.p50)}) p99 ${f1(j.p99)} (${f1(j.cpu.p99)})`;
-        })
-        .join(' | ')} |`,
-  )
-  .join('\n')}
+${perProbeTable(rows, ids, (r, id) => {
+  const j = r.exEnd.judgeMs[id];
+  return `${j.n}× p50 ${f1(j.p50)} (${f1(j.cpu.p50)}) p99 ${f1(j.p99)} (${f1(j.cpu.p99)})`;
+})}
 
 CPU time per event over the hold (ms): each judgement's CPU time shared among the watch events it took in, one
 figure per event (p50 / p99, and how many events):
 
-| pods | ${ids.join(' | ')} |
-|---:|${ids.map(() => '---:').join('|')}|
-${rows
-  .map(
-    (r) =>
-      `| ${r.pods} | ${ids
-        .map((id) => {
-          const c = r.exEnd.judgeMs[id].cpuPerChange;
-          return c ? `${f2(c.p50)} / ${f2(c.p99)} (${c.n})` : '–';
-        })
-        .join(' | ')} |`,
-  )
-  .join('\n')}
+${perProbeTable(rows, ids, (r, id) => {
+  const c = r.exEnd.judgeMs[id].cpuPerChange;
+  return c ? `${f2(c.p50)} / ${f2(c.p99)} (${c.n})` : '–';
+})}
 
 The executor's memory through each hold (MiB; RSS, V8 heap used / committed, external to the heap), beside the
 informers' RSS, every 2 minutes:

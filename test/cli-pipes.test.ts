@@ -40,7 +40,7 @@ describe('the CLI in a pipeline', () => {
 describe('a checkout that was never built', () => {
   it('says in one line to run the build, exit 2', async () => {
     mkdirSync(join(tmp, 'checkout/bin'), { recursive: true });
-    copyFileSync(join(root, 'bin/kube-runbook.js'), join(tmp, 'checkout/bin/kube-runbook.js'));
+    for (const f of ['kube-runbook.js', 'start.js']) copyFileSync(join(root, 'bin', f), join(tmp, 'checkout/bin', f));
     const r = await sh('"$NODE" bin/kube-runbook.js actions', join(tmp, 'checkout'));
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');

@@ -18,8 +18,8 @@ function run(node: string, args: string[]): Promise<{ code: number; stdout: stri
 describe('bin/kube-runbook.js on an older Node', () => {
   it('checks the same minimum package.json declares', () => {
     const engines = (JSON.parse(readFileSync(`${root}/package.json`, 'utf8')) as { engines: { node: string } }).engines.node;
-    const bin = readFileSync(`${root}/bin/kube-runbook.js`, 'utf8');
-    expect(engines).toBe(`>=${/const MIN_NODE = '([\d.]+)'/.exec(bin)?.[1]}`);
+    const start = readFileSync(`${root}/bin/start.js`, 'utf8');
+    expect(engines).toBe(`>=${/const MIN_NODE = '([\d.]+)'/.exec(start)?.[1]}`);
   });
 
   it('says in one line which Node it needs and exits 2, before loading anything', async () => {

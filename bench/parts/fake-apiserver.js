@@ -262,33 +262,32 @@ export function fakeApiServer({ nodes, pods, renewSeconds = 10, lagMs = 0 }) {
   });
 
   const timers = [];
-  // lease renewals: every node every renewSeconds, spread over ticks of 100 ms
-  let nextLease = 0;
-  timers.push(
-    setInterval(() => {
-      const n = Math.ceil(nodes / (renewSeconds * 10));
+  /** Calls `each(i)` for every node i that is not silent once every `seconds`, spread over ticks of 100 ms. */
+  const everyNode = (seconds, each) => {
+    let next = 0;
+    return setInterval(() => {
+      const n = Math.ceil(nodes / (seconds * 10));
       for (let j = 0; j < n; j++) {
-        const i = nextLease++ % nodes;
-        if (silent[i]) continue;
-        renewedAt[i] = epochMs() - lagMs;
-        rv++;
-        send('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases', 'MODIFIED', lease(i));
+        const i = next++ % nodes;
+        if (!silent[i]) each(i);
       }
-    }, 100),
+    }, 100);
+  };
+  // lease renewals: every node every renewSeconds
+  timers.push(
+    everyNode(renewSeconds, (i) => {
+      renewedAt[i] = epochMs() - lagMs;
+      rv++;
+      send('/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases', 'MODIFIED', lease(i));
+    }),
   );
   // node status: every node every 60 s
-  let nextNode = 0;
   timers.push(
-    setInterval(() => {
-      const n = Math.ceil(nodes / 600);
-      for (let j = 0; j < n; j++) {
-        const i = nextNode++ % nodes;
-        if (silent[i]) continue;
-        heartbeatAt[i] = epochMs() - lagMs;
-        rv++;
-        send('/api/v1/nodes', 'MODIFIED', node(i));
-      }
-    }, 100),
+    everyNode(60, (i) => {
+      heartbeatAt[i] = epochMs() - lagMs;
+      rv++;
+      send('/api/v1/nodes', 'MODIFIED', node(i));
+    }),
   );
   // pod churn, from churn(): the oldest pod deleted, a new one added
   let deletions = 0;

@@ -9,6 +9,7 @@ import { STATUS_STOPPED } from '../nodes/services/types.js';
 import { shq } from '../core/shell.js';
 import { applyRules, egressRevert, type EgressRule, type EgressState } from './parts/egress-rules.js';
 import { apiserverEndpoints } from './parts/egress-endpoints.js';
+import { scriptFault } from './parts/script-fault.js';
 import { defineAction } from '../contract/action.js';
 import { labKubelets } from '../inventory/schema.js';
 
@@ -196,27 +197,17 @@ export default defineAction({
     };
   },
 
-  async apply(ctx, state) {
-    await runOnNode(ctx, state.node, applyRules(state), {
-      code: 'FIREWALL_FAILED',
-      message: 'block-kubelet-egress: could not add the rules',
-      timeoutMs: 60_000,
-    });
-    ctx.log.info(
-      `block-kubelet-egress: ${state.node} drops ${state.rules.map((r) => `${r.ip}:${r.port}`).join(', ')} (${state.cgroup ? `cgroup ${state.cgroup}` : 'whole node'})`,
-    );
-    return state;
-  },
-
-  async revert(ctx, state) {
-    await runOnNode(ctx, state.node, egressRevert(state), {
-      code: 'FIREWALL_FAILED',
-      message: 'block-kubelet-egress: could not remove the rules',
-      timeoutMs: 60_000,
-    });
-  },
-
-  nodeSideRevert: (state) => egressRevert(state),
+  ...scriptFault<EgressState>({
+    code: 'FIREWALL_FAILED',
+    timeoutMs: 60_000,
+    apply: {
+      script: applyRules,
+      failed: 'block-kubelet-egress: could not add the rules',
+      applied: (state) =>
+        `block-kubelet-egress: ${state.node} drops ${state.rules.map((r) => `${r.ip}:${r.port}`).join(', ')} (${state.cgroup ? `cgroup ${state.cgroup}` : 'whole node'})`,
+    },
+    revert: { script: egressRevert, failed: 'block-kubelet-egress: could not remove the rules' },
+  }),
 
   describe: (params) =>
     `drop kubelet traffic to ${params.endpoints?.join(', ') ?? 'the apiservers'} (scope ${params.scope}${

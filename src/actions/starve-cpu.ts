@@ -5,6 +5,7 @@ import { cgroupPathProblem, CPU_PERIOD_US, readCpuScript, writeCpuScript, type C
 import { describeTarget, runOnNode, serviceManager, serviceTarget, targetNode, type ServiceName } from '../nodes/services/index.js';
 import { KR_FAIL, script } from '../nodes/services/script.js';
 import { defineAction } from '../contract/action.js';
+import { scriptFault } from './parts/script-fault.js';
 
 /** The components a runbook names, and the service each is. */
 const COMPONENTS = {
@@ -84,27 +85,17 @@ export default defineAction({
 
   prepare: (ctx, params) => look(ctx, params),
 
-  async apply(ctx, state) {
-    await runOnNode(ctx, state.node, writeCpuScript('apply', state, state.limit, false), {
-      code: 'STARVE_FAILED',
-      message: 'starve-cpu: cannot set the cpu quota',
-      timeoutMs: 30_000,
-    });
-    ctx.log.info(
-      `starve-cpu: ${state.component} on ${state.node} limited to ${state.limit.quota} us per ${state.limit.period} us (cgroup ${state.cgroup})`,
-    );
-    return state;
-  },
-
-  async revert(ctx, state) {
-    await runOnNode(ctx, state.node, revertScript(state), {
-      code: 'STARVE_FAILED',
-      message: 'starve-cpu: cannot restore the cpu quota',
-      timeoutMs: 30_000,
-    });
-  },
-
-  nodeSideRevert: (state) => revertScript(state),
+  ...scriptFault<State>({
+    code: 'STARVE_FAILED',
+    timeoutMs: 30_000,
+    apply: {
+      script: (state) => writeCpuScript('apply', state, state.limit, false),
+      failed: 'starve-cpu: cannot set the cpu quota',
+      applied: (state) =>
+        `starve-cpu: ${state.component} on ${state.node} limited to ${state.limit.quota} us per ${state.limit.period} us (cgroup ${state.cgroup})`,
+    },
+    revert: { script: (state) => revertScript(state), failed: 'starve-cpu: cannot restore the cpu quota' },
+  }),
 
   describe: (p) => `limit the CPU of ${p.component} to ${p.quota}% of one CPU`,
 });

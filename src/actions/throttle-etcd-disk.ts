@@ -5,6 +5,7 @@ import { IO_KEYS, readLimitsScript, writeLimitsScript, type IoKey, type IoLimits
 import { describeTarget, runOnNode, serviceManager, serviceTarget, targetNode } from '../nodes/services/index.js';
 import { KR_FAIL, script } from '../nodes/services/script.js';
 import { defineAction } from '../contract/action.js';
+import { scriptFault } from './parts/script-fault.js';
 
 const UNIT: Record<string, number> = { '': 1, k: 1e3, M: 1e6, G: 1e9, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 };
 const bytes = () =>
@@ -138,29 +139,19 @@ export default defineAction({
     return { node, pid, dataDir: info.get('datadir') ?? '', ...target, limits, previous };
   },
 
-  async apply(ctx, state) {
-    await runOnNode(ctx, state.node, writeLimitsScript('apply', state, state.limits, false), {
-      code: 'THROTTLE_FAILED',
-      message: 'throttle-etcd-disk: cannot set the io limits',
-      timeoutMs: 30_000,
-    });
-    ctx.log.info(
-      `throttle-etcd-disk: etcd on ${state.node} limited on ${state.device} (${Object.entries(state.limits)
-        .map(([k, v]) => `${k}=${v}`)
-        .join(' ')})`,
-    );
-    return state;
-  },
-
-  async revert(ctx, state) {
-    await runOnNode(ctx, state.node, revertScript(state), {
-      code: 'THROTTLE_FAILED',
-      message: 'throttle-etcd-disk: cannot restore the io limits',
-      timeoutMs: 30_000,
-    });
-  },
-
-  nodeSideRevert: (state) => revertScript(state),
+  ...scriptFault<State>({
+    code: 'THROTTLE_FAILED',
+    timeoutMs: 30_000,
+    apply: {
+      script: (state) => writeLimitsScript('apply', state, state.limits, false),
+      failed: 'throttle-etcd-disk: cannot set the io limits',
+      applied: (state) =>
+        `throttle-etcd-disk: etcd on ${state.node} limited on ${state.device} (${Object.entries(state.limits)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ')})`,
+    },
+    revert: { script: (state) => revertScript(state), failed: 'throttle-etcd-disk: cannot restore the io limits' },
+  }),
 
   describe: (p) =>
     `limit etcd's disk: ${Object.entries(p)

@@ -1,11 +1,11 @@
 import { basename } from 'node:path';
-import { Command, CommanderError } from 'commander';
-import { EXIT, type ExitCode, isKrError, messageOf } from '../core/errors.js';
+import { Command } from 'commander';
+import { EXIT, type ExitCode } from '../core/errors.js';
 import { tuneHeap } from '../core/heap.js';
-import { redactText } from '../core/redact.js';
 import { toolVersion } from '../core/version.js';
 import { commandPath, examplesText, usageLine } from './help.js';
 import { dropOutputOnClosedPipes, out } from './output.js';
+import { exitCodeOfThrown } from './thrown.js';
 import { type CommandHelp, GROUPS, type Register } from './types.js';
 
 type Load = () => Promise<{ register: Register; help: CommandHelp }>;
@@ -83,17 +83,6 @@ export async function runCli(argv: string[]): Promise<ExitCode> {
     await program.parseAsync(argv);
     return code;
   } catch (e) {
-    if (e instanceof CommanderError) {
-      if (e.exitCode === 0 || e.code === 'commander.helpDisplayed' || e.code === 'commander.version') return EXIT.ok;
-      return EXIT.invalid;
-    }
-    if (isKrError(e)) {
-      out.stderr(`kube-runbook: ${redactText(e.message)}${e.code ? ` [${e.code}]` : ''}`);
-      for (const d of e.details) out.stderr(redactText(d));
-      return e.exit;
-    }
-    out.stderr(`kube-runbook: unexpected error: ${redactText(messageOf(e))}`);
-    if (process.env.KUBE_RUNBOOK_DEBUG && e instanceof Error && e.stack) out.stderr(redactText(e.stack));
-    return EXIT.failed;
+    return exitCodeOfThrown('kube-runbook', e);
   }
 }

@@ -6,7 +6,7 @@ import { ReportCollector } from './collect.js';
 import { renderTimeline } from './timeline.js';
 import { redactEvent } from '../engine/sinks.js';
 import promql from '../probes/promql.js';
-import { withFacts } from '../testing/reading-facts.js';
+import { guardReading } from '../testing/reading-facts.js';
 
 const iso = (s: number) => new Date(T0 + s * 1000).toISOString();
 const x = (s: number, runS: number = CUT.end) => (LABEL_W + (s / runS) * PLOT_W).toFixed(1);
@@ -75,13 +75,7 @@ describe('HTML timeline: node lanes and value curves', () => {
   it('breaks a curve where a reading had no value, and names the series past eight', () => {
     const series = (n: number, v: number) => ({ series: Array.from({ length: n }, (_, i) => ({ labels: { i: String(i) }, value: v })) });
     const read = (s: number, value: unknown): RunEvent =>
-      withFacts(promql.meta, {
-        type: 'guard-reading',
-        at: T0 + s * 1000,
-        guard: 'q',
-        armed: true,
-        reading: { status: value ? 'ok' : 'unknown', at: T0 + s * 1000, detail: '', value },
-      });
+      guardReading(promql.meta, 'q', T0 + s * 1000, { status: value ? 'ok' : 'unknown', at: T0 + s * 1000, detail: '', value });
     const page = render([
       { type: 'run-start', at: T0, runId: 'r', runbook: 'rb', context: 'lab', dryRun: false, journal: '/j' },
       read(1, series(10, 1)),

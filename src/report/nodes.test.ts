@@ -9,7 +9,7 @@ import nodeReady from '../probes/node-ready.js';
 import noexecuteTaints from '../probes/noexecute-taints.js';
 import podDeletions from '../probes/pod-deletions.js';
 import http from '../probes/http.js';
-import { withFacts } from '../testing/reading-facts.js';
+import { guardReading, withFacts } from '../testing/reading-facts.js';
 
 const iso = (s: number) => new Date(T0 + s * 1000).toISOString();
 const reading = (s: number, value: unknown) => ({ status: 'ok' as const, at: T0 + s * 1000, detail: '', value });
@@ -65,13 +65,7 @@ describe('report.json: per-node series from the readings of observers, guards an
 
   it('hears a run observer over a guard on the same node, and a guard where no observer spoke', () => {
     const guard = (s: number, stale: boolean): RunEvent =>
-      withFacts(nodeLeases.meta, {
-        type: 'guard-reading',
-        at: T0 + s * 1000,
-        guard: 'leases',
-        armed: true,
-        reading: leases(s, [{ name: 'node-1', ageMs: (20 + s) * 1000, stale }]),
-      });
+      guardReading(nodeLeases.meta, 'leases', T0 + s * 1000, leases(s, [{ name: 'node-1', ageMs: (20 + s) * 1000, stale }]));
     const observer = (s: number): RunEvent =>
       withFacts(nodeLeases.meta, {
         type: 'observation',
@@ -219,13 +213,7 @@ describe('report.json: node facts come from what probes declare, never from the 
 
   it('keeps an eviction fact with the reading it came with, and draws no node lane of it', () => {
     const r = collect([
-      withFacts(evictionForecast.meta, {
-        type: 'guard-reading',
-        at: at(1),
-        guard: 'forecast',
-        armed: true,
-        reading: reading(1, lookalike),
-      }),
+      guardReading(evictionForecast.meta, 'forecast', at(1), reading(1, lookalike)),
       withFacts(evictionForecast.meta, { type: 'observation', at: at(2), name: 'forecast', reading: reading(2, lookalike) }),
     ]);
     const eviction = { at: iso(9), pod: 'demo/b', node: 'node-1' };

@@ -11,7 +11,7 @@ import nodeLeases from '../probes/node-leases.js';
 import podDeletions from '../probes/pod-deletions.js';
 import promql from '../probes/promql.js';
 import workloadAvailability from '../probes/workload-availability.js';
-import { withFacts } from '../testing/reading-facts.js';
+import { guardReading, withFacts } from '../testing/reading-facts.js';
 
 const T0 = Date.parse('2026-11-22T10:00:00.000Z');
 const HOSTILE = `<script>alert("x")</script> & 'co'`;
@@ -274,13 +274,7 @@ describe('report.json: the values probes read', () => {
     const series = (v: number) => ({ series: [{ labels: { quantile: '0.99' }, value: v }] });
     const evs: RunEvent[] = [
       { type: 'run-start', at: T0, runId: 'r-2', runbook: 'rb', context: 'lab', dryRun: false, journal: '/j' },
-      withFacts(promql.meta, {
-        type: 'guard-reading',
-        at: T0 + 1000,
-        guard: 'fsync p99',
-        reading: reading('ok', T0 + 1000, '0.01 (< 0.5)', series(0.01)),
-        armed: true,
-      }),
+      guardReading(promql.meta, 'fsync p99', T0 + 1000, reading('ok', T0 + 1000, '0.01 (< 0.5)', series(0.01))),
       { type: 'step-start', at: T0 + 1000, index: '1', name: 'steady state', kind: 'expect' },
       withFacts(workloadAvailability.meta, {
         type: 'step-reading',
@@ -295,13 +289,7 @@ describe('report.json: the values probes read', () => {
         reading: reading('ok', T0 + 2000, '3/3 ready', { ready: 3, wanted: 3, items: [] }),
       }),
       { type: 'step-end', at: T0 + 2000, index: '1', name: 'steady state', kind: 'expect', status: 'passed', detail: 'ok: 3/3 ready' },
-      withFacts(promql.meta, {
-        type: 'guard-reading',
-        at: T0 + 3000,
-        guard: 'fsync p99',
-        reading: reading('violated', T0 + 3000, '0.8 not < 0.5', series(0.8)),
-        armed: true,
-      }),
+      guardReading(promql.meta, 'fsync p99', T0 + 3000, reading('violated', T0 + 3000, '0.8 not < 0.5', series(0.8))),
     ];
     for (const e of evs) c.onEvent(redactEvent(e));
     expect(c.report.guardReadings['fsync p99']?.map((r) => r.value)).toEqual([series(0.01), series(0.8)]);
@@ -333,17 +321,7 @@ describe('report.json: the values probes read', () => {
     const c = new ReportCollector();
     const nodes = Array.from({ length: 5000 }, (_, i) => ({ name: `n-${i}`, ageMs: 1000, stale: i === 4321 }));
     const value = { nodes, stale: ['n-4321'] };
-    c.onEvent(
-      redactEvent(
-        withFacts(nodeLeases.meta, {
-          type: 'guard-reading',
-          at: T0,
-          guard: 'leases',
-          reading: reading('violated', T0, '1/5000 leases stale: n-4321 41s', value),
-          armed: true,
-        }),
-      ),
-    );
+    c.onEvent(redactEvent(guardReading(nodeLeases.meta, 'leases', T0, reading('violated', T0, '1/5000 leases stale: n-4321 41s', value))));
     const kept = c.report.guardReadings['leases']?.[0]?.value as Record<string, unknown>;
     expect(kept.nodes).toEqual(nodes.slice(0, 100));
     expect(kept.nodesLeftOut).toBe(4900);

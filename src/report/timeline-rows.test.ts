@@ -5,7 +5,7 @@ import type { Reading } from '../contract/probe.js';
 import type { RunEvent } from '../engine/events.js';
 import { redactEvent } from '../engine/sinks.js';
 import evictionForecast from '../probes/eviction-forecast.js';
-import { withFacts } from '../testing/reading-facts.js';
+import { guardReading, withFacts } from '../testing/reading-facts.js';
 import { LABEL_W, PLOT_W } from './axis.js';
 import { emptyReport, ReportCollector, type RunReport } from './collect.js';
 import { parseReport } from './load.js';
@@ -187,13 +187,7 @@ describe('the eviction forecast observed and guarded', () => {
   ];
   for (const [s, inS, guard, observer] of moments)
     events.push(
-      withFacts(evictionForecast.meta, {
-        type: 'guard-reading',
-        at: at(s),
-        guard: 'eviction forecast',
-        armed: true,
-        reading: forecast(guard, s, inS),
-      }),
+      guardReading(evictionForecast.meta, 'eviction forecast', at(s), forecast(guard, s, inS)),
       withFacts(evictionForecast.meta, { type: 'observation', at: at(s), name: 'eviction forecast', reading: forecast(observer, s, inS) }),
     );
   events.push({ type: 'run-end', at: at(40), status: 'passed', reason: '', remaining: [] });

@@ -77,23 +77,18 @@ describe('executor killed with SIGKILL at each point of the apply sequence', () 
   const FAULTS = ['block-kubelet-egress', 'stop-kubelet', 'throttle-etcd-disk', 'stop-scheduler'];
 
   function allFour(): string {
-    const file = join(fx.work, 'deadman-all.yaml');
-    writeFileSync(
-      file,
-      `apiVersion: kube-runbook/v1
-kind: Runbook
-metadata: {name: deadman-all}
-spec:
-  safety: {allowContexts: [${JSON.stringify(fx.lab.context)}], faultTtl: ${TTL_S}s, maxDuration: 10m, maxUnavailable: {worker: 2}}
-  steps:
-    - {name: cut node-1 off, action: block-kubelet-egress, with: {nodes: {names: [node-1]}}}
+    return writeRunbookYaml(
+      fx.work,
+      'deadman-all',
+      fx.lab.context,
+      `faultTtl: ${TTL_S}s, maxUnavailable: {worker: 2}`,
+      `    - {name: cut node-1 off, action: block-kubelet-egress, with: {nodes: {names: [node-1]}}}
     - {name: stop node-2's kubelet, action: stop-kubelet, with: {nodes: {names: [node-2]}}}
     - {name: slow etcd's disk, action: throttle-etcd-disk, with: {writeIops: 2, writeBps: 64Ki}}
     - {name: stop the scheduler, action: stop-scheduler}
     - {name: hold, wait: 5m}
 `,
     );
-    return file;
   }
 
   type Fault = Pick<AppliedFault, 'faultId' | 'action' | 'node' | 'state'>;

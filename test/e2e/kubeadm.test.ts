@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { CertificatesV1Api, CoreV1Api, KubeConfig, VersionApi } from '@kubernetes/client-node';
+import { CertificatesV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
@@ -10,7 +10,8 @@ import { createKubeAccess } from '../../src/kube/client.js';
 import { discoverCluster } from '../../src/cli/init-discover.js';
 import { bootstrapToken } from '../../packages/lab/src/lifecycle/kubeadm-config.js';
 import { containerBack, runControlPlaneAction } from './helpers/static-pod-actions.js';
-import { cli, instanceFor, labCli, leftovers, startLab, stopLab, type LabInfo } from './helpers/lab.js';
+import { expectNodesReady, expectUpRefused } from './helpers/lab-expect.js';
+import { cli, instanceFor, leftovers, startLab, stopLab, type LabInfo } from './helpers/lab.js';
 
 /**
  * `lab up --kubeadm --real-nodes 2`: the release's kubeadm makes the control plane on cp-1 (`kubeadm init`: its
@@ -48,13 +49,7 @@ const kubeadmDir = () => (parse(readFileSync(lab.inventoryFile, 'utf8')) as { sp
 
 describe('lab up --kubeadm --real-nodes 2', () => {
   it('makes three real nodes Ready, cp-1 by kubeadm init and the workers by kubeadm join with a TLS-bootstrapped kubelet', async () => {
-    const server = await kc.makeApiClient(VersionApi).getCode();
-    const nodes = (await core.listNode()).items;
-    expect(nodes.map((n) => n.metadata?.name).sort()).toEqual(['cp-1', 'rnode-1', 'rnode-2']);
-    for (const n of nodes) {
-      expect(n.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
-      expect(n.status?.nodeInfo?.kubeletVersion).toBe(server.gitVersion);
-    }
+    const nodes = await expectNodesReady(kc, ['cp-1', 'rnode-1', 'rnode-2']);
     const cp = nodes.find((n) => n.metadata?.name === 'cp-1')!;
     expect(cp.metadata?.labels).toHaveProperty('node-role.kubernetes.io/control-plane', '');
     expect(cp.spec?.taints).toContainEqual({ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' });
@@ -161,15 +156,10 @@ describe('lab up --kubeadm --real-nodes 2', () => {
 
 describe('lab up --kubeadm with bad options', () => {
   it('refuses it without --real-nodes, with simulated nodes and on 1.20: exit 2, nothing made', async () => {
-    const without = await labCli(['up', '--instance', 'e2ekq', '--kubeadm']);
-    expect(without.code, without.stderr).toBe(2);
-    expect(without.stderr).toContain('--kubeadm must be given with --real-nodes N');
-    const sim = await labCli(['up', '--instance', 'e2ekq', '--kubeadm', '--real-nodes', '1', '--nodes', '2']);
-    expect(sim.code, sim.stderr).toBe(2);
-    expect(sim.stderr).toContain('--kubeadm runs real nodes only');
-    const old = await labCli(['up', '--instance', 'e2ekq', '--kubeadm', '--real-nodes', '1', '--kubernetes-version', '1.20']);
-    expect(old.code, old.stderr).toBe(2);
-    expect(old.stderr).toContain('--kubeadm runs on Kubernetes 1.37 and 1.34');
-    expect(await leftovers('e2ekq')).toEqual([]);
+    await expectUpRefused('e2ekq', [
+      [['--kubeadm'], '--kubeadm must be given with --real-nodes N'],
+      [['--kubeadm', '--real-nodes', '1', '--nodes', '2'], '--kubeadm runs real nodes only'],
+      [['--kubeadm', '--real-nodes', '1', '--kubernetes-version', '1.20'], '--kubeadm runs on Kubernetes 1.37 and 1.34'],
+    ]);
   });
 });

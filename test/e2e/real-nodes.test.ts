@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { CoordinationV1Api, CoreV1Api, Exec, KubeConfig, VersionApi, type V1Status } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, Exec, KubeConfig, type V1Status } from '@kubernetes/client-node';
 import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
@@ -25,6 +25,7 @@ import {
 import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
 import { writeRunbook } from './helpers/runbook-file.js';
 import { containerBack, runControlPlaneAction } from './helpers/static-pod-actions.js';
+import { expectNodesReady, expectUpRefused } from './helpers/lab-expect.js';
 
 /**
  * Real nodes (`lab up --real-nodes 2 --static-pods`): the release's kubelet with containerd and runc, the sample
@@ -113,12 +114,8 @@ async function exec(namespace: string, pod: string, command: string[]): Promise<
 
 describe('lab up --real-nodes 2 --static-pods', () => {
   it("makes two Ready nodes and cp-1 whose kubelet is the apiserver's release, on containerd 2", async () => {
-    const server = await kc.makeApiClient(VersionApi).getCode();
-    const nodes = (await core.listNode()).items;
-    expect(nodes.map((n) => n.metadata?.name).sort()).toEqual(['cp-1', 'rnode-1', 'rnode-2']);
+    const nodes = await expectNodesReady(kc, ['cp-1', 'rnode-1', 'rnode-2']);
     for (const n of nodes) {
-      expect(n.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
-      expect(n.status?.nodeInfo?.kubeletVersion).toBe(server.gitVersion);
       expect(n.status?.nodeInfo?.containerRuntimeVersion).toMatch(/^containerd:\/\/2\./);
       expect(n.status?.addresses?.find((a) => a.type === 'InternalIP')?.address).toBe(
         lab.nodes.find((x) => x.name === n.metadata?.name)?.ip,
@@ -901,12 +898,9 @@ describe('lab up --real-nodes where containerd does not start', () => {
 
 describe('lab up --static-pods with bad options', () => {
   it('refuses it without --real-nodes and on 1.20: exit 2, nothing made', async () => {
-    const without = await labCli(['up', '--instance', 'e2esq', '--static-pods']);
-    expect(without.code, without.stderr).toBe(2);
-    expect(without.stderr).toContain('--static-pods must be given with --real-nodes N');
-    const old = await labCli(['up', '--instance', 'e2esq', '--real-nodes', '1', '--static-pods', '--kubernetes-version', '1.20']);
-    expect(old.code, old.stderr).toBe(2);
-    expect(old.stderr).toContain('--static-pods runs on Kubernetes 1.37 and 1.34');
-    expect(await leftovers('e2esq')).toEqual([]);
+    await expectUpRefused('e2esq', [
+      [['--static-pods'], '--static-pods must be given with --real-nodes N'],
+      [['--real-nodes', '1', '--static-pods', '--kubernetes-version', '1.20'], '--static-pods runs on Kubernetes 1.37 and 1.34'],
+    ]);
   });
 });

@@ -69,6 +69,11 @@ export function nftRuleset(s: EgressState): string {
   ].join('\n');
 }
 
+/** The script of `step` on this state's chain or table: `body`, then `done` said. */
+function egressScript(s: EgressState, step: 'apply' | 'revert', body: string[], done: string): string {
+  return script(`block-kubelet-egress ${step} ${s.tool}`, { chain: s.chain, table: s.table }, KR_FAIL, ...body, `echo "${done}"`);
+}
+
 /** Adds the rules; safe to run again (the chain is flushed and refilled, the jump added once). */
 export function applyRules(s: EgressState): string {
   const body =
@@ -78,13 +83,7 @@ export function applyRules(s: EgressState): string {
           'nft list table inet "$table" >/dev/null 2>&1 && { nft delete table inet "$table" || kr_fail "cannot replace table $table"; }',
           `printf '%s\\n' ${shq(nftRuleset(s))} | nft -f - || kr_fail "cannot add table $table"`,
         ];
-  return script(
-    `block-kubelet-egress apply ${s.tool}`,
-    { chain: s.chain, table: s.table },
-    KR_FAIL,
-    ...body,
-    'echo "egress to the apiservers blocked"',
-  );
+  return egressScript(s, 'apply', body, 'egress to the apiservers blocked');
 }
 
 /** Removes every trace of the rules; idempotent, and correct after a half-done apply. */
@@ -107,11 +106,5 @@ export function egressRevert(s: EgressState): string {
       '  nft delete table inet "$table" || kr_fail "cannot delete table $table"',
       'fi',
     );
-  return script(
-    `block-kubelet-egress revert ${s.tool}`,
-    { chain: s.chain, table: s.table },
-    KR_FAIL,
-    ...body,
-    'echo "egress rules removed"',
-  );
+  return egressScript(s, 'revert', body, 'egress rules removed');
 }

@@ -1,4 +1,4 @@
-import { KR_FAIL, KR_NOT_YET, KR_WAIT, script } from './script.js';
+import { KR_FAIL, script, waitingScript } from './script.js';
 import type { ProcessTarget, ServiceManager } from './types.js';
 
 const vars = (t: ProcessTarget) => ({ dir: t.dir });
@@ -60,12 +60,10 @@ export const processManager: ServiceManager<ProcessTarget> = {
     ),
 
   stop: (t, timeoutS) =>
-    script(
+    waitingScript(
       `process stop ${t.service}`,
-      { ...vars(t), wait_s: timeoutS },
-      KR_FAIL,
-      KR_WAIT,
-      KR_NOT_YET,
+      vars(t),
+      timeoutS,
       KR_STATUS,
       '"$dir/stop" || kr_fail "$dir/stop failed"',
       'kr_wait "$wait_s" kr_stopped || kr_not_yet "$dir still running $wait_s s after stop"',
@@ -73,12 +71,10 @@ export const processManager: ServiceManager<ProcessTarget> = {
     ),
 
   start: (t, timeoutS) =>
-    script(
+    waitingScript(
       `process start ${t.service}`,
-      { ...vars(t), wait_s: timeoutS },
-      KR_FAIL,
-      KR_WAIT,
-      KR_NOT_YET,
+      vars(t),
+      timeoutS,
       KR_STATUS,
       // a process still exiting (a stop interrupted half-way) reads running to `start`, which then does nothing:
       // while waiting, start it again whenever it reads stopped

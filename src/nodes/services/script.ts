@@ -54,6 +54,14 @@ export const KR_NOT_YET = `kr_not_yet() {
   exit ${NOT_YET_EXIT}
 }`;
 
+/**
+ * A script that waits up to `waitS` seconds for what it did to take hold: `$wait_s`, and `kr_fail`, `kr_wait` and
+ * `kr_not_yet` defined before `body`.
+ */
+export function waitingScript(purpose: string, vars: Record<string, string | number>, waitS: number, ...body: string[]): string {
+  return script(purpose, { ...vars, wait_s: waitS }, KR_FAIL, KR_WAIT, KR_NOT_YET, ...body);
+}
+
 /** `kr_is_root`: true when the script runs as root. */
 export const KR_IS_ROOT = `kr_is_root() {
   [ "$(id -u 2>/dev/null)" = 0 ]

@@ -1,4 +1,4 @@
-import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, KR_NOT_YET, KR_WAIT, script } from './script.js';
+import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, script, waitingScript } from './script.js';
 import type { ServiceManager, StaticPodTarget } from './types.js';
 
 const vars = (t: StaticPodTarget) => ({
@@ -87,12 +87,10 @@ export const staticPod: ServiceManager<StaticPodTarget> = {
     script(`static-pod pid ${t.service}`, vars(t), KR_PIDS, 'pid=$(kr_pids | tail -n 1)', '[ -n "$pid" ] || exit 3', 'echo "$pid"'),
 
   stop: (t, timeoutS) =>
-    script(
+    waitingScript(
       `static-pod stop ${t.service}`,
-      { ...vars(t), wait_s: timeoutS },
-      KR_FAIL,
-      KR_WAIT,
-      KR_NOT_YET,
+      vars(t),
+      timeoutS,
       KR_RUNNING,
       'gone() { ! kr_running; }',
       'if [ -f "$manifest" ]; then',
@@ -104,12 +102,10 @@ export const staticPod: ServiceManager<StaticPodTarget> = {
     ),
 
   start: (t, timeoutS) =>
-    script(
+    waitingScript(
       `static-pod start ${t.service}`,
-      { ...vars(t), wait_s: timeoutS },
-      KR_FAIL,
-      KR_WAIT,
-      KR_NOT_YET,
+      vars(t),
+      timeoutS,
       KR_HTTP_OK,
       KR_RUNNING,
       KR_HEALTHY,

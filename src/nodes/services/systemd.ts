@@ -1,4 +1,4 @@
-import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, KR_NOT_YET, KR_WAIT, script } from './script.js';
+import { KR_FAIL, KR_HTTP_OK, KR_IS_ROOT, script, waitingScript } from './script.js';
 import type { ServiceManager, SystemdTarget } from './types.js';
 
 const vars = (t: SystemdTarget) => ({ unit: t.unit, health_url: t.healthUrl ?? '' });
@@ -39,12 +39,10 @@ export const systemd: ServiceManager<SystemdTarget> = {
     ),
 
   stop: (t, timeoutS) =>
-    script(
+    waitingScript(
       `systemd stop ${t.service}`,
-      { ...vars(t), wait_s: timeoutS },
-      KR_FAIL,
-      KR_WAIT,
-      KR_NOT_YET,
+      vars(t),
+      timeoutS,
       'inactive() { ! systemctl is-active --quiet "$unit"; }',
       'systemctl stop "$unit" || kr_fail "systemctl stop $unit failed"',
       'kr_wait "$wait_s" inactive || kr_not_yet "$unit still active after $wait_s s"',
@@ -52,12 +50,10 @@ export const systemd: ServiceManager<SystemdTarget> = {
     ),
 
   start: (t, timeoutS) =>
-    script(
+    waitingScript(
       `systemd start ${t.service}`,
-      { ...vars(t), wait_s: timeoutS },
-      KR_FAIL,
-      KR_WAIT,
-      KR_NOT_YET,
+      vars(t),
+      timeoutS,
       KR_HTTP_OK,
       'healthy() { systemctl is-active --quiet "$unit" && { [ -z "$health_url" ] || kr_http_ok "$health_url"; }; }',
       'if ! systemctl is-active --quiet "$unit"; then systemctl start "$unit" || kr_fail "systemctl start $unit failed"; fi',

@@ -1,6 +1,6 @@
 import { Environment, type ASTNode, type ParseResult } from '@marcbachmann/cel-js';
-import { z } from 'zod';
 import { compilePattern, patternProblem, type Pattern } from '../../core/pattern.js';
+import { expressionParam, type ExpressionError } from './expression.js';
 
 /**
  * CEL conditions, through @marcbachmann/cel-js: a CEL implementation with no dependencies, released often (8.x,
@@ -90,12 +90,6 @@ function meterEvaluator(): void {
   };
 }
 meterEvaluator();
-
-/** An error inside an expression: the message and the character it is about. */
-export interface ExpressionError {
-  message: string;
-  offset: number;
-}
 
 interface CelError {
   summary?: string;
@@ -188,14 +182,7 @@ export function celProblem(expression: string): ExpressionError | undefined {
 }
 
 /** A CEL condition param: checked when the runbook is validated, with the position of the error inside it. */
-export const celCondition = () =>
-  z
-    .string()
-    .min(1)
-    .superRefine((s, ctx) => {
-      const p = celProblem(s);
-      if (p) ctx.addIssue({ code: 'custom', message: p.message, params: { offset: p.offset } });
-    });
+export const celCondition = () => expressionParam(celProblem);
 
 /** JSON as CEL sees it: whole numbers are CEL ints (as Kubernetes gives them), so `replicas - 1` is int arithmetic. */
 function toCel(v: unknown): unknown {

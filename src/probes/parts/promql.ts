@@ -1,6 +1,5 @@
 import { parser } from '@prometheus-io/lezer-promql';
-import { z } from 'zod';
-import type { ExpressionError } from './cel.js';
+import { expressionParam, type ExpressionError } from './expression.js';
 
 /**
  * PromQL syntax through @prometheus-io/lezer-promql, the Prometheus project's own grammar (its web UI's editor
@@ -25,11 +24,4 @@ export function promqlProblem(query: string): ExpressionError | undefined {
 }
 
 /** A PromQL query param: its syntax is checked when the runbook is validated, the error located inside it. */
-export const promqlQuery = () =>
-  z
-    .string()
-    .min(1)
-    .superRefine((s, ctx) => {
-      const p = promqlProblem(s);
-      if (p) ctx.addIssue({ code: 'custom', message: p.message, params: { offset: p.offset } });
-    });
+export const promqlQuery = () => expressionParam(promqlProblem);

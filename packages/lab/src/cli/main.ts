@@ -1,8 +1,8 @@
-import { Command, CommanderError } from 'commander';
-import { EXIT, type ExitCode, isKrError, messageOf } from 'kube-runbook/internal/core/errors.js';
-import { redactText } from 'kube-runbook/internal/core/redact.js';
+import { Command } from 'commander';
+import { EXIT, type ExitCode } from 'kube-runbook/internal/core/errors.js';
 import { toolVersion } from 'kube-runbook/internal/core/version.js';
 import { dropOutputOnClosedPipes, out } from 'kube-runbook/internal/cli/output.js';
+import { exitCodeOfThrown } from 'kube-runbook/internal/cli/thrown.js';
 import { register as registerDemo } from './demo.js';
 import { register as registerLab } from './lab.js';
 
@@ -36,17 +36,6 @@ async function runLabCli(argv: string[], exitNow: (now: boolean) => void): Promi
     await program.parseAsync(argv);
     return code;
   } catch (e) {
-    if (e instanceof CommanderError) {
-      if (e.exitCode === 0 || e.code === 'commander.helpDisplayed' || e.code === 'commander.version') return EXIT.ok;
-      return EXIT.invalid;
-    }
-    if (isKrError(e)) {
-      out.stderr(`kube-runbook-lab: ${redactText(e.message)}${e.code ? ` [${e.code}]` : ''}`);
-      for (const d of e.details) out.stderr(redactText(d));
-      return e.exit;
-    }
-    out.stderr(`kube-runbook-lab: unexpected error: ${redactText(messageOf(e))}`);
-    if (process.env.KUBE_RUNBOOK_DEBUG && e instanceof Error && e.stack) out.stderr(redactText(e.stack));
-    return EXIT.failed;
+    return exitCodeOfThrown('kube-runbook-lab', e);
   }
 }

@@ -1,7 +1,7 @@
-import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { compareVersions, findLabBinaries, KUBE_BINARIES, parseLabVersion, sha256, verifyCached } from './binaries.js';
+import { compareVersions, findLabBinaries, KUBE_BINARIES, parseLabVersion, sha256, verifyCached, writeCacheEntry } from './binaries.js';
 import { debianGoEnv } from './build.js';
 import { tempDirEach } from 'kube-runbook/internal/testing/temp-dir.js';
 
@@ -42,6 +42,29 @@ describe('lab binaries', () => {
     const found = await findLabBinaries({ cacheDir: root, env: { PATH: '/nonexistent' } });
     expect(found?.version).toBe('1.20.2');
     expect(found?.kubeApiserver).toBe(join(root, 'kubernetes-1.20.2', 'kube-apiserver'));
+  });
+
+  it('writes a cache entry whole: the programs executable, a manifest of their checksums and sizes, nothing left over', async () => {
+    const from = join(root, 'out');
+    const entry = join(root, 'entry');
+    await mkdir(from);
+    await mkdir(entry);
+    await writeFile(join(entry, 'stale'), 'from an earlier build');
+    await writeFile(join(from, 'a'), 'alpha\n', { mode: 0o600 });
+    await writeFile(join(from, 'b'), 'beta, longer\n', { mode: 0o600 });
+    await writeCacheEntry(entry, from, ['a', 'b'], (files) => ({ kind: 'test', files }));
+    expect((await readdir(root)).sort()).toEqual(['entry', 'out']);
+    expect((await readdir(entry)).sort()).toEqual(['a', 'b', 'manifest.json']);
+    const manifest = JSON.parse(await readFile(join(entry, 'manifest.json'), 'utf8')) as { kind: string; files: object };
+    expect(manifest.kind).toBe('test');
+    for (const [name, text] of [
+      ['a', 'alpha\n'],
+      ['b', 'beta, longer\n'],
+    ] as const) {
+      expect(await readFile(join(entry, name), 'utf8')).toBe(text);
+      expect((await stat(join(entry, name))).mode & 0o777).toBe(0o755);
+      expect(manifest.files).toHaveProperty(name, { sha256: await sha256(join(from, name)), size: Buffer.byteLength(text) });
+    }
   });
 
   it('finds nothing in an empty cache', async () => {

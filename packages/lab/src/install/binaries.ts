@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { access, constants, readdir, readFile } from 'node:fs/promises';
+import { access, chmod, constants, copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { EXIT, KrError, quote } from 'kube-runbook/internal/core/errors.js';
 import type { Logger } from 'kube-runbook/internal/core/logger.js';
@@ -165,6 +165,35 @@ export function sha256(file: string): Promise<string> {
       .on('error', rej)
       .on('end', () => res(h.digest('hex')));
   });
+}
+
+/** What a cache entry's manifest says of each of its programs. */
+export type FileSum = { sha256: string; size: number };
+
+/**
+ * Makes the cache entry `dir`: each of `names` copied from the directory `from`, executable, and a manifest.json of
+ * what `manifest` makes of their checksums and sizes. Written as `dir.tmp` and renamed into place, so a reader finds
+ * the whole entry or none.
+ */
+export async function writeCacheEntry<N extends string>(
+  dir: string,
+  from: string,
+  names: readonly N[],
+  manifest: (files: Record<N, FileSum>) => object,
+): Promise<void> {
+  const tmp = `${dir}.tmp`;
+  await rm(tmp, { recursive: true, force: true });
+  await mkdir(tmp, { recursive: true });
+  const files = {} as Record<N, FileSum>;
+  for (const name of names) {
+    const file = join(tmp, name);
+    await copyFile(join(from, name), file);
+    await chmod(file, 0o755);
+    files[name] = { sha256: await sha256(file), size: (await stat(file)).size };
+  }
+  await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest(files), null, 2)}\n`);
+  await rm(dir, { recursive: true, force: true });
+  await rename(tmp, dir);
 }
 
 function paths(dir: string) {

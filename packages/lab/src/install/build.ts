@@ -1,10 +1,10 @@
-import { chmod, copyFile, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KrError } from 'kube-runbook/internal/core/errors.js';
 import { realClock, type Clock } from 'kube-runbook/internal/core/clock.js';
 import type { Logger } from 'kube-runbook/internal/core/logger.js';
 import { ensureSourceEntry } from './apt.js';
-import { binaryVersion, KUBE_BINARIES, sha256, type BinaryManifest } from './binaries.js';
+import { binaryVersion, KUBE_BINARIES, writeCacheEntry, type BinaryManifest } from './binaries.js';
 import { must, run } from '../host/host.js';
 
 export interface BuildOptions {
@@ -81,17 +81,8 @@ export async function cacheBinaries(
 ): Promise<string> {
   const version = await binaryVersion(join(fromDir, 'kube-apiserver'));
   const final = join(root, `kubernetes-${version}`);
-  const tmp = `${final}.tmp`;
-  await rm(tmp, { recursive: true, force: true });
-  await mkdir(tmp, { recursive: true });
-  const files: BinaryManifest['files'] = {};
   const names = [...KUBE_BINARIES, ...(extra.etcd ? (['etcd', 'etcdctl'] as const) : []), ...(extra.kubeadm ? (['kubeadm'] as const) : [])];
-  for (const name of names) {
-    await copyFile(join(fromDir, name), join(tmp, name));
-    await chmod(join(tmp, name), 0o755);
-    files[name] = { sha256: await sha256(join(tmp, name)), size: (await stat(join(tmp, name))).size };
-  }
-  const manifest: BinaryManifest = {
+  await writeCacheEntry(final, fromDir, names, (files): BinaryManifest => ({
     kind: 'kube-runbook/lab-binaries',
     version,
     source,
@@ -99,10 +90,7 @@ export async function cacheBinaries(
     ...(extra.build ? { build: extra.build } : {}),
     ...(extra.etcd ? { etcd: extra.etcd } : {}),
     files,
-  };
-  await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-  await rm(final, { recursive: true, force: true });
-  await rename(tmp, final);
+  }));
   return final;
 }
 

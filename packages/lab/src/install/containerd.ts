@@ -1,11 +1,9 @@
-import { chmod, copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { realClock, type Clock } from 'kube-runbook/internal/core/clock.js';
-import { KrError } from 'kube-runbook/internal/core/errors.js';
 import type { Logger } from 'kube-runbook/internal/core/logger.js';
-import { sha256 } from './binaries.js';
-import { download, findGo, goEnv } from './gobuild.js';
-import { must } from '../host/host.js';
+import { sha256, writeCacheEntry } from './binaries.js';
+import { download, findGo, goEnv, goRunner } from './gobuild.js';
 
 /**
  * The CRI runtime of the lab's real nodes: containerd 2.4, built with this machine's Go from the Go module proxy
@@ -86,36 +84,25 @@ export async function ensureContainerd(
     `module kube-runbook-lab-containerd\n\ngo ${goLine}\n\nrequire ${CONTAINERD_MODULE} v${CONTAINERD_VERSION}\n`,
   );
   const pkgs = CONTAINERD_COMMANDS.map((c) => `${CONTAINERD_MODULE}/cmd/${c}`);
-  const goRun = (args: string[], what: string) =>
-    must('LAB_BUILD_FAILED', go, args, { cwd: work, env, timeoutMs: 3_600_000, signal: o.signal }).catch((e: unknown) => {
-      throw e instanceof KrError ? new KrError('LAB_BUILD_FAILED', `containerd ${CONTAINERD_VERSION}: ${what}: ${e.message}`) : e;
-    });
-  await goRun(['list', '-deps', ...pkgs], 'downloading its modules');
+  const goRun = goRunner(go, { env, signal: o.signal, label: `containerd ${CONTAINERD_VERSION}` });
+  await goRun(work, ['list', '-deps', ...pkgs], 'downloading its modules');
   o.log.info(`containerd ${CONTAINERD_VERSION}: building ${CONTAINERD_COMMANDS.join(', ')} with Go ${goVersion}`);
   const t0 = clock.now();
   const ldflags = `-s -w -X ${CONTAINERD_MODULE}/version.Version=v${CONTAINERD_VERSION}`;
-  await goRun(['build', '-trimpath', '-tags=no_btrfs,no_devmapper,no_zfs', `-ldflags=${ldflags}`, '-o', `${out}/`, ...pkgs], 'building');
+  await goRun(
+    work,
+    ['build', '-trimpath', '-tags=no_btrfs,no_devmapper,no_zfs', `-ldflags=${ldflags}`, '-o', `${out}/`, ...pkgs],
+    'building',
+  );
   const seconds = Math.round((clock.now() - t0) / 1000);
   o.log.info(`containerd ${CONTAINERD_VERSION}: built in ${seconds}s`);
-  const tmp = `${final}.tmp`;
-  await rm(tmp, { recursive: true, force: true });
-  await mkdir(tmp, { recursive: true });
-  const files: ContainerdManifest['files'] = {};
-  for (const name of CONTAINERD_COMMANDS) {
-    await copyFile(join(out, name), join(tmp, name));
-    await chmod(join(tmp, name), 0o755);
-    files[name] = { sha256: await sha256(join(tmp, name)), size: (await stat(join(tmp, name))).size };
-  }
-  const manifest: ContainerdManifest = {
+  await writeCacheEntry(final, out, CONTAINERD_COMMANDS, (files): ContainerdManifest => ({
     kind: 'kube-runbook/containerd',
     version: CONTAINERD_VERSION,
     builtAt: new Date(clock.now()).toISOString(),
     build: { seconds, go: goVersion },
     files,
-  };
-  await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-  await rm(final, { recursive: true, force: true });
-  await rename(tmp, final);
+  }));
   await rm(work, { recursive: true, force: true });
   return pathsOf(final, CONTAINERD_VERSION);
 }

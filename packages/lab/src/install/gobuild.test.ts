@@ -1,5 +1,8 @@
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { buildModuleText, etcdVersionOf, goEnv, parseGoVersion } from './gobuild.js';
+import { tempDirEach } from 'kube-runbook/internal/testing/temp-dir.js';
+import { buildModuleText, etcdVersionOf, goEnv, goRunner, parseGoVersion } from './gobuild.js';
 
 const kubeGoMod = `module k8s.io/kubernetes
 
@@ -61,5 +64,22 @@ describe('the Go-module build of a Kubernetes release', () => {
     });
     expect(env.GOROOT).toBeUndefined();
     expect(env.CGO_CFLAGS).toBeUndefined();
+  });
+});
+
+describe('go, run for a build', () => {
+  let dir: string;
+  tempDirEach('kr-gorun-', (d) => (dir = d));
+
+  it('gives its output, and a failure as LAB_BUILD_FAILED naming the build, the step and what go said', async () => {
+    const go = join(dir, 'go');
+    await writeFile(go, '#!/bin/sh\n[ "$1" = build ] && { echo "cannot find module" >&2; exit 1; }\npwd\n', { mode: 0o755 });
+    const run = goRunner(go, { env: { PATH: '/usr/bin:/bin' }, label: 'containerd 2.4.0' });
+    expect((await run(dir, ['list'], 'listing')).trim()).toBe(dir);
+    await expect(run(dir, ['build'], 'building')).rejects.toMatchObject({
+      code: 'LAB_BUILD_FAILED',
+      message: expect.stringMatching(/^containerd 2\.4\.0: building: .*cannot find module/) as unknown,
+    });
+    await expect(goRunner(go, { env: {} })(dir, ['build'], 'building etcd')).rejects.toThrow(/^building etcd: /);
   });
 });

@@ -86,6 +86,17 @@ async function newestPatch(go: string, minor: number, env: NodeJS.ProcessEnv, si
   return `1.${minor}.${Math.max(...patches)}`;
 }
 
+/**
+ * `go ARGS` in the directory `cwd` for a build (an hour at most), as `run(cwd, args, what)`: its output, or
+ * LAB_BUILD_FAILED saying `<label>: <what>: <why>` (`label` names what is built, when `what` does not).
+ */
+export function goRunner(go: string, o: { env: NodeJS.ProcessEnv; signal?: AbortSignal; label?: string }) {
+  return (cwd: string, args: string[], what: string): Promise<string> =>
+    must('LAB_BUILD_FAILED', go, args, { cwd, env: o.env, timeoutMs: 3_600_000, signal: o.signal }).catch((e: unknown) => {
+      throw e instanceof KrError ? new KrError('LAB_BUILD_FAILED', `${o.label ? `${o.label}: ` : ''}${what}: ${e.message}`) : e;
+    });
+}
+
 export interface ModuleInfo {
   GoMod: string;
   Dir: string;
@@ -204,10 +215,7 @@ export async function goBuild(
   log.info(
     `Kubernetes ${version}: resolving its modules (${built.staging.length} staging modules at v0.${version.split('.').slice(1).join('.')}) and etcd ${etcdVersion}`,
   );
-  const goRun = (cwd: string, args: string[], what: string) =>
-    must('LAB_BUILD_FAILED', go, args, { cwd, env, timeoutMs: 3_600_000, signal: o.signal }).catch((e: unknown) => {
-      throw e instanceof KrError ? new KrError('LAB_BUILD_FAILED', `${what}: ${e.message}`) : e;
-    });
+  const goRun = goRunner(go, { env, signal: o.signal });
   // listing the packages' dependencies downloads exactly the modules the build needs
   await goRun(kubeDir, ['list', '-deps', ...KUBE_COMMANDS.map((b) => `${KUBE_MODULE}/cmd/${b}`)], 'downloading the Kubernetes modules');
   await goRun(etcdDir, ['list', '-deps', 'go.etcd.io/etcd/server/v3', 'go.etcd.io/etcd/etcdctl/v3'], 'downloading the etcd modules');

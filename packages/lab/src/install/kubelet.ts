@@ -4,8 +4,7 @@ import { realClock, type Clock } from 'kube-runbook/internal/core/clock.js';
 import { EXIT, KrError } from 'kube-runbook/internal/core/errors.js';
 import type { Logger } from 'kube-runbook/internal/core/logger.js';
 import { binaryVersion, sha256, type BinaryManifest, type ReleaseCommand } from './binaries.js';
-import { buildModuleText, download, findGo, goEnv, kubeBuildFlags } from './gobuild.js';
-import { must } from '../host/host.js';
+import { buildModuleText, download, findGo, goEnv, goRunner, kubeBuildFlags } from './gobuild.js';
 import type { LabBinariesInfo } from '../host/info.js';
 
 /**
@@ -71,14 +70,11 @@ async function ensureReleaseCommand(o: CommandBuildOptions, root: string, bin: L
   await rm(work, { recursive: true, force: true });
   await mkdir(work, { recursive: true });
   await writeFile(join(work, 'go.mod'), built.text);
-  const goRun = (args: string[], what: string) =>
-    must('LAB_BUILD_FAILED', go, args, { cwd: work, env, timeoutMs: 3_600_000, signal: o.signal }).catch((e: unknown) => {
-      throw e instanceof KrError ? new KrError('LAB_BUILD_FAILED', `${name} ${version}: ${what}: ${e.message}`) : e;
-    });
-  await goRun(['list', '-deps', `k8s.io/kubernetes/cmd/${name}`], 'downloading its modules');
+  const goRun = goRunner(go, { env, signal: o.signal, label: `${name} ${version}` });
+  await goRun(work, ['list', '-deps', `k8s.io/kubernetes/cmd/${name}`], 'downloading its modules');
   o.log.info(`${name} ${version}: building it for ${USED_FOR[name]} (a few minutes on 2 cores; once)`);
   const t0 = clock.now();
-  await goRun(['build', ...kubeBuildFlags(version), '-o', join(work, name), `k8s.io/kubernetes/cmd/${name}`], 'building');
+  await goRun(work, ['build', ...kubeBuildFlags(version), '-o', join(work, name), `k8s.io/kubernetes/cmd/${name}`], 'building');
   const seconds = Math.round((clock.now() - t0) / 1000);
   o.log.info(`${name} ${version}: built in ${seconds}s`);
   await copyFile(join(work, name), `${file}.tmp`);

@@ -1,12 +1,10 @@
-import { chmod, copyFile, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { realClock, type Clock } from 'kube-runbook/internal/core/clock.js';
-import { KrError } from 'kube-runbook/internal/core/errors.js';
 import type { Logger } from 'kube-runbook/internal/core/logger.js';
 import { withLock } from '../host/lock.js';
-import { sha256 } from './binaries.js';
-import { findGo, goEnv } from './gobuild.js';
-import { must } from '../host/host.js';
+import { sha256, writeCacheEntry } from './binaries.js';
+import { findGo, goEnv, goRunner } from './gobuild.js';
 
 /**
  * The lab's OTLP receiver (`lab up --otel`): an OpenTelemetry Collector with only the OTLP receiver, the file
@@ -140,36 +138,23 @@ export async function ensureOtelcol(
       const { go, version: goVersion } = await findGo(GO_LINE, o.env);
       await writeFile(join(work, 'go.mod'), otelcolGoMod());
       await writeFile(join(work, 'main.go'), OTELCOL_MAIN);
-      const goRun = (args: string[], what: string) =>
-        must('LAB_BUILD_FAILED', go, args, { cwd: work, env, timeoutMs: 3_600_000, signal: o.signal }).catch((e: unknown) => {
-          throw e instanceof KrError
-            ? new KrError('LAB_BUILD_FAILED', `OpenTelemetry Collector ${CORE_VERSION}: ${what}: ${e.message}`)
-            : e;
-        });
+      const goRun = goRunner(go, { env, signal: o.signal, label: `OpenTelemetry Collector ${CORE_VERSION}` });
       const t0 = clock.now();
       o.log.info(
         `OpenTelemetry Collector ${CORE_VERSION} (OTLP receiver, file and debug exporters): downloading its modules from the Go module proxy`,
       );
-      await goRun(['list', '-deps', '.'], 'downloading its modules');
+      await goRun(work, ['list', '-deps', '.'], 'downloading its modules');
       o.log.info(`OpenTelemetry Collector ${CORE_VERSION}: building with Go ${goVersion} (once; about 5 minutes on 2 cores)`);
-      await goRun(['build', '-trimpath', '-ldflags=-s -w', '-o', join(work, BINARY), '.'], 'building');
+      await goRun(work, ['build', '-trimpath', '-ldflags=-s -w', '-o', join(work, BINARY), '.'], 'building');
       const seconds = Math.round((clock.now() - t0) / 1000);
       o.log.info(`OpenTelemetry Collector ${CORE_VERSION}: built in ${seconds}s`);
-      const tmp = `${final}.tmp`;
-      await rm(tmp, { recursive: true, force: true });
-      await mkdir(tmp, { recursive: true });
-      await copyFile(join(work, BINARY), join(tmp, BINARY));
-      await chmod(join(tmp, BINARY), 0o755);
-      const manifest: OtelcolManifest = {
+      await writeCacheEntry(final, work, [BINARY], (files): OtelcolManifest => ({
         kind: 'kube-runbook/otelcol',
         version: CORE_VERSION,
         builtAt: new Date(clock.now()).toISOString(),
         build: { seconds, go: goVersion },
-        files: { [BINARY]: { sha256: await sha256(join(tmp, BINARY)), size: (await stat(join(tmp, BINARY))).size } },
-      };
-      await writeFile(join(tmp, 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-      await rm(final, { recursive: true, force: true });
-      await rename(tmp, final);
+        files,
+      }));
       await rm(work, { recursive: true, force: true });
       return { binary: join(final, BINARY), version: CORE_VERSION };
     },

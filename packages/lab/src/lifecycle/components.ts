@@ -125,59 +125,53 @@ export function apiserverService(c: ComponentContext): ServiceSpec {
   };
 }
 
-export function controllerManagerService(c: ComponentContext): ServiceSpec {
-  const dir = c.serviceDir(c.cpNode, 'kube-controller-manager');
-  const s = c.settings;
+/**
+ * A leader-elected controller of the member (the controller-manager, the scheduler): one kubeconfig for its API
+ * access and for delegated authentication and authorization, its secure `port` on every address, healthy when its
+ * /healthz there says ok, restarted when it exits; `flags` after those.
+ */
+function leaderElected(c: ComponentContext, service: string, program: string, port: number, flags: string[]): ServiceSpec {
+  const dir = c.serviceDir(c.cpNode, service);
   const kubeconfig = join(dir, 'kubeconfig');
   return {
-    ...base(c, c.cpNode, 'kube-controller-manager', c.cpNetns, dir),
+    ...base(c, c.cpNode, service, c.cpNetns, dir),
     command: [
-      c.bin.kubeControllerManager,
+      program,
       `--kubeconfig=${kubeconfig}`,
       `--authentication-kubeconfig=${kubeconfig}`,
       `--authorization-kubeconfig=${kubeconfig}`,
       '--bind-address=0.0.0.0',
       '--leader-elect=true',
-      '--use-service-account-credentials=true',
-      `--service-account-private-key-file=${c.pki.saKey}`,
-      `--root-ca-file=${c.pki.caCert}`,
-      `--cluster-signing-cert-file=${c.pki.caCert}`,
-      `--cluster-signing-key-file=${c.pki.caKey}`,
-      `--node-monitor-grace-period=${goDuration(s.nodeMonitorGracePeriod)}`,
-      `--node-monitor-period=${goDuration(s.nodeMonitorPeriod)}`,
-      `--node-startup-grace-period=${goDuration(s.nodeStartupGracePeriod)}`,
-      `--node-eviction-rate=${s.nodeEvictionRate}`,
-      `--secondary-node-eviction-rate=${s.secondaryNodeEvictionRate}`,
-      `--unhealthy-zone-threshold=${s.unhealthyZoneThreshold}`,
-      `--large-cluster-size-threshold=${s.largeClusterSizeThreshold}`,
-      '--profiling=false',
-      '--v=2',
+      ...flags,
     ],
-    health: `${httpGet(`https://${c.cpIp}:10257/healthz`, { insecure: true })} | grep -qx ok`,
+    health: `${httpGet(`https://${c.cpIp}:${port}/healthz`, { insecure: true })} | grep -qx ok`,
     stopTimeoutSec: 10,
     restart: true,
   };
 }
 
+export function controllerManagerService(c: ComponentContext): ServiceSpec {
+  const s = c.settings;
+  return leaderElected(c, 'kube-controller-manager', c.bin.kubeControllerManager, 10257, [
+    '--use-service-account-credentials=true',
+    `--service-account-private-key-file=${c.pki.saKey}`,
+    `--root-ca-file=${c.pki.caCert}`,
+    `--cluster-signing-cert-file=${c.pki.caCert}`,
+    `--cluster-signing-key-file=${c.pki.caKey}`,
+    `--node-monitor-grace-period=${goDuration(s.nodeMonitorGracePeriod)}`,
+    `--node-monitor-period=${goDuration(s.nodeMonitorPeriod)}`,
+    `--node-startup-grace-period=${goDuration(s.nodeStartupGracePeriod)}`,
+    `--node-eviction-rate=${s.nodeEvictionRate}`,
+    `--secondary-node-eviction-rate=${s.secondaryNodeEvictionRate}`,
+    `--unhealthy-zone-threshold=${s.unhealthyZoneThreshold}`,
+    `--large-cluster-size-threshold=${s.largeClusterSizeThreshold}`,
+    '--profiling=false',
+    '--v=2',
+  ]);
+}
+
 export function schedulerService(c: ComponentContext): ServiceSpec {
-  const dir = c.serviceDir(c.cpNode, 'kube-scheduler');
-  const kubeconfig = join(dir, 'kubeconfig');
-  return {
-    ...base(c, c.cpNode, 'kube-scheduler', c.cpNetns, dir),
-    command: [
-      c.bin.kubeScheduler,
-      `--kubeconfig=${kubeconfig}`,
-      `--authentication-kubeconfig=${kubeconfig}`,
-      `--authorization-kubeconfig=${kubeconfig}`,
-      '--bind-address=0.0.0.0',
-      '--leader-elect=true',
-      '--profiling=false',
-      '--v=1',
-    ],
-    health: `${httpGet(`https://${c.cpIp}:10259/healthz`, { insecure: true })} | grep -qx ok`,
-    stopTimeoutSec: 10,
-    restart: true,
-  };
+  return leaderElected(c, 'kube-scheduler', c.bin.kubeScheduler, 10259, ['--profiling=false', '--v=1']);
 }
 
 /**
