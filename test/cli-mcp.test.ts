@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -39,6 +39,35 @@ describe('kube-runbook mcp, through the MCP Inspector CLI over stdio', { timeout
     expect(readOnly).not.toContain('run_runbook');
     expect(allowed.code, allowed.stderr).toBe(0);
     expect(toolNames(allowed.stdout)).toEqual([...readOnly, 'recover_run', 'resume_runs', 'run_runbook'].sort());
+  });
+
+  it('refuses run_runbook when the halt cannot be read (an apiserver that does not answer), with its code', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kr-mcp-halt-'));
+    try {
+      const kubeconfig = join(dir, 'kubeconfig');
+      writeFileSync(
+        kubeconfig,
+        [
+          'apiVersion: v1',
+          'kind: Config',
+          'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]',
+          'users: [{name: u, user: {token: not-a-token}}]',
+          'contexts: [{name: lab, context: {cluster: c, user: u}}]',
+          'current-context: lab',
+        ].join('\n'),
+      );
+      const r = await inspect(
+        ['--runbooks', 'runbooks/', '--allow-runs', '--context', 'lab', '--kubeconfig', kubeconfig],
+        ['tools/call', '--tool-name', 'run_runbook', '--tool-arg', 'runbook=kubelet-partition'],
+      );
+      const answer = JSON.parse(r.stdout) as { isError?: boolean; content: { text: string }[] };
+      expect(answer.isError).toBe(true);
+      expect(answer.content[0]!.text).toMatch(
+        /^refused: cannot read the halt \(Lease kube-system\/kube-runbook-halt\): .*ECONNREFUSED.*; no run starts until it can be read \[HALT_UNREADABLE\]$/,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('validates a shipped runbook by name with the code `validate` uses', async () => {

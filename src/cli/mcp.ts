@@ -4,7 +4,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { InvalidArgumentError, Option } from 'commander';
 import { realClock } from '../core/clock.js';
-import { EXIT, KrError, messageOf, quote } from '../core/errors.js';
+import { EXIT, isKrError, KrError, messageOf, quote } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import type { KubeAccess } from '../kube/types.js';
 import { formatProblem } from '../document/problems.js';
@@ -15,7 +15,7 @@ import { defaultRegistry } from '../engine/registry.js';
 import { runsDir } from '../journal/state-dir.js';
 import { describeCheck } from '../contract/access.js';
 import type { Reading } from '../contract/probe.js';
-import { clearHalt, describeHalt, HALT_NAME, readHalt, setHalt, type HaltWriteOptions } from '../kube/halt.js';
+import { clearHalt, describeHalt, HALT_NAME, HALT_NAMESPACE, readHalt, setHalt, type HaltWriteOptions } from '../kube/halt.js';
 import { currentRunLockHolder } from '../engine/run-lock-lease.js';
 import type { McpDeps, McpOptions, Validated } from '../mcp/deps.js';
 import { MAX_REPORT_BYTES, parseReport } from '../report/load.js';
@@ -219,7 +219,16 @@ function realDeps(f: Flags, log: Logger): McpDeps {
     halt: (reason, client) => haltNow(f, log, reason, client),
     haltState: () =>
       withKube(f, log, async (kube) => {
-        const h = await readHalt(kube, { timeoutMs: 10_000 });
+        const h = await readHalt(kube, { timeoutMs: 10_000 }).catch((e: unknown) => {
+          // as preflight's halt check: a halt that cannot be read refuses the run, it is never taken as "none"
+          throw isKrError(e)
+            ? e
+            : new KrError(
+                'HALT_UNREADABLE',
+                `refused: cannot read the halt (Lease ${HALT_NAMESPACE}/${HALT_NAME}): ${messageOf(e)}; no run starts until it can be read`,
+                { exit: EXIT.refused },
+              );
+        });
         return {
           halted: h.halt !== undefined,
           line: h.halt ? describeHalt(h.namespace, h.halt) : `no halt is set (Lease ${h.namespace}/${HALT_NAME})`,
