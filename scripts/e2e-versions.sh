@@ -2,9 +2,9 @@
 # The end-to-end suites after the unit tests: the default release's files that measure the controller's timing
 # (`e2e 1.37`) alone; then, beside each other, each with its own lab: the older releases' (`e2e 1.34`, `e2e 1.20`,
 # whose forecast and guards keep margins of seconds) and the default release's files that measure no timing
-# (`e2e 1.37 beside older`, `e2e 1.37 restarts`). vitest.config.ts says which files each runs. Each lane's output
-# follows once all four have ended, then each failed lane's failures again, so that the end of the log names them;
-# the exit code is 0 when all five passed.
+# (`e2e 1.37 beside older`). vitest.config.ts says which files each runs. Each lane's output follows once all three
+# have ended, then each failed lane's failures again, so that the end of the log names them; the exit code is 0 when
+# all four passed.
 set -u
 dir=$(mktemp -d)
 pids=
@@ -13,7 +13,7 @@ trap 'kill $pids 2>/dev/null; rm -rf "$dir"; exit 130' INT TERM
 { vitest run --project "e2e 1.37" 2>&1; echo "e2e 1.37 exit: $?"; } | tee "$dir/e2e 1.37.log"
 current=$(sed -n 's/^e2e 1.37 exit: //p' "$dir/e2e 1.37.log")
 [ -n "$current" ] || current=1
-for project in "e2e 1.34" "e2e 1.20" "e2e 1.37 beside older" "e2e 1.37 restarts"; do
+for project in "e2e 1.34" "e2e 1.20" "e2e 1.37 beside older"; do
   vitest run --project "$project" >"$dir/$project.log" 2>&1 &
   pids="$pids $!"
 done
@@ -27,7 +27,7 @@ summary="e2e 1.37: exit $current"
 failed=
 [ "$current" -eq 0 ] || failed="e2e 1.37"
 set -- $codes
-for project in "e2e 1.34" "e2e 1.20" "e2e 1.37 beside older" "e2e 1.37 restarts"; do
+for project in "e2e 1.34" "e2e 1.20" "e2e 1.37 beside older"; do
   cat "$dir/$project.log"
   summary="$summary; $project: exit $1"
   [ "$1" -eq 0 ] || { status=1; failed="$failed|$project"; }

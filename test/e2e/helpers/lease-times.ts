@@ -68,7 +68,8 @@ export async function evictionsBackAt(
   const file = join(lab.stateDir, 'nodes', 'cp-1', 'kube-controller-manager', 'log');
   const starts =
     o.minor >= 29
-      ? (m: string) => /^"Starting" controller="taint-eviction-controller"/.test(m)
+      ? // 1.34 names its logger before the controller: "Starting" logger="taint-eviction-controller" controller="..."
+        (m: string) => /^"Starting"(?: logger="[^"]*")? controller="taint-eviction-controller"/.test(m)
       : (m: string) => /^Starting (node controller|NoExecuteTaintManager)/.test(m) || /^"Starting node controller"/.test(m);
   const until = realClock.now() + (o.timeoutMs ?? 60_000);
   for (;;) {
