@@ -1,9 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CoordinationV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
 import { realClock } from '../../../src/core/clock.js';
 import { klogTimeMs, parseKlogLine } from '../../../src/nodes/services/klog.js';
 import type { LabInfo } from '../../../packages/lab/src/index.js';
+import { coreApi } from './lab.js';
 
 /**
  * What the cluster itself says about a remediation's undo, apart from the executor: every node Lease's renewTime as the
@@ -14,36 +15,26 @@ import type { LabInfo } from '../../../packages/lab/src/index.js';
  */
 export class LeaseTimes {
   private readonly renewals = new Map<string, Set<number>>();
-  private stopped = false;
-  private readonly loop: Promise<void>;
+  private readonly reads: Polling;
 
   constructor(lab: LabInfo) {
     const kc = new KubeConfig();
     kc.loadFromFile(lab.kubeconfig);
     const api = kc.makeApiClient(CoordinationV1Api);
-    this.loop = (async () => {
-      while (!this.stopped) {
-        try {
-          const list = await api.listNamespacedLease({ namespace: 'kube-node-lease', timeoutSeconds: 2 });
-          for (const l of list.items) {
-            const at = l.spec?.renewTime ? new Date(l.spec.renewTime).getTime() : undefined;
-            if (l.metadata?.name && at !== undefined) {
-              const seen = this.renewals.get(l.metadata.name) ?? new Set<number>();
-              seen.add(at);
-              this.renewals.set(l.metadata.name, seen);
-            }
-          }
-        } catch {
-          // the apiserver is away (the outage rehearsed): renewals stored meanwhile are read once it answers
-        }
-        await realClock.sleep(250);
+    // the apiserver away (the outage rehearsed): renewals stored meanwhile are read once it answers
+    this.reads = polling(250, async () => {
+      for (const l of (await api.listNamespacedLease({ namespace: 'kube-node-lease', timeoutSeconds: 2 })).items) {
+        const name = l.metadata?.name;
+        if (!name || !l.spec?.renewTime) continue;
+        const seen = this.renewals.get(name) ?? new Set<number>();
+        seen.add(new Date(l.spec.renewTime).getTime());
+        this.renewals.set(name, seen);
       }
-    })();
+    });
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    await this.loop;
+  stop(): Promise<void> {
+    return this.reads.stop();
   }
 
   /** `node`'s last renewal at or before `at` (ms), if any was seen. */
@@ -91,42 +82,57 @@ export async function evictionsBackAt(
  * Ready, with the condition's own lastTransitionTime. Apart from the executor's observers.
  */
 export class NotReadyTimes {
-  private readonly seen = new Map<string, { since: number; reason: string }>();
-  private stopped = false;
-  private readonly loop: Promise<void>;
+  /** node -> the moments its Ready condition left True -> how it stood then */
+  private readonly seen = new Map<string, Map<number, string>>();
+  private readonly reads: Polling;
 
   constructor(lab: LabInfo) {
-    const kc = new KubeConfig();
-    kc.loadFromFile(lab.kubeconfig);
-    const api = kc.makeApiClient(CoreV1Api);
-    this.loop = (async () => {
-      while (!this.stopped) {
-        try {
-          for (const n of (await api.listNode({ timeoutSeconds: 2 })).items) {
-            const ready = n.status?.conditions?.find((c) => c.type === 'Ready');
-            const name = n.metadata?.name;
-            if (!name || !ready || ready.status === 'True') continue;
-            const since = ready.lastTransitionTime ? new Date(ready.lastTransitionTime).getTime() : realClock.now();
-            const key = `${name}@${since}`;
-            if (!this.seen.has(key)) this.seen.set(key, { since, reason: `${ready.status} (${ready.reason ?? 'no reason'})` });
-          }
-        } catch {
-          // the apiserver slow or away: what it stored meanwhile is read once it answers
-        }
-        await realClock.sleep(500);
+    const api = coreApi(lab);
+    // the apiserver slow or away: what it stored meanwhile is read once it answers
+    this.reads = polling(500, async () => {
+      for (const n of (await api.listNode({ timeoutSeconds: 2 })).items) {
+        const ready = n.status?.conditions?.find((c) => c.type === 'Ready');
+        const name = n.metadata?.name;
+        if (!name || !ready || ready.status === 'True') continue;
+        const since = ready.lastTransitionTime ? new Date(ready.lastTransitionTime).getTime() : realClock.now();
+        const times = this.seen.get(name) ?? new Map<number, string>();
+        if (!times.has(since)) times.set(since, `${ready.status} (${ready.reason ?? 'no reason'})`);
+        this.seen.set(name, times);
       }
-    })();
+    });
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    await this.loop;
+  stop(): Promise<void> {
+    return this.reads.stop();
   }
 
   /** The nodes seen not Ready, each with the moment its Ready condition left True, between `from` and `to` (ms). */
   between(from: number, to: number): { node: string; at: string; reason: string }[] {
-    return [...this.seen]
-      .filter(([, x]) => x.since >= from && x.since <= to)
-      .map(([key, x]) => ({ node: key.slice(0, key.lastIndexOf('@')), at: new Date(x.since).toISOString(), reason: x.reason }));
+    return [...this.seen].flatMap(([node, times]) =>
+      [...times]
+        .filter(([since]) => since >= from && since <= to)
+        .map(([since, reason]) => ({ node, at: new Date(since).toISOString(), reason })),
+    );
   }
+}
+
+interface Polling {
+  stop(): Promise<void>;
+}
+
+/** Runs `read` every `everyMs` until stopped; a read that fails is tried again at the next turn. */
+function polling(everyMs: number, read: () => Promise<void>): Polling {
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      await read().catch(() => undefined);
+      await realClock.sleep(everyMs);
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await loop;
+    },
+  };
 }
