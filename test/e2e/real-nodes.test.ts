@@ -63,6 +63,8 @@ let core: CoreV1Api;
 let before: string[];
 
 beforeAll(async () => {
+  // a leftover of this instance (a run cut short) would still hold its kubelets' settings: its removal puts them back
+  await stopLab(INSTANCE);
   before = sysctls();
   const t0 = realClock.now();
   lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 2, staticPods: true });
