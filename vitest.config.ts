@@ -2,11 +2,11 @@ import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
  * Unit tests, then the lab end-to-end tests on each Kubernetes version the lab supports: every e2e file on the
- * default (1.37: projects `e2e 1.37`, `e2e 1.37 beside`, `e2e 1.37 demo`, `e2e 1.37 beside older`) but the
+ * default (1.37: projects `e2e 1.37`, `e2e 1.37 light`, `e2e 1.37 beside`, `e2e 1.37 demo`, `e2e 1.37 beside older`) but the
  * controller's bare eviction timing; the incident runbooks, that timing and the forecast at scale on
  * 1.34 and 1.20, and the other eviction forecast tests on 1.20. A project's name says the version, and
  * KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts). `npm test` runs `e2e 1.37 beside` and
- * `e2e 1.37 demo` beside the unit tests (scripts/unit-and-beside.sh), then `e2e 1.37` alone, then `e2e 1.34`,
+ * `e2e 1.37 demo` beside the unit tests (scripts/unit-and-beside.sh), then `e2e 1.37` with `e2e 1.37 light`, then `e2e 1.34`,
  * `e2e 1.20` and `e2e 1.37 beside older` beside each other, each with its own lab
  * (scripts/e2e-versions.sh).
  */
@@ -61,6 +61,20 @@ const BESIDE_OLDER = [
 ];
 
 /**
+ * The default release's files that measure none of the controller's timing on a lab of a few simulated nodes and
+ * generate no load (dead-men within faultTtl + 10 s, no eviction past a toleration, a fleet's steps, PromQL guards):
+ * run beside `e2e 1.37` (`vitest run --project "e2e 1.37 light"`, scripts/e2e-versions.sh), the one lab they add
+ * being light enough for the timing files there.
+ */
+const LIGHT = [
+  'test/e2e/lab-fleet.test.ts',
+  'test/e2e/probes-workloads.test.ts',
+  'test/e2e/promql.test.ts',
+  'test/e2e/safety.test.ts',
+  'test/e2e/taint-eviction.test.ts',
+];
+
+/**
  * The controller's bare eviction timing (NotReady, NoExecute, eviction after the toleration, the evicted pods'
  * DisruptionTarget, kills on return): on 1.34 and 1.20, not on the default release, where the eviction forecast's
  * tests (NotReady and the first eviction, never late, early by at most a monitor period + 2 s), the unguarded
@@ -102,7 +116,8 @@ export default defineConfig({
           testTimeout: 20_000,
         },
       },
-      e2e('1.37', ['test/e2e/**/*.test.ts'], { exclude: [...BESIDE, DEMO, ...BESIDE_OLDER, EVICTION_TIMING] }),
+      e2e('1.37', ['test/e2e/**/*.test.ts'], { exclude: [...BESIDE, DEMO, ...BESIDE_OLDER, ...LIGHT, EVICTION_TIMING] }),
+      e2e('1.37', LIGHT, { name: 'e2e 1.37 light' }),
       e2e('1.37', BESIDE, { name: 'e2e 1.37 beside' }),
       e2e('1.37', [DEMO], { name: 'e2e 1.37 demo' }),
       e2e('1.37', BESIDE_OLDER, { name: 'e2e 1.37 beside older' }),
