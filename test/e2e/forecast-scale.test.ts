@@ -10,6 +10,7 @@ import { labDown, labUp, type LabInfo } from '../../packages/lab/src/index.js';
 import probe from '../../src/probes/eviction-forecast.js';
 import { instanceFor, labBinaries, LAB_VERSION, until } from './helpers/lab.js';
 import { labContext } from './helpers/lab-context.js';
+import { cpuBetween, labUsage } from './helpers/lab-usage.js';
 import { ControllerRecorder, keepTrace, labLifecycleSettings } from './helpers/controller-recorder.js';
 
 /**
@@ -24,17 +25,24 @@ import { ControllerRecorder, keepTrace, labLifecycleSettings } from './helpers/c
  * src/forecast/fixtures/real-controller-<release>-two-zones.json (src/forecast/real-controller.test.ts).
  *
  * KUBE_RUNBOOK_FORECAST_SCALE=full runs the size of the benchmark (bench/forecast-lab.bench.js): 180 nodes in zones of
- * 60, 18 silent in zone-a and 6 in zone-b, at the controller's and kubelet's default timings but the toleration. The
+ * 60, 18 silent in zone-a and 6 in zone-b, at the controller's and kubelet's default timings but the toleration;
+ * KUBE_RUNBOOK_FORECAST_SCALE=large, 1,000 nodes in 4 zones of 250, 65 silent in zone-a and 10 in zone-b. The
  * default, for CI on each release, is 36 nodes in zones of 12 (large-cluster threshold 10), 5 and 2 silent, at the
  * lab's short timings and rates of 0.5 and 0.2 nodes a second: the same shape, and still a backlog in zone-a that the
  * controller hands out of order on 1.34 and 1.37 and that leaves leftover queue entries on 1.20.
  */
 const INSTANCE = instanceFor('fsc');
-const FULL = process.env.KUBE_RUNBOOK_FORECAST_SCALE === 'full';
-const SHAPE = FULL
-  ? { zoneSize: 60, largeCluster: 50, silentA: 18, silentB: 6, grace: '40s', monitor: '5s', renew: '10s', rates: [0.1, 0.05] as const }
-  : { zoneSize: 12, largeCluster: 10, silentA: 5, silentB: 2, grace: '8s', monitor: '1s', renew: '2s', rates: [0.5, 0.2] as const };
-const TOLERATION_MS = FULL ? 15_000 : 6_000;
+const SIZE = process.env.KUBE_RUNBOOK_FORECAST_SCALE;
+const KUBELET = { grace: '40s', monitor: '5s', renew: '10s' };
+const LAB = { grace: '8s', monitor: '1s', renew: '2s' };
+const SHAPES = {
+  full: { zones: 3, zoneSize: 60, largeCluster: 50, silentA: 18, silentB: 6, ...KUBELET, rates: [0.1, 0.05] },
+  large: { zones: 4, zoneSize: 250, largeCluster: 50, silentA: 65, silentB: 10, ...KUBELET, rates: [0.2, 0.1] },
+  ci: { zones: 3, zoneSize: 12, largeCluster: 10, silentA: 5, silentB: 2, ...LAB, rates: [0.5, 0.2] },
+} as const;
+const SHAPE = SIZE === 'full' || SIZE === 'large' ? SHAPES[SIZE] : SHAPES.ci;
+const TOLERATION_MS = SHAPE === SHAPES.ci ? 6_000 : 15_000;
+const NODES = SHAPE.zones * SHAPE.zoneSize;
 
 afterAll(async () => {
   await labDown(INSTANCE);
@@ -76,16 +84,16 @@ class Observed {
 }
 
 describe(`eviction-forecast at scale against the real controller (Kubernetes ${LAB_VERSION})`, () => {
-  it(`${3 * SHAPE.zoneSize} nodes in 3 zones, one partially disrupted, one with a few silent nodes: every taint and first eviction forecast, none late`, async () => {
+  it(`${NODES} nodes in ${SHAPE.zones} zones, one partially disrupted, one with a few silent nodes: every taint and first eviction forecast, none late`, async () => {
     await labDown(INSTANCE);
-    const nodes = 3 * SHAPE.zoneSize;
+    const nodes = NODES;
     const started = realClock.now();
     const binaries = await labBinaries();
     const lab: LabInfo = await labUp({
       binaries,
       instance: INSTANCE,
       nodes,
-      zones: 3,
+      zones: SHAPE.zones,
       grace: SHAPE.grace,
       monitorPeriod: SHAPE.monitor,
       leaseRenew: SHAPE.renew,
@@ -95,9 +103,10 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
       unhealthyZoneThreshold: 0.25,
       largeClusterSizeThreshold: SHAPE.largeCluster,
       replicas: nodes,
-      readyTimeoutMs: 240_000,
+      readyTimeoutMs: Math.max(240_000, nodes * 600),
     });
     const upSeconds = (realClock.now() - started) / 1000;
+    const usageFrom = { at: realClock.now(), usage: labUsage(lab.stateDir) };
     const inZone = (zone: string) => lab.nodes.filter((n) => n.zone === zone).map((n) => n.name);
     const silent = [...inZone('zone-a').slice(0, SHAPE.silentA), ...inZone('zone-b').slice(0, SHAPE.silentB)];
 
@@ -155,8 +164,23 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
         const order = silent.filter((n) => inZone(zone).includes(n));
         for (let i = 1; i < order.length; i++) if (observed.tainted.get(order[i]!)! < observed.tainted.get(order[i - 1]!)!) outOfOrder++;
       }
+      const usage = labUsage(lab.stateDir);
+      const seconds = (realClock.now() - usageFrom.at) / 1000;
+      const coresByProgram = Object.fromEntries(
+        Object.entries(cpuBetween(usageFrom.usage, usage)).map(([k, v]) => [k, Number((v / seconds).toFixed(2))]),
+      );
+      const sum = (o: Record<string, number>) => Object.values(o).reduce((a, b) => a + b, 0);
       const summary = {
         nodes,
+        lab: {
+          cores: Number(sum(coresByProgram).toFixed(2)),
+          mib: Math.round(sum(usage.rssMiB)),
+          processes: usage.processes,
+          coresByProgram,
+          mibByProgram: Object.fromEntries(Object.entries(usage.rssMiB).map(([k, v]) => [k, Math.round(v)])),
+        },
+        zones: SHAPE.zones,
+        rates: SHAPE.rates,
         silent: silent.length,
         upSeconds,
         readings: observed.readings.length,
@@ -204,5 +228,5 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
     } finally {
       await close(() => pump.catch(() => {}));
     }
-  }, 900_000);
+  }, 2_400_000);
 });
