@@ -4,7 +4,8 @@
 // period 5 s; the kubelets of 18 zone-a nodes and 6 zone-b nodes stopped a second apart, zone-c healthy), run as a
 // user runs the suite (vitest, the e2e project of the default release). The test fails on any forecast later than the
 // controller; this prints what it measured. KUBE_RUNBOOK_BENCH_FORECAST_SIZE=large runs 1,000 nodes in 4 zones of 250
-// instead (65 silent in zone-a, 10 in zone-b; rates 0.2/s and 0.1/s).
+// instead (200 of `lab up`, 800 of `lab fleet`; 48 silent in zone-a, 10 in zone-b; unhealthy-zone threshold 0.15,
+// rates 0.2/s and 0.1/s).
 //
 //   npm run build && node bench/forecast-lab.bench.js          (root on Linux; `lab install` done once; ~14 GiB free)
 //
@@ -35,8 +36,8 @@ const large = s.nodes > 180;
 console.log(`## The eviction forecast against the real controller: ${s.nodes} nodes, ${s.zones} zones
 
 Command: \`npm run build && ${large ? 'KUBE_RUNBOOK_BENCH_FORECAST_SIZE=large ' : ''}node bench/forecast-lab.bench.js\` (bench/forecast-lab.bench.js: test/e2e/forecast-scale.test.ts
-at ${large ? 'its large' : 'full'} size). ${s.nodes} simulated nodes in ${s.zones} zones of ${s.nodes / s.zones} (large-cluster threshold 50, unhealthy-zone threshold
-0.25, rates ${s.rates[0]}/s and ${s.rates[1]}/s, toleration 15 s, lease renew 10 s, grace 40 s, monitor period 5 s); the kubelets of
+at ${large ? 'its large' : 'full'} size). ${s.nodes} simulated nodes in ${s.zones} zones of ${s.nodes / s.zones} (${large ? '200 of `lab up`, 800 of `lab fleet`; ' : ''}large-cluster threshold 50, unhealthy-zone threshold
+${large ? '0.15' : '0.25'}, rates ${s.rates[0]}/s and ${s.rates[1]}/s, toleration 15 s, lease renew 10 s, grace 40 s, monitor period 5 s); the kubelets of
 ${s.silent} nodes stopped a second apart (zone-a partially disrupted, a few in zone-b, the other zones healthy); the
 eviction-forecast probe read every reading. Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Kubernetes 1.37.2.
 Date: ${new Date().toISOString().slice(0, 10)}. Test ${r.status === 0 ? 'passed' : `failed (exit ${r.status})`}; 1-minute load average before it: ${load}.

@@ -1,3 +1,5 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import type { Ctx } from '../../src/contract/context.js';
@@ -6,9 +8,9 @@ import { type SlimNode, type SlimPod, watchSpecs } from '../../src/kube/resource
 import { UNREACHABLE } from '../../src/kube/tolerations.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
 import { judgeTrace } from '../../src/testing/controller-trace.js';
-import { labDown, labUp, type LabInfo } from '../../packages/lab/src/index.js';
+import { FLEET_LABEL, labDown, labUp, type LabInfo } from '../../packages/lab/src/index.js';
 import probe from '../../src/probes/eviction-forecast.js';
-import { instanceFor, labBinaries, LAB_VERSION, until } from './helpers/lab.js';
+import { instanceFor, LAB_BIN, labBinaries, LAB_VERSION, until } from './helpers/lab.js';
 import { labContext } from './helpers/lab-context.js';
 import { cpuBetween, labUsage } from './helpers/lab-usage.js';
 import { ControllerRecorder, keepTrace, labLifecycleSettings } from './helpers/controller-recorder.js';
@@ -26,7 +28,8 @@ import { ControllerRecorder, keepTrace, labLifecycleSettings } from './helpers/c
  *
  * KUBE_RUNBOOK_FORECAST_SCALE=full runs the size of the benchmark (bench/forecast-lab.bench.js): 180 nodes in zones of
  * 60, 18 silent in zone-a and 6 in zone-b, at the controller's and kubelet's default timings but the toleration;
- * KUBE_RUNBOOK_FORECAST_SCALE=large, 1,000 nodes in 4 zones of 250, 65 silent in zone-a and 10 in zone-b. The
+ * KUBE_RUNBOOK_FORECAST_SCALE=large, 1,000 nodes in 4 zones of 250 (200 of `lab up`, 800 of `lab fleet`), 48 silent
+ * in zone-a (unhealthy-zone threshold 0.15) and 10 in zone-b. The
  * default, for CI on each release, is 36 nodes in zones of 12 (large-cluster threshold 10), 5 and 2 silent, at the
  * lab's short timings and rates of 0.5 and 0.2 nodes a second: the same shape, and still a backlog in zone-a that the
  * controller hands out of order on 1.34 and 1.37 and that leaves leftover queue entries on 1.20.
@@ -36,9 +39,20 @@ const SIZE = process.env.KUBE_RUNBOOK_FORECAST_SCALE;
 const KUBELET = { grace: '40s', monitor: '5s', renew: '10s' };
 const LAB = { grace: '8s', monitor: '1s', renew: '2s' };
 const SHAPES = {
-  full: { zones: 3, zoneSize: 60, largeCluster: 50, silentA: 18, silentB: 6, ...KUBELET, rates: [0.1, 0.05] },
-  large: { zones: 4, zoneSize: 250, largeCluster: 50, silentA: 65, silentB: 10, ...KUBELET, rates: [0.2, 0.1] },
-  ci: { zones: 3, zoneSize: 12, largeCluster: 10, silentA: 5, silentB: 2, ...LAB, rates: [0.5, 0.2] },
+  full: { zones: 3, zoneSize: 60, fleet: 0, largeCluster: 50, unhealthy: 0.25, silentA: 18, silentB: 6, ...KUBELET, rates: [0.1, 0.05] },
+  // 200 nodes of `lab up` (the ones that go silent: each has its own forwarder to stop) and 800 of `lab fleet`
+  large: {
+    zones: 4,
+    zoneSize: 250,
+    fleet: 800,
+    largeCluster: 50,
+    unhealthy: 0.15,
+    silentA: 48,
+    silentB: 10,
+    ...KUBELET,
+    rates: [0.2, 0.1],
+  },
+  ci: { zones: 3, zoneSize: 12, fleet: 0, largeCluster: 10, unhealthy: 0.25, silentA: 5, silentB: 2, ...LAB, rates: [0.5, 0.2] },
 } as const;
 const SHAPE = SIZE === 'full' || SIZE === 'large' ? SHAPES[SIZE] : SHAPES.ci;
 const TOLERATION_MS = SHAPE === SHAPES.ci ? 6_000 : 15_000;
@@ -83,10 +97,30 @@ class Observed {
   }
 }
 
+/** `lab fleet` beside the lab, for zones larger than `lab up` makes: its nodes renew and stay Ready; returns once all are. */
+async function startFleet(lab: LabInfo, count: number, zones: number, renew: string): Promise<ChildProcess> {
+  const child = spawn(
+    process.execPath,
+    [LAB_BIN, 'fleet', '--instance', lab.instance, '--count', `${count}`, '--zones', `${zones}`, '--lease-renew', renew],
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
+  const kc = new KubeConfig();
+  kc.loadFromFile(lab.kubeconfig);
+  const core = kc.makeApiClient(CoreV1Api);
+  const ready = async () =>
+    (await core.listNode({ labelSelector: FLEET_LABEL })).items.filter((n) =>
+      n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    ).length;
+  await until(`${count} fleet nodes Ready`, async () => child.exitCode === null && (await ready()) === count, 300_000, 2000);
+  return child;
+}
+
 describe(`eviction-forecast at scale against the real controller (Kubernetes ${LAB_VERSION})`, () => {
   it(`${NODES} nodes in ${SHAPE.zones} zones, one partially disrupted, one with a few silent nodes: every taint and first eviction forecast, none late`, async () => {
     await labDown(INSTANCE);
-    const nodes = NODES;
+    const nodes = NODES - SHAPE.fleet;
     const started = realClock.now();
     const binaries = await labBinaries();
     const lab: LabInfo = await labUp({
@@ -100,13 +134,14 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
       toleration: `${TOLERATION_MS / 1000}s`,
       evictionRate: SHAPE.rates[0],
       secondaryEvictionRate: SHAPE.rates[1],
-      unhealthyZoneThreshold: 0.25,
+      unhealthyZoneThreshold: SHAPE.unhealthy,
       largeClusterSizeThreshold: SHAPE.largeCluster,
       replicas: nodes,
       readyTimeoutMs: Math.max(240_000, nodes * 600),
     });
+    const fleet = SHAPE.fleet ? await startFleet(lab, SHAPE.fleet, SHAPE.zones, SHAPE.renew) : undefined;
     const upSeconds = (realClock.now() - started) / 1000;
-    const usageFrom = { at: realClock.now(), usage: labUsage(lab.stateDir) };
+    const usageFrom = { at: realClock.now(), usage: labUsage(lab.stateDir, fleet?.pid) };
     const inZone = (zone: string) => lab.nodes.filter((n) => n.zone === zone).map((n) => n.name);
     const silent = [...inZone('zone-a').slice(0, SHAPE.silentA), ...inZone('zone-b').slice(0, SHAPE.silentB)];
 
@@ -164,14 +199,15 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
         const order = silent.filter((n) => inZone(zone).includes(n));
         for (let i = 1; i < order.length; i++) if (observed.tainted.get(order[i]!)! < observed.tainted.get(order[i - 1]!)!) outOfOrder++;
       }
-      const usage = labUsage(lab.stateDir);
+      const usage = labUsage(lab.stateDir, fleet?.pid);
       const seconds = (realClock.now() - usageFrom.at) / 1000;
       const coresByProgram = Object.fromEntries(
         Object.entries(cpuBetween(usageFrom.usage, usage)).map(([k, v]) => [k, Number((v / seconds).toFixed(2))]),
       );
       const sum = (o: Record<string, number>) => Object.values(o).reduce((a, b) => a + b, 0);
       const summary = {
-        nodes,
+        nodes: NODES,
+        fleet: SHAPE.fleet,
         lab: {
           cores: Number(sum(coresByProgram).toFixed(2)),
           mib: Math.round(sum(usage.rssMiB)),
@@ -226,6 +262,7 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
       expect(judged.retaints > 0).toBe(!traits.requeuesEveryPass);
       for (const x of judged.sim) expect(x.retaints > 0).toBe(!traits.requeuesEveryPass);
     } finally {
+      fleet?.kill();
       await close(() => pump.catch(() => {}));
     }
   }, 2_400_000);

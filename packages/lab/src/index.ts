@@ -2,6 +2,7 @@
 export { ensureLabBinaries } from './install/ensure.js';
 export { DEFAULT_MINOR, SUPPORTED_MINORS } from './install/binaries.js';
 export { labDown } from './lifecycle/down.js';
+export { FLEET_LABEL } from './sim/fleet.js';
 export { readLabInfo, type LabInfo } from './host/info.js';
 export { labPaths, labNames } from './host/paths.js';
 export { readRuntime } from './sim/runtime.js';

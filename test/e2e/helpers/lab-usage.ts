@@ -12,18 +12,19 @@ export interface LabUsage {
 
 /**
  * The CPU time and resident memory of every process whose command line names the lab's state directory (its control
- * plane, the kubelet simulators and their forwarders, as `lab down` finds them), read from /proc: the machine's own
- * count, not the lab's.
+ * plane, the kubelet simulators and their forwarders, as `lab down` finds them), and of `fleet` (a `lab fleet`
+ * process, counted as `fleet`), read from /proc: the machine's own count, not the lab's.
  */
-export function labUsage(stateDir: string): LabUsage {
+export function labUsage(stateDir: string, fleet?: number): LabUsage {
   const usage: LabUsage = { cpuSeconds: {}, rssMiB: {}, processes: 0 };
   for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
     try {
-      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`${stateDir}/`)) continue;
+      const isFleet = Number(pid) === fleet;
+      if (!isFleet && !readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`${stateDir}/`)) continue;
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       // after the command name in parentheses: state is field 3, utime 14 and stime 15
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const comm = isFleet ? 'fleet' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
       const rssKiB = Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
       usage.cpuSeconds[comm] = (usage.cpuSeconds[comm] ?? 0) + (Number(fields[11]) + Number(fields[12])) / USER_HZ;
       usage.rssMiB[comm] = (usage.rssMiB[comm] ?? 0) + rssKiB / 1024;
