@@ -113,6 +113,29 @@ describe('arming is confirmed', () => {
     }
   });
 
+  it('completes with its caller gone: an executor killed mid-arm leaves a watcher that fires, not a dead-man none keeps', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
+    try {
+      const marker = join(root, 'reverted');
+      const script = armScript({ runId: 'run8', faultId: 'f01-k', ttlMs: 2000, revert: `touch '${marker}'`, allowSystemd: false, ...onNode(root) });
+      // the caller's ends of stdout and stderr closed before the script runs: what a SIGKILLed executor leaves
+      const c = spawn('/bin/sh', ['-s'], { stdio: ['pipe', 'pipe', 'pipe'] });
+      c.stdout.destroy();
+      c.stderr.destroy();
+      const ended = new Promise((resolve) => c.on('close', resolve));
+      c.stdin.end(script);
+      await ended;
+      const dir = deadmanDir('run8', 'f01-k', root);
+      expect(existsSync(join(dir, 'watcher'))).toBe(true);
+      utimesSync(join(dir, 'keepalive'), new Date(0), new Date(0));
+      expect(await eventually(() => existsSync(marker), 5000)).toBe(true);
+      expect(await eventually(() => existsSync(`${dir}.fired/exit`), 3000)).toBe(true);
+    } finally {
+      spawnSync('/bin/sh', ['-c', `pkill -f ${JSON.stringify(root)} || true`]);
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
   it("a disarm kills only the process running this fault's watcher, not whatever has its recorded pid now", async () => {
     const root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const other = spawn('sleep', ['30'], { stdio: 'ignore' });

@@ -144,14 +144,14 @@ WantedBy=multi-user.target
 `;
 }
 
-/** sh text registering boot.sh to run at boot, writing `$d/unhook.sh` that removes the registration, printing `boot-hook KIND`. */
+/** sh text registering boot.sh to run at boot, writing `$d/unhook.sh` that removes the registration, setting `hook` to its kind. */
 function bootHookScript(o: ArmOptions, dir: string): string {
   if (o.bootHook === 'dir') {
     const nodeDir = `${o.bootDir ?? BOOT_ROOT}/${checkId('node', o.node)}`;
     const link = `${nodeDir}/${o.runId}--${o.faultId}`;
     return `mkdir -p ${shq(nodeDir)}
 ln -sfn "$d/boot.sh" ${shq(link)}
-${writeFile('"$d/unhook.sh"', `rm -f ${shq(link)}\nrmdir ${shq(nodeDir)} 2>/dev/null\nexit 0`)}echo "boot-hook dir"
+${writeFile('"$d/unhook.sh"', `rm -f ${shq(link)}\nrmdir ${shq(nodeDir)} 2>/dev/null\nexit 0`)}hook=dir
 `;
   }
   const unit = `${unitName(o.runId, o.faultId)}-boot.service`;
@@ -172,10 +172,15 @@ if [ "$hook" = none ] && [ -d /etc/cron.d ] && [ -w /etc/cron.d ] && { pgrep -x 
   hook=cron
   ${writeFile('"$d/unhook.sh"', `rm -f ${shq(cronFile)}\nexit 0`)}
 fi
-echo "boot-hook $hook"
 `;
 }
 
+/**
+ * The arm: the dead-man's files, its boot hook, its watcher started and confirmed. It writes nothing to stdout or
+ * stderr until the watcher runs (or the arm has been undone): the caller may be gone by then, an executor killed
+ * mid-arm closing the pipes, and the first write would end the script with SIGPIPE, leaving a dead-man no watcher
+ * keeps.
+ */
 export function armScript(o: ArmOptions): string {
   const root = o.root ?? DEADMAN_ROOT;
   const dir = deadmanDir(o.runId, o.faultId, root);
@@ -199,9 +204,9 @@ fi
 umask 077
 d=${shq(dir)}
 arm_failed() {
-  echo "$1" >&2
   if [ -f "$d/unhook.sh" ]; then sh "$d/unhook.sh" >/dev/null 2>&1 || true; fi
   rm -rf "$d"
+  echo "$1" >&2
   exit 1
 }
 mkdir -p "$d"
@@ -221,6 +226,7 @@ ${systemd}if [ -z "$started" ]; then
   done
   ${leavePodCgroup('"$(cat "$d/watcher.pid")"')}
 fi
+echo "boot-hook $hook"
 `;
 }
 
