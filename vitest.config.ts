@@ -5,9 +5,9 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * default (1.37: projects `e2e 1.37`, `e2e 1.37 light`, `e2e 1.37 beside`, `e2e 1.37 demo`, `e2e 1.37 beside older`) but the
  * controller's bare eviction timing; the incident runbooks, that timing and the forecast at scale on
  * 1.34 and 1.20, and the other eviction forecast tests on 1.20. A project's name says the version, and
- * KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts). `npm test` runs `e2e 1.37 beside` and
- * `e2e 1.37 demo` beside the unit tests (scripts/unit-and-beside.sh), then `e2e 1.37` with `e2e 1.37 light`, then `e2e 1.34`,
- * `e2e 1.20` and `e2e 1.37 beside older` beside each other, each with its own lab
+ * KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts). `npm test` runs `e2e 1.37 beside` then
+ * `e2e 1.37 light`, and `e2e 1.37 demo`, beside the unit tests (scripts/unit-and-beside.sh), then `e2e 1.37` alone,
+ * then `e2e 1.34`, `e2e 1.20` and `e2e 1.37 beside older` beside each other, each with its own lab
  * (scripts/e2e-versions.sh).
  */
 const e2e = (version: string, include: string[], o: { name?: string; exclude?: string[] } = {}) => ({
@@ -63,8 +63,8 @@ const BESIDE_OLDER = [
 /**
  * The default release's files that measure none of the controller's timing on a lab of a few simulated nodes and
  * generate no load (dead-men within faultTtl + 10 s, no eviction past a toleration, a fleet's steps, PromQL guards):
- * run beside `e2e 1.37` (`vitest run --project "e2e 1.37 light"`, scripts/e2e-versions.sh), the one lab they add
- * being light enough for the timing files there.
+ * run after `e2e 1.37 beside`, beside the unit tests and the demo (`vitest run --project "e2e 1.37 light"`,
+ * scripts/unit-and-beside.sh), not beside `e2e 1.37`, whose real controller they would share the machine with.
  */
 const LIGHT = [
   'test/e2e/lab-fleet.test.ts',
