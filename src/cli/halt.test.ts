@@ -86,4 +86,22 @@ describe('kube-runbook halt, resume, status', () => {
     expect(killed).toEqual(['4242 SIGTERM']);
     expect(log.lines.filter((l) => l.msg.includes('halt not written yet')).length).toBeGreaterThan(1);
   });
+
+  it("status -n of a lock namespace shows the cluster's halt beside its own, each with the command that clears it", async () => {
+    const { printed, deps } = setup();
+    expect(await haltCommand({ ...flags({ stateDir: dir, namespace: 'kr-locks' }), reason: 'team outage' }, deps)).toBe(0);
+    expect(printed).toEqual([
+      'halted by alice@ops since 2026-01-01T00:00:00.000000Z (Lease kr-locks/kube-runbook-halt): team outage: the runs locked in kr-locks roll back, none of them starts until kube-runbook resume -n kr-locks',
+    ]);
+    printed.length = 0;
+    expect(await statusCommand(flags({ stateDir: dir, namespace: 'kr-locks' }), deps)).toBe(0);
+    const lines = printed[0]!.split('\n');
+    expect(lines.slice(0, 2)).toEqual([
+      'halt: not set (Lease kube-system/kube-runbook-halt, `kube-runbook halt`: stops every run)',
+      'HALTED: halted by alice@ops since 2026-01-01T00:00:00.000000Z (Lease kr-locks/kube-runbook-halt): team outage; kube-runbook resume -n kr-locks clears it',
+    ]);
+    printed.length = 0;
+    expect(await statusCommand(flags({ stateDir: dir }), deps)).toBe(0);
+    expect(printed[0]!.split('\n')[0]).toBe('halt: not set (Lease kube-system/kube-runbook-halt, `kube-runbook halt`: stops every run)');
+  });
 });
