@@ -63,7 +63,8 @@ async function runAgent(flags: AgentFlags): Promise<void> {
   const key = executorKey(flags.executorKey);
   if (!key) throw new KrError('BAD_EXECUTOR_KEY', `--executor-key is not an Ed25519 public key (base64 SPKI)`, { exit: EXIT.invalid });
   for (const ns of flags.haltNamespace ?? [])
-    if (!DNS_LABEL.test(ns)) throw new KrError('BAD_NAMESPACE', `--halt-namespace ${quote(ns)} is not a namespace name`, { exit: EXIT.invalid });
+    if (!DNS_LABEL.test(ns))
+      throw new KrError('BAD_NAMESPACE', `--halt-namespace ${quote(ns)} is not a namespace name`, { exit: EXIT.invalid });
   const faultTtlMs = parseDuration(flags.faultTtl);
   if (faultTtlMs === undefined || faultTtlMs <= 0)
     throw new KrError('BAD_FAULT_TTL', `--fault-ttl ${quote(flags.faultTtl)} is not a duration`, { exit: EXIT.invalid });
@@ -144,7 +145,10 @@ function haltReadRbac(ns: string, accounts: { namespace: string; serviceAccount:
  * The objects the agents of an inventory need: per agent namespace, the Namespace (privileged), ServiceAccount, Role
  * and RoleBinding; and a warning per privileged namespace and per sensitive grant (none today), for stderr.
  */
-export async function agentManifests(flags: { inventory?: string; haltNamespace?: string[] }): Promise<{ yaml: string; warnings: string[] }> {
+export async function agentManifests(flags: {
+  inventory?: string;
+  haltNamespace?: string[];
+}): Promise<{ yaml: string; warnings: string[] }> {
   const inv = await inventoryFrom(flags);
   const targets = agentTargets(inv.inventory, inv.inventory.spec.nodes);
   if (!targets.length)
@@ -213,7 +217,8 @@ export async function agentManifests(flags: { inventory?: string; haltNamespace?
     );
   }
   for (const ns of new Set([HALT_NAMESPACE, ...(flags.haltNamespace ?? [])])) {
-    if (!DNS_LABEL.test(ns)) throw new KrError('BAD_NAMESPACE', `--halt-namespace ${quote(ns)} is not a namespace name`, { exit: EXIT.invalid });
+    if (!DNS_LABEL.test(ns))
+      throw new KrError('BAD_NAMESPACE', `--halt-namespace ${quote(ns)} is not a namespace name`, { exit: EXIT.invalid });
     docs.push(...haltReadRbac(ns, [...accounts.values()], labels));
   }
   return { yaml: docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n'), warnings };

@@ -186,7 +186,10 @@ export async function haltLine(kube: KubeAccess, lockNamespace: string): Promise
     const also = namespaces.length > 1 ? `, or \`kube-runbook halt -n ${lockNamespace}\`` : '';
     return { line: `halt: not set (${haltLeases(namespaces)}); \`kube-runbook halt\`${also} stops this run`, warn: false };
   } catch (e) {
-    return { line: `the halt (${haltLeases(namespaces)}) could not be read: ${messageOf(e)}; a run's preflight reads it again`, warn: true };
+    return {
+      line: `the halt (${haltLeases(namespaces)}) could not be read: ${messageOf(e)}; a run's preflight reads it again`,
+      warn: true,
+    };
   }
 }
 
@@ -206,7 +209,10 @@ export const register: Register = (program, done) => {
 export const help: CommandHelp = {
   group: 'Run',
   examples: [
-    ['halt --reason "payments outage" --context prod', 'every run on prod rolls back now, whatever its lock namespace, and none starts until resume'],
+    [
+      'halt --reason "payments outage" --context prod',
+      'every run on prod rolls back now, whatever its lock namespace, and none starts until resume',
+    ],
     ['halt --reason "team A only" -n team-a', 'only the runs locked in team-a (spec.safety.lockNamespace) roll back'],
     ['halt --reason "apiserver down" --local', "also SIGTERM this machine's runs, should the cluster not answer"],
     ['halt --reason outage -o json', 'the same, as JSON'],

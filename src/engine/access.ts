@@ -24,12 +24,10 @@ const ENGINE_ACCESS: NeededAccess[] = [
  * the halts that stop the run, read only (src/kube/halt.ts): the cluster's in kube-system, and the one beside the lock.
  */
 const runLockAccess = (namespace: string): NeededAccess[] => [
-  ...haltNamespaces(namespace).map(
-    (ns): NeededAccess => ({
-      by: 'the halt',
-      access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['get'], namespace: ns, name: HALT_NAME },
-    }),
-  ),
+  ...haltNamespaces(namespace).map((ns): NeededAccess => ({
+    by: 'the halt',
+    access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['get'], namespace: ns, name: HALT_NAME },
+  })),
   { by: 'the run lock', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['create'], namespace } },
   {
     by: 'the run lock',

@@ -154,7 +154,14 @@ export class RunAgents {
         try {
           await json(podsPath(ns), {
             method: 'POST',
-            body: agentPod(this.ctx.runId, t, keys, this.leaseMs, owner, this.lockNamespace === undefined ? [] : haltNamespaces(this.lockNamespace)),
+            body: agentPod(
+              this.ctx.runId,
+              t,
+              keys,
+              this.leaseMs,
+              owner,
+              this.lockNamespace === undefined ? [] : haltNamespaces(this.lockNamespace),
+            ),
             timeoutMs: 30_000,
             signal,
           });

@@ -91,7 +91,9 @@ describe('preflight: which halts it reads', () => {
     expect(free.halt).toBe('no halt is set (Leases kube-system/kube-runbook-halt, kr-locks/kube-runbook-halt)');
     const cluster = await refusedBy({ lockNamespace: 'kr-locks', halted: 'kube-system' });
     expect(cluster.r).toMatchObject({ status: 'refused', exitCode: 3 });
-    expect(cluster.r.reason).toMatch(/halt: halted by alice@ops since \S+ \(Lease kube-system\/kube-runbook-halt\): outage; no run starts until `kube-runbook resume`/);
+    expect(cluster.r.reason).toMatch(
+      /halt: halted by alice@ops since \S+ \(Lease kube-system\/kube-runbook-halt\): outage; no run starts until `kube-runbook resume`/,
+    );
     expect(cluster.log).toEqual([]);
     const own = await refusedBy({ lockNamespace: 'kr-locks', halted: 'kr-locks' });
     expect(own.r.reason).toMatch(/\(Lease kr-locks\/kube-runbook-halt\): outage; no run starts until `kube-runbook resume -n kr-locks`/);
