@@ -183,8 +183,8 @@ export async function haltLine(kube: KubeAccess, lockNamespace: string): Promise
         line: `HALTED: ${describeHalt(set.namespace, set.halt)}; a run is refused until kube-runbook resume${haltFlag(set.namespace)}`,
         warn: true,
       };
-    const also = namespaces.length > 1 ? `, or \`kube-runbook halt -n ${lockNamespace}\`` : '';
-    return { line: `halt: not set (${haltLeases(namespaces)}); \`kube-runbook halt\`${also} stops this run`, warn: false };
+    const also = namespaces.length > 1 ? `, as does \`kube-runbook halt -n ${lockNamespace}\`` : '';
+    return { line: `halt: not set (${haltLeases(namespaces)}); \`kube-runbook halt\` stops this run${also}`, warn: false };
   } catch (e) {
     return {
       line: `the halt (${haltLeases(namespaces)}) could not be read: ${messageOf(e)}; a run's preflight reads it again`,
