@@ -7,6 +7,7 @@ import { CoordinationV1Api, CoreV1Api, Exec, KubeConfig, type V1Status } from '@
 import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
+import { eventually } from '../../src/testing/wait.js';
 import { labNames, rebootLabNode } from '../../packages/lab/src/index.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
 import { cacheDir, instanceRunDir } from '../../packages/lab/src/host/paths.js';
@@ -450,15 +451,14 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       );
       // a controller-manager that gave its Lease up takes it again in its new container a Lease duration (15 s) later
       let leaseAfter = await kcmLease();
-      await until(
-        'a leader change',
+      await eventually(
         async () => {
           leaseAfter = await kcmLease();
           return leaseAfter.transitions > leaseBefore.transitions || leaseAfter.holder !== leaseBefore.holder;
         },
         Math.max(0, watchAfter - (realClock.now() - end)),
         1000,
-      ).catch(() => undefined);
+      );
       stop = true;
       await watching;
       const readyAfter = await readiness();

@@ -22,7 +22,7 @@ export interface LoadFlowSchema {
 
 /** The examples' load: every ServiceAccount of kr-load, the identities runs make for their loads. */
 const LOAD_FS: LoadFlowSchema = { name: 'kr-load', subject: { group: 'system:serviceaccounts:kr-load' } };
-export const LOAD_LEVEL = 'workload-low';
+const LOAD_LEVEL = 'workload-low';
 
 /** Creates the FlowSchema that counts the load apart (kept when it exists); waits for the apiserver to take it in. */
 export async function countLoadApart(kube: KubeAccess, fs: LoadFlowSchema = LOAD_FS): Promise<void> {
