@@ -15,7 +15,14 @@ import type { KubeAccess } from '../../src/kube/types.js';
 import { AGENT_NS, agentInventory, applyAgentManifests } from './helpers/agents.js';
 import { deadmanFired, untilJournalApplied, type AppliedFault } from './helpers/kills.js';
 import { labContext, type LabContext } from './helpers/lab-context.js';
-import { countLoadApart, cpuCgroups, flow as flowOf, loadIdentitiesLeft, loadStopped as loadStoppedOf } from './helpers/overload.js';
+import {
+  countLoadApart,
+  cpuCgroups,
+  flow as flowOf,
+  loadIdentitiesLeft,
+  loadStopped as loadStoppedOf,
+  watchRenewals,
+} from './helpers/overload.js';
 import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
 import { writeRunbook } from './helpers/runbook-file.js';
 import { containerBack, runControlPlaneAction } from './helpers/static-pod-actions.js';
@@ -298,16 +305,6 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       return { holder: l.spec?.holderIdentity ?? '', transitions: l.spec?.leaseTransitions ?? 0 };
     }
 
-    /** Each node's Lease: when it was last renewed, and how often its kubelet renews it (a quarter of its duration). */
-    async function nodeLeases(): Promise<{ node: string; renewed: number; intervalMs: number }[]> {
-      const ls = await kc.makeApiClient(CoordinationV1Api).listNamespacedLease({ namespace: 'kube-node-lease' });
-      return ls.items.map((l) => ({
-        node: l.metadata!.name!,
-        renewed: new Date(l.spec?.renewTime as unknown as string).getTime(),
-        intervalMs: (l.spec?.leaseDurationSeconds ?? 40) * 250,
-      }));
-    }
-
     /** Each node's Ready condition: its status and when it last changed. */
     async function readiness(): Promise<Record<string, { status: string; since: string }>> {
       return Object.fromEntries(
@@ -396,8 +393,7 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       // what the test sees while it runs (reads through the starved control plane fail at times)
       const notReady = new Set<string>();
       const holders = new Set<string>([leaseBefore.holder]);
-      const renewed = new Map<string, number>();
-      let latestRenewal = { node: '', ms: 0 };
+      const renewals = watchRenewals(kc);
       const seenQuotas = { etcd: new Set<string>(), apiserver: new Set<string>(), kubelet: new Set<string>() };
       let stop = false;
       const watching = (async () => {
@@ -418,16 +414,6 @@ describe('lab up --real-nodes 2 --static-pods', () => {
             .catch(() => undefined);
           await kcmLease()
             .then((l) => holders.add(l.holder))
-            .catch(() => undefined);
-          await nodeLeases()
-            .then((ls) =>
-              ls.forEach((l) => {
-                const prev = renewed.get(l.node);
-                const late = prev !== undefined && l.renewed > prev ? l.renewed - prev - l.intervalMs : 0;
-                if (late > latestRenewal.ms) latestRenewal = { node: l.node, ms: late };
-                renewed.set(l.node, l.renewed);
-              }),
-            )
             .catch(() => undefined);
           await realClock.sleep(500);
         }
@@ -461,6 +447,7 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       );
       stop = true;
       await watching;
+      const latestRenewal = await renewals.stop();
       const readyAfter = await readiness();
       const flapped = Object.keys(readyBefore).filter((n) => readyAfter[n]!.since !== readyBefore[n]!.since);
       const at = (f?: { appliedAt?: string }) => (f?.appliedAt ? Date.parse(f.appliedAt) : undefined);
@@ -474,7 +461,7 @@ describe('lab up --real-nodes 2 --static-pods', () => {
             : '') +
           `; faults ${report.faults.map((f) => `${f.action} ${f.node ?? 'cluster'} ${f.status}`).join(', ')}; ` +
           `the apiserver answered ${(answers / 1000).toFixed(1)} s after the run; NotReady seen ${[...notReady].join(', ') || 'none'}, ` +
-          `Ready changed on ${flapped.join(', ') || 'none'}; latest renewal ${(latestRenewal.ms / 1000).toFixed(1)} s late (${latestRenewal.node || '-'}); ` +
+          `Ready changed on ${flapped.join(', ') || 'none'}; latest renewal ${(latestRenewal.latenessMs / 1000).toFixed(1)} s late (${latestRenewal.node || '-'}); ` +
           `${KCM} Lease ${leaseBefore.holder} (${leaseBefore.transitions}) → ${leaseAfter.holder} (${leaseAfter.transitions}), holders seen ${holders.size}; ` +
           `guards violated: ${[...new Set(report.guardTransitions.filter((t) => t.status === 'violated').map((t) => t.guard))].join(', ') || 'none'}; ` +
           `run ${(ranFor / 1000).toFixed(1)} s, case ${((realClock.now() - t0) / 1000).toFixed(1)} s`,
@@ -543,7 +530,7 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       // renewals came later than the guard's 2 s (a node went NotReady and came back in one of three runs on a busy
       // 2-core machine; late renewals in all of them)
       expect(
-        o.flapped.length > 0 || o.notReady.size > 0 || o.latestRenewal.ms > 2000,
+        o.flapped.length > 0 || o.notReady.size > 0 || o.latestRenewal.latenessMs > 2000,
         'a node flapped NotReady, or its renewals came late',
       ).toBe(true);
       expect(o.leaseAfter.transitions > o.leaseBefore.transitions || o.leaseAfter.holder !== o.leaseBefore.holder, 'a leader change').toBe(
