@@ -453,12 +453,16 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       const at = (f?: { appliedAt?: string }) => (f?.appliedAt ? Date.parse(f.appliedAt) : undefined);
       const etcdAt = at(report.faults.find((f) => f.action === 'starve-cpu' && f.node === 'cp-1'));
       const firing = report.guardFirings.find((g) => g.response === 'abort');
+      // a guard may fire while the step that starves etcd is still applying its quota
+      const sinceEtcd = (when: string) => {
+        if (etcdAt === undefined) return 'before the etcd quota';
+        const s = (Date.parse(when) - etcdAt) / 1000;
+        return s >= 0 ? `${s.toFixed(1)} s after the etcd quota` : `${(-s).toFixed(1)} s before the etcd quota was recorded applied`;
+      };
       const name = `control-plane-overload ${guarded ? 'guarded' : 'unguarded'}`;
       console.log(
         `${name}: ${report.status}` +
-          (firing
-            ? `, ${firing.guard}: ${firing.detail}, ${etcdAt ? `${((Date.parse(firing.at) - etcdAt) / 1000).toFixed(1)} s after the etcd quota` : 'before the etcd quota'}`
-            : '') +
+          (firing ? `, ${firing.guard}: ${firing.detail}, ${sinceEtcd(firing.at)}` : '') +
           `; faults ${report.faults.map((f) => `${f.action} ${f.node ?? 'cluster'} ${f.status}`).join(', ')}; ` +
           `the apiserver answered ${(answers / 1000).toFixed(1)} s after the run; NotReady seen ${[...notReady].join(', ') || 'none'}, ` +
           `Ready changed on ${flapped.join(', ') || 'none'}; latest renewal ${(latestRenewal.latenessMs / 1000).toFixed(1)} s late (${latestRenewal.node || '-'}); ` +
