@@ -116,7 +116,11 @@ beforeAll(async () => {
     binds: { [join(kubelet, '..')]: '/opt/kube-runbook/kubernetes', [containerd.dir]: '/opt/kube-runbook/containerd' },
   };
   const upper = systemdNodePaths(node.dir).upper;
-  await writeSystemdNodeFiles(upper, { node: NAME, kubeletDir: '/opt/kube-runbook/kubernetes', containerdDir: '/opt/kube-runbook/containerd' });
+  await writeSystemdNodeFiles(upper, {
+    node: NAME,
+    kubeletDir: '/opt/kube-runbook/kubernetes',
+    containerdDir: '/opt/kube-runbook/containerd',
+  });
   // the executor's key, and the node's host key as known_hosts: the ssh transport checks it (strictHostKeyChecking yes)
   execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, 'id'), '-C', 'kube-runbook test']);
   mkdirSync(join(upper, 'root/.ssh'), { recursive: true, mode: 0o700 });
@@ -184,7 +188,9 @@ describe('a node whose PID 1 is systemd', () => {
     const runId = `sd-dm-${randomBytes(3).toString('hex')}`;
     const run = await startRun(runbook('sd-deadman', '10s', '10m'), runId);
     const units = (await onNode(['systemctl', 'list-units', '--plain', '--no-legend', `kube-runbook-deadman-${runId}-*`])).out;
-    expect(units, 'the watcher is a unit of its own').toMatch(new RegExp(`kube-runbook-deadman-${runId}-\\S+\\.service\\s+loaded active running`));
+    expect(units, 'the watcher is a unit of its own').toMatch(
+      new RegExp(`kube-runbook-deadman-${runId}-\\S+\\.service\\s+loaded active running`),
+    );
     await kill(run.child);
     const killedAt = realClock.now();
     expect(await isActive('kubelet')).toBe('inactive');

@@ -132,11 +132,11 @@ export async function bootSystemdNode(n: SystemdNode, o: { clock: Clock; timeout
   const argv = systemdNodeArgv(n);
   const out = openSync(p.console, 'a');
   // the shell joins the node's cgroups, then becomes the boot (its PID stays, so everything below is in them)
-  const child = spawn(
-    'sh',
-    ['-c', 'for d in $CGROUPS; do echo $$ >"$d/cgroup.procs"; done; exec "$@"', 'sh', ...argv],
-    { detached: true, stdio: ['ignore', out, out], env: { ...process.env, CGROUPS: cgroups.join(' ') } },
-  );
+  const child = spawn('sh', ['-c', 'for d in $CGROUPS; do echo $$ >"$d/cgroup.procs"; done; exec "$@"', 'sh', ...argv], {
+    detached: true,
+    stdio: ['ignore', out, out],
+    env: { ...process.env, CGROUPS: cgroups.join(' ') },
+  });
   closeSync(out);
   child.unref();
   const unsharePid = child.pid!;

@@ -69,10 +69,11 @@ export async function ensureSystemdRootfs(o: {
   const root = defaultCacheDir(o.env ?? process.env);
   const dir = systemdRootfsDir(root, o.suite);
   const done = join(dir, '.kube-runbook-rootfs');
-  const ready = () => stat(done).then(
-    () => true,
-    () => false,
-  );
+  const ready = () =>
+    stat(done).then(
+      () => true,
+      () => false,
+    );
   if (await ready()) return { dir, suite: o.suite };
   await ensureAptPackages(['mmdebstrap'], o);
   return withLock(

@@ -17,7 +17,7 @@ export interface SystemdNodeUnitsPlan {
   containerdDir: string;
 }
 
-export const SYSTEMD_NODE_UNITS = ['containerd.service', 'kubelet.service'] as const;
+const SYSTEMD_NODE_UNITS = ['containerd.service', 'kubelet.service'] as const;
 
 const PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -102,7 +102,8 @@ export async function writeSystemdNodeFiles(upper: string, p: SystemdNodeUnitsPl
   }
   const wants = join(upper, 'etc/systemd/system/multi-user.target.wants');
   await mkdir(wants, { recursive: true });
-  for (const u of SYSTEMD_NODE_UNITS) await symlink(`/etc/systemd/system/${u}`, join(wants, u)).catch((e: NodeJS.ErrnoException) => {
-    if (e.code !== 'EEXIST') throw e;
-  });
+  for (const u of SYSTEMD_NODE_UNITS)
+    await symlink(`/etc/systemd/system/${u}`, join(wants, u)).catch((e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EEXIST') throw e;
+    });
 }
