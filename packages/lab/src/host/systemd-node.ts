@@ -170,6 +170,25 @@ export async function stopSystemdNode(name: string, pid: number, o: { clock: Clo
   for (const d of await cgroupDirs(name)) await removeCgroup(d, o.clock);
 }
 
+/**
+ * What is left of a node whose PID is not known (its boot's process killed before it could stop it): every process
+ * in its cgroup killed (SIGKILL), then its cgroups removed. Nothing when it has none.
+ */
+export async function killLeftoverSystemdNode(name: string, o: { clock: Clock }): Promise<number> {
+  const pids = new Set<number>();
+  const collect = async (dir: string): Promise<void> => {
+    const entries = await readdir(dir, { withFileTypes: true }).catch(() => undefined);
+    if (!entries) return;
+    for (const p of (await readFile(join(dir, 'cgroup.procs'), 'utf8').catch(() => '')).split('\n'))
+      if (/^\d+$/.test(p)) pids.add(Number(p));
+    for (const e of entries) if (e.isDirectory()) await collect(join(dir, e.name));
+  };
+  for (const d of await cgroupDirs(name)) await collect(d);
+  for (const pid of pids) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  for (const d of await cgroupDirs(name)) await removeCgroup(d, o.clock);
+  return pids.size;
+}
+
 async function removeCgroup(dir: string, clock: Clock): Promise<void> {
   const entries = await readdir(dir, { withFileTypes: true }).catch(() => undefined);
   if (!entries) return;
