@@ -12,14 +12,19 @@ describe('booting a systemd node', () => {
     expect(SYSTEMD_NODE_BOOT).toMatch(/exec env -i container=kube-runbook TERM=dumb \/lib\/systemd\/systemd --system\n$/);
   });
 
-  it('passes every path and name as an argument of its own, never in the script', () => {
-    const hostile = { ...node, name: "x'; touch /tmp/pwned; '", dir: '/state/$(reboot)', rootfs: '/c/`id`' };
+  it('refuses a name that is not a host name', () => {
+    for (const name of ["x'; touch /tmp/pwned; '", 'a b', '-x', 'A', ''])
+      expect(() => systemdNodeArgv({ ...node, name })).toThrow(expect.objectContaining({ code: 'LAB_SYSTEMD_NODE' }));
+  });
+
+  it('passes every path as an argument of its own, never in the script', () => {
+    const hostile = { ...node, dir: '/state/$(reboot)', rootfs: '/c/`id`' };
     const argv = systemdNodeArgv(hostile);
     const script = argv.indexOf(SYSTEMD_NODE_BOOT);
     expect(script).toBeGreaterThan(0);
     expect(argv.slice(script + 1)).toEqual([
       'sh',
-      hostile.name,
+      'sd-1',
       '/c/`id`',
       '/state/$(reboot)/upper',
       '/state/$(reboot)/work',

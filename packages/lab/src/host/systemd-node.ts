@@ -70,14 +70,22 @@ export const systemdNodePaths = (dir: string) => ({
   console: join(dir, 'console.log'),
 });
 
-/** The node's cgroup in one v1 hierarchy or the unified one. */
+/** A node's name: its hostname, and part of its cgroups' names. */
+function checkNodeName(name: string): string {
+  if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(name))
+    throw new KrError('LAB_SYSTEMD_NODE', `a node's name is lower-case letters, digits and '-' (a host name), got ${JSON.stringify(name)}`);
+  return name;
+}
+
+/** The node's cgroup in each v1 hierarchy and the unified one. */
 const cgroupDirs = async (name: string): Promise<string[]> =>
   (await readdir('/sys/fs/cgroup', { withFileTypes: true }))
     .filter((e) => e.isDirectory())
-    .map((e) => join('/sys/fs/cgroup', e.name, `kube-runbook-${name}`));
+    .map((e) => join('/sys/fs/cgroup', e.name, `kube-runbook-${checkNodeName(name)}`));
 
 /** The argv that boots a node (run by a shell that is already in the node's cgroup). */
 export function systemdNodeArgv(n: SystemdNode): string[] {
+  checkNodeName(n.name);
   const p = systemdNodePaths(n.dir);
   const binds = Object.entries(n.binds ?? {}).map(([src, dst]) => `${src}=${dst}`);
   for (const b of binds)
@@ -147,8 +155,10 @@ export async function bootSystemdNode(n: SystemdNode, o: { clock: Clock; timeout
       const r = await run('nsenter', ['-t', String(pid), '-a', 'systemctl', 'is-system-running', '--wait'], { timeoutMs: 5_000 });
       if (/^(running|degraded)$/m.test(r.stdout)) return pid;
     }
-    if (!alive(unsharePid) || o.clock.now() > deadline)
+    if (!alive(unsharePid) || o.clock.now() > deadline) {
+      await killLeftoverSystemdNode(n.name, o);
       throw new KrError('LAB_SYSTEMD_NODE', `node ${n.name}: systemd did not come up (see ${p.console})`);
+    }
     await o.clock.sleep(500);
   }
 }
