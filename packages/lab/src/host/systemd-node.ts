@@ -6,6 +6,9 @@ import type { Clock } from 'kube-runbook/internal/core/clock.js';
 import { KrError } from 'kube-runbook/internal/core/errors.js';
 import { alive } from './lock.js';
 import { must, run } from './host.js';
+import { hierarchies } from './node-cgroup.js';
+import { machineRunDir } from './paths.js';
+import { restoreKubeletSysctls, saveKubeletSysctls } from './sysctls.js';
 
 /**
  * Boots systemd as PID 1 of a node: in a cgroup of its own (every v1 hierarchy, and the unified one), in the
@@ -81,7 +84,7 @@ function checkNodeName(name: string): string {
 const cgroupDirs = async (name: string): Promise<string[]> =>
   (await readdir('/sys/fs/cgroup', { withFileTypes: true }))
     .filter((e) => e.isDirectory())
-    .map((e) => join('/sys/fs/cgroup', e.name, `kube-runbook-${checkNodeName(name)}`));
+    .map((e) => join('/sys/fs/cgroup', e.name, `kube-runbook-systemd-${checkNodeName(name)}`));
 
 /** The argv that boots a node (run by a shell that is already in the node's cgroup). */
 export function systemdNodeArgv(n: SystemdNode): string[] {
@@ -138,6 +141,8 @@ export async function bootSystemdNode(n: SystemdNode, o: { clock: Clock; timeout
         await must('LAB_SYSTEMD_NODE', 'sh', ['-c', 'cat "$1" >"$2"', 'sh', join(d, '..', f), join(d, f)]);
   }
   const argv = systemdNodeArgv(n);
+  // its kubelet sets machine-wide kernel settings at start, as a real node's does: put back once the last node is gone
+  await saveKubeletSysctls(machineRunDir());
   const out = openSync(p.console, 'a');
   // the shell joins the node's cgroups, then becomes the boot (its PID stays, so everything below is in them)
   const child = spawn('sh', ['-c', 'for d in $CGROUPS; do echo $$ >"$d/cgroup.procs"; done; exec "$@"', 'sh', ...argv], {
@@ -178,6 +183,13 @@ export async function stopSystemdNode(name: string, pid: number, o: { clock: Clo
   while (alive(pid) && o.clock.now() < deadline) await o.clock.sleep(200);
   if (alive(pid)) process.kill(pid, 'SIGKILL'); // PID 1 of a namespace: the kernel kills every process in it
   for (const d of await cgroupDirs(name)) await removeCgroup(d, o.clock);
+  await restoreSysctls();
+}
+
+/** The kernel settings kubelets change, put back when no node that runs one is left; returns those restored. */
+async function restoreSysctls(): Promise<string[]> {
+  const root = (await hierarchies())?.roots[0];
+  return root ? restoreKubeletSysctls(machineRunDir(), root) : [];
 }
 
 /**
@@ -196,6 +208,7 @@ export async function killLeftoverSystemdNode(name: string, o: { clock: Clock })
   for (const d of await cgroupDirs(name)) await collect(d);
   for (const pid of pids) if (alive(pid)) process.kill(pid, 'SIGKILL');
   for (const d of await cgroupDirs(name)) await removeCgroup(d, o.clock);
+  if (pids.size) await restoreSysctls();
   return pids.size;
 }
 
