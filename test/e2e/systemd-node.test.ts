@@ -9,7 +9,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -99,6 +99,10 @@ async function record(runId: string, file: string): Promise<string> {
   await eventually(async () => (await onNode(['sh', '-c', `cat ${d}/*.fired/exit`])).code === 0, 60_000, 250);
   return (await onNode(['sh', '-c', `cat ${d}/*.fired/${file}`])).out.trim();
 }
+
+/** Whether the run's dead-man units are gone from /etc/systemd/system (removed by its unhook, after the record's exit). */
+const unitFilesGone = (runId: string) =>
+  eventually(async () => (await onNode(['sh', '-c', `ls /etc/systemd/system | grep -c ${runId} || true`])).out.trim() === '0', 10_000, 250);
 
 /** The kubelet unit active and /healthz ok within `ms`. */
 const kubeletBack = (ms: number) => eventually(async () => (await isActive('kubelet')) === 'active' && (await healthz()) === 'ok', ms, 250);
@@ -208,7 +212,7 @@ describe('a node whose PID 1 is systemd', () => {
     expect(await eventually(async () => (await isActive(watcher)) === 'inactive', 10_000, 250)).toBe(true);
     expect(took).toBeLessThanOrEqual(10_000 + DEADMAN_MARGIN_MS);
     // the boot unit it had enabled is gone with it
-    expect((await onNode(['sh', '-c', `ls /etc/systemd/system | grep -c ${runId} || true`])).out.trim()).toBe('0');
+    expect(await unitFilesGone(runId)).toBe(true);
     console.log(`dead-man via systemd-run: kubelet healthy ${(took / 1000).toFixed(1)} s after the SIGKILL (faultTtl 10 s)`);
   });
 
@@ -233,10 +237,21 @@ describe('a node whose PID 1 is systemd', () => {
       const fired = { exit: await record(runId, 'exit'), log: await record(runId, 'revert.log') };
       expect(fired).toEqual({ exit: '0', log: expect.stringContaining('started kubelet') });
       expect(Number(await record(runId, 'fired-at')) * 1000).toBeGreaterThanOrEqual(bootAt - 1000);
-      expect((await onNode(['sh', '-c', `ls /etc/systemd/system | grep -c ${runId} || true`])).out.trim()).toBe('0');
+      expect(await unitFilesGone(runId)).toBe(true);
       console.log(`dead-man's boot unit: kubelet healthy ${(took / 1000).toFixed(1)} s after the reboot began`);
     } finally {
       if (pid) await onNode(['systemctl', 'enable', 'kubelet']);
     }
+  });
+
+  it('is found by its cgroup and killed, every process of it, when nothing knows its PID any more', async () => {
+    const cgroup = `/sys/fs/cgroup/pids/kube-runbook-systemd-${NAME}`;
+    expect(existsSync(cgroup)).toBe(true);
+    const killed = await killLeftoverSystemdNode(NAME, { clock: realClock });
+    // systemd, journald, dbus, logind, sshd, containerd, the kubelet at least
+    expect(killed).toBeGreaterThanOrEqual(7);
+    expect(await eventually(() => !existsSync(`/proc/${pid}`), 10_000, 100)).toBe(true);
+    expect(existsSync(cgroup)).toBe(false);
+    pid = 0;
   });
 });
