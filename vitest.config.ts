@@ -58,6 +58,7 @@ const BESIDE_OLDER = [
   'test/e2e/kubeadm.test.ts',
   'test/e2e/probes-audit.test.ts',
   'test/e2e/runbooks.test.ts',
+  'test/e2e/systemd-node.test.ts',
 ];
 
 /**

@@ -468,6 +468,39 @@ describe('kube-runbook manifests: the grants that give more than they read like'
     expect(halt[1]!.subjects).toEqual([{ kind: 'ServiceAccount', name: 'kube-runbook-agent', namespace: 'kr-agents' }]);
   });
 
+  it("a runbook locked outside kube-system: its Job reads the cluster's halt and its lock namespace's, each by name", async () => {
+    const rb = parse(readFileSync(`${root}runbooks/kubelet-partition.yaml`, 'utf8')) as { spec: { safety: Record<string, unknown> } };
+    rb.spec.safety.lockNamespace = 'kr-locks';
+    const file = join(tmp, 'locked-elsewhere.yaml');
+    writeFileSync(file, stringify(rb));
+    const halts = (await objects(file))
+      .filter((o) => o.kind === 'Role')
+      .flatMap((o) => (o.rules ?? []).filter((r) => r.resourceNames?.includes('kube-runbook-halt')).map((r) => [o.metadata.namespace, r]));
+    const read = { apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: ['kube-runbook-halt'], verbs: ['get'] };
+    expect(halts).toEqual([
+      ['kr-locks', read],
+      ['kube-system', read],
+    ]);
+  });
+
+  it("the agents read the cluster's halt and each --halt-namespace's, by name", async () => {
+    const inv = parse(readFileSync(inventory, 'utf8')) as { spec: { transport: unknown } };
+    inv.spec.transport = { type: 'agent', namespace: 'kr-agents' };
+    const file = join(tmp, 'agent-inventory-halts.yaml');
+    writeFileSync(file, stringify(inv));
+    const { yaml } = await agentManifests({ inventory: file, haltNamespace: ['kr-locks', 'kube-system'] });
+    const halt = parseAllDocuments(yaml)
+      .map((d) => d.toJS() as Obj)
+      .filter((o) => o.metadata.name === 'kube-runbook-agent-halt');
+    expect(halt.map((o) => [o.kind, o.metadata.namespace])).toEqual([
+      ['Role', 'kube-system'],
+      ['RoleBinding', 'kube-system'],
+      ['Role', 'kr-locks'],
+      ['RoleBinding', 'kr-locks'],
+    ]);
+    await expect(agentManifests({ inventory: file, haltNamespace: ['Not_A_Namespace'] })).rejects.toMatchObject({ code: 'BAD_NAMESPACE' });
+  });
+
   it('Leases in kube-system: written only by name (the run lock), created, listed and watched, the halt read by name', async () => {
     const leases = (await objects('kubelet-partition.yaml'))
       .filter((o) => o.metadata.namespace === 'kube-system')

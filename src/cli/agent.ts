@@ -8,6 +8,7 @@ import { createLogger } from '../core/logger.js';
 import { agentTargets } from '../engine/agents.js';
 import { sensitiveGrants } from '../engine/sensitive-access.js';
 import { createKubeAccess } from '../kube/client.js';
+import { DNS_LABEL } from '../core/names.js';
 import { HALT_NAME, HALT_NAMESPACE } from '../kube/halt.js';
 import { executorKey } from '../nodes/agent-auth.js';
 import { RESULT_KEY_ENV } from '../nodes/agent-protocol.js';
@@ -24,7 +25,7 @@ interface AgentFlags {
   enter: string;
   executorKey: string;
   faultTtl: string;
-  haltNamespace?: string;
+  haltNamespace?: string[];
 }
 
 /** Where Kubernetes reads a container's last words (terminationMessagePath's default). */
@@ -61,8 +62,9 @@ async function runAgent(flags: AgentFlags): Promise<void> {
     throw new KrError('BAD_ENTER', `--enter is host or mount (got ${quote(flags.enter)})`, { exit: EXIT.invalid });
   const key = executorKey(flags.executorKey);
   if (!key) throw new KrError('BAD_EXECUTOR_KEY', `--executor-key is not an Ed25519 public key (base64 SPKI)`, { exit: EXIT.invalid });
-  if (flags.haltNamespace !== undefined && !/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(flags.haltNamespace))
-    throw new KrError('BAD_NAMESPACE', `--halt-namespace ${quote(flags.haltNamespace)} is not a namespace name`, { exit: EXIT.invalid });
+  for (const ns of flags.haltNamespace ?? [])
+    if (!DNS_LABEL.test(ns))
+      throw new KrError('BAD_NAMESPACE', `--halt-namespace ${quote(ns)} is not a namespace name`, { exit: EXIT.invalid });
   const faultTtlMs = parseDuration(flags.faultTtl);
   if (faultTtlMs === undefined || faultTtlMs <= 0)
     throw new KrError('BAD_FAULT_TTL', `--fault-ttl ${quote(flags.faultTtl)} is not a duration`, { exit: EXIT.invalid });
@@ -95,7 +97,7 @@ async function runAgent(flags: AgentFlags): Promise<void> {
     executorKey: key,
     resultKey,
     faultTtlMs,
-    ...(flags.haltNamespace ? { haltNamespace: flags.haltNamespace } : {}),
+    ...(flags.haltNamespace?.length ? { haltNamespaces: flags.haltNamespace } : {}),
   };
   await checkAgentAccess(o, api);
   const stop = new AbortController();
@@ -119,7 +121,7 @@ async function runAgent(flags: AgentFlags): Promise<void> {
   log.info(end === 'run gone' ? 'the run is gone; stopped (the pod completes)' : 'stopped');
 }
 
-/** The agents' one right outside their namespace: `get` on the halt, by name, where it is. */
+/** The agents' one right outside their namespace: `get` on the halt, by name, where it is (once per namespace). */
 function haltReadRbac(ns: string, accounts: { namespace: string; serviceAccount: string }[], labels: Record<string, string>): unknown[] {
   const meta = { name: 'kube-runbook-agent-halt', namespace: ns, labels };
   return [
@@ -143,7 +145,10 @@ function haltReadRbac(ns: string, accounts: { namespace: string; serviceAccount:
  * The objects the agents of an inventory need: per agent namespace, the Namespace (privileged), ServiceAccount, Role
  * and RoleBinding; and a warning per privileged namespace and per sensitive grant (none today), for stderr.
  */
-export async function agentManifests(flags: { inventory?: string; haltNamespace?: string }): Promise<{ yaml: string; warnings: string[] }> {
+export async function agentManifests(flags: {
+  inventory?: string;
+  haltNamespace?: string[];
+}): Promise<{ yaml: string; warnings: string[] }> {
   const inv = await inventoryFrom(flags);
   const targets = agentTargets(inv.inventory, inv.inventory.spec.nodes);
   if (!targets.length)
@@ -211,9 +216,15 @@ export async function agentManifests(flags: { inventory?: string; haltNamespace?
       },
     );
   }
-  docs.push(...haltReadRbac(flags.haltNamespace ?? HALT_NAMESPACE, [...accounts.values()], labels));
+  for (const ns of new Set([HALT_NAMESPACE, ...(flags.haltNamespace ?? [])])) {
+    if (!DNS_LABEL.test(ns))
+      throw new KrError('BAD_NAMESPACE', `--halt-namespace ${quote(ns)} is not a namespace name`, { exit: EXIT.invalid });
+    docs.push(...haltReadRbac(ns, [...accounts.values()], labels));
+  }
   return { yaml: docs.map((d) => stringify(d, { lineWidth: 0 })).join('---\n'), warnings };
 }
+
+const collect = (v: string, all: string[] = []) => [...all, v];
 
 export const register: Register = (program, done) => {
   const agent = program
@@ -228,7 +239,11 @@ export const register: Register = (program, done) => {
       "the public key of the executor that starts it: it runs only requests signed with the key's private half",
     )
     .option('--fault-ttl <duration>', "the run's faultTtl: this long without a renewal of the run Lease, the agent ends")
-    .option('--halt-namespace <ns>', "where the halt is (the run lock's namespace): followed when given")
+    .option(
+      '--halt-namespace <ns>',
+      "where a halt that stops its run is (the cluster's, kube-system, and the run lock's namespace): followed; repeatable",
+      collect,
+    )
     .action(async (flags: Partial<AgentFlags>) => {
       const names = { node: 'node', namespace: 'namespace', runId: 'run-id', executorKey: 'executor-key', faultTtl: 'fault-ttl' } as const;
       for (const [f, name] of Object.entries(names))
@@ -258,10 +273,10 @@ export const register: Register = (program, done) => {
     .option('-i, --inventory <file>', 'inventory file (default: $KUBE_RUNBOOK_INVENTORY)')
     .option(
       '--halt-namespace <ns>',
-      "the run lock's namespace (runbooks' spec.safety.lockNamespace), where the agents read the halt",
-      HALT_NAMESPACE,
+      "a run lock's namespace (runbooks' spec.safety.lockNamespace) whose halt the agents also read; repeatable (the cluster's, in kube-system, always)",
+      collect,
     )
-    .action(async (flags: { inventory?: string; haltNamespace?: string }) => {
+    .action(async (flags: { inventory?: string; haltNamespace?: string[] }) => {
       const { yaml, warnings } = await agentManifests(flags);
       for (const w of warnings) out.stderr(`warning: ${w}`);
       out.stdout(yaml.trimEnd());

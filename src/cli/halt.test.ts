@@ -6,8 +6,8 @@ import { memoryLogger } from '../core/logger.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { fakeKubeAccess } from '../testing/fake-access.js';
 import { tempDirEach } from '../testing/temp-dir.js';
-import { readHalt } from '../kube/halt.js';
-import { type HaltDeps, haltCommand, type HaltFlags } from './halt.js';
+import { readHalt, setHalt } from '../kube/halt.js';
+import { type HaltDeps, haltCommand, type HaltFlags, haltLine } from './halt.js';
 import { resumeCommand } from './resume.js';
 import { statusCommand } from './status.js';
 import { out } from './output.js';
@@ -85,5 +85,39 @@ describe('kube-runbook halt, resume, status', () => {
     ]);
     expect(killed).toEqual(['4242 SIGTERM']);
     expect(log.lines.filter((l) => l.msg.includes('halt not written yet')).length).toBeGreaterThan(1);
+  });
+
+  it("status -n of a lock namespace shows the cluster's halt beside its own, each with the command that clears it", async () => {
+    const { printed, deps } = setup();
+    expect(await haltCommand({ ...flags({ stateDir: dir, namespace: 'kr-locks' }), reason: 'team outage' }, deps)).toBe(0);
+    expect(printed).toEqual([
+      'halted by alice@ops since 2026-01-01T00:00:00.000000Z (Lease kr-locks/kube-runbook-halt): team outage: the runs locked in kr-locks roll back, none of them starts until kube-runbook resume -n kr-locks',
+    ]);
+    printed.length = 0;
+    expect(await statusCommand(flags({ stateDir: dir, namespace: 'kr-locks' }), deps)).toBe(0);
+    const lines = printed[0]!.split('\n');
+    expect(lines.slice(0, 2)).toEqual([
+      'halt: not set (Lease kube-system/kube-runbook-halt, `kube-runbook halt`: stops every run)',
+      'HALTED: halted by alice@ops since 2026-01-01T00:00:00.000000Z (Lease kr-locks/kube-runbook-halt): team outage; kube-runbook resume -n kr-locks clears it',
+    ]);
+    printed.length = 0;
+    expect(await statusCommand(flags({ stateDir: dir }), deps)).toBe(0);
+    expect(printed[0]!.split('\n')[0]).toBe('halt: not set (Lease kube-system/kube-runbook-halt, `kube-runbook halt`: stops every run)');
+  });
+
+  it("plan's line names the halts that stop the run, and the one set", async () => {
+    const { kube, deps, clock } = setup();
+    expect(await haltLine(kube, 'kr-locks')).toEqual({
+      line: 'halt: not set (Leases kube-system/kube-runbook-halt, kr-locks/kube-runbook-halt); `kube-runbook halt` stops this run, as does `kube-runbook halt -n kr-locks`',
+      warn: false,
+    });
+    expect((await haltLine(kube, 'kube-system')).line).toBe(
+      'halt: not set (Lease kube-system/kube-runbook-halt); `kube-runbook halt` stops this run',
+    );
+    await setHalt(kube, { by: 'alice@ops', reason: 'outage', clock: deps.clock });
+    expect(await haltLine(kube, 'kr-locks')).toEqual({
+      line: `HALTED: halted by alice@ops since ${new Date(clock.now()).toISOString().replace('Z', '000Z')} (Lease kube-system/kube-runbook-halt): outage; a run is refused until kube-runbook resume`,
+      warn: true,
+    });
   });
 });

@@ -6,7 +6,18 @@ import { formatDuration, parseDuration } from '../core/duration.js';
 import { EXIT, type ExitCode, KrError, messageOf, quote } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { redactText } from '../core/redact.js';
-import { describeHalt, HALT_NAME, HALT_NAMESPACE, type HaltWrite, type HaltWriteOptions, readHalt, setHalt } from '../kube/halt.js';
+import {
+  describeHalt,
+  haltFlag,
+  HALT_NAME,
+  haltLeases,
+  HALT_NAMESPACE,
+  haltNamespaces,
+  type HaltWrite,
+  type HaltWriteOptions,
+  readHalts,
+  setHalt,
+} from '../kube/halt.js';
 import type { KubeAccess } from '../kube/types.js';
 import { localRuns, type LocalRun, type ProcessProbe, realProcesses, stopLocalRuns } from '../engine/local-runs.js';
 import { runsDir } from '../journal/state-dir.js';
@@ -31,7 +42,11 @@ export function haltOptions(cmd: Command, write: boolean): Command {
     .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG, else ~/.kube/config)')
     .option('--context <name>', 'kubeconfig context (default: the current one)')
     .option('--in-cluster', "use the pod's ServiceAccount, not a kubeconfig")
-    .option('-n, --namespace <ns>', "the run lock's namespace (runbooks' spec.safety.lockNamespace), where the halt is", HALT_NAMESPACE)
+    .option(
+      '-n, --namespace <ns>',
+      "a run lock's namespace (runbooks' spec.safety.lockNamespace) whose own halt stops only the runs locked there (default: the cluster's halt, which stops every run)",
+      HALT_NAMESPACE,
+    )
     .option(
       '--state-dir <dir>',
       "where this machine's runs keep their journals (default: $KUBE_RUNBOOK_STATE_DIR, else $XDG_STATE_HOME/kube-runbook, else ~/.local/state/kube-runbook)",
@@ -138,7 +153,7 @@ export async function haltCommand(o: HaltFlags & { reason: string; local?: boole
     if (halt)
       out.stdout(
         redactText(
-          `${written?.already ? 'already ' : ''}${describeHalt(o.namespace, halt)}: every run rolls back, none starts until kube-runbook resume${stopped}`,
+          `${written?.already ? 'already ' : ''}${describeHalt(o.namespace, halt)}: ${o.namespace === HALT_NAMESPACE ? 'every run rolls back, none starts' : `the runs locked in ${o.namespace} roll back, none of them starts`} until kube-runbook resume${haltFlag(o.namespace)}${stopped}`,
         ),
       );
     else out.stdout(redactText(`NOT HALTED: ${error ?? 'unknown'}${stopped}`));
@@ -155,13 +170,26 @@ function localLine(l: ReturnType<typeof stopLocalRuns>): string {
   return l.failed.length ? `${stopped}; could not signal ${l.failed.join(', ')}` : stopped;
 }
 
-/** For `plan`: a line when a halt is set (a run would be refused), or when it cannot be read; none otherwise. */
-export async function haltLine(kube: KubeAccess, namespace: string): Promise<string | undefined> {
+/**
+ * For `plan`, the halts that stop a run locked in `lockNamespace`: the one set (a run would be refused), or which
+ * `halt` commands stop it, or that they cannot be read; `warn` for the first and last (told beside JSON too).
+ */
+export async function haltLine(kube: KubeAccess, lockNamespace: string): Promise<{ line: string; warn: boolean }> {
+  const namespaces = haltNamespaces(lockNamespace);
   try {
-    const { halt } = await readHalt(kube, { namespace, timeoutMs: 10_000 });
-    return halt && `HALTED: ${describeHalt(namespace, halt)}; a run is refused until kube-runbook resume`;
+    const set = (await readHalts(kube, lockNamespace, { timeoutMs: 10_000 })).find((h) => h.halt);
+    if (set?.halt)
+      return {
+        line: `HALTED: ${describeHalt(set.namespace, set.halt)}; a run is refused until kube-runbook resume${haltFlag(set.namespace)}`,
+        warn: true,
+      };
+    const also = namespaces.length > 1 ? `, as does \`kube-runbook halt -n ${lockNamespace}\`` : '';
+    return { line: `halt: not set (${haltLeases(namespaces)}); \`kube-runbook halt\` stops this run${also}`, warn: false };
   } catch (e) {
-    return `the halt (Lease ${namespace}/${HALT_NAME}) could not be read: ${messageOf(e)}; a run's preflight reads it again`;
+    return {
+      line: `the halt (${haltLeases(namespaces)}) could not be read: ${messageOf(e)}; a run's preflight reads it again`,
+      warn: true,
+    };
   }
 }
 
@@ -169,7 +197,9 @@ export const register: Register = (program, done) => {
   haltOptions(
     program
       .command('halt')
-      .description(`Stop all chaos at once: every run rolls back, no run starts, node agents fire their dead-men (Lease ${HALT_NAME}).`)
+      .description(
+        `Stop all chaos at once: every run of the cluster rolls back, no run starts, node agents fire their dead-men (Lease ${HALT_NAMESPACE}/${HALT_NAME}; -n NS: only the runs locked in NS).`,
+      )
       .requiredOption('--reason <text>', 'why, as every run and `status` will say it')
       .option('--local', "also stop this machine's runs directly (SIGTERM: they roll back), whether or not the cluster answers"),
     true,
@@ -179,7 +209,11 @@ export const register: Register = (program, done) => {
 export const help: CommandHelp = {
   group: 'Run',
   examples: [
-    ['halt --reason "payments outage" --context prod', 'every run on prod rolls back now, and none starts until resume'],
+    [
+      'halt --reason "payments outage" --context prod',
+      'every run on prod rolls back now, whatever its lock namespace, and none starts until resume',
+    ],
+    ['halt --reason "team A only" -n team-a', 'only the runs locked in team-a (spec.safety.lockNamespace) roll back'],
     ['halt --reason "apiserver down" --local', "also SIGTERM this machine's runs, should the cluster not answer"],
     ['halt --reason outage -o json', 'the same, as JSON'],
   ],

@@ -237,7 +237,10 @@ function realDeps(f: Flags, log: Logger): McpDeps {
     resume: (client) =>
       withKube(f, log, async (kube) => {
         const w = await clearHalt(kube, haltWrite(client, log));
-        return w.already ? 'no halt was set: runs may start' : `halt cleared by ${whoAmI()} via ${client}: runs may start again`;
+        const lease = `Lease ${w.state.namespace}/${HALT_NAME}`;
+        return w.already
+          ? `no halt was set (${lease}): runs may start`
+          : `halt cleared by ${whoAmI()} via ${client} (${lease}): runs may start again`;
       }),
     readReport: async (file) => redactedReport(parseReport(readFileSync(file, 'utf8').slice(0, MAX_REPORT_BYTES), file)),
   };

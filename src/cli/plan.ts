@@ -58,7 +58,7 @@ export const register: Register = (program, done) => {
       if (o.output !== 'text') {
         const data = redactStrings(planJson(plan, { context: cluster.kube?.contextName ?? null, offline: o.offline === true, sensitive }));
         out.stdout(o.output === 'json' ? JSON.stringify(data, null, 2) : stringify(data));
-        if (halted) out.stderr(redactText(halted));
+        if (halted && halted.warn) out.stderr(redactText(halted.line));
       } else {
         out.stdout(redactText(renderPlan(plan, cluster.kube?.contextName)));
         if (sensitive.length)
@@ -69,7 +69,7 @@ export const register: Register = (program, done) => {
               ...sensitive.map((g) => `  - ${g.grant}: ${g.why}`),
             ].join('\n'),
           );
-        if (halted) out.stdout(redactText(halted));
+        if (halted) out.stdout(redactText(halted.line));
         out.stdout(o.offline ? 'Planned offline: no cluster was contacted. Nothing was touched.' : 'Nothing was touched.');
       }
       done(EXIT.ok);

@@ -1,6 +1,6 @@
 import { EXIT, type ExitCode, messageOf } from '../core/errors.js';
 import { redactText } from '../core/redact.js';
-import { describeHalt, HALT_NAME, type HaltState, readHalt } from '../kube/halt.js';
+import { describeHalt, haltFlag, HALT_NAME, HALT_NAMESPACE, type HaltState, readHalts } from '../kube/halt.js';
 import { currentRunLockHolder, holderLive, RUN_LOCK_NAME, type RunLockHolder } from '../engine/run-lock-lease.js';
 import type { KubeAccess } from '../kube/types.js';
 import type { LocalRun } from '../engine/local-runs.js';
@@ -11,6 +11,8 @@ import type { CommandHelp, Register } from './types.js';
 interface Status {
   namespace: string;
   halt?: HaltState;
+  /** The cluster's halt (kube-system), which stops the runs locked in `namespace` too: read when `namespace` differs. */
+  clusterHalt?: HaltState;
   lock?: RunLockHolder | null;
   error?: string;
   runs: LocalRun[];
@@ -30,7 +32,9 @@ export async function statusCommand(o: HaltFlags, deps: HaltDeps): Promise<ExitC
   let kube: KubeAccess | undefined;
   try {
     kube = deps.kube(o);
-    s.halt = await readHalt(kube, { namespace: o.namespace, timeoutMs: 10_000 });
+    const [cluster, own] = await readHalts(kube, o.namespace, { timeoutMs: 10_000 });
+    s.halt = own ?? cluster;
+    if (own) s.clusterHalt = cluster;
     s.lock = (await currentRunLockHolder(kube, { namespace: o.namespace, now: () => deps.clock.now() })) ?? null;
   } catch (e) {
     s.error = messageOf(e);
@@ -45,8 +49,7 @@ function statusText(s: Status, now: number): string {
   const lines: string[] = [];
   const h = s.halt;
   if (s.error) lines.push(`cluster: cannot read Lease ${s.namespace}/${HALT_NAME} or ${RUN_LOCK_NAME}: ${s.error}`);
-  if (h?.halt) lines.push(`HALTED: ${describeHalt(s.namespace, h.halt)}; kube-runbook resume clears it`);
-  else if (h) lines.push(`halt: not set${h.resumedBy ? ` (last resumed by ${h.resumedBy} at ${h.resumedAt})` : ''}`);
+  for (const x of s.clusterHalt ? [s.clusterHalt, h!] : h ? [h] : []) lines.push(haltText(x));
   if (s.lock) {
     const live =
       s.lock.state === 'left' ? 'left held by an ended run' : holderLive(s.lock, now) ? s.lock.state : `${s.lock.state}, holder silent`;
@@ -62,6 +65,14 @@ function statusText(s: Status, now: number): string {
   }
   for (const u of s.unreadable) lines.push(`  unreadable journal ${u}`);
   return lines.join('\n');
+}
+
+/** One halt's line: set (who, when, why, how to clear it), or not, and which runs it stops. */
+function haltText(h: HaltState): string {
+  if (h.halt) return `HALTED: ${describeHalt(h.namespace, h.halt)}; kube-runbook resume${haltFlag(h.namespace)} clears it`;
+  const stops = h.namespace === HALT_NAMESPACE ? 'stops every run' : `stops the runs locked in ${h.namespace}`;
+  const resumed = h.resumedBy ? `; last resumed by ${h.resumedBy} at ${h.resumedAt}` : '';
+  return `halt: not set (Lease ${h.namespace}/${HALT_NAME}, \`kube-runbook halt${haltFlag(h.namespace)}\`: ${stops}${resumed})`;
 }
 
 export const register: Register = (program, done) => {

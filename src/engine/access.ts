@@ -1,7 +1,7 @@
 import { type ApiVerb, type ResolvedAccess, accessChecks, describeCheck, resolveAccess } from '../contract/access.js';
 import type { Probe } from '../contract/probe.js';
 import type { Registry } from '../contract/registry.js';
-import { HALT_NAME } from '../kube/halt.js';
+import { HALT_NAME, haltNamespaces } from '../kube/halt.js';
 import { RUN_LOCK_NAME } from './run-lock-lease.js';
 import type { AccessCheck } from '../kube/types.js';
 import { type Plan, plannedActions } from './plan.js';
@@ -21,10 +21,13 @@ const ENGINE_ACCESS: NeededAccess[] = [
 
 /**
  * The cluster-wide run lock: one Lease in spec.safety.lockNamespace, created once, then read and renewed by name; and
- * the halt beside it, read only (src/kube/halt.ts).
+ * the halts that stop the run, read only (src/kube/halt.ts): the cluster's in kube-system, and the one beside the lock.
  */
 const runLockAccess = (namespace: string): NeededAccess[] => [
-  { by: 'the halt', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['get'], namespace, name: HALT_NAME } },
+  ...haltNamespaces(namespace).map((ns): NeededAccess => ({
+    by: 'the halt',
+    access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['get'], namespace: ns, name: HALT_NAME },
+  })),
   { by: 'the run lock', access: { apiGroup: 'coordination.k8s.io', resource: 'leases', verbs: ['create'], namespace } },
   {
     by: 'the run lock',

@@ -65,8 +65,8 @@ export function agentPod(
   keys: AgentKeys,
   faultTtlMs: number,
   owner?: Owner,
-  /** Where the halt is (the run lock's namespace): the agent follows it. */
-  haltNamespace?: string,
+  /** Where the halts that stop the run are (the cluster's and the run lock's namespace's): the agent follows them. */
+  haltNamespaces: string[] = [],
 ): Record<string, unknown> {
   const c = t.config;
   const name = agentPodName(runId, t.node.name, keys.fingerprint);
@@ -113,7 +113,7 @@ export function agentPod(
             keys.publicKey,
             '--fault-ttl',
             `${Math.ceil(faultTtlMs / 1000)}s`,
-            ...(haltNamespace ? ['--halt-namespace', haltNamespace] : []),
+            ...haltNamespaces.flatMap((ns) => ['--halt-namespace', ns]),
           ],
           env: [
             { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { silentLogger } from '../core/logger.js';
 import type { Ctx } from '../contract/context.js';
 import type { KubeAccess } from '../kube/types.js';
+import { haltNamespaces } from '../kube/halt.js';
 import { Inventory } from '../inventory/schema.js';
 import { newAgentKeys } from '../nodes/agent-auth.js';
 import { createPublicKey } from 'node:crypto';
@@ -121,6 +122,17 @@ describe('agent pods', () => {
       securityContext: { privileged: true },
       resources: { requests: { cpu: '10m', memory: '64Mi' } },
     });
+  });
+
+  it("follow the halts that stop their run: the cluster's, and its lock namespace's when that differs", () => {
+    const [t] = agentTargets(inventory, inventory.spec.nodes);
+    const halts = (lockNamespace: string) => {
+      const pod = agentPod(RUN, t!, keys, 90_000, undefined, haltNamespaces(lockNamespace)) as unknown as PodObj;
+      const args = pod.spec.containers[0]!.args as string[];
+      return args.flatMap((a, i) => (args[i - 1] === '--halt-namespace' ? [a] : []));
+    };
+    expect(halts('kube-system')).toEqual(['kube-system']);
+    expect(halts('kr-locks')).toEqual(['kube-system', 'kr-locks']);
   });
 
   it('take the key they sign results with from a Secret of their own, and go with the run Lease', () => {

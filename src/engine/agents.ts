@@ -15,6 +15,7 @@ import {
 } from '../nodes/agent-protocol.js';
 import type { AgentKeys } from '../nodes/agent-auth.js';
 import { microTime } from '../kube/lease-api.js';
+import { haltNamespaces } from '../kube/halt.js';
 import { agentPod, agentSecret, type AgentTarget, type Owner } from './agent-pod.js';
 import { createProblem, podProblem, secretProblem, type PodLite } from './agent-problems.js';
 
@@ -74,8 +75,8 @@ export class RunAgents {
     private readonly leaseMs: number,
     /** Called before the first pod is created (the run journals itself then, so `recover` finds pods it leaves). */
     private readonly beforeStart: () => void = () => {},
-    /** Where the halt is, which the agents follow (the run lock's namespace). */
-    private readonly haltNamespace?: string,
+    /** The run lock's namespace: the agents follow the halts that stop its runs (the cluster's and its own). */
+    private readonly lockNamespace?: string,
   ) {}
 
   /** Whether `start` was called (pods may exist). */
@@ -153,7 +154,14 @@ export class RunAgents {
         try {
           await json(podsPath(ns), {
             method: 'POST',
-            body: agentPod(this.ctx.runId, t, keys, this.leaseMs, owner, this.haltNamespace),
+            body: agentPod(
+              this.ctx.runId,
+              t,
+              keys,
+              this.leaseMs,
+              owner,
+              this.lockNamespace === undefined ? [] : haltNamespaces(this.lockNamespace),
+            ),
             timeoutMs: 30_000,
             signal,
           });

@@ -251,7 +251,7 @@ function holdWhileRunning(run: Run): () => Promise<void> {
   const keeping = keepAlive({ ctx, ledger: run.ledger, agents: run.agents, everyMs: run.everyMs, emit }, stop.signal);
   const holding = run.lock.hold(stop.signal);
   const halting = watchHalt(ctx, {
-    namespace: run.plan.safety.lockNamespace,
+    lockNamespace: run.plan.safety.lockNamespace,
     signal: stop.signal,
     onHalt: (_, text) => {
       emit({ type: 'log', at: clock.now(), level: 'error', message: `HALTED: ${text}${control.rollingBack ? '' : '; rolling back'}` });

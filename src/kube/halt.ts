@@ -7,13 +7,25 @@ import { kubeTransient } from './transient.js';
 import type { KubeAccess } from './types.js';
 
 /**
- * The halt: one coordination.k8s.io Lease, `kube-runbook-halt`, in the run lock's namespace (kube-system by default).
- * While its holder is set, every run rolls back at once and no run starts; node agents fire their faults' dead-men.
- * `resume` clears the holder and records who resumed and when; the object stays, with that record.
+ * The halt: a coordination.k8s.io Lease, `kube-runbook-halt`. The cluster's, in kube-system, stops every run of the
+ * cluster whatever its lock namespace; one in a run lock's own namespace (spec.safety.lockNamespace) stops only the runs
+ * locked there. While its holder is set, the runs it stops roll back at once and none of them starts; node agents fire
+ * their faults' dead-men. `resume` clears the holder and records who resumed and when; the object stays, with that record.
  */
 export { HALT_NAME };
-/** Where the halt lives unless a runbook's spec.safety.lockNamespace says otherwise. */
+/** Where the cluster's halt lives: the one every run follows, and `halt` and `resume` write without `-n`. */
 export const HALT_NAMESPACE = 'kube-system';
+
+/** The halts that stop a run locked in `lockNamespace`: the cluster's, and its lock namespace's own when that differs. */
+export const haltNamespaces = (lockNamespace: string): string[] =>
+  lockNamespace === HALT_NAMESPACE ? [HALT_NAMESPACE] : [HALT_NAMESPACE, lockNamespace];
+
+/** What `halt` and `resume` need to act on the halt of `namespace`: nothing for the cluster's, else `-n NAMESPACE`. */
+export const haltFlag = (namespace: string): string => (namespace === HALT_NAMESPACE ? '' : ` -n ${namespace}`);
+
+/** "Lease kube-system/kube-runbook-halt", or "Leases kube-system/kube-runbook-halt, ns/kube-runbook-halt". */
+export const haltLeases = (namespaces: string[]): string =>
+  `Lease${namespaces.length > 1 ? 's' : ''} ${namespaces.map((ns) => `${ns}/${HALT_NAME}`).join(', ')}`;
 
 const REASON = 'kube-runbook/halt-reason';
 const RESUMED_BY = 'kube-runbook/resumed-by';
@@ -65,6 +77,18 @@ export async function readHalt(
 ): Promise<HaltState> {
   const ns = o.namespace ?? HALT_NAMESPACE;
   return haltOf(await readLease(kube, ns, o), ns);
+}
+
+/**
+ * The halts that stop a run locked in `lockNamespace`, read at once (one request each, bounded by `timeoutMs`); throws
+ * when any does not answer (a halt that cannot be read is never taken as none).
+ */
+export function readHalts(
+  kube: KubeAccess,
+  lockNamespace: string,
+  o: { timeoutMs?: number; signal?: AbortSignal } = {},
+): Promise<HaltState[]> {
+  return Promise.all(haltNamespaces(lockNamespace).map((namespace) => readHalt(kube, { ...o, namespace })));
 }
 
 /** "halted by alice@host since 2026-…: the payment outage" */

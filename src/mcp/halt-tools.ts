@@ -18,7 +18,8 @@ export function registerHaltTools(server: McpServer, deps: McpDeps, allowRuns: b
     {
       title: 'Halt all chaos',
       description:
-        'Stops every run of the cluster at once (`kube-runbook halt`): each rolls back, none starts until a person resumes; ' +
+        'Stops every run of the cluster at once, whatever its lock namespace (`kube-runbook halt`: sets the Lease ' +
+        'kube-system/kube-runbook-halt, which every run and node agent follows): each rolls back, none starts until a person resumes; ' +
         'node agents of silent executors fire their dead-men. When the cluster does not answer, this machine’s runs are stopped directly.',
       inputSchema: { reason: z.string().min(1).max(500).describe('why, as every run and `kube-runbook status` will say it') },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
@@ -30,7 +31,8 @@ export function registerHaltTools(server: McpServer, deps: McpDeps, allowRuns: b
     'resume_runs',
     {
       title: 'Clear the halt (asks the user first)',
-      description: 'Clears the halt (`kube-runbook resume`) after the user confirms in a form the client shows: runs may start again.',
+      description:
+        'Clears the cluster’s halt (`kube-runbook resume`: the Lease kube-system/kube-runbook-halt) after the user confirms in a form the client shows: runs may start again.',
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true },
     },
     () =>

@@ -18,8 +18,11 @@ const NS = 'kr-agents';
 const RUN = '20260101T000000Z-test-ab12';
 const TTL = 60_000;
 
-/** A node agent following the halt in kube-system, its executor renewing the run Lease every 15 s until told to stop. */
-function setup() {
+/**
+ * A node agent following the halts of `haltNamespaces` (the cluster's only, by default), its executor renewing the run
+ * Lease every 15 s until told to stop; `halt` sets the one of `haltIn`.
+ */
+function setup(haltNamespaces = ['kube-system'], haltIn = 'kube-system') {
   const clock = new FakeClock();
   const api = new FakeAgentApi();
   const keys = newAgentKeys();
@@ -36,7 +39,7 @@ function setup() {
       executorKey: createPublicKey({ key: Buffer.from(keys.publicKey, 'base64'), format: 'der', type: 'spki' }),
       resultKey: keys.resultKey('node-1'),
       faultTtlMs: TTL,
-      haltNamespace: 'kube-system',
+      haltNamespaces,
     },
     {
       api,
@@ -56,7 +59,7 @@ function setup() {
       metadata: { name: runLeaseName(RUN), annotations: renewalAnnotations(NS, RUN, at(), keys) },
       spec: { holderIdentity: RUN, renewTime: at() },
     });
-  const halt = () => api.put('leases', 'kube-system', { metadata: { name: HALT_NAME }, spec: { holderIdentity: 'alice@ops' } });
+  const halt = () => api.put('leases', haltIn, { metadata: { name: HALT_NAME }, spec: { holderIdentity: 'alice@ops' } });
   /** The executor renews every 15 s for `ms`. */
   const renewFor = async (ms: number) => {
     for (let t = 0; t < ms; t += 15_000) {
@@ -80,7 +83,7 @@ describe('a node agent at a halt', () => {
     // the executor, alive, rolls back itself: its renewals go on, and the agent fires nothing beside its reverts
     await s.renewFor(90_000);
     expect(s.fired).toEqual([]);
-    expect(s.warnings).toContainEqual(expect.stringMatching(/^halted by alice@ops: /));
+    expect(s.warnings).toContainEqual(expect.stringMatching(/^halted by alice@ops \(Lease kube-system\/kube-runbook-halt\): /));
     // then it goes silent (killed, cut off): the agent fires the dead-men after two missed renewals and 5 s (and its reads, a second each)
     const silent = s.clock.now() - 15_000;
     await s.clock.runUntil(() => s.fired.length > 0, TTL, 500);
@@ -88,6 +91,30 @@ describe('a node agent at a halt', () => {
     expect(s.fired[0]! - silent).toBeLessThanOrEqual(haltSilenceMs(TTL) + 4_000);
     expect(s.fired[0]! - silent).toBeLessThan(TTL);
     expect(s.warnings.at(-1)).toMatch(/^halted by alice@ops and no renewal of the run Lease for .*: fired 1 fault dead-man\(s\) now$/);
+    await s.done();
+  });
+
+  it("of a run locked in kr-locks, fires at the cluster's halt (kube-system) as at its lock namespace's own", async () => {
+    for (const where of ['kube-system', 'kr-locks']) {
+      const s = setup(['kube-system', 'kr-locks'], where);
+      await s.renewFor(30_000);
+      s.halt();
+      const silent = s.clock.now() - 15_000;
+      await s.clock.runUntil(() => s.fired.length > 0, TTL, 500);
+      expect(s.fired, `halted in ${where}`).toHaveLength(1);
+      expect(s.fired[0]! - silent, `halted in ${where}`).toBeLessThan(TTL - 10_000);
+      expect(s.warnings[0]).toContain(`(Lease ${where}/kube-runbook-halt)`);
+      await s.done();
+    }
+  });
+
+  it('of a run locked in kube-system, leaves its dead-men to faultTtl at a halt of another namespace', async () => {
+    const s = setup(['kube-system'], 'kr-locks');
+    await s.renewFor(30_000);
+    s.halt();
+    await s.clock.advance(TTL - 20_000);
+    expect(s.fired).toEqual([]);
+    expect(s.warnings).toEqual([]);
     await s.done();
   });
 

@@ -36,8 +36,8 @@ export interface AgentServerOptions {
   resultKey: Buffer;
   /** The run's faultTtl: this long without a renewal of the run Lease, the agent ends (the dead-men have fired). */
   faultTtlMs: number;
-  /** Where the halt is (the run lock's namespace): followed when given (src/nodes/agent-halt.ts). */
-  haltNamespace?: string;
+  /** Where the halts that stop the run are (the cluster's, the run lock's namespace's): followed (src/nodes/agent-halt.ts). */
+  haltNamespaces?: string[];
   /** How often the requests are listed (500 ms by default). */
   pollMs?: number;
   /** How often the run Lease is read (1 s by default). */
@@ -115,7 +115,7 @@ export async function serveAgent(o: AgentServerOptions, d: AgentServerDeps): Pro
     [, gone] = await Promise.all([
       takeRequests(o, inner, memory),
       followLease(o, inner, memory).finally(stop),
-      o.haltNamespace ? followHalt({ ...o, haltNamespace: o.haltNamespace }, inner, memory) : undefined,
+      o.haltNamespaces?.length ? followHalt({ ...o, haltNamespaces: o.haltNamespaces }, inner, memory) : undefined,
     ]);
     return gone && !d.signal.aborted ? 'run gone' : 'stopped';
   } finally {

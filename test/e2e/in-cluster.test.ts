@@ -4,8 +4,10 @@
  * executor image the lab built and imported (present, never pulled), with nothing but its ServiceAccount. Over ssh
  * (the key from a Secret, to an sshd in rnode-1's network namespace) the Job cuts rnode-1's kubelet off and its guard
  * rolls the partition back; through node agents it starts an agent pod on rnode-1, is killed, and a recover Job
- * reverts its fault from the journal the run kept in the cluster; halted while it holds that fault, it rolls back within
- * seconds (test/e2e/halt.test.ts has two local runs halted at once). A Job's log is its run, its exit code its outcome.
+ * reverts its fault from the journal the run kept in the cluster (its run lock in its own namespace). Then the Job holds
+ * that fault beside a local `kube-runbook run` (its lock in kube-system) holding one on rnode-2, and one `halt`, the
+ * cluster's, rolls both back within seconds, as the nodes show it (test/e2e/halt.test.ts has two local runs halted on
+ * two clusters at once). A Job's log is its run, its exit code its outcome.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -24,12 +26,13 @@ import {
 } from '@kubernetes/client-node';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { realClock } from '../../src/core/clock.js';
 import { toolVersion } from '../../src/core/version.js';
 import { parseJournal } from '../../src/journal/journal.js';
 import { JournalKey } from '../../src/journal/key.js';
 import { SERVICE_IP } from '../../packages/lab/src/host/pki.js';
 import { LAB_AGENT_GROUP } from '../../packages/lab/src/host/paths.js';
+import { agentPodsGone } from './helpers/agents.js';
+import { applied, type HaltLab, haltedAt, revertTimes, type Run, startRun } from './helpers/halt-lab.js';
 import { REPO, cli, leftovers, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
 
 const INSTANCE = 'ic1';
@@ -71,6 +74,11 @@ let madePrivsepDir = false;
 let partition: KubernetesObject[];
 let mark: KubernetesObject[];
 let markFile: string;
+/** A local run's: a runbook that marks rnode-2 through its agent, locked in kube-system, and its lab. */
+let local: HaltLab;
+let localRunbook: string;
+let localMark: string;
+let localRun: Run | undefined;
 
 const apply = (o: KubernetesObject) => objects.patch(o, undefined, undefined, 'kube-runbook-e2e', true, PatchStrategy.ServerSideApply);
 const jobOf = (docs: KubernetesObject[]) => docs.find((o) => o.kind === 'Job') as Job;
@@ -215,10 +223,10 @@ async function startSshd(): Promise<{ key: string; knownHosts: string }> {
   return { key: readFileSync(file('client_key'), 'utf8'), knownHosts: `${node.ip} ${type} ${key}\n` };
 }
 
-/** The lab's inventory with rnode-1 reached as `transport` says, beside the lab's own (its kubeconfig is named relative to it). */
-function inventoryWith(name: string, transport: Record<string, unknown>): string {
+/** The lab's inventory with `node` reached as `transport` says, beside the lab's own (its kubeconfig is named relative to it). */
+function inventoryWith(name: string, transport: Record<string, unknown>, node = 'rnode-1'): string {
   const inv = parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { nodes: { name: string; transport?: unknown }[] } };
-  for (const n of inv.spec.nodes) if (n.name === 'rnode-1') n.transport = transport;
+  for (const n of inv.spec.nodes) if (n.name === node) n.transport = transport;
   const file = join(lab.stateDir, `${name}.yaml`);
   writeFileSync(file, stringify(inv));
   return file;
@@ -257,31 +265,33 @@ beforeAll(async () => {
     knownHostsFile: '/etc/kube-runbook-ssh/known_hosts',
   });
 
-  // a file of this machine made on rnode-1 by an agent (which enters the host's mount namespace), held a minute
+  // a file of this machine made on a node by an agent (which enters the host's mount namespace), held a minute: the
+  // Job's on rnode-1, its run lock in its own namespace; a local run's on rnode-2, its run lock in kube-system
+  const marking = (node: string, file: string, name: string, lockNamespace?: string) => {
+    const steps = [
+      { name: `mark ${node}`, action: 'run-command', with: { nodes: { names: [node] }, apply: `touch ${file}`, revert: `rm -f ${file}` } },
+      { name: 'hold', wait: '60s' },
+    ];
+    const safety = { allowContexts: [IN_CLUSTER, 'lab-*'], maxDuration: '5m', faultTtl: '3m', ...(lockNamespace ? { lockNamespace } : {}) };
+    const runbook = join(work, `${name}.yaml`);
+    writeFileSync(runbook, stringify({ apiVersion: 'kube-runbook/v1', kind: 'Runbook', metadata: { name }, spec: { safety, steps } }));
+    return runbook;
+  };
   markFile = join(work, 'mark');
-  const markRunbook = join(work, 'mark-rnode-1.yaml');
-  const steps = [
-    {
-      name: 'mark rnode-1',
-      action: 'run-command',
-      with: { nodes: { names: ['rnode-1'] }, apply: `touch ${markFile}`, revert: `rm -f ${markFile}` },
-    },
-    { name: 'hold', wait: '60s' },
-  ];
-  const safety = { allowContexts: [IN_CLUSTER, 'lab-*'], maxDuration: '5m', faultTtl: '3m' };
-  writeFileSync(
-    markRunbook,
-    stringify({ apiVersion: 'kube-runbook/v1', kind: 'Runbook', metadata: { name: 'mark-rnode-1' }, spec: { safety, steps } }),
-  );
-  const viaAgent = inventoryWith('inventory-agent', {
-    type: 'agent',
-    namespace: AGENT_NS,
-    enter: 'mount',
-    startTimeout: '45s',
-    runAsGroup: LAB_AGENT_GROUP,
-  });
+  const markRunbook = marking('rnode-1', markFile, 'mark-rnode-1', NS);
+  localMark = join(work, 'mark-2');
+  localRunbook = marking('rnode-2', localMark, 'mark-rnode-2');
+  const agent = { type: 'agent', namespace: AGENT_NS, enter: 'mount', startTimeout: '45s', runAsGroup: LAB_AGENT_GROUP };
+  const viaAgent = inventoryWith('inventory-agent', agent);
+  local = {
+    lab,
+    inventory: inventoryWith('inventory-agent-2', agent, 'rnode-2'),
+    work,
+    env: { ...process.env, KUBE_RUNBOOK_STATE_DIR: join(work, 'local-state'), NO_COLOR: '1' },
+  };
 
-  const agents = cli(['agent', 'manifests', '-i', viaAgent]);
+  // the agents read the cluster's halt, and the one of the Job's lock namespace
+  const agents = cli(['agent', 'manifests', '-i', viaAgent, '--halt-namespace', NS]);
   [partition, mark] = await Promise.all([
     manifestsOf(partitionFile, viaSsh, ['--report-configmap', '--ssh-secret', SSH_SECRET]),
     manifestsOf(markRunbook, viaAgent, []),
@@ -292,6 +302,7 @@ beforeAll(async () => {
 }, 1_200_000);
 
 afterAll(async () => {
+  if (localRun && localRun.child.exitCode === null && localRun.child.signalCode === null) localRun.child.kill('SIGKILL');
   if (sshd && sshd.exitCode === null) {
     const gone = new Promise((r) => sshd!.once('exit', r));
     sshd.kill('SIGTERM');
@@ -514,27 +525,71 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
     expect(after.status).toBe('interrupted');
   });
 
-  it('halted while it holds its fault through an agent, the Job rolls back: the fault gone from rnode-1 within 5 s of the halt, the Job Failed as HALTED, its agent gone', async () => {
+  it("one halt, the cluster's, rolls back the Job (locked in its namespace) and a local run (locked in kube-system) at once: each fault gone within 5 s, as its node shows it", async () => {
+    const cluster = ['--kubeconfig', lab.kubeconfig, '--context', lab.context];
     const job = variant(jobOf(mark), 'halt');
     await apply(job);
-    await until('the mark made on rnode-1', async () => existsSync(markFile) || (await outcomeOf(job)) !== '', 120_000, 100);
-    expect(existsSync(markFile), `the mark made on rnode-1; the Job: ${await outcomeOf(job)}`).toBe(true);
-    // the halt in the Job's lock namespace (the runbook's spec.safety.lockNamespace: kube-system), from a workstation
-    const cluster = ['--kubeconfig', lab.kubeconfig, '--context', lab.context];
+    localRun = startRun(local, localRunbook);
+    const marked = (file: string, what: string) =>
+      until(
+        `the mark made on ${what}`,
+        async () => existsSync(file) || (await outcomeOf(job)) !== '' || localRun!.child.exitCode !== null,
+        120_000,
+        100,
+      );
+    await Promise.all([marked(markFile, 'rnode-1'), marked(localMark, 'rnode-2'), applied(localRun, 1)]);
+    expect(existsSync(markFile), `the Job's mark on rnode-1; the Job: ${await outcomeOf(job)}`).toBe(true);
+    expect(existsSync(localMark), `the local run's mark on rnode-2:\n${localRun.out().slice(-3000)}`).toBe(true);
+    const agentPods = (await core.listNamespacedPod({ namespace: AGENT_NS })).items;
+    expect(agentPods.map((p) => p.spec?.nodeName).sort()).toEqual(['rnode-1', 'rnode-2']);
+    // each agent follows the cluster's halt, and the Job's its lock namespace's too
+    const haltArgs = (node: string) => {
+      const args = agentPods.find((p) => p.spec?.nodeName === node)!.spec!.containers[0]!.args!;
+      return args.flatMap((a, i) => (args[i - 1] === '--halt-namespace' ? [a] : []));
+    };
+    expect([haltArgs('rnode-1'), haltArgs('rnode-2')]).toEqual([['kube-system', NS], ['kube-system']]);
+
+    // the nodes read every 100 ms from before the halt: the marks are files of this machine, which the agents' scripts
+    // reach through the host's mount namespace
+    const faults = [
+      { faultId: 'job', action: 'run-command', node: 'rnode-1', state: { file: markFile } },
+      { faultId: 'local', action: 'run-command', node: 'rnode-2', state: { file: localMark } },
+    ];
+    const reading = revertTimes(local, faults, 30_000, async (f) => existsSync(String(f.state.file)));
     const halt = await cli(['halt', '--reason', 'e2e outage', '--by', 'e2e@lab', ...cluster]);
     expect(halt.code, `${halt.stdout}\n${halt.stderr}`).toBe(0);
-    const haltedAt = Date.parse(/since (\S+) \(Lease kube-system\/kube-runbook-halt\)/.exec(halt.stdout)?.[1] ?? '');
-    await until('the mark removed from rnode-1', () => !existsSync(markFile), 30_000, 50);
-    const took = realClock.now() - haltedAt;
-    console.log(`in-cluster Job halted: its fault gone from rnode-1 ${(took / 1000).toFixed(2)} s after the halt`);
-    expect(took, 'the fault gone from rnode-1 after the halt (ms)').toBeLessThanOrEqual(5_000);
+    expect(halt.stdout).toMatch(/^halted by e2e@lab since \S+ \(Lease kube-system\/kube-runbook-halt\): e2e outage: every run rolls back/);
+    const at = haltedAt(halt.stdout);
+    const gone = await reading;
+    const took = faults.map((f) => (gone.get(f.faultId) ?? Infinity) - at);
+    console.log(
+      `one halt, in-cluster Job and local run: faults gone after the halt, as the nodes show them: Job (lock ${NS}) on rnode-1 ${(took[0]! / 1000).toFixed(2)} s, local run (lock kube-system) on rnode-2 ${(took[1]! / 1000).toFixed(2)} s`,
+    );
+    for (const [i, f] of faults.entries()) {
+      expect(took[i], `${f.faultId}'s fault gone from ${f.node} after the halt (ms)`).toBeGreaterThan(0);
+      expect(took[i], `${f.faultId}'s fault gone from ${f.node} after the halt (ms)`).toBeLessThanOrEqual(5_000);
+    }
+
+    // both end HALTED (exit 1), naming the cluster's halt; their agents gone
+    const halted = /HALTED: halted by e2e@lab since \S+ \(Lease kube-system\/kube-runbook-halt\): e2e outage/;
     const r = await finished(job);
     expect(r.exitCode, r.log.slice(-3000)).toBe(1);
     expect(r.outcome).toBe('Failed');
-    expect(r.log).toMatch(/HALTED: halted by e2e@lab since \S+ \(Lease kube-system\/kube-runbook-halt\): e2e outage/);
+    expect(r.log).toMatch(halted);
     expect(reportOf(r.log)).toMatchObject({ status: 'halted', remaining: [] });
-    await until('the agent pod gone', async () => (await core.listNamespacedPod({ namespace: AGENT_NS })).items.length === 0, 60_000, 500);
+    expect(await localRun.exit, localRun.out().slice(-3000)).toBe(1);
+    expect(localRun.out()).toMatch(halted);
+    await agentPodsGone(lab, '', 60_000);
+
+    // a new run is refused (exit 3) naming who halted, when and why; resumed, a dry run passes preflight
+    const refused = await cli(['run', localRunbook, '-i', local.inventory, '--yes'], { env: local.env, timeoutMs: 180_000 });
+    expect(refused.code, `${refused.stdout}\n${refused.stderr}`).toBe(3);
+    expect(refused.stdout).toMatch(/halt: halted by e2e@lab since \S+ \(Lease kube-system\/kube-runbook-halt\): e2e outage; no run starts/);
+    expect(existsSync(localMark)).toBe(false);
     const resume = await cli(['resume', '--by', 'e2e@lab', ...cluster]);
     expect(resume.code, `${resume.stdout}\n${resume.stderr}`).toBe(0);
+    const dry = await cli(['run', localRunbook, '-i', local.inventory, '--dry-run'], { env: local.env, timeoutMs: 180_000 });
+    expect(dry.stdout).toContain('preflight ok   halt: no halt is set (Lease kube-system/kube-runbook-halt)');
+    expect(dry.code, `${dry.stdout}\n${dry.stderr}`).toBe(0);
   });
 });

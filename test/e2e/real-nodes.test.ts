@@ -7,6 +7,7 @@ import { CoordinationV1Api, CoreV1Api, Exec, KubeConfig, type V1Status } from '@
 import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
+import { eventually } from '../../src/testing/wait.js';
 import { labNames, rebootLabNode } from '../../packages/lab/src/index.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
 import { cacheDir, instanceRunDir } from '../../packages/lab/src/host/paths.js';
@@ -15,12 +16,12 @@ import { AGENT_NS, agentInventory, applyAgentManifests } from './helpers/agents.
 import { deadmanFired, untilJournalApplied, type AppliedFault } from './helpers/kills.js';
 import { labContext, type LabContext } from './helpers/lab-context.js';
 import {
-  LOAD_LEVEL,
   countLoadApart,
   cpuCgroups,
   flow as flowOf,
   loadIdentitiesLeft,
   loadStopped as loadStoppedOf,
+  watchRenewals,
 } from './helpers/overload.js';
 import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
 import { writeRunbook } from './helpers/runbook-file.js';
@@ -36,8 +37,8 @@ import { expectNodesReady, expectUpRefused } from './helpers/lab-expect.js';
  */
 const INSTANCE = 'e2ern';
 /**
- * The unguarded control-plane-overload, in two stages: under the example's load cp-1's etcd limited to ETCD_QUOTA of
- * one CPU for NOT_READY_HOLD, then its apiserver to APISERVER_QUOTA too under a second load of MORE_LOAD for KCM_HOLD.
+ * The control-plane-overload twins, guarded and unguarded, in two stages: under a second load of MORE_LOAD cp-1's etcd
+ * limited to ETCD_QUOTA of one CPU for NOT_READY_HOLD, then its apiserver to APISERVER_QUOTA too for KCM_HOLD.
  */
 const ETCD_QUOTA = '1%';
 const NOT_READY_HOLD = '30s';
@@ -253,8 +254,8 @@ describe('lab up --real-nodes 2 --static-pods', () => {
 
   /**
    * examples/control-plane-overload.yaml (incident 3) on the real nodes: a liveness-probe-like load from the executor
-   * as a ServiceAccount the run makes (counted apart by a FlowSchema into workload-low), while cgroup quotas starve rnode-2's kubelet and,
-   * unguarded, cp-1's etcd and apiserver containers. Guarded it aborts before harm; unguarded the lab shows the harm; a SIGKILLed
+   * as a ServiceAccount the run makes (counted apart by a FlowSchema into workload-low), while cgroup quotas starve rnode-2's kubelet,
+   * cp-1's etcd and apiserver containers. The same overload twice: guarded it aborts before harm, unguarded the lab shows the harm; a SIGKILLed
    * executor takes its load with it and the node-side dead-man puts the quota back.
    */
   describe('examples/control-plane-overload.yaml: a ServiceAccount loads the apiserver while CPU starves', () => {
@@ -340,76 +341,19 @@ describe('lab up --real-nodes 2 --static-pods', () => {
       if (work) rmSync(work, { recursive: true, force: true });
     });
 
-    it("guarded: under the load, rnode-2's kubelet starved, the guards abort before harm; quota and load gone", async () => {
-      const t0 = realClock.now();
-      const file = variant('overload-guarded', (rb) => {
-        rb.spec.safety.faultTtl = '30s';
-        // a guard fired 4 s (apiserver latency, the machine busy) to 51 s (lateness, the machine quiet) after the quota
-        hold(rb, '2m');
-        // the lateness of the kubelet test above: on a quiet machine the load keeps the apiserver's p99 under 2 s and a
-        // kubelet at 1 % renews well within 2 s late, and the example runs its hold out; at 300 ms its guard fires
-        rb.spec.guards.find((g) => g.name === 'renewals come late')!.with = { maxLateness: '300ms', window: '20s', minSamples: 3 };
-      });
-      const cg = kubeletCgroup();
-      const quotaBefore = quotaOf(cg);
-      const throttledBefore = throttledOf(cg);
-      const leaseBefore = await kcmLease();
-      const readyBefore = await readiness();
-      const before = await flow();
-      const seen: string[] = [];
-      let stop = false;
-      const watching = (async () => {
-        while (!stop) {
-          seen.push(quotaOf(cg));
-          await realClock.sleep(500);
-        }
-      })();
-      const r = await cli(['run', file, '-i', lab.inventoryFile, '--yes', '--output', 'json'], { timeoutMs: 300_000 });
-      stop = true;
-      await watching;
-      const report = JSON.parse(r.stdout) as Report;
-      const during = await flow();
-      expect(report.status, r.stderr.slice(-3000)).toBe('aborted');
-      expect(r.code).toBe(1);
-      const starve = report.faults.find((f) => f.action === 'starve-cpu')!;
-      expect(starve).toMatchObject({ node: 'rnode-2', status: 'reverted' });
-      expect(report.faults.find((f) => f.action === 'load-apiserver')).toMatchObject({ status: 'reverted' });
-      expect(await loadIdentitiesLeft(kube), "the load's identity, after the run").toEqual([]);
-      expect(report.remaining).toEqual([]);
-      // the quota while applied, and what was there before afterwards; the kubelet was throttled
-      expect(seen).toContain('1000');
-      expect(quotaOf(cg)).toBe(quotaBefore);
-      expect(throttledOf(cg), 'periods the kubelet was throttled in').toBeGreaterThan(throttledBefore);
-      // the load went through its FlowSchema, and stopped with the revert
-      expect(during.dispatched - before.dispatched, 'requests its FlowSchema dispatched').toBeGreaterThan(100);
-      await loadStopped(before.executing, 10_000);
-      // a guard fired, after the quota was set; no node went NotReady, the controller-manager kept its Lease
-      const firing = report.guardFirings.find((g) => g.response === 'abort');
-      expect(firing, JSON.stringify(report.guardFirings)).toBeDefined();
-      expect(Date.parse(firing!.at)).toBeGreaterThan(Date.parse(starve.appliedAt!));
-      expect(report.guardTransitions.filter((t) => t.guard === 'no node NotReady' && t.status === 'violated')).toEqual([]);
-      expect(await readiness()).toEqual(readyBefore);
-      expect(await kcmLease()).toEqual(leaseBefore);
-      const after = await flow();
-      console.log(
-        `control-plane-overload guarded: ${firing!.guard}: ${firing!.detail}, ${((Date.parse(firing!.at) - Date.parse(starve.appliedAt!)) / 1000).toFixed(1)} s after the quota; ` +
-          `${during.dispatched - before.dispatched} requests dispatched; ${LOAD_LEVEL} executing ${after.executing} (before ${before.executing}), ` +
-          `in flight ${after.inflight} (before ${before.inflight}); ${((realClock.now() - t0) / 1000).toFixed(1)} s`,
-      );
-    });
-
     /**
-     * The example unguarded (its guards only warn), under a second, larger load, the overload growing in two stages:
-     * first cp-1's etcd starved (writes crawl: Lease renewals land late, the controller-manager marks nodes NotReady),
-     * then its apiserver too (the controller-manager cannot renew its leader Lease in time, gives it up and exits; the
-     * kubelet starts it again and it takes the Lease again). What the test saw while it ran and after.
+     * The overload both twins run, from the example: its load, rnode-2's kubelet starved, then the load grown to
+     * MORE_LOAD, cp-1's etcd starved to ETCD_QUOTA for NOT_READY_HOLD (writes crawl: Lease renewals land late, the
+     * controller-manager marks nodes NotReady), then its apiserver to APISERVER_QUOTA too for KCM_HOLD (the
+     * controller-manager cannot renew its leader Lease in time, gives it up and exits; the kubelet starts it again and it
+     * takes the Lease again). The twins differ only in their guards' responses: guarded, the example's as shipped;
+     * unguarded, every guard only warns and goes on when it cannot see.
      */
-    async function unguarded() {
-      const t0 = realClock.now();
-      const file = variant('overload-unguarded', (rb) => {
+    function overloadVariant(guarded: boolean): string {
+      return variant(guarded ? 'overload-guarded' : 'overload-unguarded', (rb) => {
         rb.spec.safety.faultTtl = '60s';
         rb.spec.safety.maxUnavailable = { worker: '100%', controlPlane: '100%' };
-        for (const g of rb.spec.guards) Object.assign(g, { onViolation: 'warn', onUnknown: 'ignore' });
+        if (!guarded) for (const g of rb.spec.guards) Object.assign(g, { onViolation: 'warn', onUnknown: 'ignore' });
         const load = rb.spec.steps.find((s) => s.action === 'load-apiserver')!;
         const at = rb.spec.steps.findIndex((s) => s.wait);
         const starve = (component: string, quota: string) => ({
@@ -428,31 +372,55 @@ describe('lab up --real-nodes 2 --static-pods', () => {
           { name: 'the controller-manager loses its Lease', wait: KCM_HOLD },
         );
       });
+    }
+
+    /**
+     * Runs one twin and reads the cluster as it does, with the test's own client: the nodes seen NotReady, the
+     * controller-manager's Lease holders, and the latest node Lease renewal (its gap less the renew interval). After
+     * the run, once the apiserver answers again, it goes on reading for `watchAfter` or until the leader changed.
+     */
+    async function overload(guarded: boolean, watchAfter: number) {
+      const t0 = realClock.now();
+      const file = overloadVariant(guarded);
       const cgroups = { etcd: componentCgroup('etcd'), apiserver: componentCgroup('kube-apiserver') };
       expect(cgroups.etcd, "cp-1's etcd container").toBeDefined();
       expect(cgroups.apiserver, "cp-1's kube-apiserver container").toBeDefined();
       const quotasBefore = { etcd: quotaOf(cgroups.etcd!), apiserver: quotaOf(cgroups.apiserver!), kubelet: quotaOf(kubeletCgroup()) };
+      const kubeletThrottledBefore = throttledOf(kubeletCgroup());
       const leaseBefore = await kcmLease();
       const readyBefore = await readiness();
       const before = await flow();
       // what the test sees while it runs (reads through the starved control plane fail at times)
       const notReady = new Set<string>();
       const holders = new Set<string>([leaseBefore.holder]);
+      const renewals = watchRenewals(kc);
+      const seenQuotas = { etcd: new Set<string>(), apiserver: new Set<string>(), kubelet: new Set<string>() };
       let stop = false;
       const watching = (async () => {
         while (!stop) {
+          for (const [k, cg] of [
+            ['etcd', cgroups.etcd!],
+            ['apiserver', cgroups.apiserver!],
+            ['kubelet', kubeletCgroup()],
+          ] as const) {
+            try {
+              seenQuotas[k].add(quotaOf(cg));
+            } catch {
+              // a container the kubelet killed took its cgroup with it
+            }
+          }
           await readiness()
             .then((r) => Object.entries(r).forEach(([n, x]) => x.status !== 'True' && notReady.add(n)))
             .catch(() => undefined);
           await kcmLease()
             .then((l) => holders.add(l.holder))
             .catch(() => undefined);
-          await realClock.sleep(1000);
+          await realClock.sleep(500);
         }
       })();
       const r = await cli(['run', file, '-i', lab.inventoryFile, '--yes', '--output', 'json'], { timeoutMs: 400_000 });
-      stop = true;
-      await watching;
+      const ranFor = realClock.now() - t0;
+      const end = realClock.now();
       expect(r.stdout.trimStart().startsWith('{'), `the run's report on stdout (exit ${r.code}): ${r.stderr.slice(-3000)}`).toBe(true);
       const report = JSON.parse(r.stdout) as Report;
       // a starved apiserver or etcd the kubelet killed on its liveness probe comes back after the kubelet's restart
@@ -467,31 +435,93 @@ describe('lab up --real-nodes 2 --static-pods', () => {
         330_000,
         2000,
       );
-      console.log(`control-plane-overload unguarded: the apiserver answered ${(answers / 1000).toFixed(1)} s after the run`);
-      const readyAfter = await readiness();
       // a controller-manager that gave its Lease up takes it again in its new container a Lease duration (15 s) later
       let leaseAfter = await kcmLease();
-      await until(
-        'a leader change',
+      await eventually(
         async () => {
           leaseAfter = await kcmLease();
           return leaseAfter.transitions > leaseBefore.transitions || leaseAfter.holder !== leaseBefore.holder;
         },
-        40_000,
+        Math.max(0, watchAfter - (realClock.now() - end)),
         1000,
-      ).catch(() => undefined);
-      const flapped = Object.keys(readyBefore).filter((n) => readyAfter[n]!.since !== readyBefore[n]!.since);
-      console.log(
-        `control-plane-overload unguarded: NotReady seen ${[...notReady].join(', ') || 'none'}, ` +
-          `Ready changed on ${flapped.join(', ') || 'none'}; ${KCM} Lease ${leaseBefore.holder} (${leaseBefore.transitions}) → ${leaseAfter.holder} (${leaseAfter.transitions}), ` +
-          `holders seen ${holders.size}; guards violated: ${[...new Set(report.guardTransitions.filter((t) => t.status === 'violated').map((t) => t.guard))].join(', ')}; ` +
-          `${((realClock.now() - t0) / 1000).toFixed(1)} s`,
       );
-      return { r, report, flapped, leaseBefore, leaseAfter, quotasBefore, before };
+      stop = true;
+      await watching;
+      const latestRenewal = await renewals.stop();
+      const readyAfter = await readiness();
+      const flapped = Object.keys(readyBefore).filter((n) => readyAfter[n]!.since !== readyBefore[n]!.since);
+      const at = (f?: { appliedAt?: string }) => (f?.appliedAt ? Date.parse(f.appliedAt) : undefined);
+      const etcdAt = at(report.faults.find((f) => f.action === 'starve-cpu' && f.node === 'cp-1'));
+      const firing = report.guardFirings.find((g) => g.response === 'abort');
+      // a guard may fire while the step that starves etcd is still applying its quota
+      const sinceEtcd = (when: string) => {
+        if (etcdAt === undefined) return 'before the etcd quota';
+        const s = (Date.parse(when) - etcdAt) / 1000;
+        return s >= 0 ? `${s.toFixed(1)} s after the etcd quota` : `${(-s).toFixed(1)} s before the etcd quota was recorded applied`;
+      };
+      const name = `control-plane-overload ${guarded ? 'guarded' : 'unguarded'}`;
+      console.log(
+        `${name}: ${report.status}` +
+          (firing ? `, ${firing.guard}: ${firing.detail}, ${sinceEtcd(firing.at)}` : '') +
+          `; faults ${report.faults.map((f) => `${f.action} ${f.node ?? 'cluster'} ${f.status}`).join(', ')}; ` +
+          `the apiserver answered ${(answers / 1000).toFixed(1)} s after the run; NotReady seen ${[...notReady].join(', ') || 'none'}, ` +
+          `Ready changed on ${flapped.join(', ') || 'none'}; latest renewal ${(latestRenewal.latenessMs / 1000).toFixed(1)} s late (${latestRenewal.node || '-'}); ` +
+          `${KCM} Lease ${leaseBefore.holder} (${leaseBefore.transitions}) → ${leaseAfter.holder} (${leaseAfter.transitions}), holders seen ${holders.size}; ` +
+          `guards violated: ${[...new Set(report.guardTransitions.filter((t) => t.status === 'violated').map((t) => t.guard))].join(', ') || 'none'}; ` +
+          `run ${(ranFor / 1000).toFixed(1)} s, case ${((realClock.now() - t0) / 1000).toFixed(1)} s`,
+      );
+      return {
+        r,
+        report,
+        firing,
+        etcdAt,
+        notReady,
+        holders,
+        flapped,
+        latestRenewal,
+        leaseBefore,
+        leaseAfter,
+        cgroups,
+        quotasBefore,
+        seenQuotas,
+        kubeletThrottledBefore,
+        before,
+      };
     }
 
-    it("unguarded (guards only warn), cp-1's etcd then apiserver starved too: renewals late, the controller-manager's leader changes; all reverted", async () => {
-      const o = await unguarded();
+    /** Every quota back (of the same containers, or ones the kubelet started afresh), the load and its identity gone. */
+    async function expectAllPutBack(o: Awaited<ReturnType<typeof overload>>) {
+      await until('every node Ready again', allReady, 60_000, 1000);
+      expect({
+        etcd: quotaOf(componentCgroup('etcd')!),
+        apiserver: quotaOf(componentCgroup('kube-apiserver')!),
+        kubelet: quotaOf(kubeletCgroup()),
+      }).toEqual(o.quotasBefore);
+      expect(o.report.remaining).toEqual([]);
+      await loadStopped(o.before.executing, 20_000);
+      expect(await loadIdentitiesLeft(kube), "the load's identity, after the run").toEqual([]);
+    }
+
+    it("guarded (the example's guards): the same overload aborts before a node is NotReady or the leader changes; all reverted", async () => {
+      const o = await overload(true, 15_000);
+      expect(o.report.status, o.r.stderr.slice(-3000)).toBe('aborted');
+      expect(o.r.code).toBe(1);
+      expect(o.firing, JSON.stringify(o.report.guardFirings)).toBeDefined();
+      expect(o.report.faults.filter((f) => f.status !== 'reverted')).toEqual([]);
+      // the load ran through its FlowSchema, rnode-2's kubelet had its quota
+      expect((await flow()).dispatched - o.before.dispatched, 'requests its FlowSchema dispatched').toBeGreaterThan(100);
+      expect([...o.seenQuotas.kubelet]).toContain('1000');
+      expect(throttledOf(kubeletCgroup()), 'periods the kubelet was throttled in').toBeGreaterThan(o.kubeletThrottledBefore);
+      // no harm, as the test reads it: no node NotReady, the controller-manager's leader Lease held by the same holder
+      expect([...o.notReady]).toEqual([]);
+      expect(o.flapped).toEqual([]);
+      expect([...o.holders]).toEqual([o.leaseBefore.holder]);
+      expect(o.leaseAfter).toEqual(o.leaseBefore);
+      await expectAllPutBack(o);
+    });
+
+    it('unguarded (guards only warn): the same overload makes renewals late or nodes NotReady, the leader changes; all reverted', async () => {
+      const o = await overload(false, 40_000);
       expect(o.report.status, o.r.stderr.slice(-3000)).toBe('passed');
       expect(o.report.faults.map((f) => `${f.action} ${f.node ?? 'cluster'} ${f.status}`).sort()).toEqual([
         'load-apiserver cluster reverted',
@@ -500,22 +530,17 @@ describe('lab up --real-nodes 2 --static-pods', () => {
         'starve-cpu cp-1 reverted',
         'starve-cpu rnode-2 reverted',
       ]);
-      expect(o.report.remaining).toEqual([]);
-      // harm: the controller-manager's leader changed, and Lease renewals came late (a node went NotReady and came back
-      // in one of three runs on a busy 2-core machine; late renewals in all of them)
-      const late = o.report.guardTransitions.some((t) => t.status === 'violated' && t.guard === 'renewals come late');
-      expect(o.flapped.length > 0 || late, 'a node flapped NotReady, or its Lease renewals came late').toBe(true);
+      // harm, as the test reads it: the controller-manager's leader changed, and a node flapped NotReady or its Lease
+      // renewals came later than the guard's 2 s (a node went NotReady and came back in one of three runs on a busy
+      // 2-core machine; late renewals in all of them)
+      expect(
+        o.flapped.length > 0 || o.notReady.size > 0 || o.latestRenewal.latenessMs > 2000,
+        'a node flapped NotReady, or its renewals came late',
+      ).toBe(true);
       expect(o.leaseAfter.transitions > o.leaseBefore.transitions || o.leaseAfter.holder !== o.leaseBefore.holder, 'a leader change').toBe(
         true,
       );
-      // everything put back: every node Ready, the quotas (of the same containers, or ones the kubelet started afresh), the load
-      await until('every node Ready again', allReady, 60_000, 1000);
-      expect({
-        etcd: quotaOf(componentCgroup('etcd')!),
-        apiserver: quotaOf(componentCgroup('kube-apiserver')!),
-        kubelet: quotaOf(kubeletCgroup()),
-      }).toEqual(o.quotasBefore);
-      await loadStopped(o.before.executing, 20_000);
+      await expectAllPutBack(o);
     });
 
     it('the executor SIGKILLed under the load once both are applied: the load stops at once, the dead-man puts the quota back within faultTtl', async () => {

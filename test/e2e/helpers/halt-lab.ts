@@ -106,15 +106,20 @@ export async function inPlace(h: HaltLab, f: Pick<AppliedFault, 'action' | 'node
 
 /**
  * Reads every fault from its node every 100 ms until none is in place or `timeoutMs` passes; when each was first seen
- * gone (epoch ms), absent for those still in place.
+ * gone (epoch ms), absent for those still in place. `present` reads one from its node (`inPlace` by default).
  */
-export async function revertTimes(h: HaltLab, faults: AppliedFault[], timeoutMs: number): Promise<Map<string, number>> {
+export async function revertTimes(
+  h: HaltLab,
+  faults: Pick<AppliedFault, 'faultId' | 'action' | 'node' | 'state'>[],
+  timeoutMs: number,
+  present: (f: Pick<AppliedFault, 'action' | 'node' | 'state'>) => Promise<boolean> = (f) => inPlace(h, f),
+): Promise<Map<string, number>> {
   const gone = new Map<string, number>();
   const deadline = realClock.now() + timeoutMs;
   while (gone.size < faults.length && realClock.now() < deadline) {
     await Promise.all(
       faults.map(async (f) => {
-        if (!gone.has(f.faultId) && !(await inPlace(h, f))) gone.set(f.faultId, realClock.now());
+        if (!gone.has(f.faultId) && !(await present(f))) gone.set(f.faultId, realClock.now());
       }),
     );
     await realClock.sleep(100);

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { type KubeConfig, type V1Lease, Watch } from '@kubernetes/client-node';
 import { realClock } from '../../../src/core/clock.js';
 import { hierarchies } from '../../../packages/lab/src/host/node-cgroup.js';
 import { series } from '../../../src/kube/prometheus.js';
@@ -22,7 +23,7 @@ export interface LoadFlowSchema {
 
 /** The examples' load: every ServiceAccount of kr-load, the identities runs make for their loads. */
 const LOAD_FS: LoadFlowSchema = { name: 'kr-load', subject: { group: 'system:serviceaccounts:kr-load' } };
-export const LOAD_LEVEL = 'workload-low';
+const LOAD_LEVEL = 'workload-low';
 
 /** Creates the FlowSchema that counts the load apart (kept when it exists); waits for the apiserver to take it in. */
 export async function countLoadApart(kube: KubeAccess, fs: LoadFlowSchema = LOAD_FS): Promise<void> {
@@ -126,4 +127,59 @@ export async function loadIdentitiesLeft(kube: KubeAccess): Promise<string[]> {
     ...(await names('Role', `${rbac}/roles`)),
     ...(await names('RoleBinding', `${rbac}/rolebindings`)),
   ];
+}
+
+/** The latest node Lease renewal a watch saw: how much later than its interval it came, and whose. */
+export interface LatestRenewal {
+  node: string;
+  latenessMs: number;
+}
+
+/**
+ * Watches the node Leases and keeps the latest renewal: each renewal's gap since the node's previous one, less the
+ * renew interval (a quarter of the Lease's duration, as the kubelet renews). Only gaps between two events of one watch
+ * count: a watch that ends (a starved apiserver drops it) is opened again from a fresh list, so renewals it could not
+ * see are never taken for a late one. `stop()` ends it and gives the latest.
+ */
+export function watchRenewals(kc: KubeConfig): { stop(): Promise<LatestRenewal> } {
+  let latest: LatestRenewal = { node: '', latenessMs: 0 };
+  let stopped = false;
+  let current: AbortController | undefined;
+  let opening: Promise<void> = Promise.resolve();
+  const open = (): void => {
+    if (stopped) return;
+    const seen = new Map<string, number>();
+    opening = new Watch(kc)
+      .watch(
+        '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases',
+        {},
+        (type: string, lease: V1Lease) => {
+          const node = lease.metadata?.name ?? '';
+          const renewed = lease.spec?.renewTime ? new Date(lease.spec.renewTime as unknown as string).getTime() : undefined;
+          if (renewed === undefined) return;
+          const before = seen.get(node);
+          seen.set(node, renewed);
+          if (type !== 'MODIFIED' || before === undefined || renewed <= before) return;
+          const late = renewed - before - (lease.spec?.leaseDurationSeconds ?? 40) * 250;
+          if (late > latest.latenessMs) latest = { node, latenessMs: late };
+        },
+        () => void realClock.sleep(500).then(open),
+      )
+      .then(
+        (ac) => {
+          current = ac;
+          if (stopped) ac.abort();
+        },
+        () => void realClock.sleep(500).then(open),
+      );
+  };
+  open();
+  return {
+    async stop() {
+      stopped = true;
+      await opening;
+      current?.abort();
+      return latest;
+    },
+  };
 }

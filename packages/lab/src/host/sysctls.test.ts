@@ -36,6 +36,10 @@ describe('the kernel settings a kubelet changes', () => {
     expect(await restoreKubeletSysctls(run, cgroups, proc)).toEqual([]);
     expect(await get('kernel/panic')).toBe('10');
     await rm(join(cgroups, 'kube-runbook-b-rnode-1'), { recursive: true });
+    // nor while a systemd node runs its kubelet
+    await mkdir(join(cgroups, 'kube-runbook-systemd-sd-1'));
+    expect(await restoreKubeletSysctls(run, cgroups, proc)).toEqual([]);
+    await rm(join(cgroups, 'kube-runbook-systemd-sd-1'), { recursive: true });
     expect((await restoreKubeletSysctls(run, cgroups, proc)).sort()).toEqual([
       'kernel.panic=1',
       'kernel.panic_on_oops=0',

@@ -17,6 +17,9 @@ const KUBELET_SYSCTLS = [
   'kernel/keys/root_maxbytes',
 ] as const;
 
+/** The cgroups of nodes whose kubelet may run: a lab's real node (`kube-runbook-<inst>-rnode-N`), a systemd node. */
+const KUBELET_NODE_CGROUP = /^kube-runbook-(?:[a-z0-9]+-rnode-\d+|systemd-[a-z0-9-]+)$/;
+
 const savedFile = (runDir: string) => join(runDir, 'sysctls-before-kubelet.json');
 
 /** Records the current values unless a record exists already (another real-node lab runs). */
@@ -31,12 +34,12 @@ export async function saveKubeletSysctls(runDir: string, procSys = '/proc/sys'):
 }
 
 /**
- * Puts the recorded values back when no real node of any instance is left (no `kube-runbook-*-rnode-*` cgroup in
- * `cgroupRoot`); returns the settings restored.
+ * Puts the recorded values back when no real node of any instance, nor systemd node, is left (no
+ * `kube-runbook-*-rnode-*` or `kube-runbook-systemd-*` cgroup in `cgroupRoot`); returns the settings restored.
  */
 export async function restoreKubeletSysctls(runDir: string, cgroupRoot: string, procSys = '/proc/sys'): Promise<string[]> {
   if (!existsSync(savedFile(runDir))) return [];
-  const others = (await readdir(cgroupRoot).catch(() => [] as string[])).filter((n) => /^kube-runbook-[a-z0-9]+-rnode-\d+$/.test(n));
+  const others = (await readdir(cgroupRoot).catch(() => [] as string[])).filter((n) => KUBELET_NODE_CGROUP.test(n));
   if (others.length) return [];
   const values = JSON.parse(await readFile(savedFile(runDir), 'utf8')) as Record<string, string>;
   const restored: string[] = [];

@@ -2,7 +2,15 @@ import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KrError } from 'kube-runbook/internal/core/errors.js';
 import type { Logger } from 'kube-runbook/internal/core/logger.js';
-import { deriveSourceEntries, hasDistroSource, parseDeb822, parseOneLine, parseOsRelease, type AptEntry } from './apt-sources.js';
+import {
+  deriveSourceEntries,
+  hasDistroSource,
+  isDistroEntry,
+  parseDeb822,
+  parseOneLine,
+  parseOsRelease,
+  type AptEntry,
+} from './apt-sources.js';
 import { must, run } from '../host/host.js';
 
 /**
@@ -73,4 +81,19 @@ export async function ensureSourceEntry(log: Logger, signal?: AbortSignal): Prom
   log.info(`added ${SOURCE_LIST_FILE} (deb-src of this machine's ${os.codename} sources)`);
   await must('LAB_APT_FAILED', 'apt-get', [...APT_WAIT, 'update'], { timeoutMs: 600_000, signal });
   return true;
+}
+
+/** This machine's distribution suite and the mirror its own apt entries use (for a root filesystem of the same release). */
+export async function distroMirror(): Promise<{ suite: string; mirror: string }> {
+  const os = parseOsRelease(await readFile('/etc/os-release', 'utf8'));
+  if (!os.codename) throw new KrError('LAB_APT_SOURCES', '/etc/os-release names no VERSION_CODENAME');
+  const entry = (await readAptSources()).find(
+    (e) => e.enabled && e.types.includes('deb') && isDistroEntry(e, os.codename) && e.suites.includes(os.codename),
+  );
+  const mirror = entry?.uris.find((u) => /^https?:\/\//.test(u));
+  if (!mirror)
+    throw new KrError('LAB_APT_SOURCES', `no http(s) apt entry of ${os.codename} itself to build a root filesystem from`, {
+      details: [`Add a deb line for ${os.codename} (its mirror) to /etc/apt/sources.list.d and run \`apt-get update\`.`],
+    });
+  return { suite: os.codename, mirror };
 }
