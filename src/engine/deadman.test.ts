@@ -117,7 +117,14 @@ describe('arming is confirmed', () => {
     const root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     try {
       const marker = join(root, 'reverted');
-      const script = armScript({ runId: 'run8', faultId: 'f01-k', ttlMs: 2000, revert: `touch '${marker}'`, allowSystemd: false, ...onNode(root) });
+      const script = armScript({
+        runId: 'run8',
+        faultId: 'f01-k',
+        ttlMs: 2000,
+        revert: `touch '${marker}'`,
+        allowSystemd: false,
+        ...onNode(root),
+      });
       // the caller's ends of stdout and stderr closed before the script runs: what a SIGKILLed executor leaves
       const c = spawn('/bin/sh', ['-s'], { stdio: ['pipe', 'pipe', 'pipe'] });
       c.stdout.destroy();
