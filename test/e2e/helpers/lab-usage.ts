@@ -1,9 +1,10 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { basename } from 'node:path';
 
 /** The kernel's clock ticks a second for /proc/PID/stat's times (USER_HZ: 100 on every Linux architecture the lab runs on). */
 const USER_HZ = 100;
 
-/** What a lab's processes used, by program (`comm`): CPU seconds since they started, resident memory now. */
+/** What a lab's processes used, by program: CPU seconds since they started, resident memory now. */
 export interface LabUsage {
   cpuSeconds: Record<string, number>;
   rssMiB: Record<string, number>;
@@ -20,11 +21,12 @@ export function labUsage(stateDir: string, fleet?: number): LabUsage {
   for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
     try {
       const isFleet = Number(pid) === fleet;
-      if (!isFleet && !readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`${stateDir}/`)) continue;
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      if (!isFleet && !argv.some((a) => a.includes(`${stateDir}/`))) continue;
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       // after the command name in parentheses: state is field 3, utime 14 and stime 15
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const comm = isFleet ? 'fleet' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const comm = isFleet ? 'fleet' : program(stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), argv);
       const rssKiB = Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
       usage.cpuSeconds[comm] = (usage.cpuSeconds[comm] ?? 0) + (Number(fields[11]) + Number(fields[12])) / USER_HZ;
       usage.rssMiB[comm] = (usage.rssMiB[comm] ?? 0) + rssKiB / 1024;
@@ -34,6 +36,14 @@ export function labUsage(stateDir: string, fleet?: number): LabUsage {
     }
   }
   return usage;
+}
+
+/** A process's program: its `comm`, but a Node.js or shell process by its script (`kubelet-sim`, not `MainThread`). */
+function program(comm: string, argv: string[]): string {
+  const script = argv.slice(1).find((a) => a !== '' && !a.startsWith('-'));
+  if (/^(MainThread|node|sh|bash|dash)$/.test(comm) || basename(argv[0] ?? '') === 'node')
+    return script ? basename(script).replace(/\.(m?js|ts|sh)$/, '') : comm;
+  return comm;
 }
 
 /** The CPU seconds each program used between two readings (processes that ended in between are not counted). */
