@@ -12,7 +12,7 @@ import { cli, until, type LabInfo } from './lab.js';
  */
 
 /** sh: defines `kr_running NAME`: exit 0 when the container named NAME runs in cp-1's containerd (its pid in $kr_pid). */
-function containerRunning(lab: LabInfo): string {
+export function containerRunning(lab: LabInfo): string {
   const ctr = /'?([^'\s]*\/ctr)'? /.exec(readFileSync(join(lab.stateDir, 'nodes', 'cp-1', 'containerd', 'health'), 'utf8'))![1]!;
   const c = `'${ctr}' -a '${join(instanceRunDir(lab.instance), 'cp-1', 'containerd.sock')}' -n k8s.io`;
   return (

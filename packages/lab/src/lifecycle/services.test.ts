@@ -57,6 +57,25 @@ describe('lab service scripts', () => {
     expect(joins.every((i) => i > 0 && i < text.indexOf('nsenter'))).toBe(true);
   });
 
+  it("a kubeadm node's run enters its mount namespace by the file from the host, else by a running service of the node, then joins its cgroups", () => {
+    const text = serviceScripts({
+      ...spec(dir),
+      joins: undefined,
+      netOnly: true,
+      mountNs: '/run/kube-runbook/t1/mnt/rnode-1',
+      cgroups: ['/sys/fs/cgroup/memory/kube-runbook-t1-rnode-1/kubelet'],
+    }).run;
+    const d = dir.replace(/'/g, `'\\''`);
+    expect(text).toContain(
+      `if [ "$(stat -f -c %T /run/kube-runbook/t1/mnt/rnode-1 2>/dev/null)" = nsfs ]; then KR_NODE_ENTERED=1 exec nsenter --net=/run/netns/kr-t1-node-1 --mount=/run/kube-runbook/t1/mnt/rnode-1 -- '${d}'/run "$@"; fi`,
+    );
+    // from `ip netns exec` (a revert, a dead-man): through the mount namespace of another service of the node that runs
+    expect(text).toContain(`for f in '${d}'/../*/pid; do`);
+    expect(text).toContain(`KR_NODE_ENTERED=1 exec nsenter --net=/run/netns/kr-t1-node-1 --mount="$kr_via" -- '${d}'/run "$@"`);
+    const join = text.indexOf('echo $$ > /sys/fs/cgroup/memory/kube-runbook-t1-rnode-1/kubelet/cgroup.procs');
+    expect(join).toBeGreaterThan(text.indexOf('unset KR_NODE_ENTERED'));
+  });
+
   it('run appends one argument per line of extra-args, read at each start and never split or globbed', async () => {
     const text = serviceScripts({ ...spec(dir), command: ['/usr/bin/printf', '[%s]', 'a b'] }).run;
     const fn = text.slice(text.indexOf('kr_exec() {'), text.indexOf('\n}\n', text.indexOf('kr_exec() {')) + 3);

@@ -148,7 +148,10 @@ async function summarize(api: SimApi): Promise<ClusterSummary> {
   };
 }
 
-/** Waits until the named nodes are Ready, `pods` pods exist and every pod runs and is ready. */
+/**
+ * Waits until the named nodes are Ready, `pods` pods of the sample workload exist and every pod runs and is ready
+ * (the sample's counted apart: a control plane's static pods, running already, are no sample pods not yet made).
+ */
 export async function waitReady(
   kc: KubeConfig,
   o: { nodes: string[]; pods: number; timeoutMs: number; clock: Clock; signal?: AbortSignal },
@@ -156,6 +159,7 @@ export async function waitReady(
   const deadline = o.clock.now() + o.timeoutMs;
   let last: ClusterSummary | undefined;
   let lastError = '';
+  let made = 0;
   const api = new SimApi(kc, 5000);
   try {
     for (;;) {
@@ -163,7 +167,8 @@ export async function waitReady(
         last = await summarize(api);
         const ready = new Set(last.nodes.filter((n) => n.ready).map((n) => n.name));
         const nodesOk = o.nodes.every((n) => ready.has(n));
-        const podsOk = last.pods.length >= o.pods && last.pods.every((p) => p.phase === 'Running' && p.ready && !p.terminating);
+        made = last.pods.filter((p) => p.namespace === WORKLOAD_NAMESPACE).length;
+        const podsOk = made >= o.pods && last.pods.every((p) => p.phase === 'Running' && p.ready && !p.terminating);
         if (nodesOk && podsOk) return last;
       } catch (e) {
         lastError = messageOf(e);
@@ -176,7 +181,7 @@ export async function waitReady(
         throw new KrError('LAB_NOT_READY', `the lab did not become ready within ${Math.round(o.timeoutMs / 1000)}s`, {
           details: [
             `nodes not Ready: ${notReady.join(', ') || 'none'}`,
-            `pods not running: ${pending.slice(0, 10).join(', ') || (last && last.pods.length < o.pods ? `${last.pods.length} of ${o.pods} created` : 'none')}`,
+            `pods not running: ${pending.slice(0, 10).join(', ') || (last && made < o.pods ? `${made} of ${o.pods} created` : 'none')}`,
             ...(lastError ? [`last error: ${lastError}`] : []),
           ],
         });
