@@ -32,6 +32,12 @@ if (!line) {
   process.exit(1);
 }
 const s = JSON.parse(line.slice('forecast-scale '.length));
+// a failed test: what failed, on stderr, beside its figures
+if (r.status !== 0) {
+  const lines = plain.split('\n');
+  const from = lines.findIndex((l) => l.includes('Failed Tests'));
+  console.error(lines.slice(from >= 0 ? from : -40, from >= 0 ? from + 40 : undefined).join('\n'));
+}
 const large = s.nodes > 180;
 console.log(`## The eviction forecast against the real controller: ${s.nodes} nodes, ${s.zones} zones
 
