@@ -37,6 +37,18 @@ export class LeaseTimes {
     return this.reads.stop();
   }
 
+  /**
+   * `node`'s longest wait between two renewals the apiserver stored, among those from `from` - `lookBackMs` to `to` (ms),
+   * and when it began; undefined with fewer than two renewals seen.
+   */
+  longestGap(node: string, from: number, to: number, lookBackMs: number): { ms: number; after: number } | undefined {
+    const times = [...(this.renewals.get(node) ?? [])].filter((t) => t >= from - lookBackMs && t <= to).sort((a, b) => a - b);
+    let worst: { ms: number; after: number } | undefined;
+    for (let i = 1; i < times.length; i++)
+      if (!worst || times[i]! - times[i - 1]! > worst.ms) worst = { ms: times[i]! - times[i - 1]!, after: times[i - 1]! };
+    return worst;
+  }
+
   /** `node`'s last renewal at or before `at` (ms), if any was seen. */
   lastRenewalBy(node: string, at: number): number | undefined {
     const times = [...(this.renewals.get(node) ?? [])].filter((t) => t <= at);
@@ -74,6 +86,20 @@ export async function evictionsBackAt(
     if (realClock.now() > until) return undefined;
     await realClock.sleep(500);
   }
+}
+
+/**
+ * When the controller-manager gave up its leadership between `from` and `to` (ms), from its own log: a renewal of its
+ * leader Lease that did not go through in time ("failed to renew lease", on 1.20 to 1.37 alike).
+ */
+export async function leadershipLost(lab: LabInfo, from: number, to: number): Promise<number[]> {
+  const text = await readFile(join(lab.stateDir, 'nodes', 'cp-1', 'kube-controller-manager', 'log'), 'utf8');
+  return text
+    .split('\n')
+    .map((line) => parseKlogLine(line))
+    .filter((l) => l !== undefined && /failed to renew lease/.test(l.message))
+    .map((l) => klogTimeMs(l!, from))
+    .filter((at) => at >= from && at <= to);
 }
 
 /**
