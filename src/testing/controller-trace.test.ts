@@ -55,4 +55,24 @@ describe('a recorded trace replayed', () => {
     expect(j.late.some((l) => l.includes('eviction of default/web-1'))).toBe(true);
     expect(j.late.some((l) => l.includes('taint of node-1'))).toBe(true);
   });
+
+  it("tells the re-taints the controller's log explains (a failed write, a requeue after the taint) from others", () => {
+    const t = trace();
+    // node-1 (first tainted with timeAdded T + 9 s) written again three times with a new timeAdded: after nothing in
+    // the log, after its taint write failed, after a monitor pass queued it again once the first taint was written
+    t.observed.taints.push(
+      { node: 'node-1', timeAdded: T + 12_000, seenAt: T + 12_100 },
+      { node: 'node-1', timeAdded: T + 14_000, seenAt: T + 14_100 },
+    );
+    t.observed.taintFailures = [
+      { node: 'node-1', at: T + 13_000 },
+      { node: 'node-2', at: T + 11_000 },
+    ];
+    expect([judgeTrace(t, 1).retaints, judgeTrace(t, 1).retaintsExplained]).toEqual([2, 1]);
+    delete t.observed.taintFailures;
+    expect(judgeTrace(t, 1).retaintsExplained).toBe(0);
+    // queued before the first taint (T + 9.65 s, in the trace) explains nothing; queued again at T + 11 s does
+    t.observed.queued.push({ node: 'node-1', at: T + 11_000 });
+    expect(judgeTrace(t, 1).retaintsExplained).toBe(2);
+  });
 });

@@ -48,6 +48,8 @@ export interface ControllerTrace {
     evictions: { pod: string; at: number; seenAt: number }[];
     /** The controller's log: zone state changes and master disruption mode. */
     zoneStates: { zone: string; state: string; at: number }[];
+    /** The controller's log: taint writes that failed (the pass tries again: a new timeAdded). Absent in older traces. */
+    taintFailures?: { node: string; at: number }[];
   };
 }
 
@@ -57,6 +59,14 @@ export interface TraceJudgement {
   evicted: string[];
   /** Re-taints in the record (a node's taint written again with a new timeAdded while it stayed down). */
   retaints: number;
+  /**
+   * Of those, the ones the controller's log explains apart from 1.20's leftover queue entries: after a failed taint
+   * write of that node (the tainting pass retries it), or after the node was queued again once its first taint was
+   * written (a monitor pass that had listed the node before the taint landed: 1.34 and 1.37 remove and re-add a node
+   * whose copy shows no taint; long passes, as at 1,000 nodes, make it likely). "After" is after the watch saw the
+   * first taint (timeAdded is whole seconds, and each pass before the taint queues the node too).
+   */
+  retaintsExplained: number;
   /** Per seed of the stand-in: what it tainted, evicted and re-tainted, where its sets differ from the record. */
   sim: { seed: number; tainted: string[]; evicted: string[]; retaints: number }[];
   /** How many of those runs tainted and evicted exactly what the record did. */
@@ -118,6 +128,13 @@ export function judgeTrace(trace: ControllerTrace, seeds = 20): TraceJudgement {
   for (const x of trace.observed.taints) if (!firstTaint.has(x.node)) firstTaint.set(x.node, x.seenAt);
   const eviction = new Map(trace.observed.evictions.map((e) => [e.pod, Math.min(e.at, e.seenAt)]));
   const retaints = trace.observed.taints.length - firstTaint.size;
+  const failures = trace.observed.taintFailures ?? [];
+  const retaintsExplained = trace.observed.taints.filter(
+    (x) =>
+      x.seenAt > firstTaint.get(x.node)! &&
+      (failures.some((f) => f.node === x.node && f.at <= x.seenAt) ||
+        trace.observed.queued.some((q) => q.node === x.node && q.at > firstTaint.get(x.node)! && q.at <= x.seenAt)),
+  ).length;
 
   const sim: TraceJudgement['sim'] = [];
   for (let seed = 1; seed <= seeds; seed++) {
@@ -186,6 +203,7 @@ export function judgeTrace(trace: ControllerTrace, seeds = 20): TraceJudgement {
     tainted: [...firstTaint.keys()].sort(),
     evicted: [...eviction.keys()].sort(),
     retaints,
+    retaintsExplained,
     sim,
     matching: sim.filter(
       (x) => x.tainted.join() === [...firstTaint.keys()].sort().join() && x.evicted.join() === [...eviction.keys()].sort().join(),

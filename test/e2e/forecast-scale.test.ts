@@ -249,7 +249,7 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
       const judged = judgeTrace(trace);
       const kept = await keepTrace(trace);
       console.log(
-        `controller trace ${JSON.stringify({ recordedSeconds: waited / 1000, queued: trace.observed.queued.length, taints: trace.observed.taints.length, retaints: judged.retaints, evictions: judged.evicted.length, zoneStates: trace.observed.zoneStates.length, readings: judged.readings, simRetaints: judged.sim.map((x) => x.retaints), kept })}`,
+        `controller trace ${JSON.stringify({ recordedSeconds: waited / 1000, queued: trace.observed.queued.length, taints: trace.observed.taints.length, retaints: judged.retaints, retaintsExplained: judged.retaintsExplained, taintFailures: trace.observed.taintFailures?.length, retainted: [...new Set(trace.observed.taints.map((t) => t.node).filter((n, i, all) => all.indexOf(n) !== i))], evictions: judged.evicted.length, zoneStates: trace.observed.zoneStates.length, readings: judged.readings, simRetaints: judged.sim.map((x) => x.retaints), kept })}`,
       );
       expect(judged.tainted).toEqual([...silent].sort());
       expect(judged.evicted.length).toBeGreaterThan(0);
@@ -258,8 +258,13 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
       );
       expect(judged.late, 'forecasts from the record later than the record').toEqual([]);
       expect(judged.unforeseen).toEqual([]);
-      // 1.20's leftover queue entries re-taint nodes, later releases' do not: in the record and in the stand-in
-      expect(judged.retaints > 0).toBe(!traits.requeuesEveryPass);
+      // 1.20's leftover queue entries re-taint nodes, in the record and in the stand-in. 1.34's and 1.37's re-taint a
+      // node only when the controller's log says why: a taint write that failed, or a monitor pass that listed the
+      // node before its taint landed and queued it again (a long pass: at 1,000 nodes 6 of 58 nodes; the stand-in
+      // does not model it, and the new timeAdded does not move the eviction the taint manager has scheduled)
+      expect(judged.retaints - judged.retaintsExplained > 0, "re-taints the controller's log does not explain").toBe(
+        !traits.requeuesEveryPass,
+      );
       for (const x of judged.sim) expect(x.retaints > 0).toBe(!traits.requeuesEveryPass);
     } finally {
       fleet?.kill();

@@ -16,8 +16,8 @@ import { REPO } from './lab.js';
  * Records what the lab's real kube-controller-manager decides while kubelets stop: from watches of the Nodes (the
  * Ready condition's move to Unknown, every NoExecute unreachable taint's timeAdded and its removal), the node Leases
  * (each stopped kubelet's last renewal) and the pods (their nodes and tolerations, their deletion), and from the
- * controller's log at the lab's --v=2 (queue additions, zone states, the taint manager's deletions: the same lines on
- * 1.20, 1.34 and 1.37, worded differently). `trace()` makes a ControllerTrace of it (src/testing/controller-trace.ts).
+ * controller's log at the lab's --v=2 (queue additions, zone states, the taint manager's deletions, failed taint
+ * writes: the same lines on 1.20, 1.34 and 1.37, worded differently). `trace()` makes a ControllerTrace of it (src/testing/controller-trace.ts).
  */
 
 const run = promisify(execFile);
@@ -114,6 +114,7 @@ export class ControllerRecorder {
           .map(([pod, seenAt]) => ({ pod, at: deletedAt.get(pod)!, seenAt }))
           .sort((a, b) => a.at - b.at),
         zoneStates: log.filter((l) => l.zone).map((l) => ({ ...l.zone!, at: l.at })),
+        taintFailures: log.filter((l) => l.taintFailed).map((l) => ({ node: l.taintFailed!, at: l.at })),
       },
     };
   }
