@@ -1,8 +1,9 @@
 import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { controllerEvictions, parseEvictions } from './controller-log.js';
+import { controllerEvictions, parseCriEvictions, parseEvictions } from './controller-log.js';
 import type { LabInfo } from '../host/info.js';
 
 const SINCE = new Date(2026, 11, 2, 7, 55, 0).getTime();
@@ -52,8 +53,60 @@ describe("the controller-manager's eviction log lines", () => {
       writeFileSync(join(dir, 'log'), text);
     };
     write('cp-2', 'I1202 07:56:00.000000 1 taint_eviction.go:111] "Deleting pod" controller="taint-eviction-controller" pod="default/a"\n');
-    await expect(controllerEvictions(lab, SINCE)).rejects.toThrow(/cp-1\/kube-controller-manager\/log cannot be read \(ENOENT\)/);
+    await expect(controllerEvictions(lab, SINCE)).rejects.toThrow(
+      /cp-1\/kube-controller-manager\/log cannot be read \(ENOENT\), nor a kube-controller-manager container log/,
+    );
     write('cp-1', '');
     expect(await controllerEvictions(lab, SINCE)).toEqual([{ pod: 'default/a', at: new Date(SINCE + 60_000).toISOString(), from: 'cp-2' }]);
+  });
+
+  it("reads a static-pod control plane's container logs, every pod UID and restart, at the kubelet's times", async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'kr-kcm-cri-'));
+    const lab = { instance: 'x', stateDir, nodes: [{ name: 'cp-1', roles: ['control-plane', 'etcd'] }] } as unknown as LabInfo;
+    const write = (uid: string, file: string, text: string) => {
+      const dir = join(stateDir, 'nodes', 'cp-1', 'pod-logs', `kube-system_kube-controller-manager-cp-1_${uid}`, 'kube-controller-manager');
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, file), text);
+    };
+    const at = (s: number) => new Date(SINCE + s * 1000).toISOString();
+    write(
+      'a1',
+      '0.log',
+      [
+        `${at(-5)} stderr F I1202 00:00:00.000000 1 taint_eviction.go:111] "Deleting pod" controller="taint-eviction-controller" pod="default/before"`,
+        // one klog line the kubelet cut in two parts
+        `${at(30)} stderr P I1202 00:00:00.000000 1 taint_eviction.go:111] "Deleting pod" controller="taint-eviction-`,
+        `${at(30)} stderr F controller" pod="default/web-1"`,
+      ].join('\n'),
+    );
+    write(
+      'b2',
+      '1.log',
+      `${at(40)} stderr F I1202 00:00:00.000000 1 taint_manager.go:106] NoExecuteTaintManager is deleting Pod: default/web-2\n`,
+    );
+    // rotated by the kubelet, the older one compressed; other files are not logs
+    write(
+      'b2',
+      '1.log.20261202-075600',
+      `${at(35)} stderr F I1202 00:00:00.000000 1 taint_manager.go:106] NoExecuteTaintManager is deleting Pod: default/rotated\n`,
+    );
+    const dir = join(stateDir, 'nodes', 'cp-1', 'pod-logs', 'kube-system_kube-controller-manager-cp-1_b2', 'kube-controller-manager');
+    writeFileSync(
+      join(dir, '1.log.20261202-075500.gz'),
+      gzipSync(
+        `${at(33)} stderr F I1202 00:00:00.000000 1 taint_manager.go:106] NoExecuteTaintManager is deleting Pod: default/compressed\n`,
+      ),
+    );
+    writeFileSync(
+      join(dir, 'notes.txt'),
+      `${at(34)} stderr F I1202 00:00:00.000000 1 taint_manager.go:106] NoExecuteTaintManager is deleting Pod: default/not-a-log\n`,
+    );
+    expect(await controllerEvictions(lab, SINCE)).toEqual([
+      { pod: 'default/web-1', at: at(30), from: 'cp-1' },
+      { pod: 'default/compressed', at: at(33), from: 'cp-1' },
+      { pod: 'default/rotated', at: at(35), from: 'cp-1' },
+      { pod: 'default/web-2', at: at(40), from: 'cp-1' },
+    ]);
+    expect(parseCriEvictions('not a CRI line\n', SINCE, 'cp-1')).toEqual([]);
   });
 });

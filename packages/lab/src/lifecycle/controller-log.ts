@@ -1,4 +1,5 @@
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
+import { gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import type { LabInfo } from '../host/info.js';
 import { runtimePathsOf } from '../host/paths.js';
@@ -30,22 +31,70 @@ export function parseEvictions(text: string, sinceMs: number, from: string): Log
 }
 
 /**
+ * The evictions in a static pod's container log (the CRI format the kubelet writes: `<RFC 3339 time> <stream> <P|F>
+ * <text>`, a line cut in parts marked P) from `sinceMs` on, each at the time the kubelet stamped (a zone it names,
+ * unlike klog's local time).
+ */
+export function parseCriEvictions(text: string, sinceMs: number, from: string): LoggedEviction[] {
+  const out: LoggedEviction[] = [];
+  let partial = '';
+  for (const line of text.split('\n')) {
+    const m = /^(\S+) (?:stdout|stderr) ([PF]) (.*)$/.exec(line);
+    if (!m) continue;
+    if (m[2] === 'P') {
+      partial += m[3];
+      continue;
+    }
+    const whole = partial + m[3]!;
+    partial = '';
+    const l = parseKlogLine(whole);
+    const pod = l?.severity === 'I' ? taintEvictedPod(l.message) : undefined;
+    const at = Date.parse(m[1]!);
+    if (pod && at >= sinceMs) out.push({ pod, at: new Date(at).toISOString(), from });
+  }
+  return out;
+}
+
+/**
+ * A control-plane node's controller-manager log: the lab's own service log, else (a control plane of static pods,
+ * `--static-pods` or `--kubeadm`) every log the kubelet kept of the kube-controller-manager container, across
+ * restarts, rotations and manifest edits (each edit is a new pod UID, so a new directory). Neither: an error.
+ */
+async function evictionsOf(lab: LabInfo, node: string, sinceMs: number): Promise<LoggedEviction[]> {
+  const file = join(runtimePathsOf(lab.instance, lab.stateDir).serviceDir(node, 'kube-controller-manager'), 'log');
+  const text = await readFile(file, 'utf8').catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? undefined : Promise.reject(e)));
+  if (text !== undefined) return parseEvictions(text, sinceMs, node);
+  const podLogs = join(lab.stateDir, 'nodes', node, 'pod-logs');
+  const pods = (await readdir(podLogs).catch(() => [] as string[])).filter((d) =>
+    d.startsWith(`kube-system_kube-controller-manager-${node}_`),
+  );
+  const files = (
+    await Promise.all(
+      pods.map(async (d) => {
+        const dir = join(podLogs, d, 'kube-controller-manager');
+        return (await readdir(dir).catch(() => [] as string[]))
+          .filter((f) => /^\d+\.log(?:\.\d{8}-\d{6}(?:\.gz)?)?$/.test(f))
+          .map((f) => join(dir, f));
+      }),
+    )
+  ).flat();
+  if (!files.length)
+    throw new Error(
+      `the controller-manager's log ${file} cannot be read (ENOENT), nor a kube-controller-manager container log under ${podLogs}: evictions cannot be counted`,
+    );
+  // the kubelet rotates a container's log (`0.log.20261202-075600`) and compresses the older ones
+  const read = async (f: string) => (f.endsWith('.gz') ? gunzipSync(await readFile(f)).toString('utf8') : readFile(f, 'utf8'));
+  return (await Promise.all(files.map(async (f) => parseCriEvictions(await read(f), sinceMs, node)))).flat();
+}
+
+/**
  * The pods the lab's controller-managers say they evicted since `sinceMs`, read from each control-plane node's
  * kube-controller-manager log (an HA lab has three; the leader evicts). A missing log is an error, never "none
  * evicted": the count must come from the controller, not from whoever watched.
  */
 export async function controllerEvictions(lab: LabInfo, sinceMs: number): Promise<LoggedEviction[]> {
-  const paths = runtimePathsOf(lab.instance, lab.stateDir);
   const members = lab.nodes.filter((n) => n.roles.includes('control-plane'));
   if (!members.length) throw new Error(`lab ${lab.instance} has no control-plane node whose controller-manager log could be read`);
-  const found = await Promise.all(
-    members.map(async (n) => {
-      const file = join(paths.serviceDir(n.name, 'kube-controller-manager'), 'log');
-      const text = await readFile(file, 'utf8').catch((e: NodeJS.ErrnoException) => {
-        throw new Error(`the controller-manager's log ${file} cannot be read (${e.code ?? e.message}): evictions cannot be counted`);
-      });
-      return parseEvictions(text, sinceMs, n.name);
-    }),
-  );
+  const found = await Promise.all(members.map((n) => evictionsOf(lab, n.name, sinceMs)));
   return found.flat().sort((a, b) => a.at.localeCompare(b.at));
 }
