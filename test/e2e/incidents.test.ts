@@ -251,14 +251,14 @@ describe(`etcd-slow-disk (Kubernetes ${LAB_VERSION})`, () => {
       const seen = notReady.between(from, to);
       const lost = await leadershipLost(lab, from, to);
       console.log(
-        `etcd-slow-disk without guards on ${LAB_VERSION}: longest wait between stored renewals ${gaps.map((g) => `${g.node} ${g.gap?.ms ?? '?'} ms`).join(', ')} (grace ${grace} ms); not Ready while the throttle held: ${seen.map((x) => `${x.node} ${x.reason} from ${x.at}`).join(', ') || 'none'}; the controller-manager's leadership lost ${lost.length} time(s)`,
+        `etcd-slow-disk without guards on ${LAB_VERSION}: longest wait between stored renewals ${gaps.map((g) => `${g.node} ${g.gap} ms`).join(', ')} (grace ${grace} ms); not Ready while the throttle held: ${seen.map((x) => `${x.node} ${x.reason} from ${x.at}`).join(', ') || 'none'}; the controller-manager's leadership lost ${lost.length} time(s)`,
       );
       // the harm the lease guard stops at 5 s: a Lease older than the grace period, which a leading controller marks
       // NotReady; under this throttle the controller-manager's own Lease is a write as slow as the kubelets', so it
       // either marks nodes NotReady or, its renewals as late as theirs, loses its leadership (and restarts): both
       // are what incident 3's slow disk did, and both are counted here apart from the executor
       expect(
-        gaps.filter((g) => (g.gap?.ms ?? 0) > grace).map((g) => g.node),
+        gaps.filter((g) => g.gap > grace).map((g) => g.node),
         'workers whose stored renewals stalled longer than the grace period',
       ).not.toEqual([]);
       expect(

@@ -37,16 +37,10 @@ export class LeaseTimes {
     return this.reads.stop();
   }
 
-  /**
-   * `node`'s longest wait between two renewals the apiserver stored, among those from `from` - `lookBackMs` to `to` (ms),
-   * and when it began; undefined with fewer than two renewals seen.
-   */
-  longestGap(node: string, from: number, to: number, lookBackMs: number): { ms: number; after: number } | undefined {
+  /** `node`'s longest wait (ms) between two renewals the apiserver stored from `from` - `lookBackMs` to `to`; 0 with fewer than two. */
+  longestGap(node: string, from: number, to: number, lookBackMs: number): number {
     const times = [...(this.renewals.get(node) ?? [])].filter((t) => t >= from - lookBackMs && t <= to).sort((a, b) => a - b);
-    let worst: { ms: number; after: number } | undefined;
-    for (let i = 1; i < times.length; i++)
-      if (!worst || times[i]! - times[i - 1]! > worst.ms) worst = { ms: times[i]! - times[i - 1]!, after: times[i - 1]! };
-    return worst;
+    return Math.max(0, ...times.slice(1).map((t, i) => t - times[i]!));
   }
 
   /** `node`'s last renewal at or before `at` (ms), if any was seen. */
