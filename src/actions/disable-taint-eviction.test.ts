@@ -17,11 +17,11 @@ import { failingOn } from '../testing/fake-nodes.js';
 const inventory = controlPlaneInventory;
 
 const server = (gitVersion: string): Partial<KubeAccess> => ({
-  // the version, and the nodes (none Ready with a lifecycle taint) the revert checks before evicting again
+  // the version, and the nodes and their Leases (none back with a lifecycle taint) the revert checks before evicting again
   raw: async (path) =>
     path === '/version'
       ? { status: 200, body: JSON.stringify({ gitVersion }) }
-      : path === '/api/v1/nodes'
+      : path === '/api/v1/nodes' || path === '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases'
         ? { status: 200, body: JSON.stringify({ items: [] }) }
         : { status: 404, body: '' },
 });

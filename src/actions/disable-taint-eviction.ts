@@ -1,4 +1,4 @@
-import { GET_VERSION, READ_NODES } from '../contract/access.js';
+import { GET_VERSION, READ_NODE_LEASES, READ_NODES } from '../contract/access.js';
 import { z } from 'zod';
 import { defineAction } from '../contract/action.js';
 import { formatDuration } from '../core/duration.js';
@@ -51,7 +51,16 @@ export default defineAction<typeof Params, State>({
   meta: {
     access: [
       GET_VERSION,
-      { ...READ_NODES, verbs: ['list'], why: 'the revert waits until no Ready node still carries the NoExecute taint it got while silent' },
+      {
+        ...READ_NODES,
+        verbs: ['list'],
+        why: 'the revert waits until no node that is back still carries the NoExecute taint it got while silent',
+      },
+      {
+        ...READ_NODE_LEASES,
+        verbs: ['list'],
+        why: 'the revert tells a node that is back by its Lease renewed again, before it posts Ready',
+      },
     ],
     id: 'disable-taint-eviction',
     summary:
@@ -151,7 +160,7 @@ export default defineAction<typeof Params, State>({
 
   async revert(ctx, state) {
     if (!state.changed) return;
-    // evictions resume only once no Ready node still carries the taint it got while silent
+    // evictions resume only once no node that is back still carries the taint it got while silent
     await waitForLifecycleTaintsGone(ctx, state.timeoutS * 1000, 'disable-taint-eviction revert');
     await runOnNode(ctx, state.node, revertScript(state.target, state.timeoutS, state.off), {
       code: 'SERVICE_RESTART_FAILED',
