@@ -30,6 +30,8 @@ export function parseKlogLine(line: string): KlogLine | undefined {
  * When a klog line was written, in ms: its header has month, day and time of day in the writer's local time (this
  * machine's, for the lab) and no year; the year is the one of `sinceMs`, or the next when the month is earlier (a log
  * read across New Year's night).
+ *
+ * @public the lab reads its controller-managers' logs with it (packages/lab, through `kube-runbook/internal/*`)
  */
 export function klogTimeMs(l: KlogLine, sinceMs: number): number {
   const since = new Date(sinceMs);

@@ -1,9 +1,7 @@
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { CoordinationV1Api, KubeConfig } from '@kubernetes/client-node';
 import { realClock } from '../../../src/core/clock.js';
-import { klogTimeMs, parseKlogLine } from '../../../src/nodes/services/klog.js';
 import type { LabInfo } from '../../../packages/lab/src/index.js';
+import { controllerManagerLog } from '../../../packages/lab/src/lifecycle/controller-log.js';
 import { coreApi } from './lab.js';
 
 /**
@@ -62,7 +60,6 @@ export async function evictionsBackAt(
   lab: LabInfo,
   o: { afterMs: number; minor: number; timeoutMs?: number },
 ): Promise<number | undefined> {
-  const file = join(lab.stateDir, 'nodes', 'cp-1', 'kube-controller-manager', 'log');
   const starts =
     o.minor >= 29
       ? // 1.34 names its logger before the controller: "Starting" logger="taint-eviction-controller" controller="..."
@@ -70,13 +67,10 @@ export async function evictionsBackAt(
       : (m: string) => /^Starting (node controller|NoExecuteTaintManager)/.test(m) || /^"Starting node controller"/.test(m);
   const until = realClock.now() + (o.timeoutMs ?? 60_000);
   for (;;) {
-    const text = await readFile(file, 'utf8');
-    for (const line of text.split('\n')) {
-      const l = parseKlogLine(line);
-      if (l?.severity !== 'I' || !starts(l.message)) continue;
-      const at = klogTimeMs(l, o.afterMs);
-      if (at >= o.afterMs) return at;
-    }
+    const back = (await controllerManagerLog(lab, 'cp-1', o.afterMs)).find(
+      ({ at, line }) => line.severity === 'I' && starts(line.message) && at >= o.afterMs,
+    );
+    if (back) return back.at;
     if (realClock.now() > until) return undefined;
     await realClock.sleep(500);
   }
@@ -87,13 +81,9 @@ export async function evictionsBackAt(
  * leader Lease that did not go through in time ("failed to renew lease", on 1.20 to 1.37 alike).
  */
 export async function leadershipLost(lab: LabInfo, from: number, to: number): Promise<number[]> {
-  const text = await readFile(join(lab.stateDir, 'nodes', 'cp-1', 'kube-controller-manager', 'log'), 'utf8');
-  return text
-    .split('\n')
-    .map((line) => parseKlogLine(line))
-    .filter((l) => l !== undefined && /failed to renew lease/.test(l.message))
-    .map((l) => klogTimeMs(l!, from))
-    .filter((at) => at >= from && at <= to);
+  return (await controllerManagerLog(lab, 'cp-1', from))
+    .filter(({ at, line }) => /failed to renew lease/.test(line.message) && at >= from && at <= to)
+    .map(({ at }) => at);
 }
 
 /**

@@ -3,20 +3,23 @@ import { tmpdir } from 'node:os';
 import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { controllerEvictions, parseCriEvictions, parseEvictions } from './controller-log.js';
+import { controllerEvictions, controllerManagerLog, criKlogLines, evictionsIn, klogLines } from './controller-log.js';
 import type { LabInfo } from '../host/info.js';
 
 const SINCE = new Date(2026, 11, 2, 7, 55, 0).getTime();
 
 describe("the controller-manager's eviction log lines", () => {
   it('counts the info lines from sinceMs on, at their local time, as the node that logged them', () => {
-    const evictions = parseEvictions(
-      [
-        'I1202 07:54:59.000000    7440 taint_eviction.go:111] "Deleting pod" controller="taint-eviction-controller" pod="default/early"',
-        'I1202 07:55:51.023950    7440 taint_eviction.go:111] "Deleting pod" controller="taint-eviction-controller" pod="default/web-1"',
-        'E1202 07:55:56.000000    7440 other.go:1] "Deleting pod" controller="taint-eviction-controller" pod="default/not-info"',
-        'I1202 07:55:57.000000    7440 taint_manager.go:106] NoExecuteTaintManager is deleting Pod: default/old-1',
-      ].join('\n'),
+    const evictions = evictionsIn(
+      klogLines(
+        [
+          'I1202 07:54:59.000000    7440 taint_eviction.go:111] "Deleting pod" controller="taint-eviction-controller" pod="default/early"',
+          'I1202 07:55:51.023950    7440 taint_eviction.go:111] "Deleting pod" controller="taint-eviction-controller" pod="default/web-1"',
+          'E1202 07:55:56.000000    7440 other.go:1] "Deleting pod" controller="taint-eviction-controller" pod="default/not-info"',
+          'I1202 07:55:57.000000    7440 taint_manager.go:106] NoExecuteTaintManager is deleting Pod: default/old-1',
+        ].join('\n'),
+        SINCE,
+      ),
       SINCE,
       'cp-1',
     );
@@ -28,8 +31,8 @@ describe("the controller-manager's eviction log lines", () => {
 
   it('takes the next year for a January line of a run that started in December', () => {
     const since = new Date(2026, 11, 31, 23, 59, 0).getTime();
-    const [e] = parseEvictions(
-      'I0101 00:00:10.000000 1 taint_manager.go:106] NoExecuteTaintManager is deleting Pod: default/x',
+    const [e] = evictionsIn(
+      klogLines('I0101 00:00:10.000000 1 taint_manager.go:106] NoExecuteTaintManager is deleting Pod: default/x', since),
       since,
       'cp-1',
     );
@@ -107,6 +110,8 @@ describe("the controller-manager's eviction log lines", () => {
       { pod: 'default/rotated', at: at(35), from: 'cp-1' },
       { pod: 'default/web-2', at: at(40), from: 'cp-1' },
     ]);
-    expect(parseCriEvictions('not a CRI line\n', SINCE, 'cp-1')).toEqual([]);
+    expect(criKlogLines('not a CRI line\n')).toEqual([]);
+    // every line, in the order written across the pods' files, for the readers of other lines than evictions
+    expect((await controllerManagerLog(lab, 'cp-1', SINCE)).map((l) => l.at - SINCE)).toEqual([-5000, 30_000, 33_000, 35_000, 40_000]);
   });
 });
