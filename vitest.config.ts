@@ -89,7 +89,9 @@ const EVICTION_TIMING = 'test/e2e/lab-eviction.test.ts';
 /**
  * The eviction forecast and the controller stand-in against the real controller's recorded decisions at scale (zones
  * above the large-cluster threshold, one partially disrupted): on every release, whose controllers order their taint
- * queues differently (docs/kubernetes-versions.md).
+ * queues differently (docs/kubernetes-versions.md). 1.20's runs alone after `e2e 1.37` (`e2e 1.20 alone`): its
+ * leftover queue entries make which nodes the stand-in re-taints and evicts depend on when the controller's passes
+ * fall, and beside two labs of real nodes being made by kubeadm only 6 of 20 stand-in runs matched the record.
  */
 const FORECAST_SCALE = 'test/e2e/forecast-scale.test.ts';
 
@@ -125,7 +127,8 @@ export default defineConfig({
       e2e('1.37', DEMO, { name: 'e2e 1.37 demo' }),
       e2e('1.37', BESIDE_OLDER, { name: 'e2e 1.37 beside older' }),
       e2e('1.34', ['test/e2e/incidents.test.ts', EVICTION_TIMING, FORECAST_SCALE]),
-      e2e('1.20', ['test/e2e/incidents.test.ts', 'test/e2e/probes-forecast.test.ts', EVICTION_TIMING, FORECAST_SCALE]),
+      e2e('1.20', ['test/e2e/incidents.test.ts', 'test/e2e/probes-forecast.test.ts', EVICTION_TIMING]),
+      e2e('1.20', [FORECAST_SCALE], { name: 'e2e 1.20 alone' }),
     ],
   },
 });

@@ -1,10 +1,10 @@
 #!/bin/sh
 # The end-to-end suites after the unit tests: the default release's files that measure the controller's timing
-# (`e2e 1.37`) alone; then, beside each other, each with its own lab: the older releases' (`e2e 1.34`, `e2e 1.20`,
+# (`e2e 1.37`) alone, and 1.20's forecast against its recorded controller (`e2e 1.20 alone`); then, beside each other, each with its own lab: the older releases' (`e2e 1.34`, `e2e 1.20`,
 # whose forecast and guards keep margins of seconds) and the default release's files that measure no timing
 # (`e2e 1.37 beside older`). vitest.config.ts says which files each runs. Each lane's output follows once all three
 # have ended, then each failed lane's failures again, so that the end of the log names them; the exit code is 0 when
-# all four passed.
+# all five passed.
 set -u
 dir=$(mktemp -d)
 pids=
@@ -13,6 +13,9 @@ trap 'kill $pids 2>/dev/null; rm -rf "$dir"; exit 130' INT TERM
 { vitest run --project "e2e 1.37" 2>&1; echo "e2e 1.37 exit: $?"; } | tee "$dir/e2e 1.37.log"
 current=$(sed -n 's/^e2e 1.37 exit: //p' "$dir/e2e 1.37.log")
 [ -n "$current" ] || current=1
+{ vitest run --project "e2e 1.20 alone" 2>&1; echo "e2e 1.20 alone exit: $?"; } | tee "$dir/e2e 1.20 alone.log"
+alone=$(sed -n 's/^e2e 1.20 alone exit: //p' "$dir/e2e 1.20 alone.log")
+[ -n "$alone" ] || alone=1
 for project in "e2e 1.34" "e2e 1.20" "e2e 1.37 beside older"; do
   vitest run --project "$project" >"$dir/$project.log" 2>&1 &
   pids="$pids $!"
@@ -23,9 +26,11 @@ for pid in $pids; do
   codes="$codes $?"
 done
 status=$current
-summary="e2e 1.37: exit $current"
+[ "$alone" -eq 0 ] || status=1
+summary="e2e 1.37: exit $current; e2e 1.20 alone: exit $alone"
 failed=
 [ "$current" -eq 0 ] || failed="e2e 1.37"
+[ "$alone" -eq 0 ] || failed="$failed|e2e 1.20 alone"
 set -- $codes
 for project in "e2e 1.34" "e2e 1.20" "e2e 1.37 beside older"; do
   cat "$dir/$project.log"

@@ -154,7 +154,9 @@ export function judgeTrace(trace: ControllerTrace, seeds = 20): TraceJudgement {
       ...(trace.observed.queued.length ? { passAt: trace.observed.queued[0]!.at - 5 } : {}),
       // from a lease duration before any recorded renewal: the controller had seen each node's last one
       start: Math.min(trace.start, ...trace.nodes.map((n) => n.lastRenew ?? Infinity)) - trace.settings.leaseDurationMs,
-      end: trace.end,
+      // on for the longest toleration past the record's end: a pod of a node tainted in a later pass than the
+      // controller's (1.20's queue takes its leftovers in an order the record cannot give) is evicted as late, not never
+      end: trace.end + Math.max(0, ...trace.pods.map((p) => p.tolerationMs ?? 0).filter(Number.isFinite)),
       lookAt: [],
       look: () => undefined,
     });
