@@ -58,6 +58,48 @@ describe('SimApi through a node forwarder socket', () => {
     expect(events).toEqual(['ADDED p']);
   });
 
+  it('drops its connections, a watch in progress too, and dials afresh on the next call', async () => {
+    const sockets: { closed: boolean }[] = [];
+    server.on('connection', (sock) => {
+      const s = { closed: false };
+      sockets.push(s);
+      sock.on('close', () => (s.closed = true));
+    });
+    // a watch the server holds open and never writes to, as through a forwarder that stopped passing bytes
+    server.removeAllListeners('request');
+    server.on('request', (req, res) => {
+      seen.push(`${req.method} ${req.url?.split('?')[0]}${req.url?.includes('watch=true') ? ' watch' : ''}`);
+      res.setHeader('content-type', 'application/json');
+      if (req.url?.includes('watch=true')) return void res.flushHeaders();
+      res.end(JSON.stringify({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-3', uid: 'u3' } }));
+    });
+    const api = new SimApi(kubeconfig(), 5_000, 4, join(dir, 'api.sock'));
+    await api.readNode('node-3');
+    let watchEnded: unknown = 'running';
+    const ended = new Promise<void>((resolve) => {
+      void api.watcher.watch(
+        '/api/v1/pods',
+        {},
+        () => {},
+        (err: unknown) => {
+          watchEnded = err;
+          resolve();
+        },
+      );
+    });
+    await until(() => seen.length === 2);
+    expect(sockets).toHaveLength(2);
+
+    api.closeConnections();
+    await ended;
+    expect(watchEnded).toBeTruthy();
+    await until(() => sockets.every((s) => s.closed));
+    expect((await api.readNode('node-3'))?.metadata.uid).toBe('u3');
+    expect(sockets).toHaveLength(3);
+    expect(sockets[2]!.closed).toBe(false);
+    await api.close();
+  });
+
   it('fails fast when the forwarder is gone (a stopped kubelet), without reaching the address', async () => {
     const api = new SimApi(kubeconfig(), 5_000, 4, join(dir, 'nothing.sock'));
     const e = await api.readNode('node-3').then(
@@ -69,6 +111,11 @@ describe('SimApi through a node forwarder socket', () => {
     expect(seen).toEqual([]);
   });
 });
+
+async function until(ok: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
+  if (!ok()) throw new Error('never came to pass');
+}
 
 /** The codes and messages of an error and its causes. */
 function causes(e: unknown): string[] {

@@ -190,6 +190,17 @@ export class SimApi {
     if (this.pool) await (await this.pool).close();
   }
 
+  /**
+   * Drops every connection, idle or in use (a watch's too), so that the next call dials afresh: what a kubelet on
+   * HTTP/1.1 does when its heartbeat fails again (cmd/kubelet's closeAllConns; on HTTP/2 it closes the idle ones and
+   * pings the rest). Calls in flight on the old connections fail; the callers retry.
+   */
+  closeConnections(): void {
+    const old = this.pool;
+    this.pool = undefined;
+    void old?.then((pool) => pool.destroy()).catch(() => {});
+  }
+
   /** Per-call options: a timeout (and a patch content type), and the shared connection pool. */
   opts(contentType?: string, timeoutMs = this.timeoutMs): ConfigurationOptions {
     const m: ObservableMiddleware = {

@@ -14,6 +14,11 @@ export interface NodeSimDeps {
   random: () => number;
   /** Called after each successful lease renewal. */
   onRenewed?: (atMs: number) => void;
+  /**
+   * Called on each failed renewal after the first in a row, as the kubelet's lease controller calls
+   * onRepeatedHeartbeatFailure (the caller drops its connections).
+   */
+  onRepeatedFailure?: () => void;
   /** Called when the apiserver answers again after failures (the caller relists pods). */
   onReconnect?: () => void;
   /** The Node as a shared watch sees it (fleet mode); when absent the simulator GETs its Node. */

@@ -103,6 +103,7 @@ describe('kubelet simulator', () => {
   let runtime: RuntimeStore;
   let stop: AbortController;
   let reconnects: number;
+  let drops: number[];
   let sim: NodeSim;
   let running: Promise<void>;
 
@@ -114,7 +115,16 @@ describe('kubelet simulator', () => {
     await runtime.load();
     stop = new AbortController();
     reconnects = 0;
-    sim = new NodeSim(cfg, { api, clock, log: memoryLogger(), runtime, random: () => 0.5, onReconnect: () => reconnects++ });
+    drops = [];
+    sim = new NodeSim(cfg, {
+      api,
+      clock,
+      log: memoryLogger(),
+      runtime,
+      random: () => 0.5,
+      onReconnect: () => reconnects++,
+      onRepeatedFailure: () => drops.push(clock.now()),
+    });
     running = sim.run(stop.signal);
     await flush();
   });
@@ -204,6 +214,29 @@ describe('kubelet simulator', () => {
     expect(state.containers).toEqual([]);
     expect(state.kills).toHaveLength(1);
     expect(api.finalized).toEqual(['a']);
+  });
+
+  it('drops its connections on each failed renewal after the first, retrying with a bounded back-off, until one succeeds', async () => {
+    await clock.advance(3_000);
+    const renewals = api.renewTimes.length;
+    const replace = api.replaceLease.bind(api);
+    let attempts = 0;
+    api.replaceLease = (name: string, body: object) => (attempts++, replace(name, body));
+    api.up = false;
+    await clock.advance(20_000);
+    // the first failure keeps the connections; every one after it drops them
+    expect(attempts).toBeGreaterThanOrEqual(9);
+    expect(drops).toHaveLength(attempts - 1);
+    // retries 0.2, 0.4, 0.8, 1.6 s after failures, then every 2 s (the renew interval), never longer
+    const gaps = drops.slice(1).map((t, i) => t - drops[i]!);
+    expect(Math.max(...gaps)).toBe(2_000);
+    expect(drops.length).toBeLessThanOrEqual(12);
+    api.up = true;
+    await clock.advance(2_100);
+    expect(api.renewTimes.length).toBeGreaterThan(renewals);
+    const after = drops.length;
+    await clock.advance(10_000);
+    expect(drops.length).toBe(after);
   });
 
   it('retries a pod whose status could not be reported', async () => {

@@ -85,6 +85,8 @@ export class NodeSim {
         this.failures++;
         if (this.failures === 1 || this.failures % 20 === 0)
           this.d.log.warn(`renewing the lease of ${this.cfg.name}: ${messageOf(e)}`, { failures: this.failures });
+        // a connection that stopped answering (a restarted forwarder, a NAT entry gone) is not used again
+        if (this.failures > 1) this.d.onRepeatedFailure?.();
         delay = retryDelay(this.failures, this.cfg.leaseDurationMs);
       }
       await this.d.clock.sleep(delay, signal);

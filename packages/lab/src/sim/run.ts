@@ -69,6 +69,7 @@ async function runKubeletSim(cfg: KubeletSimFile, signal: AbortSignal, log: Logg
     random: Math.random,
     firstRenewDelayMs: share.firstRenewDelayMs,
     onRenewed: (at) => void touch(cfg.heartbeatFile, at),
+    onRepeatedFailure: () => api.closeConnections(),
     onReconnect: () => pods?.resync(),
   });
   const fieldSelector = `spec.nodeName=${cfg.name}`;
