@@ -160,7 +160,7 @@ describe('lab up --kubeadm --real-nodes 2', () => {
     expect(kcm.spec?.containers[0]?.command?.join(' ')).not.toContain('-taint-eviction-controller');
   });
 
-  // stop-etcd stays on --static-pods (real-nodes.test.ts): here etcd takes about 2 minutes to come back (docs/lab.md)
+  // not stop-etcd: it parks and puts back its manifest as these do, and etcd takes about 2 minutes to come back here (docs/lab.md)
   for (const [action, container] of [
     ['stop-controller-manager', 'kube-controller-manager'],
     ['stop-scheduler', 'kube-scheduler'],

@@ -25,15 +25,15 @@ import {
 } from './helpers/overload.js';
 import { REPO, cli, inNetns, leftovers, startLab, stopLab, until, type LabInfo, labCli } from './helpers/lab.js';
 import { writeRunbook } from './helpers/runbook-file.js';
-import { containerBack, runControlPlaneAction } from './helpers/static-pod-actions.js';
 import { expectNodesReady, expectUpRefused } from './helpers/lab-expect.js';
 
 /**
- * Real nodes (`lab up --real-nodes 2 --static-pods`): the release's kubelet with containerd and runc, the sample
- * Deployment in real containers reached through the apiserver (exec, logs), node agents in real containers, the
- * control plane as cp-1's static pods (starved and loaded), and nothing left
- * after `lab down`. One lab for all of it: a lab up and down cost about 40 s of CI. Fails, never skips, on a machine
- * that cannot run them.
+ * Real nodes made by kubeadm (`lab up --kubeadm --real-nodes 2`: `kubeadm init` on cp-1, `kubeadm join` of two
+ * workers): the release's kubelet with containerd and runc, the sample Deployment in real containers reached through
+ * the apiserver (exec, logs), node agents in real containers, kubeadm's static-pod control plane starved and loaded
+ * (examples/control-plane-overload.yaml, guarded and not), and nothing left after `lab down`. What kubeadm wrote, and
+ * the kubeadm layout's other actions on its files, are kubeadm.test.ts's. One lab for all of it: a kubeadm lab up and
+ * down cost about 80 s of CI. Fails, never skips, on a machine that cannot run them.
  */
 const INSTANCE = 'e2ern';
 /**
@@ -68,8 +68,8 @@ beforeAll(async () => {
   await stopLab(INSTANCE);
   before = sysctls();
   const t0 = realClock.now();
-  lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 2, staticPods: true });
-  process.stderr.write(`[lab] up with 2 real nodes and a static-pod control plane took ${realClock.now() - t0} ms\n`);
+  lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 2, kubeadm: true });
+  process.stderr.write(`[lab] up with kubeadm init and 2 kubeadm joins took ${realClock.now() - t0} ms\n`);
   kc = new KubeConfig();
   kc.loadFromFile(lab.kubeconfig);
   core = kc.makeApiClient(CoreV1Api);
@@ -115,7 +115,7 @@ async function exec(namespace: string, pod: string, command: string[]): Promise<
   return { stdout, stderr, status };
 }
 
-describe('lab up --real-nodes 2 --static-pods', () => {
+describe('lab up --kubeadm --real-nodes 2', () => {
   it("makes two Ready nodes and cp-1 whose kubelet is the apiserver's release, on containerd 2", async () => {
     const nodes = await expectNodesReady(kc, ['cp-1', 'rnode-1', 'rnode-2']);
     for (const n of nodes) {
@@ -830,64 +830,6 @@ describe('lab up --real-nodes 2 --static-pods', () => {
         );
       });
       await revertedByDeadMan(run);
-    });
-  });
-
-  /**
-   * The control plane as static pods (the lab's `--static-pods`): cp-1's real kubelet runs etcd, the apiserver, the
-   * controller-manager and the scheduler from manifests written as kubeadm writes them, which the tests above starve
-   * and load. The kubeadm layout's other actions run against kubeadm's own files in kubeadm.test.ts (`lab up --kubeadm`).
-   */
-  describe("the control plane as cp-1's static pods", () => {
-    let work: string;
-
-    beforeAll(async () => {
-      work = mkdtempSync(join(tmpdir(), 'kr-static-'));
-    });
-
-    afterAll(() => {
-      if (work) rmSync(work, { recursive: true, force: true });
-    });
-
-    it("runs the control plane as cp-1's static pods from kubeadm's manifests, and writes a kubeadm inventory", async () => {
-      const inventory = parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { layout: string; kubeadm: { dir: string } } };
-      expect(inventory.spec.layout).toBe('kubeadm');
-      const manifests = join(inventory.spec.kubeadm.dir, 'manifests');
-      const version = (await core.readNode({ name: 'cp-1' })).status?.nodeInfo?.kubeletVersion;
-      for (const c of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler']) {
-        const manifest = parse(readFileSync(join(manifests, `${c}.yaml`), 'utf8')) as {
-          spec: { hostNetwork: boolean; containers: { image: string; command: string[] }[] };
-        };
-        expect(manifest.spec.hostNetwork).toBe(true);
-        expect(manifest.spec.containers[0]!.image).toBe(`localhost/kube-runbook/${c}:${version}`);
-        expect(manifest.spec.containers[0]!.command[0]).toBe(c);
-        const pod = await core.readNamespacedPod({ name: `${c}-cp-1`, namespace: 'kube-system' });
-        expect(pod.status?.phase).toBe('Running');
-        expect(pod.metadata?.annotations?.['kubernetes.io/config.source']).toBe('file');
-        expect(pod.status?.containerStatuses?.[0]?.containerID).toMatch(/^containerd:\/\/[0-9a-f]{64}$/);
-      }
-      const cp = await core.readNode({ name: 'cp-1' });
-      expect(cp.status?.conditions?.find((c) => c.type === 'Ready')?.status).toBe('True');
-      expect(cp.metadata?.labels).toHaveProperty('node-role.kubernetes.io/control-plane', '');
-      expect(cp.spec?.taints).toContainEqual({ key: 'node-role.kubernetes.io/control-plane', effect: 'NoSchedule' });
-      // the workload stays off the control plane
-      const demo = (await core.listNamespacedPod({ namespace: 'demo' })).items;
-      expect(demo.length).toBeGreaterThan(0);
-      expect(demo.every((p) => p.spec?.nodeName !== 'cp-1' && p.status?.phase === 'Running')).toBe(true);
-    });
-
-    // kubeadm.test.ts runs the other actions on kubeadm's own files; etcd's there takes about 2 minutes to come back
-    // (docs/lab.md), here about 20 s
-    it('stop-etcd: parks the manifest, the kubelet kills the etcd container; the revert brings it back', async () => {
-      // the lab's only etcd member: its outage is the point
-      await runControlPlaneAction(
-        lab,
-        work,
-        'stop-etcd',
-        { before: 'kr_running etcd', after: '! kr_running etcd' },
-        { allowQuorumLoss: true },
-      );
-      await containerBack(core, 'etcd');
     });
   });
 
