@@ -7,7 +7,7 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * 1.34 and 1.20, and the other eviction forecast tests on 1.20. A project's name says the version, and
  * KUBE_RUNBOOK_LAB_VERSION tells the tests (test/e2e/helpers/lab.ts). `npm test` runs three lanes side by side (the
  * unit tests then `e2e 1.37 beside`; `e2e 1.37 light`; `e2e 1.37 demo`: scripts/unit-and-beside.sh), then `e2e 1.37` alone,
- * then `e2e 1.34`, `e2e 1.20` and `e2e 1.37 beside older` beside each other, each with its own lab
+ * then `e2e 1.34`, `e2e 1.20` (followed by `e2e 1.34 after 1.20`) and `e2e 1.37 beside older` beside each other, each with its own lab
  * (scripts/e2e-versions.sh).
  */
 const e2e = (version: string, include: string[], o: { name?: string; exclude?: string[] } = {}) => ({
@@ -95,6 +95,12 @@ const EVICTION_TIMING = 'test/e2e/lab-eviction.test.ts';
  */
 const FORECAST_SCALE = 'test/e2e/forecast-scale.test.ts';
 
+/*
+ * 1.34's incidents (the longest of the older releases' files, on a kubeadm lab) are a lane of their own beside the
+ * others; 1.34's controller timing and forecast at scale (`e2e 1.34 after 1.20`) run in the 1.20 lane once 1.20's
+ * files have ended (scripts/e2e-versions.sh), so the three lanes end closer together.
+ */
+
 /**
  * Unit tests that need root: they make network namespaces (the netns transport), or run a fault through the local
  * transport whose node-side dead-man writes under /var/lib/kube-runbook (a run in its own process, recover). `npm test`
@@ -126,7 +132,8 @@ export default defineConfig({
       e2e('1.37', BESIDE, { name: 'e2e 1.37 beside' }),
       e2e('1.37', DEMO, { name: 'e2e 1.37 demo' }),
       e2e('1.37', BESIDE_OLDER, { name: 'e2e 1.37 beside older' }),
-      e2e('1.34', ['test/e2e/incidents.test.ts', EVICTION_TIMING, FORECAST_SCALE]),
+      e2e('1.34', ['test/e2e/incidents.test.ts']),
+      e2e('1.34', [EVICTION_TIMING, FORECAST_SCALE], { name: 'e2e 1.34 after 1.20' }),
       e2e('1.20', ['test/e2e/incidents.test.ts', 'test/e2e/probes-forecast.test.ts', EVICTION_TIMING]),
       e2e('1.20', [FORECAST_SCALE], { name: 'e2e 1.20 alone' }),
     ],
