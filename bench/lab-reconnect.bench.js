@@ -13,10 +13,10 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { CoordinationV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { realClock } from '../dist/core/clock.js';
+import { waitFor } from '../dist/testing/wait.js';
 import { ensureLabBinaries, labDown, labUp } from '../packages/lab/dist/index.js';
 
 const RUNS = Number(process.env.KUBE_RUNBOOK_BENCH_RECONNECT_RUNS ?? 3);
@@ -64,14 +64,17 @@ async function census(kc) {
   return { nodes: nodes.length, ready, fresh };
 }
 
-async function settle(kc) {
-  for (let i = 0; i < 300; i++) {
-    const c = await census(kc);
-    if (c.ready === NODES && c.fresh === NODES) return;
-    await sleep(1000);
-  }
-  throw new Error('the lab did not settle: not every node Ready with a fresh Lease');
-}
+/** Every node Ready with a fresh Lease, before each run. */
+const settle = (kc) =>
+  waitFor(
+    'every node Ready with a fresh Lease',
+    async () => {
+      const c = await census(kc);
+      return c.ready === NODES && c.fresh === NODES;
+    },
+    300_000,
+    1000,
+  );
 
 const ms = (a, b) => Date.parse(b) - Date.parse(a);
 

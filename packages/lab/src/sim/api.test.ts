@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { waitFor } from 'kube-runbook/internal/testing/wait.js';
 import { SimApi } from './api.js';
 
 /** A kubeconfig naming an address nothing answers on: only the socket can reach the "apiserver". */
@@ -87,13 +88,13 @@ describe('SimApi through a node forwarder socket', () => {
         },
       );
     });
-    await until(() => seen.length === 2);
+    await waitFor('the node read and the watch sent', () => seen.length === 2, 2_000, 10);
     expect(sockets).toHaveLength(2);
 
     api.closeConnections();
     await ended;
     expect(watchEnded).toBeTruthy();
-    await until(() => sockets.every((s) => s.closed));
+    await waitFor('every old connection closed', () => sockets.every((s) => s.closed), 2_000, 10);
     expect((await api.readNode('node-3'))?.metadata.uid).toBe('u3');
     expect(sockets).toHaveLength(3);
     expect(sockets[2]!.closed).toBe(false);
@@ -111,11 +112,6 @@ describe('SimApi through a node forwarder socket', () => {
     expect(seen).toEqual([]);
   });
 });
-
-async function until(ok: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !ok(); i++) await new Promise((r) => setTimeout(r, 10));
-  if (!ok()) throw new Error('never came to pass');
-}
 
 /** The codes and messages of an error and its causes. */
 function causes(e: unknown): string[] {
