@@ -104,14 +104,16 @@ describe('faults through agents', () => {
       { name: 'stop the kubelet', action: 'stop-kubelet', with: { nodes: { names: ['node-1'] } } },
       { name: 'down a while', wait: '10s' },
     ]);
+    // Watched for as long as the run lasts: its agent pods may take a while to start on a loaded machine.
     const down: boolean[] = [];
+    let running = true;
     const watching = (async () => {
-      for (let i = 0; i < 120; i++) {
+      while (running) {
         down.push(!(await kubeletUp('node-1')));
         await realClock.sleep(250);
       }
     })();
-    const { code, report, stderr } = await runJson(rb, inventory);
+    const { code, report, stderr } = await runJson(rb, inventory).finally(() => (running = false));
     await watching;
     expect(code, stderr.slice(-2000)).toBe(0);
     expect(report.faults).toEqual([expect.objectContaining({ action: 'stop-kubelet', node: 'node-1', status: 'reverted' })]);

@@ -18,11 +18,23 @@ export async function startAndWait(dir: string, timeoutMs: number, clock: Clock,
   const deadline = clock.now() + timeoutMs;
   for (;;) {
     if ((await sh(shq(join(dir, 'health')))).code === 0) return;
-    if ((await sh(shq(join(dir, 'status')))).code !== 0) throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} exited at start`);
+    if ((await sh(shq(join(dir, 'status')))).code !== 0)
+      throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} exited at start`, { details: await logTail(dir) });
     if (clock.now() > deadline)
-      throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} was not healthy within ${timeoutMs / 1000}s`);
+      throw new KrError('LAB_START_FAILED', `${dir.split('/').pop()} was not healthy within ${timeoutMs / 1000}s`, {
+        details: await logTail(dir),
+      });
     await clock.sleep(200, signal);
   }
+}
+
+/** The last lines of a service's `log`, naming the file, for an error about it. */
+async function logTail(dir: string, lines = 12): Promise<string[]> {
+  const file = join(dir, 'log');
+  const text = await readFile(file, 'utf8').catch(() => undefined);
+  if (text === undefined) return [`${file}: no log`];
+  const tail = text.trim().split('\n').filter(Boolean).slice(-lines);
+  return [`${file}${tail.length ? ', last lines:' : ': empty'}`, ...tail.map((l) => `  ${l.slice(0, 300)}`)];
 }
 
 /** The last lines of each component's log, for an error report. */
