@@ -62,7 +62,7 @@ const BESIDE_OLDER = [
 
 /**
  * The default release's files that measure none of the controller's timing on a lab of a few simulated nodes (or a
- * systemd node of its own) and generate no load (dead-men within faultTtl + 10 s, no eviction past a toleration, a
+ * kubeadm lab with a systemd node joined) and generate no load (dead-men within faultTtl + 10 s, no eviction past a toleration, a
  * fleet's steps, PromQL guards, audit's reading of the flags): run beside the unit tests and the demo (`vitest run
  * --project "e2e 1.37 light"`, scripts/unit-and-beside.sh), not beside `e2e 1.37`, whose real controller they would
  * share the machine with.

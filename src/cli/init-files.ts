@@ -14,6 +14,8 @@ export interface StarterNode {
   roles: readonly string[];
   zone?: string;
   netns?: string;
+  /** Reached over ssh whatever the inventory's transport (a node of a lab's cluster that is not one of its namespaces). */
+  ssh?: boolean;
 }
 
 export interface Starter {
@@ -49,6 +51,7 @@ function foundLine(s: Starter, n: StarterNode): string {
   parts.push(`roles: [${n.roles.join(', ')}]`);
   if (n.zone) parts.push(`zone: ${q(n.zone)}`);
   if (n.netns) parts.push(`netns: ${q(n.netns)}`);
+  if (n.ssh) parts.push('transport: {type: ssh, user: root}');
   return `    - {${parts.join(', ')}}`;
 }
 

@@ -224,6 +224,27 @@ describe('kube-runbook init', () => {
     });
   });
 
+  it('a lab whose cluster has nodes it did not make (kubeadm join on a machine of their own): those reached over ssh', async () => {
+    const lab: FoundLab = {
+      instance: 'sf1',
+      stateDir: '/state/lab/sf1',
+      spec: {
+        layout: 'kubeadm',
+        nodes: [{ name: 'cp-1', address: '10.0.0.10', roles: ['control-plane', 'etcd'], netns: 'kr-sf1-cp-1' }],
+      },
+    };
+    await init({}, deps({ lab, clusters: { lab: KUBEADM } }).deps);
+    expect((await checkInventory(inventoryText(), 'inventory.yaml')).ok).toBe(true);
+    const spec = parse(inventoryText()).spec;
+    expect(spec.transport).toEqual({ type: 'netns' });
+    expect(spec.nodes).toEqual([
+      { name: 'cp-1', address: '10.0.0.10', roles: ['control-plane', 'etcd'], netns: 'kr-sf1-cp-1' },
+      { name: 'worker-a', address: '10.0.0.11', roles: ['worker'], zone: 'a', transport: { type: 'ssh', user: 'root' } },
+      { name: 'worker-b', address: '10.0.0.12', roles: ['worker'], zone: 'b', transport: { type: 'ssh', user: 'root' } },
+    ]);
+    expect(inventoryText()).toContain('# worker-a, worker-b: in the cluster but not made by lab sf1; reached over ssh');
+  });
+
   it('on a terminal: offers the contexts, and asks for what the cluster did not say', async () => {
     const said: string[] = [];
     const answers = ['2', 'k3s', 'server-1', 'agent-1, agent-2'];

@@ -170,6 +170,17 @@ export async function initSettings(flags: InitFlags, deps: InitDeps): Promise<St
         const l = fromLab(lab);
         Object.assign(s, { ...l, layout: flags.layout ?? l.layout });
         notes.push(...(l.notes ?? []));
+        // nodes joined to the lab's cluster by other means (`kubeadm join` on a machine of their own): not its
+        // network namespaces, so each is written with a transport of its own
+        const listed = await deps.discover(kube).then(
+          (d) => d.nodes ?? [],
+          () => [],
+        );
+        const others = listed.filter((n) => !l.found?.some((f) => f.name === n.name));
+        if (others.length) {
+          s.found = [...(l.found ?? []), ...others.map((n) => ({ ...n, ssh: true }))];
+          notes.push(`${others.map((n) => n.name).join(', ')}: in the cluster but not made by lab ${lab.instance}; reached over ssh`);
+        }
       } else {
         const d = await deps.discover(kube);
         s.layout ??= d.layout;

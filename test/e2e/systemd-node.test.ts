@@ -1,46 +1,55 @@
 /**
  * A node whose PID 1 is systemd (Debian's, booted on a root filesystem of its own that the lab's installer builds
- * with mmdebstrap), with containerd and the release's kubelet as enabled units and sshd, reached by the ssh
- * transport as a kubeadm node is: stop-kubelet's systemctl path, and the node dead-man's systemd path (a
- * `systemd-run` unit that fires after faultTtl once the executor is SIGKILLed; a boot unit that reverts after a
- * reboot). Every outcome is read on the node (systemctl, the units' journal, the dead-man's own record), not from the
- * executor. The kubelet runs standalone (no apiserver): its unit's control and /healthz are what is checked. Fails,
- * never skips, on a machine that cannot run it. No control plane: no lab lock.
+ * with mmdebstrap) made a node of a kubeadm lab by `kubeadm join`: kubeadm's kubelet.service and its 10-kubeadm.conf
+ * drop-in, containerd as a unit with the systemd cgroup driver, sshd, on the lab's bridge. The ssh transport reaches it
+ * as a kubeadm node: stop-kubelet's systemctl path, and the node dead-man's systemd path (a `systemd-run` unit that
+ * fires after faultTtl once the executor is SIGKILLed; a boot unit that reverts after a reboot). Every outcome is read
+ * on the node (systemctl, the units' journal, the dead-man's own record, its containerd) or from the apiserver (the
+ * node's Lease and Ready condition), not from the executor; `kube-runbook init` finds the node. Fails, never skips,
+ * on a machine that cannot run it.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, X509Certificate } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
+import { CoordinationV1Api, KubeConfig, type CoreV1Api } from '@kubernetes/client-node';
+import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { createLogger } from '../../src/core/logger.js';
 import { DEADMAN_MARGIN_MS } from '../../src/engine/deadman.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
-import { ensureLabBinaries } from '../../packages/lab/src/index.js';
 import { distroMirror } from '../../packages/lab/src/install/apt.js';
-import { ensureContainerd } from '../../packages/lab/src/install/containerd.js';
-import { ensureKubelet } from '../../packages/lab/src/install/kubelet.js';
+import { ensureRealNodeBinaries } from '../../packages/lab/src/install/real-nodes.js';
 import { ensureSystemdRootfs } from '../../packages/lab/src/install/systemd-rootfs.js';
-import { cacheDir } from '../../packages/lab/src/host/paths.js';
+import { addNodesNet, nodeIp } from '../../packages/lab/src/host/net.js';
+import { labNames } from '../../packages/lab/src/host/paths.js';
 import {
   bootSystemdNode,
   inSystemdNode,
   killLeftoverSystemdNode,
-  makeSystemdNodeNet,
-  removeSystemdNodeNet,
   stopSystemdNode,
   systemdNodePaths,
   type SystemdNode,
 } from '../../packages/lab/src/host/systemd-node.js';
+import { caCertHash } from '../../packages/lab/src/lifecycle/kubeadm-config.js';
+import { realPodCidr } from '../../packages/lab/src/lifecycle/real-node-config.js';
+import { joinSystemdNode } from '../../packages/lab/src/lifecycle/systemd-node-join.js';
 import { writeSystemdNodeFiles } from '../../packages/lab/src/lifecycle/systemd-node-units.js';
+import { pauseName } from '../../packages/lab/src/lifecycle/up-kubeadm.js';
 import { eventually } from '../../src/testing/wait.js';
+import { cli, coreApi, startLab, stopLab, type LabInfo } from './helpers/lab.js';
 
-const NAME = 'krsd-1';
-const net = { netns: NAME, hostIf: `${NAME}-h`, hostIp: '10.251.77.1', nodeIp: '10.251.77.2' };
+const INSTANCE = 'sdn';
+const NAME = 'sd-1';
 const dir = mkdtempSync(join(tmpdir(), 'krsd-'));
 const log = createLogger((level, msg) => process.stderr.write(`[systemd node] ${level}: ${msg}\n`));
+let lab: LabInfo;
+let core: CoreV1Api;
+let leases: CoordinationV1Api;
 let node: SystemdNode;
+let nodeAddress = '';
 let pid = 0;
 let inventoryFile = '';
 const children: ChildProcess[] = [];
@@ -107,31 +116,86 @@ const unitFilesGone = (runId: string) =>
 /** The kubelet unit active and /healthz ok within `ms`. */
 const kubeletBack = (ms: number) => eventually(async () => (await isActive('kubelet')) === 'active' && (await healthz()) === 'ok', ms, 250);
 
+/** When the node's kubelet last renewed its Lease, by the apiserver (ms). */
+async function renewedAt(): Promise<number> {
+  const l = await leases.readNamespacedLease({ name: NAME, namespace: 'kube-node-lease' });
+  return new Date(l.spec?.renewTime ?? 0).getTime();
+}
+
+/** Whether the Node's Ready condition is True, by the apiserver. */
+async function ready(): Promise<boolean> {
+  const n = await core.readNode({ name: NAME }).catch(() => undefined);
+  return n?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+}
+
+/** The Lease renewed after `t` and the Node Ready within `ms`. */
+const backInCluster = (t: number, ms: number) => eventually(async () => (await renewedAt()) > t && (await ready()), ms, 500);
+
+/** The containers containerd runs on the node (`ctr tasks ls`): container id → PID. */
+async function tasks(): Promise<Record<string, string>> {
+  const out = (await onNode(['ctr', '--namespace', 'k8s.io', 'tasks', 'ls'])).out;
+  const running = out
+    .split('\n')
+    .slice(1)
+    .map((l) => l.trim().split(/\s+/))
+    .filter((f) => f[2] === 'RUNNING');
+  return Object.fromEntries(running.map((f) => [f[0]!, f[1]!]));
+}
+
 beforeAll(async () => {
-  const bin = await ensureLabBinaries({ log, kubernetesVersion: '1.37' });
-  const root = cacheDir(process.env);
-  const kubelet = await ensureKubelet({ log }, root, bin);
-  const containerd = await ensureContainerd({ log }, root);
+  const t0 = realClock.now();
+  lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 1, kubeadm: true });
+  core = coreApi(lab);
+  const kc = new KubeConfig();
+  kc.loadFromFile(lab.kubeconfig);
+  leases = kc.makeApiClient(CoordinationV1Api);
+  const bin = await ensureRealNodeBinaries({ log, kubeadm: true }, lab.binaries!);
   const rootfs = await ensureSystemdRootfs({ log, ...(await distroMirror()) });
+  // on the lab's bridge, at the address the lab keeps for it
+  const names = labNames(INSTANCE);
+  nodeAddress = nodeIp(Number(lab.subnet.split('.')[2]), NAME);
+  const netns = names.netns(NAME);
+  // a previous run's, killed before its afterAll
+  await killLeftoverSystemdNode(NAME, { clock: realClock });
+  await addNodesNet(names, [{ name: NAME, netns, veth: names.veth(NAME), ip: nodeAddress }]);
+  // a node forwards packets (kubeadm's preflight checks it): its network namespace's own setting
+  execFileSync('ip', ['netns', 'exec', netns, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+  const images = dirname(bin.images.pause.archive);
   node = {
     name: NAME,
-    netns: net.netns,
+    netns,
     rootfs: rootfs.dir,
     dir: join(dir, 'node'),
-    binds: { [join(kubelet, '..')]: '/opt/kube-runbook/kubernetes', [containerd.dir]: '/opt/kube-runbook/containerd' },
+    binds: {
+      [dirname(bin.kubelet)]: '/opt/kube-runbook/kubernetes',
+      [bin.containerd.dir]: '/opt/kube-runbook/containerd',
+      [bin.cniBinDir]: '/opt/cni/bin',
+      [images]: '/opt/kube-runbook/images',
+    },
   };
+  const sandbox = await pauseName(bin.kubeadm!, lab.binaries!.version);
   const upper = systemdNodePaths(node.dir).upper;
   await writeSystemdNodeFiles(upper, {
     node: NAME,
-    kubeletDir: '/opt/kube-runbook/kubernetes',
+    ip: nodeAddress,
+    zone: 'zone-sd',
+    kubernetesDir: '/opt/kube-runbook/kubernetes',
     containerdDir: '/opt/kube-runbook/containerd',
+    sandboxImage: sandbox,
+    podCidr: realPodCidr(250),
+    join: {
+      instance: INSTANCE,
+      apiserver: new URL(lab.apiserverUrl).host,
+      caHash: caCertHash(readFileSync(join(lab.stateDir, 'pki', 'ca.crt'), 'utf8')),
+      cgroupV1: !existsSync('/sys/fs/cgroup/cgroup.controllers'),
+    },
   });
   // the executor's key, and the node's host key as known_hosts: the ssh transport checks it (strictHostKeyChecking yes)
   execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, 'id'), '-C', 'kube-runbook test']);
   mkdirSync(join(upper, 'root/.ssh'), { recursive: true, mode: 0o700 });
   writeFileSync(join(upper, 'root/.ssh/authorized_keys'), readFileSync(join(dir, 'id.pub')), { mode: 0o600 });
   const hostKey = readFileSync(join(rootfs.dir, 'etc/ssh/ssh_host_ed25519_key.pub'), 'utf8').split(' ').slice(0, 2).join(' ');
-  writeFileSync(join(dir, 'known_hosts'), `${net.nodeIp} ${hostKey}\n`);
+  writeFileSync(join(dir, 'known_hosts'), `${nodeAddress} ${hostKey}\n`);
   inventoryFile = join(dir, 'inventory.json');
   writeFileSync(
     inventoryFile,
@@ -148,44 +212,103 @@ beforeAll(async () => {
           knownHostsFile: join(dir, 'known_hosts'),
           ignoreUserConfig: true,
         },
-        nodes: [{ name: NAME, address: net.nodeIp, roles: ['worker'] }],
+        nodes: [{ name: NAME, address: nodeAddress, roles: ['worker'] }],
       },
     }),
   );
-  // a previous run's, killed before its afterAll
-  await killLeftoverSystemdNode(NAME, { clock: realClock });
-  await removeSystemdNodeNet(net);
-  await makeSystemdNodeNet(net);
-  const t0 = realClock.now();
   pid = await bootSystemdNode(node, { clock: realClock });
-  expect(await kubeletBack(60_000), 'the kubelet unit comes up at boot').toBe(true);
-  console.log(`systemd node booted, kubelet healthy ${((realClock.now() - t0) / 1000).toFixed(1)} s after the boot began`);
+  const booted = realClock.now();
+  await joinSystemdNode({
+    pid,
+    node: NAME,
+    images: [
+      { archive: `/opt/kube-runbook/images/${basename(bin.images.pause.archive)}`, ref: bin.images.pause.ref, tags: [sandbox] },
+      { archive: `/opt/kube-runbook/images/${basename(bin.images.workload.archive)}`, ref: bin.images.workload.ref, tags: [] },
+    ],
+    log: join(dir, 'kubeadm-join.log'),
+    clock: realClock,
+  });
+  expect(await backInCluster(0, 120_000), 'the joined node is Ready').toBe(true);
+  console.log(
+    `lab up ${((booted - t0) / 1000).toFixed(1)} s (kubeadm init, 1 real node, the systemd node booted); ` +
+      `kubeadm join to Ready ${((realClock.now() - booted) / 1000).toFixed(1)} s`,
+  );
 }, 1_800_000);
 
 afterAll(async () => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   if (pid) await stopSystemdNode(NAME, pid, { clock: realClock });
-  await removeSystemdNodeNet(net);
+  else await killLeftoverSystemdNode(NAME, { clock: realClock });
+  await stopLab(INSTANCE);
   rmSync(dir, { recursive: true, force: true });
-}, 120_000);
+}, 300_000);
 
 describe('a node whose PID 1 is systemd', () => {
-  it('is systemd as PID 1, with containerd and the kubelet as its units', async () => {
+  it("is systemd as PID 1, joined by kubeadm join: kubeadm's kubelet unit and drop-in, TLS-bootstrapped, Ready", async () => {
     expect((await onNode(['cat', '/proc/1/comm'])).out.trim()).toBe('systemd');
     expect((await onNode(['systemctl', 'is-system-running'])).out.trim()).toBe('running');
     expect(await isActive('containerd')).toBe('active');
     expect(await isActive('kubelet')).toBe('active');
+    // the unit runs the kubelet as kubeadm's drop-in says, with the flags and configuration kubeadm join wrote
+    expect((await onNode(['systemctl', 'show', 'kubelet', '-p', 'DropInPaths', '--value'])).out.trim()).toBe(
+      '/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf',
+    );
+    const cmdline = (await onNode(['sh', '-c', 'tr "\\000" " " < /proc/$(systemctl show kubelet -p MainPID --value)/cmdline'])).out;
+    expect(cmdline).toContain('--config=/var/lib/kubelet/config.yaml');
+    expect(cmdline).toContain(`--node-ip=${nodeAddress}`);
+    expect((await onNode(['grep', '-c', 'cgroupDriver: systemd', '/var/lib/kubelet/config.yaml'])).out.trim()).toBe('1');
+    // its client certificate came from the TLS bootstrap: kubelet.conf points at the rotated certificate
+    expect((await onNode(['cat', '/etc/kubernetes/kubelet.conf'])).out).toMatch(
+      /client-certificate: \/var\/lib\/kubelet\/pki\/kubelet-client-current\.pem/,
+    );
+    expect(await ready()).toBe(true);
+    const n = await core.readNode({ name: NAME });
+    // the certificate the kubelet got by its bootstrap CSR: the node's identity, signed by the cluster's CA
+    const pem = (await onNode(['cat', '/var/lib/kubelet/pki/kubelet-client-current.pem'])).out;
+    const cert = new X509Certificate(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/.exec(pem)![0]);
+    expect(cert.subject).toContain(`CN=system:node:${NAME}`);
+    expect(cert.checkIssued(new X509Certificate(readFileSync(join(lab.stateDir, 'pki', 'ca.crt'))))).toBe(true);
+    expect(n.status?.addresses).toContainEqual({ type: 'InternalIP', address: nodeAddress });
   });
 
-  it('stop-kubelet stops the kubelet unit, and its revert starts it and waits for /healthz', async () => {
+  it("stop-kubelet stops kubeadm's kubelet unit: the Lease stops, no container is killed; the revert brings the node back", async () => {
+    await core.createNamespacedPod({
+      namespace: 'default',
+      body: {
+        metadata: { name: 'on-sd-1' },
+        spec: {
+          nodeName: NAME,
+          terminationGracePeriodSeconds: 1,
+          containers: [
+            { name: 'sleep', image: 'localhost/kube-runbook/busybox:lab', imagePullPolicy: 'Never', command: ['sleep', '86400'] },
+          ],
+        },
+      },
+    });
+    const running = () =>
+      core.readNamespacedPod({ name: 'on-sd-1', namespace: 'default' }).then(
+        (p) => p.status?.phase === 'Running',
+        () => false,
+      );
+    expect(await eventually(running, 60_000, 500), 'a pod runs on the node').toBe(true);
+    const before = await tasks();
+    expect(Object.keys(before).length, 'its sandbox and container').toBeGreaterThanOrEqual(2);
     const since = realClock.now();
-    const run = await startRun(runbook('sd-stop', '2m', '3s'), `sd-stop-${randomBytes(3).toString('hex')}`);
+    const run = await startRun(runbook('sd-stop', '2m', '6s'), `sd-stop-${randomBytes(3).toString('hex')}`);
+    const applied = realClock.now();
     expect(await isActive('kubelet')).toBe('inactive');
     expect(await healthz()).not.toBe('ok');
+    await realClock.sleep(4000);
+    // two of the lab's renew intervals (2 s) later, by the apiserver: not renewed since the stop
+    expect(await renewedAt()).toBeLessThanOrEqual(applied);
     const out = await run.ended;
+    const ended = realClock.now();
     expect(out).toContain('ended passed');
     expect(await isActive('kubelet')).toBe('active');
     expect(await healthz()).toBe('ok');
+    expect(await backInCluster(ended, 30_000), 'the Lease renewed and the node Ready after the revert').toBe(true);
+    // counted by the node's containerd: the same containers, the same processes
+    expect(await tasks()).toEqual(before);
     const said = await journal('kubelet', since);
     expect(said).toMatch(/Stopped kubelet/);
     expect(said).toMatch(/Started kubelet/);
@@ -211,9 +334,30 @@ describe('a node whose PID 1 is systemd', () => {
     expect(await journal(watcher, killedAt - 30_000)).toMatch(new RegExp(`Started ${watcher.replace(/\./g, '\\.')}`));
     expect(await eventually(async () => (await isActive(watcher)) === 'inactive', 10_000, 250)).toBe(true);
     expect(took).toBeLessThanOrEqual(10_000 + DEADMAN_MARGIN_MS);
+    expect(await backInCluster(killedAt + took, 30_000), 'the Lease renewed and the node Ready').toBe(true);
     // the boot unit it had enabled is gone with it
     expect(await unitFilesGone(runId)).toBe(true);
     console.log(`dead-man via systemd-run: kubelet healthy ${(took / 1000).toFixed(1)} s after the SIGKILL (faultTtl 10 s)`);
+  });
+
+  it('is found by kube-runbook init: a kubeadm cluster, the node a worker at its address, reached over ssh', async () => {
+    const d = join(dir, 'init');
+    const r = await cli(['init', '--kubeconfig', lab.kubeconfig, '--yes', '--dir', d]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('layout kubeadm');
+    const inv = parse(readFileSync(join(d, 'inventory.yaml'), 'utf8')) as {
+      spec: { layout: string; nodes: { name: string; address?: string; roles: string[] }[] };
+    };
+    expect(inv.spec.layout).toBe('kubeadm');
+    expect(inv.spec.nodes).toContainEqual({
+      name: NAME,
+      address: nodeAddress,
+      roles: ['worker'],
+      zone: 'zone-sd',
+      transport: { type: 'ssh', user: 'root' },
+    });
+    const plan = await cli(['plan', join(d, 'runbook.yaml'), '-i', join(d, 'inventory.yaml')]);
+    expect(plan.code, `${plan.stdout}\n${plan.stderr}`).toBe(0);
   });
 
   it("the dead-man's boot unit starts the kubelet after a reboot, the kubelet's own unit disabled", async () => {
@@ -238,6 +382,7 @@ describe('a node whose PID 1 is systemd', () => {
       expect(fired).toEqual({ exit: '0', log: expect.stringContaining('started kubelet') });
       expect(Number(await record(runId, 'fired-at')) * 1000).toBeGreaterThanOrEqual(bootAt - 1000);
       expect(await unitFilesGone(runId)).toBe(true);
+      expect(await backInCluster(bootAt, 60_000), 'the Lease renewed and the node Ready after the reboot').toBe(true);
       console.log(`dead-man's boot unit: kubelet healthy ${(took / 1000).toFixed(1)} s after the reboot began`);
     } finally {
       if (pid) await onNode(['systemctl', 'enable', 'kubelet']);

@@ -23,6 +23,9 @@ describe('lab subnets', () => {
     expect(nodeIp(7, 'rnode-39')).toBe('10.213.7.249');
     expect(() => nodeIp(7, 'rnode-40')).toThrow(/rnode-1 to rnode-39/);
     expect(() => nodeIp(7, 'rnode-0')).toThrow(/rnode-1 to rnode-39/);
+    expect(nodeIp(7, 'sd-1')).toBe('10.213.7.252');
+    expect(nodeIp(7, 'sd-3')).toBe('10.213.7.254');
+    expect(() => nodeIp(7, 'sd-4')).toThrow(/sd-1 to sd-3/);
   });
 
   it('sees which /24s of 10.213.0.0/16 are taken by addresses and routes', () => {

@@ -22,15 +22,24 @@ export const SUBNET_BASE = '10.213';
 const LB_HOST = 250;
 /** Prometheus's address (`lab up --prometheus`). */
 const PROMETHEUS_HOST = 251;
+/** A node whose PID 1 is systemd, joined by kubeadm: sd-1 .252 to sd-3 .254. */
+const SYSTEMD_NODE_HOST = 251;
 
 /**
  * Node addresses: the bridge is .1, cp-1 .2, node-i .(2+i) (node-200 is .202), the other control-plane members
  * cp-N .(201+N) (cp-2 .203 ... cp-9 .210), the load balancer `lb` .250, Prometheus `prom` .251. A one-member
- * lab keeps the addresses it always had. Real nodes rnode-N are .(210+N) (rnode-1 .211 ... rnode-39 .249).
+ * lab keeps the addresses it always had. Real nodes rnode-N are .(210+N) (rnode-1 .211 ... rnode-39 .249); nodes
+ * whose PID 1 is systemd sd-N .(251+N) (sd-1 .252 ... sd-3 .254).
  */
 export function nodeIp(third: number, node: string): string {
   if (node === 'lb') return `${SUBNET_BASE}.${third}.${LB_HOST}`;
   if (node === 'prom') return `${SUBNET_BASE}.${third}.${PROMETHEUS_HOST}`;
+  const sd = /^sd-(\d+)$/.exec(node);
+  if (sd) {
+    const r = Number(sd[1]);
+    if (r < 1 || r > 3) throw new KrError('LAB_BAD_NODE', `systemd node ${node} is not sd-1 to sd-3`);
+    return `${SUBNET_BASE}.${third}.${SYSTEMD_NODE_HOST + r}`;
+  }
   const real = /^rnode-(\d+)$/.exec(node);
   if (real) {
     const r = Number(real[1]);
@@ -79,10 +88,10 @@ export async function makeBridge(names: LabNames, runDir = machineRunDir()): Pro
   });
 }
 
-/** Makes each node's namespace and veth, and the chain that keeps traffic on the bridge. */
-export async function makeNodesNet(names: LabNames, plan: LabNetPlan): Promise<void> {
+/** Makes each node's namespace and its veth on the bridge (`eth0` in the node, its address a /24 of the bridge's). */
+export async function addNodesNet(names: LabNames, nodes: LabNetPlan['nodes']): Promise<void> {
   const lines = ['set -e'];
-  for (const n of plan.nodes) {
+  for (const n of nodes) {
     const ns = shq(n.netns);
     lines.push(
       `ip netns add ${ns}`,
@@ -94,6 +103,11 @@ export async function makeNodesNet(names: LabNames, plan: LabNetPlan): Promise<v
     );
   }
   await mustSh('LAB_NET_FAILED', 'making the node namespaces', lines.join('\n'));
+}
+
+/** Makes each node's namespace and veth, and the chain that keeps traffic on the bridge. */
+export async function makeNodesNet(names: LabNames, plan: LabNetPlan): Promise<void> {
+  await addNodesNet(names, plan.nodes);
   const br = shq(names.bridge);
   const chain = shq(names.chain);
   await mustSh(

@@ -15,11 +15,12 @@ describe('lab names and paths', () => {
     expect(n.veth('node-9999')).toBe('kr-abcdef-n9999');
     expect(n.veth('lb')).toBe('kr-abcdef-lb');
     expect(n.veth('prom')).toBe('kr-abcdef-pm');
+    expect(n.veth('sd-1')).toBe('kr-abcdef-s1');
     expect(n.netns('prom')).toBe('kr-abcdef-prom');
     expect(n.veth('node-9999').length).toBeLessThanOrEqual(15);
     expect(n.bridge.length).toBeLessThanOrEqual(15);
     expect(() => n.veth('node-99999')).toThrow(/too long/);
-    expect(() => n.veth('worker-1')).toThrow(/cp-N, node-N or rnode-N/);
+    expect(() => n.veth('worker-1')).toThrow(/cp-N, node-N, rnode-N or sd-N/);
     expect(n.veth('rnode-39')).toBe('kr-abcdef-r39');
     expect(n.nodeCgroup('rnode-2')).toBe('kube-runbook-abcdef-rnode-2');
     expect(n.nodeCgroup('rnode-2').startsWith(n.cgroupPrefix)).toBe(true);

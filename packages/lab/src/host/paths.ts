@@ -64,9 +64,9 @@ export function labNames(instance: string): LabNames {
     veth(node) {
       if (node === LB_NODE) return `${prefix}lb`;
       if (node === PROMETHEUS_NODE) return `${prefix}pm`;
-      const m = /^(cp|node|rnode)-(\d{1,5})$/.exec(node);
-      if (!m) throw new KrError('LAB_BAD_NODE', `lab nodes are cp-N, node-N or rnode-N (got ${quote(node)})`, { exit: EXIT.invalid });
-      const name = `${prefix}${m[1] === 'cp' ? 'c' : m[1] === 'rnode' ? 'r' : 'n'}${m[2]}`;
+      const m = /^(cp|node|rnode|sd)-(\d{1,5})$/.exec(node);
+      if (!m) throw new KrError('LAB_BAD_NODE', `lab nodes are cp-N, node-N, rnode-N or sd-N (got ${quote(node)})`, { exit: EXIT.invalid });
+      const name = `${prefix}${{ cp: 'c', rnode: 'r', sd: 's', node: 'n' }[m[1]!]}${m[2]}`;
       if (name.length > 15) throw new KrError('LAB_BAD_NODE', `interface name too long for node ${quote(node)}`);
       return name;
     },

@@ -227,30 +227,3 @@ async function removeCgroup(dir: string, clock: Clock): Promise<void> {
   }
   throw new KrError('LAB_SYSTEMD_NODE', `cannot remove cgroup ${dir}: processes left in it`);
 }
-
-/** A node's link to this machine: a veth pair, `hostIp` here and `nodeIp` in the node (a /30), its default route. */
-export interface SystemdNodeNet {
-  netns: string;
-  hostIf: string;
-  hostIp: string;
-  nodeIp: string;
-}
-
-/** Makes the node's network namespace and its link (`eth0` in the node). */
-export async function makeSystemdNodeNet(n: SystemdNodeNet): Promise<void> {
-  const ip = (args: string[]) => must('LAB_SYSTEMD_NODE', 'ip', args);
-  await ip(['netns', 'add', n.netns]);
-  await ip(['link', 'add', n.hostIf, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', n.netns]);
-  await ip(['addr', 'add', `${n.hostIp}/30`, 'dev', n.hostIf]);
-  await ip(['link', 'set', n.hostIf, 'up']);
-  await ip(['-n', n.netns, 'link', 'set', 'lo', 'up']);
-  await ip(['-n', n.netns, 'addr', 'add', `${n.nodeIp}/30`, 'dev', 'eth0']);
-  await ip(['-n', n.netns, 'link', 'set', 'eth0', 'up']);
-  await ip(['-n', n.netns, 'route', 'add', 'default', 'via', n.hostIp]);
-}
-
-/** Removes what makeSystemdNodeNet made (whatever of it there is). */
-export async function removeSystemdNodeNet(n: SystemdNodeNet): Promise<void> {
-  await run('ip', ['link', 'del', n.hostIf]);
-  await run('ip', ['netns', 'del', n.netns]);
-}

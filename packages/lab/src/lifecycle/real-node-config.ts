@@ -116,25 +116,19 @@ export function containerdConfig(p: RealNodePlan): string {
  * nodes, as the executor's Job does.
  */
 export function cniConfig(p: RealNodePlan): string {
-  const f = realNodePaths(p);
-  return `${JSON.stringify(
-    {
-      cniVersion: '1.0.0',
-      name: cniNetworkName(p.instance, p.node),
-      plugins: [
-        {
-          type: 'bridge',
-          bridge: 'cni0',
-          isGateway: true,
-          ipMasq: true,
-          hairpinMode: true,
-          ipam: { type: 'host-local', ranges: [[{ subnet: p.podCidr }]], routes: [{ dst: '0.0.0.0/0' }], dataDir: f.cniIpamDir },
-        },
-      ],
-    },
-    null,
-    2,
-  )}\n`;
+  return bridgeCniConfig(cniNetworkName(p.instance, p.node), p.podCidr, realNodePaths(p).cniIpamDir);
+}
+
+/** The CNI network of a node's pods: a bridge `cni0`, their gateway, addresses from `podCidr`, their traffic out masqueraded. */
+export function bridgeCniConfig(name: string, podCidr: string, ipamDataDir?: string): string {
+  const ipam = {
+    type: 'host-local',
+    ranges: [[{ subnet: podCidr }]],
+    routes: [{ dst: '0.0.0.0/0' }],
+    ...(ipamDataDir ? { dataDir: ipamDataDir } : {}),
+  };
+  const plugin = { type: 'bridge', bridge: 'cni0', isGateway: true, ipMasq: true, hairpinMode: true, ipam };
+  return `${JSON.stringify({ cniVersion: '1.0.0', name, plugins: [plugin] }, null, 2)}\n`;
 }
 
 /**

@@ -177,7 +177,7 @@ export function kubeadmWorkers(p: LabPlan): LabComponent {
 }
 
 /** kubeadm's name of the pause image of `version` (the only image a worker needs under kubeadm's name). */
-async function pauseName(kubeadm: string, version: string): Promise<string> {
+export async function pauseName(kubeadm: string, version: string): Promise<string> {
   const r = await sh(`${shq(kubeadm)} config images list --kubernetes-version ${shq(`v${version}`)} 2>/dev/null | grep /pause:`, {
     timeoutMs: 60_000,
   });
