@@ -29,7 +29,7 @@ const base = serviceStopAction({
   defaultNodes: { role: 'etcd' },
   layouts: {
     kubeadm:
-      'moves `/etc/kubernetes/manifests/etcd.yaml` (the static pod of a stacked etcd) to `/etc/kubernetes/kube-runbook-parked/` and waits until the container (crictl) or process (pgrep) is gone; external etcd clusters are not covered. Without a quorum the revert takes tens of seconds: with the manifest back, the kubelet first deletes the old mirror pod through the apiserver, which cannot answer without etcd, and starts the container once that call times out (26–36 s on the lab)',
+      'moves `/etc/kubernetes/manifests/etcd.yaml` (the static pod of a stacked etcd) to `/etc/kubernetes/kube-runbook-parked/` and waits until the container (crictl) or process (pgrep) is gone; external etcd clusters are not covered. Without a quorum the revert can take minutes: the kubelet calls the apiserver about the mirror pod of etcd (its housekeeping deletes it while the manifest is parked, the sync of the pod makes it again) before it starts the container, and an apiserver without etcd answers each call only when it times out (34 s on the lab); on a one-member kubeadm cluster of the lab etcd was healthy 2 min 15 s after the stop, its manifest back after 5 s, once the first wait of the revert for health (`timeout`) had run out and its retry moved the manifest out and back',
     k3s: {
       refused:
         'k3s embeds etcd in the `k3s` server process, so no member can stop alone; `stop-apiserver` stops the whole k3s server, its etcd member with it',
