@@ -144,6 +144,8 @@ async function tasks(): Promise<Record<string, string>> {
 
 beforeAll(async () => {
   const t0 = realClock.now();
+  // a previous run's, killed before its afterAll: its processes first, then the lab under it
+  await killLeftoverSystemdNode(NAME, { clock: realClock });
   lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 1, kubeadm: true });
   core = coreApi(lab);
   const kc = new KubeConfig();
@@ -155,8 +157,6 @@ beforeAll(async () => {
   const names = labNames(INSTANCE);
   nodeAddress = nodeIp(Number(lab.subnet.split('.')[2]), NAME);
   const netns = names.netns(NAME);
-  // a previous run's, killed before its afterAll
-  await killLeftoverSystemdNode(NAME, { clock: realClock });
   await addNodesNet(names, [{ name: NAME, netns, veth: names.veth(NAME), ip: nodeAddress }]);
   // a node forwards packets (kubeadm's preflight checks it): its network namespace's own setting
   execFileSync('ip', ['netns', 'exec', netns, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
