@@ -111,6 +111,20 @@ describe('lab service scripts', () => {
     process.kill(-svc.pid!, 'SIGKILL');
   });
 
+  it('status waits out a command line left empty for a while, as one is while a loaded machine execs the component', async () => {
+    await writeService(spec(dir));
+    // empty for 400 ms, then naming the service directory (perl rewrites its own argv)
+    const svc = spawn('perl', ['-e', `$0 = ""; select(undef, undef, undef, 0.4); $0 = "svc ${dir}/marker"; sleep 30`], { stdio: 'ignore' });
+    try {
+      await new Promise((r) => setTimeout(r, 100));
+      expect(await readFile(`/proc/${svc.pid}/cmdline`, 'latin1'), 'the command line is empty now').toBe('\0');
+      await writeFile(join(dir, 'pid'), String(svc.pid));
+      expect((await run(join(dir, 'status'), [])).code).toBe(0);
+    } finally {
+      svc.kill('SIGKILL');
+    }
+  });
+
   it('start and run replace pid by rename, so status never reads it empty while the component starts', async () => {
     for (const text of Object.values(serviceScripts(spec(dir)))) expect(text).not.toMatch(/> [^\n&]*\/pid\n/);
     // no namespace and no cgroup: `run` runs here as it is

@@ -98,8 +98,10 @@ export function serviceScripts(spec: ServiceSpec): Record<(typeof SERVICE_SCRIPT
     `state=$(sed -n 's/^State:[[:space:]]*\\([A-Z]\\).*/\\1/p' /proc/"$pid"/status 2>/dev/null)\n` +
     `[ -n "$state" ] && [ "$state" != Z ] || exit 3\n` +
     `cmd=$(tr '\\000' '\\n' < /proc/"$pid"/cmdline 2>/dev/null)\n` +
-    // empty for an instant while the process execs (ip netns exec → run → the component): look once more
-    `[ -n "$cmd" ] || { sleep 0.05; cmd=$(tr '\\000' '\\n' < /proc/"$pid"/cmdline 2>/dev/null); }\n` +
+    // empty while the process execs (ip netns exec → run → the component): from the new program's memory until the
+    // kernel has laid out its arguments, which on a loaded machine can take longer than one look; up to 1 s more
+    `i=0\n` +
+    `while [ -z "$cmd" ] && [ $i -lt 20 ] && [ -e /proc/"$pid" ]; do sleep 0.05; cmd=$(tr '\\000' '\\n' < /proc/"$pid"/cmdline 2>/dev/null); i=$((i + 1)); done\n` +
     `printf '%s\\n' "$cmd" | grep -qF -- ${shq(spec.dir)} || exit 3\n` +
     `exit 0\n`;
   const start =
