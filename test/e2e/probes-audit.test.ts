@@ -56,11 +56,10 @@ describe(`kube-runbook audit on the lab (Kubernetes ${LAB_VERSION})`, () => {
   it("reads the controller-manager's settings from the cluster and passes the lab timings", async () => {
     const r = await audit('-i', inventory('from-cluster', undefined), '-o', 'json');
     expect(r.stderr).not.toMatch(/\n\s+at /);
-    expect(r.code).toBe(0);
     const out = JSON.parse(r.stdout) as {
       sources: Record<string, string>;
       settings: Record<string, number>;
-      checks: { id: string; verdict: string }[];
+      checks: { id: string; verdict: string; detail: string }[];
     };
     // /configz of the controller-manager (client-certificate credentials), else its command line on cp-1
     expect(['configz', 'manifest']).toContain(out.sources.nodeMonitorGracePeriodMs);
@@ -68,8 +67,13 @@ describe(`kube-runbook audit on the lab (Kubernetes ${LAB_VERSION})`, () => {
     console.log(`settings found in: ${out.sources.nodeMonitorGracePeriodMs}`);
     expect(out.settings).toMatchObject({ nodeMonitorGracePeriodMs: 8000, nodeMonitorPeriodMs: 1000 });
     const verdicts = Object.fromEntries(out.checks.map((c) => [c.id, c.verdict]));
-    expect(verdicts).toMatchObject({ 'heartbeat-grace': 'pass', 'monitor-period': 'pass', 'lease-ages': 'pass' });
-    expect(['pass', 'warn']).toContain(verdicts['etcd-fsync']);
+    expect(verdicts, r.stdout).toMatchObject({ 'heartbeat-grace': 'pass', 'monitor-period': 'pass', 'lease-ages': 'pass' });
+    // etcd's fsync p99 is this machine's disk: a loaded one (image builds, other labs beside) can pass 100 ms, and
+    // then the audit fails, exit 1, as it should
+    const fsync = out.checks.find((c) => c.id === 'etcd-fsync')!;
+    console.log(`etcd-fsync: ${fsync.verdict}: ${fsync.detail}`);
+    expect(['pass', 'warn', 'fail']).toContain(fsync.verdict);
+    expect(r.code, r.stdout).toBe(fsync.verdict === 'fail' ? 1 : 0);
   });
 
   it("fails incident 3's configuration: a grace period no longer than the lease renew interval", async () => {
