@@ -28,13 +28,22 @@ export async function startAndWait(dir: string, timeoutMs: number, clock: Clock,
   }
 }
 
+/** The last `n` non-empty lines of a program's output or log, indented and cut at 300 characters, for an error. */
+export const lastLines = (text: string, n: number): string[] =>
+  text
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .slice(-n)
+    .map((l) => `  ${l.slice(0, 300)}`);
+
 /** The last lines of a service's `log`, naming the file, for an error about it. */
 async function logTail(dir: string, lines = 12): Promise<string[]> {
   const file = join(dir, 'log');
   const text = await readFile(file, 'utf8').catch(() => undefined);
   if (text === undefined) return [`${file}: no log`];
-  const tail = text.trim().split('\n').filter(Boolean).slice(-lines);
-  return [`${file}${tail.length ? ', last lines:' : ': empty'}`, ...tail.map((l) => `  ${l.slice(0, 300)}`)];
+  const tail = lastLines(text, lines);
+  return [`${file}${tail.length ? ', last lines:' : ': empty'}`, ...tail];
 }
 
 /** The last lines of each component's log, for an error report. */
@@ -65,9 +74,8 @@ export async function logTails(instance: string, settings: LabSettings): Promise
     ]).flat(),
   ];
   for (const [node, svc] of svcs) {
-    const text = await readFile(join(paths.serviceDir(node, svc), 'log'), 'utf8').catch(() => '');
-    const lines = text.trim().split('\n').filter(Boolean).slice(-4);
-    if (lines.length) out.push(`${node}/${svc} log:`, ...lines.map((l) => `  ${l.slice(0, 300)}`));
+    const lines = lastLines(await readFile(join(paths.serviceDir(node, svc), 'log'), 'utf8').catch(() => ''), 4);
+    if (lines.length) out.push(`${node}/${svc} log:`, ...lines);
   }
   return out;
 }

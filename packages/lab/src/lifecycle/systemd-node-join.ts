@@ -2,6 +2,7 @@ import { appendFile } from 'node:fs/promises';
 import type { Clock } from 'kube-runbook/internal/core/clock.js';
 import { EXIT, KrError } from 'kube-runbook/internal/core/errors.js';
 import { inSystemdNode } from '../host/systemd-node.js';
+import { lastLines } from './control.js';
 import { SYSTEMD_NODE_JOIN_CONFIG } from './systemd-node-units.js';
 
 /** An image the node needs: its OCI archive (a path in the node), the name it is imported as, and other names for it. */
@@ -32,11 +33,7 @@ export async function joinSystemdNode(o: {
     if (r.code !== 0)
       throw new KrError('LAB_KUBEADM_FAILED', `${argv.slice(0, 2).join(' ')} on ${o.node} failed (exit ${r.code}); its log: ${o.log}`, {
         exit: EXIT.failed,
-        details: `${r.stdout}${r.stderr}`
-          .trim()
-          .split('\n')
-          .slice(-15)
-          .map((l) => `  ${l.slice(0, 300)}`),
+        details: lastLines(`${r.stdout}${r.stderr}`, 15),
       });
   };
   const deadline = o.clock.now() + 60_000;

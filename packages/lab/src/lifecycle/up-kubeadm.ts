@@ -11,6 +11,7 @@ import { caCertHash, initConfig, joinConfig, KUBELET_PATCH_FILE, kubeletPatch, s
 import { startRealNodes, writeRealNodes, type RealNode } from './real-nodes.js';
 import { realNodePaths } from './real-node-config.js';
 import { kubernetesDir } from './static-pods.js';
+import { lastLines } from './control.js';
 import { component, type LabComponent } from './up-component.js';
 import { realContext, waitStaticControlPlane } from './up-control-plane.js';
 import type { LabPlan } from './up-plan.js';
@@ -83,10 +84,9 @@ async function runKubeadm(p: LabPlan, n: LabNodeInfo, argv: string[], log: strin
     signal: p.signal,
   });
   if (r.code !== 0) {
-    const lines = (await readFile(log, 'utf8').catch(() => '')).trim().split('\n').slice(-15);
     throw new KrError('LAB_KUBEADM_FAILED', `kubeadm ${argv[1]} on ${n.name} failed (exit ${r.code}); its log: ${log}`, {
       exit: EXIT.failed,
-      details: lines.map((l) => `  ${l.slice(0, 300)}`),
+      details: lastLines(await readFile(log, 'utf8').catch(() => ''), 15),
     });
   }
 }
