@@ -225,6 +225,9 @@ ${systemd}if [ -z "$started" ]; then
     sleep 0.1
   done
   ${leavePodCgroup('"$(cat "$d/watcher.pid")"')}
+  # still ours once out of the pod's cgroup: a launcher that carried watch.sh's arguments for an instant and then
+  # exited (setsid failing to exec it) looked like the watcher to the first check
+  ${isWatcher('"$(cat "$d/watcher.pid")"')} || arm_failed "the dead-man's watcher did not start"
 fi
 echo "boot-hook $hook"
 `;
@@ -239,13 +242,14 @@ echo "boot-hook $hook"
  */
 export function leavePodCgroup(pid: string, o: { proc?: string; cgroupFs?: string } = {}): string {
   const cg = shq(o.cgroupFs ?? '/sys/fs/cgroup');
+  // quiet when the process is gone, its cgroup file with it: the caller says what became of it
   return `w=${pid}
-  while IFS=: read -r _ ctl path; do
+  ( while IFS=: read -r _ ctl path; do
     case "$path" in */kubepods*) ;; *) continue ;; esac
     for c in ${cg}/"$ctl\${path%%/kubepods*}" ${cg}/"\${ctl#name=}\${path%%/kubepods*}"; do
       if [ -w "$c/cgroup.procs" ] && echo "$w" >"$c/cgroup.procs" 2>/dev/null; then break; fi
     done
-  done <${shq(o.proc ?? '/proc')}/"$w/cgroup" || true`;
+  done <${shq(o.proc ?? '/proc')}/"$w/cgroup" ) 2>/dev/null || true`;
 }
 
 /**
