@@ -94,10 +94,31 @@ function variant(job: Job, suffix: string, args?: string[]): Job {
   return j;
 }
 
-/** The report the run printed on stdout, out of its pod's log (which has its progress lines on stderr before it). */
-function reportOf(log: string): Report {
-  const json = /^\{\n[\s\S]*?\n\}$/m.exec(log);
-  if (!json) throw new Error(`no report in the Job's log:\n${log.slice(-3000)}`);
+/**
+ * The report the run printed on stdout. Read from the container's log as the kubelet wrote it (CRI format:
+ * `<time> <stream> <P|F> <text>`, P a part of a line), its stdout lines only: the API's log of the pod merges stderr,
+ * whose progress lines may land in the middle of the report.
+ */
+function reportOf(r: Finished): Report {
+  const pod = r.pod;
+  const dir = join(
+    lab.stateDir,
+    'nodes',
+    pod.spec!.nodeName!,
+    'pod-logs',
+    `${NS}_${pod.metadata!.name}_${pod.metadata!.uid}`,
+    'kube-runbook',
+  );
+  let stdout = '';
+  for (const f of readdirSync(dir)
+    .filter((x) => x.endsWith('.log'))
+    .sort())
+    for (const line of readFileSync(join(dir, f), 'utf8').split('\n')) {
+      const m = /^\S+ stdout ([PF]) (.*)$/.exec(line);
+      if (m) stdout += m[1] === 'F' ? `${m[2]}\n` : m[2];
+    }
+  const json = /^\{\n[\s\S]*?\n\}$/m.exec(stdout);
+  if (!json) throw new Error(`no report on the Job's stdout:\n${stdout.slice(-3000)}\nits log:\n${r.log.slice(-3000)}`);
   return JSON.parse(json[0]) as Report;
 }
 
@@ -369,7 +390,7 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
       const r = await runJob(variant(jobOf(mark), 'rbac'));
       expect(r.exitCode, r.log.slice(-3000)).toBe(3);
       expect(r.outcome).toBe('Failed');
-      const report = reportOf(r.log);
+      const report = reportOf(r);
       expect(report.status).toBe('refused');
       expect(report.preflight.find((p) => p.check === 'context')).toMatchObject({
         ok: true,
@@ -412,7 +433,7 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
     expect(r.log).toMatch(/applied block-kubelet-egress on rnode-1/);
     expect(r.log).toMatch(/⚑ guard eviction forecast → abort/);
     expect(r.log).toMatch(/↺ rollback complete/);
-    const report = reportOf(r.log);
+    const report = reportOf(r);
     // what the runbook is for: the partition is rolled back before the first predicted eviction, nothing left applied
     expect(report.preflight.every((p) => p.ok)).toBe(true);
     expect(report.guardFirings.some((g) => g.guard === 'eviction forecast' && g.response === 'abort')).toBe(true);
@@ -576,7 +597,7 @@ describe('in-cluster runs: the Job of `kube-runbook manifests` as a pod of a rea
     expect(r.exitCode, r.log.slice(-3000)).toBe(1);
     expect(r.outcome).toBe('Failed');
     expect(r.log).toMatch(halted);
-    expect(reportOf(r.log)).toMatchObject({ status: 'halted', remaining: [] });
+    expect(reportOf(r)).toMatchObject({ status: 'halted', remaining: [] });
     expect(await localRun.exit, localRun.out().slice(-3000)).toBe(1);
     expect(localRun.out()).toMatch(halted);
     await agentPodsGone(lab, '', 60_000);

@@ -14,6 +14,8 @@ import { inNetns, instanceFor, LAB_VERSION, leftovers, startLab, stopLab, until,
 const INSTANCE = instanceFor('ev');
 const GRACE = 8_000;
 const MONITOR = 1_000;
+/** Monitor passes from the grace period's end to the NoExecute taint: 1.20 queues a node the pass after it marks it. */
+const TAINT_PASSES = LAB_VERSION === '1.20' ? 2 : 1;
 const TOLERATION = 10_000;
 let lab: LabInfo;
 let core: CoreV1Api;
@@ -39,7 +41,7 @@ const podsOn = async (node: string): Promise<V1Pod[]> =>
 const noExecute = (n: V1Node) => n.spec?.taints?.find((t) => t.key === 'node.kubernetes.io/unreachable' && t.effect === 'NoExecute');
 
 describe(`a silent kubelet on the real controller-manager (incident 1, Kubernetes ${LAB_VERSION})`, () => {
-  it('NotReady and NoExecute within grace + monitor period + 2 s, pods marked after the toleration, containers killed on return', async () => {
+  it(`NotReady and NoExecute within grace + ${TAINT_PASSES} monitor period(s) + 2 s, pods marked after the toleration, containers killed on return`, async () => {
     const victims = (await podsOn('node-1')).map((p) => p.metadata!.uid!).sort();
     expect(victims.length).toBeGreaterThan(0);
     expect((await readRuntime(lab.stateDir, 'node-1')).containers.map((c) => c.podUid).sort()).toEqual(victims);
@@ -63,7 +65,7 @@ describe(`a silent kubelet on the real controller-manager (incident 1, Kubernete
     const seenAt = realClock.now();
     const taintAt = new Date(noExecute(tainted!)!.timeAdded!).getTime();
     process.stderr.write(`[lab] last renewal → NoExecute taint: ${taintAt - lastRenewal} ms (seen after ${seenAt - lastRenewal} ms)\n`);
-    expect(seenAt - lastRenewal).toBeLessThanOrEqual(GRACE + MONITOR + 2_000);
+    expect(seenAt - lastRenewal).toBeLessThanOrEqual(GRACE + TAINT_PASSES * MONITOR + 2_000);
     expect(taintAt - lastRenewal).toBeGreaterThanOrEqual(GRACE - 1_000);
     expect(await podsOn('node-2').then((ps) => ps.every((p) => !p.metadata?.deletionTimestamp))).toBe(true);
 
