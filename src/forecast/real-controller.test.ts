@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { type ControllerTrace, judgeTrace } from '../testing/controller-trace.js';
+import { type ControllerTrace, judgeTrace, twoZoneDepartures } from '../testing/controller-trace.js';
 
 /*
  * The controller stand-in (src/testing/controller-sim.ts) and the eviction forecast against traces of the real
@@ -29,10 +29,9 @@ describe('the model against recorded traces of the real controller', () => {
       expect(j.late).toEqual([]);
       expect(j.unforeseen).toEqual([]);
       if (trace.scenario === 'two-zones') {
-        // the same nodes and pods in most runs of the stand-in (on 1.20 some runs spend more tokens on leftovers)
-        expect(j.matching, 'runs of the stand-in that tainted and evicted as the controller did').toBeGreaterThanOrEqual(
-          j.sim.length * 0.75,
-        );
+        // the stand-in never does more than the controller did; it keeps up outside the zone with the backlog; most
+        // runs (1.20: at least one, its leftover entries cost runs tokens) do all the controller did
+        expect(twoZoneDepartures(trace, j)).toEqual([]);
         // 1.20 re-taints from its leftover queue entries, in the record and in the stand-in; later releases do not
         const leftovers = trace.release.startsWith('v1.20');
         expect(j.retaints > 0, 're-taints in the record').toBe(leftovers);

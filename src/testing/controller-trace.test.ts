@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type ControllerTrace, judgeTrace } from './controller-trace.js';
+import { type ControllerTrace, judgeTrace, twoZoneDepartures } from './controller-trace.js';
 
 const T = Date.UTC(2026, 11, 2, 8, 0, 0);
 
@@ -74,5 +74,24 @@ describe('a recorded trace replayed', () => {
     // queued before the first taint (T + 9.65 s, in the trace) explains nothing; queued again at T + 11 s does
     t.observed.queued.push({ node: 'node-1', at: T + 11_000 });
     expect(judgeTrace(t, 1).retaintsExplained).toBe(2);
+  });
+
+  it('names what the stand-in did beyond the record, and where it fell short without a backlog to explain it', () => {
+    const t = trace();
+    expect(twoZoneDepartures(t, judgeTrace(t))).toEqual([]);
+    // a record with no eviction (the pod tolerates the taint 6 s): every run of the stand-in evicted it
+    const noEviction = trace();
+    noEviction.observed.evictions = [];
+    const more = twoZoneDepartures(noEviction, judgeTrace(noEviction, 4));
+    expect(more).toContain('seed 1: eviction of default/web-1, which the controller did not');
+    expect(more).toContain('0 of 4 runs of the stand-in did all the controller did; 3 must');
+    // a record where node-2, whose kubelet renewed throughout, was tainted: no run did that, and zone-a had no backlog
+    const extra = trace();
+    extra.observed.taints.push({ node: 'node-2', timeAdded: T + 20_000, seenAt: T + 20_100 });
+    expect(twoZoneDepartures(extra, judgeTrace(extra, 2))).toContain('seed 2: no taint of node-2 in zone-a, which has no backlog');
+    // the same in a zone the controller's log shows partially disrupted: on 1.20 a run short there is slower, not wrong
+    extra.release = 'v1.20.15';
+    extra.observed.zoneStates = [{ zone: 'zone-a', state: 'PartialDisruption', at: T + 9_000 }];
+    expect(twoZoneDepartures(extra, judgeTrace(extra, 2))).toEqual(['0 of 2 runs of the stand-in did all the controller did; 1 must']);
   });
 });

@@ -71,6 +71,14 @@ export interface TraceJudgement {
   sim: { seed: number; tainted: string[]; evicted: string[]; retaints: number }[];
   /** How many of those runs tainted and evicted exactly what the record did. */
   matching: number;
+  /**
+   * What a run of the stand-in tainted or evicted that the record did not (`seed 3: taint of node-9`). A run that did
+   * less than the record was slower with a backlog (on 1.20, leftover entries cost it tokens the controller did not
+   * spend in that recording); a run that did more is a model the controller contradicts.
+   */
+  beyond: string[];
+  /** What a run of the stand-in had not done by its end that the record did, with the zone of the node. */
+  short: { seed: number; what: string; zone: string }[];
   /** Forecasts (from the recorded nodes, every half second) later than the recorded taint or eviction. */
   late: string[];
   /** Taints and evictions no forecast before them named. */
@@ -136,6 +144,7 @@ export function judgeTrace(trace: ControllerTrace, seeds = 20): TraceJudgement {
         trace.observed.queued.some((q) => q.node === x.node && q.at > firstTaint.get(x.node)! && q.at <= x.seenAt)),
   ).length;
 
+  const zoneOf = (node: string) => trace.nodes.find((n) => n.name === node)?.zone ?? '';
   const sim: TraceJudgement['sim'] = [];
   for (let seed = 1; seed <= seeds; seed++) {
     const out = simulateController({
@@ -210,6 +219,18 @@ export function judgeTrace(trace: ControllerTrace, seeds = 20): TraceJudgement {
     matching: sim.filter(
       (x) => x.tainted.join() === [...firstTaint.keys()].sort().join() && x.evicted.join() === [...eviction.keys()].sort().join(),
     ).length,
+    beyond: sim.flatMap((x) => [
+      ...x.tainted.filter((n) => !firstTaint.has(n)).map((n) => `seed ${x.seed}: taint of ${n}`),
+      ...x.evicted.filter((p) => !eviction.has(p)).map((p) => `seed ${x.seed}: eviction of ${p}`),
+    ]),
+    short: sim.flatMap((x) => [
+      ...[...firstTaint.keys()]
+        .filter((n) => !x.tainted.includes(n))
+        .map((n) => ({ seed: x.seed, what: `taint of ${n}`, zone: zoneOf(n) })),
+      ...[...eviction.keys()]
+        .filter((p) => !x.evicted.includes(p))
+        .map((p) => ({ seed: x.seed, what: `eviction of ${p}`, zone: zoneOf(trace.pods.find((q) => q.key === p)?.node ?? '') })),
+    ]),
     late,
     unforeseen: expected.filter((x) => !named.has(x)),
     readings,
@@ -218,4 +239,29 @@ export function judgeTrace(trace: ControllerTrace, seeds = 20): TraceJudgement {
       evictions: [...lastBefore].filter(([k]) => k.startsWith('eviction')).map(([, v]) => v),
     },
   };
+}
+
+/** The controller logs a zone as its key, `region:\0:zone`; a node's zone here is `region:zone`. */
+const zoneKey = (zone: string) => zone.replace(/[:\0]+/g, ':');
+
+/**
+ * Where a replay of a two-zone trace (one zone partially disrupted, one at the normal rate) departs from the record
+ * by more than the stand-in's draws allow; empty when it does not:
+ * - a run of the stand-in that tainted or evicted what the controller did not;
+ * - a run short of a taint or eviction outside a zone the controller's log shows partially disrupted (a zone at the
+ *   normal rate has no backlog: every run must keep up with the controller there);
+ * - too few runs that did all the controller did: most on releases that re-queue every pass (the runs differ only in
+ *   the order and phase of the backlog), at least one on 1.20, whose leftover entries cost a run of the stand-in
+ *   tokens the controller may not have spent in that recording (a run that drew more leftovers than the controller
+ *   is slower with the backlog, not wrong).
+ */
+export function twoZoneDepartures(trace: ControllerTrace, j: TraceJudgement): string[] {
+  const leftovers = !traitsOf(parseKubeVersion(trace.release)).requeuesEveryPass;
+  const partial = new Set(trace.observed.zoneStates.filter((z) => z.state === 'PartialDisruption').map((z) => zoneKey(z.zone)));
+  const need = leftovers ? 1 : Math.ceil(j.sim.length * 0.75);
+  return [
+    ...j.beyond.map((b) => `${b}, which the controller did not`),
+    ...j.short.filter((s) => !partial.has(zoneKey(s.zone))).map((s) => `seed ${s.seed}: no ${s.what} in ${s.zone}, which has no backlog`),
+    ...(j.matching < need ? [`${j.matching} of ${j.sim.length} runs of the stand-in did all the controller did; ${need} must`] : []),
+  ];
 }

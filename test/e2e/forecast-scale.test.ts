@@ -7,7 +7,7 @@ import type { Reading } from '../../src/contract/probe.js';
 import { type SlimNode, type SlimPod, watchSpecs } from '../../src/kube/resources.js';
 import { UNREACHABLE } from '../../src/kube/tolerations.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
-import { judgeTrace } from '../../src/testing/controller-trace.js';
+import { judgeTrace, twoZoneDepartures } from '../../src/testing/controller-trace.js';
 import { FLEET_LABEL, labDown, labUp, type LabInfo } from '../../packages/lab/src/index.js';
 import probe from '../../src/probes/eviction-forecast.js';
 import { instanceFor, LAB_BIN, labBinaries, LAB_VERSION, until } from './helpers/lab.js';
@@ -249,13 +249,11 @@ describe(`eviction-forecast at scale against the real controller (Kubernetes ${L
       const judged = judgeTrace(trace);
       const kept = await keepTrace(trace);
       console.log(
-        `controller trace ${JSON.stringify({ recordedSeconds: waited / 1000, queued: trace.observed.queued.length, taints: trace.observed.taints.length, retaints: judged.retaints, retaintsExplained: judged.retaintsExplained, taintFailures: trace.observed.taintFailures?.length, retainted: [...new Set(trace.observed.taints.map((t) => t.node).filter((n, i, all) => all.indexOf(n) !== i))], evictions: judged.evicted.length, zoneStates: trace.observed.zoneStates.length, readings: judged.readings, simRetaints: judged.sim.map((x) => x.retaints), kept })}`,
+        `controller trace ${JSON.stringify({ recordedSeconds: waited / 1000, queued: trace.observed.queued.length, taints: trace.observed.taints.length, retaints: judged.retaints, retaintsExplained: judged.retaintsExplained, taintFailures: trace.observed.taintFailures?.length, retainted: [...new Set(trace.observed.taints.map((t) => t.node).filter((n, i, all) => all.indexOf(n) !== i))], evictions: judged.evicted.length, zoneStates: trace.observed.zoneStates.length, readings: judged.readings, simRetaints: judged.sim.map((x) => x.retaints), matching: `${judged.matching}/${judged.sim.length}`, short: judged.short.map((x) => `seed ${x.seed}: ${x.what}`), kept })}`,
       );
       expect(judged.tainted).toEqual([...silent].sort());
       expect(judged.evicted.length).toBeGreaterThan(0);
-      expect(judged.matching, 'runs of the stand-in that tainted and evicted as the controller did').toBeGreaterThanOrEqual(
-        judged.sim.length * 0.75,
-      );
+      expect(twoZoneDepartures(trace, judged), 'where the stand-in departs from the record').toEqual([]);
       expect(judged.late, 'forecasts from the record later than the record').toEqual([]);
       expect(judged.unforeseen).toEqual([]);
       // 1.20's leftover queue entries re-taint nodes, in the record and in the stand-in. 1.34's and 1.37's re-taint a
