@@ -139,11 +139,11 @@ function up(lab: Command, done: Done) {
     )
     .option(
       '--kubeadm',
-      "make the control plane with the release's kubeadm: `kubeadm init` on cp-1 (its static pods, its files), `kubeadm join` of the real workers (implies --static-pods; needs --real-nodes; see docs/lab.md)",
+      "make the control plane with the release's kubeadm: `kubeadm init` on cp-1 (its static pods, its files), `kubeadm join` of the real workers, and with --control-planes 3 `kubeadm join --control-plane` of cp-2 and cp-3 through the VIP (implies --static-pods; needs --real-nodes; see docs/lab.md)",
     )
     .option(
       '--control-planes <n>',
-      'control-plane members cp-1..N: 1, or 3 (or 5) for a 3-member etcd and leader-elected controllers behind HAProxy (the VIP)',
+      'control-plane members cp-1..N: 1, or 3 (or 5) for a 3-member etcd and leader-elected controllers behind HAProxy (the VIP); with --kubeadm, made by kubeadm',
       int,
       1,
     )

@@ -17,14 +17,15 @@ import { instanceRunDir, machineRunDir } from './paths.js';
  * filesystems, pods' volumes) stay in it.
  */
 
-/** kubeadm's directories, bound per node. */
-export const KUBEADM_DIRS = ['/etc/kubernetes', '/var/lib/kubelet'] as const;
+/** kubeadm's directories, bound per node (etcd's data of a control-plane member: kubeadm's default dataDir). */
+export const KUBEADM_DIRS = ['/etc/kubernetes', '/var/lib/kubelet', '/var/lib/etcd'] as const;
 export type KubeadmDir = (typeof KUBEADM_DIRS)[number];
 
 /** kubeadm's directories of a node whose files are under `nodeDir` (`<state>/nodes/<node>`): this machine's path → the node's. */
 export const kubeadmBinds = (nodeDir: string): { from: string; at: KubeadmDir }[] => [
   { from: join(nodeDir, 'kubernetes'), at: '/etc/kubernetes' },
   { from: join(nodeDir, 'kubelet-root'), at: '/var/lib/kubelet' },
+  { from: join(nodeDir, 'etcd-data'), at: '/var/lib/etcd' },
 ];
 
 /**

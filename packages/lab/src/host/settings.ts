@@ -123,10 +123,10 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
         exit: EXIT.invalid,
       },
     );
-  if (staticPods && controlPlanes !== 1)
+  if (staticPods && !kubeadm && controlPlanes !== 1)
     throw new KrError(
       'LAB_BAD_OPTION',
-      `--${kubeadm ? 'kubeadm' : 'static-pods'} runs one control-plane member (got --control-planes ${controlPlanes}): an HA control plane of static pods is not there yet`,
+      `--static-pods runs one control-plane member (got --control-planes ${controlPlanes}): for an HA control plane of static pods, give --kubeadm`,
       {
         exit: EXIT.invalid,
       },

@@ -22,7 +22,7 @@ export function labInventory(info: LabInfo): InventoryInput {
         `kube-runbook lab ${info.instance}: a real control plane` +
         (info.members ? ` of ${info.members.length} members behind HAProxy (the VIP ${new URL(info.apiserverUrl).host})` : '') +
         (s.kubeadm
-          ? " made by kubeadm (init on cp-1, join of the real nodes): static pods of cp-1's kubelet (kubeadm layout)"
+          ? ` made by kubeadm (init on cp-1, join of ${info.members ? 'the other members and ' : ''}the real nodes): static pods of ${info.members ? "each member's" : "cp-1's"} kubelet (kubeadm layout)`
           : s.staticPods
             ? ' run as static pods of a real kubelet (kubeadm layout)'
             : '') +

@@ -37,6 +37,7 @@ interface Init {
   nodeRegistration: Registration;
   skipPhases: string[];
   bootstrapTokens: { token: string }[];
+  certificateKey?: string;
 }
 interface Cluster {
   kubernetesVersion: string;
@@ -56,7 +57,7 @@ const argsOf = (list: Arg[]) => Object.fromEntries(list.map((a) => [a.name, a.va
 describe("lab up --kubeadm's kubeadm configuration", () => {
   it("gives kubeadm init the lab's node, images policy, skipped addons and the lab's controller settings as extraArgs", () => {
     const docs = parseAllDocuments(
-      initConfig({ instance: 'kb', clusterName: 'lab-kb', version: '1.37.2', cp, settings, etcdDataDir: '/st/kb/nodes/cp-1/etcd-data' }),
+      initConfig({ instance: 'kb', clusterName: 'lab-kb', version: '1.37.2', cp, settings, controlPlaneEndpoint: '10.213.1.2:6443' }),
     ).map((d) => d.toJS() as Record<string, unknown>);
     expect(docs.map((d) => d.kind)).toEqual(['InitConfiguration', 'ClusterConfiguration', 'KubeletConfiguration']);
     const [init, cluster, kubelet] = docs as unknown as [Init, Cluster, Record<string, unknown>];
@@ -74,7 +75,9 @@ describe("lab up --kubeadm's kubeadm configuration", () => {
     expect(cluster.kubernetesVersion).toBe('v1.37.2');
     expect(cluster.controlPlaneEndpoint).toBe('10.213.1.2:6443');
     expect(cluster.networking.serviceSubnet).toBe('10.96.0.0/16');
-    expect(cluster.etcd.local.dataDir).toBe('/st/kb/nodes/cp-1/etcd-data');
+    // kubeadm's default, /var/lib/etcd, which each node's mount namespace binds to its own directory
+    expect(cluster.etcd.local.dataDir).toBeUndefined();
+    expect(init.certificateKey).toBeUndefined();
     expect(argsOf(cluster.controllerManager.extraArgs)).toMatchObject({
       'node-monitor-grace-period': '8s',
       'node-monitor-period': '1s',
@@ -196,6 +199,42 @@ describe('lab up --kubeadm options', () => {
     expect(resolveSettings({ kubeadm: true, realNodes: 2 })).toMatchObject({ kubeadm: true, staticPods: true, nodes: 0, realNodes: 2 });
     expect(() => resolveSettings({ kubeadm: true })).toThrow(/--kubeadm must be given with --real-nodes N/);
     expect(() => resolveSettings({ kubeadm: true, realNodes: 1, nodes: 2 })).toThrow(/--kubeadm runs real nodes only \(got --nodes 2\)/);
-    expect(() => resolveSettings({ kubeadm: true, realNodes: 1, controlPlanes: 3 })).toThrow(/--kubeadm runs one control-plane member/);
+    expect(resolveSettings({ kubeadm: true, realNodes: 1, controlPlanes: 3 })).toMatchObject({ kubeadm: true, controlPlanes: 3 });
+    expect(() => resolveSettings({ staticPods: true, realNodes: 1, controlPlanes: 3 })).toThrow(
+      /--static-pods runs one control-plane member \(got --control-planes 3\): for an HA control plane of static pods, give --kubeadm/,
+    );
+  });
+});
+
+describe("an HA kubeadm lab's configuration", () => {
+  const key = 'ab'.repeat(32);
+  it('makes the VIP the endpoint of init and of every join; the other members join as control-plane members with the key', () => {
+    const [init, cluster] = parseAllDocuments(
+      initConfig({
+        instance: 'kb',
+        clusterName: 'lab-kb',
+        version: '1.37.2',
+        cp,
+        settings,
+        controlPlaneEndpoint: '10.213.1.254:6443',
+        certificateKey: key,
+      }),
+    ).map((d) => d.toJS() as Record<string, unknown>) as unknown as [Init, Cluster];
+    expect(cluster.controlPlaneEndpoint).toBe('10.213.1.254:6443');
+    expect(init.certificateKey).toBe(key);
+    expect(init.localAPIEndpoint).toEqual({ advertiseAddress: '10.213.1.2', bindPort: 6443 });
+    const member = { ...cp, name: 'cp-2', ip: '10.213.1.3' };
+    const join = parse(
+      joinConfig({ instance: 'kb', apiserver: '10.213.1.254:6443', caHash: 'sha256:00', node: member, certificateKey: key }),
+    ) as {
+      discovery: { bootstrapToken: { apiServerEndpoint: string } };
+      controlPlane: unknown;
+    };
+    expect(join.discovery.bootstrapToken.apiServerEndpoint).toBe('10.213.1.254:6443');
+    expect(join.controlPlane).toEqual({ localAPIEndpoint: { advertiseAddress: '10.213.1.3', bindPort: 6443 }, certificateKey: key });
+    const worker = parse(
+      joinConfig({ instance: 'kb', apiserver: '10.213.1.254:6443', caHash: 'sha256:00', node: { ...cp, name: 'rnode-1' } }),
+    ) as object;
+    expect(worker).not.toHaveProperty('controlPlane');
   });
 });

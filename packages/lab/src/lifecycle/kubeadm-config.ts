@@ -110,8 +110,13 @@ export interface InitInputs {
   version: string;
   cp: KubeadmNode;
   settings: LabSettings;
-  /** etcd's data directory (the node's, by this machine's path). */
-  etcdDataDir: string;
+  /** `host:port` every client and kubelet reaches the control plane at: the VIP of an HA lab, else cp-1's apiserver. */
+  controlPlaneEndpoint: string;
+  /**
+   * With more than one member: the key `kubeadm init --upload-certs` encrypts the control plane's certificates with
+   * (the kubeadm-certs Secret), which `kubeadm join --control-plane` decrypts them with.
+   */
+  certificateKey?: string;
 }
 
 /**
@@ -135,6 +140,7 @@ export function initConfig(i: InitInputs): string {
       },
     ],
     localAPIEndpoint: { advertiseAddress: i.cp.ip, bindPort: APISERVER_PORT },
+    ...(i.certificateKey ? { certificateKey: i.certificateKey } : {}),
     nodeRegistration: registration(i.cp),
     patches: { directory: i.cp.patches },
     skipPhases: [...SKIPPED_PHASES],
@@ -144,11 +150,11 @@ export function initConfig(i: InitInputs): string {
     kind: 'ClusterConfiguration',
     clusterName: i.clusterName,
     kubernetesVersion: `v${i.version}`,
-    controlPlaneEndpoint: `${i.cp.ip}:${APISERVER_PORT}`,
+    controlPlaneEndpoint: i.controlPlaneEndpoint,
     networking: { serviceSubnet: SERVICE_CIDR, dnsDomain: 'cluster.local' },
     etcd: {
+      // kubeadm's default data directory, /var/lib/etcd: each node's own, bound in its mount namespace
       local: {
-        dataDir: i.etcdDataDir,
         extraArgs: args({
           'quota-backend-bytes': s.etcdQuotaBytes ?? DEFAULT_ETCD_QUOTA_BYTES,
           'auto-compaction-mode': 'periodic',
@@ -177,13 +183,20 @@ export function initConfig(i: InitInputs): string {
   return [init, cluster, sharedKubeletConfig(s)].map((d) => stringify(d)).join('---\n');
 }
 
-/** `kubeadm join --config` of a real worker: discovery by the bootstrap token, the CA pinned by its hash. */
-export function joinConfig(o: { instance: string; apiserver: string; caHash: string; node: KubeadmNode }): string {
+/**
+ * `kubeadm join --config`: discovery by the bootstrap token at the control plane's endpoint, the CA pinned by its
+ * hash. With `certificateKey`, a control-plane member (`--control-plane`): it fetches the control plane's
+ * certificates from the kubeadm-certs Secret, adds itself to etcd and runs its own static pods, advertising its address.
+ */
+export function joinConfig(o: { instance: string; apiserver: string; caHash: string; node: KubeadmNode; certificateKey?: string }): string {
   return stringify({
     apiVersion: API,
     kind: 'JoinConfiguration',
     discovery: { bootstrapToken: { apiServerEndpoint: o.apiserver, token: bootstrapToken(o.instance), caCertHashes: [o.caHash] } },
     nodeRegistration: registration(o.node),
+    ...(o.certificateKey
+      ? { controlPlane: { localAPIEndpoint: { advertiseAddress: o.node.ip, bindPort: APISERVER_PORT }, certificateKey: o.certificateKey } }
+      : {}),
     patches: { directory: o.node.patches },
   });
 }

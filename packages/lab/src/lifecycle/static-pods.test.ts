@@ -104,7 +104,7 @@ describe('--static-pods', () => {
   it('needs --real-nodes and one control-plane member (exit 2)', () => {
     expect(() => resolveSettings({ staticPods: true })).toThrow(/--static-pods must be given with --real-nodes N/);
     expect(() => resolveSettings({ staticPods: true, realNodes: 1, controlPlanes: 3 })).toThrow(
-      /--static-pods runs one control-plane member \(got --control-planes 3\)/,
+      /--static-pods runs one control-plane member \(got --control-planes 3\): for an HA/,
     );
     try {
       resolveSettings({ staticPods: true });

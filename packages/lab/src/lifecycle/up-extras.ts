@@ -15,7 +15,7 @@ import { component, type LabComponent } from './up-component.js';
 import type { LabPlan } from './up-plan.js';
 
 /** HAProxy in front of the apiservers of an HA lab: the VIP kubelets and the kubeconfig use. */
-export function haproxy(p: LabPlan): LabComponent {
+export function haproxy(p: LabPlan, o: { waitBackends: boolean } = { waitBackends: true }): LabComponent {
   const lb = p.lb!;
   const dir = p.paths.serviceDir(LB_NODE, 'haproxy');
   return component({
@@ -31,10 +31,15 @@ export function haproxy(p: LabPlan): LabComponent {
       await startAndWait(dir, 30_000, p.clock, p.signal);
     },
     async ready() {
-      p.step('waiting for HAProxy to see every apiserver UP');
-      await waitBackendsUp(join(dir, 'stats.sock'), p.cps.length, p.clock, p.signal);
+      if (o.waitBackends) await haproxyBackendsUp(p);
     },
   });
+}
+
+/** Until HAProxy sees every member's apiserver UP. */
+export async function haproxyBackendsUp(p: LabPlan): Promise<void> {
+  p.step('waiting for HAProxy to see every apiserver UP');
+  await waitBackendsUp(join(p.paths.serviceDir(LB_NODE, 'haproxy'), 'stats.sock'), p.cps.length, p.clock, p.signal);
 }
 
 /** Until HAProxy's health checks have every member's apiserver UP (the VIP serves from all of them), at most 60 s. */

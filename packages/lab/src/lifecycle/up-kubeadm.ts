@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { appendFile, chmod, copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { shq } from 'kube-runbook/internal/core/shell.js';
@@ -91,16 +92,26 @@ async function runKubeadm(p: LabPlan, n: LabNodeInfo, argv: string[], log: strin
   }
 }
 
-/** cp-1 by `kubeadm init`: its containerd and kubelet first (the kubelet waits for kubeadm's files, as the unit does). */
+/**
+ * The control plane by kubeadm: cp-1 by `kubeadm init`, then (HA) every other member in turn by `kubeadm join
+ * --control-plane`, each member's containerd and kubelet started first (the kubelet waits for kubeadm's files, as
+ * the unit does). An HA lab's endpoint is the VIP, whose HAProxy is up before `kubeadm init`: kubeadm talks to the
+ * cluster through it from its first call, as in kubeadm's HA guide.
+ */
 export function kubeadmControlPlane(p: LabPlan): LabComponent {
   const { staticCp, real, cpImages, clock, log, signal } = p;
   if (!staticCp || !cpImages || !real?.kubeadm)
     throw new Error('a kubeadm control plane needs cp-1 as a real node, its images and kubeadm');
   const kubeadm = real.kubeadm;
+  const members = p.cpKubelets;
+  const joining = members.filter((m) => m !== staticCp);
+  // the control plane's certificates go to the joining members encrypted with this key, made for this lab up alone
+  const certificateKey = joining.length ? randomBytes(32).toString('hex') : undefined;
+  const endpoint = `${p.apiserverHost}:${APISERVER_PORT}`;
   let nodes: RealNode[] = [];
-  let config = '';
+  const configs = new Map<string, string>();
   return component({
-    name: `${staticCp.name} by kubeadm init`,
+    name: `${members.map((m) => m.name).join(', ')} by kubeadm ${joining.length ? 'init and join --control-plane' : 'init'}`,
     async write() {
       const root = join(p.paths.nodesDir, staticCp.name);
       const pki = join(kubernetesDir(root), 'pki');
@@ -109,33 +120,53 @@ export function kubeadmControlPlane(p: LabPlan): LabComponent {
       await copyFile(p.pki.caCert, join(pki, 'ca.crt'));
       await copyFile(p.pki.caKey, join(pki, 'ca.key'));
       await chmod(join(pki, 'ca.key'), 0o600);
-      const dir = kubeadmDir(p, staticCp.name);
-      await mkdir(dir, { recursive: true });
-      config = join(dir, 'init.yaml');
-      nodes = await writeKubeadmNodes(p, [staticCp], 200, async (n, socket, podLogs) => {
+      const caHash = caCertHash(await readFile(p.pki.caCert, 'utf8'));
+      nodes = await writeKubeadmNodes(p, members, 200, async (n, socket, podLogs) => {
         const node = await prepareNode(p, n, socket, podLogs);
+        const dir = kubeadmDir(p, n.name);
+        const file = join(dir, n === staticCp ? 'init.yaml' : 'join.yaml');
         await writeFile(
-          config,
-          initConfig({
-            instance: p.instance,
-            clusterName: p.names.context,
-            version: p.bin.version,
-            cp: node,
-            settings: p.settings,
-            etcdDataDir: join(root, 'etcd-data'),
-          }),
+          file,
+          n === staticCp
+            ? initConfig({
+                instance: p.instance,
+                clusterName: p.names.context,
+                version: p.bin.version,
+                cp: node,
+                settings: p.settings,
+                controlPlaneEndpoint: endpoint,
+                ...(certificateKey ? { certificateKey } : {}),
+              })
+            : joinConfig({ instance: p.instance, apiserver: endpoint, caHash, node, ...(certificateKey ? { certificateKey } : {}) }),
+          { mode: 0o600 },
         );
-        return imageTags(p, kubeadm, config);
+        configs.set(n.name, file);
+        return imageTags(p, kubeadm, configs.get(staticCp.name)!);
       });
-      for (const r of nodes) staticCp.runtime = { ctr: real.containerd.ctr, socket: realNodePaths(r.plan).socket };
+      for (const r of nodes) {
+        const n = members.find((m) => m.name === r.plan.node);
+        if (n) n.runtime = { ctr: real.containerd.ctr, socket: realNodePaths(r.plan).socket };
+      }
     },
     async start() {
-      p.step(`${staticCp.name}: containerd, images and the kubelet, then kubeadm init`);
+      p.step(`${members.map((m) => m.name).join(', ')}: containerd, images and the kubelet, then kubeadm init on ${staticCp.name}`);
       await startRealNodes(nodes, { clock, log, signal });
-      await runKubeadm(p, staticCp, [kubeadm, 'init', '--config', config], join(kubeadmDir(p, staticCp.name), 'kubeadm.log'));
+      const logOf = (n: LabNodeInfo) => join(kubeadmDir(p, n.name), 'kubeadm.log');
+      await runKubeadm(
+        p,
+        staticCp,
+        [kubeadm, 'init', '--config', configs.get(staticCp.name)!, ...(certificateKey ? ['--upload-certs'] : [])],
+        logOf(staticCp),
+      );
+      // one member at a time: each joins etcd as a learner and is promoted before the next one comes
+      for (const m of joining) {
+        await waitStaticControlPlane(staticCp.ip, p.pki.caCert, clock, signal);
+        p.step(`${m.name}: kubeadm join --control-plane`);
+        await runKubeadm(p, m, [kubeadm, 'join', '--config', configs.get(m.name)!], logOf(m));
+      }
     },
     async ready() {
-      await waitStaticControlPlane(staticCp.ip, p.pki.caCert, clock, signal);
+      for (const m of members) await waitStaticControlPlane(m.ip, p.pki.caCert, clock, signal);
     },
   });
 }
@@ -154,7 +185,7 @@ export function kubeadmWorkers(p: LabPlan): LabComponent {
       nodes = await writeKubeadmNodes(p, p.realInfos, 1, async (n, socket, podLogs) => {
         const node = await prepareNode(p, n, socket, podLogs);
         const file = join(kubeadmDir(p, n.name), 'join.yaml');
-        await writeFile(file, joinConfig({ instance: p.instance, apiserver: `${p.staticCp!.ip}:${APISERVER_PORT}`, caHash, node }));
+        await writeFile(file, joinConfig({ instance: p.instance, apiserver: `${p.apiserverHost}:${APISERVER_PORT}`, caHash, node }));
         configs.set(n.name, file);
         return [[real.images.pause.ref, pause]];
       });
@@ -207,11 +238,17 @@ async function writeKubeadmNodes(
   return writeRealNodes(
     {
       ...ctx,
-      apiserverUrl: `https://${p.staticCp!.ip}:${APISERVER_PORT}`,
+      apiserverUrl: `https://${p.apiserverHost}:${APISERVER_PORT}`,
       firstIndex,
       kubeadm: { mountNs, tags },
-      ...(p.cpImages && infos.includes(p.staticCp!)
-        ? { staticPods: { [p.staticCp!.name]: { manifests: '/etc/kubernetes/manifests', images: Object.values(p.cpImages) } } }
+      ...(p.cpImages && infos.some((n) => p.cpKubelets.includes(n))
+        ? {
+            staticPods: Object.fromEntries(
+              infos
+                .filter((n) => p.cpKubelets.includes(n))
+                .map((n) => [n.name, { manifests: '/etc/kubernetes/manifests', images: Object.values(p.cpImages!) }]),
+            ),
+          }
         : {}),
     },
     infos,

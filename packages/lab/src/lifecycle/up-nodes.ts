@@ -106,9 +106,10 @@ export function realNodes(p: LabPlan): LabComponent {
 
 /** The sample workload, and every node Ready with every pod of it running (kubeadm's labels on a static-pod cp-1). */
 export function workload(p: LabPlan): LabComponent {
-  const { settings, staticCp, clock, signal } = p;
+  const { settings, cpKubelets, clock, signal } = p;
   const admin = new KubeConfig();
-  const kubelets = [...(staticCp ? [staticCp.name] : []), ...p.workers, ...p.realWorkers];
+  const cps = cpKubelets.map((n) => n.name);
+  const kubelets = [...cps, ...p.workers, ...p.realWorkers];
   return component({
     name: 'workload',
     async start() {
@@ -116,7 +117,7 @@ export function workload(p: LabPlan): LabComponent {
       if (!settings.workload) return;
       p.step(`sample workload (${settings.replicas} replicas in namespace demo)`);
       const image = p.realWorkers.length ? WORKLOAD_IMAGE : undefined;
-      await createWorkload(admin, settings.replicas, clock, signal, image, staticCp ? [staticCp.name] : []);
+      await createWorkload(admin, settings.replicas, clock, signal, image, cps);
     },
     async ready() {
       p.step(`waiting for ${p.workers.length + p.realWorkers.length} node(s) Ready and every pod running`);
@@ -128,9 +129,10 @@ export function workload(p: LabPlan): LabComponent {
         clock,
         signal,
       });
-      if (!staticCp) return;
-      p.step(`${staticCp.name}: kubeadm's control-plane labels`);
-      await markControlPlane(admin, staticCp.name);
+      for (const cp of cps) {
+        p.step(`${cp}: kubeadm's control-plane labels`);
+        await markControlPlane(admin, cp);
+      }
     },
   });
 }

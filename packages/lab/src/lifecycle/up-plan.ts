@@ -58,6 +58,8 @@ export interface LabPlan extends LabUpInputs {
   realInfos: LabNodeInfo[];
   /** With `--static-pods`: cp-1, a real node whose kubelet runs the control plane from kubeadm's manifests. */
   staticCp?: LabNodeInfo;
+  /** The control-plane members that are real nodes: cp-1 with `--static-pods`, every member with `--kubeadm`. */
+  cpKubelets: LabNodeInfo[];
   /** The VIP of an HA lab (the load balancer's address), else the apiserver's. */
   apiserverHost: string;
   pki: LabPki;
@@ -131,12 +133,14 @@ export async function planLab(i: LabUpInputs): Promise<LabPlan> {
   const realInfos = nodes.filter((n) => n.real);
   // --static-pods: cp-1 is a real node too, its kubelet running the control plane from kubeadm's manifests
   const staticCp = i.cpImages ? cp : undefined;
+  // --kubeadm: every member is a real node (cp-1 by kubeadm init, the others by kubeadm join --control-plane)
+  const cpKubelets = staticCp ? (settings.kubeadm ? cps : [staticCp]) : [];
   const pki = await makePki(paths.pkiDir, {
     instance,
     apiserverIps: [apiserverHost, ...cps.map((m) => m.ip)],
-    nodes: [...(staticCp ? [staticCp.name] : []), ...workers, ...realWorkers],
+    nodes: [...cpKubelets.map((n) => n.name), ...workers, ...realWorkers],
     prometheus: Boolean(prom),
-    kubelets: [...(staticCp ? [staticCp] : []), ...realInfos].map((n) => ({ name: n.name, ip: n.ip })),
+    kubelets: [...cpKubelets, ...realInfos].map((n) => ({ name: n.name, ip: n.ip })),
   });
   const members = cps.map((m) => ({ name: m.name, ip: m.ip }));
   const kubeconfig = (name: string, user: Credentials, file: string, server = info.apiserverUrl) =>
@@ -168,6 +172,7 @@ export async function planLab(i: LabUpInputs): Promise<LabPlan> {
     realWorkers,
     realInfos,
     ...(staticCp ? { staticCp } : {}),
+    cpKubelets,
     pki,
     members,
     kubeconfig,
