@@ -14,6 +14,7 @@ import { realNodePaths } from './real-node-config.js';
 import { kubernetesDir } from './static-pods.js';
 import { lastLines } from './control.js';
 import { component, type LabComponent } from './up-component.js';
+import { haproxyBackendsUp } from './up-extras.js';
 import { realContext, waitStaticControlPlane } from './up-control-plane.js';
 import type { LabPlan } from './up-plan.js';
 
@@ -110,6 +111,7 @@ export function kubeadmControlPlane(p: LabPlan): LabComponent {
   const endpoint = `${p.apiserverHost}:${APISERVER_PORT}`;
   let nodes: RealNode[] = [];
   const configs = new Map<string, string>();
+  let tags: [string, string][] | undefined;
   return component({
     name: `${members.map((m) => m.name).join(', ')} by kubeadm ${joining.length ? 'init and join --control-plane' : 'init'}`,
     async write() {
@@ -141,7 +143,9 @@ export function kubeadmControlPlane(p: LabPlan): LabComponent {
           { mode: 0o600 },
         );
         configs.set(n.name, file);
-        return imageTags(p, kubeadm, configs.get(staticCp.name)!);
+        // every member imports the same images under kubeadm's names: asked once, of cp-1's init.yaml (written first)
+        tags ??= await imageTags(p, kubeadm, configs.get(staticCp.name)!);
+        return tags;
       });
       for (const r of nodes) {
         const n = members.find((m) => m.name === r.plan.node);
@@ -159,14 +163,16 @@ export function kubeadmControlPlane(p: LabPlan): LabComponent {
         logOf(staticCp),
       );
       // one member at a time: each joins etcd as a learner and is promoted before the next one comes
+      if (joining.length) await waitStaticControlPlane(staticCp.ip, p.pki.caCert, clock, signal);
       for (const m of joining) {
-        await waitStaticControlPlane(staticCp.ip, p.pki.caCert, clock, signal);
         p.step(`${m.name}: kubeadm join --control-plane`);
         await runKubeadm(p, m, [kubeadm, 'join', '--config', configs.get(m.name)!], logOf(m));
       }
     },
     async ready() {
       for (const m of members) await waitStaticControlPlane(m.ip, p.pki.caCert, clock, signal);
+      // the VIP serves from every member
+      if (p.lb) await haproxyBackendsUp(p);
     },
   });
 }

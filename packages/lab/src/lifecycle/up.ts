@@ -19,9 +19,9 @@ import { checkRealNodes } from './real-nodes.js';
 import { ensureRealNodeBinaries, type RealNodeBinaries } from '../install/real-nodes.js';
 import { ensureControlPlaneImages, type ControlPlaneImages } from '../install/control-plane-images.js';
 import { ensureOtelcol } from '../install/otelcol.js';
-import { component, type LabComponent } from './up-component.js';
+import type { LabComponent } from './up-component.js';
 import { controlPlaneServices, staticControlPlane } from './up-control-plane.js';
-import { otelCollector, haproxy, haproxyBackendsUp, prometheus } from './up-extras.js';
+import { otelCollector, haproxy, prometheus } from './up-extras.js';
 import { kubeadmControlPlane, kubeadmWorkers } from './up-kubeadm.js';
 import { realNodes, simulatedNodes, workload } from './up-nodes.js';
 import { planLab, type LabPlan, type LabUpInputs } from './up-plan.js';
@@ -165,15 +165,13 @@ async function labComponents(p: LabPlan): Promise<LabComponent[]> {
     : p.staticCp
       ? [staticControlPlane(p)]
       : await controlPlaneServices(p);
-  // kubeadm's HA control plane is made through the VIP (its controlPlaneEndpoint): HAProxy comes first, and the VIP
-  // serves from every member once the last has joined
-  const vipFirst = Boolean(kubeadm && p.lb);
+  // kubeadm's HA control plane is made through the VIP (its controlPlaneEndpoint): HAProxy comes first, and kubeadm's
+  // control plane waits for every backend UP once the last member has joined
   return [
-    ...(vipFirst ? [haproxy(p, { waitBackends: false })] : []),
+    ...(p.lb && kubeadm ? [haproxy(p, { waitBackends: false })] : []),
     ...(etcd ? [etcd] : []),
     ...(apiserver ? [apiserver] : []),
-    ...(p.lb && !vipFirst ? [haproxy(p)] : []),
-    ...(vipFirst ? [component({ name: 'the VIP', ready: () => haproxyBackendsUp(p) })] : []),
+    ...(p.lb && !kubeadm ? [haproxy(p)] : []),
     ...(controllers ? [controllers] : []),
     simulatedNodes(p),
     ...(p.real ? [kubeadm ? kubeadmWorkers(p) : realNodes(p)] : []),
