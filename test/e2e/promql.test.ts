@@ -145,14 +145,6 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
   });
 
   it('etcd-slow-disk: the PromQL guard aborts on the WAL fsync p99, before any node is NotReady; every fault reverted', async () => {
-    await settled();
-    // the guard's window is 20 s: start with none of the previous slowness in it
-    await until(
-      "etcd's WAL fsync p99 under the guard's threshold",
-      async () => (await query(guard.with.query)).every((s) => Number(s.value[1]) < guard.with.comparator.value),
-      60_000,
-      500,
-    );
     // The shipped runbook, with one change: its lease guard warns instead of aborting. Prometheus sees an fsync only
     // once it has completed, and when the first fsync under the throttle takes ~4 s a lease is late (5 s) at about the
     // same moment, so with both guards aborting either may stop the run. With the lease guard warning, only the
@@ -165,7 +157,25 @@ describe(`lab up --prometheus (Kubernetes ${LAB_VERSION})`, () => {
     lease!.set('onViolation', 'warn');
     const variant = join(mkdtempSync(join(tmpdir(), 'kube-runbook-promql-')), 'etcd-slow-disk.yaml');
     writeFileSync(variant, doc.toString());
-    const o = await runAndMeasure(lab, variant, true);
+    const attempt = async () => {
+      await settled();
+      // the guard's window is 20 s: start with none of the previous slowness in it
+      await until(
+        "etcd's WAL fsync p99 under the guard's threshold",
+        async () => (await query(guard.with.query)).every((s) => Number(s.value[1]) < guard.with.comparator.value),
+        60_000,
+        500,
+      );
+      return runAndMeasure(lab, variant, true);
+    };
+    let o = await attempt();
+    // the disk of this machine, shared with the lanes beside this one, can turn slow on its own between the wait above
+    // and the throttle: the guard then aborts before anything is applied (as it should), which shows nothing of the
+    // throttle, so the run is made once more (the assertions below hold for the run that counts)
+    if (o.report.status === 'aborted' && !o.report.faults.some((f) => f.action === 'throttle-etcd-disk' && f.appliedAt)) {
+      console.log(`etcd-slow-disk with Prometheus: aborted before the throttle (${o.report.reason}); running it again`);
+      o = await attempt();
+    }
     const r = o.report;
     const aborts = r.guardFirings.filter((g) => g.response === 'abort');
     const firing = aborts.find((g) => g.guard === GUARD);
