@@ -17,7 +17,7 @@ import { realClock } from '../../src/core/clock.js';
 import { parseKubeVersion, traitsOf } from '../../src/kube/versions.js';
 import { agentInventory, agentPodsGone, applyAgentManifests } from './helpers/agents.js';
 import { expectObjectivesMet } from './helpers/objectives.js';
-import { evictionsBackAt, leadershipLost, LeaseTimes, NotReadyTimes } from './helpers/lease-times.js';
+import { evictionsBackAt, leadershipLost, LeaseTimes, controllerSaid, NotReadyTimes } from './helpers/lease-times.js';
 import { instanceFor, LAB_VERSION, REAL_NODES, REPO, startLab, stopLab, until, workerNodes, type LabInfo, labCli } from './helpers/lab.js';
 
 const INSTANCE = instanceFor('inc');
@@ -271,7 +271,7 @@ describe(`etcd-slow-disk (Kubernetes ${LAB_VERSION})`, () => {
       const seen = notReady.between(from, to);
       const lost = await leadershipLost(lab, from, to);
       console.log(
-        `etcd-slow-disk without guards on ${LAB_VERSION}: longest wait between stored renewals ${gaps.map((g) => `${g.node} ${g.gap} ms`).join(', ')} (grace ${grace} ms); not Ready while the throttle held: ${seen.map((x) => `${x.node} ${x.reason} from ${x.at}`).join(', ') || 'none'}; the controller-manager's leadership lost ${lost.length} time(s)`,
+        `etcd-slow-disk without guards on ${LAB_VERSION}: longest wait between stored renewals ${gaps.map((g) => `${g.node} ${g.gap} ms`).join(', ')} (grace ${grace} ms); not Ready while the throttle held: ${seen.map((x) => `${x.node} ${x.reason} from ${x.at}`).join(', ') || 'none'}; the controller-manager's leadership lost ${lost.length} time(s); its log: ${await controllerSaid(lab, from, to + grace)}`,
       );
       // the harm the lease guard stops at 5 s: a Lease older than the grace period, which a leading controller marks
       // NotReady; under this throttle the controller-manager's own Lease is a write as slow as the kubelets', so it

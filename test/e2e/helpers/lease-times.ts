@@ -77,13 +77,43 @@ export async function evictionsBackAt(
 }
 
 /**
- * When the controller-manager gave up its leadership between `from` and `to` (ms), from its own log: a renewal of its
- * leader Lease that did not go through in time ("failed to renew lease", on 1.20 to 1.37 alike).
+ * When the controller-manager lost its leadership between `from` and `to` (ms), from its own log: a renewal of its
+ * leader Lease that did not go through in time ("failed to renew lease", on 1.20 to 1.37 alike), or a leadership
+ * acquired afresh ("successfully acquired lease") up to one leader Lease duration (15 s) after `to`: the lab's
+ * controller-manager leads from its start, so a new acquisition means the leader before it was gone, e.g. killed by
+ * its kubelet once its /healthz failed on a late renewal (kubeadm's static pod has a liveness probe), before it could
+ * log the failed renewal.
  */
 export async function leadershipLost(lab: LabInfo, from: number, to: number): Promise<number[]> {
-  return (await controllerManagerLog(lab, 'cp-1', from))
-    .filter(({ at, line }) => /failed to renew lease/.test(line.message) && at >= from && at <= to)
-    .map(({ at }) => at);
+  const lost: number[] = [];
+  let logged = false; // the loss before this acquisition was logged as a failed renewal
+  for (const { at, line } of await controllerManagerLog(lab, 'cp-1', from)) {
+    if (/failed to renew lease/.test(line.message) && at >= from && at <= to) {
+      lost.push(at);
+      logged = true;
+    } else if (/successfully acquired lease/.test(line.message) && at > from && at <= to + LEADER_LEASE_MS) {
+      if (!logged) lost.push(at);
+      logged = false;
+    }
+  }
+  return lost;
+}
+
+/** The controller-manager's leader Lease duration: its default, which neither the lab nor kubeadm changes. */
+const LEADER_LEASE_MS = 15_000;
+
+/**
+ * What the controller-manager's own log says of node health and of its leadership between `from` and `to` (ms): how
+ * many times it found a node's status stale ("Node hasn't been updated", at --v=2) and failed to write it, and its
+ * leadership lines, each with its time. For the record of an unguarded run; nothing is asserted on it.
+ */
+export async function controllerSaid(lab: LabInfo, from: number, to: number): Promise<string> {
+  const lines = (await controllerManagerLog(lab, 'cp-1', from)).filter(({ at }) => at >= from && at <= to);
+  const count = (re: RegExp) => lines.filter(({ line }) => re.test(line.message)).length;
+  const leadership = lines
+    .filter(({ line }) => /renew lease|acquired lease|leaderelection lost/i.test(line.message))
+    .map(({ at, line }) => `${new Date(at).toISOString()} ${line.message.slice(0, 120)}`);
+  return `stale node status found ${count(/hasn't been updated/)} time(s), node writes failed ${count(/error updating node/i)} time(s), started ${count(/^FLAG: --v=/)} time(s); leadership: ${leadership.join('; ') || 'no line'}`;
 }
 
 /**

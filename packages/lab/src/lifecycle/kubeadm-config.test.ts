@@ -68,6 +68,7 @@ describe("lab up --kubeadm's kubeadm configuration", () => {
     expect(argsOf(init.nodeRegistration.kubeletExtraArgs)).toEqual({
       'node-ip': '10.213.1.2',
       'node-labels': 'topology.kubernetes.io/region=lab',
+      'maximum-dead-containers-per-container': '10',
     });
     expect(init.nodeRegistration.ignorePreflightErrors).toEqual(['SystemVerification']);
     expect(init.skipPhases).toEqual(['addon/coredns', 'addon/kube-proxy']);

@@ -4,7 +4,7 @@ import { shq } from 'kube-runbook/internal/core/shell.js';
 import { goDuration, type LabSettings, DEFAULT_ETCD_QUOTA_BYTES } from '../host/settings.js';
 import { SERVICE_CIDR } from '../host/pki.js';
 import { APISERVER_PORT } from './components.js';
-import { KUBELET_HEALTHZ_PORT } from './real-node-config.js';
+import { DEAD_CONTAINERS_KEPT, KUBELET_HEALTHZ_PORT } from './real-node-config.js';
 
 /**
  * What the lab tells kubeadm (`lab up --kubeadm`): an InitConfiguration and ClusterConfiguration for cp-1, a
@@ -65,6 +65,7 @@ function registration(n: KubeadmNode) {
     kubeletExtraArgs: args({
       'node-ip': n.ip,
       'node-labels': [...(n.zone ? [`topology.kubernetes.io/zone=${n.zone}`] : []), 'topology.kubernetes.io/region=lab'].join(','),
+      'maximum-dead-containers-per-container': DEAD_CONTAINERS_KEPT,
     }),
   };
 }
@@ -174,6 +175,8 @@ export function initConfig(i: InitInputs): string {
         'secondary-node-eviction-rate': s.secondaryNodeEvictionRate,
         'unhealthy-zone-threshold': s.unhealthyZoneThreshold,
         'large-cluster-size-threshold': s.largeClusterSizeThreshold,
+        // as the lab's own controller-manager: its node-health decisions ("Node hasn't been updated") in its log
+        v: 2,
       }),
     },
     // kubeadm leaves these addons out of `config images list` and of its preflight's image check

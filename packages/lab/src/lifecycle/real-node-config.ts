@@ -173,6 +173,14 @@ export function kubeletConfig(p: RealNodePlan): string {
   });
 }
 
+/**
+ * Dead instances the lab's kubelets keep of each container (the kubelet's default: 1), and so their logs: a static
+ * pod's controller-manager that restarted twice under a fault (its liveness probe failing on late leader-lease
+ * renewals) still has its first instance's log, where the lab reads what it evicted and when it lost its leadership.
+ * kubeadm sets no such flag; the lab's kubelets differ from kubeadm's here only.
+ */
+export const DEAD_CONTAINERS_KEPT = 10;
+
 /** The kubelet's command line. */
 export function kubeletArgs(p: RealNodePlan, kubeconfig: string, config: string): string[] {
   return [
@@ -183,6 +191,7 @@ export function kubeletArgs(p: RealNodePlan, kubeconfig: string, config: string)
     `--node-ip=${p.ip}`,
     `--root-dir=${realNodePaths(p).kubeletRoot}`,
     `--node-labels=${[...(p.zone ? [`topology.kubernetes.io/zone=${p.zone}`] : []), 'topology.kubernetes.io/region=lab'].join(',')}`,
+    `--maximum-dead-containers-per-container=${DEAD_CONTAINERS_KEPT}`,
     '--v=1',
   ];
 }
