@@ -130,6 +130,16 @@ export const InventoryNode = z.strictObject({
     })
     .optional()
     .meta({ description: 'network namespace (netns transport); the name when absent' }),
+  mountns: z
+    .string()
+    .regex(/^(?!.*\/\.\.?(?:\/|$))\/[A-Za-z0-9_./-]{1,4095}$/, {
+      message: 'expected an absolute path to a mount namespace file (letters, digits, "_", ".", "-" and "/", no "." or ".." parts)',
+    })
+    .optional()
+    .meta({
+      description:
+        "mount namespace file (netns transport): scripts run in it too, so the node's own /etc/kubernetes and /var/lib/kubelet are where kubeadm put them (a kubeadm lab's nodes)",
+    }),
   transport: Transport.optional().meta({ description: 'overrides spec.transport for this node' }),
   labels: z.record(z.string(), z.string()).optional(),
 });

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -81,6 +81,52 @@ describe('netns transport', () => {
     );
     expect(netnsTransient({ code: 255, stdout: '', stderr: 'the script said so\n' })).toBeUndefined();
     expect(netnsTransient({ code: 1, stdout: '', stderr: ip.stderr })).toBeUndefined();
+  });
+
+  it("runs a node's scripts in its own mount namespace too: the same path is each node's own, not this machine's", async () => {
+    // two nodes, as a kubeadm lab's: each binds its own directory at one path (kubeadm's /etc/kubernetes)
+    const at = join(dir, 'etc-kubernetes');
+    const keep = join(dir, 'mnt');
+    mkdirSync(at);
+    mkdirSync(keep);
+    execFileSync('mount', ['--bind', keep, keep]);
+    execFileSync('mount', ['--make-private', keep]);
+    const nodes = ['cp-1', 'cp-2'].map((name) => {
+      const own = join(dir, `${name}-kubernetes`);
+      mkdirSync(own);
+      writeFileSync(join(own, 'node'), name);
+      const mountns = join(keep, name);
+      writeFileSync(mountns, '');
+      execFileSync('unshare', [`--mount=${mountns}`, '--propagation', 'slave', 'mount', '--bind', own, at]);
+      return { name, netns: ns, mountns, roles: ['control-plane'] } satisfies InventoryNode;
+    });
+    try {
+      for (const n of nodes) {
+        const r = await netns.exec(n, `cat ${shq(join(at, 'node'))}; echo; stat -L -c %i /proc/self/ns/net`);
+        expect(r.stdout.trim().split('\n')).toEqual([n.name, inode(`/run/netns/${ns}`)]);
+      }
+      expect(existsSync(join(at, 'node')), "this machine's own path").toBe(false);
+      // a file that is no namespace (a node torn down): entering it fails, and can pass once the node is back
+      const gone = join(dir, 'not-a-namespace');
+      writeFileSync(gone, '');
+      await expect(netns.exec({ ...nodes[0]!, mountns: gone }, 'true')).rejects.toMatchObject({
+        code: 'NODE_UNREACHABLE',
+        message: expect.stringContaining('cannot enter namespaces'),
+        transient: 'namespace entry failure',
+      });
+      // no such file: the node is not on this machine
+      await expect(netns.exec({ ...nodes[0]!, mountns: join(dir, 'missing') }, 'true')).rejects.toMatchObject({
+        code: 'NODE_UNREACHABLE',
+        message: expect.stringContaining('no mount namespace file'),
+        transient: undefined,
+      });
+      // the script's own exit 1, with nsenter's words in its output, stays the script's
+      const own = await netns.exec(nodes[0]!, 'echo "nsenter: cannot open /x: it\'s the script" >&2; exit 1');
+      expect(own.code).toBe(1);
+    } finally {
+      for (const n of nodes) execFileSync('umount', [n.mountns]);
+      execFileSync('umount', [keep]);
+    }
   });
 
   it('refuses namespace names that are not plain names, quoting them', () => {

@@ -34,9 +34,11 @@ export function netnsTransient(r: ExecResult): string | undefined {
 }
 
 /**
- * Runs scripts inside a network namespace of this machine (the lab's nodes): `ip netns exec <ns> sh -s`,
- * as an argv, the script on stdin. Needs root. A namespace that does not exist throws `NODE_UNREACHABLE`
- * (permanent: the node is not on this machine); failing to enter one that does throws it as transient.
+ * Runs scripts inside a network namespace of this machine (the lab's nodes): `ip netns exec <ns> sh -s`, or, for a
+ * node with a mount namespace of its own (`node.mountns`, a kubeadm lab's node, whose /etc/kubernetes and
+ * /var/lib/kubelet are its own), `nsenter --net=… --mount=… sh -s`; as an argv, the script on stdin. Needs root. A
+ * namespace that does not exist throws `NODE_UNREACHABLE` (permanent: the node is not on this machine); failing to
+ * enter one that does throws it as transient.
  */
 export function netnsTransport(deps: TransportDeps & { netnsDir?: string } = {}): Transport {
   const dir = deps.netnsDir ?? '/run/netns';
@@ -50,23 +52,32 @@ export function netnsTransport(deps: TransportDeps & { netnsDir?: string } = {})
       } catch {
         throw new KrError('NODE_UNREACHABLE', `node ${quote(node.name)}: there is no network namespace ${quote(ns)} on this machine`);
       }
-      const r = await runProcess(
-        {
-          argv: ['ip', 'netns', 'exec', ns, 'sh', '-s'],
-          stdin,
-          node: node.name,
-          transport: 'netns',
-          timeoutMs: options.timeoutMs,
-          signal: options.signal,
-        },
-        deps,
-      );
-      const transient = netnsTransient(r);
-      if (!transient) return r;
-      const said = r.stderr.trim().split('\n')[0]?.slice(0, 300);
-      throw new KrError('NODE_UNREACHABLE', `node ${quote(node.name)}: cannot enter network namespace ${quote(ns)}: ${said}`, {
-        transient,
-      });
+      const spec = { node: node.name, transport: 'netns', timeoutMs: options.timeoutMs, signal: options.signal } as const;
+      const cannotEnter = (what: string, r: ExecResult) =>
+        new KrError(
+          'NODE_UNREACHABLE',
+          `node ${quote(node.name)}: cannot enter ${what}: ${r.stderr.trim().split('\n')[0]?.slice(0, 300)}`,
+          {
+            transient: 'namespace entry failure',
+          },
+        );
+      if (node.mountns) {
+        // a node with a mount namespace of its own (a kubeadm lab's): both entered, as the node's kubelet runs them.
+        // nsenter's own failure exits 1 as a script may: entering is tried first, alone, so the script's codes stay its own
+        await access(node.mountns).catch(() => {
+          throw new KrError(
+            'NODE_UNREACHABLE',
+            `node ${quote(node.name)}: there is no mount namespace file ${quote(node.mountns!)} on this machine`,
+          );
+        });
+        const enter = ['nsenter', `--net=${dir}/${ns}`, `--mount=${node.mountns}`, '--'] as const;
+        const tried = await runProcess({ ...spec, argv: [...enter, 'true'], stdin: '' }, deps);
+        if (tried.code !== 0) throw cannotEnter(`namespaces ${quote(ns)} and ${quote(node.mountns)}`, tried);
+        return runProcess({ ...spec, argv: [...enter, 'sh', '-s'], stdin }, deps);
+      }
+      const r = await runProcess({ ...spec, argv: ['ip', 'netns', 'exec', ns, 'sh', '-s'], stdin }, deps);
+      if (!netnsTransient(r)) return r;
+      throw cannotEnter(`network namespace ${quote(ns)}`, r);
     },
   };
 }

@@ -69,7 +69,18 @@ function expectUntouched(o: Outcome) {
   expect(o.report.rollback?.complete).toBe(true);
 }
 
-const kubeadmDir = () => (parse(readFileSync(lab.inventoryFile, 'utf8')) as { spec: { kubeadm: { dir: string } } }).spec.kubeadm.dir;
+/**
+ * cp-1's /etc/kubernetes as this machine sees it: the directory bound there in cp-1's mount namespace. The inventory
+ * names kubeadm's own path, which the netns transport reaches by entering that namespace.
+ */
+const kubeadmDir = () => {
+  const inv = parse(readFileSync(lab.inventoryFile, 'utf8')) as {
+    spec: { kubeadm: { dir?: string }; nodes: { name: string; mountns?: string }[] };
+  };
+  expect(inv.spec.kubeadm.dir ?? '/etc/kubernetes').toBe('/etc/kubernetes');
+  expect(inv.spec.nodes.find((n) => n.name === 'cp-1')?.mountns).toMatch(/\/mnt\/cp-1$/);
+  return join(lab.stateDir, 'nodes', 'cp-1', 'kubernetes');
+};
 
 describe('lab up --kubeadm --real-nodes 2', () => {
   it('makes three real nodes Ready, cp-1 by kubeadm init and the workers by kubeadm join with a TLS-bootstrapped kubelet', async () => {

@@ -64,6 +64,31 @@ describe('lab inventory', () => {
     ).toEqual({ manager: 'process', service: 'kubelet', dir: '/h/t1/nodes/node-1/kubelet' });
   });
 
+  it("of kubeadm's lab has kubeadm's own /etc/kubernetes on each node: scripts enter the node's mount namespace, so a member's manifest is its own", () => {
+    const members = ['cp-1', 'cp-2', 'cp-3'].map((name, i) => ({
+      name,
+      netns: `kr-t1-${name}`,
+      ip: `10.213.3.${2 + i}`,
+      roles: ['control-plane' as const, 'etcd' as const],
+    }));
+    const inv = Inventory.parse(
+      labInventory({ ...info(), nodes: members, settings: resolveSettings({ nodes: 0, realNodes: 1, kubeadm: true, controlPlanes: 3 }) }),
+    );
+    expect(inv.spec).toMatchObject({
+      layout: 'kubeadm',
+      kubeadm: { dir: '/etc/kubernetes', kubelet: 'lab' },
+      transport: { type: 'netns' },
+    });
+    const files = inv.spec.nodes.map((n) => n.mountns);
+    expect(files.every((f) => f?.endsWith(`/t1/mnt/${f.split('/').pop()}`))).toBe(true);
+    expect(new Set(files).size).toBe(3);
+    for (const n of inv.spec.nodes)
+      expect(serviceTarget(inv, n, 'kube-apiserver'), n.name).toMatchObject({
+        manager: 'static-pod',
+        manifest: '/etc/kubernetes/manifests/kube-apiserver.yaml',
+      });
+  });
+
   it('carries every controller setting the lab runs with', () => {
     const inv = Inventory.parse(labInventory(info()));
     expect(inv.spec.controller).toEqual({

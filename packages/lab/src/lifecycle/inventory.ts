@@ -5,10 +5,12 @@ import { goDuration } from '../host/settings.js';
 import type { LabInfo } from '../host/info.js';
 import { join } from 'node:path';
 import { kubernetesDir } from './static-pods.js';
+import { mountNsFile } from '../host/mount-ns.js';
 
 /**
  * The inventory runbooks use as it is: layout `lab` (`kubeadm` with `--static-pods`, its directory under cp-1's
- * state), transport `netns`, every controller setting the lab runs with,
+ * state; with `--kubeadm`, kubeadm's own /etc/kubernetes on each node, whose mount namespace the netns transport
+ * enters), transport `netns`, every controller setting the lab runs with,
  * and the lab's Prometheus (`spec.prometheus.url`, which promql probes ask when a runbook gives no url).
  */
 export function labInventory(info: LabInfo): InventoryInput {
@@ -31,7 +33,12 @@ export function labInventory(info: LabInfo): InventoryInput {
     },
     spec: {
       layout: s.staticPods ? 'kubeadm' : 'lab',
-      ...(s.staticPods ? { kubeadm: { dir: kubernetesDir(join(info.stateDir, 'nodes', 'cp-1')), kubelet: 'lab' as const } } : {}),
+      // kubeadm's lab: each node's /etc/kubernetes is its own, in its mount namespace; --static-pods: cp-1's directory
+      ...(s.kubeadm
+        ? { kubeadm: { kubelet: 'lab' as const } }
+        : s.staticPods
+          ? { kubeadm: { dir: kubernetesDir(join(info.stateDir, 'nodes', 'cp-1')), kubelet: 'lab' as const } }
+          : {}),
       kubeconfig: 'kubeconfig',
       context: info.context,
       transport: { type: 'netns' },
@@ -55,6 +62,7 @@ export function labInventory(info: LabInfo): InventoryInput {
         roles: n.roles,
         ...(n.zone ? { zone: n.zone } : {}),
         netns: n.netns,
+        ...(s.kubeadm ? { mountns: mountNsFile(info.instance, n.name) } : {}),
       })),
     },
   };

@@ -11,7 +11,7 @@ import { readLabInfo } from '../host/info.js';
 import { netnsPids } from '../host/net.js';
 import { instanceRunDir, labNames, labPaths } from '../host/paths.js';
 import { unmountUnder } from '../host/mounts.js';
-import { remakeNodeMountNs } from '../host/mount-ns.js';
+import { inNode, mountNsFile, remakeNodeMountNs } from '../host/mount-ns.js';
 import { cgroupTrees, treePids } from '../host/node-cgroup.js';
 import { killUntilGone } from '../host/cgroup.js';
 import { rm } from 'node:fs/promises';
@@ -79,8 +79,12 @@ export async function rebootLabNode(instance: string, node: string, o: RebootOpt
 
   const bootDir = join(o.bootRoot ?? BOOT_ROOT, n.netns);
   const bootScripts = (await readdir(bootDir).catch(() => [] as string[])).sort();
+  // a kubeadm node's scripts run in its mount namespace too (remade by the power cut), as its transport runs them
+  const mountNs = mountNsFile(instance, node);
   for (const s of bootScripts) {
-    const r = await sh(`setsid ip netns exec ${shq(n.netns)} /bin/sh ${shq(join(bootDir, s))} </dev/null >/dev/null 2>&1 &\n`);
+    const argv = ['/bin/sh', join(bootDir, s)];
+    const inside = existsSync(mountNs) ? inNode(n.netns, mountNs, argv) : `ip netns exec ${shq(n.netns)} ${argv.map(shq).join(' ')}`;
+    const r = await sh(`setsid ${inside} </dev/null >/dev/null 2>&1 &\n`);
     if (r.code !== 0) throw new KrError('LAB_BOOT_FAILED', `${node}: boot script ${s} did not start: ${r.stderr.trim()}`);
   }
   log.info(
