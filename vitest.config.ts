@@ -42,9 +42,10 @@ const BESIDE = [
  * eviction) holds on a busy machine too, as the guard fires 20 s ahead and the forecast is a bound. The same lane then
  * runs the actions against the lab's control plane (`e2e 1.37 demo`), whose bounds are ratios to a baseline taken in
  * the same file (etcd's fsync p99 tenfold, the load's rate), not moments, then disable-taint-eviction's own file (a light
- * one, here so that the three lanes end about together).
+ * one) and kubeadm's HA control plane (its bounds: a guard's abort and Nodes that stay Ready, with a member's whole
+ * control plane away), here so that the three lanes end about together: the unit tests have ended by then.
  */
-const DEMO = ['test/e2e/demo.test.ts', 'test/e2e/actions-lab.test.ts', 'test/e2e/taint-eviction.test.ts'];
+const DEMO = ['test/e2e/demo.test.ts', 'test/e2e/actions-lab.test.ts', 'test/e2e/taint-eviction.test.ts', 'test/e2e/kubeadm-ha.test.ts'];
 
 /**
  * The default release's files that measure none of the controller's timing and hold their bounds with seconds to

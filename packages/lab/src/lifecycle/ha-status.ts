@@ -1,3 +1,6 @@
+import { readFile } from 'node:fs/promises';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { messageOf } from 'kube-runbook/internal/core/errors.js';
@@ -16,23 +19,75 @@ export interface HaStatus {
   backendsError?: string;
 }
 
+/** The client certificate a member's etcd asks for: none on the lab's own control plane, kubeadm's for its health checks. */
+export interface EtcdClientTls {
+  ca: Buffer;
+  cert: Buffer;
+  key: Buffer;
+}
+
+/** kubeadm's etcd serves its clients over TLS only: the certificate kubeadm made for its health checks (cp-1's copy). */
+async function kubeadmEtcdTls(info: LabInfo): Promise<EtcdClientTls> {
+  const pki = join(info.stateDir, 'nodes', 'cp-1', 'kubernetes', 'pki', 'etcd');
+  const [ca, cert, key] = await Promise.all(
+    ['ca.crt', 'healthcheck-client.crt', 'healthcheck-client.key'].map((f) => readFile(join(pki, f))),
+  );
+  return { ca: ca!, cert: cert!, key: key! };
+}
+
+/** POSTs `{}` to `url` (http, or https with `tls`) and returns its JSON body. */
+function postEmpty(url: string, timeoutMs: number, tls?: EtcdClientTls): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const options = { method: 'POST', timeout: timeoutMs, headers: { 'content-type': 'application/json' } };
+    const req =
+      u.protocol === 'https:'
+        ? httpsRequest(u, { ...options, ...(tls ?? {}), servername: u.hostname }, answer)
+        : httpRequest(u, options, answer);
+    function answer(res: IncomingMessage) {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        if ((res.statusCode ?? 0) >= 300) return reject(new Error(`HTTP ${res.statusCode}`));
+        try {
+          resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        } catch (e) {
+          reject(e instanceof Error ? e : new Error(String(e)));
+        }
+      });
+      res.on('error', reject);
+    }
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end('{}');
+  });
+}
+
 /**
- * One member's view through etcd's gRPC gateway (`POST /v3/maintenance/status`): its own id and the leader's.
- * The gateway is plain HTTP in the lab (etcd's client port has no TLS there).
+ * One member's view through etcd's gRPC gateway (`POST /v3/maintenance/status`): its own id and the leader's. Plain
+ * HTTP on the lab's own control plane (its etcd has no TLS); on kubeadm's, TLS with kubeadm's health-check client
+ * certificate.
  */
-async function etcdMemberStatus(url: string, timeoutMs: number): Promise<{ id?: string; leader?: string; raftTerm?: string }> {
-  const r = await fetch(`${url}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(timeoutMs) });
-  if (!r.ok) throw new Error(`HTTP ${r.status}`);
-  const body = (await r.json()) as { header?: { member_id?: string }; leader?: string; raftTerm?: string };
+async function etcdMemberStatus(
+  url: string,
+  timeoutMs: number,
+  tls?: EtcdClientTls,
+): Promise<{ id?: string; leader?: string; raftTerm?: string }> {
+  const body = (await postEmpty(`${url}/v3/maintenance/status`, timeoutMs, tls)) as {
+    header?: { member_id?: string };
+    leader?: string;
+    raftTerm?: string;
+  };
   return { id: body.header?.member_id, leader: body.leader, raftTerm: body.raftTerm };
 }
 
 export async function haStatus(info: LabInfo, kc: KubeConfig, timeoutMs = 3000): Promise<HaStatus> {
   const members = info.members ?? [];
+  const tls = info.settings.kubeadm ? await kubeadmEtcdTls(info).catch(() => undefined) : undefined;
   const etcd: HaStatus['etcd'] = await Promise.all(
     members.map(async (m): Promise<HaStatus['etcd'][number]> => {
       try {
-        return { member: m.name, url: m.etcdUrl, ...(await etcdMemberStatus(m.etcdUrl, timeoutMs)) };
+        return { member: m.name, url: m.etcdUrl, ...(await etcdMemberStatus(m.etcdUrl, timeoutMs, tls)) };
       } catch (e) {
         return { member: m.name, url: m.etcdUrl, error: messageOf(e) };
       }

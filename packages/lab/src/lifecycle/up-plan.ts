@@ -209,13 +209,14 @@ function describeLab(d: {
     context: names.context,
     inventoryFile: paths.inventoryFile,
     apiserverUrl: `https://${d.apiserverHost}:${APISERVER_PORT}`,
-    etcdUrl: `http://${cp.ip}:${ETCD_PORT}`,
+    etcdUrl: `${settings.kubeadm ? 'https' : 'http'}://${cp.ip}:${ETCD_PORT}`,
     ...(ha
       ? {
           members: cps.map((m) => ({
             name: m.name,
             apiserverUrl: `https://${m.ip}:${APISERVER_PORT}`,
-            etcdUrl: `http://${m.ip}:${ETCD_PORT}`,
+            // kubeadm's etcd serves its clients over TLS only
+            etcdUrl: `${settings.kubeadm ? 'https' : 'http'}://${m.ip}:${ETCD_PORT}`,
             kubeconfig: join(paths.stateDir, `kubeconfig-${m.name}`),
           })),
         }
