@@ -274,7 +274,15 @@ describe("the executor's revert and the dead-man never run at once", () => {
     root = mkdtempSync(join(tmpdir(), 'kr-deadman-'));
     const done = join(root, 'done');
     sh(
-      armScript({ runId: 'rc2', faultId: 'f01-a', ttlMs: 1000, revert: `sleep 2; touch '${done}'`, allowSystemd: false, ...onNode(root) }),
+      // a ttl that does not run out by itself (a loaded machine once let a 1 s one fire before the keepalive was aged)
+      armScript({
+        runId: 'rc2',
+        faultId: 'f01-a',
+        ttlMs: 30_000,
+        revert: `sleep 2; touch '${done}'`,
+        allowSystemd: false,
+        ...onNode(root),
+      }),
     );
     const dir = deadmanDir('rc2', 'f01-a', root);
     utimesSync(join(dir, 'keepalive'), new Date(0), new Date(0));
