@@ -34,11 +34,9 @@ export function labInventory(info: LabInfo): InventoryInput {
     spec: {
       layout: s.staticPods ? 'kubeadm' : 'lab',
       // kubeadm's lab: each node's /etc/kubernetes is its own, in its mount namespace; --static-pods: cp-1's directory
-      ...(s.kubeadm
-        ? { kubeadm: { kubelet: 'lab' as const } }
-        : s.staticPods
-          ? { kubeadm: { dir: kubernetesDir(join(info.stateDir, 'nodes', 'cp-1')), kubelet: 'lab' as const } }
-          : {}),
+      ...(s.staticPods
+        ? { kubeadm: { ...(s.kubeadm ? {} : { dir: kubernetesDir(join(info.stateDir, 'nodes', 'cp-1')) }), kubelet: 'lab' as const } }
+        : {}),
       kubeconfig: 'kubeconfig',
       context: info.context,
       transport: { type: 'netns' },

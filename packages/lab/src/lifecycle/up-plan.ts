@@ -202,6 +202,8 @@ function describeLab(d: {
   const { instance, paths, names, settings, cps, nodes, prom, otel, layout, third } = d;
   const cp = cps[0]!;
   const ha = cps.length > 1;
+  // kubeadm's etcd serves its clients over TLS only
+  const etcdUrl = (ip: string) => `${settings.kubeadm ? 'https' : 'http'}://${ip}:${ETCD_PORT}`;
   return {
     instance,
     stateDir: paths.stateDir,
@@ -209,14 +211,13 @@ function describeLab(d: {
     context: names.context,
     inventoryFile: paths.inventoryFile,
     apiserverUrl: `https://${d.apiserverHost}:${APISERVER_PORT}`,
-    etcdUrl: `${settings.kubeadm ? 'https' : 'http'}://${cp.ip}:${ETCD_PORT}`,
+    etcdUrl: etcdUrl(cp.ip),
     ...(ha
       ? {
           members: cps.map((m) => ({
             name: m.name,
             apiserverUrl: `https://${m.ip}:${APISERVER_PORT}`,
-            // kubeadm's etcd serves its clients over TLS only
-            etcdUrl: `${settings.kubeadm ? 'https' : 'http'}://${m.ip}:${ETCD_PORT}`,
+            etcdUrl: etcdUrl(m.ip),
             kubeconfig: join(paths.stateDir, `kubeconfig-${m.name}`),
           })),
         }
