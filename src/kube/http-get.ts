@@ -17,8 +17,6 @@ export interface GetOptions {
   insecure?: boolean;
   /** Answers longer than this are cut (bytes; 8 MiB when absent): the rest is not read. */
   maxBytes?: number;
-  /** A JSON body to POST rather than GET (etcd's gRPC gateway answers POSTs only). */
-  postJson?: string;
 }
 
 export interface GetAnswer {
@@ -41,16 +39,14 @@ function pem(value: string | Buffer | undefined): string | Buffer | undefined {
   }
 }
 
-/** One GET (or a POST of `postJson`) to any URL (not the apiserver): health endpoints, metrics. Network errors and timeouts throw. */
+/** One GET to any URL (not the apiserver): health endpoints, metrics. Network errors and timeouts throw. */
 export function httpGet(url: string, o: GetOptions): Promise<GetAnswer> {
   const u = new URL(url);
   const start = o.clock.now();
   const max = o.maxBytes ?? 8 * 1024 * 1024;
   return new Promise<GetAnswer>((resolve, reject) => {
     const tls = u.protocol === 'https:' ? { ca: pem(o.ca), cert: pem(o.cert), key: pem(o.key), rejectUnauthorized: !o.insecure } : {};
-    const post = o.postJson !== undefined;
-    const headers = post ? { 'content-type': 'application/json', ...o.headers } : o.headers;
-    const req = (u.protocol === 'https:' ? https : http).request(u, { method: post ? 'POST' : 'GET', headers, agent: false, ...tls });
+    const req = (u.protocol === 'https:' ? https : http).request(u, { method: 'GET', headers: o.headers, agent: false, ...tls });
     let settled = false;
     const done = (e: Error | undefined, a?: GetAnswer) => {
       if (settled) return;
@@ -88,6 +84,6 @@ export function httpGet(url: string, o: GetOptions): Promise<GetAnswer> {
       res.on('error', (e) => done(e));
       res.on('end', () => done(undefined, answer(false)));
     });
-    req.end(o.postJson);
+    req.end();
   });
 }

@@ -1,8 +1,9 @@
+import { readFile } from 'node:fs/promises';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { messageOf } from 'kube-runbook/internal/core/errors.js';
-import { realClock } from 'kube-runbook/internal/core/clock.js';
-import { httpGet } from 'kube-runbook/internal/kube/http-get.js';
 import type { LabInfo } from '../host/info.js';
 import { LB_NODE } from '../host/paths.js';
 import { SimApi } from '../sim/api.js';
@@ -18,13 +19,48 @@ export interface HaStatus {
   backendsError?: string;
 }
 
-/** The client certificate a member's etcd asks for (files): none on the lab's own control plane. */
-type EtcdClientTls = { ca: string; cert: string; key: string };
+/** The client certificate a member's etcd asks for: none on the lab's own control plane, kubeadm's for its health checks. */
+export interface EtcdClientTls {
+  ca: Buffer;
+  cert: Buffer;
+  key: Buffer;
+}
 
 /** kubeadm's etcd serves its clients over TLS only: the certificate kubeadm made for its health checks (cp-1's copy). */
-function kubeadmEtcdTls(info: LabInfo): EtcdClientTls {
+async function kubeadmEtcdTls(info: LabInfo): Promise<EtcdClientTls> {
   const pki = join(info.stateDir, 'nodes', 'cp-1', 'kubernetes', 'pki', 'etcd');
-  return { ca: join(pki, 'ca.crt'), cert: join(pki, 'healthcheck-client.crt'), key: join(pki, 'healthcheck-client.key') };
+  const [ca, cert, key] = await Promise.all(
+    ['ca.crt', 'healthcheck-client.crt', 'healthcheck-client.key'].map((f) => readFile(join(pki, f))),
+  );
+  return { ca: ca!, cert: cert!, key: key! };
+}
+
+/** POSTs `{}` to `url` (http, or https with `tls`) and returns its JSON body. */
+function postEmpty(url: string, timeoutMs: number, tls?: EtcdClientTls): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const options = { method: 'POST', timeout: timeoutMs, headers: { 'content-type': 'application/json' } };
+    const req =
+      u.protocol === 'https:'
+        ? httpsRequest(u, { ...options, ...(tls ?? {}), servername: u.hostname }, answer)
+        : httpRequest(u, options, answer);
+    function answer(res: IncomingMessage) {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        if ((res.statusCode ?? 0) >= 300) return reject(new Error(`HTTP ${res.statusCode}`));
+        try {
+          resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        } catch (e) {
+          reject(e instanceof Error ? e : new Error(String(e)));
+        }
+      });
+      res.on('error', reject);
+    }
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    req.end('{}');
+  });
 }
 
 /**
@@ -37,15 +73,17 @@ async function etcdMemberStatus(
   timeoutMs: number,
   tls?: EtcdClientTls,
 ): Promise<{ id?: string; leader?: string; raftTerm?: string }> {
-  const r = await httpGet(`${url}/v3/maintenance/status`, { postJson: '{}', timeoutMs, clock: realClock, ...tls });
-  if (r.status >= 300) throw new Error(`HTTP ${r.status}`);
-  const body = JSON.parse(r.body) as { header?: { member_id?: string }; leader?: string; raftTerm?: string };
+  const body = (await postEmpty(`${url}/v3/maintenance/status`, timeoutMs, tls)) as {
+    header?: { member_id?: string };
+    leader?: string;
+    raftTerm?: string;
+  };
   return { id: body.header?.member_id, leader: body.leader, raftTerm: body.raftTerm };
 }
 
 export async function haStatus(info: LabInfo, kc: KubeConfig, timeoutMs = 3000): Promise<HaStatus> {
   const members = info.members ?? [];
-  const tls = info.settings.kubeadm ? kubeadmEtcdTls(info) : undefined;
+  const tls = info.settings.kubeadm ? await kubeadmEtcdTls(info).catch(() => undefined) : undefined;
   const etcd: HaStatus['etcd'] = await Promise.all(
     members.map(async (m): Promise<HaStatus['etcd'][number]> => {
       try {
