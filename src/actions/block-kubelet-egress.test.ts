@@ -23,6 +23,12 @@ const agentLab = (runAsGroup?: number): InventoryInput => {
   return { ...lab, spec: { ...lab.spec, transport: { type: 'agent', enter: 'mount', ...(runAsGroup ? { runAsGroup } : {}) } } };
 };
 
+/** A lab of `lab up --static-pods` (kubeadm's layout, lab kubelets), its node reached through `transport`. */
+const staticPodLab = (transport: 'netns' | 'ssh'): InventoryInput => {
+  const lab = inventory({ layout: 'lab', endpoints: ['10.99.0.1:6443'] });
+  return { ...lab, spec: { ...lab.spec, layout: 'kubeadm', kubeadm: { kubelet: 'lab' }, transport: { type: transport } } };
+};
+
 const purpose = scriptPurpose;
 
 /** A node: kubelet pid 1234; `detect` answers with these lines. */
@@ -73,10 +79,7 @@ actionTester(action, {
     },
     {
       name: 'cgroup v1 on a lab of `lab up --static-pods` (kubeadm, lab kubelets): auto is the whole node namespace',
-      inventory: {
-        ...inventory({ layout: 'lab', endpoints: ['10.99.0.1:6443'] }),
-        spec: { ...inventory({ layout: 'lab', endpoints: ['10.99.0.1:6443'] }).spec, layout: 'kubeadm', kubeadm: { kubelet: 'lab' } },
-      },
+      inventory: staticPodLab('netns'),
       handler: node(v1),
       check(r) {
         const s = r.prepared as EgressState;
@@ -153,6 +156,14 @@ actionTester(action, {
       phase: 'preflight',
       code: 'PREFLIGHT_FAILED',
       message: /scope auto would widen to the whole node here .*say `scope: node` to accept that/,
+    },
+    {
+      name: 'scope auto on a kubeadm lab node reached over ssh (a machine of its own, cgroup v1): it would widen to the whole node',
+      inventory: staticPodLab('ssh'),
+      handler: node(v1),
+      phase: 'preflight',
+      code: 'PREFLIGHT_FAILED',
+      message: /scope auto would widen to the whole node here/,
     },
     {
       name: 'scope auto widened to a lab node whose agent has no group of its own: it would cut the agent off too',

@@ -11,7 +11,7 @@ import { applyRules, egressRevert, type EgressRule, type EgressState } from './p
 import { apiserverEndpoints } from './parts/egress-endpoints.js';
 import { scriptFault } from './parts/script-fault.js';
 import { defineAction } from '../contract/action.js';
-import { labKubelets } from '../inventory/schema.js';
+import { labKubelet } from '../inventory/schema.js';
 
 const Params = z.strictObject({
   endpoints: z.array(z.string().min(1)).min(1).optional().meta({
@@ -146,7 +146,7 @@ export default defineAction({
     if (params.scope === 'process' && !(d.cgroup && d.cgroupMatch))
       fail("scope process needs cgroup v2 and the firewall's cgroup match; use scope node or auto");
     // a lab node's namespace holds only its kubelet (and its runtime): there, the node's traffic is the kubelet's
-    if (params.scope === 'auto' && !(d.cgroup && d.cgroupMatch) && !labKubelets(ctx.inventory))
+    if (params.scope === 'auto' && !(d.cgroup && d.cgroupMatch) && !labKubelet(ctx.inventory, node))
       fail(
         "scope auto would widen to the whole node here (no cgroup v2 match for the kubelet): every process's traffic to the apiservers " +
           "would be dropped, not only the kubelet's; say `scope: node` to accept that, or run it where the kubelet has a cgroup v2 of its own",

@@ -14,8 +14,12 @@ export interface StarterNode {
   roles: readonly string[];
   zone?: string;
   netns?: string;
+  /** A lab node's mount namespace file (a kubeadm lab's: its own /etc/kubernetes), as the lab's inventory has it. */
+  mountns?: string;
   /** Reached over ssh whatever the inventory's transport (a node of a lab's cluster that is not one of its namespaces). */
   ssh?: boolean;
+  /** The node's own transport in the lab's inventory (a node whose PID 1 is systemd: ssh with the lab's key), as it is. */
+  transport?: Readonly<Record<string, string | number | boolean>>;
 }
 
 export interface Starter {
@@ -51,7 +55,10 @@ function foundLine(s: Starter, n: StarterNode): string {
   parts.push(`roles: [${n.roles.join(', ')}]`);
   if (n.zone) parts.push(`zone: ${q(n.zone)}`);
   if (n.netns) parts.push(`netns: ${q(n.netns)}`);
-  if (n.ssh) parts.push('transport: {type: ssh, user: root}');
+  if (n.mountns) parts.push(`mountns: ${q(n.mountns)}`);
+  // JSON is YAML's flow style: every key and string quoted
+  if (n.transport) parts.push(`transport: ${JSON.stringify(n.transport)}`);
+  else if (n.ssh) parts.push('transport: {type: ssh, user: root}');
   return `    - {${parts.join(', ')}}`;
 }
 

@@ -245,6 +245,33 @@ describe('kube-runbook init', () => {
     expect(inventoryText()).toContain('# worker-a, worker-b: in the cluster but not made by lab sf1; reached over ssh');
   });
 
+  it("a kubeadm lab: each node's mount namespace, and a node the lab reaches over ssh with its key and known_hosts, as the lab wrote them", async () => {
+    const ssh = {
+      type: 'ssh',
+      user: 'root',
+      identityFile: '/state/lab/sf1/ssh/id_ed25519',
+      knownHostsFile: '/state/lab/sf1/ssh/known_hosts',
+    };
+    const lab: FoundLab = {
+      instance: 'sf1',
+      stateDir: '/state/lab/sf1',
+      spec: {
+        layout: 'kubeadm',
+        kubeadm: { kubelet: 'lab' },
+        nodes: [
+          { name: 'cp-1', address: '10.0.0.10', roles: ['control-plane', 'etcd'], netns: 'kr-sf1-cp-1', mountns: '/run/kr/sf1/mnt/cp-1' },
+          { name: 'sd-1', address: '10.0.0.252', roles: ['worker'], zone: 'zone-a', transport: { ...ssh, ignoreUserConfig: true } },
+        ],
+      },
+    };
+    await init({}, deps({ lab }).deps);
+    expect((await checkInventory(inventoryText(), 'inventory.yaml')).ok).toBe(true);
+    expect(parse(inventoryText()).spec.nodes).toEqual([
+      { name: 'cp-1', address: '10.0.0.10', roles: ['control-plane', 'etcd'], netns: 'kr-sf1-cp-1', mountns: '/run/kr/sf1/mnt/cp-1' },
+      { name: 'sd-1', address: '10.0.0.252', roles: ['worker'], zone: 'zone-a', transport: { ...ssh, ignoreUserConfig: true } },
+    ]);
+  });
+
   it('on a terminal: offers the contexts, and asks for what the cluster did not say', async () => {
     const said: string[] = [];
     const answers = ['2', 'k3s', 'server-1', 'agent-1, agent-2'];

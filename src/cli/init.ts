@@ -103,6 +103,14 @@ async function pickContext(
 
 const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
+/** A lab node's own transport, its scalar fields as they are (the inventory's schema checks them when it is read). */
+function transportOf(v: unknown): Record<string, string | number | boolean> | undefined {
+  if (!v || typeof v !== 'object' || Array.isArray(v)) return undefined;
+  return Object.fromEntries(
+    Object.entries(v).filter((e): e is [string, string | number | boolean] => ['string', 'number', 'boolean'].includes(typeof e[1])),
+  );
+}
+
 /** The starter's nodes and settings from a lab's own inventory. */
 function fromLab(lab: FoundLab): Partial<Starter> & { layout: StarterLayout } {
   const s = lab.spec;
@@ -112,6 +120,8 @@ function fromLab(lab: FoundLab): Partial<Starter> & { layout: StarterLayout } {
     roles: Array.isArray(n.roles) ? n.roles.map(String) : ['worker'],
     zone: str(n.zone),
     netns: str(n.netns),
+    mountns: str(n.mountns),
+    transport: transportOf(n.transport),
   }));
   const labSpec = Object.fromEntries(['kubeadm', 'apiserver', 'prometheus'].filter((k) => s[k] !== undefined).map((k) => [k, s[k]]));
   const controller = Object.fromEntries(

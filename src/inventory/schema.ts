@@ -220,7 +220,7 @@ export const Inventory = z.strictObject({
           }),
         kubelet: z.enum(['systemd', 'lab']).default('systemd').meta({
           description:
-            "how the kubelets run: kubeadm's systemd unit `kubelet`, or lab services under `spec.lab.stateDir` (`lab up --static-pods`)",
+            "how the kubelets run: kubeadm's systemd unit `kubelet`, or lab services under `spec.lab.stateDir` (`lab up --static-pods`) on the nodes the netns transport reaches (a node reached over ssh runs the unit)",
         }),
       })
       .optional()
@@ -238,7 +238,11 @@ export type Inventory = z.infer<typeof Inventory>;
 export type InventoryInput = z.input<typeof Inventory>;
 
 /**
- * Whether the kubelets are the lab's (`lab up`): layout lab, or kubeadm with lab kubelets (`lab up --static-pods`).
- * Each such node is a network namespace of its own holding only its kubelet, its runtime and host-network pods.
+ * Whether `node`'s kubelet is the lab's (`lab up`): layout lab, or kubeadm with lab kubelets (`lab up --static-pods`)
+ * on a node the netns transport reaches (a kubeadm lab's node reached otherwise, over ssh, is a machine of its own that
+ * runs kubeadm's `kubelet` unit). Each such node is a network namespace of its own holding only its kubelet, its
+ * runtime and host-network pods.
  */
-export const labKubelets = (inventory: Inventory): boolean => inventory.spec.layout === 'lab' || inventory.spec.kubeadm?.kubelet === 'lab';
+export const labKubelet = (inventory: Inventory, node: InventoryNode): boolean =>
+  inventory.spec.layout === 'lab' ||
+  (inventory.spec.kubeadm?.kubelet === 'lab' && (node.transport ?? inventory.spec.transport).type === 'netns');

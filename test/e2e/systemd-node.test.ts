@@ -1,54 +1,35 @@
 /**
- * A node whose PID 1 is systemd (Debian's, booted on a root filesystem of its own that the lab's installer builds
- * with mmdebstrap) made a node of a kubeadm lab by `kubeadm join`: kubeadm's kubelet.service and its 10-kubeadm.conf
- * drop-in, containerd as a unit with the systemd cgroup driver, sshd, on the lab's bridge. The ssh transport reaches it
- * as a kubeadm node: stop-kubelet's systemctl path, and the node dead-man's systemd path (a `systemd-run` unit that
- * fires after faultTtl once the executor is SIGKILLed; a boot unit that reverts after a reboot). Every outcome is read
- * on the node (systemctl, the units' journal, the dead-man's own record, its containerd) or from the apiserver (the
- * node's Lease and Ready condition), not from the executor; `kube-runbook init` finds the node. Fails, never skips,
- * on a machine that cannot run it.
- */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+ * `lab up --kubeadm --real-nodes 1 --systemd-nodes 1`: besides cp-1 and rnode-1, sd-1, a node whose PID 1 is systemd
+ * (Debian's, booted on a root filesystem the lab's installer builds with mmdebstrap) made a node by `kubeadm join`:
+ * kubeadm's kubelet.service and its 10-kubeadm.conf drop-in, containerd as a unit with the systemd cgroup driver,
+ * sshd with a host key of its own, on the lab's bridge. The lab's own inventory reaches it over ssh, host key checked,
+ * as a kubeadm cluster's machine: stop-kubelet's systemctl path, and the node dead-man's systemd path (a `systemd-run`
+ * unit that fires after faultTtl once the executor is SIGKILLed; a boot unit that reverts after `lab reboot`). Every
+ * outcome is read on the node (systemctl, the units' journal, the dead-man's own record, its containerd) or from the
+ * apiserver (the node's Lease and Ready condition), not from the executor; `kube-runbook init` finds the node; `lab
+ * status`, `lab containers` and `lab down` know it. Fails, never skips, on a machine that cannot run it. */
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, X509Certificate } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { CoordinationV1Api, KubeConfig, type CoreV1Api } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
-import { createLogger } from '../../src/core/logger.js';
 import { DEADMAN_MARGIN_MS } from '../../src/engine/deadman.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
-import { distroMirror } from '../../packages/lab/src/install/apt.js';
-import { ensureRealNodeBinaries } from '../../packages/lab/src/install/real-nodes.js';
-import { ensureSystemdRootfs } from '../../packages/lab/src/install/systemd-rootfs.js';
-import { addNodesNet, nodeIp } from '../../packages/lab/src/host/net.js';
-import { labNames } from '../../packages/lab/src/host/paths.js';
-import {
-  bootSystemdNode,
-  inSystemdNode,
-  killLeftoverSystemdNode,
-  stopSystemdNode,
-  systemdNodePaths,
-  type SystemdNode,
-} from '../../packages/lab/src/host/systemd-node.js';
-import { caCertHash } from '../../packages/lab/src/lifecycle/kubeadm-config.js';
-import { realPodCidr } from '../../packages/lab/src/lifecycle/real-node-config.js';
-import { joinSystemdNode } from '../../packages/lab/src/lifecycle/systemd-node-join.js';
-import { writeSystemdNodeFiles } from '../../packages/lab/src/lifecycle/systemd-node-units.js';
-import { pauseName } from '../../packages/lab/src/lifecycle/up-kubeadm.js';
 import { eventually } from '../../src/testing/wait.js';
-import { cli, coreApi, startLab, stopLab, type LabInfo } from './helpers/lab.js';
+import { cli, coreApi, labCli, startLab, stopLab, type LabInfo } from './helpers/lab.js';
+import { readLabInfo } from '../../packages/lab/src/host/info.js';
+import { inSystemdNode } from '../../packages/lab/src/host/systemd-node.js';
 
 const INSTANCE = 'sdn';
 const NAME = 'sd-1';
 const dir = mkdtempSync(join(tmpdir(), 'krsd-'));
-const log = createLogger((level, msg) => process.stderr.write(`[systemd node] ${level}: ${msg}\n`));
 let lab: LabInfo;
 let core: CoreV1Api;
 let leases: CoordinationV1Api;
-let node: SystemdNode;
 let nodeAddress = '';
 let pid = 0;
 let inventoryFile = '';
@@ -74,7 +55,7 @@ function runbook(name: string, faultTtl: string, wait: string): string {
       metadata: { name },
       spec: {
         safety: { allowContexts: ['lab'], faultTtl, maxUnavailable: { worker: '100%' } },
-        steps: [{ action: 'stop-kubelet', with: { nodes: 'all', timeout: '60s' } }, { wait }],
+        steps: [{ action: 'stop-kubelet', with: { nodes: { names: [NAME] }, timeout: '60s' } }, { wait }],
       },
     }),
   );
@@ -144,101 +125,23 @@ async function tasks(): Promise<Record<string, string>> {
 
 beforeAll(async () => {
   const t0 = realClock.now();
-  // a previous run's, killed before its afterAll: its processes first, then the lab under it
-  await killLeftoverSystemdNode(NAME, { clock: realClock });
-  lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 1, kubeadm: true });
+  lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 1, kubeadm: true, systemdNodes: 1 });
   core = coreApi(lab);
   const kc = new KubeConfig();
   kc.loadFromFile(lab.kubeconfig);
   leases = kc.makeApiClient(CoordinationV1Api);
-  const bin = await ensureRealNodeBinaries({ log, kubeadm: true }, lab.binaries!);
-  const rootfs = await ensureSystemdRootfs({ log, ...(await distroMirror()) });
-  // on the lab's bridge, at the address the lab keeps for it
-  const names = labNames(INSTANCE);
-  nodeAddress = nodeIp(Number(lab.subnet.split('.')[2]), NAME);
-  const netns = names.netns(NAME);
-  await addNodesNet(names, [{ name: NAME, netns, veth: names.veth(NAME), ip: nodeAddress }]);
-  // a node forwards packets (kubeadm's preflight checks it): its network namespace's own setting
-  execFileSync('ip', ['netns', 'exec', netns, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
-  const images = dirname(bin.images.pause.archive);
-  node = {
-    name: NAME,
-    netns,
-    rootfs: rootfs.dir,
-    dir: join(dir, 'node'),
-    binds: {
-      [dirname(bin.kubelet)]: '/opt/kube-runbook/kubernetes',
-      [bin.containerd.dir]: '/opt/kube-runbook/containerd',
-      [bin.cniBinDir]: '/opt/cni/bin',
-      [images]: '/opt/kube-runbook/images',
-    },
-  };
-  const sandbox = await pauseName(bin.kubeadm!, lab.binaries!.version);
-  const upper = systemdNodePaths(node.dir).upper;
-  await writeSystemdNodeFiles(upper, {
-    node: NAME,
-    ip: nodeAddress,
-    zone: 'zone-sd',
-    kubernetesDir: '/opt/kube-runbook/kubernetes',
-    containerdDir: '/opt/kube-runbook/containerd',
-    sandboxImage: sandbox,
-    podCidr: realPodCidr(250),
-    join: {
-      instance: INSTANCE,
-      apiserver: new URL(lab.apiserverUrl).host,
-      caHash: caCertHash(readFileSync(join(lab.stateDir, 'pki', 'ca.crt'), 'utf8')),
-      cgroupV1: !existsSync('/sys/fs/cgroup/cgroup.controllers'),
-    },
-  });
-  // the executor's key, and the node's host key as known_hosts: the ssh transport checks it (strictHostKeyChecking yes)
-  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', join(dir, 'id'), '-C', 'kube-runbook test']);
-  mkdirSync(join(upper, 'root/.ssh'), { recursive: true, mode: 0o700 });
-  writeFileSync(join(upper, 'root/.ssh/authorized_keys'), readFileSync(join(dir, 'id.pub')), { mode: 0o600 });
-  const hostKey = readFileSync(join(rootfs.dir, 'etc/ssh/ssh_host_ed25519_key.pub'), 'utf8').split(' ').slice(0, 2).join(' ');
-  writeFileSync(join(dir, 'known_hosts'), `${nodeAddress} ${hostKey}\n`);
+  const sd = lab.nodes.find((n) => n.name === NAME);
+  pid = sd?.systemd?.pid ?? 0;
+  nodeAddress = sd?.ip ?? '';
+  // the lab's own inventory (sd-1 reached over ssh with the lab's key, its host key checked), as JSON for the child
   inventoryFile = join(dir, 'inventory.json');
-  writeFileSync(
-    inventoryFile,
-    JSON.stringify({
-      apiVersion: 'kube-runbook/v1',
-      kind: 'Inventory',
-      metadata: { name: 'systemd-node' },
-      spec: {
-        layout: 'kubeadm',
-        transport: {
-          type: 'ssh',
-          user: 'root',
-          identityFile: join(dir, 'id'),
-          knownHostsFile: join(dir, 'known_hosts'),
-          ignoreUserConfig: true,
-        },
-        nodes: [{ name: NAME, address: nodeAddress, roles: ['worker'] }],
-      },
-    }),
-  );
-  pid = await bootSystemdNode(node, { clock: realClock });
-  const booted = realClock.now();
-  await joinSystemdNode({
-    pid,
-    node: NAME,
-    images: [
-      { archive: `/opt/kube-runbook/images/${basename(bin.images.pause.archive)}`, ref: bin.images.pause.ref, tags: [sandbox] },
-      { archive: `/opt/kube-runbook/images/${basename(bin.images.workload.archive)}`, ref: bin.images.workload.ref, tags: [] },
-    ],
-    log: join(dir, 'kubeadm-join.log'),
-    clock: realClock,
-  });
-  expect(await backInCluster(0, 120_000), 'the joined node is Ready').toBe(true);
-  console.log(
-    `lab up ${((booted - t0) / 1000).toFixed(1)} s (kubeadm init, 1 real node, the systemd node booted); ` +
-      `kubeadm join to Ready ${((realClock.now() - booted) / 1000).toFixed(1)} s`,
-  );
+  writeFileSync(inventoryFile, JSON.stringify(parse(readFileSync(lab.inventoryFile, 'utf8'))));
+  expect(pid, 'lab up recorded the PID 1 of sd-1').toBeGreaterThan(1);
+  console.log(`lab up --kubeadm --real-nodes 1 --systemd-nodes 1: ${((realClock.now() - t0) / 1000).toFixed(1)} s to every node Ready`);
 }, 1_800_000);
 
 afterAll(async () => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  if (pid) await stopSystemdNode(NAME, pid, { clock: realClock });
-  else await killLeftoverSystemdNode(NAME, { clock: realClock });
   await stopLab(INSTANCE);
   rmSync(dir, { recursive: true, force: true });
 }, 300_000);
@@ -340,27 +243,35 @@ describe('a node whose PID 1 is systemd', () => {
     console.log(`dead-man via systemd-run: kubelet healthy ${(took / 1000).toFixed(1)} s after the SIGKILL (faultTtl 10 s)`);
   });
 
-  it('is found by kube-runbook init: a kubeadm cluster, the node a worker at its address, reached over ssh', async () => {
+  it("is found by kube-runbook init: a kubeadm cluster, the node a worker at its address, reached over ssh with the lab's key", async () => {
     const d = join(dir, 'init');
     const r = await cli(['init', '--kubeconfig', lab.kubeconfig, '--yes', '--dir', d]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('layout kubeadm');
     const inv = parse(readFileSync(join(d, 'inventory.yaml'), 'utf8')) as {
-      spec: { layout: string; nodes: { name: string; address?: string; roles: string[] }[] };
+      spec: { layout: string; nodes: { name: string; address?: string; roles: string[]; mountns?: string }[] };
     };
     expect(inv.spec.layout).toBe('kubeadm');
     expect(inv.spec.nodes).toContainEqual({
       name: NAME,
       address: nodeAddress,
       roles: ['worker'],
-      zone: 'zone-sd',
-      transport: { type: 'ssh', user: 'root' },
+      zone: 'zone-a',
+      transport: {
+        type: 'ssh',
+        user: 'root',
+        identityFile: join(lab.stateDir, 'ssh', 'id_ed25519'),
+        knownHostsFile: join(lab.stateDir, 'ssh', 'known_hosts'),
+        ignoreUserConfig: true,
+      },
     });
+    // the lab's own nodes keep their mount namespaces: cp-1's /etc/kubernetes is its own, not this machine's
+    expect(inv.spec.nodes.find((n) => n.name === 'cp-1')?.mountns).toMatch(/\/mnt\/cp-1$/);
     const plan = await cli(['plan', join(d, 'runbook.yaml'), '-i', join(d, 'inventory.yaml')]);
     expect(plan.code, `${plan.stdout}\n${plan.stderr}`).toBe(0);
   });
 
-  it("the dead-man's boot unit starts the kubelet after a reboot, the kubelet's own unit disabled", async () => {
+  it("the dead-man's boot unit starts the kubelet after lab reboot (a power cut), the kubelet's own unit disabled", async () => {
     const runId = `sd-boot-${randomBytes(3).toString('hex')}`;
     const run = await startRun(runbook('sd-boot', '5m', '10m'), runId);
     await kill(run.child);
@@ -370,10 +281,13 @@ describe('a node whose PID 1 is systemd', () => {
     // only the boot unit may bring it back: the kubelet is not started at boot by its own unit
     expect((await onNode(['systemctl', 'disable', 'kubelet'])).code).toBe(0);
     try {
-      await stopSystemdNode(NAME, pid, { clock: realClock });
-      pid = 0;
       const bootAt = realClock.now();
-      pid = await bootSystemdNode(node, { clock: realClock });
+      const r = await labCli(['reboot', NAME, '--instance', INSTANCE, '--json']);
+      expect(r.code, r.stderr).toBe(0);
+      const before = pid;
+      pid = (await readLabInfo(INSTANCE)).nodes.find((n) => n.name === NAME)?.systemd?.pid ?? 0;
+      expect(pid, 'a new PID 1, recorded by lab reboot').not.toBe(before);
+      expect((JSON.parse(r.stdout) as { killed: number }).killed, 'the processes the power cut killed').toBeGreaterThanOrEqual(7);
       expect(await kubeletBack(60_000)).toBe(true);
       const took = realClock.now() - bootAt;
       // systemd ran the boot unit in this boot; its watcher fired at once (fired-at after the boot) and started the kubelet
@@ -389,14 +303,25 @@ describe('a node whose PID 1 is systemd', () => {
     }
   });
 
-  it('is found by its cgroup and killed, every process of it, when nothing knows its PID any more', async () => {
-    const cgroup = `/sys/fs/cgroup/pids/kube-runbook-systemd-${NAME}`;
-    expect(existsSync(cgroup)).toBe(true);
-    const killed = await killLeftoverSystemdNode(NAME, { clock: realClock });
-    // systemd, journald, dbus, logind, sshd, containerd, the kubelet at least
-    expect(killed).toBeGreaterThanOrEqual(7);
-    expect(await eventually(() => !existsSync(`/proc/${pid}`), 10_000, 100)).toBe(true);
-    expect(existsSync(cgroup)).toBe(false);
+  it('lab status shows its systemd and kubelet, lab containers its containerd; lab down leaves nothing of it', async () => {
+    const status = await labCli(['status', '--instance', INSTANCE, '--json']);
+    expect(status.code, status.stderr).toBe(0);
+    const st = JSON.parse(status.stdout) as { components: { node: string; service: string; running: boolean; healthy: boolean }[] };
+    expect(st.components.filter((c) => c.node === NAME)).toEqual([
+      { node: NAME, service: 'systemd', running: true, healthy: true },
+      { node: NAME, service: 'kubelet', running: true, healthy: true },
+    ]);
+    const containers = await labCli(['containers', NAME, '--instance', INSTANCE, '--json']);
+    expect(containers.code, containers.stderr).toBe(0);
+    const [c] = JSON.parse(containers.stdout) as { node: string; containers: { pod: string; running: boolean }[]; error?: string }[];
+    expect(c?.error).toBeUndefined();
+    expect(c?.containers.filter((x) => x.running).map((x) => x.pod)).toContain('on-sd-1');
+    const cgroups = () =>
+      readdirSync('/sys/fs/cgroup').filter((h) => existsSync(join('/sys/fs/cgroup', h, `kube-runbook-${INSTANCE}-${NAME}`)));
+    expect(cgroups().length, 'its cgroup in every hierarchy').toBeGreaterThan(0);
+    await stopLab(INSTANCE);
+    expect(await eventually(() => !existsSync(`/proc/${pid}`), 10_000, 100), 'its PID 1 gone').toBe(true);
+    expect(cgroups()).toEqual([]);
     pid = 0;
   });
 });

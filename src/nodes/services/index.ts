@@ -1,5 +1,5 @@
 import { KrError, quote } from '../../core/errors.js';
-import type { Inventory, InventoryNode } from '../../inventory/schema.js';
+import { labKubelet, type Inventory, type InventoryNode } from '../../inventory/schema.js';
 import type { ExecResult, NodeAccess } from '../types.js';
 import { processManager } from './process.js';
 import { staticPod } from './static-pod.js';
@@ -44,7 +44,7 @@ export function serviceTarget(inventory: Inventory, node: InventoryNode, service
   switch (layout) {
     case 'kubeadm': {
       // a lab of `lab up --static-pods`: kubeadm's layout for the control plane, its kubelets are lab services
-      if (service === 'kubelet' && inventory.spec.kubeadm?.kubelet === 'lab') {
+      if (service === 'kubelet' && labKubelet(inventory, node)) {
         if (!inventory.spec.lab?.stateDir)
           throw new KrError('LAB_STATE_DIR_MISSING', 'the inventory has spec.kubeadm.kubelet lab but no spec.lab.stateDir');
         return labProcess(inventory.spec.lab.stateDir, node, service);

@@ -100,6 +100,7 @@ interface UpFlags {
   realNodes?: number;
   staticPods?: boolean;
   kubeadm?: boolean;
+  systemdNodes?: number;
   nodes?: number;
   controlPlanes: number;
   zones: number;
@@ -140,6 +141,11 @@ function up(lab: Command, done: Done) {
     .option(
       '--kubeadm',
       "make the control plane with the release's kubeadm: `kubeadm init` on cp-1 (its static pods, its files), `kubeadm join` of the real workers, and with --control-planes 3 `kubeadm join --control-plane` of cp-2 and cp-3 through the VIP (implies --static-pods; needs --real-nodes; see docs/lab.md)",
+    )
+    .option(
+      '--systemd-nodes <n>',
+      "with --kubeadm, also workers sd-1..N (at most 3) whose PID 1 is systemd (Debian's, on a root filesystem built once), joined by `kubeadm join` with kubeadm's kubelet unit and drop-in, reached over ssh (see docs/lab.md)",
+      int,
     )
     .option(
       '--control-planes <n>',
@@ -194,7 +200,7 @@ function up(lab: Command, done: Done) {
       else
         out.stdout(
           [
-            `lab ${info.instance} is up in ${info.upSeconds}s: Kubernetes ${info.binaries?.version ?? '?'}, ${info.settings.nodes + (info.settings.realNodes ?? 0)} node(s) Ready${info.settings.realNodes ? ` (${info.settings.realNodes} real)` : ''}, ${info.members ? `${info.members.length} control-plane members behind the VIP ${info.apiserverUrl}` : `apiserver ${info.apiserverUrl}`}`,
+            `lab ${info.instance} is up in ${info.upSeconds}s: Kubernetes ${info.binaries?.version ?? '?'}, ${info.settings.nodes + (info.settings.realNodes ?? 0) + (info.settings.systemdNodes ?? 0)} node(s) Ready${info.settings.realNodes ? ` (${info.settings.realNodes} real${info.settings.systemdNodes ? `, ${info.settings.systemdNodes} with systemd` : ''})` : ''}, ${info.members ? `${info.members.length} control-plane members behind the VIP ${info.apiserverUrl}` : `apiserver ${info.apiserverUrl}`}`,
             `  ${describeSettings(info.settings)}`,
             `  kubeconfig ${info.kubeconfig} (context ${info.context})`,
             `  inventory  ${info.inventoryFile}`,
@@ -256,9 +262,10 @@ function reboot(lab: Command, done: Done) {
   withInstance(lab.command('reboot'))
     .description(
       'Reboot one lab node as a power cut would: kill every process in its namespace, then boot it: its services start unless they ' +
-        'were stopped, and the scripts of its boot directory run (the dead-men of faults applied to it).',
+        'were stopped, and the scripts of its boot directory run (the dead-men of faults applied to it). A node whose PID 1 is ' +
+        'systemd (sd-N) boots its systemd again, which starts the units enabled on it.',
     )
-    .argument('<node>', 'cp-N, node-N or lb')
+    .argument('<node>', 'cp-N, node-N, rnode-N, sd-N or lb')
     .option('--json', 'print what happened as JSON')
     .action(async (node: string, f: { instance: string; json?: boolean }) => {
       const r = await rebootLabNode(f.instance, node, { log: progressLogger() });

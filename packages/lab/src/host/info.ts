@@ -16,6 +16,12 @@ export interface LabNodeInfo {
   real?: boolean;
   /** A real node's containerd: its ctr and socket, where `lab` reads the containers the runtime holds. */
   runtime?: { ctr: string; socket: string };
+  /**
+   * A node whose PID 1 is systemd (`lab up --kubeadm --systemd-nodes`): how it boots (its directory with the overlay's
+   * layers and its console, the root filesystem below them, the read-only binds of this machine's directories) and,
+   * once booted, its PID 1 in this machine's PID namespace.
+   */
+  systemd?: { dir: string; rootfs?: string; binds?: Record<string, string>; pid?: number };
 }
 
 export interface LabBinariesInfo {

@@ -89,7 +89,7 @@ export async function makeBridge(names: LabNames, runDir = machineRunDir()): Pro
 }
 
 /** Makes each node's namespace and its veth on the bridge (`eth0` in the node, its address a /24 of the bridge's). */
-export async function addNodesNet(names: LabNames, nodes: LabNetPlan['nodes']): Promise<void> {
+async function addNodesNet(names: LabNames, nodes: LabNetPlan['nodes']): Promise<void> {
   const lines = ['set -e'];
   for (const n of nodes) {
     const ns = shq(n.netns);

@@ -135,3 +135,9 @@ export function cacheDir(env: NodeJS.ProcessEnv = process.env): string {
   if (env.KUBE_RUNBOOK_CACHE_DIR) return resolve(env.KUBE_RUNBOOK_CACHE_DIR);
   return join(resolve(env.XDG_CACHE_HOME || join(homedir(), '.cache')), 'kube-runbook');
 }
+
+/** The key `lab up` makes for the executor to reach nodes over ssh, and those nodes' host keys as known_hosts. */
+export const labSshFiles = (stateDir: string) => ({
+  identityFile: join(stateDir, 'ssh', 'id_ed25519'),
+  knownHostsFile: join(stateDir, 'ssh', 'known_hosts'),
+});

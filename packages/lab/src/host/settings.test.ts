@@ -37,6 +37,24 @@ describe('lab settings', () => {
     }
   });
 
+  it('takes up to 3 nodes whose PID 1 is systemd, only with --kubeadm, each counted for the replicas', () => {
+    expect(resolveSettings({ nodes: 0, realNodes: 1, kubeadm: true }).systemdNodes).toBeUndefined();
+    expect(resolveSettings({ nodes: 0, realNodes: 1, kubeadm: true, systemdNodes: 2 })).toMatchObject({ systemdNodes: 2, replicas: 6 });
+    const refused = (o: Parameters<typeof resolveSettings>[0]) => {
+      try {
+        resolveSettings(o);
+        return expect.unreachable();
+      } catch (e) {
+        expect(isKrError(e) && e.exit).toBe(2);
+        return (e as Error).message;
+      }
+    };
+    expect(refused({ nodes: 0, realNodes: 1, kubeadm: true, systemdNodes: 4 })).toMatch(
+      /--systemd-nodes must be a whole number from 0 to 3/,
+    );
+    expect(refused({ nodes: 0, realNodes: 1, systemdNodes: 1 })).toMatch(/--systemd-nodes must be given with --kubeadm/);
+  });
+
   it('takes durations as text or milliseconds', () => {
     const s = resolveSettings({ grace: '40s', leaseRenew: 10_000, toleration: '5m', monitorPeriod: '500ms' });
     expect(s).toMatchObject({

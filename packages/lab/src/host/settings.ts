@@ -23,6 +23,11 @@ export interface LabUpOptions {
    * implies `staticPods`; needs `realNodes`; 1.37 or 1.34.
    */
   kubeadm?: boolean;
+  /**
+   * Workers sd-1..N (at most 3) whose PID 1 is systemd, in PID namespaces of their own, joined by `kubeadm join` with
+   * kubeadm's kubelet unit and drop-in, containerd a unit too, reached over ssh (needs `kubeadm`; default 0).
+   */
+  systemdNodes?: number;
   /** Zones zone-a, zone-b, ... the nodes are spread over round-robin. */
   zones?: number;
   /** --node-monitor-grace-period (default 8s). */
@@ -64,6 +69,8 @@ export interface LabSettings {
   staticPods?: boolean;
   /** cp-1's static pods and the real workers were made by kubeadm; absent in the state of labs made before it existed (no). */
   kubeadm?: boolean;
+  /** Workers sd-1..N whose PID 1 is systemd, joined by kubeadm; absent in the state of labs made before they existed (none). */
+  systemdNodes?: number;
   zones: number;
   nodeMonitorGracePeriod: number;
   nodeMonitorPeriod: number;
@@ -91,6 +98,8 @@ export const DEFAULT_ETCD_QUOTA_BYTES = 512 * 1024 ** 2;
 const MAX_LAB_NODES = 200;
 /** Real nodes get the addresses .211 to .249 of the lab's /24. */
 const MAX_REAL_NODES = 39;
+/** Nodes whose PID 1 is systemd get .252 to .254. */
+const MAX_SYSTEMD_NODES = 3;
 
 export function resolveSettings(o: LabUpOptions): LabSettings {
   // a kubeadm lab's nodes are all real: kubeadm's apiserver knows no simulated kubelet's token
@@ -114,6 +123,13 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
     throw new KrError('LAB_BAD_OPTION', `--kubeadm runs real nodes only (got --nodes ${o.nodes}): give --nodes 0, or leave --nodes out`, {
       exit: EXIT.invalid,
     });
+  const systemdNodes = int('systemd-nodes', o.systemdNodes ?? 0, 0, MAX_SYSTEMD_NODES);
+  if (systemdNodes && !kubeadm)
+    throw new KrError(
+      'LAB_BAD_OPTION',
+      `--systemd-nodes must be given with --kubeadm (kubeadm join makes them nodes of the cluster), e.g. --kubeadm --real-nodes 1 --systemd-nodes ${systemdNodes}`,
+      { exit: EXIT.invalid },
+    );
   const staticPods = kubeadm || flag('static-pods', o.staticPods ?? false);
   if (staticPods && !realNodes)
     throw new KrError(
@@ -137,6 +153,7 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
     ...(realNodes ? { realNodes } : {}),
     ...(staticPods ? { staticPods } : {}),
     ...(kubeadm ? { kubeadm } : {}),
+    ...(systemdNodes ? { systemdNodes } : {}),
     zones,
     nodeMonitorGracePeriod: ms('grace', o.grace ?? '8s', 1000),
     nodeMonitorPeriod: ms('monitor-period', o.monitorPeriod ?? '1s', 100),
@@ -150,7 +167,7 @@ export function resolveSettings(o: LabUpOptions): LabSettings {
     leaseRenewInterval: leaseRenew,
     nodeStatusReportFrequency: ms('status-frequency', o.statusFrequency ?? '1m', 1000),
     workload: o.workload ?? true,
-    replicas: int('replicas', o.replicas ?? Math.max(2, 2 * (nodes + realNodes)), 0, 10_000),
+    replicas: int('replicas', o.replicas ?? Math.max(2, 2 * (nodes + realNodes + systemdNodes)), 0, 10_000),
     prometheus: flag('prometheus', o.prometheus ?? false),
     otel: flag('otel', o.otel ?? false),
     etcdQuotaBytes: o.etcdQuota === undefined ? DEFAULT_ETCD_QUOTA_BYTES : quota(o.etcdQuota),

@@ -2,7 +2,14 @@ import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { SYSTEMD_NODE_BOOT, systemdNodeArgv } from './systemd-node.js';
 
-const node = { name: 'sd-1', netns: 'sd-1', rootfs: '/cache/rootfs', dir: '/state/sd-1', binds: { '/cache/k8s': '/opt/k8s' } };
+const node = {
+  name: 'sd-1',
+  cgroup: 'kube-runbook-lab-sd-1',
+  netns: 'sd-1',
+  rootfs: '/cache/rootfs',
+  dir: '/state/sd-1',
+  binds: { '/cache/k8s': '/opt/k8s' },
+};
 
 describe('booting a systemd node', () => {
   it('enters the node network namespace and makes the others new, systemd as the PID 1 of its own', () => {

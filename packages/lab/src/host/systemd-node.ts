@@ -57,6 +57,8 @@ exec env -i container=kube-runbook TERM=dumb /lib/systemd/systemd --system
 
 export interface SystemdNode {
   name: string;
+  /** Its cgroup's name in every hierarchy (a lab's: `kube-runbook-<instance>-<node>`, which `lab down` removes). */
+  cgroup: string;
   netns: string;
   /** The root filesystem the overlay's lower layer is (the cache's). */
   rootfs: string;
@@ -80,11 +82,17 @@ function checkNodeName(name: string): string {
   return name;
 }
 
-/** The node's cgroup in each v1 hierarchy and the unified one. */
-const cgroupDirs = async (name: string): Promise<string[]> =>
-  (await readdir('/sys/fs/cgroup', { withFileTypes: true }))
+/** The node's cgroup `cgroup` in each v1 hierarchy and the unified one. */
+async function cgroupDirs(cgroup: string): Promise<string[]> {
+  if (!/^kube-runbook-[A-Za-z0-9_.-]+$/.test(cgroup))
+    throw new KrError(
+      'LAB_SYSTEMD_NODE',
+      `a node's cgroup is named kube-runbook-<letters, digits, "_", "." and "-">, got ${JSON.stringify(cgroup)}`,
+    );
+  return (await readdir('/sys/fs/cgroup', { withFileTypes: true }))
     .filter((e) => e.isDirectory())
-    .map((e) => join('/sys/fs/cgroup', e.name, `kube-runbook-systemd-${checkNodeName(name)}`));
+    .map((e) => join('/sys/fs/cgroup', e.name, cgroup));
+}
 
 /** The argv that boots a node (run by a shell that is already in the node's cgroup). */
 export function systemdNodeArgv(n: SystemdNode): string[] {
@@ -133,7 +141,8 @@ async function pidOne(unsharePid: number): Promise<number | undefined> {
 export async function bootSystemdNode(n: SystemdNode, o: { clock: Clock; timeoutMs?: number }): Promise<number> {
   const p = systemdNodePaths(n.dir);
   for (const d of [p.upper, p.work, p.root]) await mkdir(d, { recursive: true });
-  const cgroups = await cgroupDirs(n.name);
+  checkNodeName(n.name);
+  const cgroups = await cgroupDirs(n.cgroup);
   for (const d of cgroups) {
     await mkdir(d, { recursive: true });
     if (d.includes('/cpuset/'))
@@ -161,7 +170,7 @@ export async function bootSystemdNode(n: SystemdNode, o: { clock: Clock; timeout
       if (/^(running|degraded)$/m.test(r.stdout)) return pid;
     }
     if (!alive(unsharePid) || o.clock.now() > deadline) {
-      await killLeftoverSystemdNode(n.name, o);
+      await killLeftoverSystemdNode(n.cgroup, o);
       throw new KrError('LAB_SYSTEMD_NODE', `node ${n.name}: systemd did not come up (see ${p.console})`);
     }
     await o.clock.sleep(500);
@@ -172,20 +181,6 @@ export async function bootSystemdNode(n: SystemdNode, o: { clock: Clock; timeout
 export const inSystemdNode = (pid: number, argv: string[], timeoutMs = 30_000) =>
   run('nsenter', ['-t', String(pid), '-a', ...argv], { timeoutMs });
 
-/**
- * Shuts the node down as a container manager does (SIGRTMIN+4: systemd's poweroff), then kills what is left of
- * its PID namespace after `timeoutMs` and removes its cgroups. Its `upper` stays: booting it again is a reboot.
- */
-export async function stopSystemdNode(name: string, pid: number, o: { clock: Clock; timeoutMs?: number }): Promise<void> {
-  const deadline = o.clock.now() + (o.timeoutMs ?? 30_000);
-  // Node.js knows no real-time signal by name: procps' kill does
-  if (alive(pid)) await run('kill', ['-s', 'RTMIN+4', String(pid)]);
-  while (alive(pid) && o.clock.now() < deadline) await o.clock.sleep(200);
-  if (alive(pid)) process.kill(pid, 'SIGKILL'); // PID 1 of a namespace: the kernel kills every process in it
-  for (const d of await cgroupDirs(name)) await removeCgroup(d, o.clock);
-  await restoreSysctls();
-}
-
 /** The kernel settings kubelets change, put back when no node that runs one is left; returns those restored. */
 async function restoreSysctls(): Promise<string[]> {
   const root = (await hierarchies())?.roots[0];
@@ -194,9 +189,9 @@ async function restoreSysctls(): Promise<string[]> {
 
 /**
  * What is left of a node whose PID is not known (its boot's process killed before it could stop it): every process
- * in its cgroup killed (SIGKILL), then its cgroups removed. Nothing when it has none.
+ * in its cgroup `cgroup` killed (SIGKILL), then its cgroups removed. Nothing when it has none.
  */
-export async function killLeftoverSystemdNode(name: string, o: { clock: Clock }): Promise<number> {
+export async function killLeftoverSystemdNode(cgroup: string, o: { clock: Clock }): Promise<number> {
   const pids = new Set<number>();
   const collect = async (dir: string): Promise<void> => {
     const entries = await readdir(dir, { withFileTypes: true }).catch(() => undefined);
@@ -205,9 +200,9 @@ export async function killLeftoverSystemdNode(name: string, o: { clock: Clock })
       if (/^\d+$/.test(p)) pids.add(Number(p));
     for (const e of entries) if (e.isDirectory()) await collect(join(dir, e.name));
   };
-  for (const d of await cgroupDirs(name)) await collect(d);
+  for (const d of await cgroupDirs(cgroup)) await collect(d);
   for (const pid of pids) if (alive(pid)) process.kill(pid, 'SIGKILL');
-  for (const d of await cgroupDirs(name)) await removeCgroup(d, o.clock);
+  for (const d of await cgroupDirs(cgroup)) await removeCgroup(d, o.clock);
   if (pids.size) await restoreSysctls();
   return pids.size;
 }

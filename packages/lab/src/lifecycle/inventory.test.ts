@@ -89,6 +89,42 @@ describe('lab inventory', () => {
       });
   });
 
+  it("reaches a node whose PID 1 is systemd over ssh with the lab's key and known_hosts; its kubelet is kubeadm's unit, the others stay lab services", () => {
+    const nodes = [
+      { name: 'cp-1', netns: 'kr-t1-cp-1', ip: '10.213.3.2', roles: ['control-plane' as const, 'etcd' as const] },
+      { name: 'rnode-1', netns: 'kr-t1-rnode-1', ip: '10.213.3.211', zone: 'zone-a', roles: ['worker' as const], real: true },
+      {
+        name: 'sd-1',
+        netns: 'kr-t1-sd-1',
+        ip: '10.213.3.252',
+        zone: 'zone-a',
+        roles: ['worker' as const],
+        systemd: { dir: '/h/t1/nodes/sd-1/systemd' },
+      },
+    ];
+    const inv = Inventory.parse(
+      labInventory({ ...info(), nodes, settings: resolveSettings({ nodes: 0, realNodes: 1, kubeadm: true, systemdNodes: 1 }) }),
+    );
+    const sd = inv.spec.nodes.find((n) => n.name === 'sd-1')!;
+    expect(sd).toMatchObject({
+      address: '10.213.3.252',
+      transport: {
+        type: 'ssh',
+        user: 'root',
+        identityFile: '/h/t1/ssh/id_ed25519',
+        knownHostsFile: '/h/t1/ssh/known_hosts',
+        strictHostKeyChecking: 'yes',
+        ignoreUserConfig: true,
+      },
+    });
+    expect(sd.netns).toBeUndefined();
+    expect(sd.mountns).toBeUndefined();
+    expect(serviceTarget(inv, sd, 'kubelet')).toMatchObject({ manager: 'systemd', unit: 'kubelet' });
+    const rnode = inv.spec.nodes.find((n) => n.name === 'rnode-1')!;
+    expect(serviceTarget(inv, rnode, 'kubelet')).toEqual({ manager: 'process', service: 'kubelet', dir: '/h/t1/nodes/rnode-1/kubelet' });
+    expect(inv.metadata.description).toContain('1 whose PID 1 is systemd, reached over ssh');
+  });
+
   it('carries every controller setting the lab runs with', () => {
     const inv = Inventory.parse(labInventory(info()));
     expect(inv.spec.controller).toEqual({

@@ -6,6 +6,7 @@ import type { LabInfo } from '../host/info.js';
 import { join } from 'node:path';
 import { kubernetesDir } from './static-pods.js';
 import { mountNsFile } from '../host/mount-ns.js';
+import { labSshFiles } from '../host/paths.js';
 
 /**
  * The inventory runbooks use as it is: layout `lab` (`kubeadm` with `--static-pods`, its directory under cp-1's
@@ -29,7 +30,8 @@ export function labInventory(info: LabInfo): InventoryInput {
             ? ' run as static pods of a real kubelet (kubeadm layout)'
             : '') +
         ` and ${s.nodes} simulated kubelets` +
-        (s.realNodes ? ` and ${s.realNodes} real nodes` : ''),
+        (s.realNodes ? ` and ${s.realNodes} real nodes` : '') +
+        (s.systemdNodes ? ` and ${s.systemdNodes} whose PID 1 is systemd, reached over ssh` : ''),
     },
     spec: {
       layout: s.staticPods ? 'kubeadm' : 'lab',
@@ -59,8 +61,10 @@ export function labInventory(info: LabInfo): InventoryInput {
         address: n.ip,
         roles: n.roles,
         ...(n.zone ? { zone: n.zone } : {}),
-        netns: n.netns,
-        ...(s.kubeadm ? { mountns: mountNsFile(info.instance, n.name) } : {}),
+        // a node whose PID 1 is systemd is a machine of its own: its sshd, its kubelet unit (host keys checked)
+        ...(n.systemd
+          ? { transport: { type: 'ssh' as const, user: 'root', ...labSshFiles(info.stateDir), ignoreUserConfig: true } }
+          : { netns: n.netns, ...(s.kubeadm ? { mountns: mountNsFile(info.instance, n.name) } : {}) }),
       })),
     },
   };

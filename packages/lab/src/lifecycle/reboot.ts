@@ -7,7 +7,10 @@ import { silentLogger, type Logger } from 'kube-runbook/internal/core/logger.js'
 import { shq } from 'kube-runbook/internal/core/shell.js';
 import { BOOT_ROOT } from 'kube-runbook/internal/nodes/boot-dir.js';
 import { run, sh } from '../host/host.js';
-import { readLabInfo } from '../host/info.js';
+import { readLabInfo, writeLabInfo, type LabInfo, type LabNodeInfo } from '../host/info.js';
+import { bootSystemdNode, killLeftoverSystemdNode } from '../host/systemd-node.js';
+import { systemdNodeOf } from './up-systemd-nodes.js';
+import { systemdNodeSocket } from './systemd-node-units.js';
 import { netnsPids } from '../host/net.js';
 import { instanceRunDir, labNames, labPaths } from '../host/paths.js';
 import { unmountUnder } from '../host/mounts.js';
@@ -54,6 +57,7 @@ export async function rebootLabNode(instance: string, node: string, o: RebootOpt
       exit: EXIT.invalid,
     });
 
+  if (n.systemd) return rebootSystemdNode(info, n, { log, clock });
   let killed = await killUntilGone(() => netnsPids(n.netns), clock);
   if (n.real) killed += await powerCutRealNode(instance, node, clock);
   log.info(`lab: ${node} lost power: ${killed} process(es) killed`);
@@ -107,4 +111,21 @@ async function powerCutRealNode(instance: string, node: string, clock: Clock): P
   await rm(runDir, { recursive: true, force: true });
   await remakeNodeMountNs(instance, node, join(labPaths(instance).nodesDir, node));
   return killed;
+}
+
+/**
+ * A node whose PID 1 is systemd loses power (every process of its cgroup killed, its /run with it) and boots again
+ * on the same disk (its overlay's `upper`): systemd starts the units enabled there, the dead-men's boot units
+ * among them, as on a machine. Its new PID 1 is recorded in the lab's state.
+ */
+async function rebootSystemdNode(info: LabInfo, n: LabNodeInfo, o: { log: Logger; clock: Clock }): Promise<RebootReport> {
+  const node = systemdNodeOf({ names: labNames(info.instance) }, n);
+  const killed = await killLeftoverSystemdNode(node.cgroup, o);
+  o.log.info(`lab: ${n.name} lost power: ${killed} process(es) killed`);
+  const pid = await bootSystemdNode(node, o);
+  n.systemd = { ...n.systemd!, pid };
+  if (n.runtime) n.runtime = { ...n.runtime, socket: systemdNodeSocket(pid) };
+  await writeLabInfo(info);
+  o.log.info(`lab: ${n.name} booted: systemd is PID ${pid} (its enabled units start as on a machine)`);
+  return { node: n.name, killed, started: ['systemd'], down: [], bootScripts: [] };
 }

@@ -4,6 +4,8 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { messageOf } from 'kube-runbook/internal/core/errors.js';
 import { shq } from 'kube-runbook/internal/core/shell.js';
 import { sh } from '../host/host.js';
+import { alive } from '../host/lock.js';
+import { inSystemdNode } from '../host/systemd-node.js';
 import { readLabInfo, type LabInfo } from '../host/info.js';
 import { readRuntime, type RuntimeState } from '../sim/runtime.js';
 import { controlPlaneNodes } from '../host/settings.js';
@@ -45,7 +47,7 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
     ...(info.prometheus ? [[PROMETHEUS_NODE, 'prometheus'] as [string, string]] : []),
     ...(info.otel ? [[OTEL_NODE, 'otelcol'] as [string, string]] : []),
     ...info.nodes
-      .filter((n) => n.roles.includes('worker'))
+      .filter((n) => n.roles.includes('worker') && !n.systemd)
       .flatMap((n): [string, string][] => [...(n.real ? [[n.name, 'containerd'] as [string, string]] : []), [n.name, 'kubelet']]),
   ];
   // the processes that simulate the nodes, a group of nodes each
@@ -61,6 +63,16 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
       return { node, service, running, healthy };
     }),
   );
+  // a node whose PID 1 is systemd: its systemd, and kubeadm's kubelet unit in it
+  for (const n of info.nodes.filter((x) => x.systemd)) {
+    const pid = n.systemd?.pid;
+    const running = pid !== undefined && alive(pid);
+    const state = async (argv: string[]) => (running ? (await inSystemdNode(pid, argv, 10_000)).stdout.trim() : '');
+    const system = await state(['systemctl', 'is-system-running']);
+    components.push({ node: n.name, service: 'systemd', running, healthy: system === 'running' || system === 'degraded' });
+    const kubelet = await state(['systemctl', 'is-active', 'kubelet']);
+    components.push({ node: n.name, service: 'kubelet', running: kubelet === 'active', healthy: kubelet === 'active' });
+  }
   const status: LabStatus = { info, components, runtimes: [], realRuntimes: [] };
   try {
     const kc = new KubeConfig();
@@ -71,7 +83,7 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
     status.clusterError = messageOf(e);
   }
   // the simulator's containers; a real node's are containerd's
-  for (const n of info.nodes.filter((x) => x.roles.includes('worker') && !x.real))
+  for (const n of info.nodes.filter((x) => x.roles.includes('worker') && !x.real && !x.systemd))
     status.runtimes.push(await readRuntime(info.stateDir, n.name));
   status.realRuntimes = await Promise.all(info.nodes.filter((x) => x.runtime).map(realNodeContainers));
   return status;

@@ -33,6 +33,9 @@ export const SYSTEMD_NODE_JOIN_CONFIG = '/etc/kubernetes/kube-runbook/join.yaml'
 const PATCHES = '/etc/kubernetes/kube-runbook/patches';
 const CRI_SOCKET = '/run/containerd/containerd.sock';
 
+/** The node's containerd socket seen from this machine, through its PID 1's root (`lab containers`, `status`). */
+export const systemdNodeSocket = (pid: number) => `/proc/${pid}/root${CRI_SOCKET}`;
+
 const PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /**

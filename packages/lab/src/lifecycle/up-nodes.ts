@@ -32,7 +32,7 @@ export function simulatedNodes(p: LabPlan): LabComponent {
     name: 'kubelet simulators',
     async write() {
       // hundreds of nodes: their files written side by side
-      const sims = p.info.nodes.filter((x) => x.roles.includes('worker') && !x.real);
+      const sims = p.info.nodes.filter((x) => x.roles.includes('worker') && !x.real && !x.systemd);
       await eachLimited([...sims.entries()], 16, async ([i, n]) => {
         const svc = comp.kubeletService(ctx0, n.name, n.netns, { host: p.apiserverHost, port: comp.APISERVER_PORT });
         await writeService(svc);
@@ -109,7 +109,7 @@ export function workload(p: LabPlan): LabComponent {
   const { settings, cpKubelets, clock, signal } = p;
   const admin = new KubeConfig();
   const cps = cpKubelets.map((n) => n.name);
-  const kubelets = [...cps, ...p.workers, ...p.realWorkers];
+  const kubelets = [...cps, ...p.workers, ...p.realWorkers, ...p.systemdInfos.map((n) => n.name)];
   return component({
     name: 'workload',
     async start() {
@@ -120,7 +120,7 @@ export function workload(p: LabPlan): LabComponent {
       await createWorkload(admin, settings.replicas, clock, signal, image, cps);
     },
     async ready() {
-      p.step(`waiting for ${p.workers.length + p.realWorkers.length} node(s) Ready and every pod running`);
+      p.step(`waiting for ${kubelets.length - cps.length} node(s) Ready and every pod running`);
       await waitServiceAccount(admin, 'default', clock, signal);
       await waitReady(admin, {
         nodes: kubelets,

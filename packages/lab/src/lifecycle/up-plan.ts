@@ -31,6 +31,8 @@ export interface LabUpInputs {
   readyTimeoutMs?: number;
   /** Real nodes' binaries (with `--real-nodes`). */
   real?: RealNodeBinaries;
+  /** The root filesystem nodes whose PID 1 is systemd boot on (with `--systemd-nodes`). */
+  systemdRootfs?: string;
   /** The control plane's images (with `--static-pods`). */
   cpImages?: ControlPlaneImages;
   /** The OTLP receiver (with `--otel`). */
@@ -56,6 +58,8 @@ export interface LabPlan extends LabUpInputs {
   workers: string[];
   realWorkers: string[];
   realInfos: LabNodeInfo[];
+  /** Workers whose PID 1 is systemd (sd-1..N), joined by kubeadm after the real workers. */
+  systemdInfos: LabNodeInfo[];
   /** With `--static-pods`: cp-1, a real node whose kubelet runs the control plane from kubeadm's manifests. */
   staticCp?: LabNodeInfo;
   /** The control-plane members that are real nodes: cp-1 with `--static-pods`, every member with `--kubeadm`. */
@@ -107,6 +111,12 @@ export async function planLab(i: LabUpInputs): Promise<LabPlan> {
       zone: zoneOf(workers.length + k + 1, settings.zones),
       roles: ['worker' as const],
       real: true,
+    })),
+    ...Array.from({ length: settings.systemdNodes ?? 0 }, (_, k) => `sd-${k + 1}`).map((n, k) => ({
+      ...at(n),
+      zone: zoneOf(workers.length + realWorkers.length + k + 1, settings.zones),
+      roles: ['worker' as const],
+      systemd: { dir: join(paths.nodesDir, n, 'systemd') },
     })),
     ...(lb ? [lb] : []),
   ];
@@ -171,6 +181,7 @@ export async function planLab(i: LabUpInputs): Promise<LabPlan> {
     workers,
     realWorkers,
     realInfos,
+    systemdInfos: nodes.filter((n) => n.systemd),
     ...(staticCp ? { staticCp } : {}),
     cpKubelets,
     pki,

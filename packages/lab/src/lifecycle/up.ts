@@ -19,11 +19,14 @@ import { checkRealNodes } from './real-nodes.js';
 import { ensureRealNodeBinaries, type RealNodeBinaries } from '../install/real-nodes.js';
 import { ensureControlPlaneImages, type ControlPlaneImages } from '../install/control-plane-images.js';
 import { ensureOtelcol } from '../install/otelcol.js';
+import { distroMirror } from '../install/apt.js';
+import { ensureSystemdRootfs } from '../install/systemd-rootfs.js';
 import type { LabComponent } from './up-component.js';
 import { controlPlaneServices, staticControlPlane } from './up-control-plane.js';
 import { otelCollector, haproxy, prometheus } from './up-extras.js';
 import { kubeadmControlPlane, kubeadmWorkers } from './up-kubeadm.js';
 import { realNodes, simulatedNodes, workload } from './up-nodes.js';
+import { systemdNodes } from './up-systemd-nodes.js';
 import { planLab, type LabPlan, type LabUpInputs } from './up-plan.js';
 
 export interface LabUpRunOptions extends LabUpOptions {
@@ -102,6 +105,10 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
     real = await ensureRealNodeBinaries({ log: o.log ?? silentLogger, clock: o.clock, signal: o.signal, kubeadm: settings.kubeadm }, bin);
     if (settings.staticPods) cpImages = await ensureControlPlaneImages({ log: o.log ?? silentLogger, signal: o.signal }, cacheDir(), bin);
   }
+  // nodes whose PID 1 is systemd boot on a root filesystem built once into the cache (a fresh machine builds it here)
+  const systemdRootfs = settings.systemdNodes
+    ? (await ensureSystemdRootfs({ log: o.log ?? silentLogger, clock: o.clock, signal: o.signal, ...(await distroMirror()) })).dir
+    : undefined;
   // the OTLP receiver: built once into the cache (a fresh machine builds it here, saying so)
   const otelcol = settings.otel
     ? await ensureOtelcol({ log: o.log ?? silentLogger, clock: o.clock, signal: o.signal }, cacheDir())
@@ -130,6 +137,7 @@ export async function labUp(o: LabUpRunOptions = {}): Promise<LabInfo> {
         real,
         cpImages,
         otelcol,
+        systemdRootfs,
       });
     } catch (e) {
       const details = await logTails(instance, settings);
@@ -175,6 +183,7 @@ async function labComponents(p: LabPlan): Promise<LabComponent[]> {
     ...(controllers ? [controllers] : []),
     simulatedNodes(p),
     ...(p.real ? [kubeadm ? kubeadmWorkers(p) : realNodes(p)] : []),
+    ...(p.systemdInfos.length ? [systemdNodes(p)] : []),
     workload(p),
     ...(p.prom ? [prometheus(p)] : []),
     ...(p.otel ? [otelCollector(p)] : []),
