@@ -1,40 +1,32 @@
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { CertificatesV1Api, CoordinationV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CertificatesV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { realClock } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/logger.js';
-import { shq } from '../../src/core/shell.js';
-import { DEADMAN_MARGIN_MS } from '../../src/engine/deadman.js';
 import { createKubeAccess } from '../../src/kube/client.js';
 import { discoverCluster } from '../../src/cli/init-discover.js';
 import { runAndMeasure, type Outcome } from '../../packages/lab/src/cli/demo.js';
 import { bootstrapToken } from '../../packages/lab/src/lifecycle/kubeadm-config.js';
-import { BIN } from './helpers/cli-lab.js';
-import { deadmanFired, deadmanRecords, untilJournalApplied } from './helpers/kills.js';
-import { containerBack, containerRunning, runControlPlaneAction } from './helpers/static-pod-actions.js';
+import { containerBack, runControlPlaneAction } from './helpers/static-pod-actions.js';
 import { expectNodesReady, expectUpRefused } from './helpers/lab-expect.js';
 import { expectObjectivesMet } from './helpers/objectives.js';
-import { cli, inNetns, instanceFor, leftovers, REPO, startLab, stopLab, until, type LabInfo } from './helpers/lab.js';
-import { writeRunbookYaml } from './helpers/runbook-file.js';
+import { cli, instanceFor, leftovers, REPO, startLab, stopLab, type LabInfo } from './helpers/lab.js';
 
 /**
  * `lab up --kubeadm --real-nodes 2`: the release's kubeadm makes the control plane on cp-1 (`kubeadm init`: its
  * certificates, kubeconfigs, static-pod manifests, kubeadm-config) and joins rnode-1 and rnode-2 (`kubeadm join`, the
  * kubelet's TLS bootstrap); every kubeadm-layout action then runs against kubeadm's own files, one small runbook
  * each through the CLI: after the apply the component's container is gone (or runs with the changed flags), after the
- * revert it runs again and the cluster answers; the executor SIGKILLed over kubeadm's files; and the emergency
- * runbook freeze-evictions, guarded, with nothing evicted (the controller-manager's log) and nothing killed (the
+ * revert it runs again and the cluster answers; and the emergency runbook freeze-evictions, guarded, with nothing evicted (the controller-manager's log) and nothing killed (the
  * workers' containerd). The incident runbooks run on a kubeadm lab of their own (test/e2e/incidents.test.ts on 1.37
- * and 1.34). Fails, never skips, on a machine that cannot run real nodes.
+ * and 1.34); the executor SIGKILLed over kubeadm's manifest and kubeadm's kubelet unit in
+ * test/e2e/systemd-node.test.ts. Fails, never skips, on a machine that cannot run real nodes.
  */
 const INSTANCE = instanceFor('kb');
 const COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const;
-/** faultTtl of the SIGKILL case: the dead-men fire this long after the last keepalive. */
-const TTL_S = 10;
 
 let lab: LabInfo;
 let kc: KubeConfig;
@@ -204,104 +196,6 @@ describe('lab up --kubeadm --real-nodes 2', () => {
       'every node Ready',
       'every Deployment available',
     ]);
-  });
-
-  it(`stop-apiserver and stop-kubelet of rnode-1, the executor SIGKILLed: each node's dead-man puts kubeadm's files and the kubelet back within faultTtl + ${DEADMAN_MARGIN_MS / 1000} s`, async () => {
-    const manifest = join(kubeadmDir(), 'manifests', 'kube-apiserver.yaml');
-    const manifestBefore = readFileSync(manifest);
-    const running = containerRunning(lab);
-    const netns = (node: string) => lab.nodes.find((n) => n.name === node)!.netns;
-    const onNode = (node: string) => async (script: string) => (await inNetns(netns(node), script)).stdout;
-    /** cp-1's view of the apiserver's fault: whether kubeadm's manifest is in manifests/, whether its container runs. */
-    const apiserverSeen = async () => {
-      const [m, c] = (
-        await onNode('cp-1')(`${running}m=0; [ -e ${shq(manifest)} ] && m=1; c=0; kr_running kube-apiserver && c=1; echo $m $c`)
-      )
-        .trim()
-        .split(' ');
-      return { manifest: m === '1', container: c === '1' };
-    };
-    const kubeletRuns = async () =>
-      (await inNetns(netns('rnode-1'), shq(join(lab.stateDir, 'nodes', 'rnode-1', 'kubelet', 'status')))).code === 0;
-    const state = join(work, 'state-kill');
-    const file = writeRunbookYaml(
-      work,
-      'kubeadm-deadman',
-      lab.context,
-      `faultTtl: ${TTL_S}s, maxUnavailable: {controlPlane: 1, worker: 1}`,
-      `    - {name: stop rnode-1's kubelet, action: stop-kubelet, with: {nodes: {names: [rnode-1]}}}
-    - {name: stop the apiserver, action: stop-apiserver}
-    - {name: hold, wait: 5m}
-`,
-    );
-    const child = spawn(process.execPath, [BIN, 'run', file, '-i', lab.inventoryFile, '--yes', '-o', 'text', '--state-dir', state], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
-    const ended = () => child.exitCode !== null || child.signalCode !== null;
-    let killedAt: number;
-    let run: Awaited<ReturnType<typeof untilJournalApplied>>;
-    try {
-      // the apply confirmed: the journal says so, and each node shows its fault in place
-      run = await untilJournalApplied({ out: () => out, ended }, [
-        { action: 'stop-kubelet', node: 'rnode-1' },
-        { action: 'stop-apiserver', node: 'cp-1' },
-      ]);
-      expect(await apiserverSeen(), "kubeadm's manifest and the apiserver's container, once the journal records the stop applied").toEqual({
-        manifest: false,
-        container: false,
-      });
-      expect(await kubeletRuns(), "rnode-1's kubelet, once the journal records its stop applied").toBe(false);
-    } finally {
-      if (!ended()) child.kill('SIGKILL');
-      killedAt = realClock.now();
-    }
-    // from the nodes: each fault gone, read every 250 ms until both are, or the bound
-    const since = (at: number | undefined) => (at === undefined ? 'never' : `${((at - killedAt) / 1000).toFixed(1)} s`);
-    const at: { manifest?: number; container?: number; kubelet?: number } = {};
-    const bound = killedAt + TTL_S * 1000 + DEADMAN_MARGIN_MS + 60_000;
-    while ((at.manifest === undefined || at.container === undefined || at.kubelet === undefined) && realClock.now() < bound) {
-      const seen = await apiserverSeen();
-      if (seen.manifest) at.manifest ??= realClock.now();
-      if (seen.container) at.container ??= realClock.now();
-      if (at.kubelet === undefined && (await kubeletRuns())) at.kubelet = realClock.now();
-      await realClock.sleep(250);
-    }
-    // each node's own record: fired within faultTtl + margin of its last keepalive, none after the kill, revert exit 0
-    const fault = (action: string) => run.applied.find((f) => f.action === action)!;
-    const ttlMs = TTL_S * 1000;
-    const cp = await deadmanFired(onNode('cp-1'), run.runId, fault('stop-apiserver').faultId, { ttlMs, killedAt, timeoutMs: 180_000 });
-    const rn = await deadmanFired(onNode('rnode-1'), run.runId, fault('stop-kubelet').faultId, { ttlMs, killedAt });
-    expect(readFileSync(manifest).equals(manifestBefore), "kubeadm's kube-apiserver.yaml byte-identical to before").toBe(true);
-    await containerBack(core, 'kube-apiserver');
-    const answersAt = realClock.now();
-    await until(
-      'rnode-1 Ready, its Lease renewed by the kubelet started again',
-      async () => {
-        const node = await core.readNode({ name: 'rnode-1' });
-        const lease = await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: 'rnode-1', namespace: 'kube-node-lease' });
-        const renewed = lease.spec?.renewTime ? new Date(lease.spec.renewTime).getTime() : 0;
-        return node.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True' && renewed > at.kubelet!;
-      },
-      60_000,
-      500,
-    );
-    const readyAt = realClock.now();
-    console.log(
-      `kubeadm SIGKILL (faultTtl ${TTL_S} s), from the kill: stop-apiserver@cp-1 fired ${cp.firedAt! - cp.keepalive} s after its last keepalive, ` +
-        `manifest back ${since(at.manifest)}, container running ${since(at.container)}, apiserver answering ${since(answersAt)}; ` +
-        `stop-kubelet@rnode-1 fired ${rn.firedAt! - rn.keepalive} s after its last keepalive, kubelet running ${since(at.kubelet)}, Ready ${since(readyAt)}`,
-    );
-    expect(at.manifest! - killedAt, "kubeadm's manifest back after the kill").toBeLessThanOrEqual(ttlMs + DEADMAN_MARGIN_MS);
-    expect(at.kubelet! - killedAt, "rnode-1's kubelet running after the kill").toBeLessThanOrEqual(ttlMs + DEADMAN_MARGIN_MS);
-    // recover finds nothing left but the dead-men's records, removes them and releases the run lock
-    const rec = await cli(['recover', run.runId, '--force', '--state-dir', state], { timeoutMs: 300_000 });
-    expect(rec.code, `${rec.stdout}\n${rec.stderr}`).toBe(0);
-    for (const node of ['cp-1', 'rnode-1'])
-      expect(await deadmanRecords(onNode(node), run.runId), `dead-man records on ${node}`).toEqual([]);
-    expect(existsSync(join(kubeadmDir(), 'kube-runbook-parked', 'kube-apiserver.yaml')), 'a parked manifest').toBe(false);
   });
 
   it("leaves nothing behind after lab down: no process, mount, namespace, nor kubeadm's mount points", async () => {

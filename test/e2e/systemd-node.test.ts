@@ -20,7 +20,11 @@ import { realClock } from '../../src/core/clock.js';
 import { DEADMAN_MARGIN_MS } from '../../src/engine/deadman.js';
 import { DEADMAN_ROOT } from '../../src/nodes/keepalive.js';
 import { eventually } from '../../src/testing/wait.js';
-import { cli, coreApi, labCli, startLab, stopLab, type LabInfo } from './helpers/lab.js';
+import { cli, coreApi, inNetns, labCli, startLab, stopLab, type LabInfo } from './helpers/lab.js';
+import { BIN } from './helpers/cli-lab.js';
+import { deadmanFired, deadmanRecords, untilJournalApplied } from './helpers/kills.js';
+import { writeRunbookYaml } from './helpers/runbook-file.js';
+import { containerBack, containerRunning } from './helpers/static-pod-actions.js';
 import { readLabInfo } from '../../packages/lab/src/host/info.js';
 import { inSystemdNode } from '../../packages/lab/src/host/systemd-node.js';
 
@@ -217,30 +221,90 @@ describe('a node whose PID 1 is systemd', () => {
     expect(said).toMatch(/Started kubelet/);
   });
 
-  it(`the dead-man's systemd-run unit starts the kubelet within faultTtl + ${DEADMAN_MARGIN_MS / 1000} s of a SIGKILLed executor`, async () => {
-    const runId = `sd-dm-${randomBytes(3).toString('hex')}`;
-    const run = await startRun(runbook('sd-deadman', '10s', '10m'), runId);
-    const units = (await onNode(['systemctl', 'list-units', '--plain', '--no-legend', `kube-runbook-deadman-${runId}-*`])).out;
-    expect(units, 'the watcher is a unit of its own').toMatch(
-      new RegExp(`kube-runbook-deadman-${runId}-\\S+\\.service\\s+loaded active running`),
+  it(`stop-apiserver (kubeadm's manifest on cp-1) and stop-kubelet (kubeadm's unit on sd-1), the executor SIGKILLed: each node's dead-man puts its fault back within faultTtl + ${DEADMAN_MARGIN_MS / 1000} s`, async () => {
+    const TTL_S = 10;
+    const manifest = join(lab.stateDir, 'nodes', 'cp-1', 'kubernetes', 'manifests', 'kube-apiserver.yaml');
+    const manifestBefore = readFileSync(manifest);
+    const cp1 = lab.nodes.find((n) => n.name === 'cp-1')!.netns;
+    const onCp1 = async (script: string) => (await inNetns(cp1, script)).stdout;
+    const onSd1 = async (script: string) => (await onNode(['sh', '-c', script])).out;
+    const apiserverRuns = async () => (await onCp1(`${containerRunning(lab)}kr_running kube-apiserver && echo yes`)).trim() === 'yes';
+    const state = join(dir, 'state-kill');
+    const file = writeRunbookYaml(
+      dir,
+      'sd-deadman',
+      lab.context,
+      `faultTtl: ${TTL_S}s, maxUnavailable: {controlPlane: 1, worker: 1}`,
+      `    - {name: stop sd-1's kubelet, action: stop-kubelet, with: {nodes: {names: [${NAME}]}}}
+    - {name: stop the apiserver, action: stop-apiserver}
+    - {name: hold, wait: 5m}
+`,
     );
-    const watcher = /(kube-runbook-deadman-\S+\.service)/.exec(units)![1]!;
-    await kill(run.child);
-    const killedAt = realClock.now();
-    expect(await isActive('kubelet')).toBe('inactive');
-    expect(await kubeletBack(10_000 + DEADMAN_MARGIN_MS + 5_000)).toBe(true);
-    const took = realClock.now() - killedAt;
-    // the record: the revert's exit code (written once its script ends, after the health wait) and what it said
-    const fired = { exit: await record(runId, 'exit'), log: await record(runId, 'revert.log') };
-    expect(fired).toEqual({ exit: '0', log: expect.stringContaining('started kubelet') });
-    // the watcher's unit ran it, and is gone (systemd-run --collect)
-    expect(await journal(watcher, killedAt - 30_000)).toMatch(new RegExp(`Started ${watcher.replace(/\./g, '\\.')}`));
+    const startedAt = realClock.now();
+    const child = spawn(process.execPath, [BIN, 'run', file, '-i', lab.inventoryFile, '--yes', '-o', 'text', '--state-dir', state], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(child);
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const ended = () => child.exitCode !== null || child.signalCode !== null;
+    let killedAt: number;
+    let run: Awaited<ReturnType<typeof untilJournalApplied>>;
+    let watcher = '';
+    try {
+      // the apply confirmed by the journal, and each node shows its fault in place
+      run = await untilJournalApplied({ out: () => out, ended }, [
+        { action: 'stop-kubelet', node: NAME },
+        { action: 'stop-apiserver', node: 'cp-1' },
+      ]);
+      expect(existsSync(manifest), "kubeadm's manifest, once the journal records the stop applied").toBe(false);
+      expect(await apiserverRuns(), "the apiserver's container on cp-1").toBe(false);
+      expect(await isActive('kubelet'), "sd-1's kubelet unit").toBe('inactive');
+      const units = (await onNode(['systemctl', 'list-units', '--plain', '--no-legend', `kube-runbook-deadman-${run.runId}-*`])).out;
+      expect(units, "sd-1's watcher is a unit of its own").toMatch(
+        new RegExp(`kube-runbook-deadman-${run.runId}-\\S+\\.service\\s+loaded active running`),
+      );
+      watcher = /(kube-runbook-deadman-\S+\.service)/.exec(units)![1]!;
+    } finally {
+      if (!ended()) child.kill('SIGKILL');
+      killedAt = realClock.now();
+    }
+    // from the nodes: each fault gone, read every 250 ms until both are, or the bound
+    const at: { manifest?: number; kubelet?: number } = {};
+    const bound = killedAt + TTL_S * 1000 + DEADMAN_MARGIN_MS + 60_000;
+    while ((at.manifest === undefined || at.kubelet === undefined) && realClock.now() < bound) {
+      if (existsSync(manifest)) at.manifest ??= realClock.now();
+      if (at.kubelet === undefined && (await isActive('kubelet')) === 'active' && (await healthz()) === 'ok') at.kubelet = realClock.now();
+      await realClock.sleep(250);
+    }
+    const ttlMs = TTL_S * 1000;
+    const fault = (action: string) => run.applied.find((f) => f.action === action)!;
+    const cp = await deadmanFired(onCp1, run.runId, fault('stop-apiserver').faultId, { ttlMs, killedAt, timeoutMs: 180_000 });
+    const sd = await deadmanFired(onSd1, run.runId, fault('stop-kubelet').faultId, { ttlMs, killedAt });
+    expect(sd.revertLog, "sd-1's dead-man's own record").toContain('started kubelet');
+    expect(readFileSync(manifest).equals(manifestBefore), "kubeadm's kube-apiserver.yaml byte-identical to before").toBe(true);
+    await containerBack(core, 'kube-apiserver');
+    const answersAt = realClock.now();
+    // the watcher's unit ran the revert and is gone (systemd-run --collect)
+    expect(await journal(watcher, startedAt - 1000)).toMatch(new RegExp(`Started ${watcher.replace(/\./g, '\\.')}`));
     expect(await eventually(async () => (await isActive(watcher)) === 'inactive', 10_000, 250)).toBe(true);
-    expect(took).toBeLessThanOrEqual(10_000 + DEADMAN_MARGIN_MS);
-    expect(await backInCluster(killedAt + took, 30_000), 'the Lease renewed and the node Ready').toBe(true);
-    // the boot unit it had enabled is gone with it
-    expect(await unitFilesGone(runId)).toBe(true);
-    console.log(`dead-man via systemd-run: kubelet healthy ${(took / 1000).toFixed(1)} s after the SIGKILL (faultTtl 10 s)`);
+    expect(await backInCluster(at.kubelet ?? killedAt, 60_000), "sd-1's Lease renewed and the node Ready").toBe(true);
+    const since = (t: number | undefined) => (t === undefined ? 'never' : `${((t - killedAt) / 1000).toFixed(1)} s`);
+    console.log(
+      `SIGKILL (faultTtl ${TTL_S} s), from the kill: stop-apiserver@cp-1 fired ${cp.firedAt! - cp.keepalive} s after its last keepalive, ` +
+        `manifest back ${since(at.manifest)}, apiserver answering ${since(answersAt)}; stop-kubelet@sd-1 (systemd-run unit) fired ` +
+        `${sd.firedAt! - sd.keepalive} s after its last keepalive, kubelet unit active ${since(at.kubelet)}, Ready ${since(realClock.now())}`,
+    );
+    expect(at.manifest! - killedAt, "kubeadm's manifest back after the kill").toBeLessThanOrEqual(ttlMs + DEADMAN_MARGIN_MS);
+    expect(at.kubelet! - killedAt, "sd-1's kubelet unit active after the kill").toBeLessThanOrEqual(ttlMs + DEADMAN_MARGIN_MS);
+    // recover finds nothing left but the dead-men's records, removes them and releases the run lock
+    const rec = await cli(['recover', run.runId, '--force', '--state-dir', state], { timeoutMs: 300_000 });
+    expect(rec.code, `${rec.stdout}\n${rec.stderr}`).toBe(0);
+    expect(await deadmanRecords(onCp1, run.runId), 'dead-man records on cp-1').toEqual([]);
+    expect(await deadmanRecords(onSd1, run.runId), 'dead-man records on sd-1').toEqual([]);
+    // the boot unit it had enabled on sd-1 is gone with it
+    expect(await unitFilesGone(run.runId)).toBe(true);
   });
 
   it("is found by kube-runbook init: a kubeadm cluster, the node a worker at its address, reached over ssh with the lab's key", async () => {
