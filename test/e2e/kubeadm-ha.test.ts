@@ -11,9 +11,10 @@ import { expectObjectivesMet } from './helpers/objectives.js';
 import { cli, instanceFor, labCli, labBinaries, leftovers, REPO, startLab, stopLab, until, whyRun, type LabInfo } from './helpers/lab.js';
 
 /**
- * `lab up --kubeadm --control-planes 3 --real-nodes 1`: an HA control plane made by the release's kubeadm as its HA
- * guide makes one (stacked etcd, HAProxy as the controlPlaneEndpoint, `kubeadm init --upload-certs` on cp-1, `kubeadm
- * join --control-plane` of cp-2 and cp-3), and runbooks/control-plane-member-loss.yaml on it with cp-1 leading etcd:
+ * `lab up --kubeadm --control-planes 3 --real-nodes 1 --prometheus`: an HA control plane made by the release's kubeadm
+ * as its HA guide makes one (stacked etcd, HAProxy as the controlPlaneEndpoint, `kubeadm init --upload-certs` on
+ * cp-1, `kubeadm join --control-plane` of cp-2 and cp-3), Prometheus scraping every member, and
+ * runbooks/control-plane-member-loss.yaml on it with cp-1 leading etcd:
  * exit 0, every fault reverted, the worker's Node Ready throughout and the demo pods the same pods, counted by this
  * file's own sampling of the API and by the worker's containerd, not by the run. What kubeadm does that the lab's own
  * HA control plane does not: each member's kubelet talks to its own apiserver, so cp-1's Node goes NotReady while
@@ -28,7 +29,7 @@ const work = mkdtempSync(join(tmpdir(), 'kr-kha-'));
 
 beforeAll(async () => {
   const t0 = realClock.now();
-  lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 1, kubeadm: true, controlPlanes: 3 });
+  lab = await startLab({ instance: INSTANCE, nodes: 0, realNodes: 1, kubeadm: true, controlPlanes: 3, prometheus: true });
   process.stderr.write(`[lab] up with kubeadm init, 2 control-plane joins and 1 worker join took ${realClock.now() - t0} ms\n`);
   const kc = new KubeConfig();
   kc.loadFromFile(lab.kubeconfig);
@@ -112,7 +113,7 @@ const demoPods = async () =>
   (await core.listNamespacedPod({ namespace: 'demo' })).items.map((p) => `${p.metadata!.name}@${p.metadata!.uid}`).sort();
 
 describe('an HA control plane made by kubeadm', () => {
-  it('has three members, each joined by kubeadm with its own etcd member, static pods and local endpoints', async () => {
+  it('has three members, each joined by kubeadm with its own etcd member, static pods and local endpoints, each scraped by Prometheus', async () => {
     const nodes = (await core.listNode()).items;
     expect(nodes.map((n) => n.metadata!.name).sort()).toEqual([...MEMBERS, 'rnode-1']);
     for (const n of nodes) expect(n.status?.conditions?.find((c) => c.type === 'Ready')?.status, n.metadata!.name).toBe('True');
@@ -148,6 +149,15 @@ describe('an HA control plane made by kubeadm', () => {
       roles.filter((r) => r === 'leader'),
       status.stdout,
     ).toHaveLength(1);
+    // --prometheus: Prometheus, another node, scrapes each member's etcd (kubeadm's metrics port), apiserver,
+    // controller-manager and scheduler, which kubeadm binds to 127.0.0.1 unless the lab says otherwise
+    const targets = (await (await fetch(`${lab.prometheus!.url}/api/v1/targets?state=active`)).json()) as {
+      data: { activeTargets: { labels: { job: string; node: string }; scrapeUrl: string; health: string }[] };
+    };
+    const up = targets.data.activeTargets.filter((t) => t.health === 'up').map((t) => `${t.labels.job}@${t.labels.node}`);
+    for (const job of ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler'])
+      expect(up, JSON.stringify(targets.data.activeTargets)).toEqual(expect.arrayContaining(MEMBERS.map((m) => `${job}@${m}`)));
+    expect(targets.data.activeTargets.find((t) => t.labels.job === 'etcd')?.scrapeUrl).toMatch(/:2381\/metrics$/);
   });
 
   // the inventory names kubeadm's /etc/kubernetes and each member's mount namespace: an action on cp-2 must park

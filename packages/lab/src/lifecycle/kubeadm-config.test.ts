@@ -43,8 +43,9 @@ interface Cluster {
   kubernetesVersion: string;
   controlPlaneEndpoint: string;
   networking: { serviceSubnet: string };
-  etcd: { local: { dataDir: string } };
+  etcd: { local: { dataDir: string; extraArgs: Arg[] } };
   controllerManager: { extraArgs: Arg[] };
+  scheduler?: { extraArgs: Arg[] };
   apiServer: { extraArgs: Arg[] };
 }
 interface Join {
@@ -95,6 +96,28 @@ describe("lab up --kubeadm's kubeadm configuration", () => {
       nodeLeaseDurationSeconds: 8,
       nodeStatusUpdateFrequency: '2s',
     });
+  });
+
+  it("with --prometheus, serves etcd's, the controller-manager's and the scheduler's metrics on the member's address; kubeadm's own binds otherwise", () => {
+    const cluster = (prometheus: boolean) =>
+      parseAllDocuments(
+        initConfig({
+          instance: 'kb',
+          clusterName: 'lab-kb',
+          version: '1.37.2',
+          cp,
+          settings: resolveSettings({ kubeadm: true, realNodes: 1, prometheus }),
+          controlPlaneEndpoint: '10.213.1.2:6443',
+        }),
+      )[1]!.toJS() as Cluster;
+    const on = cluster(true);
+    expect(argsOf(on.etcd.local.extraArgs)['listen-metrics-urls']).toBe('http://0.0.0.0:2381');
+    expect(argsOf(on.controllerManager.extraArgs)['bind-address']).toBe('0.0.0.0');
+    expect(argsOf(on.scheduler!.extraArgs)).toEqual({ 'bind-address': '0.0.0.0' });
+    const off = cluster(false);
+    expect(argsOf(off.etcd.local.extraArgs)['listen-metrics-urls']).toBeUndefined();
+    expect(argsOf(off.controllerManager.extraArgs)['bind-address']).toBeUndefined();
+    expect(off.scheduler).toBeUndefined();
   });
 
   it('joins a worker by the bootstrap token with the CA pinned, in its zone', () => {

@@ -120,6 +120,9 @@ export interface InitInputs {
   certificateKey?: string;
 }
 
+/** Where kubeadm's etcd serves its metrics (plain HTTP; kubeadm's `EtcdMetricsPort`). */
+export const KUBEADM_ETCD_METRICS_PORT = 2381;
+
 /**
  * `kubeadm init --config`: the InitConfiguration, ClusterConfiguration and the shared KubeletConfiguration. The
  * controller-manager, apiserver and etcd get the lab's settings as extraArgs (node-monitor-grace-period and the rest
@@ -129,6 +132,9 @@ export interface InitInputs {
 export function initConfig(i: InitInputs): string {
   const s = i.settings;
   const tol = s.defaultTolerationSeconds;
+  // --prometheus: kubeadm binds the controller-manager's and the scheduler's metrics to 127.0.0.1; Prometheus is
+  // another node (kubeadm's probes then ask the node's address)
+  const prometheusBind: Record<string, string> = s.prometheus ? { 'bind-address': '0.0.0.0' } : {};
   const init = {
     apiVersion: API,
     kind: 'InitConfiguration',
@@ -160,6 +166,8 @@ export function initConfig(i: InitInputs): string {
           'quota-backend-bytes': s.etcdQuotaBytes ?? DEFAULT_ETCD_QUOTA_BYTES,
           'auto-compaction-mode': 'periodic',
           'auto-compaction-retention': '5m',
+          // --prometheus: kubeadm serves etcd's metrics on 127.0.0.1:2381 only; Prometheus scrapes each member's address
+          ...(s.prometheus ? { 'listen-metrics-urls': `http://0.0.0.0:${KUBEADM_ETCD_METRICS_PORT}` } : {}),
         }),
       },
     },
@@ -177,8 +185,10 @@ export function initConfig(i: InitInputs): string {
         'large-cluster-size-threshold': s.largeClusterSizeThreshold,
         // as the lab's own controller-manager: its node-health decisions ("Node hasn't been updated") in its log
         v: 2,
+        ...prometheusBind,
       }),
     },
+    ...(s.prometheus ? { scheduler: { extraArgs: args(prometheusBind) } } : {}),
     // kubeadm leaves these addons out of `config images list` and of its preflight's image check
     dns: { disabled: true },
     proxy: { disabled: true },

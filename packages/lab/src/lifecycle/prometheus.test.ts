@@ -72,6 +72,14 @@ describe("the lab's Prometheus configuration", () => {
       });
   });
 
+  it("reads a kubeadm lab's etcd on kubeadm's metrics port, each member's address", () => {
+    const etcd = (p: PrometheusPlan) => prometheusConfig(p).scrape_configs.find((j) => j.job_name === 'etcd')!;
+    expect(etcd({ ...plan(), etcdMetricsPort: 2381 }).static_configs.map((c) => c.targets)).toEqual(
+      plan().members.map((m) => [`${m.ip}:2381`]),
+    );
+    expect(etcd(plan()).static_configs.map((c) => c.targets)).toEqual(plan().members.map((m) => [`${m.ip}:2379`]));
+  });
+
   it('renders as YAML that reads back as the same configuration, under a header', () => {
     const text = prometheusConfigText(plan());
     expect(text.split('\n')[0]).toBe(

@@ -7,7 +7,7 @@ import { httpGet, writeConfigFile, type ServiceSpec } from './services.js';
 
 /**
  * `lab up --prometheus`: Debian's Prometheus in a namespace of its own (`prom`), scraping every control-plane
- * member's etcd (`/metrics` on its plain-HTTP client URL, four times a second), kube-apiserver,
+ * member's etcd (`/metrics` over plain HTTP: the lab's on its client URL, kubeadm's on its metrics port; four times a second), kube-apiserver,
  * kube-controller-manager and kube-scheduler (`/metrics` on their secure ports, every second). It authenticates to
  * the last three with a client certificate of the lab's CA (user `kube-runbook-prometheus`, allowed `get` on
  * `/metrics` only, by RBAC): the apiserver checks it itself, the controller-manager and scheduler check it against
@@ -41,6 +41,8 @@ export interface PrometheusPlan {
   keyFile: string;
   /** Every control-plane member. */
   members: { name: string; ip: string }[];
+  /** Where each member's etcd serves /metrics over plain HTTP: its client port (the lab's), or kubeadm's metrics port. */
+  etcdMetricsPort?: number;
   binary: string;
 }
 
@@ -70,7 +72,7 @@ export function prometheusConfig(p: PrometheusPlan): { global: Record<string, st
         job_name: 'etcd',
         scrape_interval: ETCD_SCRAPE_INTERVAL,
         scrape_timeout: ETCD_SCRAPE_INTERVAL,
-        static_configs: perMember(ETCD_PORT),
+        static_configs: perMember(p.etcdMetricsPort ?? ETCD_PORT),
       },
       // the apiservers' serving certificate is the lab CA's, for every member's address
       {

@@ -9,6 +9,7 @@ import { writeService } from './services.js';
 import { haproxyService, parseShowStat, statsCommand, writeHaproxyConfig } from './haproxy.js';
 import { findPackagedBinary } from '../install/packaged.js';
 import { prometheusService, writePrometheusConfig, type PrometheusPlan } from './prometheus.js';
+import { KUBEADM_ETCD_METRICS_PORT } from './kubeadm-config.js';
 import { startPrometheus } from './prometheus-start.js';
 import { otelService, writeOtelConfig } from './otel.js';
 import { component, type LabComponent } from './up-component.js';
@@ -77,6 +78,7 @@ export function prometheus(p: LabPlan): LabComponent {
         certFile: pki.cert('prometheus'),
         keyFile: pki.key('prometheus'),
         members: p.members,
+        ...(p.settings.kubeadm ? { etcdMetricsPort: KUBEADM_ETCD_METRICS_PORT } : {}),
         binary,
       };
       await writeService(prometheusService(plan));
