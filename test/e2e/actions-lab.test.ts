@@ -152,9 +152,10 @@ describe('throttle-etcd-disk on the lab', () => {
     return p99(before, await metrics());
   }
 
-  it("etcd's WAL fsync p99 rises at least tenfold; the revert removes the limit", async () => {
+  it("etcd's WAL fsync p99 rises two buckets or more, to the limit's floor; the revert removes the limit", async () => {
+    const writeIops = 10;
     const base = await measure('base');
-    const { action, actx, state } = await applyOn('throttle-etcd-disk', 'cp-1', { writeIops: 10 });
+    const { action, actx, state } = await applyOn('throttle-etcd-disk', 'cp-1', { writeIops });
     expect(state.cgroup, 'the lab etcd cgroup').toBe(lab.etcdCgroup.replace(/^\/sys\/fs\/cgroup(\/blkio)?/, ''));
     const throttled = await measure('throttled');
     await action.revert(actx, state);
@@ -164,7 +165,10 @@ describe('throttle-etcd-disk on the lab', () => {
     );
     expect(base.fsyncs).toBeGreaterThan(20);
     expect(throttled.fsyncs).toBeGreaterThan(10);
-    expect(throttled.p99).toBeGreaterThanOrEqual(10 * base.p99);
+    // etcd's buckets double, and the baseline's tail is this machine's disk, which other lanes' labs write to (128 ms
+    // seen): two buckets up, and no faster than the limit lets one write through (an fsync writes at least once)
+    expect(throttled.p99).toBeGreaterThanOrEqual(4 * base.p99);
+    expect(throttled.p99).toBeGreaterThanOrEqual(1 / writeIops);
     expect(after.p99).toBeLessThan(throttled.p99);
     const files = state.version === 2 ? ['io.max'] : ['blkio.throttle.write_iops_device', 'blkio.throttle.read_iops_device'];
     for (const f of files)

@@ -23,7 +23,7 @@ const IN_NODE = {
   images: '/opt/kube-runbook/images',
 } as const;
 
-/** Where the lab keeps a node's console (systemd's own output), its kubeadm join's log. */
+/** The log of a node's `kubeadm join` (and its image imports), beside its console in its directory. */
 const joinLog = (n: LabNodeInfo) => join(n.systemd!.dir, 'kubeadm-join.log');
 
 /** How the node boots, from what `lab up` recorded of it (LabInfo). */
