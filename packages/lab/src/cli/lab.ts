@@ -11,7 +11,7 @@ import { ensureOtelcol } from '../install/otelcol.js';
 import { ensureRealNodeBinaries } from '../install/real-nodes.js';
 import { cacheDir } from '../host/paths.js';
 import { runFleet } from '../sim/fleet.js';
-import { fleetLine, renderStatus } from '../lifecycle/render.js';
+import { fleetLine, renderStatus, upLine } from '../lifecycle/render.js';
 import { describeSettings } from '../host/settings.js';
 import { checkInstance, DEFAULT_INSTANCE } from '../host/paths.js';
 import { out } from 'kube-runbook/internal/cli/output.js';
@@ -200,7 +200,7 @@ function up(lab: Command, done: Done) {
       else
         out.stdout(
           [
-            `lab ${info.instance} is up in ${info.upSeconds}s: Kubernetes ${info.binaries?.version ?? '?'}, ${info.settings.nodes + (info.settings.realNodes ?? 0) + (info.settings.systemdNodes ?? 0)} node(s) Ready${info.settings.realNodes ? ` (${info.settings.realNodes} real${info.settings.systemdNodes ? `, ${info.settings.systemdNodes} with systemd` : ''})` : ''}, ${info.members ? `${info.members.length} control-plane members behind the VIP ${info.apiserverUrl}` : `apiserver ${info.apiserverUrl}`}`,
+            upLine(info),
             `  ${describeSettings(info.settings)}`,
             `  kubeconfig ${info.kubeconfig} (context ${info.context})`,
             `  inventory  ${info.inventoryFile}`,
