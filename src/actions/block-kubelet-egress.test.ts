@@ -23,10 +23,19 @@ const agentLab = (runAsGroup?: number): InventoryInput => {
   return { ...lab, spec: { ...lab.spec, transport: { type: 'agent', enter: 'mount', ...(runAsGroup ? { runAsGroup } : {}) } } };
 };
 
-/** A lab of `lab up --static-pods` (kubeadm's layout, lab kubelets), its node reached through `transport`. */
-const staticPodLab = (transport: 'netns' | 'ssh'): InventoryInput => {
+/** A lab of `lab up --static-pods` (kubeadm's layout, lab kubelets); `systemd`: its node runs kubeadm's kubelet unit. */
+const staticPodLab = (node: 'lab' | 'systemd'): InventoryInput => {
   const lab = inventory({ layout: 'lab', endpoints: ['10.99.0.1:6443'] });
-  return { ...lab, spec: { ...lab.spec, layout: 'kubeadm', kubeadm: { kubelet: 'lab' }, transport: { type: transport } } };
+  return {
+    ...lab,
+    spec: {
+      ...lab.spec,
+      layout: 'kubeadm',
+      kubeadm: { kubelet: 'lab' },
+      transport: { type: 'netns' },
+      nodes: lab.spec.nodes.map((n) => ({ ...n, ...(node === 'systemd' ? { kubelet: 'systemd' as const } : {}) })),
+    },
+  };
 };
 
 const purpose = scriptPurpose;
@@ -79,7 +88,7 @@ actionTester(action, {
     },
     {
       name: 'cgroup v1 on a lab of `lab up --static-pods` (kubeadm, lab kubelets): auto is the whole node namespace',
-      inventory: staticPodLab('netns'),
+      inventory: staticPodLab('lab'),
       handler: node(v1),
       check(r) {
         const s = r.prepared as EgressState;
@@ -158,8 +167,8 @@ actionTester(action, {
       message: /scope auto would widen to the whole node here .*say `scope: node` to accept that/,
     },
     {
-      name: 'scope auto on a kubeadm lab node reached over ssh (a machine of its own, cgroup v1): it would widen to the whole node',
-      inventory: staticPodLab('ssh'),
+      name: "scope auto on a kubeadm lab's node that runs kubeadm's kubelet unit (cgroup v1): it would widen to the whole node",
+      inventory: staticPodLab('systemd'),
       handler: node(v1),
       phase: 'preflight',
       code: 'PREFLIGHT_FAILED',

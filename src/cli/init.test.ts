@@ -260,7 +260,14 @@ describe('kube-runbook init', () => {
         kubeadm: { kubelet: 'lab' },
         nodes: [
           { name: 'cp-1', address: '10.0.0.10', roles: ['control-plane', 'etcd'], netns: 'kr-sf1-cp-1', mountns: '/run/kr/sf1/mnt/cp-1' },
-          { name: 'sd-1', address: '10.0.0.252', roles: ['worker'], zone: 'zone-a', transport: { ...ssh, ignoreUserConfig: true } },
+          {
+            name: 'sd-1',
+            address: '10.0.0.252',
+            roles: ['worker'],
+            zone: 'zone-a',
+            transport: { ...ssh, ignoreUserConfig: true },
+            kubelet: 'systemd',
+          },
         ],
       },
     };
@@ -268,7 +275,14 @@ describe('kube-runbook init', () => {
     expect((await checkInventory(inventoryText(), 'inventory.yaml')).ok).toBe(true);
     expect(parse(inventoryText()).spec.nodes).toEqual([
       { name: 'cp-1', address: '10.0.0.10', roles: ['control-plane', 'etcd'], netns: 'kr-sf1-cp-1', mountns: '/run/kr/sf1/mnt/cp-1' },
-      { name: 'sd-1', address: '10.0.0.252', roles: ['worker'], zone: 'zone-a', transport: { ...ssh, ignoreUserConfig: true } },
+      {
+        name: 'sd-1',
+        address: '10.0.0.252',
+        roles: ['worker'],
+        zone: 'zone-a',
+        transport: { ...ssh, ignoreUserConfig: true },
+        kubelet: 'systemd',
+      },
     ]);
   });
 

@@ -122,6 +122,7 @@ function fromLab(lab: FoundLab): Partial<Starter> & { layout: StarterLayout } {
     netns: str(n.netns),
     mountns: str(n.mountns),
     transport: transportOf(n.transport),
+    kubelet: str(n.kubelet),
   }));
   const labSpec = Object.fromEntries(['kubeadm', 'apiserver', 'prometheus'].filter((k) => s[k] !== undefined).map((k) => [k, s[k]]));
   const controller = Object.fromEntries(

@@ -141,6 +141,10 @@ export const InventoryNode = z.strictObject({
         "mount namespace file (netns transport): scripts run in it too, so the node's own /etc/kubernetes and /var/lib/kubelet are where kubeadm put them (a kubeadm lab's nodes)",
     }),
   transport: Transport.optional().meta({ description: 'overrides spec.transport for this node' }),
+  kubelet: z.enum(['systemd', 'lab']).optional().meta({
+    description:
+      "overrides spec.kubeadm.kubelet for this node: `systemd` for a kubeadm lab's node that runs kubeadm's `kubelet` unit (`lab up --systemd-nodes`)",
+  }),
   labels: z.record(z.string(), z.string()).optional(),
 });
 export type InventoryNode = z.infer<typeof InventoryNode>;
@@ -220,7 +224,7 @@ export const Inventory = z.strictObject({
           }),
         kubelet: z.enum(['systemd', 'lab']).default('systemd').meta({
           description:
-            "how the kubelets run: kubeadm's systemd unit `kubelet`, or lab services under `spec.lab.stateDir` (`lab up --static-pods`) on the nodes the netns transport reaches (a node reached over ssh runs the unit)",
+            "how the kubelets run: kubeadm's systemd unit `kubelet`, or lab services under `spec.lab.stateDir` (`lab up --static-pods`); a node's own `kubelet` overrides it",
         }),
       })
       .optional()
@@ -239,10 +243,8 @@ export type InventoryInput = z.input<typeof Inventory>;
 
 /**
  * Whether `node`'s kubelet is the lab's (`lab up`): layout lab, or kubeadm with lab kubelets (`lab up --static-pods`)
- * on a node the netns transport reaches (a kubeadm lab's node reached otherwise, over ssh, is a machine of its own that
- * runs kubeadm's `kubelet` unit). Each such node is a network namespace of its own holding only its kubelet, its
- * runtime and host-network pods.
+ * unless the node says `kubelet: systemd` (a kubeadm lab's node whose PID 1 is systemd runs kubeadm's unit). Each such
+ * node is a network namespace of its own holding only its kubelet, its runtime and host-network pods.
  */
 export const labKubelet = (inventory: Inventory, node: InventoryNode): boolean =>
-  inventory.spec.layout === 'lab' ||
-  (inventory.spec.kubeadm?.kubelet === 'lab' && (node.transport ?? inventory.spec.transport).type === 'netns');
+  inventory.spec.layout === 'lab' || (node.kubelet ?? inventory.spec.kubeadm?.kubelet) === 'lab';

@@ -328,6 +328,7 @@ describe('a node whose PID 1 is systemd', () => {
         knownHostsFile: join(lab.stateDir, 'ssh', 'known_hosts'),
         ignoreUserConfig: true,
       },
+      kubelet: 'systemd',
     });
     // the lab's own nodes keep their mount namespaces: cp-1's /etc/kubernetes is its own, not this machine's
     expect(inv.spec.nodes.find((n) => n.name === 'cp-1')?.mountns).toMatch(/\/mnt\/cp-1$/);

@@ -102,9 +102,8 @@ describe('lab inventory', () => {
         systemd: { dir: '/h/t1/nodes/sd-1/systemd' },
       },
     ];
-    const inv = Inventory.parse(
-      labInventory({ ...info(), nodes, settings: resolveSettings({ nodes: 0, realNodes: 1, kubeadm: true, systemdNodes: 1 }) }),
-    );
+    const doc = labInventory({ ...info(), nodes, settings: resolveSettings({ nodes: 0, realNodes: 1, kubeadm: true, systemdNodes: 1 }) });
+    const inv = Inventory.parse(doc);
     const sd = inv.spec.nodes.find((n) => n.name === 'sd-1')!;
     expect(sd).toMatchObject({
       address: '10.213.3.252',
@@ -120,8 +119,18 @@ describe('lab inventory', () => {
     expect(sd.netns).toBeUndefined();
     expect(sd.mountns).toBeUndefined();
     expect(serviceTarget(inv, sd, 'kubelet')).toMatchObject({ manager: 'systemd', unit: 'kubelet' });
+    expect(sd.kubelet).toBe('systemd');
     const rnode = inv.spec.nodes.find((n) => n.name === 'rnode-1')!;
     expect(serviceTarget(inv, rnode, 'kubelet')).toEqual({ manager: 'process', service: 'kubelet', dir: '/h/t1/nodes/rnode-1/kubelet' });
+    // reached through a node agent instead (real-nodes.test.ts), rnode-1's kubelet is still the lab's
+    const agents = Inventory.parse({ ...doc, spec: { ...doc.spec, transport: { type: 'agent', enter: 'mount' } } });
+    expect(
+      serviceTarget(
+        agents,
+        agents.spec.nodes.find((n) => n.name === 'rnode-1')!,
+        'kubelet',
+      ),
+    ).toMatchObject({ manager: 'process' });
     expect(inv.metadata.description).toContain('1 whose PID 1 is systemd, reached over ssh');
   });
 

@@ -63,7 +63,10 @@ export function labInventory(info: LabInfo): InventoryInput {
         ...(n.zone ? { zone: n.zone } : {}),
         // a node whose PID 1 is systemd is a machine of its own: its sshd, its kubelet unit (host keys checked)
         ...(n.systemd
-          ? { transport: { type: 'ssh' as const, user: 'root', ...labSshFiles(info.stateDir), ignoreUserConfig: true } }
+          ? {
+              transport: { type: 'ssh' as const, user: 'root', ...labSshFiles(info.stateDir), ignoreUserConfig: true },
+              kubelet: 'systemd' as const,
+            }
           : { netns: n.netns, ...(s.kubeadm ? { mountns: mountNsFile(info.instance, n.name) } : {}) }),
       })),
     },
