@@ -87,15 +87,24 @@ unshare --mount=${shq(file)} --propagation slave sh -c ${shq(inNs)}
 export const inNode = (netns: string, mountNs: string, argv: string[]): string =>
   `nsenter --net=${shq(`/run/netns/${netns}`)} --mount=${shq(mountNs)} -- ${argv.map(shq).join(' ')}`;
 
+/** The mount points (KUBEADM_DIRS) that kubeadm labs made on this machine, as recorded when they made them. */
+export const madeMountPoints = async (): Promise<string[]> =>
+  (await readFile(madeFile(), 'utf8').catch(() => '')).split('\n').filter(Boolean);
+
+/** Whether a kubeadm lab's node mount namespace is left on this machine (any instance). */
+export async function kubeadmNodesLeft(): Promise<boolean> {
+  for (const inst of await readdir(machineRunDir()).catch(() => [] as string[]))
+    if ((await readdir(join(machineRunDir(), inst, 'mnt')).catch(() => [] as string[])).length) return true;
+  return false;
+}
+
 /**
  * After `lab down`: the mount points made for kubeadm labs, removed when empty and when no lab's node namespace
  * is left (a directory removed here would be unmounted in every namespace that mounts on it). What it removed.
  */
 export async function releaseMountPoints(): Promise<string[]> {
-  const recorded = (await readFile(madeFile(), 'utf8').catch(() => '')).split('\n').filter(Boolean);
-  if (!recorded.length) return [];
-  for (const inst of await readdir(machineRunDir()).catch(() => [] as string[]))
-    if ((await readdir(join(machineRunDir(), inst, 'mnt')).catch(() => [] as string[])).length) return [];
+  const recorded = await madeMountPoints();
+  if (!recorded.length || (await kubeadmNodesLeft())) return [];
   const removed: string[] = [];
   for (const d of recorded)
     if (
