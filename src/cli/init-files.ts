@@ -21,7 +21,7 @@ export interface StarterNode {
   /** The node's own transport in the lab's inventory (a node whose PID 1 is systemd: ssh with the lab's key), as it is. */
   transport?: Readonly<Record<string, string | number | boolean>>;
   /** The node's own `kubelet` in the lab's inventory (`systemd`: kubeadm's unit on a lab of lab kubelets). */
-  kubelet?: string;
+  kubelet?: 'systemd' | 'lab';
 }
 
 export interface Starter {
@@ -61,7 +61,7 @@ function foundLine(s: Starter, n: StarterNode): string {
   // JSON is YAML's flow style: every key and string quoted
   if (n.transport) parts.push(`transport: ${JSON.stringify(n.transport)}`);
   else if (n.ssh) parts.push('transport: {type: ssh, user: root}');
-  if (n.kubelet === 'systemd' || n.kubelet === 'lab') parts.push(`kubelet: ${n.kubelet}`);
+  if (n.kubelet) parts.push(`kubelet: ${n.kubelet}`);
   return `    - {${parts.join(', ')}}`;
 }
 

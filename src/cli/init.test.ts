@@ -252,28 +252,7 @@ describe('kube-runbook init', () => {
       identityFile: '/state/lab/sf1/ssh/id_ed25519',
       knownHostsFile: '/state/lab/sf1/ssh/known_hosts',
     };
-    const lab: FoundLab = {
-      instance: 'sf1',
-      stateDir: '/state/lab/sf1',
-      spec: {
-        layout: 'kubeadm',
-        kubeadm: { kubelet: 'lab' },
-        nodes: [
-          { name: 'cp-1', address: '10.0.0.10', roles: ['control-plane', 'etcd'], netns: 'kr-sf1-cp-1', mountns: '/run/kr/sf1/mnt/cp-1' },
-          {
-            name: 'sd-1',
-            address: '10.0.0.252',
-            roles: ['worker'],
-            zone: 'zone-a',
-            transport: { ...ssh, ignoreUserConfig: true },
-            kubelet: 'systemd',
-          },
-        ],
-      },
-    };
-    await init({}, deps({ lab }).deps);
-    expect((await checkInventory(inventoryText(), 'inventory.yaml')).ok).toBe(true);
-    expect(parse(inventoryText()).spec.nodes).toEqual([
+    const nodes = [
       { name: 'cp-1', address: '10.0.0.10', roles: ['control-plane', 'etcd'], netns: 'kr-sf1-cp-1', mountns: '/run/kr/sf1/mnt/cp-1' },
       {
         name: 'sd-1',
@@ -283,7 +262,20 @@ describe('kube-runbook init', () => {
         transport: { ...ssh, ignoreUserConfig: true },
         kubelet: 'systemd',
       },
-    ]);
+    ];
+    const lab: FoundLab = {
+      instance: 'sf1',
+      stateDir: '/state/lab/sf1',
+      spec: {
+        layout: 'kubeadm',
+        kubeadm: { kubelet: 'lab' },
+        nodes,
+      },
+    };
+    await init({}, deps({ lab }).deps);
+    expect((await checkInventory(inventoryText(), 'inventory.yaml')).ok).toBe(true);
+    // written as the lab's inventory has them: mount namespace, own transport, kubelet
+    expect(parse(inventoryText()).spec.nodes).toEqual(nodes);
   });
 
   it('on a terminal: offers the contexts, and asks for what the cluster did not say', async () => {

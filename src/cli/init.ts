@@ -103,6 +103,9 @@ async function pickContext(
 
 const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
+/** A lab node's own `kubelet`, when it says one the inventory knows. */
+const kubeletOf = (v: unknown): 'systemd' | 'lab' | undefined => (v === 'systemd' || v === 'lab' ? v : undefined);
+
 /** A lab node's own transport, its scalar fields as they are (the inventory's schema checks them when it is read). */
 function transportOf(v: unknown): Record<string, string | number | boolean> | undefined {
   if (!v || typeof v !== 'object' || Array.isArray(v)) return undefined;
@@ -122,7 +125,7 @@ function fromLab(lab: FoundLab): Partial<Starter> & { layout: StarterLayout } {
     netns: str(n.netns),
     mountns: str(n.mountns),
     transport: transportOf(n.transport),
-    kubelet: str(n.kubelet),
+    kubelet: kubeletOf(n.kubelet),
   }));
   const labSpec = Object.fromEntries(['kubeadm', 'apiserver', 'prometheus'].filter((k) => s[k] !== undefined).map((k) => [k, s[k]]));
   const controller = Object.fromEntries(

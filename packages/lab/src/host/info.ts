@@ -24,6 +24,9 @@ export interface LabNodeInfo {
   systemd?: { dir: string; rootfs?: string; binds?: Record<string, string>; pid?: number };
 }
 
+/** A simulated worker: one the kubelet simulator runs (neither a real node nor one whose PID 1 is systemd). */
+export const simulatedWorker = (n: LabNodeInfo): boolean => n.roles.includes('worker') && !n.real && !n.systemd;
+
 export interface LabBinariesInfo {
   dir: string;
   version: string;

@@ -119,7 +119,7 @@ async function powerCutRealNode(instance: string, node: string, clock: Clock): P
  * among them, as on a machine. Its new PID 1 is recorded in the lab's state.
  */
 async function rebootSystemdNode(info: LabInfo, n: LabNodeInfo, o: { log: Logger; clock: Clock }): Promise<RebootReport> {
-  const node = systemdNodeOf({ names: labNames(info.instance) }, n);
+  const node = systemdNodeOf(info.instance, n);
   const killed = await killLeftoverSystemdNode(node.cgroup, o);
   o.log.info(`lab: ${n.name} lost power: ${killed} process(es) killed`);
   const pid = await bootSystemdNode(node, o);

@@ -6,7 +6,7 @@ import { shq } from 'kube-runbook/internal/core/shell.js';
 import { sh } from '../host/host.js';
 import { alive } from '../host/lock.js';
 import { inSystemdNode } from '../host/systemd-node.js';
-import { readLabInfo, type LabInfo } from '../host/info.js';
+import { readLabInfo, simulatedWorker, type LabInfo } from '../host/info.js';
 import { readRuntime, type RuntimeState } from '../sim/runtime.js';
 import { controlPlaneNodes } from '../host/settings.js';
 import { LB_NODE, OTEL_NODE, PROMETHEUS_NODE } from '../host/paths.js';
@@ -83,8 +83,7 @@ export async function labStatus(instance = 'lab'): Promise<LabStatus> {
     status.clusterError = messageOf(e);
   }
   // the simulator's containers; a real node's are containerd's
-  for (const n of info.nodes.filter((x) => x.roles.includes('worker') && !x.real && !x.systemd))
-    status.runtimes.push(await readRuntime(info.stateDir, n.name));
+  for (const n of info.nodes.filter(simulatedWorker)) status.runtimes.push(await readRuntime(info.stateDir, n.name));
   status.realRuntimes = await Promise.all(info.nodes.filter((x) => x.runtime).map(realNodeContainers));
   return status;
 }

@@ -16,6 +16,7 @@ import { WORKLOAD_IMAGE } from '../install/images.js';
 import { component, type LabComponent } from './up-component.js';
 import { realContext } from './up-control-plane.js';
 import type { LabPlan } from './up-plan.js';
+import { simulatedWorker } from '../host/info.js';
 
 /**
  * How many simulated nodes share a process: a group shares the runtime and the timers (a process per node cost far
@@ -32,7 +33,7 @@ export function simulatedNodes(p: LabPlan): LabComponent {
     name: 'kubelet simulators',
     async write() {
       // hundreds of nodes: their files written side by side
-      const sims = p.info.nodes.filter((x) => x.roles.includes('worker') && !x.real && !x.systemd);
+      const sims = p.info.nodes.filter(simulatedWorker);
       await eachLimited([...sims.entries()], 16, async ([i, n]) => {
         const svc = comp.kubeletService(ctx0, n.name, n.netns, { host: p.apiserverHost, port: comp.APISERVER_PORT });
         await writeService(svc);

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { shq } from 'kube-runbook/internal/core/shell.js';
 import { mustSh } from '../host/host.js';
-import { labSshFiles } from '../host/paths.js';
+import { labNames, labSshFiles } from '../host/paths.js';
 import type { LabNodeInfo } from '../host/info.js';
 import { bootSystemdNode, systemdNodePaths, type SystemdNode } from '../host/systemd-node.js';
 import { APISERVER_PORT } from './components.js';
@@ -27,12 +27,12 @@ const IN_NODE = {
 const joinLog = (n: LabNodeInfo) => join(n.systemd!.dir, 'kubeadm-join.log');
 
 /** How the node boots, from what `lab up` recorded of it (LabInfo). */
-export function systemdNodeOf(p: { names: { nodeCgroup(node: string): string } }, n: LabNodeInfo): SystemdNode {
+export function systemdNodeOf(instance: string, n: LabNodeInfo): SystemdNode {
   const s = n.systemd;
   if (!s?.rootfs) throw new Error(`${n.name} is no node whose PID 1 is systemd`);
   return {
     name: n.name,
-    cgroup: p.names.nodeCgroup(n.name),
+    cgroup: labNames(instance).nodeCgroup(n.name),
     netns: n.netns,
     rootfs: s.rootfs,
     dir: s.dir,
@@ -109,7 +109,7 @@ export function systemdNodes(p: LabPlan): LabComponent {
         nodes.map(async (n) => {
           // a node forwards packets (kubeadm's preflight checks it): the setting is the node's network namespace's own
           await mustSh('LAB_SYSTEMD_NODE', `ip_forward on ${n.name}`, `ip netns exec ${shq(n.netns)} sysctl -qw net.ipv4.ip_forward=1`);
-          const pid = await bootSystemdNode(systemdNodeOf(p, n), { clock: p.clock });
+          const pid = await bootSystemdNode(systemdNodeOf(p.instance, n), { clock: p.clock });
           n.systemd!.pid = pid;
           n.runtime = { ctr: real!.containerd.ctr, socket: systemdNodeSocket(pid) };
           const archive = (a: string) => join(IN_NODE.images, basename(a));
